@@ -1,0 +1,41 @@
+/* The frontend's entry points after parsing: name resolution, type and shape
+ * inference, const parameters and -D overrides, instantiation and inlining of generic
+ * fns, checks of @launch/@autotune/grid, and lowering of kernels to Tile IR; graphs are
+ * checked (shapes with symbolic sizes) but not lowered yet. */
+#ifndef TILE_FRONTEND_FRONTEND_H
+#define TILE_FRONTEND_FRONTEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frontend/ast.h"
+#include "ir/ir.h"
+
+typedef struct FeDefine {   /* -D NAME=VALUE, or one key of a config */
+    const char *name;
+    int64_t value;
+} FeDefine;
+
+typedef struct FeOptions {
+    const FeDefine *defines;   /* override const parameters (and warps/stages) */
+    uint32_t ndefines;
+    const char *kernel;        /* lower only this kernel (NULL: every kernel) */
+} FeOptions;
+
+/* Checks every item of p and lowers the kernels to a new module in ctx. Errors (with
+ * locations) go to diags; returns NULL if there was any. A const parameter's value
+ * comes from a define, else from the @autotune default config, else from its default;
+ * a kernel that needs a value it has not got is an error naming the parameter. An
+ * unknown -D name is an error too (unless it names a const of another kernel). */
+IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagList *diags);
+
+/* The tuning space of a kernel's @autotune, expanded and pruned by `where`, for the
+ * runtime's tuner (later). Returns the number of configs (0 without @autotune). */
+typedef struct FeConfig {
+    FeDefine *keys;            /* const params and "warps"/"stages" */
+    uint32_t nkeys;
+} FeConfig;
+uint32_t fe_autotune_configs(Arena *a, const AstProgram *p, const char *kernel,
+                             FeConfig **out, DiagList *diags);
+
+#endif

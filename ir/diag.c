@@ -1,0 +1,137 @@
+/* Diagnostics with source lines and carets (see diag.h). */
+#include "diag.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+
+void diag_init(DiagList *d) { memset(d, 0, sizeof *d); }
+
+void diag_free(DiagList *d)
+{
+    for (size_t i = 0; i < d->len; i++) tl_free(d->items[i].msg);
+    tl_free(d->items);
+    memset(d, 0, sizeof *d);
+}
+
+void diag_vadd(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, va_list ap)
+{
+    size_t max = d->max_errors ? d->max_errors : 50;
+    if (lvl == DIAG_ERROR && d->nerrors >= max) {
+        d->nerrors++;
+        return;
+    }
+    if (lvl == DIAG_NOTE && d->nerrors > max) return;
+    if (d->len == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 8;
+        Diag *ni = tl_realloc(d->items, nc * sizeof *ni);
+        if (!ni) tl_oom();
+        d->items = ni;
+        d->cap = nc;
+    }
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *msg = tl_malloc((size_t)(n < 0 ? 0 : n) + 1);
+    if (!msg) tl_oom();
+    vsnprintf(msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, ap2);
+    va_end(ap2);
+    d->items[d->len++] = (Diag){lvl, loc, msg};
+    if (lvl == DIAG_ERROR) d->nerrors++;
+}
+
+void diag_add(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(d, lvl, loc, fmt, ap);
+    va_end(ap);
+}
+
+static const char *const level_names[] = {"error", "warning", "note"};
+
+/* Prints line `line` of src and a caret under column `col` (tabs kept so the caret
+ * lines up). */
+static void print_caret(const Source *src, uint32_t line, uint32_t col, FILE *out)
+{
+    const char *p = src->text, *end = src->text + src->len;
+    for (uint32_t l = 1; l < line && p < end; p++)
+        if (*p == '\n') l++;
+    if (p >= end && line > 1) return;
+    const char *e = p;
+    while (e < end && *e != '\n') e++;
+    fprintf(out, "    %.*s\n    ", (int)(e - p), p);
+    for (uint32_t c = 1; c < col && p + c - 1 < e; c++) fputc(p[c - 1] == '\t' ? '\t' : ' ', out);
+    fputs("^\n", out);
+}
+
+void diag_print_one(const Diag *g, FILE *out)
+{
+    if (g->loc.src)
+        fprintf(out, "%s:%u:%u: %s: %s\n", g->loc.src->name, g->loc.line, g->loc.col,
+                level_names[g->level], g->msg);
+    else
+        fprintf(out, "tile: %s: %s\n", level_names[g->level], g->msg);
+    if (g->loc.src && g->loc.line > 0) print_caret(g->loc.src, g->loc.line, g->loc.col, out);
+}
+
+void diag_print(const DiagList *d, FILE *out)
+{
+    for (size_t i = 0; i < d->len; i++) diag_print_one(&d->items[i], out);
+    size_t max = d->max_errors ? d->max_errors : 50;
+    if (d->nerrors > max)
+        fprintf(out, "tile: error: too many errors (%zu), stopped after %zu\n", d->nerrors, max);
+}
+
+Source *source_from_string(const char *name, const char *text)
+{
+    Source *s = tl_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->name = tl_strdup(name);
+    s->text = tl_strdup(text);
+    if (!s->name || !s->text) {
+        source_free(s);
+        return NULL;
+    }
+    s->len = strlen(text);
+    return s;
+}
+
+Source *source_read(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = tl_malloc(cap);
+    for (size_t n; buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += n;
+        if (cap - len - 1 == 0) {
+            char *nb = tl_realloc(buf, cap *= 2);
+            if (!nb) tl_free(buf);
+            buf = nb;
+        }
+    }
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    Source *s = buf && !err ? tl_calloc(1, sizeof *s) : NULL;
+    if (!s) {
+        tl_free(buf);
+        errno = err ? err : ENOMEM;
+        return NULL;
+    }
+    buf[len] = 0;
+    s->name = tl_strdup(path);
+    s->text = buf;
+    s->len = len;
+    return s;
+}
+
+void source_free(Source *s)
+{
+    if (!s) return;
+    tl_free((void *)s->name);
+    tl_free((void *)s->text);
+    tl_free(s);
+}

@@ -1,0 +1,396 @@
+/* Tile IR core: element kinds, interned types, functions, the builder, editing. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- element kinds -------------------------------------------------------------- */
+static const struct {
+    const char *name;
+    int bits;
+    char cls;
+} elem_info[] = {
+#define X(n, t, b, c) {t, b, c},
+    IR_ELEMS(X)
+#undef X
+};
+
+const char *ir_elem_name(IrElem e) { return e < IR_NUM_ELEMS ? elem_info[e].name : "?"; }
+int ir_elem_bits(IrElem e) { return elem_info[e].bits; }
+int ir_elem_bytes(IrElem e) { return e == IR_I1 ? 1 : elem_info[e].bits / 8; }
+bool ir_elem_is_int(IrElem e) { return elem_info[e].cls == 'i' || elem_info[e].cls == 'u'; }
+bool ir_elem_is_signed(IrElem e) { return elem_info[e].cls == 'i' && e != IR_I1; }
+bool ir_elem_is_float(IrElem e) { return elem_info[e].cls == 'f'; }
+
+bool ir_elem_from_name(const char *s, size_t n, IrElem *out)
+{
+    if (n == 4 && !memcmp(s, "bool", 4)) {
+        *out = IR_I1;
+        return true;
+    }
+    for (int e = 0; e < IR_PTR; e++) {
+        if (strlen(elem_info[e].name) == n && !memcmp(s, elem_info[e].name, n)) {
+            *out = (IrElem)e;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- ops ------------------------------------------------------------------------- */
+const IrOpInfo ir_op_info[IR_NUM_OPS] = {
+#define OP(name, text, nops, nres, nreg, flags, attr) {text, nops, nres, nreg, flags},
+#include "ops.def"
+#undef OP
+};
+
+const char *const ir_cmp_names[6] = {"eq", "ne", "lt", "le", "gt", "ge"};
+const char *const ir_precision_names[3] = {"default", "tf32", "ieee"};
+
+bool ir_op_from_name(const char *s, size_t n, IrOpcode *out)
+{
+    for (int i = 0; i < IR_NUM_OPS; i++) {
+        if (strlen(ir_op_info[i].text) == n && !memcmp(s, ir_op_info[i].text, n)) {
+            *out = (IrOpcode)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- context and interned types ----------------------------------------------------- */
+enum { TYPE_BUCKETS = 1024 };
+
+typedef struct TypeNode {
+    IrType t;
+    struct TypeNode *next;
+} TypeNode;
+
+struct IrCtx {
+    Arena *arena;
+    DiagList diags;
+    TypeNode *buckets[TYPE_BUCKETS];
+};
+
+IrCtx *ir_ctx_create(void)
+{
+    IrCtx *c = tl_calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->arena = arena_create();
+    if (!c->arena) {
+        tl_free(c);
+        return NULL;
+    }
+    diag_init(&c->diags);
+    return c;
+}
+
+void ir_ctx_destroy(IrCtx *c)
+{
+    if (!c) return;
+    arena_destroy(c->arena);
+    diag_free(&c->diags);
+    tl_free(c);
+}
+
+Arena *ir_ctx_arena(IrCtx *c) { return c->arena; }
+DiagList *ir_ctx_diags(IrCtx *c) { return &c->diags; }
+
+static uint32_t type_hash(const IrType *t)
+{
+    uint32_t h = 2166136261u;
+    const uint32_t parts[] = {t->elem, t->pointee, t->rank, (uint32_t)t->shape[0],
+                              (uint32_t)t->shape[1], (uint32_t)t->shape[2],
+                              (uint32_t)(uintptr_t)t->layout};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) h = (h ^ parts[i]) * 16777619u;
+    return h;
+}
+
+static const IrType *intern(IrCtx *c, const IrType *key)
+{
+    uint32_t b = type_hash(key) % TYPE_BUCKETS;
+    for (TypeNode *n = c->buckets[b]; n; n = n->next)
+        if (!memcmp(&n->t, key, sizeof *key)) return &n->t;
+    TypeNode *n = arena_alloc(c->arena, sizeof *n);
+    n->t = *key;
+    n->next = c->buckets[b];
+    c->buckets[b] = n;
+    return &n->t;
+}
+
+static IrType type_key(IrElem elem, IrElem pointee)
+{
+    IrType k;
+    memset(&k, 0, sizeof k);  /* padding too: keys are compared with memcmp */
+    k.elem = elem;
+    k.pointee = elem == IR_PTR ? pointee : IR_I1;
+    return k;
+}
+
+const IrType *ir_type_scalar(IrCtx *c, IrElem e)
+{
+    IrType k = type_key(e, IR_I1);
+    return intern(c, &k);
+}
+
+const IrType *ir_type_ptr(IrCtx *c, IrElem pointee)
+{
+    IrType k = type_key(IR_PTR, pointee);
+    return intern(c, &k);
+}
+
+const IrType *ir_type_tile(IrCtx *c, const IrType *scalar, int rank, const int32_t *shape)
+{
+    IrType k = type_key(scalar->elem, scalar->pointee);
+    k.rank = (uint8_t)rank;
+    for (int i = 0; i < rank && i < IR_MAX_RANK; i++) k.shape[i] = shape[i];
+    return intern(c, &k);
+}
+
+const IrType *ir_type_elem(IrCtx *c, const IrType *t)
+{
+    IrType k = type_key(t->elem, t->pointee);
+    return intern(c, &k);
+}
+
+const IrType *ir_type_like(IrCtx *c, const IrType *shape_of, const IrType *elem_of)
+{
+    return ir_type_tile(c, elem_of, shape_of->rank, shape_of->shape);
+}
+
+const IrType *ir_type_with_layout(IrCtx *c, const IrType *t, const IrLayout *l)
+{
+    IrType k = *t;
+    k.layout = l;
+    return intern(c, &k);
+}
+
+int64_t ir_type_numel(const IrType *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    return n;
+}
+
+bool ir_type_is_tile(const IrType *t) { return t->rank > 0; }
+
+char *ir_type_str(const IrType *t, char *buf, size_t n)
+{
+    int w = t->elem == IR_PTR ? snprintf(buf, n, "*%s", ir_elem_name(t->pointee))
+                              : snprintf(buf, n, "%s", ir_elem_name(t->elem));
+    for (int i = 0; i < t->rank && w >= 0 && (size_t)w < n; i++)
+        w += snprintf(buf + w, n - (size_t)w, "%s%d%s", i ? ", " : "[", t->shape[i],
+                      i + 1 == t->rank ? "]" : "");
+    return buf;
+}
+
+/* ---- modules, functions, values ------------------------------------------------------- */
+IrModule *ir_module_create(IrCtx *c)
+{
+    IrModule *m = arena_alloc(c->arena, sizeof *m);
+    m->ctx = c;
+    return m;
+}
+
+static void *grow(Arena *a, void *old, uint32_t len, uint32_t *cap, size_t elem)
+{
+    if (len < *cap) return old;
+    uint32_t nc = *cap ? *cap * 2 : 16;
+    void *n = arena_alloc(a, nc * elem);
+    if (old) memcpy(n, old, len * elem);
+    *cap = nc;
+    return n;
+}
+
+IrValue ir_value_new(IrFunc *f, const IrType *t, const char *name)
+{
+    Arena *a = f->module->ctx->arena;
+    f->values = grow(a, f->values, f->nvalues, &f->cap_values, sizeof *f->values);
+    IrValue v = f->nvalues++;
+    f->values[v] = (IrValueInfo){.type = t, .name = name ? arena_strdup(a, name) : NULL};
+    return v;
+}
+
+static void block_init(IrBlock *blk, IrFunc *f, IrOp *parent)
+{
+    memset(blk, 0, sizeof *blk);
+    blk->func = f;
+    blk->parent_op = parent;
+}
+
+IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
+                       const IrType *const *param_types, const char *const *param_names,
+                       uint32_t nparams)
+{
+    Arena *a = m->ctx->arena;
+    IrFunc *f = arena_alloc(a, sizeof *f);
+    f->kind = kind;
+    f->name = arena_strdup(a, name);
+    f->loc = loc;
+    f->module = m;
+    f->warps = 4;
+    f->stages = 2;
+    block_init(&f->body, f, NULL);
+    f->param_names = arena_alloc(a, (nparams ? nparams : 1) * sizeof *f->param_names);
+    for (uint32_t i = 0; i < nparams; i++) {
+        const char *pn = param_names ? param_names[i] : NULL;
+        f->param_names[i] = pn ? arena_strdup(a, pn) : arena_printf(a, "arg%u", i);
+        ir_block_add_arg(&f->body, param_types[i], f->param_names[i]);
+    }
+    m->funcs = grow(a, m->funcs, m->nfuncs, &m->cap_funcs, sizeof *m->funcs);
+    m->funcs[m->nfuncs++] = f;
+    return f;
+}
+
+IrFunc *ir_module_find(const IrModule *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->nfuncs; i++)
+        if (!strcmp(m->funcs[i]->name, name)) return m->funcs[i];
+    return NULL;
+}
+
+IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name)
+{
+    IrFunc *f = blk->func;
+    Arena *a = f->module->ctx->arena;
+    IrValue v = ir_value_new(f, t, name);
+    IrValue *na = arena_alloc(a, (blk->nargs + 1) * sizeof *na);
+    if (blk->nargs) memcpy(na, blk->args, blk->nargs * sizeof *na);
+    na[blk->nargs] = v;
+    f->values[v].block = blk;
+    f->values[v].index = blk->nargs;
+    blk->args = na;
+    blk->nargs++;
+    return v;
+}
+
+/* ---- builder ------------------------------------------------------------------------ */
+void ir_builder_at_end(IrBuilder *b, IrBlock *blk)
+{
+    b->func = blk->func;
+    b->block = blk;
+    b->before = NULL;
+}
+
+void ir_builder_before(IrBuilder *b, IrOp *op)
+{
+    b->func = op->parent->func;
+    b->block = op->parent;
+    b->before = op;
+}
+
+static void link_at_end(IrBlock *blk, IrOp *op)
+{
+    op->parent = blk;
+    op->prev = blk->last;
+    op->next = NULL;
+    if (blk->last) blk->last->next = op;
+    else blk->first = op;
+    blk->last = op;
+}
+
+void ir_op_insert_before(IrOp *op, IrOp *before)
+{
+    IrBlock *blk = before->parent;
+    op->parent = blk;
+    op->next = before;
+    op->prev = before->prev;
+    if (before->prev) before->prev->next = op;
+    else blk->first = op;
+    before->prev = op;
+}
+
+void ir_op_remove(IrOp *op)
+{
+    IrBlock *blk = op->parent;
+    if (!blk) return;
+    if (op->prev) op->prev->next = op->next;
+    else blk->first = op->next;
+    if (op->next) op->next->prev = op->prev;
+    else blk->last = op->prev;
+    op->prev = op->next = NULL;
+    op->parent = NULL;
+}
+
+IrOp *ir_build(IrBuilder *b, IrOpcode code, const IrValue *operands, uint32_t noperands,
+               const IrType *const *result_types, uint32_t nresults, uint32_t nregions)
+{
+    IrFunc *f = b->func;
+    Arena *a = f->module->ctx->arena;
+    IrOp *op = arena_alloc(a, sizeof *op);
+    op->code = code;
+    op->loc = b->loc;
+    op->noperands = noperands;
+    op->operands = arena_alloc(a, (noperands ? noperands : 1) * sizeof *op->operands);
+    if (noperands) memcpy(op->operands, operands, noperands * sizeof *operands);
+    op->nresults = nresults;
+    op->results = arena_alloc(a, (nresults ? nresults : 1) * sizeof *op->results);
+    for (uint32_t i = 0; i < nresults; i++) {
+        IrValue v = ir_value_new(f, result_types[i], NULL);
+        f->values[v].def = op;
+        f->values[v].index = i;
+        op->results[i] = v;
+    }
+    op->nregions = nregions;
+    op->regions = arena_alloc(a, (nregions ? nregions : 1) * sizeof *op->regions);
+    for (uint32_t i = 0; i < nregions; i++) block_init(&op->regions[i], f, op);
+    if (b->before) ir_op_insert_before(op, b->before);
+    else link_at_end(b->block, op);
+    return op;
+}
+
+IrValue ir_build1(IrBuilder *b, IrOpcode code, const IrType *t, const IrValue *ops, uint32_t n)
+{
+    return ir_build(b, code, ops, n, &t, 1, 0)->results[0];
+}
+
+IrValue ir_const_int(IrBuilder *b, const IrType *t, int64_t v)
+{
+    IrOp *op = ir_build(b, IR_OP_CONST, NULL, 0, &t, 1, 0);
+    op->attr.i = v;
+    op->attr.f = (double)v;
+    return op->results[0];
+}
+
+IrValue ir_const_float(IrBuilder *b, const IrType *t, double v)
+{
+    IrOp *op = ir_build(b, IR_OP_CONST, NULL, 0, &t, 1, 0);
+    op->attr.f = v;
+    op->attr.i = 0;
+    return op->results[0];
+}
+
+/* ---- editing ------------------------------------------------------------------------ */
+static void replace_in_block(IrBlock *blk, IrValue from, IrValue to)
+{
+    for (IrOp *op = blk->first; op; op = op->next) {
+        for (uint32_t i = 0; i < op->noperands; i++)
+            if (op->operands[i] == from) op->operands[i] = to;
+        for (uint32_t r = 0; r < op->nregions; r++) replace_in_block(&op->regions[r], from, to);
+    }
+}
+
+void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to) { replace_in_block(&f->body, from, to); }
+
+void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud)
+{
+    for (IrOp *op = blk->first, *next; op; op = next) {
+        next = op->next;
+        fn(op, ud);
+        for (uint32_t r = 0; r < op->nregions; r++) ir_walk(&op->regions[r], fn, ud);
+    }
+}
+
+static void count_uses(IrOp *op, void *ud)
+{
+    uint32_t *counts = ud;
+    for (uint32_t i = 0; i < op->noperands; i++) counts[op->operands[i]]++;
+}
+
+uint32_t *ir_use_counts(const IrFunc *f)
+{
+    uint32_t *counts = tl_calloc(f->nvalues ? f->nvalues : 1, sizeof *counts);
+    if (!counts) tl_oom();
+    ir_walk((IrBlock *)&f->body, count_uses, counts);
+    return counts;
+}

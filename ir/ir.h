@@ -1,0 +1,245 @@
+/* Tile IR: SSA values, typed ops, structured regions.
+ *
+ * A Module holds Funcs (kernels, and the host-side grid functions of kernels). A Func
+ * has one body Block; ops live in doubly linked lists inside Blocks; control-flow ops
+ * (for, if, while) own Regions, each one Block whose arguments are the region's
+ * entry values and whose last op is a terminator (yield / condition / return).
+ *
+ * Values are 32-bit ids into the function's value table (IrFunc.values): each value
+ * is either a block argument or the result of one op. Types are interned in the
+ * IrCtx, so two types are equal exactly when their pointers are. A type carries a
+ * layout slot that stays NULL until the GPU tiling pass assigns one (which thread
+ * holds which element); the interpreter ignores it.
+ *
+ * Every op keeps its source location through every pass. All IR memory lives in the
+ * IrCtx's arena and dies with it. */
+#ifndef TILE_IR_IR_H
+#define TILE_IR_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arena.h"
+#include "diag.h"
+
+/* ---- element types ------------------------------------------------------------ */
+/*        NAME       text       bits class */
+#define IR_ELEMS(X)                         \
+    X(I1,     "i1",     1,  'i')            \
+    X(I8,     "i8",     8,  'i')            \
+    X(I16,    "i16",    16, 'i')            \
+    X(I32,    "i32",    32, 'i')            \
+    X(I64,    "i64",    64, 'i')            \
+    X(U8,     "u8",     8,  'u')            \
+    X(U16,    "u16",    16, 'u')            \
+    X(U32,    "u32",    32, 'u')            \
+    X(U64,    "u64",    64, 'u')            \
+    X(F16,    "f16",    16, 'f')            \
+    X(BF16,   "bf16",   16, 'f')            \
+    X(F32,    "f32",    32, 'f')            \
+    X(F64,    "f64",    64, 'f')            \
+    X(F8E4M3, "f8e4m3", 8,  'f')            \
+    X(F8E5M2, "f8e5m2", 8,  'f')            \
+    X(PTR,    "ptr",    64, 'p')
+
+typedef enum {
+#define X(n, t, b, c) IR_##n,
+    IR_ELEMS(X)
+#undef X
+    IR_NUM_ELEMS
+} IrElem;
+
+const char *ir_elem_name(IrElem e);     /* "f32"; "ptr" for IR_PTR */
+int ir_elem_bits(IrElem e);             /* 1 for i1, 64 for pointers */
+int ir_elem_bytes(IrElem e);            /* storage size in memory: i1 is 1 byte */
+bool ir_elem_is_int(IrElem e);          /* i1..u64 */
+bool ir_elem_is_signed(IrElem e);       /* i8..i64 (i1 counts as unsigned) */
+bool ir_elem_is_float(IrElem e);
+bool ir_elem_from_name(const char *s, size_t n, IrElem *out);  /* "bool" too */
+
+/* ---- types ---------------------------------------------------------------------- */
+#define IR_MAX_RANK 3
+#define IR_MAX_TILE_ELEMS (1 << 20)     /* larger tiles are a user error */
+
+typedef struct IrLayout IrLayout;       /* defined by the GPU tiling pass */
+
+typedef struct IrType {
+    IrElem elem;                 /* element kind; IR_PTR for pointers */
+    IrElem pointee;              /* for IR_PTR: the pointed-to scalar kind */
+    uint8_t rank;                /* 0: a scalar; 1..3: a tile */
+    int32_t shape[IR_MAX_RANK];  /* rank entries, each a power of two; rest 0 */
+    const IrLayout *layout;      /* NULL until the tiling pass */
+} IrType;
+
+typedef struct IrCtx IrCtx;
+
+IrCtx *ir_ctx_create(void);
+void ir_ctx_destroy(IrCtx *c);          /* frees every type, module, func and op */
+Arena *ir_ctx_arena(IrCtx *c);
+DiagList *ir_ctx_diags(IrCtx *c);       /* where passes and the IR parser report */
+
+/* Interned constructors: the same arguments give the same pointer. */
+const IrType *ir_type_scalar(IrCtx *c, IrElem e);        /* e != IR_PTR */
+const IrType *ir_type_ptr(IrCtx *c, IrElem pointee);
+const IrType *ir_type_tile(IrCtx *c, const IrType *scalar, int rank, const int32_t *shape);
+const IrType *ir_type_elem(IrCtx *c, const IrType *t);   /* the scalar of a tile */
+/* The same shape as `shape_of` (scalar or tile) with the element of `elem_of`. */
+const IrType *ir_type_like(IrCtx *c, const IrType *shape_of, const IrType *elem_of);
+const IrType *ir_type_with_layout(IrCtx *c, const IrType *t, const IrLayout *l);
+int64_t ir_type_numel(const IrType *t);                  /* 1 for scalars */
+bool ir_type_is_tile(const IrType *t);
+/* Writes "f32", "*bf16", "f32[128, 64]", "*f16[64]" into buf; returns buf. */
+char *ir_type_str(const IrType *t, char *buf, size_t n);
+
+/* ---- ops -------------------------------------------------------------------------- */
+enum { IR_P = 1, IR_C = 2, IR_E = 4, IR_R = 8, IR_W = 16, IR_S = 32, IR_T = 64, IR_K = 128 };
+
+typedef enum {
+#define OP(name, text, nops, nres, nreg, flags, attr) IR_OP_##name,
+#include "ops.def"
+#undef OP
+    IR_NUM_OPS
+} IrOpcode;
+
+typedef struct IrOpInfo {
+    const char *text;
+    int nops, nres, nregions;
+    unsigned flags;
+} IrOpInfo;
+extern const IrOpInfo ir_op_info[IR_NUM_OPS];
+bool ir_op_from_name(const char *s, size_t n, IrOpcode *out);
+
+typedef enum { IR_CMP_EQ, IR_CMP_NE, IR_CMP_LT, IR_CMP_LE, IR_CMP_GT, IR_CMP_GE } IrCmp;
+extern const char *const ir_cmp_names[6];                /* "eq", "ne", ... */
+typedef enum { IR_PREC_DEFAULT, IR_PREC_TF32, IR_PREC_IEEE } IrPrecision;
+extern const char *const ir_precision_names[3];          /* "default", "tf32", "ieee" */
+
+typedef uint32_t IrValue;
+#define IR_NO_VALUE UINT32_MAX
+
+typedef struct IrOp IrOp;
+typedef struct IrBlock IrBlock;
+typedef struct IrFunc IrFunc;
+
+struct IrBlock {
+    IrValue *args;
+    uint32_t nargs;
+    IrOp *first, *last;
+    IrOp *parent_op;             /* the control-flow op owning it; NULL for a body */
+    IrFunc *func;
+};
+
+typedef struct IrAttr {
+    int64_t i;                   /* axis, predicate, lo, n, integer constant, ... */
+    double f;                    /* float constant */
+    const char *s;               /* assert/print message (arena-owned) */
+} IrAttr;
+
+struct IrOp {
+    IrOpcode code;
+    Loc loc;
+    IrValue *operands;
+    uint32_t noperands;
+    IrValue *results;
+    uint32_t nresults;
+    IrBlock *regions;            /* nregions blocks */
+    uint32_t nregions;
+    IrAttr attr;
+    IrOp *prev, *next;
+    IrBlock *parent;
+};
+
+typedef struct IrValueInfo {
+    const IrType *type;
+    IrOp *def;                   /* NULL for a block argument */
+    IrBlock *block;              /* for a block argument: its block */
+    uint32_t index;              /* result index in def, or argument index */
+    const char *name;            /* source name hint for printing, or NULL */
+} IrValueInfo;
+
+typedef enum { IR_FUNC_KERNEL, IR_FUNC_GRID } IrFuncKind;
+
+typedef struct IrConstParam {
+    const char *name;
+    int64_t value;
+} IrConstParam;
+
+struct IrFunc {
+    IrFuncKind kind;
+    const char *name;
+    Loc loc;
+    IrBlock body;                /* args = the run-time parameters, in order */
+    const char **param_names;    /* body.nargs names */
+    IrConstParam *consts;        /* the values of the kernel's const parameters */
+    uint32_t nconsts;
+    int warps, stages;           /* @launch, or the config; defaults 4 and 2 */
+    IrFunc *grid;                /* a kernel's grid(...) as a function: same params,
+                                    returns 1..3 i32/i64 scalars; NULL if none */
+    IrValueInfo *values;         /* the value table */
+    uint32_t nvalues, cap_values;
+    struct IrModule *module;
+};
+
+typedef struct IrModule {
+    IrCtx *ctx;
+    IrFunc **funcs;
+    uint32_t nfuncs, cap_funcs;
+} IrModule;
+
+/* ---- building --------------------------------------------------------------------- */
+IrModule *ir_module_create(IrCtx *c);
+/* A function with the given parameter types; their values are body.args. */
+IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
+                       const IrType *const *param_types, const char *const *param_names,
+                       uint32_t nparams);
+IrFunc *ir_module_find(const IrModule *m, const char *name);
+
+IrValue ir_value_new(IrFunc *f, const IrType *t, const char *name);
+static inline const IrType *ir_value_type(const IrFunc *f, IrValue v) { return f->values[v].type; }
+
+/* A builder appends ops at its insertion point (the end of `block`, or before
+ * `before` when that is set). */
+typedef struct IrBuilder {
+    IrFunc *func;
+    IrBlock *block;
+    IrOp *before;
+    Loc loc;                     /* the location given to new ops */
+} IrBuilder;
+
+void ir_builder_at_end(IrBuilder *b, IrBlock *blk);
+void ir_builder_before(IrBuilder *b, IrOp *op);
+/* The general constructor: creates result values of the given types and the given
+ * number of (empty, argument-less) regions, and inserts the op. */
+IrOp *ir_build(IrBuilder *b, IrOpcode code, const IrValue *operands, uint32_t noperands,
+               const IrType *const *result_types, uint32_t nresults, uint32_t nregions);
+/* Shorthands for single-result ops. */
+IrValue ir_build1(IrBuilder *b, IrOpcode code, const IrType *t, const IrValue *ops, uint32_t n);
+IrValue ir_const_int(IrBuilder *b, const IrType *t, int64_t v);   /* scalar or splat tile */
+IrValue ir_const_float(IrBuilder *b, const IrType *t, double v);
+IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name);
+
+/* ---- editing ---------------------------------------------------------------------- */
+void ir_op_remove(IrOp *op);                 /* unlinks; its memory stays in the arena */
+void ir_op_insert_before(IrOp *op, IrOp *before);
+void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to);
+/* Calls fn on every op of the block and, depth-first, of its regions (pre-order).
+ * fn may not remove the op it is given; collect first, then remove. */
+void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud);
+/* Number of uses of every value of f (array of f->nvalues, malloc'd by the callee). */
+uint32_t *ir_use_counts(const IrFunc *f);
+
+/* ---- text, checks ----------------------------------------------------------------- */
+void ir_print_module(const IrModule *m, FILE *out);
+void ir_print_func(const IrFunc *f, FILE *out);
+void ir_print_op(const IrFunc *f, const IrOp *op, FILE *out);
+/* Parses textual IR (the printer's output). Errors go to the ctx's diagnostics with
+ * locations in `src`; returns NULL if there were any. */
+IrModule *ir_parse(IrCtx *c, const Source *src);
+/* Checks every rule of every op; reports each violation to the ctx's diagnostics and
+ * returns false if there was one. */
+bool ir_verify_module(const IrModule *m);
+bool ir_verify_func(const IrFunc *f);
+
+#endif

@@ -1,0 +1,93 @@
+/* The pass registry and pipelines: a straight list of passes, the verifier between
+ * them when asked. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/*   name            summary                                                 run */
+const PassInfo pass_table[] = {
+    {"canonicalize", "algebraic identities; constants to the right",         pass_canonicalize},
+    {"fold",         "evaluate ops whose operands are all constants",        pass_fold},
+    {"cse",          "merge identical pure ops",                             pass_cse},
+    {"dce",          "remove pure ops whose results are unused",             pass_dce},
+};
+const unsigned pass_count = sizeof pass_table / sizeof *pass_table;
+
+const PassInfo *pass_find(const char *name)
+{
+    for (unsigned i = 0; i < pass_count; i++)
+        if (!strcmp(pass_table[i].name, name)) return &pass_table[i];
+    return NULL;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Runs one pass on every function; returns whether anything changed. */
+static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, double *ms)
+{
+    FILE *dump = opt && opt->dump ? opt->dump : stderr;
+    bool changed = false;
+    double t0 = now_ms();
+    for (uint32_t i = 0; i < m->nfuncs; i++) changed |= p->run(m->funcs[i]);
+    *ms += now_ms() - t0;
+    if (opt && opt->verify_each && !ir_verify_module(m)) {
+        fprintf(dump, "tile: internal error: the IR is invalid after pass '%s'\n", p->name);
+        diag_print(ir_ctx_diags(m->ctx), dump);
+        ir_print_module(m, dump);
+        abort();
+    }
+    if (opt && opt->print_after_all) {
+        fprintf(dump, "// ----- IR after %s -----\n", p->name);
+        ir_print_module(m, dump);
+    }
+    return changed;
+}
+
+static void report_times(const PassOptions *opt, const double *ms)
+{
+    if (!opt || !opt->time_passes) return;
+    FILE *dump = opt->dump ? opt->dump : stderr;
+    fprintf(dump, "// pass times (ms)\n");
+    for (unsigned i = 0; i < pass_count; i++)
+        if (ms[i] > 0) fprintf(dump, "//   %-14s %9.3f\n", pass_table[i].name, ms[i]);
+}
+
+bool pass_run_list(IrModule *m, const char *list, const PassOptions *opt)
+{
+    double ms[sizeof pass_table / sizeof *pass_table] = {0};
+    const char *p = list;
+    while (p && *p) {
+        size_t n = strcspn(p, ",");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), p);
+        const PassInfo *pi = pass_find(name);
+        if (!pi) {
+            diag_error(ir_ctx_diags(m->ctx), (Loc){0}, "unknown pass '%s'", name);
+            return false;
+        }
+        run_one(m, pi, opt, &ms[pi - pass_table]);
+        p += n + (p[n] == ',');
+    }
+    report_times(opt, ms);
+    return true;
+}
+
+bool pass_run_default(IrModule *m, int opt_level, const PassOptions *opt)
+{
+    double ms[sizeof pass_table / sizeof *pass_table] = {0};
+    if (opt_level <= 0) return true;
+    for (int round = 0; round < 4; round++) {
+        bool changed = false;
+        for (unsigned i = 0; i < pass_count; i++) changed |= run_one(m, &pass_table[i], opt, &ms[i]);
+        if (!changed) break;
+    }
+    report_times(opt, ms);
+    return true;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything tile needs on a fresh Debian machine. Idempotent: when every
+# package is present it only checks and returns (well under a second).
+set -euo pipefail
+
+PKGS=(build-essential cmake ninja-build pkg-config flex bison libcmocka-dev
+      llvm-19-dev llvm-19-tools clang python3)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
