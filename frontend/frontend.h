@@ -29,6 +29,10 @@ typedef struct FeOptions {
  * unknown -D name is an error too (unless it names a const of another kernel). */
 IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagList *diags);
 
+/* Checks one graph item (shapes with symbolic sizes, types, ops); errors to diags.
+ * Returns true if it is well-formed. `p` lets graphs call the file's fns. */
+bool fe_check_graph(Arena *a, const AstProgram *p, const AstItem *graph, DiagList *diags);
+
 /* The tuning space of a kernel's @autotune, expanded and pruned by `where`, for the
  * runtime's tuner (later). Returns the number of configs (0 without @autotune). */
 typedef struct FeConfig {

@@ -65,9 +65,10 @@ float fp_f8e5m2_to_f32(uint8_t b);
 /* Rounds a double to the nearest value of float type e (f64 unchanged). */
 double fp_round(IrElem e, double v);
 
-/* ---- Philox4x32-10, the generator behind rand/randn (docs/LANGUAGE-REFERENCE.md) ---- */
+/* ---- Philox4x32-10, the generator behind rand/randn (docs/INTERPRETER.md) ---------- */
 void philox4x32_10(uint32_t ctr[4], const uint32_t key[2]);
-float tile_rand(uint64_t seed, uint32_t offset);
-float tile_randn(uint64_t seed, uint32_t offset);
+/* offset: the element's offset value, sign-extended to 64 bits. */
+float tile_rand(uint64_t seed, int64_t offset);
+float tile_randn(uint64_t seed, int64_t offset);
 
 #endif

@@ -1,0 +1,106 @@
+/* Shared state of the lowering to Tile IR (lower*.c, consteval.c).
+ *
+ * Sema and lowering are one walk: every expression is type- and shape-checked as it
+ * is turned into IR, so a value always has its IR type at hand. Values that failed to
+ * check are "error values" (t == NULL): every operation on one yields another silently,
+ * so one mistake gives one diagnostic. Literals stay unmaterialized (lit != LIT_NONE)
+ * until an operator decides their type: a literal takes the type of the other operand. */
+#ifndef TILE_FRONTEND_LOWER_INTERNAL_H
+#define TILE_FRONTEND_LOWER_INTERNAL_H
+
+#include "frontend/frontend.h"
+
+enum { LIT_NONE, LIT_INT, LIT_FLOAT };
+
+typedef struct Val {
+    const IrType *t;     /* NULL: an error already reported */
+    IrValue v;           /* IR_NO_VALUE while an unmaterialized literal */
+    uint8_t lit;         /* LIT_INT / LIT_FLOAT: a literal, t its default type */
+    bool big;            /* LIT_INT above INT64_MAX: i holds the u64 bits */
+    int64_t i;
+    double f;
+    Loc loc;             /* where the literal was written */
+} Val;
+
+typedef enum { BIND_LET, BIND_VAR, BIND_PARAM, BIND_CONST } BindKind;
+
+typedef struct Binding {
+    const char *name;
+    Loc loc;
+    BindKind kind;
+    Val val;
+    bool has_cval;       /* a compile-time integer (const param, let of one) */
+    int64_t cval;
+} Binding;
+
+typedef struct Lower {
+    IrCtx *ctx;
+    Arena *arena;
+    DiagList *diags;
+    const AstProgram *prog;
+    const FeOptions *opt;
+    IrModule *mod;
+    IrBuilder b;
+    VEC(Binding) scope;
+    size_t scope_base;           /* lookups stop here: a fn body sees only its params */
+    const AstItem *fn_stack[FE_MAX_INSTANTIATION_DEPTH + 1];
+    int depth;                   /* fns being inlined */
+    bool in_grid;                /* lowering a kernel's grid(...) */
+    bool returned;               /* the current block ended with `return;` */
+} Lower;
+
+/* ---- lower.c: diagnostics, scopes, types ------------------------------------------ */
+void lw_error(Lower *L, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lw_warning(Lower *L, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+Binding *lw_lookup(Lower *L, const char *name);
+size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v);
+void lw_scope_pop(Lower *L, size_t mark);
+const AstItem *lw_find_item(const Lower *L, const char *name);
+/* Levenshtein distance, for "did you mean" hints. */
+int lw_edit_distance(const char *a, const char *b);
+/* A scalar type written in the source (`f32`, `bool`, `*bf16`); NULL with an error. */
+const IrType *lw_type(Lower *L, const AstType *t);
+const IrType *lw_scalar(Lower *L, IrElem e);
+const IrType *lw_like(Lower *L, const IrType *shape_of, IrElem e);
+/* "f32[64, 32]" / "[64, 32]" into a static-lifetime arena string. */
+const char *lw_tstr(Lower *L, const IrType *t);
+const char *lw_shape_str(Lower *L, int rank, const int32_t *shape);
+/* Checks a tile shape (rank 1..3, powers of two, size limit); errors at loc. */
+bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape);
+
+/* ---- consteval.c: compile-time integers ---------------------------------------------- */
+bool ce_eval(Lower *L, const AstExpr *e, int64_t *out);
+/* A shape `[a, b]` of compile-time integers, checked; errors name `what`. */
+bool ce_shape(Lower *L, const AstExpr *e, const char *what, int *rank, int32_t *shape);
+
+/* ---- lower_expr.c ------------------------------------------------------------------- */
+extern const Val VERR;
+Val lower_expr(Lower *L, const AstExpr *e);
+IrValue lw_ir(Lower *L, Val *v);                 /* materializes a literal */
+Val lw_val(Lower *L, IrValue v);
+Val lw_convert(Lower *L, Val v, IrElem e);        /* literal: a constant of e */
+/* The common element type of vs (literals take the others' type); false with an error
+ * at loc when a literal does not fit. */
+bool lw_join_elems(Lower *L, Val *vs, int n, Loc loc, IrElem *out);
+IrElem lw_promote(IrElem a, IrElem b);
+bool lw_shape_join(const IrType *a, const IrType *b, int *rank, int32_t *shape);
+Val lw_broadcast_to(Lower *L, Val v, int rank, const int32_t *shape);
+/* Broadcasts v to shape_of's shape one way; errors name `what`. */
+Val lw_broadcast_like(Lower *L, Val v, const IrType *shape_of, Loc loc, const char *what);
+/* Promotes and broadcasts n values together (where, fma, minimum). */
+bool lw_unify(Lower *L, Val *vs, int n, Loc loc, const char *what);
+Val lw_build_unary(Lower *L, IrOpcode code, Val a);
+Val lw_build_binary(Lower *L, IrOpcode code, const IrType *t, Val a, Val b);
+
+/* ---- lower_builtins.c ------------------------------------------------------------------ */
+/* Lowers a call of a built-in; false if `name` is no built-in. */
+bool lower_builtin(Lower *L, const AstExpr *call, Val *out);
+bool lw_is_builtin(const char *name);
+const char *lw_closest_builtin(const char *name);
+
+/* ---- lower_stmt.c ------------------------------------------------------------------------ */
+void lower_block(Lower *L, const AstStmt *blk);
+/* Inlines fn `fn` at call; writes up to max results; returns the count or -1. */
+int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, int max);
+
+#endif

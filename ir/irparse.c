@@ -1,0 +1,703 @@
+/* The textual IR parser: reads what ir/printer.c writes (docs/IR.md) back into IR.
+ *
+ * Hand-written recursive descent over a small lexer. Every op gets the location of its
+ * first token in the .tir file, so verifier and pass diagnostics point into it. The
+ * parser checks syntax, names (no use before definition, no redefinition) and the
+ * fixed operand and result counts of ops.def; everything about types is left to the
+ * verifier. It stops at the first error: one precise diagnostic beats a cascade. */
+#include "ir.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { TK_EOF, TK_VALUE, TK_SYMBOL, TK_IDENT, TK_NUM, TK_STR, TK_PUNCT, TK_CARET } TokKind;
+
+typedef struct Tok {
+    TokKind kind;
+    const char *s;               /* the token's text; for %x and @x without the sigil */
+    size_t n;
+    Loc loc;
+} Tok;
+
+typedef struct NameSlot {
+    const char *name;
+    size_t n;
+    IrValue v;
+} NameSlot;
+
+/* A kernel's `grid @name`, resolved once every function is read. */
+typedef struct GridRef {
+    IrFunc *kernel;
+    Tok name;
+} GridRef;
+
+typedef VEC(Tok) TokVec;
+typedef VEC(const IrType *) TypeVec;
+
+typedef struct Parser {
+    IrCtx *ctx;
+    Arena *arena;
+    const Source *src;
+    const char *p, *end;
+    uint32_t line, col;
+    Tok tok;
+    bool failed;
+    IrModule *m;
+    IrFunc *f;
+    NameSlot *names;             /* the function's %names, open addressing */
+    size_t names_cap, names_len;
+    VEC(GridRef) grid_refs;
+} Parser;
+
+static bool error_at(Parser *ps, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static bool error_at(Parser *ps, Loc loc, const char *fmt, ...)
+{
+    if (ps->failed) return false;
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(ir_ctx_diags(ps->ctx), DIAG_ERROR, loc, fmt, ap);
+    va_end(ap);
+    ps->failed = true;
+    return false;
+}
+
+/* ---- lexer ------------------------------------------------------------------------- */
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.';
+}
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static void advance(Parser *ps, size_t n)
+{
+    for (size_t i = 0; i < n && ps->p < ps->end; i++, ps->p++) {
+        if (*ps->p == '\n') {
+            ps->line++;
+            ps->col = 1;
+        } else {
+            ps->col++;
+        }
+    }
+}
+
+static void skip_space(Parser *ps)
+{
+    while (ps->p < ps->end) {
+        char c = *ps->p;
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') advance(ps, 1);
+        else if (c == '/' && ps->p + 1 < ps->end && ps->p[1] == '/')
+            while (ps->p < ps->end && *ps->p != '\n') advance(ps, 1);
+        else break;
+    }
+}
+
+static size_t name_len(const char *p, const char *end)
+{
+    size_t n = 0;
+    while (p + n < end && is_name_char(p[n])) n++;
+    return n;
+}
+
+/* A number: [-] digits [. digits] [e [+-] digits], or -inf. */
+static size_t number_len(const char *p, const char *end)
+{
+    size_t n = *p == '-' ? 1 : 0;
+    if (end - p >= 4 && !strncmp(p + n, "inf", 3)) return n + 3;
+    while (p + n < end && (is_name_char(p[n]) || ((p[n] == '+' || p[n] == '-') &&
+                                                  (p[n - 1] == 'e' || p[n - 1] == 'E'))))
+        n++;
+    return n;
+}
+
+/* "...": the body with escapes still in it (decoded by parse_string). */
+static size_t string_len(const char *p, const char *end)
+{
+    size_t n = 1;
+    while (p + n < end && p[n] != '"' && p[n] != '\n') n += p[n] == '\\' && p + n + 1 < end ? 2 : 1;
+    return p + n < end && p[n] == '"' ? n + 1 : 0;
+}
+
+static void next(Parser *ps)
+{
+    skip_space(ps);
+    Tok t = {.kind = TK_EOF, .s = ps->p, .n = 0, .loc = {ps->src, ps->line, ps->col}};
+    size_t adv = 0;
+    if (ps->p >= ps->end) {
+        ps->tok = t;
+        return;
+    }
+    char c = *ps->p;
+    if (c == '%' || c == '@') {
+        t.kind = c == '%' ? TK_VALUE : TK_SYMBOL;
+        t.s = ps->p + 1;
+        t.n = name_len(t.s, ps->end);
+        adv = t.n + 1;
+    } else if (is_digit(c) || (c == '-' && ps->p + 1 < ps->end && (is_digit(ps->p[1]) || ps->p[1] == 'i'))) {
+        t.kind = TK_NUM;
+        adv = t.n = number_len(ps->p, ps->end);
+    } else if (is_name_char(c)) {
+        t.kind = TK_IDENT;
+        adv = t.n = name_len(ps->p, ps->end);
+    } else if (c == '"') {
+        t.kind = TK_STR;
+        adv = t.n = string_len(ps->p, ps->end);
+        if (!adv) error_at(ps, t.loc, "unterminated string");
+    } else {
+        t.kind = c == '^' ? TK_CARET : TK_PUNCT;
+        adv = t.n = 1;
+    }
+    ps->tok = t;
+    advance(ps, adv ? adv : 1);
+}
+
+static bool tok_is(const Parser *ps, TokKind k, const char *text)
+{
+    return ps->tok.kind == k && strlen(text) == ps->tok.n && !memcmp(ps->tok.s, text, ps->tok.n);
+}
+
+static bool accept(Parser *ps, TokKind k, const char *text)
+{
+    if (!tok_is(ps, k, text)) return false;
+    next(ps);
+    return true;
+}
+
+static const char *tok_desc(const Tok *t, char *buf, size_t n)
+{
+    if (t->kind == TK_EOF) return "end of file";
+    snprintf(buf, n, "'%s%.*s'", t->kind == TK_VALUE ? "%" : t->kind == TK_SYMBOL ? "@" : "",
+             (int)(t->n > 40 ? 40 : t->n), t->s);
+    return buf;
+}
+
+static bool expect(Parser *ps, TokKind k, const char *text)
+{
+    if (accept(ps, k, text)) return true;
+    char buf[64];
+    return error_at(ps, ps->tok.loc, "expected '%s', got %s", text, tok_desc(&ps->tok, buf, sizeof buf));
+}
+
+/* ---- names ------------------------------------------------------------------------- */
+static size_t hash_name(const char *s, size_t n)
+{
+    size_t h = 5381;
+    for (size_t i = 0; i < n; i++) h = h * 33 + (unsigned char)s[i];
+    return h;
+}
+
+static NameSlot *name_slot(Parser *ps, const char *s, size_t n)
+{
+    size_t mask = ps->names_cap - 1;
+    for (size_t i = hash_name(s, n) & mask;; i = (i + 1) & mask) {
+        NameSlot *sl = &ps->names[i];
+        if (!sl->name || (sl->n == n && !memcmp(sl->name, s, n))) return sl;
+    }
+}
+
+static void names_grow(Parser *ps)
+{
+    NameSlot *old = ps->names;
+    size_t ocap = ps->names_cap;
+    ps->names_cap = ocap ? ocap * 2 : 64;
+    ps->names = arena_alloc(ps->arena, ps->names_cap * sizeof *ps->names);
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].name) *name_slot(ps, old[i].name, old[i].n) = old[i];
+}
+
+/* Binds %name (the token) to v; a name that starts with a digit is a printer's number
+ * and gives no name hint. */
+static bool define(Parser *ps, const Tok *t, IrValue v)
+{
+    if (2 * (ps->names_len + 1) > ps->names_cap) names_grow(ps);
+    NameSlot *sl = name_slot(ps, t->s, t->n);
+    if (sl->name) return error_at(ps, t->loc, "redefinition of value '%%%.*s'", (int)t->n, t->s);
+    *sl = (NameSlot){t->s, t->n, v};
+    ps->names_len++;
+    ps->f->values[v].name = is_digit(t->s[0]) ? NULL : arena_strndup(ps->arena, t->s, t->n);
+    return true;
+}
+
+static bool expect_value_name(Parser *ps, Tok *out)
+{
+    if (ps->tok.kind != TK_VALUE || ps->tok.n == 0) {
+        char buf[64];
+        return error_at(ps, ps->tok.loc, "expected a value name like %%x, got %s",
+                        tok_desc(&ps->tok, buf, sizeof buf));
+    }
+    *out = ps->tok;
+    next(ps);
+    return true;
+}
+
+static bool parse_use(Parser *ps, IrValue *out)
+{
+    Tok t;
+    if (!expect_value_name(ps, &t)) return false;
+    NameSlot *sl = ps->names_cap ? name_slot(ps, t.s, t.n) : NULL;
+    if (!sl || !sl->name) return error_at(ps, t.loc, "use of undefined value '%%%.*s'", (int)t.n, t.s);
+    *out = sl->v;
+    return true;
+}
+
+/* ---- types and literals ------------------------------------------------------------- */
+static bool parse_int_text(const Tok *t, int64_t *out)
+{
+    char buf[64];
+    if (t->kind != TK_NUM || t->n >= sizeof buf) return false;
+    memcpy(buf, t->s, t->n);
+    buf[t->n] = 0;
+    char *e;
+    errno = 0;
+    if (buf[0] == '-') *out = strtoll(buf, &e, 10);
+    else *out = (int64_t)strtoull(buf, &e, 10);
+    return !errno && *e == 0 && e != buf;
+}
+
+static bool parse_int(Parser *ps, int64_t *out)
+{
+    if (parse_int_text(&ps->tok, out)) {
+        next(ps);
+        return true;
+    }
+    char buf[64];
+    return error_at(ps, ps->tok.loc, "expected an integer, got %s", tok_desc(&ps->tok, buf, sizeof buf));
+}
+
+/* shape := '[' int (',' int)* ']' */
+static bool parse_shape(Parser *ps, int *rank, int32_t *shape)
+{
+    Loc loc = ps->tok.loc;
+    do {
+        int64_t d;
+        if (!parse_int(ps, &d)) return false;
+        if (*rank == IR_MAX_RANK) return error_at(ps, loc, "tile types have at most %d dimensions", IR_MAX_RANK);
+        if (d <= 0 || d > IR_MAX_TILE_ELEMS)
+            return error_at(ps, loc, "tile dimension %" PRId64 " is out of range", d);
+        shape[(*rank)++] = (int32_t)d;
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, "]");
+}
+
+/* type := ['*'] elem [shape] */
+static bool parse_type(Parser *ps, const IrType **out)
+{
+    bool ptr = accept(ps, TK_PUNCT, "*");
+    IrElem e;
+    if (ps->tok.kind != TK_IDENT || !ir_elem_from_name(ps->tok.s, ps->tok.n, &e)) {
+        char buf[64];
+        return error_at(ps, ps->tok.loc, "expected a type like f32, *bf16 or f32[64, 64], got %s",
+                        tok_desc(&ps->tok, buf, sizeof buf));
+    }
+    next(ps);
+    const IrType *t = ptr ? ir_type_ptr(ps->ctx, e) : ir_type_scalar(ps->ctx, e);
+    int rank = 0;
+    int32_t shape[IR_MAX_RANK] = {0};
+    if (accept(ps, TK_PUNCT, "[")) {
+        if (!parse_shape(ps, &rank, shape)) return false;
+        t = ir_type_tile(ps->ctx, t, rank, shape);
+    }
+    *out = t;
+    return true;
+}
+
+static bool parse_type_list(Parser *ps, const IrType ***types, uint32_t *n)
+{
+    VEC(const IrType *) v = {0};
+    do {
+        const IrType *t;
+        if (!parse_type(ps, &t)) break;
+        vec_push(&v, t);
+    } while (accept(ps, TK_PUNCT, ","));
+    *types = arena_alloc(ps->arena, (v.len ? v.len : 1) * sizeof **types);
+    if (v.len) memcpy(*types, v.data, v.len * sizeof **types);
+    *n = (uint32_t)v.len;
+    vec_free(&v);
+    return !ps->failed;
+}
+
+static int hex_digit(char c)
+{
+    if (is_digit(c)) return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* "..." with \" \\ \n \t \xHH escapes, into the arena. */
+static bool parse_string(Parser *ps, const char **out)
+{
+    if (ps->tok.kind != TK_STR) {
+        char buf[64];
+        return error_at(ps, ps->tok.loc, "expected a string, got %s", tok_desc(&ps->tok, buf, sizeof buf));
+    }
+    const char *s = ps->tok.s + 1, *e = ps->tok.s + ps->tok.n - 1;
+    char *d = arena_alloc(ps->arena, ps->tok.n), *w = d;
+    while (s < e) {
+        if (*s != '\\') {
+            *w++ = *s++;
+            continue;
+        }
+        char c = s[1];
+        if (c == 'x' && e - s >= 4 && hex_digit(s[2]) >= 0 && hex_digit(s[3]) >= 0) {
+            *w++ = (char)(hex_digit(s[2]) * 16 + hex_digit(s[3]));
+            s += 4;
+        } else if (c == 'n' || c == 't' || c == '"' || c == '\\') {
+            *w++ = c == 'n' ? '\n' : c == 't' ? '\t' : c;
+            s += 2;
+        } else {
+            return error_at(ps, ps->tok.loc, "unknown escape '\\%c' in string", c);
+        }
+    }
+    *out = d;
+    next(ps);
+    return true;
+}
+
+/* ---- ops ----------------------------------------------------------------------------- */
+/* What one op line holds before the op is built. */
+typedef struct OpText {
+    IrOpcode code;
+    Loc loc;
+    Tok results[16];
+    uint32_t nresults;
+    VEC(IrValue) operands;
+    const IrType **types;
+    uint32_t ntypes;
+    IrAttr attr;
+    Tok const_tok;               /* a const's value, read once its type is known */
+} OpText;
+
+static bool parse_block(Parser *ps, IrBlock *blk);
+
+static bool parse_operands(Parser *ps, OpText *o)
+{
+    if (ps->tok.kind != TK_VALUE) return true;
+    do {
+        IrValue v;
+        if (!parse_use(ps, &v)) return false;
+        vec_push(&o->operands, v);
+    } while (accept(ps, TK_PUNCT, ","));
+    return true;
+}
+
+static bool parse_word_attr(Parser *ps, OpText *o, const char *const *words, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        if (accept(ps, TK_IDENT, words[i])) {
+            o->attr.i = i;
+            return true;
+        }
+    }
+    char buf[64];
+    return error_at(ps, ps->tok.loc, "expected a %s, got %s", what, tok_desc(&ps->tok, buf, sizeof buf));
+}
+
+/* The attribute right after the op name (see print_attr in printer.c). */
+static bool parse_attr(Parser *ps, OpText *o)
+{
+    switch (o->code) {
+    case IR_OP_CONST:
+        o->const_tok = ps->tok;
+        if (ps->tok.kind != TK_NUM && !tok_is(ps, TK_IDENT, "inf") && !tok_is(ps, TK_IDENT, "nan"))
+            return error_at(ps, ps->tok.loc, "expected a constant value");
+        next(ps);
+        return true;
+    case IR_OP_CMP: return parse_word_attr(ps, o, ir_cmp_names, 6, "comparison predicate");
+    case IR_OP_DOT: return parse_word_attr(ps, o, ir_precision_names, 3, "dot precision");
+    case IR_OP_PRINT: return parse_string(ps, &o->attr.s);
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
+        return parse_int(ps, &o->attr.i);
+    default:
+        return true;
+    }
+}
+
+/* A const's value: a float for float types, an integer otherwise. */
+static bool finish_const(Parser *ps, OpText *o)
+{
+    if (o->ntypes != 1) return true;
+    const Tok *t = &o->const_tok;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*s", (int)(t->n < 63 ? t->n : 63), t->s);
+    if (ir_elem_is_float(o->types[0]->elem)) {
+        char *e;
+        o->attr.f = strtod(buf, &e);
+        if (*e || e == buf) return error_at(ps, t->loc, "invalid float constant '%s'", buf);
+        return true;
+    }
+    if (!parse_int_text(t, &o->attr.i))
+        return error_at(ps, t->loc, "invalid integer constant '%s' for an integer type", buf);
+    o->attr.f = (double)o->attr.i;
+    return true;
+}
+
+static bool parse_result_types(Parser *ps, OpText *o)
+{
+    if (!accept(ps, TK_PUNCT, ":")) return true;
+    return parse_type_list(ps, &o->types, &o->ntypes);
+}
+
+/* ^(%a: T, %b: U): the arguments of a region's block. */
+static bool parse_block_args(Parser *ps, IrBlock *blk)
+{
+    if (!accept(ps, TK_CARET, "^")) return true;
+    if (!expect(ps, TK_PUNCT, "(")) return false;
+    if (!tok_is(ps, TK_PUNCT, ")")) {
+        do {
+            Tok name;
+            const IrType *t;
+            if (!expect_value_name(ps, &name) || !expect(ps, TK_PUNCT, ":") || !parse_type(ps, &t))
+                return false;
+            if (!define(ps, &name, ir_block_add_arg(blk, t, NULL))) return false;
+        } while (accept(ps, TK_PUNCT, ","));
+    }
+    return expect(ps, TK_PUNCT, ")") && expect(ps, TK_PUNCT, ":");
+}
+
+/* region := '{' [block-args] op* '}' */
+static bool parse_region(Parser *ps, IrBlock *blk)
+{
+    return expect(ps, TK_PUNCT, "{") && parse_block_args(ps, blk) && parse_block(ps, blk) &&
+           expect(ps, TK_PUNCT, "}");
+}
+
+/* The operands of a control-flow op up to its regions:
+ *   for %lo, %hi, %step [iter(%a, ...)]     if %c     while %a, ... */
+static bool parse_cf_operands(Parser *ps, OpText *o)
+{
+    if (!parse_operands(ps, o)) return false;
+    if (o->code == IR_OP_FOR && accept(ps, TK_IDENT, "iter"))
+        return expect(ps, TK_PUNCT, "(") && parse_operands(ps, o) && expect(ps, TK_PUNCT, ")");
+    return true;
+}
+
+static bool parse_regions(Parser *ps, IrOp *op)
+{
+    if (!parse_region(ps, &op->regions[0])) return false;
+    if (op->code == IR_OP_IF && accept(ps, TK_IDENT, "else")) return parse_region(ps, &op->regions[1]);
+    if (op->code == IR_OP_WHILE) return expect(ps, TK_IDENT, "do") && parse_region(ps, &op->regions[1]);
+    return true;
+}
+
+/* The fixed counts of ops.def; variable ones are the verifier's. */
+static bool check_counts(Parser *ps, const OpText *o)
+{
+    const IrOpInfo *info = &ir_op_info[o->code];
+    if (o->nresults != o->ntypes)
+        return error_at(ps, o->loc, "'%s' has %u result name(s) but %u result type(s)", info->text,
+                        o->nresults, o->ntypes);
+    if (info->nops >= 0 && (size_t)info->nops != o->operands.len)
+        return error_at(ps, o->loc, "'%s' takes %d operand(s), got %zu", info->text, info->nops,
+                        o->operands.len);
+    if (info->nres >= 0 && (uint32_t)info->nres != o->ntypes)
+        return error_at(ps, o->loc, "'%s' has %d result(s), got %u", info->text, info->nres, o->ntypes);
+    return true;
+}
+
+/* Everything after the op name, up to the end of its line (or of its regions). */
+static bool parse_op_body(Parser *ps, OpText *o)
+{
+    if (!parse_attr(ps, o)) return false;
+    if (ir_op_info[o->code].flags & IR_K) return parse_cf_operands(ps, o) && parse_result_types(ps, o);
+    if (!parse_operands(ps, o)) return false;
+    if (o->code == IR_OP_ASSERT && !parse_string(ps, &o->attr.s)) return false;
+    if (!parse_result_types(ps, o)) return false;
+    return o->code != IR_OP_CONST || finish_const(ps, o);
+}
+
+static bool build_op(Parser *ps, IrBlock *blk, OpText *o)
+{
+    IrBuilder b = {0};
+    ir_builder_at_end(&b, blk);
+    b.loc = o->loc;
+    IrOp *op = ir_build(&b, o->code, o->operands.data, (uint32_t)o->operands.len, o->types, o->ntypes,
+                        (uint32_t)ir_op_info[o->code].nregions);
+    op->attr = o->attr;
+    if (op->nregions && !parse_regions(ps, op)) return false;
+    for (uint32_t i = 0; i < o->nresults; i++)
+        if (!define(ps, &o->results[i], op->results[i])) return false;
+    return true;
+}
+
+/* results := %name (',' %name)* '=' */
+static bool parse_results(Parser *ps, OpText *o)
+{
+    if (ps->tok.kind != TK_VALUE) return true;
+    do {
+        if (o->nresults == sizeof o->results / sizeof *o->results)
+            return error_at(ps, ps->tok.loc, "too many results");
+        if (!expect_value_name(ps, &o->results[o->nresults++])) return false;
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, "=");
+}
+
+/* op := [results '='] opname attr? operands? [string] [':' types] regions? */
+static bool parse_op(Parser *ps, IrBlock *blk)
+{
+    OpText o;
+    memset(&o, 0, sizeof o);
+    o.loc = ps->tok.loc;
+    bool ok = parse_results(ps, &o);
+    if (ok && (ps->tok.kind != TK_IDENT || !ir_op_from_name(ps->tok.s, ps->tok.n, &o.code))) {
+        char buf[64];
+        ok = error_at(ps, ps->tok.loc, "unknown op %s", tok_desc(&ps->tok, buf, sizeof buf));
+    }
+    if (ok) next(ps);
+    ok = ok && parse_op_body(ps, &o) && check_counts(ps, &o) && build_op(ps, blk, &o);
+    vec_free(&o.operands);
+    return ok;
+}
+
+static bool parse_block(Parser *ps, IrBlock *blk)
+{
+    while (!ps->failed && !tok_is(ps, TK_PUNCT, "}") && ps->tok.kind != TK_EOF)
+        if (!parse_op(ps, blk)) return false;
+    return !ps->failed;
+}
+
+/* ---- functions ---------------------------------------------------------------------- */
+/* params := '(' [%name ':' type (',' %name ':' type)*] ')' */
+static bool parse_params(Parser *ps, TokVec *names, TypeVec *types)
+{
+    if (!expect(ps, TK_PUNCT, "(")) return false;
+    if (accept(ps, TK_PUNCT, ")")) return true;
+    do {
+        Tok name;
+        const IrType *t;
+        if (!expect_value_name(ps, &name) || !expect(ps, TK_PUNCT, ":") || !parse_type(ps, &t)) return false;
+        vec_push(names, name);
+        vec_push(types, t);
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, ")");
+}
+
+static bool parse_symbol(Parser *ps, Tok *out)
+{
+    if (ps->tok.kind != TK_SYMBOL || ps->tok.n == 0) {
+        char buf[64];
+        return error_at(ps, ps->tok.loc, "expected a function name like @k, got %s",
+                        tok_desc(&ps->tok, buf, sizeof buf));
+    }
+    *out = ps->tok;
+    next(ps);
+    return true;
+}
+
+static IrFunc *create_func(Parser *ps, IrFuncKind kind, const Tok *name, Loc loc, TokVec *pn,
+                           TypeVec *pt)
+{
+    const char **names = arena_alloc(ps->arena, (pn->len ? pn->len : 1) * sizeof *names);
+    for (size_t i = 0; i < pn->len; i++) names[i] = arena_strndup(ps->arena, pn->data[i].s, pn->data[i].n);
+    char *fname = arena_strndup(ps->arena, name->s, name->n);
+    IrFunc *f = ir_func_create(ps->m, kind, fname, loc, pt->data, names, (uint32_t)pt->len);
+    ps->f = f;
+    ps->names = NULL;
+    ps->names_cap = ps->names_len = 0;
+    for (size_t i = 0; i < pn->len && !ps->failed; i++) define(ps, &pn->data[i], f->body.args[i]);
+    return f;
+}
+
+/* consts {NAME = int, ...} */
+static bool parse_consts(Parser *ps, IrFunc *f)
+{
+    VEC(IrConstParam) v = {0};
+    bool ok = expect(ps, TK_PUNCT, "{");
+    while (ok && ps->tok.kind == TK_IDENT) {
+        IrConstParam cp = {arena_strndup(ps->arena, ps->tok.s, ps->tok.n), 0};
+        next(ps);
+        ok = expect(ps, TK_PUNCT, "=") && parse_int(ps, &cp.value);
+        vec_push(&v, cp);
+        if (!accept(ps, TK_PUNCT, ",")) break;
+    }
+    ok = ok && expect(ps, TK_PUNCT, "}");
+    f->consts = arena_alloc(ps->arena, (v.len ? v.len : 1) * sizeof *f->consts);
+    if (v.len) memcpy(f->consts, v.data, v.len * sizeof *f->consts);
+    f->nconsts = (uint32_t)v.len;
+    vec_free(&v);
+    return ok;
+}
+
+/* launch {warps = N, stages = N} */
+static bool parse_launch(Parser *ps, IrFunc *f)
+{
+    int64_t w, s;
+    bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
+              parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
+              expect(ps, TK_PUNCT, "=") && parse_int(ps, &s) && expect(ps, TK_PUNCT, "}");
+    if (!ok) return false;
+    if (w < 1 || w > 64 || s < 1 || s > 16)
+        return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 "} is out of range", w, s);
+    f->warps = (int)w;
+    f->stages = (int)s;
+    return true;
+}
+
+static bool parse_kernel_attrs(Parser *ps, IrFunc *f)
+{
+    if (accept(ps, TK_IDENT, "consts") && !parse_consts(ps, f)) return false;
+    if (accept(ps, TK_IDENT, "launch") && !parse_launch(ps, f)) return false;
+    if (accept(ps, TK_IDENT, "grid")) {
+        GridRef r = {f, {0}};
+        if (!parse_symbol(ps, &r.name)) return false;
+        vec_push(&ps->grid_refs, r);
+    }
+    return true;
+}
+
+/* func := ('kernel' | 'grid') @name params [kernel-attrs] '{' op* '}' */
+static bool parse_func(Parser *ps)
+{
+    Loc loc = ps->tok.loc;
+    IrFuncKind kind = IR_FUNC_KERNEL;
+    if (accept(ps, TK_IDENT, "grid")) kind = IR_FUNC_GRID;
+    else if (!expect(ps, TK_IDENT, "kernel")) return false;
+    Tok name;
+    TokVec pn = {0};
+    TypeVec pt = {0};
+    bool ok = parse_symbol(ps, &name) && parse_params(ps, &pn, &pt);
+    if (ok && ir_module_find(ps->m, arena_strndup(ps->arena, name.s, name.n)))
+        ok = error_at(ps, name.loc, "redefinition of function '@%.*s'", (int)name.n, name.s);
+    IrFunc *f = ok ? create_func(ps, kind, &name, loc, &pn, &pt) : NULL;
+    vec_free(&pn);
+    vec_free(&pt);
+    if (!ok || (kind == IR_FUNC_KERNEL && !parse_kernel_attrs(ps, f))) return false;
+    return expect(ps, TK_PUNCT, "{") && parse_block(ps, &f->body) && expect(ps, TK_PUNCT, "}");
+}
+
+static bool resolve_grids(Parser *ps)
+{
+    for (size_t i = 0; i < ps->grid_refs.len; i++) {
+        GridRef *r = &ps->grid_refs.data[i];
+        IrFunc *g = ir_module_find(ps->m, arena_strndup(ps->arena, r->name.s, r->name.n));
+        if (!g || g->kind != IR_FUNC_GRID)
+            return error_at(ps, r->name.loc, "no grid function named '@%.*s'", (int)r->name.n, r->name.s);
+        r->kernel->grid = g;
+    }
+    return true;
+}
+
+IrModule *ir_parse(IrCtx *c, const Source *src)
+{
+    Parser ps;
+    memset(&ps, 0, sizeof ps);
+    ps.ctx = c;
+    ps.arena = ir_ctx_arena(c);
+    ps.src = src;
+    ps.p = src->text;
+    ps.end = src->text + src->len;
+    ps.line = ps.col = 1;
+    ps.m = ir_module_create(c);
+    next(&ps);
+    while (!ps.failed && ps.tok.kind != TK_EOF) parse_func(&ps);
+    if (!ps.failed) resolve_grids(&ps);
+    vec_free(&ps.grid_refs);
+    return ps.failed ? NULL : ps.m;
+}

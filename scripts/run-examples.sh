@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds tile (Release), compiles every example
+# in examples/ and runs it - on the GPU where there is one, else in the CPU
+# interpreter - checking each result against a reference and printing a table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release
+device=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=gpu; fi
+exec build-release/tile-examples --device "$device" examples

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds a Debug build with
+# AddressSanitizer and UndefinedBehaviorSanitizer (warnings are errors), and runs every
+# test under ctest: cmocka unit tests, FileCheck tests of IR, passes and diagnostics,
+# the interpreter tests, and the examples against their C references.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTILE_SANITIZE=ON >/dev/null
+cmake --build build-test
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+cd build-test
+ctest --output-on-failure -j2 "$@"

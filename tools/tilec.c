@@ -1,0 +1,437 @@
+/* tilec: the command-line compiler.
+ *
+ *   tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ptx] [-D NAME=VALUE]...
+ *         [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3] [--print-after-all]
+ *         [--verify-each] [--time-passes]
+ *   tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]
+ *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...
+ *
+ * Exit status: 0 success, 1 an error in the input (diagnostics printed), 2 a usage
+ * error. This is the only place in the project that calls exit(). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+#include "frontend/frontend.h"
+#include "ir/interp.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
+
+#define TILE_VERSION "0.1.0"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_LIST = 256 };
+
+typedef struct Options {
+    const char *file, *out, *emit, *kernel, *arch, *device;
+    FeDefine defines[MAX_LIST];
+    uint32_t ndefines;
+    const char *args[MAX_LIST];        /* NAME=VALUE of `run` */
+    uint32_t nargs;
+    const char *prints[MAX_LIST];
+    uint32_t nprints;
+    int64_t grid[3];
+    bool has_grid, run;
+    int opt_level;
+    PassOptions passes;
+} Options;
+
+static void usage(FILE *out)
+{
+    fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ptx] [-D NAME=VALUE]...\n"
+          "             [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3]\n"
+          "             [--print-after-all] [--verify-each] [--time-passes]\n"
+          "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
+          "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
+          "       tilec --help | --version\n"
+          "\n"
+          "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
+          "         (ir) or after the cleanup passes (ir-opt), or PTX\n"
+          "-D       set a const parameter (or warps/stages) of the kernels\n"
+          "run      runs one kernel; a pointer argument takes zeros:N, iota:N,\n"
+          "         rand:N[:SEED] or @FILE (raw little-endian elements); --print NAME\n"
+          "         prints that buffer after the run, one value per line\n"
+          "exit status: 0 success, 1 error in the input, 2 usage error\n",
+          out);
+}
+
+static _Noreturn void usage_error(const char *fmt, const char *arg)
+{
+    fputs("tilec: error: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(run 'tilec --help' for usage)\n", stderr);
+    exit(EXIT_USAGE);
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || end == s || *end) return false;
+    *out = v;
+    return true;
+}
+
+static void parse_define(Options *o, const char *s)
+{
+    const char *eq = strchr(s, '=');
+    int64_t v;
+    if (!eq || eq == s || !parse_i64(eq + 1, &v))
+        usage_error("-D takes NAME=INTEGER, got '%s'", s);
+    if (o->ndefines == MAX_LIST) usage_error("too many -D options%s", "");
+    o->defines[o->ndefines++] = (FeDefine){strndup(s, (size_t)(eq - s)), v};
+}
+
+static void parse_grid(Options *o, const char *s)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->grid[0] = o->grid[1] = o->grid[2] = 1;
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == 3 || !parse_i64(t, &o->grid[n]) || o->grid[n] < 1)
+            usage_error("--grid takes 1 to 3 positive integers X[,Y[,Z]], got '%s'", s);
+        n++;
+    }
+    if (n == 0) usage_error("--grid takes 1 to 3 positive integers X[,Y[,Z]], got '%s'", s);
+    o->has_grid = true;
+}
+
+/* The value of `--flag=value` or `--flag value`; NULL if argv[*i] is not that flag. */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag)
+{
+    size_t n = strlen(flag);
+    if (strncmp(argv[*i], flag, n)) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n]) return NULL;
+    if (*i + 1 >= argc) usage_error("%s needs a value", flag);
+    return argv[++*i];
+}
+
+static void push(const char **list, uint32_t *n, const char *v, const char *what)
+{
+    if (*n == MAX_LIST) usage_error("too many %s options", what);
+    list[(*n)++] = v;
+}
+
+static void parse_args(int argc, char **argv, Options *o)
+{
+    int i = 1;
+    if (argc > 1 && !strcmp(argv[1], "run")) {
+        o->run = true;
+        i = 2;
+    }
+    for (const char *v; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--version")) {
+            printf("tilec %s (Tile IR interpreter; targets sm_90a, sm_80)\n", TILE_VERSION);
+            exit(0);
+        } else if ((v = flag_value(argc, argv, &i, "-o"))) o->out = v;
+        else if ((v = flag_value(argc, argv, &i, "--emit"))) o->emit = v;
+        else if ((v = flag_value(argc, argv, &i, "--kernel"))) o->kernel = v;
+        else if ((v = flag_value(argc, argv, &i, "--arch"))) o->arch = v;
+        else if ((v = flag_value(argc, argv, &i, "--device"))) o->device = v;
+        else if ((v = flag_value(argc, argv, &i, "--grid"))) parse_grid(o, v);
+        else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
+        else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
+        else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
+        else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o->opt_level = a[2] - '0';
+        else if (!strcmp(a, "--print-after-all")) o->passes.print_after_all = true;
+        else if (!strcmp(a, "--verify-each")) o->passes.verify_each = true;
+        else if (!strcmp(a, "--time-passes")) o->passes.time_passes = true;
+        else if (a[0] == '-' && a[1]) usage_error("unknown option '%s'", a);
+        else if (o->file) usage_error("more than one input file ('%s')", a);
+        else o->file = a;
+    }
+    if (!o->file) usage_error("no input file%s", "");
+}
+
+static void check_options(Options *o)
+{
+    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ptx", "check"};
+    bool ok = false;
+    for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ptx)", o->emit);
+    if (strcmp(o->arch, "sm_90a") && strcmp(o->arch, "sm_80"))
+        usage_error("unknown --arch '%s' (sm_90a or sm_80)", o->arch);
+    if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
+        usage_error("unknown --device '%s' (cpu or gpu)", o->device);
+    if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
+    if (!o->run && (o->nargs || o->nprints || o->has_grid))
+        usage_error("--arg, --print and --grid belong to 'tilec run'%s", "");
+}
+
+/* ---- run: buffers and scalars ------------------------------------------------------ */
+static void store_elem(IrElem e, void *data, int64_t i, double f, int64_t n)
+{
+    unsigned char *p = (unsigned char *)data + i * ir_elem_bytes(e);
+    switch (e) {
+    case IR_I1: *p = n != 0; break;
+    case IR_I8: case IR_U8: *p = (uint8_t)n; break;
+    case IR_I16: case IR_U16: { uint16_t v = (uint16_t)n; memcpy(p, &v, 2); break; }
+    case IR_I32: case IR_U32: { uint32_t v = (uint32_t)n; memcpy(p, &v, 4); break; }
+    case IR_I64: case IR_U64: memcpy(p, &n, 8); break;
+    case IR_F16: { uint16_t v = fp_f32_to_f16((float)f); memcpy(p, &v, 2); break; }
+    case IR_BF16: { uint16_t v = fp_f32_to_bf16((float)f); memcpy(p, &v, 2); break; }
+    case IR_F32: { float v = (float)f; memcpy(p, &v, 4); break; }
+    case IR_F64: memcpy(p, &f, 8); break;
+    case IR_F8E4M3: *p = fp_f32_to_f8e4m3((float)f); break;
+    case IR_F8E5M2: *p = fp_f32_to_f8e5m2((float)f); break;
+    default: break;
+    }
+}
+
+static void print_elem(FILE *out, IrElem e, const void *data, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)data + i * ir_elem_bytes(e);
+    uint16_t h;
+    uint32_t w;
+    uint64_t d;
+    float f;
+    double g;
+    switch (e) {
+    case IR_I1: fprintf(out, "%d\n", *p != 0); break;
+    case IR_I8: fprintf(out, "%d\n", (int8_t)*p); break;
+    case IR_U8: fprintf(out, "%u\n", *p); break;
+    case IR_I16: memcpy(&h, p, 2); fprintf(out, "%d\n", (int16_t)h); break;
+    case IR_U16: memcpy(&h, p, 2); fprintf(out, "%u\n", h); break;
+    case IR_I32: memcpy(&w, p, 4); fprintf(out, "%" PRId32 "\n", (int32_t)w); break;
+    case IR_U32: memcpy(&w, p, 4); fprintf(out, "%" PRIu32 "\n", w); break;
+    case IR_I64: memcpy(&d, p, 8); fprintf(out, "%" PRId64 "\n", (int64_t)d); break;
+    case IR_U64: memcpy(&d, p, 8); fprintf(out, "%" PRIu64 "\n", d); break;
+    case IR_F16: memcpy(&h, p, 2); fprintf(out, "%.9g\n", fp_f16_to_f32(h)); break;
+    case IR_BF16: memcpy(&h, p, 2); fprintf(out, "%.9g\n", fp_bf16_to_f32(h)); break;
+    case IR_F32: memcpy(&f, p, 4); fprintf(out, "%.9g\n", f); break;
+    case IR_F64: memcpy(&g, p, 8); fprintf(out, "%.17g\n", g); break;
+    case IR_F8E4M3: fprintf(out, "%.9g\n", fp_f8e4m3_to_f32(*p)); break;
+    case IR_F8E5M2: fprintf(out, "%.9g\n", fp_f8e5m2_to_f32(*p)); break;
+    default: break;
+    }
+}
+
+static bool read_file_buffer(const char *path, IrElem e, InterpBuffer *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tilec: error: cannot open '%s': %s\n", path, strerror(errno));
+        return false;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    int eb = ir_elem_bytes(e);
+    if (size < 0 || size % eb) {
+        fprintf(stderr, "tilec: error: '%s' has %ld bytes, not a whole number of %s elements\n",
+                path, size, ir_elem_name(e));
+        fclose(f);
+        return false;
+    }
+    b->count = size / eb;
+    b->data = calloc((size_t)(size ? size : 1), 1);
+    bool ok = b->data && fread(b->data, 1, (size_t)size, f) == (size_t)size;
+    fclose(f);
+    if (!ok) fprintf(stderr, "tilec: error: cannot read '%s'\n", path);
+    return ok;
+}
+
+/* zeros:N, iota:N, rand:N[:SEED] (floats uniform in [0, 1), integers in [0, 100)). */
+static bool make_buffer(const char *name, const char *spec, IrElem e, InterpBuffer *b)
+{
+    b->elem = e;
+    if (spec[0] == '@') return read_file_buffer(spec + 1, e, b);
+    char kind[8] = {0};
+    long long n = 0, seed = 0;
+    int got = sscanf(spec, "%7[a-z]:%lld:%lld", kind, &n, &seed);
+    bool known = !strcmp(kind, "zeros") || !strcmp(kind, "iota") || !strcmp(kind, "rand");
+    if (got < 2 || !known || n < 0 || n > (1LL << 31) || (got == 3 && strcmp(kind, "rand"))) {
+        fprintf(stderr, "tilec: error: argument '%s' is a pointer: give zeros:N, iota:N, "
+                        "rand:N[:SEED] or @FILE, not '%s'\n", name, spec);
+        return false;
+    }
+    b->count = n;
+    b->data = calloc((size_t)(n ? n : 1), (size_t)ir_elem_bytes(e));
+    if (!b->data) return false;
+    for (int64_t i = 0; i < n && strcmp(kind, "zeros"); i++) {
+        double r = kind[0] == 'i' ? (double)i : tile_rand((uint64_t)seed, i);
+        int64_t ri = kind[0] == 'i' ? i : (int64_t)(r * 100.0);
+        store_elem(e, b->data, i, r, ri);
+    }
+    return true;
+}
+
+static bool make_scalar(const char *name, const char *val, IrElem e, InterpArg *a)
+{
+    char *end;
+    errno = 0;
+    if (ir_elem_is_float(e)) {
+        a->u.f = strtod(val, &end);
+    } else if (!strcmp(val, "true") || !strcmp(val, "false")) {
+        a->u.i = val[0] == 't';
+        end = (char *)val + strlen(val);
+    } else {
+        a->u.i = strtoll(val, &end, 0);
+    }
+    if (errno || end == val || *end) {
+        fprintf(stderr, "tilec: error: argument '%s' is %s: '%s' is not a literal of that type\n",
+                name, ir_elem_name(e), val);
+        return false;
+    }
+    return true;
+}
+
+/* Binds every parameter of k to its --arg; returns false (with a message) if one is
+ * missing, unknown or malformed. */
+static bool bind_args(const Options *o, const IrFunc *k, InterpArg *args)
+{
+    bool ok = true;
+    for (uint32_t i = 0; i < o->nargs; i++) {
+        const char *eq = strchr(o->args[i], '=');
+        uint32_t p = 0;
+        while (eq && p < k->body.nargs &&
+               (strlen(k->param_names[p]) != (size_t)(eq - o->args[i]) ||
+                strncmp(k->param_names[p], o->args[i], (size_t)(eq - o->args[i]))))
+            p++;
+        if (!eq || p == k->body.nargs) {
+            fprintf(stderr, "tilec: error: --arg '%s' names no parameter of kernel '%s'\n", o->args[i], k->name);
+            ok = false;
+            continue;
+        }
+        const IrType *t = ir_value_type(k, k->body.args[p]);
+        args[p].is_buffer = t->elem == IR_PTR;
+        ok &= args[p].is_buffer ? make_buffer(k->param_names[p], eq + 1, t->pointee, &args[p].u.buf)
+                                : make_scalar(k->param_names[p], eq + 1, t->elem, &args[p]);
+    }
+    for (uint32_t p = 0; p < k->body.nargs; p++) {
+        bool given = false;
+        for (uint32_t i = 0; i < o->nargs; i++) {
+            size_t n = strlen(k->param_names[p]);
+            given |= !strncmp(o->args[i], k->param_names[p], n) && o->args[i][n] == '=';
+        }
+        if (!given) {
+            fprintf(stderr, "tilec: error: kernel '%s' needs --arg %s=...\n", k->name, k->param_names[p]);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static int print_buffers(const Options *o, const IrFunc *k, const InterpArg *args, FILE *out)
+{
+    for (uint32_t i = 0; i < o->nprints; i++) {
+        uint32_t p = 0;
+        while (p < k->body.nargs && strcmp(k->param_names[p], o->prints[i])) p++;
+        if (p == k->body.nargs || !args[p].is_buffer) {
+            fprintf(stderr, "tilec: error: --print '%s' names no pointer parameter of kernel '%s'\n",
+                    o->prints[i], k->name);
+            return EXIT_INPUT;
+        }
+        for (int64_t e = 0; e < args[p].u.buf.count; e++)
+            print_elem(out, args[p].u.buf.elem, args[p].u.buf.data, e);
+    }
+    return 0;
+}
+
+static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
+{
+    IrFunc *k = ir_module_find(m, o->kernel);
+    if (!k || k->kind != IR_FUNC_KERNEL) {
+        fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'\n", o->kernel, o->file);
+        return EXIT_INPUT;
+    }
+    if (!strcmp(o->device, "gpu")) {
+        fputs("tilec: error: the GPU path does not exist yet in this build; "
+              "use --device cpu (the interpreter)\n", stderr);
+        return EXIT_INPUT;
+    }
+    InterpArg *args = calloc(k->body.nargs ? k->body.nargs : 1, sizeof *args);
+    int rc = bind_args(o, k, args) ? 0 : EXIT_INPUT;
+    int64_t grid[3] = {1, 1, 1};
+    if (!rc && o->has_grid) memcpy(grid, o->grid, sizeof grid);
+    else if (!rc && k->grid) rc = interp_eval_grid(k->grid, args, k->body.nargs, grid, diags) < 0 ? EXIT_INPUT : 0;
+    else if (!rc) {
+        fprintf(stderr, "tilec: error: kernel '%s' has no grid(...) clause: give --grid X[,Y[,Z]]\n", k->name);
+        rc = EXIT_INPUT;
+    }
+    InterpOptions io = {.print_out = out};
+    if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
+    if (!rc) rc = print_buffers(o, k, args, out);
+    for (uint32_t p = 0; p < k->body.nargs; p++)
+        if (args[p].is_buffer) free(args[p].u.buf.data);
+    free(args);
+    return rc;
+}
+
+/* ---- the compile pipeline ------------------------------------------------------------ */
+static int compile(const Options *o, const Source *src, FILE *out)
+{
+    IrCtx *ctx = ir_ctx_create();
+    if (!ctx) tl_oom();
+    DiagList *diags = ir_ctx_diags(ctx);
+    int rc = 0;
+    if (!strcmp(o->emit, "tokens")) {
+        rc = fe_dump_tokens(src, out, diags) ? 0 : EXIT_INPUT;
+        goto done;
+    }
+    AstProgram *prog = fe_parse(ir_ctx_arena(ctx), src, diags);
+    if (diags->nerrors || !prog) {
+        rc = EXIT_INPUT;
+        goto done;
+    }
+    if (!strcmp(o->emit, "ast") && !o->run) {
+        ast_print(prog, out);
+        goto done;
+    }
+    FeOptions fo = {o->defines, o->ndefines, o->kernel};
+    IrModule *m = fe_lower(ctx, prog, &fo, diags);
+    if (!m || diags->nerrors) {
+        rc = EXIT_INPUT;
+        goto done;
+    }
+    PassOptions po = o->passes;
+    po.dump = stderr;
+    bool optimize = o->run || !strcmp(o->emit, "ir-opt") || !strcmp(o->emit, "ptx");
+    if (optimize) pass_run_default(m, o->opt_level, &po);
+    if (o->run) rc = run_kernel(o, m, diags, out);
+    else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);
+    else if (!strcmp(o->emit, "ptx")) {
+        fputs("tilec: error: --emit=ptx needs the GPU code generator, which this build does not "
+              "have yet; use --emit=ir\n", stderr);
+        rc = EXIT_INPUT;
+    }
+done:
+    diag_print(diags, stderr);
+    if (!rc && diags->nerrors) rc = EXIT_INPUT;
+    ir_ctx_destroy(ctx);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    Options o = {.emit = "check", .arch = "sm_90a", .device = "cpu", .opt_level = 2};
+    parse_args(argc, argv, &o);
+    check_options(&o);
+    Source *src = source_read(o.file);
+    if (!src) {
+        fprintf(stderr, "tilec: error: cannot read '%s': %s\n", o.file, strerror(errno));
+        return EXIT_INPUT;
+    }
+    FILE *out = stdout;
+    if (o.out && !(out = fopen(o.out, "w"))) {
+        fprintf(stderr, "tilec: error: cannot write '%s': %s\n", o.out, strerror(errno));
+        source_free(src);
+        return EXIT_INPUT;
+    }
+    int rc = compile(&o, src, out);
+    if (out != stdout && fclose(out) && !rc) rc = EXIT_INPUT;
+    source_free(src);
+    for (uint32_t i = 0; i < o.ndefines; i++) free((void *)o.defines[i].name);
+    return rc;
+}
