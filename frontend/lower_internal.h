@@ -22,7 +22,7 @@ typedef struct Val {
     Loc loc;             /* where the literal was written */
 } Val;
 
-typedef enum { BIND_LET, BIND_VAR, BIND_PARAM, BIND_CONST } BindKind;
+typedef enum { BIND_LET, BIND_VAR, BIND_PARAM, BIND_CONST, BIND_LOOP } BindKind;
 
 typedef struct Binding {
     const char *name;
@@ -75,7 +75,11 @@ bool ce_shape(Lower *L, const AstExpr *e, const char *what, int *rank, int32_t *
 
 /* ---- lower_expr.c ------------------------------------------------------------------- */
 extern const Val VERR;
+extern const Val VVOID;          /* what store, assert, print and value-less fns give */
+/* An expression whose value is used: a call giving no value is an error here. */
 Val lower_expr(Lower *L, const AstExpr *e);
+/* An expression statement: any expression, VVOID allowed. */
+Val lower_expr_stmt(Lower *L, const AstExpr *e);
 IrValue lw_ir(Lower *L, Val *v);                 /* materializes a literal */
 Val lw_val(Lower *L, IrValue v);
 Val lw_convert(Lower *L, Val v, IrElem e);        /* literal: a constant of e */
@@ -89,6 +93,8 @@ Val lw_broadcast_to(Lower *L, Val v, int rank, const int32_t *shape);
 Val lw_broadcast_like(Lower *L, Val v, const IrType *shape_of, Loc loc, const char *what);
 /* Promotes and broadcasts n values together (where, fma, minimum). */
 bool lw_unify(Lower *L, Val *vs, int n, Loc loc, const char *what);
+/* A binary operator (AstBinOp) on two values; errors at loc (the operator). */
+Val lw_binop(Lower *L, int op, Val a, Val b, Loc loc);
 Val lw_build_unary(Lower *L, IrOpcode code, Val a);
 Val lw_build_binary(Lower *L, IrOpcode code, const IrType *t, Val a, Val b);
 

@@ -38,6 +38,8 @@ typedef struct ParseCtx {
     Loc comment_start;
     bool fatal;          /* nesting limit hit: stop parsing, report nothing more */
     /* the lookahead token and the one before it, for syntax error messages */
+    uint32_t ntokens;    /* tokens returned so far */
+    uint32_t quiet_tok;  /* no syntax error at this token: a lexical error explains it */
     int tok, prev_tok;
     const char *tok_text;
     size_t tok_len;

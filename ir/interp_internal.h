@@ -33,6 +33,7 @@ typedef struct Interp {
     FILE *out;
     DiagList *diags;
     const IrOp *ret;             /* the return op that ended the run */
+    const IrOp *term;            /* the terminator of the region run last */
 } Interp;
 
 /* Records "msg" at the op's location (or the function's when op is NULL); returns
@@ -55,6 +56,8 @@ static inline const IrType *interp_result_type(const Interp *I, const IrOp *op, 
 }
 /* Index into an operand that may be a scalar standing for a whole tile. */
 static inline int64_t bidx(const Tile *t, int64_t k) { return t->n == 1 ? 0 : k; }
+/* The same as a stride (0 or 1), for hot loops: lane k is at k * bstride(t). */
+static inline int64_t bstride(const Tile *t) { return t->n == 1 ? 0 : 1; }
 
 int64_t int_norm(IrElem e, int64_t v);      /* wrap to the type's width */
 float fp_round_tf32(float f);               /* tf32: 10 mantissa bits, nearest even */

@@ -44,6 +44,7 @@ typedef struct Parser {
     const char *p, *end;
     uint32_t line, col;
     Tok tok;
+    uint32_t prev_line;          /* the line of the token before tok */
     bool failed;
     IrModule *m;
     IrFunc *f;
@@ -125,6 +126,7 @@ static size_t string_len(const char *p, const char *end)
 
 static void next(Parser *ps)
 {
+    ps->prev_line = ps->tok.loc.line;
     skip_space(ps);
     Tok t = {.kind = TK_EOF, .s = ps->p, .n = 0, .loc = {ps->src, ps->line, ps->col}};
     size_t adv = 0;
@@ -237,7 +239,7 @@ static bool expect_value_name(Parser *ps, Tok *out)
 
 static bool parse_use(Parser *ps, IrValue *out)
 {
-    Tok t;
+    Tok t = {0};
     if (!expect_value_name(ps, &t)) return false;
     NameSlot *sl = ps->names_cap ? name_slot(ps, t.s, t.n) : NULL;
     if (!sl || !sl->name) return error_at(ps, t.loc, "use of undefined value '%%%.*s'", (int)t.n, t.s);
@@ -272,9 +274,9 @@ static bool parse_int(Parser *ps, int64_t *out)
 /* shape := '[' int (',' int)* ']' */
 static bool parse_shape(Parser *ps, int *rank, int32_t *shape)
 {
-    Loc loc = ps->tok.loc;
     do {
-        int64_t d;
+        Loc loc = ps->tok.loc;
+        int64_t d = 0;
         if (!parse_int(ps, &d)) return false;
         if (*rank == IR_MAX_RANK) return error_at(ps, loc, "tile types have at most %d dimensions", IR_MAX_RANK);
         if (d <= 0 || d > IR_MAX_TILE_ELEMS)
@@ -310,7 +312,7 @@ static bool parse_type_list(Parser *ps, const IrType ***types, uint32_t *n)
 {
     VEC(const IrType *) v = {0};
     do {
-        const IrType *t;
+        const IrType *t = NULL;
         if (!parse_type(ps, &t)) break;
         vec_push(&v, t);
     } while (accept(ps, TK_PUNCT, ","));
@@ -375,11 +377,13 @@ typedef struct OpText {
 
 static bool parse_block(Parser *ps, IrBlock *blk);
 
+/* The operand list starts on the op's line: `print "m"` or `return` followed by
+ * `%x = ...` on the next line has no operands. */
 static bool parse_operands(Parser *ps, OpText *o)
 {
-    if (ps->tok.kind != TK_VALUE) return true;
+    if (ps->tok.kind != TK_VALUE || ps->tok.loc.line != ps->prev_line) return true;
     do {
-        IrValue v;
+        IrValue v = IR_NO_VALUE;
         if (!parse_use(ps, &v)) return false;
         vec_push(&o->operands, v);
     } while (accept(ps, TK_PUNCT, ","));
@@ -452,8 +456,8 @@ static bool parse_block_args(Parser *ps, IrBlock *blk)
     if (!expect(ps, TK_PUNCT, "(")) return false;
     if (!tok_is(ps, TK_PUNCT, ")")) {
         do {
-            Tok name;
-            const IrType *t;
+            Tok name = {0};
+            const IrType *t = NULL;
             if (!expect_value_name(ps, &name) || !expect(ps, TK_PUNCT, ":") || !parse_type(ps, &t))
                 return false;
             if (!define(ps, &name, ir_block_add_arg(blk, t, NULL))) return false;
@@ -570,8 +574,8 @@ static bool parse_params(Parser *ps, TokVec *names, TypeVec *types)
     if (!expect(ps, TK_PUNCT, "(")) return false;
     if (accept(ps, TK_PUNCT, ")")) return true;
     do {
-        Tok name;
-        const IrType *t;
+        Tok name = {0};
+        const IrType *t = NULL;
         if (!expect_value_name(ps, &name) || !expect(ps, TK_PUNCT, ":") || !parse_type(ps, &t)) return false;
         vec_push(names, name);
         vec_push(types, t);
@@ -628,7 +632,7 @@ static bool parse_consts(Parser *ps, IrFunc *f)
 /* launch {warps = N, stages = N} */
 static bool parse_launch(Parser *ps, IrFunc *f)
 {
-    int64_t w, s;
+    int64_t w = 0, s = 0;
     bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
               parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
               expect(ps, TK_PUNCT, "=") && parse_int(ps, &s) && expect(ps, TK_PUNCT, "}");
@@ -659,7 +663,7 @@ static bool parse_func(Parser *ps)
     IrFuncKind kind = IR_FUNC_KERNEL;
     if (accept(ps, TK_IDENT, "grid")) kind = IR_FUNC_GRID;
     else if (!expect(ps, TK_IDENT, "kernel")) return false;
-    Tok name;
+    Tok name = {0};
     TokVec pn = {0};
     TypeVec pt = {0};
     bool ok = parse_symbol(ps, &name) && parse_params(ps, &pn, &pt);

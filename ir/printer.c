@@ -42,6 +42,7 @@ static size_t str_hash(const char *s)
 
 static bool set_has(const Namer *n, const char *s)
 {
+    if (!n->cap) return false;
     for (size_t i = str_hash(s) & (n->cap - 1); n->set[i]; i = (i + 1) & (n->cap - 1))
         if (!strcmp(n->set[i], s)) return true;
     return false;

@@ -1,0 +1,1380 @@
+/* The graph checker: names, element types and shapes of a `graph` item (LANGUAGE.md
+ * section 7), with sizes that may be known only at run time.
+ *
+ * A size is a linear form c + k1*S1 + k2*S2 + ... over symbolic names (Dim): the same
+ * name is the same size, `concat` adds sizes, and two sizes are equal exactly when
+ * their forms are. Every expression gets a GType (element type, literal-ness and
+ * shape, or a tuple of those); an expression that failed gets the poison type, which
+ * every later check accepts silently, so one mistake gives one diagnostic. A call of
+ * one of the file's fns is checked by walking the fn's body with its parameters bound
+ * to the argument types, once per (fn, argument types). The rules are written down in
+ * docs/GRAPHS.md; the graph built-ins are in graph_builtins below. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/frontend.h"
+
+/* ---- sizes ------------------------------------------------------------------------ */
+
+#define MAX_SIZE ((int64_t)1 << 40)   /* a written size or factor; sums stay far from overflow */
+
+typedef struct Dim {      /* c + sum(coefs[i] * syms[i]); syms sorted, coefs nonzero */
+    int64_t c;
+    uint32_t n;
+    const char **syms;
+    const int64_t *coefs;
+} Dim;
+
+static Dim dim_const(int64_t c) { return (Dim){.c = c}; }
+
+static Dim dim_sym(Arena *a, const char *name)
+{
+    const char **s = arena_alloc(a, sizeof *s);
+    int64_t *k = arena_alloc(a, sizeof *k);
+    s[0] = name;
+    k[0] = 1;
+    return (Dim){0, 1, s, k};
+}
+
+static bool dim_eq(Dim x, Dim y)
+{
+    if (x.c != y.c || x.n != y.n) return false;
+    for (uint32_t i = 0; i < x.n; i++)
+        if (x.coefs[i] != y.coefs[i] || strcmp(x.syms[i], y.syms[i]) != 0) return false;
+    return true;
+}
+
+static bool dim_is_one(Dim d) { return d.n == 0 && d.c == 1; }
+
+/* x + k*y, merging the sorted terms; false on overflow. */
+static bool dim_add(Arena *a, Dim x, Dim y, int64_t k, Dim *out)
+{
+    const char **s = arena_alloc(a, (x.n + y.n + 1) * sizeof *s);
+    int64_t *co = arena_alloc(a, (x.n + y.n + 1) * sizeof *co);
+    uint32_t i = 0, j = 0, n = 0;
+    int64_t c;
+    if (__builtin_mul_overflow(y.c, k, &c) || __builtin_add_overflow(x.c, c, &c)) return false;
+    while (i < x.n || j < y.n) {
+        int cmp = i == x.n ? 1 : j == y.n ? -1 : strcmp(x.syms[i], y.syms[j]);
+        int64_t v = 0, t = 0;
+        if (cmp <= 0) v = x.coefs[i];
+        if (cmp >= 0 && __builtin_mul_overflow(y.coefs[j], k, &t)) return false;
+        if (__builtin_add_overflow(v, t, &v)) return false;
+        const char *name = cmp <= 0 ? x.syms[i] : y.syms[j];
+        i += cmp <= 0;
+        j += cmp >= 0;
+        if (v != 0) s[n] = name, co[n++] = v;
+    }
+    *out = (Dim){c, n, s, co};
+    return true;
+}
+
+/* "T", "1024", "T+1024", "2*T-1". */
+static const char *dim_str(Arena *a, Dim d)
+{
+    const char *s = "";
+    for (uint32_t i = 0; i < d.n; i++) {
+        const char *sign = d.coefs[i] < 0 ? "-" : i ? "+" : "";
+        int64_t k = d.coefs[i] < 0 ? -d.coefs[i] : d.coefs[i];
+        s = k == 1 ? arena_printf(a, "%s%s%s", s, sign, d.syms[i])
+                   : arena_printf(a, "%s%s%lld*%s", s, sign, (long long)k, d.syms[i]);
+    }
+    if (d.n == 0) return arena_printf(a, "%lld", (long long)d.c);
+    if (d.c != 0) s = arena_printf(a, "%s%+lld", s, (long long)d.c);
+    return s;
+}
+
+/* ---- types ------------------------------------------------------------------------ */
+
+typedef enum { GT_POISON, GT_VOID, GT_VALUE, GT_TUPLE } GKind;
+
+typedef struct GType {
+    GKind kind;
+    IrElem elem;
+    char lit;             /* 'i'/'f': a literal, which takes the other operand's type */
+    uint32_t rank;        /* 0: a scalar */
+    const Dim *dims;
+    const struct GType **elems;   /* GT_TUPLE */
+    uint32_t nelems;
+} GType;
+
+static const GType poison = {.kind = GT_POISON};
+static const GType void_type = {.kind = GT_VOID};
+
+static GType *gt_value(Arena *a, IrElem e, char lit, uint32_t rank, const Dim *dims)
+{
+    GType *t = arena_alloc(a, sizeof *t);
+    *t = (GType){.kind = GT_VALUE, .elem = e, .lit = lit, .rank = rank, .dims = dims};
+    return t;
+}
+
+static const GType *gt_scalar(Arena *a, IrElem e) { return gt_value(a, e, 0, 0, NULL); }
+
+static const GType *gt_with_elem(Arena *a, const GType *t, IrElem e)
+{
+    return gt_value(a, e, 0, t->rank, t->dims);
+}
+
+static const char *shape_str(Arena *a, uint32_t rank, const Dim *dims)
+{
+    const char *s = "[";
+    for (uint32_t i = 0; i < rank; i++)
+        s = arena_printf(a, "%s%s%s", s, i ? ", " : "", dim_str(a, dims[i]));
+    return arena_printf(a, "%s]", s);
+}
+
+static const char *gt_shape(Arena *a, const GType *t) { return shape_str(a, t->rank, t->dims); }
+
+/* "bf16[T, 1024]", "f32", "(f32[T], f32[T])". */
+static const char *gt_str(Arena *a, const GType *t)
+{
+    if (t->kind == GT_VOID) return "no value";
+    if (t->kind == GT_TUPLE) {
+        const char *s = "(";
+        for (uint32_t i = 0; i < t->nelems; i++)
+            s = arena_printf(a, "%s%s%s", s, i ? ", " : "", gt_str(a, t->elems[i]));
+        return arena_printf(a, "%s)", s);
+    }
+    if (t->kind != GT_VALUE) return "?";
+    const char *e = ir_elem_name(t->elem);
+    return t->rank ? arena_printf(a, "%s%s", e, gt_shape(a, t)) : e;
+}
+
+static bool is_float(const GType *t) { return ir_elem_is_float(t->elem); }
+static bool is_int(const GType *t) { return ir_elem_is_int(t->elem); }
+
+/* ---- promotion and broadcasting (LANGUAGE.md section 2) ---------------------------- */
+
+/* Float beats integer, the wider type wins, two floats of one width (f16 and bf16)
+ * meet in f32, and an unsigned integer beats a signed one of its width (as in C). */
+static IrElem promote_elem(IrElem a, IrElem b)
+{
+    if (a == b) return a;
+    if (ir_elem_is_float(a) != ir_elem_is_float(b)) return ir_elem_is_float(a) ? a : b;
+    int ba = ir_elem_bits(a), bb = ir_elem_bits(b);
+    if (ba != bb) return ba > bb ? a : b;
+    if (ir_elem_is_float(a)) return IR_F32;
+    return ir_elem_is_signed(a) ? b : a;
+}
+
+/* The element type of an operation on l and r: a literal takes the other operand's
+ * type, except that a float literal with an integer operand gives f32. */
+static IrElem promote(const GType *l, const GType *r, char *lit)
+{
+    *lit = 0;
+    if (l->lit && r->lit) {
+        *lit = l->lit == 'f' || r->lit == 'f' ? 'f' : 'i';
+        return *lit == 'f' ? IR_F32 : promote_elem(l->elem, r->elem);
+    }
+    if (!l->lit && !r->lit) return promote_elem(l->elem, r->elem);
+    const GType *lt = l->lit ? l : r, *ot = l->lit ? r : l;
+    return lt->lit == 'f' && !is_float(ot) ? IR_F32 : ot->elem;
+}
+
+/* Numpy broadcasting of two shapes aligned at the right; false if they clash. */
+static bool bcast_dims(Arena *a, uint32_t na, const Dim *da, uint32_t nb, const Dim *db,
+                       uint32_t *n, const Dim **out)
+{
+    uint32_t r = na > nb ? na : nb;
+    Dim *d = arena_alloc(a, (r + 1) * sizeof *d);
+    for (uint32_t i = 0; i < r; i++) {
+        const Dim *x = i < na ? &da[na - 1 - i] : NULL, *y = i < nb ? &db[nb - 1 - i] : NULL;
+        if (!x || (y && dim_is_one(*x))) d[r - 1 - i] = *y;
+        else if (!y || dim_is_one(*y) || dim_eq(*x, *y)) d[r - 1 - i] = *x;
+        else return false;
+    }
+    *n = r;
+    *out = d;
+    return true;
+}
+
+/* ---- the checker's state ---------------------------------------------------------- */
+
+typedef struct Var {
+    const char *name;
+    const GType *type;
+    bool is_var;
+} Var;
+
+typedef struct Size {      /* a size name of the graph or fn instance and its value */
+    const char *name;
+    Dim dim;
+} Size;
+
+typedef struct Memo {      /* one instantiation of a fn */
+    const AstItem *fn;
+    const char *key;       /* the argument types */
+    const GType *ret;      /* NULL while it is being checked */
+} Memo;
+
+typedef struct Shared {
+    Arena *a;
+    const AstProgram *p;
+    DiagList *diags;
+    VEC(Memo) memo;
+    int depth;
+} Shared;
+
+typedef struct Frame {     /* a graph, or one instance of a fn */
+    Shared *s;
+    Arena *a;
+    const AstItem *item;
+    const char *what;      /* "graph 'ffn'", "fn 'gelu'" */
+    VEC(Var) vars;
+    VEC(Size) sizes;
+    const GType *ret_decl; /* the declared return type, or NULL */
+    const GType *ret_seen; /* the first returned type (fns without a declared one) */
+    bool returned;
+} Frame;
+
+#define ERR(f, loc, ...) diag_error((f)->s->diags, (loc), __VA_ARGS__)
+
+static const Var *lookup_var(const Frame *f, const char *name)
+{
+    for (size_t i = f->vars.len; i-- > 0;)
+        if (strcmp(f->vars.data[i].name, name) == 0) return &f->vars.data[i];
+    return NULL;
+}
+
+static const Size *lookup_size(const Frame *f, const char *name)
+{
+    for (size_t i = 0; i < f->sizes.len; i++)
+        if (strcmp(f->sizes.data[i].name, name) == 0) return &f->sizes.data[i];
+    return NULL;
+}
+
+static void bind(Frame *f, const char *name, const GType *t, bool is_var)
+{
+    if (name && strcmp(name, "_") != 0) vec_push(&f->vars, ((Var){name, t, is_var}));
+}
+
+static const AstItem *find_item(const AstProgram *p, const char *name)
+{
+    for (uint32_t i = 0; i < p->nitems; i++)
+        if (p->items[i].name && strcmp(p->items[i].name, name) == 0) return &p->items[i];
+    return NULL;
+}
+
+static const char *item_what(Arena *a, const AstItem *it)
+{
+    static const char *const kinds[] = {"kernel", "fn", "graph"};
+    return arena_printf(a, "%s '%s'", kinds[it->kind], it->name ? it->name : "?");
+}
+
+static const GType *check_expr(Frame *f, const AstExpr *e);
+
+/* A single value (not a tuple, not nothing); poison with an error otherwise. */
+static const GType *value_of(Frame *f, const AstExpr *e)
+{
+    const GType *t = check_expr(f, e);
+    if (t->kind == GT_TUPLE)
+        ERR(f, e->loc, "this expression gives %u values; unpack them with let (a, b, ...) = ...",
+            t->nelems);
+    else if (t->kind == GT_VOID)
+        ERR(f, e->loc, "this call returns no value");
+    return t->kind == GT_VALUE ? t : &poison;
+}
+
+/* ---- sizes written in the source: [T, 1024], split sizes ------------------------- */
+
+/* A size expression: an integer, a size name, or +, - and * by an integer of those. */
+static bool size_expr(Frame *f, const AstExpr *e, Dim *out)
+{
+    if (!e) return false;
+    if (e->kind == AST_INT) {
+        if (e->ival > (uint64_t)MAX_SIZE) {
+            ERR(f, e->loc, "size %llu is too large", (unsigned long long)e->ival);
+            return false;
+        }
+        *out = dim_const((int64_t)e->ival);
+        return true;
+    }
+    if (e->kind == AST_NAME) {
+        const Size *s = lookup_size(f, e->name);
+        if (!s) ERR(f, e->loc, "unknown size '%s' (sizes are named in the parameters' shapes)",
+                    e->name);
+        if (s) *out = s->dim;
+        return s != NULL;
+    }
+    Dim l, r;
+    if (e->kind != AST_BINARY || (e->op != AST_ADD && e->op != AST_SUB && e->op != AST_MUL)) {
+        ERR(f, e->loc, "a size must be an integer, a size name, or a sum of those");
+        return false;
+    }
+    if (!size_expr(f, e->lhs, &l) || !size_expr(f, e->rhs, &r)) return false;
+    bool ok;
+    if (e->op != AST_MUL) ok = dim_add(f->a, l, r, e->op == AST_ADD ? 1 : -1, out);
+    else if (l.n && r.n) {
+        ERR(f, e->loc, "a size can be multiplied only by an integer");
+        return false;
+    } else ok = dim_add(f->a, dim_const(0), l.n ? l : r, l.n ? r.c : l.c, out);
+    if (!ok) ERR(f, e->loc, "size is too large");
+    return ok;
+}
+
+/* A list of sizes `[T, 8, 128]`; positive where known. */
+static bool size_list(Frame *f, const AstExpr *e, const char *what, uint32_t *n, Dim **out)
+{
+    if (!e || e->kind != AST_LIST) {
+        if (e) ERR(f, e->loc, "the %s must be a list of sizes like [T, 1024]", what);
+        return false;
+    }
+    Dim *d = arena_alloc(f->a, (e->nargs + 1) * sizeof *d);
+    bool ok = true;
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        if (!size_expr(f, e->args[i], &d[i])) ok = false;
+        else if (d[i].n == 0 && d[i].c < 1) {
+            ERR(f, e->args[i]->loc, "a size must be positive, not %lld", (long long)d[i].c);
+            ok = false;
+        }
+    }
+    *n = e->nargs;
+    *out = d;
+    return ok;
+}
+
+/* An axis argument: an integer literal, negative counting from the end. */
+static bool axis_arg(Frame *f, const AstExpr *e, const char *fn, const GType *t, uint32_t *out)
+{
+    bool neg = e->kind == AST_UNARY && e->op == '-' && e->lhs;
+    const AstExpr *lit = neg ? e->lhs : e;
+    if (lit->kind != AST_INT) {
+        const char *hint = strcmp(fn, "max") == 0 ? " (use maximum(a, b) for the element-wise maximum)"
+                         : strcmp(fn, "min") == 0 ? " (use minimum(a, b) for the element-wise minimum)"
+                                                  : "";
+        ERR(f, e->loc, "the axis of %s must be an integer literal%s", fn, hint);
+        return false;
+    }
+    int64_t r = t->rank, v = lit->ival > (uint64_t)r ? r + 1 : (int64_t)lit->ival;
+    if (neg) v = -v;
+    if (v < -r || v >= r) {
+        ERR(f, e->loc, "axis %s%llu is out of range for a tensor of shape %s (rank %u)",
+            neg ? "-" : "", (unsigned long long)lit->ival, gt_shape(f->a, t), t->rank);
+        return false;
+    }
+    *out = (uint32_t)(v < 0 ? v + r : v);
+    return true;
+}
+
+/* ---- operators ----------------------------------------------------------------------- */
+
+static void shape_clash(Frame *f, Loc loc, const char *op, const GType *l, const GType *r)
+{
+    const char *ls = gt_shape(f->a, l), *rs = gt_shape(f->a, r);
+    if (strcmp(op, "+") == 0) ERR(f, loc, "cannot add a tensor of shape %s to one of shape %s", ls, rs);
+    else if (strcmp(op, "-") == 0)
+        ERR(f, loc, "cannot subtract a tensor of shape %s from one of shape %s", rs, ls);
+    else if (strcmp(op, "*") == 0)
+        ERR(f, loc, "cannot multiply a tensor of shape %s by one of shape %s", ls, rs);
+    else if (strcmp(op, "/") == 0)
+        ERR(f, loc, "cannot divide a tensor of shape %s by one of shape %s", ls, rs);
+    else ERR(f, loc, "cannot combine a tensor of shape %s with one of shape %s in '%s'", ls, rs, op);
+}
+
+/* The broadcast and promoted type of an element-wise operation on l and r. */
+static const GType *elementwise(Frame *f, Loc loc, const char *op, const GType *l, const GType *r)
+{
+    if (l->kind != GT_VALUE || r->kind != GT_VALUE) return &poison;
+    uint32_t n;
+    const Dim *d;
+    if (!bcast_dims(f->a, l->rank, l->dims, r->rank, r->dims, &n, &d)) {
+        shape_clash(f, loc, op, l, r);
+        return &poison;
+    }
+    char lit;
+    IrElem e = promote(l, r, &lit);
+    return gt_value(f->a, e, lit, n, d);
+}
+
+static bool is_cmp(int op) { return op >= AST_EQ && op <= AST_GE; }
+static bool wants_int(int op) { return op >= AST_SHL && op <= AST_BOR; }
+
+static const GType *check_binary(Frame *f, const AstExpr *e);
+static const GType *check_matmul(Frame *f, const AstExpr *e);
+
+static const GType *check_unary(Frame *f, const AstExpr *e)
+{
+    const GType *t = value_of(f, e->lhs);
+    if (t->kind != GT_VALUE) return t;
+    if ((e->op == '~' || e->op == '!') && !is_int(t)) {
+        ERR(f, e->loc, "operator '%c' needs an integer or bool operand, not %s", e->op,
+            gt_str(f->a, t));
+        return &poison;
+    }
+    if (e->op == '!') return gt_with_elem(f->a, t, IR_I1);
+    return t;
+}
+
+static const GType *check_binary(Frame *f, const AstExpr *e)
+{
+    if (e->op == AST_MATMUL) return check_matmul(f, e);
+    const char *op = e->op >= 0 && e->op <= AST_LOR ? ast_binop_text[e->op] : "?";
+    const GType *l = value_of(f, e->lhs), *r = value_of(f, e->rhs);
+    if (l->kind != GT_VALUE || r->kind != GT_VALUE) return &poison;
+    bool need_int = wants_int(e->op) || e->op == AST_LAND || e->op == AST_LOR;
+    if (need_int && (!is_int(l) || !is_int(r))) {
+        ERR(f, e->loc, "operator '%s' needs integer or bool operands, not %s and %s", op,
+            gt_str(f->a, l), gt_str(f->a, r));
+        return &poison;
+    }
+    const GType *t = elementwise(f, e->loc, op, l, r);
+    if (t->kind == GT_VALUE && (is_cmp(e->op) || e->op == AST_LAND || e->op == AST_LOR))
+        return gt_with_elem(f->a, t, IR_I1);
+    return t;
+}
+
+/* [..., M, K] @ [..., K, N] -> [..., M, N], leading axes broadcast; a vector operand
+ * counts as a matrix of one row (left) or column (right) that the result drops. */
+static const GType *check_matmul(Frame *f, const AstExpr *e)
+{
+    const GType *l = value_of(f, e->lhs), *r = value_of(f, e->rhs);
+    if (l->kind != GT_VALUE || r->kind != GT_VALUE) return &poison;
+    const char *ls = gt_shape(f->a, l), *rs = gt_shape(f->a, r);
+    if (l->rank == 0 || r->rank == 0) {
+        ERR(f, e->loc, "cannot multiply a tensor of shape %s by one of shape %s with @: both "
+            "need a rank of 1 or more (use * to scale)", ls, rs);
+        return &poison;
+    }
+    Dim kl = l->dims[l->rank - 1], kr = r->dims[r->rank == 1 ? 0 : r->rank - 2];
+    if (!dim_eq(kl, kr)) {
+        ERR(f, e->loc, "cannot multiply a tensor of shape %s by one of shape %s: inner sizes "
+            "%s and %s differ", ls, rs, dim_str(f->a, kl), dim_str(f->a, kr));
+        return &poison;
+    }
+    uint32_t bl = l->rank >= 2 ? l->rank - 2 : 0, br = r->rank >= 2 ? r->rank - 2 : 0, n;
+    const Dim *batch;
+    if (!bcast_dims(f->a, bl, l->dims, br, r->dims, &n, &batch)) {
+        ERR(f, e->loc, "cannot multiply a tensor of shape %s by one of shape %s: batch shapes "
+            "%s and %s differ", ls, rs, shape_str(f->a, bl, l->dims), shape_str(f->a, br, r->dims));
+        return &poison;
+    }
+    Dim *d = arena_alloc(f->a, (n + 2) * sizeof *d);
+    memcpy(d, batch, n * sizeof *d);
+    if (l->rank >= 2) d[n++] = l->dims[l->rank - 2];
+    if (r->rank >= 2) d[n++] = r->dims[r->rank - 1];
+    char lit;
+    return gt_value(f->a, promote(l, r, &lit), 0, n, d);
+}
+
+/* ---- names, literals, conversions, indexing ----------------------------------------- */
+
+static const GType *check_name(Frame *f, const AstExpr *e)
+{
+    const Var *v = lookup_var(f, e->name);
+    if (v) return v->type;
+    if (lookup_size(f, e->name)) return gt_scalar(f->a, IR_I64);
+    ERR(f, e->loc, "unknown name '%s'", e->name);
+    return &poison;
+}
+
+static const GType *check_int(Frame *f, const AstExpr *e)
+{
+    return gt_value(f->a, e->ival > INT32_MAX ? IR_I64 : IR_I32, 'i', 0, NULL);
+}
+
+/* The element type an AstType names (`f32`, `bool`); false with an error. */
+static bool elem_of(Frame *f, const AstType *t, IrElem *out)
+{
+    if (!t || !t->name) return false;
+    if (t->kind == AST_TYPE_PTR) {
+        ERR(f, t->loc, "graphs have no pointers; use a tensor type like %s[N]", t->name);
+        return false;
+    }
+    if (!ir_elem_from_name(t->name, strlen(t->name), out) || *out == IR_PTR) {
+        ERR(f, t->loc, "unknown element type '%s'", t->name);
+        return false;
+    }
+    return true;
+}
+
+static const GType *check_cast(Frame *f, const AstExpr *e)
+{
+    const GType *t = value_of(f, e->lhs);
+    if (e->type && e->type->kind != AST_TYPE_SCALAR && e->type->kind != AST_TYPE_PTR) {
+        ERR(f, e->type->loc, "'as' converts the element type only; write 'as %s'",
+            e->type->name ? e->type->name : "f32");
+        return &poison;
+    }
+    IrElem el;
+    if (!elem_of(f, e->type, &el) || t->kind != GT_VALUE) return &poison;
+    return gt_with_elem(f->a, t, el);
+}
+
+/* t[:, None]: one ':' per axis of t, a None where an axis of size 1 is inserted. */
+static const GType *check_index(Frame *f, const AstExpr *e)
+{
+    const GType *t = value_of(f, e->lhs);
+    if (t->kind != GT_VALUE) return t;
+    Dim *d = arena_alloc(f->a, (e->nargs + 1) * sizeof *d);
+    uint32_t slices = 0;
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        const AstExpr *x = e->args[i];
+        if (!x || (x->kind != AST_SLICE && x->kind != AST_NONE)) {
+            ERR(f, x ? x->loc : e->loc, "an index may only hold ':' and None");
+            return &poison;
+        }
+        d[i] = x->kind == AST_NONE ? dim_const(1) : slices < t->rank ? t->dims[slices] : dim_const(1);
+        slices += x->kind == AST_SLICE;
+    }
+    if (slices != t->rank) {
+        ERR(f, e->loc, "the index has %u ':' but the tensor of shape %s has rank %u", slices,
+            gt_shape(f->a, t), t->rank);
+        return &poison;
+    }
+    return gt_value(f->a, t->elem, 0, e->nargs, d);
+}
+
+static const GType *check_tuple(Frame *f, const AstExpr *e)
+{
+    GType *t = arena_alloc(f->a, sizeof *t);
+    const GType **el = arena_alloc(f->a, (e->nargs + 1) * sizeof *el);
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        el[i] = value_of(f, e->args[i]);
+        if (el[i]->kind != GT_VALUE) return &poison;
+    }
+    *t = (GType){.kind = GT_TUPLE, .elems = el, .nelems = e->nargs};
+    return t;
+}
+
+/* ---- arguments by position and by name ---------------------------------------------- */
+
+/* Puts call's arguments into slots[0..np) by position or name; false with an error. */
+static bool bind_args(Frame *f, const AstExpr *call, const char *fn, const char *const *names,
+                      uint32_t np, uint32_t nreq, const AstExpr **slots)
+{
+    if (call->nargs > np) {
+        ERR(f, call->loc, "%s takes %s%u argument%s, not %u", fn, nreq < np ? "at most " : "", np,
+            np == 1 ? "" : "s", call->nargs);
+        return false;
+    }
+    for (uint32_t i = 0; i < call->nargs; i++) {
+        const char *an = call->arg_names ? call->arg_names[i] : NULL;
+        Loc loc = call->arg_name_locs && an ? call->arg_name_locs[i] : call->loc;
+        uint32_t k = i;
+        if (an)
+            for (k = 0; k < np && strcmp(names[k], an) != 0;) k++;
+        if (k == np) {
+            ERR(f, loc, "%s has no argument named '%s'", fn, an);
+            return false;
+        }
+        if (slots[k]) {
+            ERR(f, loc, "argument '%s' of %s is given twice", names[k], fn);
+            return false;
+        }
+        slots[k] = call->args[i];
+    }
+    for (uint32_t k = 0; k < nreq; k++)
+        if (!slots[k]) {
+            ERR(f, call->loc, "missing argument '%s' of %s", names[k], fn);
+            return false;
+        }
+    return true;
+}
+
+/* ---- graph built-ins ------------------------------------------------------------------ */
+
+typedef const GType *(*BuiltinCheck)(Frame *f, const AstExpr *call, const AstExpr **args);
+
+typedef struct Builtin {
+    const char *name;
+    const char *params[4];
+    uint32_t nparams, nreq;
+    BuiltinCheck check;
+} Builtin;
+
+static const GType *need_float(Frame *f, const AstExpr *arg, const GType *t, const char *fn,
+                               const char *what)
+{
+    if (t->kind != GT_VALUE || is_float(t) || t->lit == 'i') return t;
+    ERR(f, arg->loc, "the %s of %s must be a float tensor, not %s", what, fn, gt_str(f->a, t));
+    return &poison;
+}
+
+static const GType *need_tensor(Frame *f, const AstExpr *arg, const GType *t, const char *fn,
+                                uint32_t min_rank)
+{
+    if (t->kind != GT_VALUE || t->rank >= min_rank) return t;
+    ERR(f, arg->loc, "%s needs a tensor of rank %u or more, not %s", fn, min_rank,
+        gt_str(f->a, t));
+    return &poison;
+}
+
+static const GType *need_scalar(Frame *f, const AstExpr *arg, const GType *t, const char *fn,
+                                const char *what, bool want_float)
+{
+    if (t->kind != GT_VALUE) return t;
+    if (t->rank != 0) {
+        ERR(f, arg->loc, "the %s of %s must be a scalar, not a tensor of shape %s", what, fn,
+            gt_shape(f->a, t));
+        return &poison;
+    }
+    if (want_float ? !is_float(t) && t->lit != 'i' : !is_int(t)) {
+        ERR(f, arg->loc, "the %s of %s must be %s, not %s", what, fn,
+            want_float ? "a float" : "an integer", gt_str(f->a, t));
+        return &poison;
+    }
+    return t;
+}
+
+/* exp, log, sqrt, ... : float in, the same type out; an integer literal becomes f32. */
+static const GType *b_math(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = need_float(f, args[0], value_of(f, args[0]), call->name, "argument");
+    if (t->kind == GT_VALUE && t->lit == 'i') return gt_value(f->a, IR_F32, 'f', 0, NULL);
+    return t;
+}
+
+static const GType *b_abs(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    return value_of(f, args[0]);
+}
+
+/* minimum, maximum, pow, fma: element-wise over broadcast arguments. */
+static const GType *b_elementwise(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = value_of(f, args[0]);
+    for (uint32_t i = 1; i < 3 && args[i]; i++)
+        t = elementwise(f, call->loc, call->name, t, value_of(f, args[i]));
+    return t;
+}
+
+static const GType *b_where(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *c = value_of(f, args[0]);
+    if (c->kind == GT_VALUE && c->elem != IR_I1) {
+        ERR(f, args[0]->loc, "the condition of where must be bool, not %s", gt_str(f->a, c));
+        return &poison;
+    }
+    const GType *v = elementwise(f, call->loc, "where", value_of(f, args[1]), value_of(f, args[2]));
+    const GType *s = elementwise(f, call->loc, "where", c, v);
+    return s->kind == GT_VALUE ? gt_value(f->a, v->elem, v->lit, s->rank, s->dims) : s;
+}
+
+/* t without its axis `ax`. */
+static const GType *drop_axis(Frame *f, const GType *t, uint32_t ax, IrElem e)
+{
+    Dim *d = arena_alloc(f->a, t->rank * sizeof *d + 1);
+    for (uint32_t i = 0, n = 0; i < t->rank; i++)
+        if (i != ax) d[n++] = t->dims[i];
+    return gt_value(f->a, e, 0, t->rank - 1, d);
+}
+
+/* sum, max, min, mean, argmax, argmin: remove the axis. */
+static const GType *b_reduce(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), call->name, 1);
+    uint32_t ax;
+    if (t->kind != GT_VALUE || !axis_arg(f, args[1], call->name, t, &ax)) return &poison;
+    IrElem e = t->elem;
+    if (strncmp(call->name, "arg", 3) == 0) e = IR_I32;
+    else if (strcmp(call->name, "mean") == 0 && !is_float(t)) e = IR_F32;
+    return drop_axis(f, t, ax, e);
+}
+
+/* softmax, cumsum, cumprod: the same type, along an axis. */
+static const GType *b_along(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), call->name, 1);
+    if (strcmp(call->name, "softmax") == 0) t = need_float(f, args[0], t, call->name, "input");
+    uint32_t ax;
+    if (t->kind != GT_VALUE || !axis_arg(f, args[1], call->name, t, &ax)) return &poison;
+    return t;
+}
+
+/* A weight or bias of a norm: a vector of the input's last size. */
+static bool norm_vector(Frame *f, const AstExpr *arg, const char *what, const char *fn,
+                        const GType *t)
+{
+    const GType *w = value_of(f, arg);
+    if (w->kind != GT_VALUE) return false;
+    Dim last = t->dims[t->rank - 1];
+    if (w->rank == 1 && dim_eq(w->dims[0], last) && is_float(w)) return true;
+    ERR(f, arg->loc, "the %s of %s must be a float tensor of shape [%s] (the last size of the "
+        "input %s), not %s", what, fn, dim_str(f->a, last), gt_shape(f->a, t), gt_str(f->a, w));
+    return false;
+}
+
+static const GType *b_norm(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    bool ln = strcmp(call->name, "layer_norm") == 0;
+    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), call->name, 1);
+    t = need_float(f, args[0], t, call->name, "input");
+    const AstExpr *eps = args[ln ? 3 : 2];
+    bool ok = need_scalar(f, eps, value_of(f, eps), call->name, "eps", true)->kind == GT_VALUE;
+    if (t->kind != GT_VALUE) return &poison;
+    ok &= norm_vector(f, args[1], "weight", call->name, t);
+    if (ln) ok &= norm_vector(f, args[2], "bias", call->name, t);
+    return ok ? t : &poison;
+}
+
+static const GType *b_trans(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), "trans", 2);
+    if (t->kind != GT_VALUE) return t;
+    Dim *d = arena_alloc(f->a, t->rank * sizeof *d);
+    memcpy(d, t->dims, t->rank * sizeof *d);
+    d[t->rank - 1] = t->dims[t->rank - 2];
+    d[t->rank - 2] = t->dims[t->rank - 1];
+    return gt_value(f->a, t->elem, 0, t->rank, d);
+}
+
+static int cmp_str(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* The element count of a shape as a product "T*1024" (symbolic factors sorted, the
+ * known ones multiplied into one number); NULL if that number overflows. */
+static const char *numel_str(Arena *a, uint32_t rank, const Dim *dims)
+{
+    const char **fac = arena_alloc(a, (rank + 1) * sizeof *fac);
+    uint32_t n = 0;
+    int64_t c = 1;
+    for (uint32_t i = 0; i < rank; i++) {
+        if (dims[i].n) fac[n++] = dim_str(a, dims[i]);
+        else if (__builtin_mul_overflow(c, dims[i].c, &c)) return NULL;
+    }
+    qsort(fac, n, sizeof *fac, cmp_str);
+    const char *s = "";
+    for (uint32_t i = 0; i < n; i++) s = arena_printf(a, "%s%s%s", s, i ? "*" : "", fac[i]);
+    if (n == 0) return arena_printf(a, "%lld", (long long)c);
+    return c == 1 ? s : arena_printf(a, "%s*%lld", s, (long long)c);
+}
+
+/* reshape(t, shape): element counts equal as products (a symbolic size is a factor). */
+static const GType *b_reshape(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = value_of(f, args[0]);
+    uint32_t n;
+    Dim *d;
+    if (!size_list(f, args[1], "shape of reshape", &n, &d) || t->kind != GT_VALUE) return &poison;
+    const char *from = numel_str(f->a, t->rank, t->dims), *to = numel_str(f->a, n, d);
+    if (!from || !to || strcmp(from, to) != 0) {
+        ERR(f, call->loc, "cannot reshape a tensor of shape %s (%s elements) to %s (%s elements)",
+            gt_shape(f->a, t), from ? from : "too many", shape_str(f->a, n, d), to ? to : "too many");
+        return &poison;
+    }
+    return gt_value(f->a, t->elem, 0, n, d);
+}
+
+static const GType *b_broadcast(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = value_of(f, args[0]);
+    uint32_t n, rn;
+    Dim *d;
+    const Dim *rd;
+    if (!size_list(f, args[1], "shape of broadcast", &n, &d) || t->kind != GT_VALUE) return &poison;
+    bool ok = bcast_dims(f->a, t->rank, t->dims, n, d, &rn, &rd) && rn == n;
+    for (uint32_t i = 0; ok && i < n; i++) ok = dim_eq(rd[i], d[i]);
+    if (!ok) {
+        ERR(f, call->loc, "cannot broadcast a tensor of shape %s to shape %s", gt_shape(f->a, t),
+            shape_str(f->a, n, d));
+        return &poison;
+    }
+    return gt_value(f->a, t->elem, t->lit, n, d);
+}
+
+/* concat([a, b, ...], axis): equal sizes off the axis; the axis sizes add up. */
+static const GType *b_concat(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const AstExpr *l = args[0];
+    if (l->kind != AST_LIST || l->nargs == 0) {
+        ERR(f, l->loc, "the first argument of concat must be a list of tensors like [a, b]");
+        return &poison;
+    }
+    const GType *t = need_tensor(f, l->args[0], value_of(f, l->args[0]), "concat", 1);
+    uint32_t ax;
+    if (t->kind != GT_VALUE || !axis_arg(f, args[1], "concat", t, &ax)) return &poison;
+    Dim *d = arena_alloc(f->a, t->rank * sizeof *d);
+    memcpy(d, t->dims, t->rank * sizeof *d);
+    IrElem e = t->elem;
+    for (uint32_t i = 1; i < l->nargs; i++) {
+        const GType *u = value_of(f, l->args[i]);
+        if (u->kind != GT_VALUE) return &poison;
+        bool ok = u->rank == t->rank;
+        for (uint32_t k = 0; ok && k < t->rank; k++) ok = k == ax || dim_eq(d[k], u->dims[k]);
+        if (!ok) {
+            ERR(f, l->args[i]->loc, "cannot concatenate a tensor of shape %s with one of shape %s "
+                "along axis %u", shape_str(f->a, t->rank, d), gt_shape(f->a, u), ax);
+            return &poison;
+        }
+        char lit;
+        e = promote(gt_scalar(f->a, e), u, &lit);
+        if (!dim_add(f->a, d[ax], u->dims[ax], 1, &d[ax])) {
+            ERR(f, l->args[i]->loc, "size is too large");
+            return &poison;
+        }
+    }
+    return gt_value(f->a, e, 0, t->rank, d);
+}
+
+/* split(t, sizes, axis) -> one tensor per size; the sizes add up to the axis' size. */
+static const GType *b_split(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), "split", 1);
+    uint32_t n, ax;
+    Dim *sz;
+    if (!size_list(f, args[1], "sizes of split", &n, &sz) || t->kind != GT_VALUE ||
+        !axis_arg(f, args[2], "split", t, &ax))
+        return &poison;
+    Dim total = dim_const(0);
+    for (uint32_t i = 0; i < n; i++)
+        if (!dim_add(f->a, total, sz[i], 1, &total)) {
+            ERR(f, args[1]->loc, "size is too large");
+            return &poison;
+        }
+    if (n == 0 || !dim_eq(total, t->dims[ax])) {
+        ERR(f, args[1]->loc, "split sizes %s add up to %s, but axis %u of the tensor of shape %s "
+            "has size %s", shape_str(f->a, n, sz), dim_str(f->a, total), ax, gt_shape(f->a, t),
+            dim_str(f->a, t->dims[ax]));
+        return &poison;
+    }
+    GType *tup = arena_alloc(f->a, sizeof *tup);
+    const GType **el = arena_alloc(f->a, n * sizeof *el);
+    for (uint32_t i = 0; i < n; i++) {
+        Dim *d = arena_alloc(f->a, t->rank * sizeof *d);
+        memcpy(d, t->dims, t->rank * sizeof *d);
+        d[ax] = sz[i];
+        el[i] = gt_value(f->a, t->elem, 0, t->rank, d);
+    }
+    *tup = (GType){.kind = GT_TUPLE, .elems = el, .nelems = n};
+    return tup;
+}
+
+static const GType *b_dropout(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = need_float(f, args[0], value_of(f, args[0]), "dropout", "input");
+    const GType *p = need_scalar(f, args[1], value_of(f, args[1]), "dropout", "probability", true);
+    const GType *s = need_scalar(f, args[2], value_of(f, args[2]), "dropout", "seed", false);
+    const AstExpr *pe = args[1];
+    if (pe->kind == AST_FLOAT && !(pe->fval >= 0.0 && pe->fval < 1.0)) {
+        ERR(f, pe->loc, "the probability of dropout must be in [0, 1), not %g", pe->fval);
+        return &poison;
+    }
+    return p->kind == GT_VALUE && s->kind == GT_VALUE ? t : &poison;
+}
+
+static bool attention_pair(Frame *f, Loc loc, const char *x, const GType *a, const char *y,
+                           const GType *b, uint32_t ia, uint32_t ib, const char *what)
+{
+    Dim da = a->dims[a->rank - ia], db = b->dims[b->rank - ib];
+    if (dim_eq(da, db)) return true;
+    ERR(f, loc, "attention: %s of shape %s and %s of shape %s have different %s (%s and %s)", x,
+        gt_shape(f->a, a), y, gt_shape(f->a, b), what, dim_str(f->a, da), dim_str(f->a, db));
+    return false;
+}
+
+/* attention(q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv], causal) -> [..., Lq, Dv]. */
+static const GType *b_attention(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    static const char *const names[] = {"q", "k", "v"};
+    const GType *t[3];
+    for (int i = 0; i < 3; i++) {
+        t[i] = need_tensor(f, args[i], value_of(f, args[i]), "attention", 2);
+        t[i] = need_float(f, args[i], t[i], "attention", names[i]);
+    }
+    if (args[3]) {
+        const GType *c = value_of(f, args[3]);
+        if (c->kind == GT_VALUE && (c->rank || c->elem != IR_I1))
+            ERR(f, args[3]->loc, "causal must be a bool, not %s", gt_str(f->a, c));
+    }
+    if (t[0]->kind != GT_VALUE || t[1]->kind != GT_VALUE || t[2]->kind != GT_VALUE) return &poison;
+    if (!attention_pair(f, call->loc, "q", t[0], "k", t[1], 1, 1, "head sizes") ||
+        !attention_pair(f, call->loc, "k", t[1], "v", t[2], 2, 2, "sequence lengths"))
+        return &poison;
+    uint32_t n1, n;
+    const Dim *b1, *b;
+    if (!bcast_dims(f->a, t[0]->rank - 2, t[0]->dims, t[1]->rank - 2, t[1]->dims, &n1, &b1) ||
+        !bcast_dims(f->a, n1, b1, t[2]->rank - 2, t[2]->dims, &n, &b)) {
+        ERR(f, call->loc, "attention: the batch shapes of q %s, k %s and v %s differ",
+            gt_shape(f->a, t[0]), gt_shape(f->a, t[1]), gt_shape(f->a, t[2]));
+        return &poison;
+    }
+    Dim *d = arena_alloc(f->a, (n + 2) * sizeof *d);
+    memcpy(d, b, n * sizeof *d);
+    d[n] = t[0]->dims[t[0]->rank - 2];
+    d[n + 1] = t[2]->dims[t[2]->rank - 1];
+    char lit;
+    IrElem e = promote(t[0], t[2], &lit);
+    return gt_value(f->a, e, 0, n + 2, d);
+}
+
+/* zeros(shape, T), full(shape, value, T). */
+static const GType *b_fill(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    bool full = call->name[0] == 'f';
+    const AstExpr *te = args[full ? 2 : 1];
+    uint32_t n;
+    Dim *d;
+    bool ok = size_list(f, args[0], "shape", &n, &d);
+    if (full) ok &= need_scalar(f, args[1], value_of(f, args[1]), "full", "value", true)->kind ==
+                    GT_VALUE;
+    IrElem e;
+    if (te->kind != AST_NAME || !ir_elem_from_name(te->name, strlen(te->name), &e) || e == IR_PTR) {
+        ERR(f, te->loc, "the element type of %s must be a type name like f32", call->name);
+        return &poison;
+    }
+    return ok ? gt_value(f->a, e, 0, n, d) : &poison;
+}
+
+static const GType *b_cdiv(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *a = need_scalar(f, args[0], value_of(f, args[0]), "cdiv", "first argument", false);
+    const GType *b = need_scalar(f, args[1], value_of(f, args[1]), "cdiv", "second argument", false);
+    return elementwise(f, call->loc, "cdiv", a, b);
+}
+
+#define X1 {"x"}, 1, 1
+static const Builtin graph_builtins[] = {
+    /* name        params                          np nreq check */
+    {"exp", X1, b_math}, {"exp2", X1, b_math}, {"log", X1, b_math}, {"log2", X1, b_math},
+    {"sqrt", X1, b_math}, {"rsqrt", X1, b_math}, {"sin", X1, b_math}, {"cos", X1, b_math},
+    {"tanh", X1, b_math}, {"erf", X1, b_math}, {"floor", X1, b_math}, {"ceil", X1, b_math},
+    {"sigmoid", X1, b_math}, {"abs", X1, b_abs},
+    {"minimum", {"a", "b"}, 2, 2, b_elementwise},
+    {"maximum", {"a", "b"}, 2, 2, b_elementwise},
+    {"pow", {"a", "b"}, 2, 2, b_elementwise},
+    {"fma", {"a", "b", "c"}, 3, 3, b_elementwise},
+    {"where", {"cond", "a", "b"}, 3, 3, b_where},
+    {"sum", {"t", "axis"}, 2, 2, b_reduce},
+    {"max", {"t", "axis"}, 2, 2, b_reduce},
+    {"min", {"t", "axis"}, 2, 2, b_reduce},
+    {"mean", {"t", "axis"}, 2, 2, b_reduce},
+    {"argmax", {"t", "axis"}, 2, 2, b_reduce},
+    {"argmin", {"t", "axis"}, 2, 2, b_reduce},
+    {"softmax", {"t", "axis"}, 2, 2, b_along},
+    {"cumsum", {"t", "axis"}, 2, 2, b_along},
+    {"cumprod", {"t", "axis"}, 2, 2, b_along},
+    {"layer_norm", {"t", "w", "b", "eps"}, 4, 4, b_norm},
+    {"rms_norm", {"t", "w", "eps"}, 3, 3, b_norm},
+    {"trans", {"t"}, 1, 1, b_trans},
+    {"reshape", {"t", "shape"}, 2, 2, b_reshape},
+    {"broadcast", {"t", "shape"}, 2, 2, b_broadcast},
+    {"concat", {"tensors", "axis"}, 2, 2, b_concat},
+    {"split", {"t", "sizes", "axis"}, 3, 3, b_split},
+    {"dropout", {"t", "p", "seed"}, 3, 3, b_dropout},
+    {"attention", {"q", "k", "v", "causal"}, 4, 3, b_attention},
+    {"zeros", {"shape", "type"}, 2, 2, b_fill},
+    {"full", {"shape", "value", "type"}, 3, 3, b_fill},
+    {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
+};
+#undef X1
+
+/* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
+static const char *const kernel_only[] = {
+    "program_id", "num_programs", "arange", "load", "store", "atomic_add", "atomic_max",
+    "atomic_min", "atomic_xchg", "atomic_cas", "dot", "rand", "randn", "multiple_of",
+    "max_contiguous", "assert", "print",
+};
+
+static const Builtin *find_builtin(const char *name)
+{
+    for (size_t i = 0; i < sizeof graph_builtins / sizeof *graph_builtins; i++)
+        if (strcmp(graph_builtins[i].name, name) == 0) return &graph_builtins[i];
+    return NULL;
+}
+
+static bool is_kernel_only(const char *name)
+{
+    for (size_t i = 0; i < sizeof kernel_only / sizeof *kernel_only; i++)
+        if (strcmp(kernel_only[i], name) == 0) return true;
+    return false;
+}
+
+static const GType *call_builtin(Frame *f, const AstExpr *call, const Builtin *b)
+{
+    const AstExpr *slots[4] = {0};
+    if (!bind_args(f, call, b->name, b->params, b->nparams, b->nreq, slots)) return &poison;
+    for (uint32_t i = 0; i < b->nreq; i++)
+        if (!slots[i]) return &poison;
+    return b->check(f, call, slots);
+}
+
+/* ---- fns: instantiation for the argument types ---------------------------------------- */
+
+static void check_block(Frame *f, const AstStmt *s);
+
+/* Binds the size names of a parameter's declared tensor type to the argument's sizes
+ * (a name seen before must match); false if the argument does not fit. */
+static bool match_param(Frame *f, const AstType *t, const GType *arg)
+{
+    IrElem e;
+    if (!elem_of(f, t, &e)) return false;
+    if (t->kind == AST_TYPE_SCALAR)
+        return arg->rank == 0 && (arg->elem == e || arg->lit == 'i' || (arg->lit && ir_elem_is_float(e)));
+    if (t->kind != AST_TYPE_TENSOR || arg->rank != t->ndims || arg->elem != e) return false;
+    for (uint32_t i = 0; i < t->ndims; i++) {
+        const AstExpr *d = t->dims[i];
+        const Size *s = d && d->kind == AST_NAME ? lookup_size(f, d->name) : NULL;
+        if (!d || (d->kind != AST_NAME && d->kind != AST_INT)) return false;
+        if (d->kind == AST_NAME && !s) {
+            vec_push(&f->sizes, ((Size){d->name, arg->dims[i]}));
+            continue;
+        }
+        Dim want = s ? s->dim : dim_const(d->ival > (uint64_t)MAX_SIZE ? -1 : (int64_t)d->ival);
+        if (!dim_eq(want, arg->dims[i])) return false;
+    }
+    return true;
+}
+
+static const char *ast_type_str(Arena *a, const AstType *t)
+{
+    if (!t) return "?";
+    if (t->kind == AST_TYPE_PTR) return arena_printf(a, "*%s", t->name);
+    if (t->kind != AST_TYPE_TENSOR) return t->name ? t->name : "?";
+    const char *s = arena_printf(a, "%s[", t->name);
+    for (uint32_t i = 0; i < t->ndims; i++) {
+        const AstExpr *d = t->dims[i];
+        const char *ds = !d ? "?" : d->kind == AST_NAME ? d->name
+                       : arena_printf(a, "%llu", (unsigned long long)d->ival);
+        s = arena_printf(a, "%s%s%s", s, i ? ", " : "", ds);
+    }
+    return arena_printf(a, "%s]", s);
+}
+
+/* A declared type under the frame's sizes; poison with an error for an unknown size.
+ * With `bind`, an unknown size name instead becomes a new symbolic size (parameters). */
+static const GType *resolve_type(Frame *f, const AstType *t, bool bind_new)
+{
+    if (!t) return &poison;
+    if (t->kind == AST_TYPE_TUPLE) {
+        GType *tup = arena_alloc(f->a, sizeof *tup);
+        const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
+        for (uint32_t i = 0; i < t->nelems; i++)
+            if ((el[i] = resolve_type(f, t->elems[i], bind_new))->kind != GT_VALUE) return &poison;
+        *tup = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
+        return tup;
+    }
+    IrElem e;
+    if (!elem_of(f, t, &e)) return &poison;
+    Dim *d = arena_alloc(f->a, (t->ndims + 1) * sizeof *d);
+    for (uint32_t i = 0; i < t->ndims; i++) {
+        const AstExpr *x = t->dims[i];
+        if (x && x->kind == AST_NAME && bind_new && !lookup_size(f, x->name))
+            vec_push(&f->sizes, ((Size){x->name, dim_sym(f->a, x->name)}));
+        if (!size_expr(f, x, &d[i])) return &poison;
+        if (d[i].n == 0 && d[i].c < 1) {
+            ERR(f, x->loc, "a size must be positive, not %lld", (long long)d[i].c);
+            return &poison;
+        }
+    }
+    return gt_value(f->a, e, 0, t->kind == AST_TYPE_TENSOR ? t->ndims : 0, d);
+}
+
+/* "(bf16[T, 4096], f32)": the memo key and the note of an instance. */
+static const char *args_key(Arena *a, const GType **argt, uint32_t n)
+{
+    const char *s = "(";
+    for (uint32_t i = 0; i < n; i++)
+        s = arena_printf(a, "%s%s%s%s", s, i ? ", " : "", argt[i]->lit ? "literal " : "",
+                         gt_str(a, argt[i]));
+    return arena_printf(a, "%s)", s);
+}
+
+static void frame_free(Frame *f)
+{
+    vec_free(&f->vars);
+    vec_free(&f->sizes);
+}
+
+/* Binds the parameters of fn in callee to the argument types; false with an error. */
+static bool bind_fn_params(Frame *callee, const AstExpr *call, const GType **argt)
+{
+    const AstItem *fn = callee->item;
+    for (uint32_t i = 0; i < fn->nparams; i++) {
+        const AstParam *p = &fn->params[i];
+        if (p->type && !match_param(callee, p->type, argt[i])) {
+            ERR(callee, call->loc, "argument '%s' of fn '%s' must be %s, not %s",
+                p->name ? p->name : "?", fn->name,
+                ast_type_str(callee->a, p->type), gt_str(callee->a, argt[i]));
+            return false;
+        }
+        bind(callee, p->name, p->type ? resolve_type(callee, p->type, false) : argt[i], false);
+    }
+    return true;
+}
+
+/* Checks fn's body for these argument types; its return type, or poison. */
+static const GType *instantiate(Frame *f, const AstExpr *call, const AstItem *fn,
+                                const GType **argt)
+{
+    Frame callee = {.s = f->s, .a = f->a, .item = fn, .what = item_what(f->a, fn)};
+    const GType *ret = &poison;
+    if (bind_fn_params(&callee, call, argt)) {
+        callee.ret_decl = fn->ret ? resolve_type(&callee, fn->ret, false) : NULL;
+        check_block(&callee, fn->body);
+        ret = callee.ret_decl ? callee.ret_decl : callee.ret_seen ? callee.ret_seen : &void_type;
+    }
+    frame_free(&callee);
+    return ret;
+}
+
+static Memo *find_memo(Shared *s, const AstItem *fn, const char *key)
+{
+    for (size_t i = 0; i < s->memo.len; i++)
+        if (s->memo.data[i].fn == fn && strcmp(s->memo.data[i].key, key) == 0) return &s->memo.data[i];
+    return NULL;
+}
+
+/* The types of a call's arguments in fn's parameter order (defaults filled in). */
+static const GType **fn_arg_types(Frame *f, const AstExpr *call, const AstItem *fn)
+{
+    const AstExpr **slots = arena_alloc(f->a, (fn->nparams + 1) * sizeof *slots);
+    const char **names = arena_alloc(f->a, (fn->nparams + 1) * sizeof *names);
+    const GType **argt = arena_alloc(f->a, (fn->nparams + 1) * sizeof *argt);
+    uint32_t nreq = 0;
+    for (uint32_t i = 0; i < fn->nparams; i++) {
+        names[i] = fn->params[i].name ? fn->params[i].name : "?";
+        if (!fn->params[i].default_value) nreq = i + 1;
+    }
+    const char *what = arena_printf(f->a, "fn '%s'", fn->name);
+    if (!bind_args(f, call, what, names, fn->nparams, nreq, slots)) return NULL;
+    for (uint32_t i = 0; i < fn->nparams; i++) {
+        argt[i] = value_of(f, slots[i] ? slots[i] : fn->params[i].default_value);
+        if (argt[i]->kind != GT_VALUE) return NULL;
+    }
+    return argt;
+}
+
+/* Instantiates fn once per argument types; a repeated call reuses the result. */
+static const GType *call_fn(Frame *f, const AstExpr *call, const AstItem *fn)
+{
+    const GType **argt = fn_arg_types(f, call, fn);
+    if (!argt) return &poison;
+    const char *key = args_key(f->a, argt, fn->nparams);
+    const Memo *m = find_memo(f->s, fn, key);
+    if (m && !m->ret)
+        ERR(f, call->loc, "fn '%s' calls itself; fns are inlined, so they cannot be recursive", fn->name);
+    if (m) return m->ret ? m->ret : &poison;
+    if (f->s->depth >= FE_MAX_INSTANTIATION_DEPTH) {
+        ERR(f, call->loc, "fns nest more than %d deep here (recursion?)", FE_MAX_INSTANTIATION_DEPTH);
+        return &poison;
+    }
+    size_t idx = f->s->memo.len, nerr = f->s->diags->nerrors;
+    vec_push(&f->s->memo, ((Memo){fn, key, NULL}));
+    f->s->depth++;
+    const GType *ret = instantiate(f, call, fn, argt);
+    f->s->depth--;
+    if (f->s->diags->nerrors > nerr) {
+        diag_note(f->s->diags, call->loc, "in fn '%s' called here with %s", fn->name, key);
+        ret = &poison;
+    }
+    f->s->memo.data[idx].ret = ret;
+    return ret;
+}
+
+static const GType *check_call(Frame *f, const AstExpr *e)
+{
+    const Builtin *b = find_builtin(e->name);
+    if (b) return call_builtin(f, e, b);
+    if (is_kernel_only(e->name)) {
+        ERR(f, e->loc, "%s is not available in a graph (graphs work on whole tensors; use a kernel)",
+            e->name);
+        return &poison;
+    }
+    const AstItem *it = find_item(f->s->p, e->name);
+    if (!it) {
+        ERR(f, e->loc, "unknown function '%s'", e->name);
+        return &poison;
+    }
+    if (it->kind != AST_FN) {
+        ERR(f, e->loc, "%s cannot be called from a graph; only fns can", item_what(f->a, it));
+        return &poison;
+    }
+    return call_fn(f, e, it);
+}
+
+static const GType *check_expr(Frame *f, const AstExpr *e)
+{
+    if (!e) return &poison;
+    switch (e->kind) {
+    case AST_INT: return check_int(f, e);
+    case AST_FLOAT: return gt_value(f->a, IR_F32, 'f', 0, NULL);
+    case AST_BOOL: return gt_scalar(f->a, IR_I1);
+    case AST_NAME: return e->name ? check_name(f, e) : &poison;
+    case AST_UNARY: return check_unary(f, e);
+    case AST_BINARY: return check_binary(f, e);
+    case AST_CAST: return check_cast(f, e);
+    case AST_CALL: return e->name ? check_call(f, e) : &poison;
+    case AST_INDEX: return check_index(f, e);
+    case AST_TUPLE: return check_tuple(f, e);
+    case AST_LIST: ERR(f, e->loc, "a list is allowed only as an argument (of reshape, concat, split, ...)"); break;
+    case AST_STRING: ERR(f, e->loc, "a string is not a value in a graph"); break;
+    default: ERR(f, e->loc, "this is not a value"); break;
+    }
+    return &poison;
+}
+
+/* ---- statements ------------------------------------------------------------------------ */
+
+/* Whether a value of type `t` may stand where `want` is declared: the same element
+ * type and shape, or a literal that takes a scalar's type. */
+static bool fits(const GType *t, const GType *want)
+{
+    if (t->kind != want->kind) return false;
+    if (t->kind == GT_TUPLE) {
+        if (t->nelems != want->nelems) return false;
+        for (uint32_t i = 0; i < t->nelems; i++)
+            if (!fits(t->elems[i], want->elems[i])) return false;
+        return true;
+    }
+    if (t->kind != GT_VALUE || t->rank != want->rank) return false;
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (!dim_eq(t->dims[i], want->dims[i])) return false;
+    return t->elem == want->elem || t->lit == 'i' || (t->lit == 'f' && is_float(want));
+}
+
+static bool has_poison(const GType *t)
+{
+    if (t->kind == GT_TUPLE)
+        for (uint32_t i = 0; i < t->nelems; i++)
+            if (has_poison(t->elems[i])) return true;
+    return t->kind == GT_POISON;
+}
+
+static void check_return(Frame *f, const AstStmt *s)
+{
+    const GType *t = s->value ? check_expr(f, s->value) : &void_type;
+    bool first = !f->returned;
+    f->returned = true;
+    if (has_poison(t)) return;
+    const char *ts = gt_str(f->a, t);
+    if (f->ret_decl && !has_poison(f->ret_decl) && !fits(t, f->ret_decl))
+        ERR(f, s->loc, "%s returns %s, but its declared return type is %s", f->what, ts,
+            gt_str(f->a, f->ret_decl));
+    else if (!f->ret_decl && f->item->kind == AST_GRAPH && t->kind != GT_VOID)
+        ERR(f, s->loc, "%s returns %s but declares no return type (add -> %s)", f->what, ts, ts);
+    else if (!f->ret_decl && first) f->ret_seen = t;
+    else if (!f->ret_decl && f->ret_seen && !fits(t, f->ret_seen))
+        ERR(f, s->loc, "%s returns %s here but %s before", f->what, ts, gt_str(f->a, f->ret_seen));
+}
+
+static void check_let(Frame *f, const AstStmt *s)
+{
+    const GType *t = check_expr(f, s->value);
+    if (!s->destructure) {
+        if (t->kind == GT_VOID) ERR(f, s->value->loc, "this call returns no value");
+        bind(f, s->nnames ? s->names[0] : NULL, t->kind == GT_VOID ? &poison : t, false);
+        return;
+    }
+    bool ok = t->kind == GT_TUPLE && t->nelems == s->nnames;
+    if (!ok && t->kind != GT_POISON)
+        ERR(f, s->loc, "cannot unpack %s into %u names", gt_str(f->a, t), s->nnames);
+    for (uint32_t i = 0; i < s->nnames; i++) bind(f, s->names[i], ok ? t->elems[i] : &poison, false);
+}
+
+static void check_var(Frame *f, const AstStmt *s)
+{
+    const GType *t = value_of(f, s->value);
+    if (t->kind == GT_VALUE && t->lit) t = gt_with_elem(f->a, t, t->lit == 'f' ? IR_F32 : t->elem);
+    bind(f, s->nnames ? s->names[0] : NULL, t, true);
+}
+
+static void check_assign(Frame *f, const AstStmt *s)
+{
+    const char *name = s->nnames ? s->names[0] : NULL;
+    const Var *v = name ? lookup_var(f, name) : NULL;
+    const GType *t = value_of(f, s->value);
+    if (!v) {
+        if (name) ERR(f, s->loc, "unknown name '%s'", name);
+        return;
+    }
+    if (!v->is_var) {
+        ERR(f, s->loc, "cannot assign to '%s', which is not a var (it was bound with let)", name);
+        return;
+    }
+    const char op[2] = {(char)s->op, 0};
+    if (s->op) t = elementwise(f, s->loc, op, v->type, t);
+    if (t->kind == GT_VALUE && v->type->kind == GT_VALUE && !fits(t, v->type))
+        ERR(f, s->loc, "cannot assign a value of type %s to the var '%s' of type %s",
+            gt_str(f->a, t), name, gt_str(f->a, v->type));
+}
+
+/* A scalar condition or loop bound. */
+static void check_scalar(Frame *f, const AstExpr *e, const char *what)
+{
+    const GType *t = value_of(f, e);
+    if (t->kind == GT_VALUE && (t->rank || !is_int(t)))
+        ERR(f, e->loc, "%s must be an integer or bool scalar, not %s", what, gt_str(f->a, t));
+}
+
+static void check_stmt(Frame *f, const AstStmt *s);
+
+static void check_for(Frame *f, const AstStmt *s)
+{
+    for (uint32_t i = 0; i < s->nargs; i++) check_scalar(f, s->args[i], "a bound of range");
+    size_t mark = f->vars.len;
+    bind(f, s->nnames ? s->names[0] : NULL, gt_scalar(f->a, IR_I32), false);
+    check_block(f, s->body);
+    f->vars.len = mark;
+}
+
+static void check_stmt(Frame *f, const AstStmt *s)
+{
+    if (!s) return;
+    switch (s->kind) {
+    case AST_LET: check_let(f, s); break;
+    case AST_VAR: check_var(f, s); break;
+    case AST_ASSIGN: check_assign(f, s); break;
+    case AST_FOR: check_for(f, s); break;
+    case AST_WHILE:
+        check_scalar(f, s->cond, "the condition of while");
+        check_block(f, s->body);
+        break;
+    case AST_IF:
+        check_scalar(f, s->cond, "the condition of if");
+        check_block(f, s->body);
+        check_block(f, s->else_body);
+        break;
+    case AST_RETURN: check_return(f, s); break;
+    case AST_EXPR: check_expr(f, s->value); break;
+    case AST_BLOCK: check_block(f, s); break;
+    }
+}
+
+/* A block (or an else-if) with its own scope. */
+static void check_block(Frame *f, const AstStmt *s)
+{
+    if (!s) return;
+    if (s->kind != AST_BLOCK) {
+        check_stmt(f, s);
+        return;
+    }
+    size_t mark = f->vars.len;
+    for (uint32_t i = 0; i < s->nstmts; i++) check_stmt(f, s->stmts[i]);
+    f->vars.len = mark;
+}
+
+/* ---- the graph ---------------------------------------------------------------------------- */
+
+static void bind_graph_params(Frame *f, const AstItem *g)
+{
+    for (uint32_t i = 0; i < g->nparams; i++) {
+        const AstParam *p = &g->params[i];
+        const GType *t = &poison;
+        for (uint32_t k = 0; k < i; k++)
+            if (p->name && g->params[k].name && strcmp(p->name, g->params[k].name) == 0)
+                ERR(f, p->loc, "parameter '%s' is declared twice", p->name);
+        if (p->is_const) ERR(f, p->loc, "graph parameters cannot be const; '%s' is a run-time value", p->name);
+        else if (!p->type) ERR(f, p->loc, "graph parameter '%s' needs a type like bf16[T, 1024] or f32", p->name);
+        else if (p->type->kind == AST_TYPE_TUPLE) ERR(f, p->type->loc, "a parameter cannot have a tuple type");
+        else t = resolve_type(f, p->type, true);
+        bind(f, p->name, t, false);
+    }
+}
+
+bool fe_check_graph(Arena *a, const AstProgram *p, const AstItem *graph, DiagList *diags)
+{
+    size_t nerr = diags->nerrors;
+    Shared s = {.a = a, .p = p, .diags = diags};
+    Frame f = {.s = &s, .a = a, .item = graph, .what = item_what(a, graph)};
+    bind_graph_params(&f, graph);
+    if (graph->ret) f.ret_decl = resolve_type(&f, graph->ret, false);
+    check_block(&f, graph->body);
+    if (f.ret_decl && !f.returned && !has_poison(f.ret_decl))
+        ERR(&f, graph->name_loc, "%s never returns its result of type %s", f.what,
+            gt_str(a, f.ret_decl));
+    frame_free(&f);
+    vec_free(&s.memo);
+    return diags->nerrors == nerr;
+}

@@ -1,0 +1,520 @@
+/* fe_lower: from the AST of a .tile file to a Tile IR module.
+ *
+ * This file holds the item level: the -D checks, const parameter values (define, else
+ * the @autotune default config, else the declared default), @launch and @autotune
+ * validation, the kernel function and its grid function, plus the helpers every part
+ * of the lowering shares (diagnostics, scopes, types). Expressions, built-ins and
+ * statements live in lower_expr.c, lower_builtins.c and lower_stmt.c. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "lower_internal.h"
+
+/* ---- diagnostics ----------------------------------------------------------------- */
+static bool loc_eq(Loc a, Loc b) { return a.src == b.src && a.line == b.line && a.col == b.col; }
+
+/* An fn instantiated several times would repeat its errors; each is reported once. */
+static void report(Lower *L, DiagLevel lvl, Loc loc, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    for (size_t i = 0; i < L->diags->len; i++) {
+        const Diag *d = &L->diags->items[i];
+        if (d->level == lvl && loc_eq(d->loc, loc) && !strcmp(d->msg, msg)) return;
+    }
+    diag_add(L->diags, lvl, loc, "%s", msg);
+}
+
+void lw_error(Lower *L, Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(L, DIAG_ERROR, loc, fmt, ap);
+    va_end(ap);
+}
+
+void lw_warning(Lower *L, Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(L, DIAG_WARNING, loc, fmt, ap);
+    va_end(ap);
+}
+
+int lw_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 31 || lb > 31) return 99;
+    int row[32];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* ---- scopes ------------------------------------------------------------------------- */
+Binding *lw_lookup(Lower *L, const char *name)
+{
+    for (size_t i = L->scope.len; i > L->scope_base; i--)
+        if (!strcmp(L->scope.data[i - 1].name, name)) return &L->scope.data[i - 1];
+    return NULL;
+}
+
+size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v)
+{
+    Binding bd = {.name = name, .loc = loc, .kind = kind, .val = v};
+    vec_push(&L->scope, bd);
+    return L->scope.len - 1;
+}
+
+void lw_scope_pop(Lower *L, size_t mark) { L->scope.len = mark; }
+
+const AstItem *lw_find_item(const Lower *L, const char *name)
+{
+    for (uint32_t i = 0; i < L->prog->nitems; i++)
+        if (L->prog->items[i].name && !strcmp(L->prog->items[i].name, name))
+            return &L->prog->items[i];
+    return NULL;
+}
+
+/* ---- types ----------------------------------------------------------------------------- */
+const IrType *lw_scalar(Lower *L, IrElem e) { return ir_type_scalar(L->ctx, e); }
+
+const IrType *lw_like(Lower *L, const IrType *shape_of, IrElem e)
+{
+    return ir_type_like(L->ctx, shape_of, ir_type_scalar(L->ctx, e));
+}
+
+const IrType *lw_type(Lower *L, const AstType *t)
+{
+    IrElem e;
+    if (t->kind == AST_TYPE_TENSOR) {
+        lw_error(L, t->loc, "tensor types like %s[...] are only allowed in graphs", t->name);
+        return NULL;
+    }
+    if (t->kind == AST_TYPE_TUPLE) {
+        lw_error(L, t->loc, "a tuple type is only allowed as the result of a fn");
+        return NULL;
+    }
+    if (!t->name || !ir_elem_from_name(t->name, strlen(t->name), &e)) {
+        lw_error(L, t->loc, "unknown type '%s'", t->name ? t->name : "?");
+        return NULL;
+    }
+    return t->kind == AST_TYPE_PTR ? ir_type_ptr(L->ctx, e) : ir_type_scalar(L->ctx, e);
+}
+
+const char *lw_tstr(Lower *L, const IrType *t)
+{
+    char buf[64];
+    return arena_strdup(L->arena, ir_type_str(t, buf, sizeof buf));
+}
+
+const char *lw_shape_str(Lower *L, int rank, const int32_t *shape)
+{
+    char buf[64];
+    int w = snprintf(buf, sizeof buf, "[");
+    for (int i = 0; i < rank; i++)
+        w += snprintf(buf + w, sizeof buf - (size_t)w, "%s%d", i ? ", " : "", shape[i]);
+    snprintf(buf + w, sizeof buf - (size_t)w, "]");
+    return arena_strdup(L->arena, buf);
+}
+
+bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 1 || (shape[i] & (shape[i] - 1))) {
+            lw_error(L, loc, "tile shape %s is not a power of two: each size must be 1, 2, 4, ...",
+                     lw_shape_str(L, rank, shape));
+            return false;
+        }
+        n *= shape[i];
+    }
+    if (n > IR_MAX_TILE_ELEMS) {
+        lw_error(L, loc, "tile of %lld elements is too large (at most %d)", (long long)n,
+                 IR_MAX_TILE_ELEMS);
+        return false;
+    }
+    return true;
+}
+
+/* ---- attributes ---------------------------------------------------------------------- */
+static const AstParam *find_param(const AstItem *k, const char *name)
+{
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if (!strcmp(k->params[i].name, name)) return &k->params[i];
+    return NULL;
+}
+
+static bool is_config_key(const AstItem *k, const char *name)
+{
+    const AstParam *p = find_param(k, name);
+    return (p && p->is_const) || !strcmp(name, "warps") || !strcmp(name, "stages");
+}
+
+static const AstExpr *attr_arg(const AstAttr *a, const char *name)
+{
+    for (uint32_t i = 0; i < a->nargs; i++)
+        if (a->arg_names && a->arg_names[i] && !strcmp(a->arg_names[i], name)) return a->args[i];
+    return NULL;
+}
+
+static Loc attr_arg_loc(const AstAttr *a, uint32_t i)
+{
+    return a->arg_name_locs ? a->arg_name_locs[i] : a->args[i]->loc;
+}
+
+static void check_launch_value(Lower *L, const char *key, Loc loc, int64_t v)
+{
+    if (!strcmp(key, "warps") && (v < 1 || v > 32 || (v & (v - 1))))
+        lw_error(L, loc, "warps must be a power of two from 1 to 32, got %lld", (long long)v);
+    if (!strcmp(key, "stages") && (v < 1 || v > 8))
+        lw_error(L, loc, "stages must be from 1 to 8, got %lld", (long long)v);
+}
+
+static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
+{
+    for (uint32_t i = 0; i < a->nargs; i++) {
+        const char *key = a->arg_names ? a->arg_names[i] : NULL;
+        int64_t v;
+        if (!key || (strcmp(key, "warps") && strcmp(key, "stages"))) {
+            lw_error(L, attr_arg_loc(a, i), "@launch takes warps = N and stages = S%s%s%s",
+                     key ? "; unknown key '" : "", key ? key : "", key ? "'" : "");
+            continue;
+        }
+        if (!ce_eval(L, a->args[i], &v)) {
+            lw_error(L, a->args[i]->loc, "the value of %s must be known at compile time", key);
+            continue;
+        }
+        check_launch_value(L, key, a->args[i]->loc, v);
+        *(strcmp(key, "warps") ? &f->stages : &f->warps) = (int)v;
+    }
+}
+
+/* Checks `{NAME: value, ...}`; with lists, each value is a list of integers. */
+static void check_config_map(Lower *L, const AstItem *k, const AstExpr *m, bool lists)
+{
+    if (m->kind != AST_MAP) {
+        lw_error(L, m->loc, "expected a config like {BM: 128, warps: 4}");
+        return;
+    }
+    for (uint32_t i = 0; i < m->nargs; i++) {
+        const AstExpr *v = m->args[i];
+        int64_t x;
+        Loc kl = m->arg_name_locs ? m->arg_name_locs[i] : v->loc;
+        if (!is_config_key(k, m->arg_names[i]))
+            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor warps or stages)",
+                     m->arg_names[i], k->name);
+        if (lists && v->kind != AST_LIST) {
+            lw_error(L, v->loc, "the values of '%s' must be a list of integers", m->arg_names[i]);
+            continue;
+        }
+        for (uint32_t j = 0; j < (lists ? v->nargs : 1); j++) {
+            const AstExpr *e = lists ? v->args[j] : v;
+            if (!ce_eval(L, e, &x)) lw_error(L, e->loc, "a config value must be an integer");
+            else check_launch_value(L, m->arg_names[i], e->loc, x);
+        }
+    }
+}
+
+static void check_key_list(Lower *L, const AstItem *k, const AstExpr *e)
+{
+    if (e->kind != AST_LIST) {
+        lw_error(L, e->loc, "the autotune key must be a list of parameter names like [M, N]");
+        return;
+    }
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        const AstExpr *n = e->args[i];
+        const AstParam *p = n->kind == AST_NAME ? find_param(k, n->name) : NULL;
+        if (!p || p->is_const || !p->type || p->type->kind != AST_TYPE_SCALAR)
+            lw_error(L, n->loc, "an autotune key must name a run-time scalar parameter of '%s'",
+                     k->name);
+    }
+}
+
+static void check_where_names(Lower *L, const AstItem *k, const AstExpr *e)
+{
+    if (!e) return;
+    if (e->kind == AST_NAME && !is_config_key(k, e->name))
+        lw_error(L, e->loc, "'where' may only use const parameters, warps and stages; '%s' is neither",
+                 e->name);
+    check_where_names(L, k, e->lhs);
+    check_where_names(L, k, e->rhs);
+    for (uint32_t i = 0; i < e->nargs; i++) check_where_names(L, k, e->args[i]);
+}
+
+static void check_autotune(Lower *L, const AstItem *k, const AstAttr *a)
+{
+    for (uint32_t i = 0; i < a->nargs; i++) {
+        const char *key = a->arg_names ? a->arg_names[i] : NULL;
+        const AstExpr *v = a->args[i];
+        if (!key) lw_error(L, v->loc, "@autotune takes named arguments: key, space, where, default, configs");
+        else if (!strcmp(key, "key")) check_key_list(L, k, v);
+        else if (!strcmp(key, "space")) check_config_map(L, k, v, true);
+        else if (!strcmp(key, "default")) check_config_map(L, k, v, false);
+        else if (!strcmp(key, "where")) check_where_names(L, k, v);
+        else if (!strcmp(key, "configs")) {
+            if (v->kind != AST_LIST) lw_error(L, v->loc, "configs must be a list of configs");
+            else for (uint32_t j = 0; j < v->nargs; j++) check_config_map(L, k, v->args[j], false);
+        } else
+            lw_error(L, attr_arg_loc(a, i), "unknown @autotune argument '%s'", key);
+    }
+}
+
+static const AstAttr *find_attr(const AstItem *k, const char *name)
+{
+    for (uint32_t i = 0; i < k->nattrs; i++)
+        if (!strcmp(k->attrs[i].name, name)) return &k->attrs[i];
+    return NULL;
+}
+
+/* The value of `name` in the @autotune default config, if there is one. */
+static const AstExpr *default_config_value(const AstItem *k, const char *name)
+{
+    const AstAttr *at = find_attr(k, "autotune");
+    const AstExpr *d = at ? attr_arg(at, "default") : NULL;
+    if (!d || d->kind != AST_MAP) return NULL;
+    for (uint32_t i = 0; i < d->nargs; i++)
+        if (d->arg_names[i] && !strcmp(d->arg_names[i], name)) return d->args[i];
+    return NULL;
+}
+
+static const FeDefine *find_define(const Lower *L, const char *name)
+{
+    for (uint32_t i = 0; L->opt && i < L->opt->ndefines; i++)
+        if (!strcmp(L->opt->defines[i].name, name)) return &L->opt->defines[i];
+    return NULL;
+}
+
+static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
+{
+    for (uint32_t i = 0; i < k->nattrs; i++) {
+        const AstAttr *a = &k->attrs[i];
+        if (!strcmp(a->name, "launch")) lower_launch(L, a, f);
+        else if (!strcmp(a->name, "autotune")) check_autotune(L, k, a);
+        else lw_error(L, a->loc, "unknown attribute '@%s'", a->name);
+    }
+    static const char *const keys[] = {"warps", "stages"};
+    for (int i = 0; i < 2; i++) {
+        const AstExpr *e = default_config_value(k, keys[i]);
+        const FeDefine *d = find_define(L, keys[i]);
+        int64_t v;
+        if (d) v = d->value;
+        else if (!e || !ce_eval(L, e, &v)) continue;
+        check_launch_value(L, keys[i], e && !d ? e->loc : k->loc, v);
+        *(i ? &f->stages : &f->warps) = (int)v;
+    }
+}
+
+/* ---- const parameters ------------------------------------------------------------------ */
+static bool const_value(Lower *L, const AstItem *k, const AstParam *p, int64_t *out)
+{
+    const FeDefine *d = find_define(L, p->name);
+    const AstExpr *e = default_config_value(k, p->name);
+    if (d) {
+        *out = d->value;
+        return true;
+    }
+    if (e && ce_eval(L, e, out)) return true;
+    if (p->default_value) {
+        if (ce_eval(L, p->default_value, out)) return true;
+        lw_error(L, p->default_value->loc, "the default of const parameter '%s' must be known at compile time",
+                 p->name);
+        return false;
+    }
+    lw_error(L, p->loc, "kernel '%s' needs a value for const parameter '%s' (give it with -D %s=...)",
+             k->name, p->name, p->name);
+    return false;
+}
+
+static const IrType *const_type(Lower *L, const AstParam *p)
+{
+    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
+        lw_error(L, p->type->loc, "const parameter '%s' must have an integer type", p->name);
+        return NULL;
+    }
+    return t;
+}
+
+/* Binds every const parameter of k as a constant of the function being built. */
+static void bind_consts(Lower *L, const AstItem *k, const int64_t *vals, const bool *ok)
+{
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const AstParam *p = &k->params[i];
+        if (!p->is_const) continue;
+        const IrType *t = ok[i] ? const_type(L, p) : NULL;
+        L->b.loc = p->loc;
+        Val v = t ? lw_val(L, ir_const_int(&L->b, t, vals[i])) : VERR;
+        size_t at = lw_bind(L, p->name, p->loc, BIND_CONST, v);
+        L->scope.data[at].has_cval = ok[i];
+        L->scope.data[at].cval = vals[i];
+    }
+}
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+static IrFunc *create_func(Lower *L, const AstItem *k, IrFuncKind kind, const char *name)
+{
+    const IrType **types = arena_alloc(L->arena, (k->nparams + 1) * sizeof *types);
+    const char **names = arena_alloc(L->arena, (k->nparams + 1) * sizeof *names);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const AstParam *p = &k->params[i];
+        if (p->is_const) continue;
+        const IrType *t = p->type ? lw_type(L, p->type) : NULL;
+        if (!p->type && kind == IR_FUNC_KERNEL)
+            lw_error(L, p->loc, "kernel parameter '%s' needs a type", p->name);
+        types[n] = t ? t : lw_scalar(L, IR_I32);
+        names[n++] = p->name;
+    }
+    return ir_func_create(L->mod, kind, name, k->loc, types, names, n);
+}
+
+static void bind_params(Lower *L, const AstItem *k, IrFunc *f)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const AstParam *p = &k->params[i];
+        if (p->is_const) continue;
+        for (size_t j = L->scope_base; j < L->scope.len; j++)
+            if (!strcmp(L->scope.data[j].name, p->name))
+                lw_error(L, p->loc, "parameter '%s' is declared twice", p->name);
+        lw_bind(L, p->name, p->loc, BIND_PARAM, lw_val(L, f->body.args[n++]));
+    }
+}
+
+static void lower_grid(Lower *L, const AstItem *k, IrFunc *kf, const int64_t *vals, const bool *ok)
+{
+    IrFunc *g = create_func(L, k, IR_FUNC_GRID, arena_printf(L->arena, "%s.grid", k->name));
+    IrValue outs[IR_MAX_RANK];
+    size_t mark = L->scope.len;
+    ir_builder_at_end(&L->b, &g->body);
+    bind_consts(L, k, vals, ok);
+    bind_params(L, k, g);
+    L->in_grid = true;
+    if (k->ngrid > IR_MAX_RANK) lw_error(L, k->grid[IR_MAX_RANK]->loc, "a grid has at most 3 dimensions");
+    for (uint32_t i = 0; i < k->ngrid && i < IR_MAX_RANK; i++) {
+        Val v = lower_expr(L, k->grid[i]);
+        if (v.t && (v.t->rank || !ir_elem_is_int(v.t->elem) || v.t->elem == IR_I1)) {
+            lw_error(L, k->grid[i]->loc, "a grid size must be an integer scalar, got %s", lw_tstr(L, v.t));
+            v = VERR;
+        }
+        outs[i] = v.t ? lw_ir(L, &v) : IR_NO_VALUE;
+    }
+    L->in_grid = false;
+    lw_scope_pop(L, mark);
+    L->b.loc = k->loc;
+    uint32_t n = k->ngrid < IR_MAX_RANK ? k->ngrid : IR_MAX_RANK;
+    for (uint32_t i = 0; i < n; i++)
+        if (outs[i] == IR_NO_VALUE) return;
+    ir_build(&L->b, IR_OP_RETURN, outs, n, NULL, 0, 0);
+    kf->grid = g;
+}
+
+static void record_consts(Lower *L, const AstItem *k, IrFunc *f, const int64_t *vals)
+{
+    f->consts = arena_alloc(L->arena, (k->nparams + 1) * sizeof *f->consts);
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if (k->params[i].is_const)
+            f->consts[f->nconsts++] = (IrConstParam){arena_strdup(L->arena, k->params[i].name), vals[i]};
+}
+
+static void lower_kernel(Lower *L, const AstItem *k)
+{
+    int64_t *vals = arena_alloc(L->arena, (k->nparams + 1) * sizeof *vals);
+    bool *ok = arena_alloc(L->arena, (k->nparams + 1) * sizeof *ok);
+    IrFunc *f = create_func(L, k, IR_FUNC_KERNEL, k->name);
+    size_t mark = L->scope.len;
+    ir_builder_at_end(&L->b, &f->body);
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        if (!k->params[i].is_const) continue;
+        ok[i] = const_value(L, k, &k->params[i], &vals[i]);
+        /* later defaults may use earlier consts */
+        size_t at = lw_bind(L, k->params[i].name, k->params[i].loc, BIND_CONST, VERR);
+        L->scope.data[at].has_cval = ok[i];
+        L->scope.data[at].cval = vals[i];
+    }
+    apply_attributes(L, k, f);
+    lw_scope_pop(L, mark);
+    record_consts(L, k, f, vals);
+    bind_consts(L, k, vals, ok);
+    bind_params(L, k, f);
+    L->returned = false;
+    lower_block(L, k->body);
+    if (!L->returned) {
+        L->b.loc = k->loc;
+        ir_build(&L->b, IR_OP_RETURN, NULL, 0, NULL, 0, 0);
+    }
+    L->returned = false;
+    lw_scope_pop(L, mark);
+    if (k->ngrid) lower_grid(L, k, f, vals, ok);
+}
+
+/* ---- the file --------------------------------------------------------------------------- */
+static void check_item_names(Lower *L)
+{
+    for (uint32_t i = 0; i < L->prog->nitems; i++) {
+        const AstItem *it = &L->prog->items[i];
+        for (uint32_t j = 0; j < i && it->name; j++)
+            if (L->prog->items[j].name && !strcmp(L->prog->items[j].name, it->name)) {
+                lw_error(L, it->name_loc, "'%s' is already defined at line %u", it->name,
+                         L->prog->items[j].name_loc.line);
+                break;
+            }
+        if (it->kind == AST_FN && lw_is_builtin(it->name))
+            lw_error(L, it->name_loc, "fn '%s' has the name of a built-in function", it->name);
+        if (it->kind == AST_FN && it->nattrs)
+            lw_error(L, it->attrs[0].loc, "attributes like '@%s' are only allowed on kernels",
+                     it->attrs[0].name);
+    }
+}
+
+static bool names_a_const(const Lower *L, const char *name)
+{
+    if (!strcmp(name, "warps") || !strcmp(name, "stages")) return true;
+    for (uint32_t i = 0; i < L->prog->nitems; i++) {
+        const AstItem *it = &L->prog->items[i];
+        const AstParam *p = it->kind == AST_KERNEL ? find_param(it, name) : NULL;
+        if (p && p->is_const) return true;
+    }
+    return false;
+}
+
+static void check_defines(Lower *L)
+{
+    Loc none = {0};
+    for (uint32_t i = 0; L->opt && i < L->opt->ndefines; i++)
+        if (!names_a_const(L, L->opt->defines[i].name))
+            lw_error(L, none, "-D %s does not name a const parameter", L->opt->defines[i].name);
+}
+
+static bool wanted(const Lower *L, const AstItem *it)
+{
+    return it->kind == AST_KERNEL && (!L->opt || !L->opt->kernel || !strcmp(L->opt->kernel, it->name));
+}
+
+IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagList *diags)
+{
+    Lower L = {.ctx = ctx, .arena = ir_ctx_arena(ctx), .diags = diags, .prog = p, .opt = opt};
+    size_t errors0 = diags->nerrors;
+    L.mod = ir_module_create(ctx);
+    check_item_names(&L);
+    check_defines(&L);
+    if (opt && opt->kernel) {
+        const AstItem *k = lw_find_item(&L, opt->kernel);
+        if (!k || k->kind != AST_KERNEL) lw_error(&L, (Loc){0}, "no kernel named '%s'", opt->kernel);
+    }
+    for (uint32_t i = 0; i < p->nitems; i++)
+        if (wanted(&L, &p->items[i]) && p->items[i].body) lower_kernel(&L, &p->items[i]);
+    vec_free(&L.scope);
+    return diags->nerrors > errors0 ? NULL : L.mod;
+}

@@ -1,0 +1,607 @@
+/* Built-in functions (LANGUAGE.md 5): argument matching, checks, and their IR.
+ *
+ * One table row per built-in: its name, how many arguments it needs and takes, the
+ * names of its parameters (only the optional ones may be passed by name, as in
+ * `load(p, mask = m)`), and the handler that checks and builds it. Compile-time
+ * arguments (axes, shapes, element types, hint values) are read from the AST with
+ * consteval; the rest are lowered as values. */
+#include <string.h>
+
+#include "lower_internal.h"
+
+typedef struct Builtin Builtin;
+typedef Val (*BuiltinFn)(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args);
+
+struct Builtin {
+    const char *name;
+    uint8_t nreq, nmax;          /* nmax 255: variadic (print) */
+    const char *params[4];
+    BuiltinFn fn;
+    IrOpcode op;
+};
+
+enum { MAX_SLOTS = 4, VARIADIC = 255 };
+
+/* The result of a call that gives no value (store, assert, print). */
+const Val VVOID = {.t = NULL, .v = IR_NO_VALUE - 1};
+
+/* ---- helpers ----------------------------------------------------------------------- */
+static Val build_attr(Lower *L, IrOpcode code, const IrType *t, IrValue *ops, uint32_t n, int64_t attr)
+{
+    IrOp *op = ir_build(&L->b, code, ops, n, &t, 1, 0);
+    op->attr.i = attr;
+    return lw_val(L, op->results[0]);
+}
+
+static const char *val_str(Lower *L, const Val *v)
+{
+    return v->lit ? (v->lit == LIT_FLOAT ? "a float literal" : "an integer literal") : lw_tstr(L, v->t);
+}
+
+/* A value that must be a pointer (scalar or tile). */
+static Val ptr_arg(Lower *L, const Builtin *bi, const AstExpr *e)
+{
+    Val p = lower_expr(L, e);
+    if (p.t && p.t->elem != IR_PTR) {
+        lw_error(L, e->loc, "the first argument of %s must be a pointer, got %s", bi->name, val_str(L, &p));
+        return VERR;
+    }
+    return p;
+}
+
+static bool is_bool(const Val *v) { return v->t && !v->lit && v->t->elem == IR_I1; }
+
+/* A boolean mask or condition broadcast to the shape of `like` (NULL: any shape). */
+static Val bool_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *what, const IrType *like)
+{
+    Val m = lower_expr(L, e);
+    if (m.t && !is_bool(&m)) {
+        lw_error(L, e->loc, "the %s of %s must be boolean (a comparison), got %s", what, bi->name, val_str(L, &m));
+        return VERR;
+    }
+    if (!like) return m;
+    return lw_broadcast_like(L, m, like, e->loc, arena_printf(L->arena, "the %s of %s", what, bi->name));
+}
+
+/* A value stored through p: converted to the pointee and broadcast to p's shape. */
+static Val stored_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *what, const IrType *p)
+{
+    Val v = lower_expr(L, e);
+    if (!v.t) return VERR;
+    if (v.t->elem == IR_PTR) {
+        lw_error(L, e->loc, "the %s of %s must be a number, got %s", what, bi->name, lw_tstr(L, v.t));
+        return VERR;
+    }
+    if (v.lit && ir_elem_is_int(p->pointee) && v.lit == LIT_INT) {
+        IrElem el;
+        Val probe = {.t = lw_scalar(L, p->pointee), .v = 0};
+        if (!lw_join_elems(L, (Val[]){v, probe}, 2, e->loc, &el)) return VERR;
+    }
+    v = lw_convert(L, v, p->pointee);
+    return lw_broadcast_like(L, v, p, e->loc, arena_printf(L->arena, "the %s of %s", what, bi->name));
+}
+
+static bool const_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *what, int64_t *out)
+{
+    if (ce_eval(L, e, out)) return true;
+    lw_error(L, e->loc, "the %s of %s must be known at compile time", what, bi->name);
+    return false;
+}
+
+static bool axis_arg(Lower *L, const Builtin *bi, const AstExpr *e, int rank, int64_t *axis)
+{
+    if (!const_arg(L, bi, e, "axis", axis)) return false;
+    if (*axis >= 0 && *axis < rank) return true;
+    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d", (long long)*axis, bi->name, rank);
+    return false;
+}
+
+static bool elem_arg(Lower *L, const Builtin *bi, const AstExpr *e, IrElem *out)
+{
+    if (e->kind == AST_NAME && ir_elem_from_name(e->name, strlen(e->name), out)) return true;
+    lw_error(L, e->loc, "the element type of %s must be a type name like f32", bi->name);
+    return false;
+}
+
+/* A value that must be a tile (reductions, shape changes). */
+static Val tile_arg(Lower *L, const Builtin *bi, const AstExpr *e)
+{
+    Val t = lower_expr(L, e);
+    if (t.t && (t.lit || !t.t->rank)) {
+        lw_error(L, e->loc, "%s needs a tile, got %s", bi->name, val_str(L, &t));
+        return VERR;
+    }
+    return t;
+}
+
+/* ---- program ids, ranges, constants -------------------------------------------------- */
+static Val bi_program_id(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    int64_t axis;
+    if (!const_arg(L, bi, args[0], "axis", &axis)) return VERR;
+    if (axis < 0 || axis > 2) {
+        lw_error(L, args[0]->loc, "the axis of %s must be 0, 1 or 2", bi->name);
+        return VERR;
+    }
+    L->b.loc = call->loc;
+    return build_attr(L, bi->op, lw_scalar(L, IR_I32), NULL, 0, axis);
+}
+
+static Val bi_arange(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    int64_t lo, hi;
+    if (!const_arg(L, bi, args[0], "start", &lo) || !const_arg(L, bi, args[1], "end", &hi)) return VERR;
+    if (hi - lo < 1 || hi - lo > IR_MAX_TILE_ELEMS || lo < INT32_MIN || hi > INT32_MAX) {
+        lw_error(L, call->loc, "arange(%lld, %lld) must cover 1 to %d values", (long long)lo, (long long)hi,
+                 IR_MAX_TILE_ELEMS);
+        return VERR;
+    }
+    int32_t n = (int32_t)(hi - lo);
+    if (!lw_check_shape(L, call->loc, 1, &n)) return VERR;
+    L->b.loc = call->loc;
+    return build_attr(L, IR_OP_ARANGE, ir_type_tile(L->ctx, lw_scalar(L, IR_I32), 1, &n), NULL, 0, lo);
+}
+
+static Val bi_zeros(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    int rank;
+    int32_t shape[IR_MAX_RANK];
+    IrElem el;
+    bool full = bi->nreq == 3;
+    if (!ce_shape(L, args[0], bi->name, &rank, shape) || !elem_arg(L, bi, args[full ? 2 : 1], &el)) return VERR;
+    const IrType *t = ir_type_tile(L->ctx, lw_scalar(L, el), rank, shape);
+    L->b.loc = call->loc;
+    if (!full) return ir_elem_is_float(el) ? lw_val(L, ir_const_float(&L->b, t, 0)) : lw_val(L, ir_const_int(&L->b, t, 0));
+    Val v = lower_expr(L, args[1]);
+    if (v.t && (v.t->rank || v.t->elem == IR_PTR)) {
+        lw_error(L, args[1]->loc, "the value of full must be a number, got %s", lw_tstr(L, v.t));
+        return VERR;
+    }
+    return lw_broadcast_to(L, lw_convert(L, v, el), rank, shape);
+}
+
+/* ---- memory -------------------------------------------------------------------------- */
+static Val bi_load(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val p = ptr_arg(L, bi, args[0]), m = VERR, o = VERR;
+    IrValue ops[3];
+    uint32_t n = 0;
+    if (!p.t) return VERR;
+    ops[n++] = p.v;
+    if (args[2] && !args[1]) {
+        lw_error(L, args[2]->loc, "'other' of load needs a mask: it fills the masked-off lanes");
+        return VERR;
+    }
+    if (args[1] && !(m = bool_arg(L, bi, args[1], "mask", p.t)).t) return VERR;
+    if (args[1]) ops[n++] = m.v;
+    if (args[2] && !(o = stored_arg(L, bi, args[2], "other value", p.t)).t) return VERR;
+    if (args[2]) ops[n++] = o.v;
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, IR_OP_LOAD, lw_like(L, p.t, p.t->pointee), ops, n));
+}
+
+static Val bi_store(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val p = ptr_arg(L, bi, args[0]);
+    if (!p.t) return VERR;
+    Val v = stored_arg(L, bi, args[1], "value", p.t), m = VERR;
+    if (!v.t || (args[2] && !(m = bool_arg(L, bi, args[2], "mask", p.t)).t)) return VERR;
+    IrValue ops[3] = {p.v, v.v, m.v};
+    L->b.loc = call->loc;
+    ir_build(&L->b, IR_OP_STORE, ops, args[2] ? 3 : 2, NULL, 0, 0);
+    return VVOID;
+}
+
+static Val bi_atomic(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val p = ptr_arg(L, bi, args[0]);
+    if (!p.t) return VERR;
+    bool cas = bi->op == IR_OP_ATOMIC_CAS;
+    Val v = stored_arg(L, bi, args[1], cas ? "compared value" : "value", p.t), m = VERR;
+    if (!v.t) return VERR;
+    if (args[2]) m = cas ? stored_arg(L, bi, args[2], "value", p.t) : bool_arg(L, bi, args[2], "mask", p.t);
+    if (args[2] && !m.t) return VERR;
+    IrValue ops[3] = {p.v, v.v, m.v};
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, bi->op, lw_like(L, p.t, p.t->pointee), ops, args[2] ? 3 : 2));
+}
+
+/* ---- dot ------------------------------------------------------------------------------ */
+static bool dot_shapes(Lower *L, const AstExpr *call, const IrType *a, const IrType *b)
+{
+    if (a->rank != 2 || b->rank != 2) {
+        lw_error(L, call->loc, "dot needs 2-D tiles, got %s x %s", lw_tstr(L, a), lw_tstr(L, b));
+        return false;
+    }
+    const char *sa = lw_shape_str(L, 2, a->shape), *sb = lw_shape_str(L, 2, b->shape);
+    if (a->shape[1] != b->shape[0]) {
+        lw_error(L, call->loc, "dot needs [M, K] x [K, N], got %s x %s", sa, sb);
+        return false;
+    }
+    if (a->shape[0] < 16 || a->shape[1] < 16 || b->shape[1] < 16) {
+        lw_error(L, call->loc, "dot needs every dimension to be at least 16, got %s x %s", sa, sb);
+        return false;
+    }
+    if (a->elem != b->elem) {
+        lw_error(L, call->loc, "dot needs a and b of one element type, got %s and %s", ir_elem_name(a->elem),
+                 ir_elem_name(b->elem));
+        return false;
+    }
+    if (!ir_elem_is_float(a->elem) && a->elem != IR_I8) {
+        lw_error(L, call->loc, "dot takes float or i8 tiles, got %s", ir_elem_name(a->elem));
+        return false;
+    }
+    return true;
+}
+
+static bool dot_precision(Lower *L, const AstExpr *e, IrElem in, int64_t *out)
+{
+    *out = IR_PREC_DEFAULT;
+    if (!e) return true;
+    if (e->kind != AST_NAME || (strcmp(e->name, "tf32") && strcmp(e->name, "ieee"))) {
+        lw_error(L, e->loc, "the precision of dot must be tf32 or ieee");
+        return false;
+    }
+    if (in != IR_F32) {
+        lw_error(L, e->loc, "the precision of dot applies only to f32 inputs, got %s", ir_elem_name(in));
+        return false;
+    }
+    *out = strcmp(e->name, "tf32") ? IR_PREC_IEEE : IR_PREC_TF32;
+    return true;
+}
+
+static Val bi_dot(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val a = tile_arg(L, bi, args[0]), b = tile_arg(L, bi, args[1]), acc;
+    int64_t prec;
+    if (!a.t || !b.t || !dot_shapes(L, call, a.t, b.t)) return VERR;
+    if (!dot_precision(L, args[3], a.t->elem, &prec)) return VERR;
+    IrElem ae = a.t->elem == IR_F64 ? IR_F64 : ir_elem_is_float(a.t->elem) ? IR_F32 : IR_I32;
+    int32_t shape[2] = {a.t->shape[0], b.t->shape[1]};
+    const IrType *at = ir_type_tile(L->ctx, lw_scalar(L, ae), 2, shape);
+    L->b.loc = call->loc;
+    if (!args[2]) acc = ae == IR_I32 ? lw_val(L, ir_const_int(&L->b, at, 0)) : lw_val(L, ir_const_float(&L->b, at, 0));
+    else if ((acc = lower_expr(L, args[2])).t && acc.t != at) {
+        lw_error(L, args[2]->loc, "the accumulator of dot must be %s, got %s", lw_tstr(L, at), val_str(L, &acc));
+        return VERR;
+    }
+    if (!acc.t) return VERR;
+    IrValue ops[3] = {a.v, b.v, acc.v};
+    L->b.loc = call->loc;
+    return build_attr(L, IR_OP_DOT, at, ops, 3, prec);
+}
+
+/* ---- reductions and scans ---------------------------------------------------------------- */
+static bool small_int(IrElem e) { return ir_elem_is_int(e) && ir_elem_bits(e) < 32; }
+
+static Val bi_reduce(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val t = tile_arg(L, bi, args[0]);
+    int64_t axis;
+    if (!t.t || !axis_arg(L, bi, args[1], t.t->rank, &axis)) return VERR;
+    L->b.loc = call->loc;
+    bool scan = bi->op == IR_OP_CUMSUM || bi->op == IR_OP_CUMPROD;
+    if ((bi->op == IR_OP_SUM || scan) && small_int(t.t->elem)) t = lw_convert(L, t, IR_I32);
+    IrElem re = bi->op == IR_OP_ARGMAX || bi->op == IR_OP_ARGMIN ? IR_I32 : t.t->elem;
+    if (scan) return build_attr(L, bi->op, t.t, &t.v, 1, axis);
+    int32_t shape[IR_MAX_RANK] = {0};
+    for (int i = 0, j = 0; i < t.t->rank; i++)
+        if (i != axis) shape[j++] = t.t->shape[i];
+    return build_attr(L, bi->op, ir_type_tile(L->ctx, lw_scalar(L, re), t.t->rank - 1, shape), &t.v, 1, axis);
+}
+
+/* ---- element-wise ------------------------------------------------------------------------ */
+static Val bi_where(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val c = bool_arg(L, bi, args[0], "condition", NULL);
+    Val ab[2] = {lower_expr(L, args[1]), lower_expr(L, args[2])};
+    int rank;
+    int32_t shape[IR_MAX_RANK];
+    if (!c.t || !lw_unify(L, ab, 2, call->loc, "where")) return VERR;
+    if (!lw_shape_join(c.t, ab[0].t, &rank, shape)) {
+        lw_error(L, call->loc, "the condition of where has shape %s, which does not broadcast with %s",
+                 lw_shape_str(L, c.t->rank, c.t->shape), lw_shape_str(L, ab[0].t->rank, ab[0].t->shape));
+        return VERR;
+    }
+    c = lw_broadcast_to(L, c, rank, shape);
+    ab[0] = lw_broadcast_to(L, ab[0], rank, shape);
+    ab[1] = lw_broadcast_to(L, ab[1], rank, shape);
+    IrValue ops[3] = {c.v, lw_ir(L, &ab[0]), lw_ir(L, &ab[1])};
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, IR_OP_SELECT, ab[0].t, ops, 3));
+}
+
+static bool number_args(Lower *L, const Builtin *bi, Val *vs, int n, const AstExpr **args)
+{
+    for (int i = 0; i < n; i++) {
+        if (!vs[i].t) return false;
+        if (vs[i].t->elem == IR_PTR) {
+            lw_error(L, args[i]->loc, "%s needs numbers, got %s", bi->name, lw_tstr(L, vs[i].t));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* exp, log, ..., abs, floor, minimum, pow, fma: integers go to f32 except for the ops
+ * that are exact on integers (abs, minimum, maximum). */
+static Val bi_math(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val vs[3];
+    int n = bi->nreq;
+    for (int i = 0; i < n; i++) vs[i] = lower_expr(L, args[i]);
+    if (!number_args(L, bi, vs, n, args) || !lw_unify(L, vs, n, call->loc, bi->name)) return VERR;
+    bool int_ok = bi->op == IR_OP_ABS || bi->op == IR_OP_MINIMUM || bi->op == IR_OP_MAXIMUM;
+    IrValue ops[3];
+    L->b.loc = call->loc;
+    for (int i = 0; i < n; i++) {
+        if (!int_ok && ir_elem_is_int(vs[i].t->elem)) vs[i] = lw_convert(L, vs[i], IR_F32);
+        ops[i] = lw_ir(L, &vs[i]);
+    }
+    return lw_val(L, ir_build1(&L->b, bi->op, vs[0].t, ops, (uint32_t)n));
+}
+
+static Val bi_cdiv(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val a = lower_expr(L, args[0]), b = lower_expr(L, args[1]);
+    if (!a.t || !b.t) return VERR;
+    for (int i = 0; i < 2; i++) {
+        const Val *v = i ? &b : &a;
+        if (v->t->rank || v->lit == LIT_FLOAT || !ir_elem_is_int(v->t->elem) || v->t->elem == IR_I1) {
+            lw_error(L, args[i]->loc, "cdiv takes integer scalars, got %s; for tiles write (a + b - 1) / b",
+                     val_str(L, v));
+            return VERR;
+        }
+    }
+    Val one = {.t = lw_scalar(L, IR_I32), .v = IR_NO_VALUE, .lit = LIT_INT, .i = 1, .loc = call->loc};
+    Val s = lw_binop(L, AST_ADD, a, b, call->loc);
+    s = lw_binop(L, AST_SUB, s, one, call->loc);
+    return lw_binop(L, AST_DIV, s, b, call->loc);
+}
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+static Val bi_trans(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val t = tile_arg(L, bi, args[0]);
+    if (!t.t) return VERR;
+    if (t.t->rank < 2) {
+        lw_error(L, call->loc, "trans needs a tile of rank 2 or 3, got %s", lw_tstr(L, t.t));
+        return VERR;
+    }
+    int32_t shape[IR_MAX_RANK];
+    for (int i = 0; i < t.t->rank; i++) shape[i] = t.t->shape[t.t->rank - 1 - i];
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, IR_OP_TRANS, ir_type_tile(L->ctx, ir_type_elem(L->ctx, t.t), t.t->rank, shape),
+                               &t.v, 1));
+}
+
+static Val bi_reshape(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val t = lower_expr(L, args[0]);
+    int rank;
+    int32_t shape[IR_MAX_RANK];
+    if (!t.t || !ce_shape(L, args[1], bi->name, &rank, shape)) return VERR;
+    const IrType *target = ir_type_tile(L->ctx, ir_type_elem(L->ctx, t.t), rank, shape);
+    L->b.loc = call->loc;
+    if (bi->op == IR_OP_BROADCAST) return lw_broadcast_like(L, t, target, call->loc, "the tile");
+    if (t.lit || !t.t->rank || ir_type_numel(t.t) != ir_type_numel(target)) {
+        lw_error(L, call->loc, "cannot reshape a tile of shape %s to %s: the element counts differ",
+                 t.lit ? "[]" : lw_shape_str(L, t.t->rank, t.t->shape), lw_shape_str(L, rank, shape));
+        return VERR;
+    }
+    return lw_val(L, ir_build1(&L->b, IR_OP_RESHAPE, target, &t.v, 1));
+}
+
+/* ---- random numbers, hints --------------------------------------------------------------- */
+static bool int_val(const Val *v) { return v->t && v->lit != LIT_FLOAT && ir_elem_is_int(v->t->elem) && v->t->elem != IR_I1; }
+
+static Val bi_rand(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val seed = lower_expr(L, args[0]), off = lower_expr(L, args[1]);
+    if (!seed.t || !off.t) return VERR;
+    if (!int_val(&seed) || seed.t->rank) {
+        lw_error(L, args[0]->loc, "the seed of %s must be an integer scalar, got %s", bi->name, val_str(L, &seed));
+        return VERR;
+    }
+    if (!int_val(&off)) {
+        lw_error(L, args[1]->loc, "the offsets of %s must be integers, got %s", bi->name, val_str(L, &off));
+        return VERR;
+    }
+    IrValue ops[2] = {lw_ir(L, &seed), lw_ir(L, &off)};
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, bi->op, lw_like(L, off.t, IR_F32), ops, 2));
+}
+
+static Val bi_hint(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val x = lower_expr(L, args[0]);
+    int64_t n;
+    if (!x.t || !const_arg(L, bi, args[1], "n", &n)) return VERR;
+    if (n < 1) {
+        lw_error(L, args[1]->loc, "the n of %s must be positive, got %lld", bi->name, (long long)n);
+        return VERR;
+    }
+    if (!int_val(&x) && x.t->elem != IR_PTR) {
+        lw_error(L, args[0]->loc, "%s needs integers or pointers, got %s", bi->name, val_str(L, &x));
+        return VERR;
+    }
+    lw_ir(L, &x);
+    L->b.loc = call->loc;
+    return build_attr(L, bi->op, x.t, &x.v, 1, n);
+}
+
+/* ---- assert, print ------------------------------------------------------------------------ */
+static const char *message_arg(Lower *L, const Builtin *bi, const AstExpr *e)
+{
+    if (e->kind == AST_STRING) return arena_strdup(L->arena, e->sval ? e->sval : "");
+    lw_error(L, e->loc, "the message of %s must be a string", bi->name);
+    return NULL;
+}
+
+static Val bi_assert(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val c = bool_arg(L, bi, args[0], "condition", NULL);
+    const char *msg = message_arg(L, bi, args[1]);
+    if (!c.t || !msg) return VERR;
+    L->b.loc = call->loc;
+    ir_build(&L->b, IR_OP_ASSERT, &c.v, 1, NULL, 0, 0)->attr.s = msg;
+    return VVOID;
+}
+
+static Val bi_print(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    const char *msg = message_arg(L, bi, call->args[0]);
+    IrValue *ops = arena_alloc(L->arena, call->nargs * sizeof *ops);
+    bool ok = msg != NULL;
+    for (uint32_t i = 1; i < call->nargs; i++) {
+        Val v = lower_expr(L, call->args[i]);
+        ok &= v.t != NULL;
+        if (v.t) ops[i - 1] = lw_ir(L, &v);
+    }
+    if (!ok) return VERR;
+    L->b.loc = call->loc;
+    ir_build(&L->b, IR_OP_PRINT, ops, call->nargs - 1, NULL, 0, 0)->attr.s = msg;
+    return VVOID;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+#define MATH1(n, OPC) {n, 1, 1, {"x"}, bi_math, IR_OP_##OPC}
+#define REDUCE(n, OPC) {n, 2, 2, {"t", "axis"}, bi_reduce, IR_OP_##OPC}
+static const Builtin builtins[] = {
+    {"program_id", 1, 1, {"axis"}, bi_program_id, IR_OP_PROGRAM_ID},
+    {"num_programs", 1, 1, {"axis"}, bi_program_id, IR_OP_NUM_PROGRAMS},
+    {"arange", 2, 2, {"start", "end"}, bi_arange, IR_OP_ARANGE},
+    {"zeros", 2, 2, {"shape", "dtype"}, bi_zeros, IR_OP_CONST},
+    {"full", 3, 3, {"shape", "value", "dtype"}, bi_zeros, IR_OP_CONST},
+    {"load", 1, 3, {"ptr", "mask", "other"}, bi_load, IR_OP_LOAD},
+    {"store", 2, 3, {"ptr", "value", "mask"}, bi_store, IR_OP_STORE},
+    {"atomic_add", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_ADD},
+    {"atomic_max", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_MAX},
+    {"atomic_min", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_MIN},
+    {"atomic_xchg", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_XCHG},
+    {"atomic_cas", 3, 3, {"ptr", "cmp", "value"}, bi_atomic, IR_OP_ATOMIC_CAS},
+    {"dot", 2, 4, {"a", "b", "acc", "precision"}, bi_dot, IR_OP_DOT},
+    REDUCE("sum", SUM), REDUCE("max", MAX), REDUCE("min", MIN),
+    REDUCE("argmax", ARGMAX), REDUCE("argmin", ARGMIN),
+    REDUCE("cumsum", CUMSUM), REDUCE("cumprod", CUMPROD),
+    {"where", 3, 3, {"cond", "a", "b"}, bi_where, IR_OP_SELECT},
+    MATH1("exp", EXP), MATH1("exp2", EXP2), MATH1("log", LOG), MATH1("log2", LOG2),
+    MATH1("sqrt", SQRT), MATH1("rsqrt", RSQRT), MATH1("sin", SIN), MATH1("cos", COS),
+    MATH1("tanh", TANH), MATH1("erf", ERF), MATH1("sigmoid", SIGMOID), MATH1("abs", ABS),
+    MATH1("floor", FLOOR), MATH1("ceil", CEIL),
+    {"minimum", 2, 2, {"a", "b"}, bi_math, IR_OP_MINIMUM},
+    {"maximum", 2, 2, {"a", "b"}, bi_math, IR_OP_MAXIMUM},
+    {"pow", 2, 2, {"a", "b"}, bi_math, IR_OP_POW},
+    {"fma", 3, 3, {"a", "b", "c"}, bi_math, IR_OP_FMA},
+    {"cdiv", 2, 2, {"a", "b"}, bi_cdiv, IR_OP_DIV},
+    {"trans", 1, 1, {"t"}, bi_trans, IR_OP_TRANS},
+    {"reshape", 2, 2, {"t", "shape"}, bi_reshape, IR_OP_RESHAPE},
+    {"broadcast", 2, 2, {"t", "shape"}, bi_reshape, IR_OP_BROADCAST},
+    {"rand", 2, 2, {"seed", "offsets"}, bi_rand, IR_OP_RAND},
+    {"randn", 2, 2, {"seed", "offsets"}, bi_rand, IR_OP_RANDN},
+    {"multiple_of", 2, 2, {"x", "n"}, bi_hint, IR_OP_MULTIPLE_OF},
+    {"max_contiguous", 2, 2, {"x", "n"}, bi_hint, IR_OP_MAX_CONTIGUOUS},
+    {"assert", 2, 2, {"cond", "msg"}, bi_assert, IR_OP_ASSERT},
+    {"print", 1, VARIADIC, {"msg"}, bi_print, IR_OP_PRINT},
+};
+
+static const Builtin *find_builtin(const char *name)
+{
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++)
+        if (!strcmp(builtins[i].name, name)) return &builtins[i];
+    return NULL;
+}
+
+bool lw_is_builtin(const char *name) { return find_builtin(name) != NULL; }
+
+const char *lw_closest_builtin(const char *name)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++) {
+        int d = lw_edit_distance(builtins[i].name, name);
+        if (d < bd) bd = d, best = builtins[i].name;
+    }
+    return best;
+}
+
+/* ---- argument matching --------------------------------------------------------------------- */
+static void arity_error(Lower *L, const Builtin *bi, const AstExpr *call)
+{
+    if (bi->nmax == VARIADIC)
+        lw_error(L, call->loc, "%s takes a message and then values, got no message", bi->name);
+    else if (bi->nreq == bi->nmax)
+        lw_error(L, call->loc, "%s takes %d argument%s, got %u", bi->name, bi->nreq, bi->nreq == 1 ? "" : "s",
+                 call->nargs);
+    else
+        lw_error(L, call->loc, "%s takes %d to %d arguments, got %u", bi->name, bi->nreq, bi->nmax, call->nargs);
+}
+
+static void unknown_arg(Lower *L, const Builtin *bi, const char *name, Loc loc)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (int j = bi->nreq; j < bi->nmax && j < MAX_SLOTS; j++) {
+        int d = lw_edit_distance(bi->params[j], name);
+        if (d < bd) bd = d, best = bi->params[j];
+    }
+    if (bd <= 2) lw_error(L, loc, "unknown argument '%s' to %s; did you mean '%s'?", name, bi->name, best);
+    else lw_error(L, loc, "unknown argument '%s' to %s", name, bi->name);
+}
+
+/* Places positional arguments first, then named ones (only optional parameters may be
+ * named) into slots; false after an error. */
+static bool slot_named(Lower *L, const Builtin *bi, const AstExpr *call, uint32_t i, const AstExpr **slots)
+{
+    const char *name = call->arg_names[i];
+    Loc loc = call->arg_name_locs ? call->arg_name_locs[i] : call->args[i]->loc;
+    for (int j = bi->nreq; j < bi->nmax && j < MAX_SLOTS; j++) {
+        if (strcmp(bi->params[j], name)) continue;
+        if (slots[j]) {
+            lw_error(L, loc, "argument '%s' of %s is given twice", name, bi->name);
+            return false;
+        }
+        slots[j] = call->args[i];
+        return true;
+    }
+    unknown_arg(L, bi, name, loc);
+    return false;
+}
+
+static bool slot_args(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **slots)
+{
+    uint32_t npos = 0;
+    bool named = false;
+    for (uint32_t i = 0; i < call->nargs; i++) {
+        if (call->arg_names && call->arg_names[i]) {
+            if (!slot_named(L, bi, call, i, slots)) return false;
+            named = true;
+            continue;
+        }
+        if (named) {
+            lw_error(L, call->args[i]->loc, "a positional argument cannot follow a named one");
+            return false;
+        }
+        if (npos >= bi->nmax) {
+            arity_error(L, bi, call);
+            return false;
+        }
+        if (npos < MAX_SLOTS) slots[npos] = call->args[i];
+        npos++;
+    }
+    for (int j = 0; j < bi->nreq; j++)
+        if (!slots[j]) {
+            arity_error(L, bi, call);
+            return false;
+        }
+    return true;
+}
+
+bool lower_builtin(Lower *L, const AstExpr *call, Val *out)
+{
+    const Builtin *bi = find_builtin(call->name);
+    const AstExpr *slots[MAX_SLOTS] = {0};
+    if (!bi) return false;
+    *out = slot_args(L, bi, call, slots) ? bi->fn(L, bi, call, slots) : VERR;
+    return true;
+}

@@ -1,0 +1,598 @@
+/* The reference interpreter's driver: argument checks, the grid loop, values,
+ * structured control flow, memory (load, store, atomics), assert and print.
+ *
+ * Programs run one after another with x fastest, then y, then z. Each program gets a
+ * fresh value table; each op computes whole tiles (interp_ops.c for the pure ones).
+ * Control flow walks the structured regions: a region's block arguments are bound to
+ * copies of the incoming values, and its terminator's operands are the outgoing ones.
+ * A `return` anywhere unwinds every region of the program (EX_RETURN). Every error
+ * goes to the DiagList at the op's location and unwinds the same way (EX_ERROR). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "interp_internal.h"
+
+typedef enum { EX_OK, EX_RETURN, EX_ERROR } ExecStatus;
+
+/* ---- errors and values ------------------------------------------------------------- */
+
+bool interp_fail(Interp *I, const IrOp *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(I->diags, DIAG_ERROR, op ? op->loc : I->fn->loc, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+const char *interp_where(Interp *I, char *buf, size_t n)
+{
+    snprintf(buf, n, " in kernel '%s', program (%" PRId64 ", %" PRId64 ", %" PRId64 ")",
+             I->fn->name, I->pid[0], I->pid[1], I->pid[2]);
+    return buf;
+}
+
+bool tile_alloc(Interp *I, const IrOp *op, const IrType *t, Tile *out)
+{
+    int64_t n = ir_type_numel(t);
+    *out = (Tile){.type = t, .n = n};
+    out->s = tl_malloc((size_t)n * sizeof *out->s);
+    if (t->elem == IR_PTR) out->buf = tl_malloc((size_t)n * sizeof *out->buf);
+    if (!out->s || (t->elem == IR_PTR && !out->buf)) {
+        tile_free(out);
+        return interp_fail(I, op, "out of memory in the interpreter");
+    }
+    return true;
+}
+
+void tile_free(Tile *t)
+{
+    tl_free(t->s);
+    tl_free(t->buf);
+    *t = (Tile){0};
+}
+
+bool tile_copy(Interp *I, const IrOp *op, const Tile *src, Tile *dst)
+{
+    if (!tile_alloc(I, op, src->type, dst)) return false;
+    memcpy(dst->s, src->s, (size_t)src->n * sizeof *src->s);
+    if (src->buf) memcpy(dst->buf, src->buf, (size_t)src->n * sizeof *src->buf);
+    return true;
+}
+
+/* Takes ownership of *t. */
+static void set_value(Interp *I, IrValue v, Tile *t)
+{
+    tile_free(&I->vals[v]);
+    I->vals[v] = *t;
+    *t = (Tile){0};
+}
+
+static void free_tiles(Tile *ts, uint32_t n)
+{
+    if (!ts) return;
+    for (uint32_t i = 0; i < n; i++) tile_free(&ts[i]);
+    tl_free(ts);
+}
+
+/* Copies of the values ops[0..n) (a terminator's outgoing values), so that binding
+ * them to block arguments cannot clobber a value still being read. */
+static Tile *collect(Interp *I, const IrOp *op, const IrValue *ops, uint32_t n)
+{
+    Tile *ts = tl_calloc(n ? n : 1, sizeof *ts);
+    if (!ts) {
+        interp_fail(I, op, "out of memory in the interpreter");
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!tile_copy(I, op, &I->vals[ops[i]], &ts[i])) {
+            free_tiles(ts, n);
+            return NULL;
+        }
+    return ts;
+}
+
+/* Moves ts[0..n) into the values dst[0..n). */
+static void bind(Interp *I, const IrValue *dst, Tile *ts, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) set_value(I, dst[i], &ts[i]);
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+static Slot mem_read(IrElem e, const void *p)
+{
+    Slot r = {0};
+    union { int8_t i8; int16_t i16; int32_t i32; int64_t i64; uint8_t u8; uint16_t u16;
+            uint32_t u32; uint64_t u64; float f; double d; } m;
+    memcpy(&m, p, (size_t)ir_elem_bytes(e));
+    switch (e) {
+    case IR_I1: r.i = m.u8 != 0; break;
+    case IR_I8: r.i = m.i8; break;
+    case IR_I16: r.i = m.i16; break;
+    case IR_I32: r.i = m.i32; break;
+    case IR_I64: case IR_U64: r.i = m.i64; break;
+    case IR_U8: r.i = m.u8; break;
+    case IR_U16: r.i = m.u16; break;
+    case IR_U32: r.i = m.u32; break;
+    case IR_F16: r.f = fp_f16_to_f32(m.u16); break;
+    case IR_BF16: r.f = fp_bf16_to_f32(m.u16); break;
+    case IR_F32: r.f = m.f; break;
+    case IR_F64: r.f = m.d; break;
+    case IR_F8E4M3: r.f = fp_f8e4m3_to_f32(m.u8); break;
+    case IR_F8E5M2: r.f = fp_f8e5m2_to_f32(m.u8); break;
+    default: break;
+    }
+    return r;
+}
+
+static void mem_write(IrElem e, void *p, Slot v)
+{
+    union { uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; float f; double d; } m;
+    switch (e) {
+    case IR_I1: m.u8 = v.i != 0; break;
+    case IR_I8: case IR_U8: m.u8 = (uint8_t)v.i; break;
+    case IR_I16: case IR_U16: m.u16 = (uint16_t)v.i; break;
+    case IR_I32: case IR_U32: m.u32 = (uint32_t)v.i; break;
+    case IR_I64: case IR_U64: m.u64 = (uint64_t)v.i; break;
+    case IR_F16: m.u16 = fp_f32_to_f16((float)v.f); break;
+    case IR_BF16: m.u16 = fp_f32_to_bf16((float)v.f); break;
+    case IR_F32: m.f = (float)v.f; break;
+    case IR_F64: m.d = v.f; break;
+    case IR_F8E4M3: m.u8 = fp_f32_to_f8e4m3((float)v.f); break;
+    case IR_F8E5M2: m.u8 = fp_f32_to_f8e5m2((float)v.f); break;
+    default: return;
+    }
+    memcpy(p, &m, (size_t)ir_elem_bytes(e));
+}
+
+/* The in-memory bits of a value, for atomic_cas (which compares bits). */
+static uint64_t slot_bits(IrElem e, Slot v)
+{
+    uint64_t b = 0;
+    mem_write(e, &b, v);
+    return b;
+}
+
+/* The address of lane k of pointer tile p, after the null and bounds checks. */
+static void *lane_addr(Interp *I, const IrOp *op, const Tile *p, int64_t k, const char *verb)
+{
+    int64_t pk = k * bstride(p), off = p->s[pk].i;
+    int32_t b = p->buf[pk];
+    const InterpBuffer *buf = b >= 0 ? &I->args[b].u.buf : NULL;
+    if (buf && off >= 0 && off < buf->count) return (char *)buf->data + off * ir_elem_bytes(buf->elem);
+    char w[160];
+    interp_where(I, w, sizeof w);
+    if (!buf)
+        interp_fail(I, op, "null pointer dereference%s: lane %" PRId64 " %s through a null pointer", w, k, verb);
+    else
+        interp_fail(I, op, "out-of-bounds %s%s: argument '%s' has %" PRId64 " elements, lane %" PRId64 " %s element %" PRId64,
+                    ir_op_info[op->code].text, w, I->fn->param_names[b], buf->count, k, verb, off);
+    return NULL;
+}
+
+static bool lane_on(const IrOp *op, const Interp *I, uint32_t mask_at, int64_t k)
+{
+    if (op->noperands <= mask_at) return true;
+    const Tile *m = interp_opnd(I, op, mask_at);
+    return m->s[bidx(m, k)].i != 0;
+}
+
+static bool exec_load(Interp *I, const IrOp *op, Tile *res)
+{
+    const Tile *p = interp_opnd(I, op, 0);
+    const Tile *other = op->noperands > 2 ? interp_opnd(I, op, 2) : NULL;
+    IrElem e = res->type->elem;
+    for (int64_t k = 0; k < res->n; k++) {
+        if (!lane_on(op, I, 1, k)) {
+            res->s[k] = other ? other->s[bidx(other, k)] : (Slot){0};
+            continue;
+        }
+        void *a = lane_addr(I, op, p, k, "reads");
+        if (!a) return false;
+        res->s[k] = mem_read(e, a);
+    }
+    return true;
+}
+
+static bool exec_store(Interp *I, const IrOp *op)
+{
+    const Tile *p = interp_opnd(I, op, 0), *v = interp_opnd(I, op, 1);
+    IrElem e = p->type->pointee;
+    int64_t n = p->n > v->n ? p->n : v->n;
+    for (int64_t k = 0; k < n; k++) {
+        if (!lane_on(op, I, 2, k)) continue;
+        void *a = lane_addr(I, op, p, k, "writes");
+        if (!a) return false;
+        mem_write(e, a, interp_convert(v->type->elem, e, v->s[bidx(v, k)]));
+    }
+    return true;
+}
+
+static Slot atomic_combine(IrOpcode c, IrElem e, Slot old, Slot v)
+{
+    bool fl = ir_elem_is_float(e);
+    Slot r = v;
+    switch (c) {
+    case IR_OP_ADD: case IR_OP_ATOMIC_ADD:
+        if (fl) r.f = fp_round(e, old.f + v.f);
+        else r.i = int_norm(e, (int64_t)((uint64_t)old.i + (uint64_t)v.i));
+        break;
+    case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: {
+        bool mx = c == IR_OP_ATOMIC_MAX;
+        if (fl) r.f = (isnan(old.f) || isnan(v.f)) ? (isnan(old.f) ? old.f : v.f)
+                      : (mx ? (v.f > old.f ? v.f : old.f) : (v.f < old.f ? v.f : old.f));
+        else if (ir_elem_is_signed(e)) r.i = mx ? (v.i > old.i ? v.i : old.i) : (v.i < old.i ? v.i : old.i);
+        else r.i = (mx ? (uint64_t)v.i > (uint64_t)old.i : (uint64_t)v.i < (uint64_t)old.i) ? v.i : old.i;
+        break;
+    }
+    default: break;                     /* xchg: the new value */
+    }
+    return r;
+}
+
+/* Lanes update memory one after another in lane order; masked-off lanes give 0. */
+static bool exec_atomic(Interp *I, const IrOp *op, Tile *res)
+{
+    bool cas = op->code == IR_OP_ATOMIC_CAS;
+    const Tile *p = interp_opnd(I, op, 0), *v = interp_opnd(I, op, cas ? 2 : 1);
+    const Tile *cmp = cas ? interp_opnd(I, op, 1) : NULL;
+    IrElem e = res->type->elem;
+    for (int64_t k = 0; k < res->n; k++) {
+        res->s[k] = (Slot){0};
+        if (!cas && !lane_on(op, I, 2, k)) continue;
+        void *a = lane_addr(I, op, p, k, "updates");
+        if (!a) return false;
+        Slot old = mem_read(e, a), val = v->s[bidx(v, k)];
+        if (cas && slot_bits(e, old) != slot_bits(e, cmp->s[bidx(cmp, k)])) val = old;
+        else if (!cas) val = atomic_combine(op->code, e, old, val);
+        mem_write(e, a, val);
+        res->s[k] = old;
+    }
+    return true;
+}
+
+/* ---- assert and print ------------------------------------------------------------------ */
+
+static bool exec_assert(Interp *I, const IrOp *op)
+{
+    const Tile *c = interp_opnd(I, op, 0);
+    for (int64_t k = 0; k < c->n; k++)
+        if (!c->s[k].i) {
+            char w[160];
+            return interp_fail(I, op, "assertion failed%s: %s", interp_where(I, w, sizeof w),
+                               op->attr.s ? op->attr.s : "");
+        }
+    return true;
+}
+
+static void print_elem(Interp *I, FILE *out, const Tile *t, int64_t k)
+{
+    IrElem e = t->type->elem;
+    Slot v = t->s[k];
+    if (e == IR_PTR) {
+        if (t->buf[k] < 0) fprintf(out, "null");
+        else fprintf(out, "%s+%" PRId64, I->fn->param_names[t->buf[k]], v.i);
+    } else if (ir_elem_is_float(e)) {
+        int digits = e == IR_F64 ? 17 : e == IR_F32 ? 9 : e == IR_F16 ? 5 : e == IR_BF16 ? 4 : 3;
+        fprintf(out, "%.*g", digits, v.f);
+    } else if (ir_elem_is_signed(e)) {
+        fprintf(out, "%" PRId64, v.i);
+    } else {
+        fprintf(out, "%" PRIu64, (uint64_t)v.i);
+    }
+}
+
+/* Tiles print as nested lists: [[a, b], [c, d]]. */
+static void print_tile(Interp *I, FILE *out, const Tile *t, int dim, int64_t *k)
+{
+    if (dim == t->type->rank) {
+        print_elem(I, out, t, (*k)++);
+        return;
+    }
+    fputc('[', out);
+    for (int32_t i = 0; i < t->type->shape[dim]; i++) {
+        if (i) fputs(", ", out);
+        print_tile(I, out, t, dim + 1, k);
+    }
+    fputc(']', out);
+}
+
+static void exec_print(Interp *I, const IrOp *op)
+{
+    FILE *out = I->out;
+    fprintf(out, "pid (%" PRId64 ", %" PRId64 ", %" PRId64 ") %s", I->pid[0], I->pid[1], I->pid[2],
+            op->attr.s ? op->attr.s : "");
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        int64_t k = 0;
+        fputc(' ', out);
+        print_tile(I, out, interp_opnd(I, op, i), 0, &k);
+    }
+    fputc('\n', out);
+}
+
+/* ---- control flow ------------------------------------------------------------------------ */
+
+static ExecStatus exec_op(Interp *I, const IrOp *op);
+
+/* Runs a block up to its terminator, which goes to *term (NULL if it has none). */
+static ExecStatus exec_block(Interp *I, const IrBlock *blk, const IrOp **term)
+{
+    *term = NULL;
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (op->code == IR_OP_RETURN) {
+            I->ret = op;
+            return EX_RETURN;
+        }
+        if (ir_op_info[op->code].flags & IR_T) {
+            *term = op;
+            return EX_OK;
+        }
+        ExecStatus st = exec_op(I, op);
+        if (st != EX_OK) return st;
+    }
+    return EX_OK;
+}
+
+/* Runs a region: binds its arguments from `skip` on to the incoming values *ts (nin
+ * of them, consumed), runs it, and replaces *ts with copies of the values its
+ * terminator hands on (operands from `first` on; their count goes to *nout). */
+static ExecStatus run_region(Interp *I, const IrOp *op, const IrBlock *blk, uint32_t skip,
+                             Tile **ts, uint32_t *n, uint32_t first)
+{
+    uint32_t room = blk->nargs > skip ? blk->nargs - skip : 0;
+    bind(I, blk->args + skip, *ts, *n < room ? *n : room);
+    free_tiles(*ts, *n);
+    *ts = NULL;
+    *n = 0;
+    const IrOp *term;
+    ExecStatus st = exec_block(I, blk, &term);
+    if (st != EX_OK) return st;
+    I->term = term;
+    uint32_t nout = term && term->noperands > first ? term->noperands - first : 0;
+    *ts = collect(I, op, term ? term->operands + first : NULL, nout);
+    *n = nout;
+    return *ts ? EX_OK : EX_ERROR;
+}
+
+static bool count_iteration(Interp *I, const IrOp *op, int64_t *count)
+{
+    if (++*count <= I->max_iters) return true;
+    char w[160];
+    return interp_fail(I, op, "loop ran past %" PRId64 " iterations%s", I->max_iters, interp_where(I, w, sizeof w));
+}
+
+/* Ends a control-flow op: on success its results take the carried values. */
+static ExecStatus finish(Interp *I, const IrOp *op, Tile *ts, uint32_t n, ExecStatus st)
+{
+    if (st == EX_OK) bind(I, op->results, ts, n < op->nresults ? n : op->nresults);
+    free_tiles(ts, n);
+    return st;
+}
+
+static bool bind_iv(Interp *I, const IrOp *op, IrValue v, int64_t iv)
+{
+    Tile t;
+    if (!tile_alloc(I, op, ir_value_type(I->fn, v), &t)) return false;
+    t.s[0].i = int_norm(t.type->elem, iv);
+    set_value(I, v, &t);
+    return true;
+}
+
+/* (lo, hi, step, inits...); the body's arguments are the induction variable, then
+ * the carried values. A negative step counts down, as Python's range. */
+static ExecStatus exec_for(Interp *I, const IrOp *op)
+{
+    int64_t lo = interp_opnd(I, op, 0)->s[0].i, hi = interp_opnd(I, op, 1)->s[0].i;
+    int64_t step = interp_opnd(I, op, 2)->s[0].i, count = 0;
+    if (step == 0) return interp_fail(I, op, "for loop with a step of 0"), EX_ERROR;
+    const IrBlock *body = &op->regions[0];
+    if (body->nargs < 1) return interp_fail(I, op, "for loop without an induction variable"), EX_ERROR;
+    uint32_t n = op->noperands - 3;
+    Tile *cur = collect(I, op, op->operands + 3, n);
+    if (!cur) return EX_ERROR;
+    for (int64_t iv = lo; step > 0 ? iv < hi : iv > hi;) {
+        if (!count_iteration(I, op, &count) || !bind_iv(I, op, body->args[0], iv))
+            return finish(I, op, cur, n, EX_ERROR);
+        ExecStatus st = run_region(I, op, body, 1, &cur, &n, 0);
+        if (st != EX_OK) return finish(I, op, cur, n, st);
+        if (__builtin_add_overflow(iv, step, &iv)) break;
+    }
+    return finish(I, op, cur, n, EX_OK);
+}
+
+static ExecStatus exec_if(Interp *I, const IrOp *op)
+{
+    const IrBlock *blk = &op->regions[interp_opnd(I, op, 0)->s[0].i ? 0 : 1];
+    Tile *ts = NULL;
+    uint32_t n = 0;
+    ExecStatus st = run_region(I, op, blk, 0, &ts, &n, 0);
+    return finish(I, op, ts, n, st);
+}
+
+/* (inits...); before: args -> condition(c, values...); if c, after: values -> yield;
+ * else the values are the results. */
+static ExecStatus exec_while(Interp *I, const IrOp *op)
+{
+    uint32_t n = op->noperands;
+    Tile *cur = collect(I, op, op->operands, n);
+    int64_t count = 0;
+    if (!cur) return EX_ERROR;
+    for (;;) {
+        ExecStatus st = run_region(I, op, &op->regions[0], 0, &cur, &n, 1);
+        if (st != EX_OK) return finish(I, op, cur, n, st);
+        const IrOp *cond = I->term;
+        if (!cond || cond->code != IR_OP_CONDITION)
+            return interp_fail(I, op, "while loop without a condition"), finish(I, op, cur, n, EX_ERROR);
+        if (!interp_opnd(I, cond, 0)->s[0].i) return finish(I, op, cur, n, EX_OK);
+        if (!count_iteration(I, op, &count)) return finish(I, op, cur, n, EX_ERROR);
+        st = run_region(I, op, &op->regions[1], 0, &cur, &n, 0);
+        if (st != EX_OK) return finish(I, op, cur, n, st);
+    }
+}
+
+/* ---- dispatch --------------------------------------------------------------------------- */
+
+static bool operands_defined(Interp *I, const IrOp *op)
+{
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (op->operands[i] >= I->fn->nvalues || !I->vals[op->operands[i]].s)
+            return interp_fail(I, op, "'%s' uses a value that is not defined here", ir_op_info[op->code].text);
+    return true;
+}
+
+static bool exec_result_op(Interp *I, const IrOp *op)
+{
+    Tile res;
+    bool ok;
+    unsigned fl = ir_op_info[op->code].flags;
+    if (fl & IR_R) {
+        if (!tile_alloc(I, op, interp_result_type(I, op, 0), &res)) return false;
+        ok = op->code == IR_OP_LOAD ? exec_load(I, op, &res) : exec_atomic(I, op, &res);
+    } else {
+        res = (Tile){0};
+        ok = interp_exec_pure(I, op, &res);
+    }
+    if (ok) set_value(I, op->results[0], &res);
+    else tile_free(&res);
+    return ok;
+}
+
+static ExecStatus exec_op(Interp *I, const IrOp *op)
+{
+    if (!operands_defined(I, op)) return EX_ERROR;
+    bool ok;
+    switch (op->code) {
+    case IR_OP_FOR: return exec_for(I, op);
+    case IR_OP_IF: return exec_if(I, op);
+    case IR_OP_WHILE: return exec_while(I, op);
+    case IR_OP_STORE: ok = exec_store(I, op); break;
+    case IR_OP_ASSERT: ok = exec_assert(I, op); break;
+    case IR_OP_PRINT: exec_print(I, op); ok = true; break;
+    default: ok = exec_result_op(I, op); break;
+    }
+    return ok ? EX_OK : EX_ERROR;
+}
+
+/* ---- arguments and the grid ---------------------------------------------------------- */
+
+static bool check_arg(Interp *I, uint32_t i, const InterpArg *a, bool buffers_needed)
+{
+    const IrType *t = ir_value_type(I->fn, I->fn->body.args[i]);
+    const char *name = I->fn->param_names[i], *fn = I->fn->name;
+    char tb[64];
+    ir_type_str(t, tb, sizeof tb);
+    if (t->rank != 0)
+        return interp_fail(I, NULL, "parameter '%s' of kernel '%s' is a tile (%s); arguments are scalars or buffers", name, fn, tb);
+    if (t->elem != IR_PTR && a->is_buffer)
+        return interp_fail(I, NULL, "argument '%s' of kernel '%s' must be a scalar of type %s, got a buffer", name, fn, tb);
+    if (t->elem == IR_PTR && !a->is_buffer && buffers_needed)
+        return interp_fail(I, NULL, "argument '%s' of kernel '%s' must be a buffer (%s), got a scalar", name, fn, tb);
+    if (t->elem == IR_PTR && a->is_buffer && a->u.buf.elem != t->pointee)
+        return interp_fail(I, NULL, "argument '%s' of kernel '%s' is a buffer of %s, but the parameter is %s",
+                           name, fn, ir_elem_name(a->u.buf.elem), tb);
+    if (a->is_buffer && (a->u.buf.count < 0 || (a->u.buf.count > 0 && !a->u.buf.data)))
+        return interp_fail(I, NULL, "argument '%s' of kernel '%s' is a buffer without memory", name, fn);
+    return true;
+}
+
+/* Binds the function's parameters (its body's arguments) to the arguments. */
+static bool bind_params(Interp *I)
+{
+    const IrBlock *body = &I->fn->body;
+    for (uint32_t i = 0; i < body->nargs; i++) {
+        const InterpArg *a = &I->args[i];
+        Tile t;
+        if (!tile_alloc(I, NULL, ir_value_type(I->fn, body->args[i]), &t)) return false;
+        IrElem e = t.type->elem;
+        if (e == IR_PTR) {
+            t.buf[0] = a->is_buffer ? (int32_t)i : -1;
+            t.s[0].i = 0;
+        } else if (ir_elem_is_float(e)) {
+            t.s[0].f = fp_round(e, a->u.f);
+        } else {
+            t.s[0].i = int_norm(e, a->u.i);
+        }
+        set_value(I, body->args[i], &t);
+    }
+    return true;
+}
+
+static bool interp_setup(Interp *I, const IrFunc *fn, const InterpArg *args, uint32_t nargs,
+                         DiagList *diags, bool buffers_needed)
+{
+    *I = (Interp){.fn = fn, .args = args, .diags = diags, .max_iters = INT64_C(1) << 31};
+    I->grid[0] = I->grid[1] = I->grid[2] = 1;
+    if (nargs != fn->body.nargs)
+        return interp_fail(I, NULL, "kernel '%s' takes %u arguments, got %u", fn->name, fn->body.nargs, nargs);
+    for (uint32_t i = 0; i < nargs; i++)
+        if (!check_arg(I, i, &args[i], buffers_needed)) return false;
+    I->vals = tl_calloc(fn->nvalues ? fn->nvalues : 1, sizeof *I->vals);
+    return I->vals ? true : interp_fail(I, NULL, "out of memory in the interpreter");
+}
+
+static void clear_values(Interp *I)
+{
+    for (uint32_t v = 0; v < I->fn->nvalues; v++) tile_free(&I->vals[v]);
+}
+
+/* One program: fresh values, the body, then everything freed. */
+static bool run_program(Interp *I)
+{
+    const IrOp *term;
+    bool ok = bind_params(I) && exec_block(I, &I->fn->body, &term) != EX_ERROR;
+    clear_values(I);
+    return ok;
+}
+
+bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
+                const int64_t grid[3], const InterpOptions *opt, DiagList *diags)
+{
+    Interp I;
+    if (!interp_setup(&I, kernel, args, nargs, diags, true)) return false;
+    I.out = opt && opt->print_out ? opt->print_out : stdout;
+    if (opt && opt->max_loop_iterations > 0) I.max_iters = opt->max_loop_iterations;
+    bool ok = true;
+    for (int d = 0; d < 3; d++) {
+        I.grid[d] = grid[d];
+        if (grid[d] < 0) ok = interp_fail(&I, NULL, "grid of kernel '%s' has a negative size %" PRId64, kernel->name, grid[d]);
+    }
+    for (I.pid[2] = 0; ok && I.pid[2] < grid[2]; I.pid[2]++)
+        for (I.pid[1] = 0; ok && I.pid[1] < grid[1]; I.pid[1]++)
+            for (I.pid[0] = 0; ok && I.pid[0] < grid[0]; I.pid[0]++) ok = run_program(&I);
+    tl_free(I.vals);
+    return ok;
+}
+
+static int grid_result(Interp *I, int64_t grid[3])
+{
+    const IrOp *r = I->ret;
+    if (!r || r->noperands < 1 || r->noperands > 3)
+        return interp_fail(I, r, "grid function '%s' must return 1 to 3 values", I->fn->name), -1;
+    for (uint32_t i = 0; i < r->noperands; i++) {
+        const Tile *t = interp_opnd(I, r, i);
+        if (t->type->rank != 0 || !ir_elem_is_int(t->type->elem))
+            return interp_fail(I, r, "grid function '%s' must return integer scalars", I->fn->name), -1;
+        grid[i] = t->s[0].i;
+    }
+    return (int)r->noperands;
+}
+
+int interp_eval_grid(const IrFunc *grid_fn, const InterpArg *args, uint32_t nargs,
+                     int64_t grid[3], DiagList *diags)
+{
+    Interp I;
+    int n = -1;
+    grid[0] = grid[1] = grid[2] = 1;
+    if (!interp_setup(&I, grid_fn, args, nargs, diags, false)) return -1;
+    I.out = stdout;
+    const IrOp *term;
+    ExecStatus st = bind_params(&I) ? exec_block(&I, &grid_fn->body, &term) : EX_ERROR;
+    if (st == EX_RETURN) n = grid_result(&I, grid);
+    else if (st == EX_OK) interp_fail(&I, NULL, "grid function '%s' ends without a return", grid_fn->name);
+    clear_values(&I);
+    tl_free(I.vals);
+    return n;
+}

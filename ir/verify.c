@@ -1,0 +1,560 @@
+/* The verifier: every rule of every op of ops.def (docs/IR.md, "Verifier rules").
+ *
+ * Passes and the IR parser rely on it: the parser checks only syntax and names, the
+ * verifier checks types, shapes, attributes, region structure and SSA dominance, so a
+ * rule lives in exactly one place. Each violation is a diagnostic at the op's location
+ * of the form "verifier: 'add' operands must have the same type, got f32[64] and
+ * f16[64]"; verification carries on after one to report the others. */
+#include "ir.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Verifier {
+    const IrFunc *f;
+    DiagList *diags;
+    bool ok;
+    bool *visible;               /* values defined in the current block or above it */
+} Verifier;
+
+typedef struct TypeStr {
+    char s[96];
+} TypeStr;
+
+static TypeStr tstr(const IrType *t)
+{
+    TypeStr r;
+    if (t) ir_type_str(t, r.s, sizeof r.s);
+    else snprintf(r.s, sizeof r.s, "<no type>");
+    return r;
+}
+
+static bool fail(Verifier *v, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static bool fail(Verifier *v, const IrOp *op, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *name = op->code < IR_NUM_OPS ? ir_op_info[op->code].text : "?";
+    diag_error(v->diags, op->loc, "verifier: '%s' %s", name, msg);
+    v->ok = false;
+    return false;
+}
+
+/* ---- type predicates ------------------------------------------------------------- */
+static const IrType *opt(const Verifier *v, const IrOp *op, uint32_t i)
+{
+    return ir_value_type(v->f, op->operands[i]);
+}
+
+static const IrType *rty(const Verifier *v, const IrOp *op) { return ir_value_type(v->f, op->results[0]); }
+
+static bool same_shape(const IrType *a, const IrType *b)
+{
+    return a->rank == b->rank && !memcmp(a->shape, b->shape, a->rank * sizeof *a->shape);
+}
+
+static bool same_elem(const IrType *a, const IrType *b) { return a->elem == b->elem && a->pointee == b->pointee; }
+static bool is_numeric(const IrType *t) { return t->elem != IR_PTR; }
+static bool is_int(const IrType *t) { return ir_elem_is_int(t->elem); }
+static bool is_float(const IrType *t) { return ir_elem_is_float(t->elem); }
+static bool is_scalar_int(const IrType *t) { return t->rank == 0 && is_int(t); }
+static bool is_i1_scalar(const IrType *t) { return t->rank == 0 && t->elem == IR_I1; }
+static bool is_ptr(const IrType *t) { return t->elem == IR_PTR; }
+
+/* A tile's dims are powers of two and it holds at most IR_MAX_TILE_ELEMS elements. */
+static bool shape_ok(const IrType *t)
+{
+    if (t->rank > IR_MAX_RANK) return false;
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] <= 0 || (t->shape[i] & (t->shape[i] - 1))) return false;
+    return ir_type_numel(t) <= IR_MAX_TILE_ELEMS;
+}
+
+/* ---- rules per op family ---------------------------------------------------------- */
+/* Every operand has the result's type (binary and ternary element-wise arithmetic). */
+static bool all_like_result(Verifier *v, const IrOp *op)
+{
+    const IrType *r = rty(v, op);
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (opt(v, op, i) != r) {
+            if (i > 0 && opt(v, op, i) != opt(v, op, 0))
+                return fail(v, op, "operands must have the same type, got %s and %s",
+                            tstr(opt(v, op, 0)).s, tstr(opt(v, op, i)).s);
+            return fail(v, op, "operand %u must have the result type %s, got %s", i, tstr(r).s,
+                        tstr(opt(v, op, i)).s);
+        }
+    return true;
+}
+
+static bool elementwise(Verifier *v, const IrOp *op, bool (*elem_ok)(const IrType *), const char *what)
+{
+    if (!all_like_result(v, op)) return false;
+    if (!elem_ok(rty(v, op))) return fail(v, op, "needs %s, got %s", what, tstr(rty(v, op)).s);
+    return true;
+}
+
+static bool check_cmp(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *b = opt(v, op, 1), *r = rty(v, op);
+    if (a != b) return fail(v, op, "operands must have the same type, got %s and %s", tstr(a).s, tstr(b).s);
+    if (r->elem != IR_I1 || !same_shape(a, r))
+        return fail(v, op, "result must be i1 of the operands' shape, got %s", tstr(r).s);
+    if (op->attr.i < 0 || op->attr.i > IR_CMP_GE) return fail(v, op, "has an unknown predicate %" PRId64, op->attr.i);
+    return true;
+}
+
+static bool check_select(Verifier *v, const IrOp *op)
+{
+    const IrType *c = opt(v, op, 0), *r = rty(v, op);
+    if (c->elem != IR_I1 || !same_shape(c, r))
+        return fail(v, op, "condition must be i1 of the result's shape, got %s", tstr(c).s);
+    for (uint32_t i = 1; i < 3; i++)
+        if (opt(v, op, i) != r)
+            return fail(v, op, "operands must have the result type %s, got %s", tstr(r).s, tstr(opt(v, op, i)).s);
+    return true;
+}
+
+static bool check_convert(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    if (!is_numeric(a) || !is_numeric(r))
+        return fail(v, op, "converts numbers only, got %s to %s", tstr(a).s, tstr(r).s);
+    if (!same_shape(a, r)) return fail(v, op, "keeps the shape, got %s to %s", tstr(a).s, tstr(r).s);
+    return true;
+}
+
+static bool check_addptr(Verifier *v, const IrOp *op)
+{
+    const IrType *p = opt(v, op, 0), *o = opt(v, op, 1), *r = rty(v, op);
+    if (!is_ptr(p) || !is_int(o)) return fail(v, op, "needs a pointer and an integer offset, got %s and %s", tstr(p).s, tstr(o).s);
+    if (!same_shape(p, o) || r != p) return fail(v, op, "operands and result must have the same shape, got %s, %s -> %s",
+                                                  tstr(p).s, tstr(o).s, tstr(r).s);
+    return true;
+}
+
+static bool check_axis_attr(Verifier *v, const IrOp *op, int64_t lo, int64_t hi)
+{
+    if (op->attr.i < lo || op->attr.i > hi)
+        return fail(v, op, "axis %" PRId64 " is out of range %" PRId64 "..%" PRId64, op->attr.i, lo, hi);
+    return true;
+}
+
+static bool check_program_id(Verifier *v, const IrOp *op)
+{
+    if (rty(v, op)->rank || rty(v, op)->elem != IR_I32) return fail(v, op, "result must be i32, got %s", tstr(rty(v, op)).s);
+    return check_axis_attr(v, op, 0, 2);
+}
+
+static bool check_arange(Verifier *v, const IrOp *op)
+{
+    const IrType *r = rty(v, op);
+    if (r->rank != 1 || r->elem != IR_I32) return fail(v, op, "result must be a rank-1 i32 tile, got %s", tstr(r).s);
+    if (op->attr.i < INT32_MIN || op->attr.i + r->shape[0] - 1 > INT32_MAX)
+        return fail(v, op, "range %" PRId64 "..%" PRId64 " does not fit i32", op->attr.i, op->attr.i + r->shape[0]);
+    return true;
+}
+
+static bool check_const(Verifier *v, const IrOp *op)
+{
+    const IrType *r = rty(v, op);
+    if (!is_numeric(r)) return fail(v, op, "result must be a number or a tile of numbers, got %s", tstr(r).s);
+    int bits = ir_elem_bits(r->elem);
+    if (!is_int(r) || bits == 64) return true;
+    /* either reading of the bits is accepted: u8 255 and u8 -1 are the same constant */
+    int64_t lo = r->elem == IR_I1 ? 0 : -(INT64_C(1) << (bits - 1)), hi = (INT64_C(1) << bits) - 1;
+    if (op->attr.i < lo || op->attr.i > hi)
+        return fail(v, op, "value %" PRId64 " does not fit %s", op->attr.i, tstr(r).s);
+    return true;
+}
+
+static bool check_splat(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    if (a->rank || !r->rank || !same_elem(a, r))
+        return fail(v, op, "makes a tile of a scalar of the same element type, got %s -> %s", tstr(a).s, tstr(r).s);
+    return true;
+}
+
+static bool check_broadcast(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    bool ok = same_elem(a, r) && a->rank == r->rank;
+    for (int i = 0; ok && i < a->rank; i++) ok = a->shape[i] == r->shape[i] || a->shape[i] == 1;
+    if (!ok) return fail(v, op, "grows size-1 dims of the same rank and element type, got %s -> %s", tstr(a).s, tstr(r).s);
+    return true;
+}
+
+static bool check_expand_dims(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    int64_t ax = op->attr.i;
+    if (!check_axis_attr(v, op, 0, a->rank)) return false;
+    bool ok = same_elem(a, r) && r->rank == a->rank + 1 && r->shape[ax] == 1;
+    for (int i = 0, j = 0; ok && i < r->rank; i++)
+        if (i != ax) ok = r->shape[i] == a->shape[j++];
+    if (!ok) return fail(v, op, "inserts a size-1 axis at %" PRId64 ", got %s -> %s", ax, tstr(a).s, tstr(r).s);
+    return true;
+}
+
+static bool check_reshape(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    if (!same_elem(a, r) || ir_type_numel(a) != ir_type_numel(r))
+        return fail(v, op, "keeps the element type and count, got %s -> %s", tstr(a).s, tstr(r).s);
+    return true;
+}
+
+static bool check_trans(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    bool ok = same_elem(a, r) && a->rank == r->rank;
+    for (int i = 0; ok && i < a->rank; i++) ok = r->shape[i] == a->shape[a->rank - 1 - i];
+    if (!ok) return fail(v, op, "reverses the axes, got %s -> %s", tstr(a).s, tstr(r).s);
+    return true;
+}
+
+static bool check_count(Verifier *v, const IrOp *op, uint32_t lo, uint32_t hi)
+{
+    if (op->noperands < lo || op->noperands > hi)
+        return fail(v, op, "takes %u to %u operands, got %u", lo, hi, op->noperands);
+    return true;
+}
+
+/* The type a pointer tile points at: the pointee with the pointer's shape. */
+static bool is_pointee_of(const IrType *p, const IrType *t)
+{
+    return is_ptr(p) && t->elem == p->pointee && same_shape(p, t);
+}
+
+static bool check_mask(Verifier *v, const IrOp *op, uint32_t i, const IrType *p)
+{
+    const IrType *m = opt(v, op, i);
+    if (m->elem != IR_I1 || !same_shape(m, p))
+        return fail(v, op, "mask must be i1 of the pointer's shape %s, got %s", tstr(p).s, tstr(m).s);
+    return true;
+}
+
+static bool check_load(Verifier *v, const IrOp *op)
+{
+    if (!check_count(v, op, 1, 3)) return false;
+    const IrType *p = opt(v, op, 0), *r = rty(v, op);
+    if (!is_pointee_of(p, r)) return fail(v, op, "result must be the pointee of %s, got %s", tstr(p).s, tstr(r).s);
+    if (op->noperands > 1 && !check_mask(v, op, 1, p)) return false;
+    if (op->noperands > 2 && opt(v, op, 2) != r)
+        return fail(v, op, "other must have the result type %s, got %s", tstr(r).s, tstr(opt(v, op, 2)).s);
+    return true;
+}
+
+static bool check_store(Verifier *v, const IrOp *op)
+{
+    if (!check_count(v, op, 2, 3)) return false;
+    const IrType *p = opt(v, op, 0), *x = opt(v, op, 1);
+    if (!is_pointee_of(p, x)) return fail(v, op, "value must be the pointee of %s, got %s", tstr(p).s, tstr(x).s);
+    return op->noperands < 3 || check_mask(v, op, 2, p);
+}
+
+static bool check_atomic(Verifier *v, const IrOp *op)
+{
+    bool cas = op->code == IR_OP_ATOMIC_CAS;
+    if (!check_count(v, op, cas ? 3 : 2, 3)) return false;
+    const IrType *p = opt(v, op, 0), *x = opt(v, op, cas ? 2 : 1), *r = rty(v, op);
+    if (!is_pointee_of(p, x) || r != x)
+        return fail(v, op, "value and result must be the pointee of %s, got %s -> %s", tstr(p).s, tstr(x).s, tstr(r).s);
+    if (cas && opt(v, op, 1) != x) return fail(v, op, "compare value must have type %s, got %s", tstr(x).s, tstr(opt(v, op, 1)).s);
+    return cas || op->noperands < 3 || check_mask(v, op, 2, p);
+}
+
+static bool check_dot(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *b = opt(v, op, 1), *c = opt(v, op, 2), *r = rty(v, op);
+    if (a->rank != 2 || b->rank != 2 || c->rank != 2 || !is_numeric(a) || a->elem != b->elem)
+        return fail(v, op, "needs rank-2 tiles a and b of one element type, got %s and %s", tstr(a).s, tstr(b).s);
+    if (a->shape[1] != b->shape[0] || c->shape[0] != a->shape[0] || c->shape[1] != b->shape[1])
+        return fail(v, op, "shapes must be [M, K] x [K, N] + [M, N], got %s, %s, %s", tstr(a).s, tstr(b).s, tstr(c).s);
+    if (r != c) return fail(v, op, "result must have the accumulator type %s, got %s", tstr(c).s, tstr(r).s);
+    if (op->attr.i < 0 || op->attr.i > IR_PREC_IEEE) return fail(v, op, "has an unknown precision %" PRId64, op->attr.i);
+    return true;
+}
+
+static bool check_reduce(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    if (a->rank < 1) return fail(v, op, "reduces a tile, got %s", tstr(a).s);
+    if (!check_axis_attr(v, op, 0, a->rank - 1)) return false;
+    bool arg = op->code == IR_OP_ARGMAX || op->code == IR_OP_ARGMIN;
+    bool ok = r->rank == a->rank - 1 && (arg ? r->elem == IR_I32 : same_elem(a, r)) && is_numeric(a);
+    for (int i = 0, j = 0; ok && i < a->rank; i++)
+        if (i != op->attr.i) ok = r->shape[j++] == a->shape[i];
+    if (!ok) return fail(v, op, "result must be %s without axis %" PRId64 ", got %s",
+                         arg ? "the i32 shape of the operand" : "the operand", op->attr.i, tstr(r).s);
+    return true;
+}
+
+static bool check_scan(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0);
+    if (a->rank < 1 || !is_numeric(a)) return fail(v, op, "scans a tile of numbers, got %s", tstr(a).s);
+    if (rty(v, op) != a) return fail(v, op, "result must have the operand type %s, got %s", tstr(a).s, tstr(rty(v, op)).s);
+    return check_axis_attr(v, op, 0, a->rank - 1);
+}
+
+static bool check_rand(Verifier *v, const IrOp *op)
+{
+    const IrType *s = opt(v, op, 0), *o = opt(v, op, 1), *r = rty(v, op);
+    if (!is_scalar_int(s) || !is_int(o)) return fail(v, op, "needs a scalar integer seed and integer offsets, got %s and %s", tstr(s).s, tstr(o).s);
+    if (r->elem != IR_F32 || !same_shape(r, o)) return fail(v, op, "result must be f32 of the offsets' shape, got %s", tstr(r).s);
+    return true;
+}
+
+static bool check_hint(Verifier *v, const IrOp *op)
+{
+    if (rty(v, op) != opt(v, op, 0) || !is_int(opt(v, op, 0)))
+        return fail(v, op, "result must have the integer operand type, got %s -> %s", tstr(opt(v, op, 0)).s, tstr(rty(v, op)).s);
+    if (op->attr.i < 1) return fail(v, op, "n must be positive, got %" PRId64, op->attr.i);
+    return true;
+}
+
+static bool check_assert(Verifier *v, const IrOp *op)
+{
+    if (opt(v, op, 0)->elem != IR_I1) return fail(v, op, "condition must be i1, got %s", tstr(opt(v, op, 0)).s);
+    if (!op->attr.s) return fail(v, op, "needs a message");
+    return true;
+}
+
+/* ---- regions ------------------------------------------------------------------------ */
+/* The values `term` hands on must have the types types[0..n). */
+static bool check_values(Verifier *v, const IrOp *term, const IrValue *vals, uint32_t nvals,
+                         const IrValue *like, uint32_t n, const char *what)
+{
+    if (nvals != n) return fail(v, term, "gives %u value(s), %s needs %u", nvals, what, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const IrType *a = ir_value_type(v->f, vals[i]), *b = ir_value_type(v->f, like[i]);
+        if (a != b) return fail(v, term, "value %u must have type %s (%s), got %s", i, tstr(b).s, what, tstr(a).s);
+    }
+    return true;
+}
+
+static bool check_block_args(Verifier *v, const IrOp *op, const IrBlock *blk, const IrValue *like, uint32_t n, const char *what)
+{
+    if (blk->nargs != n) return fail(v, op, "%s must have %u argument(s), got %u", what, n, blk->nargs);
+    for (uint32_t i = 0; i < n; i++)
+        if (ir_value_type(v->f, blk->args[i]) != ir_value_type(v->f, like[i]))
+            return fail(v, op, "%s argument %u must have type %s, got %s", what, i,
+                        tstr(ir_value_type(v->f, like[i])).s, tstr(ir_value_type(v->f, blk->args[i])).s);
+    return true;
+}
+
+/* A region ends in `yield` of values like like[0..n); a kernel's region may end in
+ * `return` (early exit) instead; a region that yields nothing may end without one. */
+static bool check_yield_end(Verifier *v, const IrOp *op, const IrBlock *blk, const IrValue *like, uint32_t n, const char *what)
+{
+    const IrOp *t = blk->last;
+    if (t && t->code == IR_OP_YIELD) return check_values(v, t, t->operands, t->noperands, like, n, what);
+    if (t && t->code == IR_OP_RETURN && v->f->kind == IR_FUNC_KERNEL) return true;
+    if (n == 0 && (!t || !(ir_op_info[t->code].flags & IR_T))) return true;
+    return fail(v, op, "%s must end in 'yield' of %u value(s)", what, n);
+}
+
+static bool check_for(Verifier *v, const IrOp *op)
+{
+    if (op->noperands < 3) return fail(v, op, "needs lo, hi and step, got %u operand(s)", op->noperands);
+    const IrType *lo = opt(v, op, 0);
+    if (!is_scalar_int(lo) || opt(v, op, 1) != lo || opt(v, op, 2) != lo)
+        return fail(v, op, "lo, hi and step must be integer scalars of one type, got %s, %s, %s", tstr(lo).s,
+                    tstr(opt(v, op, 1)).s, tstr(opt(v, op, 2)).s);
+    const IrValue *inits = op->operands + 3;
+    uint32_t n = op->noperands - 3;
+    if (op->nresults != n) return fail(v, op, "must have one result per iter value (%u), got %u", n, op->nresults);
+    if (!check_values(v, op, op->results, n, inits, n, "the iter values")) return false;
+    const IrBlock *body = &op->regions[0];
+    if (body->nargs != n + 1 || ir_value_type(v->f, body->args[0]) != lo)
+        return fail(v, op, "body must have the arguments (iv: %s, iters...)", tstr(lo).s);
+    return check_values(v, op, body->args + 1, n, inits, n, "the body arguments") &&
+           check_yield_end(v, op, body, inits, n, "the body");
+}
+
+static bool check_if(Verifier *v, const IrOp *op)
+{
+    if (!is_i1_scalar(opt(v, op, 0))) return fail(v, op, "condition must be an i1 scalar, got %s", tstr(opt(v, op, 0)).s);
+    for (int r = 0; r < 2; r++)
+        if (op->regions[r].nargs) return fail(v, op, "regions take no arguments");
+    return check_yield_end(v, op, &op->regions[0], op->results, op->nresults, "the then-region") &&
+           check_yield_end(v, op, &op->regions[1], op->results, op->nresults, "the else-region");
+}
+
+static bool check_while(Verifier *v, const IrOp *op)
+{
+    const IrBlock *before = &op->regions[0], *after = &op->regions[1];
+    if (!check_block_args(v, op, before, op->operands, op->noperands, "the before-region") ||
+        !check_block_args(v, op, after, op->results, op->nresults, "the after-region"))
+        return false;
+    const IrOp *c = before->last;
+    if (!c || c->code != IR_OP_CONDITION) return fail(v, op, "the before-region must end in 'condition'");
+    if (c->noperands < 1 || !is_i1_scalar(ir_value_type(v->f, c->operands[0])))
+        return fail(v, c, "needs an i1 scalar first operand");
+    return check_values(v, c, c->operands + 1, c->noperands - 1, op->results, op->nresults, "the while results") &&
+           check_yield_end(v, op, after, op->operands, op->noperands, "the after-region");
+}
+
+/* Where a terminator may stand: the last op of the right kind of block. */
+static bool check_terminator(Verifier *v, const IrOp *op)
+{
+    const IrBlock *blk = op->parent;
+    const IrOp *owner = blk ? blk->parent_op : NULL;
+    if (blk && blk->last != op) return fail(v, op, "must be the last op of its region");
+    if (op->code == IR_OP_CONDITION && !(owner && owner->code == IR_OP_WHILE && blk == &owner->regions[0]))
+        return fail(v, op, "may only end a while's before-region");
+    if (op->code == IR_OP_YIELD && (!owner || (owner->code == IR_OP_WHILE && blk == &owner->regions[0])))
+        return fail(v, op, "may only end a for body, an if region or a while's after-region");
+    if (op->code != IR_OP_RETURN) return true;
+    if (v->f->kind == IR_FUNC_KERNEL) {
+        if (op->noperands) return fail(v, op, "of a kernel takes no operands, got %u", op->noperands);
+        return true;
+    }
+    if (owner) return fail(v, op, "of a grid function must end its body");
+    if (op->noperands < 1 || op->noperands > 3) return fail(v, op, "of a grid function gives 1 to 3 values, got %u", op->noperands);
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (!is_scalar_int(opt(v, op, i))) return fail(v, op, "grid sizes must be integer scalars, got %s", tstr(opt(v, op, i)).s);
+    return true;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------- */
+static bool is_float_t(const IrType *t) { return is_float(t); }
+static bool is_int_t(const IrType *t) { return is_int(t); }
+static bool is_numeric_t(const IrType *t) { return is_numeric(t); }
+
+static bool check_op_rules(Verifier *v, const IrOp *op)
+{
+    switch (op->code) {
+    case IR_OP_CONST: return check_const(v, op);
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: return check_program_id(v, op);
+    case IR_OP_ARANGE: return check_arange(v, op);
+    case IR_OP_SPLAT: return check_splat(v, op);
+    case IR_OP_BROADCAST: return check_broadcast(v, op);
+    case IR_OP_EXPAND_DIMS: return check_expand_dims(v, op);
+    case IR_OP_RESHAPE: return check_reshape(v, op);
+    case IR_OP_TRANS: return check_trans(v, op);
+    case IR_OP_CONVERT: return check_convert(v, op);
+    case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_REM:
+    case IR_OP_MINIMUM: case IR_OP_MAXIMUM: case IR_OP_NEG: case IR_OP_ABS:
+        return elementwise(v, op, is_numeric_t, "numbers");
+    case IR_OP_AND: case IR_OP_OR: case IR_OP_XOR: case IR_OP_SHL: case IR_OP_SHR: case IR_OP_NOT:
+        return elementwise(v, op, is_int_t, "integers");
+    case IR_OP_POW: case IR_OP_FMA: case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_LOG: case IR_OP_LOG2:
+    case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_SIN: case IR_OP_COS: case IR_OP_TANH: case IR_OP_ERF:
+    case IR_OP_FLOOR: case IR_OP_CEIL: case IR_OP_SIGMOID:
+        return elementwise(v, op, is_float_t, "floats");
+    case IR_OP_CMP: return check_cmp(v, op);
+    case IR_OP_SELECT: return check_select(v, op);
+    case IR_OP_ADDPTR: return check_addptr(v, op);
+    case IR_OP_LOAD: return check_load(v, op);
+    case IR_OP_STORE: return check_store(v, op);
+    case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
+    case IR_OP_ATOMIC_CAS: return check_atomic(v, op);
+    case IR_OP_DOT: return check_dot(v, op);
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+        return check_reduce(v, op);
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return check_scan(v, op);
+    case IR_OP_RAND: case IR_OP_RANDN: return check_rand(v, op);
+    case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return check_hint(v, op);
+    case IR_OP_ASSERT: return check_assert(v, op);
+    case IR_OP_PRINT: return op->attr.s ? true : fail(v, op, "needs a message");
+    case IR_OP_FOR: return check_for(v, op);
+    case IR_OP_IF: return check_if(v, op);
+    case IR_OP_WHILE: return check_while(v, op);
+    case IR_OP_YIELD: case IR_OP_CONDITION: case IR_OP_RETURN: return check_terminator(v, op);
+    default: return fail(v, op, "is not a known op");
+    }
+}
+
+/* The counts ops.def fixes, and result shapes, before any rule looks at types. */
+static bool check_structure(Verifier *v, const IrOp *op)
+{
+    if (op->code >= IR_NUM_OPS) return fail(v, op, "is not a known op");
+    const IrOpInfo *in = &ir_op_info[op->code];
+    if (in->nops >= 0 && op->noperands != (uint32_t)in->nops)
+        return fail(v, op, "takes %d operand(s), got %u", in->nops, op->noperands);
+    if (in->nres >= 0 && op->nresults != (uint32_t)in->nres)
+        return fail(v, op, "has %d result(s), got %u", in->nres, op->nresults);
+    if (op->nregions != (uint32_t)in->nregions) return fail(v, op, "has %d region(s), got %u", in->nregions, op->nregions);
+    for (uint32_t i = 0; i < op->nresults; i++)
+        if (!shape_ok(ir_value_type(v->f, op->results[i])))
+            return fail(v, op, "result type %s: tile dims must be powers of two, at most %d elements",
+                        tstr(ir_value_type(v->f, op->results[i])).s, IR_MAX_TILE_ELEMS);
+    return true;
+}
+
+/* SSA dominance: every operand is defined earlier in this block or an enclosing one. */
+static bool check_dominance(Verifier *v, const IrOp *op)
+{
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        IrValue x = op->operands[i];
+        if (x >= v->f->nvalues) return fail(v, op, "operand %u is not a value of the function", i);
+        if (!v->visible[x]) return fail(v, op, "operand %u is used where its definition does not dominate", i);
+    }
+    return true;
+}
+
+static void verify_block(Verifier *v, const IrBlock *blk);
+
+static void verify_op(Verifier *v, const IrOp *op)
+{
+    bool ok = check_structure(v, op) && check_dominance(v, op);
+    for (uint32_t r = 0; ok && r < op->nregions; r++) verify_block(v, &op->regions[r]);
+    if (ok) check_op_rules(v, op);
+    for (uint32_t i = 0; i < op->nresults; i++)
+        if (op->results[i] < v->f->nvalues) v->visible[op->results[i]] = true;
+}
+
+/* Visits a block with its arguments in scope, then takes its values out of scope. */
+static void verify_block(Verifier *v, const IrBlock *blk)
+{
+    for (uint32_t i = 0; i < blk->nargs; i++) {
+        if (!shape_ok(ir_value_type(v->f, blk->args[i]))) {
+            diag_error(v->diags, blk->parent_op ? blk->parent_op->loc : v->f->loc,
+                       "verifier: argument type %s: tile dims must be powers of two, at most %d elements",
+                       tstr(ir_value_type(v->f, blk->args[i])).s, IR_MAX_TILE_ELEMS);
+            v->ok = false;
+        }
+        v->visible[blk->args[i]] = true;
+    }
+    for (const IrOp *op = blk->first; op; op = op->next) verify_op(v, op);
+    for (uint32_t i = 0; i < blk->nargs; i++) v->visible[blk->args[i]] = false;
+    for (const IrOp *op = blk->first; op; op = op->next)
+        for (uint32_t i = 0; i < op->nresults; i++)
+            if (op->results[i] < v->f->nvalues) v->visible[op->results[i]] = false;
+}
+
+bool ir_verify_func(const IrFunc *f)
+{
+    Verifier v = {f, ir_ctx_diags(f->module->ctx), true, NULL};
+    v.visible = tl_calloc(f->nvalues ? f->nvalues : 1, sizeof *v.visible);
+    if (!v.visible) tl_oom();
+    if (!f->body.last || f->body.last->code != IR_OP_RETURN) {
+        diag_error(v.diags, f->loc, "verifier: function '@%s' must end in 'return'", f->name);
+        v.ok = false;
+    }
+    verify_block(&v, &f->body);
+    tl_free(v.visible);
+    return v.ok;
+}
+
+bool ir_verify_module(const IrModule *m)
+{
+    bool ok = true;
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        const IrFunc *f = m->funcs[i];
+        ok &= ir_verify_func(f);
+        if (f->grid && (f->grid->kind != IR_FUNC_GRID || f->grid->body.nargs != f->body.nargs)) {
+            diag_error(ir_ctx_diags(m->ctx), f->loc, "verifier: the grid function of '@%s' must take its parameters", f->name);
+            ok = false;
+        }
+    }
+    return ok;
+}

@@ -1,0 +1,130 @@
+/* tile-opt: runs named passes on textual Tile IR, for tests and debugging.
+ *
+ *   tile-opt [FILE.tir | -] [--passes=canonicalize,fold,cse,dce] [-O0..3]
+ *            [--print-after-all] [--verify-each] [--time-passes] [-o OUT]
+ *
+ * Reads the IR (stdin without a file or with "-"), verifies it, runs the passes and
+ * prints the result. Without passes it round-trips the text. Exit status: 0 success,
+ * 1 bad input (diagnostics on stderr), 2 bad usage. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "passes/passes.h"
+
+typedef struct Options {
+    const char *input, *output, *passes;
+    int opt_level;
+    bool verify_only;
+    PassOptions pass;
+} Options;
+
+static void usage(FILE *out)
+{
+    fputs("usage: tile-opt [FILE.tir | -] [options]\n"
+          "  --passes=a,b,...   run these passes in order\n"
+          "  -O0 .. -O3         run the default pipeline of that level\n"
+          "  --verify-only      parse and verify, print the IR unchanged\n"
+          "  --print-after-all  print the IR after every pass (stderr)\n"
+          "  --verify-each      verify the IR after every pass\n"
+          "  --time-passes      print the time of every pass (stderr)\n"
+          "  -o OUT             write the IR to OUT instead of stdout\n"
+          "  -h, --help         this help\n"
+          "passes:\n", out);
+    for (unsigned i = 0; i < pass_count; i++) fprintf(out, "  %-14s %s\n", pass_table[i].name, pass_table[i].summary);
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fputs("tile-opt: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(try tile-opt --help)\n", stderr);
+    return 2;
+}
+
+/* Every name of a --passes list is a known pass. */
+static int check_pass_list(const char *list)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), p);
+        if (!pass_find(name)) return bad_usage("unknown pass '%s'", name);
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* Returns -1 to go on, or the exit status. */
+static int parse_args(int argc, char **argv, Options *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+        else if (!strncmp(a, "--passes=", 9)) o->passes = a + 9;
+        else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o->opt_level = a[2] - '0';
+        else if (!strcmp(a, "--verify-only")) o->verify_only = true;
+        else if (!strcmp(a, "--print-after-all")) o->pass.print_after_all = true;
+        else if (!strcmp(a, "--verify-each")) o->pass.verify_each = true;
+        else if (!strcmp(a, "--time-passes")) o->pass.time_passes = true;
+        else if (!strcmp(a, "-o")) {
+            if (++i == argc) return bad_usage("%s needs a file name", a);
+            o->output = argv[i];
+        } else if (a[0] == '-' && a[1]) return bad_usage("unknown option '%s'", a);
+        else if (o->input) return bad_usage("more than one input file ('%s')", a);
+        else o->input = a;
+    }
+    if (o->passes && o->opt_level) return bad_usage("%s", "give either --passes or -O, not both");
+    return o->passes ? (check_pass_list(o->passes) ? 2 : -1) : -1;
+}
+
+static bool run_passes(IrModule *m, const Options *o)
+{
+    if (o->verify_only) return true;
+    if (o->passes) return pass_run_list(m, o->passes, &o->pass);
+    return pass_run_default(m, o->opt_level, &o->pass);
+}
+
+static int write_output(const IrModule *m, const char *path)
+{
+    FILE *out = path ? fopen(path, "w") : stdout;
+    if (!out) {
+        fprintf(stderr, "tile-opt: cannot write '%s': %s\n", path, strerror(errno));
+        return 1;
+    }
+    ir_print_module(m, out);
+    if (path) fclose(out);
+    return 0;
+}
+
+static int run(IrCtx *c, const Source *src, const Options *o)
+{
+    IrModule *m = ir_parse(c, src);
+    bool ok = m && ir_verify_module(m) && run_passes(m, o);
+    if (!ok) {
+        diag_print(ir_ctx_diags(c), stderr);
+        return 1;
+    }
+    return write_output(m, o->output);
+}
+
+int main(int argc, char **argv)
+{
+    Options o = {0};
+    int st = parse_args(argc, argv, &o);
+    if (st >= 0) return st;
+    const char *path = o.input && strcmp(o.input, "-") ? o.input : "/dev/stdin";
+    Source *src = source_read(path);
+    if (!src) {
+        fprintf(stderr, "tile-opt: cannot read '%s': %s\n", o.input ? o.input : "<stdin>", strerror(errno));
+        return 1;
+    }
+    IrCtx *c = ir_ctx_create();
+    if (!c) tl_oom();
+    st = run(c, src, &o);
+    ir_ctx_destroy(c);
+    source_free(src);
+    return st;
+}
