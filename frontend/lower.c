@@ -515,6 +515,11 @@ IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagLi
     }
     for (uint32_t i = 0; i < p->nitems; i++)
         if (wanted(&L, &p->items[i]) && p->items[i].body) lower_kernel(&L, &p->items[i]);
+    /* Graphs are checked (shapes, types) on every compile; fusing them into kernels is
+     * the graph compiler's job, not lowering's. */
+    for (uint32_t i = 0; i < p->nitems && !(opt && opt->kernel); i++)
+        if (p->items[i].kind == AST_GRAPH && p->items[i].body)
+            fe_check_graph(L.arena, p, &p->items[i], diags);
     vec_free(&L.scope);
     return diags->nerrors > errors0 ? NULL : L.mod;
 }

@@ -499,7 +499,7 @@ static bool on_stack(const Lower *L, const AstItem *fn)
 
 /* Checks a typed parameter's argument: a literal converts, anything else must already
  * have the parameter's element type (tiles of it are fine). */
-static Val typed_arg(Lower *L, const AstItem *fn, const AstParam *p, Val v, Loc loc)
+static Val typed_arg(Lower *L, const AstItem *fn, const AstParam *p, Val v, Loc loc, const char *what)
 {
     const IrType *t = lw_type(L, p->type);
     IrElem e;
@@ -510,7 +510,7 @@ static Val typed_arg(Lower *L, const AstItem *fn, const AstParam *p, Val v, Loc 
         return lw_convert(L, v, t->elem);
     }
     if (v.lit || v.t->elem != t->elem || (t->elem == IR_PTR && v.t->pointee != t->pointee)) {
-        lw_error(L, loc, "argument '%s' of fn '%s' must be %s, got %s", p->name, fn->name, lw_tstr(L, t),
+        lw_error(L, loc, "%s '%s' of fn '%s' must be %s, got %s", what, p->name, fn->name, lw_tstr(L, t),
                  v.lit ? ir_elem_name(v.t->elem) : lw_tstr(L, v.t));
         return VERR;
     }
@@ -533,7 +533,7 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
             args[i].val = t && args[i].has_cval ? lw_val(L, ir_const_int(&L->b, t, args[i].cval)) : VERR;
         } else {
             Val v = lower_expr(L, a);
-            args[i].val = p->type ? typed_arg(L, fn, p, v, a->loc) : v;
+            args[i].val = p->type ? typed_arg(L, fn, p, v, a->loc, "argument") : v;
         }
     }
 }
@@ -569,9 +569,9 @@ static bool check_results(Lower *L, const AstItem *fn, Val *out, int n)
         return false;
     }
     for (int i = 0; i < n; i++) {
-        const AstParam p = {.name = arena_printf(L->arena, "result %d", i + 1), .loc = r->loc,
+        const AstParam p = {.name = arena_printf(L->arena, "%d", i + 1), .loc = r->loc,
                             .type = r->kind == AST_TYPE_TUPLE ? r->elems[i] : (AstType *)r};
-        if (!(out[i] = typed_arg(L, fn, &p, out[i], r->loc)).t) return false;
+        if (!(out[i] = typed_arg(L, fn, &p, out[i], r->loc, "result")).t) return false;
     }
     return true;
 }

@@ -780,6 +780,54 @@ static void test_if_and_early_return(void **state)
     assert_int_equal(out[2], 40);
 }
 
+/* A for loop carrying a tile; at i == stop the body returns (or fails an assert):
+ * the run unwinds through the if and the loop, freeing what they hold. */
+static void build_unwind(K *k, bool by_assert)
+{
+    const char *nm[] = {"out", "stop"};
+    const IrType *i32 = sc(k, IR_I32), *tp[] = {pt(k, IR_I32), i32}, *tt = t1(k, i32, 8);
+    k_begin(k, "unw", 2, nm, tp);
+    IrValue ops[4] = {ci(k, i32, 0), ci(k, i32, 10), ci(k, i32, 1), arange(k, 8)};
+    IrOp *loop = ir_build(&k->b, IR_OP_FOR, ops, 4, &tt, 1, 1);
+    IrValue iv = ir_block_add_arg(&loop->regions[0], i32, "i");
+    IrValue acc = ir_block_add_arg(&loop->regions[0], tt, "acc");
+    IrBuilder outer = k->b;
+    ir_builder_at_end(&k->b, &loop->regions[0]);
+    IrValue hit = cmp(k, IR_CMP_EQ, iv, P(k, 1));
+    if (by_assert) {
+        IrValue ok = op1(k, IR_OP_NOT, sc(k, IR_I1), hit);
+        ir_build(&k->b, IR_OP_ASSERT, &ok, 1, NULL, 0, 0)->attr.s = "i reached stop";
+    } else {
+        IrOp *iff = ir_build(&k->b, IR_OP_IF, &hit, 1, NULL, 0, 2);
+        IrBuilder body = k->b;
+        ir_builder_at_end(&k->b, &iff->regions[0]);
+        ret(k);
+        k->b = body;
+    }
+    IrValue next = op2(k, IR_OP_ADD, acc, splat(k, iv, tt));
+    ir_build(&k->b, IR_OP_YIELD, &next, 1, NULL, 0, 0);
+    k->b = outer;
+    store_all(k, P(k, 0), loop->results[0]);
+    ret(k);
+}
+
+static void test_unwind_from_loop(void **state)
+{
+    K *k = *state;
+    int32_t out[8] = {0};
+    build_unwind(k, false);
+    InterpArg a[] = {buf(IR_I32, out, 8), ival(3)};
+    assert_true(run(k, a, 2));
+    for (int i = 0; i < 8; i++) assert_int_equal(out[i], 0);      /* returned before the store */
+    a[1] = ival(99);
+    assert_true(run(k, a, 1));
+    for (int i = 0; i < 8; i++) assert_int_equal(out[i], i + 45);
+    build_unwind(k, true);
+    a[1] = ival(5);
+    assert_false(run(k, a, 1));
+    expect_error(k, "assertion failed in kernel 'unw', program (0, 0, 0): i reached stop");
+}
+
 /* ---- rand, grid, print, hints, arguments ------------------------------------------- */
 
 static void test_rand_randn(void **state)
@@ -921,7 +969,7 @@ int main(void)
         T(test_int_reductions_wrap), T(test_f16_sum_accumulates_in_f32),
         T(test_atomic_histogram),  T(test_atomic_cas_and_old_values),
         T(test_for_loop),          T(test_while_loop),         T(test_loop_limit),
-        T(test_if_and_early_return), T(test_rand_randn),       T(test_grid_function),
+        T(test_if_and_early_return), T(test_unwind_from_loop), T(test_rand_randn),       T(test_grid_function),
         T(test_print),             T(test_hint_violation),     T(test_argument_checks),
         T(test_shapes),
     };
