@@ -545,7 +545,7 @@ static void unknown_arg(Lower *L, const Builtin *bi, const char *name, Loc loc)
         int d = lw_edit_distance(bi->params[j], name);
         if (d < bd) bd = d, best = bi->params[j];
     }
-    if (bd <= 2) lw_error(L, loc, "unknown argument '%s' to %s; did you mean '%s'?", name, bi->name, best);
+    if (bd <= lw_suggest_limit(name)) lw_error(L, loc, "unknown argument '%s' to %s; did you mean '%s'?", name, bi->name, best);
     else lw_error(L, loc, "unknown argument '%s' to %s", name, bi->name);
 }
 

@@ -455,7 +455,7 @@ static void unknown_function(Lower *L, const AstExpr *e)
         int d = it->kind == AST_FN ? lw_edit_distance(it->name, e->name) : 99;
         if (d < bd) bd = d, best = it->name;
     }
-    if (bd <= 2) lw_error(L, e->loc, "unknown function '%s'; did you mean '%s'?", e->name, best);
+    if (bd <= lw_suggest_limit(e->name)) lw_error(L, e->loc, "unknown function '%s'; did you mean '%s'?", e->name, best);
     else lw_error(L, e->loc, "unknown function '%s'", e->name);
 }
 

@@ -8,6 +8,7 @@
 #ifndef TILE_FRONTEND_LOWER_INTERNAL_H
 #define TILE_FRONTEND_LOWER_INTERNAL_H
 
+#include <string.h>
 #include "frontend/frontend.h"
 
 enum { LIT_NONE, LIT_INT, LIT_FLOAT };
@@ -58,6 +59,9 @@ void lw_scope_pop(Lower *L, size_t mark);
 const AstItem *lw_find_item(const Lower *L, const char *name);
 /* Levenshtein distance, for "did you mean" hints. */
 int lw_edit_distance(const char *a, const char *b);
+/* How far a misspelling may be from a name we suggest: 1 edit for names of up to 3
+ * letters, else 2 (so "foo" suggests nothing, "lod" suggests "load", "maks" "mask"). */
+static inline int lw_suggest_limit(const char *name) { return strlen(name) <= 3 ? 1 : 2; }
 /* A scalar type written in the source (`f32`, `bool`, `*bf16`); NULL with an error. */
 const IrType *lw_type(Lower *L, const AstType *t);
 const IrType *lw_scalar(Lower *L, IrElem e);

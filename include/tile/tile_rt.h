@@ -1,0 +1,163 @@
+/* libtileRT: load .tile kernels, compile them on first use, launch them on a CUstream.
+ *
+ * A host program creates a context on a device (sharing that device's primary context,
+ * so it runs beside PyTorch and the CUDA runtime), loads a module from a .tile file or
+ * string, gets a kernel (with values for its const parameters) and launches it with
+ * typed arguments. Compiled code is remembered in memory (one variant per
+ * specialization class of the arguments, each compiled once) and on disk (the cache of
+ * docs/CACHE.md), so a later process starts without compiling.
+ *
+ * The CUDA driver is opened at run time: this library loads and links on a machine
+ * without one, and every call then returns TRT_ERROR_NO_DRIVER with a message.
+ *
+ * Errors: every function returns a TrtStatus; on failure trt_last_error() gives a
+ * message for the calling thread (valid until that thread's next failing call).
+ * Ownership is stated per function; handles are opaque and are freed by their
+ * destroy function. Contexts, modules and kernels may be used from several threads;
+ * a kernel's first launch with a new argument class compiles under a lock. */
+#ifndef TILE_TILE_RT_H
+#define TILE_TILE_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The driver's handle types, declared as cuda.h declares them, so a program may
+ * include both headers (C allows a typedef to be repeated with the same type). */
+typedef unsigned long long CUdeviceptr_v2;
+typedef CUdeviceptr_v2 CUdeviceptr;
+typedef struct CUstream_st *CUstream;
+
+typedef enum TrtStatus {
+    TRT_SUCCESS = 0,
+    TRT_ERROR_NO_DRIVER,        /* no usable CUDA driver (not found, too old, cuInit failed) */
+    TRT_ERROR_NO_DEVICE,        /* the device ordinal does not exist */
+    TRT_ERROR_INVALID_ARGUMENT, /* API misuse: NULL handle, bad argument list, bad grid */
+    TRT_ERROR_NOT_FOUND,        /* no kernel of that name, unreadable file */
+    TRT_ERROR_COMPILE,          /* the .tile source has errors (the message lists them) */
+    TRT_ERROR_NO_CODEGEN,       /* this build has no GPU code generator */
+    TRT_ERROR_CACHE_UNSAFE,     /* the cache directory is writable by other users */
+    TRT_ERROR_CACHE_IO,         /* the cache could not be read or written */
+    TRT_ERROR_DRIVER,           /* a driver call failed (the message names it and its code) */
+    TRT_ERROR_OUT_OF_MEMORY,
+} TrtStatus;
+
+/* A short constant name of a status ("TRT_ERROR_NO_DRIVER"). */
+const char *trt_status_name(TrtStatus s);
+/* The message of the calling thread's last failure ("" if none). Owned by the library. */
+const char *trt_last_error(void);
+
+/* ---- contexts --------------------------------------------------------------------- */
+typedef enum TrtMode {
+    TRT_MODE_DEFAULT = 0,       /* compile fast with the default or tuned config */
+    TRT_MODE_REDUCE_OVERHEAD,   /* the leanest launch path */
+    TRT_MODE_MAX_AUTOTUNE,      /* tune each key on first use (not implemented yet: runs as default) */
+    TRT_MODE_FROM_ENV = -1,     /* TILE_MODE=default|reduce-overhead|max-autotune, else default */
+} TrtMode;
+
+enum {
+    TRT_FLAG_LOG_RECOMPILES = 1u << 0,  /* report each new variant on stderr (also TILE_LOG_RECOMPILES=1) */
+    TRT_FLAG_NO_DISK_CACHE = 1u << 1,   /* keep compiled code in memory only */
+};
+
+typedef struct TrtContext TrtContext;
+
+/* Opens the driver, retains device `device`'s primary context and makes it current on
+ * the calling thread. cache_dir: the cache's directory, or NULL for $TILE_CACHE_DIR,
+ * else $XDG_CACHE_HOME/tile, else ~/.cache/tile (created 0700; one writable by group
+ * or others is refused with TRT_ERROR_CACHE_UNSAFE). On success *out is a context the
+ * caller owns (trt_context_destroy); on failure *out is NULL. */
+TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, TrtContext **out);
+/* Unloads every module of ctx and releases the primary context. NULL is ignored. */
+void trt_context_destroy(TrtContext *ctx);
+/* Sets TRT_FLAG_* bits (replacing the previous ones). */
+TrtStatus trt_context_set_flags(TrtContext *ctx, unsigned flags);
+TrtMode trt_context_mode(const TrtContext *ctx);
+/* The cache directory in use, or NULL without a disk cache. Owned by ctx. */
+const char *trt_context_cache_dir(const TrtContext *ctx);
+
+/* ---- modules and kernels ------------------------------------------------------------ */
+typedef struct TrtModule TrtModule;
+typedef struct TrtKernel TrtKernel;
+
+/* Loads .tile source; it is checked for syntax here and each kernel is compiled lazily
+ * (per const set and specialization). `name` is used in diagnostics ("softmax.tile").
+ * The text is copied. *out is owned by the caller (trt_module_destroy) and must be
+ * destroyed before its context. */
+TrtStatus trt_module_load_string(TrtContext *ctx, const char *name, const char *text,
+                                 TrtModule **out);
+TrtStatus trt_module_load_file(TrtContext *ctx, const char *path, TrtModule **out);
+/* Frees the module, its kernels and their loaded code. NULL is ignored. */
+void trt_module_destroy(TrtModule *m);
+
+/* A value for a const parameter (or "warps"/"stages"). */
+typedef struct TrtConst {
+    const char *name;
+    int64_t value;
+} TrtConst;
+
+/* The kernel `name` with the given const values (the others from the @autotune
+ * default config or their defaults). Type and shape errors appear here
+ * (TRT_ERROR_COMPILE, with the diagnostics in the message). The same name and consts
+ * give the same handle. *out is owned by the module. */
+TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *consts,
+                                uint32_t nconsts, TrtKernel **out);
+
+/* ---- launching ---------------------------------------------------------------------- */
+typedef enum TrtArgKind {
+    TRT_ARG_PTR,      /* v.ptr: a device pointer, for a *T parameter */
+    TRT_ARG_BOOL,     /* v.i8 (0 or 1), for bool/i1 */
+    TRT_ARG_I8, TRT_ARG_I16, TRT_ARG_I32, TRT_ARG_I64,
+    TRT_ARG_U8, TRT_ARG_U16, TRT_ARG_U32, TRT_ARG_U64,
+    TRT_ARG_F16, TRT_ARG_BF16,  /* v.u16: the value's bits */
+    TRT_ARG_F32, TRT_ARG_F64,
+} TrtArgKind;
+
+/* One launch argument. Set the member that the kind names (the trt_arg_* helpers do):
+ * the launch passes the driver a pointer to it, of the parameter's width. */
+typedef struct TrtArg {
+    TrtArgKind kind;
+    union {
+        CUdeviceptr ptr;
+        int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+        uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+        float f32; double f64;
+    } v;
+} TrtArg;
+
+static inline TrtArg trt_arg_ptr(CUdeviceptr p) { TrtArg a = {TRT_ARG_PTR, {.ptr = p}}; return a; }
+static inline TrtArg trt_arg_i32(int32_t x) { TrtArg a = {TRT_ARG_I32, {.i32 = x}}; return a; }
+static inline TrtArg trt_arg_i64(int64_t x) { TrtArg a = {TRT_ARG_I64, {.i64 = x}}; return a; }
+static inline TrtArg trt_arg_u32(uint32_t x) { TrtArg a = {TRT_ARG_U32, {.u32 = x}}; return a; }
+static inline TrtArg trt_arg_u64(uint64_t x) { TrtArg a = {TRT_ARG_U64, {.u64 = x}}; return a; }
+static inline TrtArg trt_arg_f32(float x) { TrtArg a = {TRT_ARG_F32, {.f32 = x}}; return a; }
+static inline TrtArg trt_arg_f64(double x) { TrtArg a = {TRT_ARG_F64, {.f64 = x}}; return a; }
+static inline TrtArg trt_arg_bool(int x) { TrtArg a = {TRT_ARG_BOOL, {.i8 = (int8_t)(x != 0)}}; return a; }
+
+#define TRT_MAX_ARGS 64
+
+/* Launches `k` on `stream` (NULL: the legacy default stream). args: one per run-time
+ * parameter of the kernel, in order (count, kinds and pointer alignment to the element
+ * size are checked). grid: 3 block counts, or NULL to evaluate the kernel's grid(...)
+ * clause on the arguments. The first launch with a new specialization class (integer
+ * arguments equal to 1 or divisible by 16, pointers aligned to 16 bytes) compiles or
+ * loads a variant; later launches of that class only pack arguments and call the
+ * driver. The calling thread must have the context's device current (it is after
+ * trt_context_create; CUDA runtime and PyTorch use the same primary context). */
+TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs,
+                     const uint32_t grid[3], CUstream stream);
+
+/* Introspection, for tests and tools. */
+const char *trt_kernel_name(const TrtKernel *k);
+uint32_t trt_kernel_num_params(const TrtKernel *k);
+uint32_t trt_kernel_num_variants(const TrtKernel *k);
+/* The driver's CUfunction of the variant used by the last launch (NULL before one). */
+void *trt_kernel_last_function(const TrtKernel *k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
