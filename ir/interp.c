@@ -288,7 +288,7 @@ static void print_elem(Interp *I, FILE *out, const Tile *t, int64_t k)
 /* Tiles print as nested lists: [[a, b], [c, d]]. */
 static void print_tile(Interp *I, FILE *out, const Tile *t, int dim, int64_t *k)
 {
-    if (dim == t->type->rank) {
+    if (dim >= t->type->rank || dim >= IR_MAX_RANK) {
         print_elem(I, out, t, (*k)++);
         return;
     }

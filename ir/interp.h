@@ -1,8 +1,9 @@
 /* The reference interpreter: the meaning of Tile IR.
  *
- * Runs a kernel over a 1- to 3-D grid on the CPU, one program after another (in
- * row-major order of program ids), each op on whole tiles. Arithmetic follows
- * LANGUAGE.md: integers wrap, integer / and % truncate, f16/bf16/fp8 values are stored
+ * Runs a kernel over a 1- to 3-D grid on the CPU, one program after another (x
+ * fastest, then y, then z), each op on whole tiles; docs/INTERPRETER.md has every
+ * decision (rounding, shifts, conversions, errors, the rand contract). Arithmetic
+ * follows LANGUAGE.md: integers wrap, integer / and % truncate, f16/bf16/fp8 values are stored
  * rounded to nearest-even after every op, math functions on f16/bf16 compute in f32.
  * Buffers hold elements in their in-memory form (f16 as 2 bytes, i1 as 1 byte), so a
  * buffer read from a raw file or handed to the GPU has the same bytes.

@@ -379,7 +379,7 @@ static bool op_program_axis(Interp *I, const IrOp *op, Tile *res)
 
 static void op_arange(Interp *I, const IrOp *op, Tile *res)
 {
-    for (int64_t k = 0; k < res->n; k++) res->s[k].i = int_norm(res->type->elem, op->attr.i + k);
+    for (int64_t k = 0; k < res->n; k++) res->s[k].i = int_norm(res->type->elem, (int64_t)((uint64_t)op->attr.i + (uint64_t)k));
 }
 
 /* Same data in the same row-major order: splat of a scalar, expand_dims, reshape. */
@@ -586,7 +586,7 @@ static void reduce_line(IrOpcode c, IrElem e, const Slot *s, int64_t len, int64_
 static bool op_reduce(Interp *I, const IrOp *op, Tile *res)
 {
     const Tile *a = interp_opnd(I, op, 0);
-    AxisView v;
+    AxisView v = {0};
     if (!axis_view(I, op, a, &v)) return false;
     for (int64_t o = 0; o < v.outer; o++)
         for (int64_t i = 0; i < v.inner; i++)
@@ -598,7 +598,7 @@ static bool op_reduce(Interp *I, const IrOp *op, Tile *res)
 static bool op_scan(Interp *I, const IrOp *op, Tile *res)
 {
     const Tile *a = interp_opnd(I, op, 0);
-    AxisView v;
+    AxisView v = {0};
     if (!axis_view(I, op, a, &v)) return false;
     bool prod = op->code == IR_OP_CUMPROD;
     for (int64_t o = 0; o < v.outer; o++)
@@ -636,7 +636,7 @@ static bool check_multiple_of(Interp *I, const IrOp *op, const Tile *a)
     int64_t n = op->attr.i, row = last_dim(a);
     if (n <= 0 || a->type->elem == IR_PTR || ir_elem_is_float(a->type->elem)) return true;
     for (int64_t k = 0; k < a->n; k++) {
-        bool starts = k % row == 0 || a->s[k].i != a->s[k - 1].i + 1;
+        bool starts = k % row == 0 || (uint64_t)a->s[k].i != (uint64_t)a->s[k - 1].i + 1;
         if (starts && a->s[k].i % n != 0) {
             char w[160];
             return interp_fail(I, op, "multiple_of hint violated%s: lane %lld holds %lld, not a multiple of %lld",
@@ -656,7 +656,7 @@ static bool check_max_contiguous(Interp *I, const IrOp *op, const Tile *a)
     for (int64_t k = 0; k < a->n; k++) {
         if (k % n == 0) continue;
         bool same = !a->buf || a->buf[k] == a->buf[k - 1];
-        if (!same || a->s[k].i != a->s[k - 1].i + 1) {
+        if (!same || (uint64_t)a->s[k].i != (uint64_t)a->s[k - 1].i + 1) {
             char w[160];
             return interp_fail(I, op, "max_contiguous hint violated%s: lanes %lld and %lld are not consecutive",
                                interp_where(I, w, sizeof w), (long long)(k - 1), (long long)k);

@@ -9,4 +9,4 @@ cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release
 device=cpu
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=gpu; fi
-exec build-release/tile-examples --device "$device" examples
+exec build-release/tests/tile-examples --device "$device" examples

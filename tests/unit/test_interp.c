@@ -116,9 +116,19 @@ static InterpArg buf(IrElem e, void *data, int64_t n)
 static InterpArg ival(int64_t v) { return (InterpArg){.u.i = v}; }
 static InterpArg fval(double v) { return (InterpArg){.u.f = v}; }
 
+/* Prints the verifier's complaints: the tests' IR must be valid IR. */
+static void verify(K *k)
+{
+    if (ir_verify_func(k->f)) return;
+    diag_print(ir_ctx_diags(k->ctx), stderr);
+    ir_print_func(k->f, stderr);
+    fail_msg("kernel '%s' does not verify", k->f->name);
+}
+
 static bool run(K *k, const InterpArg *args, int64_t gx)
 {
     int64_t g[3] = {gx, 1, 1};
+    verify(k);
     return interp_run(k->f, args, k->f->body.nargs, g, NULL, &k->d);
 }
 
@@ -947,14 +957,14 @@ static void test_shapes(void **state)
     IrValue xv = load_2d(k, P(k, 0), 2, 4);
     store_all(k, P(k, 1), op1(k, IR_OP_TRANS, t2(k, sc(k, IR_I32), 4, 2), xv));
     IrValue row = load_2d(k, P(k, 0), 1, 4);
-    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), 8)), op1(k, IR_OP_BROADCAST, t2(k, sc(k, IR_I32), 3, 4), row));
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), 8)), op1(k, IR_OP_BROADCAST, t2(k, sc(k, IR_I32), 4, 4), row));
     ret(k);
-    int32_t x[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[20];
-    InterpArg a[] = {buf(IR_I32, x, 8), buf(IR_I32, out, 20)};
+    int32_t x[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[24];
+    InterpArg a[] = {buf(IR_I32, x, 8), buf(IR_I32, out, 24)};
     assert_true(run(k, a, 1));
     int32_t want_t[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     for (int i = 0; i < 8; i++) assert_int_equal(out[i], want_t[i]);
-    for (int i = 0; i < 12; i++) assert_int_equal(out[8 + i], i % 4);
+    for (int i = 0; i < 16; i++) assert_int_equal(out[8 + i], i % 4);
 }
 
 int main(void)

@@ -1,0 +1,31 @@
+/* Specialization of a kernel to the classes of its run-time arguments (Triton's
+ * "specialization": integers equal to 1 or divisible by 16, pointers aligned to 16
+ * bytes). The runtime computes the classes per launch and compiles one variant per
+ * class set; see passes/specialize.c. */
+#ifndef TILE_PASSES_SPECIALIZE_H
+#define TILE_PASSES_SPECIALIZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+typedef enum {
+    SPEC_NONE = 0,     /* nothing known */
+    SPEC_DIV16 = 1,    /* an integer divisible by 16 */
+    SPEC_ONE = 2,      /* an integer equal to 1 */
+    SPEC_ALIGN16 = 3,  /* a pointer aligned to 16 bytes */
+} SpecClass;
+
+/* Rewrites kernel f for the classes of its parameters (nparams = f->body.nargs
+ * entries): uses of a parameter equal to 1 become the constant 1, a parameter
+ * divisible by 16 gets a multiple_of 16 hint. Pointer classes are not expressible in
+ * the IR: the returned bit set (bit i: parameter i is 16-byte aligned) goes to the
+ * code generator (CgOptions.aligned_params) and the axis analysis. */
+uint64_t pass_specialize(IrFunc *f, const SpecClass *classes);
+
+/* The class of an integer argument value, and of a pointer argument's address. */
+SpecClass spec_class_int(int64_t v);
+SpecClass spec_class_ptr(uint64_t address);
+
+#endif

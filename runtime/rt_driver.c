@@ -1,0 +1,124 @@
+/* The CUDA driver, opened at run time.
+ *
+ * libtileRT never links -lcuda: it dlopens the driver ($TILE_CUDA_LIBRARY, which the
+ * tests point at the mock driver, else libcuda.so.1) and looks every entry point up
+ * with cuGetProcAddress_v2 at the CUDA version of the ABI it was written against
+ * (GPU-NOTES.md), so a newer driver keeps giving it the signatures it expects. Without
+ * a driver the library still loads; rt_driver() then fails with TRT_ERROR_NO_DRIVER
+ * and a message that says why, every time it is asked. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+typedef CUresult (*GetProcFn)(const char *sym, void **fn, int version, uint64_t flags,
+                              int *status);
+
+static RtDriver driver;
+static bool driver_ok;
+static char driver_why[512];
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static bool lookup(GetProcFn get, const char *name, int version, void **fn)
+{
+    int found = 0;
+    *fn = NULL;
+    /* An unknown symbol returns success with a NULL pointer: check both. */
+    if (get(name, fn, version, 0, &found) != 0 || !*fn) {
+        snprintf(driver_why, sizeof driver_why,
+                 "the CUDA driver has no %s (version %d): the driver is too old", name, version);
+        return false;
+    }
+    return true;
+}
+
+static bool lookup_all(GetProcFn get)
+{
+#define X(name, ver, params) if (!lookup(get, #name, ver, (void **)&driver.name)) return false;
+    RT_DRIVER_FNS(X)
+#undef X
+    return true;
+}
+
+static bool start_driver(void)
+{
+    CUresult r = driver.cuInit(0);
+    if (r != 0) {
+        const char *n = NULL;
+        driver.cuGetErrorName(r, &n);
+        snprintf(driver_why, sizeof driver_why, "cuInit failed: %s (%d)", n ? n : "?", r);
+        return false;
+    }
+    if (driver.cuDriverGetVersion(&driver.version) != 0) {
+        snprintf(driver_why, sizeof driver_why, "cuDriverGetVersion failed");
+        return false;
+    }
+    return true;
+}
+
+static void open_driver(void)
+{
+    const char *path = getenv("TILE_CUDA_LIBRARY");
+    if (!path || !*path) path = "libcuda.so.1";
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(driver_why, sizeof driver_why, "cannot open the CUDA driver %s: %s", path,
+                 dlerror());
+        return;
+    }
+    GetProcFn get = (GetProcFn)dlsym(h, "cuGetProcAddress_v2");
+    if (!get) {
+        snprintf(driver_why, sizeof driver_why,
+                 "%s has no cuGetProcAddress_v2: a CUDA 12 or newer driver is needed", path);
+        return;
+    }
+    driver_ok = lookup_all(get) && start_driver();
+}
+
+const RtDriver *rt_driver(void)
+{
+    pthread_once(&driver_once, open_driver);
+    if (driver_ok) return &driver;
+    rt_fail(TRT_ERROR_NO_DRIVER,
+            "no CUDA driver: %s (the CPU interpreter, tilec run --device cpu, runs the same "
+            "kernels)", driver_why);
+    return NULL;
+}
+
+TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what)
+{
+    const char *n = NULL;
+    if (d->cuGetErrorName(r, &n) != 0 || !n) n = "CUDA_ERROR_UNKNOWN";
+    return rt_fail(TRT_ERROR_DRIVER, "%s failed: %s (%d)", what, n, r);
+}
+
+/* ---- status codes and the thread's message --------------------------------------- */
+static _Thread_local char last_error[2048];
+
+TrtStatus rt_fail(TrtStatus s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *trt_last_error(void)
+{
+    return last_error;
+}
+
+const char *trt_status_name(TrtStatus s)
+{
+    static const char *const names[] = {
+        "TRT_SUCCESS", "TRT_ERROR_NO_DRIVER", "TRT_ERROR_NO_DEVICE",
+        "TRT_ERROR_INVALID_ARGUMENT", "TRT_ERROR_NOT_FOUND", "TRT_ERROR_COMPILE",
+        "TRT_ERROR_NO_CODEGEN", "TRT_ERROR_CACHE_UNSAFE", "TRT_ERROR_CACHE_IO",
+        "TRT_ERROR_DRIVER", "TRT_ERROR_OUT_OF_MEMORY",
+    };
+    if ((unsigned)s >= sizeof names / sizeof *names) return "TRT_ERROR_UNKNOWN";
+    return names[s];
+}

@@ -1,0 +1,257 @@
+/* What the runtime's files share: the driver table, the handles' layouts, the cache's
+ * internal API and the error helpers.
+ *
+ * The CUDA types and constants the runtime needs are declared here rather than taken
+ * from cuda.h: the library builds without the CUDA toolkit, and cuda.h's macros would
+ * rename the entry points we call through our own function pointers. */
+#ifndef TILE_RUNTIME_RT_INTERNAL_H
+#define TILE_RUNTIME_RT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+#include "tile/tile_rt.h"
+
+#define RT_COMPILER_VERSION "tile 0.1.0"
+#define RT_DEFAULT_ARCH "sm_90a"
+#define RT_PTX_VERSION "8.3"
+
+/* ---- the driver ------------------------------------------------------------------- */
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUlinkState_st *CUlinkState;
+
+enum {
+    RT_CU_JIT_ERROR_LOG_BUFFER = 5,
+    RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+    RT_CU_JIT_INPUT_PTX = 1,
+    RT_CU_ATTR_CC_MAJOR = 75,
+    RT_CU_ATTR_CC_MINOR = 76,
+};
+
+/* The entry points, each looked up with the CUDA version of its ABI (cudaTypedefs.h's
+ * PFN_cuX_vNNNN). X(name, version, return, parameters). */
+#define RT_DRIVER_FNS(X)                                                                      \
+    X(cuInit, 2000, (unsigned flags))                                                         \
+    X(cuDriverGetVersion, 2020, (int *v))                                                     \
+    X(cuDeviceGetCount, 2000, (int *n))                                                       \
+    X(cuDeviceGet, 2000, (CUdevice *d, int ordinal))                                          \
+    X(cuDeviceGetAttribute, 2000, (int *v, int attr, CUdevice d))                             \
+    X(cuDevicePrimaryCtxRetain, 7000, (CUcontext *c, CUdevice d))                             \
+    X(cuDevicePrimaryCtxRelease, 11000, (CUdevice d))                                         \
+    X(cuCtxSetCurrent, 4000, (CUcontext c))                                                   \
+    X(cuCtxSynchronize, 2000, (void))                                                         \
+    X(cuModuleLoadDataEx, 2010, (CUmodule *m, const void *image, unsigned n, int *opts,       \
+                                 void **vals))                                                \
+    X(cuModuleUnload, 2000, (CUmodule m))                                                     \
+    X(cuModuleGetFunction, 2000, (CUfunction *f, CUmodule m, const char *name))               \
+    X(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz,             \
+                             unsigned bx, unsigned by, unsigned bz, unsigned shmem,           \
+                             CUstream s, void **params, void **extra))                        \
+    X(cuLinkCreate, 6050, (unsigned n, int *opts, void **vals, CUlinkState *st))              \
+    X(cuLinkAddData, 6050, (CUlinkState st, int type, void *data, size_t size,                \
+                            const char *name, unsigned n, int *opts, void **vals))            \
+    X(cuLinkComplete, 5050, (CUlinkState st, void **cubin, size_t *size))                     \
+    X(cuLinkDestroy, 5050, (CUlinkState st))                                                  \
+    X(cuGetErrorName, 6000, (CUresult r, const char **s))                                     \
+    X(cuMemAlloc, 3020, (CUdeviceptr *p, size_t n))                                           \
+    X(cuMemFree, 3020, (CUdeviceptr p))                                                       \
+    X(cuMemcpyHtoD, 3020, (CUdeviceptr dst, const void *src, size_t n))                       \
+    X(cuMemcpyDtoH, 3020, (void *dst, CUdeviceptr src, size_t n))
+
+typedef struct RtDriver {
+#define X(name, ver, params) CUresult (*name) params;
+    RT_DRIVER_FNS(X)
+#undef X
+    int version;               /* cuDriverGetVersion, e.g. 13000 */
+} RtDriver;
+
+/* Opens the driver once per process ($TILE_CUDA_LIBRARY, else libcuda.so.1) and calls
+ * cuInit. Returns the table, or NULL with the thread's error set (TRT_ERROR_NO_DRIVER). */
+const RtDriver *rt_driver(void);
+/* Sets the thread's error to "WHAT failed: CUDA_ERROR_X (code)" and returns
+ * TRT_ERROR_DRIVER. */
+TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what);
+
+/* ---- errors ----------------------------------------------------------------------- */
+/* Records the thread's message and returns s. */
+TrtStatus rt_fail(TrtStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- hashing ---------------------------------------------------------------------- */
+typedef struct RtKey {
+    uint8_t b[16];             /* xxh3-128, big-endian (the hex name's byte order) */
+} RtKey;
+
+typedef struct RtHasher RtHasher;   /* incremental xxh3-128 */
+RtHasher *rt_hasher_create(void);   /* NULL on out-of-memory */
+void rt_hasher_destroy(RtHasher *h);
+void rt_hash_bytes(RtHasher *h, const void *p, size_t n);
+void rt_hash_str(RtHasher *h, const char *s);   /* the string and its terminator */
+void rt_hash_u64(RtHasher *h, uint64_t v);
+RtKey rt_hasher_key(const RtHasher *h);
+RtKey rt_hash_buf(const void *p, size_t n);
+void rt_key_hex(const RtKey *k, char out[33]);
+bool rt_key_from_hex(const char *s, RtKey *out);
+
+/* ---- the persistent cache (rt_cache.c, docs/CACHE.md) ---------------------------- */
+typedef enum RtEntryKind { RT_ENTRY_PTX = 1, RT_ENTRY_CUBIN = 2, RT_ENTRY_TUNE = 3 } RtEntryKind;
+
+typedef struct RtCache RtCache;
+
+typedef struct RtBlob {
+    void *data;                /* malloc'd; freed by rt_blob_free */
+    size_t len;
+} RtBlob;
+void rt_blob_free(RtBlob *b);
+
+typedef enum RtGet {
+    RT_GET_HIT,                /* *out holds the payload */
+    RT_GET_MISS,               /* no entry */
+    RT_GET_BAD,                /* an entry failed its checks (removed; counted) */
+} RtGet;
+
+/* Opens (creating 0700) the cache at dir, or the default location when dir is NULL.
+ * max_bytes: the size bound (0: $TILE_CACHE_MAX_BYTES, else 1 GiB). Refuses a
+ * directory that is not ours or is writable by group or others. */
+TrtStatus rt_cache_open(const char *dir, uint64_t max_bytes, RtCache **out);
+void rt_cache_close(RtCache *c);
+const char *rt_cache_dir(const RtCache *c);
+/* The default directory ($TILE_CACHE_DIR, $XDG_CACHE_HOME/tile, ~/.cache/tile) into
+ * buf; false if none can be formed. */
+bool rt_cache_default_dir(char *buf, size_t n);
+
+RtGet rt_cache_get(RtCache *c, RtEntryKind kind, const RtKey *key, RtBlob *out);
+/* Writes an entry atomically (temp file, fsync, rename) and evicts past the bound. */
+TrtStatus rt_cache_put(RtCache *c, RtEntryKind kind, const RtKey *key, const void *p, size_t n);
+
+/* Makes the payload of a missing entry. Returns TRT_SUCCESS and fills *out, or a
+ * status with the thread's error set. */
+typedef TrtStatus (*RtBuildFn)(void *ud, RtBlob *out);
+/* Gets the entry, or builds and stores it. When several processes miss the same key,
+ * one builds it (holding an flock on the key's lock file, released by the kernel if
+ * the holder dies) and the others wait, then read what it stored. */
+TrtStatus rt_cache_get_or_build(RtCache *c, RtEntryKind kind, const RtKey *key,
+                                RtBuildFn build, void *ud, RtBlob *out);
+
+/* Evicts least-recently-used entries until the cache holds at most `bound` bytes, and
+ * removes stale temporary and lock files. Returns the number of entries removed. */
+long rt_cache_prune(RtCache *c, uint64_t bound);
+/* Removes every entry. */
+long rt_cache_clear(RtCache *c);
+
+typedef struct RtCacheEntryInfo {
+    RtEntryKind kind;
+    RtKey key;
+    uint64_t size;             /* file bytes, header included */
+    int64_t mtime;             /* last use, seconds since the epoch */
+    const char *path;
+} RtCacheEntryInfo;
+/* Calls fn for every entry file (in no particular order); returns how many. */
+long rt_cache_foreach(RtCache *c, void (*fn)(const RtCacheEntryInfo *e, void *ud), void *ud);
+/* Reads and checks one entry file: true if its header and checksum are sound. */
+bool rt_cache_check_file(const char *path, char *why, size_t n);
+uint64_t rt_cache_max_bytes(const RtCache *c);
+
+/* Test hook: called by rt_cache_put after half the payload is in the temp file. */
+extern void (*rt_cache_test_write_hook)(const char *tmp_path);
+const char *rt_entry_kind_name(RtEntryKind k);
+
+/* ---- handles ---------------------------------------------------------------------- */
+struct TrtContext {
+    const RtDriver *drv;
+    CUdevice dev;
+    CUcontext cuctx;
+    int cc_major, cc_minor;
+    TrtMode mode;
+    atomic_uint flags;
+    RtCache *cache;            /* NULL: memory only */
+    char arch[16];             /* the codegen target, "sm_90a" */
+};
+
+/* A variant: code for one specialization class of a kernel's arguments. */
+typedef struct RtVariant {
+    uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
+    CUmodule mod;
+    CUfunction fn;
+    unsigned shared_bytes;     /* dynamic shared memory at launch */
+} RtVariant;
+
+#define RT_MAX_VARIANTS 16
+enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16 = aligned */
+
+/* Produces the PTX of one variant. Returns a malloc'd string or NULL with the thread's
+ * error set. */
+typedef char *(*RtCompileFn)(TrtKernel *k, uint64_t mask, TrtStatus *st);
+
+typedef struct RtParam {
+    IrElem elem;               /* IR_PTR for pointers */
+    IrElem pointee;            /* for pointers */
+    const char *name;
+} RtParam;
+
+struct TrtKernel {
+    TrtModule *module;
+    char *name;
+    TrtConst *consts;          /* the const set it was made with (owned) */
+    uint32_t nconsts;
+    RtParam *params;
+    uint32_t nparams;
+    unsigned block;            /* threads per block: warps * 32 */
+    RtKey ir_key;              /* hash of the normalized kernel (printed IR) and consts */
+    IrCtx *ir;                 /* the lowered kernel, for the grid clause; NULL for PTX */
+    IrFunc *func;
+    pthread_mutex_t lock;      /* held while adding a variant */
+    RtVariant variants[RT_MAX_VARIANTS];
+    atomic_uint nvariants;     /* published after the variant is complete */
+    atomic_uint last;          /* the variant of the last launch */
+    int64_t grid_memo_args[TRT_MAX_ARGS];   /* the scalars of the last grid evaluation */
+    uint32_t grid_memo[3];
+    bool grid_memo_valid;
+    pthread_mutex_t grid_lock;
+};
+
+struct TrtModule {
+    TrtContext *ctx;
+    RtCompileFn compile;
+    Source *src;               /* .tile text (NULL for a PTX module) */
+    IrCtx *ast_ctx;            /* owns the parsed program */
+    struct AstProgram *prog;
+    char *ptx;                 /* a PTX module's text */
+    TrtKernel **kernels;
+    uint32_t nkernels;
+    pthread_mutex_t lock;
+};
+
+/* Kernels of a hand-written PTX module: the internal module path of tests and bench. */
+typedef struct RtPtxKernel {
+    const char *name;
+    const IrElem *params;      /* IR_PTR or a scalar element per parameter */
+    uint32_t nparams;
+    unsigned block;            /* threads per block */
+} RtPtxKernel;
+TrtStatus rt_module_load_ptx(TrtContext *ctx, const char *ptx, const RtPtxKernel *ks,
+                             uint32_t n, TrtModule **out);
+
+/* Compiles (or finds in the cache) and loads the variant for `mask`; returns its index
+ * in k->variants. Called with k->lock held. */
+TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index);
+/* The PTX of one variant of a .tile kernel (frontend, passes, codegen). */
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st);
+/* Loads PTX or a cubin image into a module, with the JIT's error log in the message. */
+TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
+/* Links PTX to a cubin for the current device (cuLink*). */
+TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
+/* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */
+const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask);
+/* Whether TILE_LOG_RECOMPILES or the context's flag asks for reports. */
+bool rt_log_recompiles(const TrtContext *ctx);
+
+#endif
