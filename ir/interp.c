@@ -343,7 +343,7 @@ static ExecStatus run_region(Interp *I, const IrOp *op, const IrBlock *blk, uint
                              Tile **ts, uint32_t *n, uint32_t first)
 {
     uint32_t room = blk->nargs > skip ? blk->nargs - skip : 0;
-    bind(I, blk->args + skip, *ts, *n < room ? *n : room);
+    if (room) bind(I, blk->args + skip, *ts, *n < room ? *n : room);
     free_tiles(*ts, *n);
     *ts = NULL;
     *n = 0;
@@ -352,7 +352,7 @@ static ExecStatus run_region(Interp *I, const IrOp *op, const IrBlock *blk, uint
     if (st != EX_OK) return st;
     I->term = term;
     uint32_t nout = term && term->noperands > first ? term->noperands - first : 0;
-    *ts = collect(I, op, term ? term->operands + first : NULL, nout);
+    *ts = collect(I, op, nout ? term->operands + first : NULL, nout);
     *n = nout;
     return *ts ? EX_OK : EX_ERROR;
 }

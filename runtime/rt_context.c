@@ -74,7 +74,7 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
     c->mode = mode;
     if (getenv("TILE_LOG_RECOMPILES") && !strcmp(getenv("TILE_LOG_RECOMPILES"), "1"))
         atomic_store(&c->flags, TRT_FLAG_LOG_RECOMPILES);
-    s = rt_cache_open(cache_dir, 0, &c->cache);
+    if (!cache_dir || *cache_dir) s = rt_cache_open(cache_dir, 0, &c->cache);
     if (!s) s = open_device(c, device);
     if (s) {
         trt_context_destroy(c);

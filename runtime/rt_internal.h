@@ -45,10 +45,12 @@ enum {
     X(cuDeviceGetCount, 2000, (int *n))                                                       \
     X(cuDeviceGet, 2000, (CUdevice *d, int ordinal))                                          \
     X(cuDeviceGetAttribute, 2000, (int *v, int attr, CUdevice d))                             \
+    X(cuDeviceGetName, 2000, (char *name, int len, CUdevice d))                               \
     X(cuDevicePrimaryCtxRetain, 7000, (CUcontext *c, CUdevice d))                             \
     X(cuDevicePrimaryCtxRelease, 11000, (CUdevice d))                                         \
     X(cuCtxSetCurrent, 4000, (CUcontext c))                                                   \
     X(cuCtxSynchronize, 2000, (void))                                                         \
+    X(cuStreamSynchronize, 2000, (CUstream s))                                                \
     X(cuModuleLoadDataEx, 2010, (CUmodule *m, const void *image, unsigned n, int *opts,       \
                                  void **vals))                                                \
     X(cuModuleUnload, 2000, (CUmodule m))                                                     \
@@ -234,6 +236,7 @@ struct TrtModule {
 typedef struct RtPtxKernel {
     const char *name;
     const IrElem *params;      /* IR_PTR or a scalar element per parameter */
+    const char *const *names;  /* the parameters' names for messages, or NULL */
     uint32_t nparams;
     unsigned block;            /* threads per block */
 } RtPtxKernel;
@@ -243,6 +246,9 @@ TrtStatus rt_module_load_ptx(TrtContext *ctx, const char *ptx, const RtPtxKernel
 /* Compiles (or finds in the cache) and loads the variant for `mask`; returns its index
  * in k->variants. Called with k->lock held. */
 TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index);
+/* Lowers the kernel with its consts into a new IrCtx (*ctx_out, the caller's even on
+ * failure); NULL with *st and the thread's error set on failure. */
+IrFunc *rt_lower_kernel(TrtKernel *k, IrCtx **ctx_out, TrtStatus *st);
 /* The PTX of one variant of a .tile kernel (frontend, passes, codegen). */
 char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st);
 /* Loads PTX or a cubin image into a module, with the JIT's error log in the message. */

@@ -21,6 +21,7 @@
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "runtime/rt_cache_cli.h"
 
 #define TILE_VERSION "0.1.0"
 
@@ -416,6 +417,8 @@ done:
 int main(int argc, char **argv)
 {
     Options o = {.emit = "check", .arch = "sm_90a", .device = "cpu", .opt_level = 2};
+    if (argc > 1 && !strcmp(argv[1], "cache")) /* tilec cache ls|stats|verify|prune|clear */
+        return trt_cache_cli(argc - 1, argv + 1);
     parse_args(argc, argv, &o);
     check_options(&o);
     Source *src = source_read(o.file);

@@ -68,7 +68,7 @@ typedef struct TrtContext TrtContext;
 /* Opens the driver, retains device `device`'s primary context and makes it current on
  * the calling thread. cache_dir: the cache's directory, or NULL for $TILE_CACHE_DIR,
  * else $XDG_CACHE_HOME/tile, else ~/.cache/tile (created 0700; one writable by group
- * or others is refused with TRT_ERROR_CACHE_UNSAFE). On success *out is a context the
+ * or others is refused with TRT_ERROR_CACHE_UNSAFE), or "" for no disk cache. On success *out is a context the
  * caller owns (trt_context_destroy); on failure *out is NULL. */
 TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, TrtContext **out);
 /* Unloads every module of ctx and releases the primary context. NULL is ignored. */

@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
-# Builds the parser's libFuzzer harness in build-fuzz (clang) and fuzzes it for
-# SECONDS (default 60). Inputs that crash, leak or hang are copied into
+# Builds a libFuzzer harness in build-fuzz (clang) - fuzz_parser (the parser alone,
+# fast) or fuzz_compile (parser, lowering, verifier, passes, interpreter) - and fuzzes
+# it for SECONDS (default 60). Inputs that crash, leak or hang are copied into
 # tests/fuzz/regressions/, which test_parser replays; the fuzzer is restarted after
 # each finding until the time is up.
-#   usage: tests/fuzz/run-fuzz.sh [SECONDS]
+#   usage: tests/fuzz/run-fuzz.sh [SECONDS] [fuzz_parser|fuzz_compile]
 set -euo pipefail
 secs=${1:-60}
+target=${2:-fuzz_parser}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=$root/build-fuzz
 
 cmake -S "$root" -B "$build" -DTILE_FUZZ=ON -DCMAKE_C_COMPILER=clang \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_parser -j2
+cmake --build "$build" --target "$target" -j2
 
-corpus=$build/fuzz-corpus
-artifacts=$build/fuzz-artifacts
+corpus=$build/corpus-$target
+artifacts=$build/artifacts-$target
 mkdir -p "$corpus" "$artifacts" "$here/regressions"
 end=$(( $(date +%s) + secs ))
 while :; do
   left=$(( end - $(date +%s) ))
   [ "$left" -gt 0 ] || break
-  "$build/tests/fuzz/fuzz_parser" -max_total_time="$left" -max_len=4096 -timeout=5 \
+  "$build/tests/fuzz/$target" -max_total_time="$left" -max_len=4096 -timeout=5 \
       -rss_limit_mb=2048 -dict="$here/tile.dict" -artifact_prefix="$artifacts/" \
-      -print_final_stats=1 "$corpus" "$here/corpus" && status=0 || status=$?
+      -print_final_stats=1 "$corpus" "$here/corpus" "$root/examples" && status=0 || status=$?
   found=0
   for f in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*; do
     [ -e "$f" ] || continue

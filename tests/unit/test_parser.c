@@ -765,8 +765,10 @@ static void test_fuzz_regressions(void **state)
         ast_print(p->prog, f);
         fclose(f);
         free(buf);
-        if (p->diags.nerrors == 0) print_message("no error for %s\n", path);
-        assert_true(p->diags.nerrors > 0);
+        /* A finding may be a valid program (it crashed a later stage): what must hold is
+         * that the parse ends and every diagnostic points into the file. */
+        assert_non_null(p->prog);
+        for (size_t i = 0; i < p->diags.len; i++) assert_true(p->diags.items[i].loc.line > 0);
         done(p);
         source_free(s);
     }

@@ -1,0 +1,266 @@
+/* Element-wise ops: constants, ids, arange, conversions, arithmetic, comparisons,
+ * select, fma, addptr. Each result element is computed from the operand elements of
+ * the same local index (all operands of an element-wise op share the result's shape,
+ * hence its layout); a scalar operand stands for every element.
+ *
+ * Exactness, as the interpreter (ir/interp_ops.c) defines it: f16/bf16 arithmetic runs
+ * in f32 and is rounded once (the double rounding is innocuous: 24 >= 2*11 + 2), float
+ * division and sqrt are correctly rounded (no fast-math flags anywhere), integer
+ * division truncates and INT_MIN / -1 wraps, shifts past the width give 0 (or the sign
+ * fill), float-to-int conversions saturate with NaN -> 0 (llvm.fpto*i.sat). Integer
+ * division by zero is undefined on the GPU (LANGUAGE.md); it is kept free of LLVM
+ * undefined behaviour by dividing by 1 instead. */
+#include "codegen/cg_internal.h"
+
+static bool is_narrow_float(IrElem e) { return e == IR_F16 || e == IR_BF16; }
+
+LLVMValueRef cg_to_f32(Cg *c, LLVMValueRef x, IrElem e)
+{
+    return is_narrow_float(e) ? LLVMBuildFPExt(c->b, x, LLVMFloatTypeInContext(c->ctx), "") : x;
+}
+
+LLVMValueRef cg_from_f32(Cg *c, LLVMValueRef x, IrElem e)
+{
+    return is_narrow_float(e) ? LLVMBuildFPTrunc(c->b, x, cg_elem_type(c, e), "") : x;
+}
+
+/* ---- conversions ---------------------------------------------------------------------- */
+
+static LLVMValueRef float_to_float(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
+{
+    int fb = ir_elem_bits(from), tb = ir_elem_bits(to);
+    if (from == to) return x;
+    if (fb == 16 && tb == 16) x = LLVMBuildFPExt(c->b, x, LLVMFloatTypeInContext(c->ctx), "");   /* f16 <-> bf16 */
+    if (tb > fb) return LLVMBuildFPExt(c->b, x, cg_elem_type(c, to), "");
+    return LLVMBuildFPTrunc(c->b, x, cg_elem_type(c, to), "");
+}
+
+static LLVMValueRef float_to_int(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
+{
+    x = cg_to_f32(c, x, from);
+    LLVMTypeRef tys[2] = {cg_elem_type(c, to), LLVMTypeOf(x)};
+    return cg_intrinsic(c, ir_elem_is_signed(to) ? "llvm.fptosi.sat" : "llvm.fptoui.sat", tys, 2, &x, 1);
+}
+
+/* Integers of up to 32 bits are exact in f64, so the one rounding is f64 -> target. */
+static LLVMValueRef int_to_float(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
+{
+    bool s = ir_elem_is_signed(from);
+    LLVMTypeRef via = is_narrow_float(to) && ir_elem_bits(from) <= 32 ? LLVMDoubleTypeInContext(c->ctx) : cg_elem_type(c, to);
+    LLVMValueRef r = s ? LLVMBuildSIToFP(c->b, x, via, "") : LLVMBuildUIToFP(c->b, x, via, "");
+    return via == cg_elem_type(c, to) ? r : LLVMBuildFPTrunc(c->b, r, cg_elem_type(c, to), "");
+}
+
+static LLVMValueRef int_to_int(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
+{
+    int fb = ir_elem_bits(from), tb = ir_elem_bits(to);
+    LLVMTypeRef t = cg_elem_type(c, to);
+    if (fb == tb) return x;
+    if (tb < fb) return LLVMBuildTrunc(c->b, x, t, "");
+    return ir_elem_is_signed(from) ? LLVMBuildSExt(c->b, x, t, "") : LLVMBuildZExt(c->b, x, t, "");
+}
+
+LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
+{
+    bool ff = ir_elem_is_float(from), tf = ir_elem_is_float(to);
+    if (from == to || (from == IR_PTR && to == IR_PTR)) return x;
+    if (to == IR_I1) {
+        if (ff) return LLVMBuildFCmp(c->b, LLVMRealUNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
+        return LLVMBuildICmp(c->b, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
+    }
+    if (ff && tf) return float_to_float(c, x, from, to);
+    if (ff) return float_to_int(c, x, from, to);
+    if (tf) return int_to_float(c, x, from, to);
+    return int_to_int(c, x, from, to);
+}
+
+/* ---- integer and float arithmetic ------------------------------------------------------ */
+
+static LLVMValueRef int_divrem(Cg *c, IrOpcode code, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef zero = LLVMConstNull(t), one = cg_int(c, t, 1), m1 = LLVMConstAllOnes(t);
+    bool s = ir_elem_is_signed(e);
+    LLVMValueRef bad = LLVMBuildICmp(c->b, LLVMIntEQ, b, zero, "");
+    if (s) bad = LLVMBuildOr(c->b, bad, LLVMBuildICmp(c->b, LLVMIntEQ, b, m1, ""), "");
+    LLVMValueRef d = LLVMBuildSelect(c->b, bad, one, b, "");
+    LLVMValueRef r = code == IR_OP_DIV ? (s ? LLVMBuildSDiv(c->b, a, d, "") : LLVMBuildUDiv(c->b, a, d, ""))
+                                       : (s ? LLVMBuildSRem(c->b, a, d, "") : LLVMBuildURem(c->b, a, d, ""));
+    if (!s) return r;
+    LLVMValueRef by_m1 = LLVMBuildICmp(c->b, LLVMIntEQ, b, m1, "");   /* a / -1 = -a (wrapping), a % -1 = 0 */
+    return LLVMBuildSelect(c->b, by_m1, code == IR_OP_DIV ? LLVMBuildSub(c->b, zero, a, "") : zero, r, "");
+}
+
+static LLVMValueRef int_shift(Cg *c, IrOpcode code, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    unsigned w = (unsigned)ir_elem_bits(e);
+    LLVMValueRef out = LLVMBuildICmp(c->b, LLVMIntUGE, b, cg_int(c, t, w), "");
+    LLVMValueRef amt = LLVMBuildSelect(c->b, out, cg_int(c, t, w - 1), b, "");
+    if (code == IR_OP_SHR && ir_elem_is_signed(e)) return LLVMBuildAShr(c->b, a, amt, "");
+    LLVMValueRef r = code == IR_OP_SHL ? LLVMBuildShl(c->b, a, amt, "") : LLVMBuildLShr(c->b, a, amt, "");
+    return LLVMBuildSelect(c->b, out, LLVMConstNull(t), r, "");
+}
+
+static LLVMValueRef int_minmax(Cg *c, bool is_max, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    bool s = ir_elem_is_signed(e);
+    const char *name = is_max ? (s ? "llvm.smax" : "llvm.umax") : (s ? "llvm.smin" : "llvm.umin");
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef args[2] = {a, b};
+    return cg_intrinsic(c, name, &t, 1, args, 2);
+}
+
+static LLVMValueRef int_binary(Cg *c, IrOpcode code, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    switch (code) {
+    case IR_OP_ADD: return LLVMBuildAdd(c->b, a, b, "");
+    case IR_OP_SUB: return LLVMBuildSub(c->b, a, b, "");
+    case IR_OP_MUL: return LLVMBuildMul(c->b, a, b, "");
+    case IR_OP_DIV: case IR_OP_REM: return int_divrem(c, code, e, a, b);
+    case IR_OP_AND: return LLVMBuildAnd(c->b, a, b, "");
+    case IR_OP_OR: return LLVMBuildOr(c->b, a, b, "");
+    case IR_OP_XOR: return LLVMBuildXor(c->b, a, b, "");
+    case IR_OP_SHL: case IR_OP_SHR: return int_shift(c, code, e, a, b);
+    case IR_OP_MINIMUM: case IR_OP_MAXIMUM: return int_minmax(c, code == IR_OP_MAXIMUM, e, a, b);
+    default: return NULL;
+    }
+}
+
+/* IEEE maximum/minimum: NaN wins, -0 < +0. f32 has it in hardware (max.NaN); LLVM 19
+ * lowers the f64 intrinsic to a max.f64 that drops NaNs, so f64 is spelled out. */
+LLVMValueRef cg_fmaximum(Cg *c, LLVMValueRef a, LLVMValueRef b, bool is_max)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef args[2] = {a, b};
+    if (t != LLVMDoubleTypeInContext(c->ctx))
+        return cg_intrinsic(c, is_max ? "llvm.maximum" : "llvm.minimum", &t, 1, args, 2);
+    LLVMValueRef m = cg_intrinsic(c, is_max ? "llvm.maxnum" : "llvm.minnum", &t, 1, args, 2);
+    LLVMValueRef eq = LLVMBuildFCmp(c->b, LLVMRealOEQ, a, b, "");
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
+    LLVMValueRef ai = LLVMBuildBitCast(c->b, a, i64, ""), bi = LLVMBuildBitCast(c->b, b, i64, "");
+    LLVMValueRef z = is_max ? LLVMBuildAnd(c->b, ai, bi, "") : LLVMBuildOr(c->b, ai, bi, "");   /* signs of +-0 */
+    m = LLVMBuildSelect(c->b, eq, LLVMBuildBitCast(c->b, z, t, ""), m, "");
+    LLVMValueRef uno = LLVMBuildFCmp(c->b, LLVMRealUNO, a, b, "");
+    return LLVMBuildSelect(c->b, uno, LLVMBuildFAdd(c->b, a, b, ""), m, "");
+}
+
+static LLVMValueRef float_binary(Cg *c, IrOpcode code, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    if (code == IR_OP_POW) return cg_pow(c, a, b, e);
+    if (code == IR_OP_REM) return cg_frem(c, a, b, e);
+    a = cg_to_f32(c, a, e);
+    b = cg_to_f32(c, b, e);
+    LLVMValueRef r;
+    switch (code) {
+    case IR_OP_ADD: r = LLVMBuildFAdd(c->b, a, b, ""); break;
+    case IR_OP_SUB: r = LLVMBuildFSub(c->b, a, b, ""); break;
+    case IR_OP_MUL: r = LLVMBuildFMul(c->b, a, b, ""); break;
+    case IR_OP_DIV: r = LLVMBuildFDiv(c->b, a, b, ""); break;
+    case IR_OP_MINIMUM: case IR_OP_MAXIMUM: r = cg_fmaximum(c, a, b, code == IR_OP_MAXIMUM); break;
+    default: return NULL;
+    }
+    return cg_from_f32(c, r, e);
+}
+
+static LLVMValueRef compare(Cg *c, IrCmp p, IrElem e, LLVMValueRef a, LLVMValueRef b)
+{
+    if (ir_elem_is_float(e)) {
+        static const LLVMRealPredicate fp[6] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+        return LLVMBuildFCmp(c->b, fp[p], a, b, "");
+    }
+    static const LLVMIntPredicate sp[6] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    static const LLVMIntPredicate up[6] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+    return LLVMBuildICmp(c->b, ir_elem_is_signed(e) ? sp[p] : up[p], a, b, "");
+}
+
+static LLVMValueRef unary(Cg *c, const IrOp *op, IrElem e, LLVMValueRef x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    if (!ir_elem_is_float(e)) {
+        if (op->code == IR_OP_NEG) return LLVMBuildNeg(c->b, x, "");
+        if (op->code == IR_OP_NOT) return LLVMBuildNot(c->b, x, "");
+        if (op->code != IR_OP_ABS) return NULL;
+        if (!ir_elem_is_signed(e)) return x;
+        LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 0, 0)};
+        return cg_intrinsic(c, "llvm.abs", &t, 1, args, 2);
+    }
+    if (op->code == IR_OP_NEG) return LLVMBuildFNeg(c->b, x, "");
+    if (op->code == IR_OP_ABS) return cg_intrinsic(c, "llvm.fabs", &t, 1, &x, 1);
+    if (op->code == IR_OP_NOT) return NULL;
+    return cg_math(c, op, op->code, x, e);
+}
+
+/* ---- constants and ids ------------------------------------------------------------------ */
+
+static LLVMValueRef constant(Cg *c, const IrOp *op, IrElem e)
+{
+    LLVMTypeRef t = cg_elem_type(c, e);
+    if (ir_elem_is_float(e)) return LLVMConstReal(t, op->attr.f);
+    if (e == IR_PTR) return LLVMConstNull(t);
+    return LLVMConstInt(t, (unsigned long long)op->attr.i, 1);
+}
+
+static LLVMValueRef program_axis(Cg *c, const IrOp *op)
+{
+    static const char *const ids[2][3] = {{"ctaid.x", "ctaid.y", "ctaid.z"}, {"nctaid.x", "nctaid.y", "nctaid.z"}};
+    return cg_sreg(c, ids[op->code == IR_OP_NUM_PROGRAMS][op->attr.i]);
+}
+
+static LLVMValueRef elem_op(Cg *c, const IrOp *op, IrElem e, LLVMValueRef *x)
+{
+    switch (op->code) {
+    case IR_OP_CONVERT: return cg_convert_scalar(c, x[0], e, ir_value_type(c->f, op->results[0])->elem);
+    case IR_OP_CMP: return compare(c, (IrCmp)op->attr.i, e, x[0], x[1]);
+    case IR_OP_SELECT: return LLVMBuildSelect(c->b, x[0], x[1], x[2], "");
+    case IR_OP_ADDPTR: {
+        IrElem oe = ir_value_type(c->f, op->operands[1])->elem, pe = ir_value_type(c->f, op->results[0])->pointee;
+        LLVMValueRef off = cg_convert_scalar(c, x[1], oe, ir_elem_is_signed(oe) ? IR_I64 : IR_U64);
+        return LLVMBuildGEP2(c->b, cg_mem_type(c, pe), x[0], &off, 1, "");
+    }
+    case IR_OP_FMA:
+        if (!ir_elem_is_float(e)) return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, x[0], x[1], ""), x[2], "");
+        {
+            LLVMTypeRef t = LLVMTypeOf(x[0]);
+            return cg_intrinsic(c, "llvm.fma", &t, 1, x, 3);
+        }
+    default: break;
+    }
+    if (op->noperands == 1) return unary(c, op, e, x[0]);
+    return ir_elem_is_float(e) ? float_binary(c, op->code, e, x[0], x[1]) : int_binary(c, op->code, e, x[0], x[1]);
+}
+
+/* The operand whose element type decides the op's arithmetic (select: the values). */
+static IrElem op_elem(Cg *c, const IrOp *op)
+{
+    return cg_type(c, op->operands[op->code == IR_OP_SELECT ? 1 : 0])->elem;
+}
+
+bool cg_elementwise(Cg *c, const IrOp *op)
+{
+    const IrType *rt = cg_type(c, op->results[0]);
+    CgLayout l = cg_layout_of(c->warps, rt);
+    CgVal out = cg_val_new(c, cg_layout_elems(&l));
+    if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS) {
+        LLVMValueRef v = op->code == IR_OP_CONST ? constant(c, op, rt->elem) : program_axis(c, op);
+        for (uint32_t k = 0; k < out.n; k++) out.v[k] = v;
+    } else if (op->code == IR_OP_ARANGE) {
+        for (uint32_t k = 0; k < out.n; k++) {
+            LLVMValueRef co[IR_MAX_RANK];
+            cg_layout_coords(c, &l, k, co);
+            out.v[k] = LLVMBuildAdd(c->b, co[0], cg_i32c(c, op->attr.i), "");
+        }
+    } else {
+        IrElem e = op_elem(c, op);
+        for (uint32_t k = 0; k < out.n; k++) {
+            LLVMValueRef x[3];
+            for (uint32_t i = 0; i < op->noperands && i < 3; i++) x[i] = cg_at(cg_get(c, op->operands[i]), k);
+            out.v[k] = elem_op(c, op, e, x);
+            if (!out.v[k])
+                return cg_error(c, op, "'%s' is not defined on %s", ir_op_info[op->code].text, ir_elem_name(e));
+            if (c->failed) return false;
+        }
+    }
+    cg_set(c, op->results[0], out);
+    return true;
+}

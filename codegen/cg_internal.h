@@ -1,0 +1,133 @@
+/* Inside the code generator: the state of one kernel's lowering and the helpers that
+ * the per-family files (cg_*.c) share.
+ *
+ * A Tile IR value becomes a CgVal: the LLVM values of the elements this thread holds,
+ * in the order of its layout's local index (cg_layout.c); a scalar is one value that
+ * every thread computes (uniform). Ops are lowered one after another into LLVM IR by
+ * cg_op (cg_control.c), which dispatches on the opcode to the family files. */
+#ifndef TILE_CODEGEN_CG_INTERNAL_H
+#define TILE_CODEGEN_CG_INTERNAL_H
+
+#include <llvm-c/Core.h>
+
+#include "codegen/codegen.h"
+#include "ir/arena.h"
+#include "passes/axisinfo.h"
+
+/* A distributed "blocked" layout (Triton's BlockedEncoding): along each axis d a thread
+ * holds spt[d] consecutive elements, tpw[d] lanes of a warp and wpc[d] warps of the
+ * program cover the axis side by side, and the pattern repeats reps[d] times. Where
+ * spt * tpw * wpc exceeds the axis, coordinates wrap: several threads hold copies of
+ * one element (the copy at an unwrapped position is the owner). Rank 0: a uniform
+ * scalar. Other kinds (mma / wgmma accumulators) will be further values of `kind`. */
+typedef enum { CG_LAYOUT_BLOCKED } CgLayoutKind;
+
+typedef struct CgLayout {
+    CgLayoutKind kind;
+    int rank;
+    int32_t shape[IR_MAX_RANK], spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], reps[IR_MAX_RANK];
+} CgLayout;
+
+typedef struct CgVal {
+    uint32_t n;                  /* elements held by this thread (1 for scalars) */
+    LLVMValueRef *v;
+} CgVal;
+
+typedef struct Cg {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    const IrFunc *f;
+    LLVMValueRef fn;             /* the kernel being built */
+    CgVal *vals;                 /* f->nvalues entries; n == 0: not lowered yet */
+    Arena *arena;                /* CgVal element arrays */
+    DiagList *diags;
+    bool failed;
+    bool sm90;                   /* sm_90a: Hopper-only instructions allowed */
+    int warps, threads;
+    LLVMValueRef tid, lane, warp;    /* i32, computed in the entry block */
+    LLVMValueRef smem;           /* the dynamic shared memory, ptr addrspace(3) */
+    LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
+    AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
+} Cg;
+
+/* ---- cg_module.c: types, constants, intrinsics, errors ------------------------- */
+bool cg_error(Cg *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+LLVMTypeRef cg_elem_type(Cg *c, IrElem e);          /* in registers: i1 for i1 */
+LLVMTypeRef cg_mem_type(Cg *c, IrElem e);           /* in memory: i8 for i1 */
+LLVMTypeRef cg_i32(Cg *c);
+LLVMValueRef cg_int(Cg *c, LLVMTypeRef t, int64_t v);
+LLVMValueRef cg_i32c(Cg *c, int64_t v);
+LLVMValueRef cg_f32c(Cg *c, double v);
+LLVMValueRef cg_f64c(Cg *c, double v);
+/* Calls intrinsic `name`, overloaded on the types tys[0..ntys). */
+LLVMValueRef cg_intrinsic(Cg *c, const char *name, LLVMTypeRef *tys, unsigned ntys,
+                          LLVMValueRef *args, unsigned nargs);
+LLVMValueRef cg_call(Cg *c, LLVMValueRef fn, LLVMValueRef *args, unsigned n);
+LLVMBasicBlockRef cg_block_new(Cg *c, const char *name);
+void cg_barrier(Cg *c);
+LLVMValueRef cg_sreg(Cg *c, const char *name);   /* "tid.x", "ctaid.y", ... */
+/* The shared memory at byte offset off (i32), typed for element e. */
+LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_t byte_base);
+
+/* A counted loop for (i = start; i < end; i += step) over i32 with carried values:
+ * cg_loop_begin leaves the builder in the body (i and the carried phis set),
+ * cg_loop_end takes the carried values' next versions and leaves it after the loop,
+ * where `carried` holds the final values. */
+typedef struct CgLoop {
+    LLVMBasicBlockRef pre, head, exit;
+    LLVMValueRef i;
+    LLVMValueRef *carried;
+    uint32_t n;
+} CgLoop;
+void cg_loop_begin(Cg *c, CgLoop *l, LLVMValueRef start, LLVMValueRef end, LLVMValueRef *init, uint32_t n);
+void cg_loop_end(Cg *c, CgLoop *l, LLVMValueRef step, LLVMValueRef *next);
+
+/* ---- values ----------------------------------------------------------------------- */
+CgVal cg_val_new(Cg *c, uint32_t n);
+CgVal cg_get(Cg *c, IrValue v);
+void cg_set(Cg *c, IrValue v, CgVal x);
+static inline LLVMValueRef cg_at(CgVal x, uint32_t k) { return x.v[x.n == 1 ? 0 : k]; }
+const IrType *cg_type(Cg *c, IrValue v);
+
+/* ---- cg_layout.c ------------------------------------------------------------------ */
+CgLayout cg_layout_of(int warps, const IrType *t);   /* the canonical layout of a shape */
+uint32_t cg_layout_elems(const CgLayout *l);
+/* Coordinates (i32 LLVM values) of local element k of this thread. */
+void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
+/* The same at compile time for thread t (wrapped), and whether t's copy is the owner. */
+bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
+/* i1: this thread's copies are the owners (no other thread writes them). */
+LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l);
+bool cg_layout_replicated(const CgLayout *l);
+/* Row-major linear index of coords in l's shape (i32). */
+LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK]);
+
+/* A layout change: element k of `to` is the element of `from` at row-major index
+ * sum_j coord_j(k) * weight[j] (weights express broadcast, expand_dims, trans, reshape
+ * and the squeeze after a reduction). Direct when every thread already holds what it
+ * needs, else through shared memory. */
+CgVal cg_convert(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to,
+                 const int64_t weight[IR_MAX_RANK]);
+bool cg_shape_op(Cg *c, const IrOp *op);              /* broadcast expand_dims reshape trans splat */
+uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op);
+
+/* ---- per family --------------------------------------------------------------------- */
+bool cg_elementwise(Cg *c, const IrOp *op);          /* cg_elementwise.c */
+LLVMValueRef cg_to_f32(Cg *c, LLVMValueRef x, IrElem e);
+LLVMValueRef cg_from_f32(Cg *c, LLVMValueRef x, IrElem e);
+LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to);
+LLVMValueRef cg_fmaximum(Cg *c, LLVMValueRef a, LLVMValueRef b, bool is_max);
+LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrElem e);   /* cg_math.c */
+LLVMValueRef cg_pow(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);
+LLVMValueRef cg_frem(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);
+LLVMValueRef cg_log_f32(Cg *c, LLVMValueRef x);
+LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x);
+bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
+bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
+bool cg_scan(Cg *c, const IrOp *op);
+bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
+bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
+bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
+
+#endif

@@ -1,0 +1,299 @@
+/* Layouts: which thread holds which element of a tile, and conversions between them.
+ *
+ * Every shape has one canonical blocked layout (cg_layout_of), independent of the
+ * element type, so element-wise ops never convert. Per thread, the run along the last
+ * axis is up to 8 elements (16 bytes of f16, two 16-byte vectors of f32), so that
+ * loads and stores can be 16-byte vectors; lanes fill the last axis first, warps the
+ * first axis first (rows of a matrix go to different warps). Ops whose result is
+ * another shape (broadcast, expand_dims, trans, reshape, the squeeze after a
+ * reduction) convert: directly when each thread already holds the elements it needs
+ * (checked at compile time over all threads), else through shared memory.
+ *
+ * A thread's local element k has one local index per axis (row-major over the axes,
+ * li_d in [0, spt_d * reps_d)), and along axis d the coordinate
+ *     ((li_d / spt_d) * spt_d*tpw_d*wpc_d + warp_d*spt_d*tpw_d + lane_d*spt_d + li_d % spt_d)
+ *     mod shape_d. */
+#include "codegen/cg_internal.h"
+
+static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+CgLayout cg_layout_of(int warps, const IrType *t)
+{
+    CgLayout l = {.kind = CG_LAYOUT_BLOCKED, .rank = t->rank};
+    if (t->rank == 0) return l;
+    int r = t->rank, threads = warps * 32;
+    int64_t numel = ir_type_numel(t);
+    for (int d = 0; d < r; d++) {
+        l.shape[d] = t->shape[d];
+        l.spt[d] = l.tpw[d] = l.wpc[d] = 1;
+    }
+    int64_t per = numel / threads;
+    l.spt[r - 1] = min32(l.shape[r - 1], per < 1 ? 1 : per > 8 ? 8 : (int32_t)per);
+    int32_t lanes = 32;
+    for (int d = r - 1; d >= 0; d--) {
+        l.tpw[d] = min32(lanes, l.shape[d] / l.spt[d]);
+        lanes /= l.tpw[d];
+    }
+    l.tpw[r - 1] *= lanes;                 /* too few elements: lanes hold copies */
+    int32_t w = warps;
+    for (int d = 0; d < r; d++) {
+        int32_t room = l.shape[d] / (l.spt[d] * l.tpw[d]);
+        l.wpc[d] = min32(w, room < 1 ? 1 : room);
+        w /= l.wpc[d];
+    }
+    l.wpc[0] *= w;
+    for (int d = 0; d < r; d++) {
+        int32_t span = l.spt[d] * l.tpw[d] * l.wpc[d];
+        l.reps[d] = span >= l.shape[d] ? 1 : l.shape[d] / span;
+    }
+    return l;
+}
+
+static uint32_t axis_elems(const CgLayout *l, int d) { return (uint32_t)(l->spt[d] * l->reps[d]); }
+
+uint32_t cg_layout_elems(const CgLayout *l)
+{
+    uint32_t n = 1;
+    for (int d = 0; d < l->rank; d++) n *= axis_elems(l, d);
+    return n;
+}
+
+/* Local index of element k along each axis. */
+static void local_index(const CgLayout *l, uint32_t k, uint32_t li[IR_MAX_RANK])
+{
+    for (int d = l->rank - 1; d >= 0; d--) {
+        li[d] = k % axis_elems(l, d);
+        k /= axis_elems(l, d);
+    }
+}
+
+static int32_t stride_of(const int32_t *v, int rank, int d)
+{
+    int32_t s = 1;
+    for (int e = d + 1; e < rank; e++) s *= v[e];
+    return s;
+}
+
+/* Position of this thread's first element along axis d, unwrapped (i32). */
+static LLVMValueRef thread_base(Cg *c, const CgLayout *l, int d)
+{
+    LLVMValueRef lane = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->lane, cg_i32c(c, stride_of(l->tpw, l->rank, d)), ""),
+                                      cg_i32c(c, l->tpw[d]), "");
+    LLVMValueRef warp = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32c(c, stride_of(l->wpc, l->rank, d)), ""),
+                                      cg_i32c(c, l->wpc[d]), "");
+    LLVMValueRef wb = LLVMBuildMul(c->b, warp, cg_i32c(c, l->spt[d] * l->tpw[d]), "");
+    return LLVMBuildAdd(c->b, wb, LLVMBuildMul(c->b, lane, cg_i32c(c, l->spt[d]), ""), "");
+}
+
+static int32_t local_offset(const CgLayout *l, int d, uint32_t li)
+{
+    return (int32_t)(li / (uint32_t)l->spt[d]) * l->spt[d] * l->tpw[d] * l->wpc[d] + (int32_t)(li % (uint32_t)l->spt[d]);
+}
+
+void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
+{
+    uint32_t li[IR_MAX_RANK];
+    local_index(l, k, li);
+    for (int d = 0; d < l->rank; d++) {
+        LLVMValueRef raw = LLVMBuildAdd(c->b, thread_base(c, l, d), cg_i32c(c, local_offset(l, d, li[d])), "");
+        coords[d] = LLVMBuildAnd(c->b, raw, cg_i32c(c, l->shape[d] - 1), "");
+    }
+}
+
+bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
+{
+    uint32_t li[IR_MAX_RANK], lane = t % 32, warp = t / 32;
+    bool owner = true;
+    local_index(l, k, li);
+    for (int d = 0; d < l->rank; d++) {
+        int64_t ld = (lane / (uint32_t)stride_of(l->tpw, l->rank, d)) % (uint32_t)l->tpw[d];
+        int64_t wd = (warp / (uint32_t)stride_of(l->wpc, l->rank, d)) % (uint32_t)l->wpc[d];
+        int64_t raw = wd * l->spt[d] * l->tpw[d] + ld * l->spt[d] + local_offset(l, d, li[d]);
+        owner &= raw < l->shape[d];
+        coords[d] = raw & (l->shape[d] - 1);
+    }
+    return owner;
+}
+
+bool cg_layout_replicated(const CgLayout *l)
+{
+    if (l->rank == 0) return true;
+    for (int d = 0; d < l->rank; d++)
+        if (l->spt[d] * l->tpw[d] * l->wpc[d] > l->shape[d]) return true;
+    return false;
+}
+
+/* A copy is the owner when its unwrapped position is inside the tile on every axis;
+ * that does not depend on the element (spans larger than the axis have one repeat). */
+LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
+{
+    if (l->rank == 0) return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
+    LLVMValueRef own = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
+    for (int d = 0; d < l->rank; d++) {
+        if (l->spt[d] * l->tpw[d] * l->wpc[d] <= l->shape[d]) continue;
+        LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntULT, thread_base(c, l, d), cg_i32c(c, l->shape[d]), "");
+        own = LLVMBuildAnd(c->b, own, in, "");
+    }
+    return own;
+}
+
+LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK])
+{
+    LLVMValueRef lin = cg_i32c(c, 0);
+    for (int d = 0; d < l->rank; d++)
+        lin = LLVMBuildAdd(c->b, lin, LLVMBuildMul(c->b, coords[d], cg_i32c(c, stride_of(l->shape, l->rank, d)), ""), "");
+    return lin;
+}
+
+/* ---- conversions ------------------------------------------------------------------------ */
+
+static int64_t mapped_index(const CgLayout *to, const int64_t coords[IR_MAX_RANK], const int64_t w[IR_MAX_RANK])
+{
+    int64_t lin = 0;
+    for (int d = 0; d < to->rank; d++) lin += coords[d] * w[d];
+    return lin;
+}
+
+/* Local element of `from` at row-major index lin held by thread t, or -1. */
+static int64_t find_local(const CgLayout *from, uint32_t t, int64_t lin)
+{
+    uint32_t n = cg_layout_elems(from);
+    for (uint32_t k = 0; k < n; k++) {
+        int64_t co[IR_MAX_RANK] = {0}, l2 = 0;
+        cg_layout_coords_at(from, t, k, co);
+        for (int d = 0; d < from->rank; d++) l2 = l2 * from->shape[d] + co[d];
+        if (l2 == lin) return k;
+    }
+    return -1;
+}
+
+/* The direct plan: src local element for each dst local element, the same in every
+ * thread; false if some thread lacks an element or the search is too large. */
+static bool direct_plan(Cg *c, const CgLayout *from, const CgLayout *to, const int64_t w[IR_MAX_RANK], uint32_t *plan)
+{
+    uint32_t nd = cg_layout_elems(to), ns = cg_layout_elems(from);
+    if ((uint64_t)c->threads * nd * ns > (UINT64_C(1) << 22)) return false;
+    for (uint32_t t = 0; t < (uint32_t)c->threads; t++)
+        for (uint32_t k = 0; k < nd; k++) {
+            int64_t co[IR_MAX_RANK] = {0};
+            cg_layout_coords_at(to, t, k, co);
+            int64_t s = find_local(from, t, mapped_index(to, co, w));
+            if (s < 0 || (t > 0 && plan[k] != (uint32_t)s)) return false;
+            plan[k] = (uint32_t)s;
+        }
+    return true;
+}
+
+static LLVMValueRef to_mem(Cg *c, LLVMValueRef x, IrElem e)
+{
+    return e == IR_I1 ? LLVMBuildZExt(c->b, x, LLVMInt8TypeInContext(c->ctx), "") : x;
+}
+
+static LLVMValueRef from_mem(Cg *c, LLVMValueRef x, IrElem e)
+{
+    return e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, cg_int(c, LLVMTypeOf(x), 0), "") : x;
+}
+
+static CgVal through_smem(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to, const int64_t w[IR_MAX_RANK])
+{
+    LLVMTypeRef mt = cg_mem_type(c, e);
+    cg_barrier(c);
+    for (uint32_t k = 0; k < src.n; k++) {
+        LLVMValueRef co[IR_MAX_RANK];
+        cg_layout_coords(c, from, k, co);
+        LLVMBuildStore(c->b, to_mem(c, src.v[k], e), cg_smem_ptr(c, cg_linear(c, from, co), mt, 0));
+    }
+    cg_barrier(c);
+    CgVal out = cg_val_new(c, cg_layout_elems(to));
+    for (uint32_t k = 0; k < out.n; k++) {
+        LLVMValueRef co[IR_MAX_RANK], lin = cg_i32c(c, 0);
+        cg_layout_coords(c, to, k, co);
+        for (int d = 0; d < to->rank; d++)
+            lin = LLVMBuildAdd(c->b, lin, LLVMBuildMul(c->b, co[d], cg_i32c(c, w[d]), ""), "");
+        out.v[k] = from_mem(c, LLVMBuildLoad2(c->b, mt, cg_smem_ptr(c, lin, mt, 0), ""), e);
+    }
+    return out;
+}
+
+CgVal cg_convert(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to, const int64_t w[IR_MAX_RANK])
+{
+    uint32_t nd = cg_layout_elems(to);
+    uint32_t *plan = tl_calloc(nd, sizeof *plan);
+    if (!plan) tl_oom();
+    CgVal out;
+    if (direct_plan(c, from, to, w, plan)) {
+        out = cg_val_new(c, nd);
+        for (uint32_t k = 0; k < nd; k++) out.v[k] = src.v[plan[k]];
+    } else {
+        out = through_smem(c, from, src, e, to, w);
+    }
+    tl_free(plan);
+    return out;
+}
+
+/* ---- shape ops ------------------------------------------------------------------------------ */
+
+/* Weights of the result axes in the source's row-major index. */
+static void shape_weights(const IrOp *op, const IrType *st, const IrType *rt, int64_t w[IR_MAX_RANK])
+{
+    int64_t sstr[IR_MAX_RANK] = {0}, rstr[IR_MAX_RANK] = {0};
+    for (int d = 0; d < st->rank; d++) sstr[d] = stride_of(st->shape, st->rank, d);
+    for (int d = 0; d < rt->rank; d++) rstr[d] = stride_of(rt->shape, rt->rank, d);
+    for (int d = 0; d < rt->rank; d++) {
+        switch (op->code) {
+        case IR_OP_BROADCAST: w[d] = st->shape[d] == 1 ? 0 : sstr[d]; break;
+        case IR_OP_EXPAND_DIMS:
+            w[d] = d == op->attr.i ? 0 : sstr[d < op->attr.i ? d : d - 1];
+            break;
+        case IR_OP_TRANS: w[d] = sstr[rt->rank - 1 - d]; break;
+        default: w[d] = rstr[d]; break;   /* reshape: the same row-major index */
+        }
+    }
+}
+
+bool cg_shape_op(Cg *c, const IrOp *op)
+{
+    const IrType *st = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
+    CgVal src = cg_get(c, op->operands[0]);
+    CgLayout to = cg_layout_of(c->warps, rt);
+    if (st->rank == 0) {                  /* splat, or a shape op on a scalar */
+        CgVal out = cg_val_new(c, cg_layout_elems(&to));
+        for (uint32_t k = 0; k < out.n; k++) out.v[k] = src.v[0];
+        cg_set(c, op->results[0], out);
+        return true;
+    }
+    CgLayout from = cg_layout_of(c->warps, st);
+    int64_t w[IR_MAX_RANK] = {0};
+    shape_weights(op, st, rt, w);
+    cg_set(c, op->results[0], cg_convert(c, &from, src, st->elem, &to, w));
+    return true;
+}
+
+/* ---- shared memory needs, per op (cg_kernel_info) ----------------------------------------- */
+
+static uint32_t tile_bytes(const IrType *t, int elem_bytes) { return (uint32_t)(ir_type_numel(t) * elem_bytes); }
+
+static int mem_bytes(IrElem e) { return e == IR_PTR ? 8 : ir_elem_bytes(e); }
+
+uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
+{
+    if (op->noperands == 0 || op->nresults == 0) return 0;
+    const IrType *a = ir_value_type(f, op->operands[0]), *r = ir_value_type(f, op->results[0]);
+    switch (op->code) {
+    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
+        return tile_bytes(a, mem_bytes(a->elem));
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+        /* cross-warp partials (value and index, 8 bytes each at most), then the squeeze */
+        return tile_bytes(a, 16) > tile_bytes(r, 8) ? tile_bytes(a, 16) : tile_bytes(r, 8);
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return tile_bytes(a, 8);
+    case IR_OP_DOT: {
+        const IrType *b = ir_value_type(f, op->operands[1]);
+        int eb = ir_elem_is_float(a->elem) && a->elem != IR_F64 ? 4 : 8;
+        return tile_bytes(a, eb) + tile_bytes(b, eb);
+    }
+    case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
+    case IR_OP_ATOMIC_CAS:
+        return tile_bytes(r, 8);
+    default: return 0;
+    }
+}

@@ -1,0 +1,311 @@
+/* Float math without libdevice: exp exp2 log log2 sqrt rsqrt sin cos tanh erf floor
+ * ceil sigmoid pow and float remainder, written as LLVM IR.
+ *
+ * LANGUAGE.md allows math functions a few units in the last place. exp (the hot one:
+ * softmax) runs in f32: Cody-Waite reduction x = n*ln2 + r with a two-part ln2, a
+ * degree-7 Taylor polynomial on |r| <= ln2/2 (truncation below 0.1 ulp) and a scale by
+ * 2^n in two steps (so that n = -149..128 stays in range). The others compute in f64
+ * and round once to f32, which makes simple formulas accurate: log by the atanh
+ * series of the reduced mantissa, sin/cos by reduction modulo pi/2 (three-part pi/2,
+ * accurate while |x| < 2^20) and Taylor polynomials, tanh from exp(-2|x|), erf by the
+ * positive series 2x/sqrt(pi) e^(-x^2) sum (2x^2)^n / (2n+1)!!, pow as exp(y log|x|)
+ * with C99's special cases. f16/bf16 compute in f32. f64 uses the same f64 code
+ * (sin/cos/exp/log within a few ulp; tanh, pow and erf of f64 less precisely, see
+ * docs/CODEGEN.md). sqrt is sqrt.rn and rsqrt is 1/sqrt, both correctly rounded as in
+ * the interpreter. */
+#include <math.h>
+
+#include "codegen/cg_internal.h"
+
+typedef LLVMValueRef V;
+
+static LLVMTypeRef f64t(Cg *c) { return LLVMDoubleTypeInContext(c->ctx); }
+static LLVMTypeRef f32t(Cg *c) { return LLVMFloatTypeInContext(c->ctx); }
+static V fconst(LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
+static V fadd(Cg *c, V a, V b) { return LLVMBuildFAdd(c->b, a, b, ""); }
+static V fsub(Cg *c, V a, V b) { return LLVMBuildFSub(c->b, a, b, ""); }
+static V fmul(Cg *c, V a, V b) { return LLVMBuildFMul(c->b, a, b, ""); }
+static V fdiv(Cg *c, V a, V b) { return LLVMBuildFDiv(c->b, a, b, ""); }
+static V sel(Cg *c, V cond, V a, V b) { return LLVMBuildSelect(c->b, cond, a, b, ""); }
+static V fcmp(Cg *c, LLVMRealPredicate p, V a, V b) { return LLVMBuildFCmp(c->b, p, a, b, ""); }
+
+static V intr1(Cg *c, const char *name, V x)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    return cg_intrinsic(c, name, &t, 1, &x, 1);
+}
+
+static V fmaf_(Cg *c, V a, V b, V d)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    V args[3] = {a, b, d};
+    return cg_intrinsic(c, "llvm.fma", &t, 1, args, 3);
+}
+
+static V copysign_(Cg *c, V mag, V sign)
+{
+    LLVMTypeRef t = LLVMTypeOf(mag);
+    V args[2] = {mag, sign};
+    return cg_intrinsic(c, "llvm.copysign", &t, 1, args, 2);
+}
+
+/* Horner: k[0] + x*(k[1] + x*(... k[n-1])). */
+static V poly(Cg *c, V x, const double *k, int n)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    V r = fconst(t, k[n - 1]);
+    for (int i = n - 2; i >= 0; i--) r = fmaf_(c, r, x, fconst(t, k[i]));
+    return r;
+}
+
+static V is_nan(Cg *c, V x) { return fcmp(c, LLVMRealUNO, x, x); }
+
+/* x * 2^n for an integer n (i32) in [-2*(emax+1), 2*(emax+1)], in two steps. */
+static V scale2(Cg *c, V x, V n, bool dbl)
+{
+    LLVMTypeRef it = dbl ? LLVMInt64TypeInContext(c->ctx) : cg_i32(c), ft = LLVMTypeOf(x);
+    V n1 = LLVMBuildAShr(c->b, n, cg_i32c(c, 1), ""), n2 = LLVMBuildSub(c->b, n, n1, "");
+    V pw[2];
+    V parts[2] = {n1, n2};
+    for (int i = 0; i < 2; i++) {
+        V e = LLVMBuildAdd(c->b, parts[i], cg_i32c(c, dbl ? 1023 : 127), "");
+        if (dbl) e = LLVMBuildSExt(c->b, e, it, "");
+        pw[i] = LLVMBuildBitCast(c->b, LLVMBuildShl(c->b, e, cg_int(c, it, dbl ? 52 : 23), ""), ft, "");
+    }
+    return fmul(c, fmul(c, x, pw[0]), pw[1]);
+}
+
+static V clamp(Cg *c, V x, double lo, double hi)
+{
+    LLVMTypeRef t = LLVMTypeOf(x);
+    x = sel(c, fcmp(c, LLVMRealOLT, x, fconst(t, lo)), fconst(t, lo), x);   /* NaN stays */
+    return sel(c, fcmp(c, LLVMRealOGT, x, fconst(t, hi)), fconst(t, hi), x);
+}
+
+/* ---- exp ------------------------------------------------------------------------------ */
+
+static V exp_f32(Cg *c, V x)
+{
+    static const double k[8] = {1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
+    LLVMTypeRef t = f32t(c);
+    V xc = clamp(c, x, -104.0, 89.0);
+    V n = intr1(c, "llvm.rint", fmul(c, xc, fconst(t, M_LOG2E)));
+    V r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 0.693145751953125), xc);
+    r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 1.428606765330187e-06), r);
+    V p = scale2(c, poly(c, r, k, 8), LLVMBuildFPToSI(c->b, n, cg_i32(c), ""), false);
+    return sel(c, is_nan(c, x), x, p);
+}
+
+/* e^y in f64 for any y (overflow to inf, underflow to 0). */
+static V exp_f64(Cg *c, V y)
+{
+    static const double k[14] = {1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
+                                 1.0 / 479001600, 1.0 / 6227020800.0};
+    LLVMTypeRef t = f64t(c);
+    V yc = clamp(c, y, -746.0, 710.0);
+    V n = intr1(c, "llvm.rint", fmul(c, yc, fconst(t, M_LOG2E)));
+    V r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 6.93147180369123816490e-01), yc);
+    r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 1.90821492927058770002e-10), r);
+    V p = scale2(c, poly(c, r, k, 14), LLVMBuildFPToSI(c->b, n, cg_i32(c), ""), true);
+    return sel(c, is_nan(c, y), y, p);
+}
+
+/* ---- log ------------------------------------------------------------------------------- */
+
+/* log(x) in f64: x = m * 2^k with m in [sqrt(1/2), sqrt(2)), f = m - 1, s = f / (2 + f),
+ * log(1 + f) = 2s + s * sum_{j>=1} 2 s^(2j) / (2j + 1). */
+static V log_f64(Cg *c, V x)
+{
+    static const double k[12] = {0, 2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11, 2.0 / 13,
+                                 2.0 / 15, 2.0 / 17, 2.0 / 19, 2.0 / 21, 2.0 / 23};
+    LLVMTypeRef t = f64t(c), i64 = LLVMInt64TypeInContext(c->ctx);
+    V sub = fcmp(c, LLVMRealOLT, x, fconst(t, 0x1p-1022));
+    V xs = sel(c, sub, fmul(c, x, fconst(t, 0x1p54)), x);
+    V bits = LLVMBuildBitCast(c->b, xs, i64, "");
+    V e = LLVMBuildSub(c->b, LLVMBuildLShr(c->b, bits, cg_int(c, i64, 52), ""), cg_int(c, i64, 1023), "");
+    e = LLVMBuildSub(c->b, e, sel(c, sub, cg_int(c, i64, 54), cg_int(c, i64, 0)), "");
+    V mbits = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, bits, cg_int(c, i64, 0x000FFFFFFFFFFFFFLL), ""),
+                          cg_int(c, i64, 0x3FF0000000000000LL), "");
+    V m = LLVMBuildBitCast(c->b, mbits, t, "");
+    V big = fcmp(c, LLVMRealOGT, m, fconst(t, M_SQRT2));
+    m = sel(c, big, fmul(c, m, fconst(t, 0.5)), m);
+    e = LLVMBuildAdd(c->b, e, LLVMBuildZExt(c->b, big, i64, ""), "");
+    V f = fsub(c, m, fconst(t, 1.0));
+    V s = fdiv(c, f, fadd(c, fconst(t, 2.0), f));
+    V z = fmul(c, s, s);
+    V l1p = fmaf_(c, s, poly(c, z, k, 12), fmul(c, s, fconst(t, 2.0)));
+    V ke = LLVMBuildSIToFP(c->b, e, t, "");
+    V r = fmaf_(c, ke, fconst(t, 6.93147180369123816490e-01), fmaf_(c, ke, fconst(t, 1.90821492927058770002e-10), l1p));
+    r = sel(c, fcmp(c, LLVMRealOEQ, x, fconst(t, 0.0)), fconst(t, -INFINITY), r);
+    r = sel(c, fcmp(c, LLVMRealOEQ, x, fconst(t, INFINITY)), x, r);
+    return sel(c, fcmp(c, LLVMRealUGE, x, fconst(t, 0.0)), r, fconst(t, NAN));   /* x < 0: NaN */
+}
+
+/* ---- sin, cos ------------------------------------------------------------------------------ */
+
+/* sin (cos when want_cos) in f64: x = j * pi/2 + r, |r| <= pi/4, quadrant j mod 4. */
+static V sincos_f64(Cg *c, V x, bool want_cos)
+{
+    static const double ks[9] = {1, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800,
+                                 1.0 / 6227020800.0, -1.0 / 1307674368000.0, 1.0 / 355687428096000.0};
+    static const double kc[10] = {1, -1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800,
+                                  1.0 / 479001600, -1.0 / 87178291200.0, 1.0 / 20922789888000.0,
+                                  -1.0 / 6402373705728000.0};
+    LLVMTypeRef t = f64t(c);
+    V j = intr1(c, "llvm.rint", fmul(c, x, fconst(t, M_2_PI)));
+    V nj = LLVMBuildFNeg(c->b, j, "");
+    V r = fmaf_(c, nj, fconst(t, 1.5707963267948966), x);
+    r = fmaf_(c, nj, fconst(t, 6.123233995736766e-17), r);
+    r = fmaf_(c, nj, fconst(t, -1.4973849048591698e-33), r);
+    V z = fmul(c, r, r);
+    V sn = fmul(c, r, poly(c, z, ks, 9)), cs = poly(c, z, kc, 10);
+    V q = LLVMBuildFPToSI(c->b, clamp(c, j, -1e18, 1e18), LLVMInt64TypeInContext(c->ctx), "");
+    q = LLVMBuildTrunc(c->b, q, cg_i32(c), "");
+    if (want_cos) q = LLVMBuildAdd(c->b, q, cg_i32c(c, 1), "");   /* cos x = sin(x + pi/2) */
+    V odd = LLVMBuildTrunc(c->b, q, LLVMInt1TypeInContext(c->ctx), "");
+    V neg = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildAnd(c->b, q, cg_i32c(c, 2), ""), cg_i32c(c, 0), "");
+    V v = sel(c, odd, cs, sn);
+    return sel(c, neg, LLVMBuildFNeg(c->b, v, ""), v);
+}
+
+/* ---- tanh, erf ------------------------------------------------------------------------------- */
+
+static V tanh_f64(Cg *c, V x)
+{
+    static const double k[5] = {1, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835};
+    LLVMTypeRef t = f64t(c);
+    V ax = intr1(c, "llvm.fabs", x);
+    V e = exp_f64(c, fmul(c, ax, fconst(t, -2.0)));
+    V th = fdiv(c, fsub(c, fconst(t, 1.0), e), fadd(c, fconst(t, 1.0), e));
+    V small = fmul(c, ax, poly(c, fmul(c, ax, ax), k, 5));
+    th = sel(c, fcmp(c, LLVMRealOLT, ax, fconst(t, 0.01)), small, th);
+    return sel(c, is_nan(c, x), x, copysign_(c, th, x));
+}
+
+/* erf for |x| < 4 by the positive series (no cancellation), +-1 beyond (erfc(4) is
+ * below half an f32 ulp of 1). Sixty terms reach 1e-10 of the sum at |x| = 4. */
+static V erf_f64(Cg *c, V x)
+{
+    LLVMTypeRef t = f64t(c);
+    V ax = intr1(c, "llvm.fabs", x);
+    V axc = clamp(c, ax, 0.0, 4.0);
+    V x2 = fmul(c, axc, axc), q = fmul(c, x2, fconst(t, 2.0));
+    V term = fconst(t, 1.0), sum = fconst(t, 1.0);
+    for (int n = 1; n <= 60; n++) {
+        term = fmul(c, term, fmul(c, q, fconst(t, 1.0 / (2 * n + 1))));
+        sum = fadd(c, sum, term);
+    }
+    V r = fmul(c, fmul(c, fconst(t, M_2_SQRTPI), axc), fmul(c, exp_f64(c, LLVMBuildFNeg(c->b, x2, "")), sum));
+    r = sel(c, fcmp(c, LLVMRealOGE, ax, fconst(t, 4.0)), fconst(t, 1.0), r);
+    return sel(c, is_nan(c, x), x, copysign_(c, r, x));
+}
+
+/* ---- pow, rem ------------------------------------------------------------------------------------ */
+
+/* C99 pow: pow(x, +-0) = 1, pow(1, y) = 1, pow(-1, +-inf) = 1, x < 0 needs an integer y
+ * (odd y keeps the sign), zeros and infinities follow from exp(y * log|x|). */
+static V pow_f64(Cg *c, V x, V y)
+{
+    LLVMTypeRef t = f64t(c);
+    V ax = intr1(c, "llvm.fabs", x);
+    V r = exp_f64(c, clamp(c, fmul(c, y, log_f64(c, ax)), -2000.0, 2000.0));
+    V yint = fcmp(c, LLVMRealOEQ, intr1(c, "llvm.floor", y), y);
+    V half = fmul(c, y, fconst(t, 0.5));
+    V yodd = LLVMBuildAnd(c->b, yint, fcmp(c, LLVMRealUNE, intr1(c, "llvm.floor", half), half), "");
+    V xneg = fcmp(c, LLVMRealOLT, x, fconst(t, 0.0));
+    V negz = LLVMBuildAnd(c->b, fcmp(c, LLVMRealOEQ, x, fconst(t, 0.0)),
+                          LLVMBuildICmp(c->b, LLVMIntSLT, LLVMBuildBitCast(c->b, x, LLVMInt64TypeInContext(c->ctx), ""),
+                                        cg_int(c, LLVMInt64TypeInContext(c->ctx), 0), ""), "");
+    V signed_base = LLVMBuildOr(c->b, xneg, negz, "");
+    r = sel(c, LLVMBuildAnd(c->b, signed_base, yodd, ""), LLVMBuildFNeg(c->b, r, ""), r);
+    V bad = LLVMBuildAnd(c->b, xneg, LLVMBuildNot(c->b, yint, ""), "");
+    bad = LLVMBuildAnd(c->b, bad, fcmp(c, LLVMRealONE, ax, fconst(t, INFINITY)), "");
+    r = sel(c, LLVMBuildAnd(c->b, bad, fcmp(c, LLVMRealONE, intr1(c, "llvm.fabs", y), fconst(t, INFINITY)), ""),
+            fconst(t, NAN), r);
+    V one = LLVMBuildOr(c->b, fcmp(c, LLVMRealOEQ, y, fconst(t, 0.0)), fcmp(c, LLVMRealOEQ, x, fconst(t, 1.0)), "");
+    V m1inf = LLVMBuildAnd(c->b, fcmp(c, LLVMRealOEQ, x, fconst(t, -1.0)),
+                           fcmp(c, LLVMRealOEQ, intr1(c, "llvm.fabs", y), fconst(t, INFINITY)), "");
+    return sel(c, LLVMBuildOr(c->b, one, m1inf, ""), fconst(t, 1.0), r);
+}
+
+static V to64(Cg *c, V x, IrElem e) { return e == IR_F64 ? x : LLVMBuildFPExt(c->b, cg_to_f32(c, x, e), f64t(c), ""); }
+
+static V from64(Cg *c, V x, IrElem e)
+{
+    if (e == IR_F64) return x;
+    return cg_from_f32(c, LLVMBuildFPTrunc(c->b, x, f32t(c), ""), e);
+}
+
+LLVMValueRef cg_pow(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e)
+{
+    return from64(c, pow_f64(c, to64(c, x, e), to64(c, y, e)), e);
+}
+
+/* fmod: a - trunc(a/b) * b with one fma (exact once the quotient is right), the
+ * quotient corrected by one step, the sign of a kept. Exact while |a/b| < 2^52. */
+LLVMValueRef cg_frem(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e)
+{
+    LLVMTypeRef t = f64t(c);
+    V a = to64(c, x, e), b = to64(c, y, e);
+    V q = intr1(c, "llvm.trunc", fdiv(c, a, b));
+    V r = fmaf_(c, LLVMBuildFNeg(c->b, q, ""), b, a);
+    V ab = intr1(c, "llvm.fabs", b), ar = intr1(c, "llvm.fabs", r);
+    V flip = LLVMBuildAnd(c->b, fcmp(c, LLVMRealONE, r, fconst(t, 0.0)),
+                          LLVMBuildXor(c->b, fcmp(c, LLVMRealOLT, r, fconst(t, 0.0)), fcmp(c, LLVMRealOLT, a, fconst(t, 0.0)), ""), "");
+    ar = sel(c, flip, fsub(c, ab, ar), ar);                     /* quotient one too large */
+    ar = sel(c, fcmp(c, LLVMRealOGE, ar, ab), fsub(c, ar, ab), ar);   /* one too small */
+    r = sel(c, is_nan(c, r), r, copysign_(c, ar, a));
+    return from64(c, r, e);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------------- */
+
+LLVMValueRef cg_log_f32(Cg *c, LLVMValueRef x) { return from64(c, log_f64(c, to64(c, x, IR_F32)), IR_F32); }
+LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x) { return from64(c, sincos_f64(c, to64(c, x, IR_F32), true), IR_F32); }
+
+static V math64(Cg *c, IrOpcode code, V x)
+{
+    LLVMTypeRef t = f64t(c);
+    switch (code) {
+    case IR_OP_EXP: return exp_f64(c, x);
+    case IR_OP_EXP2: return exp_f64(c, fmul(c, x, fconst(t, M_LN2)));
+    case IR_OP_LOG: return log_f64(c, x);
+    case IR_OP_LOG2: return fmul(c, log_f64(c, x), fconst(t, M_LOG2E));
+    case IR_OP_SIN: return sincos_f64(c, x, false);
+    case IR_OP_COS: return sincos_f64(c, x, true);
+    case IR_OP_TANH: return tanh_f64(c, x);
+    case IR_OP_ERF: return erf_f64(c, x);
+    default: return NULL;
+    }
+}
+
+LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrElem e)
+{
+    V xf = cg_to_f32(c, x, e);
+    LLVMTypeRef t = LLVMTypeOf(xf);
+    V one = fconst(t, 1.0), r;
+    switch (code) {
+    case IR_OP_SQRT: r = intr1(c, "llvm.sqrt", xf); break;
+    case IR_OP_RSQRT: r = fdiv(c, one, intr1(c, "llvm.sqrt", xf)); break;
+    case IR_OP_FLOOR: r = intr1(c, "llvm.floor", xf); break;
+    case IR_OP_CEIL: r = intr1(c, "llvm.ceil", xf); break;
+    case IR_OP_EXP: r = e == IR_F64 ? exp_f64(c, xf) : exp_f32(c, xf); break;
+    case IR_OP_SIGMOID: {
+        V ex = e == IR_F64 ? exp_f64(c, LLVMBuildFNeg(c->b, xf, "")) : exp_f32(c, LLVMBuildFNeg(c->b, xf, ""));
+        r = fdiv(c, one, fadd(c, one, ex));
+        break;
+    }
+    case IR_OP_EXP2: case IR_OP_LOG: case IR_OP_LOG2: case IR_OP_SIN: case IR_OP_COS:
+    case IR_OP_TANH: case IR_OP_ERF: {
+        V d = e == IR_F64 ? xf : LLVMBuildFPExt(c->b, xf, f64t(c), "");
+        V rd = math64(c, code, d);
+        r = e == IR_F64 ? rd : LLVMBuildFPTrunc(c->b, rd, f32t(c), "");
+        break;
+    }
+    default:
+        cg_error(c, op, "'%s' is not defined on floats", ir_op_info[code].text);
+        return NULL;
+    }
+    return cg_from_f32(c, r, e);
+}

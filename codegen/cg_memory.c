@@ -1,0 +1,256 @@
+/* Global memory: load, store and the atomics.
+ *
+ * A thread's elements come in runs of spt consecutive elements along the last axis
+ * (cg_layout.c). Where the axis analysis proves that the pointers of a run are
+ * consecutive, that the first is aligned to the vector's size, and that the mask (and
+ * `other`) are constant over the vector, the run is accessed with vectors of up to 16
+ * bytes (ld.global.v4.f32, v4.b32 for 8 halves, ...); otherwise element by element.
+ * Masked-off elements touch no memory: each access sits in a block entered only when
+ * its mask holds, and a load's result there is `other` (0 without one).
+ *
+ * Copies of an element held by several threads (small tiles, scalars) are written by
+ * the owner only; atomics too, since a duplicated atomic would apply twice, and the
+ * owner's old value then reaches the copies through shared memory. Atomics are relaxed
+ * (atom without .sem), as the interpreter gives no ordering guarantees between
+ * programs beyond atomicity. */
+#include "codegen/cg_internal.h"
+
+static LLVMValueRef true_(Cg *c) { return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0); }
+
+/* Elements per vector access of a load or store whose pointers are operand 0. */
+static uint32_t vector_width(Cg *c, const IrOp *op, const CgLayout *l, int mask_at, int other_at)
+{
+    const IrType *pt = cg_type(c, op->operands[0]);
+    if (pt->rank == 0 || l->rank == 0) return 1;
+    int last = pt->rank - 1, bytes = ir_elem_bytes(pt->pointee);
+    const AxisInfo *pa = &c->ai[op->operands[0]];
+    int64_t v = l->spt[last];
+    if (pa->contiguity[last] < v) v = pa->contiguity[last];
+    if (pa->divisibility[last] / bytes < v) v = pa->divisibility[last] / bytes;
+    if (16 / bytes < v) v = 16 / bytes;
+    int at[2] = {mask_at, other_at};
+    for (int i = 0; i < 2; i++)
+        if (at[i] >= 0 && (uint32_t)at[i] < op->noperands && cg_type(c, op->operands[at[i]])->rank > 0 &&
+            c->ai[op->operands[at[i]]].constancy[last] < v)
+            v = c->ai[op->operands[at[i]]].constancy[last];
+    return v < 1 ? 1 : (uint32_t)v;
+}
+
+static LLVMValueRef mask_at(Cg *c, const IrOp *op, int at, uint32_t k)
+{
+    return (uint32_t)at < op->noperands ? cg_at(cg_get(c, op->operands[at]), k) : true_(c);
+}
+
+/* Runs the code that `emit` builds only where cond holds; returns the block it left. */
+typedef struct Guard {
+    LLVMBasicBlockRef from, body, join;
+} Guard;
+
+static Guard guard_begin(Cg *c, LLVMValueRef cond)
+{
+    Guard g = {LLVMGetInsertBlock(c->b), cg_block_new(c, "on"), cg_block_new(c, "join")};
+    LLVMBuildCondBr(c->b, cond, g.body, g.join);
+    LLVMPositionBuilderAtEnd(c->b, g.body);
+    return g;
+}
+
+/* Closes the guard; with a value, returns phi(value from the body, dflt from outside). */
+static LLVMValueRef guard_end(Cg *c, Guard *g, LLVMValueRef value, LLVMValueRef dflt)
+{
+    LLVMBasicBlockRef body_end = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, g->join);
+    LLVMPositionBuilderAtEnd(c->b, g->join);
+    if (!value) return NULL;
+    LLVMValueRef phi = LLVMBuildPhi(c->b, LLVMTypeOf(value), "");
+    LLVMValueRef vals[2] = {value, dflt};
+    LLVMBasicBlockRef bbs[2] = {body_end, g->from};
+    LLVMAddIncoming(phi, vals, bbs, 2);
+    return phi;
+}
+
+static LLVMValueRef from_mem(Cg *c, LLVMValueRef x, IrElem e)
+{
+    return e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, cg_int(c, LLVMTypeOf(x), 0), "") : x;
+}
+
+static LLVMValueRef to_mem(Cg *c, LLVMValueRef x, IrElem e)
+{
+    return e == IR_I1 ? LLVMBuildZExt(c->b, x, LLVMInt8TypeInContext(c->ctx), "") : x;
+}
+
+/* ---- load -------------------------------------------------------------------------------- */
+
+/* Loads elements k..k+n-1 (one vector when n > 1) into out. */
+static void load_run(Cg *c, const IrOp *op, IrElem e, CgVal ptr, uint32_t k, uint32_t n, CgVal *out)
+{
+    LLVMTypeRef mt = cg_mem_type(c, e), vt = n > 1 ? LLVMVectorType(mt, n) : mt;
+    LLVMValueRef dflt = LLVMGetUndef(vt);
+    for (uint32_t i = 0; i < n; i++) {
+        LLVMValueRef o = op->noperands > 2 ? to_mem(c, cg_at(cg_get(c, op->operands[2]), k + i), e) : LLVMConstNull(mt);
+        dflt = n > 1 ? LLVMBuildInsertElement(c->b, dflt, o, cg_i32c(c, i), "") : o;
+    }
+    LLVMValueRef m = mask_at(c, op, 1, k), v = dflt;
+    bool known = LLVMIsAConstantInt(m) != NULL;
+    if (!known || LLVMConstIntGetZExtValue(m)) {        /* a mask known false loads nothing */
+        Guard g = {0};
+        if (!known) g = guard_begin(c, m);
+        LLVMValueRef ld = LLVMBuildLoad2(c->b, vt, cg_at(ptr, k), "");
+        LLVMSetAlignment(ld, (unsigned)(ir_elem_bytes(e) * n));
+        v = known ? ld : guard_end(c, &g, ld, dflt);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        out->v[k + i] = from_mem(c, n > 1 ? LLVMBuildExtractElement(c->b, v, cg_i32c(c, i), "") : v, e);
+}
+
+static bool lower_load(Cg *c, const IrOp *op)
+{
+    const IrType *rt = cg_type(c, op->results[0]);
+    CgLayout l = cg_layout_of(c->warps, rt);
+    CgVal ptr = cg_get(c, op->operands[0]), out = cg_val_new(c, cg_layout_elems(&l));
+    uint32_t vw = vector_width(c, op, &l, 1, 2);
+    for (uint32_t k = 0; k < out.n; k += vw) load_run(c, op, rt->elem, ptr, k, vw, &out);
+    cg_set(c, op->results[0], out);
+    return true;
+}
+
+/* ---- store ------------------------------------------------------------------------------- */
+
+static void store_run(Cg *c, const IrOp *op, IrElem e, LLVMValueRef owner, uint32_t k, uint32_t n)
+{
+    CgVal ptr = cg_get(c, op->operands[0]), val = cg_get(c, op->operands[1]);
+    IrElem ve = cg_type(c, op->operands[1])->elem;
+    LLVMTypeRef mt = cg_mem_type(c, e), vt = n > 1 ? LLVMVectorType(mt, n) : mt;
+    LLVMValueRef v = LLVMGetUndef(vt);
+    for (uint32_t i = 0; i < n; i++) {
+        LLVMValueRef x = to_mem(c, cg_convert_scalar(c, cg_at(val, k + i), ve, e), e);
+        v = n > 1 ? LLVMBuildInsertElement(c->b, v, x, cg_i32c(c, i), "") : x;
+    }
+    LLVMValueRef cond = owner;
+    if (op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
+    Guard g = guard_begin(c, cond);
+    LLVMValueRef st = LLVMBuildStore(c->b, v, cg_at(ptr, k));
+    LLVMSetAlignment(st, (unsigned)(ir_elem_bytes(e) * n));
+    guard_end(c, &g, NULL, NULL);
+}
+
+static bool lower_store(Cg *c, const IrOp *op)
+{
+    const IrType *pt = cg_type(c, op->operands[0]);
+    CgLayout l = cg_layout_of(c->warps, pt);
+    uint32_t vw = vector_width(c, op, &l, 2, -1), n = cg_layout_elems(&l);
+    LLVMValueRef owner = cg_layout_owner(c, &l);
+    for (uint32_t k = 0; k < n; k += vw) store_run(c, op, pt->pointee, owner, k, vw);
+    return true;
+}
+
+/* ---- atomics ------------------------------------------------------------------------------ */
+
+static LLVMAtomicRMWBinOp rmw_op(IrOpcode code, IrElem e)
+{
+    bool fl = ir_elem_is_float(e), s = ir_elem_is_signed(e);
+    switch (code) {
+    case IR_OP_ATOMIC_ADD: return fl ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd;
+    case IR_OP_ATOMIC_MAX: return s ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax;
+    case IR_OP_ATOMIC_MIN: return s ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin;
+    default: return LLVMAtomicRMWBinOpXchg;
+    }
+}
+
+/* Float max/min with the interpreter's NaN rule, as a compare-and-swap loop. */
+static LLVMValueRef float_minmax_cas(Cg *c, LLVMValueRef p, LLVMValueRef v, IrElem e, bool is_max)
+{
+    LLVMTypeRef it = LLVMIntTypeInContext(c->ctx, (unsigned)ir_elem_bits(e)), ft = cg_elem_type(c, e);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), loop = cg_block_new(c, "cas"), done = cg_block_new(c, "cas.done");
+    LLVMValueRef first = LLVMBuildLoad2(c->b, it, p, "");
+    LLVMSetVolatile(first, 1);
+    LLVMBuildBr(c->b, loop);
+    LLVMPositionBuilderAtEnd(c->b, loop);
+    LLVMValueRef old = LLVMBuildPhi(c->b, it, "");
+    LLVMValueRef of = cg_to_f32(c, LLVMBuildBitCast(c->b, old, ft, ""), e), vf = cg_to_f32(c, v, e);
+    LLVMValueRef nf = cg_fmaximum(c, of, vf, is_max);
+    LLVMValueRef onan = LLVMBuildFCmp(c->b, LLVMRealUNO, of, of, "");
+    nf = LLVMBuildSelect(c->b, onan, of, nf, "");       /* a NaN in memory stays */
+    LLVMValueRef nv = LLVMBuildBitCast(c->b, cg_from_f32(c, nf, e), it, "");
+    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(c->b, p, old, nv, LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
+    LLVMValueRef seen = LLVMBuildExtractValue(c->b, pair, 0, "");
+    LLVMValueRef ok = LLVMBuildExtractValue(c->b, pair, 1, "");
+    LLVMValueRef vals[2] = {first, seen};
+    LLVMBasicBlockRef bbs[2] = {pre, LLVMGetInsertBlock(c->b)};
+    LLVMAddIncoming(old, vals, bbs, 2);
+    LLVMBuildCondBr(c->b, ok, done, loop);
+    LLVMPositionBuilderAtEnd(c->b, done);
+    return LLVMBuildBitCast(c->b, seen, ft, "");
+}
+
+static LLVMValueRef atomic_one(Cg *c, const IrOp *op, IrElem e, uint32_t k)
+{
+    LLVMValueRef p = cg_at(cg_get(c, op->operands[0]), k);
+    bool cas = op->code == IR_OP_ATOMIC_CAS, fl = ir_elem_is_float(e);
+    LLVMValueRef v = cg_at(cg_get(c, op->operands[cas ? 2 : 1]), k);
+    if (cas) {
+        LLVMTypeRef it = LLVMIntTypeInContext(c->ctx, (unsigned)ir_elem_bits(e));
+        LLVMValueRef cmp = cg_at(cg_get(c, op->operands[1]), k);
+        if (fl) {
+            cmp = LLVMBuildBitCast(c->b, cmp, it, "");
+            v = LLVMBuildBitCast(c->b, v, it, "");
+        }
+        LLVMValueRef pair = LLVMBuildAtomicCmpXchg(c->b, p, to_mem(c, cmp, e), to_mem(c, v, e),
+                                                   LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
+        LLVMValueRef old = LLVMBuildExtractValue(c->b, pair, 0, "");
+        return fl ? LLVMBuildBitCast(c->b, old, cg_elem_type(c, e), "") : from_mem(c, old, e);
+    }
+    if (fl && (op->code == IR_OP_ATOMIC_MAX || op->code == IR_OP_ATOMIC_MIN))
+        return float_minmax_cas(c, p, v, e, op->code == IR_OP_ATOMIC_MAX);
+    LLVMValueRef old = LLVMBuildAtomicRMW(c->b, rmw_op(op->code, e), p, to_mem(c, v, e), LLVMAtomicOrderingMonotonic, 0);
+    return from_mem(c, old, e);
+}
+
+static bool lower_atomic(Cg *c, const IrOp *op)
+{
+    const IrType *rt = cg_type(c, op->results[0]);
+    IrElem e = rt->elem;
+    if (e == IR_I1 || ir_elem_bits(e) < 16 || (ir_elem_bits(e) == 16 && !ir_elem_is_float(e)))
+        return cg_error(c, op, "'%s' on %s is not supported on the GPU (atomics need 16-bit floats or 32/64-bit values)",
+                        ir_op_info[op->code].text, ir_elem_name(e));
+    if (ir_elem_bits(e) == 16 && op->code != IR_OP_ATOMIC_ADD && op->code != IR_OP_ATOMIC_MAX && op->code != IR_OP_ATOMIC_MIN)
+        return cg_error(c, op, "'%s' on %s is not supported on the GPU", ir_op_info[op->code].text, ir_elem_name(e));
+    CgLayout l = cg_layout_of(c->warps, rt);
+    CgVal out = cg_val_new(c, cg_layout_elems(&l));
+    LLVMValueRef owner = cg_layout_owner(c, &l);
+    bool cas = op->code == IR_OP_ATOMIC_CAS;
+    for (uint32_t k = 0; k < out.n; k++) {
+        LLVMValueRef cond = owner;
+        if (!cas && op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
+        Guard g = guard_begin(c, cond);
+        LLVMValueRef old = atomic_one(c, op, e, k);
+        out.v[k] = guard_end(c, &g, old, LLVMConstNull(LLVMTypeOf(old)));
+    }
+    if (cg_layout_replicated(&l)) {          /* copies take the owner's old value */
+        LLVMTypeRef mt = cg_mem_type(c, e);
+        cg_barrier(c);
+        Guard g = guard_begin(c, owner);
+        for (uint32_t k = 0; k < out.n; k++) {
+            LLVMValueRef co[IR_MAX_RANK];
+            cg_layout_coords(c, &l, k, co);
+            LLVMBuildStore(c->b, to_mem(c, out.v[k], e), cg_smem_ptr(c, cg_linear(c, &l, co), mt, 0));
+        }
+        guard_end(c, &g, NULL, NULL);
+        cg_barrier(c);
+        for (uint32_t k = 0; k < out.n; k++) {
+            LLVMValueRef co[IR_MAX_RANK];
+            cg_layout_coords(c, &l, k, co);
+            out.v[k] = from_mem(c, LLVMBuildLoad2(c->b, mt, cg_smem_ptr(c, cg_linear(c, &l, co), mt, 0), ""), e);
+        }
+    }
+    cg_set(c, op->results[0], out);
+    return true;
+}
+
+bool cg_memory(Cg *c, const IrOp *op)
+{
+    switch (op->code) {
+    case IR_OP_LOAD: return lower_load(c, op);
+    case IR_OP_STORE: return lower_store(c, op);
+    default: return lower_atomic(c, op);
+    }
+}

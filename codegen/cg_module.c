@@ -1,0 +1,387 @@
+/* The code generator's driver: the NVPTX target machine, one LLVM module per Tile IR
+ * module, one kernel entry per kernel (parameters, thread ids, shared memory, launch
+ * bounds), the O3 pipeline and PTX emission; plus the small helpers every family file
+ * uses (types, constants, intrinsics, errors).
+ *
+ * Why through the C API and in memory: the compiler runs inside a library (the JIT),
+ * so nothing goes through files or child processes. LLVM 19 only warns about an
+ * unknown CPU, so the architecture is checked here first (GPU-NOTES.md). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "codegen/cg_internal.h"
+
+#define CG_TRIPLE "nvptx64-nvidia-cuda"
+#define CG_PTX_FEATURES "+ptx83"     /* PTX 8.3: what LLVM 19 knows well and the driver loads */
+
+static const char *const cg_archs[] = {"sm_90a", "sm_80"};
+
+bool cg_arch_supported(const char *arch)
+{
+    for (size_t i = 0; i < sizeof cg_archs / sizeof *cg_archs; i++)
+        if (!strcmp(arch, cg_archs[i])) return true;
+    return false;
+}
+
+/* ---- helpers shared by the family files --------------------------------------------- */
+
+bool cg_error(Cg *c, const IrOp *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vadd(c->diags, DIAG_ERROR, op ? op->loc : c->f->loc, fmt, ap);
+    va_end(ap);
+    c->failed = true;
+    return false;
+}
+
+LLVMTypeRef cg_elem_type(Cg *c, IrElem e)
+{
+    switch (e) {
+    case IR_I1: return LLVMInt1TypeInContext(c->ctx);
+    case IR_I8: case IR_U8: case IR_F8E4M3: case IR_F8E5M2: return LLVMInt8TypeInContext(c->ctx);
+    case IR_I16: case IR_U16: return LLVMInt16TypeInContext(c->ctx);
+    case IR_I32: case IR_U32: return LLVMInt32TypeInContext(c->ctx);
+    case IR_I64: case IR_U64: return LLVMInt64TypeInContext(c->ctx);
+    case IR_F16: return LLVMHalfTypeInContext(c->ctx);
+    case IR_BF16: return LLVMBFloatTypeInContext(c->ctx);
+    case IR_F32: return LLVMFloatTypeInContext(c->ctx);
+    case IR_F64: return LLVMDoubleTypeInContext(c->ctx);
+    default: return LLVMPointerTypeInContext(c->ctx, 1);
+    }
+}
+
+LLVMTypeRef cg_mem_type(Cg *c, IrElem e)
+{
+    return e == IR_I1 ? LLVMInt8TypeInContext(c->ctx) : cg_elem_type(c, e);
+}
+
+LLVMTypeRef cg_i32(Cg *c) { return LLVMInt32TypeInContext(c->ctx); }
+LLVMValueRef cg_int(Cg *c, LLVMTypeRef t, int64_t v) { return LLVMConstInt(t, (unsigned long long)v, 1); }
+LLVMValueRef cg_i32c(Cg *c, int64_t v) { return cg_int(c, cg_i32(c), v); }
+LLVMValueRef cg_f32c(Cg *c, double v) { return LLVMConstReal(LLVMFloatTypeInContext(c->ctx), v); }
+LLVMValueRef cg_f64c(Cg *c, double v) { return LLVMConstReal(LLVMDoubleTypeInContext(c->ctx), v); }
+
+LLVMValueRef cg_intrinsic(Cg *c, const char *name, LLVMTypeRef *tys, unsigned ntys,
+                          LLVMValueRef *args, unsigned nargs)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(c->mod, id, tys, ntys);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(c->ctx, id, tys, ntys);
+    return LLVMBuildCall2(c->b, fty, fn, args, nargs, "");
+}
+
+LLVMValueRef cg_call(Cg *c, LLVMValueRef fn, LLVMValueRef *args, unsigned n)
+{
+    return LLVMBuildCall2(c->b, LLVMGlobalGetValueType(fn), fn, args, n, "");
+}
+
+LLVMBasicBlockRef cg_block_new(Cg *c, const char *name) { return LLVMAppendBasicBlockInContext(c->ctx, c->fn, name); }
+
+void cg_barrier(Cg *c) { cg_intrinsic(c, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
+
+LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_t byte_base)
+{
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->ctx);
+    LLVMValueRef base = c->smem;
+    if (byte_base) {
+        LLVMValueRef off = cg_i32c(c, byte_base);
+        base = LLVMBuildInBoundsGEP2(c->b, i8, base, &off, 1, "");
+    }
+    return LLVMBuildInBoundsGEP2(c->b, elem_ty, base, &index, 1, "");
+}
+
+void cg_loop_begin(Cg *c, CgLoop *l, LLVMValueRef start, LLVMValueRef end, LLVMValueRef *init, uint32_t n)
+{
+    l->pre = LLVMGetInsertBlock(c->b);
+    l->head = cg_block_new(c, "loop");
+    l->exit = cg_block_new(c, "loop.end");
+    LLVMBasicBlockRef body = cg_block_new(c, "loop.body");
+    l->n = n;
+    l->carried = arena_alloc(c->arena, (n ? n : 1) * sizeof *l->carried);
+    LLVMBuildBr(c->b, l->head);
+    LLVMPositionBuilderAtEnd(c->b, l->head);
+    l->i = LLVMBuildPhi(c->b, cg_i32(c), "i");
+    LLVMAddIncoming(l->i, &start, &l->pre, 1);
+    for (uint32_t k = 0; k < n; k++) {
+        l->carried[k] = LLVMBuildPhi(c->b, LLVMTypeOf(init[k]), "");
+        LLVMAddIncoming(l->carried[k], &init[k], &l->pre, 1);
+    }
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, l->i, end, ""), body, l->exit);
+    LLVMPositionBuilderAtEnd(c->b, body);
+}
+
+void cg_loop_end(Cg *c, CgLoop *l, LLVMValueRef step, LLVMValueRef *next)
+{
+    LLVMValueRef ni = LLVMBuildAdd(c->b, l->i, step, "");
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, l->head);
+    LLVMAddIncoming(l->i, &ni, &latch, 1);
+    for (uint32_t k = 0; k < l->n; k++) LLVMAddIncoming(l->carried[k], &next[k], &latch, 1);
+    LLVMPositionBuilderAtEnd(c->b, l->exit);
+}
+
+CgVal cg_val_new(Cg *c, uint32_t n)
+{
+    CgVal x = {n, arena_alloc(c->arena, (n ? n : 1) * sizeof(LLVMValueRef))};
+    return x;
+}
+
+CgVal cg_get(Cg *c, IrValue v) { return c->vals[v]; }
+void cg_set(Cg *c, IrValue v, CgVal x) { c->vals[v] = x; }
+const IrType *cg_type(Cg *c, IrValue v) { return ir_value_type(c->f, v); }
+
+/* ---- launch facts --------------------------------------------------------------------- */
+
+typedef struct SmemWalk {
+    const IrFunc *f;
+    uint32_t bytes;
+} SmemWalk;
+
+static void smem_visit(IrOp *op, void *ud)
+{
+    SmemWalk *w = ud;
+    uint32_t b = cg_op_smem_bytes(w->f, op);
+    if (b > w->bytes) w->bytes = b;
+}
+
+bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
+{
+    if (!k || k->kind != IR_FUNC_KERNEL) return false;
+    SmemWalk w = {k, 0};
+    ir_walk((IrBlock *)&k->body, smem_visit, &w);
+    out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32;
+    out->shared_bytes = (w.bytes + 15) & ~15u;
+    return true;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+/* i1 travels as a byte (C has no 1-bit argument); everything else as its width. */
+static LLVMTypeRef param_type(Cg *c, const IrType *t)
+{
+    return t->elem == IR_I1 ? LLVMInt8TypeInContext(c->ctx) : cg_elem_type(c, t->elem);
+}
+
+static void annotate(Cg *c, const char *key, int value)
+{
+    LLVMMetadataRef ops[3] = {
+        LLVMValueAsMetadata(c->fn),
+        LLVMMDStringInContext2(c->ctx, key, strlen(key)),
+        LLVMValueAsMetadata(cg_i32c(c, value)),
+    };
+    LLVMMetadataRef node = LLVMMDNodeInContext2(c->ctx, ops, 3);
+    LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMetadataAsValue(c->ctx, node));
+}
+
+LLVMValueRef cg_sreg(Cg *c, const char *name)
+{
+    char full[64];
+    snprintf(full, sizeof full, "llvm.nvvm.read.ptx.sreg.%s", name);
+    return cg_intrinsic(c, full, NULL, 0, NULL, 0);
+}
+
+static void bind_params(Cg *c)
+{
+    const IrBlock *body = &c->f->body;
+    for (uint32_t i = 0; i < body->nargs; i++) {
+        LLVMValueRef p = LLVMGetParam(c->fn, i);
+        const IrType *t = cg_type(c, body->args[i]);
+        const char *name = c->f->param_names ? c->f->param_names[i] : NULL;
+        if (name) LLVMSetValueName2(p, name, strlen(name));
+        CgVal x = cg_val_new(c, 1);
+        x.v[0] = t->elem == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, p, cg_int(c, LLVMTypeOf(p), 0), "") : p;
+        cg_set(c, body->args[i], x);
+    }
+}
+
+static LLVMValueRef shared_memory(Cg *c)
+{
+    const char *name = "__tile_smem";
+    LLVMValueRef g = LLVMGetNamedGlobal(c->mod, name);
+    if (g) return g;
+    LLVMTypeRef ty = LLVMArrayType2(LLVMInt8TypeInContext(c->ctx), 0);
+    g = LLVMAddGlobalInAddressSpace(c->mod, ty, name, 3);
+    LLVMSetLinkage(g, LLVMExternalLinkage);
+    LLVMSetAlignment(g, 16);
+    return g;
+}
+
+static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
+{
+    uint32_t np = k->body.nargs;
+    LLVMTypeRef *pts = tl_calloc(np ? np : 1, sizeof *pts);
+    if (!pts) tl_oom();
+    c->f = k;
+    c->warps = k->warps > 0 ? k->warps : 4;
+    c->threads = c->warps * 32;
+    for (uint32_t i = 0; i < np; i++) pts[i] = param_type(c, cg_type(c, k->body.args[i]));
+    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(c->ctx), pts, np, 0);
+    tl_free(pts);
+    c->fn = LLVMAddFunction(c->mod, k->name, fty);
+    LLVMSetFunctionCallConv(c->fn, LLVMPTXKernelCallConv);
+    annotate(c, "kernel", 1);
+    annotate(c, "maxntidx", c->threads);
+    c->vals = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->vals);
+    c->ai = axisinfo_analyze(k, aligned);
+    if (!c->vals || !c->ai) tl_oom();
+    LLVMPositionBuilderAtEnd(c->b, cg_block_new(c, "entry"));
+    c->exit_bb = cg_block_new(c, "exit");
+    c->tid = cg_sreg(c, "tid.x");
+    c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32c(c, 31), "lane");
+    c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32c(c, 5), "warp");
+    c->smem = shared_memory(c);
+    bind_params(c);
+    bool ok = cg_body(c, &k->body);
+    if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);
+    LLVMPositionBuilderAtEnd(c->b, c->exit_bb);
+    LLVMBuildRetVoid(c->b);
+    tl_free(c->vals);
+    tl_free(c->ai);
+    c->vals = NULL;
+    c->ai = NULL;
+    return ok && !c->failed;
+}
+
+/* ---- the target and the pipeline ---------------------------------------------------------- */
+
+static LLVMTargetMachineRef target_machine(const char *arch, DiagList *d)
+{
+    static bool inited;
+    if (!inited) {
+        LLVMInitializeNVPTXTargetInfo();
+        LLVMInitializeNVPTXTarget();
+        LLVMInitializeNVPTXTargetMC();
+        LLVMInitializeNVPTXAsmPrinter();
+        inited = true;
+    }
+    LLVMTargetRef t;
+    char *err = NULL;
+    if (LLVMGetTargetFromTriple(CG_TRIPLE, &t, &err)) {
+        diag_error(d, (Loc){0}, "the NVPTX target is not available in this LLVM: %s", err ? err : "");
+        LLVMDisposeMessage(err);
+        return NULL;
+    }
+    return LLVMCreateTargetMachine(t, CG_TRIPLE, arch, CG_PTX_FEATURES, LLVMCodeGenLevelAggressive,
+                                   LLVMRelocDefault, LLVMCodeModelDefault);
+}
+
+typedef struct Job {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMTargetMachineRef tm;
+} Job;
+
+static void job_free(Job *j)
+{
+    if (j->mod) LLVMDisposeModule(j->mod);
+    if (j->tm) LLVMDisposeTargetMachine(j->tm);
+    if (j->ctx) LLVMContextDispose(j->ctx);
+}
+
+static bool lower_module(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
+{
+    Cg c = {.ctx = j->ctx, .mod = j->mod, .diags = d, .arena = arena_create()};
+    if (!c.arena) tl_oom();
+    const char *arch = o->arch ? o->arch : "sm_90a";
+    c.sm90 = !strcmp(arch, "sm_90a");
+    c.b = LLVMCreateBuilderInContext(j->ctx);
+    bool ok = true;
+    for (uint32_t i = 0; i < m->nfuncs && ok; i++)
+        if (m->funcs[i]->kind == IR_FUNC_KERNEL) ok = build_kernel(&c, m->funcs[i], o->aligned_params);
+    LLVMDisposeBuilder(c.b);
+    arena_destroy(c.arena);
+    return ok;
+}
+
+static bool verify(Job *j, DiagList *d)
+{
+    char *msg = NULL;
+    if (!LLVMVerifyModule(j->mod, LLVMReturnStatusAction, &msg)) {
+        LLVMDisposeMessage(msg);
+        return true;
+    }
+    diag_error(d, (Loc){0}, "internal error: the generated LLVM IR does not verify: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return false;
+}
+
+static bool optimize(Job *j, const CgOptions *o, DiagList *d)
+{
+    if (o->opt_level <= 0) return true;
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(j->mod, "default<O3>", j->tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (!e) return true;
+    char *msg = LLVMGetErrorMessage(e);
+    diag_error(d, (Loc){0}, "internal error: the LLVM pipeline failed: %s", msg);
+    LLVMDisposeErrorMessage(msg);
+    return false;
+}
+
+/* Builds, verifies and optimizes the LLVM module of m's kernels. */
+static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
+{
+    const char *arch = o->arch ? o->arch : "sm_90a";
+    *j = (Job){0};
+    if (!cg_arch_supported(arch)) {
+        diag_error(d, (Loc){0}, "unknown GPU architecture '%s' (supported: sm_90a, sm_80)", arch);
+        return false;
+    }
+    j->tm = target_machine(arch, d);
+    if (!j->tm) return false;
+    j->ctx = LLVMContextCreate();
+    j->mod = LLVMModuleCreateWithNameInContext("tile", j->ctx);
+    LLVMSetTarget(j->mod, CG_TRIPLE);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(j->tm);
+    LLVMSetModuleDataLayout(j->mod, dl);
+    LLVMDisposeTargetData(dl);
+    return lower_module(j, m, o, d) && verify(j, d) && optimize(j, o, d);
+}
+
+static char *dup_text(const char *s, size_t n)
+{
+    char *r = tl_malloc(n + 1);
+    if (!r) tl_oom();
+    memcpy(r, s, n);
+    r[n] = 0;
+    return r;
+}
+
+char *cg_emit_llvm(const IrModule *m, const CgOptions *o, DiagList *d)
+{
+    Job j;
+    char *out = NULL;
+    if (build(&j, m, o, d)) {
+        char *s = LLVMPrintModuleToString(j.mod);
+        out = dup_text(s, strlen(s));
+        LLVMDisposeMessage(s);
+    }
+    job_free(&j);
+    return out;
+}
+
+char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
+{
+    Job j;
+    char *out = NULL;
+    if (build(&j, m, o, d)) {
+        LLVMMemoryBufferRef buf = NULL;
+        char *err = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(j.tm, j.mod, LLVMAssemblyFile, &err, &buf)) {
+            diag_error(d, (Loc){0}, "internal error: the NVPTX backend failed: %s", err ? err : "");
+            LLVMDisposeMessage(err);
+        } else {
+            out = dup_text(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+            LLVMDisposeMemoryBuffer(buf);
+        }
+    }
+    job_free(&j);
+    return out;
+}

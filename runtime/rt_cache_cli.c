@@ -1,0 +1,196 @@
+/* `tilec cache`: list, summarize, check, prune and clear the persistent cache.
+ *
+ *   tilec cache ls      [--dir DIR]                 one line per entry, most recent first
+ *   tilec cache stats   [--dir DIR]                 counts and bytes per kind, the bound
+ *   tilec cache verify  [--dir DIR] [--fix]         checks every header and checksum
+ *   tilec cache prune   [--dir DIR] [--max-bytes N] evicts to the bound (LRU)
+ *   tilec cache clear   [--dir DIR]                 removes every entry
+ *
+ * The directory defaults to the runtime's ($TILE_CACHE_DIR, $XDG_CACHE_HOME/tile,
+ * ~/.cache/tile); the bound to $TILE_CACHE_MAX_BYTES or 1 GiB. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ir/arena.h"
+#include "rt_cache_cli.h"
+#include "rt_internal.h"
+
+enum { EXIT_PROBLEM = 1, EXIT_USAGE = 2 };
+
+typedef struct CliOptions {
+    const char *verb, *dir;
+    uint64_t max_bytes;
+    int fix;
+} CliOptions;
+
+static int usage(const char *why)
+{
+    fprintf(stderr, "tilec cache: %s\n"
+            "usage: tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n",
+            why);
+    return EXIT_USAGE;
+}
+
+static int parse(int argc, char **argv, CliOptions *o)
+{
+    if (argc < 2) return usage("missing command");
+    o->verb = argv[1];
+    for (int i = 2; i < argc; i++) {
+        char *end;
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc) o->dir = argv[++i];
+        else if (!strcmp(argv[i], "--fix")) o->fix = 1;
+        else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
+            o->max_bytes = strtoull(argv[++i], &end, 10);
+            if (*end || !o->max_bytes) return usage("--max-bytes takes a positive integer");
+        } else {
+            fprintf(stderr, "tilec cache: unknown option '%s'\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* ---- ls ------------------------------------------------------------------------------- */
+typedef struct Row {
+    RtCacheEntryInfo e;
+    char name[48];
+} Row;
+
+typedef struct Rows {
+    Row *v;
+    size_t len, cap;
+} Rows;
+
+static void add_row(const RtCacheEntryInfo *e, void *ud)
+{
+    Rows *r = ud;
+    if (r->len == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        Row *nv = tl_realloc(r->v, cap * sizeof *nv);
+        if (!nv) return;
+        r->v = nv;
+        r->cap = cap;
+    }
+    Row *row = &r->v[r->len++];
+    row->e = *e;
+    const char *base = strrchr(e->path, '/');
+    snprintf(row->name, sizeof row->name, "%s", base ? base + 1 : e->path);
+    row->e.path = NULL;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const Row *x = a, *y = b;
+    if (x->e.mtime != y->e.mtime) return x->e.mtime > y->e.mtime ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmd_ls(RtCache *c)
+{
+    Rows r = {0};
+    rt_cache_foreach(c, add_row, &r);
+    if (r.len) qsort(r.v, r.len, sizeof *r.v, newest_first);
+    for (size_t i = 0; i < r.len; i++) {
+        char when[32], hex[33];
+        time_t t = (time_t)(r.v[i].e.mtime / 1000000000);
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
+        rt_key_hex(&r.v[i].e.key, hex);
+        printf("%s  %-5s  %10" PRIu64 "  %s\n", hex, rt_entry_kind_name(r.v[i].e.kind),
+               r.v[i].e.size, when);
+    }
+    tl_free(r.v);
+    return 0;
+}
+
+/* ---- stats ---------------------------------------------------------------------------- */
+typedef struct Totals {
+    long count[4];
+    uint64_t bytes[4];
+} Totals;
+
+static void add_total(const RtCacheEntryInfo *e, void *ud)
+{
+    Totals *t = ud;
+    t->count[e->kind]++;
+    t->bytes[e->kind] += e->size;
+    t->count[0]++;
+    t->bytes[0] += e->size;
+}
+
+static int cmd_stats(RtCache *c)
+{
+    Totals t = {{0}, {0}};
+    rt_cache_foreach(c, add_total, &t);
+    uint64_t bound = rt_cache_max_bytes(c);
+    printf("directory: %s\n", rt_cache_dir(c));
+    for (int k = RT_ENTRY_PTX; k <= RT_ENTRY_TUNE; k++)
+        printf("%-6s %6ld entries  %12" PRIu64 " bytes\n", rt_entry_kind_name((RtEntryKind)k),
+               t.count[k], t.bytes[k]);
+    printf("total  %6ld entries  %12" PRIu64 " bytes of %" PRIu64 " (%.1f%%)\n", t.count[0],
+           t.bytes[0], bound, bound ? 100.0 * (double)t.bytes[0] / (double)bound : 0.0);
+    return 0;
+}
+
+/* ---- verify --------------------------------------------------------------------------- */
+typedef struct Verify {
+    long bad;
+    int fix;
+} Verify;
+
+static void verify_one(const RtCacheEntryInfo *e, void *ud)
+{
+    Verify *v = ud;
+    char why[256];
+    if (rt_cache_check_file(e->path, why, sizeof why)) return;
+    v->bad++;
+    printf("bad: %s: %s%s\n", e->path, why, v->fix ? " (removed)" : "");
+    if (v->fix) unlink(e->path);
+}
+
+static int cmd_verify(RtCache *c, int fix)
+{
+    Verify v = {0, fix};
+    long n = rt_cache_foreach(c, verify_one, &v);
+    printf("%ld entries checked, %ld bad\n", n, v.bad);
+    return v.bad && !fix ? EXIT_PROBLEM : 0;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------- */
+static int run_verb(RtCache *c, const CliOptions *o)
+{
+    if (!strcmp(o->verb, "ls")) return cmd_ls(c);
+    if (!strcmp(o->verb, "stats")) return cmd_stats(c);
+    if (!strcmp(o->verb, "verify")) return cmd_verify(c, o->fix);
+    if (!strcmp(o->verb, "prune")) {
+        long n = rt_cache_prune(c, rt_cache_max_bytes(c));
+        printf("removed %ld entries; bound %" PRIu64 " bytes\n", n, rt_cache_max_bytes(c));
+        return 0;
+    }
+    long n = rt_cache_clear(c);
+    printf("removed %ld entries\n", n);
+    return 0;
+}
+
+int trt_cache_cli(int argc, char **argv)
+{
+    CliOptions o = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    static const char *const verbs[] = {"ls", "stats", "verify", "prune", "clear"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) known |= !strcmp(o.verb, verbs[i]);
+    if (!known) return usage("unknown command");
+    RtCache *c = NULL;
+    TrtStatus s = rt_cache_open(o.dir, o.max_bytes, &c);
+    if (s) {
+        fprintf(stderr, "tilec cache: error: %s\n", trt_last_error());
+        return EXIT_PROBLEM;
+    }
+    rc = run_verb(c, &o);
+    rt_cache_close(c);
+    return rc;
+}

@@ -1,0 +1,203 @@
+/* Building a variant: the slow path of a launch, taken once per specialization class.
+ *
+ *   cubin key = H("cubin", PTX key, driver version, device compute capability)
+ *   PTX key   = H("ptx", compiler version, normalized kernel, class bits, arch, PTX version)
+ *
+ * With a disk cache the variant's cubin is looked up first: a warm start loads it
+ * directly (no compilation, no driver PTX JIT). On a miss the PTX is looked up, else
+ * compiled, then linked to a cubin with cuLink*, and both are stored. Each step runs
+ * under the key's lock, so concurrent processes compile and link each key once. Without
+ * a disk cache the PTX goes straight to cuModuleLoadDataEx. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/arena.h"
+#include "passes/passes.h"
+#include "rt_internal.h"
+#ifdef TILE_HAVE_CODEGEN
+#include "codegen/codegen.h"
+#endif
+
+/* ---- the compiler ------------------------------------------------------------------- */
+#ifdef TILE_HAVE_CODEGEN
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st)
+{
+    IrCtx *ir = NULL;
+    IrFunc *f = rt_lower_kernel(k, &ir, st);
+    char *ptx = NULL;
+    if (f) {
+        PassOptions po = {0};
+        CgOptions o = {0};
+        DiagList *d = ir_ctx_diags(ir);
+        pass_run_default(f->module, 3, &po);
+        ptx = cg_emit_ptx(f->module, &o, d);
+        if (!ptx) *st = rt_fail(TRT_ERROR_COMPILE, "code generation of '%s' failed", k->name);
+    }
+    if (ir) ir_ctx_destroy(ir);
+    return ptx;
+}
+#else
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st)
+{
+    *st = rt_fail(TRT_ERROR_NO_CODEGEN,
+                  "this build of libtileRT has no GPU code generator: kernel '%s' cannot be "
+                  "compiled to PTX (the CPU interpreter, tilec run --device cpu, can run it)",
+                  k->name);
+    return NULL;
+}
+#endif
+
+/* ---- the driver's part -------------------------------------------------------------- */
+/* A driver error with the JIT's log (ptxas's message) appended. */
+static TrtStatus fail_with_log(TrtContext *ctx, CUresult r, const char *what, const char *log)
+{
+    TrtStatus s = rt_driver_error(ctx->drv, r, what);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", trt_last_error());
+    if (log[0]) rt_fail(s, "%s\n%s", msg, log);
+    return s;
+}
+
+TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out)
+{
+    char log[4096] = "";
+    int opts[] = {RT_CU_JIT_ERROR_LOG_BUFFER, RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {log, (void *)(uintptr_t)sizeof log};
+    CUresult r = ctx->drv->cuModuleLoadDataEx(out, image, 2, opts, vals);
+    return r ? fail_with_log(ctx, r, "cuModuleLoadDataEx", log) : TRT_SUCCESS;
+}
+
+TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out)
+{
+    const RtDriver *d = ctx->drv;
+    char log[4096] = "";
+    int opts[] = {RT_CU_JIT_ERROR_LOG_BUFFER, RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {log, (void *)(uintptr_t)sizeof log};
+    CUlinkState st;
+    CUresult r = d->cuLinkCreate(2, opts, vals, &st);
+    if (r) return fail_with_log(ctx, r, "cuLinkCreate", "");
+    void *cubin = NULL;
+    size_t size = 0;
+    TrtStatus s = TRT_SUCCESS;
+    if ((r = d->cuLinkAddData(st, RT_CU_JIT_INPUT_PTX, (void *)ptx, strlen(ptx) + 1, "tile.ptx",
+                              0, NULL, NULL)))
+        s = fail_with_log(ctx, r, "cuLinkAddData", log);
+    else if ((r = d->cuLinkComplete(st, &cubin, &size)))
+        s = fail_with_log(ctx, r, "cuLinkComplete", log);
+    /* The cubin belongs to the link state: copy it before destroying that. */
+    else if (!(out->data = tl_malloc(size)))
+        s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    else {
+        memcpy(out->data, cubin, size);
+        out->len = size;
+    }
+    d->cuLinkDestroy(st);
+    return s;
+}
+
+/* ---- keys and the cache ------------------------------------------------------------- */
+typedef struct Job {
+    TrtKernel *k;
+    uint64_t mask;
+    RtKey ptx_key, cubin_key;
+} Job;
+
+static void make_keys(Job *j)
+{
+    TrtContext *ctx = j->k->module->ctx;
+    RtHasher *h = rt_hasher_create();
+    if (!h) return;   /* a zero key still works: only sharing is lost */
+    rt_hash_str(h, "ptx");
+    rt_hash_str(h, RT_COMPILER_VERSION);
+    rt_hash_bytes(h, j->k->ir_key.b, sizeof j->k->ir_key.b);
+    rt_hash_u64(h, j->mask);
+    rt_hash_str(h, ctx->arch);
+    rt_hash_str(h, RT_PTX_VERSION);
+    j->ptx_key = rt_hasher_key(h);
+    rt_hasher_destroy(h);
+    if (!(h = rt_hasher_create())) return;
+    rt_hash_str(h, "cubin");
+    rt_hash_bytes(h, j->ptx_key.b, sizeof j->ptx_key.b);
+    rt_hash_u64(h, (uint64_t)ctx->drv->version);
+    rt_hash_u64(h, (uint64_t)(ctx->cc_major * 10 + ctx->cc_minor));
+    j->cubin_key = rt_hasher_key(h);
+    rt_hasher_destroy(h);
+}
+
+static TrtStatus build_ptx(void *ud, RtBlob *out)
+{
+    Job *j = ud;
+    TrtStatus s = TRT_SUCCESS;
+    char *ptx = j->k->module->compile(j->k, j->mask, &s);
+    if (!ptx) return s;
+    out->data = ptx;
+    out->len = strlen(ptx) + 1;
+    return TRT_SUCCESS;
+}
+
+static TrtStatus build_cubin(void *ud, RtBlob *out)
+{
+    Job *j = ud;
+    RtBlob ptx = {0};
+    TrtStatus s = rt_cache_get_or_build(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
+                                        build_ptx, j, &ptx);
+    if (s) return s;
+    if (!ptx.len || ((char *)ptx.data)[ptx.len - 1]) {
+        rt_blob_free(&ptx);
+        return rt_fail(TRT_ERROR_CACHE_IO, "a cached PTX entry is not text");
+    }
+    s = rt_link_cubin(j->k->module->ctx, ptx.data, out);
+    rt_blob_free(&ptx);
+    return s;
+}
+
+static bool use_disk(const TrtContext *ctx)
+{
+    return ctx->cache && !(atomic_load(&((TrtContext *)ctx)->flags) & TRT_FLAG_NO_DISK_CACHE);
+}
+
+/* The image to load: a cubin from (or for) the cache, or PTX without one. */
+static TrtStatus variant_image(Job *j, RtBlob *img)
+{
+    TrtContext *ctx = j->k->module->ctx;
+    if (!use_disk(ctx)) return build_ptx(j, img);
+    return rt_cache_get_or_build(ctx->cache, RT_ENTRY_CUBIN, &j->cubin_key, build_cubin, j, img);
+}
+
+static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
+{
+    TrtContext *ctx = k->module->ctx;
+    TrtStatus s = rt_load_image(ctx, img->data, &v->mod);
+    if (s) return s;
+    CUresult r = ctx->drv->cuModuleGetFunction(&v->fn, v->mod, k->name);
+    if (r) {
+        s = rt_driver_error(ctx->drv, r, "cuModuleGetFunction");
+        ctx->drv->cuModuleUnload(v->mod);
+        v->mod = NULL;
+    }
+    return s;
+}
+
+TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
+{
+    TrtContext *ctx = k->module->ctx;
+    unsigned n = atomic_load(&k->nvariants);
+    if (n == RT_MAX_VARIANTS)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' has %d variants already",
+                       k->name, RT_MAX_VARIANTS);
+    CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
+    if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
+    Job j = {k, mask, {{0}}, {{0}}};
+    make_keys(&j);
+    RtBlob img = {0};
+    TrtStatus s = variant_image(&j, &img);
+    RtVariant v = {mask, NULL, NULL, 0};
+    if (!s) s = load_variant(k, &img, &v);
+    rt_blob_free(&img);
+    if (s) return s;
+    k->variants[n] = v;
+    atomic_store(&k->nvariants, n + 1);   /* publishes the complete variant to launchers */
+    *index = n;
+    return TRT_SUCCESS;
+}

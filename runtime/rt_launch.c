@@ -1,0 +1,259 @@
+/* trt_launch: the hot path.
+ *
+ * Once a kernel's variant for an argument class exists, a launch checks the argument
+ * kinds and pointer alignment, computes the class bits (2 per parameter: integer equal
+ * to 1, integer divisible by 16 or pointer aligned to 16 bytes), finds the variant by a
+ * linear scan of a few (the last one used first), points the driver at the caller's
+ * argument values and calls cuLaunchKernel: no hashing, no allocation, no driver query.
+ * A new class takes the slow path under the kernel's lock (rt_variant_build).
+ *
+ * A grid given by the kernel's grid(...) clause is evaluated on the host by the
+ * interpreter, and memoized on the scalar arguments, so repeated shapes cost a compare. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/interp.h"
+#include "rt_internal.h"
+
+/* The argument kind that each element type takes (f8 values are passed as their bits). */
+static TrtArgKind kind_of(IrElem e)
+{
+    switch (e) {
+    case IR_I1: return TRT_ARG_BOOL;
+    case IR_I8: return TRT_ARG_I8;
+    case IR_I16: return TRT_ARG_I16;
+    case IR_I32: return TRT_ARG_I32;
+    case IR_I64: return TRT_ARG_I64;
+    case IR_U8: case IR_F8E4M3: case IR_F8E5M2: return TRT_ARG_U8;
+    case IR_U16: return TRT_ARG_U16;
+    case IR_U32: return TRT_ARG_U32;
+    case IR_U64: return TRT_ARG_U64;
+    case IR_F16: return TRT_ARG_F16;
+    case IR_BF16: return TRT_ARG_BF16;
+    case IR_F32: return TRT_ARG_F32;
+    case IR_F64: return TRT_ARG_F64;
+    default: return TRT_ARG_PTR;
+    }
+}
+
+static const char *kind_name(TrtArgKind k)
+{
+    static const char *const names[] = {
+        "TRT_ARG_PTR", "TRT_ARG_BOOL", "TRT_ARG_I8", "TRT_ARG_I16", "TRT_ARG_I32",
+        "TRT_ARG_I64", "TRT_ARG_U8", "TRT_ARG_U16", "TRT_ARG_U32", "TRT_ARG_U64",
+        "TRT_ARG_F16", "TRT_ARG_BF16", "TRT_ARG_F32", "TRT_ARG_F64",
+    };
+    return (unsigned)k < sizeof names / sizeof *names ? names[k] : "an unknown kind";
+}
+
+/* An integer argument's value, for specialization and grid evaluation. */
+static bool int_value(const TrtArg *a, int64_t *v)
+{
+    switch (a->kind) {
+    case TRT_ARG_BOOL: *v = a->v.i8 != 0; return true;
+    case TRT_ARG_I8: *v = a->v.i8; return true;
+    case TRT_ARG_I16: *v = a->v.i16; return true;
+    case TRT_ARG_I32: *v = a->v.i32; return true;
+    case TRT_ARG_I64: *v = a->v.i64; return true;
+    case TRT_ARG_U8: *v = a->v.u8; return true;
+    case TRT_ARG_U16: *v = a->v.u16; return true;
+    case TRT_ARG_U32: *v = a->v.u32; return true;
+    case TRT_ARG_U64: *v = (int64_t)a->v.u64; return true;
+    default: return false;
+    }
+}
+
+static TrtStatus check_arg(const TrtKernel *k, uint32_t i, const TrtArg *a)
+{
+    const RtParam *p = &k->params[i];
+    TrtArgKind want = kind_of(p->elem);
+    if (a->kind != want)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "kernel '%s': argument %u ('%s') is %s, but the parameter is %s and "
+                       "takes %s", k->name, i + 1, p->name, kind_name(a->kind),
+                       ir_elem_name(p->elem), kind_name(want));
+    unsigned align = p->elem == IR_PTR ? (unsigned)ir_elem_bytes(p->pointee) : 1;
+    if (a->v.ptr % align)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "kernel '%s': argument %u ('%s') is the pointer 0x%llx, not aligned to "
+                       "its element type %s (%u bytes)", k->name, i + 1, p->name, a->v.ptr,
+                       ir_elem_name(p->pointee), align);
+    return TRT_SUCCESS;
+}
+
+static TrtStatus check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs)
+{
+    if (nargs != k->nparams || (nargs && !args))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' takes %u arguments, got %u",
+                       k->name, k->nparams, nargs);
+    for (uint32_t i = 0; i < nargs; i++) {
+        TrtStatus s = check_arg(k, i, &args[i]);
+        if (s) return s;
+    }
+    return TRT_SUCCESS;
+}
+
+/* ---- specialization classes ------------------------------------------------------- */
+static uint64_t class_bits(const TrtArg *a)
+{
+    int64_t v;
+    if (a->kind == TRT_ARG_PTR) return a->v.ptr % 16 == 0 ? RT_SPEC_DIV16 : 0;
+    if (a->kind == TRT_ARG_BOOL || !int_value(a, &v)) return 0;
+    if (v == 1) return RT_SPEC_ONE;
+    return v % 16 == 0 ? RT_SPEC_DIV16 : 0;
+}
+
+static uint64_t class_mask(const TrtKernel *k, const TrtArg *args)
+{
+    uint64_t m = 0;
+    uint32_t n = k->nparams < 32 ? k->nparams : 32;   /* 2 bits each in 64 */
+    for (uint32_t i = 0; i < n; i++) m |= class_bits(&args[i]) << (2 * i);
+    return m;
+}
+
+const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask)
+{
+    uint64_t b = mask >> (2 * i) & 3;
+    if (k->params[i].elem == IR_PTR) return b ? "aligned to 16 bytes" : "not aligned to 16 bytes";
+    if (b == RT_SPEC_ONE) return "equal to 1";
+    return b ? "divisible by 16" : "not 1 nor divisible by 16";
+}
+
+static int find_variant(TrtKernel *k, uint64_t mask)
+{
+    unsigned n = atomic_load_explicit(&k->nvariants, memory_order_acquire);
+    unsigned last = atomic_load_explicit(&k->last, memory_order_relaxed);
+    if (last < n && k->variants[last].mask == mask) return (int)last;
+    for (unsigned i = 0; i < n; i++)
+        if (k->variants[i].mask == mask) return (int)i;
+    return -1;
+}
+
+static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
+{
+    fprintf(stderr, "tile: kernel '%s': compiled variant %u", k->name, index + 1);
+    if (index == 0) {
+        fputs(" (first launch)\n", stderr);
+        return;
+    }
+    uint64_t prev = k->variants[atomic_load(&((TrtKernel *)k)->last)].mask;
+    for (uint32_t i = 0; i < k->nparams && i < 32; i++)
+        if ((prev ^ mask) >> (2 * i) & 3)
+            fprintf(stderr, "; argument '%s' changed class: %s -> %s", k->params[i].name,
+                    rt_spec_class_name(k, i, prev), rt_spec_class_name(k, i, mask));
+    fputc('\n', stderr);
+}
+
+/* The slow path: build the variant of a new class (once, under the kernel's lock). A
+ * full table falls back to the class with no bits, which is valid for every argument. */
+static TrtStatus resolve_variant(TrtKernel *k, uint64_t mask, unsigned *index)
+{
+    pthread_mutex_lock(&k->lock);
+    if (atomic_load(&k->nvariants) >= RT_MAX_VARIANTS - 1) mask = 0;
+    int found = find_variant(k, mask);
+    TrtStatus s = TRT_SUCCESS;
+    if (found >= 0) *index = (unsigned)found;
+    else if (!(s = rt_variant_build(k, mask, index)) && rt_log_recompiles(k->module->ctx))
+        report_variant(k, mask, *index);
+    pthread_mutex_unlock(&k->lock);
+    return s;
+}
+
+/* ---- the grid ----------------------------------------------------------------------- */
+static bool memo_matches(const TrtKernel *k, const TrtArg *args)
+{
+    if (!k->grid_memo_valid) return false;
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        int64_t v = 0;
+        if (args[i].kind != TRT_ARG_PTR && !int_value(&args[i], &v)) memcpy(&v, &args[i].v, 8);
+        if (args[i].kind != TRT_ARG_PTR && v != k->grid_memo_args[i]) return false;
+    }
+    return true;
+}
+
+static void memo_store(TrtKernel *k, const TrtArg *args, const int64_t g[3])
+{
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        int64_t v = 0;
+        if (args[i].kind != TRT_ARG_PTR && !int_value(&args[i], &v)) memcpy(&v, &args[i].v, 8);
+        k->grid_memo_args[i] = v;
+    }
+    for (int i = 0; i < 3; i++) k->grid_memo[i] = (uint32_t)g[i];
+    k->grid_memo_valid = true;
+}
+
+/* The grid function reads only scalars: a pointer becomes an empty buffer. */
+static void to_interp(const TrtArg *a, const RtParam *p, InterpArg *out)
+{
+    memset(out, 0, sizeof *out);
+    if (p->elem == IR_PTR) {
+        out->is_buffer = true;
+        out->u.buf.elem = p->pointee;
+    } else if (p->elem == IR_F32) out->u.f = a->v.f32;
+    else if (p->elem == IR_F64) out->u.f = a->v.f64;
+    else int_value(a, &out->u.i);
+}
+
+static TrtStatus eval_grid(TrtKernel *k, const TrtArg *args, int64_t g[3])
+{
+    InterpArg ia[TRT_MAX_ARGS];
+    for (uint32_t i = 0; i < k->nparams; i++) to_interp(&args[i], &k->params[i], &ia[i]);
+    DiagList d;
+    diag_init(&d);
+    int n = interp_eval_grid(k->func->grid, ia, k->nparams, g, &d);
+    TrtStatus s = TRT_SUCCESS;
+    if (n < 0)
+        s = rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': its grid(...) clause failed: %s",
+                    k->name, d.len ? d.items[0].msg : "unknown error");
+    for (int i = 0; !s && i < 3; i++)
+        if (g[i] < 1 || g[i] > (i ? 65535 : 2147483647))
+            s = rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                        "kernel '%s': its grid(...) clause gives %lld programs on axis %d",
+                        k->name, (long long)g[i], i);
+    diag_free(&d);
+    return s;
+}
+
+static TrtStatus kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
+{
+    if (!k->func || !k->func->grid)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "kernel '%s' has no grid(...) clause: pass an explicit grid", k->name);
+    pthread_mutex_lock(&k->grid_lock);
+    TrtStatus s = TRT_SUCCESS;
+    if (!memo_matches(k, args)) {
+        int64_t g[3];
+        if (!(s = eval_grid(k, args, g))) memo_store(k, args, g);
+    }
+    if (!s) memcpy(out, k->grid_memo, sizeof k->grid_memo);
+    pthread_mutex_unlock(&k->grid_lock);
+    return s;
+}
+
+/* ---- launching ---------------------------------------------------------------------- */
+TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uint32_t grid[3],
+                     CUstream stream)
+{
+    if (!k) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_launch: kernel is NULL");
+    TrtStatus s = check_args(k, args, nargs);
+    if (s) return s;
+    uint32_t g[3];
+    if (grid) memcpy(g, grid, sizeof g);
+    else if ((s = kernel_grid(k, args, g))) return s;
+    if (!g[0] || !g[1] || !g[2])
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is empty", k->name,
+                       g[0], g[1], g[2]);
+    uint64_t mask = class_mask(k, args);
+    int found = find_variant(k, mask);
+    unsigned index;
+    if (found >= 0) index = (unsigned)found;
+    else if ((s = resolve_variant(k, mask, &index))) return s;
+    atomic_store_explicit(&k->last, index, memory_order_relaxed);
+    void *params[TRT_MAX_ARGS];
+    for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;
+    const RtVariant *v = &k->variants[index];
+    const RtDriver *d = k->module->ctx->drv;
+    CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], k->block, 1, 1, v->shared_bytes,
+                                   stream, params, NULL);
+    return r ? rt_driver_error(d, r, "cuLaunchKernel") : TRT_SUCCESS;
+}

@@ -1,0 +1,35 @@
+/* The mock CUDA driver's own queries, for tests (tests/mock/mockcuda.c).
+ *
+ * The runtime loads the mock with dlopen($TILE_CUDA_LIBRARY); a test reaches these
+ * functions by dlopen'ing the same path (which returns the same handle) and dlsym. */
+#ifndef TILE_TESTS_MOCK_MOCKCUDA_H
+#define TILE_TESTS_MOCK_MOCKCUDA_H
+
+#include <stdint.h>
+
+#define MOCK_MAX_PARAMS 64
+
+typedef struct MockLaunch {
+    char func[64];                       /* the kernel's .entry name */
+    unsigned grid[3], block[3], shmem;
+    void *stream;
+    int nparams;                         /* from the .entry's .param list */
+    int param_bytes[MOCK_MAX_PARAMS];
+    uint64_t params[MOCK_MAX_PARAMS];    /* each value, zero-extended */
+} MockLaunch;
+
+typedef struct MockCounts {
+    int init, retains, releases, set_current;
+    int ptx_loads, cubin_loads, unloads, links, launches;
+} MockCounts;
+
+typedef void (*MockCountsFn)(MockCounts *out);
+typedef void (*MockLastLaunchFn)(MockLaunch *out);
+typedef void (*MockResetFn)(void);
+
+/* Exported by the mock as mockcuda_counts, mockcuda_last_launch, mockcuda_reset. */
+void mockcuda_counts(MockCounts *out);
+void mockcuda_last_launch(MockLaunch *out);
+void mockcuda_reset(void);
+
+#endif

@@ -1,0 +1,652 @@
+/* libtileRT's logic against the mock CUDA driver (tests/mock): contexts, modules,
+ * argument checking and packing, variant selection by divisibility and alignment,
+ * the disk cache on the launch path, driver errors and the no-driver status.
+ *
+ * The mock records each launch (function, grid, block, every parameter at the width its
+ * PTX declares), counts PTX loads, cubin loads and links, and injects faults through
+ * environment variables. Cases that need a fresh driver state (the driver is opened
+ * once per process) run in a forked child. A .tile kernel is compiled by a test double
+ * of the compile step (it returns hand-written PTX and counts its calls), so the whole
+ * path from .tile source to a recorded launch runs without a code generator. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/mock/mockcuda.h"
+#include "rt_internal.h"
+
+/* A call that must succeed; its message is printed if it does not. */
+#define assert_ok(call)                                                           \
+    do {                                                                          \
+        TrtStatus s_ = (call);                                                    \
+        if (s_) fprintf(stderr, "%s: %s\n", trt_status_name(s_), trt_last_error()); \
+        assert_int_equal(s_, TRT_SUCCESS);                                        \
+    } while (0)
+
+static MockCountsFn mock_counts;
+static MockLastLaunchFn mock_last;
+static MockResetFn mock_reset;
+
+/* The case's context and cache directory; torn down also when an assertion fails. */
+static struct {
+    TrtContext *ctx;
+    TrtModule *mod;
+    char dir[256];
+    int compiles;
+} cur;
+
+static const char vector_add_src[] =
+    "kernel vector_add(c: *f32, a: *f32, b: *f32, n: i32, const BLOCK: i32 = 1024)\n"
+    "    grid(cdiv(n, BLOCK))\n"
+    "{\n"
+    "    let offs = program_id(0) * BLOCK + arange(0, BLOCK);\n"
+    "    let mask = offs < n;\n"
+    "    store(c + offs, load(a + offs, mask) + load(b + offs, mask), mask);\n"
+    "}\n";
+
+static const char ptx_src[] =
+    ".version 8.3\n.target sm_90a\n.address_size 64\n"
+    ".visible .entry scale(.param .u64 x, .param .u32 n, .param .f32 s, .param .u64 m)\n"
+    "{\n\tret;\n}\n";
+
+static const IrElem scale_params[] = {IR_PTR, IR_I32, IR_F32, IR_I64};
+static const char *const scale_names[] = {"x", "n", "s", "m"};
+static const RtPtxKernel scale_kernel = {"scale", scale_params, scale_names, 4, 128};
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&cur, 0, sizeof cur);
+    snprintf(cur.dir, sizeof cur.dir, "/tmp/tile-rt-test-XXXXXX");
+    if (!mkdtemp(cur.dir)) return -1;
+    mock_reset();
+    unsetenv("MOCKCUDA_LOAD_ERROR");
+    unsetenv("MOCKCUDA_LAUNCH_ERROR");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cur.dir);
+    return system(cmd);
+}
+
+static TrtContext *make_ctx(void)
+{
+    TrtContext *c = NULL;
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c));
+    return c;
+}
+
+static TrtKernel *ptx_kernel(TrtContext *ctx, TrtModule **mod, const char *ptx)
+{
+    assert_ok(rt_module_load_ptx(ctx, ptx, &scale_kernel, 1, mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(*mod, "scale", NULL, 0, &k));
+    return k;
+}
+
+static void scale_args(TrtArg a[4], CUdeviceptr x, int32_t n)
+{
+    a[0] = trt_arg_ptr(x);
+    a[1] = trt_arg_i32(n);
+    a[2] = trt_arg_f32(2.5f);
+    a[3] = trt_arg_i64(-7);
+}
+
+/* ---- contexts ----------------------------------------------------------------------- */
+static void test_context_shares_primary_context(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.retains, 1);
+    assert_true(c.set_current >= 1);
+    assert_string_equal(trt_context_cache_dir(cur.ctx), cur.dir);
+    trt_context_destroy(cur.ctx);
+    cur.ctx = NULL;
+    mock_counts(&c);
+    assert_int_equal(c.releases, 1);
+}
+
+static void test_context_bad_device(void **state)
+{
+    (void)state;
+    TrtContext *c = (TrtContext *)&c;
+    assert_int_equal(trt_context_create(3, TRT_MODE_DEFAULT, cur.dir, &c), TRT_ERROR_NO_DEVICE);
+    assert_null(c);
+    assert_non_null(strstr(trt_last_error(), "no CUDA device 3"));
+    assert_non_null(strstr(trt_last_error(), "has 1"));
+}
+
+static void test_context_mode_from_env(void **state)
+{
+    (void)state;
+    setenv("TILE_MODE", "reduce-overhead", 1);
+    assert_ok(trt_context_create(0, TRT_MODE_FROM_ENV, cur.dir, &cur.ctx));
+    assert_int_equal(trt_context_mode(cur.ctx), TRT_MODE_REDUCE_OVERHEAD);
+    TrtContext *c2 = NULL;
+    setenv("TILE_MODE", "fastest", 1);
+    assert_int_equal(trt_context_create(0, TRT_MODE_FROM_ENV, cur.dir, &c2), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "TILE_MODE is 'fastest'"));
+    unsetenv("TILE_MODE");
+}
+
+static void test_context_refuses_unsafe_cache(void **state)
+{
+    (void)state;
+    assert_int_equal(chmod(cur.dir, 0777), 0);
+    TrtContext *c = NULL;
+    assert_int_equal(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c), TRT_ERROR_CACHE_UNSAFE);
+    assert_null(c);
+    assert_non_null(strstr(trt_last_error(), "writable by group or others"));
+    MockCounts n;
+    mock_counts(&n);
+    assert_int_equal(n.retains, 0);   /* refused before touching the device */
+}
+
+/* ---- modules and kernels ------------------------------------------------------------ */
+static void test_module_syntax_error(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtModule *m = (TrtModule *)&m;
+    TrtStatus s = trt_module_load_string(cur.ctx, "bad.tile", "kernel k(x: *f32 {\n}\n", &m);
+    assert_int_equal(s, TRT_ERROR_COMPILE);
+    assert_null(m);
+    assert_non_null(strstr(trt_last_error(), "bad.tile:1:"));
+}
+
+static void test_module_kernel_signature(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL, *k2 = NULL, *k3 = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
+    assert_string_equal(trt_kernel_name(k), "vector_add");
+    assert_int_equal(trt_kernel_num_params(k), 4);   /* BLOCK is compile-time */
+    assert_int_equal(trt_kernel_num_variants(k), 0);
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k2));
+    assert_ptr_equal(k, k2);
+    TrtConst block = {"BLOCK", 256};
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", &block, 1, &k3));
+    assert_ptr_not_equal(k, k3);
+}
+
+static void test_module_unknown_kernel(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL;
+    TrtStatus s = trt_module_get_kernel(cur.mod, "vector_mul", NULL, 0, &k);
+    assert_true(s == TRT_ERROR_NOT_FOUND || s == TRT_ERROR_COMPILE);
+    assert_null(k);
+    assert_non_null(strstr(trt_last_error(), "vector_mul"));
+}
+
+static void test_module_load_missing_file(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtModule *m = NULL;
+    assert_int_equal(trt_module_load_file(cur.ctx, "/nonexistent/x.tile", &m), TRT_ERROR_NOT_FOUND);
+    assert_non_null(strstr(trt_last_error(), "/nonexistent/x.tile"));
+}
+
+static void test_module_load_example_file(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_int_equal(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/softmax.tile", &cur.mod),
+                     TRT_SUCCESS);
+}
+
+/* ---- argument checks ------------------------------------------------------------------ */
+static void test_launch_checks_count_and_kinds(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_int_equal(trt_launch(k, a, 3, grid, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(trt_last_error(), "kernel 'scale' takes 4 arguments, got 3");
+    a[2] = trt_arg_f64(2.5);
+    assert_int_equal(trt_launch(k, a, 4, grid, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(trt_last_error(), "kernel 'scale': argument 3 ('s') is TRT_ARG_F64, but "
+                                          "the parameter is f32 and takes TRT_ARG_F32");
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.launches, 0);
+}
+
+static void test_launch_checks_pointer_alignment(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x1002), trt_arg_ptr(0x1000), trt_arg_i32(5)};
+    assert_int_equal(trt_launch(k, a, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "argument 2 ('a') is the pointer 0x1002, not aligned"));
+    assert_non_null(strstr(trt_last_error(), "f32 (4 bytes)"));
+}
+
+static void test_launch_without_grid(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    assert_int_equal(trt_launch(k, a, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "no grid(...) clause"));
+    uint32_t empty[3] = {0, 1, 1};
+    assert_int_equal(trt_launch(k, a, 4, empty, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "is empty"));
+}
+
+/* ---- packing and launching ------------------------------------------------------------ */
+static void test_launch_packs_arguments(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    TrtArg a[4];
+    scale_args(a, 0x12340, 1000);
+    uint32_t grid[3] = {7, 2, 1};
+    CUstream stream = (CUstream)(uintptr_t)0x5150;
+    assert_ok(trt_launch(k, a, 4, grid, stream));
+    MockLaunch l;
+    mock_last(&l);
+    assert_string_equal(l.func, "scale");
+    assert_int_equal(l.grid[0], 7);
+    assert_int_equal(l.grid[1], 2);
+    assert_int_equal(l.block[0], 128);
+    assert_ptr_equal(l.stream, stream);
+    assert_int_equal(l.nparams, 4);
+    assert_int_equal(l.param_bytes[0], 8);
+    assert_int_equal(l.params[0], 0x12340);
+    assert_int_equal(l.param_bytes[1], 4);
+    assert_int_equal(l.params[1], 1000);
+    float s;
+    uint32_t bits = (uint32_t)l.params[2];
+    memcpy(&s, &bits, 4);
+    assert_true(s == 2.5f);
+    assert_int_equal((int64_t)l.params[3], -7);
+    assert_ptr_not_equal(trt_kernel_last_function(k), NULL);
+}
+
+static void test_variant_selection(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    uint32_t grid[3] = {1, 1, 1};
+    TrtArg a[4];
+    /* n: 17 (no class), 32 (divisible by 16), 48 (same class), 1 (equal to 1);
+     * x: 0x1000 (aligned to 16), 0x1004 (not). */
+    static const struct { CUdeviceptr x; int32_t n; unsigned variants; } steps[] = {
+        {0x1000, 17, 1}, {0x1000, 32, 2}, {0x1000, 48, 2}, {0x1000, 1, 3},
+        {0x1004, 1, 4}, {0x1000, 17, 4}, {0x1000, 0, 4}, {0x1000, -16, 4},
+    };
+    void *fns[8];
+    for (unsigned i = 0; i < sizeof steps / sizeof *steps; i++) {
+        scale_args(a, steps[i].x, steps[i].n);
+        assert_ok(trt_launch(k, a, 4, grid, NULL));
+        assert_int_equal(trt_kernel_num_variants(k), steps[i].variants);
+        fns[i] = trt_kernel_last_function(k);
+    }
+    assert_ptr_equal(fns[5], fns[0]);   /* back to the first class: its variant */
+    assert_ptr_equal(fns[6], fns[1]);   /* 0 and -16 divide by 16 */
+    assert_ptr_equal(fns[7], fns[1]);
+    assert_ptr_not_equal(fns[3], fns[1]);
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.launches, 8);
+    assert_int_equal(c.links, 4);        /* each variant compiled and linked once */
+    assert_int_equal(c.cubin_loads, 4);
+}
+
+static void test_variant_report(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    assert_ok(trt_context_set_flags(cur.ctx, TRT_FLAG_LOG_RECOMPILES));
+    char path[300];
+    snprintf(path, sizeof path, "%s/stderr.txt", cur.dir);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    uint32_t grid[3] = {1, 1, 1};
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    TrtStatus s1 = trt_launch(k, a, 4, grid, NULL);
+    a[1] = trt_arg_i32(1);
+    TrtStatus s2 = trt_launch(k, a, 4, grid, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    assert_ok(s1);
+    assert_ok(s2);
+    char text[1024] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    assert_non_null(strstr(text, "kernel 'scale': compiled variant 1 (first launch)"));
+    assert_non_null(strstr(text, "compiled variant 2; argument 'n' changed class: divisible by 16 -> equal to 1"));
+}
+
+/* ---- the disk cache on the launch path ------------------------------------------------ */
+static void launch_scale_once(TrtContext *ctx)
+{
+    TrtModule *m = NULL;
+    TrtKernel *k = ptx_kernel(ctx, &m, ptx_src);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 64);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_ok(trt_launch(k, a, 4, grid, NULL));
+    trt_module_destroy(m);
+}
+
+static void test_warm_cache_loads_cubin(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    launch_scale_once(cur.ctx);
+    MockCounts cold, warm;
+    mock_counts(&cold);
+    assert_int_equal(cold.links, 1);
+    assert_int_equal(cold.cubin_loads, 1);
+    assert_int_equal(cold.ptx_loads, 0);
+    trt_context_destroy(cur.ctx);
+    cur.ctx = make_ctx();                  /* a new context reads the same directory */
+    launch_scale_once(cur.ctx);
+    mock_counts(&warm);
+    assert_int_equal(warm.links, 1);       /* no new link: the cubin came from disk */
+    assert_int_equal(warm.cubin_loads, 2);
+    assert_int_equal(warm.ptx_loads, 0);
+    assert_int_equal(warm.unloads, 2);
+}
+
+static void test_no_disk_cache_loads_ptx(void **state)
+{
+    (void)state;
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, "", &cur.ctx));
+    assert_null(trt_context_cache_dir(cur.ctx));
+    launch_scale_once(cur.ctx);
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.ptx_loads, 1);
+    assert_int_equal(c.links, 0);
+}
+
+/* A test double of the compile step: PTX whose entry is the .tile kernel's name. */
+static char *fake_compile(TrtKernel *k, uint64_t mask, TrtStatus *st)
+{
+    cur.compiles++;
+    char *ptx = malloc(512);
+    snprintf(ptx, 512, ".version 8.3\n.target sm_90a\n.address_size 64\n"
+             ".visible .entry %s(.param .u64 c, .param .u64 a, .param .u64 b, .param .u32 n)\n"
+             "{\n\tret;\n}\n", k->name);
+    return ptx;
+}
+
+static TrtKernel *tile_kernel(TrtContext *ctx, TrtModule **m)
+{
+    assert_ok(trt_module_load_string(ctx, "va.tile", vector_add_src, m));
+    (*m)->compile = fake_compile;
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(*m, "vector_add", NULL, 0, &k));
+    return k;
+}
+
+static void test_tile_kernel_grid_clause(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = tile_kernel(cur.ctx, &cur.mod);
+    static const int32_t sizes[] = {5000, 1024, 1, 5000, 70000};
+    for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000),
+                       trt_arg_i32(sizes[i])};
+        assert_ok(trt_launch(k, a, 4, NULL, NULL));
+        MockLaunch l;
+        mock_last(&l);
+        assert_int_equal(l.grid[0], (sizes[i] + 1023) / 1024);
+        assert_int_equal(l.grid[1], 1);
+        assert_int_equal(l.block[0], 4 * 32);   /* the default 4 warps */
+        assert_int_equal((int32_t)l.params[3], sizes[i]);
+    }
+    /* 5000 and 70000 share a class, as do 1024; 1 has its own. */
+    assert_int_equal(trt_kernel_num_variants(k), 3);
+    assert_int_equal(cur.compiles, 3);
+}
+
+static void test_tile_kernel_compiled_once_across_contexts(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        TrtContext *ctx = make_ctx();
+        TrtModule *m = NULL;
+        TrtKernel *k = tile_kernel(ctx, &m);
+        TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000),
+                       trt_arg_i32(4096)};
+        assert_ok(trt_launch(k, a, 4, NULL, NULL));
+        trt_module_destroy(m);
+        trt_context_destroy(ctx);
+    }
+    assert_int_equal(cur.compiles, 1);
+    /* Another const set is another kernel: compiled anew. */
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    cur.mod->compile = fake_compile;
+    TrtConst block = {"BLOCK", 512};
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", &block, 1, &k));
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(4096)};
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));
+    assert_int_equal(cur.compiles, 2);
+    MockLaunch l;
+    mock_last(&l);
+    assert_int_equal(l.grid[0], 8);
+}
+
+static void test_tile_kernel_real_compile_step(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(64)};
+    TrtStatus s = trt_launch(k, a, 4, NULL, NULL);
+    /* Without codegen/ the status says so; with it, the mock receives its PTX. */
+    if (s == TRT_ERROR_NO_CODEGEN) {
+        assert_non_null(strstr(trt_last_error(), "no GPU code generator"));
+        return;
+    }
+    assert_ok(s);
+    MockLaunch l;
+    mock_last(&l);
+    assert_string_equal(l.func, "vector_add");
+    assert_int_equal(l.nparams, 4);
+}
+
+/* ---- driver errors -------------------------------------------------------------------- */
+static void test_load_error_has_jit_log(void **state)
+{
+    (void)state;
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, "", &cur.ctx));
+    char bad[sizeof ptx_src + 32];
+    snprintf(bad, sizeof bad, "%s// MOCK_SYNTAX_ERROR\n", ptx_src);
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, bad);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_int_equal(trt_launch(k, a, 4, grid, NULL), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX (218)"));
+    assert_non_null(strstr(trt_last_error(), "mock syntax error"));
+    assert_int_equal(trt_kernel_num_variants(k), 0);
+}
+
+static void test_link_error_is_not_cached(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    char bad[sizeof ptx_src + 32];
+    snprintf(bad, sizeof bad, "%s// MOCK_SYNTAX_ERROR\n", ptx_src);
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, bad);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_int_equal(trt_launch(k, a, 4, grid, NULL), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "cuLinkAddData failed: CUDA_ERROR_INVALID_PTX"));
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s/*.cubin >/dev/null 2>&1", cur.dir);
+    assert_int_not_equal(system(cmd), 0);
+}
+
+static void test_launch_error(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    setenv("MOCKCUDA_LAUNCH_ERROR", "1", 1);
+    TrtStatus s = trt_launch(k, a, 4, grid, NULL);
+    unsetenv("MOCKCUDA_LAUNCH_ERROR");
+    assert_int_equal(s, TRT_ERROR_DRIVER);
+    assert_string_equal(trt_last_error(), "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (1)");
+    assert_ok(trt_launch(k, a, 4, grid, NULL));
+}
+
+/* ---- no driver: each case in a fresh process ----------------------------------------- */
+/* The driver is opened once per process, so each case runs in a new process: this
+ * program again (main's --child), with one more variable in its environment. It calls
+ * trt_context_create twice and exits 0 if both returned `want` with a message that
+ * contains `text`. */
+static int child_check(TrtStatus want, const char *text)
+{
+    for (int i = 0; i < 2; i++) {
+        TrtContext *c = (TrtContext *)&c;
+        if (trt_context_create(0, TRT_MODE_DEFAULT, "", &c) != want || c) return 1;
+        if (!strstr(trt_last_error(), text)) {
+            fprintf(stderr, "message: %s\n", trt_last_error());
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int child_status(const char *var, const char *value, TrtStatus want, const char *text)
+{
+    char wants[16];
+    snprintf(wants, sizeof wants, "%d", (int)want);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv(var, value, 1);
+        execl("/proc/self/exe", "test_runtime", "--child", wants, text, (char *)NULL);
+        _exit(3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+static void test_no_driver_library(void **state)
+{
+    (void)state;
+    assert_int_equal(child_status("TILE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1",
+                                  TRT_ERROR_NO_DRIVER,
+                                  "no CUDA driver: cannot open the CUDA driver /nonexistent/libcuda.so.1"),
+                     0);
+}
+
+static void test_no_driver_cuinit_fails(void **state)
+{
+    (void)state;
+    assert_int_equal(child_status("MOCKCUDA_INIT_ERROR", "100", TRT_ERROR_NO_DRIVER,
+                                  "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"), 0);
+}
+
+static void test_no_driver_missing_entry_point(void **state)
+{
+    (void)state;
+    assert_int_equal(child_status("MOCKCUDA_MISSING", "cuLinkCreate", TRT_ERROR_NO_DRIVER,
+                                  "has no cuLinkCreate"), 0);
+}
+
+static void test_null_handles(void **state)
+{
+    (void)state;
+    assert_int_equal(trt_launch(NULL, NULL, 0, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(trt_last_error(), "trt_launch: kernel is NULL");
+    TrtModule *m = NULL;
+    assert_int_equal(trt_module_load_string(NULL, "x", "", &m), TRT_ERROR_INVALID_ARGUMENT);
+    assert_string_equal(trt_status_name(TRT_ERROR_NO_DRIVER), "TRT_ERROR_NO_DRIVER");
+}
+
+static void bind_mock(void)
+{
+    void *h = dlopen(getenv("TILE_CUDA_LIBRARY"), RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "cannot open the mock driver: %s\n", dlerror());
+        exit(1);
+    }
+    mock_counts = (MockCountsFn)dlsym(h, "mockcuda_counts");
+    mock_last = (MockLastLaunchFn)dlsym(h, "mockcuda_last_launch");
+    mock_reset = (MockResetFn)dlsym(h, "mockcuda_reset");
+}
+
+int main(int argc, char **argv)
+{
+    setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
+    if (argc == 4 && !strcmp(argv[1], "--child")) return child_check(atoi(argv[2]), argv[3]);
+    unsetenv("TILE_LOG_RECOMPILES");
+    bind_mock();
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_context_shares_primary_context), T(test_context_bad_device),
+        T(test_context_mode_from_env), T(test_context_refuses_unsafe_cache),
+        T(test_module_syntax_error), T(test_module_kernel_signature),
+        T(test_module_unknown_kernel), T(test_module_load_missing_file),
+        T(test_module_load_example_file), T(test_launch_checks_count_and_kinds),
+        T(test_launch_checks_pointer_alignment), T(test_launch_without_grid),
+        T(test_launch_packs_arguments), T(test_variant_selection), T(test_variant_report),
+        T(test_warm_cache_loads_cubin), T(test_no_disk_cache_loads_ptx),
+        T(test_tile_kernel_grid_clause), T(test_tile_kernel_compiled_once_across_contexts),
+        T(test_tile_kernel_real_compile_step), T(test_load_error_has_jit_log),
+        T(test_link_error_is_not_cached), T(test_launch_error), T(test_no_driver_library),
+        T(test_no_driver_cuinit_fails), T(test_no_driver_missing_entry_point),
+        T(test_null_handles),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
