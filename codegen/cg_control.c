@@ -202,21 +202,8 @@ static bool lower_while(Cg *c, const IrOp *op)
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
-static bool unsupported_type(Cg *c, const IrOp *op)
-{
-    for (uint32_t i = 0; i < op->noperands + op->nresults; i++) {
-        IrValue v = i < op->noperands ? op->operands[i] : op->results[i - op->noperands];
-        const IrType *t = cg_type(c, v);
-        IrElem e = t->elem == IR_PTR ? t->pointee : t->elem;
-        if (e == IR_F8E4M3 || e == IR_F8E5M2)
-            return cg_error(c, op, "%s values are not supported by the GPU code generator yet", ir_elem_name(e));
-    }
-    return false;
-}
-
 static bool cg_op(Cg *c, const IrOp *op)
 {
-    if (unsupported_type(c, op)) return false;
     switch (op->code) {
     case IR_OP_FOR: return lower_for(c, op);
     case IR_OP_IF: return lower_if(c, op);

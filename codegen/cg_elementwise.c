@@ -11,16 +11,87 @@
  * division by zero is undefined on the GPU (LANGUAGE.md); it is kept free of LLVM
  * undefined behaviour by dividing by 1 instead. */
 #include "codegen/cg_internal.h"
+#include "ir/interp.h"
 
-static bool is_narrow_float(IrElem e) { return e == IR_F16 || e == IR_BF16; }
+static bool is_f8(IrElem e) { return e == IR_F8E4M3 || e == IR_F8E5M2; }
+static bool is_narrow_float(IrElem e) { return e == IR_F16 || e == IR_BF16 || is_f8(e); }
+
+/* ---- f8 (held as its byte): decoding is exact; encoding rounds once, to nearest
+ * even, from f32, as ir/fp.c does (overflow: inf for e5m2, NaN for e4m3fn). -------- */
+
+typedef LLVMValueRef V;
+
+static V i32c(Cg *c, uint32_t v) { return LLVMConstInt(cg_i32(c), v, 0); }
+static V f32_of_bits(Cg *c, V b) { return LLVMBuildBitCast(c->b, b, LLVMFloatTypeInContext(c->ctx), ""); }
+static V bits_of_f32(Cg *c, V f) { return LLVMBuildBitCast(c->b, f, cg_i32(c), ""); }
+
+/* 2^k as an f32, for k in [-126, 127]. */
+static V pow2f(Cg *c, V k) { return f32_of_bits(c, LLVMBuildShl(c->b, LLVMBuildAdd(c->b, k, i32c(c, 127), ""), i32c(c, 23), "")); }
+
+static V f8_decode(Cg *c, V b, IrElem e)
+{
+    V w = LLVMBuildZExt(c->b, b, cg_i32(c), "");
+    if (e == IR_F8E5M2) {             /* the top byte of an f16 */
+        V h = LLVMBuildTrunc(c->b, LLVMBuildShl(c->b, w, i32c(c, 8), ""), LLVMInt16TypeInContext(c->ctx), "");
+        return LLVMBuildFPExt(c->b, LLVMBuildBitCast(c->b, h, LLVMHalfTypeInContext(c->ctx), ""),
+                              LLVMFloatTypeInContext(c->ctx), "");
+    }
+    V sign = LLVMBuildShl(c->b, LLVMBuildLShr(c->b, w, i32c(c, 7), ""), i32c(c, 31), "");
+    V ex = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, w, i32c(c, 3), ""), i32c(c, 15), "");
+    V mant = LLVMBuildAnd(c->b, w, i32c(c, 7), "");
+    V normal = LLVMBuildOr(c->b, LLVMBuildShl(c->b, LLVMBuildAdd(c->b, ex, i32c(c, 120), ""), i32c(c, 23), ""),
+                           LLVMBuildShl(c->b, mant, i32c(c, 20), ""), "");
+    V sub = bits_of_f32(c, LLVMBuildFMul(c->b, LLVMBuildUIToFP(c->b, mant, LLVMFloatTypeInContext(c->ctx), ""),
+                                         cg_f32c(c, 0x1p-9), ""));
+    V mag = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, ex, i32c(c, 0), ""), sub, normal, "");
+    V nan = LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, w, i32c(c, 0x7F), ""), i32c(c, 0x7F), "");
+    mag = LLVMBuildSelect(c->b, nan, i32c(c, 0x7FC00000), mag, "");
+    return f32_of_bits(c, LLVMBuildOr(c->b, sign, mag, ""));
+}
+
+static V f8_encode(Cg *c, V f, IrElem e)
+{
+    int mbits = e == IR_F8E5M2 ? 2 : 3, bias = e == IR_F8E5M2 ? 15 : 7;
+    double maxv = e == IR_F8E5M2 ? 57344.0 : 448.0;
+    V bits = bits_of_f32(c, f);
+    V sign = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, bits, i32c(c, 24), ""), i32c(c, 0x80), "");
+    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx);
+    V a = cg_intrinsic(c, "llvm.fabs", &ft, 1, &f, 1);
+    V big = LLVMBuildFCmp(c->b, LLVMRealUGT, a, cg_f32c(c, 2 * maxv), "");   /* inf, NaN: kept finite */
+    a = LLVMBuildSelect(c->b, big, cg_f32c(c, 2 * maxv), a, "");
+    V ex = LLVMBuildSub(c->b, LLVMBuildLShr(c->b, bits_of_f32(c, a), i32c(c, 23), ""), i32c(c, 127), "");
+    V q = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, ex, i32c(c, 1 - bias), ""), i32c(c, (uint32_t)(1 - bias)), ex, "");
+    V r = LLVMBuildFMul(c->b, a, pow2f(c, LLVMBuildSub(c->b, i32c(c, (uint32_t)mbits), q, "")), "");
+    r = cg_intrinsic(c, "llvm.rint", &ft, 1, &r, 1);            /* units: the last mantissa bit */
+    V rounded = LLVMBuildFMul(c->b, r, pow2f(c, LLVMBuildSub(c->b, q, i32c(c, (uint32_t)mbits), "")), "");
+    V ir = LLVMBuildFPToUI(c->b, r, cg_i32(c), "");             /* (1 << mbits | mant) or a subnormal */
+    V carry = LLVMBuildICmp(c->b, LLVMIntUGE, ir, i32c(c, 2u << mbits), "");   /* rounded up a binade */
+    q = LLVMBuildAdd(c->b, q, LLVMBuildZExt(c->b, carry, cg_i32(c), ""), "");
+    ir = LLVMBuildSelect(c->b, carry, LLVMBuildLShr(c->b, ir, i32c(c, 1), ""), ir, "");
+    V isnorm = LLVMBuildICmp(c->b, LLVMIntUGE, ir, i32c(c, 1u << mbits), "");
+    V field = LLVMBuildSelect(c->b, isnorm, LLVMBuildAdd(c->b, q, i32c(c, (uint32_t)bias), ""), i32c(c, 0), "");
+    V code = LLVMBuildOr(c->b, LLVMBuildShl(c->b, field, i32c(c, (uint32_t)mbits), ""),
+                         LLVMBuildAnd(c->b, ir, i32c(c, (1u << mbits) - 1), ""), "");
+    V over = LLVMBuildFCmp(c->b, LLVMRealOGT, rounded, cg_f32c(c, maxv), "");
+    V special = e == IR_F8E5M2 ? i32c(c, 0x7C) : i32c(c, 0x7F);
+    code = LLVMBuildSelect(c->b, over, special, code, "");
+    V nanc = e == IR_F8E5M2 ? LLVMBuildOr(c->b, i32c(c, 0x7C), LLVMBuildSelect(c->b,
+                 LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, bits, i32c(c, 0x600000), ""), i32c(c, 0), ""),
+                 i32c(c, 2), LLVMBuildLShr(c->b, LLVMBuildAnd(c->b, bits, i32c(c, 0x600000), ""), i32c(c, 21), ""), ""), "")
+                            : i32c(c, 0x7F);
+    code = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUNO, f, f, ""), nanc, code, "");
+    return LLVMBuildTrunc(c->b, LLVMBuildOr(c->b, code, sign, ""), LLVMInt8TypeInContext(c->ctx), "");
+}
 
 LLVMValueRef cg_to_f32(Cg *c, LLVMValueRef x, IrElem e)
 {
+    if (is_f8(e)) return f8_decode(c, x, e);
     return is_narrow_float(e) ? LLVMBuildFPExt(c->b, x, LLVMFloatTypeInContext(c->ctx), "") : x;
 }
 
 LLVMValueRef cg_from_f32(Cg *c, LLVMValueRef x, IrElem e)
 {
+    if (is_f8(e)) return f8_encode(c, x, e);
     return is_narrow_float(e) ? LLVMBuildFPTrunc(c->b, x, cg_elem_type(c, e), "") : x;
 }
 
@@ -64,6 +135,12 @@ LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
 {
     bool ff = ir_elem_is_float(from), tf = ir_elem_is_float(to);
     if (from == to || (from == IR_PTR && to == IR_PTR)) return x;
+    if (is_f8(from)) return cg_convert_scalar(c, cg_to_f32(c, x, from), IR_F32, to);   /* exact */
+    if (is_f8(to)) {
+        if (!ff) x = cg_convert_scalar(c, x, from, IR_F64);   /* integers: exact up to 53 bits */
+        if (from == IR_F64 || !ff) x = LLVMBuildFPTrunc(c->b, x, LLVMFloatTypeInContext(c->ctx), "");
+        return cg_from_f32(c, cg_to_f32(c, x, ff && from != IR_F64 ? from : IR_F32), to);
+    }
     if (to == IR_I1) {
         if (ff) return LLVMBuildFCmp(c->b, LLVMRealUNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
         return LLVMBuildICmp(c->b, LLVMIntNE, x, LLVMConstNull(LLVMTypeOf(x)), "");
@@ -166,6 +243,8 @@ static LLVMValueRef float_binary(Cg *c, IrOpcode code, IrElem e, LLVMValueRef a,
 static LLVMValueRef compare(Cg *c, IrCmp p, IrElem e, LLVMValueRef a, LLVMValueRef b)
 {
     if (ir_elem_is_float(e)) {
+        a = cg_to_f32(c, a, e);
+        b = cg_to_f32(c, b, e);
         static const LLVMRealPredicate fp[6] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
         return LLVMBuildFCmp(c->b, fp[p], a, b, "");
     }
@@ -185,9 +264,11 @@ static LLVMValueRef unary(Cg *c, const IrOp *op, IrElem e, LLVMValueRef x)
         LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 0, 0)};
         return cg_intrinsic(c, "llvm.abs", &t, 1, args, 2);
     }
+    if (op->code == IR_OP_NOT) return NULL;
+    if (is_f8(e) && (op->code == IR_OP_NEG || op->code == IR_OP_ABS))   /* the sign bit */
+        return op->code == IR_OP_NEG ? LLVMBuildXor(c->b, x, cg_int(c, t, 0x80), "") : LLVMBuildAnd(c->b, x, cg_int(c, t, 0x7F), "");
     if (op->code == IR_OP_NEG) return LLVMBuildFNeg(c->b, x, "");
     if (op->code == IR_OP_ABS) return cg_intrinsic(c, "llvm.fabs", &t, 1, &x, 1);
-    if (op->code == IR_OP_NOT) return NULL;
     return cg_math(c, op, op->code, x, e);
 }
 
@@ -196,6 +277,8 @@ static LLVMValueRef unary(Cg *c, const IrOp *op, IrElem e, LLVMValueRef x)
 static LLVMValueRef constant(Cg *c, const IrOp *op, IrElem e)
 {
     LLVMTypeRef t = cg_elem_type(c, e);
+    if (e == IR_F8E4M3) return LLVMConstInt(t, fp_f32_to_f8e4m3((float)fp_round(e, op->attr.f)), 0);
+    if (e == IR_F8E5M2) return LLVMConstInt(t, fp_f32_to_f8e5m2((float)fp_round(e, op->attr.f)), 0);
     if (ir_elem_is_float(e)) return LLVMConstReal(t, op->attr.f);
     if (e == IR_PTR) return LLVMConstNull(t);
     return LLVMConstInt(t, (unsigned long long)op->attr.i, 1);
@@ -220,7 +303,12 @@ static LLVMValueRef elem_op(Cg *c, const IrOp *op, IrElem e, LLVMValueRef *x)
     }
     case IR_OP_FMA:
         if (!ir_elem_is_float(e)) return LLVMBuildAdd(c->b, LLVMBuildMul(c->b, x[0], x[1], ""), x[2], "");
-        {
+        if (is_f8(e)) {
+            LLVMValueRef y[3];
+            for (int i = 0; i < 3; i++) y[i] = cg_to_f32(c, x[i], e);
+            LLVMTypeRef t = LLVMFloatTypeInContext(c->ctx);
+            return cg_from_f32(c, cg_intrinsic(c, "llvm.fma", &t, 1, y, 3), e);
+        } else {
             LLVMTypeRef t = LLVMTypeOf(x[0]);
             return cg_intrinsic(c, "llvm.fma", &t, 1, x, 3);
         }

@@ -17,6 +17,13 @@
 
 #include "codegen/cg_internal.h"
 
+/* C11 has no M_PI and friends. */
+#define K_LOG2E 1.4426950408889634074
+#define K_LN2 0.69314718055994530942
+#define K_SQRT2 1.41421356237309504880
+#define K_2_PI 0.63661977236758134308
+#define K_2_SQRTPI 1.12837916709551257390
+
 typedef LLVMValueRef V;
 
 static LLVMTypeRef f64t(Cg *c) { return LLVMDoubleTypeInContext(c->ctx); }
@@ -89,7 +96,7 @@ static V exp_f32(Cg *c, V x)
     static const double k[8] = {1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
     LLVMTypeRef t = f32t(c);
     V xc = clamp(c, x, -104.0, 89.0);
-    V n = intr1(c, "llvm.rint", fmul(c, xc, fconst(t, M_LOG2E)));
+    V n = intr1(c, "llvm.rint", fmul(c, xc, fconst(t, K_LOG2E)));
     V r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 0.693145751953125), xc);
     r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 1.428606765330187e-06), r);
     V p = scale2(c, poly(c, r, k, 8), LLVMBuildFPToSI(c->b, n, cg_i32(c), ""), false);
@@ -104,7 +111,7 @@ static V exp_f64(Cg *c, V y)
                                  1.0 / 479001600, 1.0 / 6227020800.0};
     LLVMTypeRef t = f64t(c);
     V yc = clamp(c, y, -746.0, 710.0);
-    V n = intr1(c, "llvm.rint", fmul(c, yc, fconst(t, M_LOG2E)));
+    V n = intr1(c, "llvm.rint", fmul(c, yc, fconst(t, K_LOG2E)));
     V r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 6.93147180369123816490e-01), yc);
     r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 1.90821492927058770002e-10), r);
     V p = scale2(c, poly(c, r, k, 14), LLVMBuildFPToSI(c->b, n, cg_i32(c), ""), true);
@@ -128,7 +135,7 @@ static V log_f64(Cg *c, V x)
     V mbits = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, bits, cg_int(c, i64, 0x000FFFFFFFFFFFFFLL), ""),
                           cg_int(c, i64, 0x3FF0000000000000LL), "");
     V m = LLVMBuildBitCast(c->b, mbits, t, "");
-    V big = fcmp(c, LLVMRealOGT, m, fconst(t, M_SQRT2));
+    V big = fcmp(c, LLVMRealOGT, m, fconst(t, K_SQRT2));
     m = sel(c, big, fmul(c, m, fconst(t, 0.5)), m);
     e = LLVMBuildAdd(c->b, e, LLVMBuildZExt(c->b, big, i64, ""), "");
     V f = fsub(c, m, fconst(t, 1.0));
@@ -153,7 +160,7 @@ static V sincos_f64(Cg *c, V x, bool want_cos)
                                   1.0 / 479001600, -1.0 / 87178291200.0, 1.0 / 20922789888000.0,
                                   -1.0 / 6402373705728000.0};
     LLVMTypeRef t = f64t(c);
-    V j = intr1(c, "llvm.rint", fmul(c, x, fconst(t, M_2_PI)));
+    V j = intr1(c, "llvm.rint", fmul(c, x, fconst(t, K_2_PI)));
     V nj = LLVMBuildFNeg(c->b, j, "");
     V r = fmaf_(c, nj, fconst(t, 1.5707963267948966), x);
     r = fmaf_(c, nj, fconst(t, 6.123233995736766e-17), r);
@@ -196,7 +203,7 @@ static V erf_f64(Cg *c, V x)
         term = fmul(c, term, fmul(c, q, fconst(t, 1.0 / (2 * n + 1))));
         sum = fadd(c, sum, term);
     }
-    V r = fmul(c, fmul(c, fconst(t, M_2_SQRTPI), axc), fmul(c, exp_f64(c, LLVMBuildFNeg(c->b, x2, "")), sum));
+    V r = fmul(c, fmul(c, fconst(t, K_2_SQRTPI), axc), fmul(c, exp_f64(c, LLVMBuildFNeg(c->b, x2, "")), sum));
     r = sel(c, fcmp(c, LLVMRealOGE, ax, fconst(t, 4.0)), fconst(t, 1.0), r);
     return sel(c, is_nan(c, x), x, copysign_(c, r, x));
 }
@@ -269,9 +276,9 @@ static V math64(Cg *c, IrOpcode code, V x)
     LLVMTypeRef t = f64t(c);
     switch (code) {
     case IR_OP_EXP: return exp_f64(c, x);
-    case IR_OP_EXP2: return exp_f64(c, fmul(c, x, fconst(t, M_LN2)));
+    case IR_OP_EXP2: return exp_f64(c, fmul(c, x, fconst(t, K_LN2)));
     case IR_OP_LOG: return log_f64(c, x);
-    case IR_OP_LOG2: return fmul(c, log_f64(c, x), fconst(t, M_LOG2E));
+    case IR_OP_LOG2: return fmul(c, log_f64(c, x), fconst(t, K_LOG2E));
     case IR_OP_SIN: return sincos_f64(c, x, false);
     case IR_OP_COS: return sincos_f64(c, x, true);
     case IR_OP_TANH: return tanh_f64(c, x);

@@ -86,15 +86,17 @@ LLVMBasicBlockRef cg_block_new(Cg *c, const char *name) { return LLVMAppendBasic
 
 void cg_barrier(Cg *c) { cg_intrinsic(c, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
 
+/* Plain (not inbounds) GEPs: the buffer is declared with size 0, its real size is the
+ * launch's dynamic shared memory. */
 LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_t byte_base)
 {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->ctx);
     LLVMValueRef base = c->smem;
     if (byte_base) {
         LLVMValueRef off = cg_i32c(c, byte_base);
-        base = LLVMBuildInBoundsGEP2(c->b, i8, base, &off, 1, "");
+        base = LLVMBuildGEP2(c->b, i8, base, &off, 1, "");
     }
-    return LLVMBuildInBoundsGEP2(c->b, elem_ty, base, &index, 1, "");
+    return LLVMBuildGEP2(c->b, elem_ty, base, &index, 1, "");
 }
 
 void cg_loop_begin(Cg *c, CgLoop *l, LLVMValueRef start, LLVMValueRef end, LLVMValueRef *init, uint32_t n)
@@ -213,6 +215,17 @@ static LLVMValueRef shared_memory(Cg *c)
     return g;
 }
 
+/* Code after a `return` was emitted into blocks without predecessors; they end in
+ * `unreachable` and LLVM deletes them. */
+static void terminate_dead_blocks(Cg *c)
+{
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(c->fn); bb; bb = LLVMGetNextBasicBlock(bb))
+        if (!LLVMGetBasicBlockTerminator(bb)) {
+            LLVMPositionBuilderAtEnd(c->b, bb);
+            LLVMBuildUnreachable(c->b);
+        }
+}
+
 static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
 {
     uint32_t np = k->body.nargs;
@@ -242,6 +255,7 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);
     LLVMPositionBuilderAtEnd(c->b, c->exit_bb);
     LLVMBuildRetVoid(c->b);
+    terminate_dead_blocks(c);
     tl_free(c->vals);
     tl_free(c->ai);
     c->vals = NULL;

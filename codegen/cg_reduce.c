@@ -28,7 +28,10 @@ typedef struct Pair {
     LLVMValueRef v, i;
 } Pair;
 
-static IrElem acc_elem(IrElem e) { return e == IR_F16 || e == IR_BF16 ? IR_F32 : e; }
+static IrElem acc_elem(IrElem e)
+{
+    return e == IR_F16 || e == IR_BF16 || e == IR_F8E4M3 || e == IR_F8E5M2 ? IR_F32 : e;
+}
 
 static LLVMValueRef better(Cg *c, const Red *r, LLVMValueRef x, LLVMValueRef y)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lower_internal.h"
+#include "ir/interp_internal.h"
 
 const Val VERR = {.t = NULL, .v = IR_NO_VALUE};
 
@@ -25,28 +26,17 @@ static bool lit_fits(const Val *v, IrElem e)
     return v->i >= 0 && (bits == 64 || v->i < (INT64_C(1) << bits));
 }
 
-static double lit_as_double(const Val *v)
-{
-    if (v->lit == LIT_FLOAT) return v->f;
-    return v->big ? (double)(uint64_t)v->i : (double)v->i;
-}
-
-/* A float literal converted with `as` to an integer truncates; NaN and out-of-range
- * values saturate instead of being undefined behavior in the compiler. */
-static int64_t lit_as_int(const Val *v)
-{
-    if (v->lit == LIT_INT) return v->i;
-    if (isnan(v->f)) return 0;
-    if (v->f >= 9.2e18) return INT64_MAX;
-    if (v->f <= -9.2e18) return INT64_MIN;
-    return (int64_t)v->f;
-}
-
-/* The literal as a constant of type t (a scalar or a splat tile). */
+/* The literal as a constant of type t (a scalar or a splat tile), converted exactly as
+ * the convert op converts at run time (interp_convert): an integer literal is an i64
+ * (u64 when big), a float literal an f64, so `2 as bool` is 1, `-5.0 as u8` saturates
+ * to 0 and `300 as u8` wraps to 44 whether or not the passes fold anything. */
 static Val lit_const(Lower *L, const Val *v, const IrType *t)
 {
-    if (ir_elem_is_float(t->elem)) return lw_val(L, ir_const_float(&L->b, t, lit_as_double(v)));
-    return lw_val(L, ir_const_int(&L->b, t, lit_as_int(v)));
+    IrElem from = v->lit == LIT_FLOAT ? IR_F64 : v->big ? IR_U64 : IR_I64;
+    Slot s = v->lit == LIT_FLOAT ? (Slot){.f = v->f} : (Slot){.i = v->i};
+    s = interp_convert(from, t->elem, s);
+    if (ir_elem_is_float(t->elem)) return lw_val(L, ir_const_float(&L->b, t, s.f));
+    return lw_val(L, ir_const_int(&L->b, t, s.i));
 }
 
 static Val make_int_lit(Lower *L, uint64_t x, Loc loc)

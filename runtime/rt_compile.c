@@ -14,6 +14,7 @@
 
 #include "ir/arena.h"
 #include "passes/passes.h"
+#include "passes/specialize.h"
 #include "rt_internal.h"
 #ifdef TILE_HAVE_CODEGEN
 #include "codegen/codegen.h"
@@ -21,24 +22,44 @@
 
 /* ---- the compiler ------------------------------------------------------------------- */
 #ifdef TILE_HAVE_CODEGEN
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st)
+/* The specialization class of each run-time parameter, from the variant's mask (2 bits
+ * per parameter: for integers RT_SPEC_ONE or RT_SPEC_DIV16, for pointers DIV16 means
+ * 16-byte aligned). */
+static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
+{
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        unsigned bits = i < 32 ? (unsigned)(mask >> (2 * i)) & 3u : 0;
+        if (k->params[i].elem == IR_PTR) out[i] = bits & RT_SPEC_DIV16 ? SPEC_ALIGN16 : SPEC_NONE;
+        else out[i] = bits & RT_SPEC_ONE ? SPEC_ONE : bits & RT_SPEC_DIV16 ? SPEC_DIV16 : SPEC_NONE;
+    }
+}
+
+static char *generate(TrtKernel *k, IrFunc *f, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+{
+    SpecClass classes[TRT_MAX_ARGS];
+    classes_of(k, mask, classes);
+    uint64_t aligned = pass_specialize(f, classes);  /* == 1 becomes 1, % 16 a hint */
+    PassOptions po = {0};
+    pass_run_default(f->module, 3, &po);
+    CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned};
+    DiagList *d = ir_ctx_diags(f->module->ctx);
+    char *ptx = cg_emit_ptx(f->module, &o, d);
+    CgKernelInfo info;
+    if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
+    else if (cg_kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
+    return ptx;
+}
+
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
 {
     IrCtx *ir = NULL;
     IrFunc *f = rt_lower_kernel(k, &ir, st);
-    char *ptx = NULL;
-    if (f) {
-        PassOptions po = {0};
-        CgOptions o = {0};
-        DiagList *d = ir_ctx_diags(ir);
-        pass_run_default(f->module, 3, &po);
-        ptx = cg_emit_ptx(f->module, &o, d);
-        if (!ptx) *st = rt_fail(TRT_ERROR_COMPILE, "code generation of '%s' failed", k->name);
-    }
+    char *ptx = f ? generate(k, f, mask, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
 }
 #else
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st)
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
 {
     *st = rt_fail(TRT_ERROR_NO_CODEGEN,
                   "this build of libtileRT has no GPU code generator: kernel '%s' cannot be "
@@ -125,30 +146,51 @@ static void make_keys(Job *j)
     rt_hasher_destroy(h);
 }
 
+/* Payloads: RT_META_BYTES of launch facts, then the PTX (with its NUL) or the cubin. */
+static bool put_payload(RtBlob *out, const RtKernelMeta *meta, const void *p, size_t n)
+{
+    if (!(out->data = tl_calloc(1, RT_META_BYTES + n))) return false;
+    memcpy(out->data, meta, sizeof *meta);
+    memcpy((char *)out->data + RT_META_BYTES, p, n);
+    out->len = RT_META_BYTES + n;
+    return true;
+}
+
+static bool get_meta(const RtBlob *b, RtKernelMeta *meta)
+{
+    if (b->len <= RT_META_BYTES) return false;
+    memcpy(meta, b->data, sizeof *meta);
+    return meta->threads > 0 && meta->threads <= 1024;
+}
+
 static TrtStatus build_ptx(void *ud, RtBlob *out)
 {
     Job *j = ud;
     TrtStatus s = TRT_SUCCESS;
-    char *ptx = j->k->module->compile(j->k, j->mask, &s);
+    RtKernelMeta meta = {j->k->block, 0};
+    char *ptx = j->k->module->compile(j->k, j->mask, &meta, &s);
     if (!ptx) return s;
-    out->data = ptx;
-    out->len = strlen(ptx) + 1;
-    return TRT_SUCCESS;
+    bool ok = put_payload(out, &meta, ptx, strlen(ptx) + 1);
+    tl_free(ptx);
+    return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
 static TrtStatus build_cubin(void *ud, RtBlob *out)
 {
     Job *j = ud;
-    RtBlob ptx = {0};
+    RtBlob ptx = {0}, cubin = {0};
+    RtKernelMeta meta = {0, 0};
     TrtStatus s = rt_cache_get_or_build(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
                                         build_ptx, j, &ptx);
     if (s) return s;
-    if (!ptx.len || ((char *)ptx.data)[ptx.len - 1]) {
-        rt_blob_free(&ptx);
-        return rt_fail(TRT_ERROR_CACHE_IO, "a cached PTX entry is not text");
-    }
-    s = rt_link_cubin(j->k->module->ctx, ptx.data, out);
+    const char *text = (const char *)ptx.data + RT_META_BYTES;
+    if (!get_meta(&ptx, &meta) || ((char *)ptx.data)[ptx.len - 1])
+        s = rt_fail(TRT_ERROR_CACHE_IO, "a cached PTX entry of '%s' is malformed", j->k->name);
+    if (!s) s = rt_link_cubin(j->k->module->ctx, text, &cubin);
+    if (!s && !put_payload(out, &meta, cubin.data, cubin.len))
+        s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     rt_blob_free(&ptx);
+    rt_blob_free(&cubin);
     return s;
 }
 
@@ -168,11 +210,20 @@ static TrtStatus variant_image(Job *j, RtBlob *img)
 static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
 {
     TrtContext *ctx = k->module->ctx;
-    TrtStatus s = rt_load_image(ctx, img->data, &v->mod);
+    RtKernelMeta meta = {0, 0};
+    if (!get_meta(img, &meta))
+        return rt_fail(TRT_ERROR_CACHE_IO, "the compiled code of '%s' is malformed", k->name);
+    TrtStatus s = rt_load_image(ctx, (const char *)img->data + RT_META_BYTES, &v->mod);
     if (s) return s;
+    v->threads = meta.threads;
+    v->shared_bytes = meta.shared_bytes;
     CUresult r = ctx->drv->cuModuleGetFunction(&v->fn, v->mod, k->name);
-    if (r) {
-        s = rt_driver_error(ctx->drv, r, "cuModuleGetFunction");
+    if (r) s = rt_driver_error(ctx->drv, r, "cuModuleGetFunction");
+    else if (v->shared_bytes > RT_STATIC_SHARED_LIMIT &&
+             (r = ctx->drv->cuFuncSetAttribute(v->fn, RT_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED,
+                                               (int)v->shared_bytes)))
+        s = rt_driver_error(ctx->drv, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    if (s) {
         ctx->drv->cuModuleUnload(v->mod);
         v->mod = NULL;
     }
@@ -192,7 +243,7 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
     make_keys(&j);
     RtBlob img = {0};
     TrtStatus s = variant_image(&j, &img);
-    RtVariant v = {mask, NULL, NULL, 0};
+    RtVariant v = {mask, NULL, NULL, 0, 0};
     if (!s) s = load_variant(k, &img, &v);
     rt_blob_free(&img);
     if (s) return s;

@@ -53,10 +53,12 @@ static TrtStatus open_device(TrtContext *c, int ordinal)
     return TRT_SUCCESS;
 }
 
-/* sm_90 devices get sm_90a (wgmma, TMA); others their own sm_XY. */
+/* The code generator's targets: sm_90 (Hopper) gets sm_90a (wgmma, TMA); every other
+ * device since Ampere gets sm_80 PTX, which its driver compiles forward. */
 static void pick_arch(TrtContext *c)
 {
     if (c->cc_major == 9 && c->cc_minor == 0) snprintf(c->arch, sizeof c->arch, "sm_90a");
+    else if (c->cc_major >= 8) snprintf(c->arch, sizeof c->arch, "sm_80");
     else snprintf(c->arch, sizeof c->arch, "sm_%d%d", c->cc_major, c->cc_minor);
 }
 

@@ -35,6 +35,8 @@ enum {
     RT_CU_JIT_INPUT_PTX = 1,
     RT_CU_ATTR_CC_MAJOR = 75,
     RT_CU_ATTR_CC_MINOR = 76,
+    RT_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
+    RT_STATIC_SHARED_LIMIT = 48 * 1024,   /* more dynamic shared memory needs an opt-in */
 };
 
 /* The entry points, each looked up with the CUDA version of its ABI (cudaTypedefs.h's
@@ -55,6 +57,7 @@ enum {
                                  void **vals))                                                \
     X(cuModuleUnload, 2000, (CUmodule m))                                                     \
     X(cuModuleGetFunction, 2000, (CUfunction *f, CUmodule m, const char *name))               \
+    X(cuFuncSetAttribute, 9000, (CUfunction f, int attr, int value))                          \
     X(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz,             \
                              unsigned bx, unsigned by, unsigned bz, unsigned shmem,           \
                              CUstream s, void **params, void **extra))                        \
@@ -86,6 +89,9 @@ TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what);
 /* ---- errors ----------------------------------------------------------------------- */
 /* Records the thread's message and returns s. */
 TrtStatus rt_fail(TrtStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records "what:" and the printed diagnostics as the thread's message; returns s. */
+TrtStatus rt_fail_diags(TrtStatus s, const char *what, const DiagList *d);
 
 /* ---- hashing ---------------------------------------------------------------------- */
 typedef struct RtKey {
@@ -183,15 +189,24 @@ typedef struct RtVariant {
     uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
     CUmodule mod;
     CUfunction fn;
+    unsigned threads;          /* block size along x */
     unsigned shared_bytes;     /* dynamic shared memory at launch */
 } RtVariant;
+
+/* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm
+ * start knows them without compiling. */
+typedef struct RtKernelMeta {
+    uint32_t threads, shared_bytes;
+} RtKernelMeta;
+#define RT_META_BYTES 16       /* threads, shared_bytes, 8 reserved; keeps images 16-aligned */
 
 #define RT_MAX_VARIANTS 16
 enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16 = aligned */
 
-/* Produces the PTX of one variant. Returns a malloc'd string or NULL with the thread's
- * error set. */
-typedef char *(*RtCompileFn)(TrtKernel *k, uint64_t mask, TrtStatus *st);
+/* Produces the PTX of one variant and its launch facts (*meta comes filled with the
+ * kernel's defaults). Returns a malloc'd string or NULL with *st and the thread's error
+ * set. */
+typedef char *(*RtCompileFn)(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st);
 
 typedef struct RtParam {
     IrElem elem;               /* IR_PTR for pointers */
@@ -250,7 +265,7 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index);
  * failure); NULL with *st and the thread's error set on failure. */
 IrFunc *rt_lower_kernel(TrtKernel *k, IrCtx **ctx_out, TrtStatus *st);
 /* The PTX of one variant of a .tile kernel (frontend, passes, codegen). */
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, TrtStatus *st);
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st);
 /* Loads PTX or a cubin image into a module, with the JIT's error log in the message. */
 TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 /* Links PTX to a cubin for the current device (cuLink*). */

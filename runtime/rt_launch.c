@@ -253,7 +253,7 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;
     const RtVariant *v = &k->variants[index];
     const RtDriver *d = k->module->ctx->drv;
-    CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], k->block, 1, 1, v->shared_bytes,
+    CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], v->threads, 1, 1, v->shared_bytes,
                                    stream, params, NULL);
     return r ? rt_driver_error(d, r, "cuLaunchKernel") : TRT_SUCCESS;
 }

@@ -16,7 +16,7 @@
 #include "rt_internal.h"
 
 /* ---- diagnostics into the thread's message --------------------------------------- */
-static TrtStatus fail_diags(TrtStatus s, const char *what, const DiagList *d)
+TrtStatus rt_fail_diags(TrtStatus s, const char *what, const DiagList *d)
 {
     char *text = NULL;
     size_t len = 0;
@@ -57,7 +57,7 @@ TrtStatus trt_module_load_string(TrtContext *ctx, const char *name, const char *
     DiagList *d = ir_ctx_diags(m->ast_ctx);
     m->prog = fe_parse(ir_ctx_arena(m->ast_ctx), m->src, d);
     if (!m->prog || d->nerrors) {
-        TrtStatus s = fail_diags(TRT_ERROR_COMPILE, "the module has syntax errors", d);
+        TrtStatus s = rt_fail_diags(TRT_ERROR_COMPILE, "the module has syntax errors", d);
         trt_module_destroy(m);
         return s;
     }
@@ -181,7 +181,7 @@ IrFunc *rt_lower_kernel(TrtKernel *k, IrCtx **ctx_out, TrtStatus *st)
     IrModule *mod = fe_lower(ir, k->module->prog, &fo, d);
     IrFunc *f = mod && !d->nerrors ? ir_module_find(mod, k->name) : NULL;
     if (f && f->kind == IR_FUNC_KERNEL) return f;
-    if (d->nerrors) *st = fail_diags(TRT_ERROR_COMPILE, "the kernel has errors", d);
+    if (d->nerrors) *st = rt_fail_diags(TRT_ERROR_COMPILE, "the kernel has errors", d);
     else *st = rt_fail(TRT_ERROR_NOT_FOUND, "no kernel named '%s' in %s", k->name,
                        k->module->src->name);
     return NULL;
@@ -269,7 +269,7 @@ TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *
 }
 
 /* ---- hand-written PTX modules (tests, benchmarks) ---------------------------------- */
-static char *compile_ptx_module(TrtKernel *k, uint64_t mask, TrtStatus *st)
+static char *compile_ptx_module(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
 {
     char *ptx = tl_strdup(k->module->ptx);
     if (!ptx) *st = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");

@@ -22,6 +22,13 @@
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/rt_cache_cli.h"
+#include "tile/tile_rt.h"
+#ifdef TILE_HAVE_CODEGEN
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "codegen/codegen.h"
+#endif
 
 #define TILE_VERSION "0.1.0"
 
@@ -157,10 +164,10 @@ static void parse_args(int argc, char **argv, Options *o)
 
 static void check_options(Options *o)
 {
-    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ptx", "check"};
+    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "llvm", "ptx", "cubin", "check"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ptx)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, llvm, ptx, cubin)", o->emit);
     if (strcmp(o->arch, "sm_90a") && strcmp(o->arch, "sm_80"))
         usage_error("unknown --arch '%s' (sm_90a or sm_80)", o->arch);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
@@ -340,16 +347,97 @@ static int print_buffers(const Options *o, const IrFunc *k, const InterpArg *arg
     return 0;
 }
 
+/* ---- run --device gpu: the same buffers through libtileRT ------------------------------- */
+static int gpu_fail(TrtStatus st)
+{
+    fprintf(stderr, "tilec: error: %s: %s\n", trt_status_name(st), trt_last_error());
+    return EXIT_INPUT;
+}
+
+/* A scalar argument as the runtime takes it: the parameter's own width and kind. */
+static TrtArg gpu_scalar(IrElem e, const InterpArg *a)
+{
+    TrtArg t;
+    memset(&t, 0, sizeof t);
+    switch (e) {
+    case IR_I1: t.kind = TRT_ARG_BOOL; t.v.i8 = (int8_t)(a->u.i != 0); break;
+    case IR_I8: t.kind = TRT_ARG_I8; t.v.i8 = (int8_t)a->u.i; break;
+    case IR_I16: t.kind = TRT_ARG_I16; t.v.i16 = (int16_t)a->u.i; break;
+    case IR_I32: t.kind = TRT_ARG_I32; t.v.i32 = (int32_t)a->u.i; break;
+    case IR_U8: t.kind = TRT_ARG_U8; t.v.u8 = (uint8_t)a->u.i; break;
+    case IR_U16: t.kind = TRT_ARG_U16; t.v.u16 = (uint16_t)a->u.i; break;
+    case IR_U32: t.kind = TRT_ARG_U32; t.v.u32 = (uint32_t)a->u.i; break;
+    case IR_U64: t.kind = TRT_ARG_U64; t.v.u64 = (uint64_t)a->u.i; break;
+    case IR_F16: t.kind = TRT_ARG_F16; t.v.u16 = fp_f32_to_f16((float)a->u.f); break;
+    case IR_BF16: t.kind = TRT_ARG_BF16; t.v.u16 = fp_f32_to_bf16((float)a->u.f); break;
+    case IR_F32: t.kind = TRT_ARG_F32; t.v.f32 = (float)a->u.f; break;
+    case IR_F64: t.kind = TRT_ARG_F64; t.v.f64 = a->u.f; break;
+    default: t.kind = TRT_ARG_I64; t.v.i64 = a->u.i; break;
+    }
+    return t;
+}
+
+/* The -D values that name consts of k (or warps/stages), for trt_module_get_kernel. */
+static uint32_t gpu_consts(const Options *o, const IrFunc *k, TrtConst *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < o->ndefines; i++) {
+        bool mine = !strcmp(o->defines[i].name, "warps") || !strcmp(o->defines[i].name, "stages");
+        for (uint32_t c = 0; c < k->nconsts; c++) mine |= !strcmp(k->consts[c].name, o->defines[i].name);
+        if (mine) out[n++] = (TrtConst){o->defines[i].name, o->defines[i].value};
+    }
+    return n;
+}
+
+/* Copies the buffers to the device, launches k through the runtime, and copies every
+ * buffer back, so --print shows what the GPU computed. */
+static int gpu_launch(TrtContext *ctx, const Options *o, const IrFunc *k, InterpArg *args,
+                      const int64_t grid[3], CUdeviceptr *dev, TrtArg *targs)
+{
+    TrtModule *mod = NULL;
+    TrtKernel *kern = NULL;
+    TrtConst consts[MAX_LIST];
+    TrtStatus st = trt_module_load_file(ctx, o->file, &mod);
+    if (!st) st = trt_module_get_kernel(mod, k->name, consts, gpu_consts(o, k, consts), &kern);
+    for (uint32_t p = 0; p < k->body.nargs && !st; p++) {
+        const IrType *t = ir_value_type(k, k->body.args[p]);
+        size_t bytes = args[p].is_buffer ? (size_t)args[p].u.buf.count * ir_elem_bytes(args[p].u.buf.elem) : 0;
+        if (args[p].is_buffer && !(st = trt_mem_alloc(ctx, bytes, &dev[p])))
+            st = trt_memcpy_htod(ctx, dev[p], args[p].u.buf.data, bytes);
+        targs[p] = args[p].is_buffer ? trt_arg_ptr(dev[p]) : gpu_scalar(t->elem, &args[p]);
+    }
+    uint32_t g[3] = {(uint32_t)grid[0], (uint32_t)grid[1], (uint32_t)grid[2]};
+    if (!st) st = trt_launch(kern, targs, k->body.nargs, g, NULL);
+    if (!st) st = trt_synchronize(ctx);
+    for (uint32_t p = 0; p < k->body.nargs && !st; p++)
+        if (args[p].is_buffer)
+            st = trt_memcpy_dtoh(ctx, args[p].u.buf.data, dev[p],
+                                 (size_t)args[p].u.buf.count * ir_elem_bytes(args[p].u.buf.elem));
+    int rc = st ? gpu_fail(st) : 0;
+    trt_module_destroy(mod);
+    return rc;
+}
+
+static int run_on_gpu(const Options *o, const IrFunc *k, InterpArg *args, const int64_t grid[3])
+{
+    TrtContext *ctx = NULL;
+    TrtStatus st = trt_context_create(0, TRT_MODE_FROM_ENV, NULL, &ctx);
+    if (st) return gpu_fail(st);
+    CUdeviceptr *dev = calloc(k->body.nargs + 1, sizeof *dev);
+    TrtArg *targs = calloc(k->body.nargs + 1, sizeof *targs);
+    int rc = dev && targs ? gpu_launch(ctx, o, k, args, grid, dev, targs) : EXIT_INPUT;
+    for (uint32_t p = 0; dev && p < k->body.nargs; p++) trt_mem_free(ctx, dev[p]);
+    free(dev);
+    free(targs);
+    trt_context_destroy(ctx);
+    return rc;
+}
+
 static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 {
     IrFunc *k = ir_module_find(m, o->kernel);
     if (!k || k->kind != IR_FUNC_KERNEL) {
         fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'\n", o->kernel, o->file);
-        return EXIT_INPUT;
-    }
-    if (!strcmp(o->device, "gpu")) {
-        fputs("tilec: error: the GPU path does not exist yet in this build; "
-              "use --device cpu (the interpreter)\n", stderr);
         return EXIT_INPUT;
     }
     InterpArg *args = calloc(k->body.nargs ? k->body.nargs : 1, sizeof *args);
@@ -362,13 +450,66 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         rc = EXIT_INPUT;
     }
     InterpOptions io = {.print_out = out};
-    if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
+    if (!rc && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
+    else if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
     if (!rc) rc = print_buffers(o, k, args, out);
     for (uint32_t p = 0; p < k->body.nargs; p++)
         if (args[p].is_buffer) free(args[p].u.buf.data);
     free(args);
     return rc;
 }
+
+/* ---- GPU code (codegen/) ---------------------------------------------------------------- */
+#ifdef TILE_HAVE_CODEGEN
+/* ptxas PTX -o OUT, without a shell (file names are passed as they are). */
+static int run_ptxas(const Options *o, const char *ptx_path)
+{
+    char arch[32];
+    snprintf(arch, sizeof arch, "-arch=%s", o->arch);
+    char *argv[] = {"ptxas", arch, (char *)ptx_path, "-o", (char *)o->out, NULL};
+    extern char **environ;
+    pid_t pid;
+    int status = 0;
+    if (posix_spawnp(&pid, "ptxas", NULL, NULL, argv, environ) != 0 ||
+        waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fputs("tilec: error: ptxas (CUDA's assembler, on PATH) failed or is missing\n", stderr);
+        return EXIT_INPUT;
+    }
+    return 0;
+}
+
+/* PTX from tilec is the variant whose pointer arguments are 16-byte aligned (what the
+ * runtime compiles for aligned arguments, and what Triton assumes by default). */
+static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
+{
+    CgOptions co = {.arch = o->arch, .opt_level = o->opt_level, .aligned_params = ~UINT64_C(0)};
+    bool llvm = !strcmp(o->emit, "llvm");
+    if (!strcmp(o->emit, "cubin") && !o->out) {
+        fputs("tilec: error: --emit=cubin needs -o FILE\n", stderr);
+        return EXIT_USAGE;
+    }
+    char *text = llvm ? cg_emit_llvm(m, &co, diags) : cg_emit_ptx(m, &co, diags);
+    if (!text) return EXIT_INPUT;
+    int rc = 0;
+    if (strcmp(o->emit, "cubin")) {
+        fputs(text, out);
+    } else {
+        char path[] = "/tmp/tilec-ptx-XXXXXX";
+        int fd = mkstemp(path);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        rc = f && fputs(text, f) >= 0 && !fclose(f) ? run_ptxas(o, path) : EXIT_INPUT;
+        if (fd >= 0) remove(path);
+    }
+    tl_free(text);
+    return rc;
+}
+#else
+static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
+{
+    fputs("tilec: error: this build has no GPU code generator (LLVM 19 was not found)\n", stderr);
+    return EXIT_INPUT;
+}
+#endif
 
 /* ---- the compile pipeline ------------------------------------------------------------ */
 static int compile(const Options *o, const Source *src, FILE *out)
@@ -398,15 +539,12 @@ static int compile(const Options *o, const Source *src, FILE *out)
     }
     PassOptions po = o->passes;
     po.dump = stderr;
-    bool optimize = o->run || !strcmp(o->emit, "ir-opt") || !strcmp(o->emit, "ptx");
+    bool gpu = !strcmp(o->emit, "llvm") || !strcmp(o->emit, "ptx") || !strcmp(o->emit, "cubin");
+    bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu;
     if (optimize) pass_run_default(m, o->opt_level, &po);
     if (o->run) rc = run_kernel(o, m, diags, out);
     else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);
-    else if (!strcmp(o->emit, "ptx")) {
-        fputs("tilec: error: --emit=ptx needs the GPU code generator, which this build does not "
-              "have yet; use --emit=ir\n", stderr);
-        rc = EXIT_INPUT;
-    }
+    else if (gpu) rc = emit_gpu(o, m, diags, out);
 done:
     diag_print(diags, stderr);
     if (!rc && diags->nerrors) rc = EXIT_INPUT;

@@ -150,6 +150,17 @@ static inline TrtArg trt_arg_bool(int x) { TrtArg a = {TRT_ARG_BOOL, {.i8 = (int
 TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs,
                      const uint32_t grid[3], CUstream stream);
 
+/* ---- device memory ---------------------------------------------------------------- */
+/* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
+ * pass tensor pointers instead. Synchronous; the context's device must be current.
+ * trt_mem_alloc gives *out (owned by the caller: trt_mem_free) or 0 on failure.
+ * trt_synchronize waits for all work of the device and reports a failed kernel. */
+TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, CUdeviceptr *out);
+void trt_mem_free(TrtContext *ctx, CUdeviceptr p);
+TrtStatus trt_memcpy_htod(TrtContext *ctx, CUdeviceptr dst, const void *src, size_t bytes);
+TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, CUdeviceptr src, size_t bytes);
+TrtStatus trt_synchronize(TrtContext *ctx);
+
 /* Introspection, for tests and tools. */
 const char *trt_kernel_name(const TrtKernel *k);
 uint32_t trt_kernel_num_params(const TrtKernel *k);

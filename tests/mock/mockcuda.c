@@ -214,6 +214,11 @@ static int m_cuModuleGetFunction(Func **f, Module *m, const char *name)
     return E_NOT_FOUND;
 }
 
+static int m_cuFuncSetAttribute(Func *f, int attr, int value)
+{
+    return attr == 8 && value <= 232448 ? OK : E_INVALID_VALUE;
+}
+
 /* ---- linking ------------------------------------------------------------------------ */
 static int m_cuLinkCreate(unsigned n, int *opts, void **vals, Link **st)
 {
@@ -329,7 +334,7 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuDeviceGetAttribute), FN(cuDeviceGetName), FN(cuDevicePrimaryCtxRetain),
     FN(cuDevicePrimaryCtxRelease), FN(cuCtxSetCurrent), FN(cuCtxSynchronize),
     FN(cuStreamSynchronize), FN(cuModuleLoadDataEx), FN(cuModuleUnload),
-    FN(cuModuleGetFunction), FN(cuLaunchKernel), FN(cuLinkCreate), FN(cuLinkAddData),
+    FN(cuModuleGetFunction), FN(cuFuncSetAttribute), FN(cuLaunchKernel), FN(cuLinkCreate), FN(cuLinkAddData),
     FN(cuLinkComplete), FN(cuLinkDestroy), FN(cuGetErrorName), FN(cuMemAlloc), FN(cuMemFree),
     FN(cuMemcpyHtoD), FN(cuMemcpyDtoH),
 };

@@ -405,10 +405,13 @@ static void test_no_disk_cache_loads_ptx(void **state)
     assert_int_equal(c.links, 0);
 }
 
-/* A test double of the compile step: PTX whose entry is the .tile kernel's name. */
-static char *fake_compile(TrtKernel *k, uint64_t mask, TrtStatus *st)
+/* A test double of the compile step: PTX whose entry is the .tile kernel's name, and
+ * launch facts as the code generator gives them (8 warps, 64 KiB of shared memory). */
+static char *fake_compile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
 {
     cur.compiles++;
+    meta->threads = 256;
+    meta->shared_bytes = 64 * 1024;
     char *ptx = malloc(512);
     snprintf(ptx, 512, ".version 8.3\n.target sm_90a\n.address_size 64\n"
              ".visible .entry %s(.param .u64 c, .param .u64 a, .param .u64 b, .param .u32 n)\n"
@@ -439,7 +442,8 @@ static void test_tile_kernel_grid_clause(void **state)
         mock_last(&l);
         assert_int_equal(l.grid[0], (sizes[i] + 1023) / 1024);
         assert_int_equal(l.grid[1], 1);
-        assert_int_equal(l.block[0], 4 * 32);   /* the default 4 warps */
+        assert_int_equal(l.block[0], 256);   /* the compiler's launch facts */
+        assert_int_equal(l.shmem, 64 * 1024);
         assert_int_equal((int32_t)l.params[3], sizes[i]);
     }
     /* 5000 and 70000 share a class, as do 1024; 1 has its own. */
@@ -461,6 +465,10 @@ static void test_tile_kernel_compiled_once_across_contexts(void **state)
         trt_context_destroy(ctx);
     }
     assert_int_equal(cur.compiles, 1);
+    MockLaunch warm;
+    mock_last(&warm);   /* the warm start's launch facts came from the cache entry */
+    assert_int_equal(warm.block[0], 256);
+    assert_int_equal(warm.shmem, 64 * 1024);
     /* Another const set is another kernel: compiled anew. */
     cur.ctx = make_ctx();
     assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));

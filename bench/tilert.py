@@ -1,0 +1,110 @@
+"""ctypes bindings of libtileRT for the benchmarks and the GPU tests.
+
+Loads libtileRT.so (TILE_LIB, else next to this file's build), shares the device's
+primary context with PyTorch, and launches kernels on PyTorch's current stream with
+torch tensors as pointer arguments."""
+import ctypes
+import os
+
+import torch
+
+_KINDS = {  # TrtArgKind
+    "ptr": 0, "bool": 1, "i8": 2, "i16": 3, "i32": 4, "i64": 5, "u8": 6, "u16": 7,
+    "u32": 8, "u64": 9, "f16": 10, "bf16": 11, "f32": 12, "f64": 13,
+}
+
+
+class _Val(ctypes.Union):
+    _fields_ = [("ptr", ctypes.c_uint64), ("i32", ctypes.c_int32), ("i64", ctypes.c_int64),
+                ("u16", ctypes.c_uint16), ("f32", ctypes.c_float), ("f64", ctypes.c_double)]
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("v", _Val)]
+
+
+class _Const(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64)]
+
+
+class TileError(RuntimeError):
+    pass
+
+
+class Runtime:
+    def __init__(self, lib_path=None, cache_dir=None, mode=0):
+        path = lib_path or os.environ.get("TILE_LIB", "libtileRT.so")
+        self.lib = ctypes.CDLL(path)
+        L = self.lib
+        L.trt_last_error.restype = ctypes.c_char_p
+        L.trt_status_name.restype = ctypes.c_char_p
+        L.trt_context_create.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                                         ctypes.POINTER(ctypes.c_void_p)]
+        L.trt_module_load_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                           ctypes.POINTER(ctypes.c_void_p)]
+        L.trt_module_get_kernel.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                            ctypes.POINTER(_Const), ctypes.c_uint32,
+                                            ctypes.POINTER(ctypes.c_void_p)]
+        L.trt_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Arg), ctypes.c_uint32,
+                                 ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
+        torch.cuda.init()  # the primary context exists before tile retains it
+        ctx = ctypes.c_void_p()
+        cd = None if cache_dir is None else cache_dir.encode()
+        self._check(L.trt_context_create(torch.cuda.current_device(), mode, cd, ctypes.byref(ctx)))
+        self.ctx = ctx
+        self.modules = {}
+
+    def _check(self, status):
+        if status != 0:
+            raise TileError("%s: %s" % (self.lib.trt_status_name(status).decode(),
+                                        self.lib.trt_last_error().decode()))
+
+    def kernel(self, path, name, **consts):
+        if path not in self.modules:
+            m = ctypes.c_void_p()
+            self._check(self.lib.trt_module_load_file(self.ctx, path.encode(), ctypes.byref(m)))
+            self.modules[path] = m
+        cs = (_Const * max(1, len(consts)))(*[_Const(k.encode(), v) for k, v in consts.items()])
+        k = ctypes.c_void_p()
+        self._check(self.lib.trt_module_get_kernel(self.modules[path], name.encode(), cs,
+                                                   len(consts), ctypes.byref(k)))
+        return Kernel(self, k)
+
+
+class Kernel:
+    """A kernel; call it with a signature string and the values:
+    k("ptr ptr i32", out, x, n). Tensors pass their data pointers."""
+
+    def __init__(self, rt, handle):
+        self.rt, self.handle = rt, handle
+
+    def prepare(self, sig, *values, grid=None):
+        kinds = sig.split()
+        args = (_Arg * len(kinds))()
+        for i, (kind, v) in enumerate(zip(kinds, values)):
+            a = args[i]
+            a.kind = _KINDS[kind]
+            if kind == "ptr":
+                a.v.ptr = v.data_ptr() if isinstance(v, torch.Tensor) else int(v)
+            elif kind in ("i32", "bool"):
+                a.v.i32 = int(v)
+            elif kind == "i64":
+                a.v.i64 = int(v)
+            elif kind == "f32":
+                a.v.f32 = float(v)
+            elif kind == "f64":
+                a.v.f64 = float(v)
+            else:
+                raise ValueError("kind %s" % kind)
+        g = None if grid is None else (ctypes.c_uint32 * 3)(*(list(grid) + [1, 1, 1])[:3])
+        n = len(kinds)
+        lib, handle = self.rt.lib, self.handle
+        check = self.rt._check
+
+        def launch():
+            stream = torch.cuda.current_stream().cuda_stream
+            check(lib.trt_launch(handle, args, n, g, ctypes.c_void_p(stream)))
+        return launch
+
+    def __call__(self, sig, *values, grid=None):
+        self.prepare(sig, *values, grid=grid)()

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Compiles every kernel of the given .tile files (examples/, tests/lit/) to PTX for
+# sm_90a and sm_80 and checks each PTX with ptxas. Files whose kernels the front end
+# rejects (error tests) or that hold no kernel are skipped; a codegen failure or a
+# ptxas rejection fails the script.
+# Usage: ptxas-all.sh TILEC FILE...   (PTXAS: the assembler, default from CUDA)
+set -u
+tilec=$1
+shift
+ptxas=${PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
+if [ ! -x "$ptxas" ]; then echo "ptxas not found: skipped"; exit 77; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0 checked=0
+for f in "$@"; do
+  "$tilec" "$f" --emit=ir >/dev/null 2>&1 || continue          # not a valid program
+  grep -q '^kernel' <("$tilec" "$f" --emit=ir 2>/dev/null) || continue
+  for arch in sm_90a sm_80; do
+    if ! "$tilec" "$f" --emit=ptx --arch=$arch -o "$tmp/k.ptx" 2>"$tmp/err"; then
+      echo "FAIL codegen $arch: $f"; sed 's/^/  /' "$tmp/err" | head -5; fail=1; continue
+    fi
+    if ! "$ptxas" -arch=$arch "$tmp/k.ptx" -o "$tmp/k.cubin" 2>"$tmp/err"; then
+      echo "FAIL ptxas $arch: $f"; sed 's/^/  /' "$tmp/err" | head -5; fail=1; continue
+    fi
+    checked=$((checked + 1))
+  done
+done
+echo "ptxas accepted $checked PTX files"
+exit $fail

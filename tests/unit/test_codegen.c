@@ -1,0 +1,263 @@
+/* The GPU code generator (codegen/), the axis analysis and specialization, on kernels
+ * written in textual Tile IR: PTX contents per op family, launch facts, target checks,
+ * the layouts' ownership invariant, and the facts that drive vectorization. ptxas
+ * itself runs in the codegen/ptxas-all ctest and in tests/lit/codegen. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codegen/cg_internal.h"
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "passes/axisinfo.h"
+#include "passes/specialize.h"
+
+static const char *const vadd_ir =
+    "kernel @vadd(%out: *f32, %a: *f32, %n: i32) launch {warps = 4, stages = 2} {\n"
+    "  %pid = program_id 0 : i32\n"
+    "  %blk = const 1024 : i32\n"
+    "  %base = mul %pid, %blk : i32\n"
+    "  %r = arange 0 : i32[1024]\n"
+    "  %b = splat %base : i32[1024]\n"
+    "  %offs = add %b, %r : i32[1024]\n"
+    "  %nh = multiple_of 16 %n : i32\n"
+    "  %ns = splat %nh : i32[1024]\n"
+    "  %mask = cmp lt %offs, %ns : i1[1024]\n"
+    "  %pa = splat %a : *f32[1024]\n"
+    "  %ptr = addptr %pa, %offs : *f32[1024]\n"
+    "  %x = load %ptr, %mask : f32[1024]\n"
+    "  %po = splat %out : *f32[1024]\n"
+    "  %optr = addptr %po, %offs : *f32[1024]\n"
+    "  store %optr, %x, %mask\n"
+    "  return\n"
+    "}\n";
+
+static const char *const rowsum_ir =
+    "kernel @rowsum(%out: *f32, %a: *f32) launch {warps = 8, stages = 2} {\n"
+    "  %r = arange 0 : i32[2048]\n"
+    "  %pa = splat %a : *f32[2048]\n"
+    "  %ptr = addptr %pa, %r : *f32[2048]\n"
+    "  %x = load %ptr : f32[2048]\n"
+    "  %s = sum 0 %x : f32\n"
+    "  %i = argmax 0 %x : i32\n"
+    "  %f = convert %i : f32\n"
+    "  %t = add %s, %f : f32\n"
+    "  store %out, %t\n"
+    "  return\n"
+    "}\n";
+
+typedef struct Fx {
+    IrCtx *c;
+    Source *src;
+    IrModule *m;
+    DiagList d;
+} Fx;
+
+static IrModule *parse(Fx *x, const char *text)
+{
+    memset(x, 0, sizeof *x);
+    x->c = ir_ctx_create();
+    x->src = source_from_string("test.tir", text);
+    x->m = ir_parse(x->c, x->src);
+    diag_init(&x->d);
+    assert_non_null(x->m);
+    assert_true(ir_verify_module(x->m));
+    return x->m;
+}
+
+static void fx_free(Fx *x)
+{
+    diag_free(&x->d);
+    ir_ctx_destroy(x->c);
+    source_free(x->src);
+}
+
+static char *ptx_of(Fx *x, const char *arch, uint64_t aligned)
+{
+    CgOptions o = {.arch = arch, .opt_level = 3, .aligned_params = aligned};
+    return cg_emit_ptx(x->m, &o, &x->d);
+}
+
+static void test_vadd_vectorized_when_aligned(void **state)
+{
+    Fx x;
+    parse(&x, vadd_ir);
+    char *vec = ptx_of(&x, "sm_90a", ~UINT64_C(0));
+    char *scalar = ptx_of(&x, "sm_90a", 0);
+    assert_non_null(vec);
+    assert_non_null(scalar);
+    assert_non_null(strstr(vec, ".entry vadd("));
+    assert_non_null(strstr(vec, ".target sm_90a"));
+    assert_non_null(strstr(vec, "ld.global.v4.f32"));
+    assert_non_null(strstr(vec, "st.global.v4.f32"));
+    assert_null(strstr(scalar, "ld.global.v4"));      /* no alignment promise */
+    assert_non_null(strstr(scalar, "ld.global.f32"));
+    tl_free(vec);
+    tl_free(scalar);
+    fx_free(&x);
+}
+
+static void test_sm80_and_unknown_arch(void **state)
+{
+    Fx x;
+    parse(&x, vadd_ir);
+    char *p = ptx_of(&x, "sm_80", 0);
+    assert_non_null(p);
+    assert_non_null(strstr(p, ".target sm_80"));
+    tl_free(p);
+    assert_null(ptx_of(&x, "sm_75", 0));
+    assert_int_equal(x.d.nerrors, 1);
+    assert_non_null(strstr(x.d.items[0].msg, "sm_75"));
+    assert_false(cg_arch_supported("sm_90"));
+    fx_free(&x);
+}
+
+static void test_llvm_ir_kernel_abi(void **state)
+{
+    Fx x;
+    parse(&x, vadd_ir);
+    CgOptions o = {.arch = "sm_90a", .opt_level = 0};
+    char *ll = cg_emit_llvm(x.m, &o, &x.d);
+    assert_non_null(ll);
+    assert_non_null(strstr(ll, "define ptx_kernel void @vadd(ptr addrspace(1)"));
+    assert_non_null(strstr(ll, "!\"maxntidx\", i32 128"));
+    tl_free(ll);
+    fx_free(&x);
+}
+
+static void test_reduction_shuffles_and_shared_memory(void **state)
+{
+    Fx x;
+    parse(&x, rowsum_ir);
+    char *p = ptx_of(&x, "sm_90a", 0);
+    assert_non_null(p);
+    assert_non_null(strstr(p, "shfl.sync.bfly.b32"));
+    assert_non_null(strstr(p, "bar.sync"));
+    assert_non_null(strstr(p, "st.shared"));
+    CgKernelInfo ki;
+    assert_true(cg_kernel_info(ir_module_find(x.m, "rowsum"), &ki));
+    assert_int_equal(ki.threads, 256);
+    assert_true(ki.shared_bytes >= 8 * 2 * 4);       /* 8 warps' partials, value and index */
+    assert_int_equal(ki.shared_bytes % 16, 0);
+    tl_free(p);
+    fx_free(&x);
+}
+
+static void test_kernel_info_without_shared_memory(void **state)
+{
+    Fx x;
+    parse(&x, vadd_ir);
+    CgKernelInfo ki;
+    assert_true(cg_kernel_info(ir_module_find(x.m, "vadd"), &ki));
+    assert_int_equal(ki.threads, 128);
+    assert_int_equal(ki.shared_bytes, 0);
+    assert_false(cg_kernel_info(NULL, &ki));
+    fx_free(&x);
+}
+
+/* Every element of a tile has exactly one owner among the program's threads. */
+static void check_owned_once(IrCtx *c, int warps, int rank, const int32_t *shape)
+{
+    const IrType *t = ir_type_tile(c, ir_type_scalar(c, IR_F32), rank, shape);
+    CgLayout l = cg_layout_of(warps, t);
+    int64_t n = ir_type_numel(t);
+    int *seen = calloc((size_t)n, sizeof *seen);
+    for (uint32_t th = 0; th < (uint32_t)warps * 32; th++)
+        for (uint32_t k = 0; k < cg_layout_elems(&l); k++) {
+            int64_t co[IR_MAX_RANK] = {0}, lin = 0;
+            bool own = cg_layout_coords_at(&l, th, k, co);
+            for (int d = 0; d < rank; d++) lin = lin * shape[d] + co[d];
+            if (own) seen[lin]++;
+        }
+    for (int64_t i = 0; i < n; i++) assert_int_equal(seen[i], 1);
+    free(seen);
+}
+
+static void test_layouts_own_each_element_once(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    static const int32_t shapes[][3] = {{1024}, {16}, {1}, {64, 64}, {2, 8}, {128, 1}, {4, 8, 16}, {32, 32}};
+    static const int ranks[] = {1, 1, 1, 2, 2, 2, 3, 2};
+    for (size_t i = 0; i < sizeof ranks / sizeof *ranks; i++) {
+        check_owned_once(c, 4, ranks[i], shapes[i]);
+        check_owned_once(c, 8, ranks[i], shapes[i]);
+    }
+    const int32_t big[1] = {1024};
+    CgLayout l = cg_layout_of(4, ir_type_tile(c, ir_type_scalar(c, IR_F32), 1, big));
+    assert_int_equal(l.spt[0], 8);                      /* two 16-byte f32 vectors */
+    ir_ctx_destroy(c);
+}
+
+static void test_axisinfo_facts(void **state)
+{
+    Fx x;
+    parse(&x, vadd_ir);
+    IrFunc *f = ir_module_find(x.m, "vadd");
+    AxisInfo *ai = axisinfo_analyze(f, UINT64_C(1) << 1);   /* %a aligned, %out not */
+    assert_non_null(ai);
+    const IrOp *load = NULL, *store = NULL, *cmp = NULL;
+    for (const IrOp *op = f->body.first; op; op = op->next) {
+        if (op->code == IR_OP_LOAD) load = op;
+        if (op->code == IR_OP_STORE) store = op;
+        if (op->code == IR_OP_CMP) cmp = op;
+    }
+    const AxisInfo *pl = &ai[load->operands[0]], *ps = &ai[store->operands[0]], *m = &ai[cmp->results[0]];
+    assert_int_equal(pl->contiguity[0], 1024);
+    assert_int_equal(pl->divisibility[0], 16);           /* bytes: aligned base + 1024*k*4 */
+    assert_int_equal(ps->divisibility[0], 1);
+    assert_int_equal(m->constancy[0], 16);               /* n is a multiple of 16 */
+    tl_free(ai);
+    fx_free(&x);
+}
+
+static void test_specialize(void **state)
+{
+    Fx x;
+    parse(&x, "kernel @k(%p: *f32, %s: i32, %n: i32) launch {warps = 4, stages = 2} {\n"
+              "  %r = arange 0 : i32[16]\n"
+              "  %ss = splat %s : i32[16]\n"
+              "  %o = mul %r, %ss : i32[16]\n"
+              "  %ns = splat %n : i32[16]\n"
+              "  %m = cmp lt %o, %ns : i1[16]\n"
+              "  %ps = splat %p : *f32[16]\n"
+              "  %q = addptr %ps, %o : *f32[16]\n"
+              "  %v = load %q, %m : f32[16]\n"
+              "  store %q, %v, %m\n"
+              "  return\n"
+              "}\n");
+    IrFunc *f = ir_module_find(x.m, "k");
+    SpecClass cls[3] = {SPEC_ALIGN16, SPEC_ONE, SPEC_DIV16};
+    assert_int_equal(pass_specialize(f, cls), 1);
+    assert_true(ir_verify_module(x.m));
+    uint32_t *uses = ir_use_counts(f);
+    assert_int_equal(uses[f->body.args[1]], 0);          /* %s == 1 became a constant */
+    assert_int_equal(uses[f->body.args[2]], 1);          /* %n is read by its hint only */
+    tl_free(uses);
+    assert_true(f->body.first->code == IR_OP_MULTIPLE_OF || f->body.first->next->code == IR_OP_MULTIPLE_OF);
+    assert_int_equal(spec_class_int(1), SPEC_ONE);
+    assert_int_equal(spec_class_int(48), SPEC_DIV16);
+    assert_int_equal(spec_class_int(-8), SPEC_NONE);
+    assert_int_equal(spec_class_ptr(0x1000), SPEC_ALIGN16);
+    assert_int_equal(spec_class_ptr(0x1004), SPEC_NONE);
+    fx_free(&x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vadd_vectorized_when_aligned),
+        cmocka_unit_test(test_sm80_and_unknown_arch),
+        cmocka_unit_test(test_llvm_ir_kernel_abi),
+        cmocka_unit_test(test_reduction_shuffles_and_shared_memory),
+        cmocka_unit_test(test_kernel_info_without_shared_memory),
+        cmocka_unit_test(test_layouts_own_each_element_once),
+        cmocka_unit_test(test_axisinfo_facts),
+        cmocka_unit_test(test_specialize),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
