@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake ninja-build pkg-config flex bison libcmocka-dev
-      llvm-19-dev llvm-19-tools clang python3 libxxhash-dev)
+      llvm-19-dev llvm-19-tools clang python3 libxxhash-dev zlib1g-dev libzstd-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

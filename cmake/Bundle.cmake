@@ -1,0 +1,23 @@
+# The bundle for the GPU machine (DESIGN.md section 6; scripts/gpu-bundle.sh): the
+# compiler is linked once, into libtileRT.so, with the static LLVM NVPTX backend; the
+# programs that run there link only that library, so the whole bundle stays far under
+# the 64 MiB a device call carries. Sections of unused code are dropped and symbols
+# stripped.
+target_link_options(tileRT PRIVATE -Wl,--gc-sections -Wl,--no-undefined -s)
+
+set(TILE_BUNDLE_PROGRAMS
+    tilec:tools/tilec.c
+    tile-examples:tests/examples/check_examples.c
+    test_gpu_runtime:tests/gpu/test_gpu_runtime.c
+    launch_overhead:bench/launch_overhead.c)
+foreach(entry ${TILE_BUNDLE_PROGRAMS})
+  string(REPLACE ":" ";" parts ${entry})
+  list(GET parts 0 name)
+  list(GET parts 1 src)
+  add_executable(${name} ${CMAKE_SOURCE_DIR}/${src})
+  target_link_libraries(${name} PRIVATE tileRT m)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/runtime
+                             ${LLVM_INCLUDE_DIR})
+  target_compile_definitions(${name} PRIVATE TILE_HAVE_CODEGEN=1)
+  set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN/runtime" LINK_OPTIONS "-s")
+endforeach()
