@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
+# tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
+# Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
+#   scripts/gpu-suite.sh [tests|bench|all]
+set -u
+what=${1:-all}
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+OUT=${OUT:-/tmp/tile-gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$root/build-gpu/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export TILE_CACHE_DIR=$(mktemp -d /tmp/tile-cache.XXXXXX)
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+status=0
+step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, remembers a failure
+  local name=$1; shift
+  echo "=== $name: $*"
+  "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  tail -n 25 "$OUT/$name.log"
+  echo "=== $name: exit $rc"
+  [ $rc -eq 0 ] || status=1
+}
+nvidia-smi -L
+if [ "$what" != bench ]; then
+  step gpu_runtime build-gpu/test_gpu_runtime
+  step examples build-gpu/tile-examples --device gpu examples
+  step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
+fi
+if [ "$what" != tests ]; then
+  step launch_overhead build-gpu/launch_overhead
+  step bench python3 bench/bench.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/bench.md"
+fi
+exit $status
