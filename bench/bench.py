@@ -258,7 +258,7 @@ def main():
     bw = copy_bandwidth()
     lines = ["GPU: %s; copy bandwidth measured now: %.2f TB/s; medians of do_bench (warmup 50 ms, rep 300 ms)"
              % (torch.cuda.get_device_name(), bw / 1e12), "",
-             "| kernel | implementation | time (us) | GB moved | TB/s | % of copy bw | vs tile |",
+             "| kernel | implementation | time (us) | GB moved | TB/s | % of copy bw | speed vs tile |",
              "|---|---|---|---|---|---|---|"]
     for name, make in CASES:
         try:

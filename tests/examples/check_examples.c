@@ -125,6 +125,8 @@ static void case_softmax(Case *c)
 {
     int rows = 37, cols = 781, stride = 800;
     Buf x = buf_rand(IR_BF16, (int64_t)rows * stride, -4, 4), want = buf_new(IR_BF16, (int64_t)rows * stride);
+    /* Columns n_cols..stride of each row are never written: they keep the poison. */
+    memset(want.data, 0xFF, (size_t)(want.n * 2));
     for (int r = 0; r < rows; r++) {
         double mx = -INFINITY, s = 0;
         for (int j = 0; j < cols; j++) mx = fmax(mx, buf_get(&x, r * stride + j));
@@ -392,6 +394,7 @@ static double compare(const Case *c, double *max_abs)
         const Buf *want = &c->expect[a];
         for (int64_t i = 0; i < want->n; i++) {
             double got = buf_get(&c->bufs[a], i), w = buf_get(want, i);
+            if (isnan(w) && isnan(got)) continue;   /* a gap the kernel must not write */
             double err = fabs(got - w), tol = c->atol[a] + c->rtol[a] * fabs(w);
             double ratio = err == 0 ? 0 : tol == 0 ? INFINITY : err / tol;
             if (!(ratio <= worst)) worst = ratio;   /* NaN propagates as a failure */
@@ -423,6 +426,15 @@ static void free_case(Case *c)
     }
 }
 
+/* Fills every write-only output with 0xFF bytes (NaN for floats, -1 for integers), on
+ * the CPU as on the GPU, so an element the kernel forgets to write shows. */
+static void poison_outputs(Case *c)
+{
+    for (uint32_t a = 0; a < c->nargs; a++)
+        if (c->args[a].is_buffer && c->write_only[a])
+            memset(c->bufs[a].data, 0xFF, (size_t)(c->bufs[a].n * ir_elem_bytes(c->bufs[a].elem)));
+}
+
 /* ---- the GPU, through libtileRT ------------------------------------------------------- */
 static TrtContext *gpu_ctx;
 
@@ -442,8 +454,8 @@ static TrtArg gpu_arg(const IrFunc *k, uint32_t p, const InterpArg *a, CUdevicep
     return trt_arg_i32((int32_t)a->u.i);
 }
 
-/* Copies the inputs to the device (write-only outputs poisoned with 0xFF bytes, NaN
- * for floats, so an element the kernel forgets shows), launches, copies back. */
+/* Copies the buffers to the device (write-only outputs already poisoned), launches,
+ * copies them back. */
 static bool run_gpu(const char *path, const Example *ex, Case *c, const IrFunc *k,
                     const int64_t grid[3])
 {
@@ -455,7 +467,6 @@ static bool run_gpu(const char *path, const Example *ex, Case *c, const IrFunc *
     if (!st) st = trt_module_get_kernel(m, ex->kernel, NULL, 0, &kern);
     for (uint32_t a = 0; a < c->nargs && !st; a++) {
         size_t bytes = c->args[a].is_buffer ? (size_t)(c->bufs[a].n * ir_elem_bytes(c->bufs[a].elem)) : 0;
-        if (c->args[a].is_buffer && c->write_only[a]) memset(c->bufs[a].data, 0xFF, bytes);
         if (c->args[a].is_buffer && !(st = trt_mem_alloc(gpu_ctx, bytes, &dev[a])))
             st = trt_memcpy_htod(gpu_ctx, dev[a], c->bufs[a].data, bytes);
         targs[a] = gpu_arg(k, a, &c->args[a], dev[a]);
@@ -486,6 +497,7 @@ static bool run_example(const char *dir, const Example *ex, int opt)
     Case c;
     memset(&c, 0, sizeof c);
     ex->make(&c);
+    poison_outputs(&c);
     IrCtx *ctx = ir_ctx_create();
     double t0 = now_ms();
     const IrFunc *k = compile(ctx, src, ex->kernel, opt);
