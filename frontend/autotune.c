@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
+#include "frontend/intops.h"
 
 #define MAX_CONFIGS 100000
 
@@ -68,39 +69,14 @@ static bool eval_name(At *t, const AstExpr *e, const FeConfig *c, int depth, int
     return false;
 }
 
-/* Integer arithmetic as in i64, wrapping (done in u64 so that overflow is defined). */
+/* a OP b of `where`; the arithmetic is the compile-time arithmetic of kernels. */
 static bool eval_binop(At *t, const AstExpr *e, int64_t a, int64_t b, int64_t *out)
 {
-    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-    switch (e->op) {
-    case AST_ADD: *out = (int64_t)(ua + ub); return true;
-    case AST_SUB: *out = (int64_t)(ua - ub); return true;
-    case AST_MUL: *out = (int64_t)(ua * ub); return true;
-    case AST_DIV:
-    case AST_REM:
-        if (b == 0 || (a == INT64_MIN && b == -1)) break;
-        *out = e->op == AST_DIV ? a / b : a % b;
-        return true;
-    case AST_SHL:
-    case AST_SHR:
-        if (b < 0 || b > 63) break;
-        *out = e->op == AST_SHL ? (int64_t)(ua << b) : a >> b;
-        return true;
-    case AST_BAND: *out = a & b; return true;
-    case AST_BOR: *out = a | b; return true;
-    case AST_BXOR: *out = a ^ b; return true;
-    case AST_EQ: *out = a == b; return true;
-    case AST_NE: *out = a != b; return true;
-    case AST_LT: *out = a < b; return true;
-    case AST_LE: *out = a <= b; return true;
-    case AST_GT: *out = a > b; return true;
-    case AST_GE: *out = a >= b; return true;
-    case AST_LAND: *out = a && b; return true;
-    case AST_LOR: *out = a || b; return true;
-    default:
+    if (e->op == AST_MATMUL) {
         ERR(t, e->loc, "operator '%s' is not allowed in autotune where", ast_binop_text[e->op]);
         return false;
     }
+    if (fe_int_binop(e->op, a, b, out)) return true;
     ERR(t, e->loc, "autotune where divides by zero or shifts out of range here (%lld %s %lld)",
         (long long)a, ast_binop_text[e->op], (long long)b);
     return false;
@@ -139,9 +115,7 @@ static bool eval(At *t, const AstExpr *e, const FeConfig *c, int depth, int64_t 
     case AST_NAME: return e->name && eval_name(t, e, c, depth, out);
     case AST_CALL: return e->name && eval_cdiv(t, e, c, depth, out);
     case AST_UNARY:
-        if (!eval(t, e->lhs, c, depth + 1, &a)) return false;
-        *out = e->op == '-' ? (int64_t)(0 - (uint64_t)a) : e->op == '~' ? ~a : !a;
-        return true;
+        return eval(t, e->lhs, c, depth + 1, &a) && fe_int_unop(e->op, a, out);
     case AST_BINARY:
         if (e->op < 0 || e->op > AST_LOR) break;
         return eval(t, e->lhs, c, depth + 1, &a) && eval(t, e->rhs, c, depth + 1, &b) &&

@@ -10,7 +10,7 @@
 
 #include "lower_internal.h"
 
-static bool ce_binary(int op, int64_t a, int64_t b, int64_t *out)
+bool fe_int_binop(int op, int64_t a, int64_t b, int64_t *out)
 {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
@@ -42,7 +42,7 @@ static bool ce_binary(int op, int64_t a, int64_t b, int64_t *out)
     }
 }
 
-static bool ce_unary(int op, int64_t a, int64_t *out)
+bool fe_int_unop(int op, int64_t a, int64_t *out)
 {
     switch (op) {
     case '-': *out = (int64_t)(0 - (uint64_t)a); return true;
@@ -59,7 +59,7 @@ static bool ce_call(Lower *L, const AstExpr *e, int64_t *out)
     if (strcmp(e->name, "cdiv") || e->nargs != 2) return false;
     if (e->arg_names && (e->arg_names[0] || e->arg_names[1])) return false;
     if (!ce_eval(L, e->args[0], &a) || !ce_eval(L, e->args[1], &b) || b == 0) return false;
-    return ce_binary(AST_DIV, (int64_t)((uint64_t)a + (uint64_t)b - 1), b, out);
+    return fe_int_binop(AST_DIV, (int64_t)((uint64_t)a + (uint64_t)b - 1), b, out);
 }
 
 bool ce_eval(Lower *L, const AstExpr *e, int64_t *out)
@@ -78,9 +78,9 @@ bool ce_eval(Lower *L, const AstExpr *e, int64_t *out)
         *out = bd->cval;
         return true;
     }
-    case AST_UNARY: return ce_eval(L, e->lhs, &a) && ce_unary(e->op, a, out);
+    case AST_UNARY: return ce_eval(L, e->lhs, &a) && fe_int_unop(e->op, a, out);
     case AST_BINARY:
-        return ce_eval(L, e->lhs, &a) && ce_eval(L, e->rhs, &b) && ce_binary(e->op, a, b, out);
+        return ce_eval(L, e->lhs, &a) && ce_eval(L, e->rhs, &b) && fe_int_binop(e->op, a, b, out);
     case AST_CALL: return ce_call(L, e, out);
     default: return false;
     }

@@ -72,7 +72,8 @@ const char *lw_shape_str(Lower *L, int rank, const int32_t *shape);
 /* Checks a tile shape (rank 1..3, powers of two, size limit); errors at loc. */
 bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape);
 
-/* ---- consteval.c: compile-time integers ---------------------------------------------- */
+/* ---- consteval.c: compile-time integers (and intops.h) --------------------------------- */
+#include "frontend/intops.h"
 bool ce_eval(Lower *L, const AstExpr *e, int64_t *out);
 /* A shape `[a, b]` of compile-time integers, checked; errors name `what`. */
 bool ce_shape(Lower *L, const AstExpr *e, const char *what, int *rank, int32_t *shape);

@@ -67,4 +67,9 @@ Slot interp_convert(IrElem from, IrElem to, Slot v);
 /* The pure ops (ops.def flag P, and the hints): computes op's result into *res. */
 bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res);
 
+/* Comparison as the cmp op defines it (shared with constant folding): the order of a
+ * and b as -1, 0, 1, or 2 when unordered (a NaN); and whether predicate p holds for it. */
+int interp_cmp_slots(IrElem e, Slot a, Slot b);
+bool interp_cmp_holds(IrCmp p, int c);
+
 #endif

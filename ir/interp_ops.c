@@ -45,7 +45,7 @@ static double fmaximum_(double a, double b)
 }
 
 /* -1, 0, 1 as a < b, ==, >; 2 when unordered (a NaN). */
-static int cmp_slots(IrElem e, Slot a, Slot b)
+int interp_cmp_slots(IrElem e, Slot a, Slot b)
 {
     if (ir_elem_is_float(e)) {
         if (isnan(a.f) || isnan(b.f)) return 2;
@@ -56,7 +56,7 @@ static int cmp_slots(IrElem e, Slot a, Slot b)
 }
 
 /* Unordered compares are false except `ne`, as in C. */
-static bool cmp_holds(IrCmp p, int c)
+bool interp_cmp_holds(IrCmp p, int c)
 {
     switch (p) {
     case IR_CMP_EQ: return c == 0;
@@ -172,8 +172,8 @@ static bool int_binary(Interp *I, const IrOp *op, IrElem e, int64_t a, int64_t b
     case IR_OP_OR: r = a | b; break;
     case IR_OP_XOR: r = a ^ b; break;
     case IR_OP_SHL: case IR_OP_SHR: r = int_shift(op->code, e, a, b); break;
-    case IR_OP_MINIMUM: r = cmp_slots(e, (Slot){.i = a}, (Slot){.i = b}) <= 0 ? a : b; break;
-    case IR_OP_MAXIMUM: r = cmp_slots(e, (Slot){.i = a}, (Slot){.i = b}) >= 0 ? a : b; break;
+    case IR_OP_MINIMUM: r = interp_cmp_slots(e, (Slot){.i = a}, (Slot){.i = b}) <= 0 ? a : b; break;
+    case IR_OP_MAXIMUM: r = interp_cmp_slots(e, (Slot){.i = a}, (Slot){.i = b}) >= 0 ? a : b; break;
     default: return interp_fail(I, op, "'%s' is not defined on integers", ir_op_info[op->code].text);
     }
     *out = int_norm(e, r);
@@ -309,9 +309,9 @@ static void ew_cmp(Interp *I, const IrOp *op, Tile *res)
     IrElem e = a->type->elem;
     for (int64_t k = 0; k < res->n; k++) {
         int64_t ka = bidx(a, k), kb = bidx(b, k);
-        int c = cmp_slots(e, a->s[ka], b->s[kb]);
+        int c = interp_cmp_slots(e, a->s[ka], b->s[kb]);
         if (e == IR_PTR && a->buf[ka] != b->buf[kb]) c = a->buf[ka] < b->buf[kb] ? -1 : 1;
-        res->s[k].i = cmp_holds((IrCmp)op->attr.i, c);
+        res->s[k].i = interp_cmp_holds((IrCmp)op->attr.i, c);
     }
 }
 
@@ -563,7 +563,7 @@ static bool better(IrOpcode c, IrElem e, Slot x, Slot best)
         if (isnan(best.f)) return false;
         if (isnan(x.f)) return true;
     }
-    int r = cmp_slots(e, x, best);
+    int r = interp_cmp_slots(e, x, best);
     return (c == IR_OP_MAX || c == IR_OP_ARGMAX) ? r > 0 : r < 0;
 }
 

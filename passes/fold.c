@@ -122,22 +122,6 @@ static bool float_unary(IrOpcode code, IrElem e, double a, double *out)
     return true;
 }
 
-static bool cmp_holds(IrCmp p, IrElem e, Slot a, Slot b)
-{
-    int c;
-    if (ir_elem_is_float(e)) c = isnan(a.f) || isnan(b.f) ? 2 : (a.f > b.f) - (a.f < b.f);
-    else if (ir_elem_is_signed(e)) c = (a.i > b.i) - (a.i < b.i);
-    else c = ((uint64_t)a.i > (uint64_t)b.i) - ((uint64_t)a.i < (uint64_t)b.i);
-    switch (p) {
-    case IR_CMP_EQ: return c == 0;
-    case IR_CMP_NE: return c != 0;
-    case IR_CMP_LT: return c == -1;
-    case IR_CMP_LE: return c == -1 || c == 0;
-    case IR_CMP_GT: return c == 1;
-    case IR_CMP_GE: return c == 1 || c == 0;
-    }
-    return false;
-}
 
 static bool all_const(const IrFunc *f, const IrOp *op)
 {
@@ -158,7 +142,7 @@ static bool eval(const IrFunc *f, const IrOp *op, Slot *out)
         *out = a;
         return true;
     case IR_OP_CONVERT: *out = interp_convert(e, re, a); return true;
-    case IR_OP_CMP: out->i = cmp_holds((IrCmp)op->attr.i, e, a, b); return true;
+    case IR_OP_CMP: out->i = interp_cmp_holds((IrCmp)op->attr.i, interp_cmp_slots(e, a, b)); return true;
     case IR_OP_SELECT: *out = a.i ? b : const_slot(f, op->operands[2]); return true;
     case IR_OP_NEG: case IR_OP_NOT: case IR_OP_ABS: case IR_OP_FLOOR: case IR_OP_CEIL: case IR_OP_SQRT:
         return fl ? float_unary(op->code, e, a.f, &out->f) : int_unary(op->code, e, a.i, &out->i);
