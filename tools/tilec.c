@@ -61,7 +61,8 @@ static void usage(FILE *out)
           "         (ir) or after the cleanup passes (ir-opt), or PTX\n"
           "-D       set a const parameter (or warps/stages) of the kernels\n"
           "run      runs one kernel; a pointer argument takes zeros:N, iota:N,\n"
-          "         rand:N[:SEED] or @FILE (raw little-endian elements); --print NAME\n"
+          "         rand:N[:SEED], poison:N or @FILE (raw little-endian elements);\n"
+          "         --print NAME\n"
           "         prints that buffer after the run, one value per line\n"
           "exit status: 0 success, 1 error in the input, 2 usage error\n",
           out);
@@ -250,7 +251,9 @@ static bool read_file_buffer(const char *path, IrElem e, InterpBuffer *b)
     return ok;
 }
 
-/* zeros:N, iota:N, rand:N[:SEED] (floats uniform in [0, 1), integers in [0, 100)). */
+/* zeros:N, iota:N, rand:N[:SEED] (floats uniform in [0, 1), integers in [0, 100)),
+ * poison:N (every byte 0xFF: NaN for floats, -1 for integers; for outputs, so that an
+ * element a kernel fails to write shows). */
 static bool make_buffer(const char *name, const char *spec, IrElem e, InterpBuffer *b)
 {
     b->elem = e;
@@ -258,16 +261,18 @@ static bool make_buffer(const char *name, const char *spec, IrElem e, InterpBuff
     char kind[8] = {0};
     long long n = 0, seed = 0;
     int got = sscanf(spec, "%7[a-z]:%lld:%lld", kind, &n, &seed);
-    bool known = !strcmp(kind, "zeros") || !strcmp(kind, "iota") || !strcmp(kind, "rand");
+    bool known = !strcmp(kind, "zeros") || !strcmp(kind, "iota") || !strcmp(kind, "rand") ||
+                 !strcmp(kind, "poison");
     if (got < 2 || !known || n < 0 || n > (1LL << 31) || (got == 3 && strcmp(kind, "rand"))) {
         fprintf(stderr, "tilec: error: argument '%s' is a pointer: give zeros:N, iota:N, "
-                        "rand:N[:SEED] or @FILE, not '%s'\n", name, spec);
+                        "rand:N[:SEED], poison:N or @FILE, not '%s'\n", name, spec);
         return false;
     }
     b->count = n;
     b->data = calloc((size_t)(n ? n : 1), (size_t)ir_elem_bytes(e));
     if (!b->data) return false;
-    for (int64_t i = 0; i < n && strcmp(kind, "zeros"); i++) {
+    if (!strcmp(kind, "poison")) memset(b->data, 0xFF, (size_t)n * (size_t)ir_elem_bytes(e));
+    for (int64_t i = 0; i < n && strcmp(kind, "zeros") && strcmp(kind, "poison"); i++) {
         double r = kind[0] == 'i' ? (double)i : tile_rand((uint64_t)seed, i);
         int64_t ri = kind[0] == 'i' ? i : (int64_t)(r * 100.0);
         store_elem(e, b->data, i, r, ri);

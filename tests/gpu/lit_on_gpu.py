@@ -1,6 +1,9 @@
 """Every `tilec run` of the interpreter tests, again on the GPU: for each RUN line under
 tests/lit/run and tests/lit/cli that runs a kernel (and succeeds in the interpreter),
-run it with --device cpu and --device gpu and compare every printed value.
+run it with --device cpu and --device gpu and compare every printed value. Each line
+runs twice: as written, and with fresh random inputs (every iota:N becomes rand:N with
+a new seed) and poisoned outputs (a printed zeros:N buffer becomes poison:N wherever
+the interpreter shows the kernel overwrites all of it).
 
 Values must be equal, except within the tolerance of the printed buffer's element type
 (f32: 4 ulp-ish relative 5e-7 plus sums reassociated, f16/bf16: one unit in the last
@@ -11,6 +14,7 @@ results depend on the order in which programs run (atomics' old values).
 """
 import math
 import os
+import random
 import re
 import shlex
 import subprocess
@@ -63,6 +67,53 @@ def close(a, b, rtol):
     return abs(a - b) <= rtol * max(abs(a), abs(b)) + atol
 
 
+def variant(args, seed):
+    """The fresh-input, poisoned-output version of a command's arguments."""
+    out = []
+    for i, a in enumerate(args):
+        m = re.match(r"(\w+)=iota:(\d+)$", a)
+        out.append("%s=rand:%s:%d" % (m.group(1), m.group(2), seed + i) if m else a)
+    printed = {args[i + 1] for i, a in enumerate(args) if a == "--print"}
+    poisoned = [re.sub(r"^(\w+)=zeros:", r"\1=poison:", a) if a.split("=")[0] in printed else a for a in out]
+    return out, poisoned
+
+
+def compare(tilec, name, path, args, label, report):
+    """Runs args on both devices; returns 'ok', 'bad' or 'skip' and reports."""
+    cpu = subprocess.run(args + ["--device", "cpu"], capture_output=True, text=True)
+    if cpu.returncode != 0:
+        return None  # an error test: the interpreter's diagnostics are the point
+    gpu = subprocess.run(args + ["--device", "gpu"], capture_output=True, text=True, timeout=120)
+    if gpu.returncode != 0:
+        report.append("FAIL %s\n     gpu exit %d: %s" % (label, gpu.returncode, gpu.stderr.strip()[-400:]))
+        return "bad"
+    vc, vg = values(cpu.stdout), values(gpu.stdout)
+    if vc is None or name in NONDETERMINISTIC:
+        report.append("RAN  %s (output not compared: %s)" % (
+            label, "order-dependent" if name in NONDETERMINISTIC else "printed text"))
+        return "skip"
+    types = param_types(tilec, args, path)
+    prints = [args[i + 1] for i, a in enumerate(args) if a == "--print"]
+    rtol = max([RTOL.get(types.get(p, "f32"), 0.0) for p in prints] or [0.0])
+    if len(vc) != len(vg) or not all(close(a, b, rtol) for a, b in zip(vc, vg)):
+        diffs = [(i, a, b) for i, (a, b) in enumerate(zip(vc, vg)) if not close(a, b, rtol)][:5]
+        report.append("FAIL %s\n     cpu %d values, gpu %d; first differences (index, cpu, gpu): %s"
+                      % (label, len(vc), len(vg), diffs))
+        return "bad"
+    return "ok"
+
+
+def pick_variant(args, seed):
+    """The random-input variant, with poisoned outputs when the interpreter shows they
+    are fully overwritten (same output as with zeros), else with zeros."""
+    plain, poisoned = variant(args, seed)
+    a = subprocess.run(plain + ["--device", "cpu"], capture_output=True, text=True)
+    b = subprocess.run(poisoned + ["--device", "cpu"], capture_output=True, text=True)
+    if a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout:
+        return poisoned
+    return plain
+
+
 def main():
     tilec = os.path.abspath(sys.argv[1])
     report = []
@@ -76,31 +127,13 @@ def main():
                 args = shlex.split(line.replace("%tilec", tilec))
                 if "--device" in args:
                     continue
-                cpu = subprocess.run(args + ["--device", "cpu"], capture_output=True, text=True)
-                if cpu.returncode != 0:
-                    continue  # an error test: the interpreter's diagnostics are the point
-                gpu = subprocess.run(args + ["--device", "gpu"], capture_output=True, text=True, timeout=120)
-                label = "%s: %s" % (name, " ".join(args[2:])[:110])
-                if gpu.returncode != 0:
-                    bad += 1
-                    report.append("FAIL %s\n     gpu exit %d: %s" % (label, gpu.returncode, gpu.stderr.strip()[-400:]))
-                    continue
-                vc, vg = values(cpu.stdout), values(gpu.stdout)
-                if vc is None or name in NONDETERMINISTIC:
-                    skipped += 1
-                    report.append("RAN  %s (output not compared: %s)" % (
-                        label, "order-dependent" if name in NONDETERMINISTIC else "printed text"))
-                    continue
-                types = param_types(tilec, args, path)
-                prints = [args[i + 1] for i, a in enumerate(args) if a == "--print"]
-                rtol = max([RTOL.get(types.get(p, "f32"), 0.0) for p in prints] or [0.0])
-                if len(vc) != len(vg) or not all(close(a, b, rtol) for a, b in zip(vc, vg)):
-                    bad += 1
-                    diffs = [(i, a, b) for i, (a, b) in enumerate(zip(vc, vg)) if not close(a, b, rtol)][:5]
-                    report.append("FAIL %s\n     cpu %d values, gpu %d; first differences (index, cpu, gpu): %s"
-                                  % (label, len(vc), len(vg), diffs))
-                else:
-                    ok += 1
+                seed = random.randrange(1 << 31)
+                for kind, a in (("as written", args), ("fresh inputs seed %d" % seed, pick_variant(args, seed))):
+                    label = "%s (%s): %s" % (name, kind, " ".join(a[2:])[:100])
+                    r = compare(tilec, name, path, a, label, report)
+                    ok += r == "ok"
+                    bad += r == "bad"
+                    skipped += r == "skip"
     report.append("lit-on-gpu: %d passed, %d failed, %d ran without a value comparison" % (ok, bad, skipped))
     text = "\n".join(report)
     print(text)
