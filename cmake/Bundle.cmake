@@ -1,9 +1,14 @@
 # The bundle for the GPU machine (DESIGN.md section 6; scripts/gpu-bundle.sh): the
-# compiler is linked once, into libtileRT.so, with the static LLVM NVPTX backend; the
-# programs that run there link only that library, so the whole bundle stays far under
-# the 64 MiB a device call carries. Sections of unused code are dropped and symbols
-# stripped.
-target_link_options(tileRT PRIVATE -Wl,--gc-sections -Wl,--no-undefined -s)
+# compiler is linked once, into libtileRT.so, and the code generator with the static
+# LLVM NVPTX backend into libtileCG.so next to it, which the runtime dlopens only on
+# its first compile (a warm start never pays for loading LLVM: docs/RUNTIME.md). The
+# programs that run there link only these libraries, so the whole bundle stays far
+# under the 64 MiB a device call carries. Sections of unused code are dropped and
+# symbols stripped.
+foreach(lib tileRT tileCG)
+  target_link_options(${lib} PRIVATE -Wl,--gc-sections -Wl,--no-undefined -s)
+endforeach()
+target_link_libraries(tileRT PRIVATE m)
 
 set(TILE_BUNDLE_PROGRAMS
     tilec:tools/tilec.c
@@ -18,6 +23,9 @@ foreach(entry ${TILE_BUNDLE_PROGRAMS})
   target_link_libraries(${name} PRIVATE tileRT m)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/runtime
                              ${LLVM_INCLUDE_DIR})
-  target_compile_definitions(${name} PRIVATE TILE_HAVE_CODEGEN=1)
   set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN/runtime" LINK_OPTIONS "-s")
 endforeach()
+# tilec calls the code generator itself (--emit=ptx, llvm, cubin); the others reach it
+# only through the runtime's loader.
+target_link_libraries(tilec PRIVATE tileCG)
+target_compile_definitions(tilec PRIVATE TILE_HAVE_CODEGEN=1)

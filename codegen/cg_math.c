@@ -1,18 +1,21 @@
 /* Float math without libdevice: exp exp2 log log2 sqrt rsqrt sin cos tanh erf floor
  * ceil sigmoid pow and float remainder, written as LLVM IR.
  *
- * LANGUAGE.md allows math functions a few units in the last place. exp (the hot one:
- * softmax) runs in f32: Cody-Waite reduction x = n*ln2 + r with a two-part ln2, a
- * degree-7 Taylor polynomial on |r| <= ln2/2 (truncation below 0.1 ulp) and a scale by
- * 2^n in two steps (so that n = -149..128 stays in range). The others compute in f64
- * and round once to f32, which makes simple formulas accurate: log by the atanh
- * series of the reduced mantissa, sin/cos by reduction modulo pi/2 (three-part pi/2,
- * accurate while |x| < 2^20) and Taylor polynomials, tanh from exp(-2|x|), erf by the
- * positive series 2x/sqrt(pi) e^(-x^2) sum (2x^2)^n / (2n+1)!!, pow as exp(y log|x|)
- * with C99's special cases. f16/bf16 compute in f32. f64 uses the same f64 code
- * (sin/cos/exp/log within a few ulp; tanh, pow and erf of f64 less precisely, see
- * docs/CODEGEN.md). sqrt is sqrt.rn and rsqrt is 1/sqrt, both correctly rounded as in
- * the interpreter. */
+ * LANGUAGE.md allows math functions a few units in the last place. The ones that
+ * memory-bound kernels use (exp: softmax; erf: GELU; sigmoid: SiLU; exp2) have short
+ * f32 versions, since a bf16 element must cost about 20 instructions to keep up with
+ * HBM: exp is the hardware's ex2.approx with the rounding error of x*log2(e) folded
+ * back in, erf a minimax polynomial or 1 - exp(polynomial), sigmoid an approximate
+ * reciprocal of 1 + exp(-x), tanh a polynomial or (1 - e)/(1 + e) with e = exp(-2|x|).
+ * The others compute in f64 and round once to f32, which
+ * makes simple formulas accurate: log by the atanh series of the reduced mantissa,
+ * sin/cos by reduction modulo pi/2 (three-part pi/2, accurate while |x| < 2^20) and
+ * Taylor polynomials, pow as exp(y log|x|) with C99's special
+ * cases. f16/bf16 compute in f32. f64 uses the f64 code: exp by Cody-Waite and a
+ * degree-13 Taylor polynomial, erf by the positive series 2x/sqrt(pi) e^(-x^2) sum
+ * (2x^2)^n / (2n+1)!! (sin/cos/exp/log within a few ulp; tanh, pow and erf of f64 less
+ * precisely, see docs/CODEGEN.md). sqrt is sqrt.rn and rsqrt is 1/sqrt, both correctly
+ * rounded as in the interpreter. */
 #include <math.h>
 
 #include "codegen/cg_internal.h"
@@ -91,16 +94,23 @@ static V clamp(Cg *c, V x, double lo, double hi)
 
 /* ---- exp ------------------------------------------------------------------------------ */
 
+/* 2^x by the hardware's ex2.approx.f32 (MUFU.EX2: 2 ulp, subnormal results kept). */
+static V ex2_approx(Cg *c, V x) { return cg_intrinsic(c, "llvm.nvvm.ex2.approx.f", NULL, 0, &x, 1); }
+
+/* e^x in f32 as 2^hi * 2^lo: hi = x*log2(e) rounded, lo its rounding error (from an
+ * fma and the low part of log2(e)), 2^lo = 1 + lo*ln2 (|lo| < 2^-17). Without lo the
+ * rounding of x*log2(e) costs up to 45 ulp near |x| = 88; with it the result is
+ * within 2 ulp of e^x beyond ex2's own 2 ulp (checked against exp() over every 13th
+ * f32). The clamp (NaN-preserving) keeps lo finite: e^89 is inf, e^-104 is 0. */
 static V exp_f32(Cg *c, V x)
 {
-    static const double k[8] = {1, 1, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
     LLVMTypeRef t = f32t(c);
-    V xc = clamp(c, x, -104.0, 89.0);
-    V n = intr1(c, "llvm.rint", fmul(c, xc, fconst(t, K_LOG2E)));
-    V r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 0.693145751953125), xc);
-    r = fmaf_(c, LLVMBuildFNeg(c->b, n, ""), fconst(t, 1.428606765330187e-06), r);
-    V p = scale2(c, poly(c, r, k, 8), LLVMBuildFPToSI(c->b, n, cg_i32(c), ""), false);
-    return sel(c, is_nan(c, x), x, p);
+    const float l2e = (float)K_LOG2E, l2e_lo = (float)(K_LOG2E - (double)(float)K_LOG2E);
+    V xc = cg_fmaximum(c, cg_fmaximum(c, x, fconst(t, 89.0), false), fconst(t, -104.0), true);
+    V hi = fmul(c, xc, fconst(t, l2e));
+    V lo = fmaf_(c, xc, fconst(t, l2e), LLVMBuildFNeg(c->b, hi, ""));
+    lo = fmaf_(c, xc, fconst(t, l2e_lo), lo);
+    return fmul(c, ex2_approx(c, hi), fmaf_(c, lo, fconst(t, K_LN2), fconst(t, 1.0)));
 }
 
 /* e^y in f64 for any y (overflow to inf, underflow to 0). */
@@ -208,6 +218,41 @@ static V erf_f64(Cg *c, V x)
     return sel(c, is_nan(c, x), x, copysign_(c, r, x));
 }
 
+/* tanh in f32 (N. Juffa's fit): x + x^3 p(x^2) below 0.55, else (1 - e) / (1 + e)
+ * with e = exp(-2|x|) and the sign of x; 2 ulp with an exact exp (checked over every
+ * 11th f32), a few more with exp_f32. tanh(+-inf) = +-1, NaN stays. */
+static V tanh_f32(Cg *c, V x)
+{
+    static const double k[4] = {-3.33327681e-1, 1.33152470e-1, -5.23025580e-2, 1.57394409e-2};
+    LLVMTypeRef t = f32t(c);
+    V ax = intr1(c, "llvm.fabs", x), s = fmul(c, x, x);
+    V small = fmaf_(c, fmaf_(c, poly(c, s, k, 4), s, fconst(t, 0.0)), x, x);   /* + 0: tanh(-0) = -0 */
+    V e = exp_f32(c, fmul(c, ax, fconst(t, -2.0)));
+    V rr = fdiv(c, fconst(t, 1.0), fadd(c, e, fconst(t, 1.0)));
+    V big = copysign_(c, fmaf_(c, e, LLVMBuildFNeg(c->b, rr, ""), rr), x);
+    return sel(c, fcmp(c, LLVMRealOLT, ax, fconst(t, 0.55)), small, big);
+}
+
+/* erf in f32 (N. Juffa's minimax fit, the form CUDA's erff uses): for |x| <= 475/512
+ * x + x * p(x^2), else 1 - e^q(|x|) with the sign of x; within 1 ulp with an exact
+ * e^x, 1.5 ulp with exp_f32 (checked over every 7th f32). Both halves are computed
+ * and one selected: no divergence, and the unused half's overflow is harmless. */
+static V erf_f32(Cg *c, V x)
+{
+    static const double ks[6] = {1.28379166e-1, -3.76125336e-1, 1.12819925e-1, -2.67681349e-2,
+                                 4.99119423e-3, -5.96761703e-4};
+    static const double kl[5] = {-1.28717512e-1, -6.34846687e-1, -1.06777877e-1, 2.42546219e-2, -3.88396438e-3};
+    LLVMTypeRef t = f32t(c);
+    V ax = intr1(c, "llvm.fabs", x), s = fmul(c, x, x);
+    V small = fmaf_(c, poly(c, s, ks, 6), x, x);
+    V r = fmaf_(c, fconst(t, -1.72853470e-5), ax, fconst(t, 3.83197126e-4));
+    r = fmaf_(c, r, s, fmaf_(c, fconst(t, kl[4]), ax, fconst(t, kl[3])));
+    for (int i = 2; i >= 0; i--) r = fmaf_(c, r, ax, fconst(t, kl[i]));
+    r = fmaf_(c, r, ax, LLVMBuildFNeg(c->b, ax, ""));
+    V big = copysign_(c, fsub(c, fconst(t, 1.0), exp_f32(c, r)), x);
+    return sel(c, fcmp(c, LLVMRealOGT, ax, fconst(t, 0.927734375)), big, small);
+}
+
 /* ---- pow, rem ------------------------------------------------------------------------------------ */
 
 /* C99 pow: pow(x, +-0) = 1, pow(1, y) = 1, pow(-1, +-inf) = 1, x < 0 needs an integer y
@@ -283,6 +328,26 @@ static V math64(Cg *c, IrOpcode code, V x)
     case IR_OP_COS: return sincos_f64(c, x, true);
     case IR_OP_TANH: return tanh_f64(c, x);
     case IR_OP_ERF: return erf_f64(c, x);
+    case IR_OP_SIGMOID: return fdiv(c, fconst(t, 1.0), fadd(c, fconst(t, 1.0), exp_f64(c, LLVMBuildFNeg(c->b, x, ""))));
+    default: return NULL;
+    }
+}
+
+/* The functions with an f32 version of their own (the hot ones: softmax, GELU, SiLU).
+ * sigmoid's reciprocal is rcp.approx (1 ulp; its argument is >= 1, so flushing
+ * subnormals cannot happen). */
+static V math_f32(Cg *c, IrOpcode code, V x)
+{
+    LLVMTypeRef t = f32t(c);
+    switch (code) {
+    case IR_OP_EXP: return exp_f32(c, x);
+    case IR_OP_EXP2: return ex2_approx(c, x);
+    case IR_OP_ERF: return erf_f32(c, x);
+    case IR_OP_TANH: return tanh_f32(c, x);
+    case IR_OP_SIGMOID: {
+        V d = fadd(c, fconst(t, 1.0), exp_f32(c, LLVMBuildFNeg(c->b, x, "")));
+        return cg_intrinsic(c, "llvm.nvvm.rcp.approx.ftz.f", NULL, 0, &d, 1);
+    }
     default: return NULL;
     }
 }
@@ -297,14 +362,10 @@ LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrEle
     case IR_OP_RSQRT: r = fdiv(c, one, intr1(c, "llvm.sqrt", xf)); break;
     case IR_OP_FLOOR: r = intr1(c, "llvm.floor", xf); break;
     case IR_OP_CEIL: r = intr1(c, "llvm.ceil", xf); break;
-    case IR_OP_EXP: r = e == IR_F64 ? exp_f64(c, xf) : exp_f32(c, xf); break;
-    case IR_OP_SIGMOID: {
-        V ex = e == IR_F64 ? exp_f64(c, LLVMBuildFNeg(c->b, xf, "")) : exp_f32(c, LLVMBuildFNeg(c->b, xf, ""));
-        r = fdiv(c, one, fadd(c, one, ex));
+    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_TANH:
+        r = e == IR_F64 ? math64(c, code, xf) : math_f32(c, code, xf);
         break;
-    }
-    case IR_OP_EXP2: case IR_OP_LOG: case IR_OP_LOG2: case IR_OP_SIN: case IR_OP_COS:
-    case IR_OP_TANH: case IR_OP_ERF: {
+    case IR_OP_LOG: case IR_OP_LOG2: case IR_OP_SIN: case IR_OP_COS: {
         V d = e == IR_F64 ? xf : LLVMBuildFPExt(c->b, xf, f64t(c), "");
         V rd = math64(c, code, d);
         r = e == IR_F64 ? rd : LLVMBuildFPTrunc(c->b, rd, f32t(c), "");

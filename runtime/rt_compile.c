@@ -4,24 +4,22 @@
  *   PTX key   = H("ptx", compiler version, normalized kernel, class bits, arch, PTX version)
  *
  * With a disk cache the variant's cubin is looked up first: a warm start loads it
- * directly (no compilation, no driver PTX JIT). On a miss the PTX is looked up, else
- * compiled, then linked to a cubin with cuLink*, and both are stored. Each step runs
- * under the key's lock, so concurrent processes compile and link each key once. Without
- * a disk cache the PTX goes straight to cuModuleLoadDataEx. */
+ * directly (no compilation, no driver PTX JIT, no code generator loaded). On a miss the
+ * PTX is looked up, else compiled (loading libtileCG.so the first time), then linked to
+ * a cubin with cuLink*, and both are stored. Each step runs under the key's lock, so
+ * concurrent processes compile and link each key once. Without a disk cache the PTX
+ * goes straight to cuModuleLoadDataEx. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h"   /* the types only: the code is in libtileCG (rt_codegen.c) */
 #include "ir/arena.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
 #include "rt_internal.h"
-#ifdef TILE_HAVE_CODEGEN
-#include "codegen/codegen.h"
-#endif
 
 /* ---- the compiler ------------------------------------------------------------------- */
-#ifdef TILE_HAVE_CODEGEN
 /* The specialization class of each run-time parameter, from the variant's mask (2 bits
  * per parameter: for integers RT_SPEC_ONE or RT_SPEC_DIV16, for pointers DIV16 means
  * 16-byte aligned). */
@@ -34,7 +32,8 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
     }
 }
 
-static char *generate(TrtKernel *k, IrFunc *f, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask,
+                      RtKernelMeta *meta, TrtStatus *st)
 {
     SpecClass classes[TRT_MAX_ARGS];
     classes_of(k, mask, classes);
@@ -43,31 +42,27 @@ static char *generate(TrtKernel *k, IrFunc *f, uint64_t mask, RtKernelMeta *meta
     pass_run_default(f->module, 3, &po);
     CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned};
     DiagList *d = ir_ctx_diags(f->module->ctx);
-    char *ptx = cg_emit_ptx(f->module, &o, d);
+    char *ptx = cg->emit_ptx(f->module, &o, d);
     CgKernelInfo info;
     if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
-    else if (cg_kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
+    else if (cg->kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
     return ptx;
 }
 
+/* The code generator is loaded first: without it there is nothing to lower for. */
 char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
 {
+    const RtCodegen *cg = rt_codegen(k->name);
+    if (!cg) {
+        *st = TRT_ERROR_NO_CODEGEN;
+        return NULL;
+    }
     IrCtx *ir = NULL;
     IrFunc *f = rt_lower_kernel(k, &ir, st);
-    char *ptx = f ? generate(k, f, mask, meta, st) : NULL;
+    char *ptx = f ? generate(cg, k, f, mask, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
 }
-#else
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
-{
-    *st = rt_fail(TRT_ERROR_NO_CODEGEN,
-                  "this build of libtileRT has no GPU code generator: kernel '%s' cannot be "
-                  "compiled to PTX (the CPU interpreter, tilec run --device cpu, can run it)",
-                  k->name);
-    return NULL;
-}
-#endif
 
 /* ---- the driver's part -------------------------------------------------------------- */
 /* A driver error with the JIT's log (ptxas's message) appended. */

@@ -86,6 +86,26 @@ const RtDriver *rt_driver(void);
  * TRT_ERROR_DRIVER. */
 TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what);
 
+/* ---- the code generator (rt_codegen.c) --------------------------------------------- */
+struct CgOptions;
+struct CgKernelInfo;
+/* The entry points of libtileCG.so (codegen/codegen.h) the runtime calls.
+ * X(field, symbol, return type, parameters). */
+#define RT_CODEGEN_FNS(X)                                                                     \
+    X(emit_ptx, cg_emit_ptx, char *, (const IrModule *, const struct CgOptions *, DiagList *)) \
+    X(kernel_info, cg_kernel_info, bool, (const IrFunc *, struct CgKernelInfo *))
+
+typedef struct RtCodegen {
+#define X(field, sym, ret, params) ret (*field) params;
+    RT_CODEGEN_FNS(X)
+#undef X
+} RtCodegen;
+
+/* Loads libtileCG.so once per process ($TILE_CODEGEN_LIBRARY, else beside libtileRT,
+ * else the default search path). Returns its table, or NULL with the thread's error
+ * set (TRT_ERROR_NO_CODEGEN, naming `kernel` and every place tried). */
+const RtCodegen *rt_codegen(const char *kernel);
+
 /* ---- errors ----------------------------------------------------------------------- */
 /* Records the thread's message and returns s. */
 TrtStatus rt_fail(TrtStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the bundle that runs on the GPU machine (it has the driver, CUDA, PyTorch and
-# Triton, but no LLVM): build-gpu/ with libtileRT.so (the whole compiler and LLVM's
-# NVPTX backend, static) and the programs of the GPU suite. Then, through the device
+# Triton, but no LLVM): build-gpu/ with libtileRT.so (the compiler's front and middle
+# and the runtime, small), libtileCG.so beside it (the code generator with LLVM's NVPTX
+# backend linked in statically, loaded only on a cache miss) and the GPU suite. Then, through the device
 # tool, run from the repository root with `carry: ["build-gpu"]`:
 #     bash scripts/gpu-suite.sh
 set -euo pipefail

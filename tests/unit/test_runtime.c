@@ -4,10 +4,12 @@
  *
  * The mock records each launch (function, grid, block, every parameter at the width its
  * PTX declares), counts PTX loads, cubin loads and links, and injects faults through
- * environment variables. Cases that need a fresh driver state (the driver is opened
- * once per process) run in a forked child. A .tile kernel is compiled by a test double
- * of the compile step (it returns hand-written PTX and counts its calls), so the whole
- * path from .tile source to a recorded launch runs without a code generator. */
+ * environment variables. Cases that need a fresh driver or code generator state (each
+ * is opened once per process) run in a child process. A .tile kernel is compiled by a
+ * test double of the compile step (it returns hand-written PTX and counts its calls),
+ * so the whole path from .tile source to a recorded launch runs without a code
+ * generator; one case compiles for real through libtileCG.so, and two show that a warm
+ * cache needs no code generator. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -492,17 +494,90 @@ static void test_tile_kernel_real_compile_step(void **state)
     TrtKernel *k = NULL;
     assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
     TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(64)};
-    TrtStatus s = trt_launch(k, a, 4, NULL, NULL);
-    /* Without codegen/ the status says so; with it, the mock receives its PTX. */
-    if (s == TRT_ERROR_NO_CODEGEN) {
-        assert_non_null(strstr(trt_last_error(), "no GPU code generator"));
-        return;
-    }
-    assert_ok(s);
+    /* The runtime dlopens libtileCG.so (TILECG_PATH); the mock receives its PTX. */
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));
     MockLaunch l;
     mock_last(&l);
     assert_string_equal(l.func, "vector_add");
     assert_int_equal(l.nparams, 4);
+}
+
+/* ---- without the code generator: each case in a fresh process ------------------------ */
+/* Launches vector_add with BLOCK = block from the cache in dir; returns its status. */
+static TrtStatus launch_vector_add(const char *dir, int64_t block)
+{
+    TrtContext *c = NULL;
+    TrtModule *m = NULL;
+    TrtKernel *k = NULL;
+    TrtConst bc = {"BLOCK", block};
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(64)};
+    TrtStatus s = trt_context_create(0, TRT_MODE_DEFAULT, dir, &c);
+    if (!s) s = trt_module_load_string(c, "va.tile", vector_add_src, &m);
+    if (!s) s = trt_module_get_kernel(m, "vector_add", &bc, 1, &k);
+    if (!s) s = trt_launch(k, a, 4, NULL, NULL);
+    trt_module_destroy(m);
+    trt_context_destroy(c);
+    return s;
+}
+
+/* The child (main's --child-codegen DIR TEXT), whose TILE_CODEGEN_LIBRARY cannot be
+ * used: the kernel its parent compiled into DIR (BLOCK 1024) launches from the cache,
+ * without a link; one not in the cache (BLOCK 512) fails, twice, with
+ * TRT_ERROR_NO_CODEGEN and a message containing TEXT. Exits 0 if all of that holds. */
+static int child_codegen(const char *dir, const char *text)
+{
+    TrtStatus s = launch_vector_add(dir, 1024);
+    MockCounts c;
+    mock_counts(&c);
+    if (s || c.links != 0 || c.cubin_loads != 1) {
+        fprintf(stderr, "warm: %s: %s (links %d)\n", trt_status_name(s), trt_last_error(), c.links);
+        return 1;
+    }
+    for (int i = 0; i < 2; i++) {
+        s = launch_vector_add(dir, 512);
+        if (s != TRT_ERROR_NO_CODEGEN || !strstr(trt_last_error(), text) ||
+            !strstr(trt_last_error(), "kernel 'vector_add' is not in the disk cache")) {
+            fprintf(stderr, "cold: %s: %s\n", trt_status_name(s), trt_last_error());
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Compiles vector_add (BLOCK 1024) into cur.dir here, then runs child_codegen with
+ * TILE_CODEGEN_LIBRARY=lib; returns the child's exit status. */
+static int warm_then_child(const char *lib, const char *text)
+{
+    assert_ok(launch_vector_add(cur.dir, 1024));
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.links, 1);   /* compiled and linked here, once */
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TILE_CODEGEN_LIBRARY", lib, 1);
+        execl("/proc/self/exe", "test_runtime", "--child-codegen", cur.dir, text, (char *)NULL);
+        _exit(3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+static void test_no_codegen_library_warm_cache_works(void **state)
+{
+    (void)state;
+    assert_int_equal(warm_then_child("/nonexistent/libtileCG.so",
+                                     "tried: /nonexistent/libtileCG.so: cannot open shared "
+                                     "object file"), 0);
+}
+
+static void test_codegen_library_without_entry_points(void **state)
+{
+    (void)state;
+    /* A library that loads but is not the code generator: the mock driver. */
+    char text[512];
+    snprintf(text, sizeof text, "tried: %s has no cg_emit_ptx", MOCKCUDA_PATH);
+    assert_int_equal(warm_then_child(MOCKCUDA_PATH, text), 0);
 }
 
 /* ---- driver errors -------------------------------------------------------------------- */
@@ -636,9 +711,11 @@ static void bind_mock(void)
 int main(int argc, char **argv)
 {
     setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 0);
     if (argc == 4 && !strcmp(argv[1], "--child")) return child_check(atoi(argv[2]), argv[3]);
     unsetenv("TILE_LOG_RECOMPILES");
     bind_mock();
+    if (argc == 4 && !strcmp(argv[1], "--child-codegen")) return child_codegen(argv[2], argv[3]);
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_context_shares_primary_context), T(test_context_bad_device),
@@ -650,7 +727,8 @@ int main(int argc, char **argv)
         T(test_launch_packs_arguments), T(test_variant_selection), T(test_variant_report),
         T(test_warm_cache_loads_cubin), T(test_no_disk_cache_loads_ptx),
         T(test_tile_kernel_grid_clause), T(test_tile_kernel_compiled_once_across_contexts),
-        T(test_tile_kernel_real_compile_step), T(test_load_error_has_jit_log),
+        T(test_tile_kernel_real_compile_step), T(test_no_codegen_library_warm_cache_works),
+        T(test_codegen_library_without_entry_points), T(test_load_error_has_jit_log),
         T(test_link_error_is_not_cached), T(test_launch_error), T(test_no_driver_library),
         T(test_no_driver_cuinit_fails), T(test_no_driver_missing_entry_point),
         T(test_null_handles),
