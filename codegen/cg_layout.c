@@ -282,10 +282,15 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     switch (op->code) {
     case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
         return tile_bytes(a, mem_bytes(a->elem));
-    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-        /* cross-warp partials (value and index, 8 bytes each at most), then the squeeze */
-        return tile_bytes(a, 16) > tile_bytes(r, 8) ? tile_bytes(a, 16) : tile_bytes(r, 8);
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return tile_bytes(a, 8);
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
+        /* cross-warp partials: one value and one index (8 bytes each at most) per result
+         * element and warp (cg_reduce.c, across_warps); then the result's conversion to
+         * its own layout. Not the whole input tile: shared memory bounds occupancy. */
+        uint32_t warps = (uint32_t)(f->warps > 0 ? f->warps : 4);
+        uint32_t partials = tile_bytes(r, 16) * warps, squeeze = tile_bytes(r, 8);
+        return partials > squeeze ? partials : squeeze;
+    }
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(f->warps > 0 ? f->warps : 4, a, (int)op->attr.i);
     case IR_OP_DOT: {
         const IrType *b = ir_value_type(f, op->operands[1]);
         int eb = ir_elem_is_float(a->elem) && a->elem != IR_F64 ? 4 : 8;
