@@ -114,8 +114,20 @@ def pick_variant(args, seed):
     return plain
 
 
+def have_gpu(tilec):
+    """Whether tilec can run a kernel on a GPU here (else the suite is skipped)."""
+    probe = os.path.join(ROOT, "tests/lit/cli/run.tile")
+    r = subprocess.run([tilec, "run", probe, "--kernel", "add", "--device", "gpu", "--arg", "n=3",
+                        "--arg", "a=iota:3", "--arg", "b=iota:3", "--arg", "c=zeros:3"],
+                       capture_output=True, text=True)
+    return not ("TRT_ERROR_NO_DRIVER" in r.stderr or "TRT_ERROR_NO_DEVICE" in r.stderr)
+
+
 def main():
     tilec = os.path.abspath(sys.argv[1])
+    if not have_gpu(tilec):
+        print("lit-on-gpu: no GPU here; skipped")
+        return 77
     report = []
     ok = bad = skipped = 0
     for d in DIRS:
