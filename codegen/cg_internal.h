@@ -66,6 +66,8 @@ LLVMValueRef cg_intrinsic(Cg *c, const char *name, LLVMTypeRef *tys, unsigned nt
 LLVMValueRef cg_call(Cg *c, LLVMValueRef fn, LLVMValueRef *args, unsigned n);
 LLVMBasicBlockRef cg_block_new(Cg *c, const char *name);
 void cg_barrier(Cg *c);
+/* Adds !nvvm.annotations !{fn, key, i32 value} ("kernel", "maxntidx"). */
+void cg_annotate(LLVMModuleRef mod, LLVMValueRef fn, const char *key, int value);
 LLVMValueRef cg_sreg(Cg *c, const char *name);   /* "tid.x", "ctaid.y", ... */
 /* The shared memory at byte offset off (i32), typed for element e. */
 LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_t byte_base);
@@ -126,8 +128,14 @@ LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x);
 bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
+uint32_t cg_scan_smem_bytes(int warps, const IrType *t, int axis);   /* cross-warp totals */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
+/* cg_occupancy.c: after LLVM's pipeline, asks for 2048 resident threads per SM
+ * (`.minnctapersm`) where the kernel's register estimate says it fits without spills. */
+int cg_register_estimate(LLVMValueRef fn);
+void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta);
+char *cg_occupancy_directives(char *ptx, const IrModule *m, const int *mincta);
 
 #endif

@@ -171,15 +171,16 @@ static LLVMTypeRef param_type(Cg *c, const IrType *t)
     return t->elem == IR_I1 ? LLVMInt8TypeInContext(c->ctx) : cg_elem_type(c, t->elem);
 }
 
-static void annotate(Cg *c, const char *key, int value)
+void cg_annotate(LLVMModuleRef mod, LLVMValueRef fn, const char *key, int value)
 {
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
     LLVMMetadataRef ops[3] = {
-        LLVMValueAsMetadata(c->fn),
-        LLVMMDStringInContext2(c->ctx, key, strlen(key)),
-        LLVMValueAsMetadata(cg_i32c(c, value)),
+        LLVMValueAsMetadata(fn),
+        LLVMMDStringInContext2(ctx, key, strlen(key)),
+        LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(ctx), (unsigned long long)value, 1)),
     };
-    LLVMMetadataRef node = LLVMMDNodeInContext2(c->ctx, ops, 3);
-    LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations", LLVMMetadataAsValue(c->ctx, node));
+    LLVMMetadataRef node = LLVMMDNodeInContext2(ctx, ops, 3);
+    LLVMAddNamedMetadataOperand(mod, "nvvm.annotations", LLVMMetadataAsValue(ctx, node));
 }
 
 LLVMValueRef cg_sreg(Cg *c, const char *name)
@@ -239,8 +240,8 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     tl_free(pts);
     c->fn = LLVMAddFunction(c->mod, k->name, fty);
     LLVMSetFunctionCallConv(c->fn, LLVMPTXKernelCallConv);
-    annotate(c, "kernel", 1);
-    annotate(c, "maxntidx", c->threads);
+    cg_annotate(c->mod, c->fn, "kernel", 1);
+    cg_annotate(c->mod, c->fn, "maxntidx", c->threads);
     c->vals = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->vals);
     c->ai = axisinfo_analyze(k, aligned);
     if (!c->vals || !c->ai) tl_oom();
@@ -290,6 +291,7 @@ typedef struct Job {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMTargetMachineRef tm;
+    int *mincta;                 /* per m->funcs entry: `.minnctapersm` to write, 0: none */
 } Job;
 
 static void job_free(Job *j)
@@ -297,6 +299,7 @@ static void job_free(Job *j)
     if (j->mod) LLVMDisposeModule(j->mod);
     if (j->tm) LLVMDisposeTargetMachine(j->tm);
     if (j->ctx) LLVMContextDispose(j->ctx);
+    tl_free(j->mincta);
 }
 
 static bool lower_module(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
@@ -356,7 +359,11 @@ static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(j->tm);
     LLVMSetModuleDataLayout(j->mod, dl);
     LLVMDisposeTargetData(dl);
-    return lower_module(j, m, o, d) && verify(j, d) && optimize(j, o, d);
+    if (!lower_module(j, m, o, d) || !verify(j, d) || !optimize(j, o, d)) return false;
+    j->mincta = tl_calloc(m->nfuncs ? m->nfuncs : 1, sizeof *j->mincta);
+    if (!j->mincta) tl_oom();
+    if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta);
+    return true;
 }
 
 static char *dup_text(const char *s, size_t n)
@@ -394,6 +401,7 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
         } else {
             out = dup_text(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
             LLVMDisposeMemoryBuffer(buf);
+            out = cg_occupancy_directives(out, m, j.mincta);
         }
     }
     job_free(&j);

@@ -13,9 +13,17 @@
  * the last bits). argmax/argmin carry (value, index) and prefer the first index on
  * ties and the first NaN, exactly as the interpreter.
  *
- * Scans go through shared memory: one thread scans each line sequentially, in the
- * interpreter's order and accumulator type, so results are bit-for-bit equal. That is
- * slow for long single rows and is the first thing to speed up (warp scans). */
+ * Scans run in the same three stages: each thread scans its own runs along the axis,
+ * an inclusive warp scan of the run totals (shfl.sync.up, log2 of the lanes steps)
+ * gives each lane the total of the lanes before it, the warps' totals go through
+ * shared memory (each thread combines those of the warps before its own), and each
+ * element adds its prefix. Integer scans are exact (wrapping + and * associate); float
+ * sums and products are reassociated (last bits differ from the interpreter's
+ * sequential order). Where the layout keeps the axis inside one thread, the scan is
+ * the interpreter's sequential one, bit for bit. */
+#include <stdio.h>
+#include <string.h>
+
 #include "codegen/cg_internal.h"
 
 typedef struct Red {
@@ -85,14 +93,19 @@ static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
 
 /* ---- shuffles ------------------------------------------------------------------------- */
 
-static LLVMValueRef shfl32(Cg *c, LLVMValueRef x, int mask)
+/* One 32-bit shuffle of the whole warp: kind "bfly" (lane ^ arg), "up" (lane - arg;
+ * the lowest lanes keep their own value) or "idx" (lane arg). The last operand is the
+ * clamp (31 for bfly and idx, 0 for up: no segments). */
+static LLVMValueRef shfl32(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef arg)
 {
-    LLVMValueRef args[4] = {cg_i32c(c, -1), x, cg_i32c(c, mask), cg_i32c(c, 31)};
-    return cg_intrinsic(c, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, args, 4);
+    char name[48];
+    snprintf(name, sizeof name, "llvm.nvvm.shfl.sync.%s.i32", kind);
+    LLVMValueRef args[4] = {cg_i32c(c, -1), x, arg, cg_i32c(c, strcmp(kind, "up") ? 31 : 0)};
+    return cg_intrinsic(c, name, NULL, 0, args, 4);
 }
 
 /* Any scalar of up to 64 bits, through one or two 32-bit shuffles. */
-static LLVMValueRef shfl_xor(Cg *c, LLVMValueRef x, int mask)
+static LLVMValueRef shfl(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef arg)
 {
     LLVMTypeRef t = LLVMTypeOf(x), i32 = cg_i32(c);
     unsigned bits = LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t)
@@ -101,16 +114,18 @@ static LLVMValueRef shfl_xor(Cg *c, LLVMValueRef x, int mask)
     LLVMValueRef xi = LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? x : LLVMBuildBitCast(c->b, x, it, "");
     LLVMValueRef r;
     if (bits <= 32) {
-        r = shfl32(c, bits < 32 ? LLVMBuildZExt(c->b, xi, i32, "") : xi, mask);
+        r = shfl32(c, bits < 32 ? LLVMBuildZExt(c->b, xi, i32, "") : xi, kind, arg);
         if (bits < 32) r = LLVMBuildTrunc(c->b, r, it, "");
     } else {
-        LLVMValueRef lo = shfl32(c, LLVMBuildTrunc(c->b, xi, i32, ""), mask);
-        LLVMValueRef hi = shfl32(c, LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, xi, cg_int(c, it, 32), ""), i32, ""), mask);
+        LLVMValueRef lo = shfl32(c, LLVMBuildTrunc(c->b, xi, i32, ""), kind, arg);
+        LLVMValueRef hi = shfl32(c, LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, xi, cg_int(c, it, 32), ""), i32, ""), kind, arg);
         r = LLVMBuildOr(c->b, LLVMBuildZExt(c->b, lo, it, ""),
                         LLVMBuildShl(c->b, LLVMBuildZExt(c->b, hi, it, ""), cg_int(c, it, 32), ""), "");
     }
     return it == t ? r : LLVMBuildBitCast(c->b, r, t, "");
 }
+
+static LLVMValueRef shfl_xor(Cg *c, LLVMValueRef x, int mask) { return shfl(c, x, "bfly", cg_i32c(c, mask)); }
 
 /* ---- the three stages ------------------------------------------------------------------- */
 
@@ -221,30 +236,171 @@ bool cg_reduce(Cg *c, const IrOp *op)
 
 /* ---- scans ------------------------------------------------------------------------------------ */
 
-/* Scans line `line` in shared memory: len elements `inner` apart. */
-static void scan_line(Cg *c, const IrOp *op, IrElem e, LLVMValueRef line, int32_t len, int32_t inner)
+/* How the scanned axis a is spread: nl lanes (ls apart in the lane id) and nw warps (ws
+ * apart in the warp id) hold distinct parts of it, in order; further lanes or warps
+ * hold copies (they scan their copies alike). A thread's elements along a are reps
+ * runs of spt consecutive ones, a whole program's span apart. */
+typedef struct ScanAxis {
+    int32_t spt, reps, nl, ls, nw, ws;
+} ScanAxis;
+
+static ScanAxis scan_axis(const CgLayout *l, int a)
 {
-    LLVMTypeRef mt = cg_mem_type(c, e);
-    IrElem ae = acc_elem(e);
-    bool prod = op->code == IR_OP_CUMPROD, fl = ir_elem_is_float(e);
-    LLVMValueRef outer = LLVMBuildUDiv(c->b, line, cg_i32c(c, inner), "");
-    LLVMValueRef base = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, outer, cg_i32c(c, len * inner), ""),
-                                     LLVMBuildURem(c->b, line, cg_i32c(c, inner), ""), "");
-    LLVMValueRef init = fl ? LLVMConstReal(cg_elem_type(c, ae), prod ? 1.0 : 0.0)
-                           : cg_int(c, cg_elem_type(c, ae), prod);
-    CgLoop k;
-    cg_loop_begin(c, &k, cg_i32c(c, 0), cg_i32c(c, len), &init, 1);
-    LLVMValueRef at = cg_smem_ptr(c, LLVMBuildAdd(c->b, base, LLVMBuildMul(c->b, k.i, cg_i32c(c, inner), ""), ""), mt, 0);
-    LLVMValueRef x = LLVMBuildLoad2(c->b, mt, at, "");
-    if (e == IR_I1) x = LLVMBuildTrunc(c->b, x, cg_elem_type(c, e), "");
-    x = cg_convert_scalar(c, x, e, ae);
-    LLVMValueRef acc = k.carried[0];
-    acc = fl ? (prod ? LLVMBuildFMul(c->b, acc, x, "") : LLVMBuildFAdd(c->b, acc, x, ""))
-             : (prod ? LLVMBuildMul(c->b, acc, x, "") : LLVMBuildAdd(c->b, acc, x, ""));
-    LLVMValueRef y = cg_convert_scalar(c, acc, ae, e);
-    if (e == IR_I1) y = LLVMBuildZExt(c->b, y, mt, "");
-    LLVMBuildStore(c->b, y, at);
-    cg_loop_end(c, &k, cg_i32c(c, 1), &acc);
+    ScanAxis s = {.spt = l->spt[a], .reps = l->reps[a]};
+    int32_t lanes = l->shape[a] / l->spt[a], warps = l->shape[a] / (l->spt[a] * l->tpw[a]);
+    s.nl = l->tpw[a] < lanes ? l->tpw[a] : lanes;
+    s.ls = stride_of(l->tpw, l->rank, a);
+    s.nw = warps < 1 ? 1 : warps > l->wpc[a] ? l->wpc[a] : warps;
+    s.ws = stride_of(l->wpc, l->rank, a);
+    return s;
+}
+
+uint32_t cg_scan_smem_bytes(int warps, const IrType *t, int a)
+{
+    CgLayout l = cg_layout_of(warps, t);
+    ScanAxis s = scan_axis(&l, a);
+    if (s.nw == 1) return 0;
+    return (uint32_t)(ir_type_numel(t) / t->shape[a]) * (uint32_t)(s.reps * s.nw) * 8;
+}
+
+typedef struct Scan {
+    bool prod, fl;
+    IrElem e, ae;                /* element, accumulator (f32 for 8/16-bit floats) */
+    LLVMValueRef id;             /* the identity: +0 (so -0 sums read +0, as the interpreter's) or 1 */
+    uint32_t ea, inner;          /* elements per thread along the axis; local stride of the axis */
+} Scan;
+
+static LLVMValueRef scan_op(Cg *c, const Scan *s, LLVMValueRef x, LLVMValueRef y)
+{
+    if (s->fl) return s->prod ? LLVMBuildFMul(c->b, x, y, "") : LLVMBuildFAdd(c->b, x, y, "");
+    return s->prod ? LLVMBuildMul(c->b, x, y, "") : LLVMBuildAdd(c->b, x, y, "");
+}
+
+/* Local element of the thread's line `row` at local index li along the axis. */
+static uint32_t scan_elem(const Scan *s, uint32_t row, uint32_t li)
+{
+    return (row / s->inner) * s->ea * s->inner + row % s->inner + li * s->inner;
+}
+
+/* The axis is the thread's alone: one sequential scan per line, in the interpreter's
+ * order from its identity, hence bit-exact. */
+static void scan_sequential(Cg *c, const Scan *s, CgVal x, CgVal out)
+{
+    for (uint32_t row = 0; row < out.n / s->ea; row++) {
+        LLVMValueRef acc = s->id;
+        for (uint32_t li = 0; li < s->ea; li++) {
+            uint32_t k = scan_elem(s, row, li);
+            acc = scan_op(c, s, acc, cg_convert_scalar(c, cg_at(x, k), s->e, s->ae));
+            out.v[k] = cg_convert_scalar(c, acc, s->ae, s->e);
+        }
+    }
+}
+
+/* (id / stride) % count: the position along the axis of a lane or warp id. */
+static LLVMValueRef id_along(Cg *c, LLVMValueRef id, int32_t stride, int32_t count)
+{
+    return LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, id, cg_i32c(c, stride), ""), cg_i32c(c, count), "");
+}
+
+/* The thread's segments (line, run): each run scanned in the thread (loc, per element),
+ * then an inclusive scan of the run totals over the nl lanes by shfl.sync.up (log2 nl
+ * steps), shifted by one more shuffle into the lanes' exclusive prefix `ex`. */
+static void scan_lanes(Cg *c, const Scan *s, const ScanAxis *ax, CgVal x, LLVMValueRef *loc,
+                       LLVMValueRef *w, LLVMValueRef *ex, uint32_t nseg)
+{
+    for (uint32_t g = 0; g < nseg; g++) {
+        uint32_t row = g / (uint32_t)ax->reps, r = g % (uint32_t)ax->reps;
+        for (int32_t j = 0; j < ax->spt; j++) {
+            uint32_t k = scan_elem(s, row, r * (uint32_t)ax->spt + (uint32_t)j);
+            LLVMValueRef v = cg_convert_scalar(c, cg_at(x, k), s->e, s->ae);
+            loc[k] = j == 0 ? v : scan_op(c, s, loc[scan_elem(s, row, r * (uint32_t)ax->spt + (uint32_t)j - 1)], v);
+        }
+        w[g] = loc[scan_elem(s, row, r * (uint32_t)ax->spt + (uint32_t)ax->spt - 1)];
+    }
+    LLVMValueRef lg = id_along(c, c->lane, ax->ls, ax->nl);
+    for (int32_t d = 1; d < ax->nl; d *= 2) {
+        LLVMValueRef take = LLVMBuildICmp(c->b, LLVMIntUGE, lg, cg_i32c(c, d), "");
+        for (uint32_t g = 0; g < nseg; g++) {
+            LLVMValueRef o = shfl(c, w[g], "up", cg_i32c(c, d * ax->ls));
+            w[g] = LLVMBuildSelect(c->b, take, scan_op(c, s, o, w[g]), w[g], "");
+        }
+    }
+    LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, lg, cg_i32c(c, 0), "");
+    for (uint32_t g = 0; g < nseg; g++)
+        ex[g] = ax->nl > 1 ? LLVMBuildSelect(c->b, first, s->id, shfl(c, w[g], "up", cg_i32c(c, ax->ls)), "") : s->id;
+}
+
+/* Warp totals through shared memory: the last lane of each distinct warp stores its
+ * inclusive total, then every thread combines the totals of the warps before its own
+ * (pre) and of all of them (all, the run's total). */
+static void scan_warps(Cg *c, const Scan *s, const CgLayout *l, int a, const ScanAxis *ax,
+                       LLVMValueRef *w, LLVMValueRef *pre, LLVMValueRef *all, uint32_t nseg)
+{
+    CgLayout cl = *l;
+    cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
+    LLVMTypeRef vt = LLVMTypeOf(s->id);
+    LLVMValueRef wa = id_along(c, c->warp, ax->ws, l->wpc[a]), wg = LLVMBuildURem(c->b, wa, cg_i32c(c, ax->nw), "");
+    LLVMValueRef *slot = arena_alloc(c->arena, nseg * sizeof *slot);
+    for (uint32_t g = 0; g < nseg; g++) {
+        LLVMValueRef row = row_index(c, &cl, a, g / (uint32_t)ax->reps);
+        LLVMValueRef seg = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i32c(c, ax->reps), ""), cg_i32c(c, g % (uint32_t)ax->reps), "");
+        slot[g] = LLVMBuildMul(c->b, seg, cg_i32c(c, ax->nw), "");
+    }
+    /* nw > 1 means no lane copies along a: the group's last lane is lane position nl - 1 */
+    LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, id_along(c, c->lane, ax->ls, ax->nl), cg_i32c(c, ax->nl - 1), "");
+    LLVMValueRef own = LLVMBuildICmp(c->b, LLVMIntULT, wa, cg_i32c(c, ax->nw), "");
+    LLVMBasicBlockRef st = cg_block_new(c, "scan.store"), join = cg_block_new(c, "scan.join");
+    cg_barrier(c);
+    LLVMBuildCondBr(c->b, LLVMBuildAnd(c->b, last, own, ""), st, join);
+    LLVMPositionBuilderAtEnd(c->b, st);
+    for (uint32_t g = 0; g < nseg; g++)
+        LLVMBuildStore(c->b, w[g], cg_smem_ptr(c, LLVMBuildAdd(c->b, slot[g], wg, ""), vt, 0));
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+    cg_barrier(c);
+    for (uint32_t g = 0; g < nseg; g++) {
+        pre[g] = all[g] = s->id;
+        for (int32_t j = 0; j < ax->nw; j++) {
+            LLVMValueRef t = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, LLVMBuildAdd(c->b, slot[g], cg_i32c(c, j), ""), vt, 0), "");
+            LLVMValueRef before = LLVMBuildICmp(c->b, LLVMIntULT, cg_i32c(c, j), wg, "");
+            pre[g] = LLVMBuildSelect(c->b, before, scan_op(c, s, pre[g], t), pre[g], "");
+            all[g] = scan_op(c, s, all[g], t);
+        }
+    }
+}
+
+/* The axis is spread over lanes and/or warps: element = carry (earlier runs) + pre
+ * (earlier warps) + ex (earlier lanes) + loc (the thread's own inclusive scan). */
+static void scan_parallel(Cg *c, const Scan *s, const CgLayout *l, int a, const ScanAxis *ax, CgVal x, CgVal out)
+{
+    uint32_t nseg = out.n / s->ea * (uint32_t)ax->reps;
+    LLVMValueRef *loc = arena_alloc(c->arena, out.n * sizeof *loc), *w = arena_alloc(c->arena, nseg * sizeof *w);
+    LLVMValueRef *ex = arena_alloc(c->arena, nseg * sizeof *ex), *pre = arena_alloc(c->arena, nseg * sizeof *pre);
+    LLVMValueRef *all = arena_alloc(c->arena, nseg * sizeof *all);
+    scan_lanes(c, s, ax, x, loc, w, ex, nseg);
+    if (ax->nw > 1) {
+        scan_warps(c, s, l, a, ax, w, pre, all, nseg);
+    } else {
+        /* one warp: a run's total is the inclusive value of the group's last lane */
+        LLVMValueRef lg = id_along(c, c->lane, ax->ls, ax->nl);
+        LLVMValueRef src = LLVMBuildAdd(c->b, LLVMBuildSub(c->b, c->lane, LLVMBuildMul(c->b, lg, cg_i32c(c, ax->ls), ""), ""),
+                                        cg_i32c(c, (ax->nl - 1) * ax->ls), "");
+        for (uint32_t g = 0; g < nseg; g++) {
+            pre[g] = s->id;
+            all[g] = ax->reps > 1 ? shfl(c, w[g], "idx", src) : s->id;
+        }
+    }
+    for (uint32_t g = 0, row = 0; row < out.n / s->ea; row++) {
+        LLVMValueRef carry = s->id;
+        for (uint32_t r = 0; r < (uint32_t)ax->reps; r++, g++) {
+            LLVMValueRef base = scan_op(c, s, scan_op(c, s, carry, pre[g]), ex[g]);
+            for (uint32_t j = 0; j < (uint32_t)ax->spt; j++) {
+                uint32_t k = scan_elem(s, row, r * (uint32_t)ax->spt + j);
+                out.v[k] = cg_convert_scalar(c, scan_op(c, s, base, loc[k]), s->ae, s->e);
+            }
+            if (r + 1 < (uint32_t)ax->reps) carry = scan_op(c, s, carry, all[g]);
+        }
+    }
 }
 
 bool cg_scan(Cg *c, const IrOp *op)
@@ -252,30 +408,15 @@ bool cg_scan(Cg *c, const IrOp *op)
     const IrType *t = cg_type(c, op->operands[0]);
     int a = (int)op->attr.i;
     CgLayout l = cg_layout_of(c->warps, t);
-    CgVal x = cg_get(c, op->operands[0]);
-    int32_t len = t->shape[a], inner = stride_of(t->shape, t->rank, a);
-    int32_t lines = (int32_t)(ir_type_numel(t) / len);
-    LLVMTypeRef mt = cg_mem_type(c, t->elem);
-    cg_barrier(c);
-    for (uint32_t k = 0; k < x.n; k++) {
-        LLVMValueRef co[IR_MAX_RANK], v = x.v[k];
-        cg_layout_coords(c, &l, k, co);
-        if (t->elem == IR_I1) v = LLVMBuildZExt(c->b, v, mt, "");
-        LLVMBuildStore(c->b, v, cg_smem_ptr(c, cg_linear(c, &l, co), mt, 0));
-    }
-    cg_barrier(c);
-    CgLoop ln;
-    cg_loop_begin(c, &ln, c->tid, cg_i32c(c, lines), NULL, 0);
-    scan_line(c, op, t->elem, ln.i, len, inner);
-    cg_loop_end(c, &ln, cg_i32c(c, c->threads), NULL);
-    CgVal out = cg_val_new(c, x.n);
-    cg_barrier(c);
-    for (uint32_t k = 0; k < x.n; k++) {
-        LLVMValueRef co[IR_MAX_RANK];
-        cg_layout_coords(c, &l, k, co);
-        LLVMValueRef v = LLVMBuildLoad2(c->b, mt, cg_smem_ptr(c, cg_linear(c, &l, co), mt, 0), "");
-        out.v[k] = t->elem == IR_I1 ? LLVMBuildTrunc(c->b, v, cg_elem_type(c, IR_I1), "") : v;
-    }
+    ScanAxis ax = scan_axis(&l, a);
+    Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .e = t->elem,
+              .ae = acc_elem(t->elem), .ea = (uint32_t)(ax.spt * ax.reps), .inner = 1};
+    LLVMTypeRef at = cg_elem_type(c, s.ae);
+    s.id = s.fl ? LLVMConstReal(at, s.prod ? 1.0 : 0.0) : cg_int(c, at, s.prod);
+    for (int d = a + 1; d < l.rank; d++) s.inner *= (uint32_t)(l.spt[d] * l.reps[d]);
+    CgVal x = cg_get(c, op->operands[0]), out = cg_val_new(c, cg_layout_elems(&l));
+    if (ax.nl == 1 && ax.nw == 1) scan_sequential(c, &s, x, out);
+    else scan_parallel(c, &s, &l, a, &ax, x, out);
     cg_set(c, op->results[0], out);
     return true;
 }

@@ -1,0 +1,159 @@
+/* Occupancy: how many programs (CTAs) an SM runs at once, chosen per kernel.
+ *
+ * ptxas picks a kernel's register count alone; an SM has 64K registers, so 34 registers
+ * for 256 threads fit 6 programs (1536 threads), and a memory-bound kernel then has too
+ * few loads in flight to reach HBM's bandwidth. Asking for `.minnctapersm 2048/threads`
+ * caps the kernel at 32 registers so that 2048 threads fit. That is only safe where the kernel needs little more than 32: otherwise
+ * ptxas spills to local memory, which costs more than the occupancy gains. So:
+ *   - only kernels without dot and without loops (Tile IR `for`/`while`): their register
+ *     needs are their straight-line live tiles, which the estimate below sees;
+ *   - the estimate: the most 32-bit registers live at once in the optimized LLVM IR
+ *     (each value live from its definition to its last use in block layout order, which
+ *     over-approximates liveness in an acyclic function; i1 values live in predicate
+ *     registers and do not count); the cap is requested when it is at most
+ *     CG_OCC_MAX_ESTIMATE, calibrated with ptxas -v (docs/CODEGEN.md section 6).
+ * The estimate needs the optimized IR, but LLVM 19 caches a kernel's !nvvm.annotations
+ * when its pipeline first asks for them, so a "minctasm" annotation added after the
+ * pipeline is never read: the directive is written into the PTX text instead, after
+ * the entry's `.maxntid`. -O0 skips all this. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+
+#define CG_OCC_THREADS 2048          /* resident threads per SM (sm_80 and sm_90) */
+#define CG_OCC_MAX_ESTIMATE 40       /* largest estimate capped without spills (calibrated) */
+
+typedef struct OccWalk {
+    bool blocked;                    /* a dot or a loop */
+} OccWalk;
+
+static void occ_visit(IrOp *op, void *ud)
+{
+    OccWalk *w = ud;
+    if (op->code == IR_OP_DOT || op->code == IR_OP_FOR || op->code == IR_OP_WHILE) w->blocked = true;
+}
+
+/* 32-bit registers for one value (0 for i1: predicates). */
+static int value_regs(LLVMTypeRef t)
+{
+    LLVMTypeKind k = LLVMGetTypeKind(t);
+    if (k == LLVMVoidTypeKind || (k == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(t) == 1)) return 0;
+    if (k == LLVMVectorTypeKind) {
+        LLVMTypeRef e = LLVMGetElementType(t);
+        unsigned n = LLVMGetVectorSize(t);
+        unsigned bits = LLVMGetTypeKind(e) == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(e)
+                      : LLVMGetTypeKind(e) == LLVMDoubleTypeKind || LLVMGetTypeKind(e) == LLVMPointerTypeKind ? 64
+                      : LLVMGetTypeKind(e) == LLVMFloatTypeKind ? 32 : 16;
+        return (int)((n * bits + 31) / 32);
+    }
+    if (k == LLVMDoubleTypeKind || k == LLVMPointerTypeKind) return 2;
+    if (k == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(t) > 32) return 2;
+    return 1;
+}
+
+static uint32_t count_insts(LLVMValueRef fn)
+{
+    uint32_t n = 0;
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+        for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) n++;
+    return n;
+}
+
+/* Instruction -> position in layout order: an open-addressing table (power-of-two
+ * size, at least twice the instructions). */
+typedef struct PosMap {
+    LLVMValueRef *key;
+    uint32_t *pos, mask;
+} PosMap;
+
+static uint32_t slot_of(const PosMap *m, LLVMValueRef v)
+{
+    uint32_t h = (uint32_t)(((uintptr_t)v >> 4) * 2654435761u) & m->mask;
+    while (m->key[h] && m->key[h] != v) h = (h + 1) & m->mask;
+    return h;
+}
+
+static PosMap pos_map(LLVMValueRef fn, uint32_t n)
+{
+    PosMap m = {0};
+    uint32_t size = 16, at = 0;
+    while (size < 2 * n) size *= 2;
+    m.key = tl_calloc(size, sizeof *m.key);
+    m.pos = tl_calloc(size, sizeof *m.pos);
+    if (!m.key || !m.pos) tl_oom();
+    m.mask = size - 1;
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+        for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
+            uint32_t h = slot_of(&m, i);
+            m.key[h] = i;
+            m.pos[h] = at++;
+        }
+    return m;
+}
+
+/* The most registers live at once (see the banner). */
+int cg_register_estimate(LLVMValueRef fn)
+{
+    uint32_t n = count_insts(fn), at = 0;
+    PosMap m = pos_map(fn, n);
+    int *diff = tl_calloc(n + 1, sizeof *diff);
+    if (!diff) tl_oom();
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+        for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i), at++) {
+            int r = value_regs(LLVMTypeOf(i));
+            uint32_t last = at;
+            for (LLVMUseRef u = r ? LLVMGetFirstUse(i) : NULL; u; u = LLVMGetNextUse(u)) {
+                LLVMValueRef user = LLVMGetUser(u);
+                uint32_t h = slot_of(&m, user);
+                if (m.key[h] == user && m.pos[h] > last) last = m.pos[h];
+            }
+            diff[at] += r;
+            diff[last] -= r;
+        }
+    int live = 0, most = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        live += diff[k];
+        if (live > most) most = live;
+    }
+    tl_free(diff);
+    tl_free(m.key);
+    tl_free(m.pos);
+    return most;
+}
+
+void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta)
+{
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        const IrFunc *k = m->funcs[i];
+        CgKernelInfo info;
+        if (k->kind != IR_FUNC_KERNEL || !cg_kernel_info(k, &info) || CG_OCC_THREADS % info.threads) continue;
+        LLVMValueRef fn = LLVMGetNamedFunction(mod, k->name);
+        OccWalk w = {false};
+        ir_walk((IrBlock *)&k->body, occ_visit, &w);
+        if (!fn || w.blocked) continue;
+        if (cg_register_estimate(fn) <= CG_OCC_MAX_ESTIMATE) mincta[i] = CG_OCC_THREADS / (int)info.threads;
+    }
+}
+
+/* Writes `.minnctapersm N` after the `.maxntid` line of each chosen entry. */
+char *cg_occupancy_directives(char *ptx, const IrModule *m, const int *mincta)
+{
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        if (!mincta[i]) continue;
+        char head[256], line[64];
+        snprintf(head, sizeof head, ".entry %s(", m->funcs[i]->name);
+        char *entry = strstr(ptx, head), *at = entry ? strstr(entry, "\n.maxntid") : NULL;
+        if (!at || !(at = strchr(at + 1, '\n'))) continue;
+        int n = snprintf(line, sizeof line, "\n.minnctapersm %d", mincta[i]);
+        size_t pre = (size_t)(at - ptx), len = strlen(ptx);
+        char *out = tl_malloc(len + (size_t)n + 1);
+        if (!out) tl_oom();
+        memcpy(out, ptx, pre);
+        memcpy(out + pre, line, (size_t)n);
+        memcpy(out + pre + (size_t)n, at, len - pre + 1);
+        tl_free(ptx);
+        ptx = out;
+    }
+    return ptx;
+}
