@@ -1,8 +1,9 @@
-"""Looks inside one memory-bound kernel of tile and its Triton twin on the GPU: runs each
+"""(Named so as not to shadow the standard library's `profile`, which torch.compile imports.)
+Looks inside one memory-bound kernel of tile and its Triton twin on the GPU: runs each
 a few times (for ncu to catch), and writes their SASS for reading offline.
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy \
-        --section LaunchStats -k regex:softmax python3 bench/profile.py softmax
+        --section LaunchStats -k regex:softmax python3 bench/kernel_probe.py softmax
 """
 import glob
 import os
