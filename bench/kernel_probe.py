@@ -1,6 +1,6 @@
-"""(Named so as not to shadow the standard library's `profile`, which torch.compile imports.)
-Looks inside one memory-bound kernel of tile and its Triton twin on the GPU: runs each
-a few times (for ncu to catch), and writes their SASS for reading offline.
+"""Looks inside one memory-bound kernel of tile and its Triton twin on the GPU: runs each
+a few times (for ncu to catch), and writes their SASS for reading offline. (Not named
+profile.py: that would shadow the standard library module torch.compile imports.)
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy \
         --section LaunchStats -k regex:softmax python3 bench/kernel_probe.py softmax
