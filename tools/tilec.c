@@ -50,20 +50,23 @@ typedef struct Options {
 
 static void usage(FILE *out)
 {
-    fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ptx] [-D NAME=VALUE]...\n"
+    fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
           "             [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3]\n"
           "             [--print-after-all] [--verify-each] [--time-passes]\n"
           "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
           "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
+          "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
           "       tilec --help | --version\n"
           "\n"
           "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
-          "         (ir) or after the cleanup passes (ir-opt), or PTX\n"
+          "         (ir) or after the cleanup passes (ir-opt), LLVM IR, PTX, or a cubin\n"
+          "         (through ptxas; needs -o); without --emit the file is only checked\n"
           "-D       set a const parameter (or warps/stages) of the kernels\n"
           "run      runs one kernel; a pointer argument takes zeros:N, iota:N,\n"
           "         rand:N[:SEED], poison:N or @FILE (raw little-endian elements);\n"
-          "         --print NAME\n"
-          "         prints that buffer after the run, one value per line\n"
+          "         --print NAME prints that buffer after the run, one value per line;\n"
+          "         --device gpu runs it through libtileRT on GPU 0\n"
+          "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
           "exit status: 0 success, 1 error in the input, 2 usage error\n",
           out);
 }
