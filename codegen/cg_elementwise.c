@@ -338,8 +338,6 @@ bool cg_elementwise(Cg *c, const IrOp *op)
             cg_layout_coords(c, &l, k, co);
             out.v[k] = LLVMBuildAdd(c->b, co[0], cg_i32c(c, op->attr.i), "");
         }
-    } else if (op->code == IR_OP_DIV && cg_fastdiv(c, op, &out)) {
-        /* a divisor shared by several elements: one reciprocal (cg_fastdiv.c) */
     } else {
         IrElem e = op_elem(c, op);
         for (uint32_t k = 0; k < out.n; k++) {

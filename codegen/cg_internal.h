@@ -10,7 +10,6 @@
 
 #include <llvm-c/Core.h>
 
-#include "codegen/cg_fastdiv.h"
 #include "codegen/codegen.h"
 #include "ir/arena.h"
 #include "passes/axisinfo.h"
@@ -51,6 +50,17 @@ typedef struct Cg {
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
 } Cg;
+
+/* f32 division by a divisor s shared by several elements (cg_elementwise.c): y = 1/s
+ * once (div.rn), then per element q0 = x*y, r = fma(-q0, s, x), q = fma(r, y, q0),
+ * which is RN(x/s) (Markstein) while CG_FDIV_SMIN <= |s| <= CG_FDIV_SMAX and
+ * max(CG_FDIV_QMIN, CG_FDIV_XMIN * |y|) <= |q0| <= CG_FDIV_QMAX; elsewhere div.rn.
+ * tests/unit/test_fastdiv.c checks the bounds against a model with fmaf. */
+#define CG_FDIV_SMIN 0x1p-126
+#define CG_FDIV_SMAX 0x1p126
+#define CG_FDIV_QMIN 0x1p-125
+#define CG_FDIV_XMIN 0x1p-100
+#define CG_FDIV_QMAX 0x1p126
 
 /* ---- cg_module.c: types, constants, intrinsics, errors ------------------------- */
 bool cg_error(Cg *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -121,9 +131,6 @@ LLVMValueRef cg_to_f32(Cg *c, LLVMValueRef x, IrElem e);
 LLVMValueRef cg_from_f32(Cg *c, LLVMValueRef x, IrElem e);
 LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to);
 LLVMValueRef cg_fmaximum(Cg *c, LLVMValueRef a, LLVMValueRef b, bool is_max);
-/* cg_fastdiv.c: float division by divisors shared by several elements into out;
- * false (nothing built) when no divisor is shared. */
-bool cg_fastdiv(Cg *c, const IrOp *op, CgVal *out);
 LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrElem e);   /* cg_math.c */
 LLVMValueRef cg_pow(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);
 LLVMValueRef cg_frem(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);
