@@ -8,8 +8,10 @@
  *   - only kernels without dot and without loops (Tile IR `for`/`while`): their register
  *     needs are their straight-line live tiles, which the estimate below sees;
  *   - the estimate: the most 32-bit registers live at once in the optimized LLVM IR
- *     (each value live from its definition to its last use in block layout order, which
- *     over-approximates liveness in an acyclic function; i1 values live in predicate
+ *     (each value live from its definition to its last use with the blocks in reverse
+ *     post-order, a topological order of an acyclic function, so the intervals
+ *     over-approximate liveness; layout order, where LLVM puts a join before the arms
+ *     that reach it, made values used in both arms look live across the join; i1 values live in predicate
  *     registers and do not count); the cap is requested when it is at most
  *     CG_OCC_MAX_ESTIMATE, calibrated with ptxas -v (docs/CODEGEN.md section 6).
  * The estimate needs the optimized IR, but LLVM 19 caches a kernel's !nvvm.annotations
@@ -17,6 +19,7 @@
  * pipeline is never read: the directive is written into the PTX text instead, after
  * the entry's `.maxntid`. -O0 skips all this. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
@@ -60,7 +63,58 @@ static uint32_t count_insts(LLVMValueRef fn)
     return n;
 }
 
-/* Instruction -> position in layout order: an open-addressing table (power-of-two
+/* The blocks of fn in reverse post-order (successors visited before a block is
+ * finished); blocks not reached from the entry follow in layout order. */
+typedef struct BlockOrder {
+    LLVMBasicBlockRef *bb;
+    uint32_t n;
+} BlockOrder;
+
+static uint32_t count_blocks(LLVMValueRef fn)
+{
+    uint32_t n = 0;
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) n++;
+    return n;
+}
+
+static bool seen(LLVMBasicBlockRef *list, uint32_t n, LLVMBasicBlockRef bb)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (list[i] == bb) return true;
+    return false;
+}
+
+static void post_order(LLVMBasicBlockRef bb, LLVMBasicBlockRef *visited, uint32_t *nv, BlockOrder *o)
+{
+    visited[(*nv)++] = bb;
+    LLVMValueRef term = LLVMGetBasicBlockTerminator(bb);
+    unsigned ns = term ? LLVMGetNumSuccessors(term) : 0;
+    for (unsigned i = 0; i < ns; i++) {
+        LLVMBasicBlockRef s = LLVMGetSuccessor(term, i);
+        if (!seen(visited, *nv, s)) post_order(s, visited, nv, o);
+    }
+    o->bb[o->n++] = bb;
+}
+
+static BlockOrder block_order(LLVMValueRef fn)
+{
+    uint32_t total = count_blocks(fn), nv = 0;
+    BlockOrder o = {tl_calloc(total ? total : 1, sizeof *o.bb), 0};
+    LLVMBasicBlockRef *visited = tl_calloc(total ? total : 1, sizeof *visited);
+    if (!o.bb || !visited) tl_oom();
+    if (total) post_order(LLVMGetEntryBasicBlock(fn), visited, &nv, &o);
+    for (uint32_t i = 0; i < o.n / 2; i++) {
+        LLVMBasicBlockRef t = o.bb[i];
+        o.bb[i] = o.bb[o.n - 1 - i];
+        o.bb[o.n - 1 - i] = t;
+    }
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+        if (!seen(visited, nv, bb)) o.bb[o.n++] = bb;
+    tl_free(visited);
+    return o;
+}
+
+/* Instruction -> position in block order: an open-addressing table (power-of-two
  * size, at least twice the instructions). */
 typedef struct PosMap {
     LLVMValueRef *key;
@@ -74,7 +128,7 @@ static uint32_t slot_of(const PosMap *m, LLVMValueRef v)
     return h;
 }
 
-static PosMap pos_map(LLVMValueRef fn, uint32_t n)
+static PosMap pos_map(const BlockOrder *o, uint32_t n)
 {
     PosMap m = {0};
     uint32_t size = 16, at = 0;
@@ -83,8 +137,8 @@ static PosMap pos_map(LLVMValueRef fn, uint32_t n)
     m.pos = tl_calloc(size, sizeof *m.pos);
     if (!m.key || !m.pos) tl_oom();
     m.mask = size - 1;
-    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
-        for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
+    for (uint32_t b = 0; b < o->n; b++)
+        for (LLVMValueRef i = LLVMGetFirstInstruction(o->bb[b]); i; i = LLVMGetNextInstruction(i)) {
             uint32_t h = slot_of(&m, i);
             m.key[h] = i;
             m.pos[h] = at++;
@@ -96,11 +150,12 @@ static PosMap pos_map(LLVMValueRef fn, uint32_t n)
 int cg_register_estimate(LLVMValueRef fn)
 {
     uint32_t n = count_insts(fn), at = 0;
-    PosMap m = pos_map(fn, n);
+    BlockOrder o = block_order(fn);
+    PosMap m = pos_map(&o, n);
     int *diff = tl_calloc(n + 1, sizeof *diff);
     if (!diff) tl_oom();
-    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
-        for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i), at++) {
+    for (uint32_t b = 0; b < o.n; b++)
+        for (LLVMValueRef i = LLVMGetFirstInstruction(o.bb[b]); i; i = LLVMGetNextInstruction(i), at++) {
             int r = value_regs(LLVMTypeOf(i));
             uint32_t last = at;
             for (LLVMUseRef u = r ? LLVMGetFirstUse(i) : NULL; u; u = LLVMGetNextUse(u)) {
@@ -119,6 +174,7 @@ int cg_register_estimate(LLVMValueRef fn)
     tl_free(diff);
     tl_free(m.key);
     tl_free(m.pos);
+    tl_free(o.bb);
     return most;
 }
 
@@ -132,6 +188,7 @@ void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta)
         OccWalk w = {false};
         ir_walk((IrBlock *)&k->body, occ_visit, &w);
         if (!fn || w.blocked) continue;
+        if (getenv("H13_EST")) fprintf(stderr, "est %s %d\n", k->name, cg_register_estimate(fn));
         if (cg_register_estimate(fn) <= CG_OCC_MAX_ESTIMATE) mincta[i] = CG_OCC_THREADS / (int)info.threads;
     }
 }
