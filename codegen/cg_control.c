@@ -7,26 +7,127 @@
  * reductions and dot legal anywhere. `return` branches to the kernel's exit block;
  * code after it in the same region lands in a block without predecessors, which LLVM
  * deletes. */
+#include <string.h>
+
 #include "codegen/cg_internal.h"
 
 static bool cg_op(Cg *c, const IrOp *op);
+
+/* ---- load scheduling ------------------------------------------------------------------- */
+
+/* A load after a reduction waits for it: the reduction's barriers order the global load
+ * after them, in LLVM and in ptxas (rmsnorm's `w`, read after the row's sum). Emitting
+ * the load before the reduction, as soon as its operands exist, puts its latency under
+ * the reduction's. A load moves only above pure ops and other loads, never across a
+ * store, an atomic, print/assert or a region op, and never out of its block. It moves
+ * only when that passes a reduction, scan or dot (elsewhere ptxas schedules loads
+ * itself), and while the values moved so far take at most CG_HOIST_BYTES per thread:
+ * they stay live across the reduction, and registers decide occupancy: rmsnorm at
+ * BLOCK=4096 with its bf16 `w` (32 bytes) moved needs 44 registers (5 programs of 256
+ * threads per SM) instead of fitting the 32-register cap (8 programs, cg_occupancy.c),
+ * and layernorm's f32 `w` and `b` would take 32 registers. */
+#define CG_HOIST_BYTES 16
+
+static bool is_fence(const IrOp *op)
+{
+    return op->code != IR_OP_LOAD && !(ir_op_info[op->code].flags & IR_P);
+}
+
+static bool has_barrier(const IrOp *op)
+{
+    switch (op->code) {
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_DOT:
+        return true;
+    default: return false;
+    }
+}
+
+/* Position in seq[0..n) of the op defining v; -1 if defined outside. */
+static int def_pos(const IrOp **seq, uint32_t n, IrValue v)
+{
+    for (uint32_t i = n; i-- > 0;)
+        for (uint32_t r = 0; r < seq[i]->nresults; r++)
+            if (seq[i]->results[r] == v) return (int)i;
+    return -1;
+}
+
+static uint32_t load_bytes(Cg *c, const IrOp *op)
+{
+    const IrType *t = cg_type(c, op->results[0]);
+    CgLayout l = cg_layout_of(c->warps, t);
+    return cg_layout_elems(&l) * (uint32_t)ir_elem_bytes(t->elem);
+}
+
+/* Marks in in[lo..i] the load at i and the ops after lo it depends on (its address
+ * computation); false if that includes a reduction (the load needs its result). */
+static bool closure(const IrOp **seq, uint32_t lo, uint32_t i, bool *in)
+{
+    memset(in + lo, 0, (i - lo + 1) * sizeof *in);
+    in[i] = true;
+    for (uint32_t j = i + 1; j-- > lo;) {
+        if (!in[j]) continue;
+        if (has_barrier(seq[j])) return false;
+        for (uint32_t k = 0; k < seq[j]->noperands; k++) {
+            int d = def_pos(seq, j, seq[j]->operands[k]);
+            if (d >= (int)lo) in[d] = true;
+        }
+    }
+    return true;
+}
+
+/* Moves the load at i, with the pure ops computing its operands, to just before the
+ * first reduction after the last fence, if there is one and the budget allows. */
+static void hoist_load(Cg *c, const IrOp **seq, uint32_t i, bool *in, const IrOp **tmp, uint32_t *budget)
+{
+    uint32_t lo = i, b = i;
+    while (lo > 0 && !is_fence(seq[lo - 1])) lo--;
+    for (uint32_t j = lo; j < i && b == i; j++)
+        if (has_barrier(seq[j])) b = j;
+    uint32_t bytes = load_bytes(c, seq[i]);
+    if (b == i || bytes > *budget || !closure(seq, b, i, in)) return;
+    *budget -= bytes;
+    uint32_t n = 0;
+    for (uint32_t j = b; j <= i; j++)
+        if (in[j]) tmp[n++] = seq[j];
+    for (uint32_t j = b; j <= i; j++)
+        if (!in[j]) tmp[n++] = seq[j];
+    memcpy(seq + b, tmp, n * sizeof *seq);
+}
+
+/* The ops from first up to (not including) stop, in emission order. */
+static const IrOp **schedule(Cg *c, const IrOp *first, const IrOp *stop, uint32_t *count)
+{
+    uint32_t n = 0, budget = CG_HOIST_BYTES;
+    for (const IrOp *op = first; op != stop; op = op->next) n++;
+    const IrOp **seq = arena_alloc(c->arena, (n ? n : 1) * sizeof *seq);
+    const IrOp **tmp = arena_alloc(c->arena, (n ? n : 1) * sizeof *tmp);
+    bool *in = arena_alloc(c->arena, (n ? n : 1) * sizeof *in);
+    n = 0;
+    for (const IrOp *op = first; op != stop; op = op->next) seq[n++] = op;
+    for (uint32_t i = 0; i < n; i++)
+        if (seq[i]->code == IR_OP_LOAD) hoist_load(c, seq, i, in, tmp, &budget);
+    *count = n;
+    return seq;
+}
 
 /* Emits a region's ops; returns its terminator (NULL if none). A `return` becomes a
  * branch to the exit, and emission continues in a dead block. */
 static const IrOp *region(Cg *c, const IrBlock *blk, bool *returned)
 {
     *returned = false;
-    for (const IrOp *op = blk->first; op; op = op->next) {
-        if (op->code == IR_OP_RETURN) {
-            LLVMBuildBr(c->b, c->exit_bb);
-            LLVMPositionBuilderAtEnd(c->b, cg_block_new(c, "dead"));
-            *returned = true;
-            return op;
-        }
-        if (ir_op_info[op->code].flags & IR_T) return op;
-        if (!cg_op(c, op)) return NULL;
+    const IrOp *stop = blk->first;
+    while (stop && stop->code != IR_OP_RETURN && !(ir_op_info[stop->code].flags & IR_T)) stop = stop->next;
+    uint32_t n;
+    const IrOp **seq = schedule(c, blk->first, stop, &n);
+    for (uint32_t i = 0; i < n; i++)
+        if (!cg_op(c, seq[i])) return NULL;
+    if (stop && stop->code == IR_OP_RETURN) {
+        LLVMBuildBr(c->b, c->exit_bb);
+        LLVMPositionBuilderAtEnd(c->b, cg_block_new(c, "dead"));
+        *returned = true;
     }
-    return NULL;
+    return stop;
 }
 
 /* Phis in the current block for values of the given types, one per element. */

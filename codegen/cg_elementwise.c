@@ -324,6 +324,21 @@ static IrElem op_elem(Cg *c, const IrOp *op)
     return cg_type(c, op->operands[op->code == IR_OP_SELECT ? 1 : 0])->elem;
 }
 
+/* How many neighbouring elements of a thread's run along the last axis are proven
+ * equal (an aligned group of the result's constancy, passes/axisinfo.h): a power of two
+ * dividing both the constancy and the run. Only the group's first element is computed;
+ * so `cols < n` with n a multiple of 16 is one compare per vector, not one per element
+ * (ptxas kept 16 such predicates per thread alive in layernorm, as ISETP and P2R). */
+static uint32_t equal_run(Cg *c, const IrOp *op, const CgLayout *l)
+{
+    if (l->rank == 0) return 1;
+    int last = l->rank - 1;
+    int64_t k = c->ai[op->results[0]].constancy[last];
+    uint32_t g = 1;
+    while ((uint32_t)l->spt[last] % (g * 2) == 0 && k % (g * 2) == 0) g *= 2;
+    return g;
+}
+
 bool cg_elementwise(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
@@ -340,7 +355,13 @@ bool cg_elementwise(Cg *c, const IrOp *op)
         }
     } else {
         IrElem e = op_elem(c, op);
+        uint32_t g = equal_run(c, op, &l), along = l.rank ? (uint32_t)(l.spt[l.rank - 1] * l.reps[l.rank - 1]) : 1;
         for (uint32_t k = 0; k < out.n; k++) {
+            uint32_t from = (k % along) % g;      /* local elements of one run are adjacent */
+            if (from) {
+                out.v[k] = out.v[k - from];
+                continue;
+            }
             LLVMValueRef x[3];
             for (uint32_t i = 0; i < op->noperands && i < 3; i++) x[i] = cg_at(cg_get(c, op->operands[i]), k);
             out.v[k] = elem_op(c, op, e, x);

@@ -10,8 +10,9 @@
  * The others compute in f64 and round once to f32, which
  * makes simple formulas accurate: log by the atanh series of the reduced mantissa,
  * sin/cos by reduction modulo pi/2 (three-part pi/2, accurate while |x| < 2^20) and
- * Taylor polynomials, pow as exp(y log|x|) with C99's special
- * cases. f16/bf16 compute in f32. f64 uses the f64 code: exp by Cody-Waite and a
+ * Taylor polynomials. pow in f32 is 2^(y log2|x|) with log2 in two f32 parts
+ * (uniform scalars in AdamW's bias corrections made f64 pow a hundred f64 instructions
+ * per thread), in f64 exp(y log|x|); both with C99's special cases. f16/bf16 compute in f32. f64 uses the f64 code: exp by Cody-Waite and a
  * degree-13 Taylor polynomial, erf by the positive series 2x/sqrt(pi) e^(-x^2) sum
  * (2x^2)^n / (2n+1)!! (sin/cos/exp/log within a few ulp; tanh, pow and erf of f64 less
  * precisely, see docs/CODEGEN.md). sqrt is sqrt.rn and rsqrt is 1/sqrt, both correctly
@@ -255,20 +256,19 @@ static V erf_f32(Cg *c, V x)
 
 /* ---- pow, rem ------------------------------------------------------------------------------------ */
 
-/* C99 pow: pow(x, +-0) = 1, pow(1, y) = 1, pow(-1, +-inf) = 1, x < 0 needs an integer y
- * (odd y keeps the sign), zeros and infinities follow from exp(y * log|x|). */
-static V pow_f64(Cg *c, V x, V y)
+/* C99 pow's special cases around r = 2^(y log2|x|) (either width): pow(x, +-0) = 1,
+ * pow(1, y) = 1, pow(-1, +-inf) = 1, x < 0 needs an integer y (odd y keeps the sign),
+ * zeros and infinities follow from r. */
+static V pow_special(Cg *c, V x, V y, V r)
 {
-    LLVMTypeRef t = f64t(c);
+    LLVMTypeRef t = LLVMTypeOf(x), it = LLVMIntTypeInContext(c->ctx, LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : 32);
     V ax = intr1(c, "llvm.fabs", x);
-    V r = exp_f64(c, clamp(c, fmul(c, y, log_f64(c, ax)), -2000.0, 2000.0));
     V yint = fcmp(c, LLVMRealOEQ, intr1(c, "llvm.floor", y), y);
     V half = fmul(c, y, fconst(t, 0.5));
     V yodd = LLVMBuildAnd(c->b, yint, fcmp(c, LLVMRealUNE, intr1(c, "llvm.floor", half), half), "");
     V xneg = fcmp(c, LLVMRealOLT, x, fconst(t, 0.0));
     V negz = LLVMBuildAnd(c->b, fcmp(c, LLVMRealOEQ, x, fconst(t, 0.0)),
-                          LLVMBuildICmp(c->b, LLVMIntSLT, LLVMBuildBitCast(c->b, x, LLVMInt64TypeInContext(c->ctx), ""),
-                                        cg_int(c, LLVMInt64TypeInContext(c->ctx), 0), ""), "");
+                          LLVMBuildICmp(c->b, LLVMIntSLT, LLVMBuildBitCast(c->b, x, it, ""), cg_int(c, it, 0), ""), "");
     V signed_base = LLVMBuildOr(c->b, xneg, negz, "");
     r = sel(c, LLVMBuildAnd(c->b, signed_base, yodd, ""), LLVMBuildFNeg(c->b, r, ""), r);
     V bad = LLVMBuildAnd(c->b, xneg, LLVMBuildNot(c->b, yint, ""), "");
@@ -281,6 +281,87 @@ static V pow_f64(Cg *c, V x, V y)
     return sel(c, LLVMBuildOr(c->b, one, m1inf, ""), fconst(t, 1.0), r);
 }
 
+static V pow_f64(Cg *c, V x, V y)
+{
+    V ax = intr1(c, "llvm.fabs", x);
+    return pow_special(c, x, y, exp_f64(c, clamp(c, fmul(c, y, log_f64(c, ax)), -2000.0, 2000.0)));
+}
+
+/* a + b as hi + lo exactly when |a| >= |b| (Fast2Sum). */
+static void fast_two_sum(Cg *c, V a, V b, V *hi, V *lo)
+{
+    *hi = fadd(c, a, b);
+    *lo = fsub(c, b, fsub(c, *hi, a));
+}
+
+/* log2 of a finite positive f32 as hi + lo (|error| < 2^-28), in f32 only: x = m 2^e
+ * with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), s = f / (2 + f) with its
+ * remainder, ln(1 + f) = 2s + 2s^3 (1/3 + s^2/5 + ...) with the leading 2s carried in
+ * two parts, then times log2(e) in two parts, plus e. tests/unit/test_codegen_pow.c
+ * models exactly this sequence. */
+static void log2_ext_f32(Cg *c, V ax, V *hi, V *lo)
+{
+    static const double k[6] = {2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11, 2.0 / 13};
+    LLVMTypeRef t = f32t(c), i32 = cg_i32(c);
+    V sub = fcmp(c, LLVMRealOLT, ax, fconst(t, 0x1p-126));
+    V b = LLVMBuildBitCast(c->b, sel(c, sub, fmul(c, ax, fconst(t, 0x1p24)), ax), i32, "");
+    V e = LLVMBuildAShr(c->b, LLVMBuildAnd(c->b, LLVMBuildSub(c->b, b, cg_i32c(c, 0x3f3504f3), ""), cg_i32c(c, (int32_t)0xff800000u), ""),
+                        cg_i32c(c, 23), "");
+    V m = LLVMBuildBitCast(c->b, LLVMBuildSub(c->b, b, LLVMBuildShl(c->b, e, cg_i32c(c, 23), ""), ""), t, "");
+    V ef = LLVMBuildSIToFP(c->b, LLVMBuildSub(c->b, e, sel(c, sub, cg_i32c(c, 24), cg_i32c(c, 0)), ""), t, "");
+    V f = fsub(c, m, fconst(t, 1.0));
+    V u = fadd(c, fconst(t, 2.0), f), ulo = fsub(c, f, fsub(c, u, fconst(t, 2.0)));
+    V s = fdiv(c, f, u);
+    V r = fsub(c, fmaf_(c, LLVMBuildFNeg(c->b, s, ""), u, f), fmul(c, s, ulo));
+    V slo = fdiv(c, r, u), z = fmul(c, s, s);
+    V tail = fmul(c, fmul(c, s, z), poly(c, z, k, 6));
+    V lh, ll;
+    fast_two_sum(c, fmul(c, s, fconst(t, 2.0)), fadd(c, fmul(c, slo, fconst(t, 2.0)), tail), &lh, &ll);
+    const float c_hi = (float)K_LOG2E, c_lo = (float)(K_LOG2E - (double)(float)K_LOG2E);
+    V ph = fmul(c, lh, fconst(t, c_hi));
+    V pl = fadd(c, fmaf_(c, lh, fconst(t, c_hi), LLVMBuildFNeg(c->b, ph, "")),
+                fmaf_(c, lh, fconst(t, c_lo), fmul(c, ll, fconst(t, c_hi))));
+    V sh = fadd(c, ef, ph);
+    V big = fcmp(c, LLVMRealOGE, intr1(c, "llvm.fabs", ef), intr1(c, "llvm.fabs", ph));
+    V sl = sel(c, big, fsub(c, ph, fsub(c, sh, ef)), fsub(c, ef, fsub(c, sh, ph)));
+    fast_two_sum(c, sh, fadd(c, sl, pl), hi, lo);
+}
+
+/* lo where |hi| < 2^100, else 0: an infinite t (y infinite, or y log2|x| overflowing)
+ * would make the error terms inf - inf = NaN. */
+static V finite_or_zero(Cg *c, V hi, V lo)
+{
+    LLVMTypeRef t = LLVMTypeOf(hi);
+    return sel(c, fcmp(c, LLVMRealOLT, intr1(c, "llvm.fabs", hi), fconst(t, 0x1p100)), lo, fconst(t, 0.0));
+}
+
+/* pow in f32: 2^(y log2|x|) = 2^n 2^f (1 + t_lo ln2), n = rint(t), f = t - n (exact),
+ * with log2 in two parts (log2_ext_f32), t_lo the rounding error of t, 2^f by
+ * ex2.approx and 2^n by two exact scalings (so pow(FLT_MAX, 1) does not round t up to
+ * 128 and overflow). Within POW_MAX_ULP of tests/unit/test_codegen_pow.c of the exact
+ * pow before ex2's own 2 ulp. The clamp keeps n in range (2^200 is inf, 2^-200 is 0);
+ * zero and infinite |x| are set apart. */
+static V pow_f32(Cg *c, V x, V y)
+{
+    LLVMTypeRef t = f32t(c);
+    V ax = intr1(c, "llvm.fabs", x), hi, lo;
+    log2_ext_f32(c, ax, &hi, &lo);
+    V th = fmul(c, y, hi);
+    V tl = fadd(c, fmaf_(c, y, hi, LLVMBuildFNeg(c->b, th, "")), fmul(c, y, lo));
+    tl = finite_or_zero(c, th, tl);
+    V tt, tlo;
+    fast_two_sum(c, th, tl, &tt, &tlo);
+    tlo = finite_or_zero(c, tt, tlo);
+    V tc = clamp(c, tt, -200.0, 200.0), n = intr1(c, "llvm.rint", tc);
+    V r = fmul(c, ex2_approx(c, fsub(c, tc, n)), fmaf_(c, tlo, fconst(t, K_LN2), fconst(t, 1.0)));
+    r = scale2(c, r, LLVMBuildFPToSI(c->b, n, cg_i32(c), ""), false);
+    V neg_y = fcmp(c, LLVMRealOLT, y, fconst(t, 0.0)), inf = fconst(t, INFINITY), zero = fconst(t, 0.0);
+    r = sel(c, fcmp(c, LLVMRealOEQ, ax, zero), sel(c, neg_y, inf, zero), r);
+    r = sel(c, fcmp(c, LLVMRealOEQ, ax, inf), sel(c, neg_y, zero, inf), r);
+    r = sel(c, LLVMBuildOr(c->b, is_nan(c, x), is_nan(c, y), ""), fconst(t, NAN), r);
+    return pow_special(c, x, y, r);
+}
+
 static V to64(Cg *c, V x, IrElem e) { return e == IR_F64 ? x : LLVMBuildFPExt(c->b, cg_to_f32(c, x, e), f64t(c), ""); }
 
 static V from64(Cg *c, V x, IrElem e)
@@ -291,7 +372,8 @@ static V from64(Cg *c, V x, IrElem e)
 
 LLVMValueRef cg_pow(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e)
 {
-    return from64(c, pow_f64(c, to64(c, x, e), to64(c, y, e)), e);
+    if (e == IR_F64) return pow_f64(c, x, y);
+    return cg_from_f32(c, pow_f32(c, cg_to_f32(c, x, e), cg_to_f32(c, y, e)), e);
 }
 
 /* fmod: a - trunc(a/b) * b with one fma (exact once the quotient is right), the

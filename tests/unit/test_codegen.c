@@ -93,10 +93,11 @@ static void test_vadd_vectorized_when_aligned(void **state)
     assert_non_null(scalar);
     assert_non_null(strstr(vec, ".entry vadd("));
     assert_non_null(strstr(vec, ".target sm_90a"));
-    assert_non_null(strstr(vec, "ld.global.v4.f32"));
-    assert_non_null(strstr(vec, "st.global.v4.f32"));
+    assert_non_null(strstr(vec, "@p ld.global.v4.b32"));    /* masked: predicated, no branch */
+    assert_non_null(strstr(vec, "@p st.global.v4.b32"));
+    assert_null(strstr(vec, "bra"));
     assert_null(strstr(scalar, "ld.global.v4"));      /* no alignment promise */
-    assert_non_null(strstr(scalar, "ld.global.f32"));
+    assert_non_null(strstr(scalar, "@p ld.global.b32"));
     tl_free(vec);
     tl_free(scalar);
     fx_free(&x);
