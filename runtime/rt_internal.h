@@ -36,6 +36,7 @@ enum {
     RT_CU_ATTR_CC_MAJOR = 75,
     RT_CU_ATTR_CC_MINOR = 76,
     RT_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
+    RT_CU_FUNC_ATTR_LOCAL_SIZE_BYTES = 3,
     RT_STATIC_SHARED_LIMIT = 48 * 1024,   /* more dynamic shared memory needs an opt-in */
 };
 
@@ -58,6 +59,7 @@ enum {
     X(cuModuleUnload, 2000, (CUmodule m))                                                     \
     X(cuModuleGetFunction, 2000, (CUfunction *f, CUmodule m, const char *name))               \
     X(cuFuncSetAttribute, 9000, (CUfunction f, int attr, int value))                          \
+    X(cuFuncGetAttribute, 2020, (int *v, int attr, CUfunction f))                             \
     X(cuLaunchKernel, 4000, (CUfunction f, unsigned gx, unsigned gy, unsigned gz,             \
                              unsigned bx, unsigned by, unsigned bz, unsigned shmem,           \
                              CUstream s, void **params, void **extra))                        \

@@ -29,16 +29,20 @@
 enum { OK = 0, E_INVALID_VALUE = 1, E_NO_DEVICE = 100, E_INVALID_DEVICE = 101,
        E_INVALID_IMAGE = 200, E_INVALID_PTX = 218, E_NOT_FOUND = 500 };
 
+typedef struct Module Module;
+
 typedef struct Func {
     char name[64];
     int nparams;
     int bytes[MOCK_MAX_PARAMS];
+    const Module *module;
 } Func;
 
-typedef struct Module {
+struct Module {
     Func funcs[16];
     int nfuncs;
-} Module;
+    bool occupancy_request;   /* the image asks for .minnctapersm */
+};
 
 typedef struct Link {
     char *cubin;
@@ -196,6 +200,8 @@ static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int
         return E_INVALID_IMAGE;
     }
     count(cubin ? &counts.cubin_loads : &counts.ptx_loads);
+    m->occupancy_request = strstr(text, ".minnctapersm") != NULL;
+    for (int i = 0; i < m->nfuncs; i++) m->funcs[i].module = m;
     *out = m;
     return OK;
 }
@@ -212,6 +218,15 @@ static int m_cuModuleGetFunction(Func **f, Module *m, const char *name)
     for (int i = 0; i < m->nfuncs; i++)
         if (!strcmp(m->funcs[i].name, name)) return *f = &m->funcs[i], OK;
     return E_NOT_FOUND;
+}
+
+/* Local memory (attribute 3): MOCKCUDA_SPILL_BYTES when the module asks for
+ * .minnctapersm, else 0 - an assembler that spills only to meet the occupancy request. */
+static int m_cuFuncGetAttribute(int *v, int attr, Func *f)
+{
+    if (attr != 3) return E_INVALID_VALUE;
+    *v = f->module && f->module->occupancy_request ? env_int("MOCKCUDA_SPILL_BYTES", 0) : 0;
+    return OK;
 }
 
 static int m_cuFuncSetAttribute(Func *f, int attr, int value)
@@ -334,7 +349,7 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuDeviceGetAttribute), FN(cuDeviceGetName), FN(cuDevicePrimaryCtxRetain),
     FN(cuDevicePrimaryCtxRelease), FN(cuCtxSetCurrent), FN(cuCtxSynchronize),
     FN(cuStreamSynchronize), FN(cuModuleLoadDataEx), FN(cuModuleUnload),
-    FN(cuModuleGetFunction), FN(cuFuncSetAttribute), FN(cuLaunchKernel), FN(cuLinkCreate), FN(cuLinkAddData),
+    FN(cuModuleGetFunction), FN(cuFuncSetAttribute), FN(cuFuncGetAttribute), FN(cuLaunchKernel), FN(cuLinkCreate), FN(cuLinkAddData),
     FN(cuLinkComplete), FN(cuLinkDestroy), FN(cuGetErrorName), FN(cuMemAlloc), FN(cuMemFree),
     FN(cuMemcpyHtoD), FN(cuMemcpyDtoH),
 };

@@ -502,6 +502,52 @@ static void test_tile_kernel_real_compile_step(void **state)
     assert_int_equal(l.nparams, 4);
 }
 
+/* Whether some cubin entry of the cache (the mock's cubin is its PTX) asks for
+ * .minnctapersm. */
+static bool cached_cubin_requests_occupancy(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -l minnctapersm %s/*.cubin >/dev/null 2>&1", dir);
+    return system(cmd) == 0;
+}
+
+/* softmax at 4096 columns and 8 warps asks for full occupancy (codegen's estimate);
+ * an assembler that must spill to give it (the mock, with MOCKCUDA_SPILL_BYTES) gets
+ * the variant rebuilt without the request, and the cache keeps that one. */
+static void launch_softmax_4096(void)
+{
+    TrtConst consts[2] = {{"BLOCK", 4096}, {"warps", 8}};
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/softmax.tile", &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "softmax", consts, 2, &k));
+    TrtArg a[5] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_i64(4096),
+                   trt_arg_i32(64), trt_arg_i32(4096)};
+    assert_ok(trt_launch(k, a, 5, NULL, NULL));
+}
+
+static void test_occupancy_request_kept_without_spills(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_SPILL_BYTES", "0", 1);
+    cur.ctx = make_ctx();
+    launch_softmax_4096();
+    assert_true(cached_cubin_requests_occupancy(cur.dir));
+}
+
+static void test_occupancy_request_dropped_when_it_spills(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_SPILL_BYTES", "12", 1);
+    cur.ctx = make_ctx();
+    MockCounts before, after;
+    mock_counts(&before);
+    launch_softmax_4096();
+    mock_counts(&after);
+    unsetenv("MOCKCUDA_SPILL_BYTES");
+    assert_false(cached_cubin_requests_occupancy(cur.dir));
+    assert_int_equal(after.links - before.links, 2);   /* with the request, then without */
+}
+
 /* ---- without the code generator: each case in a fresh process ------------------------ */
 /* Launches vector_add with BLOCK = block from the cache in dir; returns its status. */
 static TrtStatus launch_vector_add(const char *dir, int64_t block)
@@ -731,7 +777,8 @@ int main(int argc, char **argv)
         T(test_codegen_library_without_entry_points), T(test_load_error_has_jit_log),
         T(test_link_error_is_not_cached), T(test_launch_error), T(test_no_driver_library),
         T(test_no_driver_cuinit_fails), T(test_no_driver_missing_entry_point),
-        T(test_null_handles),
+        T(test_null_handles), T(test_occupancy_request_kept_without_spills),
+        T(test_occupancy_request_dropped_when_it_spills),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
