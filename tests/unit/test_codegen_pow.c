@@ -106,7 +106,8 @@ static float pow_model(float x, float y)
     tlo = fabsf(t) < 0x1p100f ? tlo : 0.0f;
     float tc = clampf(t, -200.0f, 200.0f), n = rintf(tc);
     float r = exp2f(tc - n) * fmaf(tlo, (float)0.69314718055994530942, 1.0f);
-    int n1 = (int)n >> 1, n2 = (int)n - n1;                /* 2^n in two exact steps */
+    int ni = isnan(n) ? 0 : (int)n;                        /* cvt.rni.s32 of NaN is 0 */
+    int n1 = ni >> 1, n2 = ni - n1;                        /* 2^n in two exact steps */
     r = r * float_of((uint32_t)(n1 + 127) << 23) * float_of((uint32_t)(n2 + 127) << 23);
     if (ax == 0) r = y < 0 ? INFINITY : 0.0f;
     if (ax == INFINITY) r = y < 0 ? 0.0f : INFINITY;
