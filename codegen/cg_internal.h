@@ -51,17 +51,6 @@ typedef struct Cg {
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
 } Cg;
 
-/* f32 division by a divisor s shared by several elements (cg_elementwise.c): y = 1/s
- * once (div.rn), then per element q0 = x*y, r = fma(-q0, s, x), q = fma(r, y, q0),
- * which is RN(x/s) (Markstein) while CG_FDIV_SMIN <= |s| <= CG_FDIV_SMAX and
- * max(CG_FDIV_QMIN, CG_FDIV_XMIN * |y|) <= |q0| <= CG_FDIV_QMAX; elsewhere div.rn.
- * tests/unit/test_fastdiv.c checks the bounds against a model with fmaf. */
-#define CG_FDIV_SMIN 0x1p-126
-#define CG_FDIV_SMAX 0x1p126
-#define CG_FDIV_QMIN 0x1p-125
-#define CG_FDIV_XMIN 0x1p-100
-#define CG_FDIV_QMAX 0x1p126
-
 /* ---- cg_module.c: types, constants, intrinsics, errors ------------------------- */
 bool cg_error(Cg *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 LLVMTypeRef cg_elem_type(Cg *c, IrElem e);          /* in registers: i1 for i1 */
