@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release
+# libtileRT opens the code generator (libtileCG.so) on its first compile.
+export TILE_CODEGEN_LIBRARY=${TILE_CODEGEN_LIBRARY:-$PWD/build-release/runtime/libtileCG.so}
 device=cpu
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then device=gpu; fi
 exec build-release/tests/tile-examples --device "$device" examples
