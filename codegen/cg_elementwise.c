@@ -10,6 +10,8 @@
  * fill), float-to-int conversions saturate with NaN -> 0 (llvm.fpto*i.sat). Integer
  * division by zero is undefined on the GPU (LANGUAGE.md); it is kept free of LLVM
  * undefined behaviour by dividing by 1 instead. */
+#include <string.h>
+
 #include "codegen/cg_internal.h"
 #include "ir/interp.h"
 
@@ -149,6 +151,66 @@ LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
     if (ff) return float_to_int(c, x, from, to);
     if (tf) return int_to_float(c, x, from, to);
     return int_to_int(c, x, from, to);
+}
+
+/* Two f32 -> one word of two f16/bf16, lo in the low half: cvt.rn.{bf16,f16}x2.f32
+ * (sm_80+) is one instruction where two scalar cvts and a mov packing them were (LLVM 19
+ * splits fptrunc <2 x float> that way, hence inline asm). It rounds as the scalar
+ * cvt.rn: to nearest even, NaN stays NaN, -0 stays -0, f16 overflows to inf. PTX names
+ * the high half first. Returned as <2 x bf16/f16>, so that a vector store takes the
+ * word as it is. */
+static V pack_pair(Cg *c, V lo, V hi, IrElem to)
+{
+    const char *text = to == IR_BF16 ? "cvt.rn.bf16x2.f32 $0, $1, $2;" : "cvt.rn.f16x2.f32 $0, $1, $2;";
+    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx), tys[2] = {ft, ft};
+    LLVMTypeRef fty = LLVMFunctionType(cg_i32(c), tys, 2, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), "=r,f,f", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef args[2] = {hi, lo};
+    LLVMValueRef w = LLVMBuildCall2(c->b, fty, fn, args, 2, "");
+    const char *names[3] = {"memory", "nounwind", "willreturn"};    /* memory(none): may be merged or dropped */
+    for (int i = 0; i < 3; i++) {
+        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+        LLVMAddCallSiteAttribute(w, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+    }
+    return LLVMBuildBitCast(c->b, w, LLVMVectorType(cg_elem_type(c, to), 2), "");
+}
+
+bool cg_converts_in_pairs(IrElem from, IrElem to) { return from == IR_F32 && (to == IR_BF16 || to == IR_F16); }
+
+/* The 32-bit word that holds bf16 elements lo and hi, where they are elements 2j and
+ * 2j + 1 of one vector (a vector load's result); NULL otherwise. */
+static V shared_word(Cg *c, V lo, V hi)
+{
+    if (!LLVMIsAExtractElementInst(lo) || !LLVMIsAExtractElementInst(hi)) return NULL;
+    V vec = LLVMGetOperand(lo, 0), i = LLVMGetOperand(lo, 1), j = LLVMGetOperand(hi, 1);
+    if (LLVMGetOperand(hi, 0) != vec || !LLVMIsAConstantInt(i) || !LLVMIsAConstantInt(j)) return NULL;
+    unsigned long long at = LLVMConstIntGetZExtValue(i), n = LLVMGetVectorSize(LLVMTypeOf(vec));
+    if (at % 2 || LLVMConstIntGetZExtValue(j) != at + 1) return NULL;
+    V words = LLVMBuildBitCast(c->b, vec, LLVMVectorType(cg_i32(c), (unsigned)n / 2), "");
+    return LLVMBuildExtractElement(c->b, words, cg_i32c(c, at / 2), "");
+}
+
+/* bf16 -> f32 of two elements that share a word w, exactly: lo = w << 16, hi = w &
+ * 0xffff0000. Two instructions where splitting the word (mov.b32 {lo, hi}) and two
+ * cvt.f32.bf16 were three. */
+static bool widen_pair(Cg *c, V lo, V hi, V *out)
+{
+    V w = shared_word(c, lo, hi);
+    if (!w) return false;
+    out[0] = f32_of_bits(c, LLVMBuildShl(c->b, w, i32c(c, 16), ""));
+    out[1] = f32_of_bits(c, LLVMBuildAnd(c->b, w, i32c(c, 0xFFFF0000u), ""));
+    return true;
+}
+
+void cg_convert_run(Cg *c, LLVMValueRef *x, uint32_t n, IrElem from, IrElem to, LLVMValueRef *out)
+{
+    uint32_t k = 0;
+    for (; cg_converts_in_pairs(from, to) && k + 1 < n; k += 2) {
+        V w = pack_pair(c, x[k], x[k + 1], to);
+        out[k] = LLVMBuildExtractElement(c->b, w, cg_i32c(c, 0), "");
+        out[k + 1] = LLVMBuildExtractElement(c->b, w, cg_i32c(c, 1), "");
+    }
+    for (; k < n; k++) out[k] = cg_convert_scalar(c, x[k], from, to);
 }
 
 /* ---- integer and float arithmetic ------------------------------------------------------ */
@@ -339,6 +401,25 @@ static uint32_t equal_run(Cg *c, const IrOp *op, const CgLayout *l)
     return g;
 }
 
+/* A conversion f32 -> f16/bf16 or bf16 -> f32 whose element pairs (2j, 2j + 1) share a
+ * 32-bit word: the thread's run along the last axis has even length, so the words are
+ * those a vector store writes; bf16 pairs widen from their word where a vector load
+ * read them. Not where neighbours are proven equal (one conversion serves them) nor
+ * for a scalar operand. */
+static bool convert_in_pairs(Cg *c, const IrOp *op, const CgLayout *l, CgVal *out)
+{
+    IrElem from = op_elem(c, op), to = cg_type(c, op->results[0])->elem;
+    bool widen = from == IR_BF16 && to == IR_F32;
+    CgVal x = cg_get(c, op->operands[0]);
+    if (op->code != IR_OP_CONVERT || !(widen || cg_converts_in_pairs(from, to)) || l->rank == 0 ||
+        l->spt[l->rank - 1] % 2 || equal_run(c, op, l) > 1 || x.n != out->n)
+        return false;
+    for (uint32_t k = 0; k < out->n; k += 2)
+        if (!widen || !widen_pair(c, x.v[k], x.v[k + 1], out->v + k))
+            cg_convert_run(c, x.v + k, 2, from, to, out->v + k);
+    return true;
+}
+
 bool cg_elementwise(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
@@ -353,7 +434,7 @@ bool cg_elementwise(Cg *c, const IrOp *op)
             cg_layout_coords(c, &l, k, co);
             out.v[k] = LLVMBuildAdd(c->b, co[0], cg_i32c(c, op->attr.i), "");
         }
-    } else {
+    } else if (!convert_in_pairs(c, op, &l, &out)) {
         IrElem e = op_elem(c, op);
         uint32_t g = equal_run(c, op, &l), along = l.rank ? (uint32_t)(l.spt[l.rank - 1] * l.reps[l.rank - 1]) : 1;
         for (uint32_t k = 0; k < out.n; k++) {

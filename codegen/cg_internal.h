@@ -119,6 +119,10 @@ bool cg_elementwise(Cg *c, const IrOp *op);          /* cg_elementwise.c */
 LLVMValueRef cg_to_f32(Cg *c, LLVMValueRef x, IrElem e);
 LLVMValueRef cg_from_f32(Cg *c, LLVMValueRef x, IrElem e);
 LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to);
+/* x[0..n) from -> to into out; f32 -> f16/bf16 two at a time (cvt.rn.bf16x2.f32), so
+ * x[2j] and x[2j + 1] should share a 32-bit word in memory (else unpacking costs movs). */
+bool cg_converts_in_pairs(IrElem from, IrElem to);
+void cg_convert_run(Cg *c, LLVMValueRef *x, uint32_t n, IrElem from, IrElem to, LLVMValueRef *out);
 LLVMValueRef cg_fmaximum(Cg *c, LLVMValueRef a, LLVMValueRef b, bool is_max);
 LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrElem e);   /* cg_math.c */
 LLVMValueRef cg_pow(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);

@@ -224,10 +224,12 @@ static void store_run(Cg *c, const IrOp *op, IrElem e, LLVMValueRef owner, uint3
     CgVal ptr = cg_get(c, op->operands[0]), val = cg_get(c, op->operands[1]);
     IrElem ve = cg_type(c, op->operands[1])->elem;
     LLVMTypeRef mt = cg_mem_type(c, e), vt = n > 1 ? LLVMVectorType(mt, n) : mt;
-    LLVMValueRef v = LLVMGetUndef(vt);
+    LLVMValueRef v = LLVMGetUndef(vt), x[16];
+    for (uint32_t i = 0; i < n; i++) x[i] = cg_at(val, k + i);
+    cg_convert_run(c, x, n, ve, e, x);                  /* f32 -> bf16 pairs: the vector's words */
     for (uint32_t i = 0; i < n; i++) {
-        LLVMValueRef x = to_mem(c, cg_convert_scalar(c, cg_at(val, k + i), ve, e), e);
-        v = n > 1 ? LLVMBuildInsertElement(c->b, v, x, cg_i32c(c, i), "") : x;
+        LLVMValueRef m = to_mem(c, x[i], e);
+        v = n > 1 ? LLVMBuildInsertElement(c->b, v, m, cg_i32c(c, i), "") : m;
     }
     LLVMValueRef cond = owner;
     if (op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
