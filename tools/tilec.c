@@ -43,6 +43,7 @@ typedef struct Options {
     const char *prints[MAX_LIST];
     uint32_t nprints;
     int64_t grid[3];
+    int64_t max_iterations;            /* run: loop bound of the interpreter (0: default) */
     bool has_grid, run;
     int opt_level;
     PassOptions passes;
@@ -55,6 +56,7 @@ static void usage(FILE *out)
           "             [--print-after-all] [--verify-each] [--time-passes]\n"
           "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
           "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
+          "             [--max-iterations N]\n"
           "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
           "       tilec --help | --version\n"
           "\n"
@@ -152,6 +154,10 @@ static void parse_args(int argc, char **argv, Options *o)
         else if ((v = flag_value(argc, argv, &i, "--arch"))) o->arch = v;
         else if ((v = flag_value(argc, argv, &i, "--device"))) o->device = v;
         else if ((v = flag_value(argc, argv, &i, "--grid"))) parse_grid(o, v);
+        else if ((v = flag_value(argc, argv, &i, "--max-iterations"))) {
+            if (!parse_i64(v, &o->max_iterations) || o->max_iterations < 1)
+                usage_error("--max-iterations takes a positive integer, got '%s'", v);
+        }
         else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
         else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
         else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
@@ -177,8 +183,8 @@ static void check_options(Options *o)
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
     if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
-    if (!o->run && (o->nargs || o->nprints || o->has_grid))
-        usage_error("--arg, --print and --grid belong to 'tilec run'%s", "");
+    if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations))
+        usage_error("--arg, --print, --grid and --max-iterations belong to 'tilec run'%s", "");
 }
 
 /* ---- run: buffers and scalars ------------------------------------------------------ */
@@ -457,7 +463,7 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         fprintf(stderr, "tilec: error: kernel '%s' has no grid(...) clause: give --grid X[,Y[,Z]]\n", k->name);
         rc = EXIT_INPUT;
     }
-    InterpOptions io = {.print_out = out};
+    InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations};
     if (!rc && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
     else if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
     if (!rc) rc = print_buffers(o, k, args, out);
