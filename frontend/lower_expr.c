@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lower_internal.h"
-#include "ir/interp_internal.h"
+#include "ir/scalar.h"
 
 const Val VERR = {.t = NULL, .v = IR_NO_VALUE};
 

@@ -53,14 +53,14 @@ static double fmt_round(const FpFormat *f, double v)
     return r;
 }
 
-static uint32_t f32_bits(float f)
+uint32_t fp_f32_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
 
-static float bits_f32(uint32_t u)
+float fp_bits_f32(uint32_t u)
 {
     float f;
     memcpy(&f, &u, 4);
@@ -72,7 +72,7 @@ static uint32_t fmt_encode_nan(const FpFormat *f, uint32_t sign, float v)
 {
     uint32_t all = (fmt_emask(f) << f->mbits) | ((1u << f->mbits) - 1);
     if (!f->has_inf) return sign | all;
-    uint32_t mant = (f32_bits(v) & 0x7FFFFF) >> (23 - f->mbits);
+    uint32_t mant = (fp_f32_bits(v) & 0x7FFFFF) >> (23 - f->mbits);
     if (!mant) mant = 1u << (f->mbits - 1);
     return sign | (fmt_emask(f) << f->mbits) | mant;
 }
@@ -100,8 +100,8 @@ static float fmt_decode(const FpFormat *f, uint32_t b)
     uint32_t mant = b & ((1u << f->mbits) - 1);
     bool top = exp == fmt_emask(f);
     if (top && f->has_inf)
-        return bits_f32((sign << 31) | 0x7F800000 | (mant << (23 - f->mbits)));
-    if (top && mant == (1u << f->mbits) - 1) return bits_f32((sign << 31) | 0x7FC00000);
+        return fp_bits_f32((sign << 31) | 0x7F800000 | (mant << (23 - f->mbits)));
+    if (top && mant == (1u << f->mbits) - 1) return fp_bits_f32((sign << 31) | 0x7FC00000);
     double m = exp ? ldexp((double)(mant | (1u << f->mbits)), (int)exp - fmt_bias(f) - f->mbits)
                    : ldexp((double)mant, fmt_emin(f) - f->mbits);
     return (float)(sign ? -m : m);

@@ -218,7 +218,7 @@ static Slot atomic_combine(IrOpcode c, IrElem e, Slot old, Slot v)
     switch (c) {
     case IR_OP_ADD: case IR_OP_ATOMIC_ADD:
         if (fl) r.f = fp_round(e, old.f + v.f);
-        else r.i = int_norm(e, (int64_t)((uint64_t)old.i + (uint64_t)v.i));
+        else r.i = interp_int_norm(e, (int64_t)((uint64_t)old.i + (uint64_t)v.i));
         break;
     case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: {
         bool mx = c == IR_OP_ATOMIC_MAX;
@@ -376,7 +376,7 @@ static bool bind_iv(Interp *I, const IrOp *op, IrValue v, int64_t iv)
 {
     Tile t;
     if (!tile_alloc(I, op, ir_value_type(I->fn, v), &t)) return false;
-    t.s[0].i = int_norm(t.type->elem, iv);
+    t.s[0].i = interp_int_norm(t.type->elem, iv);
     set_value(I, v, &t);
     return true;
 }
@@ -513,7 +513,7 @@ static bool bind_params(Interp *I)
         } else if (ir_elem_is_float(e)) {
             t.s[0].f = fp_round(e, a->u.f);
         } else {
-            t.s[0].i = int_norm(e, a->u.i);
+            t.s[0].i = interp_int_norm(e, a->u.i);
         }
         set_value(I, body->args[i], &t);
     }

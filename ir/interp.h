@@ -65,6 +65,8 @@ uint8_t fp_f32_to_f8e5m2(float f);
 float fp_f8e5m2_to_f32(uint8_t b);
 /* Rounds a double to the nearest value of float type e (f64 unchanged). */
 double fp_round(IrElem e, double v);
+uint32_t fp_f32_bits(float f);           /* the IEEE bits of an f32, and back */
+float fp_bits_f32(uint32_t u);
 
 /* ---- Philox4x32-10, the generator behind rand/randn (docs/INTERPRETER.md) ---------- */
 void philox4x32_10(uint32_t ctr[4], const uint32_t key[2]);

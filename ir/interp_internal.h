@@ -11,11 +11,7 @@
 #define TILE_IR_INTERP_INTERNAL_H
 
 #include "interp.h"
-
-typedef union Slot {
-    int64_t i;                   /* integers; pointers: element offset */
-    double f;                    /* floats */
-} Slot;
+#include "scalar.h"
 
 typedef struct Tile {
     const IrType *type;          /* NULL: not yet defined */
@@ -59,17 +55,8 @@ static inline int64_t bidx(const Tile *t, int64_t k) { return t->n == 1 ? 0 : k;
 /* The same as a stride (0 or 1), for hot loops: lane k is at k * bstride(t). */
 static inline int64_t bstride(const Tile *t) { return t->n == 1 ? 0 : 1; }
 
-int64_t int_norm(IrElem e, int64_t v);      /* wrap to the type's width */
 float fp_round_tf32(float f);               /* tf32: 10 mantissa bits, nearest even */
-/* Rounds an element of type `from` (slot form) to a value of type `to`. */
-Slot interp_convert(IrElem from, IrElem to, Slot v);
-
 /* The pure ops (ops.def flag P, and the hints): computes op's result into *res. */
 bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res);
-
-/* Comparison as the cmp op defines it (shared with constant folding): the order of a
- * and b as -1, 0, 1, or 2 when unordered (a NaN); and whether predicate p holds for it. */
-int interp_cmp_slots(IrElem e, Slot a, Slot b);
-bool interp_cmp_holds(IrCmp p, int c);
 
 #endif

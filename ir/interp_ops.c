@@ -12,7 +12,7 @@
 
 #include "interp_internal.h"
 
-int64_t int_norm(IrElem e, int64_t v)
+int64_t interp_int_norm(IrElem e, int64_t v)
 {
     uint64_t u = (uint64_t)v;
     switch (e) {
@@ -109,12 +109,12 @@ static int64_t float_to_int(IrElem to, double d)
     double t = trunc(d);
     int w = ir_elem_bits(to);
     if (ir_elem_is_signed(to)) {
-        if (t < -ldexp(1.0, w - 1)) return int_norm(to, (int64_t)((uint64_t)1 << (w - 1)));
+        if (t < -ldexp(1.0, w - 1)) return interp_int_norm(to, (int64_t)((uint64_t)1 << (w - 1)));
         if (t >= ldexp(1.0, w - 1)) return (int64_t)(((uint64_t)1 << (w - 1)) - 1);
         return (int64_t)t;
     }
     if (t <= 0) return 0;
-    if (t >= ldexp(1.0, w)) return int_norm(to, -1);
+    if (t >= ldexp(1.0, w)) return interp_int_norm(to, -1);
     return (int64_t)(uint64_t)t;
 }
 
@@ -126,7 +126,7 @@ Slot interp_convert(IrElem from, IrElem to, Slot v)
     else if (ff && tf) r.f = fp_round(to, v.f);
     else if (ff) r.i = float_to_int(to, v.f);
     else if (tf) r.f = int_to_float(from, to, v.i);
-    else r.i = int_norm(to, v.i);
+    else r.i = interp_int_norm(to, v.i);
     return r;
 }
 
@@ -176,7 +176,7 @@ static bool int_binary(Interp *I, const IrOp *op, IrElem e, int64_t a, int64_t b
     case IR_OP_MAXIMUM: r = interp_cmp_slots(e, (Slot){.i = a}, (Slot){.i = b}) >= 0 ? a : b; break;
     default: return interp_fail(I, op, "'%s' is not defined on integers", ir_op_info[op->code].text);
     }
-    *out = int_norm(e, r);
+    *out = interp_int_norm(e, r);
     return true;
 }
 
@@ -261,10 +261,10 @@ static bool int_unary(Interp *I, const IrOp *op, IrElem e, int64_t a, int64_t *o
 {
     uint64_t ua = (uint64_t)a;
     switch (op->code) {
-    case IR_OP_NEG: *out = int_norm(e, (int64_t)(0 - ua)); return true;
-    case IR_OP_NOT: *out = int_norm(e, (int64_t)~ua); return true;
+    case IR_OP_NEG: *out = interp_int_norm(e, (int64_t)(0 - ua)); return true;
+    case IR_OP_NOT: *out = interp_int_norm(e, (int64_t)~ua); return true;
     case IR_OP_ABS:
-        *out = ir_elem_is_signed(e) && a < 0 ? int_norm(e, (int64_t)(0 - ua)) : a;
+        *out = ir_elem_is_signed(e) && a < 0 ? interp_int_norm(e, (int64_t)(0 - ua)) : a;
         return true;
     default: return interp_fail(I, op, "'%s' is not defined on integers", ir_op_info[op->code].text);
     }
@@ -296,7 +296,7 @@ static void ew_fma(Interp *I, const IrOp *op, Tile *res)
     for (int64_t k = 0; k < res->n; k++) {
         Slot x = a->s[bidx(a, k)], y = b->s[bidx(b, k)], z = c->s[bidx(c, k)];
         if (!ir_elem_is_float(e))
-            res->s[k].i = int_norm(e, (int64_t)((uint64_t)x.i * (uint64_t)y.i + (uint64_t)z.i));
+            res->s[k].i = interp_int_norm(e, (int64_t)((uint64_t)x.i * (uint64_t)y.i + (uint64_t)z.i));
         else if (e == IR_F64) res->s[k].f = fma(x.f, y.f, z.f);
         else if (e == IR_F32) res->s[k].f = fmaf((float)x.f, (float)y.f, (float)z.f);
         else res->s[k].f = fp_round(e, fma_round_odd(x.f, y.f, z.f));
@@ -360,7 +360,7 @@ static bool op_const(Interp *I, const IrOp *op, Tile *res)
     Slot v;
     if (ir_elem_is_float(e)) v.f = fp_round(e, op->attr.f);
     else if (e == IR_PTR) v.i = 0;
-    else v.i = int_norm(e, op->attr.i);
+    else v.i = interp_int_norm(e, op->attr.i);
     for (int64_t k = 0; k < res->n; k++) {
         res->s[k] = v;
         if (res->buf) res->buf[k] = -1;
@@ -373,13 +373,13 @@ static bool op_program_axis(Interp *I, const IrOp *op, Tile *res)
     if (op->attr.i < 0 || op->attr.i > 2)
         return interp_fail(I, op, "program axis %lld is not 0, 1 or 2", (long long)op->attr.i);
     const int64_t *src = op->code == IR_OP_PROGRAM_ID ? I->pid : I->grid;
-    res->s[0].i = int_norm(res->type->elem, src[op->attr.i]);
+    res->s[0].i = interp_int_norm(res->type->elem, src[op->attr.i]);
     return true;
 }
 
 static void op_arange(Interp *I, const IrOp *op, Tile *res)
 {
-    for (int64_t k = 0; k < res->n; k++) res->s[k].i = int_norm(res->type->elem, (int64_t)((uint64_t)op->attr.i + (uint64_t)k));
+    for (int64_t k = 0; k < res->n; k++) res->s[k].i = interp_int_norm(res->type->elem, (int64_t)((uint64_t)op->attr.i + (uint64_t)k));
 }
 
 /* Same data in the same row-major order: splat of a scalar, expand_dims, reshape. */
@@ -451,7 +451,7 @@ static void dot_int(const Tile *a, const Tile *b, Tile *res, DotDims d)
             uint64_t acc = (uint64_t)res->s[i * d.n + j].i;
             for (int64_t k = 0; k < d.k; k++)
                 acc += (uint64_t)a->s[i * d.k + k].i * (uint64_t)b->s[k * d.n + j].i;
-            res->s[i * d.n + j].i = int_norm(res->type->elem, (int64_t)acc);
+            res->s[i * d.n + j].i = interp_int_norm(res->type->elem, (int64_t)acc);
         }
 }
 
@@ -552,7 +552,7 @@ static Slot acc_result(const Acc *a, IrElem out)
 {
     Slot r;
     if (ir_elem_is_float(out)) r.f = fp_round(out, a->v.f);
-    else r.i = int_norm(out, a->v.i);
+    else r.i = interp_int_norm(out, a->v.i);
     return r;
 }
 
@@ -579,7 +579,7 @@ static void reduce_line(IrOpcode c, IrElem e, const Slot *s, int64_t len, int64_
     int64_t bi = 0;
     for (int64_t k = 1; k < len; k++)
         if (better(c, e, s[k * stride], s[bi * stride])) bi = k;
-    if (c == IR_OP_ARGMAX || c == IR_OP_ARGMIN) dst->i = int_norm(out, bi);
+    if (c == IR_OP_ARGMAX || c == IR_OP_ARGMIN) dst->i = interp_int_norm(out, bi);
     else *dst = s[bi * stride];
 }
 

@@ -11,7 +11,7 @@
  *   %t = splat %c : i32[64]                %t = const 5 : i32[64]
  *
  * Folds are exact: they compute what the interpreter computes, in the same way.
- * Integers wrap to the type's width (int_norm); / % and >> follow the type's
+ * Integers wrap to the type's width (interp_int_norm); / % and >> follow the type's
  * signedness; floats are computed in double and rounded to the type once
  * (fp_round), which for + - * / and sqrt is the correctly rounded result of the
  * narrow type, exactly as interp_ops.c does; conversions use the interpreter's own
@@ -24,7 +24,8 @@
 
 #include <math.h>
 
-#include "ir/interp_internal.h"
+#include "ir/interp.h"
+#include "ir/scalar.h"
 
 static const IrOp *const_def(const IrFunc *f, IrValue v)
 {
@@ -39,7 +40,7 @@ static Slot const_slot(const IrFunc *f, IrValue v)
     IrElem e = ir_value_type(f, v)->elem;
     Slot s;
     if (ir_elem_is_float(e)) s.f = fp_round(e, c->attr.f);
-    else s.i = int_norm(e, c->attr.i);
+    else s.i = interp_int_norm(e, c->attr.i);
     return s;
 }
 
@@ -68,7 +69,7 @@ static bool int_binary(IrOpcode code, IrElem e, int64_t a, int64_t b, int64_t *o
     case IR_OP_MAXIMUM: *out = (sg ? a >= b : ua >= ub) ? a : b; break;
     default: return false;
     }
-    *out = int_norm(e, *out);
+    *out = interp_int_norm(e, *out);
     return true;
 }
 
@@ -103,7 +104,7 @@ static bool int_unary(IrOpcode code, IrElem e, int64_t a, int64_t *out)
     case IR_OP_ABS: *out = ir_elem_is_signed(e) && a < 0 ? (int64_t)(0 - (uint64_t)a) : a; break;
     default: return false;
     }
-    *out = int_norm(e, *out);
+    *out = interp_int_norm(e, *out);
     return true;
 }
 

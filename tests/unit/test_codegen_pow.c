@@ -17,21 +17,9 @@
 
 #include <cmocka.h>
 
+#include "ir/interp.h"
+
 #define POW_MAX_ULP 4.5       /* the model's worst error: 3.71 measured here */
-
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15u;
 
@@ -61,9 +49,9 @@ static float poly(float z)
 static void log2_ext(float ax, float *hi, float *lo)
 {
     int sub = ax < 0x1p-126f;
-    uint32_t b = bits_of(sub ? ax * 0x1p24f : ax);
+    uint32_t b = fp_f32_bits(sub ? ax * 0x1p24f : ax);
     int32_t e = (int32_t)((b - 0x3f3504f3u) & 0xff800000u) >> 23;
-    float m = float_of(b - ((uint32_t)e << 23));
+    float m = fp_bits_f32(b - ((uint32_t)e << 23));
     float ef = (float)(e - (sub ? 24 : 0));
     float f = m - 1.0f;
     float u = 2.0f + f, ulo = f - (u - 2.0f);
@@ -108,7 +96,7 @@ static float pow_model(float x, float y)
     float r = exp2f(tc - n) * fmaf(tlo, (float)0.69314718055994530942, 1.0f);
     int ni = isnan(n) ? 0 : (int)n;                        /* cvt.rni.s32 of NaN is 0 */
     int n1 = ni >> 1, n2 = ni - n1;                        /* 2^n in two exact steps */
-    r = r * float_of((uint32_t)(n1 + 127) << 23) * float_of((uint32_t)(n2 + 127) << 23);
+    r = r * fp_bits_f32((uint32_t)(n1 + 127) << 23) * fp_bits_f32((uint32_t)(n2 + 127) << 23);
     if (ax == 0) r = y < 0 ? INFINITY : 0.0f;
     if (ax == INFINITY) r = y < 0 ? 0.0f : INFINITY;
     if (isnan(x) || isnan(y)) r = NAN;
@@ -127,7 +115,7 @@ static float random_y(int mode)
     switch (mode) {
     case 0: return (float)((int)(next() % 4001) - 2000) / 7.0f;
     case 1: return (float)((int)(next() % 257) - 128);
-    default: return float_of(next() & 0xc3ffffffu);        /* |y| below 2^9 */
+    default: return fp_bits_f32(next() & 0xc3ffffffu);        /* |y| below 2^9 */
     }
 }
 
@@ -137,7 +125,7 @@ static void test_accuracy(void **state)
     double worst = 0;
     long checked = 0;
     for (long i = 0; i < 3000000; i++) {
-        float x = float_of(next() & 0x7fffffffu);
+        float x = fp_bits_f32(next() & 0x7fffffffu);
         if (i % 4 == 3) x = 1.0f + (float)((int)(next() % 2000001) - 1000000) * 0x1p-30f;
         float y = random_y((int)(i % 3));
         if (!isfinite(x) || x == 0 || !isfinite(y)) continue;
@@ -157,7 +145,7 @@ static void test_signs_and_edges(void **state)
 {
     (void)state;
     for (int i = 0; i < 200000; i++) {
-        float x = -float_of(0x3f000000u + (next() & 0x00ffffffu));      /* -[0.5, 2) */
+        float x = -fp_bits_f32(0x3f000000u + (next() & 0x00ffffffu));      /* -[0.5, 2) */
         float y = (float)((int)(next() % 401) - 200);
         double exact = pow((double)x, (double)y);
         float r = pow_model(x, y);
@@ -181,7 +169,7 @@ static void test_special_values(void **state)
             if (isnan(want)) {
                 assert_true(isnan(got));
             } else if (isinf(want) || want == 0 || fabsf(want) == 1) {
-                assert_true(bits_of(got) == bits_of(want));          /* sign of zero too */
+                assert_true(fp_f32_bits(got) == fp_f32_bits(want));          /* sign of zero too */
             } else {
                 assert_true(!signbit(got) == !signbit(want));
                 assert_true(ulp_error(fabsf(got), fabs(pow((double)x, (double)y))) <= POW_MAX_ULP);

@@ -15,20 +15,6 @@
 
 #include "ir/interp.h"
 
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static uint32_t lcg(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -55,7 +41,7 @@ static void test_bf16_roundtrip(void **state)
     for (uint32_t h = 0; h < 65536; h++) {
         float f = fp_bf16_to_f32((uint16_t)h);
         assert_int_equal(fp_f32_to_bf16(f), h);
-        if (!isnan(f)) assert_int_equal(bits_of(f), h << 16);   /* bf16 is the top half */
+        if (!isnan(f)) assert_int_equal(fp_f32_bits(f), h << 16);   /* bf16 is the top half */
     }
 }
 
@@ -84,7 +70,7 @@ static void test_f8_roundtrip(void **state)
 
 static uint16_t bf16_oracle(float f)
 {
-    uint32_t u = bits_of(f);
+    uint32_t u = fp_f32_bits(f);
     return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
 
@@ -93,7 +79,7 @@ static void test_random_floats(void **state)
     (void)state;
     uint64_t s = 42;
     for (int i = 0; i < 400000; i++) {
-        float f = float_of(lcg(&s));
+        float f = fp_bits_f32(lcg(&s));
         if (isnan(f)) continue;
         assert_int_equal(fp_f32_to_bf16(f), bf16_oracle(f));
         assert_true(fp_round(IR_BF16, f) == (double)fp_bf16_to_f32(fp_f32_to_bf16(f)));
@@ -174,9 +160,9 @@ static void test_nan(void **state)
 {
     (void)state;
     assert_true(isnan(fp_f16_to_f32(fp_f32_to_f16(NAN))));
-    assert_int_equal(fp_f32_to_f16(float_of(0x7F800001)) & 0x7C00, 0x7C00);
-    assert_true(fp_f32_to_f16(float_of(0x7F800001)) & 0x3FF);   /* stays a NaN */
-    assert_true(isnan(fp_bf16_to_f32(fp_f32_to_bf16(float_of(0xFF800001)))));
+    assert_int_equal(fp_f32_to_f16(fp_bits_f32(0x7F800001)) & 0x7C00, 0x7C00);
+    assert_true(fp_f32_to_f16(fp_bits_f32(0x7F800001)) & 0x3FF);   /* stays a NaN */
+    assert_true(isnan(fp_bf16_to_f32(fp_f32_to_bf16(fp_bits_f32(0xFF800001)))));
     assert_int_equal(fp_f32_to_f8e4m3(NAN) & 0x7F, 0x7F);
     assert_true(isnan(fp_f8e5m2_to_f32(fp_f32_to_f8e5m2(NAN))));
     assert_true(isnan(fp_round(IR_F16, NAN)));
