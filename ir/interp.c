@@ -443,6 +443,16 @@ static bool operands_defined(Interp *I, const IrOp *op)
     return true;
 }
 
+/* Slots are a union of int64 and double: the view points into them directly. */
+_Static_assert(sizeof(Slot) == sizeof(int64_t) && sizeof(Slot) == sizeof(double), "Slot is 8 bytes");
+
+static void observe(Interp *I, const IrOp *op, uint32_t result, const Tile *t)
+{
+    bool fl = ir_elem_is_float(t->type->elem);
+    InterpValue v = {t->type, t->n, fl ? NULL : &t->s[0].i, fl ? &t->s[0].f : NULL, t->buf};
+    I->observe(I->observe_ud, op, result, &v, I->pid);
+}
+
 static bool exec_result_op(Interp *I, const IrOp *op)
 {
     Tile res;
@@ -455,9 +465,13 @@ static bool exec_result_op(Interp *I, const IrOp *op)
         res = (Tile){0};
         ok = interp_exec_pure(I, op, &res);
     }
-    if (ok) set_value(I, op->results[0], &res);
-    else tile_free(&res);
-    return ok;
+    if (!ok) {
+        tile_free(&res);
+        return false;
+    }
+    if (I->observe) observe(I, op, 0, &res);
+    set_value(I, op->results[0], &res);
+    return true;
 }
 
 static ExecStatus exec_op(Interp *I, const IrOp *op)
@@ -554,6 +568,10 @@ bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
     if (!interp_setup(&I, kernel, args, nargs, diags, true)) return false;
     I.out = opt && opt->print_out ? opt->print_out : stdout;
     if (opt && opt->max_loop_iterations > 0) I.max_iters = opt->max_loop_iterations;
+    if (opt) {
+        I.observe = opt->observe;
+        I.observe_ud = opt->observe_ud;
+    }
     bool ok = true;
     for (int d = 0; d < 3; d++) {
         I.grid[d] = grid[d];

@@ -36,9 +36,28 @@ typedef struct InterpArg {
     } u;
 } InterpArg;
 
+/* A value as the interpreter holds it, shown to an observer: n elements in row-major
+ * order; integers and i1 in ints (normalized to the type's width), floats in floats,
+ * pointers as the argument index of their buffer (-1: null) in bufs and the element
+ * offset into it in ints. The arrays are valid during the call only. */
+typedef struct InterpValue {
+    const IrType *type;
+    int64_t n;
+    const int64_t *ints;         /* NULL for floats */
+    const double *floats;        /* NULL unless floats */
+    const int32_t *bufs;         /* NULL unless pointers */
+} InterpValue;
+
+/* Called after every op that defines a value (once per result), with the program id;
+ * for checkers of static facts (passes/axischeck.c). */
+typedef void (*InterpObserver)(void *ud, const IrOp *op, uint32_t result, const InterpValue *v,
+                               const int64_t pid[3]);
+
 typedef struct InterpOptions {
     FILE *print_out;             /* where print() writes; NULL: stdout */
     int64_t max_loop_iterations; /* per loop, 0: 1<<31; past it the run stops */
+    InterpObserver observe;      /* NULL: none */
+    void *observe_ud;
 } InterpOptions;
 
 /* Runs `kernel` on grid[0] x grid[1] x grid[2] programs. args must match the kernel's

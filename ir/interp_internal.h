@@ -26,6 +26,8 @@ typedef struct Interp {
     Tile *vals;                  /* fn->nvalues entries */
     int64_t pid[3], grid[3];
     int64_t max_iters;
+    InterpObserver observe;
+    void *observe_ud;
     FILE *out;
     DiagList *diags;
     const IrOp *ret;             /* the return op that ended the run */

@@ -32,6 +32,23 @@ static int64_t pow2_div(int64_t v)
 static int64_t gcd2(int64_t a, int64_t b) { return a < b ? a : b; }   /* powers of two */
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Where c is at least the contiguity, positions that are multiples of c are group
+ * starts and the divisibility holds there; inside a contiguous group the values at
+ * multiples of c are start + m*c, multiples of gcd(divisibility, c). */
+int64_t axisinfo_div_at(const AxisInfo *a, int d, int64_t c)
+{
+    return c >= a->contiguity[d] ? a->divisibility[d] : gcd2(a->divisibility[d], c);
+}
+
+/* What holds for every element: a divisibility along an axis of contiguity 1. */
+static int64_t elem_div(const AxisInfo *a, int naxes)
+{
+    int64_t g = 1;
+    for (int d = 0; d < naxes; d++)
+        if (a->contiguity[d] == 1) g = max2(g, a->divisibility[d]);
+    return g;
+}
+
 static int64_t dim(const IrType *t, int d) { return t->rank ? t->shape[d] : 1; }
 static int nax(const IrType *t) { return t->rank ? t->rank : 1; }
 
@@ -64,7 +81,8 @@ typedef struct Ctx {
 static const AxisInfo *opnd(const Ctx *c, const IrOp *op, uint32_t k) { return &c->ai[op->operands[k]]; }
 
 /* add, sub, addptr: a contiguous side plus a side constant over the same groups stays
- * contiguous; divisibilities combine by gcd (the offset scaled to bytes for pointers). */
+ * contiguous; the divisibility at the result's group starts is the gcd of both sides'
+ * there (axisinfo_div_at; the offset scaled to bytes for pointers). */
 static AxisInfo add_like(const Ctx *c, const IrOp *op, const IrType *t, int64_t scale)
 {
     const AxisInfo *x = opnd(c, op, 0), *y = opnd(c, op, 1);
@@ -74,27 +92,40 @@ static AxisInfo add_like(const Ctx *c, const IrOp *op, const IrType *t, int64_t 
         int64_t cx = gcd2(x->contiguity[d], y->constancy[d]);
         int64_t cy = sub ? 1 : gcd2(x->constancy[d], y->contiguity[d]);
         a.contiguity[d] = max2(cx, cy);
-        int64_t dy = y->divisibility[d] >= AXIS_MAX_DIV / scale ? AXIS_MAX_DIV : y->divisibility[d] * scale;
-        a.divisibility[d] = gcd2(x->divisibility[d], dy);
+        int64_t yd = axisinfo_div_at(y, d, a.contiguity[d]);
+        int64_t dy = yd >= AXIS_MAX_DIV / scale ? AXIS_MAX_DIV : yd * scale;
+        a.divisibility[d] = gcd2(axisinfo_div_at(x, d, a.contiguity[d]), dy);
         a.constancy[d] = gcd2(x->constancy[d], y->constancy[d]);
     }
     return a;
 }
 
+/* A product is contiguous nowhere, so its divisibility speaks of every element: the
+ * product of what holds for every element of each side ([64, 65, ...] * 2 is only
+ * even, whatever divides 64). */
 static AxisInfo mul_info(const Ctx *c, const IrOp *op, const IrType *t)
 {
     const AxisInfo *x = opnd(c, op, 0), *y = opnd(c, op, 1);
     AxisInfo a = neutral(t);
     for (int d = 0; d < nax(t); d++) {
-        int64_t p = x->divisibility[d] * y->divisibility[d];   /* both <= 2^30: no overflow */
+        int64_t p = axisinfo_div_at(x, d, 1) * axisinfo_div_at(y, d, 1);   /* both <= 2^30 */
         a.divisibility[d] = p > AXIS_MAX_DIV ? AXIS_MAX_DIV : p;
         a.constancy[d] = gcd2(x->constancy[d], y->constancy[d]);
     }
     return a;
 }
 
-/* A comparison of a contiguous side with a side constant over groups whose start is
- * divisible by g is constant over groups of g (the boundary falls between groups). */
+/* An ordered comparison of a side contiguous over aligned groups of g with a side
+ * constant over them is constant over those groups when both the contiguous run's
+ * start and the constant are multiples of g: the run a, a+1, ..., a+g-1 then lies
+ * wholly below or wholly at or above the constant. Both divisibilities count:
+ * [1..64] < 64 and [0..63] < 63 both change inside a group of 64. */
+static int64_t cmp_group(const AxisInfo *run, const AxisInfo *cst, int d)
+{
+    int64_t g = gcd2(run->contiguity[d], cst->constancy[d]);
+    return gcd2(g, gcd2(axisinfo_div_at(run, d, g), axisinfo_div_at(cst, d, g)));
+}
+
 static AxisInfo cmp_info(const Ctx *c, const IrOp *op, const IrType *t)
 {
     const AxisInfo *x = opnd(c, op, 0), *y = opnd(c, op, 1);
@@ -102,10 +133,7 @@ static AxisInfo cmp_info(const Ctx *c, const IrOp *op, const IrType *t)
     bool ordered = op->attr.i != IR_CMP_EQ && op->attr.i != IR_CMP_NE;
     for (int d = 0; d < nax(t); d++) {
         int64_t k = gcd2(x->constancy[d], y->constancy[d]);
-        if (ordered) {
-            k = max2(k, gcd2(gcd2(x->contiguity[d], y->constancy[d]), y->divisibility[d]));
-            k = max2(k, gcd2(gcd2(y->contiguity[d], x->constancy[d]), x->divisibility[d]));
-        }
+        if (ordered) k = max2(k, max2(cmp_group(x, y, d), cmp_group(y, x, d)));
         a.constancy[d] = k;
     }
     return a;
@@ -125,7 +153,7 @@ static AxisInfo ew_info(const Ctx *c, const IrOp *op, const IrType *t)
     const AxisInfo *cond = opnd(c, op, 0), *x = opnd(c, op, 1), *y = opnd(c, op, 2);
     for (int d = 0; d < nax(t); d++) {   /* either side, switched only between groups */
         a.contiguity[d] = gcd2(gcd2(x->contiguity[d], y->contiguity[d]), cond->constancy[d]);
-        a.divisibility[d] = gcd2(x->divisibility[d], y->divisibility[d]);
+        a.divisibility[d] = gcd2(axisinfo_div_at(x, d, a.contiguity[d]), axisinfo_div_at(y, d, a.contiguity[d]));
     }
     return a;
 }
@@ -137,11 +165,11 @@ static AxisInfo shape_info(const Ctx *c, const IrOp *op, const IrType *t)
     AxisInfo a = neutral(t);
     switch (op->code) {
     case IR_OP_SPLAT: return splat_of(x, t);
-    case IR_OP_EXPAND_DIMS: {
+    case IR_OP_EXPAND_DIMS: {   /* the new axis has size 1: its facts are every element's */
         int p = (int)op->attr.i, s = 0;
         for (int d = 0; d < t->rank; d++) {
             if (d == p) {
-                a.divisibility[d] = x->divisibility[0];
+                a.divisibility[d] = elem_div(x, nax(st));
                 continue;
             }
             a.contiguity[d] = x->contiguity[s];

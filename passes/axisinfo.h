@@ -1,21 +1,29 @@
 /* Axis analysis: what is known, per value and per axis, about the integers (and
  * pointers) a kernel computes; the facts behind vectorized loads and stores.
  *
- * For each axis d of a value (a scalar has one entry, d = 0), as in Triton's AxisInfo:
- *   contiguity[d]   aligned groups of this many elements along d hold consecutive
- *                   values (v, v+1, ...); pointers: consecutive elements
- *   divisibility[d] the first value of each such group is a multiple of this;
- *                   pointers: the address, in bytes
- *   constancy[d]    aligned groups of this many elements along d are equal
+ * For each axis d of a value (a scalar has one entry, d = 0), as in Triton's AxisInfo,
+ * where a "position" is an element's coordinates and p + j along d steps its d-th one:
+ *   contiguity[d] = c   at every position p whose coordinate along d is a multiple of
+ *                       c, v[p + j] = v[p] + j for 0 <= j < c (pointers: the next
+ *                       element's address)
+ *   constancy[d] = k    at every p whose coordinate along d is a multiple of k,
+ *                       v[p + j] = v[p] for 0 <= j < k
+ *   divisibility[d] = g at every p whose coordinate along d is a multiple of
+ *                       contiguity[d], v[p] is a multiple of g (pointers: the address,
+ *                       in bytes). With contiguity 1 that is every element, so on an
+ *                       axis of size 1 (after expand_dims) divisibility speaks of every
+ *                       element, and a new axis can only inherit what holds for all.
  * All are powers of two, at least 1, at most the axis size for contiguity and
- * constancy. Facts come from constants, arange, program_id * BLOCK, the hints
- * multiple_of / max_contiguous (which specialization inserts for parameters), and the
+ * constancy. Integer facts hold as long as the values do not wrap around. Facts come
+ * from constants, arange, program_id * BLOCK, the hints multiple_of / max_contiguous
+ * (which specialization inserts for parameters), and the
  * pointer-alignment promises of kernel parameters. */
 #ifndef TILE_PASSES_AXISINFO_H
 #define TILE_PASSES_AXISINFO_H
 
 #include <stdint.h>
 
+#include "ir/interp.h"
 #include "ir/ir.h"
 
 #define AXIS_MAX_DIV (INT64_C(1) << 30)   /* "divisible by anything" (0, huge constants) */
@@ -30,5 +38,20 @@ typedef struct AxisInfo {
  * 16-byte aligned. Returns an array of f->nvalues entries (tl_malloc'd; the caller
  * frees it with tl_free), or NULL when out of memory. */
 AxisInfo *axisinfo_analyze(const IrFunc *f, uint64_t aligned_params);
+
+/* The largest power of two dividing every element of a value with facts a whose
+ * coordinate along d is a multiple of c (c a power of two). */
+int64_t axisinfo_div_at(const AxisInfo *a, int d, int64_t c);
+
+/* Runs kernel f in the interpreter (as interp_run, with base's options) and checks,
+ * after every op, each fact axisinfo_analyze(f, aligned_params) claims for its result
+ * on the values computed (passes/axischeck.c). A fact that fails is reported to diags
+ * at the op, naming the fact, the axis, the element and the program; returns false then
+ * or when the run itself fails. */
+bool axisinfo_check_run(const IrFunc *f, uint64_t aligned_params, const InterpArg *args, uint32_t nargs,
+                        const int64_t grid[3], const InterpOptions *base, DiagList *diags);
+/* The same with given facts (ai: f->nvalues entries), for tests of the checker. */
+bool axisinfo_check_facts(const IrFunc *f, const AxisInfo *ai, const InterpArg *args, uint32_t nargs,
+                          const int64_t grid[3], const InterpOptions *base, DiagList *diags);
 
 #endif

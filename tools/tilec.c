@@ -20,7 +20,9 @@
 #include "frontend/frontend.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "passes/axisinfo.h"
 #include "passes/passes.h"
+#include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"
 #include "tile/tile_rt.h"
 #ifdef TILE_HAVE_CODEGEN
@@ -45,6 +47,7 @@ typedef struct Options {
     int64_t grid[3];
     int64_t max_iterations;            /* run: loop bound of the interpreter (0: default) */
     bool has_grid, run;
+    bool check_axis_info;              /* run: check the axis analysis on the values */
     int opt_level;
     PassOptions passes;
 } Options;
@@ -56,7 +59,7 @@ static void usage(FILE *out)
           "             [--print-after-all] [--verify-each] [--time-passes]\n"
           "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
           "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
-          "             [--max-iterations N]\n"
+          "             [--max-iterations N] [--check-axis-info]\n"
           "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
           "       tilec --help | --version\n"
           "\n"
@@ -158,6 +161,7 @@ static void parse_args(int argc, char **argv, Options *o)
             if (!parse_i64(v, &o->max_iterations) || o->max_iterations < 1)
                 usage_error("--max-iterations takes a positive integer, got '%s'", v);
         }
+        else if (!strcmp(a, "--check-axis-info")) o->check_axis_info = true;
         else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
         else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
         else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
@@ -185,6 +189,9 @@ static void check_options(Options *o)
     if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
     if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations))
         usage_error("--arg, --print, --grid and --max-iterations belong to 'tilec run'%s", "");
+    if (!o->run && o->check_axis_info) usage_error("--check-axis-info belongs to 'tilec run'%s", "");
+    if (o->check_axis_info && strcmp(o->device, "cpu"))
+        usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
 }
 
 /* ---- run: buffers and scalars ------------------------------------------------------ */
@@ -447,6 +454,25 @@ static int run_on_gpu(const Options *o, const IrFunc *k, InterpArg *args, const 
     return rc;
 }
 
+/* The kernel as the runtime compiles it for these arguments (specialized to their
+ * classes, pointers taken as 16-byte aligned, optimized at -O3), run in the
+ * interpreter with every fact of the axis analysis checked on the values. */
+static bool run_checking_axis_info(IrFunc *k, const InterpArg *args, const int64_t grid[3],
+                                   const InterpOptions *io, DiagList *diags)
+{
+    SpecClass *classes = calloc(k->body.nargs + 1, sizeof *classes);
+    if (!classes) return false;
+    for (uint32_t p = 0; p < k->body.nargs; p++) {
+        const IrType *t = ir_value_type(k, k->body.args[p]);
+        if (args[p].is_buffer) classes[p] = SPEC_ALIGN16;
+        else if (ir_elem_is_int(t->elem)) classes[p] = spec_class_int(args[p].u.i);
+    }
+    uint64_t aligned = pass_specialize(k, classes);
+    free(classes);
+    pass_run_default(k->module, 3, &(PassOptions){0});
+    return axisinfo_check_run(k, aligned, args, k->body.nargs, grid, io, diags);
+}
+
 static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 {
     IrFunc *k = ir_module_find(m, o->kernel);
@@ -465,6 +491,7 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     }
     InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations};
     if (!rc && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
+    else if (!rc && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
     else if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
     if (!rc) rc = print_buffers(o, k, args, out);
     for (uint32_t p = 0; p < k->body.nargs; p++)

@@ -216,6 +216,87 @@ static void test_axisinfo_facts(void **state)
     fx_free(&x);
 }
 
+/* The facts behind the 2-D causal-mask miscompile (issue 6), one op at a time. */
+static const char *const mask2d_ir =
+    "kernel @k(%out: *i32, %n: i32) launch {warps = 4, stages = 2} {\n"
+    "  %pid = program_id 0 : i32\n"
+    "  %c64 = const 64 : i32\n"
+    "  %base = mul %pid, %c64 : i32\n"
+    "  %r = arange 0 : i32[64]\n"
+    "  %bs = splat %base : i32[64]\n"
+    "  %rm = add %bs, %r : i32[64]\n"
+    "  %col = expand_dims 1 %rm : i32[64, 1]\n"
+    "  %row = expand_dims 0 %r : i32[1, 64]\n"
+    "  %cb = broadcast %col : i32[64, 64]\n"
+    "  %rb = broadcast %row : i32[64, 64]\n"
+    "  %le = cmp le %rb, %cb : i1[64, 64]\n"
+    "  %one = const 1 : i32[64]\n"
+    "  %r1 = add %r, %one : i32[64]\n"
+    "  %c16 = const 16 : i32\n"
+    "  %nh = multiple_of 16 %n : i32\n"
+    "  %ns = splat %nh : i32[64]\n"
+    "  %lt = cmp lt %r1, %ns : i1[64]\n"
+    "  %two = const 2 : i32[64]\n"
+    "  %r2 = mul %r, %two : i32[64]\n"
+    "  %lt0 = cmp lt %r, %ns : i1[64]\n"
+    "  return\n"
+    "}\n";
+
+static const AxisInfo *fact_of(const IrFunc *f, const AxisInfo *ai, const char *name)
+{
+    for (uint32_t v = 0; v < f->nvalues; v++)
+        if (f->values[v].name && !strcmp(f->values[v].name, name)) return &ai[v];
+    fail_msg("no value %%%s", name);
+    return NULL;
+}
+
+static void test_axisinfo_new_axis_and_compare(void **state)
+{
+    Fx x;
+    parse(&x, mask2d_ir);
+    IrFunc *f = ir_module_find(x.m, "k");
+    AxisInfo *ai = axisinfo_analyze(f, 0);
+    assert_non_null(ai);
+    /* rm[:, None]: only the first row is a multiple of 64; the new axis speaks of all */
+    assert_int_equal(fact_of(f, ai, "col")->divisibility[1], 1);
+    assert_int_equal(fact_of(f, ai, "col")->divisibility[0], 64);
+    assert_int_equal(fact_of(f, ai, "row")->divisibility[0], 1);
+    /* rn[None, :] <= rm[:, None] changes along a row */
+    assert_int_equal(fact_of(f, ai, "le")->constancy[1], 1);
+    assert_int_equal(fact_of(f, ai, "le")->constancy[0], 1);
+    /* 1..64 < n (n % 16 == 0) can change inside any group; 0..63 < n cannot */
+    assert_int_equal(fact_of(f, ai, "lt")->constancy[0], 1);
+    assert_int_equal(fact_of(f, ai, "lt0")->constancy[0], 16);
+    /* 0, 2, 4, ...: only even, whatever divides the arange's start */
+    assert_int_equal(fact_of(f, ai, "r2")->divisibility[0], 2);
+    assert_int_equal(fact_of(f, ai, "r2")->contiguity[0], 1);
+    tl_free(ai);
+    fx_free(&x);
+}
+
+/* The checker runs the kernel and reports a fact the values break, at its op: here
+ * the constancy the old analysis claimed for the causal mask, put back by hand. */
+static void test_axisinfo_checker(void **state)
+{
+    Fx x;
+    IrFunc *f = ir_module_find(parse(&x, mask2d_ir), "k");
+    int32_t out[1] = {0};
+    InterpArg args[2] = {{.is_buffer = true, .u.buf = {IR_I32, out, 1}}, {.u.i = 48}};
+    const int64_t grid[3] = {2, 1, 1};
+    AxisInfo *ai = axisinfo_analyze(f, 0);
+    assert_true(axisinfo_check_facts(f, ai, args, 2, grid, NULL, &x.d));   /* n = 48 */
+    assert_int_equal(x.d.nerrors, 0);
+    AxisInfo *le = (AxisInfo *)fact_of(f, ai, "le");
+    le->constancy[1] = 64;
+    assert_false(axisinfo_check_facts(f, ai, args, 2, grid, NULL, &x.d));
+    assert_int_equal(x.d.nerrors, 1);
+    assert_non_null(strstr(x.d.items[0].msg, "claims constancy 64 along axis 1"));
+    assert_non_null(strstr(x.d.items[0].msg, "element [0, 1] in program (0, 0, 0)"));
+    assert_int_equal(x.d.items[0].loc.line, 12);
+    tl_free(ai);
+    fx_free(&x);
+}
+
 static void test_specialize(void **state)
 {
     Fx x;
@@ -258,6 +339,8 @@ int main(void)
         cmocka_unit_test(test_kernel_info_without_shared_memory),
         cmocka_unit_test(test_layouts_own_each_element_once),
         cmocka_unit_test(test_axisinfo_facts),
+        cmocka_unit_test(test_axisinfo_new_axis_and_compare),
+        cmocka_unit_test(test_axisinfo_checker),
         cmocka_unit_test(test_specialize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
