@@ -133,6 +133,7 @@ bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
 uint32_t cg_scan_smem_bytes(int warps, const IrType *t, int axis);   /* cross-warp totals */
+uint32_t cg_reduce_warps(int warps, const IrType *t, int axis);      /* warps along the reduced axis */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */

@@ -284,10 +284,11 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
         return tile_bytes(a, mem_bytes(a->elem));
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
         /* cross-warp partials: one value and one index (8 bytes each at most) per result
-         * element and warp (cg_reduce.c, across_warps); then the result's conversion to
-         * its own layout. Not the whole input tile: shared memory bounds occupancy. */
-        uint32_t warps = (uint32_t)(f->warps > 0 ? f->warps : 4);
-        uint32_t partials = tile_bytes(r, 16) * warps, squeeze = tile_bytes(r, 8);
+         * element and warp along the reduced axis (cg_reduce.c, across_warps); then the
+         * result's conversion to its own layout. Not the whole input tile: shared memory
+         * bounds occupancy. */
+        uint32_t nw = cg_reduce_warps(f->warps > 0 ? f->warps : 4, a, (int)op->attr.i);
+        uint32_t partials = nw > 1 ? tile_bytes(r, 16) * nw : 0, squeeze = tile_bytes(r, 8);
         return partials > squeeze ? partials : squeeze;
     }
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(f->warps > 0 ? f->warps : 4, a, (int)op->attr.i);

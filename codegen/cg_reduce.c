@@ -182,11 +182,23 @@ static LLVMValueRef row_index(Cg *c, const CgLayout *collapsed, int a, uint32_t 
     return lin;
 }
 
-static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout *cl, int a, Pair *p, uint32_t n)
+/* Warps holding distinct parts of axis a (the rest hold copies). */
+static int32_t warps_along(const CgLayout *l, int a)
 {
     int32_t span = l->spt[a] * l->tpw[a];
     int32_t nw = l->shape[a] / span < 1 ? 1 : l->shape[a] / span;
-    if (nw > l->wpc[a]) nw = l->wpc[a];
+    return nw > l->wpc[a] ? l->wpc[a] : nw;
+}
+
+uint32_t cg_reduce_warps(int warps, const IrType *t, int a)
+{
+    CgLayout l = cg_layout_of(warps, t);
+    return (uint32_t)warps_along(&l, a);
+}
+
+static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout *cl, int a, Pair *p, uint32_t n)
+{
+    int32_t nw = warps_along(l, a);
     if (nw <= 1) return;
     LLVMTypeRef vt = LLVMTypeOf(p[0].v), i32 = cg_i32(c);
     uint32_t rows = 1, ibase;

@@ -115,11 +115,14 @@ static AxisInfo mul_info(const Ctx *c, const IrOp *op, const IrType *t)
     return a;
 }
 
-/* An ordered comparison of a side contiguous over aligned groups of g with a side
- * constant over them is constant over those groups when both the contiguous run's
- * start and the constant are multiples of g: the run a, a+1, ..., a+g-1 then lies
- * wholly below or wholly at or above the constant. Both divisibilities count:
- * [1..64] < 64 and [0..63] < 63 both change inside a group of 64. */
+/* A comparison of a side contiguous over aligned groups of g with a side constant over
+ * them is constant over those groups when both the contiguous run's start and the
+ * constant are multiples of g, and the comparison splits at the constant itself: the
+ * run a, a+1, ..., a+g-1 lies wholly below b or wholly at or above it, so `run < b` and
+ * `run >= b` (`b > run`, `b <= run`) hold for all of it or none. `run <= b` and `run >
+ * b` split at b + 1, which is no multiple of g: [0..63] <= 0 changes at its second
+ * element. Both divisibilities count: [1..64] < 64 and [0..63] < 63 change inside a
+ * group of 64 too. */
 static int64_t cmp_group(const AxisInfo *run, const AxisInfo *cst, int d)
 {
     int64_t g = gcd2(run->contiguity[d], cst->constancy[d]);
@@ -130,10 +133,12 @@ static AxisInfo cmp_info(const Ctx *c, const IrOp *op, const IrType *t)
 {
     const AxisInfo *x = opnd(c, op, 0), *y = opnd(c, op, 1);
     AxisInfo a = neutral(t);
-    bool ordered = op->attr.i != IR_CMP_EQ && op->attr.i != IR_CMP_NE;
+    bool splits_at_run_left = op->attr.i == IR_CMP_LT || op->attr.i == IR_CMP_GE;    /* x < y, x >= y */
+    bool splits_at_run_right = op->attr.i == IR_CMP_GT || op->attr.i == IR_CMP_LE;   /* y > x, y <= x */
     for (int d = 0; d < nax(t); d++) {
         int64_t k = gcd2(x->constancy[d], y->constancy[d]);
-        if (ordered) k = max2(k, max2(cmp_group(x, y, d), cmp_group(y, x, d)));
+        if (splits_at_run_left) k = max2(k, cmp_group(x, y, d));
+        if (splits_at_run_right) k = max2(k, cmp_group(y, x, d));
         a.constancy[d] = k;
     }
     return a;

@@ -239,6 +239,10 @@ static const char *const mask2d_ir =
     "  %two = const 2 : i32[64]\n"
     "  %r2 = mul %r, %two : i32[64]\n"
     "  %lt0 = cmp lt %r, %ns : i1[64]\n"
+    "  %le0 = cmp le %r, %ns : i1[64]\n"
+    "  %gt0 = cmp gt %ns, %r : i1[64]\n"
+    "  %zero = const 0 : i32[64]\n"
+    "  %gtz = cmp gt %r, %zero : i1[64]\n"
     "  return\n"
     "}\n";
 
@@ -267,6 +271,10 @@ static void test_axisinfo_new_axis_and_compare(void **state)
     /* 1..64 < n (n % 16 == 0) can change inside any group; 0..63 < n cannot */
     assert_int_equal(fact_of(f, ai, "lt")->constancy[0], 1);
     assert_int_equal(fact_of(f, ai, "lt0")->constancy[0], 16);
+    /* run <= b and run > b split at b + 1: [0..63] > 0 changes at its second element */
+    assert_int_equal(fact_of(f, ai, "le0")->constancy[0], 1);
+    assert_int_equal(fact_of(f, ai, "gtz")->constancy[0], 1);
+    assert_int_equal(fact_of(f, ai, "gt0")->constancy[0], 16);   /* b > run is run < b */
     /* 0, 2, 4, ...: only even, whatever divides the arange's start */
     assert_int_equal(fact_of(f, ai, "r2")->divisibility[0], 2);
     assert_int_equal(fact_of(f, ai, "r2")->contiguity[0], 1);
