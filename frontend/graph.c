@@ -963,7 +963,7 @@ static const Builtin graph_builtins[] = {
 /* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
 static const char *const kernel_only[] = {
     "program_id", "num_programs", "arange", "load", "store", "atomic_add", "atomic_max",
-    "atomic_min", "atomic_xchg", "atomic_cas", "dot", "rand", "randn", "multiple_of",
+    "atomic_min", "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "barrier", "dot", "rand", "randn", "multiple_of",
     "max_contiguous", "assert", "print",
 };
 

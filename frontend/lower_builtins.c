@@ -192,10 +192,31 @@ static Val bi_store(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     return VVOID;
 }
 
+/* sem = relaxed | acquire | release | acq_rel (the default). */
+static bool sem_arg(Lower *L, const Builtin *bi, const AstExpr *e, int64_t *out)
+{
+    *out = IR_SEM_ACQ_REL;
+    if (!e) return true;
+    for (int i = 0; e->kind == AST_NAME && i < 4; i++)
+        if (!strcmp(e->name, ir_sem_names[i])) {
+            *out = i;
+            return true;
+        }
+    lw_error(L, e->loc, "the sem of %s must be relaxed, acquire, release or acq_rel", bi->name);
+    return false;
+}
+
+static bool is_bitwise_atomic(IrOpcode op) { return op == IR_OP_ATOMIC_AND || op == IR_OP_ATOMIC_OR || op == IR_OP_ATOMIC_XOR; }
+
 static Val bi_atomic(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
     Val p = ptr_arg(L, bi, args[0]);
-    if (!p.t) return VERR;
+    int64_t sem;
+    if (!p.t || !sem_arg(L, bi, args[3], &sem)) return VERR;
+    if (is_bitwise_atomic(bi->op) && !ir_elem_is_int(p.t->pointee)) {
+        lw_error(L, args[0]->loc, "%s needs a pointer to integers, got %s", bi->name, lw_tstr(L, p.t));
+        return VERR;
+    }
     bool cas = bi->op == IR_OP_ATOMIC_CAS;
     Val v = stored_arg(L, bi, args[1], cas ? "compared value" : "value", p.t), m = VERR;
     if (!v.t) return VERR;
@@ -203,7 +224,15 @@ static Val bi_atomic(Lower *L, const Builtin *bi, const AstExpr *call, const Ast
     if (args[2] && !m.t) return VERR;
     IrValue ops[3] = {p.v, v.v, m.v};
     L->b.loc = call->loc;
-    return lw_val(L, ir_build1(&L->b, bi->op, lw_like(L, p.t, p.t->pointee), ops, args[2] ? 3 : 2));
+    return build_attr(L, bi->op, lw_like(L, p.t, p.t->pointee), ops, args[2] ? 3 : 2, sem);
+}
+
+static Val bi_barrier(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    (void)bi, (void)args;
+    L->b.loc = call->loc;
+    ir_build(&L->b, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+    return VVOID;
 }
 
 /* ---- dot ------------------------------------------------------------------------------ */
@@ -467,6 +496,7 @@ static Val bi_print(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
 /* ---- the table ------------------------------------------------------------------------------ */
 #define MATH1(n, OPC) {n, 1, 1, {"x"}, bi_math, IR_OP_##OPC}
 #define REDUCE(n, OPC) {n, 2, 2, {"t", "axis"}, bi_reduce, IR_OP_##OPC}
+#define ATOMIC(n, OPC) {n, 2, 4, {"ptr", "value", "mask", "sem"}, bi_atomic, IR_OP_ATOMIC_##OPC}
 static const Builtin builtins[] = {
     {"program_id", 1, 1, {"axis"}, bi_program_id, IR_OP_PROGRAM_ID},
     {"num_programs", 1, 1, {"axis"}, bi_program_id, IR_OP_NUM_PROGRAMS},
@@ -475,11 +505,11 @@ static const Builtin builtins[] = {
     {"full", 3, 3, {"shape", "value", "dtype"}, bi_zeros, IR_OP_CONST},
     {"load", 1, 3, {"ptr", "mask", "other"}, bi_load, IR_OP_LOAD},
     {"store", 2, 3, {"ptr", "value", "mask"}, bi_store, IR_OP_STORE},
-    {"atomic_add", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_ADD},
-    {"atomic_max", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_MAX},
-    {"atomic_min", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_MIN},
-    {"atomic_xchg", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_XCHG},
-    {"atomic_cas", 3, 3, {"ptr", "cmp", "value"}, bi_atomic, IR_OP_ATOMIC_CAS},
+    ATOMIC("atomic_add", ADD), ATOMIC("atomic_max", MAX), ATOMIC("atomic_min", MIN),
+    ATOMIC("atomic_xchg", XCHG), ATOMIC("atomic_and", AND), ATOMIC("atomic_or", OR),
+    ATOMIC("atomic_xor", XOR),
+    {"atomic_cas", 3, 4, {"ptr", "cmp", "value", "sem"}, bi_atomic, IR_OP_ATOMIC_CAS},
+    {"barrier", 0, 0, {0}, bi_barrier, IR_OP_BARRIER},
     {"dot", 2, 4, {"a", "b", "acc", "precision"}, bi_dot, IR_OP_DOT},
     REDUCE("sum", SUM), REDUCE("max", MAX), REDUCE("min", MIN),
     REDUCE("argmax", ARGMAX), REDUCE("argmin", ARGMIN),
