@@ -490,6 +490,11 @@ static bool elem_of(Frame *f, const AstType *t, IrElem *out)
 static const GType *check_cast(Frame *f, const AstExpr *e)
 {
     const GType *t = value_of(f, e->lhs);
+    if (e->type && e->type->kind == AST_TYPE_OF) {          /* x as dtype(y): y's element type */
+        const GType *of = value_of(f, e->type->of);
+        if (t->kind != GT_VALUE || of->kind != GT_VALUE) return &poison;
+        return gt_with_elem(f->a, t, of->lit == 'f' ? IR_F32 : of->lit == 'i' ? IR_I32 : of->elem);
+    }
     if (e->type && e->type->kind != AST_TYPE_SCALAR && e->type->kind != AST_TYPE_PTR) {
         ERR(f, e->type->loc, "'as' converts the element type only; write 'as %s'",
             e->type->name ? e->type->name : "f32");
