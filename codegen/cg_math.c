@@ -15,8 +15,7 @@
  * per thread), in f64 e^(y log|x|) with log|x| and the product in two parts; both with
  * C99's special cases. f16/bf16 compute in f32. f64 computes in f64 throughout, each
  * function within 4 ulp of libm (a model of the emitted IR against glibc over 200,000
- * arguments per range; pow 24 ulp where y log|x| nears the f64 range): exp by Cody-Waite
- * and a degree-13 Taylor polynomial, exp2 with f ln2 in two parts, log/log2 by the same
+ * arguments per range): exp by Cody-Waite and a degree-13 Taylor polynomial, exp2 with f ln2 in two parts, log/log2 by the same
  * reduction as f32 pow's log2, tanh from expm1, erf by three expansions (Taylor, a
  * series of positive terms, Laplace's continued fraction for erfc), fmod exactly for
  * any operands by reducing 50 quotient bits a turn. sqrt is sqrt.rn and rsqrt is
@@ -218,8 +217,26 @@ static void log_parts_f64(Cg *c, V x, bool two_part_s, V *ef, V *lh, V *ll)
     V s = fdiv(c, f, u);
     V rem = fsub(c, fmaf_(c, LLVMBuildFNeg(c->b, s, ""), u, f), fmul(c, s, ulo));
     V slo = two_part_s ? fdiv(c, rem, u) : fconst(t, 0.0), z = fmul(c, s, s);
-    V tail = fmul(c, fmul(c, s, z), poly(c, z, k, 11));
-    fast_two_sum(c, fmul(c, s, fconst(t, 2.0)), fmaf_(c, slo, fconst(t, 2.0), tail), lh, ll);
+    V s3 = fmul(c, s, z);
+    if (!two_part_s) {
+        fast_two_sum(c, fmul(c, s, fconst(t, 2.0)), fmul(c, s3, poly(c, z, k, 11)), lh, ll);
+        return;
+    }
+    /* The low part to ~2^-70: pow's error is |y log x| times log's. The leading
+     * (2/3) s^3 with s^2, s^3 and 2/3 in two parts, every sum after it exact, and the
+     * tail's change for s + slo: slo 2s^2 / (1 - s^2). */
+    const double c1 = 2.0 / 3, c1_lo = 3.700743415417188e-17;
+    V zlo = fmaf_(c, s, s, LLVMBuildFNeg(c->b, z, ""));
+    V s3lo = fmaf_(c, s, zlo, fmaf_(c, s, z, LLVMBuildFNeg(c->b, s3, "")));
+    V lead = fmul(c, s3, fconst(t, c1));
+    V lead_lo = fmaf_(c, s3, fconst(t, c1), LLVMBuildFNeg(c->b, lead, ""));
+    lead_lo = fmaf_(c, s3lo, fconst(t, c1), fmaf_(c, s3, fconst(t, c1_lo), lead_lo));
+    V th, te, bh, be, l0;
+    fast_two_sum(c, lead, fmaf_(c, fmul(c, s3, z), poly(c, z, k + 1, 10), lead_lo), &th, &te);
+    two_sum(c, fmul(c, slo, fconst(t, 2.0)), th, &bh, &be);
+    fast_two_sum(c, fmul(c, s, fconst(t, 2.0)), bh, lh, &l0);
+    V dtail = fmul(c, fmul(c, slo, fmul(c, z, fconst(t, 2.0))), fmaf_(c, z, fmaf_(c, z, z, z), fconst(t, 1.0)));
+    *ll = fadd(c, l0, fadd(c, be, fadd(c, te, dtail)));
 }
 
 static V positive_finite(Cg *c, V x)
