@@ -9,7 +9,7 @@
  * reciprocal of 1 + exp(-x), tanh a polynomial or (1 - e)/(1 + e) with e = exp(-2|x|).
  * The others compute in f64 and round once to f32, which
  * makes simple formulas accurate: log by the atanh series of the reduced mantissa,
- * sin/cos by reduction modulo pi/2 (three-part pi/2, accurate while |x| < 2^20) and
+ * sin/cos by reduction modulo pi/2 (three-part pi/2 below 2^50, Payne-Hanek above) and
  * Taylor polynomials. pow in f32 is 2^(y log2|x|) with log2 in two f32 parts
  * (uniform scalars in AdamW's bias corrections made f64 pow a hundred f64 instructions
  * per thread), in f64 e^(y log|x|) with log|x| and the product in two parts; both with
@@ -291,7 +291,105 @@ static V log2_f64(Cg *c, V x)
 
 /* ---- sin, cos ------------------------------------------------------------------------------ */
 
-/* sin (cos when want_cos) in f64: x = j * pi/2 + r, |r| <= pi/4, quadrant j mod 4. */
+/* The bits of 2/pi after 64 zero bits, 64 to a word, most significant first: word i
+ * holds bits 64i .. 64i + 63 of floor(2/pi * 2^(64 * 22 - 65)) (computed with mpmath;
+ * the first word after the zeros is 0x517cc1b7... = 0xa2f9836e... >> 1). */
+static const uint64_t two_over_pi_bits[22] = {
+    0x0000000000000000ull, 0x517cc1b727220a94ull, 0xfe13abe8fa9a6ee0ull, 0x6db14acc9e21c820ull,
+    0xff28b1d5ef5de2b0ull, 0xdb92371d2126e970ull, 0x0324977504e8c90eull, 0x7f0ef58e5894d39full,
+    0x74411afa975da242ull, 0x74ce38135a2fbf20ull, 0x9cc8eb1cc1a99cfaull, 0x4e422fc5defc941dull,
+    0x8ffc4bffef02cc07ull, 0xf79788c5ad05368full, 0xb69b3f6793e584dbull, 0xa7a31fb34f2ff516ull,
+    0xba93dd63f5f2f8bdull, 0x9e839cfbc5294975ull, 0x35fdafd88fc6ae84ull, 0x2b0198237e3db5d5ull,
+    0xf867de104d7a1b0eull, 0xd4f1c8b0af730d84ull,
+};
+
+static V i64c(Cg *c, uint64_t v) { return LLVMConstInt(LLVMInt64TypeInContext(c->ctx), v, 0); }
+
+/* The table as a constant global of the module, made once. */
+static V two_over_pi_table(Cg *c)
+{
+    LLVMTypeRef at = LLVMArrayType(LLVMInt64TypeInContext(c->ctx), 22);
+    V g = LLVMGetNamedGlobal(c->mod, "__tile_two_over_pi");
+    if (g) return g;
+    V words[22];
+    for (int i = 0; i < 22; i++) words[i] = i64c(c, two_over_pi_bits[i]);
+    g = LLVMAddGlobalInAddressSpace(c->mod, at, "__tile_two_over_pi", 1);
+    LLVMSetInitializer(g, LLVMConstArray(LLVMInt64TypeInContext(c->ctx), words, 22));
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetLinkage(g, LLVMInternalLinkage);
+    return g;
+}
+
+static V table_word(Cg *c, V index)
+{
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx), at = LLVMArrayType(i64, 22);
+    V idx[2] = {cg_i32c(c, 0), index};
+    return LLVMBuildLoad2(c->b, i64, LLVMBuildInBoundsGEP2(c->b, at, two_over_pi_table(c), idx, 2, ""), "");
+}
+
+/* 64 bits of the table from bit s on: word j = s / 64 shifted left by s % 64, the next
+ * word's top bits below (a shift by 64 is undefined in LLVM: sh = 0 takes word j). */
+static V table_bits(Cg *c, V j, V sh, int k)
+{
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
+    V a = table_word(c, LLVMBuildAdd(c->b, j, cg_i32c(c, k), "")), b = table_word(c, LLVMBuildAdd(c->b, j, cg_i32c(c, k + 1), ""));
+    V sh64 = LLVMBuildZExt(c->b, sh, i64, "");
+    V lo = LLVMBuildLShr(c->b, b, LLVMBuildSub(c->b, i64c(c, 64), sh64, ""), "");
+    lo = sel(c, LLVMBuildICmp(c->b, LLVMIntEQ, sh, cg_i32c(c, 0), ""), i64c(c, 0), lo);
+    return LLVMBuildOr(c->b, LLVMBuildShl(c->b, a, sh64, ""), lo, "");
+}
+
+static V mul_wide(Cg *c, V a, V b)
+{
+    LLVMTypeRef i128 = LLVMIntTypeInContext(c->ctx, 128);
+    return LLVMBuildMul(c->b, LLVMBuildZExt(c->b, a, i128, ""), LLVMBuildZExt(c->b, b, i128, ""), "");
+}
+
+static V lo64(Cg *c, V x) { return LLVMBuildTrunc(c->b, x, LLVMInt64TypeInContext(c->ctx), ""); }
+static V hi64(Cg *c, V x) { return lo64(c, LLVMBuildLShr(c->b, x, LLVMConstInt(LLVMTypeOf(x), 64, 0), "")); }
+
+/* Payne-Hanek: |x| = m 2^k (m the 53-bit integer significand) times 2/pi, modulo 4,
+ * from the 192 bits of 2/pi that matter (bits k - 1 .. k + 190; the earlier ones give
+ * multiples of 4): the 2 bits above the point are the quadrant, the 128 below it the
+ * fraction, rounded to the nearest quadrant (a fraction >= 1/2 counts as the next
+ * quadrant minus the rest). For any finite |x| >= 2^50 (k >= -2); *q is the quadrant
+ * of x and the result r, |r| <= pi/4, with x = q pi/2 + r. */
+static V reduce_huge(Cg *c, V x, V *q)
+{
+    LLVMTypeRef t = f64t(c), i64 = LLVMInt64TypeInContext(c->ctx), i32 = cg_i32(c);
+    V bits = LLVMBuildBitCast(c->b, intr1(c, "llvm.fabs", x), i64, "");
+    V m = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, bits, i64c(c, 0x000FFFFFFFFFFFFFull), ""), i64c(c, 1ull << 52), "");
+    V e = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, bits, i64c(c, 52), ""), i32, "");
+    V s = LLVMBuildSub(c->b, e, cg_i32c(c, 1075 + 1 - 64), "");          /* bit k - 1 of 2/pi */
+    V j = LLVMBuildLShr(c->b, s, cg_i32c(c, 6), ""), sh = LLVMBuildAnd(c->b, s, cg_i32c(c, 63), "");
+    V w0 = table_bits(c, j, sh, 0), w1 = table_bits(c, j, sh, 1), w2 = table_bits(c, j, sh, 2);
+    V a2 = mul_wide(c, m, w2);
+    V s1 = LLVMBuildAdd(c->b, mul_wide(c, m, w1), LLVMBuildLShr(c->b, a2, LLVMConstInt(LLVMTypeOf(a2), 64, 0), ""), "");
+    V l1 = lo64(c, s1), l2 = LLVMBuildAdd(c->b, hi64(c, s1), lo64(c, mul_wide(c, m, w0)), "");
+    V f = LLVMBuildOr(c->b, LLVMBuildShl(c->b, l2, i64c(c, 2), ""), LLVMBuildLShr(c->b, l1, i64c(c, 62), ""), "");
+    V g = LLVMBuildOr(c->b, LLVMBuildShl(c->b, l1, i64c(c, 2), ""), LLVMBuildLShr(c->b, lo64(c, a2), i64c(c, 62), ""), "");
+    V quad = LLVMBuildAdd(c->b, LLVMBuildLShr(c->b, l2, i64c(c, 62), ""), LLVMBuildLShr(c->b, f, i64c(c, 63), ""), "");
+    /* the fraction f + g 2^-64 (f signed, in units of 2^-64) as a double-double */
+    V fh = LLVMBuildAnd(c->b, f, i64c(c, ~0x7FFull), ""), fl = LLVMBuildAnd(c->b, f, i64c(c, 0x7FF), "");
+    V hi = LLVMBuildSIToFP(c->b, fh, t, "");
+    V lo = fmaf_(c, LLVMBuildUIToFP(c->b, g, t, ""), fconst(t, 0x1p-64), LLVMBuildUIToFP(c->b, fl, t, ""));
+    V th, tl;
+    fast_two_sum(c, hi, lo, &th, &tl);
+    th = fmul(c, th, fconst(t, 0x1p-64));
+    tl = fmul(c, tl, fconst(t, 0x1p-64));
+    const double p1 = 1.5707963267948966, p2 = 6.123233995736766e-17;
+    V rh = fmul(c, th, fconst(t, p1));
+    V rl = fmaf_(c, th, fconst(t, p1), LLVMBuildFNeg(c->b, rh, ""));
+    V r = fadd(c, rh, fadd(c, rl, fmaf_(c, th, fconst(t, p2), fmul(c, tl, fconst(t, p1)))));
+    V negx = fcmp(c, LLVMRealOLT, x, fconst(t, 0.0));
+    V qi = LLVMBuildTrunc(c->b, quad, i32, "");
+    *q = sel(c, negx, LLVMBuildNeg(c->b, qi, ""), qi);
+    return sel(c, negx, LLVMBuildFNeg(c->b, r, ""), r);
+}
+
+/* sin (cos when want_cos) in f64: x = j * pi/2 + r, |r| <= pi/4, quadrant j mod 4; j
+ * and r by a three-part pi/2 while |x| < 2^50, beyond by reduce_huge (in a block of
+ * its own, entered only by the elements that need it). */
 static V sincos_f64(Cg *c, V x, bool want_cos)
 {
     static const double ks[9] = {1, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800,
@@ -305,10 +403,26 @@ static V sincos_f64(Cg *c, V x, bool want_cos)
     V r = fmaf_(c, nj, fconst(t, 1.5707963267948966), x);
     r = fmaf_(c, nj, fconst(t, 6.123233995736766e-17), r);
     r = fmaf_(c, nj, fconst(t, -1.4973849048591698e-33), r);
-    V z = fmul(c, r, r);
-    V sn = fmul(c, r, poly(c, z, ks, 9)), cs = poly(c, z, kc, 10);
     V q = LLVMBuildFPToSI(c->b, clamp(c, j, -1e18, 1e18), LLVMInt64TypeInContext(c->ctx), "");
     q = LLVMBuildTrunc(c->b, q, cg_i32(c), "");
+    V huge = LLVMBuildAnd(c->b, fcmp(c, LLVMRealOGE, intr1(c, "llvm.fabs", x), fconst(t, 0x1p50)),
+                          fcmp(c, LLVMRealOLT, intr1(c, "llvm.fabs", x), fconst(t, INFINITY)), "");
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b), slow = cg_block_new(c, "sincos.huge");
+    LLVMBasicBlockRef join = cg_block_new(c, "sincos.reduced");
+    LLVMBuildCondBr(c->b, huge, slow, join);
+    LLVMPositionBuilderAtEnd(c->b, slow);
+    V qh, rh = reduce_huge(c, x, &qh);
+    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+    V rp = LLVMBuildPhi(c->b, t, ""), qp = LLVMBuildPhi(c->b, cg_i32(c), "");
+    V rin[2] = {r, rh}, qin[2] = {q, qh};
+    LLVMBasicBlockRef bbs[2] = {from, slow_end};
+    LLVMAddIncoming(rp, rin, bbs, 2);
+    LLVMAddIncoming(qp, qin, bbs, 2);
+    r = rp, q = qp;
+    V z = fmul(c, r, r);
+    V sn = fmul(c, r, poly(c, z, ks, 9)), cs = poly(c, z, kc, 10);
     if (want_cos) q = LLVMBuildAdd(c->b, q, cg_i32c(c, 1), "");   /* cos x = sin(x + pi/2) */
     V odd = LLVMBuildTrunc(c->b, q, LLVMInt1TypeInContext(c->ctx), "");
     V neg = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildAnd(c->b, q, cg_i32c(c, 2), ""), cg_i32c(c, 0), "");
