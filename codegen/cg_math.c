@@ -387,10 +387,32 @@ static V reduce_huge(Cg *c, V x, V *q)
     return sel(c, negx, LLVMBuildFNeg(c->b, r, ""), r);
 }
 
+/* *r, *q from reduce_huge for the elements with |x| >= 2^50, in a block of its own. */
+static void reduce_if_huge(Cg *c, V x, V *r, V *q)
+{
+    LLVMTypeRef t = f64t(c);
+    V huge = LLVMBuildAnd(c->b, fcmp(c, LLVMRealOGE, intr1(c, "llvm.fabs", x), fconst(t, 0x1p50)),
+                          fcmp(c, LLVMRealOLT, intr1(c, "llvm.fabs", x), fconst(t, INFINITY)), "");
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b), slow = cg_block_new(c, "sincos.huge");
+    LLVMBasicBlockRef join = cg_block_new(c, "sincos.reduced");
+    LLVMBuildCondBr(c->b, huge, slow, join);
+    LLVMPositionBuilderAtEnd(c->b, slow);
+    V qh, rh = reduce_huge(c, x, &qh);
+    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(c->b);
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+    V rp = LLVMBuildPhi(c->b, t, ""), qp = LLVMBuildPhi(c->b, cg_i32(c), "");
+    V rin[2] = {*r, rh}, qin[2] = {*q, qh};
+    LLVMBasicBlockRef bbs[2] = {from, slow_end};
+    LLVMAddIncoming(rp, rin, bbs, 2);
+    LLVMAddIncoming(qp, qin, bbs, 2);
+    *r = rp, *q = qp;
+}
+
 /* sin (cos when want_cos) in f64: x = j * pi/2 + r, |r| <= pi/4, quadrant j mod 4; j
  * and r by a three-part pi/2 while |x| < 2^50, beyond by reduce_huge (in a block of
  * its own, entered only by the elements that need it). */
-static V sincos_f64(Cg *c, V x, bool want_cos)
+static V sincos_f64(Cg *c, V x, bool want_cos, bool may_be_huge)
 {
     static const double ks[9] = {1, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800,
                                  1.0 / 6227020800.0, -1.0 / 1307674368000.0, 1.0 / 355687428096000.0};
@@ -405,22 +427,7 @@ static V sincos_f64(Cg *c, V x, bool want_cos)
     r = fmaf_(c, nj, fconst(t, -1.4973849048591698e-33), r);
     V q = LLVMBuildFPToSI(c->b, clamp(c, j, -1e18, 1e18), LLVMInt64TypeInContext(c->ctx), "");
     q = LLVMBuildTrunc(c->b, q, cg_i32(c), "");
-    V huge = LLVMBuildAnd(c->b, fcmp(c, LLVMRealOGE, intr1(c, "llvm.fabs", x), fconst(t, 0x1p50)),
-                          fcmp(c, LLVMRealOLT, intr1(c, "llvm.fabs", x), fconst(t, INFINITY)), "");
-    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b), slow = cg_block_new(c, "sincos.huge");
-    LLVMBasicBlockRef join = cg_block_new(c, "sincos.reduced");
-    LLVMBuildCondBr(c->b, huge, slow, join);
-    LLVMPositionBuilderAtEnd(c->b, slow);
-    V qh, rh = reduce_huge(c, x, &qh);
-    LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(c->b);
-    LLVMBuildBr(c->b, join);
-    LLVMPositionBuilderAtEnd(c->b, join);
-    V rp = LLVMBuildPhi(c->b, t, ""), qp = LLVMBuildPhi(c->b, cg_i32(c), "");
-    V rin[2] = {r, rh}, qin[2] = {q, qh};
-    LLVMBasicBlockRef bbs[2] = {from, slow_end};
-    LLVMAddIncoming(rp, rin, bbs, 2);
-    LLVMAddIncoming(qp, qin, bbs, 2);
-    r = rp, q = qp;
+    if (may_be_huge) reduce_if_huge(c, x, &r, &q);
     V z = fmul(c, r, r);
     V sn = fmul(c, r, poly(c, z, ks, 9)), cs = poly(c, z, kc, 10);
     if (want_cos) q = LLVMBuildAdd(c->b, q, cg_i32c(c, 1), "");   /* cos x = sin(x + pi/2) */
@@ -696,7 +703,8 @@ LLVMValueRef cg_frem(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e)
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
 LLVMValueRef cg_log_f32(Cg *c, LLVMValueRef x) { return from64(c, log_f64(c, to64(c, x, IR_F32)), IR_F32); }
-LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x) { return from64(c, sincos_f64(c, to64(c, x, IR_F32), true), IR_F32); }
+/* randn's cos: its argument is below 2 pi, so no Payne-Hanek branch. */
+LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x) { return from64(c, sincos_f64(c, to64(c, x, IR_F32), true, false), IR_F32); }
 
 static V math64(Cg *c, IrOpcode code, V x)
 {
@@ -706,8 +714,8 @@ static V math64(Cg *c, IrOpcode code, V x)
     case IR_OP_EXP2: return exp2_f64(c, x);
     case IR_OP_LOG: return log_f64(c, x);
     case IR_OP_LOG2: return log2_f64(c, x);
-    case IR_OP_SIN: return sincos_f64(c, x, false);
-    case IR_OP_COS: return sincos_f64(c, x, true);
+    case IR_OP_SIN: return sincos_f64(c, x, false, true);
+    case IR_OP_COS: return sincos_f64(c, x, true, true);
     case IR_OP_TANH: return tanh_f64(c, x);
     case IR_OP_ERF: return erf_f64(c, x);
     case IR_OP_SIGMOID: return fdiv(c, fconst(t, 1.0), fadd(c, fconst(t, 1.0), exp_f64(c, LLVMBuildFNeg(c->b, x, ""))));
