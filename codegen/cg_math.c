@@ -348,6 +348,40 @@ static V mul_wide(Cg *c, V a, V b)
 static V lo64(Cg *c, V x) { return LLVMBuildTrunc(c->b, x, LLVMInt64TypeInContext(c->ctx), ""); }
 static V hi64(Cg *c, V x) { return lo64(c, LLVMBuildLShr(c->b, x, LLVMConstInt(LLVMTypeOf(x), 64, 0), "")); }
 
+/* The 192-bit product of m and the window of 2/pi for an exponent field e, as the
+ * quadrant (2 bits above the point, plus 1 when the fraction is >= 1/2), f (the 64 bits
+ * below the point, read signed: the fraction minus that 1) and g (the next 64). */
+static void huge_product(Cg *c, V m, V e, V *quad, V *f, V *g)
+{
+    V s = LLVMBuildSub(c->b, e, cg_i32c(c, 1075 + 1 - 64), "");          /* bit k - 1 of 2/pi */
+    V j = LLVMBuildLShr(c->b, s, cg_i32c(c, 6), ""), sh = LLVMBuildAnd(c->b, s, cg_i32c(c, 63), "");
+    V w0 = table_bits(c, j, sh, 0), w1 = table_bits(c, j, sh, 1), w2 = table_bits(c, j, sh, 2);
+    V a2 = mul_wide(c, m, w2);
+    V s1 = LLVMBuildAdd(c->b, mul_wide(c, m, w1), LLVMBuildLShr(c->b, a2, LLVMConstInt(LLVMTypeOf(a2), 64, 0), ""), "");
+    V l1 = lo64(c, s1), l2 = LLVMBuildAdd(c->b, hi64(c, s1), lo64(c, mul_wide(c, m, w0)), "");
+    *f = LLVMBuildOr(c->b, LLVMBuildShl(c->b, l2, i64c(c, 2), ""), LLVMBuildLShr(c->b, l1, i64c(c, 62), ""), "");
+    *g = LLVMBuildOr(c->b, LLVMBuildShl(c->b, l1, i64c(c, 2), ""), LLVMBuildLShr(c->b, lo64(c, a2), i64c(c, 62), ""), "");
+    *quad = LLVMBuildAdd(c->b, LLVMBuildLShr(c->b, l2, i64c(c, 62), ""), LLVMBuildLShr(c->b, *f, i64c(c, 63), ""), "");
+}
+
+/* (f + g 2^-64) 2^-64 pi/2, f signed: f's top 53 bits and the rest exactly in two
+ * doubles, then the product with pi/2 in two parts. */
+static V huge_fraction_times_pio2(Cg *c, V f, V g)
+{
+    LLVMTypeRef t = f64t(c);
+    V fh = LLVMBuildAnd(c->b, f, i64c(c, ~0x7FFull), ""), fl = LLVMBuildAnd(c->b, f, i64c(c, 0x7FF), "");
+    V hi = LLVMBuildSIToFP(c->b, fh, t, "");
+    V lo = fmaf_(c, LLVMBuildUIToFP(c->b, g, t, ""), fconst(t, 0x1p-64), LLVMBuildUIToFP(c->b, fl, t, ""));
+    V th, tl;
+    fast_two_sum(c, hi, lo, &th, &tl);
+    th = fmul(c, th, fconst(t, 0x1p-64));
+    tl = fmul(c, tl, fconst(t, 0x1p-64));
+    const double p1 = 1.5707963267948966, p2 = 6.123233995736766e-17;
+    V rh = fmul(c, th, fconst(t, p1));
+    V rl = fmaf_(c, th, fconst(t, p1), LLVMBuildFNeg(c->b, rh, ""));
+    return fadd(c, rh, fadd(c, rl, fmaf_(c, th, fconst(t, p2), fmul(c, tl, fconst(t, p1)))));
+}
+
 /* Payne-Hanek: |x| = m 2^k (m the 53-bit integer significand) times 2/pi, modulo 4,
  * from the 192 bits of 2/pi that matter (bits k - 1 .. k + 190; the earlier ones give
  * multiples of 4): the 2 bits above the point are the quadrant, the 128 below it the
@@ -360,27 +394,9 @@ static V reduce_huge(Cg *c, V x, V *q)
     V bits = LLVMBuildBitCast(c->b, intr1(c, "llvm.fabs", x), i64, "");
     V m = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, bits, i64c(c, 0x000FFFFFFFFFFFFFull), ""), i64c(c, 1ull << 52), "");
     V e = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, bits, i64c(c, 52), ""), i32, "");
-    V s = LLVMBuildSub(c->b, e, cg_i32c(c, 1075 + 1 - 64), "");          /* bit k - 1 of 2/pi */
-    V j = LLVMBuildLShr(c->b, s, cg_i32c(c, 6), ""), sh = LLVMBuildAnd(c->b, s, cg_i32c(c, 63), "");
-    V w0 = table_bits(c, j, sh, 0), w1 = table_bits(c, j, sh, 1), w2 = table_bits(c, j, sh, 2);
-    V a2 = mul_wide(c, m, w2);
-    V s1 = LLVMBuildAdd(c->b, mul_wide(c, m, w1), LLVMBuildLShr(c->b, a2, LLVMConstInt(LLVMTypeOf(a2), 64, 0), ""), "");
-    V l1 = lo64(c, s1), l2 = LLVMBuildAdd(c->b, hi64(c, s1), lo64(c, mul_wide(c, m, w0)), "");
-    V f = LLVMBuildOr(c->b, LLVMBuildShl(c->b, l2, i64c(c, 2), ""), LLVMBuildLShr(c->b, l1, i64c(c, 62), ""), "");
-    V g = LLVMBuildOr(c->b, LLVMBuildShl(c->b, l1, i64c(c, 2), ""), LLVMBuildLShr(c->b, lo64(c, a2), i64c(c, 62), ""), "");
-    V quad = LLVMBuildAdd(c->b, LLVMBuildLShr(c->b, l2, i64c(c, 62), ""), LLVMBuildLShr(c->b, f, i64c(c, 63), ""), "");
-    /* the fraction f + g 2^-64 (f signed, in units of 2^-64) as a double-double */
-    V fh = LLVMBuildAnd(c->b, f, i64c(c, ~0x7FFull), ""), fl = LLVMBuildAnd(c->b, f, i64c(c, 0x7FF), "");
-    V hi = LLVMBuildSIToFP(c->b, fh, t, "");
-    V lo = fmaf_(c, LLVMBuildUIToFP(c->b, g, t, ""), fconst(t, 0x1p-64), LLVMBuildUIToFP(c->b, fl, t, ""));
-    V th, tl;
-    fast_two_sum(c, hi, lo, &th, &tl);
-    th = fmul(c, th, fconst(t, 0x1p-64));
-    tl = fmul(c, tl, fconst(t, 0x1p-64));
-    const double p1 = 1.5707963267948966, p2 = 6.123233995736766e-17;
-    V rh = fmul(c, th, fconst(t, p1));
-    V rl = fmaf_(c, th, fconst(t, p1), LLVMBuildFNeg(c->b, rh, ""));
-    V r = fadd(c, rh, fadd(c, rl, fmaf_(c, th, fconst(t, p2), fmul(c, tl, fconst(t, p1)))));
+    V quad, f, g;
+    huge_product(c, m, e, &quad, &f, &g);
+    V r = huge_fraction_times_pio2(c, f, g);
     V negx = fcmp(c, LLVMRealOLT, x, fconst(t, 0.0));
     V qi = LLVMBuildTrunc(c->b, quad, i32, "");
     *q = sel(c, negx, LLVMBuildNeg(c->b, qi, ""), qi);
@@ -461,19 +477,32 @@ static V tanh_f64(Cg *c, V x)
  *   recurrence (its numerators and denominators: no division until the end);
  * - |x| >= 6: +-1 (erfc(6) = 2e-17 is below half an ulp of 1).
  * The old single series stopped at |x| = 4 with +-1, which is 1.5e-8 off. */
-static V erf_f64(Cg *c, V x)
+/* 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) for |x| < 1 (x2 = x^2). */
+static V erf_taylor(Cg *c, V ax, V x2)
 {
-    double tay[18], pos[40], fact = 1, dfact = 1;
+    double k[18], fact = 1;
     for (int n = 0; n < 18; n++) {
         fact *= n ? n : 1;
-        tay[n] = K_2_SQRTPI / (fact * (2 * n + 1)) * (n % 2 ? -1 : 1);
+        k[n] = K_2_SQRTPI / (fact * (2 * n + 1)) * (n % 2 ? -1 : 1);
     }
-    for (int n = 0; n < 40; n++) pos[n] = 1 / (dfact *= 2 * n + 1);
+    return fmul(c, ax, poly(c, x2, k, 18));
+}
+
+/* 2x/sqrt(pi) e^(-x^2) sum (2x^2)^n / (2n+1)!! for 1 <= |x| < 2.5 (e = e^(-x^2)). */
+static V erf_positive_series(Cg *c, V ax, V x2, V e)
+{
     LLVMTypeRef t = f64t(c);
-    V ax = intr1(c, "llvm.fabs", x), x2 = fmul(c, ax, ax);
-    V small = fmul(c, ax, poly(c, x2, tay, 18));
-    V e = exp_f64(c, LLVMBuildFNeg(c->b, x2, ""));
-    V mid = fmul(c, fmul(c, fconst(t, K_2_SQRTPI), ax), fmul(c, e, poly(c, fmul(c, x2, fconst(t, 2.0)), pos, 40)));
+    double k[40], dfact = 1;
+    for (int n = 0; n < 40; n++) k[n] = 1 / (dfact *= 2 * n + 1);
+    V sum = poly(c, fmul(c, x2, fconst(t, 2.0)), k, 40);
+    return fmul(c, fmul(c, fconst(t, K_2_SQRTPI), ax), fmul(c, e, sum));
+}
+
+/* erfc for 2.5 <= x < 6 (clamped there): e / sqrt(pi) times 1 / (x + (1/2) / (x + 1 /
+ * (x + ...))), 25 terms by the forward recurrence of numerators and denominators. */
+static V erfc_continued_fraction(Cg *c, V ax, V e)
+{
+    LLVMTypeRef t = f64t(c);
     V xc = clamp(c, ax, 2.5, 6.0);
     V a0 = fconst(t, 1.0), a1 = xc, b0 = fconst(t, 0.0), b1 = fconst(t, 1.0);
     for (int k = 1; k <= 25; k++) {
@@ -481,10 +510,17 @@ static V erf_f64(Cg *c, V x)
         V a2 = fmaf_(c, xc, a1, fmul(c, ak, a0)), b2 = fmaf_(c, xc, b1, fmul(c, ak, b0));
         a0 = a1, a1 = a2, b0 = b1, b1 = b2;
     }
-    V erfc = fmul(c, fmul(c, e, fconst(t, 0.5641895835477563)), fdiv(c, b1, a1));
-    V big = fsub(c, fconst(t, 1.0), erfc);
-    V r = sel(c, fcmp(c, LLVMRealOLT, ax, fconst(t, 1.0)), small,
-              sel(c, fcmp(c, LLVMRealOLT, ax, fconst(t, 2.5)), mid, big));
+    return fmul(c, fmul(c, e, fconst(t, 0.5641895835477563)), fdiv(c, b1, a1));
+}
+
+static V erf_f64(Cg *c, V x)
+{
+    LLVMTypeRef t = f64t(c);
+    V ax = intr1(c, "llvm.fabs", x), x2 = fmul(c, ax, ax);
+    V e = exp_f64(c, LLVMBuildFNeg(c->b, x2, ""));
+    V big = fsub(c, fconst(t, 1.0), erfc_continued_fraction(c, ax, e));
+    V r = sel(c, fcmp(c, LLVMRealOLT, ax, fconst(t, 1.0)), erf_taylor(c, ax, x2),
+              sel(c, fcmp(c, LLVMRealOLT, ax, fconst(t, 2.5)), erf_positive_series(c, ax, x2, e), big));
     r = sel(c, fcmp(c, LLVMRealOGE, ax, fconst(t, 6.0)), fconst(t, 1.0), r);
     return sel(c, is_nan(c, x), x, copysign_(c, r, x));
 }
