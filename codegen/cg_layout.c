@@ -298,7 +298,7 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
         return tile_bytes(a, eb) + tile_bytes(b, eb);
     }
     case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
-    case IR_OP_ATOMIC_CAS:
+    case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
         return tile_bytes(r, 8);
     default: return 0;
     }

@@ -15,9 +15,18 @@
  *
  * Copies of an element held by several threads (small tiles, scalars) are written by
  * the owner only; atomics too, since a duplicated atomic would apply twice, and the
- * owner's old value then reaches the copies through shared memory. Atomics are relaxed
- * (atom without .sem), as the interpreter gives no ordering guarantees between
- * programs beyond atomicity. */
+ * owner's old value then reaches the copies through shared memory.
+ *
+ * The memory order of an atomic (its sem, LANGUAGE-REFERENCE.md "Memory model") is
+ * about the whole program, every thread of the CTA, while PTX orders one thread's
+ * accesses. So a releasing atomic is `bar.sync; fence.acq_rel.gpu; atom` (the barrier
+ * makes every thread's earlier accesses happen before the fence of the threads that
+ * perform the atomic) and an acquiring one `atom; fence.acq_rel.gpu; bar.sync`; a
+ * fence followed by a relaxed atom is PTX's release pattern, an atom followed by a
+ * fence its acquire pattern. The atom itself stays relaxed (`atom.global.add`): LLVM
+ * 19's NVPTX backend drops the ordering of atomicrmw/cmpxchg and cannot select a
+ * fence, so the fences are inline PTX, which LLVM also keeps in place against every
+ * other memory access. relaxed is exactly the plain atom. */
 #include <stdio.h>
 #include <string.h>
 
@@ -259,6 +268,11 @@ static bool lower_store(Cg *c, const IrOp *op)
 
 /* ---- atomics ------------------------------------------------------------------------------ */
 
+static void fence_gpu(Cg *c) { call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "fence.acq_rel.gpu;", "~{memory}", true); }
+
+static bool releases(const IrOp *op) { return op->attr.i == IR_SEM_ACQ_REL || op->attr.i == IR_SEM_RELEASE; }
+static bool acquires(const IrOp *op) { return op->attr.i == IR_SEM_ACQ_REL || op->attr.i == IR_SEM_ACQUIRE; }
+
 static LLVMAtomicRMWBinOp rmw_op(IrOpcode code, IrElem e)
 {
     bool fl = ir_elem_is_float(e), s = ir_elem_is_signed(e);
@@ -266,6 +280,9 @@ static LLVMAtomicRMWBinOp rmw_op(IrOpcode code, IrElem e)
     case IR_OP_ATOMIC_ADD: return fl ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd;
     case IR_OP_ATOMIC_MAX: return s ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax;
     case IR_OP_ATOMIC_MIN: return s ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin;
+    case IR_OP_ATOMIC_AND: return LLVMAtomicRMWBinOpAnd;
+    case IR_OP_ATOMIC_OR: return LLVMAtomicRMWBinOpOr;
+    case IR_OP_ATOMIC_XOR: return LLVMAtomicRMWBinOpXor;
     default: return LLVMAtomicRMWBinOpXchg;
     }
 }
@@ -332,12 +349,20 @@ static bool lower_atomic(Cg *c, const IrOp *op)
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     LLVMValueRef owner = cg_layout_owner(c, &l);
     bool cas = op->code == IR_OP_ATOMIC_CAS;
+    if (releases(op)) {
+        cg_barrier(c);
+        fence_gpu(c);
+    }
     for (uint32_t k = 0; k < out.n; k++) {
         LLVMValueRef cond = owner;
         if (!cas && op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
         Guard g = guard_begin(c, cond);
         LLVMValueRef old = atomic_one(c, op, e, k);
         out.v[k] = guard_end(c, &g, old, LLVMConstNull(LLVMTypeOf(old)));
+    }
+    if (acquires(op)) {
+        fence_gpu(c);
+        if (!cg_layout_replicated(&l)) cg_barrier(c);      /* else the copies' barrier below */
     }
     if (cg_layout_replicated(&l)) {          /* copies take the owner's old value */
         LLVMTypeRef mt = cg_mem_type(c, e);
@@ -365,6 +390,9 @@ bool cg_memory(Cg *c, const IrOp *op)
     switch (op->code) {
     case IR_OP_LOAD: return lower_load(c, op);
     case IR_OP_STORE: return lower_store(c, op);
+    case IR_OP_BARRIER:                      /* bar.sync orders the CTA's memory accesses too */
+        cg_barrier(c);
+        return true;
     default: return lower_atomic(c, op);
     }
 }

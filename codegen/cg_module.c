@@ -20,13 +20,25 @@
 #define CG_TRIPLE "nvptx64-nvidia-cuda"
 #define CG_PTX_FEATURES "+ptx83"     /* PTX 8.3: what LLVM 19 knows well and the driver loads */
 
-static const char *const cg_archs[] = {"sm_90a", "sm_80"};
+/* The targets, with the most dynamic shared memory one block may opt in to
+ * (CUDA's sharedMemPerBlockOptin: 227 KB on H100/H200, 163 KB on A100). */
+static const struct {
+    const char *name;
+    uint32_t smem_optin;
+} cg_archs[] = {{"sm_90a", 232448}, {"sm_80", 166912}};
 
 bool cg_arch_supported(const char *arch)
 {
     for (size_t i = 0; i < sizeof cg_archs / sizeof *cg_archs; i++)
-        if (!strcmp(arch, cg_archs[i])) return true;
+        if (!strcmp(arch, cg_archs[i].name)) return true;
     return false;
+}
+
+static uint32_t smem_limit(const char *arch)
+{
+    for (size_t i = 0; i < sizeof cg_archs / sizeof *cg_archs; i++)
+        if (!strcmp(arch, cg_archs[i].name)) return cg_archs[i].smem_optin;
+    return 0;
 }
 
 /* ---- helpers shared by the family files --------------------------------------------- */
@@ -141,22 +153,39 @@ const IrType *cg_type(Cg *c, IrValue v) { return ir_value_type(c->f, v); }
 
 /* ---- launch facts --------------------------------------------------------------------- */
 
+/* The kernel's dynamic shared memory is the largest need of one op (each op's
+ * staging is dead before the next op runs), and the op that has it. */
 typedef struct SmemWalk {
     const IrFunc *f;
     uint32_t bytes;
+    const IrOp *op;
 } SmemWalk;
 
 static void smem_visit(IrOp *op, void *ud)
 {
     SmemWalk *w = ud;
     uint32_t b = cg_op_smem_bytes(w->f, op);
-    if (b > w->bytes) w->bytes = b;
+    if (b > w->bytes) w->bytes = b, w->op = op;
+}
+
+/* A kernel that needs more shared memory than a block may have would only fail at
+ * launch (cuFuncSetAttribute: CUDA_ERROR_INVALID_VALUE); say so here, at the op. */
+static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
+{
+    SmemWalk w = {k, 0, NULL};
+    ir_walk((IrBlock *)&k->body, smem_visit, &w);
+    uint32_t need = (w.bytes + 15) & ~15u, limit = smem_limit(arch);
+    if (need <= limit) return true;
+    const char *what = ir_op_info[w.op->code].text;
+    return cg_error(c, w.op, "kernel '%s' needs %u bytes of shared memory for this %s, more than the %u bytes a "
+                    "block may use on %s; use smaller tiles%s", k->name, need, what, limit, arch,
+                    w.op->code == IR_OP_DOT ? " (the dot stages a and b there as 32-bit values)" : "");
 }
 
 bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
 {
     if (!k || k->kind != IR_FUNC_KERNEL) return false;
-    SmemWalk w = {k, 0};
+    SmemWalk w = {k, 0, NULL};
     ir_walk((IrBlock *)&k->body, smem_visit, &w);
     out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32;
     out->shared_bytes = (w.bytes + 15) & ~15u;
@@ -311,7 +340,8 @@ static bool lower_module(Job *j, const IrModule *m, const CgOptions *o, DiagList
     c.b = LLVMCreateBuilderInContext(j->ctx);
     bool ok = true;
     for (uint32_t i = 0; i < m->nfuncs && ok; i++)
-        if (m->funcs[i]->kind == IR_FUNC_KERNEL) ok = build_kernel(&c, m->funcs[i], o->aligned_params);
+        if (m->funcs[i]->kind == IR_FUNC_KERNEL)
+            ok = check_smem(&c, m->funcs[i], arch) && build_kernel(&c, m->funcs[i], o->aligned_params);
     LLVMDisposeBuilder(c.b);
     arena_destroy(c.arena);
     return ok;

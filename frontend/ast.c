@@ -147,6 +147,11 @@ static void print_type(const AstType *t, FILE *out)
         }
         fputc(')', out);
         break;
+    case AST_TYPE_OF:
+        fputs("(dtype ", out);
+        print_expr(t->of, out);
+        fputc(')', out);
+        break;
     case AST_TYPE_TUPLE:
         fputs("(tuple", out);
         for (uint32_t i = 0; i < t->nelems; i++) {

@@ -23,6 +23,7 @@ typedef enum {
     AST_TYPE_PTR,        /* *T                               name = pointee name  */
     AST_TYPE_TENSOR,     /* T[d0, d1, ...] (graphs)          name = element name  */
     AST_TYPE_TUPLE,      /* (T1, T2) in a return type        elems                */
+    AST_TYPE_OF,         /* dtype(e) after `as`: e's element type   of = e       */
 } AstTypeKind;
 
 typedef struct AstType {
@@ -33,6 +34,7 @@ typedef struct AstType {
     uint32_t ndims;
     struct AstType **elems;   /* AST_TYPE_TUPLE */
     uint32_t nelems;
+    AstExpr *of;              /* AST_TYPE_OF (never evaluated) */
 } AstType;
 
 /* ---- expressions ------------------------------------------------------------------ */

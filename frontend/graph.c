@@ -490,6 +490,11 @@ static bool elem_of(Frame *f, const AstType *t, IrElem *out)
 static const GType *check_cast(Frame *f, const AstExpr *e)
 {
     const GType *t = value_of(f, e->lhs);
+    if (e->type && e->type->kind == AST_TYPE_OF) {          /* x as dtype(y): y's element type */
+        const GType *of = value_of(f, e->type->of);
+        if (t->kind != GT_VALUE || of->kind != GT_VALUE) return &poison;
+        return gt_with_elem(f->a, t, of->lit == 'f' ? IR_F32 : of->lit == 'i' ? IR_I32 : of->elem);
+    }
     if (e->type && e->type->kind != AST_TYPE_SCALAR && e->type->kind != AST_TYPE_PTR) {
         ERR(f, e->type->loc, "'as' converts the element type only; write 'as %s'",
             e->type->name ? e->type->name : "f32");
@@ -629,6 +634,13 @@ static const GType *b_abs(Frame *f, const AstExpr *call, const AstExpr **args)
     return value_of(f, args[0]);
 }
 
+/* isnan, isinf, isfinite: bool of the argument's shape. */
+static const GType *b_classify(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *t = value_of(f, args[0]);
+    return t->kind == GT_VALUE ? gt_with_elem(f->a, t, IR_I1) : t;
+}
+
 /* minimum, maximum, pow, fma: element-wise over broadcast arguments. */
 static const GType *b_elementwise(Frame *f, const AstExpr *call, const AstExpr **args)
 {
@@ -667,6 +679,7 @@ static const GType *b_reduce(Frame *f, const AstExpr *call, const AstExpr **args
     if (t->kind != GT_VALUE || !axis_arg(f, args[1], call->name, t, &ax)) return &poison;
     IrElem e = t->elem;
     if (strncmp(call->name, "arg", 3) == 0) e = IR_I32;
+    else if (!strcmp(call->name, "any") || !strcmp(call->name, "all")) e = IR_I1;
     else if (strcmp(call->name, "mean") == 0 && !is_float(t)) e = IR_F32;
     return drop_axis(f, t, ax, e);
 }
@@ -931,6 +944,7 @@ static const Builtin graph_builtins[] = {
     {"sqrt", X1, b_math}, {"rsqrt", X1, b_math}, {"sin", X1, b_math}, {"cos", X1, b_math},
     {"tanh", X1, b_math}, {"erf", X1, b_math}, {"floor", X1, b_math}, {"ceil", X1, b_math},
     {"sigmoid", X1, b_math}, {"abs", X1, b_abs},
+    {"isnan", X1, b_classify}, {"isinf", X1, b_classify}, {"isfinite", X1, b_classify},
     {"minimum", {"a", "b"}, 2, 2, b_elementwise},
     {"maximum", {"a", "b"}, 2, 2, b_elementwise},
     {"pow", {"a", "b"}, 2, 2, b_elementwise},
@@ -942,6 +956,8 @@ static const Builtin graph_builtins[] = {
     {"mean", {"t", "axis"}, 2, 2, b_reduce},
     {"argmax", {"t", "axis"}, 2, 2, b_reduce},
     {"argmin", {"t", "axis"}, 2, 2, b_reduce},
+    {"any", {"t", "axis"}, 2, 2, b_reduce},
+    {"all", {"t", "axis"}, 2, 2, b_reduce},
     {"softmax", {"t", "axis"}, 2, 2, b_along},
     {"cumsum", {"t", "axis"}, 2, 2, b_along},
     {"cumprod", {"t", "axis"}, 2, 2, b_along},
@@ -963,7 +979,7 @@ static const Builtin graph_builtins[] = {
 /* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
 static const char *const kernel_only[] = {
     "program_id", "num_programs", "arange", "load", "store", "atomic_add", "atomic_max",
-    "atomic_min", "atomic_xchg", "atomic_cas", "dot", "rand", "randn", "multiple_of",
+    "atomic_min", "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor", "atomic_cas", "barrier", "dot", "rand", "randn", "multiple_of",
     "max_contiguous", "assert", "print",
 };
 

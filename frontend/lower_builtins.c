@@ -5,6 +5,7 @@
  * `load(p, mask = m)`), and the handler that checks and builds it. Compile-time
  * arguments (axes, shapes, element types, hint values) are read from the AST with
  * consteval; the rest are lowered as values. */
+#include <math.h>
 #include <string.h>
 
 #include "lower_internal.h"
@@ -99,7 +100,9 @@ static bool axis_arg(Lower *L, const Builtin *bi, const AstExpr *e, int rank, in
 static bool elem_arg(Lower *L, const Builtin *bi, const AstExpr *e, IrElem *out)
 {
     if (e->kind == AST_NAME && ir_elem_from_name(e->name, strlen(e->name), out)) return true;
-    lw_error(L, e->loc, "the element type of %s must be a type name like f32", bi->name);
+    if (e->kind == AST_CALL && !strcmp(e->name, "dtype") && e->nargs == 1 && !(e->arg_names && e->arg_names[0]))
+        return (*out = lw_dtype_of(L, e->args[0])) != IR_NUM_ELEMS;
+    lw_error(L, e->loc, "the element type of %s must be a type name like f32, or dtype(x)", bi->name);
     return false;
 }
 
@@ -192,10 +195,31 @@ static Val bi_store(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     return VVOID;
 }
 
+/* sem = relaxed | acquire | release | acq_rel (the default). */
+static bool sem_arg(Lower *L, const Builtin *bi, const AstExpr *e, int64_t *out)
+{
+    *out = IR_SEM_ACQ_REL;
+    if (!e) return true;
+    for (int i = 0; e->kind == AST_NAME && i < 4; i++)
+        if (!strcmp(e->name, ir_sem_names[i])) {
+            *out = i;
+            return true;
+        }
+    lw_error(L, e->loc, "the sem of %s must be relaxed, acquire, release or acq_rel", bi->name);
+    return false;
+}
+
+static bool is_bitwise_atomic(IrOpcode op) { return op == IR_OP_ATOMIC_AND || op == IR_OP_ATOMIC_OR || op == IR_OP_ATOMIC_XOR; }
+
 static Val bi_atomic(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
     Val p = ptr_arg(L, bi, args[0]);
-    if (!p.t) return VERR;
+    int64_t sem;
+    if (!p.t || !sem_arg(L, bi, args[3], &sem)) return VERR;
+    if (is_bitwise_atomic(bi->op) && !ir_elem_is_int(p.t->pointee)) {
+        lw_error(L, args[0]->loc, "%s needs a pointer to integers, got %s", bi->name, lw_tstr(L, p.t));
+        return VERR;
+    }
     bool cas = bi->op == IR_OP_ATOMIC_CAS;
     Val v = stored_arg(L, bi, args[1], cas ? "compared value" : "value", p.t), m = VERR;
     if (!v.t) return VERR;
@@ -203,7 +227,15 @@ static Val bi_atomic(Lower *L, const Builtin *bi, const AstExpr *call, const Ast
     if (args[2] && !m.t) return VERR;
     IrValue ops[3] = {p.v, v.v, m.v};
     L->b.loc = call->loc;
-    return lw_val(L, ir_build1(&L->b, bi->op, lw_like(L, p.t, p.t->pointee), ops, args[2] ? 3 : 2));
+    return build_attr(L, bi->op, lw_like(L, p.t, p.t->pointee), ops, args[2] ? 3 : 2, sem);
+}
+
+static Val bi_barrier(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    (void)bi, (void)args;
+    L->b.loc = call->loc;
+    ir_build(&L->b, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+    return VVOID;
 }
 
 /* ---- dot ------------------------------------------------------------------------------ */
@@ -290,7 +322,29 @@ static Val bi_reduce(Lower *L, const Builtin *bi, const AstExpr *call, const Ast
     return build_attr(L, bi->op, ir_type_tile(L->ctx, lw_scalar(L, re), t.t->rank - 1, shape), &t.v, 1, axis);
 }
 
+/* any/all(t, axis): max/min of i1 along the axis (exact: i1 is 0 or 1, unsigned).
+ * Other numbers count as true where they are not 0, as in NumPy and PyTorch (a NaN is
+ * not 0, so it is true). */
+static Val bi_any_all(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val t = tile_arg(L, bi, args[0]);
+    int64_t axis;
+    if (!t.t || !axis_arg(L, bi, args[1], t.t->rank, &axis)) return VERR;
+    if (t.t->elem == IR_PTR) {
+        lw_error(L, args[0]->loc, "%s needs booleans or numbers, got %s", bi->name, lw_tstr(L, t.t));
+        return VERR;
+    }
+    L->b.loc = call->loc;
+    t = lw_convert(L, t, IR_I1);
+    int32_t shape[IR_MAX_RANK] = {0};
+    for (int i = 0, j = 0; i < t.t->rank; i++)
+        if (i != axis) shape[j++] = t.t->shape[i];
+    return build_attr(L, bi->op, ir_type_tile(L->ctx, lw_scalar(L, IR_I1), t.t->rank - 1, shape), &t.v, 1, axis);
+}
+
 /* ---- element-wise ------------------------------------------------------------------------ */
+
+
 static Val bi_where(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
     Val c = bool_arg(L, bi, args[0], "condition", NULL);
@@ -339,6 +393,29 @@ static Val bi_math(Lower *L, const Builtin *bi, const AstExpr *call, const AstEx
         ops[i] = lw_ir(L, &vs[i]);
     }
     return lw_val(L, ir_build1(&L->b, bi->op, vs[0].t, ops, (uint32_t)n));
+}
+
+/* isnan/isinf/isfinite(x): i1 of x's shape, by exact comparisons: x != x, |x| == inf,
+ * |x| < inf (f8e4m3 has no infinities: never inf, finite where not NaN). Integers are
+ * never NaN or infinite: the constants false, false, true, as in PyTorch. */
+static Val bi_classify(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val x = lower_expr(L, args[0]);
+    if (!number_args(L, bi, &x, 1, args)) return VERR;
+    if (x.lit == LIT_FLOAT) x = lw_convert(L, x, IR_F32);
+    lw_ir(L, &x);
+    L->b.loc = call->loc;
+    const IrType *bt = lw_like(L, x.t, IR_I1);
+    bool nan = !strcmp(bi->name, "isnan"), inf = !strcmp(bi->name, "isinf");
+    if (!ir_elem_is_float(x.t->elem)) return lw_val(L, ir_const_int(&L->b, bt, !nan && !inf));
+    IrValue ops[2] = {x.v, x.v};
+    if (nan || x.t->elem == IR_F8E4M3) {
+        if (inf) return lw_val(L, ir_const_int(&L->b, bt, 0));
+        return build_attr(L, IR_OP_CMP, bt, ops, 2, nan ? IR_CMP_NE : IR_CMP_EQ);
+    }
+    ops[0] = ir_build1(&L->b, IR_OP_ABS, x.t, &x.v, 1);
+    ops[1] = ir_const_float(&L->b, x.t, INFINITY);
+    return build_attr(L, IR_OP_CMP, bt, ops, 2, inf ? IR_CMP_EQ : IR_CMP_LT);
 }
 
 static Val bi_cdiv(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
@@ -467,6 +544,7 @@ static Val bi_print(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
 /* ---- the table ------------------------------------------------------------------------------ */
 #define MATH1(n, OPC) {n, 1, 1, {"x"}, bi_math, IR_OP_##OPC}
 #define REDUCE(n, OPC) {n, 2, 2, {"t", "axis"}, bi_reduce, IR_OP_##OPC}
+#define ATOMIC(n, OPC) {n, 2, 4, {"ptr", "value", "mask", "sem"}, bi_atomic, IR_OP_ATOMIC_##OPC}
 static const Builtin builtins[] = {
     {"program_id", 1, 1, {"axis"}, bi_program_id, IR_OP_PROGRAM_ID},
     {"num_programs", 1, 1, {"axis"}, bi_program_id, IR_OP_NUM_PROGRAMS},
@@ -475,15 +553,20 @@ static const Builtin builtins[] = {
     {"full", 3, 3, {"shape", "value", "dtype"}, bi_zeros, IR_OP_CONST},
     {"load", 1, 3, {"ptr", "mask", "other"}, bi_load, IR_OP_LOAD},
     {"store", 2, 3, {"ptr", "value", "mask"}, bi_store, IR_OP_STORE},
-    {"atomic_add", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_ADD},
-    {"atomic_max", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_MAX},
-    {"atomic_min", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_MIN},
-    {"atomic_xchg", 2, 3, {"ptr", "value", "mask"}, bi_atomic, IR_OP_ATOMIC_XCHG},
-    {"atomic_cas", 3, 3, {"ptr", "cmp", "value"}, bi_atomic, IR_OP_ATOMIC_CAS},
+    ATOMIC("atomic_add", ADD), ATOMIC("atomic_max", MAX), ATOMIC("atomic_min", MIN),
+    ATOMIC("atomic_xchg", XCHG), ATOMIC("atomic_and", AND), ATOMIC("atomic_or", OR),
+    ATOMIC("atomic_xor", XOR),
+    {"atomic_cas", 3, 4, {"ptr", "cmp", "value", "sem"}, bi_atomic, IR_OP_ATOMIC_CAS},
+    {"barrier", 0, 0, {0}, bi_barrier, IR_OP_BARRIER},
     {"dot", 2, 4, {"a", "b", "acc", "precision"}, bi_dot, IR_OP_DOT},
     REDUCE("sum", SUM), REDUCE("max", MAX), REDUCE("min", MIN),
     REDUCE("argmax", ARGMAX), REDUCE("argmin", ARGMIN),
     REDUCE("cumsum", CUMSUM), REDUCE("cumprod", CUMPROD),
+    {"any", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MAX},
+    {"all", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MIN},
+    {"isnan", 1, 1, {"x"}, bi_classify, IR_OP_CMP},
+    {"isinf", 1, 1, {"x"}, bi_classify, IR_OP_CMP},
+    {"isfinite", 1, 1, {"x"}, bi_classify, IR_OP_CMP},
     {"where", 3, 3, {"cond", "a", "b"}, bi_where, IR_OP_SELECT},
     MATH1("exp", EXP), MATH1("exp2", EXP2), MATH1("log", LOG), MATH1("log2", LOG2),
     MATH1("sqrt", SQRT), MATH1("rsqrt", RSQRT), MATH1("sin", SIN), MATH1("cos", COS),

@@ -368,10 +368,39 @@ static Val lower_unary(Lower *L, const AstExpr *e)
     return VERR;
 }
 
+/* The element type of e's value without evaluating e (C's sizeof): e is lowered for
+ * its type and the ops it built are removed again. A literal has its default type
+ * (i32, f32). IR_NUM_ELEMS after an error. */
+IrElem lw_dtype_of(Lower *L, const AstExpr *e)
+{
+    IrBlock *blk = L->b.block;
+    IrOp *before = L->b.before, *mark = before ? before->prev : blk->last;
+    Val v = lower_expr(L, e);
+    IrOp *op = mark ? mark->next : blk->first;
+    while (op && op != before) {
+        IrOp *next = op->next;
+        ir_op_remove(op);
+        op = next;
+    }
+    if (!v.t) return IR_NUM_ELEMS;
+    if (v.t->elem == IR_PTR) {
+        lw_error(L, e->loc, "dtype(...) of a pointer (%s) is no number type; for the type it points to write "
+                 "dtype(load(p)), which loads nothing", lw_tstr(L, v.t));
+        return IR_NUM_ELEMS;
+    }
+    return v.t->elem;
+}
+
 static Val lower_cast(Lower *L, const AstExpr *e)
 {
     Val a = lower_expr(L, e->lhs);
-    const IrType *t = lw_type(L, e->type);
+    const IrType *t = NULL;
+    if (e->type->kind == AST_TYPE_OF) {
+        IrElem el = lw_dtype_of(L, e->type->of);
+        t = el == IR_NUM_ELEMS ? NULL : lw_scalar(L, el);
+    } else {
+        t = lw_type(L, e->type);
+    }
     if (!a.t || !t) return VERR;
     L->b.loc = e->loc;
     if (t->elem == IR_PTR || a.t->elem == IR_PTR) {
@@ -459,6 +488,10 @@ static Val lower_call(Lower *L, const AstExpr *e)
     }
     if (lower_builtin(L, e, &out)) return out;
     const AstItem *it = lw_find_item(L, e->name);
+    if (!it && !strcmp(e->name, "dtype")) {
+        lw_error(L, e->loc, "dtype(x) names a type, not a value: write y as dtype(x), or zeros(shape, dtype(x))");
+        return VERR;
+    }
     if (!it) {
         unknown_function(L, e);
         return VERR;

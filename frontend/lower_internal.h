@@ -64,6 +64,7 @@ int lw_edit_distance(const char *a, const char *b);
 static inline int lw_suggest_limit(const char *name) { return strlen(name) <= 3 ? 1 : 2; }
 /* A scalar type written in the source (`f32`, `bool`, `*bf16`); NULL with an error. */
 const IrType *lw_type(Lower *L, const AstType *t);
+IrElem lw_dtype_of(Lower *L, const AstExpr *e);      /* dtype(e); IR_NUM_ELEMS after an error */
 const IrType *lw_scalar(Lower *L, IrElem e);
 const IrType *lw_like(Lower *L, const IrType *shape_of, IrElem e);
 /* "f32[64, 32]" / "[64, 32]" into a static-lifetime arena string. */

@@ -107,7 +107,9 @@ AstExpr *fe_binary(ParseCtx *c, AstBinOp op, AstExpr *l, AstExpr *r, Loc loc)
 
 AstExpr *fe_cast(ParseCtx *c, AstExpr *x, AstType *t, Loc loc)
 {
-    AstExpr *e = new_expr(c, AST_CAST, loc, expr_depth(x));
+    uint32_t d = expr_depth(x);
+    if (t && t->kind == AST_TYPE_OF) d = max_u32(d, expr_depth(t->of));   /* x as dtype(...) nests too */
+    AstExpr *e = new_expr(c, AST_CAST, loc, d);
     if (!e) return NULL;
     e->lhs = x;
     e->type = t;
@@ -225,6 +227,17 @@ AstType *fe_ptr_type(ParseCtx *c, const char *name, Loc star, Loc name_loc)
 {
     AstType *t = new_type(c, AST_TYPE_PTR, name, name_loc);
     t->loc = star;
+    return t;
+}
+
+/* `x as dtype(e)`: the element type of e (which is only type-checked, as C's sizeof). */
+AstType *fe_dtype_type(ParseCtx *c, const char *name, AstExpr *of, Loc loc)
+{
+    if (strcmp(name, "dtype"))
+        fe_err(c, loc, "'as' needs a type or dtype(x), got a call of '%s'", name);
+    AstType *t = new_type(c, AST_TYPE_OF, NULL, loc);
+    t->name = "dtype";
+    t->of = of;
     return t;
 }
 

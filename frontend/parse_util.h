@@ -73,6 +73,7 @@ FeArg *fe_arg(ParseCtx *c, const char *name, Loc name_loc, AstExpr *value);
 /* Types. fe_scalar_type reports "unknown type" and still returns a node. */
 AstType *fe_scalar_type(ParseCtx *c, const char *name, Loc loc);
 AstType *fe_ptr_type(ParseCtx *c, const char *name, Loc star, Loc name_loc);
+AstType *fe_dtype_type(ParseCtx *c, const char *name, AstExpr *of, Loc loc);   /* as dtype(e) */
 AstType *fe_tensor_type(ParseCtx *c, const char *name, FeList *dims, Loc loc);
 AstType *fe_tuple_type(ParseCtx *c, FeList *elems, Loc loc);
 

@@ -316,6 +316,7 @@ expr
     | '!' expr %prec UNARY      { TRY($$, fe_unary(ctx, '!', $2, @1)); }
     | '~' expr %prec UNARY      { TRY($$, fe_unary(ctx, '~', $2, @1)); }
     | expr KW_AS cast_type      { TRY($$, fe_cast(ctx, $1, $3, @2)); }
+    | expr KW_AS IDENT '(' expr ')' { TRY($$, fe_cast(ctx, $1, fe_dtype_type(ctx, $3, $5, @3), @2)); }
     | expr '*' expr             { TRY($$, fe_binary(ctx, AST_MUL, $1, $3, @2)); }
     | expr '/' expr             { TRY($$, fe_binary(ctx, AST_DIV, $1, $3, @2)); }
     | expr '%' expr             { TRY($$, fe_binary(ctx, AST_REM, $1, $3, @2)); }

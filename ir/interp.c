@@ -228,6 +228,9 @@ static Slot atomic_combine(IrOpcode c, IrElem e, Slot old, Slot v)
         else r.i = (mx ? (uint64_t)v.i > (uint64_t)old.i : (uint64_t)v.i < (uint64_t)old.i) ? v.i : old.i;
         break;
     }
+    case IR_OP_ATOMIC_AND: r.i = old.i & v.i; break;
+    case IR_OP_ATOMIC_OR: r.i = old.i | v.i; break;
+    case IR_OP_ATOMIC_XOR: r.i = old.i ^ v.i; break;
     default: break;                     /* xchg: the new value */
     }
     return r;
@@ -485,6 +488,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_STORE: ok = exec_store(I, op); break;
     case IR_OP_ASSERT: ok = exec_assert(I, op); break;
     case IR_OP_PRINT: exec_print(I, op); ok = true; break;
+    case IR_OP_BARRIER: ok = true; break;      /* one program runs at a time, lanes in step */
     default: ok = exec_result_op(I, op); break;
     }
     return ok ? EX_OK : EX_ERROR;

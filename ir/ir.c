@@ -46,6 +46,18 @@ const IrOpInfo ir_op_info[IR_NUM_OPS] = {
 
 const char *const ir_cmp_names[6] = {"eq", "ne", "lt", "le", "gt", "ge"};
 const char *const ir_precision_names[3] = {"default", "tf32", "ieee"};
+const char *const ir_sem_names[4] = {"acq_rel", "relaxed", "acquire", "release"};
+
+bool ir_op_is_atomic(IrOpcode code)
+{
+    switch (code) {
+    case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
+    case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
+        return true;
+    default:
+        return false;
+    }
+}
 
 bool ir_op_from_name(const char *s, size_t n, IrOpcode *out)
 {

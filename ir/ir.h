@@ -115,6 +115,11 @@ typedef enum { IR_CMP_EQ, IR_CMP_NE, IR_CMP_LT, IR_CMP_LE, IR_CMP_GT, IR_CMP_GE 
 extern const char *const ir_cmp_names[6];                /* "eq", "ne", ... */
 typedef enum { IR_PREC_DEFAULT, IR_PREC_TF32, IR_PREC_IEEE } IrPrecision;
 extern const char *const ir_precision_names[3];          /* "default", "tf32", "ieee" */
+/* The memory order of an atomic (attr.i; LANGUAGE-REFERENCE.md "Memory model"). The
+ * zero value is the default, acq_rel, so an atomic built without one is ordered. */
+typedef enum { IR_SEM_ACQ_REL, IR_SEM_RELAXED, IR_SEM_ACQUIRE, IR_SEM_RELEASE } IrSem;
+extern const char *const ir_sem_names[4];                /* "acq_rel", "relaxed", ... */
+bool ir_op_is_atomic(IrOpcode code);
 
 typedef uint32_t IrValue;
 #define IR_NO_VALUE UINT32_MAX

@@ -415,6 +415,11 @@ static bool parse_attr(Parser *ps, OpText *o)
     case IR_OP_CMP: return parse_word_attr(ps, o, ir_cmp_names, 6, "comparison predicate");
     case IR_OP_DOT: return parse_word_attr(ps, o, ir_precision_names, 3, "dot precision");
     case IR_OP_PRINT: return parse_string(ps, &o->attr.s);
+    case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
+    case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
+        /* the memory order; without one, acq_rel (the language's default) */
+        if (ps->tok.kind != TK_IDENT) return true;
+        return parse_word_attr(ps, o, ir_sem_names, 4, "memory order (relaxed, acquire, release, acq_rel)");
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:

@@ -215,6 +215,10 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_DOT:
         fprintf(out, " %s", op->attr.i >= 0 && op->attr.i < 3 ? ir_precision_names[op->attr.i] : "?");
         break;
+    case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
+    case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
+        fprintf(out, " %s", op->attr.i >= 0 && op->attr.i < 4 ? ir_sem_names[op->attr.i] : "?");
+        break;
     case IR_OP_PRINT:
         fputc(' ', out);
         print_string(op->attr.s, out);

@@ -267,6 +267,10 @@ static bool check_atomic(Verifier *v, const IrOp *op)
     if (!is_pointee_of(p, x) || r != x)
         return fail(v, op, "value and result must be the pointee of %s, got %s -> %s", tstr(p).s, tstr(x).s, tstr(r).s);
     if (cas && opt(v, op, 1) != x) return fail(v, op, "compare value must have type %s, got %s", tstr(x).s, tstr(opt(v, op, 1)).s);
+    bool bits = op->code == IR_OP_ATOMIC_AND || op->code == IR_OP_ATOMIC_OR || op->code == IR_OP_ATOMIC_XOR;
+    if (bits && !ir_elem_is_int(x->elem)) return fail(v, op, "needs integers, got %s", tstr(x).s);
+    if (op->attr.i < IR_SEM_ACQ_REL || op->attr.i > IR_SEM_RELEASE)
+        return fail(v, op, "has an unknown memory order %" PRId64, op->attr.i);
     return cas || op->noperands < 3 || check_mask(v, op, 2, p);
 }
 
@@ -456,7 +460,9 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_LOAD: return check_load(v, op);
     case IR_OP_STORE: return check_store(v, op);
     case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
-    case IR_OP_ATOMIC_CAS: return check_atomic(v, op);
+    case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
+        return check_atomic(v, op);
+    case IR_OP_BARRIER: return true;
     case IR_OP_DOT: return check_dot(v, op);
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
         return check_reduce(v, op);

@@ -667,6 +667,39 @@ static void test_atomic_cas_and_old_values(void **state)
     assert_true(fl == 7.0f);
 }
 
+/* and/or/xor combine bits (u8 wraps nothing: the old values come back exactly); the
+ * memory order is an attribute the interpreter needs not look at, and barrier does
+ * nothing to a program that runs alone. */
+static void test_atomic_bitwise(void **state)
+{
+    K *k = *state;
+    const char *nm[] = {"a", "old"};
+    const IrType *tp[] = {pt(k, IR_U32), pt(k, IR_U32)};
+    k_begin(k, "bits", 2, nm, tp);
+    const IrType *tu = t1(k, sc(k, IR_U32), 4);
+    IrValue pa = splat(k, P(k, 0), tu), lane = op1(k, IR_OP_CONVERT, tu, arange(k, 4));
+    IrValue one = ci(k, tu, 1);
+    IrValue bit[3] = {op2(k, IR_OP_SHL, one, lane), op2(k, IR_OP_SHL, one, op2(k, IR_OP_ADD, lane, ci(k, tu, 4))),
+                      op2(k, IR_OP_SHL, one, op2(k, IR_OP_ADD, lane, ci(k, tu, 8)))};
+    IrOpcode code[3] = {IR_OP_ATOMIC_OR, IR_OP_ATOMIC_XOR, IR_OP_ATOMIC_AND};
+    IrValue last = 0;
+    for (int i = 0; i < 3; i++) {
+        IrValue o[2] = {pa, i == 2 ? ci(k, tu, 0xff0) : bit[i]};
+        IrOp *op = ir_build(&k->b, code[i], o, 2, &tu, 1, 0);
+        op->attr.i = i == 0 ? IR_SEM_RELAXED : i == 1 ? IR_SEM_RELEASE : IR_SEM_ACQUIRE;
+        last = op->results[0];
+        ir_build(&k->b, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+    }
+    store_all(k, P(k, 1), last);
+    ret(k);
+    uint32_t a = 0x10000, old[4];
+    InterpArg args[] = {buf(IR_U32, &a, 1), buf(IR_U32, old, 4)};
+    assert_true(run(k, args, 1));
+    assert_int_equal(a, 0xf0);                           /* ((0x10000 | 0xf) ^ 0xf0) & 0xff0 */
+    assert_int_equal(old[0], 0x100ff);                   /* the and's first lane sees or and xor */
+    for (int i = 1; i < 4; i++) assert_int_equal(old[i], 0xf0);
+}
+
 /* ---- control flow ------------------------------------------------------------------- */
 
 /* out[0] = sum of i for i in range(lo, hi, step), a loop-carried value. */
@@ -977,7 +1010,7 @@ int main(void)
         T(test_float_math),        T(test_dot_f32),            T(test_dot_tf32),
         T(test_dot_f16),           T(test_tiled_matmul),       T(test_reductions_and_scans),
         T(test_int_reductions_wrap), T(test_f16_sum_accumulates_in_f32),
-        T(test_atomic_histogram),  T(test_atomic_cas_and_old_values),
+        T(test_atomic_histogram),  T(test_atomic_cas_and_old_values), T(test_atomic_bitwise),
         T(test_for_loop),          T(test_while_loop),         T(test_loop_limit),
         T(test_if_and_early_return), T(test_unwind_from_loop), T(test_rand_randn),       T(test_grid_function),
         T(test_print),             T(test_hint_violation),     T(test_argument_checks),

@@ -276,6 +276,8 @@ static void test_verify_rules(void **state)
         {"kernel @k(%x: i32) {\n %w = while %x : i32 {\n ^(%a: i32):\n condition %a, %a\n } do {\n ^(%b: i32):\n yield %b\n }\n return\n}",
          "verifier: 'condition' needs an i1 scalar first operand"},
         {"kernel @k(%x: i32) {\n return %x\n}", "verifier: 'return' of a kernel takes no operands, got 1"},
+        {"kernel @k(%p: *f16, %x: f16) {\n %o = atomic_or relaxed %p, %x : f16\n return\n}",
+         "verifier: 'atomic_or' needs integers, got f16"},
         {"kernel @k(%x: i32) {\n %a = neg %x : i32\n}", "verifier: function '@k' must end in 'return'"},
         {"kernel @k() {\n %a = const 300 : i8\n return\n}", "verifier: 'const' value 300 does not fit i8"},
         {"kernel @k(%c: i1) {\n %r = if %c : i32 {\n %a = const 1 : i32\n yield %a\n } else {\n yield %a\n }\n return\n}",
@@ -302,6 +304,22 @@ static void test_verify_built_ir(void **state)
     ir_ctx_destroy(c);
 }
 
+/* An atomic's memory order must be one of the four (the parser only reads those). */
+static void test_verify_memory_order(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    IrModule *m = ir_module_create(c);
+    IrBuilder b;
+    const IrType *tp[2] = {ir_type_ptr(c, IR_I32), ty(c, IR_I32)};
+    IrFunc *f = kernel(m, &b, tp, 2);
+    IrOp *op = ir_build(&b, IR_OP_ATOMIC_ADD, f->body.args, 2, &tp[1], 1, 0);
+    op->attr.i = 7;
+    finish(&b);
+    assert_false(ir_verify_func(f));
+    assert_string_equal(first_diag(c), "verifier: 'atomic_add' has an unknown memory order 7");
+    ir_ctx_destroy(c);
+}
+
 static void test_verify_accepts_sample(void **state)
 {
     IrCtx *c = ir_ctx_create();
@@ -321,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_parse_truncated),
         cmocka_unit_test(test_verify_rules),
         cmocka_unit_test(test_verify_built_ir),
+        cmocka_unit_test(test_verify_memory_order),
         cmocka_unit_test(test_verify_accepts_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
