@@ -423,7 +423,7 @@ static bool convert_in_pairs(Cg *c, const IrOp *op, const CgLayout *l, CgVal *ou
 bool cg_elementwise(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(c->warps, rt);
+    CgLayout l = cg_layout_of(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS) {
         LLVMValueRef v = op->code == IR_OP_CONST ? constant(c, op, rt->elem) : program_axis(c, op);

@@ -93,7 +93,10 @@ static inline LLVMValueRef cg_at(CgVal x, uint32_t k) { return x.v[x.n == 1 ? 0 
 const IrType *cg_type(Cg *c, IrValue v);
 
 /* ---- cg_layout.c ------------------------------------------------------------------ */
-CgLayout cg_layout_of(int warps, const IrType *t);   /* the canonical layout of a shape */
+/* The register layout t carries (passes/layout.c); a uniform scalar for rank 0.
+ * cg_check_layouts has made sure every tile of the kernel has one codegen knows. */
+CgLayout cg_layout_of(const IrType *t);
+bool cg_check_layouts(Cg *c, const IrFunc *k);
 uint32_t cg_layout_elems(const CgLayout *l);
 /* Coordinates (i32 LLVM values) of local element k of this thread. */
 void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
@@ -132,7 +135,7 @@ LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x);
 bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
-uint32_t cg_scan_smem_bytes(int warps, const IrType *t, int axis);   /* cross-warp totals */
+uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
