@@ -6,6 +6,7 @@
  * accumulator elements with one fma per k, k = 0..K-1 in order: the interpreter's
  * order and rounding, so f32/f16/bf16 results are bit-for-bit equal to it. */
 #include "codegen/cg_internal.h"
+#include "ir/layout.h"
 
 /* tf32: 10 mantissa bits, round to nearest even (the interpreter's fp_round_tf32);
  * infinities and NaNs pass unchanged. */
@@ -46,6 +47,7 @@ static void stage(Cg *c, const IrOp *op, int which, IrElem ce, uint32_t byte_bas
 bool cg_dot(Cg *c, const IrOp *op)
 {
     const IrType *at = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
+    if (rt->layout->kind == IR_LAYOUT_MMA) return cg_mma_dot(c, op);
     const IrType *acct = cg_type(c, op->operands[2]);
     int32_t K = at->shape[1], N = rt->shape[1];
     IrElem ce = compute_elem(at->elem, rt->elem);

@@ -393,7 +393,7 @@ static IrElem op_elem(Cg *c, const IrOp *op)
  * (ptxas kept 16 such predicates per thread alive in layernorm, as ISETP and P2R). */
 static uint32_t equal_run(Cg *c, const IrOp *op, const CgLayout *l)
 {
-    if (l->rank == 0) return 1;
+    if (l->rank == 0 || l->kind != CG_LAYOUT_BLOCKED) return 1;
     int last = l->rank - 1;
     int64_t k = c->ai[op->results[0]].constancy[last];
     uint32_t g = 1;

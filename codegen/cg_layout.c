@@ -20,6 +20,7 @@ CgLayout cg_layout_of(const IrType *t)
     CgLayout l = {.kind = CG_LAYOUT_BLOCKED, .rank = t->rank};
     if (t->rank == 0 || !t->layout) return l;
     const IrLayout *il = t->layout;
+    if (il->kind == IR_LAYOUT_MMA || il->kind == IR_LAYOUT_DOT_OPERAND) return cg_mma_layout(t);
     for (int d = 0; d < t->rank; d++) {
         l.shape[d] = t->shape[d];
         l.spt[d] = il->spt[d];
@@ -32,9 +33,12 @@ CgLayout cg_layout_of(const IrType *t)
 }
 
 /* What codegen lowers today: blocked layouts whose lanes and warps are numbered with
- * the last axis fastest (order [rank-1, ..., 0]). */
+ * the last axis fastest (order [rank-1, ..., 0]); mma.sync accumulators (version 2,
+ * m16n8k16) and their 16-bit operands (two K elements per register). */
 static bool supported(const IrLayout *l)
 {
+    if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && l->instr[2] == 16;
+    if (l->kind == IR_LAYOUT_DOT_OPERAND) return l->kwidth == 2 && l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
     if (l->kind != IR_LAYOUT_BLOCKED) return false;
     for (int d = 0; d < l->rank; d++)
         if (l->order[d] != l->rank - 1 - d) return false;
@@ -77,6 +81,7 @@ static uint32_t axis_elems(const CgLayout *l, int d) { return (uint32_t)(l->spt[
 
 uint32_t cg_layout_elems(const CgLayout *l)
 {
+    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_elems(l);
     uint32_t n = 1;
     for (int d = 0; d < l->rank; d++) n *= axis_elems(l, d);
     return n;
@@ -116,6 +121,10 @@ static int32_t local_offset(const CgLayout *l, int d, uint32_t li)
 
 void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
+    if (l->kind != CG_LAYOUT_BLOCKED) {
+        cg_mma_coords(c, l, k, coords);
+        return;
+    }
     uint32_t li[IR_MAX_RANK];
     local_index(l, k, li);
     for (int d = 0; d < l->rank; d++) {
@@ -126,6 +135,7 @@ void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[
 
 bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
 {
+    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_coords_at(l, t, k, coords);
     uint32_t li[IR_MAX_RANK], lane = t % 32, warp = t / 32;
     bool owner = true;
     local_index(l, k, li);
@@ -142,6 +152,9 @@ bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coor
 bool cg_layout_replicated(const CgLayout *l)
 {
     if (l->rank == 0) return true;
+    if (l->kind == CG_LAYOUT_MMA) return false;
+    if (l->kind == CG_LAYOUT_DOT_A) return l->wpc[1] > 1;
+    if (l->kind == CG_LAYOUT_DOT_B) return l->wpc[0] > 1;
     for (int d = 0; d < l->rank; d++)
         if (l->spt[d] * l->tpw[d] * l->wpc[d] > l->shape[d]) return true;
     return false;
@@ -152,6 +165,7 @@ bool cg_layout_replicated(const CgLayout *l)
 LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
 {
     if (l->rank == 0) return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
+    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_owner(c, l);
     LLVMValueRef own = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
     for (int d = 0; d < l->rank; d++) {
         if (l->spt[d] * l->tpw[d] * l->wpc[d] <= l->shape[d]) continue;
@@ -304,7 +318,7 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     if (op->noperands == 0 || op->nresults == 0) return 0;
     const IrType *a = ir_value_type(f, op->operands[0]), *r = ir_value_type(f, op->results[0]);
     switch (op->code) {
-    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
+    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
         return tile_bytes(a, mem_bytes(a->elem));
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
         /* cross-warp partials: one value and one index (8 bytes each at most) per result
@@ -316,6 +330,7 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     }
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(a, (int)op->attr.i);
     case IR_OP_DOT: {
+        if (r->layout && r->layout->kind == IR_LAYOUT_MMA) return 0;   /* operands come in registers */
         const IrType *b = ir_value_type(f, op->operands[1]);
         int eb = ir_elem_is_float(a->elem) && a->elem != IR_F64 ? 4 : 8;
         return tile_bytes(a, eb) + tile_bytes(b, eb);
