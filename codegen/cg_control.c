@@ -55,7 +55,7 @@ static int def_pos(const IrOp **seq, uint32_t n, IrValue v)
 static uint32_t load_bytes(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(c->warps, t);
+    CgLayout l = cg_layout_of(t);
     return cg_layout_elems(&l) * (uint32_t)ir_elem_bytes(t->elem);
 }
 
@@ -136,7 +136,7 @@ static CgVal *phis(Cg *c, const IrValue *vals, uint32_t n)
     CgVal *out = arena_alloc(c->arena, (n ? n : 1) * sizeof *out);
     for (uint32_t i = 0; i < n; i++) {
         const IrType *t = cg_type(c, vals[i]);
-        CgLayout l = cg_layout_of(c->warps, t);
+        CgLayout l = cg_layout_of(t);
         out[i] = cg_val_new(c, cg_layout_elems(&l));
         for (uint32_t k = 0; k < out[i].n; k++) out[i].v[k] = LLVMBuildPhi(c->b, cg_elem_type(c, t->elem), "");
     }
@@ -310,6 +310,7 @@ static bool cg_op(Cg *c, const IrOp *op)
     case IR_OP_IF: return lower_if(c, op);
     case IR_OP_WHILE: return lower_while(c, op);
     case IR_OP_SPLAT: case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
+    case IR_OP_CONVERT_LAYOUT:
         return cg_shape_op(c, op);
     case IR_OP_LOAD: case IR_OP_STORE: case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN:
     case IR_OP_ATOMIC_XCHG: case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR:

@@ -6,6 +6,7 @@
  * accumulator elements with one fma per k, k = 0..K-1 in order: the interpreter's
  * order and rounding, so f32/f16/bf16 results are bit-for-bit equal to it. */
 #include "codegen/cg_internal.h"
+#include "ir/layout.h"
 
 /* tf32: 10 mantissa bits, round to nearest even (the interpreter's fp_round_tf32);
  * infinities and NaNs pass unchanged. */
@@ -31,7 +32,7 @@ static IrElem compute_elem(IrElem in, IrElem out)
 static void stage(Cg *c, const IrOp *op, int which, IrElem ce, uint32_t byte_base)
 {
     const IrType *t = cg_type(c, op->operands[which]);
-    CgLayout l = cg_layout_of(c->warps, t);
+    CgLayout l = cg_layout_of(t);
     CgVal x = cg_get(c, op->operands[which]);
     bool tf32 = op->attr.i == IR_PREC_TF32 && t->elem == IR_F32;
     LLVMTypeRef ct = cg_elem_type(c, ce);
@@ -46,6 +47,7 @@ static void stage(Cg *c, const IrOp *op, int which, IrElem ce, uint32_t byte_bas
 bool cg_dot(Cg *c, const IrOp *op)
 {
     const IrType *at = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
+    if (rt->layout->kind == IR_LAYOUT_MMA) return cg_mma_dot(c, op);
     const IrType *acct = cg_type(c, op->operands[2]);
     int32_t K = at->shape[1], N = rt->shape[1];
     IrElem ce = compute_elem(at->elem, rt->elem);
@@ -55,7 +57,7 @@ bool cg_dot(Cg *c, const IrOp *op)
     stage(c, op, 0, ce, 0);
     stage(c, op, 1, ce, bbase);
     cg_barrier(c);
-    CgLayout l = cg_layout_of(c->warps, rt);
+    CgLayout l = cg_layout_of(rt);
     uint32_t n = cg_layout_elems(&l);
     CgVal acc = cg_get(c, op->operands[2]);
     LLVMValueRef *init = arena_alloc(c->arena, n * sizeof *init), *next = arena_alloc(c->arena, n * sizeof *next);

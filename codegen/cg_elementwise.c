@@ -393,7 +393,7 @@ static IrElem op_elem(Cg *c, const IrOp *op)
  * (ptxas kept 16 such predicates per thread alive in layernorm, as ISETP and P2R). */
 static uint32_t equal_run(Cg *c, const IrOp *op, const CgLayout *l)
 {
-    if (l->rank == 0) return 1;
+    if (l->rank == 0 || l->kind != CG_LAYOUT_BLOCKED) return 1;
     int last = l->rank - 1;
     int64_t k = c->ai[op->results[0]].constancy[last];
     uint32_t g = 1;
@@ -423,7 +423,7 @@ static bool convert_in_pairs(Cg *c, const IrOp *op, const CgLayout *l, CgVal *ou
 bool cg_elementwise(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(c->warps, rt);
+    CgLayout l = cg_layout_of(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS) {
         LLVMValueRef v = op->code == IR_OP_CONST ? constant(c, op, rt->elem) : program_axis(c, op);

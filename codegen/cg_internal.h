@@ -14,18 +14,24 @@
 #include "ir/arena.h"
 #include "passes/axisinfo.h"
 
-/* A distributed "blocked" layout (Triton's BlockedEncoding): along each axis d a thread
- * holds spt[d] consecutive elements, tpw[d] lanes of a warp and wpc[d] warps of the
- * program cover the axis side by side, and the pattern repeats reps[d] times. Where
- * spt * tpw * wpc exceeds the axis, coordinates wrap: several threads hold copies of
- * one element (the copy at an unwrapped position is the owner). Rank 0: a uniform
- * scalar. Other kinds (mma / wgmma accumulators) will be further values of `kind`. */
-typedef enum { CG_LAYOUT_BLOCKED } CgLayoutKind;
+/* A distributed layout, read from the IR (cg_layout_of).
+ * Blocked (Triton's BlockedEncoding): along each axis d a thread holds spt[d]
+ * consecutive elements, tpw[d] lanes of a warp and wpc[d] warps of the program cover
+ * the axis side by side, and the pattern repeats reps[d] times. Where spt * tpw * wpc
+ * exceeds the axis, coordinates wrap: several threads hold copies of one element (the
+ * copy at an unwrapped position is the owner). Rank 0: a uniform scalar.
+ * The tensor-core kinds (cg_mma.c), for [M, N] accumulators of mma.sync m16n8k16 and
+ * their [M, K] / [K, N] operands, with wpc = [WM, WN] warps (N fastest in the warp id)
+ * and reps = [RM, RN] instruction tiles 16*WM rows and 8*WN columns apart; ks = K / 16
+ * steps of K. spt[1] = 2 says that an accumulator's elements come in pairs of
+ * neighbouring columns (c0 c1, c2 c3). */
+typedef enum { CG_LAYOUT_BLOCKED, CG_LAYOUT_MMA, CG_LAYOUT_DOT_A, CG_LAYOUT_DOT_B } CgLayoutKind;
 
 typedef struct CgLayout {
     CgLayoutKind kind;
     int rank;
     int32_t shape[IR_MAX_RANK], spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], reps[IR_MAX_RANK];
+    int32_t ks;                  /* dot operands: steps of 16 along K */
 } CgLayout;
 
 typedef struct CgVal {
@@ -93,7 +99,10 @@ static inline LLVMValueRef cg_at(CgVal x, uint32_t k) { return x.v[x.n == 1 ? 0 
 const IrType *cg_type(Cg *c, IrValue v);
 
 /* ---- cg_layout.c ------------------------------------------------------------------ */
-CgLayout cg_layout_of(int warps, const IrType *t);   /* the canonical layout of a shape */
+/* The register layout t carries (passes/layout.c); a uniform scalar for rank 0.
+ * cg_check_layouts has made sure every tile of the kernel has one codegen knows. */
+CgLayout cg_layout_of(const IrType *t);
+bool cg_check_layouts(Cg *c, const IrFunc *k);
 uint32_t cg_layout_elems(const CgLayout *l);
 /* Coordinates (i32 LLVM values) of local element k of this thread. */
 void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
@@ -132,9 +141,16 @@ LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x);
 bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
-uint32_t cg_scan_smem_bytes(int warps, const IrType *t, int axis);   /* cross-warp totals */
-uint32_t cg_reduce_warps(int warps, const IrType *t, int axis);      /* warps along the reduced axis */
+uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */
+uint32_t cg_reduce_warps(const IrType *t, int axis);      /* warps along the reduced axis */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
+/* cg_mma.c: the tensor-core layouts' element coordinates, and dot on mma.sync. */
+CgLayout cg_mma_layout(const IrType *t);
+uint32_t cg_mma_elems(const CgLayout *l);
+void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
+bool cg_mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
+LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l);
+bool cg_mma_dot(Cg *c, const IrOp *op);
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 /* cg_occupancy.c: after LLVM's pipeline, asks for 2048 resident threads per SM

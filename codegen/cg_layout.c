@@ -1,58 +1,87 @@
 /* Layouts: which thread holds which element of a tile, and conversions between them.
  *
- * Every shape has one canonical blocked layout (cg_layout_of), independent of the
- * element type, so element-wise ops never convert. Per thread, the run along the last
- * axis is up to 8 elements (16 bytes of f16, two 16-byte vectors of f32), so that
- * loads and stores can be 16-byte vectors; lanes fill the last axis first, warps the
- * first axis first (rows of a matrix go to different warps). Ops whose result is
- * another shape (broadcast, expand_dims, trans, reshape, the squeeze after a
- * reduction) convert: directly when each thread already holds the elements it needs
- * (checked at compile time over all threads), else through shared memory.
+ * Every tile carries its layout in its type, chosen by the GPU layout pass
+ * (passes/layout.c); codegen reads it (cg_layout_of) and never chooses one. Today
+ * that is the pass's blocked layout per shape: element-wise ops never convert, and
+ * ops whose result is another shape (broadcast, expand_dims, trans, reshape, the
+ * squeeze after a reduction) convert: directly when each thread already holds the
+ * elements it needs (checked at compile time over all threads), else through shared
+ * memory.
  *
  * A thread's local element k has one local index per axis (row-major over the axes,
  * li_d in [0, spt_d * reps_d)), and along axis d the coordinate
  *     ((li_d / spt_d) * spt_d*tpw_d*wpc_d + warp_d*spt_d*tpw_d + lane_d*spt_d + li_d % spt_d)
  *     mod shape_d. */
 #include "codegen/cg_internal.h"
+#include "ir/layout.h"
 
-static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
-
-CgLayout cg_layout_of(int warps, const IrType *t)
+CgLayout cg_layout_of(const IrType *t)
 {
     CgLayout l = {.kind = CG_LAYOUT_BLOCKED, .rank = t->rank};
-    if (t->rank == 0) return l;
-    int r = t->rank, threads = warps * 32;
-    int64_t numel = ir_type_numel(t);
-    for (int d = 0; d < r; d++) {
+    if (t->rank == 0 || !t->layout) return l;
+    const IrLayout *il = t->layout;
+    if (il->kind == IR_LAYOUT_MMA || il->kind == IR_LAYOUT_DOT_OPERAND) return cg_mma_layout(t);
+    for (int d = 0; d < t->rank; d++) {
         l.shape[d] = t->shape[d];
-        l.spt[d] = l.tpw[d] = l.wpc[d] = 1;
-    }
-    int64_t per = numel / threads;
-    l.spt[r - 1] = min32(l.shape[r - 1], per < 1 ? 1 : per > 8 ? 8 : (int32_t)per);
-    int32_t lanes = 32;
-    for (int d = r - 1; d >= 0; d--) {
-        l.tpw[d] = min32(lanes, l.shape[d] / l.spt[d]);
-        lanes /= l.tpw[d];
-    }
-    l.tpw[r - 1] *= lanes;                 /* too few elements: lanes hold copies */
-    int32_t w = warps;
-    for (int d = 0; d < r; d++) {
-        int32_t room = l.shape[d] / (l.spt[d] * l.tpw[d]);
-        l.wpc[d] = min32(w, room < 1 ? 1 : room);
-        w /= l.wpc[d];
-    }
-    l.wpc[0] *= w;
-    for (int d = 0; d < r; d++) {
+        l.spt[d] = il->spt[d];
+        l.tpw[d] = il->tpw[d];
+        l.wpc[d] = il->wpc[d];
         int32_t span = l.spt[d] * l.tpw[d] * l.wpc[d];
         l.reps[d] = span >= l.shape[d] ? 1 : l.shape[d] / span;
     }
     return l;
 }
 
+/* What codegen lowers today: blocked layouts whose lanes and warps are numbered with
+ * the last axis fastest (order [rank-1, ..., 0]); mma.sync accumulators (version 2,
+ * m16n8k16) and their 16-bit operands (two K elements per register). */
+static bool supported(const IrLayout *l)
+{
+    if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && l->instr[2] == 16;
+    if (l->kind == IR_LAYOUT_DOT_OPERAND) return l->kwidth == 2 && l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
+    if (l->kind != IR_LAYOUT_BLOCKED) return false;
+    for (int d = 0; d < l->rank; d++)
+        if (l->order[d] != l->rank - 1 - d) return false;
+    return true;
+}
+
+typedef struct LayoutWalk {
+    Cg *c;
+    const IrFunc *k;
+    bool ok;
+} LayoutWalk;
+
+static bool check_value(LayoutWalk *w, const IrOp *op, IrValue v)
+{
+    const IrType *t = ir_value_type(w->k, v);
+    if (t->rank == 0 || (t->layout && supported(t->layout))) return true;
+    if (!t->layout)
+        return cg_error(w->c, op, "a tile without a layout reached code generation: run the GPU pipeline "
+                                  "(pass_run_gpu) first");
+    char buf[256];
+    return cg_error(w->c, op, "code generation does not lower the layout %s yet", ir_layout_str(t->layout, NULL, buf, sizeof buf));
+}
+
+static void check_visit(IrOp *op, void *ud)
+{
+    LayoutWalk *w = ud;
+    for (uint32_t i = 0; w->ok && i < op->nresults; i++) w->ok = check_value(w, op, op->results[i]);
+    for (uint32_t r = 0; w->ok && r < op->nregions; r++)
+        for (uint32_t i = 0; w->ok && i < op->regions[r].nargs; i++) w->ok = check_value(w, op, op->regions[r].args[i]);
+}
+
+bool cg_check_layouts(Cg *c, const IrFunc *k)
+{
+    LayoutWalk w = {c, k, true};
+    ir_walk((IrBlock *)&k->body, check_visit, &w);
+    return w.ok;
+}
+
 static uint32_t axis_elems(const CgLayout *l, int d) { return (uint32_t)(l->spt[d] * l->reps[d]); }
 
 uint32_t cg_layout_elems(const CgLayout *l)
 {
+    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_elems(l);
     uint32_t n = 1;
     for (int d = 0; d < l->rank; d++) n *= axis_elems(l, d);
     return n;
@@ -92,6 +121,10 @@ static int32_t local_offset(const CgLayout *l, int d, uint32_t li)
 
 void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
+    if (l->kind != CG_LAYOUT_BLOCKED) {
+        cg_mma_coords(c, l, k, coords);
+        return;
+    }
     uint32_t li[IR_MAX_RANK];
     local_index(l, k, li);
     for (int d = 0; d < l->rank; d++) {
@@ -102,6 +135,7 @@ void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[
 
 bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
 {
+    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_coords_at(l, t, k, coords);
     uint32_t li[IR_MAX_RANK], lane = t % 32, warp = t / 32;
     bool owner = true;
     local_index(l, k, li);
@@ -118,6 +152,9 @@ bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coor
 bool cg_layout_replicated(const CgLayout *l)
 {
     if (l->rank == 0) return true;
+    if (l->kind == CG_LAYOUT_MMA) return false;
+    if (l->kind == CG_LAYOUT_DOT_A) return l->wpc[1] > 1;
+    if (l->kind == CG_LAYOUT_DOT_B) return l->wpc[0] > 1;
     for (int d = 0; d < l->rank; d++)
         if (l->spt[d] * l->tpw[d] * l->wpc[d] > l->shape[d]) return true;
     return false;
@@ -128,6 +165,7 @@ bool cg_layout_replicated(const CgLayout *l)
 LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
 {
     if (l->rank == 0) return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
+    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_owner(c, l);
     LLVMValueRef own = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
     for (int d = 0; d < l->rank; d++) {
         if (l->spt[d] * l->tpw[d] * l->wpc[d] <= l->shape[d]) continue;
@@ -255,14 +293,14 @@ bool cg_shape_op(Cg *c, const IrOp *op)
 {
     const IrType *st = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
     CgVal src = cg_get(c, op->operands[0]);
-    CgLayout to = cg_layout_of(c->warps, rt);
+    CgLayout to = cg_layout_of(rt);
     if (st->rank == 0) {                  /* splat, or a shape op on a scalar */
         CgVal out = cg_val_new(c, cg_layout_elems(&to));
         for (uint32_t k = 0; k < out.n; k++) out.v[k] = src.v[0];
         cg_set(c, op->results[0], out);
         return true;
     }
-    CgLayout from = cg_layout_of(c->warps, st);
+    CgLayout from = cg_layout_of(st);
     int64_t w[IR_MAX_RANK] = {0};
     shape_weights(op, st, rt, w);
     cg_set(c, op->results[0], cg_convert(c, &from, src, st->elem, &to, w));
@@ -280,19 +318,20 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     if (op->noperands == 0 || op->nresults == 0) return 0;
     const IrType *a = ir_value_type(f, op->operands[0]), *r = ir_value_type(f, op->results[0]);
     switch (op->code) {
-    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
+    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
         return tile_bytes(a, mem_bytes(a->elem));
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
         /* cross-warp partials: one value and one index (8 bytes each at most) per result
          * element and warp along the reduced axis (cg_reduce.c, across_warps); then the
          * result's conversion to its own layout. Not the whole input tile: shared memory
          * bounds occupancy. */
-        uint32_t nw = cg_reduce_warps(f->warps > 0 ? f->warps : 4, a, (int)op->attr.i);
+        uint32_t nw = a->layout ? cg_reduce_warps(a, (int)op->attr.i) : 1;
         uint32_t partials = nw > 1 ? tile_bytes(r, 16) * nw : 0, squeeze = tile_bytes(r, 8);
         return partials > squeeze ? partials : squeeze;
     }
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(f->warps > 0 ? f->warps : 4, a, (int)op->attr.i);
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(a, (int)op->attr.i);
     case IR_OP_DOT: {
+        if (r->layout && r->layout->kind == IR_LAYOUT_MMA) return 0;   /* operands come in registers */
         const IrType *b = ir_value_type(f, op->operands[1]);
         int eb = ir_elem_is_float(a->elem) && a->elem != IR_F64 ? 4 : 8;
         return tile_bytes(a, eb) + tile_bytes(b, eb);

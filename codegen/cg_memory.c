@@ -218,7 +218,7 @@ static void load_run(Cg *c, const IrOp *op, IrElem e, CgVal ptr, uint32_t k, uin
 static bool lower_load(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(c->warps, rt);
+    CgLayout l = cg_layout_of(rt);
     CgVal ptr = cg_get(c, op->operands[0]), out = cg_val_new(c, cg_layout_elems(&l));
     uint32_t vw = vector_width(c, op, &l, 1, 2);
     for (uint32_t k = 0; k < out.n; k += vw) load_run(c, op, rt->elem, ptr, k, vw, &out);
@@ -259,7 +259,7 @@ static void store_run(Cg *c, const IrOp *op, IrElem e, LLVMValueRef owner, uint3
 static bool lower_store(Cg *c, const IrOp *op)
 {
     const IrType *pt = cg_type(c, op->operands[0]);
-    CgLayout l = cg_layout_of(c->warps, pt);
+    CgLayout l = cg_layout_of(pt);
     uint32_t vw = vector_width(c, op, &l, 2, -1), n = cg_layout_elems(&l);
     LLVMValueRef owner = cg_layout_owner(c, &l);
     for (uint32_t k = 0; k < n; k += vw) store_run(c, op, pt->pointee, owner, k, vw);
@@ -345,7 +345,7 @@ static bool lower_atomic(Cg *c, const IrOp *op)
                         ir_op_info[op->code].text, ir_elem_name(e));
     if (ir_elem_bits(e) == 16 && op->code != IR_OP_ATOMIC_ADD && op->code != IR_OP_ATOMIC_MAX && op->code != IR_OP_ATOMIC_MIN)
         return cg_error(c, op, "'%s' on %s is not supported on the GPU", ir_op_info[op->code].text, ir_elem_name(e));
-    CgLayout l = cg_layout_of(c->warps, rt);
+    CgLayout l = cg_layout_of(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     LLVMValueRef owner = cg_layout_owner(c, &l);
     bool cas = op->code == IR_OP_ATOMIC_CAS;

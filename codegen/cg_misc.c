@@ -65,7 +65,7 @@ static bool lower_rand(Cg *c, const IrOp *op)
     LLVMValueRef seed = to_u64(c, cg_get(c, op->operands[0]).v[0], se);
     LLVMValueRef k0 = LLVMBuildTrunc(c->b, seed, i32, "");
     LLVMValueRef k1 = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, seed, LLVMConstInt(i64, 32, 0), ""), i32, "");
-    CgLayout l = cg_layout_of(c->warps, cg_type(c, op->results[0]));
+    CgLayout l = cg_layout_of(cg_type(c, op->results[0]));
     CgVal out = cg_val_new(c, cg_layout_elems(&l)), offs = cg_get(c, op->operands[1]);
     for (uint32_t k = 0; k < out.n; k++) {
         LLVMValueRef off = to_u64(c, cg_at(offs, k), oe);
@@ -171,7 +171,7 @@ static bool lower_print(Cg *c, const IrOp *op)
     }
     for (uint32_t i = 0; i < op->noperands; i++) {
         const IrType *t = cg_type(c, op->operands[i]);
-        CgLayout l = cg_layout_of(c->warps, t);
+        CgLayout l = cg_layout_of(t);
         CgVal x = cg_get(c, op->operands[i]);
         LLVMValueRef owner = cg_layout_owner(c, &l);
         for (uint32_t k = 0; k < cg_layout_elems(&l); k++) {
@@ -201,7 +201,7 @@ static bool lower_print(Cg *c, const IrOp *op)
 static bool lower_assert(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
-    CgLayout l = cg_layout_of(c->warps, t);
+    CgLayout l = cg_layout_of(t);
     CgVal x = cg_get(c, op->operands[0]);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(c->ctx, 0), i32 = cg_i32(c), i64 = LLVMInt64TypeInContext(c->ctx);
     LLVMTypeRef pts[5] = {ptr, ptr, i32, ptr, i64};

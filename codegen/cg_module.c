@@ -281,7 +281,7 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32c(c, 5), "warp");
     c->smem = shared_memory(c);
     bind_params(c);
-    bool ok = cg_body(c, &k->body);
+    bool ok = cg_check_layouts(c, k) && cg_body(c, &k->body);
     if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);
     LLVMPositionBuilderAtEnd(c->b, c->exit_bb);
     LLVMBuildRetVoid(c->b);

@@ -190,9 +190,9 @@ static int32_t warps_along(const CgLayout *l, int a)
     return nw > l->wpc[a] ? l->wpc[a] : nw;
 }
 
-uint32_t cg_reduce_warps(int warps, const IrType *t, int a)
+uint32_t cg_reduce_warps(const IrType *t, int a)
 {
-    CgLayout l = cg_layout_of(warps, t);
+    CgLayout l = cg_layout_of(t);
     return (uint32_t)warps_along(&l, a);
 }
 
@@ -230,7 +230,7 @@ bool cg_reduce(Cg *c, const IrOp *op)
     int a = (int)op->attr.i;
     Red r = {op->code, acc_elem(st->elem), op->code == IR_OP_ARGMAX || op->code == IR_OP_ARGMIN};
     if (r.code == IR_OP_SUM && st->elem == IR_PTR) return cg_error(c, op, "cannot sum pointers");
-    CgLayout l = cg_layout_of(c->warps, st), cl = l;
+    CgLayout l = cg_layout_of(st), cl = l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     uint32_t n;
     Pair *p = in_thread(c, &r, &l, a, cg_get(c, op->operands[0]), st->elem, &n);
@@ -239,7 +239,7 @@ bool cg_reduce(Cg *c, const IrOp *op)
     CgVal part = cg_val_new(c, n);
     for (uint32_t k = 0; k < n; k++)
         part.v[k] = r.arg ? p[k].i : cg_convert_scalar(c, p[k].v, r.e, rt->elem);
-    CgLayout to = cg_layout_of(c->warps, rt);
+    CgLayout to = cg_layout_of(rt);
     int64_t w[IR_MAX_RANK] = {0};
     for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);
     cg_set(c, op->results[0], cg_convert(c, &cl, part, rt->elem, &to, w));
@@ -267,9 +267,10 @@ static ScanAxis scan_axis(const CgLayout *l, int a)
     return s;
 }
 
-uint32_t cg_scan_smem_bytes(int warps, const IrType *t, int a)
+uint32_t cg_scan_smem_bytes(const IrType *t, int a)
 {
-    CgLayout l = cg_layout_of(warps, t);
+    if (!t->layout) return 0;    /* cg_kernel_info before the GPU pipeline: nothing planned */
+    CgLayout l = cg_layout_of(t);
     ScanAxis s = scan_axis(&l, a);
     if (s.nw == 1) return 0;
     return (uint32_t)(ir_type_numel(t) / t->shape[a]) * (uint32_t)(s.reps * s.nw) * 8;
@@ -419,7 +420,7 @@ bool cg_scan(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
     int a = (int)op->attr.i;
-    CgLayout l = cg_layout_of(c->warps, t);
+    CgLayout l = cg_layout_of(t);
     ScanAxis ax = scan_axis(&l, a);
     Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .e = t->elem,
               .ae = acc_elem(t->elem), .ea = (uint32_t)(ax.spt * ax.reps), .inner = 1};

@@ -705,6 +705,7 @@ bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res)
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return op_scan(I, op, res);
     case IR_OP_RAND: case IR_OP_RANDN: op_rand(I, op, res); return true;
     case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return op_hint(I, op, res);
+    case IR_OP_CONVERT_LAYOUT: op_copy_data(I, op, res); return true;   /* a layout changes no value */
     default:
         return interp_fail(I, op, "the interpreter cannot run '%s' here", ir_op_info[op->code].text);
     }

@@ -1,5 +1,6 @@
 /* Tile IR core: element kinds, interned types, functions, the builder, editing. */
 #include "ir.h"
+#include "layout.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +79,16 @@ typedef struct TypeNode {
     struct TypeNode *next;
 } TypeNode;
 
+typedef struct LayoutNode {
+    IrLayout l;
+    struct LayoutNode *next;
+} LayoutNode;
+
 struct IrCtx {
     Arena *arena;
     DiagList diags;
     TypeNode *buckets[TYPE_BUCKETS];
+    LayoutNode *layouts;         /* few per module: a list */
 };
 
 IrCtx *ir_ctx_create(void)
@@ -168,6 +175,17 @@ const IrType *ir_type_elem(IrCtx *c, const IrType *t)
 const IrType *ir_type_like(IrCtx *c, const IrType *shape_of, const IrType *elem_of)
 {
     return ir_type_tile(c, elem_of, shape_of->rank, shape_of->shape);
+}
+
+const IrLayout *ir_layout_intern(IrCtx *c, const IrLayout *key)
+{
+    for (LayoutNode *n = c->layouts; n; n = n->next)
+        if (!memcmp(&n->l, key, sizeof *key)) return &n->l;
+    LayoutNode *n = arena_alloc(c->arena, sizeof *n);
+    n->l = *key;
+    n->next = c->layouts;
+    c->layouts = n;
+    return &n->l;
 }
 
 const IrType *ir_type_with_layout(IrCtx *c, const IrType *t, const IrLayout *l)

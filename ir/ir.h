@@ -94,7 +94,7 @@ bool ir_type_is_tile(const IrType *t);
 char *ir_type_str(const IrType *t, char *buf, size_t n);
 
 /* ---- ops -------------------------------------------------------------------------- */
-enum { IR_P = 1, IR_C = 2, IR_E = 4, IR_R = 8, IR_W = 16, IR_S = 32, IR_T = 64, IR_K = 128 };
+enum { IR_P = 1, IR_C = 2, IR_E = 4, IR_R = 8, IR_W = 16, IR_S = 32, IR_T = 64, IR_K = 128, IR_G = 256 };
 
 typedef enum {
 #define OP(name, text, nops, nres, nreg, flags, attr) IR_OP_##name,

@@ -6,6 +6,7 @@
  * fixed operand and result counts of ops.def; everything about types is left to the
  * verifier. It stops at the first error: one precise diagnostic beats a cascade. */
 #include "ir.h"
+#include "layout.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +35,12 @@ typedef struct GridRef {
     Tok name;
 } GridRef;
 
+/* A module-level `layout #name = ...`. */
+typedef struct LayoutAlias {
+    Tok name;
+    const IrLayout *l;
+} LayoutAlias;
+
 typedef VEC(Tok) TokVec;
 typedef VEC(const IrType *) TypeVec;
 
@@ -51,6 +58,7 @@ typedef struct Parser {
     NameSlot *names;             /* the function's %names, open addressing */
     size_t names_cap, names_len;
     VEC(GridRef) grid_refs;
+    VEC(LayoutAlias) layouts;
 } Parser;
 
 static bool error_at(Parser *ps, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -286,7 +294,140 @@ static bool parse_shape(Parser *ps, int *rank, int32_t *shape)
     return expect(ps, TK_PUNCT, "]");
 }
 
-/* type := ['*'] elem [shape] */
+/* ---- layouts ------------------------------------------------------------------------- */
+/* The fields a layout kind takes (layout.h): name, where it goes, a list or one int. */
+typedef struct LayoutField {
+    const char *name;
+    size_t offset;
+    bool list;
+    unsigned kinds;              /* bit per IrLayoutKind */
+} LayoutField;
+
+#define LK(k) (1u << IR_LAYOUT_##k)
+static const LayoutField layout_fields[] = {
+    {"spt", offsetof(IrLayout, spt), true, LK(BLOCKED)},
+    {"tpw", offsetof(IrLayout, tpw), true, LK(BLOCKED)},
+    {"wpc", offsetof(IrLayout, wpc), true, LK(BLOCKED) | LK(MMA)},
+    {"order", offsetof(IrLayout, order), true, LK(BLOCKED) | LK(SHARED)},
+    {"instr", offsetof(IrLayout, instr), true, LK(MMA)},
+    {"dim", offsetof(IrLayout, dim), false, LK(SLICE)},
+    {"version", offsetof(IrLayout, version), false, LK(MMA)},
+    {"op", offsetof(IrLayout, op), false, LK(DOT_OPERAND)},
+    {"kwidth", offsetof(IrLayout, kwidth), false, LK(DOT_OPERAND)},
+    {"vec", offsetof(IrLayout, vec), false, LK(SHARED)},
+    {"per_phase", offsetof(IrLayout, per_phase), false, LK(SHARED)},
+    {"max_phase", offsetof(IrLayout, max_phase), false, LK(SHARED)},
+    {"pad", offsetof(IrLayout, pad), false, LK(SHARED)},
+    {"swizzle", offsetof(IrLayout, swizzle_bytes), false, LK(SHARED)},
+};
+#undef LK
+
+static bool parse_layout_ref(Parser *ps, const IrLayout **out);
+
+/* '[' int (',' int)* ']' into at most 3 int32s; *n gets the count. */
+static bool parse_int_list(Parser *ps, int32_t *v, int *n)
+{
+    *n = 0;
+    if (!expect(ps, TK_PUNCT, "[")) return false;
+    do {
+        Loc loc = ps->tok.loc;
+        int64_t x = 0;
+        if (!parse_int(ps, &x)) return false;
+        if (*n == IR_MAX_RANK) return error_at(ps, loc, "a layout list has at most %d entries", IR_MAX_RANK);
+        if (x < INT32_MIN || x > INT32_MAX) return error_at(ps, loc, "layout value %" PRId64 " is out of range", x);
+        v[(*n)++] = (int32_t)x;
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, "]");
+}
+
+static bool parse_layout_field(Parser *ps, IrLayout *l, int *list_len)
+{
+    Tok name = ps->tok;
+    const LayoutField *fd = NULL;
+    for (size_t i = 0; name.kind == TK_IDENT && i < sizeof layout_fields / sizeof *layout_fields; i++)
+        if (strlen(layout_fields[i].name) == name.n && !memcmp(layout_fields[i].name, name.s, name.n) &&
+            (layout_fields[i].kinds >> l->kind & 1))
+            fd = &layout_fields[i];
+    bool parent = tok_is(ps, TK_IDENT, "parent") && (l->kind == IR_LAYOUT_SLICE || l->kind == IR_LAYOUT_DOT_OPERAND);
+    if (!fd && !parent)
+        return error_at(ps, name.loc, "'%.*s' is not a field of a %s layout", (int)name.n, name.s,
+                        ir_layout_kind_name(l->kind));
+    next(ps);
+    if (!expect(ps, TK_PUNCT, "=")) return false;
+    if (parent) return parse_layout_ref(ps, &l->parent);
+    int32_t *dst = (int32_t *)((char *)l + fd->offset);
+    if (!fd->list) {
+        int64_t x = 0;
+        if (!parse_int(ps, &x)) return false;
+        *dst = (int32_t)x;
+        return true;
+    }
+    int n = 0;
+    if (!parse_int_list(ps, dst, &n)) return false;
+    if (strcmp(fd->name, "instr")) *list_len = n;
+    return true;
+}
+
+/* body := kind '<' field (',' field)* '>' */
+static bool parse_layout_body(Parser *ps, const IrLayout **out)
+{
+    IrLayout l;
+    memset(&l, 0, sizeof l);
+    l.kind = IR_NUM_LAYOUT_KINDS;
+    for (int k = 0; k < IR_NUM_LAYOUT_KINDS; k++)
+        if (tok_is(ps, TK_IDENT, ir_layout_kind_name((IrLayoutKind)k))) l.kind = (IrLayoutKind)k;
+    if (l.kind == IR_NUM_LAYOUT_KINDS) {
+        char buf[64];
+        return error_at(ps, ps->tok.loc, "expected a layout kind (blocked, slice, mma, dot_operand, shared), got %s",
+                        tok_desc(&ps->tok, buf, sizeof buf));
+    }
+    next(ps);
+    int list_len = 0;
+    if (!expect(ps, TK_PUNCT, "<")) return false;
+    do {
+        if (!parse_layout_field(ps, &l, &list_len)) return false;
+    } while (accept(ps, TK_PUNCT, ","));
+    if (!expect(ps, TK_PUNCT, ">")) return false;
+    l.rank = l.parent ? l.parent->rank - (l.kind == IR_LAYOUT_SLICE) : list_len;
+    *out = ir_layout_intern(ps->ctx, &l);
+    return true;
+}
+
+/* ref := '#' name | '#' body (a body when a '<' follows the kind) */
+static bool parse_layout_ref(Parser *ps, const IrLayout **out)
+{
+    if (!expect(ps, TK_PUNCT, "#")) return false;
+    Tok name = ps->tok;
+    if (name.kind != TK_IDENT) return error_at(ps, name.loc, "expected a layout name after '#'");
+    const char *after = name.s + name.n;
+    if (after < ps->end && *after == '<') return parse_layout_body(ps, out);
+    for (size_t i = 0; i < ps->layouts.len; i++) {
+        const Tok *t = &ps->layouts.data[i].name;
+        if (t->n == name.n && !memcmp(t->s, name.s, name.n)) {
+            *out = ps->layouts.data[i].l;
+            next(ps);
+            return true;
+        }
+    }
+    return error_at(ps, name.loc, "no layout named '#%.*s'", (int)name.n, name.s);
+}
+
+/* 'layout' '#' name '=' body, at module level */
+static bool parse_layout_alias(Parser *ps)
+{
+    if (!expect(ps, TK_IDENT, "layout") || !expect(ps, TK_PUNCT, "#")) return false;
+    LayoutAlias a = {ps->tok, NULL};
+    if (a.name.kind != TK_IDENT) return error_at(ps, a.name.loc, "expected a layout name after '#'");
+    for (size_t i = 0; i < ps->layouts.len; i++)
+        if (ps->layouts.data[i].name.n == a.name.n && !memcmp(ps->layouts.data[i].name.s, a.name.s, a.name.n))
+            return error_at(ps, a.name.loc, "redefinition of layout '#%.*s'", (int)a.name.n, a.name.s);
+    next(ps);
+    if (!expect(ps, TK_PUNCT, "=") || !parse_layout_body(ps, &a.l)) return false;
+    vec_push(&ps->layouts, a);
+    return true;
+}
+
+/* type := ['*'] elem [shape] [layout-ref] */
 static bool parse_type(Parser *ps, const IrType **out)
 {
     bool ptr = accept(ps, TK_PUNCT, "*");
@@ -303,6 +444,9 @@ static bool parse_type(Parser *ps, const IrType **out)
     if (accept(ps, TK_PUNCT, "[")) {
         if (!parse_shape(ps, &rank, shape)) return false;
         t = ir_type_tile(ps->ctx, t, rank, shape);
+        const IrLayout *l = NULL;
+        if (tok_is(ps, TK_PUNCT, "#") && !parse_layout_ref(ps, &l)) return false;
+        if (l) t = ir_type_with_layout(ps->ctx, t, l);
     }
     *out = t;
     return true;
@@ -705,8 +849,12 @@ IrModule *ir_parse(IrCtx *c, const Source *src)
     ps.line = ps.col = 1;
     ps.m = ir_module_create(c);
     next(&ps);
-    while (!ps.failed && ps.tok.kind != TK_EOF) parse_func(&ps);
+    while (!ps.failed && ps.tok.kind != TK_EOF) {
+        if (tok_is(&ps, TK_IDENT, "layout")) parse_layout_alias(&ps);
+        else parse_func(&ps);
+    }
     if (!ps.failed) resolve_grids(&ps);
     vec_free(&ps.grid_refs);
+    vec_free(&ps.layouts);
     return ps.failed ? NULL : ps.m;
 }

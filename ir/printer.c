@@ -15,6 +15,7 @@
  * (%acc, %acc.1, ...) or as %N numbered in print order, floats print with 17
  * significant digits (exact for doubles) and integers in decimal. */
 #include "ir.h"
+#include "layout.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -31,7 +32,63 @@ typedef struct Namer {
     uint32_t next_num;           /* the next %N to try */
     FILE *out;
     int indent;
+    const struct Aliases *aliases;   /* layout names of a module print, or NULL */
 } Namer;
+
+/* The layouts of a module print, each under a name made of its kind and a number in
+ * order of first use (#blocked, #blocked1, #mma, ...), printed as `layout #name = ...`
+ * lines before the functions; parents come before the layouts that name them. */
+typedef struct Aliases {
+    const IrLayout **l;
+    char **name;
+    uint32_t len, cap;
+} Aliases;
+
+static const char *alias_of(const Aliases *a, const IrLayout *l)
+{
+    for (uint32_t i = 0; a && i < a->len; i++)
+        if (a->l[i] == l) return a->name[i];
+    return NULL;
+}
+
+static void alias_add(Aliases *a, const IrLayout *l)
+{
+    if (alias_of(a, l)) return;
+    if (l->parent) alias_add(a, l->parent);
+    if (a->len == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 8;
+        a->l = tl_realloc(a->l, a->cap * sizeof *a->l);
+        a->name = tl_realloc(a->name, a->cap * sizeof *a->name);
+        if (!a->l || !a->name) tl_oom();
+    }
+    uint32_t same = 0;
+    for (uint32_t i = 0; i < a->len; i++) same += a->l[i]->kind == l->kind;
+    char buf[48];
+    if (same) snprintf(buf, sizeof buf, "%s%u", ir_layout_kind_name(l->kind), same);
+    else snprintf(buf, sizeof buf, "%s", ir_layout_kind_name(l->kind));
+    a->l[a->len] = l;
+    a->name[a->len] = tl_strdup(buf);
+    if (!a->name[a->len]) tl_oom();
+    a->len++;
+}
+
+static void alias_block(Aliases *a, const IrFunc *f, const IrBlock *blk)
+{
+    for (uint32_t i = 0; i < blk->nargs; i++)
+        if (ir_value_type(f, blk->args[i])->layout) alias_add(a, ir_value_type(f, blk->args[i])->layout);
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        for (uint32_t i = 0; i < op->nresults; i++)
+            if (ir_value_type(f, op->results[i])->layout) alias_add(a, ir_value_type(f, op->results[i])->layout);
+        for (uint32_t r = 0; r < op->nregions; r++) alias_block(a, f, &op->regions[r]);
+    }
+}
+
+static void aliases_free(Aliases *a)
+{
+    for (uint32_t i = 0; i < a->len; i++) tl_free(a->name[i]);
+    tl_free(a->l);
+    tl_free(a->name);
+}
 
 static size_t str_hash(const char *s)
 {
@@ -146,10 +203,15 @@ static void namer_free(Namer *n)
 }
 
 /* ---- pieces of a line ------------------------------------------------------------- */
-static void print_type(const IrType *t, FILE *out)
+/* A laid-out type adds its layout: by name in a module print, else written out. */
+static void print_type(const Namer *n, const IrType *t)
 {
-    char buf[96];
-    fputs(ir_type_str(t, buf, sizeof buf), out);
+    char buf[512];
+    fputs(ir_type_str(t, buf, sizeof buf), n->out);
+    if (!t->layout) return;
+    const char *name = alias_of(n->aliases, t->layout);
+    if (name) fprintf(n->out, " #%s", name);
+    else fprintf(n->out, " #%s", ir_layout_str(t->layout, NULL, buf, sizeof buf));
 }
 
 static void print_values(Namer *n, const IrValue *vs, uint32_t count)
@@ -161,7 +223,7 @@ static void print_value_types(Namer *n, const IrValue *vs, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++) {
         fputs(i ? ", " : "", n->out);
-        print_type(ir_value_type(n->f, vs[i]), n->out);
+        print_type(n, ir_value_type(n->f, vs[i]));
     }
 }
 
@@ -245,7 +307,7 @@ static void print_block_args(Namer *n, const IrBlock *blk)
     fputs("^(", n->out);
     for (uint32_t i = 0; i < blk->nargs; i++) {
         fprintf(n->out, "%s%%%s: ", i ? ", " : "", value_name(n, blk->args[i]));
-        print_type(ir_value_type(n->f, blk->args[i]), n->out);
+        print_type(n, ir_value_type(n->f, blk->args[i]));
     }
     fputs("):\n", n->out);
 }
@@ -334,7 +396,7 @@ static void print_header(Namer *n, const IrFunc *f)
     fprintf(out, "%s @%s(", f->kind == IR_FUNC_KERNEL ? "kernel" : "grid", f->name);
     for (uint32_t i = 0; i < f->body.nargs; i++) {
         fprintf(out, "%s%%%s: ", i ? ", " : "", value_name(n, f->body.args[i]));
-        print_type(ir_value_type(f, f->body.args[i]), out);
+        print_type(n, ir_value_type(f, f->body.args[i]));
     }
     fputc(')', out);
     if (f->kind != IR_FUNC_KERNEL) return;
@@ -348,10 +410,11 @@ static void print_header(Namer *n, const IrFunc *f)
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }
 
-void ir_print_func(const IrFunc *f, FILE *out)
+static void print_func(const IrFunc *f, const Aliases *aliases, FILE *out)
 {
     Namer n;
     namer_init(&n, f, out);
+    n.aliases = aliases;
     print_header(&n, f);
     fputs(" {\n", out);
     n.indent = 1;
@@ -360,12 +423,25 @@ void ir_print_func(const IrFunc *f, FILE *out)
     namer_free(&n);
 }
 
+void ir_print_func(const IrFunc *f, FILE *out) { print_func(f, NULL, out); }
+
 void ir_print_module(const IrModule *m, FILE *out)
 {
+    Aliases a = {0};
+    for (uint32_t i = 0; i < m->nfuncs; i++) alias_block(&a, m->funcs[i], &m->funcs[i]->body);
+    for (uint32_t i = 0; i < a.len; i++) {
+        char buf[512];
+        const char *parent = a.l[i]->parent ? alias_of(&a, a.l[i]->parent) : NULL;
+        char pname[64];
+        if (parent) snprintf(pname, sizeof pname, "#%s", parent);
+        fprintf(out, "layout #%s = %s\n", a.name[i], ir_layout_str(a.l[i], parent ? pname : NULL, buf, sizeof buf));
+    }
+    if (a.len) fputc('\n', out);
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         if (i) fputc('\n', out);
-        ir_print_func(m->funcs[i], out);
+        print_func(m->funcs[i], &a, out);
     }
+    aliases_free(&a);
 }
 
 /* One op (and its regions), with the value names of a whole-function print. */

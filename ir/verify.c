@@ -6,6 +6,7 @@
  * of the form "verifier: 'add' operands must have the same type, got f32[64] and
  * f16[64]"; verification carries on after one to report the others. */
 #include "ir.h"
+#include "layout.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -17,17 +18,28 @@ typedef struct Verifier {
     DiagList *diags;
     bool ok;
     bool *visible;               /* values defined in the current block or above it */
+    uint32_t laid_out, bare;     /* tile values with and without a layout */
 } Verifier;
 
 typedef struct TypeStr {
-    char s[96];
+    char s[640];
 } TypeStr;
 
+/* A type as the rules see it: with its layout, which is part of its identity. */
 static TypeStr tstr(const IrType *t)
 {
     TypeStr r;
-    if (t) ir_type_str(t, r.s, sizeof r.s);
-    else snprintf(r.s, sizeof r.s, "<no type>");
+    if (t) {
+        ir_type_str(t, r.s, sizeof r.s);
+        size_t at = strlen(r.s);
+        if (t->layout && at + 2 < sizeof r.s) {
+            r.s[at++] = ' ';
+            r.s[at++] = '#';
+            ir_layout_str(t->layout, NULL, r.s + at, sizeof r.s - at);
+        }
+    } else {
+        snprintf(r.s, sizeof r.s, "<no type>");
+    }
     return r;
 }
 
@@ -35,7 +47,7 @@ static bool fail(Verifier *v, const IrOp *op, const char *fmt, ...) __attribute_
 
 static bool fail(Verifier *v, const IrOp *op, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[1536];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -318,8 +330,9 @@ static bool check_rand(Verifier *v, const IrOp *op)
 
 static bool check_hint(Verifier *v, const IrOp *op)
 {
-    if (rty(v, op) != opt(v, op, 0) || !is_int(opt(v, op, 0)))
-        return fail(v, op, "result must have the integer operand type, got %s -> %s", tstr(opt(v, op, 0)).s, tstr(rty(v, op)).s);
+    if (rty(v, op) != opt(v, op, 0) || !(is_int(opt(v, op, 0)) || is_ptr(opt(v, op, 0))))
+        return fail(v, op, "result must have the integer or pointer operand type, got %s -> %s", tstr(opt(v, op, 0)).s,
+                    tstr(rty(v, op)).s);
     if (op->attr.i < 1) return fail(v, op, "n must be positive, got %" PRId64, op->attr.i);
     return true;
 }
@@ -433,6 +446,46 @@ static bool is_float_t(const IrType *t) { return is_float(t); }
 static bool is_int_t(const IrType *t) { return is_int(t); }
 static bool is_numeric_t(const IrType *t) { return is_numeric(t); }
 
+/* ---- layouts (ir/layout.h) ---------------------------------------------------------- */
+/* A value's layout fits its type and the kernel; counts tiles with and without one. */
+static bool check_value_layout(Verifier *v, const IrOp *op, const IrType *t)
+{
+    if (t->rank == 0) {
+        if (t->layout) return fail(v, op, "a scalar has no layout, got %s", tstr(t).s);
+        return true;
+    }
+    if (!t->layout) {
+        v->bare++;
+        return true;
+    }
+    v->laid_out++;
+    char why[160];
+    if (!ir_layout_check(t->layout, t->rank, v->f->warps > 0 ? v->f->warps : 4, why, sizeof why))
+        return fail(v, op, "has an invalid layout: %s, in %s", why, tstr(t).s);
+    return true;
+}
+
+/* Element-wise ops compute each element where it is held: operands and result share a
+ * layout. convert_layout moves a tile between layouts and changes nothing else. */
+static bool check_layouts(Verifier *v, const IrOp *op)
+{
+    for (uint32_t i = 0; i < op->nresults; i++)
+        if (!check_value_layout(v, op, ir_value_type(v->f, op->results[i]))) return false;
+    const unsigned fl = ir_op_info[op->code].flags;
+    if ((fl & IR_E) && op->nresults == 1)
+        for (uint32_t i = 0; i < op->noperands; i++)
+            if (opt(v, op, i)->rank && opt(v, op, i)->layout != rty(v, op)->layout)
+                return fail(v, op, "is element-wise: operand %u must have the result's layout, got %s for %s", i,
+                            tstr(opt(v, op, i)).s, tstr(rty(v, op)).s);
+    if (op->code == IR_OP_CONVERT_LAYOUT) {
+        const IrType *a = opt(v, op, 0), *r = rty(v, op);
+        if (!same_shape(a, r) || !same_elem(a, r) || !a->layout || !r->layout)
+            return fail(v, op, "keeps shape and element type and goes between layouts, got %s to %s", tstr(a).s,
+                        tstr(r).s);
+    }
+    return true;
+}
+
 static bool check_op_rules(Verifier *v, const IrOp *op)
 {
     switch (op->code) {
@@ -469,6 +522,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return check_scan(v, op);
     case IR_OP_RAND: case IR_OP_RANDN: return check_rand(v, op);
     case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return check_hint(v, op);
+    case IR_OP_CONVERT_LAYOUT: return true;   /* check_layouts */
     case IR_OP_ASSERT: return check_assert(v, op);
     case IR_OP_PRINT: return op->attr.s ? true : fail(v, op, "needs a message");
     case IR_OP_FOR: return check_for(v, op);
@@ -513,7 +567,7 @@ static void verify_op(Verifier *v, const IrOp *op)
 {
     bool ok = check_structure(v, op) && check_dominance(v, op);
     for (uint32_t r = 0; ok && r < op->nregions; r++) verify_block(v, &op->regions[r]);
-    if (ok) check_op_rules(v, op);
+    if (ok && check_op_rules(v, op)) check_layouts(v, op);
     for (uint32_t i = 0; i < op->nresults; i++)
         if (op->results[i] < v->f->nvalues) v->visible[op->results[i]] = true;
 }
@@ -528,6 +582,7 @@ static void verify_block(Verifier *v, const IrBlock *blk)
                        tstr(ir_value_type(v->f, blk->args[i])).s, IR_MAX_TILE_ELEMS);
             v->ok = false;
         }
+        if (blk->parent_op) check_value_layout(v, blk->parent_op, ir_value_type(v->f, blk->args[i]));
         v->visible[blk->args[i]] = true;
     }
     for (const IrOp *op = blk->first; op; op = op->next) verify_op(v, op);
@@ -539,7 +594,7 @@ static void verify_block(Verifier *v, const IrBlock *blk)
 
 bool ir_verify_func(const IrFunc *f)
 {
-    Verifier v = {f, ir_ctx_diags(f->module->ctx), true, NULL};
+    Verifier v = {f, ir_ctx_diags(f->module->ctx), true, NULL, 0, 0};
     v.visible = tl_calloc(f->nvalues ? f->nvalues : 1, sizeof *v.visible);
     if (!v.visible) tl_oom();
     if (!f->body.last || f->body.last->code != IR_OP_RETURN) {
@@ -547,6 +602,11 @@ bool ir_verify_func(const IrFunc *f)
         v.ok = false;
     }
     verify_block(&v, &f->body);
+    if (v.laid_out && v.bare) {
+        diag_error(v.diags, f->loc, "verifier: function '@%s' has %u tiles with layouts and %u without: after the "
+                   "layout pass every tile has one", f->name, v.laid_out, v.bare);
+        v.ok = false;
+    }
     tl_free(v.visible);
     return v.ok;
 }

@@ -31,6 +31,13 @@ bool pass_dce(IrFunc *f);          /* dce.c: removes pure ops whose results are 
 
 extern const PassInfo pass_table[];
 extern const unsigned pass_count;
+
+/* The GPU level (after specialization, before codegen): */
+bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
+extern const PassInfo pass_gpu_table[];
+extern const unsigned pass_gpu_count;
+/* The blocked layout pass_layout gives tiles of t's shape in a kernel of `warps`. */
+const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t);
 const PassInfo *pass_find(const char *name);
 
 typedef struct PassOptions {
@@ -48,5 +55,9 @@ bool pass_run_list(IrModule *m, const char *list, const PassOptions *opt);
 /* The default pipeline for an -O level (0: none; 1..3: the cleanup passes to a fixed
  * point, at most a few rounds). */
 bool pass_run_default(IrModule *m, int opt_level, const PassOptions *opt);
+/* The GPU pipeline: the passes of pass_gpu_table in order, once, with the verifier
+ * after each (an invalid result is an internal error, as with verify_each). After it
+ * every tile has a layout and codegen can run. */
+bool pass_run_gpu(IrModule *m, const PassOptions *opt);
 
 #endif

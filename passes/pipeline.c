@@ -15,10 +15,18 @@ const PassInfo pass_table[] = {
 };
 const unsigned pass_count = sizeof pass_table / sizeof *pass_table;
 
+/* The GPU level, in pipeline order. */
+const PassInfo pass_gpu_table[] = {
+    {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},
+};
+const unsigned pass_gpu_count = sizeof pass_gpu_table / sizeof *pass_gpu_table;
+
 const PassInfo *pass_find(const char *name)
 {
     for (unsigned i = 0; i < pass_count; i++)
         if (!strcmp(pass_table[i].name, name)) return &pass_table[i];
+    for (unsigned i = 0; i < pass_gpu_count; i++)
+        if (!strcmp(pass_gpu_table[i].name, name)) return &pass_gpu_table[i];
     return NULL;
 }
 
@@ -50,14 +58,16 @@ static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, doub
     return changed;
 }
 
-static void report_times(const PassOptions *opt, const double *ms)
+static void report_table_times(const PassInfo *table, unsigned n, const PassOptions *opt, const double *ms)
 {
     if (!opt || !opt->time_passes) return;
     FILE *dump = opt->dump ? opt->dump : stderr;
     fprintf(dump, "// pass times (ms)\n");
-    for (unsigned i = 0; i < pass_count; i++)
-        if (ms[i] > 0) fprintf(dump, "//   %-14s %9.3f\n", pass_table[i].name, ms[i]);
+    for (unsigned i = 0; i < n; i++)
+        if (ms[i] > 0) fprintf(dump, "//   %-14s %9.3f\n", table[i].name, ms[i]);
 }
+
+static void report_times(const PassOptions *opt, const double *ms) { report_table_times(pass_table, pass_count, opt, ms); }
 
 bool pass_run_list(IrModule *m, const char *list, const PassOptions *opt)
 {
@@ -72,7 +82,8 @@ bool pass_run_list(IrModule *m, const char *list, const PassOptions *opt)
             diag_error(ir_ctx_diags(m->ctx), (Loc){0}, "unknown pass '%s'", name);
             return false;
         }
-        run_one(m, pi, opt, &ms[pi - pass_table]);
+        double gpu_ms = 0;
+        run_one(m, pi, opt, pi >= pass_table && pi < pass_table + pass_count ? &ms[pi - pass_table] : &gpu_ms);
         p += n + (p[n] == ',');
     }
     report_times(opt, ms);
@@ -89,5 +100,17 @@ bool pass_run_default(IrModule *m, int opt_level, const PassOptions *opt)
         if (!changed) break;
     }
     report_times(opt, ms);
+    return true;
+}
+
+bool pass_run_gpu(IrModule *m, const PassOptions *opt)
+{
+    double ms[sizeof pass_gpu_table / sizeof *pass_gpu_table] = {0};
+    PassOptions o = opt ? *opt : (PassOptions){0};
+    o.verify_each = true;
+    for (unsigned i = 0; i < pass_gpu_count; i++) run_one(m, &pass_gpu_table[i], &o, &ms[i]);
+    double dce_ms = 0;
+    run_one(m, pass_find("dce"), &o, &dce_ms);   /* the conversions the GPU passes made dead */
+    report_table_times(pass_gpu_table, pass_gpu_count, opt, ms);
     return true;
 }

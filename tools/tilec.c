@@ -1,6 +1,6 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ptx] [-D NAME=VALUE]...
+ *   tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...
  *         [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes]
  *   tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]
@@ -48,23 +48,25 @@ typedef struct Options {
     int64_t max_iterations;            /* run: loop bound of the interpreter (0: default) */
     bool has_grid, run;
     bool check_axis_info;              /* run: check the axis analysis on the values */
+    bool gpu_ir;                       /* run: interpret the IR after the GPU passes */
     int opt_level;
     PassOptions passes;
 } Options;
 
 static void usage(FILE *out)
 {
-    fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
+    fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
           "             [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3]\n"
           "             [--print-after-all] [--verify-each] [--time-passes]\n"
           "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
           "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
-          "             [--max-iterations N] [--check-axis-info]\n"
+          "             [--max-iterations N] [--check-axis-info] [--gpu-ir]\n"
           "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
           "       tilec --help | --version\n"
           "\n"
           "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
-          "         (ir) or after the cleanup passes (ir-opt), LLVM IR, PTX, or a cubin\n"
+          "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
+          "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
           "         (through ptxas; needs -o); without --emit the file is only checked\n"
           "-D       set a const parameter (or warps/stages) of the kernels\n"
           "run      runs one kernel; a pointer argument takes zeros:N, iota:N,\n"
@@ -162,6 +164,7 @@ static void parse_args(int argc, char **argv, Options *o)
                 usage_error("--max-iterations takes a positive integer, got '%s'", v);
         }
         else if (!strcmp(a, "--check-axis-info")) o->check_axis_info = true;
+        else if (!strcmp(a, "--gpu-ir")) o->gpu_ir = true;
         else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
         else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
         else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
@@ -178,10 +181,10 @@ static void parse_args(int argc, char **argv, Options *o)
 
 static void check_options(Options *o)
 {
-    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "llvm", "ptx", "cubin", "check"};
+    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, llvm, ptx, cubin)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin)", o->emit);
     if (strcmp(o->arch, "sm_90a") && strcmp(o->arch, "sm_80"))
         usage_error("unknown --arch '%s' (sm_90a or sm_80)", o->arch);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
@@ -189,7 +192,8 @@ static void check_options(Options *o)
     if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
     if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations))
         usage_error("--arg, --print, --grid and --max-iterations belong to 'tilec run'%s", "");
-    if (!o->run && o->check_axis_info) usage_error("--check-axis-info belongs to 'tilec run'%s", "");
+    if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
+    if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
 }
@@ -470,6 +474,7 @@ static bool run_checking_axis_info(IrFunc *k, const InterpArg *args, const int64
     uint64_t aligned = pass_specialize(k, classes);
     free(classes);
     pass_run_default(k->module, 3, &(PassOptions){0});
+    pass_run_gpu(k->module, &(PassOptions){0});
     return axisinfo_check_run(k, aligned, args, k->body.nargs, grid, io, diags);
 }
 
@@ -490,6 +495,7 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         rc = EXIT_INPUT;
     }
     InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations};
+    if (!rc && o->gpu_ir) pass_run_gpu(m, &(PassOptions){0});   /* the interpreter ignores layouts */
     if (!rc && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
     else if (!rc && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
     else if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
@@ -529,6 +535,9 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         fputs("tilec: error: --emit=cubin needs -o FILE\n", stderr);
         return EXIT_USAGE;
     }
+    PassOptions po = o->passes;
+    po.dump = stderr;
+    pass_run_gpu(m, &po);
     char *text = llvm ? cg_emit_llvm(m, &co, diags) : cg_emit_ptx(m, &co, diags);
     if (!text) return EXIT_INPUT;
     int rc = 0;
@@ -581,10 +590,12 @@ static int compile(const Options *o, const Source *src, FILE *out)
     PassOptions po = o->passes;
     po.dump = stderr;
     bool gpu = !strcmp(o->emit, "llvm") || !strcmp(o->emit, "ptx") || !strcmp(o->emit, "cubin");
-    bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu;
+    bool gpu_ir = !strcmp(o->emit, "ir-gpu");
+    bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
     if (optimize) pass_run_default(m, o->opt_level, &po);
     if (o->run) rc = run_kernel(o, m, diags, out);
     else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);
+    else if (gpu_ir && pass_run_gpu(m, &po)) ir_print_module(m, out);
     else if (gpu) rc = emit_gpu(o, m, diags, out);
 done:
     diag_print(diags, stderr);

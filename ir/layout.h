@@ -1,0 +1,84 @@
+/* Layouts: which thread of a program holds which element of a tile (or where in shared
+ * memory it lives), as data in the IR, after Triton's TritonGPU encodings.
+ *
+ * A tile type carries a layout once the GPU layout pass has run (passes/layout.c);
+ * before, every layout is NULL. Layouts are interned in the IrCtx, so equal layouts
+ * are equal pointers and a laid-out type stays one interned pointer. A layout never
+ * changes what a program computes: the interpreter ignores layouts and runs
+ * `convert_layout` as the identity; codegen reads them and never invents one.
+ *
+ * The kinds (fields that a kind does not use stay 0):
+ *   blocked      registers, for coalesced global access. Along axis d a thread holds
+ *                spt[d] consecutive elements, tpw[d] lanes of a warp and wpc[d] warps
+ *                cover the axis side by side, and the pattern repeats to fill the
+ *                shape (or wraps: several threads then hold copies). order[0] is the
+ *                fastest-varying axis of the lane and warp numbering, order[1] the next.
+ *   slice        registers: parent's layout with axis `dim` removed (a reduction's
+ *                result along `dim` keeps the threads that held each row).
+ *   mma          registers: the accumulator of a tensor-core instruction. version 2:
+ *                mma.sync, instr = [16, 8, K] per warp (c_i at row g + 8*(i>=2), col
+ *                2t + (i&1), g = lane/4, t = lane%4); version 3: wgmma, instr = [64, N, K]
+ *                per warpgroup. wpc: warps (v2) along M and N.
+ *   dot_operand  registers: operand op (0: A, 1: B) of a parent mma (or of a blocked
+ *                parent, for dots on FMAs), kwidth consecutive K elements per thread.
+ *   shared       shared memory, row-major along `order` (order[0] contiguous): either
+ *                swizzled, the 16-byte chunk index XORed with the row's phase (vec
+ *                elements per chunk, per_phase rows per phase, max_phase phases), with
+ *                swizzle_bytes 32/64/128 for wgmma/TMA descriptors (the NVMMA form), or
+ *                padded by pad elements per row.
+ */
+#ifndef TILE_IR_LAYOUT_H
+#define TILE_IR_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+/*        NAME          text           */
+#define IR_LAYOUT_KINDS(X)             \
+    X(BLOCKED,     "blocked")          \
+    X(SLICE,       "slice")            \
+    X(MMA,         "mma")              \
+    X(DOT_OPERAND, "dot_operand")      \
+    X(SHARED,      "shared")
+
+typedef enum {
+#define X(n, t) IR_LAYOUT_##n,
+    IR_LAYOUT_KINDS(X)
+#undef X
+    IR_NUM_LAYOUT_KINDS
+} IrLayoutKind;
+
+struct IrLayout {
+    IrLayoutKind kind;
+    int32_t rank;                /* the rank of the tiles it lays out */
+    int32_t spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK];  /* blocked; wpc: mma */
+    int32_t order[IR_MAX_RANK];  /* blocked, shared: fastest axis first */
+    int32_t dim;                 /* slice */
+    int32_t version;             /* mma: 2 (mma.sync) or 3 (wgmma) */
+    int32_t instr[3];            /* mma: M, N, K of one instruction */
+    int32_t op, kwidth;          /* dot_operand */
+    int32_t vec, per_phase, max_phase, pad, swizzle_bytes;   /* shared */
+    const IrLayout *parent;      /* slice, dot_operand */
+};
+
+const char *ir_layout_kind_name(IrLayoutKind k);
+/* The interned copy of *key (its unused fields must be 0: build keys with memset). */
+const IrLayout *ir_layout_intern(IrCtx *c, const IrLayout *key);
+/* A blocked layout; order NULL: the last axis fastest ([rank-1, ..., 0]). */
+const IrLayout *ir_layout_blocked(IrCtx *c, int rank, const int32_t *spt, const int32_t *tpw,
+                                  const int32_t *wpc, const int32_t *order);
+const IrLayout *ir_layout_slice(IrCtx *c, const IrLayout *parent, int dim);
+
+/* Threads a register layout spreads over (warps * 32), or 0 for shared layouts. */
+int ir_layout_warps(const IrLayout *l);
+/* Writes the layout's body, e.g. "blocked<spt = [1, 8], tpw = [4, 8], wpc = [4, 1],
+ * order = [1, 0]>", with a parent written as parent_name (or inline when NULL). */
+char *ir_layout_str(const IrLayout *l, const char *parent_name, char *buf, size_t n);
+/* Checks a layout on its own and against a tile shape of the given rank, for warps
+ * warps; on failure writes the broken rule to why and returns false. */
+bool ir_layout_check(const IrLayout *l, int rank, int warps, char *why, size_t n);
+
+#endif
