@@ -316,17 +316,63 @@ static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
 }
 
 /* ---- const parameters ------------------------------------------------------------------ */
+static const IrType *const_type(Lower *L, const AstParam *p)
+{
+    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
+        lw_error(L, p->type->loc, "const parameter '%s' must have an integer type, got %s", p->name,
+                 lw_tstr(L, t));
+        return NULL;
+    }
+    return t;
+}
+
+bool lw_int_fits(int64_t v, bool big, IrElem e)
+{
+    int bits = ir_elem_bits(e);
+    if (big) return e == IR_U64;
+    if (e == IR_I1) return v == 0 || v == 1;
+    if (ir_elem_is_signed(e))
+        return bits == 64 || (v >= -(INT64_C(1) << (bits - 1)) && v < (INT64_C(1) << (bits - 1)));
+    return v >= 0 && (bits == 64 || v < (INT64_C(1) << bits));
+}
+
+/* A const's value must be a value of its type: `const B: i8 = 1000` would otherwise
+ * wrap silently (and the IR would hold an i8 constant 1000). */
+static bool check_const_fits(Lower *L, const AstParam *p, int64_t v, bool big, Loc loc, const char *from)
+{
+    const IrType *t = const_type(L, p);
+    if (!t) return false;
+    if (lw_int_fits(v, big, t->elem)) return true;
+    if (big) lw_error(L, loc, "the value %llu%s does not fit in const parameter '%s' of type %s",
+                      (unsigned long long)v, from, p->name, ir_elem_name(t->elem));
+    else lw_error(L, loc, "the value %lld%s does not fit in const parameter '%s' of type %s",
+                  (long long)v, from, p->name, ir_elem_name(t->elem));
+    return false;
+}
+
+/* An integer literal above INT64_MAX is a value only of u64: its bits. */
+static bool big_literal(const AstExpr *e, int64_t *out)
+{
+    if (!e || e->kind != AST_INT || e->ival <= INT64_MAX) return false;
+    *out = (int64_t)e->ival;
+    return true;
+}
+
 static bool const_value(Lower *L, const AstItem *k, const AstParam *p, int64_t *out)
 {
     const FeDefine *d = find_define(L, p->name);
     const AstExpr *e = default_config_value(k, p->name);
-    if (d) {
-        *out = d->value;
-        return true;
-    }
-    if (e && ce_eval(L, e, out)) return true;
+    if (!const_type(L, p)) return false;
+    if (d) return check_const_fits(L, p, *out = d->value, false, p->loc,
+                                   " given with -D");
+    if (e && ce_eval(L, e, out)) return check_const_fits(L, p, *out, false, e->loc, "");
+    if (e && big_literal(e, out)) return check_const_fits(L, p, *out, true, e->loc, "");
     if (p->default_value) {
-        if (ce_eval(L, p->default_value, out)) return true;
+        if (ce_eval(L, p->default_value, out))
+            return check_const_fits(L, p, *out, false, p->default_value->loc, "");
+        if (big_literal(p->default_value, out))
+            return check_const_fits(L, p, *out, true, p->default_value->loc, "");
         lw_error(L, p->default_value->loc, "the default of const parameter '%s' must be known at compile time",
                  p->name);
         return false;
@@ -334,16 +380,6 @@ static bool const_value(Lower *L, const AstItem *k, const AstParam *p, int64_t *
     lw_error(L, p->loc, "kernel '%s' needs a value for const parameter '%s' (give it with -D %s=...)",
              k->name, p->name, p->name);
     return false;
-}
-
-static const IrType *const_type(Lower *L, const AstParam *p)
-{
-    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
-    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
-        lw_error(L, p->type->loc, "const parameter '%s' must have an integer type", p->name);
-        return NULL;
-    }
-    return t;
 }
 
 /* Binds every const parameter of k as a constant of the function being built. */

@@ -69,6 +69,8 @@ const IrType *lw_like(Lower *L, const IrType *shape_of, IrElem e);
 /* "f32[64, 32]" / "[64, 32]" into a static-lifetime arena string. */
 const char *lw_tstr(Lower *L, const IrType *t);
 const char *lw_shape_str(Lower *L, int rank, const int32_t *shape);
+/* Whether v (the bits of a u64 when big) is a value of integer type e. */
+bool lw_int_fits(int64_t v, bool big, IrElem e);
 /* Checks a tile shape (rank 1..3, powers of two, size limit); errors at loc. */
 bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape);
 

@@ -517,6 +517,17 @@ static Val typed_arg(Lower *L, const AstItem *fn, const AstParam *p, Val v, Loc 
     return v;
 }
 
+static const IrType *const_param_type(Lower *L, const AstItem *fn, const AstParam *p)
+{
+    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
+        lw_error(L, p->type->loc, "const parameter '%s' of fn '%s' must have an integer type, got %s", p->name,
+                 fn->name, lw_tstr(L, t));
+        return NULL;
+    }
+    return t;
+}
+
 /* Evaluates the arguments in the caller's scope and binds them in a new one. */
 static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Binding *args)
 {
@@ -528,7 +539,12 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
             args[i].has_cval = ce_eval(L, a, &args[i].cval);
             if (!args[i].has_cval)
                 lw_error(L, a->loc, "argument '%s' of fn '%s' must be known at compile time", p->name, fn->name);
-            const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+            const IrType *t = const_param_type(L, fn, p);
+            if (t && args[i].has_cval && !lw_int_fits(args[i].cval, false, t->elem)) {
+                lw_error(L, a->loc, "the value %lld does not fit in const parameter '%s' of fn '%s' (%s)",
+                         (long long)args[i].cval, p->name, fn->name, ir_elem_name(t->elem));
+                args[i].has_cval = false;
+            }
             L->b.loc = a->loc;
             args[i].val = t && args[i].has_cval ? lw_val(L, ir_const_int(&L->b, t, args[i].cval)) : VERR;
         } else {

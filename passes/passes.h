@@ -48,5 +48,10 @@ bool pass_run_list(IrModule *m, const char *list, const PassOptions *opt);
 /* The default pipeline for an -O level (0: none; 1..3: the cleanup passes to a fixed
  * point, at most a few rounds). */
 bool pass_run_default(IrModule *m, int opt_level, const PassOptions *opt);
+/* Verifies m after a stage that is not a pass (`stage`: "lowering"); run on every
+ * compile, so a frontend bug that builds invalid IR can never pass silently. A failure
+ * is an internal error: it prints the stage, the verifier's messages and the IR to
+ * `dump` (NULL: stderr) and aborts. */
+void pass_verify_stage(IrModule *m, const char *stage, FILE *dump);
 
 #endif

@@ -551,6 +551,7 @@ static int compile(const Options *o, const Source *src, FILE *out)
         rc = EXIT_INPUT;
         goto done;
     }
+    pass_verify_stage(m, "lowering", stderr);
     PassOptions po = o->passes;
     po.dump = stderr;
     bool gpu = !strcmp(o->emit, "llvm") || !strcmp(o->emit, "ptx") || !strcmp(o->emit, "cubin");
