@@ -62,28 +62,81 @@ int lw_edit_distance(const char *a, const char *b)
 }
 
 /* ---- scopes ------------------------------------------------------------------------- */
-Binding *lw_lookup(Lower *L, const char *name)
+static uint64_t name_hash(const char *s)
 {
-    for (size_t i = L->scope.len; i > L->scope_base; i--)
-        if (!strcmp(L->scope.data[i - 1].name, name)) return &L->scope.data[i - 1];
-    return NULL;
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
 }
 
-size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v)
+static NameSlot *name_find(NameTable *t, const char *name)
 {
-    Binding bd = {.name = name, .loc = loc, .kind = kind, .val = v};
+    size_t mask = t->cap - 1;
+    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask)
+        if (!t->slots[i].name || !strcmp(t->slots[i].name, name)) return &t->slots[i];
+}
+
+static void names_grow(NameTable *t)
+{
+    NameTable n = {tl_calloc(t->cap ? t->cap * 2 : 64, sizeof *n.slots), t->cap ? t->cap * 2 : 64, t->len};
+    if (!n.slots) tl_oom();
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].name) *name_find(&n, t->slots[i].name) = t->slots[i];
+    tl_free(t->slots);
+    *t = n;
+}
+
+/* The slot of name, created (with no binding) if new. Slots never move between
+ * grows, so bindings keep their slot's index; a grow renumbers them. */
+static NameSlot *name_slot(Lower *L, const char *name)
+{
+    NameTable *t = &L->names;
+    if (2 * (t->len + 1) > t->cap) {
+        names_grow(t);
+        for (size_t i = 0; i < L->scope.len; i++)
+            L->scope.data[i].slot = (uint32_t)(name_find(t, L->scope.data[i].name) - t->slots);
+    }
+    NameSlot *sl = name_find(t, name);
+    if (!sl->name) *sl = (NameSlot){name, -1}, t->len++;
+    return sl;
+}
+
+Binding *lw_lookup(Lower *L, const char *name)
+{
+    if (!L->names.cap) return NULL;
+    NameSlot *sl = name_find(&L->names, name);
+    if (!sl->name || sl->top < (int64_t)L->scope_base) return NULL;
+    return &L->scope.data[sl->top];
+}
+
+size_t lw_push_binding(Lower *L, Binding bd)
+{
+    NameSlot *sl = name_slot(L, bd.name);
+    bd.shadowed = sl->top;
+    bd.slot = (uint32_t)(sl - L->names.slots);
+    sl->top = (int64_t)L->scope.len;
     vec_push(&L->scope, bd);
     return L->scope.len - 1;
 }
 
-void lw_scope_pop(Lower *L, size_t mark) { L->scope.len = mark; }
+size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v)
+{
+    return lw_push_binding(L, (Binding){.name = name, .loc = loc, .kind = kind, .val = v});
+}
+
+void lw_scope_pop(Lower *L, size_t mark)
+{
+    while (L->scope.len > mark) {
+        const Binding *bd = &L->scope.data[--L->scope.len];
+        L->names.slots[bd->slot].top = bd->shadowed;
+    }
+}
 
 const AstItem *lw_find_item(const Lower *L, const char *name)
 {
-    for (uint32_t i = 0; i < L->prog->nitems; i++)
-        if (L->prog->items[i].name && !strcmp(L->prog->items[i].name, name))
-            return &L->prog->items[i];
-    return NULL;
+    NameTable t = L->items;
+    const NameSlot *sl = t.cap ? name_find(&t, name) : NULL;
+    return sl && sl->name ? &L->prog->items[sl->top] : NULL;
 }
 
 /* ---- types ----------------------------------------------------------------------------- */
@@ -421,9 +474,7 @@ static void bind_params(Lower *L, const AstItem *k, IrFunc *f)
     for (uint32_t i = 0; i < k->nparams; i++) {
         const AstParam *p = &k->params[i];
         if (p->is_const) continue;
-        for (size_t j = L->scope_base; j < L->scope.len; j++)
-            if (!strcmp(L->scope.data[j].name, p->name))
-                lw_error(L, p->loc, "parameter '%s' is declared twice", p->name);
+        if (lw_lookup(L, p->name)) lw_error(L, p->loc, "parameter '%s' is declared twice", p->name);
         lw_bind(L, p->name, p->loc, BIND_PARAM, lw_val(L, f->body.args[n++]));
     }
 }
@@ -496,16 +547,20 @@ static void lower_kernel(Lower *L, const AstItem *k)
 }
 
 /* ---- the file --------------------------------------------------------------------------- */
+/* Fills L->items (name -> first item of that name) and reports the repeats. */
 static void check_item_names(Lower *L)
 {
+    NameTable *t = &L->items;
+    t->cap = 64;
+    while (t->cap < 2 * ((size_t)L->prog->nitems + 1)) t->cap *= 2;
+    if (!(t->slots = tl_calloc(t->cap, sizeof *t->slots))) tl_oom();
     for (uint32_t i = 0; i < L->prog->nitems; i++) {
         const AstItem *it = &L->prog->items[i];
-        for (uint32_t j = 0; j < i && it->name; j++)
-            if (L->prog->items[j].name && !strcmp(L->prog->items[j].name, it->name)) {
-                lw_error(L, it->name_loc, "'%s' is already defined at line %u", it->name,
-                         L->prog->items[j].name_loc.line);
-                break;
-            }
+        NameSlot *sl = it->name ? name_find(t, it->name) : NULL;
+        if (sl && sl->name)
+            lw_error(L, it->name_loc, "'%s' is already defined at line %u", it->name,
+                     L->prog->items[sl->top].name_loc.line);
+        else if (sl) *sl = (NameSlot){it->name, i}, t->len++;
         if (it->kind == AST_FN && lw_is_builtin(it->name))
             lw_error(L, it->name_loc, "fn '%s' has the name of a built-in function", it->name);
         if (it->kind == AST_FN && it->nattrs)
@@ -549,7 +604,7 @@ IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagLi
         const AstItem *k = lw_find_item(&L, opt->kernel);
         if (!k || k->kind != AST_KERNEL) lw_error(&L, (Loc){0}, "no kernel named '%s'", opt->kernel);
     }
-    for (uint32_t i = 0; i < p->nitems; i++)
+    for (uint32_t i = 0; i < p->nitems && !diag_full(diags); i++)
         if (wanted(&L, &p->items[i]) && p->items[i].body) lower_kernel(&L, &p->items[i]);
     /* Graphs are checked (shapes, types) on every compile; fusing them into kernels is
      * the graph compiler's job, not lowering's. */
@@ -557,5 +612,7 @@ IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagLi
         if (p->items[i].kind == AST_GRAPH && p->items[i].body)
             fe_check_graph(L.arena, p, &p->items[i], diags);
     vec_free(&L.scope);
+    tl_free(L.names.slots);
+    tl_free(L.items.slots);
     return diags->nerrors > errors0 ? NULL : L.mod;
 }

@@ -349,7 +349,7 @@ static void lower_stmt(Lower *L, const AstStmt *s)
 void lower_block(Lower *L, const AstStmt *blk)
 {
     size_t mark = L->scope.len;
-    for (uint32_t i = 0; i < blk->nstmts; i++) {
+    for (uint32_t i = 0; i < blk->nstmts && !diag_full(L->diags); i++) {
         if (L->returned) {
             lw_warning(L, blk->stmts[i]->loc, "this code is unreachable: it follows a return");
             break;
@@ -379,7 +379,7 @@ static int tail_block(Lower *L, const AstItem *fn, const AstStmt *blk, Val *out)
 {
     size_t mark = L->scope.len;
     int n = 0;
-    for (uint32_t i = 0; i + 1 < blk->nstmts; i++) {
+    for (uint32_t i = 0; i + 1 < blk->nstmts && !diag_full(L->diags); i++) {
         check_no_return(L, fn, blk->stmts[i], false);
         lower_stmt(L, blk->stmts[i]);
     }
@@ -601,7 +601,7 @@ int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, in
     size_t saved_base = L->scope_base, mark = L->scope.len;
     bool saved_ret = L->returned;
     L->scope_base = mark;
-    for (uint32_t i = 0; i < fn->nparams; i++) vec_push(&L->scope, args[i]);
+    for (uint32_t i = 0; i < fn->nparams; i++) lw_push_binding(L, args[i]);
     L->fn_stack[L->depth++] = fn;
     int n = fn->body ? tail_block(L, fn, fn->body, res) : -1;
     L->depth--;

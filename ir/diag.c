@@ -42,6 +42,8 @@ void diag_vadd(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, va_list ap)
     if (lvl == DIAG_ERROR) d->nerrors++;
 }
 
+bool diag_full(const DiagList *d) { return d->nerrors > (d->max_errors ? d->max_errors : 50); }
+
 void diag_add(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, ...)
 {
     va_list ap;
