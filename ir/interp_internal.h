@@ -26,6 +26,7 @@ typedef struct Interp {
     Tile *vals;                  /* fn->nvalues entries */
     int64_t pid[3], grid[3];
     int64_t max_iters;
+    int64_t work, max_work;      /* elements processed so far in the run, and the bound */
     FILE *out;
     DiagList *diags;
     const IrOp *ret;             /* the return op that ended the run */

@@ -266,6 +266,11 @@ static void test_launch_without_grid(void **state)
     uint32_t empty[3] = {0, 1, 1};
     assert_int_equal(trt_launch(k, a, 4, empty, NULL), TRT_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(trt_last_error(), "is empty"));
+    uint32_t tall[3] = {1, 65536, 1}, wide[3] = {2147483648u, 1, 1};
+    assert_int_equal(trt_launch(k, a, 4, tall, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "grid 1x65536x1 is larger than a GPU launches"));
+    assert_int_equal(trt_launch(k, a, 4, wide, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "grid 2147483648x1x1 is larger"));
 }
 
 /* ---- packing and launching ------------------------------------------------------------ */
@@ -451,6 +456,10 @@ static void test_tile_kernel_grid_clause(void **state)
     /* 5000 and 70000 share a class, as do 1024; 1 has its own. */
     assert_int_equal(trt_kernel_num_variants(k), 3);
     assert_int_equal(cur.compiles, 3);
+    /* a grid(...) of no programs (an i32 that overflowed, a negative size) is refused */
+    TrtArg none[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(-5)};
+    assert_int_equal(trt_launch(k, none, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "its grid(...) clause gives 0 programs on axis 0"));
 }
 
 static void test_tile_kernel_compiled_once_across_contexts(void **state)
