@@ -350,9 +350,13 @@ static const FeDefine *find_define(const Lower *L, const char *name)
 
 static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
 {
+    const AstAttr *launch = NULL;
     for (uint32_t i = 0; i < k->nattrs; i++) {
         const AstAttr *a = &k->attrs[i];
-        if (!strcmp(a->name, "launch")) lower_launch(L, a, f);
+        if (!strcmp(a->name, "launch") && launch)
+            lw_error(L, a->loc, "kernel '%s' has more than one @launch (the first is at line %u)", k->name,
+                     launch->loc.line);
+        else if (!strcmp(a->name, "launch")) lower_launch(L, launch = a, f);
         else if (!strcmp(a->name, "autotune")) check_autotune(L, k, a);
         else lw_error(L, a->loc, "unknown attribute '@%s'", a->name);
     }
@@ -451,6 +455,17 @@ static void bind_consts(Lower *L, const AstItem *k, const int64_t *vals, const b
 }
 
 /* ---- kernels ---------------------------------------------------------------------------- */
+/* The runtime passes at most TRT_MAX_ARGS (64) arguments (8 bytes each: far below the
+ * driver's 4 KB of kernel parameters); a kernel with more could never be launched. */
+static void report_too_many_params(Lower *L, const AstItem *k)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if (!k->params[i].is_const && ++n == FE_MAX_KERNEL_PARAMS + 1)
+            lw_error(L, k->params[i].loc, "kernel '%s' has more than %d run-time parameters (the runtime's limit)",
+                     k->name, FE_MAX_KERNEL_PARAMS);
+}
+
 static IrFunc *create_func(Lower *L, const AstItem *k, IrFuncKind kind, const char *name)
 {
     const IrType **types = arena_alloc(L->arena, (k->nparams + 1) * sizeof *types);
@@ -465,6 +480,8 @@ static IrFunc *create_func(Lower *L, const AstItem *k, IrFuncKind kind, const ch
         types[n] = t ? t : lw_scalar(L, IR_I32);
         names[n++] = p->name;
     }
+    if (kind == IR_FUNC_KERNEL && n > FE_MAX_KERNEL_PARAMS)
+        report_too_many_params(L, k);
     return ir_func_create(L->mod, kind, name, k->loc, types, names, n);
 }
 
@@ -530,7 +547,14 @@ static void lower_kernel(Lower *L, const AstItem *k)
         L->scope.data[at].has_cval = ok[i];
         L->scope.data[at].cval = vals[i];
     }
+    size_t errors0 = L->diags->nerrors;
     apply_attributes(L, k, f);
+    /* The whole tuning space, as the tuner will see it: its size (at most 65536
+     * configs), `where` on every config (a division by zero, a shift past 63),
+     * space and configs together, keys given twice. */
+    FeConfig *configs;
+    if (L->diags->nerrors == errors0 && find_attr(k, "autotune"))
+        fe_autotune_configs(L->arena, L->prog, k->name, &configs, L->diags);
     lw_scope_pop(L, mark);
     record_consts(L, k, f, vals);
     bind_consts(L, k, vals, ok);

@@ -116,6 +116,11 @@ static void lower_destructure(Lower *L, const AstStmt *s)
     else if ((n = lower_fn_call(L, e, fn, out, MAX_RESULTS)) >= 0 && (uint32_t)n != s->nnames)
         lw_error(L, s->loc, "fn '%s' returns %d value%s but %u names are given", fn->name, n, n == 1 ? "" : "s",
                  s->nnames);
+    for (uint32_t i = 0; i < s->nnames; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(s->names[i], s->names[j]))
+                lw_error(L, s->name_locs ? s->name_locs[i] : s->loc, "'%s' is bound twice in this let",
+                         s->names[i]);
     for (uint32_t i = 0; i < s->nnames; i++) {
         Val v = (uint32_t)n == s->nnames ? materialize(L, out[i]) : VERR;
         lw_bind(L, s->names[i], s->name_locs ? s->name_locs[i] : s->loc, BIND_LET, v);
