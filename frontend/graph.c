@@ -1147,7 +1147,8 @@ static const GType *call_fn(Frame *f, const AstExpr *call, const AstItem *fn)
         ERR(f, call->loc, "fn '%s' calls itself; fns are inlined, so they cannot be recursive", fn->name);
     if (m) return m->ret ? m->ret : &poison;
     if (f->s->depth >= FE_MAX_INSTANTIATION_DEPTH) {
-        ERR(f, call->loc, "fns nest more than %d deep here (recursion?)", FE_MAX_INSTANTIATION_DEPTH);
+        ERR(f, call->loc, "instantiation depth exceeds %d: fn '%s' is called by a chain of %d fns being inlined",
+            FE_MAX_INSTANTIATION_DEPTH, fn->name, f->s->depth);
         return &poison;
     }
     size_t idx = f->s->memo.len, nerr = f->s->diags->nerrors;

@@ -131,6 +131,8 @@ static const char *assign_hint(Lower *L, const Binding *bd, const Val *v)
 {
     if (ir_elem_is_int(bd->val.t->elem) && ir_elem_is_float(v->t->elem))
         return arena_printf(L->arena, "; declare it as `var %s = 0.0;` or convert with `as`", bd->name);
+    /* `as` converts numbers only: no advice for a pointer on either side */
+    if (bd->val.t->elem == IR_PTR || v->t->elem == IR_PTR) return "";
     if (bd->val.t->elem != v->t->elem) return "; convert it with `as`";
     return "";
 }
@@ -561,8 +563,13 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
 
 static bool check_call_shape(Lower *L, const AstExpr *call, const AstItem *fn)
 {
-    if (L->depth >= FE_MAX_INSTANTIATION_DEPTH || on_stack(L, fn)) {
-        lw_error(L, call->loc, "fn '%s' calls itself (recursion is not supported)", fn->name);
+    if (on_stack(L, fn)) {
+        lw_error(L, call->loc, "recursive call of fn '%s' (recursion is not supported)", fn->name);
+        return false;
+    }
+    if (L->depth >= FE_MAX_INSTANTIATION_DEPTH) {
+        lw_error(L, call->loc, "instantiation depth exceeds %d: fn '%s' is called by a chain of %d fns being inlined",
+                 FE_MAX_INSTANTIATION_DEPTH, fn->name, L->depth);
         return false;
     }
     for (uint32_t i = 0; i < call->nargs; i++)
