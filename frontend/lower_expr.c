@@ -512,6 +512,24 @@ static Val lower_call(Lower *L, const AstExpr *e)
     return VERR;
 }
 
+/* A binary operator, and the left-associative chain below it (`a + b + c + ...`, up to
+ * FE_MAX_CHAIN long), without recursing down the chain: the C stack holds one frame
+ * per nesting level, not one per operator. Operands are lowered left to right. */
+static Val lower_chain(Lower *L, const AstExpr *e)
+{
+    VEC(const AstExpr *) spine = {0};
+    const AstExpr *x = e;
+    for (; x->kind == AST_BINARY; x = x->lhs) vec_push(&spine, x);
+    Val a = lower_expr(L, x);
+    for (size_t i = spine.len; i-- > 0;) {
+        const AstExpr *op = spine.data[i];
+        Val b = lower_expr(L, op->rhs);
+        a = lw_binop(L, op->op, a, b, op->loc);
+    }
+    vec_free(&spine);
+    return a;
+}
+
 Val lower_expr(Lower *L, const AstExpr *e)
 {
     L->b.loc = e->loc;
@@ -521,10 +539,7 @@ Val lower_expr(Lower *L, const AstExpr *e)
     case AST_BOOL: return lw_val(L, ir_const_int(&L->b, lw_scalar(L, IR_I1), (int64_t)e->ival));
     case AST_NAME: return lower_name(L, e);
     case AST_UNARY: return lower_unary(L, e);
-    case AST_BINARY: {
-        Val a = lower_expr(L, e->lhs), b = lower_expr(L, e->rhs);
-        return lw_binop(L, e->op, a, b, e->loc);
-    }
+    case AST_BINARY: return lower_chain(L, e);
     case AST_CAST: return lower_cast(L, e);
     case AST_INDEX: return lower_index(L, e);
     case AST_CALL: {
