@@ -59,7 +59,7 @@ static void interpret(const IrFunc *k)
     DiagList d;
     diag_init(&d);
     int64_t grid[3] = {1, 1, 1};
-    InterpOptions io = {.print_out = sink(), .max_loop_iterations = 64};
+    InterpOptions io = {.print_out = sink(), .max_loop_iterations = 64, .max_work = 1 << 22};
     interp_run(k, args, k->body.nargs, grid, &io, &d);
     diag_free(&d);
     for (uint32_t i = 0; i < k->body.nargs; i++) free(bufs[i]);
