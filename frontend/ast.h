@@ -163,6 +163,8 @@ void ast_print(const AstProgram *p, FILE *out);
 
 /* Limits that keep malformed or hostile input from exhausting the compiler. */
 #define FE_MAX_NESTING 256       /* nested expressions, blocks, brackets */
+#define FE_MAX_CHAIN 8192        /* operators in a left-associative chain (tree height) */
 #define FE_MAX_INSTANTIATION_DEPTH 64
+#define FE_MAX_KERNEL_PARAMS 64  /* run-time parameters of a kernel: TRT_MAX_ARGS */
 
 #endif

@@ -15,7 +15,7 @@
 #include "frontend/frontend.h"
 #include "frontend/intops.h"
 
-#define MAX_CONFIGS 100000
+#define MAX_CONFIGS 65536   /* a tuner that benchmarks each config must finish */
 
 typedef struct At {
     Arena *a;
@@ -190,7 +190,7 @@ static bool map_config(At *t, const AstExpr *m, const char *what, FeConfig *out)
 /* ---- the configs ------------------------------------------------------------------- */
 
 /* The kept configs, with a hash table of their indices (+1) so that dropping
- * duplicates stays linear at the 100000-config limit. */
+ * duplicates stays linear at the 65536-config limit. */
 typedef struct ConfigSet {
     VEC(FeConfig) v;
     uint32_t *tab;

@@ -62,9 +62,24 @@ static bool ce_call(Lower *L, const AstExpr *e, int64_t *out)
     return fe_int_binop(AST_DIV, (int64_t)((uint64_t)a + (uint64_t)b - 1), b, out);
 }
 
+/* A left-associative chain without recursing down it (see lower_chain). */
+static bool ce_chain(Lower *L, const AstExpr *e, int64_t *out)
+{
+    VEC(const AstExpr *) spine = {0};
+    const AstExpr *x = e;
+    int64_t a, b;
+    for (; x->kind == AST_BINARY; x = x->lhs) vec_push(&spine, x);
+    bool ok = ce_eval(L, x, &a);
+    for (size_t i = spine.len; ok && i-- > 0;)
+        ok = ce_eval(L, spine.data[i]->rhs, &b) && fe_int_binop(spine.data[i]->op, a, b, &a);
+    vec_free(&spine);
+    *out = a;
+    return ok;
+}
+
 bool ce_eval(Lower *L, const AstExpr *e, int64_t *out)
 {
-    int64_t a, b;
+    int64_t a;
     if (!e) return false;
     switch (e->kind) {
     case AST_INT:
@@ -79,8 +94,7 @@ bool ce_eval(Lower *L, const AstExpr *e, int64_t *out)
         return true;
     }
     case AST_UNARY: return ce_eval(L, e->lhs, &a) && fe_int_unop(e->op, a, out);
-    case AST_BINARY:
-        return ce_eval(L, e->lhs, &a) && ce_eval(L, e->rhs, &b) && fe_int_binop(e->op, a, b, out);
+    case AST_BINARY: return ce_chain(L, e, out);
     case AST_CALL: return ce_call(L, e, out);
     default: return false;
     }

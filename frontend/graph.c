@@ -405,11 +405,25 @@ static const GType *check_unary(Frame *f, const AstExpr *e)
     return t;
 }
 
+static const GType *binary_of(Frame *f, const AstExpr *e, const GType *l, const GType *r);
+
+/* A chain `a + b + c + ...` is walked without recursing down its left spine (up to
+ * FE_MAX_CHAIN operators), so the C stack holds a frame per nesting level only. */
 static const GType *check_binary(Frame *f, const AstExpr *e)
 {
     if (e->op == AST_MATMUL) return check_matmul(f, e);
+    VEC(const AstExpr *) spine = {0};
+    const AstExpr *x = e;
+    for (; x->kind == AST_BINARY && x->op != AST_MATMUL; x = x->lhs) vec_push(&spine, x);
+    const GType *t = value_of(f, x);
+    for (size_t i = spine.len; i-- > 0;) t = binary_of(f, spine.data[i], t, value_of(f, spine.data[i]->rhs));
+    vec_free(&spine);
+    return t;
+}
+
+static const GType *binary_of(Frame *f, const AstExpr *e, const GType *l, const GType *r)
+{
     const char *op = e->op >= 0 && e->op <= AST_LOR ? ast_binop_text[e->op] : "?";
-    const GType *l = value_of(f, e->lhs), *r = value_of(f, e->rhs);
     if (l->kind != GT_VALUE || r->kind != GT_VALUE) return &poison;
     bool need_int = wants_int(e->op) || e->op == AST_LAND || e->op == AST_LOR;
     if (need_int && (!is_int(l) || !is_int(r))) {
@@ -1163,7 +1177,8 @@ static const GType *call_fn(Frame *f, const AstExpr *call, const AstItem *fn)
         ERR(f, call->loc, "fn '%s' calls itself; fns are inlined, so they cannot be recursive", fn->name);
     if (m) return m->ret ? m->ret : &poison;
     if (f->s->depth >= FE_MAX_INSTANTIATION_DEPTH) {
-        ERR(f, call->loc, "fns nest more than %d deep here (recursion?)", FE_MAX_INSTANTIATION_DEPTH);
+        ERR(f, call->loc, "instantiation depth exceeds %d: fn '%s' is called by a chain of %d fns being inlined",
+            FE_MAX_INSTANTIATION_DEPTH, fn->name, f->s->depth);
         return &poison;
     }
     size_t idx = f->s->memo.len, nerr = f->s->diags->nerrors;

@@ -62,28 +62,81 @@ int lw_edit_distance(const char *a, const char *b)
 }
 
 /* ---- scopes ------------------------------------------------------------------------- */
-Binding *lw_lookup(Lower *L, const char *name)
+static uint64_t name_hash(const char *s)
 {
-    for (size_t i = L->scope.len; i > L->scope_base; i--)
-        if (!strcmp(L->scope.data[i - 1].name, name)) return &L->scope.data[i - 1];
-    return NULL;
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
 }
 
-size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v)
+static NameSlot *name_find(NameTable *t, const char *name)
 {
-    Binding bd = {.name = name, .loc = loc, .kind = kind, .val = v};
+    size_t mask = t->cap - 1;
+    for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask)
+        if (!t->slots[i].name || !strcmp(t->slots[i].name, name)) return &t->slots[i];
+}
+
+static void names_grow(NameTable *t)
+{
+    NameTable n = {tl_calloc(t->cap ? t->cap * 2 : 64, sizeof *n.slots), t->cap ? t->cap * 2 : 64, t->len};
+    if (!n.slots) tl_oom();
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].name) *name_find(&n, t->slots[i].name) = t->slots[i];
+    tl_free(t->slots);
+    *t = n;
+}
+
+/* The slot of name, created (with no binding) if new. Slots never move between
+ * grows, so bindings keep their slot's index; a grow renumbers them. */
+static NameSlot *name_slot(Lower *L, const char *name)
+{
+    NameTable *t = &L->names;
+    if (2 * (t->len + 1) > t->cap) {
+        names_grow(t);
+        for (size_t i = 0; i < L->scope.len; i++)
+            L->scope.data[i].slot = (uint32_t)(name_find(t, L->scope.data[i].name) - t->slots);
+    }
+    NameSlot *sl = name_find(t, name);
+    if (!sl->name) *sl = (NameSlot){name, -1}, t->len++;
+    return sl;
+}
+
+Binding *lw_lookup(Lower *L, const char *name)
+{
+    if (!L->names.cap) return NULL;
+    NameSlot *sl = name_find(&L->names, name);
+    if (!sl->name || sl->top < (int64_t)L->scope_base) return NULL;
+    return &L->scope.data[sl->top];
+}
+
+size_t lw_push_binding(Lower *L, Binding bd)
+{
+    NameSlot *sl = name_slot(L, bd.name);
+    bd.shadowed = sl->top;
+    bd.slot = (uint32_t)(sl - L->names.slots);
+    sl->top = (int64_t)L->scope.len;
     vec_push(&L->scope, bd);
     return L->scope.len - 1;
 }
 
-void lw_scope_pop(Lower *L, size_t mark) { L->scope.len = mark; }
+size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v)
+{
+    return lw_push_binding(L, (Binding){.name = name, .loc = loc, .kind = kind, .val = v});
+}
+
+void lw_scope_pop(Lower *L, size_t mark)
+{
+    while (L->scope.len > mark) {
+        const Binding *bd = &L->scope.data[--L->scope.len];
+        L->names.slots[bd->slot].top = bd->shadowed;
+    }
+}
 
 const AstItem *lw_find_item(const Lower *L, const char *name)
 {
-    for (uint32_t i = 0; i < L->prog->nitems; i++)
-        if (L->prog->items[i].name && !strcmp(L->prog->items[i].name, name))
-            return &L->prog->items[i];
-    return NULL;
+    NameTable t = L->items;
+    const NameSlot *sl = t.cap ? name_find(&t, name) : NULL;
+    return sl && sl->name ? &L->prog->items[sl->top] : NULL;
 }
 
 /* ---- types ----------------------------------------------------------------------------- */
@@ -297,9 +350,13 @@ static const FeDefine *find_define(const Lower *L, const char *name)
 
 static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
 {
+    const AstAttr *launch = NULL;
     for (uint32_t i = 0; i < k->nattrs; i++) {
         const AstAttr *a = &k->attrs[i];
-        if (!strcmp(a->name, "launch")) lower_launch(L, a, f);
+        if (!strcmp(a->name, "launch") && launch)
+            lw_error(L, a->loc, "kernel '%s' has more than one @launch (the first is at line %u)", k->name,
+                     launch->loc.line);
+        else if (!strcmp(a->name, "launch")) lower_launch(L, launch = a, f);
         else if (!strcmp(a->name, "autotune")) check_autotune(L, k, a);
         else lw_error(L, a->loc, "unknown attribute '@%s'", a->name);
     }
@@ -316,17 +373,63 @@ static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
 }
 
 /* ---- const parameters ------------------------------------------------------------------ */
+static const IrType *const_type(Lower *L, const AstParam *p)
+{
+    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
+        lw_error(L, p->type->loc, "const parameter '%s' must have an integer type, got %s", p->name,
+                 lw_tstr(L, t));
+        return NULL;
+    }
+    return t;
+}
+
+bool lw_int_fits(int64_t v, bool big, IrElem e)
+{
+    int bits = ir_elem_bits(e);
+    if (big) return e == IR_U64;
+    if (e == IR_I1) return v == 0 || v == 1;
+    if (ir_elem_is_signed(e))
+        return bits == 64 || (v >= -(INT64_C(1) << (bits - 1)) && v < (INT64_C(1) << (bits - 1)));
+    return v >= 0 && (bits == 64 || v < (INT64_C(1) << bits));
+}
+
+/* A const's value must be a value of its type: `const B: i8 = 1000` would otherwise
+ * wrap silently (and the IR would hold an i8 constant 1000). */
+static bool check_const_fits(Lower *L, const AstParam *p, int64_t v, bool big, Loc loc, const char *from)
+{
+    const IrType *t = const_type(L, p);
+    if (!t) return false;
+    if (lw_int_fits(v, big, t->elem)) return true;
+    if (big) lw_error(L, loc, "the value %llu%s does not fit in const parameter '%s' of type %s",
+                      (unsigned long long)v, from, p->name, ir_elem_name(t->elem));
+    else lw_error(L, loc, "the value %lld%s does not fit in const parameter '%s' of type %s",
+                  (long long)v, from, p->name, ir_elem_name(t->elem));
+    return false;
+}
+
+/* An integer literal above INT64_MAX is a value only of u64: its bits. */
+static bool big_literal(const AstExpr *e, int64_t *out)
+{
+    if (!e || e->kind != AST_INT || e->ival <= INT64_MAX) return false;
+    *out = (int64_t)e->ival;
+    return true;
+}
+
 static bool const_value(Lower *L, const AstItem *k, const AstParam *p, int64_t *out)
 {
     const FeDefine *d = find_define(L, p->name);
     const AstExpr *e = default_config_value(k, p->name);
-    if (d) {
-        *out = d->value;
-        return true;
-    }
-    if (e && ce_eval(L, e, out)) return true;
+    if (!const_type(L, p)) return false;
+    if (d) return check_const_fits(L, p, *out = d->value, false, p->loc,
+                                   " given with -D");
+    if (e && ce_eval(L, e, out)) return check_const_fits(L, p, *out, false, e->loc, "");
+    if (e && big_literal(e, out)) return check_const_fits(L, p, *out, true, e->loc, "");
     if (p->default_value) {
-        if (ce_eval(L, p->default_value, out)) return true;
+        if (ce_eval(L, p->default_value, out))
+            return check_const_fits(L, p, *out, false, p->default_value->loc, "");
+        if (big_literal(p->default_value, out))
+            return check_const_fits(L, p, *out, true, p->default_value->loc, "");
         lw_error(L, p->default_value->loc, "the default of const parameter '%s' must be known at compile time",
                  p->name);
         return false;
@@ -334,16 +437,6 @@ static bool const_value(Lower *L, const AstItem *k, const AstParam *p, int64_t *
     lw_error(L, p->loc, "kernel '%s' needs a value for const parameter '%s' (give it with -D %s=...)",
              k->name, p->name, p->name);
     return false;
-}
-
-static const IrType *const_type(Lower *L, const AstParam *p)
-{
-    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
-    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
-        lw_error(L, p->type->loc, "const parameter '%s' must have an integer type", p->name);
-        return NULL;
-    }
-    return t;
 }
 
 /* Binds every const parameter of k as a constant of the function being built. */
@@ -362,6 +455,17 @@ static void bind_consts(Lower *L, const AstItem *k, const int64_t *vals, const b
 }
 
 /* ---- kernels ---------------------------------------------------------------------------- */
+/* The runtime passes at most TRT_MAX_ARGS (64) arguments (8 bytes each: far below the
+ * driver's 4 KB of kernel parameters); a kernel with more could never be launched. */
+static void report_too_many_params(Lower *L, const AstItem *k)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < k->nparams; i++)
+        if (!k->params[i].is_const && ++n == FE_MAX_KERNEL_PARAMS + 1)
+            lw_error(L, k->params[i].loc, "kernel '%s' has more than %d run-time parameters (the runtime's limit)",
+                     k->name, FE_MAX_KERNEL_PARAMS);
+}
+
 static IrFunc *create_func(Lower *L, const AstItem *k, IrFuncKind kind, const char *name)
 {
     const IrType **types = arena_alloc(L->arena, (k->nparams + 1) * sizeof *types);
@@ -376,6 +480,8 @@ static IrFunc *create_func(Lower *L, const AstItem *k, IrFuncKind kind, const ch
         types[n] = t ? t : lw_scalar(L, IR_I32);
         names[n++] = p->name;
     }
+    if (kind == IR_FUNC_KERNEL && n > FE_MAX_KERNEL_PARAMS)
+        report_too_many_params(L, k);
     return ir_func_create(L->mod, kind, name, k->loc, types, names, n);
 }
 
@@ -385,9 +491,7 @@ static void bind_params(Lower *L, const AstItem *k, IrFunc *f)
     for (uint32_t i = 0; i < k->nparams; i++) {
         const AstParam *p = &k->params[i];
         if (p->is_const) continue;
-        for (size_t j = L->scope_base; j < L->scope.len; j++)
-            if (!strcmp(L->scope.data[j].name, p->name))
-                lw_error(L, p->loc, "parameter '%s' is declared twice", p->name);
+        if (lw_lookup(L, p->name)) lw_error(L, p->loc, "parameter '%s' is declared twice", p->name);
         lw_bind(L, p->name, p->loc, BIND_PARAM, lw_val(L, f->body.args[n++]));
     }
 }
@@ -443,7 +547,14 @@ static void lower_kernel(Lower *L, const AstItem *k)
         L->scope.data[at].has_cval = ok[i];
         L->scope.data[at].cval = vals[i];
     }
+    size_t errors0 = L->diags->nerrors;
     apply_attributes(L, k, f);
+    /* The whole tuning space, as the tuner will see it: its size (at most 65536
+     * configs), `where` on every config (a division by zero, a shift past 63),
+     * space and configs together, keys given twice. */
+    FeConfig *configs;
+    if (L->diags->nerrors == errors0 && find_attr(k, "autotune"))
+        fe_autotune_configs(L->arena, L->prog, k->name, &configs, L->diags);
     lw_scope_pop(L, mark);
     record_consts(L, k, f, vals);
     bind_consts(L, k, vals, ok);
@@ -460,16 +571,20 @@ static void lower_kernel(Lower *L, const AstItem *k)
 }
 
 /* ---- the file --------------------------------------------------------------------------- */
+/* Fills L->items (name -> first item of that name) and reports the repeats. */
 static void check_item_names(Lower *L)
 {
+    NameTable *t = &L->items;
+    t->cap = 64;
+    while (t->cap < 2 * ((size_t)L->prog->nitems + 1)) t->cap *= 2;
+    if (!(t->slots = tl_calloc(t->cap, sizeof *t->slots))) tl_oom();
     for (uint32_t i = 0; i < L->prog->nitems; i++) {
         const AstItem *it = &L->prog->items[i];
-        for (uint32_t j = 0; j < i && it->name; j++)
-            if (L->prog->items[j].name && !strcmp(L->prog->items[j].name, it->name)) {
-                lw_error(L, it->name_loc, "'%s' is already defined at line %u", it->name,
-                         L->prog->items[j].name_loc.line);
-                break;
-            }
+        NameSlot *sl = it->name ? name_find(t, it->name) : NULL;
+        if (sl && sl->name)
+            lw_error(L, it->name_loc, "'%s' is already defined at line %u", it->name,
+                     L->prog->items[sl->top].name_loc.line);
+        else if (sl) *sl = (NameSlot){it->name, i}, t->len++;
         if (it->kind == AST_FN && lw_is_builtin(it->name))
             lw_error(L, it->name_loc, "fn '%s' has the name of a built-in function", it->name);
         if (it->kind == AST_FN && it->nattrs)
@@ -513,7 +628,7 @@ IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagLi
         const AstItem *k = lw_find_item(&L, opt->kernel);
         if (!k || k->kind != AST_KERNEL) lw_error(&L, (Loc){0}, "no kernel named '%s'", opt->kernel);
     }
-    for (uint32_t i = 0; i < p->nitems; i++)
+    for (uint32_t i = 0; i < p->nitems && !diag_full(diags); i++)
         if (wanted(&L, &p->items[i]) && p->items[i].body) lower_kernel(&L, &p->items[i]);
     /* Graphs are checked (shapes, types) on every compile; fusing them into kernels is
      * the graph compiler's job, not lowering's. */
@@ -521,5 +636,7 @@ IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagLi
         if (p->items[i].kind == AST_GRAPH && p->items[i].body)
             fe_check_graph(L.arena, p, &p->items[i], diags);
     vec_free(&L.scope);
+    tl_free(L.names.slots);
+    tl_free(L.items.slots);
     return diags->nerrors > errors0 ? NULL : L.mod;
 }

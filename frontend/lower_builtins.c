@@ -311,6 +311,10 @@ static Val bi_reduce(Lower *L, const Builtin *bi, const AstExpr *call, const Ast
     Val t = tile_arg(L, bi, args[0]);
     int64_t axis;
     if (!t.t || !axis_arg(L, bi, args[1], t.t->rank, &axis)) return VERR;
+    if (t.t->elem == IR_PTR) {
+        lw_error(L, args[0]->loc, "%s needs a tile of numbers, got the pointer tile %s", bi->name, val_str(L, &t));
+        return VERR;
+    }
     L->b.loc = call->loc;
     bool scan = bi->op == IR_OP_CUMSUM || bi->op == IR_OP_CUMPROD;
     if ((bi->op == IR_OP_SUM || scan) && small_int(t.t->elem)) t = lw_convert(L, t, IR_I32);

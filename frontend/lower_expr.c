@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lower_internal.h"
+#include "ir/interp.h"
 #include "ir/scalar.h"
 
 const Val VERR = {.t = NULL, .v = IR_NO_VALUE};
@@ -30,14 +31,24 @@ static bool lit_fits(const Val *v, IrElem e)
  * the convert op converts at run time (interp_convert): an integer literal is an i64
  * (u64 when big), a float literal an f64, so `2 as bool` is 1, `-5.0 as u8` saturates
  * to 0 and `300 as u8` wraps to 44 whether or not the passes fold anything. */
-static Val lit_const(Lower *L, const Val *v, const IrType *t)
+static Val lit_convert(Lower *L, const Val *v, const IrType *t, bool checked)
 {
     IrElem from = v->lit == LIT_FLOAT ? IR_F64 : v->big ? IR_U64 : IR_I64;
     Slot s = v->lit == LIT_FLOAT ? (Slot){.f = v->f} : (Slot){.i = v->i};
+    double exact = v->lit == LIT_FLOAT ? v->f : v->big ? (double)(uint64_t)v->i : (double)v->i;
     s = interp_convert(from, t->elem, s);
-    if (ir_elem_is_float(t->elem)) return lw_val(L, ir_const_float(&L->b, t, s.f));
-    return lw_val(L, ir_const_int(&L->b, t, s.i));
+    if (!ir_elem_is_float(t->elem)) return lw_val(L, ir_const_int(&L->b, t, s.i));
+    if (checked && isfinite(exact) && !isfinite(s.f)) {
+        lw_error(L, v->loc, "the literal %g does not fit in %s (it would be %s)", exact, ir_elem_name(t->elem),
+                 isnan(s.f) ? "nan" : "inf");
+        return VERR;
+    }
+    return lw_val(L, ir_const_float(&L->b, t, s.f));
 }
+
+/* A float literal too large for its type is an error, as an integer literal that does
+ * not fit is: `70000.0` as f16 would silently be inf. */
+static Val lit_const(Lower *L, const Val *v, const IrType *t) { return lit_convert(L, v, t, true); }
 
 static Val make_int_lit(Lower *L, uint64_t x, Loc loc)
 {
@@ -303,6 +314,28 @@ static Val ptr_arith(Lower *L, int op, Val a, Val b, Loc loc)
     return lw_build_binary(L, IR_OP_ADDPTR, p.t, p, off);
 }
 
+static double lit_value(const Val *v)
+{
+    return v->lit == LIT_FLOAT ? v->f : v->big ? (double)(uint64_t)v->i : (double)v->i;
+}
+
+/* Arithmetic on two float literals that leaves the type's range: the IR computes it
+ * (and the fold pass folds it) to inf, as IEEE says, but it is most likely a mistake,
+ * so the frontend warns. */
+static void warn_lit_overflow(Lower *L, int op, const Val *a, const Val *b, IrElem e, Loc loc)
+{
+    double x = lit_value(a), y = lit_value(b), r;
+    switch (op) {
+    case AST_ADD: r = x + y; break;
+    case AST_SUB: r = x - y; break;
+    case AST_MUL: r = x * y; break;
+    case AST_DIV: r = y != 0 ? x / y : 0; break;
+    default: return;
+    }
+    if (isfinite(x) && isfinite(y) && !isfinite(fp_round(e, r)))
+        lw_warning(L, loc, "%g %s %g overflows %s to inf", x, ast_binop_text[op], y, ir_elem_name(e));
+}
+
 Val lw_binop(Lower *L, int op, Val a, Val b, Loc loc)
 {
     IrElem e;
@@ -326,8 +359,10 @@ Val lw_binop(Lower *L, int op, Val a, Val b, Loc loc)
         lw_error(L, loc, fmt, lw_shape_str(L, x->rank, x->shape), lw_shape_str(L, y->rank, y->shape));
         return VERR;
     }
+    if (a.lit && b.lit && ir_elem_is_float(e)) warn_lit_overflow(L, op, &a, &b, e, loc);
     a = convert_to(L, a, e, rank, shape);
     b = convert_to(L, b, e, rank, shape);
+    if (!a.t || !b.t) return VERR;
     Val r = lw_build_binary(L, binops[op].code, binops[op].kind == K_CMP ? lw_like(L, a.t, IR_I1) : a.t, a, b);
     if (binops[op].kind == K_CMP) L->b.func->values[r.v].def->attr.i = binops[op].cmp;
     return r;
@@ -407,6 +442,8 @@ static Val lower_cast(Lower *L, const AstExpr *e)
         lw_error(L, e->loc, "'as' converts numbers; cannot convert %s to %s", lw_tstr(L, a.t), lw_tstr(L, t));
         return VERR;
     }
+    /* an explicit conversion of a literal converts as at run time (1e50 as f16 is inf) */
+    if (a.lit) return lit_convert(L, &a, lw_like(L, a.t, t->elem), false);
     return lw_convert(L, a, t->elem);
 }
 
@@ -508,6 +545,24 @@ static Val lower_call(Lower *L, const AstExpr *e)
     return VERR;
 }
 
+/* A binary operator, and the left-associative chain below it (`a + b + c + ...`, up to
+ * FE_MAX_CHAIN long), without recursing down the chain: the C stack holds one frame
+ * per nesting level, not one per operator. Operands are lowered left to right. */
+static Val lower_chain(Lower *L, const AstExpr *e)
+{
+    VEC(const AstExpr *) spine = {0};
+    const AstExpr *x = e;
+    for (; x->kind == AST_BINARY; x = x->lhs) vec_push(&spine, x);
+    Val a = lower_expr(L, x);
+    for (size_t i = spine.len; i-- > 0;) {
+        const AstExpr *op = spine.data[i];
+        Val b = lower_expr(L, op->rhs);
+        a = lw_binop(L, op->op, a, b, op->loc);
+    }
+    vec_free(&spine);
+    return a;
+}
+
 Val lower_expr(Lower *L, const AstExpr *e)
 {
     L->b.loc = e->loc;
@@ -517,10 +572,7 @@ Val lower_expr(Lower *L, const AstExpr *e)
     case AST_BOOL: return lw_val(L, ir_const_int(&L->b, lw_scalar(L, IR_I1), (int64_t)e->ival));
     case AST_NAME: return lower_name(L, e);
     case AST_UNARY: return lower_unary(L, e);
-    case AST_BINARY: {
-        Val a = lower_expr(L, e->lhs), b = lower_expr(L, e->rhs);
-        return lw_binop(L, e->op, a, b, e->loc);
-    }
+    case AST_BINARY: return lower_chain(L, e);
     case AST_CAST: return lower_cast(L, e);
     case AST_INDEX: return lower_index(L, e);
     case AST_CALL: {

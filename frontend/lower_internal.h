@@ -32,7 +32,21 @@ typedef struct Binding {
     Val val;
     bool has_cval;       /* a compile-time integer (const param, let of one) */
     int64_t cval;
+    int64_t shadowed;    /* the binding of the same name below this one, or -1 */
+    uint32_t slot;       /* the name's slot in the scope's name table */
 } Binding;
+
+/* Names in scope, for lookups in constant time: one slot per distinct name, holding
+ * the index of its innermost binding (-1: none). Bindings chain to the ones they
+ * shadow, so popping a scope restores the slots. */
+typedef struct NameSlot {
+    const char *name;    /* NULL: empty */
+    int64_t top;
+} NameSlot;
+typedef struct NameTable {
+    NameSlot *slots;
+    size_t cap, len;     /* cap a power of two; len used slots */
+} NameTable;
 
 typedef struct Lower {
     IrCtx *ctx;
@@ -43,6 +57,8 @@ typedef struct Lower {
     IrModule *mod;
     IrBuilder b;
     VEC(Binding) scope;
+    NameTable names;             /* the innermost binding of each name in scope */
+    NameTable items;             /* the first item of each name (top: its index) */
     size_t scope_base;           /* lookups stop here: a fn body sees only its params */
     const AstItem *fn_stack[FE_MAX_INSTANTIATION_DEPTH + 1];
     int depth;                   /* fns being inlined */
@@ -55,6 +71,7 @@ void lw_error(Lower *L, Loc loc, const char *fmt, ...) __attribute__((format(pri
 void lw_warning(Lower *L, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 Binding *lw_lookup(Lower *L, const char *name);
 size_t lw_bind(Lower *L, const char *name, Loc loc, BindKind kind, Val v);
+size_t lw_push_binding(Lower *L, Binding bd);
 void lw_scope_pop(Lower *L, size_t mark);
 const AstItem *lw_find_item(const Lower *L, const char *name);
 /* Levenshtein distance, for "did you mean" hints. */
@@ -70,6 +87,8 @@ const IrType *lw_like(Lower *L, const IrType *shape_of, IrElem e);
 /* "f32[64, 32]" / "[64, 32]" into a static-lifetime arena string. */
 const char *lw_tstr(Lower *L, const IrType *t);
 const char *lw_shape_str(Lower *L, int rank, const int32_t *shape);
+/* Whether v (the bits of a u64 when big) is a value of integer type e. */
+bool lw_int_fits(int64_t v, bool big, IrElem e);
 /* Checks a tile shape (rank 1..3, powers of two, size limit); errors at loc. */
 bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape);
 

@@ -116,6 +116,11 @@ static void lower_destructure(Lower *L, const AstStmt *s)
     else if ((n = lower_fn_call(L, e, fn, out, MAX_RESULTS)) >= 0 && (uint32_t)n != s->nnames)
         lw_error(L, s->loc, "fn '%s' returns %d value%s but %u names are given", fn->name, n, n == 1 ? "" : "s",
                  s->nnames);
+    for (uint32_t i = 0; i < s->nnames; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(s->names[i], s->names[j]))
+                lw_error(L, s->name_locs ? s->name_locs[i] : s->loc, "'%s' is bound twice in this let",
+                         s->names[i]);
     for (uint32_t i = 0; i < s->nnames; i++) {
         Val v = (uint32_t)n == s->nnames ? materialize(L, out[i]) : VERR;
         lw_bind(L, s->names[i], s->name_locs ? s->name_locs[i] : s->loc, BIND_LET, v);
@@ -126,6 +131,8 @@ static const char *assign_hint(Lower *L, const Binding *bd, const Val *v)
 {
     if (ir_elem_is_int(bd->val.t->elem) && ir_elem_is_float(v->t->elem))
         return arena_printf(L->arena, "; declare it as `var %s = 0.0;` or convert with `as`", bd->name);
+    /* `as` converts numbers only: no advice for a pointer on either side */
+    if (bd->val.t->elem == IR_PTR || v->t->elem == IR_PTR) return "";
     if (bd->val.t->elem != v->t->elem) return "; convert it with `as`";
     return "";
 }
@@ -349,7 +356,7 @@ static void lower_stmt(Lower *L, const AstStmt *s)
 void lower_block(Lower *L, const AstStmt *blk)
 {
     size_t mark = L->scope.len;
-    for (uint32_t i = 0; i < blk->nstmts; i++) {
+    for (uint32_t i = 0; i < blk->nstmts && !diag_full(L->diags); i++) {
         if (L->returned) {
             lw_warning(L, blk->stmts[i]->loc, "this code is unreachable: it follows a return");
             break;
@@ -379,7 +386,7 @@ static int tail_block(Lower *L, const AstItem *fn, const AstStmt *blk, Val *out)
 {
     size_t mark = L->scope.len;
     int n = 0;
-    for (uint32_t i = 0; i + 1 < blk->nstmts; i++) {
+    for (uint32_t i = 0; i + 1 < blk->nstmts && !diag_full(L->diags); i++) {
         check_no_return(L, fn, blk->stmts[i], false);
         lower_stmt(L, blk->stmts[i]);
     }
@@ -517,6 +524,17 @@ static Val typed_arg(Lower *L, const AstItem *fn, const AstParam *p, Val v, Loc 
     return v;
 }
 
+static const IrType *const_param_type(Lower *L, const AstItem *fn, const AstParam *p)
+{
+    const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+    if (t && (t->elem == IR_PTR || !ir_elem_is_int(t->elem))) {
+        lw_error(L, p->type->loc, "const parameter '%s' of fn '%s' must have an integer type, got %s", p->name,
+                 fn->name, lw_tstr(L, t));
+        return NULL;
+    }
+    return t;
+}
+
 /* Evaluates the arguments in the caller's scope and binds them in a new one. */
 static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Binding *args)
 {
@@ -528,7 +546,12 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
             args[i].has_cval = ce_eval(L, a, &args[i].cval);
             if (!args[i].has_cval)
                 lw_error(L, a->loc, "argument '%s' of fn '%s' must be known at compile time", p->name, fn->name);
-            const IrType *t = p->type ? lw_type(L, p->type) : lw_scalar(L, IR_I32);
+            const IrType *t = const_param_type(L, fn, p);
+            if (t && args[i].has_cval && !lw_int_fits(args[i].cval, false, t->elem)) {
+                lw_error(L, a->loc, "the value %lld does not fit in const parameter '%s' of fn '%s' (%s)",
+                         (long long)args[i].cval, p->name, fn->name, ir_elem_name(t->elem));
+                args[i].has_cval = false;
+            }
             L->b.loc = a->loc;
             args[i].val = t && args[i].has_cval ? lw_val(L, ir_const_int(&L->b, t, args[i].cval)) : VERR;
         } else {
@@ -540,8 +563,13 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
 
 static bool check_call_shape(Lower *L, const AstExpr *call, const AstItem *fn)
 {
-    if (L->depth >= FE_MAX_INSTANTIATION_DEPTH || on_stack(L, fn)) {
-        lw_error(L, call->loc, "fn '%s' calls itself (recursion is not supported)", fn->name);
+    if (on_stack(L, fn)) {
+        lw_error(L, call->loc, "recursive call of fn '%s' (recursion is not supported)", fn->name);
+        return false;
+    }
+    if (L->depth >= FE_MAX_INSTANTIATION_DEPTH) {
+        lw_error(L, call->loc, "instantiation depth exceeds %d: fn '%s' is called by a chain of %d fns being inlined",
+                 FE_MAX_INSTANTIATION_DEPTH, fn->name, L->depth);
         return false;
     }
     for (uint32_t i = 0; i < call->nargs; i++)
@@ -585,7 +613,7 @@ int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, in
     size_t saved_base = L->scope_base, mark = L->scope.len;
     bool saved_ret = L->returned;
     L->scope_base = mark;
-    for (uint32_t i = 0; i < fn->nparams; i++) vec_push(&L->scope, args[i]);
+    for (uint32_t i = 0; i < fn->nparams; i++) lw_push_binding(L, args[i]);
     L->fn_stack[L->depth++] = fn;
     int n = fn->body ? tail_block(L, fn, fn->body, res) : -1;
     L->depth--;

@@ -7,12 +7,19 @@
 /* Each node is allocated with its tree depth right behind it: the AST contract has no
  * room for it and only the parser needs it. A pointer to the node is a pointer to the
  * first member of the wrapper, so the depth is found again by a cast. */
-typedef struct { AstExpr e; uint32_t depth; } ExprNode;
+typedef struct { AstExpr e; uint32_t depth, nest; } ExprNode;
 typedef struct { AstStmt s; uint32_t depth; } StmtNode;
 
-static uint32_t expr_depth(const AstExpr *e) { return e ? ((const ExprNode *)e)->depth : 0; }
+typedef struct Height {
+    uint32_t depth, nest;
+} Height;
+static Height height(const AstExpr *e)
+{
+    return e ? (Height){((const ExprNode *)e)->depth, ((const ExprNode *)e)->nest} : (Height){0, 0};
+}
 static uint32_t stmt_depth(const AstStmt *s) { return s ? ((const StmtNode *)s)->depth : 0; }
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+static Height hmax(Height a, Height b) { return (Height){max_u32(a.depth, b.depth), max_u32(a.nest, b.nest)}; }
 
 void fe_ctx_init(ParseCtx *c, Arena *a, const Source *src, DiagList *diags)
 {
@@ -63,32 +70,44 @@ static uint32_t list_len(const FeList *l) { return l ? l->len : 0; }
 
 /* ---- expressions ----------------------------------------------------------------- */
 
-/* The one allocation point of expressions: refuses trees deeper than the limit. */
-static AstExpr *new_expr(ParseCtx *c, AstExprKind k, Loc loc, uint32_t child_depth)
+/* The one allocation point of expressions. Two measures are limited: the nesting
+ * (brackets, calls, unary operators, right operands: what a reader sees as nested)
+ * and the height of the tree, which a left-associative chain `a + b + c + ...` grows
+ * without nesting anything. The chain limit keeps the recursive walks of later stages
+ * within the C stack (a few hundred bytes a level, also under ASan). A binary
+ * node's left operand's nesting is its own. */
+static AstExpr *new_expr(ParseCtx *c, AstExprKind k, Loc loc, Height child)
 {
-    if (child_depth >= FE_MAX_NESTING) {
+    if (child.nest >= FE_MAX_NESTING) {
         fe_too_deep(c, loc);
+        return NULL;
+    }
+    if (child.depth >= FE_MAX_CHAIN) {
+        fe_err(c, loc, "this expression is too long (more than %d operators in a chain); split it with let",
+               FE_MAX_CHAIN);
+        c->fatal = true;
         return NULL;
     }
     ExprNode *n = arena_alloc(c->arena, sizeof *n);
     n->e.kind = k;
     n->e.loc = loc;
-    n->depth = child_depth + 1;
+    n->depth = child.depth + 1;
+    n->nest = child.nest + 1;
     return &n->e;
 }
 
-AstExpr *fe_leaf(ParseCtx *c, AstExprKind k, Loc loc) { return new_expr(c, k, loc, 0); }
+AstExpr *fe_leaf(ParseCtx *c, AstExprKind k, Loc loc) { return new_expr(c, k, loc, (Height){0, 0}); }
 
 AstExpr *fe_name(ParseCtx *c, const char *name, Loc loc)
 {
-    AstExpr *e = new_expr(c, AST_NAME, loc, 0);
+    AstExpr *e = new_expr(c, AST_NAME, loc, (Height){0, 0});
     if (e) e->name = name;
     return e;
 }
 
 AstExpr *fe_unary(ParseCtx *c, int op, AstExpr *x, Loc loc)
 {
-    AstExpr *e = new_expr(c, AST_UNARY, loc, expr_depth(x));
+    AstExpr *e = new_expr(c, AST_UNARY, loc, height(x));
     if (!e) return NULL;
     e->op = op;
     e->lhs = x;
@@ -97,7 +116,9 @@ AstExpr *fe_unary(ParseCtx *c, int op, AstExpr *x, Loc loc)
 
 AstExpr *fe_binary(ParseCtx *c, AstBinOp op, AstExpr *l, AstExpr *r, Loc loc)
 {
-    AstExpr *e = new_expr(c, AST_BINARY, loc, max_u32(expr_depth(l), expr_depth(r)));
+    Height hl = height(l), hr = height(r);
+    AstExpr *e = new_expr(c, AST_BINARY, loc,
+                          (Height){max_u32(hl.depth, hr.depth), max_u32(hl.nest ? hl.nest - 1 : 0, hr.nest)});
     if (!e) return NULL;
     e->op = (int)op;
     e->lhs = l;
@@ -107,9 +128,9 @@ AstExpr *fe_binary(ParseCtx *c, AstBinOp op, AstExpr *l, AstExpr *r, Loc loc)
 
 AstExpr *fe_cast(ParseCtx *c, AstExpr *x, AstType *t, Loc loc)
 {
-    uint32_t d = expr_depth(x);
-    if (t && t->kind == AST_TYPE_OF) d = max_u32(d, expr_depth(t->of));   /* x as dtype(...) nests too */
-    AstExpr *e = new_expr(c, AST_CAST, loc, d);
+    Height h = height(x);
+    if (t && t->kind == AST_TYPE_OF) h = hmax(h, height(t->of));   /* x as dtype(...) nests too */
+    AstExpr *e = new_expr(c, AST_CAST, loc, h);
     if (!e) return NULL;
     e->lhs = x;
     e->type = t;
@@ -139,12 +160,12 @@ static void set_named_args(ParseCtx *c, AstExpr *e, const FeList *args)
     }
 }
 
-static uint32_t args_depth(const FeList *args, bool named)
+static Height args_height(const FeList *args, bool named)
 {
-    uint32_t d = 0;
+    Height h = {0, 0};
     for (uint32_t i = 0; i < list_len(args); i++)
-        d = max_u32(d, expr_depth(named ? ((FeArg *)args->items[i])->value : args->items[i]));
-    return d;
+        h = hmax(h, height(named ? ((FeArg *)args->items[i])->value : args->items[i]));
+    return h;
 }
 
 /* Positional arguments come first: a named one fixes the meaning of those after it. */
@@ -163,7 +184,7 @@ static void check_arg_order(ParseCtx *c, const FeList *args)
 
 AstExpr *fe_call(ParseCtx *c, const char *name, FeList *args, Loc loc)
 {
-    AstExpr *e = new_expr(c, AST_CALL, loc, args_depth(args, true));
+    AstExpr *e = new_expr(c, AST_CALL, loc, args_height(args, true));
     if (!e) return NULL;
     e->name = name;
     check_arg_order(c, args);
@@ -173,7 +194,7 @@ AstExpr *fe_call(ParseCtx *c, const char *name, FeList *args, Loc loc)
 
 AstExpr *fe_map(ParseCtx *c, FeList *entries, Loc loc)
 {
-    AstExpr *e = new_expr(c, AST_MAP, loc, args_depth(entries, true));
+    AstExpr *e = new_expr(c, AST_MAP, loc, args_height(entries, true));
     if (!e) return NULL;
     set_named_args(c, e, entries);
     return e;
@@ -181,7 +202,7 @@ AstExpr *fe_map(ParseCtx *c, FeList *entries, Loc loc)
 
 AstExpr *fe_exprs(ParseCtx *c, AstExprKind k, AstExpr *lhs, FeList *elems, Loc loc)
 {
-    AstExpr *e = new_expr(c, k, loc, max_u32(expr_depth(lhs), args_depth(elems, false)));
+    AstExpr *e = new_expr(c, k, loc, hmax(height(lhs), args_height(elems, false)));
     if (!e) return NULL;
     uint32_t n = list_len(elems);
     e->lhs = lhs;

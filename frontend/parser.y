@@ -273,6 +273,12 @@ stmt
     | IDENT assign_op expr ';'  { $$ = fe_assign(ctx, $1, @1, $2, $3); }
     | KW_FOR IDENT KW_IN KW_RANGE '(' exprs ')' block
                                 { TRY($$, fe_for(ctx, $2, @2, $6, @4, $8, @1)); }
+    /* range() is lowering's error (it counts the arguments); a malformed argument
+     * list recovers at its ')', so the loop's block still parses as a block */
+    | KW_FOR IDENT KW_IN KW_RANGE '(' ')' block
+                                { TRY($$, fe_for(ctx, $2, @2, NULL, @4, $7, @1)); }
+    | KW_FOR IDENT KW_IN KW_RANGE '(' error ')' block
+                                { $$ = NULL; yyerrok; }
     | KW_WHILE expr block       { TRY($$, fe_while(ctx, $2, $3, @1)); }
     | if_stmt
     | KW_RETURN ';'             { $$ = return_stmt(ctx, NULL, @1); }

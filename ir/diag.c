@@ -42,6 +42,8 @@ void diag_vadd(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, va_list ap)
     if (lvl == DIAG_ERROR) d->nerrors++;
 }
 
+bool diag_full(const DiagList *d) { return d->nerrors > (d->max_errors ? d->max_errors : 50); }
+
 void diag_add(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, ...)
 {
     va_list ap;
@@ -52,8 +54,11 @@ void diag_add(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, ...)
 
 static const char *const level_names[] = {"error", "warning", "note"};
 
+enum { CARET_WINDOW = 160 };   /* a longer line shows only this much around the caret */
+
 /* Prints line `line` of src and a caret under column `col` (tabs kept so the caret
- * lines up). */
+ * lines up); of a very long line (a generated chain), only a window around the
+ * caret, marked with "...". */
 static void print_caret(const Source *src, uint32_t line, uint32_t col, FILE *out)
 {
     const char *p = src->text, *end = src->text + src->len;
@@ -62,8 +67,13 @@ static void print_caret(const Source *src, uint32_t line, uint32_t col, FILE *ou
     if (p >= end && line > 1) return;
     const char *e = p;
     while (e < end && *e != '\n') e++;
-    fprintf(out, "    %.*s\n    ", (int)(e - p), p);
-    for (uint32_t c = 1; c < col && p + c - 1 < e; c++) fputc(p[c - 1] == '\t' ? '\t' : ' ', out);
+    const char *from = p, *to = e;
+    if (col > CARET_WINDOW / 2 && e - p > CARET_WINDOW) from = p + col - 1 - CARET_WINDOW / 2;
+    if (from > e) from = e;
+    if (to - from > CARET_WINDOW) to = from + CARET_WINDOW;
+    fprintf(out, "    %s%.*s%s\n    %s", from > p ? "..." : "", (int)(to - from), from, to < e ? "..." : "",
+            from > p ? "   " : "");
+    for (const char *c = from; c < p + col - 1 && c < to; c++) fputc(*c == '\t' ? '\t' : ' ', out);
     fputs("^\n", out);
 }
 

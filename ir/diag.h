@@ -10,6 +10,7 @@
 #define TILE_IR_DIAG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -44,6 +45,9 @@ void diag_free(DiagList *d);
 void diag_add(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void diag_vadd(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, va_list ap);
+/* Whether an error past the cap was counted: stages stop early then, since nothing
+ * more would be printed (the list says "too many errors"). */
+bool diag_full(const DiagList *d);
 #define diag_error(d, loc, ...) diag_add((d), DIAG_ERROR, (loc), __VA_ARGS__)
 #define diag_note(d, loc, ...) diag_add((d), DIAG_NOTE, (loc), __VA_ARGS__)
 /* Prints every diagnostic with its source line and a caret. */

@@ -14,6 +14,8 @@
 
 #include "interp_internal.h"
 
+enum { OP_OVERHEAD = 16 };   /* an op's fixed cost against the work bound, in elements */
+
 typedef enum { EX_OK, EX_RETURN, EX_ERROR } ExecStatus;
 
 /* ---- errors and values ------------------------------------------------------------- */
@@ -360,8 +362,12 @@ static ExecStatus run_region(Interp *I, const IrOp *op, const IrBlock *blk, uint
     return *ts ? EX_OK : EX_ERROR;
 }
 
+static bool charge(Interp *I, const IrOp *op, int64_t work);
+
+/* An iteration costs an op (its branch back) against the work bound too. */
 static bool count_iteration(Interp *I, const IrOp *op, int64_t *count)
 {
+    if (!charge(I, op, OP_OVERHEAD)) return false;
     if (++*count <= I->max_iters) return true;
     char w[160];
     return interp_fail(I, op, "loop ran past %" PRId64 " iterations%s", I->max_iters, interp_where(I, w, sizeof w));
@@ -477,9 +483,37 @@ static bool exec_result_op(Interp *I, const IrOp *op)
     return true;
 }
 
+static int64_t op_elements(const Interp *I, const IrOp *op);
+
+/* What an op costs against the work bound: the elements it processes, plus a fixed
+ * part, so that a loop of scalar ops and a few large tiles both count their time. */
+static int64_t op_work(const Interp *I, const IrOp *op)
+{
+    return OP_OVERHEAD + op_elements(I, op);
+}
+
+static int64_t op_elements(const Interp *I, const IrOp *op)
+{
+    if (op->code == IR_OP_DOT && op->noperands >= 2) {
+        const IrType *a = interp_opnd(I, op, 0)->type, *b = interp_opnd(I, op, 1)->type;
+        return ir_type_numel(a) * (b->rank ? b->shape[b->rank - 1] : 1);
+    }
+    if (op->nresults) return ir_type_numel(interp_result_type(I, op, 0));
+    return op->noperands ? interp_opnd(I, op, 0)->n : 1;
+}
+
+static bool charge(Interp *I, const IrOp *op, int64_t work)
+{
+    I->work += work;
+    if (I->work <= I->max_work) return true;
+    char w[160];
+    return interp_fail(I, op, "the run did more than %" PRId64 " operations (elements processed, over all "
+                       "programs)%s; raise the bound with --max-ops", I->max_work, interp_where(I, w, sizeof w));
+}
+
 static ExecStatus exec_op(Interp *I, const IrOp *op)
 {
-    if (!operands_defined(I, op)) return EX_ERROR;
+    if (!operands_defined(I, op) || !charge(I, op, op_work(I, op))) return EX_ERROR;
     bool ok;
     switch (op->code) {
     case IR_OP_FOR: return exec_for(I, op);
@@ -541,7 +575,8 @@ static bool bind_params(Interp *I)
 static bool interp_setup(Interp *I, const IrFunc *fn, const InterpArg *args, uint32_t nargs,
                          DiagList *diags, bool buffers_needed)
 {
-    *I = (Interp){.fn = fn, .args = args, .diags = diags, .max_iters = INT64_C(1) << 31};
+    *I = (Interp){.fn = fn, .args = args, .diags = diags, .max_iters = INT64_C(1) << 31,
+                  .max_work = INTERP_DEFAULT_MAX_WORK};
     I->grid[0] = I->grid[1] = I->grid[2] = 1;
     if (nargs != fn->body.nargs)
         return interp_fail(I, NULL, "kernel '%s' takes %u arguments, got %u", fn->name, fn->body.nargs, nargs);
@@ -560,6 +595,7 @@ static void clear_values(Interp *I)
 static bool run_program(Interp *I)
 {
     const IrOp *term;
+    I->work++;
     bool ok = bind_params(I) && exec_block(I, &I->fn->body, &term) != EX_ERROR;
     clear_values(I);
     return ok;
@@ -576,11 +612,19 @@ bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
         I.observe = opt->observe;
         I.observe_ud = opt->observe_ud;
     }
+    if (opt && opt->max_work > 0) I.max_work = opt->max_work;
     bool ok = true;
-    for (int d = 0; d < 3; d++) {
-        I.grid[d] = grid[d];
-        if (grid[d] < 0) ok = interp_fail(&I, NULL, "grid of kernel '%s' has a negative size %" PRId64, kernel->name, grid[d]);
-    }
+    for (int d = 0; d < 3; d++) I.grid[d] = grid[d];
+    for (int d = 0; d < 3 && ok; d++)
+        if (grid[d] < 1 || grid[d] > (d ? INTERP_MAX_GRID_YZ : INTERP_MAX_GRID_X))
+            ok = interp_fail(&I, NULL, "grid of kernel '%s' is %" PRId64 " x %" PRId64 " x %" PRId64
+                             ": each size must be at least 1 and at most 2147483647 x 65535 x 65535",
+                             kernel->name, grid[0], grid[1], grid[2]);
+    /* each program costs at least one operation: refuse a grid that cannot finish */
+    if (ok && grid[0] * grid[1] > I.max_work / grid[2])
+        ok = interp_fail(&I, NULL, "grid of kernel '%s' is %" PRId64 " x %" PRId64 " x %" PRId64
+                         ": more programs than the work bound of %" PRId64 " operations (--max-ops)",
+                         kernel->name, grid[0], grid[1], grid[2], I.max_work);
     for (I.pid[2] = 0; ok && I.pid[2] < grid[2]; I.pid[2]++)
         for (I.pid[1] = 0; ok && I.pid[1] < grid[1]; I.pid[1]++)
             for (I.pid[0] = 0; ok && I.pid[0] < grid[0]; I.pid[0]++) ok = run_program(&I);

@@ -58,7 +58,17 @@ typedef struct InterpOptions {
     int64_t max_loop_iterations; /* per loop, 0: 1<<31; past it the run stops */
     InterpObserver observe;      /* NULL: none */
     void *observe_ud;
+    int64_t max_work;            /* elements processed by the whole run (every program,
+                                    every op: its result's elements; a dot M*N*K; a
+                                    store its lanes), 0: INTERP_DEFAULT_MAX_WORK */
 } InterpOptions;
+
+/* The default work bound, 2^28: a runaway loop stops in about a second, while the
+ * examples need at most 1.4 million. */
+#define INTERP_DEFAULT_MAX_WORK (INT64_C(1) << 28)
+/* The largest grid a GPU launches (CUDA's limits): 2^31-1 x 65535 x 65535. */
+#define INTERP_MAX_GRID_X INT64_C(2147483647)
+#define INTERP_MAX_GRID_YZ INT64_C(65535)
 
 /* Runs `kernel` on grid[0] x grid[1] x grid[2] programs. args must match the kernel's
  * parameters in count and kind (checked). On an error, a diagnostic (with the op's

@@ -28,6 +28,7 @@ typedef struct Interp {
     int64_t max_iters;
     InterpObserver observe;
     void *observe_ud;
+    int64_t work, max_work;      /* elements processed so far in the run, and the bound */
     FILE *out;
     DiagList *diags;
     const IrOp *ret;             /* the return op that ended the run */

@@ -331,8 +331,8 @@ static bool check_rand(Verifier *v, const IrOp *op)
 static bool check_hint(Verifier *v, const IrOp *op)
 {
     if (rty(v, op) != opt(v, op, 0) || !(is_int(opt(v, op, 0)) || is_ptr(opt(v, op, 0))))
-        return fail(v, op, "result must have the integer or pointer operand type, got %s -> %s", tstr(opt(v, op, 0)).s,
-                    tstr(rty(v, op)).s);
+        return fail(v, op, "result must have the integer or pointer operand type, got %s -> %s",
+                    tstr(opt(v, op, 0)).s, tstr(rty(v, op)).s);
     if (op->attr.i < 1) return fail(v, op, "n must be positive, got %" PRId64, op->attr.i);
     return true;
 }

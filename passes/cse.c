@@ -22,12 +22,12 @@ typedef struct Entry {
     int32_t next;                /* the entry it shadows in its bucket, or -1 */
 } Entry;
 
-enum { CSE_BUCKETS = 1024 };
-
 typedef struct Table {
     const IrFunc *f;
-    int32_t heads[CSE_BUCKETS];
+    int32_t *heads;              /* nbuckets, a power of two above twice the values */
+    uint32_t mask;
     VEC(Entry) entries;          /* a stack: leaving a scope pops its entries */
+    IrValue *forward;            /* a merged op's result -> its twin's (else itself) */
 } Table;
 
 static uint32_t mix(uint32_t h, uint64_t x) { return (h ^ (uint32_t)x ^ (uint32_t)(x >> 32)) * 16777619u; }
@@ -61,25 +61,37 @@ static bool same_op(const Table *t, const IrOp *a, const IrOp *b)
     return true;
 }
 
+/* The bucket of a hash: its bits mixed (murmur3's finalizer), since the FNV-style
+ * hash keeps the low bits of small operands and constants. */
+static uint32_t bucket(const Table *t, uint32_t h)
+{
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h & t->mask;
+}
+
 static IrOp *lookup(const Table *t, const IrOp *op, uint32_t h)
 {
-    for (int32_t e = t->heads[h % CSE_BUCKETS]; e >= 0; e = t->entries.data[e].next)
+    for (int32_t e = t->heads[bucket(t, h)]; e >= 0; e = t->entries.data[e].next)
         if (t->entries.data[e].hash == h && same_op(t, t->entries.data[e].op, op)) return t->entries.data[e].op;
     return NULL;
 }
 
 static void push(Table *t, IrOp *op, uint32_t h)
 {
-    Entry e = {op, h, t->heads[h % CSE_BUCKETS]};
+    Entry e = {op, h, t->heads[bucket(t, h)]};
     vec_push(&t->entries, e);
-    t->heads[h % CSE_BUCKETS] = (int32_t)(t->entries.len - 1);
+    t->heads[bucket(t, h)] = (int32_t)(t->entries.len - 1);
 }
 
 static void pop_to(Table *t, size_t len)
 {
     while (t->entries.len > len) {
         Entry *e = &t->entries.data[--t->entries.len];
-        t->heads[e->hash % CSE_BUCKETS] = e->next;
+        t->heads[bucket(t, e->hash)] = e->next;
     }
 }
 
@@ -88,12 +100,22 @@ static bool mergeable(const IrOp *op)
     return (ir_op_info[op->code].flags & IR_P) && !op->nregions && op->nresults > 0;
 }
 
+/* Uses of merged results are rewritten as the walk reaches them (every use comes
+ * after its definition in walk order), not by a walk of the whole function per merge,
+ * which made the pass quadratic. */
+static void forward_operands(const Table *t, IrOp *op)
+{
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (op->operands[i] < t->f->nvalues) op->operands[i] = t->forward[op->operands[i]];
+}
+
 static bool cse_block(Table *t, IrFunc *f, IrBlock *blk)
 {
     bool changed = false;
     size_t mark = t->entries.len;
     for (IrOp *op = blk->first, *next; op; op = next) {
         next = op->next;
+        forward_operands(t, op);
         for (uint32_t r = 0; r < op->nregions; r++) changed |= cse_block(t, f, &op->regions[r]);
         if (!mergeable(op)) continue;
         uint32_t h = op_hash(t, op);
@@ -102,7 +124,7 @@ static bool cse_block(Table *t, IrFunc *f, IrBlock *blk)
             push(t, op, h);
             continue;
         }
-        for (uint32_t i = 0; i < op->nresults; i++) ir_replace_all_uses(f, op->results[i], twin->results[i]);
+        for (uint32_t i = 0; i < op->nresults; i++) t->forward[op->results[i]] = twin->results[i];
         ir_op_remove(op);
         changed = true;
     }
@@ -114,10 +136,20 @@ bool pass_cse(IrFunc *f)
 {
     Table t;
     t.f = f;
-    memset(t.heads, 0xff, sizeof t.heads);
+    size_t n = 1024;
+    while (n < 2 * (size_t)f->nvalues) n *= 2;
+    t.mask = (uint32_t)(n - 1);
+    t.heads = tl_malloc(n * sizeof *t.heads);
+    if (!t.heads) tl_oom();
+    memset(t.heads, 0xff, n * sizeof *t.heads);
     t.entries.data = NULL;
     t.entries.len = t.entries.cap = 0;
+    t.forward = tl_malloc((f->nvalues + 1) * sizeof *t.forward);
+    if (!t.forward) tl_oom();
+    for (uint32_t v = 0; v <= f->nvalues; v++) t.forward[v] = v;
     bool changed = cse_block(&t, f, &f->body);
     vec_free(&t.entries);
+    tl_free(t.forward);
+    tl_free(t.heads);
     return changed;
 }

@@ -59,5 +59,10 @@ bool pass_run_default(IrModule *m, int opt_level, const PassOptions *opt);
  * after each (an invalid result is an internal error, as with verify_each). After it
  * every tile has a layout and codegen can run. */
 bool pass_run_gpu(IrModule *m, const PassOptions *opt);
+/* Verifies m after a stage that is not a pass (`stage`: "lowering"); run on every
+ * compile, so a frontend bug that builds invalid IR can never pass silently. A failure
+ * is an internal error: it prints the stage, the verifier's messages and the IR to
+ * `dump` (NULL: stderr) and aborts. */
+void pass_verify_stage(IrModule *m, const char *stage, FILE *dump);
 
 #endif

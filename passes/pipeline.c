@@ -37,6 +37,19 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+static _Noreturn void invalid_ir(IrModule *m, const char *what, const char *stage, FILE *dump)
+{
+    fprintf(dump, "tile: internal error: the IR is invalid after %s '%s'\n", what, stage);
+    diag_print(ir_ctx_diags(m->ctx), dump);
+    ir_print_module(m, dump);
+    abort();
+}
+
+void pass_verify_stage(IrModule *m, const char *stage, FILE *dump)
+{
+    if (!ir_verify_module(m)) invalid_ir(m, "stage", stage, dump ? dump : stderr);
+}
+
 /* Runs one pass on every function; returns whether anything changed. */
 static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, double *ms)
 {
@@ -45,12 +58,7 @@ static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, doub
     double t0 = now_ms();
     for (uint32_t i = 0; i < m->nfuncs; i++) changed |= p->run(m->funcs[i]);
     *ms += now_ms() - t0;
-    if (opt && opt->verify_each && !ir_verify_module(m)) {
-        fprintf(dump, "tile: internal error: the IR is invalid after pass '%s'\n", p->name);
-        diag_print(ir_ctx_diags(m->ctx), dump);
-        ir_print_module(m, dump);
-        abort();
-    }
+    if (opt && opt->verify_each && !ir_verify_module(m)) invalid_ir(m, "pass", p->name, dump);
     if (opt && opt->print_after_all) {
         fprintf(dump, "// ----- IR after %s -----\n", p->name);
         ir_print_module(m, dump);

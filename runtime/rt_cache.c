@@ -38,6 +38,12 @@
 #define HEADER_BYTES 56
 #define DEFAULT_MAX_BYTES (1ull << 30)
 #define STALE_TMP_SECONDS (24 * 3600)
+/* No entry is larger (a cubin is a few MB): a bigger file (a sparse 3 GiB one, say) is
+ * judged bad from its size alone, never read. */
+#define MAX_ENTRY_BYTES (256ull << 20)
+/* Entries are opened without blocking (a FIFO named like one would hang open and
+ * read) and without following links; fstat then refuses anything not a regular file. */
+#define ENTRY_OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
 
 struct RtCache {
     char *dir;
@@ -253,6 +259,17 @@ static bool write_all(int fd, const void *buf, size_t n)
     return true;
 }
 
+/* Why an entry file open on fd (fstat'd as st) is refused before a byte is read:
+ * another owner, a mode others can write, not a regular file, or too large. */
+static bool refuse_file(const char *path, const struct stat *st, char *why, size_t n)
+{
+    if (check_owned(path, st, false)) return snprintf(why, n, "%s", trt_last_error()), true;
+    if ((uint64_t)st->st_size > MAX_ENTRY_BYTES)
+        return snprintf(why, n, "%lld bytes, more than an entry can be (%llu)", (long long)st->st_size,
+                        MAX_ENTRY_BYTES), true;
+    return false;
+}
+
 /* Reads the entry file open on fd (already fstat'd as st) into a malloc'd image. */
 static uint8_t *read_image(int fd, const struct stat *st)
 {
@@ -265,13 +282,33 @@ static uint8_t *read_image(int fd, const struct stat *st)
     return img;
 }
 
+/* Removes a directory tree (depth-limited: a tree deeper than that stays, and is
+ * reported by verify). */
+static void remove_tree(int at, const char *name, int depth)
+{
+    if (unlinkat(at, name, 0) == 0 || errno != EISDIR || depth > 16) return;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) close(fd);
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) remove_tree(dirfd(d), de->d_name, depth + 1);
+    if (d) closedir(d);
+    unlinkat(at, name, AT_REMOVEDIR);
+}
+
+bool rt_cache_remove_path(const char *path)
+{
+    remove_tree(AT_FDCWD, path, 0);
+    return access(path, F_OK) != 0;
+}
+
 /* Removes the entry at path if it is still the file we judged bad (not a fresh one
  * that another process renamed into place meanwhile). */
 static void remove_if_same(const char *path, const struct stat *judged)
 {
     struct stat now;
-    if (stat(path, &now) == 0 && now.st_ino == judged->st_ino && now.st_dev == judged->st_dev)
-        unlink(path);
+    if (lstat(path, &now) == 0 && now.st_ino == judged->st_ino && now.st_dev == judged->st_dev)
+        rt_cache_remove_path(path);
 }
 
 static RtGet judge_entry(int fd, const char *path, RtEntryKind kind, const RtKey *key,
@@ -280,7 +317,14 @@ static RtGet judge_entry(int fd, const char *path, RtEntryKind kind, const RtKey
     struct stat st;
     char why[128];
     if (fstat(fd, &st) != 0) return RT_GET_MISS;
-    if (check_owned(path, &st, false)) return RT_GET_BAD;
+    if (st.st_uid == geteuid() && !S_ISREG(st.st_mode)) {
+        remove_if_same(path, &st);   /* a FIFO, a directory: ours, in the way of the entry */
+        return RT_GET_BAD;
+    }
+    if (refuse_file(path, &st, why, sizeof why)) {
+        if (!check_owned(path, &st, false)) remove_if_same(path, &st);   /* too large */
+        return RT_GET_BAD;
+    }
     uint8_t *img = read_image(fd, &st);
     if (!img) return RT_GET_MISS;
     if (!check_image(img, (size_t)st.st_size, kind, key, why, sizeof why)) {
@@ -301,7 +345,7 @@ RtGet rt_cache_get(RtCache *c, RtEntryKind kind, const RtKey *key, RtBlob *out)
     entry_path(c, kind, key, path, sizeof path);
     out->data = NULL;
     out->len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, ENTRY_OPEN_FLAGS);
     if (fd < 0) return errno == ENOENT ? RT_GET_MISS : RT_GET_BAD;
     RtGet r = judge_entry(fd, path, kind, key, out);
     close(fd);
@@ -330,6 +374,18 @@ static bool write_entry(int fd, const char *tmp, RtEntryKind kind, const RtKey *
 
 static void evict_to_bound(RtCache *c);
 
+/* A directory named like the entry would make every rename fail (and the entry be
+ * rebuilt on every run): it is renamed into tmp/ (atomically, as entries are) and
+ * removed there. */
+static bool move_aside(RtCache *c, const char *path, const char *tmp)
+{
+    char aside[4200];
+    snprintf(aside, sizeof aside, "%s.aside", tmp);
+    if (rename(path, aside) != 0) return false;
+    rt_cache_remove_path(aside);
+    return true;
+}
+
 TrtStatus rt_cache_put(RtCache *c, RtEntryKind kind, const RtKey *key, const void *p, size_t n)
 {
     static atomic_uint serial;
@@ -342,7 +398,10 @@ TrtStatus rt_cache_put(RtCache *c, RtEntryKind kind, const RtKey *key, const voi
     if (fd < 0) return rt_fail(TRT_ERROR_CACHE_IO, "cannot write %s: %s", tmp, strerror(errno));
     bool ok = write_entry(fd, tmp, kind, key, p, n);
     ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    int r = ok ? rename(tmp, path) : -1;
+    if (r != 0 && ok && (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST))
+        r = move_aside(c, path, tmp) ? rename(tmp, path) : -1;
+    if (r != 0) {
         int e = errno;
         unlink(tmp);
         return rt_fail(TRT_ERROR_CACHE_IO, "cannot write cache entry %s: %s", path, strerror(e));
@@ -556,12 +615,12 @@ bool rt_cache_check_file(const char *path, char *why, size_t n)
     RtEntryKind kind;
     RtKey key;
     if (!parse_entry_name(base, &kind, &key)) return snprintf(why, n, "not an entry name"), false;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, ENTRY_OPEN_FLAGS);
     if (fd < 0) return snprintf(why, n, "%s", strerror(errno)), false;
     struct stat st;
     uint8_t *img = NULL;
     bool ok = fstat(fd, &st) == 0;
-    if (ok && check_owned(path, &st, false)) ok = (snprintf(why, n, "%s", trt_last_error()), false);
+    if (ok && refuse_file(path, &st, why, n)) ok = false;
     if (ok && !(img = read_image(fd, &st))) ok = (snprintf(why, n, "unreadable"), false);
     if (ok) ok = check_image(img, (size_t)st.st_size, kind, &key, why, n);
     tl_free(img);

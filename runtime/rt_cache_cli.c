@@ -148,7 +148,7 @@ static void verify_one(const RtCacheEntryInfo *e, void *ud)
     if (rt_cache_check_file(e->path, why, sizeof why)) return;
     v->bad++;
     printf("bad: %s: %s%s\n", e->path, why, v->fix ? " (removed)" : "");
-    if (v->fix) unlink(e->path);
+    if (v->fix) rt_cache_remove_path(e->path);
 }
 
 static int cmd_verify(RtCache *c, int fix)

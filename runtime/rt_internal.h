@@ -188,6 +188,8 @@ typedef struct RtCacheEntryInfo {
 long rt_cache_foreach(RtCache *c, void (*fn)(const RtCacheEntryInfo *e, void *ud), void *ud);
 /* Reads and checks one entry file: true if its header and checksum are sound. */
 bool rt_cache_check_file(const char *path, char *why, size_t n);
+/* Removes a file, or a directory with what it holds; true if path is gone. */
+bool rt_cache_remove_path(const char *path);
 uint64_t rt_cache_max_bytes(const RtCache *c);
 
 /* Test hook: called by rt_cache_put after half the payload is in the temp file. */

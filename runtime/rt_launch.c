@@ -208,8 +208,8 @@ static TrtStatus eval_grid(TrtKernel *k, const TrtArg *args, int64_t g[3])
     for (int i = 0; !s && i < 3; i++)
         if (g[i] < 1 || g[i] > (i ? 65535 : 2147483647))
             s = rt_fail(TRT_ERROR_INVALID_ARGUMENT,
-                        "kernel '%s': its grid(...) clause gives %lld programs on axis %d",
-                        k->name, (long long)g[i], i);
+                        "kernel '%s': its grid(...) clause gives %lld programs on axis %d (each size "
+                        "must be at least 1, at most 2147483647 x 65535 x 65535)", k->name, (long long)g[i], i);
     diag_free(&d);
     return s;
 }
@@ -243,6 +243,9 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     if (!g[0] || !g[1] || !g[2])
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is empty", k->name,
                        g[0], g[1], g[2]);
+    if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is larger than a GPU launches "
+                       "(at most 2147483647 x 65535 x 65535)", k->name, g[0], g[1], g[2]);
     uint64_t mask = class_mask(k, args);
     int found = find_variant(k, mask);
     unsigned index;

@@ -13,6 +13,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/arena.h"
+#include "passes/passes.h"
 #include "rt_internal.h"
 
 /* ---- diagnostics into the thread's message --------------------------------------- */
@@ -179,6 +180,7 @@ IrFunc *rt_lower_kernel(TrtKernel *k, IrCtx **ctx_out, TrtStatus *st)
     FeOptions fo = {defs, n, k->name};
     DiagList *d = ir_ctx_diags(ir);
     IrModule *mod = fe_lower(ir, k->module->prog, &fo, d);
+    if (mod && !d->nerrors) pass_verify_stage(mod, "lowering", stderr);
     IrFunc *f = mod && !d->nerrors ? ir_module_find(mod, k->name) : NULL;
     if (f && f->kind == IR_FUNC_KERNEL) return f;
     if (d->nerrors) *st = rt_fail_diags(TRT_ERROR_COMPILE, "the kernel has errors", d);

@@ -4,7 +4,8 @@
  *         [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes]
  *   tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]
- *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...
+ *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--max-iterations N]
+ *         [--max-ops N]
  *
  * Exit status: 0 success, 1 an error in the input (diagnostics printed), 2 a usage
  * error. This is the only place in the project that calls exit(). */
@@ -46,6 +47,7 @@ typedef struct Options {
     uint32_t nprints;
     int64_t grid[3];
     int64_t max_iterations;            /* run: loop bound of the interpreter (0: default) */
+    int64_t max_ops;                   /* run: work bound of the interpreter (0: default) */
     bool has_grid, run;
     bool check_axis_info;              /* run: check the axis analysis on the values */
     bool gpu_ir;                       /* run: interpret the IR after the GPU passes */
@@ -60,7 +62,7 @@ static void usage(FILE *out)
           "             [--print-after-all] [--verify-each] [--time-passes]\n"
           "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
           "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
-          "             [--max-iterations N] [--check-axis-info] [--gpu-ir]\n"
+          "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir]\n"
           "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
           "       tilec --help | --version\n"
           "\n"
@@ -165,6 +167,10 @@ static void parse_args(int argc, char **argv, Options *o)
         }
         else if (!strcmp(a, "--check-axis-info")) o->check_axis_info = true;
         else if (!strcmp(a, "--gpu-ir")) o->gpu_ir = true;
+        else if ((v = flag_value(argc, argv, &i, "--max-ops"))) {
+            if (!parse_i64(v, &o->max_ops) || o->max_ops < 1)
+                usage_error("--max-ops takes a positive integer, got '%s'", v);
+        }
         else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
         else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
         else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
@@ -190,8 +196,8 @@ static void check_options(Options *o)
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
     if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
-    if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations))
-        usage_error("--arg, --print, --grid and --max-iterations belong to 'tilec run'%s", "");
+    if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations || o->max_ops))
+        usage_error("--arg, --print, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
@@ -478,6 +484,20 @@ static bool run_checking_axis_info(IrFunc *k, const InterpArg *args, const int64
     return axisinfo_check_run(k, aligned, args, k->body.nargs, grid, io, diags);
 }
 
+/* The grid of a run, from --grid or grid(...), on either device: what a GPU can
+ * launch (an i32 grid(...) that overflowed to 0 would otherwise run nothing). */
+static int check_grid(const IrFunc *k, const int64_t grid[3])
+{
+    for (int d = 0; d < 3; d++)
+        if (grid[d] < 1 || grid[d] > (d ? INTERP_MAX_GRID_YZ : INTERP_MAX_GRID_X)) {
+            fprintf(stderr, "tilec: error: the grid of kernel '%s' is %" PRId64 " x %" PRId64 " x %" PRId64
+                            ": each size must be at least 1 and at most 2147483647 x 65535 x 65535\n",
+                    k->name, grid[0], grid[1], grid[2]);
+            return EXIT_INPUT;
+        }
+    return 0;
+}
+
 static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 {
     IrFunc *k = ir_module_find(m, o->kernel);
@@ -494,7 +514,8 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         fprintf(stderr, "tilec: error: kernel '%s' has no grid(...) clause: give --grid X[,Y[,Z]]\n", k->name);
         rc = EXIT_INPUT;
     }
-    InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations};
+    if (!rc) rc = check_grid(k, grid);
+    InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations, .max_work = o->max_ops};
     if (!rc && o->gpu_ir) pass_run_gpu(m, &(PassOptions){0});   /* the interpreter ignores layouts */
     if (!rc && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
     else if (!rc && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
@@ -587,6 +608,7 @@ static int compile(const Options *o, const Source *src, FILE *out)
         rc = EXIT_INPUT;
         goto done;
     }
+    pass_verify_stage(m, "lowering", stderr);
     PassOptions po = o->passes;
     po.dump = stderr;
     bool gpu = !strcmp(o->emit, "llvm") || !strcmp(o->emit, "ptx") || !strcmp(o->emit, "cubin");

@@ -1,8 +1,13 @@
 /* libFuzzer harness of the whole compiler: any bytes through the parser, lowering,
- * the verifier, the -O2 pipeline (verifying after every pass) and, for small kernels,
- * the interpreter on a 1-program grid with small zeroed buffers. A crash, a sanitizer
- * report, a leak, a hang, or IR that the verifier rejects after lowering or after a
- * pass is a bug: every input must end in valid IR or in diagnostics. */
+ * the verifier, the -O2 pipeline (verifying after every pass), for small kernels the
+ * interpreter on a 1-program grid with small zeroed buffers, and (where the harness is
+ * built with the code generator, TILE_FUZZ_CODEGEN) code generation to PTX: the GPU
+ * passes, LLVM and the NVPTX backend. A crash, a sanitizer report, a leak, a hang, or
+ * IR that the verifier rejects after lowering or after a pass is a bug: every input
+ * must end in valid IR (and PTX) or in diagnostics.
+ *
+ * An input may start with a line `// defines: NAME=V NAME=V ...` (at most 8): they are
+ * passed as -D definitions, so the fuzzer reaches const values and configs too. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +16,13 @@
 #include "frontend/frontend.h"
 #include "ir/interp.h"
 #include "passes/passes.h"
+#ifdef TILE_FUZZ_CODEGEN
+#include "codegen/codegen.h"
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { MAX_INTERP_ELEMS = 4096, BUF_ELEMS = 64, MAX_PARAMS = 32 };
+enum { MAX_INTERP_ELEMS = 4096, BUF_ELEMS = 64, MAX_PARAMS = 32, MAX_DEFINES = 8, MAX_CG_OPS = 2000 };
 
 static FILE *sink(void)
 {
@@ -51,11 +59,60 @@ static void interpret(const IrFunc *k)
     DiagList d;
     diag_init(&d);
     int64_t grid[3] = {1, 1, 1};
-    InterpOptions io = {.print_out = sink(), .max_loop_iterations = 64};
+    InterpOptions io = {.print_out = sink(), .max_loop_iterations = 64, .max_work = 1 << 22};
     interp_run(k, args, k->body.nargs, grid, &io, &d);
     diag_free(&d);
     for (uint32_t i = 0; i < k->body.nargs; i++) free(bufs[i]);
 }
+
+/* The `// defines: A=1 B=-2` header line, into defs (names point into text, which
+ * the parse of the definitions cuts with NULs: the header is a comment, so the rest
+ * of the line is not read by the lexer as long as it stays on line 1). */
+static uint32_t read_defines(char *text, FeDefine *defs, char **body)
+{
+    static const char head[] = "// defines:";
+    uint32_t n = 0;
+    *body = text;
+    if (strncmp(text, head, sizeof head - 1)) return 0;
+    char *end = strchr(text, '\n');
+    if (!end) return 0;
+    *end = 0;
+    *body = end + 1;
+    for (char *save = NULL, *t = strtok_r(text + sizeof head - 1, " ", &save); t && n < MAX_DEFINES;
+         t = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(t, '='), *e;
+        if (!eq || eq == t) continue;
+        *eq = 0;
+        long long v = strtoll(eq + 1, &e, 0);
+        if (!*e) defs[n++] = (FeDefine){t, v};
+    }
+    return n;
+}
+
+static uint32_t count_ops(const IrBlock *b)
+{
+    uint32_t n = 0;
+    for (const IrOp *op = b->first; op; op = op->next) {
+        n++;
+        for (uint32_t r = 0; r < op->nregions; r++) n += count_ops(&op->regions[r]);
+    }
+    return n;
+}
+
+#ifdef TILE_FUZZ_CODEGEN
+/* PTX for a module whose kernels are all small (LLVM's time grows with the code);
+ * the optimization level comes from the input, so both pipelines are reached. */
+static void generate(IrModule *m, size_t size, DiagList *d)
+{
+    for (uint32_t i = 0; i < m->nfuncs; i++)
+        if (!small_enough(m->funcs[i]) || count_ops(&m->funcs[i]->body) > MAX_CG_OPS) return;
+    CgOptions co = {.arch = size % 3 ? "sm_90a" : "sm_80", .opt_level = size % 2 ? 0 : 3,
+                    .aligned_params = size % 5 ? ~UINT64_C(0) : 0};
+    pass_run_gpu(m, NULL);
+    char *ptx = cg_emit_ptx(m, &co, d);
+    tl_free(ptx);
+}
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -63,11 +120,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!text) return 0;
     memcpy(text, data, size);
     text[size] = 0;
-    Source src = {"fuzz.tile", text, size};
+    FeDefine defs[MAX_DEFINES];
+    char *body;
+    FeOptions fo = {defs, read_defines(text, defs, &body), NULL};
+    Source src = {"fuzz.tile", body, size - (size_t)(body - text)};
     IrCtx *ctx = ir_ctx_create();
     DiagList *d = ir_ctx_diags(ctx);
     AstProgram *p = fe_parse(ir_ctx_arena(ctx), &src, d);
-    IrModule *m = p && !d->nerrors ? fe_lower(ctx, p, NULL, d) : NULL;
+    IrModule *m = p && !d->nerrors ? fe_lower(ctx, p, &fo, d) : NULL;
     if (m && !d->nerrors) {
         if (!ir_verify_module(m)) {
             diag_print(d, stderr);
@@ -80,6 +140,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ir_print_module(m, sink());
         for (uint32_t i = 0; i < m->nfuncs; i++)
             if (m->funcs[i]->kind == IR_FUNC_KERNEL && small_enough(m->funcs[i])) interpret(m->funcs[i]);
+#ifdef TILE_FUZZ_CODEGEN
+        generate(m, size, d);
+#endif
     }
     diag_print(d, sink());
     ir_ctx_destroy(ctx);

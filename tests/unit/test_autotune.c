@@ -166,7 +166,7 @@ static void test_space_too_big(void **state)
     expect_error("@autotune(space = {BM: [1,2,3,4,5,6,7,8,9,10], BN: [1,2,3,4,5,6,7,8,9,10],\n"
                  "  BK: [1,2,3,4,5,6,7,8,9,10], GROUP: [1,2,3,4,5,6,7,8,9,10], warps: [1,2,3,4,5,6,7,8,9,10],\n"
                  "  stages: [1,2,3,4,5,6,7,8,9,10]})",
-                 1, 19, "the autotune space has more than 100000 configs");
+                 1, 19, "the autotune space has more than 65536 configs");
 }
 
 static void test_bad_space_key(void **state)

@@ -548,6 +548,83 @@ static void test_prune_removes_idle_locks(void **state)
     assert_int_equal(get_named("locked once"), RT_GET_HIT);
 }
 
+/* ---- files in the way of an entry ---------------------------------------------------- */
+static void entry_path_of(const char *name, char *path, size_t n)
+{
+    RtKey k = key_of(name);
+    entry_file(&k, RT_ENTRY_PTX, path, n);
+}
+
+static void assert_builds_and_hits(const char *name)
+{
+    RtKey k = key_of(name);
+    RtBlob b = {0};
+    builds = 0;
+    assert_int_equal(rt_cache_get_or_build(cur.c, RT_ENTRY_PTX, &k, build_abc, NULL, &b), TRT_SUCCESS);
+    assert_int_equal(builds, 1);
+    rt_blob_free(&b);
+    assert_int_equal(get_named(name), RT_GET_HIT);   /* written: the next run does not rebuild */
+}
+
+/* A FIFO named like an entry: opened without blocking, refused by its type, replaced.
+ * (It used to hang `tilec run --device gpu` and `tilec cache verify` in open.) */
+static void test_fifo_entry_refused(void **state)
+{
+    (void)state;
+    char path[512], why[256];
+    entry_path_of("fifo", path, sizeof path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(20);   /* a hang fails the test instead of blocking the suite */
+    assert_false(rt_cache_check_file(path, why, sizeof why));
+    assert_non_null(strstr(why, "is not a regular file"));
+    assert_int_equal(get_named("fifo"), RT_GET_BAD);
+    assert_builds_and_hits("fifo");
+    alarm(0);
+}
+
+/* A 3 GiB sparse file is refused from its size, without reading it. */
+static void test_huge_entry_refused_unread(void **state)
+{
+    (void)state;
+    char path[512], why[256];
+    entry_path_of("huge", path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 3LL << 30), 0);
+    close(fd);
+    time_t t0 = time(NULL);
+    assert_false(rt_cache_check_file(path, why, sizeof why));
+    assert_non_null(strstr(why, "3221225472 bytes, more than an entry can be"));
+    assert_int_equal(get_named("huge"), RT_GET_BAD);
+    assert_true(time(NULL) - t0 < 5);
+    assert_int_not_equal(access(path, F_OK), 0);   /* removed */
+    assert_builds_and_hits("huge");
+}
+
+/* A directory named like an entry is reported by verify and moved out of the way, so
+ * the entry is written (it used to be rebuilt on every run). */
+static void test_directory_entry_replaced(void **state)
+{
+    (void)state;
+    char path[512], inner[600], why[256];
+    entry_path_of("dir", path, sizeof path);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(inner, sizeof inner, "%s/file", path);
+    int fd = open(inner, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_false(rt_cache_check_file(path, why, sizeof why));
+    assert_non_null(strstr(why, "is not a regular file"));
+    assert_builds_and_hits("dir");
+    assert_true(rt_cache_check_file(path, why, sizeof why));
+    /* the same when the directory is in the way of a put */
+    RtKey k = key_of("dir2");
+    entry_path_of("dir2", path, sizeof path);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(rt_cache_put(cur.c, RT_ENTRY_PTX, &k, "xyz", 4), TRT_SUCCESS);
+    assert_int_equal(get_named("dir2"), RT_GET_HIT);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -561,6 +638,8 @@ int main(void)
         T(test_lru_eviction_order), T(test_eviction_on_insert), T(test_clear),
         T(test_concurrent_miss_builds_once), T(test_kill_during_write),
         T(test_kill_while_holding_lock), T(test_prune_removes_idle_locks),
+        T(test_fifo_entry_refused), T(test_huge_entry_refused_unread),
+        T(test_directory_entry_replaced),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

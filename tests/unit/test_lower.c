@@ -428,7 +428,7 @@ static void test_item_errors(void **state)
     expect_error_at("@launch(warps = 3)\nkernel k() { }\n", "warps must be a power of two from 1 to 32, got 3", 1, 17);
     expect_error_at("kernel k() { }\nkernel k() { }\n", "'k' is already defined at line 1", 2, 8);
     expect_error_at("fn f(x) { return f(x); }\nkernel k() { let a = f(1); }\n",
-                    "fn 'f' calls itself (recursion is not supported)", 1, 18);
+                    "recursive call of fn 'f' (recursion is not supported)", 1, 18);
     expect_error_at("fn f(x) { if x > 0 { return 1; } return 2; }\nkernel k() { let a = f(1); }\n",
                     "a return in fn 'f' must be its last statement, or end both branches of a final if/else", 1, 22);
     expect_error_at("fn f(x) { for i in range(0, 4) { return x; } return x; }\nkernel k() { let a = f(1); }\n",

@@ -675,14 +675,19 @@ static char *repeat(const char *head, const char *unit, size_t n, const char *ta
     return s;
 }
 
-static void assert_too_deep(const char *head, const char *unit, size_t n, const char *tail)
+static void assert_one_error(const char *head, const char *unit, size_t n, const char *tail, const char *msg)
 {
     char *src = repeat(head, unit, n, tail);
     Parse *p = parse(src);
     assert_int_equal(p->diags.nerrors, 1);
-    assert_string_equal(p->diags.items[0].msg, "nesting is too deep (more than 256 levels)");
+    assert_string_equal(p->diags.items[0].msg, msg);
     done(p);
     free(src);
+}
+
+static void assert_too_deep(const char *head, const char *unit, size_t n, const char *tail)
+{
+    assert_one_error(head, unit, n, tail, "nesting is too deep (more than 256 levels)");
 }
 
 static void test_deep_parens(void **state)
@@ -703,7 +708,10 @@ static void test_deep_other(void **state)
     assert_too_deep("kernel k() ", "{", 100000, "");
     assert_too_deep("kernel k() { let x = ", "-", 100000, "1;}");
     assert_too_deep("kernel k() { let x = ", "!", 300, "1;}");
-    assert_too_deep("kernel k() { let x = 1", "+1", 100000, ";}");
+    /* a left-associative chain is no nesting, but its length is limited */
+    assert_one_error("kernel k() { let x = 1", "+1", 100000, ";}",
+                     "this expression is too long (more than 8192 operators in a chain); split it with let");
+    assert_too_deep("kernel k() { let x = 1", "+(1", 300, "");
     assert_too_deep("kernel k() { let x = 1", " as f32", 300, ";}");
     assert_too_deep("kernel k() { if a {}", " else if a {}", 100000, "}");
     assert_too_deep("kernel k() { let x = ", "f(", 300, "");
@@ -712,6 +720,11 @@ static void test_deep_other(void **state)
 static void test_deep_but_allowed(void **state)
 {
     (void)state;
+    char *chain = repeat("kernel k() { let x = 1", " + 1", 8000, "; }");
+    Parse *pc = parse(chain);
+    assert_int_equal(pc->diags.nerrors, 0);
+    done(pc);
+    free(chain);
     char *src = repeat("kernel k() { let x = ", "(", 200, "1");
     char *full = repeat(src, ")", 200, "; }");
     Parse *p = parse(full);

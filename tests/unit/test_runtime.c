@@ -192,6 +192,26 @@ static void test_module_kernel_signature(void **state)
     assert_ptr_not_equal(k, k3);
 }
 
+/* The runtime's compile path checks what tilec checks: the autotune space (a where
+ * that divides by zero), const values that do not fit, too many parameters. */
+static void test_module_checks_autotune_and_consts(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    static const char src[] =
+        "@autotune(key = [n], space = {B: [1, 2]}, where = B / 0 > 1, default = {B: 1})\n"
+        "kernel tuned(p: *f32, n: i32, const B: i32) { }\n"
+        "kernel narrow(p: *i8, const C: i8 = 1000) { store(p, C); }\n";
+    assert_ok(trt_module_load_string(cur.ctx, "checks.tile", src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_int_equal(trt_module_get_kernel(cur.mod, "tuned", NULL, 0, &k), TRT_ERROR_COMPILE);
+    assert_non_null(strstr(trt_last_error(), "autotune where divides by zero"));
+    assert_int_equal(trt_module_get_kernel(cur.mod, "narrow", NULL, 0, &k), TRT_ERROR_COMPILE);
+    assert_non_null(strstr(trt_last_error(), "the value 1000 does not fit in const parameter 'C' of type i8"));
+    TrtConst c = {"C", 100};
+    assert_ok(trt_module_get_kernel(cur.mod, "narrow", &c, 1, &k));
+}
+
 static void test_module_unknown_kernel(void **state)
 {
     (void)state;
@@ -266,6 +286,11 @@ static void test_launch_without_grid(void **state)
     uint32_t empty[3] = {0, 1, 1};
     assert_int_equal(trt_launch(k, a, 4, empty, NULL), TRT_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(trt_last_error(), "is empty"));
+    uint32_t tall[3] = {1, 65536, 1}, wide[3] = {2147483648u, 1, 1};
+    assert_int_equal(trt_launch(k, a, 4, tall, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "grid 1x65536x1 is larger than a GPU launches"));
+    assert_int_equal(trt_launch(k, a, 4, wide, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "grid 2147483648x1x1 is larger"));
 }
 
 /* ---- packing and launching ------------------------------------------------------------ */
@@ -451,6 +476,10 @@ static void test_tile_kernel_grid_clause(void **state)
     /* 5000 and 70000 share a class, as do 1024; 1 has its own. */
     assert_int_equal(trt_kernel_num_variants(k), 3);
     assert_int_equal(cur.compiles, 3);
+    /* a grid(...) of no programs (an i32 that overflowed, a negative size) is refused */
+    TrtArg none[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(-5)};
+    assert_int_equal(trt_launch(k, none, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "its grid(...) clause gives 0 programs on axis 0"));
 }
 
 static void test_tile_kernel_compiled_once_across_contexts(void **state)
@@ -767,7 +796,7 @@ int main(int argc, char **argv)
         T(test_context_shares_primary_context), T(test_context_bad_device),
         T(test_context_mode_from_env), T(test_context_refuses_unsafe_cache),
         T(test_module_syntax_error), T(test_module_kernel_signature),
-        T(test_module_unknown_kernel), T(test_module_load_missing_file),
+        T(test_module_unknown_kernel), T(test_module_checks_autotune_and_consts), T(test_module_load_missing_file),
         T(test_module_load_example_file), T(test_launch_checks_count_and_kinds),
         T(test_launch_checks_pointer_alignment), T(test_launch_without_grid),
         T(test_launch_packs_arguments), T(test_variant_selection), T(test_variant_report),
