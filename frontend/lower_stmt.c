@@ -178,13 +178,16 @@ static int assign_op(int c)
 
 static void lower_assign(Lower *L, const AstStmt *s)
 {
+    /* The binding is found by index: lowering the value may inline fns, whose bindings
+     * grow (and move) the scope. */
     Binding *bd = lw_lookup(L, s->names[0]);
+    size_t at = bd ? (size_t)(bd - L->scope.data) : 0;
     Val v = lower_expr(L, s->value);
     if (!bd) {
         lw_error(L, s->loc, "unknown name '%s'", s->names[0]);
         return;
     }
-    size_t at = (size_t)(bd - L->scope.data);
+    bd = &L->scope.data[at];
     if (bd->kind != BIND_VAR) {
         lw_error(L, s->loc, "cannot assign to '%s': %s", bd->name, not_var[bd->kind]);
         return;
