@@ -704,19 +704,19 @@ const DtForm dt_forms[] = {
     {"~",          K_NOT,       DT_INTS,         1, IR_OP_NOT,            gen_unary},
     {"!",          K_LNOT,      I1,              1, IR_OP_NOT,            gen_unary},
     {"abs",        K_ABS,       DT_NUM,          2, IR_OP_ABS,            gen_unary},
-    {"exp",        K_MATH1,     DT_FLOATS,       1, IR_OP_EXP,            gen_math1},
-    {"exp2",       K_MATH1,     DT_FLOATS,       1, IR_OP_EXP2,           gen_math1},
-    {"log",        K_MATH1,     DT_FLOATS,       1, IR_OP_LOG,            gen_math1},
-    {"log2",       K_MATH1,     DT_FLOATS,       1, IR_OP_LOG2,           gen_math1},
-    {"sqrt",       K_MATH1,     DT_FLOATS,       1, IR_OP_SQRT,           gen_math1},
-    {"rsqrt",      K_MATH1,     DT_FLOATS,       1, IR_OP_RSQRT,          gen_math1},
-    {"sin",        K_MATH1,     DT_FLOATS,       1, IR_OP_SIN,            gen_math1},
-    {"cos",        K_MATH1,     DT_FLOATS,       1, IR_OP_COS,            gen_math1},
-    {"tanh",       K_MATH1,     DT_FLOATS,       1, IR_OP_TANH,           gen_math1},
-    {"erf",        K_MATH1,     DT_FLOATS,       1, IR_OP_ERF,            gen_math1},
-    {"sigmoid",    K_MATH1,     DT_FLOATS,       1, IR_OP_SIGMOID,        gen_math1},
-    {"floor",      K_MATH1,     DT_FLOATS,       1, IR_OP_FLOOR,          gen_math1},
-    {"ceil",       K_MATH1,     DT_FLOATS,       1, IR_OP_CEIL,           gen_math1},
+    {"exp",        K_MATH1,     DT_FLOATS,       2, IR_OP_EXP,            gen_math1},
+    {"exp2",       K_MATH1,     DT_FLOATS,       2, IR_OP_EXP2,           gen_math1},
+    {"log",        K_MATH1,     DT_FLOATS,       2, IR_OP_LOG,            gen_math1},
+    {"log2",       K_MATH1,     DT_FLOATS,       2, IR_OP_LOG2,           gen_math1},
+    {"sqrt",       K_MATH1,     DT_FLOATS,       2, IR_OP_SQRT,           gen_math1},
+    {"rsqrt",      K_MATH1,     DT_FLOATS,       2, IR_OP_RSQRT,          gen_math1},
+    {"sin",        K_MATH1,     DT_FLOATS,       2, IR_OP_SIN,            gen_math1},
+    {"cos",        K_MATH1,     DT_FLOATS,       2, IR_OP_COS,            gen_math1},
+    {"tanh",       K_MATH1,     DT_FLOATS,       2, IR_OP_TANH,           gen_math1},
+    {"erf",        K_MATH1,     DT_FLOATS,       2, IR_OP_ERF,            gen_math1},
+    {"sigmoid",    K_MATH1,     DT_FLOATS,       2, IR_OP_SIGMOID,        gen_math1},
+    {"floor",      K_MATH1,     DT_FLOATS,       2, IR_OP_FLOOR,          gen_math1},
+    {"ceil",       K_MATH1,     DT_FLOATS,       2, IR_OP_CEIL,           gen_math1},
     {"minimum",    K_MINMAX,    DT_NUM,          2, IR_OP_MINIMUM,        gen_binary},
     {"maximum",    K_MINMAX,    DT_NUM,          2, IR_OP_MAXIMUM,        gen_binary},
     {"pow",        K_POW,       DT_FLOATS,       1, IR_OP_POW,            gen_pow},
@@ -761,10 +761,21 @@ static int stmt_new(DtProgram *p, DtStmtKind kind)
     return p->nstmts++;
 }
 
+/* Some lets are a dot product: its shapes are rarely asked for otherwise. */
+static int gen_dot_let(DtGen *g)
+{
+    static const IrElem elems[] = {IR_F32, IR_F32, IR_F32, IR_F32, IR_I32, IR_F64};
+    DtType t = {elems[rnd(g, 6)], 2, {16 << rnd(g, 3), 16 << rnd(g, 3), 0}};
+    const DtForm *f = &dt_forms[dt_form_find(K_DOT, NULL)];
+    int mark = g->p->nnodes;
+    return keep_if_valid(g, f->gen(g, f, t, 2), mark);
+}
+
 static void gen_let(DtGen *g)
 {
     DtType t = pick_type(g, ALL);
-    int n = dt_gen_expr(g, t, 2 + rnd(g, 3));
+    int n = chance(g, 12) ? gen_dot_let(g) : -1;
+    if (n < 0) n = dt_gen_expr(g, t, 2 + rnd(g, 3));
     int s = n >= 0 ? stmt_new(g->p, DT_LET) : -1;
     if (s >= 0) g->p->stmts[s].node = n;
     if (s >= 0) dt_check_stmt(g->p, s);

@@ -28,10 +28,8 @@ static void write_args(FILE *f, const DtCase *c)
     fprintf(f, "\n");
 }
 
-bool dt_case_write(const DtCase *c, const char *path, const char *comment)
+void dt_case_fprint(const DtCase *c, FILE *f, const char *comment)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return false;
     fprintf(f, "// difftest: ");
     for (const char *p = comment; *p; p++) {
         if (*p == '\n') fputs("\n// ", f);
@@ -40,6 +38,13 @@ bool dt_case_write(const DtCase *c, const char *path, const char *comment)
     fprintf(f, "\n");
     write_args(f, c);
     fputs(c->text, f);
+}
+
+bool dt_case_write(const DtCase *c, const char *path, const char *comment)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    dt_case_fprint(c, f, comment);
     return fclose(f) == 0;
 }
 

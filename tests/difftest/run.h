@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gen.h"
 
@@ -62,6 +63,7 @@ DtStatus dt_run_case(const DtCase *c, const DtRunOptions *o, DtResult *r);
 /* Regression files: the source with a header of `// difftest-data:`, `// difftest-args:`
  * and `// difftest-tol:` lines. dt_case_read returns false with a message in err. */
 bool dt_case_write(const DtCase *c, const char *path, const char *comment);
+void dt_case_fprint(const DtCase *c, FILE *f, const char *comment);
 bool dt_case_read(const char *path, DtCase *c, char *err, size_t errlen);
 
 #endif
