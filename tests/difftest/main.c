@@ -278,7 +278,7 @@ static const char *file_stem(DtStatus st)
 }
 
 /* Reduces the program of `seed`, which failed with st, and saves it (or prints it). */
-static void reduce_one(const Config *cf, uint64_t seed, DtStatus st)
+static void reduce_one(const Config *cf, uint64_t seed, DtStatus st, double seconds)
 {
     Oracle or = {.want = st};
     TrtContext *ctx = open_gpu(cf);
@@ -287,7 +287,7 @@ static void reduce_one(const Config *cf, uint64_t seed, DtStatus st)
     DtProgram *p = malloc(sizeof *p);
     if (!p) abort();
     dt_generate(p, seed);
-    int tests = dt_reduce(p, still_fails, &or, 3000, cf->reduce_time);
+    int tests = dt_reduce(p, still_fails, &or, 3000, seconds);
     DtCase c;
     DtResult r;
     dt_case_from_program(p, &c);
@@ -295,13 +295,12 @@ static void reduce_one(const Config *cf, uint64_t seed, DtStatus st)
     char comment[1400], path[4096];
     snprintf(comment, sizeof comment, "seed %llu, reduced in %d runs: %s:\n%s", (unsigned long long)seed, tests,
              dt_status_name(r.status), r.msg);
+    printf("difftest: seed %llu reduced (%d runs):\n", (unsigned long long)seed, tests);
+    dt_case_fprint(&c, stdout, comment);
     if (cf->out) {
         snprintf(path, sizeof path, "%s/%s-seed%llu.tile", cf->out, file_stem(st), (unsigned long long)seed);
         mkdir(cf->out, 0755);
-        printf("difftest: seed %llu reduced (%d runs) to %s\n", (unsigned long long)seed, tests,
-               dt_case_write(&c, path, comment) ? path : "(cannot write it)");
-    } else {
-        printf("difftest: seed %llu reduced (%d runs):\n%s", (unsigned long long)seed, tests, c.text);
+        printf("difftest: saved as %s\n", dt_case_write(&c, path, comment) ? path : "(cannot write it)");
     }
     fflush(stdout);
     dt_case_free(&c);
@@ -309,22 +308,30 @@ static void reduce_one(const Config *cf, uint64_t seed, DtStatus st)
     trt_context_destroy(ctx);
 }
 
+/* Reduces the first --max-reduce reducible failures, one child each. With a time
+ * limit, all of it ends by half that limit again after the start. */
 static void reduce_failures(const Config *cf, const Pool *pl)
 {
     int reduced = 0;
+    double end = cf->time_limit > 0 ? pl->t0 + 1.5 * cf->time_limit : now_s() + 1e9;
     for (int i = 0; i < pl->nfails && reduced < cf->max_reduce; i++) {
         if (!dt_status_reducible(pl->fails[i].status)) continue;
+        double seconds = end - now_s() - 5 < cf->reduce_time ? end - now_s() - 5 : cf->reduce_time;
+        if (seconds < 5) {
+            printf("difftest: no time left to reduce seed %llu\n", (unsigned long long)(cf->first + pl->fails[i].item));
+            break;
+        }
         reduced++;
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
-            reduce_one(cf, cf->first + pl->fails[i].item, pl->fails[i].status);
+            reduce_one(cf, cf->first + pl->fails[i].item, pl->fails[i].status, seconds);
             _exit(0);
         }
         double t0 = now_s();
         int st;
         while (pid > 0 && waitpid(pid, &st, WNOHANG) == 0) {
-            if (now_s() - t0 > cf->reduce_time + 60) {
+            if (now_s() - t0 > seconds + 60) {
                 kill(pid, SIGKILL);
                 waitpid(pid, &st, 0);
                 printf("difftest: reducing seed %llu took too long; stopped\n",
