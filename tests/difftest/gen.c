@@ -66,11 +66,12 @@ static bool same_type(DtType a, DtType b)
     return true;
 }
 
-/* A random shape of the given rank with at most DT_MAX_NUMEL elements. */
+/* A random shape of the given rank with at most g->max_numel elements. */
 static void rand_shape(DtGen *g, int rank, int *shape)
 {
     static const int max_log[4] = {0, 10, 6, 4};
-    int budget = 12;
+    int budget = 0;
+    while ((2 << budget) <= g->max_numel) budget++;
     for (int k = 0; k < rank; k++) {
         int l = rnd(g, max_log[rank] + 1);
         if (rank == 1 && chance(g, 60)) l = 4 + rnd(g, 5);
@@ -389,7 +390,7 @@ static int gen_reduce(DtGen *g, const DtForm *f, DtType t, int depth)
     bool arg = f->op == IR_OP_ARGMAX || f->op == IR_OP_ARGMIN;
     if (t.rank >= 3 || (arg && t.elem != IR_I32) || t.elem == IR_I1) return -1;
     int axis = rnd(g, t.rank + 1), size = 1 << rnd(g, 7);
-    while (size > 1 && dt_numel(t) * size > DT_MAX_NUMEL) size /= 2;
+    while (size > 1 && dt_numel(t) * size > g->max_numel) size /= 2;
     DtType a = insert_axis(t, axis, size);
     if (arg) a.elem = pick_elem_in(g, DT_NUM);
     else if (f->op == IR_OP_SUM && t.elem == IR_I32 && chance(g, 30))
@@ -467,6 +468,8 @@ static int gen_dot(DtGen *g, const DtForm *f, DtType t, int depth)
     static const IrElem f32_inputs[] = {IR_F16, IR_BF16, IR_F32, IR_F32, IR_F8E4M3, IR_F8E5M2};
     IrElem in = t.elem == IR_F64 ? IR_F64 : t.elem == IR_I32 ? IR_I8 : f32_inputs[rnd(g, 6)];
     int K = 16 << rnd(g, 3);
+    while (K > 16 && (int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) K /= 2;
+    if ((int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) return -1;
     int sa[2] = {t.shape[0], K}, sb[2] = {K, t.shape[1]};
     int a = dt_gen_expr(g, type_of(in, 2, sa), depth), b = dt_gen_expr(g, type_of(in, 2, sb), depth);
     int acc = chance(g, 50) ? dt_gen_expr(g, t, depth) : NONE;
@@ -891,8 +894,11 @@ static void gen_grid(DtGen *g)
         total *= p->grid[d];
     }
     g->programs = total;
+    /* Tiles of more than 512 elements per warp unroll into PTX that takes ptxas (and
+     * the driver's JIT) seconds to minutes: keep the per-thread work small. */
     static const int warps[] = {1, 2, 4, 4, 4, 8};
     p->warps = warps[rnd(g, 6)];
+    g->max_numel = 512 * p->warps;
 }
 
 void dt_generate(DtProgram *p, uint64_t seed)

@@ -21,7 +21,6 @@ enum {
     DT_MAX_STMTS = 32,
     DT_MAX_BUFS = 24,
     DT_NIN = 4096,           /* elements of every input buffer (a power of two) */
-    DT_MAX_NUMEL = 4096,     /* largest tile the generator asks for */
 };
 
 typedef struct DtType {

@@ -35,6 +35,7 @@ struct DtGen {
     int loop_stmt;         /* the FOR whose body is being generated, or -1 */
     int load_depth;        /* loads nested in load offsets */
     int programs;          /* grid[0] * grid[1] * grid[2] */
+    int max_numel;         /* the largest tile: 512 elements per warp */
 };
 
 int dt_form_find(int kind, const char *text);

@@ -152,6 +152,7 @@ static bool spawn(Pool *pl, Worker *w)
     pid_t pid = fork();
     if (pid < 0) return false;
     if (pid == 0) {
+        setpgid(0, 0);   /* its own group: a kill takes its ptxas along */
         close(cmd[1]);
         close(res[0]);
         for (int j = 0; j < pl->cf->jobs; j++)
@@ -192,6 +193,7 @@ static void replace(Pool *pl, Worker *w, DtStatus st)
     if (cf->replay) printf("FAIL %s: %s\n", cf->files[w->item], dt_status_name(st));
     else printf("FAIL seed %llu: %s\n", (unsigned long long)(cf->first + (uint64_t)w->item), dt_status_name(st));
     record(pl, (uint64_t)w->item, st);
+    kill(-w->pid, SIGKILL);
     kill(w->pid, SIGKILL);
     waitpid(w->pid, NULL, 0);
     close(w->cmd);
