@@ -3,7 +3,7 @@
  * Each round tries, in order, edits that make the program smaller: drop a store or an
  * atomic, turn a loop into its initial value or one trip, drop a mask, replace an
  * expression by one of its operands of the same type or by a constant, inline a let,
- * simplify literals, shrink the grid and the warps. An edit is kept when the program
+ * simplify literals, halve the tile sizes, shrink the grid and the warps. An edit is kept when the program
  * stays valid (dt_analyze: no UB, no discontinuity on inexact values) and the oracle
  * says it still fails the same way. Rounds repeat until one keeps nothing. */
 #include <stdlib.h>
@@ -190,6 +190,23 @@ static bool simplify_literals(Reducer *r)
     return progress;
 }
 
+/* Halves every size S of every tile at once (S = 4096 down to 2). A candidate whose
+ * shapes no longer fit together (a reshape, a dot) does not compile, and the oracle
+ * rejects it like any other that stops failing. */
+static bool shrink_sizes(Reducer *r)
+{
+    bool progress = false;
+    for (int size = 4096; size >= 2; size /= 2) {
+        bool seen = false;
+        start(r);
+        for (int n = 0; n < r->cand->nnodes; n++)
+            for (int k = 0; k < r->cand->nodes[n].t.rank; k++)
+                if (r->cand->nodes[n].t.shape[k] == size) r->cand->nodes[n].t.shape[k] = size / 2, seen = true;
+        if (seen) progress |= try_cand(r);
+    }
+    return progress;
+}
+
 /* ---- launch ------------------------------------------------------------------------------ */
 static bool shrink_launch(Reducer *r)
 {
@@ -226,6 +243,7 @@ int dt_reduce(DtProgram *p, DtOracle still_fails, void *ud, int max_tests, doubl
         progress |= drop_masks(&r);
         progress |= shrink_nodes(&r);
         progress |= simplify_literals(&r);
+        progress |= shrink_sizes(&r);
         progress |= shrink_launch(&r);
     }
     free(r.cand);
