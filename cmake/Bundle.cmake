@@ -29,3 +29,9 @@ endforeach()
 # only through the runtime's loader.
 target_link_libraries(tilec PRIVATE tileCG)
 target_compile_definitions(tilec PRIVATE TILE_HAVE_CODEGEN=1)
+# The differential tester (docs/DIFFTEST.md), from several sources; like tilec it calls
+# the code generator itself (its --cpu mode), so it links libtileCG too.
+file(GLOB TILE_DIFFTEST_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/difftest/*.c)
+add_executable(tile-difftest ${TILE_DIFFTEST_SRC})
+target_link_libraries(tile-difftest PRIVATE tileRT tileCG m)
+set_target_properties(tile-difftest PROPERTIES BUILD_RPATH "$ORIGIN/runtime" LINK_OPTIONS "-s")

@@ -26,6 +26,9 @@ if [ "$what" != bench ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
   step examples build-gpu/tile-examples --device gpu examples
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
+  # The regressions, then 270 s of random programs from seed 1 (one log; reduced
+  # failures in $OUT/difftest, at most 3 files, and printed in the log too).
+  step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh 270
 fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead

@@ -1,0 +1,55 @@
+/* Shared between the generator's files (gen.c, analyse.c, print.c, reduce.c). */
+#ifndef TILE_DIFFTEST_INTERNAL_H
+#define TILE_DIFFTEST_INTERNAL_H
+
+#include "gen.h"
+
+#define DT_BIT(e) (1u << (e))
+#define DT_INTS (DT_BIT(IR_I8) | DT_BIT(IR_I16) | DT_BIT(IR_I32) | DT_BIT(IR_I64) | DT_BIT(IR_U8) | \
+                 DT_BIT(IR_U16) | DT_BIT(IR_U32) | DT_BIT(IR_U64))
+#define DT_FLOATS (DT_BIT(IR_F16) | DT_BIT(IR_BF16) | DT_BIT(IR_F32) | DT_BIT(IR_F64) | \
+                   DT_BIT(IR_F8E4M3) | DT_BIT(IR_F8E5M2))
+#define DT_NUM (DT_INTS | DT_FLOATS)
+
+/* How a form is generated, printed and analysed. Leaves come last. */
+enum {
+    K_ARITH, K_DIV, K_REM, K_BITWISE, K_SHIFT, K_CMP, K_LOGIC, K_NEG, K_NOT, K_LNOT,
+    K_ABS, K_MATH1, K_MINMAX, K_POW, K_FMA, K_WHERE, K_CAST, K_REDUCE, K_SCAN,
+    K_EXPAND, K_TRANS, K_RESHAPE, K_BROADCAST, K_DOT, K_RAND,
+    K_FIRST_LEAF,
+    K_LOAD = K_FIRST_LEAF, /* kid 0 offsets, kid 1 mask; i buffer, j other given, f other */
+    K_AXIS,                /* i axis; j: program_id(0) * s + arange(0, s) */
+    K_PID,                 /* i axis */
+    K_PLIN,                /* the linear program id */
+    K_PARAM,               /* i: 0 L, 1 M, 2 fs */
+    K_LOOPVAR,             /* i: the FOR statement */
+    K_CONST,               /* f: value; full([shape], f, T) */
+    K_REF,                 /* i: the LET/FOR statement */
+    K_LIT,                 /* f: value; an untyped literal beside a typed operand */
+};
+
+struct DtGen {
+    uint64_t rng;
+    DtProgram *p;
+    DtType main;           /* the program's main shape */
+    int loop_stmt;         /* the FOR whose body is being generated, or -1 */
+    int load_depth;        /* loads nested in load offsets */
+    int programs;          /* grid[0] * grid[1] * grid[2] */
+    int max_numel;         /* the largest tile: 512 elements per warp */
+};
+
+int dt_form_find(int kind, const char *text);
+int dt_gen_expr(DtGen *g, DtType t, int depth);
+int dt_gen_mask(DtGen *g, DtType t, int depth);
+int dt_gen_leaf_kind(DtGen *g, int kind, DtType t);
+
+int64_t dt_numel(DtType t);
+DtType dt_bcast(DtType a, DtType b);       /* numpy broadcast of shapes; a's element */
+IrElem dt_promote(IrElem a, IrElem b);     /* LANGUAGE-REFERENCE.md "Promotion" */
+IrElem dt_sum_elem(IrElem e);              /* sum/cumsum's result element */
+/* Analyses node n (its kids already analysed); returns n's validity. */
+bool dt_check_node(DtProgram *p, int n);
+/* Analyses statement s (its nodes already analysed); returns its validity. */
+bool dt_check_stmt(DtProgram *p, int s);
+
+#endif

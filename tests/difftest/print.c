@@ -1,0 +1,239 @@
+/* Printing a generated program as .tile source. Every binary operation is
+ * parenthesized, so precedence never matters; literals are written so that they take
+ * the type of the other operand (docs/LANGUAGE-REFERENCE.md, "Literals"). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void print_node(const DtProgram *p, int n, DtStr *o);
+
+static void print_literal(IrElem e, double v, DtStr *o)
+{
+    if (!ir_elem_is_float(e) && v >= 0x1p63) dt_str_add(o, "%llu", (unsigned long long)v);
+    else if (!ir_elem_is_float(e)) dt_str_add(o, "%lld", (long long)v);
+    else if (v == floor(v) && fabs(v) < 1e15) dt_str_add(o, "%.1f", v);
+    else dt_str_add(o, "%.17g", v);
+}
+
+static void print_shape(const DtType *t, DtStr *o)
+{
+    dt_str_add(o, "[");
+    for (int k = 0; k < t->rank; k++) dt_str_add(o, "%s%d", k ? ", " : "", t->shape[k]);
+    dt_str_add(o, "]");
+}
+
+/* [:, None] style indexing that puts a 1-D tile on axis `axis` of a rank-r tile. */
+static void print_axis_index(int rank, int axis, DtStr *o)
+{
+    if (rank <= 1) return;
+    dt_str_add(o, "[");
+    for (int k = 0; k < rank; k++) dt_str_add(o, "%s%s", k ? ", " : "", k == axis ? ":" : "None");
+    dt_str_add(o, "]");
+}
+
+static void print_plin(const DtProgram *p, DtStr *o)
+{
+    if (p->ngrid == 1) dt_str_add(o, "program_id(0)");
+    else if (p->ngrid == 2) dt_str_add(o, "(program_id(0) + %d * program_id(1))", p->grid[0]);
+    else dt_str_add(o, "(program_id(0) + %d * (program_id(1) + %d * program_id(2)))", p->grid[0], p->grid[1]);
+}
+
+static void print_call(const DtProgram *p, const char *name, const DtNode *x, DtStr *o)
+{
+    dt_str_add(o, "%s(", name);
+    for (int k = 0; k < x->nkids; k++) {
+        if (k) dt_str_add(o, ", ");
+        print_node(p, x->kid[k], o);
+    }
+}
+
+static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
+{
+    static const char *const params[3] = {"L", "M", "fs"};
+    switch (kind) {
+    case K_LOAD:
+        dt_str_add(o, "load(%s + ", p->bufs[x->i].name);
+        print_node(p, x->kid[0], o);
+        if (x->nkids > 1) {
+            dt_str_add(o, ", ");
+            print_node(p, x->kid[1], o);
+        }
+        if (x->nkids > 1 && x->j) {
+            dt_str_add(o, ", ");
+            print_literal(x->t.elem, x->f, o);
+        }
+        dt_str_add(o, ")");
+        break;
+    case K_AXIS:
+        if (x->j) dt_str_add(o, "(program_id(0) * %d + arange(0, %d))", x->t.shape[x->i], x->t.shape[x->i]);
+        else dt_str_add(o, "arange(0, %d)", x->t.shape[x->i]);
+        print_axis_index(x->t.rank, (int)x->i, o);
+        break;
+    case K_PID: dt_str_add(o, "program_id(%d)", (int)x->i); break;
+    case K_PLIN: print_plin(p, o); break;
+    case K_PARAM: dt_str_add(o, "%s", params[x->i]); break;
+    case K_LOOPVAR: dt_str_add(o, "i%d", (int)x->i); break;
+    case K_REF: dt_str_add(o, "v%d", (int)x->i); break;
+    case K_LIT: print_literal(x->t.elem, x->f, o); break;
+    case K_CONST:
+        if (x->t.rank == 0) {
+            dt_str_add(o, "(");
+            print_literal(x->t.elem, x->f, o);
+            dt_str_add(o, " as %s)", ir_elem_name(x->t.elem));
+            break;
+        }
+        dt_str_add(o, "full(");
+        print_shape(&x->t, o);
+        dt_str_add(o, ", ");
+        print_literal(x->t.elem, x->f, o);
+        dt_str_add(o, ", %s)", ir_elem_name(x->t.elem));
+        break;
+    default: abort();
+    }
+}
+
+static void print_node(const DtProgram *p, int n, DtStr *o)
+{
+    const DtNode *x = &p->nodes[n];
+    const DtForm *f = &dt_forms[x->form];
+    switch (f->kind) {
+    case K_ARITH: case K_DIV: case K_REM: case K_BITWISE: case K_SHIFT: case K_CMP: case K_LOGIC:
+        dt_str_add(o, "(");
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, " %s ", f->text);
+        print_node(p, x->kid[1], o);
+        dt_str_add(o, ")");
+        break;
+    case K_NEG: case K_NOT: case K_LNOT:
+        dt_str_add(o, "(%s", f->text);
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, ")");
+        break;
+    case K_CAST:
+        dt_str_add(o, "(");
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, " as %s)", ir_elem_name(x->t.elem));
+        break;
+    case K_REDUCE: case K_SCAN:
+        print_call(p, f->text, x, o);
+        dt_str_add(o, ", %d)", (int)x->i);
+        break;
+    case K_EXPAND:
+        dt_str_add(o, "(");
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, ")[");
+        for (int k = 0; k < x->t.rank; k++) dt_str_add(o, "%s%s", k ? ", " : "", k == x->i ? "None" : ":");
+        dt_str_add(o, "]");
+        break;
+    case K_RESHAPE: case K_BROADCAST:
+        print_call(p, f->text, x, o);
+        dt_str_add(o, ", ");
+        print_shape(&x->t, o);
+        dt_str_add(o, ")");
+        break;
+    case K_DOT:
+        print_call(p, f->text, x, o);
+        dt_str_add(o, "%s)", x->i == 1 ? ", precision = tf32" : "");
+        break;
+    case K_RAND:
+        dt_str_add(o, "%s(%d, ", f->text, (int)x->i);
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, ")");
+        break;
+    case K_ABS: case K_MATH1: case K_MINMAX: case K_POW: case K_FMA: case K_WHERE: case K_TRANS:
+        print_call(p, f->text, x, o);
+        dt_str_add(o, ")");
+        break;
+    default: print_leaf(p, x, f->kind, o); break;
+    }
+}
+
+/* ---- statements ------------------------------------------------------------------------- */
+static const int perms3[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+/* out + pl * numel + a bijection of the tile's elements onto [0, numel): the axes laid
+ * out in the statement's order (row-major for perm 0). */
+static void print_store_offsets(const DtProgram *p, const DtStmt *s, const DtType *t, DtStr *o)
+{
+    int order[3] = {0, 1, 2};
+    if (t->rank == 2 && s->perm) order[0] = 1, order[1] = 0;
+    if (t->rank == 3) memcpy(order, perms3[s->perm % 6], sizeof order);
+    int64_t stride[3] = {1, 1, 1}, acc = 1;
+    for (int k = t->rank - 1; k >= 0; k--) {
+        stride[order[k]] = acc;
+        acc *= t->shape[order[k]];
+    }
+    if (!s->rm_form) {
+        print_plin(p, o);
+        if (t->rank) dt_str_add(o, " * %lld", (long long)acc);
+    }
+    for (int k = 0; k < t->rank; k++) {
+        dt_str_add(o, k || !s->rm_form ? " + " : "");
+        if (k == 0 && s->rm_form) dt_str_add(o, "(program_id(0) * %d + arange(0, %d))", t->shape[0], t->shape[0]);
+        else dt_str_add(o, "arange(0, %d)", t->shape[k]);
+        print_axis_index(t->rank, k, o);
+        if (stride[k] != 1) dt_str_add(o, " * %lld", (long long)stride[k]);
+    }
+}
+
+static void print_stmt(const DtProgram *p, int i, DtStr *o)
+{
+    static const char *const atomics[3] = {"atomic_add", "atomic_max", "atomic_min"};
+    const DtStmt *s = &p->stmts[i];
+    const DtType *t = &p->nodes[s->node].t;
+    switch (s->kind) {
+    case DT_LET:
+        dt_str_add(o, "    let v%d = ", i);
+        print_node(p, s->node, o);
+        dt_str_add(o, ";\n");
+        break;
+    case DT_FOR: {
+        static const char *const pre[DT_NCOMB] = {"v%d + ", "maximum(v%d, ", "minimum(v%d, ", "v%d ^ ", ""};
+        dt_str_add(o, "    var v%d = ", i);
+        print_node(p, s->node, o);
+        dt_str_add(o, ";\n    for i%d in range(0, %d) {\n        v%d = ", i, s->trips, i);
+        dt_str_add(o, pre[s->op], i);
+        print_node(p, s->body, o);
+        dt_str_add(o, "%s;\n    }\n", s->op == DT_COMB_MAX || s->op == DT_COMB_MIN ? ")" : "");
+        break;
+    }
+    case DT_STORE:
+        dt_str_add(o, "    store(%s + ", p->bufs[s->buf].name);
+        print_store_offsets(p, s, t, o);
+        dt_str_add(o, ", ");
+        print_node(p, s->node, o);
+        break;
+    case DT_ATOMIC:
+        dt_str_add(o, "    %s(%s + ", atomics[s->op], p->bufs[s->buf].name);
+        print_node(p, s->offs, o);
+        dt_str_add(o, ", ");
+        print_node(p, s->node, o);
+        break;
+    }
+    if (s->kind == DT_STORE || s->kind == DT_ATOMIC) {
+        if (s->mask >= 0) {
+            dt_str_add(o, ", ");
+            print_node(p, s->mask, o);
+        }
+        dt_str_add(o, ");\n");
+    }
+}
+
+char *dt_print(const DtProgram *p)
+{
+    bool live[DT_MAX_STMTS], live_buf[DT_MAX_BUFS];
+    dt_live(p, live, live_buf);
+    DtStr o = {0};
+    dt_str_add(&o, "@launch(warps = %d)\nkernel k(", p->warps);
+    for (int b = 0; b < p->nbufs; b++)
+        if (live_buf[b]) dt_str_add(&o, "%s: *%s, ", p->bufs[b].name, ir_elem_name(p->bufs[b].elem));
+    dt_str_add(&o, "L: i32, M: i32, fs: f32)\n    grid(");
+    for (int d = 0; d < p->ngrid; d++) dt_str_add(&o, "%s%d", d ? ", " : "", p->grid[d]);
+    dt_str_add(&o, ")\n{\n");
+    for (int i = 0; i < p->nstmts; i++)
+        if (live[i]) print_stmt(p, i, &o);
+    dt_str_add(&o, "}\n");
+    return o.s;
+}
