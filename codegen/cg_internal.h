@@ -133,6 +133,7 @@ LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to);
 bool cg_converts_in_pairs(IrElem from, IrElem to);
 void cg_convert_run(Cg *c, LLVMValueRef *x, uint32_t n, IrElem from, IrElem to, LLVMValueRef *out);
 LLVMValueRef cg_fmaximum(Cg *c, LLVMValueRef a, LLVMValueRef b, bool is_max);
+LLVMValueRef cg_int_minmax(Cg *c, bool is_max, bool is_signed, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrElem e);   /* cg_math.c */
 LLVMValueRef cg_pow(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);
 LLVMValueRef cg_frem(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);

@@ -73,10 +73,7 @@ static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
         if (ir_elem_is_float(r->e)) {
             out.v = cg_fmaximum(c, a.v, b.v, mx);
         } else {
-            bool s = ir_elem_is_signed(r->e);
-            LLVMTypeRef t = LLVMTypeOf(a.v);
-            LLVMValueRef args[2] = {a.v, b.v};
-            out.v = cg_intrinsic(c, mx ? (s ? "llvm.smax" : "llvm.umax") : (s ? "llvm.smin" : "llvm.umin"), &t, 1, args, 2);
+            out.v = cg_int_minmax(c, mx, ir_elem_is_signed(r->e), a.v, b.v);
         }
         return out;
     }
@@ -237,8 +234,13 @@ bool cg_reduce(Cg *c, const IrOp *op)
     across_lanes(c, &r, &l, a, p, n);
     across_warps(c, &r, &l, &cl, a, p, n);
     CgVal part = cg_val_new(c, n);
-    for (uint32_t k = 0; k < n; k++)
-        part.v[k] = r.arg ? p[k].i : cg_convert_scalar(c, p[k].v, r.e, rt->elem);
+    bool fsum = r.code == IR_OP_SUM && ir_elem_is_float(r.e);
+    for (uint32_t k = 0; k < n; k++) {
+        /* The interpreter's sum starts from +0, so a sum of -0s is +0: adding +0 here
+         * changes nothing else (a sum of one element skipped the identity). */
+        LLVMValueRef v = fsum ? LLVMBuildFAdd(c->b, p[k].v, LLVMConstReal(LLVMTypeOf(p[k].v), 0.0), "") : p[k].v;
+        part.v[k] = r.arg ? p[k].i : cg_convert_scalar(c, v, r.e, rt->elem);
+    }
     CgLayout to = cg_layout_of(rt);
     int64_t w[IR_MAX_RANK] = {0};
     for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);

@@ -556,15 +556,21 @@ static Slot acc_result(const Acc *a, IrElem out)
     return r;
 }
 
-/* max/min: NaN-propagating; argmax/argmin: the first NaN, else the first extreme. */
+/* max/min: NaN-propagating, and -0 below +0 as minimum/maximum order them (so the
+ * result does not depend on the order of the elements, and the GPU's tree of
+ * llvm.minimum/maximum gives the same zero); argmax/argmin: the first NaN, else the
+ * first extreme (a zero of either sign ties). */
 static bool better(IrOpcode c, IrElem e, Slot x, Slot best)
 {
+    bool is_max = c == IR_OP_MAX || c == IR_OP_ARGMAX;
     if (ir_elem_is_float(e)) {
         if (isnan(best.f)) return false;
         if (isnan(x.f)) return true;
+        if ((c == IR_OP_MAX || c == IR_OP_MIN) && x.f == 0 && best.f == 0 && signbit(x.f) != signbit(best.f))
+            return is_max ? !signbit(x.f) : signbit(x.f);
     }
     int r = interp_cmp_slots(e, x, best);
-    return (c == IR_OP_MAX || c == IR_OP_ARGMAX) ? r > 0 : r < 0;
+    return is_max ? r > 0 : r < 0;
 }
 
 static void reduce_line(IrOpcode c, IrElem e, const Slot *s, int64_t len, int64_t stride,
