@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   scripts/gpu-suite.sh [tests|bench|all]
+#   [DIFFTEST_SECONDS=N] scripts/gpu-suite.sh [tests|bench|all]
 set -u
 what=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,12 +26,14 @@ if [ "$what" != bench ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
   step examples build-gpu/tile-examples --device gpu examples
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
-  # The regressions, then 270 s of random programs from seed 1 (one log; reduced
-  # failures in $OUT/difftest, at most 3 files, and printed in the log too).
-  step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh 270
+  # The regressions, then DIFFTEST_SECONDS (default 270) of random programs from seed
+  # 1 (one log; reduced failures in $OUT/difftest, at most 3 files, and printed in the
+  # log too).
+  step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh "${DIFFTEST_SECONDS:-270}"
 fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead
   step bench python3 bench/bench.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/bench.md"
+  step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/gemm.md"
 fi
 exit $status
