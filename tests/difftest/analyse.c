@@ -199,6 +199,10 @@ static bool an_math(DtNode *n, const DtNode *a, IrOpcode op)
 {
     double lo = a->lo, hi = a->hi, e = a->err, d = 1;
     bool exact = false;
+    if (n->t.elem == IR_I1) {   /* float predicates (isnan, isinf, ...): exact */
+        set_iv(n, 0, 1);
+        return finish(n, 0, true);
+    }
     switch (op) {
     case IR_OP_EXP: if (hi > 20) return n->valid = false; lo = exp(lo), hi = exp(hi), d = hi; break;
     case IR_OP_EXP2: if (hi > 28) return n->valid = false; lo = exp2(lo), hi = exp2(hi), d = hi; break;
@@ -287,10 +291,14 @@ static bool an_reduce(DtNode *n, const DtNode *a, IrOpcode op)
     case IR_OP_MAX: case IR_OP_MIN:
         set_iv(n, a->lo, a->hi);
         return finish(n, a->err, a->exact);
-    default:   /* argmax, argmin: indices */
+    case IR_OP_ARGMAX: case IR_OP_ARGMIN:
         set_iv(n, 0, k - 1);
         finish(n, 0, true);
         return need(n, a->exact);
+    default:   /* boolean reductions (any, all): a row of dt_forms is enough */
+        set_iv(n, 0, 1);
+        finish(n, 0, true);
+        return need(n, n->t.elem == IR_I1 && a->exact);
     }
 }
 

@@ -49,7 +49,7 @@ typedef struct DtStmt {
     int mask;                /* STORE/ATOMIC: mask node, or -1 */
     int offs;                /* ATOMIC: offset node */
     int buf;                 /* STORE/ATOMIC: buffer */
-    int op;                  /* FOR: DtCombine; ATOMIC: 0 add, 1 max, 2 min */
+    int op;                  /* FOR: DtCombine; ATOMIC: row of dt_atomics */
     int trips;               /* FOR */
     int perm;                /* STORE: axis order of the offsets (0: row-major) */
     bool rm_form;            /* STORE: offsets written as pid * BM + arange rows */
