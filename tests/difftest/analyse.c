@@ -328,6 +328,11 @@ static bool an_dot(DtNode *n, const DtNode *a, const DtNode *b, const DtNode *c)
     double prod = mag(a) * mag(b), acc = n->t.elem == IR_F64 ? dt_ulp(IR_F64) : dt_ulp(IR_F32);
     double err = K * (a->err * mag(b) + b->err * mag(a)) + cerr + K * prod * (2 + log2(K)) * acc;
     if (n->i == 1) err += 2 * K * prod * ldexp(1.0, -10);   /* tf32 inputs */
+    /* Tensor cores may add with fewer bits than f32 (fp8 on Hopper keeps about 14):
+     * room for them once dot uses mma/wgmma. */
+    IrElem in = a->t.elem;
+    if (in == IR_F8E4M3 || in == IR_F8E5M2) err += K * prod * ldexp(1.0, -12);
+    if (in == IR_F16 || in == IR_BF16) err += K * prod * ldexp(1.0, -20);
     return finish(n, err, !fl && a->exact && b->exact && (!c || c->exact));
 }
 
