@@ -114,7 +114,7 @@ void dt_live(const DtProgram *p, bool *live_stmt, bool *live_buf);
 char *dt_print(const DtProgram *p);
 /* The absolute tolerance of buffer b against the GPU (0: bit for bit). */
 double dt_buf_tolerance(const DtProgram *p, int b);
-/* The error bound of a stored value of element type e over interval [lo, hi]. */
+/* One rounding of element type e, relative (twice the unit roundoff; 0 for integers). */
 double dt_ulp(IrElem e);
 
 /* ---- reducing -------------------------------------------------------------------- */
