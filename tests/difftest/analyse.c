@@ -199,6 +199,10 @@ static bool an_math(DtNode *n, const DtNode *a, IrOpcode op)
 {
     double lo = a->lo, hi = a->hi, e = a->err, d = 1;
     bool exact = false;
+    if (n->t.elem == IR_I1) {   /* float predicates (isnan, isinf, ...): exact */
+        set_iv(n, 0, 1);
+        return finish(n, 0, true);
+    }
     switch (op) {
     case IR_OP_EXP: if (hi > 20) return n->valid = false; lo = exp(lo), hi = exp(hi), d = hi; break;
     case IR_OP_EXP2: if (hi > 28) return n->valid = false; lo = exp2(lo), hi = exp2(hi), d = hi; break;
@@ -287,10 +291,14 @@ static bool an_reduce(DtNode *n, const DtNode *a, IrOpcode op)
     case IR_OP_MAX: case IR_OP_MIN:
         set_iv(n, a->lo, a->hi);
         return finish(n, a->err, a->exact);
-    default:   /* argmax, argmin: indices */
+    case IR_OP_ARGMAX: case IR_OP_ARGMIN:
         set_iv(n, 0, k - 1);
         finish(n, 0, true);
         return need(n, a->exact);
+    default:   /* boolean reductions (any, all): a row of dt_forms is enough */
+        set_iv(n, 0, 1);
+        finish(n, 0, true);
+        return need(n, n->t.elem == IR_I1 && a->exact);
     }
 }
 
@@ -320,6 +328,11 @@ static bool an_dot(DtNode *n, const DtNode *a, const DtNode *b, const DtNode *c)
     double prod = mag(a) * mag(b), acc = n->t.elem == IR_F64 ? dt_ulp(IR_F64) : dt_ulp(IR_F32);
     double err = K * (a->err * mag(b) + b->err * mag(a)) + cerr + K * prod * (2 + log2(K)) * acc;
     if (n->i == 1) err += 2 * K * prod * ldexp(1.0, -10);   /* tf32 inputs */
+    /* Tensor cores may add with fewer bits than f32 (fp8 on Hopper keeps about 14):
+     * room for them once dot uses mma/wgmma. */
+    IrElem in = a->t.elem;
+    if (in == IR_F8E4M3 || in == IR_F8E5M2) err += K * prod * ldexp(1.0, -12);
+    if (in == IR_F16 || in == IR_BF16) err += K * prod * ldexp(1.0, -20);
     return finish(n, err, !fl && a->exact && b->exact && (!c || c->exact));
 }
 

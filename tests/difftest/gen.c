@@ -328,6 +328,7 @@ static int gen_unary(DtGen *g, const DtForm *f, DtType t, int depth)
 static int gen_math1(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     DtType a = t;
+    if (t.elem == IR_I1) a.elem = pick_elem_in(g, DT_FLOATS);   /* a predicate: isnan ... */
     if (t.elem == IR_F32 && chance(g, 10)) a.elem = pick_elem_in(g, DT_INTS);
     int x = dt_gen_expr(g, a, depth);
     bool positive = f->op == IR_OP_LOG || f->op == IR_OP_LOG2 || f->op == IR_OP_RSQRT ||
@@ -388,11 +389,12 @@ static DtType insert_axis(DtType t, int axis, int size)
 static int gen_reduce(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     bool arg = f->op == IR_OP_ARGMAX || f->op == IR_OP_ARGMIN;
-    if (t.rank >= 3 || (arg && t.elem != IR_I32) || t.elem == IR_I1) return -1;
+    if (t.rank >= 3 || (arg && t.elem != IR_I32)) return -1;
     int axis = rnd(g, t.rank + 1), size = 1 << rnd(g, 7);
     while (size > 1 && dt_numel(t) * size > g->max_numel) size /= 2;
     DtType a = insert_axis(t, axis, size);
     if (arg) a.elem = pick_elem_in(g, DT_NUM);
+    else if (t.elem == IR_I1) a.elem = IR_I1;   /* any, all */
     else if (f->op == IR_OP_SUM && t.elem == IR_I32 && chance(g, 30))
         a.elem = pick_elem_in(g, DT_BIT(IR_I1) | DT_BIT(IR_I8) | DT_BIT(IR_I16) | DT_BIT(IR_U8) | DT_BIT(IR_U16));
     else if (f->op == IR_OP_SUM && dt_sum_elem(t.elem) != t.elem) return -1;
@@ -683,7 +685,10 @@ static int gen_ref(DtGen *g, const DtForm *f, DtType t, int depth)
 #define F32 DT_BIT(IR_F32)
 #define I32 DT_BIT(IR_I32)
 #define ALL (DT_NUM | I1)
-/* Column header: text, kind, result element types, weight, Tile IR op, generator. */
+/* Column header: text, kind, result element types, weight, Tile IR op, generator.
+ * A new op of an existing kind is one row: isnan/isinf/isfinite are K_MATH1 rows with
+ * result type I1 (their argument is then a float), any/all K_REDUCE rows with result
+ * type I1 (their input is then i1), atomic_and/or/xor rows of dt_atomics. */
 const DtForm dt_forms[] = {
     {"+",          K_ARITH,     DT_NUM,         10, IR_OP_ADD,            gen_binary},
     {"-",          K_ARITH,     DT_NUM,          6, IR_OP_SUB,            gen_binary},
@@ -852,11 +857,19 @@ static void gen_store(DtGen *g)
 
 /* atomic_add/max/min into a small buffer, addresses shared between lanes and
  * programs: only the final memory is compared, which no order changes. */
+/* The atomics whose final memory no order of the updates changes, and the element
+ * types they take (atomic_and/or/xor on integers would be one row each). */
+const DtAtomic dt_atomics[] = {
+    {"atomic_add", DT_BIT(IR_I32) | DT_BIT(IR_U32) | DT_BIT(IR_I64) | DT_BIT(IR_U64)},
+    {"atomic_max", DT_BIT(IR_I32) | DT_BIT(IR_U32) | DT_BIT(IR_I64) | DT_BIT(IR_U64) | DT_BIT(IR_F32) | DT_BIT(IR_F64)},
+    {"atomic_min", DT_BIT(IR_I32) | DT_BIT(IR_U32) | DT_BIT(IR_I64) | DT_BIT(IR_U64) | DT_BIT(IR_F32) | DT_BIT(IR_F64)},
+};
+const int dt_natomics = sizeof dt_atomics / sizeof *dt_atomics;
+
 static void gen_atomic(DtGen *g)
 {
-    static const IrElem elems[] = {IR_I32, IR_U32, IR_I64, IR_U64, IR_F32, IR_F64};
-    int op = rnd(g, 3);
-    IrElem e = elems[rnd(g, op == 0 ? 4 : 6)];
+    int op = rnd(g, dt_natomics);
+    IrElem e = pick_elem_in(g, dt_atomics[op].elems);
     DtType t = pick_type(g, DT_BIT(e));
     int v = dt_gen_expr(g, t, 2);
     int s = v >= 0 ? stmt_new(g->p, DT_ATOMIC) : -1;

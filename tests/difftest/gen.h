@@ -49,7 +49,7 @@ typedef struct DtStmt {
     int mask;                /* STORE/ATOMIC: mask node, or -1 */
     int offs;                /* ATOMIC: offset node */
     int buf;                 /* STORE/ATOMIC: buffer */
-    int op;                  /* FOR: DtCombine; ATOMIC: 0 add, 1 max, 2 min */
+    int op;                  /* FOR: DtCombine; ATOMIC: row of dt_atomics */
     int trips;               /* FOR */
     int perm;                /* STORE: axis order of the offsets (0: row-major) */
     bool rm_form;            /* STORE: offsets written as pid * BM + arange rows */
@@ -114,7 +114,7 @@ void dt_live(const DtProgram *p, bool *live_stmt, bool *live_buf);
 char *dt_print(const DtProgram *p);
 /* The absolute tolerance of buffer b against the GPU (0: bit for bit). */
 double dt_buf_tolerance(const DtProgram *p, int b);
-/* The error bound of a stored value of element type e over interval [lo, hi]. */
+/* One rounding of element type e, relative (twice the unit roundoff; 0 for integers). */
 double dt_ulp(IrElem e);
 
 /* ---- reducing -------------------------------------------------------------------- */

@@ -38,6 +38,14 @@ struct DtGen {
     int max_numel;         /* the largest tile: 512 elements per warp */
 };
 
+/* Atomic statements: one row per op (gen.c). */
+typedef struct DtAtomic {
+    const char *text;
+    unsigned elems;          /* the element types it takes */
+} DtAtomic;
+extern const DtAtomic dt_atomics[];
+extern const int dt_natomics;
+
 int dt_form_find(int kind, const char *text);
 int dt_gen_expr(DtGen *g, DtType t, int depth);
 int dt_gen_mask(DtGen *g, DtType t, int depth);

@@ -180,7 +180,6 @@ static void print_store_offsets(const DtProgram *p, const DtStmt *s, const DtTyp
 
 static void print_stmt(const DtProgram *p, int i, DtStr *o)
 {
-    static const char *const atomics[3] = {"atomic_add", "atomic_max", "atomic_min"};
     const DtStmt *s = &p->stmts[i];
     const DtType *t = &p->nodes[s->node].t;
     switch (s->kind) {
@@ -206,7 +205,7 @@ static void print_stmt(const DtProgram *p, int i, DtStr *o)
         print_node(p, s->node, o);
         break;
     case DT_ATOMIC:
-        dt_str_add(o, "    %s(%s + ", atomics[s->op], p->bufs[s->buf].name);
+        dt_str_add(o, "    %s(%s + ", dt_atomics[s->op].text, p->bufs[s->buf].name);
         print_node(p, s->offs, o);
         dt_str_add(o, ", ");
         print_node(p, s->node, o);
