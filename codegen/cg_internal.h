@@ -159,5 +159,8 @@ bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 int cg_register_estimate(LLVMValueRef fn);
 void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta);
 char *cg_occupancy_directives(char *ptx, const IrModule *m, const int *mincta);
+/* cg_ptxfix.c: textual rewrites of the PTX that steer around ptxas bugs; takes and
+ * returns tl_malloc'd text. */
+char *cg_ptx_workarounds(char *ptx);
 
 #endif

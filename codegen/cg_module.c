@@ -432,6 +432,7 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
             out = dup_text(LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
             LLVMDisposeMemoryBuffer(buf);
             out = cg_occupancy_directives(out, m, j.mincta);
+            out = cg_ptx_workarounds(out);
         }
     }
     job_free(&j);
