@@ -60,3 +60,19 @@ uint64_t pass_specialize(IrFunc *f, const SpecClass *classes)
     }
     return aligned;
 }
+
+void spec_classes_of_args(const IrFunc *f, const InterpArg *args, SpecClass *out)
+{
+    for (uint32_t p = 0; p < f->body.nargs; p++) {
+        IrElem e = ir_value_type(f, f->body.args[p])->elem;
+        out[p] = args[p].is_buffer ? SPEC_ALIGN16 : ir_elem_is_int(e) ? spec_class_int(args[p].u.i) : SPEC_NONE;
+    }
+}
+
+uint64_t pass_prepare_gpu(IrFunc *f, const SpecClass *classes, const PassOptions *opt)
+{
+    uint64_t aligned = pass_specialize(f, classes);   /* == 1 becomes 1, % 16 a hint */
+    pass_run_default(f->module, 3, opt);
+    pass_run_gpu(f->module, opt);
+    return aligned;
+}

@@ -8,7 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ir/interp.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
 
 typedef enum {
     SPEC_NONE = 0,     /* nothing known */
@@ -27,5 +29,15 @@ uint64_t pass_specialize(IrFunc *f, const SpecClass *classes);
 /* The class of an integer argument value, and of a pointer argument's address. */
 SpecClass spec_class_int(int64_t v);
 SpecClass spec_class_ptr(uint64_t address);
+
+/* The classes of interpreter arguments for f (f->body.nargs entries): integers by
+ * value, buffers as 16-byte aligned (what the runtime's allocations are). */
+void spec_classes_of_args(const IrFunc *f, const InterpArg *args, SpecClass *out);
+
+/* Kernel f as the runtime compiles it: specialized to the classes, the -O3 cleanup
+ * passes, then the GPU pipeline. The one sequence that the runtime, `tilec run
+ * --check-axis-info` and the differential tester share. Returns pass_specialize's
+ * aligned-pointer bits, for codegen and the axis analysis. */
+uint64_t pass_prepare_gpu(IrFunc *f, const SpecClass *classes, const PassOptions *opt);
 
 #endif

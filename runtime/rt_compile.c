@@ -37,10 +37,8 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
 {
     SpecClass classes[TRT_MAX_ARGS];
     classes_of(k, mask, classes);
-    uint64_t aligned = pass_specialize(f, classes);  /* == 1 becomes 1, % 16 a hint */
     PassOptions po = {0};
-    pass_run_default(f->module, 3, &po);
-    pass_run_gpu(f->module, &po);
+    uint64_t aligned = pass_prepare_gpu(f, classes, &po);
     CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned};
     DiagList *d = ir_ctx_diags(f->module->ctx);
     char *ptx = cg->emit_ptx(f->module, &o, d);

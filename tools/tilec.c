@@ -472,15 +472,9 @@ static bool run_checking_axis_info(IrFunc *k, const InterpArg *args, const int64
 {
     SpecClass *classes = calloc(k->body.nargs + 1, sizeof *classes);
     if (!classes) return false;
-    for (uint32_t p = 0; p < k->body.nargs; p++) {
-        const IrType *t = ir_value_type(k, k->body.args[p]);
-        if (args[p].is_buffer) classes[p] = SPEC_ALIGN16;
-        else if (ir_elem_is_int(t->elem)) classes[p] = spec_class_int(args[p].u.i);
-    }
-    uint64_t aligned = pass_specialize(k, classes);
+    spec_classes_of_args(k, args, classes);
+    uint64_t aligned = pass_prepare_gpu(k, classes, &(PassOptions){0});
     free(classes);
-    pass_run_default(k->module, 3, &(PassOptions){0});
-    pass_run_gpu(k->module, &(PassOptions){0});
     return axisinfo_check_run(k, aligned, args, k->body.nargs, grid, io, diags);
 }
 

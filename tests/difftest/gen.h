@@ -133,4 +133,7 @@ typedef struct DtStr {
 } DtStr;
 void dt_str_add(DtStr *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Seconds on the monotonic clock (reduce.c), for time limits. */
+double dt_now_s(void);
+
 #endif

@@ -51,13 +51,6 @@ typedef struct Worker {
     double started;
 } Worker;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- one item, in a worker --------------------------------------------------------------- */
 static void run_options(const Config *cf, TrtContext *ctx, DtRunOptions *o)
 {
@@ -174,7 +167,7 @@ static void record(Pool *pl, uint64_t item, DtStatus st)
 
 static bool may_start(const Pool *pl)
 {
-    return pl->next < pl->nitems && (pl->cf->time_limit <= 0 || now_s() - pl->t0 < pl->cf->time_limit);
+    return pl->next < pl->nitems && (pl->cf->time_limit <= 0 || dt_now_s() - pl->t0 < pl->cf->time_limit);
 }
 
 static void give(Pool *pl, Worker *w)
@@ -183,7 +176,7 @@ static void give(Pool *pl, Worker *w)
     int64_t item = (int64_t)pl->next++;
     if (write(w->cmd, &item, sizeof item) != (ssize_t)sizeof item) return;
     w->item = item;
-    w->started = now_s();
+    w->started = dt_now_s();
 }
 
 /* A worker that died or hung: its item is a failure, and a new worker takes over. */
@@ -233,7 +226,7 @@ static void pool_step(Pool *pl)
         if (fds[i].revents) on_readable(pl, &pl->w[who[i]]);
     for (int j = 0; j < pl->cf->jobs; j++) {
         Worker *w = &pl->w[j];
-        if (w->pid > 0 && w->item >= 0 && now_s() - w->started > pl->cf->timeout) replace(pl, w, DT_TIMEOUT);
+        if (w->pid > 0 && w->item >= 0 && dt_now_s() - w->started > pl->cf->timeout) replace(pl, w, DT_TIMEOUT);
     }
 }
 
@@ -316,10 +309,10 @@ static void reduce_one(const Config *cf, uint64_t seed, DtStatus st, double seco
 static void reduce_failures(const Config *cf, const Pool *pl)
 {
     int reduced = 0;
-    double end = cf->time_limit > 0 ? pl->t0 + 1.5 * cf->time_limit : now_s() + 1e9;
+    double end = cf->time_limit > 0 ? pl->t0 + 1.5 * cf->time_limit : dt_now_s() + 1e9;
     for (int i = 0; i < pl->nfails && reduced < cf->max_reduce; i++) {
         if (!dt_status_reducible(pl->fails[i].status)) continue;
-        double seconds = end - now_s() - 5 < cf->reduce_time ? end - now_s() - 5 : cf->reduce_time;
+        double seconds = end - dt_now_s() - 5 < cf->reduce_time ? end - dt_now_s() - 5 : cf->reduce_time;
         if (seconds < 5) {
             printf("difftest: no time left to reduce seed %llu\n", (unsigned long long)(cf->first + pl->fails[i].item));
             break;
@@ -331,10 +324,10 @@ static void reduce_failures(const Config *cf, const Pool *pl)
             reduce_one(cf, cf->first + pl->fails[i].item, pl->fails[i].status, seconds);
             _exit(0);
         }
-        double t0 = now_s();
+        double t0 = dt_now_s();
         int st;
         while (pid > 0 && waitpid(pid, &st, WNOHANG) == 0) {
-            if (now_s() - t0 > seconds + 60) {
+            if (dt_now_s() - t0 > seconds + 60) {
                 kill(pid, SIGKILL);
                 waitpid(pid, &st, 0);
                 printf("difftest: reducing seed %llu took too long; stopped\n",
@@ -452,9 +445,9 @@ static void summary(const Config *cf, const Pool *pl)
     printf("difftest: %llu %s, %d mismatches", (unsigned long long)pl->done, what, mism);
     for (int s = DT_COMPILE_FAIL; s < DT_NSTATUS && other; s++)
         if (pl->counts[s]) printf(", %d %s", pl->counts[s], dt_status_name(s));
-    if (cf->replay) printf(" (%s, %.0f s)\n", cf->replay, now_s() - pl->t0);
+    if (cf->replay) printf(" (%s, %.0f s)\n", cf->replay, dt_now_s() - pl->t0);
     else printf(" (seeds %llu..%llu, %.0f s)\n", (unsigned long long)cf->first,
-                (unsigned long long)(cf->first + pl->next - 1), now_s() - pl->t0);
+                (unsigned long long)(cf->first + pl->next - 1), dt_now_s() - pl->t0);
 }
 
 int main(int argc, char **argv)
@@ -473,7 +466,7 @@ int main(int argc, char **argv)
     static Pool pl;
     pl.cf = &cf;
     pl.nitems = cf.count;
-    pl.t0 = now_s();
+    pl.t0 = dt_now_s();
     pool_run(&pl);
     summary(&cf, &pl);
     if (!cf.replay) reduce_failures(&cf, &pl);

@@ -20,14 +20,14 @@ typedef struct Reducer {
     double deadline;
 } Reducer;
 
-static double now_s(void)
+double dt_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static bool out_of_budget(const Reducer *r) { return r->tests >= r->max_tests || now_s() > r->deadline; }
+static bool out_of_budget(const Reducer *r) { return r->tests >= r->max_tests || dt_now_s() > r->deadline; }
 
 static void start(Reducer *r) { memcpy(r->cand, r->best, sizeof *r->best); }
 
@@ -235,7 +235,7 @@ static bool shrink_launch(Reducer *r)
 
 int dt_reduce(DtProgram *p, DtOracle still_fails, void *ud, int max_tests, double max_seconds)
 {
-    Reducer r = {p, malloc(sizeof *p), still_fails, ud, 0, max_tests, now_s() + max_seconds};
+    Reducer r = {p, malloc(sizeof *p), still_fails, ud, 0, max_tests, dt_now_s() + max_seconds};
     if (!r.cand) abort();
     for (bool progress = true; progress && !out_of_budget(&r);) {
         progress = drop_outputs(&r);

@@ -429,15 +429,9 @@ static DtStatus check_gpu_ir(const DtCase *c, const Source *src, const Bufs *ini
         return r->status = DT_COMPILE_FAIL;
     }
     SpecClass cls[DT_MAX_ARGS] = {0};
-    for (uint32_t p = 0; p < init->n && p < DT_MAX_ARGS; p++) {
-        IrElem e = ir_value_type(k, k->body.args[p])->elem;
-        if (init->args[p].is_buffer) cls[p] = SPEC_ALIGN16;
-        else if (ir_elem_is_int(e)) cls[p] = spec_class_int(init->args[p].u.i);
-    }
-    uint64_t aligned = pass_specialize(k, cls);
+    spec_classes_of_args(k, init->args, cls);
     PassOptions po = {.verify_each = true};
-    pass_run_default(k->module, 3, &po);
-    pass_run_gpu(k->module, &po);
+    uint64_t aligned = pass_prepare_gpu(k, cls, &po);
     Bufs out = {0};
     bufs_copy(init, &out);
     DiagList d;
