@@ -49,7 +49,7 @@ typedef struct Cg {
     Arena *arena;                /* CgVal element arrays */
     DiagList *diags;
     bool failed;
-    bool sm90;                   /* sm_90a: Hopper-only instructions allowed */
+    const struct TileTarget *target;   /* ir/target.h: which instructions exist */
     int warps, threads;
     LLVMValueRef tid, lane, warp;    /* i32, computed in the entry block */
     LLVMValueRef smem;           /* the dynamic shared memory, ptr addrspace(3) */

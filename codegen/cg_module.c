@@ -16,29 +16,18 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "codegen/cg_internal.h"
+#include "ir/target.h"
 
 #define CG_TRIPLE "nvptx64-nvidia-cuda"
 #define CG_PTX_FEATURES "+ptx83"     /* PTX 8.3: what LLVM 19 knows well and the driver loads */
 
-/* The targets, with the most dynamic shared memory one block may opt in to
- * (CUDA's sharedMemPerBlockOptin: 227 KB on H100/H200, 163 KB on A100). */
-static const struct {
-    const char *name;
-    uint32_t smem_optin;
-} cg_archs[] = {{"sm_90a", 232448}, {"sm_80", 166912}};
-
-bool cg_arch_supported(const char *arch)
-{
-    for (size_t i = 0; i < sizeof cg_archs / sizeof *cg_archs; i++)
-        if (!strcmp(arch, cg_archs[i].name)) return true;
-    return false;
-}
+/* The targets are ir/target.h's table. */
+bool cg_arch_supported(const char *arch) { return arch && tile_target(arch) != NULL; }
 
 static uint32_t smem_limit(const char *arch)
 {
-    for (size_t i = 0; i < sizeof cg_archs / sizeof *cg_archs; i++)
-        if (!strcmp(arch, cg_archs[i].name)) return cg_archs[i].smem_optin;
-    return 0;
+    const TileTarget *t = tile_target(arch);
+    return t ? t->smem_optin : 0;
 }
 
 /* ---- helpers shared by the family files --------------------------------------------- */
@@ -335,8 +324,8 @@ static bool lower_module(Job *j, const IrModule *m, const CgOptions *o, DiagList
 {
     Cg c = {.ctx = j->ctx, .mod = j->mod, .diags = d, .arena = arena_create()};
     if (!c.arena) tl_oom();
-    const char *arch = o->arch ? o->arch : "sm_90a";
-    c.sm90 = !strcmp(arch, "sm_90a");
+    c.target = tile_target(o->arch);
+    const char *arch = c.target->name;
     c.b = LLVMCreateBuilderInContext(j->ctx);
     bool ok = true;
     for (uint32_t i = 0; i < m->nfuncs && ok; i++)

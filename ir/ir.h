@@ -191,6 +191,9 @@ typedef struct IrModule {
     IrCtx *ctx;
     IrFunc **funcs;
     uint32_t nfuncs, cap_funcs;
+    /* What the GPU passes compile for (ir/target.h), set by the compile driver before
+     * pass_run_gpu; NULL: the default target. */
+    const struct TileTarget *target;
 } IrModule;
 
 /* ---- building --------------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 
 #include "codegen/codegen.h"   /* the types only: the code is in libtileCG (rt_codegen.c) */
 #include "ir/arena.h"
+#include "ir/target.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
 #include "rt_internal.h"
@@ -38,6 +39,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     SpecClass classes[TRT_MAX_ARGS];
     classes_of(k, mask, classes);
     PassOptions po = {0};
+    f->module->target = tile_target(k->module->ctx->arch);
     uint64_t aligned = pass_prepare_gpu(f, classes, &po);
     CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned};
     DiagList *d = ir_ctx_diags(f->module->ctx);

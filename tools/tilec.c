@@ -21,6 +21,7 @@
 #include "frontend/frontend.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "ir/target.h"
 #include "passes/axisinfo.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
@@ -191,8 +192,7 @@ static void check_options(Options *o)
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
     if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin)", o->emit);
-    if (strcmp(o->arch, "sm_90a") && strcmp(o->arch, "sm_80"))
-        usage_error("unknown --arch '%s' (sm_90a or sm_80)", o->arch);
+    if (!tile_target(o->arch)) usage_error("unknown --arch '%s' (sm_90a or sm_80)", o->arch);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
     if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
@@ -598,6 +598,7 @@ static int compile(const Options *o, const Source *src, FILE *out)
     }
     FeOptions fo = {o->defines, o->ndefines, o->kernel};
     IrModule *m = fe_lower(ctx, prog, &fo, diags);
+    if (m) m->target = tile_target(o->arch);
     if (!m || diags->nerrors) {
         rc = EXIT_INPUT;
         goto done;
