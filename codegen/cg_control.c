@@ -319,6 +319,9 @@ static bool cg_op(Cg *c, const IrOp *op)
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: return cg_reduce(c, op);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan(c, op);
     case IR_OP_DOT: return cg_dot(c, op);
+    case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_COPY: case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT:
+    case IR_OP_LOCAL_LOAD:
+        return cg_shared(c, op);
     case IR_OP_RAND: case IR_OP_RANDN: case IR_OP_PRINT: case IR_OP_ASSERT: case IR_OP_MULTIPLE_OF:
     case IR_OP_MAX_CONTIGUOUS:
         return cg_misc(c, op);

@@ -53,6 +53,7 @@ typedef struct Cg {
     int warps, threads;
     LLVMValueRef tid, lane, warp;    /* i32, computed in the entry block */
     LLVMValueRef smem;           /* the dynamic shared memory, ptr addrspace(3) */
+    uint32_t smem_buffers;       /* where the buffer area starts: after the scratch */
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
 } Cg;
@@ -140,6 +141,14 @@ LLVMValueRef cg_frem(Cg *c, LLVMValueRef x, LLVMValueRef y, IrElem e);
 LLVMValueRef cg_log_f32(Cg *c, LLVMValueRef x);
 LLVMValueRef cg_cos_f32(Cg *c, LLVMValueRef x);
 bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
+/* Elements per vector access of op's pointers (operand ptr_at) in layout l: what the
+ * axis facts prove contiguous and aligned, with the mask (and other) constant over it,
+ * at most 16 bytes; mask_at / other_at -1 when there is none. */
+uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, int mask_at, int other_at);
+/* cg_shared.c: local_alloc, async_copy, async_commit, async_wait, local_load. */
+bool cg_shared(Cg *c, const IrOp *op);
+/* Bytes of the buffer area (the end of the furthest local_alloc). */
+uint32_t cg_buffer_area_bytes(const IrFunc *f);
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
 uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */

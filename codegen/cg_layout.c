@@ -39,6 +39,7 @@ static bool supported(const IrLayout *l)
 {
     if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && l->instr[2] == 16;
     if (l->kind == IR_LAYOUT_DOT_OPERAND) return l->kwidth == 2 && l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
+    if (l->kind == IR_LAYOUT_SHARED) return l->rank == 3 && !l->pad && !l->swizzle_bytes;   /* cg_shared.c */
     if (l->kind != IR_LAYOUT_BLOCKED) return false;
     for (int d = 0; d < l->rank; d++)
         if (l->order[d] != l->rank - 1 - d) return false;

@@ -37,10 +37,15 @@ static LLVMValueRef true_(Cg *c) { return LLVMConstInt(LLVMInt1TypeInContext(c->
 /* Elements per vector access of a load or store whose pointers are operand 0. */
 static uint32_t vector_width(Cg *c, const IrOp *op, const CgLayout *l, int mask_at, int other_at)
 {
-    const IrType *pt = cg_type(c, op->operands[0]);
+    return cg_vector_width(c, op, 0, l, mask_at, other_at);
+}
+
+uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, int mask_at, int other_at)
+{
+    const IrType *pt = cg_type(c, op->operands[ptr_at]);
     if (pt->rank == 0 || l->rank == 0) return 1;
     int last = pt->rank - 1, bytes = ir_elem_bytes(pt->pointee);
-    const AxisInfo *pa = &c->ai[op->operands[0]];
+    const AxisInfo *pa = &c->ai[op->operands[ptr_at]];
     int64_t v = l->spt[last];
     if (pa->contiguity[last] < v) v = pa->contiguity[last];
     if (pa->divisibility[last] / bytes < v) v = pa->divisibility[last] / bytes;

@@ -142,8 +142,9 @@ const IrType *cg_type(Cg *c, IrValue v) { return ir_value_type(c->f, v); }
 
 /* ---- launch facts --------------------------------------------------------------------- */
 
-/* The kernel's dynamic shared memory is the largest need of one op (each op's
- * staging is dead before the next op runs), and the op that has it. */
+/* The kernel's dynamic shared memory: first the scratch, the largest need of one op
+ * (each op's staging is dead before the next op runs), then, 128-byte aligned, the
+ * buffer area whose layout passes/shared.c decided (local_alloc offsets). */
 typedef struct SmemWalk {
     const IrFunc *f;
     uint32_t bytes;
@@ -159,12 +160,25 @@ static void smem_visit(IrOp *op, void *ud)
 
 /* A kernel that needs more shared memory than a block may have would only fail at
  * launch (cuFuncSetAttribute: CUDA_ERROR_INVALID_VALUE); say so here, at the op. */
+static uint32_t scratch_end(const IrFunc *k, uint32_t scratch) { return cg_buffer_area_bytes(k) ? (scratch + 127) & ~127u : scratch; }
+
+static uint32_t smem_total(const IrFunc *k, uint32_t scratch)
+{
+    return (scratch_end(k, scratch) + cg_buffer_area_bytes(k) + 15) & ~15u;
+}
+
 static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
 {
     SmemWalk w = {k, 0, NULL};
+    c->f = k;
     ir_walk((IrBlock *)&k->body, smem_visit, &w);
-    uint32_t need = (w.bytes + 15) & ~15u, limit = smem_limit(arch);
+    c->smem_buffers = scratch_end(k, w.bytes);
+    uint32_t need = smem_total(k, w.bytes), limit = smem_limit(arch);
     if (need <= limit) return true;
+    if (cg_buffer_area_bytes(k))
+        return cg_error(c, NULL, "kernel '%s' needs %u bytes of shared memory (%u of scratch, %u of buffers for "
+                        "pipelined dot operands), more than the %u bytes a block may use on %s; use smaller tiles "
+                        "or fewer stages", k->name, need, w.bytes, cg_buffer_area_bytes(k), limit, arch);
     const char *what = ir_op_info[w.op->code].text;
     return cg_error(c, w.op, "kernel '%s' needs %u bytes of shared memory for this %s, more than the %u bytes a "
                     "block may use on %s; use smaller tiles%s", k->name, need, what, limit, arch,
@@ -177,7 +191,7 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
     SmemWalk w = {k, 0, NULL};
     ir_walk((IrBlock *)&k->body, smem_visit, &w);
     out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32;
-    out->shared_bytes = (w.bytes + 15) & ~15u;
+    out->shared_bytes = smem_total(k, w.bytes);
     return true;
 }
 
@@ -230,7 +244,7 @@ static LLVMValueRef shared_memory(Cg *c)
     LLVMTypeRef ty = LLVMArrayType2(LLVMInt8TypeInContext(c->ctx), 0);
     g = LLVMAddGlobalInAddressSpace(c->mod, ty, name, 3);
     LLVMSetLinkage(g, LLVMExternalLinkage);
-    LLVMSetAlignment(g, 16);
+    LLVMSetAlignment(g, 128);              /* swizzled buffers repeat every 128 bytes */
     return g;
 }
 

@@ -259,6 +259,56 @@ static bool exec_atomic(Interp *I, const IrOp *op, Tile *res)
     return true;
 }
 
+/* ---- shared-memory buffers (the GPU level) -------------------------------------------------
+ * A buffer is a tile [stages, ...] of the program, zeros at first; async_copy writes one
+ * stage at once (the wait that a GPU needs before reading it changes nothing here) and
+ * local_load reads one. A stage out of range is an error, not a wrap. */
+static bool stage_of(Interp *I, const IrOp *op, int64_t *first, int64_t *n)
+{
+    const Tile *b = interp_opnd(I, op, 0), *s = interp_opnd(I, op, 1);
+    int64_t stages = b->type->shape[0], k = s->s[0].i;
+    if (k < 0 || k >= stages)
+        return interp_fail(I, op, "stage %" PRId64 " of a buffer of %" PRId64 " stages", k, stages);
+    *n = b->n / stages;
+    *first = k * *n;
+    return true;
+}
+
+static bool exec_local_alloc(Interp *I, const IrOp *op)
+{
+    Tile t;
+    if (!tile_alloc(I, op, interp_result_type(I, op, 0), &t)) return false;
+    memset(t.s, 0, (size_t)t.n * sizeof *t.s);
+    set_value(I, op->results[0], &t);
+    return true;
+}
+
+static bool exec_async_copy(Interp *I, const IrOp *op)
+{
+    int64_t first = 0, n = 0;
+    if (!stage_of(I, op, &first, &n)) return false;
+    Tile *b = &I->vals[op->operands[0]];
+    const Tile *p = interp_opnd(I, op, 2);
+    for (int64_t k = 0; k < n; k++) {
+        if (!lane_on(op, I, 3, k)) {
+            b->s[first + k] = (Slot){0};
+            continue;
+        }
+        void *a = lane_addr(I, op, p, k, "reads");
+        if (!a) return false;
+        b->s[first + k] = mem_read(b->type->elem, a);
+    }
+    return true;
+}
+
+static bool exec_local_load(Interp *I, const IrOp *op, Tile *res)
+{
+    int64_t first = 0, n = 0;
+    if (!stage_of(I, op, &first, &n)) return false;
+    memcpy(res->s, interp_opnd(I, op, 0)->s + first, (size_t)n * sizeof *res->s);
+    return true;
+}
+
 /* ---- assert and print ------------------------------------------------------------------ */
 
 static bool exec_assert(Interp *I, const IrOp *op)
@@ -469,7 +519,8 @@ static bool exec_result_op(Interp *I, const IrOp *op)
     unsigned fl = ir_op_info[op->code].flags;
     if (fl & IR_R) {
         if (!tile_alloc(I, op, interp_result_type(I, op, 0), &res)) return false;
-        ok = op->code == IR_OP_LOAD ? exec_load(I, op, &res) : exec_atomic(I, op, &res);
+        ok = op->code == IR_OP_LOAD ? exec_load(I, op, &res)
+           : op->code == IR_OP_LOCAL_LOAD ? exec_local_load(I, op, &res) : exec_atomic(I, op, &res);
     } else {
         res = (Tile){0};
         ok = interp_exec_pure(I, op, &res);
@@ -523,6 +574,9 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_ASSERT: ok = exec_assert(I, op); break;
     case IR_OP_PRINT: exec_print(I, op); ok = true; break;
     case IR_OP_BARRIER: ok = true; break;      /* one program runs at a time, lanes in step */
+    case IR_OP_LOCAL_ALLOC: ok = exec_local_alloc(I, op); break;
+    case IR_OP_ASYNC_COPY: ok = exec_async_copy(I, op); break;
+    case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: ok = true; break;
     default: ok = exec_result_op(I, op); break;
     }
     return ok ? EX_OK : EX_ERROR;

@@ -80,11 +80,14 @@ static bool is_i1_scalar(const IrType *t) { return t->rank == 0 && t->elem == IR
 static bool is_ptr(const IrType *t) { return t->elem == IR_PTR; }
 
 /* A tile's dims are powers of two and it holds at most IR_MAX_TILE_ELEMS elements. */
+/* Tile dims are powers of two; a shared-memory buffer's first axis counts stages, any
+ * number of them. */
 static bool shape_ok(const IrType *t)
 {
     if (t->rank > IR_MAX_RANK) return false;
+    bool buffer = t->layout && t->layout->kind == IR_LAYOUT_SHARED;
     for (int i = 0; i < t->rank; i++)
-        if (t->shape[i] <= 0 || (t->shape[i] & (t->shape[i] - 1))) return false;
+        if (t->shape[i] <= 0 || (!(buffer && i == 0) && (t->shape[i] & (t->shape[i] - 1)))) return false;
     return ir_type_numel(t) <= IR_MAX_TILE_ELEMS;
 }
 
@@ -441,6 +444,54 @@ static bool check_terminator(Verifier *v, const IrOp *op)
     return true;
 }
 
+
+/* ---- shared memory (the GPU level: passes/shared.c) ------------------------------------ */
+static bool is_buffer(const IrType *t) { return t->rank >= 2 && t->layout && t->layout->kind == IR_LAYOUT_SHARED; }
+
+/* t is one stage of buffer b: b's shape without its first axis, b's element. */
+static bool is_stage_of(const IrType *t, const IrType *b)
+{
+    if (t->rank + 1 != b->rank) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] != b->shape[d + 1]) return false;
+    return true;
+}
+
+static bool check_local_alloc(Verifier *v, const IrOp *op)
+{
+    if (!is_buffer(rty(v, op)))
+        return fail(v, op, "makes a shared-memory buffer [stages, ...] with a shared layout, got %s", tstr(rty(v, op)).s);
+    if (op->attr.i < 0 || op->attr.i % 16) return fail(v, op, "offset %" PRId64 " must be a multiple of 16 bytes", op->attr.i);
+    return true;
+}
+
+static bool check_stage_operands(Verifier *v, const IrOp *op)
+{
+    if (!is_buffer(opt(v, op, 0))) return fail(v, op, "operand 0 must be a shared-memory buffer, got %s", tstr(opt(v, op, 0)).s);
+    if (!is_scalar_int(opt(v, op, 1))) return fail(v, op, "the stage must be an integer scalar, got %s", tstr(opt(v, op, 1)).s);
+    return true;
+}
+
+static bool check_async_copy(Verifier *v, const IrOp *op)
+{
+    if (!check_count(v, op, 3, 4) || !check_stage_operands(v, op)) return false;
+    const IrType *b = opt(v, op, 0), *p = opt(v, op, 2);
+    if (p->elem != IR_PTR || p->pointee != b->elem || !is_stage_of(p, b))
+        return fail(v, op, "copies pointers to one stage of %s, got %s", tstr(b).s, tstr(p).s);
+    if (op->noperands == 4 && opt(v, op, 3)->layout != p->layout)
+        return fail(v, op, "mask and pointers must share a layout, got %s and %s", tstr(opt(v, op, 3)).s, tstr(p).s);
+    return op->noperands < 4 || check_mask(v, op, 3, p);
+}
+
+static bool check_local_load(Verifier *v, const IrOp *op)
+{
+    if (!check_stage_operands(v, op)) return false;
+    const IrType *b = opt(v, op, 0), *r = rty(v, op);
+    if (r->elem != b->elem || !is_stage_of(r, b) || !r->layout || r->layout->kind == IR_LAYOUT_SHARED)
+        return fail(v, op, "reads one stage of %s into registers, got %s", tstr(b).s, tstr(r).s);
+    return true;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------- */
 static bool is_float_t(const IrType *t) { return is_float(t); }
 static bool is_int_t(const IrType *t) { return is_int(t); }
@@ -523,6 +574,10 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_RAND: case IR_OP_RANDN: return check_rand(v, op);
     case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return check_hint(v, op);
     case IR_OP_CONVERT_LAYOUT: return true;   /* check_layouts */
+    case IR_OP_LOCAL_ALLOC: return check_local_alloc(v, op);
+    case IR_OP_ASYNC_COPY: return check_async_copy(v, op);
+    case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
+    case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
     case IR_OP_ASSERT: return check_assert(v, op);
     case IR_OP_PRINT: return op->attr.s ? true : fail(v, op, "needs a message");
     case IR_OP_FOR: return check_for(v, op);

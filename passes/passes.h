@@ -33,7 +33,9 @@ extern const PassInfo pass_table[];
 extern const unsigned pass_count;
 
 /* The GPU level (after specialization, before codegen): */
+bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, splat adds after shape ops */
 bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
+bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
 extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;
 /* The blocked layout pass_layout gives tiles of t's shape in a kernel of `warps`. */

@@ -17,7 +17,9 @@ const unsigned pass_count = sizeof pass_table / sizeof *pass_table;
 
 /* The GPU level, in pipeline order. */
 const PassInfo pass_gpu_table[] = {
+    {"hoist",        "loop-invariant code out of loops (GPU level, first)",  pass_hoist},
     {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},
+    {"shared",       "dot operands through shared memory, stages deep",      pass_shared},
 };
 const unsigned pass_gpu_count = sizeof pass_gpu_table / sizeof *pass_gpu_table;
 

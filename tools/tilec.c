@@ -52,6 +52,7 @@ typedef struct Options {
     bool has_grid, run;
     bool check_axis_info;              /* run: check the axis analysis on the values */
     bool gpu_ir;                       /* run: interpret the IR after the GPU passes */
+    bool spec_div16;                   /* --spec=div16: integers taken as multiples of 16 */
     int opt_level;
     PassOptions passes;
 } Options;
@@ -59,7 +60,7 @@ typedef struct Options {
 static void usage(FILE *out)
 {
     fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
-          "             [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3]\n"
+          "             [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3] [--spec=none|div16]\n"
           "             [--print-after-all] [--verify-each] [--time-passes]\n"
           "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
           "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
@@ -72,6 +73,9 @@ static void usage(FILE *out)
           "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
           "         (through ptxas; needs -o); without --emit the file is only checked\n"
           "-D       set a const parameter (or warps/stages) of the kernels\n"
+          "--spec   the variant to compile (ir-gpu, llvm, ptx, cubin): none (default)\n"
+          "         knows nothing of the integer arguments; div16 is the variant the\n"
+          "         runtime compiles when every integer argument is a multiple of 16\n"
           "run      runs one kernel; a pointer argument takes zeros:N, iota:N,\n"
           "         rand:N[:SEED], poison:N or @FILE (raw little-endian elements);\n"
           "         --print NAME prints that buffer after the run, one value per line;\n"
@@ -167,6 +171,10 @@ static void parse_args(int argc, char **argv, Options *o)
                 usage_error("--max-iterations takes a positive integer, got '%s'", v);
         }
         else if (!strcmp(a, "--check-axis-info")) o->check_axis_info = true;
+        else if ((v = flag_value(argc, argv, &i, "--spec"))) {
+            if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
+            o->spec_div16 = !strcmp(v, "div16");
+        }
         else if (!strcmp(a, "--gpu-ir")) o->gpu_ir = true;
         else if ((v = flag_value(argc, argv, &i, "--max-ops"))) {
             if (!parse_i64(v, &o->max_ops) || o->max_ops < 1)
@@ -577,6 +585,24 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 #endif
 
 /* ---- the compile pipeline ------------------------------------------------------------ */
+/* --spec=div16: every kernel as the runtime specializes it when its pointers are
+ * 16-byte aligned and its integer arguments multiples of 16 (passes/specialize.h). */
+static void specialize_div16(IrModule *m)
+{
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        IrFunc *f = m->funcs[i];
+        if (f->kind != IR_FUNC_KERNEL) continue;
+        SpecClass *classes = calloc(f->body.nargs + 1, sizeof *classes);
+        if (!classes) tl_oom();
+        for (uint32_t p = 0; p < f->body.nargs; p++) {
+            IrElem e = ir_value_type(f, f->body.args[p])->elem;
+            classes[p] = e == IR_PTR ? SPEC_ALIGN16 : ir_elem_is_int(e) && e != IR_I1 ? SPEC_DIV16 : SPEC_NONE;
+        }
+        pass_specialize(f, classes);
+        free(classes);
+    }
+}
+
 static int compile(const Options *o, const Source *src, FILE *out)
 {
     IrCtx *ctx = ir_ctx_create();
@@ -609,6 +635,7 @@ static int compile(const Options *o, const Source *src, FILE *out)
     bool gpu = !strcmp(o->emit, "llvm") || !strcmp(o->emit, "ptx") || !strcmp(o->emit, "cubin");
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
+    if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
     if (optimize) pass_run_default(m, o->opt_level, &po);
     if (o->run) rc = run_kernel(o, m, diags, out);
     else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);

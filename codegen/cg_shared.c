@@ -1,0 +1,303 @@
+/* Shared-memory buffers (passes/shared.c): local_alloc, async_copy on cp.async,
+ * async_commit / async_wait, and local_load, on ldmatrix for the 16-bit operands of
+ * mma.sync.
+ *
+ * A buffer [S, R, C] lives in the kernel's buffer area (c->smem_buffers, after the
+ * scratch that conversions and reductions use) at its local_alloc offset. Its shared
+ * layout (ir/layout.h) puts the tile axis order[0]-1 ("fast") contiguous in rows of the
+ * other ("slow"), and XORs each 16-byte chunk of a row with the row's phase:
+ *   elem(s, slow, fast) = s*R*C + slow*F + ((fast/vec ^ (slow/per_phase) % max_phase) * vec) + fast % vec
+ * with F the fast axis' size. Addresses are 32-bit shared-window addresses.
+ *
+ * ldmatrix (PTX ISA "Warp-level matrix load instruction: ldmatrix"): each of up to 4
+ * 8x8 matrices of b16 comes from 8 rows of 16 bytes whose addresses lanes 8q..8q+7
+ * give; lane l receives, per matrix, a 32-bit register with row l/4, columns 2(l%4) and
+ * +1 (.trans: column l/4, rows 2(l%4) and +1). An mma operand register holds two
+ * elements consecutive along K at (o = o0 + g, k = k0 + 2t) (g = lane/4, t = lane%4,
+ * o the operand's other axis): without .trans when K is the buffer's fast axis (the
+ * rows are o0 .. o0+7 from k0), with .trans when o is (the rows are k0 .. k0+7 from
+ * o0). Consecutive registers of the operand's order go four to an instruction. */
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+#include "ir/layout.h"
+#include "ir/target.h"
+
+static LLVMTypeRef i32t(Cg *c) { return cg_i32(c); }
+static LLVMValueRef k32(Cg *c, int64_t v) { return cg_i32c(c, v); }
+static LLVMValueRef add(Cg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
+static LLVMValueRef mul(Cg *c, LLVMValueRef a, int64_t b) { return LLVMBuildMul(c->b, a, k32(c, b), ""); }
+
+/* The shared-window address of byte 0 of the kernel's shared memory (i32). */
+static LLVMValueRef smem_base32(Cg *c)
+{
+    LLVMValueRef p = LLVMBuildPtrToInt(c->b, c->smem, LLVMInt64TypeInContext(c->ctx), "");
+    return LLVMBuildTrunc(c->b, p, i32t(c), "");
+}
+
+typedef struct Buf {
+    const IrType *t;
+    const IrLayout *l;
+    int fast, slow;              /* tile axes (0 or 1) */
+    int32_t F, stage_elems, bytes;
+    LLVMValueRef base;           /* i32 shared address of stage 0 */
+} Buf;
+
+static Buf buf_of(Cg *c, IrValue v)
+{
+    Buf b;
+    b.t = cg_type(c, v);
+    b.l = b.t->layout;
+    b.fast = b.l->order[0] - 1;
+    b.slow = b.l->order[1] - 1;
+    b.F = b.t->shape[1 + b.fast];
+    b.stage_elems = b.t->shape[1] * b.t->shape[2];
+    b.bytes = ir_elem_bytes(b.t->elem);
+    b.base = cg_get(c, v).v[0];
+    return b;
+}
+
+static int log2i(int32_t v)
+{
+    int r = 0;
+    while ((1 << r) < v) r++;
+    return r;
+}
+
+/* The address of element (stage, co[0], co[1]) of buffer b (i32, shared window). */
+static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValueRef co[2])
+{
+    LLVMValueRef slow = co[b->slow], fast = co[b->fast];
+    const IrLayout *l = b->l;
+    LLVMValueRef chunk = LLVMBuildLShr(c->b, fast, k32(c, log2i(l->vec)), "");
+    LLVMValueRef within = LLVMBuildAnd(c->b, fast, k32(c, l->vec - 1), "");
+    LLVMValueRef phase = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, slow, k32(c, log2i(l->per_phase)), ""),
+                                      k32(c, l->max_phase - 1), "");
+    chunk = LLVMBuildXor(c->b, chunk, phase, "");
+    LLVMValueRef e = add(c, mul(c, slow, b->F), add(c, LLVMBuildShl(c->b, chunk, k32(c, log2i(l->vec)), ""), within));
+    e = add(c, e, mul(c, stage, b->stage_elems));
+    return add(c, b->base, mul(c, e, b->bytes));
+}
+
+static LLVMValueRef call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n, const char *text,
+                             const char *cons, bool side_effects)
+{
+    LLVMTypeRef tys[8];
+    for (unsigned i = 0; i < n; i++) tys[i] = LLVMTypeOf(args[i]);
+    LLVMTypeRef fty = LLVMFunctionType(ret, tys, n, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
+                                       LLVMInlineAsmDialectATT, 0);
+    return LLVMBuildCall2(c->b, fty, fn, args, n, "");
+}
+
+/* memory(read): ordered after the waits and copies (side effects), free to be merged. */
+static void reads_memory_only(Cg *c, LLVMValueRef call)
+{
+    const char *names[3] = {"memory", "nounwind", "willreturn"};
+    uint64_t vals[3] = {1 | 1 << 2 | 1 << 4, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, vals[i]));
+    }
+}
+
+/* ---- async copies ------------------------------------------------------------------------ */
+
+/* One cp.async of `bytes` (4, 8 or 16) from global p to shared dst, zero-filled when m
+ * is false; only where `own` holds (NULL: everywhere). */
+static void cp_async(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, uint32_t bytes, LLVMValueRef own)
+{
+    LLVMValueRef src = LLVMBuildPtrToInt(c->b, p, LLVMInt64TypeInContext(c->ctx), "");
+    LLVMValueRef size = LLVMBuildSelect(c->b, m, k32(c, bytes), k32(c, 0), "");
+    char text[192];
+    const char *kind = bytes == 16 ? "cg" : "ca";
+    if (own) {
+        snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p cp.async.%s.shared.global [$0], [$1], %u, $2; }",
+                 kind, bytes);
+        LLVMValueRef args[4] = {dst, src, size, LLVMBuildZExt(c->b, own, i32t(c), "")};
+        call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 4, text, "r,l,r,r,~{memory}", true);
+    } else {
+        snprintf(text, sizeof text, "cp.async.%s.shared.global [$0], [$1], %u, $2;", kind, bytes);
+        LLVMValueRef args[3] = {dst, src, size};
+        call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 3, text, "r,l,r,~{memory}", true);
+    }
+}
+
+/* Where a vector is too narrow for cp.async: a guarded load and a shared store. */
+static void copy_elem(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, IrElem e, LLVMValueRef own)
+{
+    LLVMTypeRef mt = cg_mem_type(c, e);
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(c->b), on = cg_block_new(c, "copy"), join = cg_block_new(c, "copied");
+    LLVMBuildCondBr(c->b, m, on, join);
+    LLVMPositionBuilderAtEnd(c->b, on);
+    LLVMValueRef x = LLVMBuildLoad2(c->b, mt, p, "");
+    LLVMBuildBr(c->b, join);
+    LLVMPositionBuilderAtEnd(c->b, join);
+    LLVMValueRef phi = LLVMBuildPhi(c->b, mt, "");
+    LLVMValueRef vals[2] = {x, LLVMConstNull(mt)};
+    LLVMBasicBlockRef bbs[2] = {on, from};
+    LLVMAddIncoming(phi, vals, bbs, 2);
+    LLVMBasicBlockRef st = cg_block_new(c, "put"), done = cg_block_new(c, "put.done");
+    LLVMBuildCondBr(c->b, own ? own : LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0), st, done);
+    LLVMPositionBuilderAtEnd(c->b, st);
+    LLVMValueRef sp = LLVMBuildIntToPtr(c->b, dst, LLVMPointerTypeInContext(c->ctx, 3), "");
+    LLVMBuildStore(c->b, phi, sp);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+}
+
+static bool lower_async_copy(Cg *c, const IrOp *op)
+{
+    Buf b = buf_of(c, op->operands[0]);
+    LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
+    const IrType *pt = cg_type(c, op->operands[2]);
+    CgLayout l = cg_layout_of(pt);
+    if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "async_copy needs its pointers in a blocked layout");
+    CgVal p = cg_get(c, op->operands[2]);
+    CgVal m = op->noperands > 3 ? cg_get(c, op->operands[3]) : (CgVal){0};
+    uint32_t vw = cg_vector_width(c, op, 2, &l, 3, -1);
+    if (pt->layout->order[0] != b.fast) vw = 1;        /* the thread's run is not along the rows */
+    uint32_t bytes = vw * (uint32_t)b.bytes;
+    LLVMValueRef own = cg_layout_replicated(&l) ? cg_layout_owner(c, &l) : NULL;
+    uint32_t n = cg_layout_elems(&l);
+    for (uint32_t k = 0; k < n; k += vw) {
+        LLVMValueRef co[IR_MAX_RANK];
+        cg_layout_coords(c, &l, k, co);
+        LLVMValueRef mk = m.n ? cg_at(m, k) : LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
+        if (bytes >= 4) {
+            cp_async(c, elem_addr(c, &b, stage, co), cg_at(p, k), mk, bytes, own);
+            continue;
+        }
+        for (uint32_t j = 0; j < vw; j++) {
+            if (j) cg_layout_coords(c, &l, k + j, co);
+            copy_elem(c, elem_addr(c, &b, stage, co), cg_at(p, k + j), m.n ? cg_at(m, k + j) : mk, pt->pointee, own);
+        }
+    }
+    return true;
+}
+
+/* ---- local_load -------------------------------------------------------------------------- */
+
+static LLVMValueRef elem_from_word(Cg *c, LLVMValueRef w, IrElem e, int half)
+{
+    LLVMTypeRef et = cg_elem_type(c, e);
+    LLVMValueRef v = LLVMBuildBitCast(c->b, w, LLVMVectorType(et, 2), "");
+    return LLVMBuildExtractElement(c->b, v, k32(c, half), "");
+}
+
+/* n (1, 2 or 4) registers of an mma operand by one ldmatrix; regs[i]: register index
+ * of the operand (elements 2*regs[i], +1). */
+static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l, IrElem e, uint32_t r0, uint32_t n,
+                     CgVal *out)
+{
+    int kaxis = l->kind == CG_LAYOUT_DOT_A ? 1 : 0, oaxis = 1 - kaxis;
+    bool trans = b->fast != kaxis;
+    LLVMValueRef q = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, c->lane, k32(c, 3), ""), k32(c, n - 1), "");
+    LLVMValueRef j = LLVMBuildAnd(c->b, c->lane, k32(c, 7), "");
+    /* this lane's matrix origin, chosen among the n registers' */
+    LLVMValueRef org[2] = {NULL, NULL};
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t co[IR_MAX_RANK];
+        cg_mma_coords_at(l, 0, 2 * (r0 + i), co);
+        for (int d = 0; d < 2; d++) {
+            LLVMValueRef v = k32(c, co[d]);
+            org[d] = i ? LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, q, k32(c, i), ""), v, org[d], "") : v;
+        }
+    }
+    /* the warp's place: A rows wm*16, B columns wn*8 */
+    LLVMValueRef wn = LLVMBuildURem(c->b, c->warp, k32(c, l->wpc[1]), "");
+    LLVMValueRef wm = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, k32(c, l->wpc[1]), ""), k32(c, l->wpc[0]), "");
+    if (l->kind == CG_LAYOUT_DOT_A) org[0] = add(c, org[0], mul(c, wm, 16));
+    else org[1] = add(c, org[1], mul(c, wn, 8));
+    int row_axis = trans ? kaxis : oaxis;
+    org[row_axis] = add(c, org[row_axis], j);
+    LLVMValueRef addr = elem_addr(c, b, stage, org);
+    char text[160], cons[64];
+    int at = 0;
+    for (uint32_t i = 0; i < n; i++) at += snprintf(cons + at, sizeof cons - (size_t)at, "=r,");
+    snprintf(cons + at, sizeof cons - (size_t)at, "r");
+    char list[48];
+    int lt = snprintf(list, sizeof list, "{");
+    for (uint32_t i = 0; i < n; i++) lt += snprintf(list + lt, sizeof list - (size_t)lt, "%s$%u", i ? ", " : "", i);
+    snprintf(list + lt, sizeof list - (size_t)lt, "}");
+    snprintf(text, sizeof text, "ldmatrix.sync.aligned.m8n8.x%u%s.shared.b16 %s, [$%u];", n, trans ? ".trans" : "", list, n);
+    LLVMTypeRef fields[4] = {i32t(c), i32t(c), i32t(c), i32t(c)};
+    LLVMTypeRef ret = n == 1 ? i32t(c) : LLVMStructTypeInContext(c->ctx, fields, n, 0);
+    LLVMValueRef r = call_asm(c, ret, &addr, 1, text, cons, false);
+    reads_memory_only(c, r);
+    for (uint32_t i = 0; i < n; i++) {
+        LLVMValueRef w = n == 1 ? r : LLVMBuildExtractValue(c->b, r, i, "");
+        out->v[2 * (r0 + i)] = elem_from_word(c, w, e, 0);
+        out->v[2 * (r0 + i) + 1] = elem_from_word(c, w, e, 1);
+    }
+}
+
+static bool lower_local_load(Cg *c, const IrOp *op)
+{
+    Buf b = buf_of(c, op->operands[0]);
+    LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
+    const IrType *rt = cg_type(c, op->results[0]);
+    CgLayout l = cg_layout_of(rt);
+    uint32_t n = cg_layout_elems(&l);
+    CgVal out = cg_val_new(c, n);
+    if ((l.kind == CG_LAYOUT_DOT_A || l.kind == CG_LAYOUT_DOT_B) && b.bytes == 2 && c->target->ldmatrix) {
+        uint32_t regs = n / 2;
+        for (uint32_t r = 0; r < regs;) {
+            uint32_t g = regs - r >= 4 ? 4 : regs - r >= 2 ? 2 : 1;
+            ldmatrix(c, &b, stage, &l, rt->elem, r, g, &out);
+            r += g;
+        }
+    } else {
+        LLVMTypeRef mt = cg_mem_type(c, rt->elem);
+        for (uint32_t k = 0; k < n; k++) {
+            LLVMValueRef co[IR_MAX_RANK];
+            cg_layout_coords(c, &l, k, co);
+            LLVMValueRef sp = LLVMBuildIntToPtr(c->b, elem_addr(c, &b, stage, co), LLVMPointerTypeInContext(c->ctx, 3), "");
+            LLVMValueRef x = LLVMBuildLoad2(c->b, mt, sp, "");
+            out.v[k] = rt->elem == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, LLVMConstNull(mt), "") : x;
+        }
+    }
+    cg_set(c, op->results[0], out);
+    return true;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+bool cg_shared(Cg *c, const IrOp *op)
+{
+    switch (op->code) {
+    case IR_OP_LOCAL_ALLOC: {
+        CgVal v = cg_val_new(c, 1);
+        v.v[0] = add(c, smem_base32(c), k32(c, c->smem_buffers + (uint32_t)op->attr.i));
+        cg_set(c, op->results[0], v);
+        return true;
+    }
+    case IR_OP_ASYNC_COPY: return lower_async_copy(c, op);
+    case IR_OP_ASYNC_COMMIT:
+        call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "cp.async.commit_group;", "~{memory}", true);
+        return true;
+    case IR_OP_ASYNC_WAIT: {
+        char text[48];
+        snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)op->attr.i);
+        call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
+        cg_barrier(c);
+        return true;
+    }
+    case IR_OP_LOCAL_LOAD: return lower_local_load(c, op);
+    default: return cg_error(c, op, "not a shared-memory op");
+    }
+}
+
+/* The bytes of the buffer area: the end of the furthest buffer. */
+uint32_t cg_buffer_area_bytes(const IrFunc *f)
+{
+    uint32_t end = 0;
+    for (uint32_t v = 0; v < f->nvalues; v++) {
+        const IrOp *d = f->values[v].def;
+        if (!d || d->code != IR_OP_LOCAL_ALLOC) continue;
+        const IrType *t = f->values[v].type;
+        uint32_t e = (uint32_t)d->attr.i + (uint32_t)(ir_type_numel(t) * ir_elem_bytes(t->elem));
+        if (e > end) end = e;
+    }
+    return end;
+}

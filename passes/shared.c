@@ -1,0 +1,341 @@
+/* Shared-memory operands for tensor-core dots, loaded `stages` deep with async copies:
+ * the software pipeline of a K loop (Triton's LoopPipeliner and the TritonGPU shared
+ * encodings are the model). Runs after `layout`.
+ *
+ * require:    laid-out IR (pass_layout); a kernel's stages (f->stages, default 2)
+ * guarantees: in every innermost `for` with a positive constant step, each operand of
+ *             an mma dot that is a load in the loop body (its pointers and mask
+ *             computed from the induction variable and values from outside the loop,
+ *             by pure ops; its `other` absent or +0) is instead copied into a
+ *             shared-memory ring of S = stages buffers: the copies of the first S-1
+ *             iterations before the loop, then in iteration j the wait for j's copy,
+ *             the read of j's stage into the operand layout, and the copy of iteration
+ *             j+S-1 (masked off past the end) into the stage iteration j-1 read.
+ *             Values are unchanged (a copy past the end writes zeros that nothing reads).
+ *
+ *   for %k = %lo to %hi step 32 iter(%acc) {        %buf = local_alloc 0 : f16[3, 128, 32] #shared
+ *     %a  = load %pa, %ma, %zero : #blocked           (copies of iterations 0, 1; commit each)
+ *     %ao = convert_layout %a : #dot_a          ->  for %k ... {
+ *     %d  = dot %ao, %bo, %acc                        %s = rem (div (sub %k, %lo), 32), 3
+ *     yield %d }                                      async_wait 1
+ *                                                     %ao = local_load %buf, %s : #dot_a
+ *                                                     async_copy %buf, %s2, %pa2, %ma2  (k + 64)
+ *                                                     async_commit
+ *                                                     %d = dot %ao, %bo, %acc ... }
+ *                                                   async_wait 0
+ *
+ * The shared layout of a buffer (ir/layout.h): rows along the loaded tile's contiguous
+ * axis, 16-byte chunks XOR-swizzled by row so that the eight rows an ldmatrix reads
+ * fall in distinct banks (vec = 16 bytes of elements, per_phase = max(1, 128 / row
+ * bytes), max_phase = min(8, row bytes / 16)).
+ *
+ * Placement: buffers live in the kernel's buffer area, which codegen puts after the
+ * scratch that its own lowerings use (conversions, reductions). Only innermost loops
+ * are pipelined, so the buffers of two loops are never live at once: each loop's
+ * buffers are packed from offset 0, 128-byte aligned, and the area is as large as the
+ * largest loop's. A loop whose buffers would not fit the target's shared memory is
+ * pipelined with fewer stages, or not at all. */
+#include "passes.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ir/arena.h"
+#include "ir/layout.h"
+#include "ir/target.h"
+
+#define MAX_CANDS 8
+
+typedef struct Cand {
+    IrOp *load, *cvt;
+    IrValue buf;
+} Cand;
+
+typedef struct Pipe {
+    IrFunc *f;
+    IrOp *loop;
+    IrBlock *body;
+    bool *in_slice;              /* per value: computed by an op of a slice */
+    IrValue *map;                /* old value -> clone, for one clone of the slices */
+    uint32_t nold;               /* values that existed before the pass */
+} Pipe;
+
+/* ---- which loads ------------------------------------------------------------------------ */
+
+static bool defined_in(const IrFunc *f, IrValue v, const IrBlock *blk)
+{
+    const IrOp *d = f->values[v].def;
+    const IrBlock *b = d ? d->parent : f->values[v].block;
+    while (b) {
+        if (b == blk) return true;
+        b = b->parent_op ? b->parent_op->parent : NULL;
+    }
+    return false;
+}
+
+/* Marks the ops of the body that compute v; false if v depends on a loop-carried value
+ * or on an op that is not pure. */
+static bool mark_slice(Pipe *p, IrValue v)
+{
+    IrFunc *f = p->f;
+    if (!defined_in(f, v, p->body) || p->in_slice[v]) return true;
+    if (v == p->body->args[0]) return true;               /* the induction variable */
+    IrOp *d = f->values[v].def;
+    if (!d || d->parent != p->body || !(ir_op_info[d->code].flags & IR_P) || d->nregions) return false;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (!mark_slice(p, d->operands[i])) return false;
+    p->in_slice[v] = true;
+    return true;
+}
+
+static bool is_plus_zero(const IrFunc *f, IrValue v)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d) return false;
+    if (d->code == IR_OP_SPLAT) return is_plus_zero(f, d->operands[0]);
+    return d->code == IR_OP_CONST && d->attr.i == 0 && d->attr.f == 0 && !signbit(d->attr.f);
+}
+
+static uint32_t use_count(const IrFunc *f, IrValue v, const IrOp *from)
+{
+    uint32_t n = 0;
+    (void)f;
+    for (const IrOp *op = from; op; op = op->next) {
+        for (uint32_t i = 0; i < op->noperands; i++) n += op->operands[i] == v;
+        for (uint32_t r = 0; r < op->nregions; r++) n += use_count(f, v, op->regions[r].first);
+    }
+    return n;
+}
+
+static bool writes_memory(const IrBlock *blk)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (ir_op_info[op->code].flags & IR_W) return true;
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (writes_memory(&op->regions[r])) return true;
+    }
+    return false;
+}
+
+/* A convert of a load into an mma operand layout, in the body, that can be copied. */
+static bool is_candidate(Pipe *p, IrOp *cvt, Cand *out)
+{
+    IrFunc *f = p->f;
+    if (cvt->code != IR_OP_CONVERT_LAYOUT) return false;
+    const IrType *rt = ir_value_type(f, cvt->results[0]);
+    const IrLayout *l = rt->layout;
+    if (l->kind != IR_LAYOUT_DOT_OPERAND || l->parent->kind != IR_LAYOUT_MMA || rt->rank != 2) return false;
+    int bytes = ir_elem_bytes(rt->elem);
+    if (bytes != 2 && bytes != 4) return false;
+    IrOp *ld = f->values[cvt->operands[0]].def;
+    if (!ld || ld->code != IR_OP_LOAD || ld->parent != p->body) return false;
+    if (ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return false;
+    if (use_count(f, ld->results[0], p->body->first) != 1) return false;
+    if (writes_memory(p->body)) return false;      /* a copy could overtake a store */
+    if (ld->noperands > 1 && ir_value_type(f, ld->operands[1])->layout != ir_value_type(f, ld->operands[0])->layout)
+        return false;
+    if (!mark_slice(p, ld->operands[0]) || (ld->noperands > 1 && !mark_slice(p, ld->operands[1]))) return false;
+    out->load = ld;
+    out->cvt = cvt;
+    return true;
+}
+
+/* ---- building --------------------------------------------------------------------------- */
+
+static const IrLayout *shared_layout(IrCtx *c, const IrType *t)
+{
+    const IrLayout *src = t->layout;                /* the load's: its fastest axis stays fastest */
+    int fast = src->order[0], slow = 1 - fast;
+    int32_t row_bytes = t->shape[fast] * ir_elem_bytes(t->elem);
+    IrLayout k;
+    memset(&k, 0, sizeof k);
+    k.kind = IR_LAYOUT_SHARED;
+    k.rank = 3;
+    k.order[0] = fast + 1;
+    k.order[1] = slow + 1;
+    k.order[2] = 0;
+    k.vec = 16 / ir_elem_bytes(t->elem);
+    k.per_phase = row_bytes >= 128 ? 1 : 128 / row_bytes;
+    k.max_phase = row_bytes >= 128 ? 8 : row_bytes >= 16 ? row_bytes / 16 : 1;
+    if (k.max_phase < 1) k.max_phase = 1;
+    if (k.per_phase < 1) k.per_phase = 1;
+    return ir_layout_intern(c, &k);
+}
+
+static IrValue iconst(IrBuilder *b, const IrType *t, int64_t v) { return ir_const_int(b, t, v); }
+
+static IrValue binop(IrBuilder *b, IrOpcode code, IrValue x, IrValue y)
+{
+    IrValue ops[2] = {x, y};
+    return ir_build1(b, code, ir_value_type(b->func, x), ops, 2);
+}
+
+static IrValue cmp_lt(IrBuilder *b, IrValue x, IrValue y)
+{
+    IrCtx *c = b->func->module->ctx;
+    IrValue ops[2] = {x, y};
+    IrOp *op = ir_build(b, IR_OP_CMP, ops, 2, (const IrType *[]){ir_type_scalar(c, IR_I1)}, 1, 0);
+    op->attr.i = IR_CMP_LT;
+    return op->results[0];
+}
+
+/* Clones the marked ops of the body, in order, at b, with the induction variable
+ * standing for iv; fills p->map. */
+static void clone_slices(Pipe *p, IrBuilder *b, IrValue iv)
+{
+    IrFunc *f = p->f;
+    for (uint32_t v = 0; v < p->nold; v++) p->map[v] = v;
+    p->map[p->body->args[0]] = iv;
+    for (IrOp *op = p->body->first; op; op = op->next) {
+        if (op->nresults != 1 || op->results[0] >= p->nold || !p->in_slice[op->results[0]]) continue;
+        IrValue ops[8];
+        for (uint32_t i = 0; i < op->noperands && i < 8; i++) ops[i] = p->map[op->operands[i]];
+        const IrType *t = ir_value_type(f, op->results[0]);
+        IrOp *n = ir_build(b, op->code, ops, op->noperands, &t, 1, 0);
+        n->attr = op->attr;
+        n->loc = op->loc;
+        p->map[op->results[0]] = n->results[0];
+    }
+}
+
+/* The copies of every candidate for the iteration whose induction variable is iv
+ * into `stage`, masked off when iv >= hi, then a commit. */
+static void emit_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, IrValue stage)
+{
+    IrFunc *f = p->f;
+    IrCtx *c = f->module->ctx;
+    clone_slices(p, b, iv);
+    IrValue live = cmp_lt(b, iv, p->loop->operands[1]);
+    for (int i = 0; i < n; i++) {
+        const IrOp *ld = cs[i].load;
+        IrValue ptr = p->map[ld->operands[0]];
+        const IrType *mt = ir_type_like(c, ir_value_type(f, ptr), ir_type_scalar(c, IR_I1));
+        mt = ir_type_with_layout(c, mt, ir_value_type(f, ptr)->layout);
+        IrValue mask = ir_build1(b, IR_OP_SPLAT, mt, &live, 1);
+        if (ld->noperands > 1) mask = binop(b, IR_OP_AND, p->map[ld->operands[1]], mask);
+        IrValue ops[4] = {cs[i].buf, stage, ptr, mask};
+        ir_build(b, IR_OP_ASYNC_COPY, ops, 4, NULL, 0, 0);
+    }
+    ir_build(b, IR_OP_ASYNC_COMMIT, NULL, 0, NULL, 0, 0);
+}
+
+static int64_t const_value(const IrFunc *f, IrValue v, bool *ok)
+{
+    const IrOp *d = f->values[v].def;
+    *ok = d && d->code == IR_OP_CONST && ir_elem_is_int(ir_value_type(f, v)->elem);
+    return *ok ? d->attr.i : 0;
+}
+
+static uint32_t buffer_bytes(const IrType *t, int stages)
+{
+    return (uint32_t)(ir_type_numel(t) * ir_elem_bytes(t->elem) * stages + 127) & ~127u;
+}
+
+static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_limit)
+{
+    bool ok;
+    int64_t step = const_value(f, loop->operands[2], &ok);
+    if (!ok || step <= 0) return false;
+    Pipe p = {f, loop, &loop->regions[0], NULL, NULL, f->nvalues};
+    p.in_slice = tl_calloc(f->nvalues, sizeof *p.in_slice);
+    p.map = tl_calloc(f->nvalues, sizeof *p.map);
+    if (!p.in_slice || !p.map) tl_oom();
+    Cand cs[MAX_CANDS];
+    int n = 0;
+    for (IrOp *op = p.body->first; op && n < MAX_CANDS; op = op->next)
+        if (is_candidate(&p, op, &cs[n])) n++;
+    uint32_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
+    while (stages > 2 && bytes * (uint32_t)stages > smem_limit) stages--;
+    if (n == 0 || stages < 2 || bytes * (uint32_t)stages > smem_limit) {
+        tl_free(p.in_slice);
+        tl_free(p.map);
+        return false;
+    }
+    IrCtx *c = f->module->ctx;
+    IrBuilder b;
+    ir_builder_before(&b, loop);
+    b.loc = loop->loc;
+    uint32_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        const IrType *t = ir_value_type(f, cs[i].load->results[0]);
+        int32_t shape[3] = {stages, t->shape[0], t->shape[1]};
+        const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, t), 3, shape), shared_layout(c, t));
+        IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        a->attr.i = offset;
+        offset += buffer_bytes(t, stages);
+        cs[i].buf = a->results[0];
+    }
+    /* the prologue: iterations 0 .. S-2 */
+    IrValue lo = loop->operands[0];
+    const IrType *ivt = ir_value_type(f, lo), *st = ir_type_scalar(c, IR_I32);
+    for (int d = 0; d < stages - 1; d++) {
+        IrValue iv = d ? binop(&b, IR_OP_ADD, lo, iconst(&b, ivt, d * step)) : lo;
+        emit_copies(&p, &b, cs, n, iv, iconst(&b, st, d));
+    }
+    /* the body: wait for this iteration's copy, read it, start iteration j+S-1's */
+    ir_builder_before(&b, p.body->first);
+    IrValue iv = p.body->args[0];
+    IrValue j = binop(&b, IR_OP_DIV, binop(&b, IR_OP_SUB, iv, lo), iconst(&b, ivt, step));
+    if (ivt->elem != IR_I32) j = ir_build1(&b, IR_OP_CONVERT, st, &j, 1);
+    IrValue stage = binop(&b, IR_OP_REM, j, iconst(&b, st, stages));
+    IrOp *w = ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0);
+    w->attr.i = stages - 2;
+    for (int i = 0; i < n; i++) {
+        IrValue ops[2] = {cs[i].buf, stage};
+        IrValue v = ir_build1(&b, IR_OP_LOCAL_LOAD, ir_value_type(f, cs[i].cvt->results[0]), ops, 2);
+        ir_replace_all_uses(f, cs[i].cvt->results[0], v);
+    }
+    IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, (stages - 1) * step));
+    IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, stages - 1)), iconst(&b, st, stages));
+    emit_copies(&p, &b, cs, n, next, next_stage);
+    for (int i = 0; i < n; i++) {
+        ir_op_remove(cs[i].cvt);
+        ir_op_remove(cs[i].load);
+    }
+    /* after the loop: nothing in flight */
+    ir_builder_before(&b, loop->next);
+    ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = 0;
+    tl_free(p.in_slice);
+    tl_free(p.map);
+    return true;
+}
+
+static bool has_loop(const IrBlock *blk)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (op->code == IR_OP_FOR || op->code == IR_OP_WHILE) return true;
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (has_loop(&op->regions[r])) return true;
+    }
+    return false;
+}
+
+typedef struct Loops {
+    IrOp **v;
+    uint32_t n, cap;
+} Loops;
+
+static void collect_loops(IrOp *op, void *ud)
+{
+    Loops *l = ud;
+    if (op->code != IR_OP_FOR || has_loop(&op->regions[0])) return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 8;
+        l->v = tl_realloc(l->v, l->cap * sizeof *l->v);
+        if (!l->v) tl_oom();
+    }
+    l->v[l->n++] = op;
+}
+
+bool pass_shared(IrFunc *f)
+{
+    const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
+    if (f->kind != IR_FUNC_KERNEL || !t->cp_async || f->stages < 2) return false;
+    Loops loops = {0};
+    ir_walk(&f->body, collect_loops, &loops);
+    bool changed = false;
+    for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin / 2);
+    tl_free(loops.v);
+    return changed;
+}
