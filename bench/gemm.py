@@ -18,8 +18,9 @@ import tilert  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MATMUL = os.path.join(ROOT, "examples", "matmul.tile")
-CONFIGS = [  # BM, BN, BK, warps
-    (64, 64, 32, 4), (128, 128, 32, 4), (128, 128, 32, 8), (128, 64, 32, 4), (128, 256, 32, 8),
+CONFIGS = [  # BM, BN, BK, warps, stages
+    (64, 64, 32, 4, 2), (128, 128, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), (128, 64, 32, 4, 4),
+    (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (128, 128, 32, 4, 4),
 ]
 
 
@@ -28,11 +29,11 @@ def bench(fn):
 
 
 def tile_gemm(rt, cfg, a, b):
-    BM, BN, BK, warps = cfg
+    BM, BN, BK, warps, stages = cfg
     M, K = a.shape
     N = b.shape[1]
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
-    k = rt.kernel(MATMUL, "matmul", BM=BM, BN=BN, BK=BK, warps=warps)
+    k = rt.kernel(MATMUL, "matmul", BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
     run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     return c, run
 
@@ -64,7 +65,7 @@ def main():
     b = torch.randn(S, S, device="cuda", dtype=torch.float16)
     t_cublas = bench(lambda: torch.matmul(a, b))
     lines = ["GPU: %s; %dx%dx%d, f16 inputs; medians of do_bench" % (torch.cuda.get_device_name(), S, S, S), "",
-             "| implementation | config (BM, BN, BK, warps) | check (rel. err) | time (ms) | TFLOP/s | vs cuBLAS |",
+             "| implementation | config (BM, BN, BK, warps, stages) | check (rel. err) | time (ms) | TFLOP/s | vs cuBLAS |",
              "|---|---|---|---|---|---|",
              "| cuBLAS (torch.matmul, f16 out) | | | %.3f | %.1f | 1.00x |" % (t_cublas * 1e3, flops / t_cublas / 1e12)]
     for cfg in CONFIGS:

@@ -160,11 +160,40 @@ static void smem_visit(IrOp *op, void *ud)
 
 /* A kernel that needs more shared memory than a block may have would only fail at
  * launch (cuFuncSetAttribute: CUDA_ERROR_INVALID_VALUE); say so here, at the op. */
-static uint32_t scratch_end(const IrFunc *k, uint32_t scratch) { return cg_buffer_area_bytes(k) ? (scratch + 127) & ~127u : scratch; }
+/* The scratch of ops while buffers are live (from a local_alloc to the async_wait 0
+ * after its loop, in the alloc's block, nested regions included) and elsewhere: the
+ * buffer area starts after the first only, and the rest may reuse it. */
+typedef struct SmemPlan {
+    uint32_t live, free_, buffers;
+    const IrOp *worst;
+} SmemPlan;
 
-static uint32_t smem_total(const IrFunc *k, uint32_t scratch)
+static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan *p)
 {
-    return (scratch_end(k, scratch) + cg_buffer_area_bytes(k) + 15) & ~15u;
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (op->code == IR_OP_LOCAL_ALLOC) live = true;
+        uint32_t b = cg_op_smem_bytes(k, op);
+        uint32_t *slot = live ? &p->live : &p->free_;
+        if (b > *slot) *slot = b;
+        if (b && (!p->worst || b > cg_op_smem_bytes(k, p->worst))) p->worst = op;
+        for (uint32_t r = 0; r < op->nregions; r++) plan_block(k, &op->regions[r], live, p);
+        if (op->code == IR_OP_ASYNC_WAIT && op->attr.i == 0 && blk == (const IrBlock *)&k->body) live = false;
+    }
+}
+
+static SmemPlan smem_plan(const IrFunc *k)
+{
+    SmemPlan p = {0, 0, cg_buffer_area_bytes(k), NULL};
+    plan_block(k, &k->body, false, &p);
+    return p;
+}
+
+static uint32_t buffers_at(const SmemPlan *p) { return p->buffers ? (p->live + 127) & ~127u : 0; }
+
+static uint32_t smem_total(const SmemPlan *p)
+{
+    uint32_t with = buffers_at(p) + p->buffers, s = p->live > p->free_ ? p->live : p->free_;
+    return ((with > s ? with : s) + 15) & ~15u;
 }
 
 static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
@@ -172,13 +201,14 @@ static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
     SmemWalk w = {k, 0, NULL};
     c->f = k;
     ir_walk((IrBlock *)&k->body, smem_visit, &w);
-    c->smem_buffers = scratch_end(k, w.bytes);
-    uint32_t need = smem_total(k, w.bytes), limit = smem_limit(arch);
+    SmemPlan p = smem_plan(k);
+    c->smem_buffers = buffers_at(&p);
+    uint32_t need = smem_total(&p), limit = smem_limit(arch);
     if (need <= limit) return true;
-    if (cg_buffer_area_bytes(k))
-        return cg_error(c, NULL, "kernel '%s' needs %u bytes of shared memory (%u of scratch, %u of buffers for "
-                        "pipelined dot operands), more than the %u bytes a block may use on %s; use smaller tiles "
-                        "or fewer stages", k->name, need, w.bytes, cg_buffer_area_bytes(k), limit, arch);
+    if (p.buffers)
+        return cg_error(c, NULL, "kernel '%s' needs %u bytes of shared memory (%u of buffers for pipelined dot "
+                        "operands after %u of scratch), more than the %u bytes a block may use on %s; use smaller "
+                        "tiles or fewer stages", k->name, need, p.buffers, buffers_at(&p), limit, arch);
     const char *what = ir_op_info[w.op->code].text;
     return cg_error(c, w.op, "kernel '%s' needs %u bytes of shared memory for this %s, more than the %u bytes a "
                     "block may use on %s; use smaller tiles%s", k->name, need, what, limit, arch,
@@ -188,10 +218,9 @@ static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
 bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
 {
     if (!k || k->kind != IR_FUNC_KERNEL) return false;
-    SmemWalk w = {k, 0, NULL};
-    ir_walk((IrBlock *)&k->body, smem_visit, &w);
+    SmemPlan p = smem_plan(k);
     out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32;
-    out->shared_bytes = smem_total(k, w.bytes);
+    out->shared_bytes = smem_total(&p);
     return true;
 }
 

@@ -38,12 +38,13 @@ static LLVMValueRef smem_base32(Cg *c)
 typedef struct Buf {
     const IrType *t;
     const IrLayout *l;
-    int fast, slow;              /* tile axes (0 or 1) */
+    int fast, slow;              /* axes (0 or 1) of the tile read or written */
     int32_t F, stage_elems, bytes;
     LLVMValueRef base;           /* i32 shared address of stage 0 */
 } Buf;
 
-static Buf buf_of(Cg *c, IrValue v)
+/* transposed: the tile read is the stage's transpose, so its axis d is the stage's 1-d. */
+static Buf buf_of(Cg *c, IrValue v, bool transposed)
 {
     Buf b;
     b.t = cg_type(c, v);
@@ -52,6 +53,10 @@ static Buf buf_of(Cg *c, IrValue v)
     b.slow = b.l->order[1] - 1;
     b.F = b.t->shape[1 + b.fast];
     b.stage_elems = b.t->shape[1] * b.t->shape[2];
+    if (transposed) {
+        b.fast = 1 - b.fast;
+        b.slow = 1 - b.slow;
+    }
     b.bytes = ir_elem_bytes(b.t->elem);
     b.base = cg_get(c, v).v[0];
     return b;
@@ -148,7 +153,7 @@ static void copy_elem(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, I
 
 static bool lower_async_copy(Cg *c, const IrOp *op)
 {
-    Buf b = buf_of(c, op->operands[0]);
+    Buf b = buf_of(c, op->operands[0], false);
     LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
     const IrType *pt = cg_type(c, op->operands[2]);
     CgLayout l = cg_layout_of(pt);
@@ -234,7 +239,7 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
 
 static bool lower_local_load(Cg *c, const IrOp *op)
 {
-    Buf b = buf_of(c, op->operands[0]);
+    Buf b = buf_of(c, op->operands[0], op->attr.i == 1);
     LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
     const IrType *rt = cg_type(c, op->results[0]);
     CgLayout l = cg_layout_of(rt);

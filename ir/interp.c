@@ -305,7 +305,14 @@ static bool exec_local_load(Interp *I, const IrOp *op, Tile *res)
 {
     int64_t first = 0, n = 0;
     if (!stage_of(I, op, &first, &n)) return false;
-    memcpy(res->s, interp_opnd(I, op, 0)->s + first, (size_t)n * sizeof *res->s);
+    const Tile *b = interp_opnd(I, op, 0);
+    if (op->attr.i != 1) {
+        memcpy(res->s, b->s + first, (size_t)n * sizeof *res->s);
+        return true;
+    }
+    int64_t R = b->type->shape[1], C = b->type->shape[2];    /* res[c][r] = stage[r][c] */
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) res->s[c * R + r] = b->s[first + r * C + c];
     return true;
 }
 

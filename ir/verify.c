@@ -448,14 +448,17 @@ static bool check_terminator(Verifier *v, const IrOp *op)
 /* ---- shared memory (the GPU level: passes/shared.c) ------------------------------------ */
 static bool is_buffer(const IrType *t) { return t->rank >= 2 && t->layout && t->layout->kind == IR_LAYOUT_SHARED; }
 
-/* t is one stage of buffer b: b's shape without its first axis, b's element. */
-static bool is_stage_of(const IrType *t, const IrType *b)
+/* t is one stage of buffer b (b's shape without its first axis; reversed when
+ * transposed). */
+static bool is_stage_of_t(const IrType *t, const IrType *b, bool transposed)
 {
     if (t->rank + 1 != b->rank) return false;
     for (int d = 0; d < t->rank; d++)
-        if (t->shape[d] != b->shape[d + 1]) return false;
+        if (t->shape[d] != b->shape[transposed ? b->rank - 1 - d : d + 1]) return false;
     return true;
 }
+
+static bool is_stage_of(const IrType *t, const IrType *b) { return is_stage_of_t(t, b, false); }
 
 static bool check_local_alloc(Verifier *v, const IrOp *op)
 {
@@ -487,7 +490,9 @@ static bool check_local_load(Verifier *v, const IrOp *op)
 {
     if (!check_stage_operands(v, op)) return false;
     const IrType *b = opt(v, op, 0), *r = rty(v, op);
-    if (r->elem != b->elem || !is_stage_of(r, b) || !r->layout || r->layout->kind == IR_LAYOUT_SHARED)
+    if (op->attr.i != 0 && (op->attr.i != 1 || b->rank != 3))
+        return fail(v, op, "reads a stage as it is (0) or, for a 2-D stage, transposed (1), got %" PRId64, op->attr.i);
+    if (r->elem != b->elem || !is_stage_of_t(r, b, op->attr.i == 1) || !r->layout || r->layout->kind == IR_LAYOUT_SHARED)
         return fail(v, op, "reads one stage of %s into registers, got %s", tstr(b).s, tstr(r).s);
     return true;
 }

@@ -170,6 +170,8 @@ static bool hoist_block(IrFunc *f, IrBlock *blk)
     return changed;
 }
 
+bool pass_hoist_invariants(IrFunc *f) { return hoist_block(f, &f->body); }
+
 bool pass_hoist(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL) return false;

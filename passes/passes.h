@@ -33,7 +33,8 @@ extern const PassInfo pass_table[];
 extern const unsigned pass_count;
 
 /* The GPU level (after specialization, before codegen): */
-bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, splat adds after shape ops */
+bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, shape ops to the leaves */
+bool pass_hoist_invariants(IrFunc *f);   /* hoist.c: only the loop-invariant code motion */
 bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
 extern const PassInfo pass_gpu_table[];

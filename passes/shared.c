@@ -4,7 +4,8 @@
  *
  * require:    laid-out IR (pass_layout); a kernel's stages (f->stages, default 2)
  * guarantees: in every innermost `for` with a positive constant step, each operand of
- *             an mma dot that is a load in the loop body (its pointers and mask
+ *             an mma dot that is a load in the loop body, or trans of one (read back
+ *             transposed: local_load 1; attention's K^T), (its pointers and mask
  *             computed from the induction variable and values from outside the loop,
  *             by pure ops; its `other` absent or +0) is instead copied into a
  *             shared-memory ring of S = stages buffers: the copies of the first S-1
@@ -47,7 +48,7 @@
 #define MAX_CANDS 8
 
 typedef struct Cand {
-    IrOp *load, *cvt;
+    IrOp *load, *trans, *cvt;    /* trans: NULL, or the operand is trans(load) */
     IrValue buf;
 } Cand;
 
@@ -127,7 +128,12 @@ static bool is_candidate(Pipe *p, IrOp *cvt, Cand *out)
     if (l->kind != IR_LAYOUT_DOT_OPERAND || l->parent->kind != IR_LAYOUT_MMA || rt->rank != 2) return false;
     int bytes = ir_elem_bytes(rt->elem);
     if (bytes != 2 && bytes != 4) return false;
-    IrOp *ld = f->values[cvt->operands[0]].def;
+    IrOp *ld = f->values[cvt->operands[0]].def, *tr = NULL;
+    if (ld && ld->code == IR_OP_TRANS && ld->parent == p->body &&
+        use_count(f, ld->results[0], p->body->first) == 1) {
+        tr = ld;
+        ld = f->values[tr->operands[0]].def;
+    }
     if (!ld || ld->code != IR_OP_LOAD || ld->parent != p->body) return false;
     if (ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return false;
     if (use_count(f, ld->results[0], p->body->first) != 1) return false;
@@ -136,6 +142,7 @@ static bool is_candidate(Pipe *p, IrOp *cvt, Cand *out)
         return false;
     if (!mark_slice(p, ld->operands[0]) || (ld->noperands > 1 && !mark_slice(p, ld->operands[1]))) return false;
     out->load = ld;
+    out->trans = tr;
     out->cvt = cvt;
     return true;
 }
@@ -283,14 +290,16 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_limit
     w->attr.i = stages - 2;
     for (int i = 0; i < n; i++) {
         IrValue ops[2] = {cs[i].buf, stage};
-        IrValue v = ir_build1(&b, IR_OP_LOCAL_LOAD, ir_value_type(f, cs[i].cvt->results[0]), ops, 2);
-        ir_replace_all_uses(f, cs[i].cvt->results[0], v);
+        IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){ir_value_type(f, cs[i].cvt->results[0])}, 1, 0);
+        ll->attr.i = cs[i].trans != NULL;          /* 1: the stage read transposed */
+        ir_replace_all_uses(f, cs[i].cvt->results[0], ll->results[0]);
     }
     IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, (stages - 1) * step));
     IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, stages - 1)), iconst(&b, st, stages));
     emit_copies(&p, &b, cs, n, next, next_stage);
     for (int i = 0; i < n; i++) {
         ir_op_remove(cs[i].cvt);
+        if (cs[i].trans) ir_op_remove(cs[i].trans);
         ir_op_remove(cs[i].load);
     }
     /* after the loop: nothing in flight */
