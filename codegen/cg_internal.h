@@ -54,6 +54,7 @@ typedef struct Cg {
     LLVMValueRef tid, lane, warp;    /* i32, computed in the entry block */
     LLVMValueRef smem;           /* the dynamic shared memory, ptr addrspace(3) */
     uint32_t smem_buffers;       /* where the buffer area starts: after the scratch */
+    const IrOp **lazy;           /* per value: the local_load whose ldmatrix waits for its dot */
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
 } Cg;
@@ -147,6 +148,11 @@ bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
 uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, int mask_at, int other_at);
 /* cg_shared.c: local_alloc, async_copy, async_commit, async_wait, local_load. */
 bool cg_shared(Cg *c, const IrOp *op);
+/* A local_load into an mma operand emits its ldmatrix when the dot needs it: step ks of
+ * K (cg_shared_fill), or everything still missing (cg_shared_fill_all, which cg_get
+ * calls). Values that are not such loads are left alone. */
+void cg_shared_fill(Cg *c, IrValue v, uint32_t ks);
+void cg_shared_fill_all(Cg *c, IrValue v);
 /* Bytes of the buffer area (the end of the furthest local_alloc). */
 uint32_t cg_buffer_area_bytes(const IrFunc *f);
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */

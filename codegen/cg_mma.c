@@ -165,12 +165,16 @@ bool cg_mma_dot(Cg *c, const IrOp *op)
 {
     const IrType *at = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
     CgLayout la = cg_layout_of(at), lr = cg_layout_of(rt);
-    CgVal a = cg_get(c, op->operands[0]), b = cg_get(c, op->operands[1]), acc = cg_get(c, op->operands[2]);
+    /* operands read from shared memory come step by step of K, one step ahead */
+    CgVal a = c->vals[op->operands[0]], b = c->vals[op->operands[1]], acc = cg_get(c, op->operands[2]);
     uint32_t RM = (uint32_t)lr.reps[0], RN = (uint32_t)lr.reps[1], KS = (uint32_t)la.ks;
     CgVal out = cg_val_new(c, RM * RN * 4);
     for (uint32_t k = 0; k < out.n; k++) out.v[k] = cg_at(acc, k);
+    for (int i = 0; i < 2; i++) cg_shared_fill(c, op->operands[i], 0);
     for (uint32_t ks = 0; ks < KS; ks++)
         for (uint32_t rm = 0; rm < RM; rm++) {
+            if (rm == 0)
+                for (int i = 0; i < 2; i++) cg_shared_fill(c, op->operands[i], ks + 1);
             LLVMValueRef ar[4];
             for (uint32_t r = 0; r < 4; r++) {
                 uint32_t k = (rm * KS + ks) * 8 + 2 * r;

@@ -136,7 +136,11 @@ CgVal cg_val_new(Cg *c, uint32_t n)
     return x;
 }
 
-CgVal cg_get(Cg *c, IrValue v) { return c->vals[v]; }
+CgVal cg_get(Cg *c, IrValue v)
+{
+    if (c->lazy && c->lazy[v]) cg_shared_fill_all(c, v);
+    return c->vals[v];
+}
 void cg_set(Cg *c, IrValue v, CgVal x) { c->vals[v] = x; }
 const IrType *cg_type(Cg *c, IrValue v) { return ir_value_type(c->f, v); }
 
@@ -304,8 +308,9 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     cg_annotate(c->mod, c->fn, "kernel", 1);
     cg_annotate(c->mod, c->fn, "maxntidx", c->threads);
     c->vals = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->vals);
+    c->lazy = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->lazy);
     c->ai = axisinfo_analyze(k, aligned);
-    if (!c->vals || !c->ai) tl_oom();
+    if (!c->vals || !c->lazy || !c->ai) tl_oom();
     LLVMPositionBuilderAtEnd(c->b, cg_block_new(c, "entry"));
     c->exit_bb = cg_block_new(c, "exit");
     c->tid = cg_sreg(c, "tid.x");
@@ -319,7 +324,9 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     LLVMBuildRetVoid(c->b);
     terminate_dead_blocks(c);
     tl_free(c->vals);
+    tl_free(c->lazy);
     tl_free(c->ai);
+    c->lazy = NULL;
     c->vals = NULL;
     c->ai = NULL;
     return ok && !c->failed;

@@ -192,8 +192,8 @@ static LLVMValueRef elem_from_word(Cg *c, LLVMValueRef w, IrElem e, int half)
 
 /* n (1, 2 or 4) registers of an mma operand by one ldmatrix; regs[i]: register index
  * of the operand (elements 2*regs[i], +1). */
-static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l, IrElem e, uint32_t r0, uint32_t n,
-                     CgVal *out)
+static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l, IrElem e, const uint32_t *regs,
+                     uint32_t n, CgVal *out)
 {
     int kaxis = l->kind == CG_LAYOUT_DOT_A ? 1 : 0, oaxis = 1 - kaxis;
     bool trans = b->fast != kaxis;
@@ -203,7 +203,7 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
     LLVMValueRef org[2] = {NULL, NULL};
     for (uint32_t i = 0; i < n; i++) {
         int64_t co[IR_MAX_RANK];
-        cg_mma_coords_at(l, 0, 2 * (r0 + i), co);
+        cg_mma_coords_at(l, 0, 2 * regs[i], co);
         for (int d = 0; d < 2; d++) {
             LLVMValueRef v = k32(c, co[d]);
             org[d] = i ? LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, q, k32(c, i), ""), v, org[d], "") : v;
@@ -232,9 +232,107 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
     reads_memory_only(c, r);
     for (uint32_t i = 0; i < n; i++) {
         LLVMValueRef w = n == 1 ? r : LLVMBuildExtractValue(c->b, r, i, "");
-        out->v[2 * (r0 + i)] = elem_from_word(c, w, e, 0);
-        out->v[2 * (r0 + i) + 1] = elem_from_word(c, w, e, 1);
+        out->v[2 * regs[i]] = elem_from_word(c, w, e, 0);
+        out->v[2 * regs[i] + 1] = elem_from_word(c, w, e, 1);
     }
+}
+
+/* The registers of step ks of K of an mma operand, by ldmatrix: A four per rm (one
+ * x4), B two per rn, paired across rn (x4, or x2 for the last odd one). */
+static void fill_step(Cg *c, const IrOp *ll, const CgLayout *l, uint32_t ks, CgVal *out)
+{
+    Buf b = buf_of(c, ll->operands[0], ll->attr.i == 1);
+    LLVMValueRef stage = c->vals[ll->operands[1]].v[0];
+    IrElem e = cg_type(c, ll->results[0])->elem;
+    uint32_t KS = (uint32_t)l->ks, regs[4];
+    if (l->kind == CG_LAYOUT_DOT_A) {
+        for (uint32_t rm = 0; rm < (uint32_t)l->reps[0]; rm++) {
+            uint32_t r0 = (rm * KS + ks) * 4;
+            if (out->v[2 * r0]) continue;
+            for (uint32_t i = 0; i < 4; i++) regs[i] = r0 + i;
+            ldmatrix(c, &b, stage, l, e, regs, 4, out);
+        }
+        return;
+    }
+    uint32_t RN = (uint32_t)l->reps[1];
+    for (uint32_t rn = 0; rn < RN; rn += 2) {
+        uint32_t n = 0;
+        for (uint32_t q = rn; q < rn + 2 && q < RN; q++)
+            for (uint32_t i = 0; i < 2; i++) regs[n++] = (q * KS + ks) * 2 + i;
+        if (!out->v[2 * regs[0]]) ldmatrix(c, &b, stage, l, e, regs, n, out);
+    }
+}
+
+void cg_shared_fill(Cg *c, IrValue v, uint32_t ks)
+{
+    const IrOp *ll = c->lazy ? c->lazy[v] : NULL;
+    if (!ll) return;
+    CgLayout l = cg_layout_of(cg_type(c, v));
+    if (ks < (uint32_t)l.ks) fill_step(c, ll, &l, ks, &c->vals[v]);
+}
+
+void cg_shared_fill_all(Cg *c, IrValue v)
+{
+    const IrOp *ll = c->lazy ? c->lazy[v] : NULL;
+    if (!ll) return;
+    c->lazy[v] = NULL;
+    CgLayout l = cg_layout_of(cg_type(c, v));
+    for (uint32_t ks = 0; ks < (uint32_t)l.ks; ks++) fill_step(c, ll, &l, ks, &c->vals[v]);
+}
+
+/* s1 and s2 are different stages: rem(x, S) and rem(add(x, d), S), 0 < d < S constants. */
+static bool is_rem_of(const IrFunc *f, IrValue v, IrValue *x, int64_t *d, int64_t *S)
+{
+    const IrOp *r = f->values[v].def;
+    if (!r || r->code != IR_OP_REM) return false;
+    const IrOp *k = f->values[r->operands[1]].def;
+    if (!k || k->code != IR_OP_CONST) return false;
+    *S = k->attr.i;
+    *x = r->operands[0];
+    *d = 0;
+    const IrOp *a = f->values[*x].def;
+    const IrOp *ka = a && a->code == IR_OP_ADD ? f->values[a->operands[1]].def : NULL;
+    if (ka && ka->code == IR_OP_CONST) {
+        *x = a->operands[0];
+        *d = ka->attr.i;
+    }
+    return true;
+}
+
+static bool distinct_stages(const IrFunc *f, IrValue s1, IrValue s2)
+{
+    IrValue x1, x2;
+    int64_t d1, d2, S1, S2;
+    if (!is_rem_of(f, s1, &x1, &d1, &S1) || !is_rem_of(f, s2, &x2, &d2, &S2)) return false;
+    int64_t d = d1 - d2;
+    return x1 == x2 && S1 == S2 && S1 > 1 && d % S1 != 0;
+}
+
+/* The ldmatrix of a local_load may wait until its dot needs each step of K (and the
+ * next step is loaded while this one multiplies), when the dot is its only use, in the
+ * same block, and nothing between can change the stage it reads: no wait, barrier or
+ * store, and copies only into other buffers or provably other stages. */
+static bool deferrable(Cg *c, const IrOp *ll)
+{
+    const IrFunc *f = c->f;
+    IrValue v = ll->results[0];
+    for (const IrOp *op = ll->next; op; op = op->next) {
+        bool uses = false;
+        for (uint32_t i = 0; i < op->noperands; i++) uses |= op->operands[i] == v;
+        if (uses) {
+            for (const IrOp *o = op->next; o; o = o->next)
+                for (uint32_t i = 0; i < o->noperands; i++)
+                    if (o->operands[i] == v) return false;
+            return op->code == IR_OP_DOT && op->operands[2] != v;
+        }
+        if (op->nregions || op->code == IR_OP_ASYNC_WAIT || op->code == IR_OP_BARRIER) return false;
+        if (op->code == IR_OP_ASYNC_COPY) {
+            if (op->operands[0] == ll->operands[0] && !distinct_stages(f, op->operands[1], ll->operands[1])) return false;
+        } else if (ir_op_info[op->code].flags & IR_W) {
+            return false;
+        }
+    }
+    return false;
 }
 
 static bool lower_local_load(Cg *c, const IrOp *op)
@@ -246,21 +344,19 @@ static bool lower_local_load(Cg *c, const IrOp *op)
     uint32_t n = cg_layout_elems(&l);
     CgVal out = cg_val_new(c, n);
     if ((l.kind == CG_LAYOUT_DOT_A || l.kind == CG_LAYOUT_DOT_B) && b.bytes == 2 && c->target->ldmatrix) {
-        uint32_t regs = n / 2;
-        for (uint32_t r = 0; r < regs;) {
-            uint32_t g = regs - r >= 4 ? 4 : regs - r >= 2 ? 2 : 1;
-            ldmatrix(c, &b, stage, &l, rt->elem, r, g, &out);
-            r += g;
-        }
-    } else {
-        LLVMTypeRef mt = cg_mem_type(c, rt->elem);
-        for (uint32_t k = 0; k < n; k++) {
-            LLVMValueRef co[IR_MAX_RANK];
-            cg_layout_coords(c, &l, k, co);
-            LLVMValueRef sp = LLVMBuildIntToPtr(c->b, elem_addr(c, &b, stage, co), LLVMPointerTypeInContext(c->ctx, 3), "");
-            LLVMValueRef x = LLVMBuildLoad2(c->b, mt, sp, "");
-            out.v[k] = rt->elem == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, LLVMConstNull(mt), "") : x;
-        }
+        for (uint32_t k = 0; k < n; k++) out.v[k] = NULL;
+        cg_set(c, op->results[0], out);
+        c->lazy[op->results[0]] = op;
+        if (!deferrable(c, op)) cg_shared_fill_all(c, op->results[0]);
+        return true;
+    }
+    LLVMTypeRef mt = cg_mem_type(c, rt->elem);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef co[IR_MAX_RANK];
+        cg_layout_coords(c, &l, k, co);
+        LLVMValueRef sp = LLVMBuildIntToPtr(c->b, elem_addr(c, &b, stage, co), LLVMPointerTypeInContext(c->ctx, 3), "");
+        LLVMValueRef x = LLVMBuildLoad2(c->b, mt, sp, "");
+        out.v[k] = rt->elem == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, LLVMConstNull(mt), "") : x;
     }
     cg_set(c, op->results[0], out);
     return true;
