@@ -260,7 +260,8 @@ typedef struct Remat {
     int threads;
     Node nodes[REMAT_MAX_NODES];
     uint32_t n;
-    IrOp *root;                  /* the store or convert_layout whose operands are wanted */
+    IrOp **roots;                /* the stores or the convert_layout whose operands are wanted */
+    uint32_t nroots;
     const IrLayout *root_l;      /* in this layout */
     uint32_t *use_at;            /* CSR use lists: uses of v are use[use_at[v] .. use_at[v + 1]) */
     Use *use;
@@ -410,7 +411,8 @@ static void build_uses(Remat *r)
  * op of the plan that computes in a layout wanting l there. */
 static bool use_wants(Remat *r, Use u, const IrLayout *l)
 {
-    if (u.op == r->root) return r->root_l == l;
+    for (uint32_t i = 0; i < r->nroots; i++)
+        if (u.op == r->roots[i]) return r->root_l == l;
     for (uint32_t i = 0; i < r->n; i++) {
         Node *m = &r->nodes[i];
         if (m->def == u.op && m->moved) return want(r, m->def, u.i, m->l) == l;
@@ -438,7 +440,9 @@ static void decide_moves(Remat *r)
  * -1 if it would copy a load. */
 static int64_t balance(Remat *r)
 {
-    int64_t gain = r->root->code == IR_OP_CONVERT_LAYOUT ? convert_cost(r, r->root) : 0, cost = 0;
+    int64_t gain = 0, cost = 0;
+    for (uint32_t i = 0; i < r->nroots; i++)
+        if (r->roots[i]->code == IR_OP_CONVERT_LAYOUT) gain += convert_cost(r, r->roots[i]);
     for (uint32_t i = 0; i < r->n; i++) {
         Node *n = &r->nodes[i];
         const IrType *t = ir_value_type(r->f, n->v);
@@ -483,26 +487,35 @@ static IrValue value_in(Remat *r, IrValue v, const IrLayout *l)
     return n->done = c->results[0];
 }
 
-/* Plans the root's operands (all of them in l), and applies the plan if it pays. */
-static bool try_root(IrFunc *f, IrOp *root, const IrLayout *l)
+static bool has_uses(const Remat *r, IrValue v) { return r->use_at[v + 1] > r->use_at[v]; }
+
+/* Plans the roots' operands (all of them in l), and applies the plan if it pays. */
+static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *l)
 {
     Remat *r = tl_calloc(1, sizeof *r);
     if (!r) tl_oom();
     r->f = f;
     r->threads = 32 * (f->warps > 0 ? f->warps : 4);
-    r->root = root;
+    r->roots = roots;
+    r->nroots = nroots;
     r->root_l = l;
     build_uses(r);
-    bool ok = root->code != IR_OP_CONVERT_LAYOUT || r->use_at[root->results[0] + 1] > r->use_at[root->results[0]];
-    for (uint32_t i = 0; ok && i < root->noperands; i++) ok = plan_value(r, root->operands[i], l, 0);
+    bool ok = true;
+    for (uint32_t k = 0; ok && k < nroots; k++) {
+        IrOp *root = roots[k];
+        ok = root->code != IR_OP_CONVERT_LAYOUT || has_uses(r, root->results[0]);
+        for (uint32_t i = 0; ok && i < root->noperands; i++) ok = plan_value(r, root->operands[i], l, 0);
+    }
     if (ok) {
         decide_moves(r);
         ok = balance(r) > 0;
     }
-    if (ok && root->code == IR_OP_CONVERT_LAYOUT) {
-        ir_replace_all_uses(f, root->results[0], value_in(r, root->operands[0], l));
-    } else if (ok) {
-        for (uint32_t i = 0; i < root->noperands; i++) root->operands[i] = value_in(r, root->operands[i], l);
+    for (uint32_t k = 0; ok && k < nroots; k++) {
+        IrOp *root = roots[k];
+        if (root->code == IR_OP_CONVERT_LAYOUT)
+            ir_replace_all_uses(f, root->results[0], value_in(r, root->operands[0], l));
+        else
+            for (uint32_t i = 0; i < root->noperands; i++) root->operands[i] = value_in(r, root->operands[i], l);
     }
     tl_free(r->use_at);
     tl_free(r->use);
@@ -545,18 +558,33 @@ static void collect_roots(IrOp *op, void *ud)
     rs->ops[rs->n++] = op;
 }
 
-/* One round over the kernel's conversions into mma layouts and its stores. */
+/* One round over the kernel's conversions into mma layouts and its stores: the stores
+ * of values converted from one mma layout together (an epilogue that stores twice
+ * keeps its shared ops in that layout only if both stores move), else one by one. */
 static bool propagate(IrFunc *f)
 {
     Roots rs = {0};
     ir_walk(&f->body, collect_roots, &rs);
     bool changed = false;
+    IrOp **group = tl_calloc(rs.n + 1, sizeof *group);
+    if (!group) tl_oom();
     for (uint32_t i = 0; i < rs.n; i++) {
         IrOp *op = rs.ops[i];
-        const IrLayout *l = op->code == IR_OP_CONVERT_LAYOUT ? ir_value_type(f, op->results[0])->layout
-                                                             : converted_from(f, op->operands[1], 0);
-        if (in_mma_family(l)) changed |= try_root(f, op, l);
+        if (op->code != IR_OP_CONVERT_LAYOUT) continue;
+        const IrLayout *l = ir_value_type(f, op->results[0])->layout;
+        if (in_mma_family(l)) changed |= try_roots(f, &op, 1, l);
     }
+    for (uint32_t i = 0; i < rs.n; i++) {
+        const IrLayout *l = rs.ops[i]->code == IR_OP_STORE ? converted_from(f, rs.ops[i]->operands[1], 0) : NULL;
+        if (!l) continue;
+        uint32_t n = 0;
+        for (uint32_t j = i; j < rs.n; j++)
+            if (rs.ops[j]->code == IR_OP_STORE && converted_from(f, rs.ops[j]->operands[1], 0) == l) group[n++] = rs.ops[j];
+        if (try_roots(f, group, n, l)) changed = true;
+        else if (n > 1)
+            for (uint32_t j = 0; j < n; j++) changed |= try_roots(f, &group[j], 1, l);
+    }
+    tl_free(group);
     tl_free(rs.ops);
     return changed;
 }
