@@ -3,9 +3,12 @@
  * chooses one.
  *
  * require:    verified IR without layouts (the tile level), a kernel's warps set
- * guarantees: every tile value (op results and region arguments) has a blocked
- *             layout; tiles of one shape share it, so element-wise ops and
- *             loop-carried values never convert; values are unchanged
+ * guarantees: every tile value (op results and region arguments) has a layout:
+ *             the blocked layout of its shape, or, around tensor-core dots, an mma
+ *             layout (the dot, loop-carried accumulators, and the values that
+ *             layout propagation below produces in it: epilogues, their stores'
+ *             pointers and masks, slices for row and column vectors); every change
+ *             of layout is an explicit convert_layout; values are unchanged
  *
  *   %m = cmp lt %o, %n : i1[1024]   ->   %m = cmp lt %o, %n : i1[1024] #blocked
  *   layout #blocked = blocked<spt = [8], tpw = [32], wpc = [4], order = [0]>
