@@ -24,7 +24,12 @@
  * their [M, K] / [K, N] operands, with wpc = [WM, WN] warps (N fastest in the warp id)
  * and reps = [RM, RN] instruction tiles 16*WM rows and 8*WN columns apart; ks = K / 16
  * steps of K. spt[1] = 2 says that an accumulator's elements come in pairs of
- * neighbouring columns (c0 c1, c2 c3). */
+ * neighbouring columns (c0 c1, c2 c3). An accumulator layout also lays out tiles
+ * narrower than its warps' instruction tiles ([M, 1], [1, N]: coordinates wrap, the
+ * copy at an unwrapped position owns the element), and `slice` = 1 + d marks the slice
+ * of an accumulator layout along axis d (rank 1: the parent's layout of the tile with
+ * a size-1 axis d inserted; reps, wpc and the kind are the parent's, spt[0] the run
+ * along the axis that stays). */
 typedef enum { CG_LAYOUT_BLOCKED, CG_LAYOUT_MMA, CG_LAYOUT_DOT_A, CG_LAYOUT_DOT_B } CgLayoutKind;
 
 typedef struct CgLayout {
@@ -32,6 +37,7 @@ typedef struct CgLayout {
     int rank;
     int32_t shape[IR_MAX_RANK], spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], reps[IR_MAX_RANK];
     int32_t ks;                  /* dot operands: steps of 16 along K */
+    int32_t slice;               /* 1 + the axis removed from an mma parent; 0: none */
 } CgLayout;
 
 typedef struct CgVal {
@@ -112,6 +118,12 @@ void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[
 bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
 /* i1: this thread's copies are the owners (no other thread writes them). */
 LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l);
+/* i1: this thread's copy of local element k is its owner; the same as cg_layout_owner
+ * but for accumulator layouts of narrow tiles, where copies sit in one thread too. */
+LLVMValueRef cg_layout_owner_at(Cg *c, const CgLayout *l, uint32_t k);
+/* How many of a thread's elements lie side by side along the last axis, from every
+ * local index that is a multiple of it (what a vector access may cover at most). */
+uint32_t cg_layout_run(const CgLayout *l);
 bool cg_layout_replicated(const CgLayout *l);
 /* Row-major linear index of coords in l's shape (i32). */
 LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK]);

@@ -15,12 +15,43 @@
 #include "codegen/cg_internal.h"
 #include "ir/layout.h"
 
+/* The mma layout of t (cg_mma.c), with at least one repeat along an axis narrower
+ * than its warps' instruction tiles ([M, 1] and [1, N] tiles wrap). */
+static CgLayout mma_family(const IrType *t)
+{
+    CgLayout l = cg_mma_layout(t);
+    for (int d = 0; l.kind == CG_LAYOUT_MMA && d < 2; d++)
+        if (l.reps[d] < 1) l.reps[d] = 1;
+    return l;
+}
+
+/* slice<dim, parent = #mma> of [S]: the parent's layout of [S, 1] (dim 1) or [1, S]
+ * (dim 0), viewed as rank 1. */
+static CgLayout mma_slice(const IrType *t)
+{
+    const IrLayout *il = t->layout;
+    IrType pt = *t;
+    int dim = il->dim;
+    pt.rank = 2;
+    pt.shape[dim] = 1;
+    pt.shape[1 - dim] = t->shape[0];
+    pt.layout = il->parent;
+    CgLayout l = mma_family(&pt);
+    l.slice = dim + 1;
+    l.rank = 1;
+    l.shape[0] = t->shape[0];
+    l.shape[1] = 0;
+    l.spt[0] = l.spt[1 - dim];
+    return l;
+}
+
 CgLayout cg_layout_of(const IrType *t)
 {
     CgLayout l = {.kind = CG_LAYOUT_BLOCKED, .rank = t->rank};
     if (t->rank == 0 || !t->layout) return l;
     const IrLayout *il = t->layout;
-    if (il->kind == IR_LAYOUT_MMA || il->kind == IR_LAYOUT_DOT_OPERAND) return cg_mma_layout(t);
+    if (il->kind == IR_LAYOUT_MMA || il->kind == IR_LAYOUT_DOT_OPERAND) return mma_family(t);
+    if (il->kind == IR_LAYOUT_SLICE) return mma_slice(t);
     for (int d = 0; d < t->rank; d++) {
         l.shape[d] = t->shape[d];
         l.spt[d] = il->spt[d];
@@ -34,10 +65,12 @@ CgLayout cg_layout_of(const IrType *t)
 
 /* What codegen lowers today: blocked layouts whose lanes and warps are numbered with
  * the last axis fastest (order [rank-1, ..., 0]); mma.sync accumulators (version 2,
- * m16n8k16) and their 16-bit operands (two K elements per register). */
+ * m16n8k16) of any shape, their slices, and their 16-bit operands (two K elements per
+ * register). */
 static bool supported(const IrLayout *l)
 {
     if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && l->instr[2] == 16;
+    if (l->kind == IR_LAYOUT_SLICE) return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
     if (l->kind == IR_LAYOUT_DOT_OPERAND) return l->kwidth == 2 && l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
     if (l->kind == IR_LAYOUT_SHARED) return l->rank == 3 && !l->pad && !l->swizzle_bytes;   /* cg_shared.c */
     if (l->kind != IR_LAYOUT_BLOCKED) return false;
@@ -76,6 +109,74 @@ bool cg_check_layouts(Cg *c, const IrFunc *k)
     LayoutWalk w = {c, k, true};
     ir_walk((IrBlock *)&k->body, check_visit, &w);
     return w.ok;
+}
+
+/* ---- the mma family: narrow tiles wrap, slices drop an axis ------------------------------ */
+
+/* The instruction tiles of all warps along axis d of an accumulator: 16 rows per warp
+ * row, 8 columns per warp column. A narrower axis wraps. */
+static int32_t mma_span(const CgLayout *l, int d) { return d == 0 ? 16 * l->wpc[0] : 8 * l->wpc[1]; }
+
+/* The rank-2 shape the mma coordinate functions lay out (a slice's parent shape). */
+static void mma_shape(const CgLayout *l, int32_t ps[2])
+{
+    if (!l->slice) {
+        ps[0] = l->shape[0];
+        ps[1] = l->shape[1];
+        return;
+    }
+    ps[l->slice - 1] = 1;
+    ps[2 - l->slice] = l->shape[0];
+}
+
+static bool mma_narrow(const CgLayout *l, int d)
+{
+    int32_t ps[2];
+    mma_shape(l, ps);
+    return l->kind == CG_LAYOUT_MMA && ps[d] < mma_span(l, d);
+}
+
+static void mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
+{
+    LLVMValueRef pc[IR_MAX_RANK];
+    int32_t ps[2];
+    cg_mma_coords(c, l, k, pc);
+    mma_shape(l, ps);
+    for (int d = 0; d < 2; d++)
+        if (mma_narrow(l, d)) pc[d] = LLVMBuildAnd(c->b, pc[d], cg_i32c(c, ps[d] - 1), "");
+    if (l->slice) coords[0] = pc[2 - l->slice];
+    else coords[0] = pc[0], coords[1] = pc[1];
+}
+
+static bool mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
+{
+    int64_t pc[IR_MAX_RANK];
+    int32_t ps[2];
+    bool owner = cg_mma_coords_at(l, t, k, pc);
+    mma_shape(l, ps);
+    for (int d = 0; d < 2; d++)
+        if (mma_narrow(l, d)) {
+            owner &= pc[d] < ps[d];
+            pc[d] &= ps[d] - 1;
+        }
+    if (l->slice) coords[0] = pc[2 - l->slice];
+    else coords[0] = pc[0], coords[1] = pc[1];
+    return owner;
+}
+
+/* Narrow accumulator tiles: element k is owned where its unwrapped coordinates are
+ * inside the tile. */
+static LLVMValueRef mma_owner_at(Cg *c, const CgLayout *l, uint32_t k)
+{
+    if (l->kind != CG_LAYOUT_MMA) return cg_mma_owner(c, l);
+    LLVMValueRef own = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0), pc[IR_MAX_RANK];
+    int32_t ps[2];
+    mma_shape(l, ps);
+    if (!mma_narrow(l, 0) && !mma_narrow(l, 1)) return own;
+    cg_mma_coords(c, l, k, pc);
+    for (int d = 0; d < 2; d++)
+        if (mma_narrow(l, d)) own = LLVMBuildAnd(c->b, own, LLVMBuildICmp(c->b, LLVMIntULT, pc[d], cg_i32c(c, ps[d]), ""), "");
+    return own;
 }
 
 static uint32_t axis_elems(const CgLayout *l, int d) { return (uint32_t)(l->spt[d] * l->reps[d]); }
@@ -123,7 +224,7 @@ static int32_t local_offset(const CgLayout *l, int d, uint32_t li)
 void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
     if (l->kind != CG_LAYOUT_BLOCKED) {
-        cg_mma_coords(c, l, k, coords);
+        mma_coords(c, l, k, coords);
         return;
     }
     uint32_t li[IR_MAX_RANK];
@@ -136,7 +237,7 @@ void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[
 
 bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
 {
-    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_coords_at(l, t, k, coords);
+    if (l->kind != CG_LAYOUT_BLOCKED) return mma_coords_at(l, t, k, coords);
     uint32_t li[IR_MAX_RANK], lane = t % 32, warp = t / 32;
     bool owner = true;
     local_index(l, k, li);
@@ -153,7 +254,7 @@ bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coor
 bool cg_layout_replicated(const CgLayout *l)
 {
     if (l->rank == 0) return true;
-    if (l->kind == CG_LAYOUT_MMA) return false;
+    if (l->kind == CG_LAYOUT_MMA) return mma_narrow(l, 0) || mma_narrow(l, 1);
     if (l->kind == CG_LAYOUT_DOT_A) return l->wpc[1] > 1;
     if (l->kind == CG_LAYOUT_DOT_B) return l->wpc[0] > 1;
     for (int d = 0; d < l->rank; d++)
@@ -162,7 +263,8 @@ bool cg_layout_replicated(const CgLayout *l)
 }
 
 /* A copy is the owner when its unwrapped position is inside the tile on every axis;
- * that does not depend on the element (spans larger than the axis have one repeat). */
+ * for blocked layouts that does not depend on the element (spans larger than the axis
+ * have one repeat); narrow accumulator tiles need cg_layout_owner_at. */
 LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
 {
     if (l->rank == 0) return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
@@ -174,6 +276,20 @@ LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
         own = LLVMBuildAnd(c->b, own, in, "");
     }
     return own;
+}
+
+LLVMValueRef cg_layout_owner_at(Cg *c, const CgLayout *l, uint32_t k)
+{
+    return l->rank > 0 && l->kind != CG_LAYOUT_BLOCKED ? mma_owner_at(c, l, k) : cg_layout_owner(c, l);
+}
+
+uint32_t cg_layout_run(const CgLayout *l)
+{
+    if (l->rank == 0) return 1;
+    int last = l->rank - 1;
+    if (l->kind == CG_LAYOUT_BLOCKED) return (uint32_t)l->spt[last];
+    if (l->kind != CG_LAYOUT_MMA || l->slice == 2) return 1;     /* operands; the rows of a slice */
+    return mma_narrow(l, 1) ? 1 : (uint32_t)l->spt[last];        /* column pairs, unless they wrap */
 }
 
 LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK])

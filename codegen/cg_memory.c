@@ -1,7 +1,8 @@
 /* Global memory: load, store and the atomics.
  *
- * A thread's elements come in runs of spt consecutive elements along the last axis
- * (cg_layout.c). Where the axis analysis proves that the pointers of a run are
+ * A thread's elements come in runs of consecutive elements along the last axis
+ * (cg_layout_run: spt of a blocked layout; the column pairs c0 c1, c2 c3 of an mma
+ * accumulator, so f32 pairs are 8-byte and bf16/f16 pairs 4-byte stores). Where the axis analysis proves that the pointers of a run are
  * consecutive, that the first is aligned to the vector's size, and that the mask (and
  * `other`) are constant over the vector, the run is accessed with vectors of up to 16
  * bytes (ld.global.v4.f32, v4.b32 for 8 halves, ...); otherwise element by element.
@@ -46,7 +47,7 @@ uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, i
     if (pt->rank == 0 || l->rank == 0) return 1;
     int last = pt->rank - 1, bytes = ir_elem_bytes(pt->pointee);
     const AxisInfo *pa = &c->ai[op->operands[ptr_at]];
-    int64_t v = l->spt[last];
+    int64_t v = cg_layout_run(l);
     if (pa->contiguity[last] < v) v = pa->contiguity[last];
     if (pa->divisibility[last] / bytes < v) v = pa->divisibility[last] / bytes;
     if (16 / bytes < v) v = 16 / bytes;
@@ -233,7 +234,7 @@ static bool lower_load(Cg *c, const IrOp *op)
 
 /* ---- store ------------------------------------------------------------------------------- */
 
-static void store_run(Cg *c, const IrOp *op, IrElem e, LLVMValueRef owner, uint32_t k, uint32_t n)
+static void store_run(Cg *c, const IrOp *op, IrElem e, const CgLayout *l, uint32_t k, uint32_t n)
 {
     CgVal ptr = cg_get(c, op->operands[0]), val = cg_get(c, op->operands[1]);
     IrElem ve = cg_type(c, op->operands[1])->elem;
@@ -245,7 +246,7 @@ static void store_run(Cg *c, const IrOp *op, IrElem e, LLVMValueRef owner, uint3
         LLVMValueRef m = to_mem(c, x[i], e);
         v = n > 1 ? LLVMBuildInsertElement(c->b, v, m, cg_i32c(c, i), "") : m;
     }
-    LLVMValueRef cond = owner;
+    LLVMValueRef cond = cg_layout_owner_at(c, l, k);     /* the same for every element of a vector */
     if (op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
     bool known = LLVMIsAConstantInt(cond) != NULL;
     if (known && !LLVMConstIntGetZExtValue(cond)) return;
@@ -266,8 +267,7 @@ static bool lower_store(Cg *c, const IrOp *op)
     const IrType *pt = cg_type(c, op->operands[0]);
     CgLayout l = cg_layout_of(pt);
     uint32_t vw = vector_width(c, op, &l, 2, -1), n = cg_layout_elems(&l);
-    LLVMValueRef owner = cg_layout_owner(c, &l);
-    for (uint32_t k = 0; k < n; k += vw) store_run(c, op, pt->pointee, owner, k, vw);
+    for (uint32_t k = 0; k < n; k += vw) store_run(c, op, pt->pointee, &l, k, vw);
     return true;
 }
 
@@ -353,13 +353,14 @@ static bool lower_atomic(Cg *c, const IrOp *op)
     CgLayout l = cg_layout_of(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     LLVMValueRef owner = cg_layout_owner(c, &l);
+    bool per_elem = l.rank > 0 && l.kind != CG_LAYOUT_BLOCKED;    /* narrow mma tiles: copies in one thread */
     bool cas = op->code == IR_OP_ATOMIC_CAS;
     if (releases(op)) {
         cg_barrier(c);
         fence_gpu(c);
     }
     for (uint32_t k = 0; k < out.n; k++) {
-        LLVMValueRef cond = owner;
+        LLVMValueRef cond = per_elem ? cg_layout_owner_at(c, &l, k) : owner;
         if (!cas && op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
         Guard g = guard_begin(c, cond);
         LLVMValueRef old = atomic_one(c, op, e, k);
@@ -372,13 +373,17 @@ static bool lower_atomic(Cg *c, const IrOp *op)
     if (cg_layout_replicated(&l)) {          /* copies take the owner's old value */
         LLVMTypeRef mt = cg_mem_type(c, e);
         cg_barrier(c);
-        Guard g = guard_begin(c, owner);
+        Guard g = {0};
+        if (!per_elem) g = guard_begin(c, owner);
         for (uint32_t k = 0; k < out.n; k++) {
             LLVMValueRef co[IR_MAX_RANK];
+            Guard ge = {0};
+            if (per_elem) ge = guard_begin(c, cg_layout_owner_at(c, &l, k));
             cg_layout_coords(c, &l, k, co);
             LLVMBuildStore(c->b, to_mem(c, out.v[k], e), cg_smem_ptr(c, cg_linear(c, &l, co), mt, 0));
+            if (per_elem) guard_end(c, &ge, NULL, NULL);
         }
-        guard_end(c, &g, NULL, NULL);
+        if (!per_elem) guard_end(c, &g, NULL, NULL);
         cg_barrier(c);
         for (uint32_t k = 0; k < out.n; k++) {
             LLVMValueRef co[IR_MAX_RANK];

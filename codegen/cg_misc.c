@@ -173,8 +173,8 @@ static bool lower_print(Cg *c, const IrOp *op)
         const IrType *t = cg_type(c, op->operands[i]);
         CgLayout l = cg_layout_of(t);
         CgVal x = cg_get(c, op->operands[i]);
-        LLVMValueRef owner = cg_layout_owner(c, &l);
         for (uint32_t k = 0; k < cg_layout_elems(&l); k++) {
+            LLVMValueRef owner = cg_layout_owner_at(c, &l, k);
             LLVMValueRef co[IR_MAX_RANK];
             unsigned n = 3;
             print_prefix(c, args, &fmt, op);
@@ -207,8 +207,12 @@ static bool lower_assert(Cg *c, const IrOp *op)
     LLVMTypeRef pts[5] = {ptr, ptr, i32, ptr, i64};
     LLVMValueRef fn = declare(c, "__assertfail", LLVMVoidTypeInContext(c->ctx), pts, 5);
     LLVMValueRef failed = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 0, 0);
-    for (uint32_t k = 0; k < x.n; k++) failed = LLVMBuildOr(c->b, failed, LLVMBuildNot(c->b, x.v[k], ""), "");
-    failed = LLVMBuildAnd(c->b, failed, cg_layout_owner(c, &l), "");
+    bool per_elem = l.rank > 0 && l.kind != CG_LAYOUT_BLOCKED;     /* owners report, not their copies */
+    for (uint32_t k = 0; k < x.n; k++) {
+        LLVMValueRef bad = LLVMBuildNot(c->b, x.v[k], "");
+        failed = LLVMBuildOr(c->b, failed, per_elem ? LLVMBuildAnd(c->b, bad, cg_layout_owner_at(c, &l, k), "") : bad, "");
+    }
+    if (!per_elem) failed = LLVMBuildAnd(c->b, failed, cg_layout_owner(c, &l), "");
     LLVMBasicBlockRef on = cg_block_new(c, "assert"), join = cg_block_new(c, "assert.ok");
     LLVMBuildCondBr(c->b, failed, on, join);
     LLVMPositionBuilderAtEnd(c->b, on);

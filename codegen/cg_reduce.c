@@ -228,6 +228,7 @@ bool cg_reduce(Cg *c, const IrOp *op)
     Red r = {op->code, acc_elem(st->elem), op->code == IR_OP_ARGMAX || op->code == IR_OP_ARGMIN};
     if (r.code == IR_OP_SUM && st->elem == IR_PTR) return cg_error(c, op, "cannot sum pointers");
     CgLayout l = cg_layout_of(st), cl = l;
+    if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "reductions of tensor-core layouts are not lowered yet");
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     uint32_t n;
     Pair *p = in_thread(c, &r, &l, a, cg_get(c, op->operands[0]), st->elem, &n);
@@ -423,6 +424,7 @@ bool cg_scan(Cg *c, const IrOp *op)
     const IrType *t = cg_type(c, op->operands[0]);
     int a = (int)op->attr.i;
     CgLayout l = cg_layout_of(t);
+    if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "scans of tensor-core layouts are not lowered yet");
     ScanAxis ax = scan_axis(&l, a);
     Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .e = t->elem,
               .ae = acc_elem(t->elem), .ea = (uint32_t)(ax.spt * ax.reps), .inner = 1};

@@ -3,9 +3,12 @@
  * chooses one.
  *
  * require:    verified IR without layouts (the tile level), a kernel's warps set
- * guarantees: every tile value (op results and region arguments) has a blocked
- *             layout; tiles of one shape share it, so element-wise ops and
- *             loop-carried values never convert; values are unchanged
+ * guarantees: every tile value (op results and region arguments) has a layout:
+ *             the blocked layout of its shape, or, around tensor-core dots, an mma
+ *             layout (the dot, loop-carried accumulators, and the values that
+ *             layout propagation below produces in it: epilogues, their stores'
+ *             pointers and masks, slices for row and column vectors); every change
+ *             of layout is an explicit convert_layout; values are unchanged
  *
  *   %m = cmp lt %o, %n : i1[1024]   ->   %m = cmp lt %o, %n : i1[1024] #blocked
  *   layout #blocked = blocked<spt = [8], tpw = [32], wpc = [4], order = [0]>
@@ -203,6 +206,392 @@ static void fold_visit(IrOp *op, void *ud)
     }
 }
 
+/* ---- layout propagation: conversions removed by rematerialization ----------------------
+ *
+ * After the dots are anchored, a conversion sits wherever an accumulator meets the
+ * blocked world: after the loop (mma -> blocked, a whole f32 tile through shared
+ * memory) before the epilogue and the store, and before a dot whose accumulator starts
+ * from a loaded tile. Both are removed by producing values in the accumulator layout
+ * instead (after Triton's RemoveLayoutConversions, which was the model):
+ *
+ *   store root   a store whose value comes, through element-wise ops and dtype casts,
+ *                from convert_layout(x) with x in an mma layout L: the value, the
+ *                pointers and the mask are all produced in L, so the epilogue runs in
+ *                L and the store writes the accumulator's column pairs (forward).
+ *   convert root convert_layout(x) into an mma layout L (or a slice of one): x is
+ *                produced in L instead (backward), e.g. a bias row loaded, expanded
+ *                and broadcast is loaded in slice(L) and expanded in L.
+ *
+ * Producing v in L (plan_value) walks back from v: a value already in L is itself; a
+ * convert_layout is transparent (its operand in L); a cheap op (element-wise, convert,
+ * select, const, splat, arange, expand_dims, broadcast, the hints) is produced from its
+ * operands in L (expand_dims from slice(L, axis)); a load may change its layout only if
+ * it is moved, never copied. Anything else (reductions, dots, scans, rand, block
+ * arguments, loop results in another layout) stops the plan. An op of the plan is
+ * *moved* (retyped in place) when every use of it wants it in L, else *cloned* next to
+ * the original, which keeps serving its other uses.
+ *
+ * The cost rule (docs/DECISIONS.md): a plan is applied only if the conversions it
+ * removes cost more than the work it adds. A conversion through shared memory costs
+ * 64 + 4 (n_src + n_dst) units, n the distinct elements per thread on each side (a
+ * shared store or load with its address arithmetic per element, two barriers); an op
+ * costs its distinct elements per thread in the layout it computes in, times 4 for
+ * math functions and division, 2 for loads, 0 for const, splat, broadcast, expand_dims
+ * and hints (register copies); a moved op costs only what its new layout adds over its
+ * old one. Loads, reductions and dots are never duplicated. */
+
+typedef struct Use {
+    IrOp *op;
+    uint32_t i;
+} Use;
+
+typedef struct Node {
+    IrValue v;                   /* wanted in layout l */
+    const IrLayout *l;
+    IrOp *def;
+    IrValue ops[3];              /* def's operands when planned (moving rewrites them) */
+    uint32_t nops;
+    bool through;                /* def is a convert_layout: v in l is its operand in l */
+    bool moved;                  /* every use wants v in l: def is retyped in place */
+    IrValue done;                /* v in l, once applied */
+} Node;
+
+#define REMAT_MAX_NODES 256
+
+typedef struct Remat {
+    IrFunc *f;
+    int threads;
+    Node nodes[REMAT_MAX_NODES];
+    uint32_t n;
+    IrOp **roots;                /* the stores or the convert_layout whose operands are wanted */
+    uint32_t nroots;
+    const IrLayout *root_l;      /* in this layout */
+    uint32_t *use_at;            /* CSR use lists: uses of v are use[use_at[v] .. use_at[v + 1]) */
+    Use *use;
+} Remat;
+
+static bool in_mma_family(const IrLayout *l)
+{
+    return l && (l->kind == IR_LAYOUT_MMA || (l->kind == IR_LAYOUT_SLICE && l->parent->kind == IR_LAYOUT_MMA));
+}
+
+/* Distinct elements a thread holds of a tile of t's shape in layout l (mma.sync: rows g
+ * and g + 8, columns 2t and 2t + 1 of each instruction tile; narrow tiles wrap). */
+static int64_t distinct_elems(const IrType *t, const IrLayout *l, int threads)
+{
+    int64_t n = 1;
+    switch (l->kind) {
+    case IR_LAYOUT_BLOCKED:
+        for (int d = 0; d < t->rank; d++) {
+            int64_t span = (int64_t)l->spt[d] * l->tpw[d] * l->wpc[d];
+            n *= l->spt[d] * (span >= t->shape[d] ? 1 : t->shape[d] / span);
+        }
+        return n;
+    case IR_LAYOUT_MMA:
+        if (l->version == 2) {
+            int64_t rm = t->shape[0] / (l->instr[0] * l->wpc[0]), rn = t->shape[1] / (l->instr[1] * l->wpc[1]);
+            return (rm < 1 ? 1 : rm) * (t->shape[0] >= 16 ? 2 : 1) * (rn < 1 ? 1 : rn) * (t->shape[1] >= 2 ? 2 : 1);
+        }
+        break;
+    case IR_LAYOUT_SLICE: {
+        IrType pt = *t;
+        pt.rank = (uint8_t)(t->rank + 1);
+        for (int d = t->rank; d > l->dim; d--) pt.shape[d] = t->shape[d - 1];
+        pt.shape[l->dim] = 1;
+        return distinct_elems(&pt, l->parent, threads);
+    }
+    default: break;
+    }
+    n = ir_type_numel(t) / threads;
+    return n < 1 ? 1 : n;
+}
+
+static int64_t convert_cost(Remat *r, const IrOp *cv)
+{
+    const IrType *s = ir_value_type(r->f, cv->operands[0]), *d = ir_value_type(r->f, cv->results[0]);
+    return 64 + 4 * (distinct_elems(s, s->layout, r->threads) + distinct_elems(d, d->layout, r->threads));
+}
+
+static int op_weight(IrOpcode code)
+{
+    switch (code) {
+    case IR_OP_CONST: case IR_OP_SPLAT: case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS:
+    case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: case IR_OP_CONVERT_LAYOUT:
+        return 0;
+    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_LOG: case IR_OP_LOG2: case IR_OP_SQRT: case IR_OP_RSQRT:
+    case IR_OP_SIN: case IR_OP_COS: case IR_OP_TANH: case IR_OP_ERF: case IR_OP_SIGMOID: case IR_OP_POW:
+    case IR_OP_DIV: case IR_OP_REM:
+        return 4;
+    case IR_OP_LOAD: return 2;
+    default: return 1;
+    }
+}
+
+/* Whether def can be produced in layout l from its operands (loads: if moved). */
+static bool cheap(const IrOp *d, const IrLayout *l)
+{
+    switch (d->code) {
+    case IR_OP_CONST: case IR_OP_SPLAT: case IR_OP_BROADCAST: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
+    case IR_OP_LOAD:
+        return true;
+    case IR_OP_ARANGE: return l->rank == 1;
+    case IR_OP_EXPAND_DIMS: return l->kind == IR_LAYOUT_MMA;
+    default: return (ir_op_info[d->code].flags & IR_E) != 0;
+    }
+}
+
+/* The layout in which a planned op wants operand i when it computes in l; NULL for
+ * scalars. */
+static const IrLayout *want(Remat *r, const IrOp *d, uint32_t i, const IrLayout *l)
+{
+    if (ir_value_type(r->f, d->operands[i])->rank == 0) return NULL;
+    if (d->code == IR_OP_EXPAND_DIMS) return ir_layout_slice(r->f->module->ctx, l, (int)d->attr.i);
+    return l;
+}
+
+static Node *find_node(Remat *r, IrValue v, const IrLayout *l)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->nodes[i].v == v && r->nodes[i].l == l) return &r->nodes[i];
+    return NULL;
+}
+
+/* Plans v in layout l; false if some value on the way cannot be produced there. */
+static bool plan_value(Remat *r, IrValue v, const IrLayout *l, int depth)
+{
+    const IrType *t = ir_value_type(r->f, v);
+    if (t->rank == 0 || t->layout == l || find_node(r, v, l)) return true;
+    IrOp *d = r->f->values[v].def;
+    bool through = d && d->code == IR_OP_CONVERT_LAYOUT;
+    if (!d || depth > 64 || r->n == REMAT_MAX_NODES || d->nresults != 1 || d->noperands > 3 ||
+        (!through && !cheap(d, l)))
+        return false;
+    Node *n = &r->nodes[r->n++];
+    memset(n, 0, sizeof *n);
+    n->v = v;
+    n->l = l;
+    n->def = d;
+    n->through = through;
+    n->nops = d->noperands;
+    n->done = IR_NO_VALUE;
+    memcpy(n->ops, d->operands, d->noperands * sizeof *d->operands);
+    for (uint32_t i = 0; i < d->noperands; i++) {
+        const IrLayout *wl = want(r, d, i, l);
+        if (wl && !plan_value(r, d->operands[i], wl, depth + 1)) return false;
+    }
+    return true;
+}
+
+/* ---- uses, and which planned ops move ---- */
+
+static void count_use(IrOp *op, void *ud)
+{
+    Remat *r = ud;
+    for (uint32_t i = 0; i < op->noperands; i++) r->use_at[op->operands[i] + 1]++;
+}
+
+static void fill_use(IrOp *op, void *ud)
+{
+    Remat *r = ud;
+    for (uint32_t i = 0; i < op->noperands; i++) r->use[r->use_at[op->operands[i]]++] = (Use){op, i};
+}
+
+static void build_uses(Remat *r)
+{
+    uint32_t nv = r->f->nvalues;
+    r->use_at = tl_calloc(nv + 1, sizeof *r->use_at);
+    if (!r->use_at) tl_oom();
+    ir_walk(&r->f->body, count_use, r);
+    for (uint32_t v = 0; v < nv; v++) r->use_at[v + 1] += r->use_at[v];
+    r->use = tl_calloc(r->use_at[nv] + 1, sizeof *r->use);
+    if (!r->use) tl_oom();
+    ir_walk(&r->f->body, fill_use, r);          /* leaves use_at[v] at the end of v's uses */
+    for (uint32_t v = nv; v > 0; v--) r->use_at[v] = r->use_at[v - 1];
+    r->use_at[0] = 0;
+}
+
+/* Whether use u of a value wants it in layout l, after the plan: the root, or a moved
+ * op of the plan that computes in a layout wanting l there. */
+static bool use_wants(Remat *r, Use u, const IrLayout *l)
+{
+    for (uint32_t i = 0; i < r->nroots; i++)
+        if (u.op == r->roots[i]) return r->root_l == l;
+    for (uint32_t i = 0; i < r->n; i++) {
+        Node *m = &r->nodes[i];
+        if (m->def == u.op && m->moved) return want(r, m->def, u.i, m->l) == l;
+    }
+    return false;
+}
+
+static void decide_moves(Remat *r)
+{
+    for (uint32_t i = 0; i < r->n; i++) r->nodes[i].moved = true;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < r->n; i++) {
+            Node *n = &r->nodes[i];
+            for (uint32_t u = r->use_at[n->v]; n->moved && u < r->use_at[n->v + 1]; u++)
+                if (!use_wants(r, r->use[u], n->l)) {
+                    n->moved = false;
+                    changed = true;
+                }
+        }
+    }
+}
+
+/* The plan's balance: conversions it removes minus work it adds (> 0: worth it), or
+ * -1 if it would copy a load. */
+static int64_t balance(Remat *r)
+{
+    int64_t gain = 0, cost = 0;
+    for (uint32_t i = 0; i < r->nroots; i++)
+        if (r->roots[i]->code == IR_OP_CONVERT_LAYOUT) gain += convert_cost(r, r->roots[i]);
+    for (uint32_t i = 0; i < r->n; i++) {
+        Node *n = &r->nodes[i];
+        const IrType *t = ir_value_type(r->f, n->v);
+        if (n->through) {
+            if (n->moved) gain += convert_cost(r, n->def);
+            continue;
+        }
+        if (n->def->code == IR_OP_LOAD && !n->moved) return -1;
+        int64_t w = op_weight(n->def->code), now = w * distinct_elems(t, n->l, r->threads);
+        int64_t before = n->moved ? w * distinct_elems(t, t->layout, r->threads) : 0;
+        cost += now > before ? now - before : 0;
+    }
+    return gain - cost;
+}
+
+/* ---- applying a plan ---- */
+
+static IrValue value_in(Remat *r, IrValue v, const IrLayout *l)
+{
+    IrFunc *f = r->f;
+    if (ir_value_type(f, v)->rank == 0 || ir_value_type(f, v)->layout == l) return v;
+    Node *n = find_node(r, v, l);
+    if (n->done != IR_NO_VALUE) return n->done;
+    if (n->through) return n->done = value_in(r, n->ops[0], l);
+    IrValue ops[3];
+    for (uint32_t i = 0; i < n->nops; i++) {
+        bool expand = n->def->code == IR_OP_EXPAND_DIMS;
+        ops[i] = value_in(r, n->ops[i], expand ? ir_layout_slice(f->module->ctx, l, (int)n->def->attr.i) : l);
+    }
+    const IrType *t = ir_type_with_layout(f->module->ctx, ir_value_type(f, v), l);
+    if (n->moved) {
+        memcpy(n->def->operands, ops, n->nops * sizeof *ops);
+        f->values[v].type = t;
+        return n->done = v;
+    }
+    IrBuilder b;
+    ir_builder_before(&b, n->def->next);
+    b.loc = n->def->loc;
+    IrOp *c = ir_build(&b, n->def->code, ops, n->nops, &t, 1, 0);
+    c->attr = n->def->attr;
+    f->values[c->results[0]].name = f->values[v].name;
+    return n->done = c->results[0];
+}
+
+static bool has_uses(const Remat *r, IrValue v) { return r->use_at[v + 1] > r->use_at[v]; }
+
+/* Plans the roots' operands (all of them in l), and applies the plan if it pays. */
+static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *l)
+{
+    Remat *r = tl_calloc(1, sizeof *r);
+    if (!r) tl_oom();
+    r->f = f;
+    r->threads = 32 * (f->warps > 0 ? f->warps : 4);
+    r->roots = roots;
+    r->nroots = nroots;
+    r->root_l = l;
+    build_uses(r);
+    bool ok = true;
+    for (uint32_t k = 0; ok && k < nroots; k++) {
+        IrOp *root = roots[k];
+        ok = root->code != IR_OP_CONVERT_LAYOUT || has_uses(r, root->results[0]);
+        for (uint32_t i = 0; ok && i < root->noperands; i++) ok = plan_value(r, root->operands[i], l, 0);
+    }
+    if (ok) {
+        decide_moves(r);
+        ok = balance(r) > 0;
+    }
+    for (uint32_t k = 0; ok && k < nroots; k++) {
+        IrOp *root = roots[k];
+        if (root->code == IR_OP_CONVERT_LAYOUT)
+            ir_replace_all_uses(f, root->results[0], value_in(r, root->operands[0], l));
+        else
+            for (uint32_t i = 0; i < root->noperands; i++) root->operands[i] = value_in(r, root->operands[i], l);
+    }
+    tl_free(r->use_at);
+    tl_free(r->use);
+    tl_free(r);
+    return ok;
+}
+
+/* The mma layout a store's value was converted from, looking back through element-wise
+ * ops of the value's shape; NULL if none. */
+static const IrLayout *converted_from(const IrFunc *f, IrValue v, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || depth > 32 || ir_value_type(f, v)->rank == 0) return NULL;
+    if (d->code == IR_OP_CONVERT_LAYOUT) {
+        const IrLayout *src = ir_value_type(f, d->operands[0])->layout;
+        return src->kind == IR_LAYOUT_MMA ? src : NULL;
+    }
+    if (!(ir_op_info[d->code].flags & IR_E)) return NULL;
+    for (uint32_t i = 0; i < d->noperands; i++) {
+        const IrLayout *l = converted_from(f, d->operands[i], depth + 1);
+        if (l) return l;
+    }
+    return NULL;
+}
+
+typedef struct Roots {
+    IrOp **ops;
+    uint32_t n, cap;
+} Roots;
+
+static void collect_roots(IrOp *op, void *ud)
+{
+    Roots *rs = ud;
+    if (op->code != IR_OP_STORE && op->code != IR_OP_CONVERT_LAYOUT) return;
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? 2 * rs->cap : 16;
+        rs->ops = tl_realloc(rs->ops, rs->cap * sizeof *rs->ops);
+        if (!rs->ops) tl_oom();
+    }
+    rs->ops[rs->n++] = op;
+}
+
+/* One round over the kernel's conversions into mma layouts and its stores: the stores
+ * of values converted from one mma layout together (an epilogue that stores twice
+ * keeps its shared ops in that layout only if both stores move), else one by one. */
+static bool propagate(IrFunc *f)
+{
+    Roots rs = {0};
+    ir_walk(&f->body, collect_roots, &rs);
+    bool changed = false;
+    IrOp **group = tl_calloc(rs.n + 1, sizeof *group);
+    if (!group) tl_oom();
+    for (uint32_t i = 0; i < rs.n; i++) {
+        IrOp *op = rs.ops[i];
+        if (op->code != IR_OP_CONVERT_LAYOUT) continue;
+        const IrLayout *l = ir_value_type(f, op->results[0])->layout;
+        if (in_mma_family(l)) changed |= try_roots(f, &op, 1, l);
+    }
+    for (uint32_t i = 0; i < rs.n; i++) {
+        const IrLayout *l = rs.ops[i]->code == IR_OP_STORE ? converted_from(f, rs.ops[i]->operands[1], 0) : NULL;
+        if (!l) continue;
+        uint32_t n = 0;
+        for (uint32_t j = i; j < rs.n; j++)
+            if (rs.ops[j]->code == IR_OP_STORE && converted_from(f, rs.ops[j]->operands[1], 0) == l) group[n++] = rs.ops[j];
+        if (try_roots(f, group, n, l)) changed = true;
+        else if (n > 1)
+            for (uint32_t j = 0; j < n; j++) changed |= try_roots(f, &group[j], 1, l);
+    }
+    tl_free(group);
+    tl_free(rs.ops);
+    return changed;
+}
+
 bool pass_layout(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL) return false;
@@ -229,5 +618,9 @@ bool pass_layout(IrFunc *f)
     tl_free(dots);
     ir_walk(&f->body, carry_visit, f);
     ir_walk(&f->body, fold_visit, f);
+    for (int round = 0; round < 4 && propagate(f); round++) {
+        ir_walk(&f->body, fold_visit, f);
+        changed = true;
+    }
     return changed;
 }

@@ -14,6 +14,7 @@
 #include "codegen/cg_internal.h"
 #include "codegen/codegen.h"
 #include "ir/ir.h"
+#include "ir/layout.h"
 #include "passes/axisinfo.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
@@ -195,6 +196,58 @@ static void test_layouts_own_each_element_once(void **state)
     const IrType *bt = ir_type_tile(c, ir_type_scalar(c, IR_F32), 1, big);
     CgLayout l = cg_layout_of(ir_type_with_layout(c, bt, pass_blocked_layout(c, 4, bt)));
     assert_int_equal(l.spt[0], 8);                      /* two 16-byte f32 vectors */
+    ir_ctx_destroy(c);
+}
+
+/* The accumulator family (cg_layout.c): mma.sync layouts of full and narrow tiles and
+ * their slices own each element once, and a run that cg_layout_run reports lies side by
+ * side along the last axis in every thread (what a vector store writes). */
+static void check_mma_owned_once(IrCtx *c, const IrLayout *il, int rank, const int32_t *shape, int warps)
+{
+    const IrType *t = ir_type_with_layout(c, ir_type_tile(c, ir_type_scalar(c, IR_F32), rank, shape), il);
+    CgLayout l = cg_layout_of(t);
+    int64_t n = ir_type_numel(t);
+    uint32_t run = cg_layout_run(&l);
+    int *seen = calloc((size_t)n, sizeof *seen);
+    for (uint32_t th = 0; th < (uint32_t)warps * 32; th++)
+        for (uint32_t k = 0; k < cg_layout_elems(&l); k++) {
+            int64_t co[IR_MAX_RANK] = {0}, first[IR_MAX_RANK] = {0}, lin = 0;
+            bool own = cg_layout_coords_at(&l, th, k, co);
+            cg_layout_coords_at(&l, th, k - k % run, first);
+            for (int d = 0; d < rank; d++) {
+                assert_true(co[d] >= 0 && co[d] < shape[d]);
+                lin = lin * shape[d] + co[d];
+                assert_int_equal(co[d], first[d] + (d == rank - 1 ? k % run : 0));
+            }
+            if (own) seen[lin]++;
+        }
+    for (int64_t i = 0; i < n; i++) assert_int_equal(seen[i], 1);
+    free(seen);
+}
+
+static void test_mma_layouts_own_each_element_once(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    static const int32_t wpcs[][2] = {{2, 2}, {4, 2}, {1, 4}, {2, 1}};
+    static const int32_t shapes[][2] = {{64, 64}, {64, 1}, {1, 64}, {16, 1}, {1, 8}, {128, 32}};
+    for (size_t w = 0; w < sizeof wpcs / sizeof *wpcs; w++) {
+        IrLayout k;
+        memset(&k, 0, sizeof k);
+        k.kind = IR_LAYOUT_MMA;
+        k.rank = 2;
+        k.version = 2;
+        k.wpc[0] = wpcs[w][0];
+        k.wpc[1] = wpcs[w][1];
+        k.instr[0] = 16;
+        k.instr[1] = 8;
+        k.instr[2] = 16;
+        const IrLayout *mma = ir_layout_intern(c, &k);
+        int warps = wpcs[w][0] * wpcs[w][1];
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_mma_owned_once(c, mma, 2, shapes[i], warps);
+        for (int dim = 0; dim < 2; dim++)
+            for (int32_t len = 1; len <= 128; len *= 4)
+                check_mma_owned_once(c, ir_layout_slice(c, mma, dim), 1, &len, warps);
+    }
     ir_ctx_destroy(c);
 }
 
@@ -387,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_reduction_shuffles_and_shared_memory),
         cmocka_unit_test(test_kernel_info_without_shared_memory),
         cmocka_unit_test(test_layouts_own_each_element_once),
+        cmocka_unit_test(test_mma_layouts_own_each_element_once),
         cmocka_unit_test(test_axisinfo_facts),
         cmocka_unit_test(test_axisinfo_new_axis_and_compare),
         cmocka_unit_test(test_axisinfo_checker),
