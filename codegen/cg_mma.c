@@ -175,15 +175,30 @@ static LLVMValueRef reg_elem(Cg *c, LLVMValueRef x, IrElem in, const MmaKind *k)
     return cg_convert_scalar(c, x, in, k->reg_elem);
 }
 
-/* The operand's registers, in element order: register q holds elements q*W..q*W+W-1. */
-static LLVMValueRef *operand_regs(Cg *c, CgVal x, uint32_t n, int W, IrElem in, const MmaKind *k)
+/* An operand's registers, in element order (register q holds elements q*W..q*W+W-1),
+ * each built at its first use: the f16/bf16 PTX stays what it was before kwidth was
+ * more than 2. */
+typedef struct Operand {
+    CgVal x;
+    IrElem in;
+    int W;
+    LLVMValueRef *regs;          /* NULL until built */
+} Operand;
+
+static Operand operand(Cg *c, CgVal x, const CgLayout *l, IrElem in)
 {
-    LLVMValueRef *regs = arena_alloc(c->arena, n / (uint32_t)W * sizeof *regs), e[4];
-    for (uint32_t q = 0; q < n / (uint32_t)W; q++) {
-        for (int j = 0; j < W; j++) e[j] = reg_elem(c, cg_at(x, q * (uint32_t)W + (uint32_t)j), in, k);
-        regs[q] = pack(c, e, W);
-    }
-    return regs;
+    uint32_t n = cg_mma_elems(l) / (uint32_t)l->kwidth;
+    Operand o = {x, in, l->kwidth, arena_alloc(c->arena, n * sizeof *o.regs)};
+    memset(o.regs, 0, n * sizeof *o.regs);
+    return o;
+}
+
+static LLVMValueRef operand_reg(Cg *c, Operand *o, uint32_t q, const MmaKind *k)
+{
+    if (o->regs[q]) return o->regs[q];
+    LLVMValueRef e[4] = {0};
+    for (int j = 0; j < o->W; j++) e[j] = reg_elem(c, cg_at(o->x, q * (uint32_t)o->W + (uint32_t)j), o->in, k);
+    return o->regs[q] = pack(c, e, o->W);
 }
 
 /* d = a * b + d for one m16n8kK tile: a 4 registers, b 2, d 4 f32 or i32. */
@@ -214,17 +229,21 @@ bool cg_mma_dot(Cg *c, const IrOp *op)
 {
     const IrType *at = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
     CgLayout la = cg_layout_of(at), lb = cg_layout_of(cg_type(c, op->operands[1])), lr = cg_layout_of(rt);
-    CgVal a = cg_get(c, op->operands[0]), b = cg_get(c, op->operands[1]), acc = cg_get(c, op->operands[2]);
+    CgVal acc = cg_get(c, op->operands[2]);
     uint32_t RM = (uint32_t)lr.reps[0], RN = (uint32_t)lr.reps[1], KS = (uint32_t)la.ks;
     MmaKind k = mma_kind(at->elem);
-    LLVMValueRef *ar = operand_regs(c, a, cg_mma_elems(&la), la.kwidth, at->elem, &k);
-    LLVMValueRef *br = operand_regs(c, b, cg_mma_elems(&lb), lb.kwidth, at->elem, &k);
+    Operand a = operand(c, cg_get(c, op->operands[0]), &la, at->elem), b = operand(c, cg_get(c, op->operands[1]), &lb, at->elem);
     CgVal out = cg_val_new(c, RM * RN * 4);
     for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q);
     for (uint32_t ks = 0; ks < KS; ks++)
-        for (uint32_t rm = 0; rm < RM; rm++)
-            for (uint32_t rn = 0; rn < RN; rn++)
-                mma_sync(c, &k, ar + (rm * KS + ks) * 4, br + (rn * KS + ks) * 2, out.v + (rm * RN + rn) * 4);
+        for (uint32_t rm = 0; rm < RM; rm++) {
+            LLVMValueRef ar[4], br[2];
+            for (uint32_t r = 0; r < 4; r++) ar[r] = operand_reg(c, &a, (rm * KS + ks) * 4 + r, &k);
+            for (uint32_t rn = 0; rn < RN; rn++) {
+                for (uint32_t r = 0; r < 2; r++) br[r] = operand_reg(c, &b, (rn * KS + ks) * 2 + r, &k);
+                mma_sync(c, &k, ar, br, out.v + (rm * RN + rn) * 4);
+            }
+        }
     cg_set(c, op->results[0], out);
     return true;
 }
