@@ -1,5 +1,5 @@
-/* dot(a[M,K], b[K,N], acc[M,N]) as plain FMAs (tensor cores come with the mma/wgmma
- * layouts of the next issue).
+/* dot(a[M,K], b[K,N], acc[M,N]) as plain FMAs, for the dots that the layout pass left
+ * off the tensor cores (cg_mma.c): f32 without tf32, f64, shapes no mma.sync fits.
  *
  * a and b go to shared memory (as f32 for f32 and narrower floats, tf32-rounded when
  * asked; as the accumulator's integer type for integers), then each thread computes its
@@ -8,18 +8,23 @@
 #include "codegen/cg_internal.h"
 #include "ir/layout.h"
 
-/* tf32: 10 mantissa bits, round to nearest even (the interpreter's fp_round_tf32);
- * infinities and NaNs pass unchanged. */
-static LLVMValueRef round_tf32(Cg *c, LLVMValueRef x)
+/* tf32: 10 mantissa bits, round to nearest even (the interpreter's fp_round_tf32), by
+ * adding 0xFFF plus the lowest kept bit and clearing the 13 dropped bits; a value
+ * that rounds past the largest finite one becomes inf (as fp_round_tf32), inf stays
+ * inf. A NaN becomes a quiet NaN with the dropped bits clear: mma.sync reads only
+ * the top 19 bits, where a NaN whose payload lay below would read as inf.
+ * Not cvt.rna.tf32.f32, which rounds ties away from zero. */
+LLVMValueRef cg_round_tf32(Cg *c, LLVMValueRef x)
 {
-    LLVMTypeRef i32 = cg_i32(c);
-    LLVMValueRef b = LLVMBuildBitCast(c->b, x, i32, "");
+    LLVMValueRef b = LLVMBuildBitCast(c->b, x, cg_i32(c), "");
     LLVMValueRef lsb = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, b, cg_i32c(c, 13), ""), cg_i32c(c, 1), "");
     LLVMValueRef r = LLVMBuildAdd(c->b, b, LLVMBuildAdd(c->b, cg_i32c(c, 0xFFF), lsb, ""), "");
     r = LLVMBuildAnd(c->b, r, cg_i32c(c, (int32_t)0xFFFFE000u), "");
-    LLVMValueRef fin = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildAnd(c->b, b, cg_i32c(c, 0x7F800000), ""),
-                                     cg_i32c(c, 0x7F800000), "");
-    return LLVMBuildBitCast(c->b, LLVMBuildSelect(c->b, fin, r, b, ""), LLVMFloatTypeInContext(c->ctx), "");
+    LLVMValueRef mag = LLVMBuildAnd(c->b, b, cg_i32c(c, 0x7FFFFFFF), "");
+    LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT, mag, cg_i32c(c, 0x7F800000), "");
+    LLVMValueRef qnan = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, b, cg_i32c(c, (int32_t)0xFFFFE000u), ""),
+                                    cg_i32c(c, 0x400000), "");
+    return LLVMBuildBitCast(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), LLVMFloatTypeInContext(c->ctx), "");
 }
 
 /* The type products run in: f32 for f32 and narrower floats, f64, or the result's integer. */
@@ -38,7 +43,7 @@ static void stage(Cg *c, const IrOp *op, int which, IrElem ce, uint32_t byte_bas
     LLVMTypeRef ct = cg_elem_type(c, ce);
     for (uint32_t k = 0; k < x.n; k++) {
         LLVMValueRef co[IR_MAX_RANK], v = cg_convert_scalar(c, x.v[k], t->elem, ce);
-        if (tf32) v = round_tf32(c, v);
+        if (tf32) v = cg_round_tf32(c, v);
         cg_layout_coords(c, &l, k, co);
         LLVMBuildStore(c->b, v, cg_smem_ptr(c, cg_linear(c, &l, co), ct, byte_base));
     }

@@ -20,23 +20,25 @@
  * the axis side by side, and the pattern repeats reps[d] times. Where spt * tpw * wpc
  * exceeds the axis, coordinates wrap: several threads hold copies of one element (the
  * copy at an unwrapped position is the owner). Rank 0: a uniform scalar.
- * The tensor-core kinds (cg_mma.c), for [M, N] accumulators of mma.sync m16n8k16 and
+ * The tensor-core kinds (cg_mma.c), for [M, N] accumulators of mma.sync m16n8kK and
  * their [M, K] / [K, N] operands, with wpc = [WM, WN] warps (N fastest in the warp id)
- * and reps = [RM, RN] instruction tiles 16*WM rows and 8*WN columns apart; ks = K / 16
- * steps of K. spt[1] = 2 says that an accumulator's elements come in pairs of
- * neighbouring columns (c0 c1, c2 c3). An accumulator layout also lays out tiles
- * narrower than its warps' instruction tiles ([M, 1], [1, N]: coordinates wrap, the
- * copy at an unwrapped position owns the element), and `slice` = 1 + d marks the slice
- * of an accumulator layout along axis d (rank 1: the parent's layout of the tile with
- * a size-1 axis d inserted; reps, wpc and the kind are the parent's, spt[0] the run
- * along the axis that stays). */
+  * and reps = [RM, RN] instruction tiles 16*WM rows and 8*WN columns apart; an operand
+ * has kwidth K elements per 32-bit register (1 tf32, 2 f16/bf16/f8, 4 i8/u8; the
+ * instruction's K is 8 * kwidth) and ks = K / (8 * kwidth) steps of K. spt[1] = 2 says
+ * that an accumulator's elements come in pairs of neighbouring columns (c0 c1, c2 c3).
+ * An accumulator layout also lays out tiles narrower than its warps' instruction tiles
+ * ([M, 1], [1, N]: coordinates wrap, the copy at an unwrapped position owns the
+ * element), and `slice` = 1 + d marks the slice of an accumulator layout along axis d
+ * (rank 1: the parent's layout of the tile with a size-1 axis d inserted; reps, wpc and
+ * the kind are the parent's, spt[0] the run along the axis that stays). */
 typedef enum { CG_LAYOUT_BLOCKED, CG_LAYOUT_MMA, CG_LAYOUT_DOT_A, CG_LAYOUT_DOT_B } CgLayoutKind;
 
 typedef struct CgLayout {
     CgLayoutKind kind;
     int rank;
     int32_t shape[IR_MAX_RANK], spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], reps[IR_MAX_RANK];
-    int32_t ks;                  /* dot operands: steps of 16 along K */
+    int32_t ks;                  /* dot operands: instruction steps along K */
+    int32_t kwidth;              /* dot operands: K elements per 32-bit register */
     int32_t slice;               /* 1 + the axis removed from an mma parent; 0: none */
 } CgLayout;
 
@@ -172,7 +174,9 @@ bool cg_scan(Cg *c, const IrOp *op);
 uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */
 uint32_t cg_reduce_warps(const IrType *t, int axis);      /* warps along the reduced axis */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
-/* cg_mma.c: the tensor-core layouts' element coordinates, and dot on mma.sync. */
+LLVMValueRef cg_round_tf32(Cg *c, LLVMValueRef x);   /* f32 to tf32, as the interpreter rounds */
+/* cg_mma.c: the tensor-core layouts' element coordinates, and dot on mma.sync
+ * (m16n8k8 tf32, m16n8k16 f16/bf16/f8, m16n8k32 i8/u8). */
 CgLayout cg_mma_layout(const IrType *t);
 uint32_t cg_mma_elems(const CgLayout *l);
 void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);

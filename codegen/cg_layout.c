@@ -65,13 +65,14 @@ CgLayout cg_layout_of(const IrType *t)
 
 /* What codegen lowers today: blocked layouts whose lanes and warps are numbered with
  * the last axis fastest (order [rank-1, ..., 0]); mma.sync accumulators (version 2,
- * m16n8k16) of any shape, their slices, and their 16-bit operands (two K elements per
- * register). */
+ * m16n8k8, k16, k32) of any shape, their slices, and their operands (K / 8 elements per
+ * register: the verifier's rule); shared-memory buffers (cg_shared.c). */
 static bool supported(const IrLayout *l)
 {
-    if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && l->instr[2] == 16;
+    if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && (l->instr[2] == 8 || l->instr[2] == 16 || l->instr[2] == 32);
     if (l->kind == IR_LAYOUT_SLICE) return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
-    if (l->kind == IR_LAYOUT_DOT_OPERAND) return l->kwidth == 2 && l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
+    if (l->kind == IR_LAYOUT_DOT_OPERAND)
+        return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent) && l->kwidth * 8 == l->parent->instr[2];
     if (l->kind == IR_LAYOUT_SHARED) return l->rank == 3 && !l->pad && !l->swizzle_bytes;   /* cg_shared.c */
     if (l->kind != IR_LAYOUT_BLOCKED) return false;
     for (int d = 0; d < l->rank; d++)

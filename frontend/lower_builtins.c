@@ -259,8 +259,8 @@ static bool dot_shapes(Lower *L, const AstExpr *call, const IrType *a, const IrT
                  ir_elem_name(b->elem));
         return false;
     }
-    if (!ir_elem_is_float(a->elem) && a->elem != IR_I8) {
-        lw_error(L, call->loc, "dot takes float or i8 tiles, got %s", ir_elem_name(a->elem));
+    if (!ir_elem_is_float(a->elem) && a->elem != IR_I8 && a->elem != IR_U8) {
+        lw_error(L, call->loc, "dot takes float, i8 or u8 tiles, got %s", ir_elem_name(a->elem));
         return false;
     }
     return true;

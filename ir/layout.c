@@ -60,6 +60,21 @@ int ir_layout_warps(const IrLayout *l)
     }
 }
 
+/*   a, b              acc   instruction          K   kwidth (layout.h)
+ *   f16, bf16         f32   m16n8k16.f16/.bf16   16  2
+ *   f8e4m3, f8e5m2    f32   m16n8k16.f16         16  2 (each element converted)
+ *   f32 + tf32        f32   m16n8k8.tf32         8   1
+ *   i8, u8            i32   m16n8k32.s8/.u8      32  4 */
+int ir_mma_sync_k(IrElem in, IrElem acc, int precision)
+{
+    switch (in) {
+    case IR_F16: case IR_BF16: case IR_F8E4M3: case IR_F8E5M2: return acc == IR_F32 ? 16 : 0;
+    case IR_F32: return acc == IR_F32 && precision == IR_PREC_TF32 ? 8 : 0;
+    case IR_I8: case IR_U8: return acc == IR_I32 ? 32 : 0;
+    default: return 0;
+    }
+}
+
 /* ---- text ---------------------------------------------------------------------------- */
 typedef struct Out {
     char *buf;
@@ -167,8 +182,10 @@ static bool check_mma(const IrLayout *l, char *why, size_t n)
 {
     if (l->rank != 2) return fail(why, n, "mma layouts lay out rank-2 tiles");
     if (!all_pow2(l->wpc, 2)) return fail(why, n, "mma layout warps (wpc) must be powers of two");
-    if (l->version == 2 && (l->instr[0] != 16 || l->instr[1] != 8 || !pow2(l->instr[2]) || l->instr[2] < 4))
-        return fail(why, n, "mma version 2 (mma.sync) has instr = [16, 8, K], K a power of two of at least 4");
+    if (l->version == 2 && (l->instr[0] != 16 || l->instr[1] != 8 ||
+                            (l->instr[2] != 8 && l->instr[2] != 16 && l->instr[2] != 32)))
+        return fail(why, n, "mma version 2 (mma.sync) has instr = [16, 8, K] with K 8 (tf32), 16 (16-bit floats) "
+                            "or 32 (8-bit integers)");
     if (l->version == 3 && (l->instr[0] != 64 || l->instr[1] < 8 || l->instr[1] > 256 || l->instr[1] % 8 ||
                             l->wpc[0] % 4))
         return fail(why, n, "mma version 3 (wgmma) has instr = [64, N, K] with N a multiple of 8 up to 256, "
@@ -204,7 +221,13 @@ static bool check_kind(const IrLayout *l, char *why, size_t n)
             return fail(why, n, "a dot_operand layout has an mma or blocked parent");
         if ((l->op != 0 && l->op != 1) || !pow2(l->kwidth) || l->rank != l->parent->rank)
             return fail(why, n, "a dot_operand layout is operand 0 (A) or 1 (B) with a power-of-two kwidth");
-        return check_kind(l->parent, why, n);
+        if (!check_kind(l->parent, why, n)) return false;
+        /* mma.sync m16n8kK: a thread holds K/2 elements of A in 4 registers (K/4 of B in
+         * 2), so a register holds kwidth = K/8 consecutive K elements */
+        if (l->parent->kind == IR_LAYOUT_MMA && l->parent->version == 2 && l->kwidth * 8 != l->parent->instr[2])
+            return fail(why, n, "an operand of mma version 2 with instr = [16, 8, K] has kwidth = K / 8 "
+                                "(K elements per 32-bit register)");
+        return true;
     default: return fail(why, n, "unknown layout kind");
     }
 }

@@ -17,10 +17,13 @@
  *                result along `dim` keeps the threads that held each row).
  *   mma          registers: the accumulator of a tensor-core instruction. version 2:
  *                mma.sync, instr = [16, 8, K] per warp (c_i at row g + 8*(i>=2), col
- *                2t + (i&1), g = lane/4, t = lane%4); version 3: wgmma, instr = [64, N, K]
- *                per warpgroup. wpc: warps (v2) along M and N.
+ *                2t + (i&1), g = lane/4, t = lane%4), K = 8 (tf32), 16 (f16, bf16, and
+ *                f8 converted to f16) or 32 (i8, u8); version 3: wgmma, instr =
+ *                [64, N, K] per warpgroup. wpc: warps (v2) along M and N.
  *   dot_operand  registers: operand op (0: A, 1: B) of a parent mma (or of a blocked
- *                parent, for dots on FMAs), kwidth consecutive K elements per thread.
+ *                parent, for dots on FMAs), kwidth consecutive K elements per thread
+ *                and 32-bit register; with an mma v2 parent kwidth = K / 8 (1 tf32, 2
+ *                16-bit, 4 8-bit elements).
  *   shared       shared memory, row-major along `order` (order[0] contiguous): either
  *                swizzled, the 16-byte chunk index XORed with the row's phase (vec
  *                elements per chunk, per_phase rows per phase, max_phase phases), with
@@ -77,6 +80,12 @@ int ir_layout_warps(const IrLayout *l);
 /* Writes the layout's body, e.g. "blocked<spt = [1, 8], tpw = [4, 8], wpc = [4, 1],
  * order = [1, 0]>", with a parent written as parent_name (or inline when NULL). */
 char *ir_layout_str(const IrLayout *l, const char *parent_name, char *buf, size_t n);
+/* The K of the mma.sync m16n8kK instruction that computes dot(a, b) of `in` elements
+ * into an `acc` accumulator at the given IrPrecision, or 0 when none does (the dot
+ * stays on FMAs): 16 for f16/bf16 and f8 (converted to f16, exactly) into f32, 8 for
+ * f32 with precision tf32, 32 for i8/u8 into i32. f32 without tf32 has no mma: it
+ * stays exact. */
+int ir_mma_sync_k(IrElem in, IrElem acc, int precision);
 /* Checks a layout on its own and against a tile shape of the given rank, for warps
  * warps; on failure writes the broken rule to why and returns false. */
 bool ir_layout_check(const IrLayout *l, int rank, int warps, char *why, size_t n);

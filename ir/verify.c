@@ -521,6 +521,25 @@ static bool check_value_layout(Verifier *v, const IrOp *op, const IrType *t)
     return true;
 }
 
+/* A dot on mma.sync takes its operands in its layout's dot_operand layouts, and the
+ * layout names the instruction for its element types (ir_mma_sync_k). */
+static bool check_mma_dot(Verifier *v, const IrOp *op)
+{
+    const IrLayout *m = rty(v, op)->layout;
+    for (uint32_t i = 0; i < 2; i++) {
+        const IrLayout *l = opt(v, op, i)->layout;
+        if (!l || l->kind != IR_LAYOUT_DOT_OPERAND || l->op != (int32_t)i || l->parent != m)
+            return fail(v, op, "in an mma layout takes operand %u in its dot_operand layout (op = %u), got %s", i, i,
+                        tstr(opt(v, op, i)).s);
+    }
+    IrElem in = opt(v, op, 0)->elem, acc = rty(v, op)->elem;
+    if (ir_mma_sync_k(in, acc, (int)op->attr.i) != m->instr[2])
+        return fail(v, op, "of %s (precision %s) into %s has no mma.sync with instr = [16, 8, %d]", ir_elem_name(in),
+                    op->attr.i >= 0 && op->attr.i <= IR_PREC_IEEE ? ir_precision_names[op->attr.i] : "?",
+                    ir_elem_name(acc), m->instr[2]);
+    return true;
+}
+
 /* Element-wise ops compute each element where it is held: operands and result share a
  * layout. convert_layout moves a tile between layouts and changes nothing else. */
 static bool check_layouts(Verifier *v, const IrOp *op)
@@ -533,6 +552,9 @@ static bool check_layouts(Verifier *v, const IrOp *op)
             if (opt(v, op, i)->rank && opt(v, op, i)->layout != rty(v, op)->layout)
                 return fail(v, op, "is element-wise: operand %u must have the result's layout, got %s for %s", i,
                             tstr(opt(v, op, i)).s, tstr(rty(v, op)).s);
+    if (op->code == IR_OP_DOT && rty(v, op)->layout && rty(v, op)->layout->kind == IR_LAYOUT_MMA &&
+        rty(v, op)->layout->version == 2)
+        return check_mma_dot(v, op);
     if (op->code == IR_OP_CONVERT_LAYOUT) {
         const IrType *a = opt(v, op, 0), *r = rty(v, op);
         if (!same_shape(a, r) || !same_elem(a, r) || !a->layout || !r->layout)

@@ -20,7 +20,11 @@
  * threads than the tile has elements, the last axis' lanes (and the first axis'
  * warps) hold copies. Shape changes (broadcast, expand_dims, trans, reshape, the
  * result of a reduction) are where two layouts meet; codegen converts there, directly
- * when every thread already holds what it needs, else through shared memory. */
+ * when every thread already holds what it needs, else through shared memory.
+ *
+ * Dots that a tensor-core instruction computes (mma_layout_for) get its layouts: the
+ * accumulator an mma layout, the operands dot_operand layouts of it, with converts
+ * around the dot (the loops keep the accumulator in the mma layout where they can). */
 #include "passes.h"
 
 #include <string.h>
@@ -70,15 +74,18 @@ static bool mma_warps(int warps, int32_t M, int32_t N, int32_t wpc[2])
     return true;
 }
 
-/* dot(a, b, acc) runs on mma.sync m16n8k16 when a and b are f16 or bf16 (the same),
- * the accumulator f32, and M, N, K multiples of 16, 8, 16 that the warps cover. */
+/* dot(a, b, acc) runs on mma.sync m16n8kK when an instruction takes its element types
+ * (ir_mma_sync_k: f16/bf16/f8 K = 16, tf32 K = 8, i8/u8 K = 32), its K is a multiple of
+ * the instruction's (M and N, powers of two of at least 16, always are of 16 and 8), and
+ * the warps cover M x N. Anything else stays on FMAs. */
 static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot)
 {
     const IrType *a = ir_value_type(f, dot->operands[0]), *b = ir_value_type(f, dot->operands[1]);
     const IrType *r = ir_value_type(f, dot->results[0]);
-    if ((a->elem != IR_BF16 && a->elem != IR_F16) || b->elem != a->elem || r->elem != IR_F32) return NULL;
+    int32_t ik = b->elem == a->elem ? ir_mma_sync_k(a->elem, r->elem, (int)dot->attr.i) : 0;
+    if (!ik) return NULL;
     int32_t M = r->shape[0], N = r->shape[1], K = a->shape[1], wpc[2];
-    if (M % 16 || N % 8 || K % 16 || !mma_warps(f->warps > 0 ? f->warps : 4, M, N, wpc)) return NULL;
+    if (M % 16 || N % 8 || K % ik || !mma_warps(f->warps > 0 ? f->warps : 4, M, N, wpc)) return NULL;
     IrLayout k;
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
@@ -88,7 +95,7 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     k.wpc[1] = wpc[1];
     k.instr[0] = 16;
     k.instr[1] = 8;
-    k.instr[2] = 16;
+    k.instr[2] = ik;
     return ir_layout_intern(c, &k);
 }
 
@@ -99,7 +106,7 @@ static const IrLayout *operand_layout(IrCtx *c, const IrLayout *mma, int op)
     k.kind = IR_LAYOUT_DOT_OPERAND;
     k.rank = 2;
     k.op = op;
-    k.kwidth = 2;                /* two 16-bit K elements per 32-bit register */
+    k.kwidth = mma->instr[2] / 8;    /* K elements per 32-bit register: 1 tf32, 2 f16, 4 i8 */
     k.parent = mma;
     return ir_layout_intern(c, &k);
 }

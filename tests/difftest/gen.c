@@ -463,12 +463,12 @@ static int gen_broadcast(DtGen *g, const DtForm *f, DtType t, int depth)
 }
 
 /* dot: [M,K] x [K,N], every size at least 16; f32 results from every float input
- * type (f32 with or without tf32), f64 from f64, i32 from i8. */
+ * type (f32 with or without tf32), f64 from f64, i32 from i8 or u8. */
 static int gen_dot(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     if (t.rank != 2 || t.shape[0] < 16 || t.shape[1] < 16 || t.shape[0] > 64 || t.shape[1] > 64) return -1;
     static const IrElem f32_inputs[] = {IR_F16, IR_BF16, IR_F32, IR_F32, IR_F8E4M3, IR_F8E5M2};
-    IrElem in = t.elem == IR_F64 ? IR_F64 : t.elem == IR_I32 ? IR_I8 : f32_inputs[rnd(g, 6)];
+    IrElem in = t.elem == IR_F64 ? IR_F64 : t.elem == IR_I32 ? (chance(g, 50) ? IR_I8 : IR_U8) : f32_inputs[rnd(g, 6)];
     int K = 16 << rnd(g, 3);
     while (K > 16 && (int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) K /= 2;
     if ((int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) return -1;

@@ -2,6 +2,7 @@
  * written in textual Tile IR: PTX contents per op family, launch facts, target checks,
  * the layouts' ownership invariant, and the facts that drive vectorization. ptxas
  * itself runs in the codegen/ptxas-all ctest and in tests/lit/codegen. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 
 #include "codegen/cg_internal.h"
 #include "codegen/codegen.h"
+#include "ir/interp_internal.h"
 #include "ir/ir.h"
 #include "ir/layout.h"
 #include "passes/axisinfo.h"
@@ -251,6 +253,188 @@ static void test_mma_layouts_own_each_element_once(void **state)
     ir_ctx_destroy(c);
 }
 
+/* ---- the mma.sync fragments ------------------------------------------------------------ */
+/* The PTX ISA's tables ("Matrix Fragments for mma.m16n8k8 / k16 / k32"), written as the
+ * ISA writes them: fragment element i of lane l (g = l / 4, t = l % 4) of one warp's
+ * instruction, as (row, col) of A [16 x K], B [K x 8] or C [16 x 8]. */
+typedef enum { FRAG_A, FRAG_B, FRAG_C } FragKind;
+
+static void isa_fragment(int K, FragKind f, int lane, int i, int64_t rc[2])
+{
+    int g = lane / 4, t = lane % 4;
+    if (f == FRAG_C) {                         /* c0..c3, every shape: f32 or s32 */
+        rc[0] = i < 2 ? g : g + 8;
+        rc[1] = t * 2 + (i & 1);
+    } else if (K == 8 && f == FRAG_A) {        /* tf32 a0..a3 */
+        rc[0] = i == 0 || i == 2 ? g : g + 8;
+        rc[1] = i < 2 ? t : t + 4;
+    } else if (K == 8) {                       /* tf32 b0, b1 */
+        rc[0] = i == 0 ? t : t + 4;
+        rc[1] = g;
+    } else if (K == 16 && f == FRAG_A) {       /* f16/bf16 a0..a7 */
+        rc[0] = i == 0 || i == 1 || i == 4 || i == 5 ? g : g + 8;
+        rc[1] = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+    } else if (K == 16) {                      /* f16/bf16 b0..b3 */
+        rc[0] = t * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+        rc[1] = g;
+    } else if (f == FRAG_A) {                  /* s8/u8 a0..a15 */
+        rc[0] = i < 4 || (i >= 8 && i < 12) ? g : g + 8;
+        rc[1] = t * 4 + (i & 3) + (i >= 8 ? 16 : 0);
+    } else {                                   /* s8/u8 b0..b7 */
+        rc[0] = t * 4 + (i & 3) + (i >= 4 ? 16 : 0);
+        rc[1] = g;
+    }
+}
+
+static const IrLayout *mma_v2(IrCtx *c, int wm, int wn, int K)
+{
+    IrLayout k;
+    memset(&k, 0, sizeof k);
+    k.kind = IR_LAYOUT_MMA;
+    k.rank = 2;
+    k.version = 2;
+    k.wpc[0] = wm;
+    k.wpc[1] = wn;
+    k.instr[0] = 16;
+    k.instr[1] = 8;
+    k.instr[2] = K;
+    return ir_layout_intern(c, &k);
+}
+
+static const IrLayout *operand_of(IrCtx *c, const IrLayout *mma, int op)
+{
+    IrLayout k;
+    memset(&k, 0, sizeof k);
+    k.kind = IR_LAYOUT_DOT_OPERAND;
+    k.rank = 2;
+    k.op = op;
+    k.kwidth = mma->instr[2] / 8;
+    k.parent = mma;
+    return ir_layout_intern(c, &k);
+}
+
+static CgLayout frag_layout(IrCtx *c, const IrLayout *l, IrElem e, int32_t rows, int32_t cols)
+{
+    const int32_t shape[2] = {rows, cols};
+    const IrType *t = ir_type_tile(c, ir_type_scalar(c, e), 2, shape);
+    char why[160];
+    assert_true(ir_layout_check(l, 2, ir_layout_warps(l), why, sizeof why));
+    return cg_layout_of(ir_type_with_layout(c, t, l));
+}
+
+/* One warp, one instruction: element i of a thread is fragment element i, for every
+ * lane and every element of A, B and C of m16n8k8 (tf32), k16 (f16) and k32 (i8). */
+static void test_mma_fragments_match_the_isa(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    static const int Ks[3] = {8, 16, 32};
+    static const IrElem ins[3] = {IR_F32, IR_F16, IR_I8};
+    for (int s = 0; s < 3; s++) {
+        int K = Ks[s];
+        const IrLayout *m = mma_v2(c, 1, 1, K);
+        CgLayout l[3] = {frag_layout(c, operand_of(c, m, 0), ins[s], 16, K),
+                         frag_layout(c, operand_of(c, m, 1), ins[s], K, 8),
+                         frag_layout(c, m, K == 32 ? IR_I32 : IR_F32, 16, 8)};
+        const uint32_t n[3] = {(uint32_t)K / 2, (uint32_t)K / 4, 4};   /* a thread's elements */
+        for (int f = 0; f < 3; f++) {
+            assert_int_equal(cg_layout_elems(&l[f]), n[f]);
+            for (int lane = 0; lane < 32; lane++)
+                for (uint32_t i = 0; i < n[f]; i++) {
+                    int64_t got[IR_MAX_RANK] = {0}, want[2];
+                    assert_true(cg_layout_coords_at(&l[f], (uint32_t)lane, i, got));
+                    isa_fragment(K, (FragKind)f, lane, (int)i, want);
+                    if (got[0] != want[0] || got[1] != want[1])
+                        fail_msg("m16n8k%d %c lane %d element %u: (%lld, %lld), the ISA says (%lld, %lld)", K,
+                                 "ABC"[f], lane, i, (long long)got[0], (long long)got[1], (long long)want[0],
+                                 (long long)want[1]);
+                }
+        }
+    }
+    ir_ctx_destroy(c);
+}
+
+/* Many warps and instruction tiles: element k of a thread is fragment element i of the
+ * tile its place names (A: k = (rm*KS + ks)*4W + i, B: (rn*KS + ks)*2W + i, C: (rm*RN +
+ * rn)*4 + i; for W = 2 the order ldmatrix loads rely on), and every element has one
+ * owner (A's copies across the warps of a row, B's down a column). */
+static void check_tiles(IrCtx *c, int wm, int wn, int K, int32_t M, int32_t N, int32_t KD)
+{
+    const IrLayout *m = mma_v2(c, wm, wn, K);
+    IrElem in = K == 8 ? IR_F32 : K == 16 ? IR_BF16 : IR_U8;
+    CgLayout l[3] = {frag_layout(c, operand_of(c, m, 0), in, M, KD), frag_layout(c, operand_of(c, m, 1), in, KD, N),
+                     frag_layout(c, m, K == 32 ? IR_I32 : IR_F32, M, N)};
+    const int32_t rows[3] = {M, KD, M}, cols[3] = {KD, N, N};
+    int W = K / 8, KS = KD / K, RM = M / (16 * wm), RN = N / (8 * wn);
+    for (int f = 0; f < 3; f++) {
+        int *seen = calloc((size_t)rows[f] * (size_t)cols[f], sizeof *seen);
+        int per = f == 0 ? 4 * W : f == 1 ? 2 * W : 4;
+        for (uint32_t th = 0; th < (uint32_t)(wm * wn * 32); th++)
+            for (uint32_t k = 0; k < cg_layout_elems(&l[f]); k++) {
+                int64_t got[IR_MAX_RANK] = {0}, frag[2];
+                bool own = cg_layout_coords_at(&l[f], th, k, got);
+                int warp = (int)th / 32, w_m = warp / wn, w_n = warp % wn, i = (int)k % per, tile = (int)k / per;
+                isa_fragment(K, (FragKind)f, (int)th % 32, i, frag);
+                int64_t r0, c0;
+                if (f == 0) r0 = (tile / KS) * 16 * wm + w_m * 16, c0 = (tile % KS) * K;
+                else if (f == 1) r0 = (tile % KS) * K, c0 = (tile / KS) * 8 * wn + w_n * 8;
+                else r0 = (tile / RN) * 16 * wm + w_m * 16, c0 = (tile % RN) * 8 * wn + w_n * 8;
+                assert_int_equal(got[0], r0 + frag[0]);
+                assert_int_equal(got[1], c0 + frag[1]);
+                assert_int_equal(own, f == 2 || (f == 0 ? w_n == 0 : w_m == 0));
+                if (own) seen[got[0] * cols[f] + got[1]]++;
+            }
+        for (int32_t e = 0; e < rows[f] * cols[f]; e++) assert_int_equal(seen[e], 1);
+        free(seen);
+        assert_int_equal(cg_layout_elems(&l[f]), (uint32_t)(f == 0 ? RM * KS * per : f == 1 ? RN * KS * per : RM * RN * 4));
+    }
+}
+
+static void test_mma_tiles_and_owners(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    for (int K = 8; K <= 32; K *= 2) {
+        check_tiles(c, 2, 2, K, 64, 32, 2 * K);
+        check_tiles(c, 4, 2, K, 64, 64, 4 * K);
+        check_tiles(c, 1, 4, K, 32, 64, K);
+        check_tiles(c, 1, 1, K, 16, 8, K);
+    }
+    ir_ctx_destroy(c);
+}
+
+/* cg_round_tf32's integer rounding, modelled in C, against the interpreter's
+ * fp_round_tf32 (nearest even): every 4099th bit pattern, every tie and neighbour
+ * of one, around the overflow to inf and the subnormals; NaNs stay NaN. */
+static uint32_t tf32_model(uint32_t b)
+{
+    uint32_t r = (b + 0xFFF + ((b >> 13) & 1)) & 0xFFFFE000u;
+    return (b & 0x7FFFFFFF) > 0x7F800000 ? (b & 0xFFFFE000u) | 0x400000 : r;
+}
+
+static void check_tf32(uint32_t b)
+{
+    float want = fp_round_tf32(fp_bits_f32(b)), got = fp_bits_f32(tf32_model(b));
+    if (isnan(want)) {
+        assert_true(isnan(got));
+        assert_int_equal(tf32_model(b) & 0x1FFF, 0);
+        return;
+    }
+    if (fp_f32_bits(want) != fp_f32_bits(got)) fail_msg("tf32 of 0x%08x: 0x%08x, want 0x%08x", b, fp_f32_bits(got), fp_f32_bits(want));
+}
+
+static void test_tf32_rounding_as_the_interpreter(void **state)
+{
+    for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += 4099) check_tf32((uint32_t)b);
+    for (uint32_t hi = 0; hi < 0x80000; hi += 37)
+        for (uint32_t lo = 0xFFF; lo <= 0x1001; lo++) {
+            check_tf32(hi << 13 | lo);
+            check_tf32(0x80000000u | hi << 13 | lo);
+        }
+    for (uint32_t b = 0x7F7FE000; b <= 0x7F800000; b++) check_tf32(b);
+    for (uint32_t b = 0; b < 0x4000; b++) check_tf32(b);
+    check_tf32(0x7F800001);
+    check_tf32(0xFFC00000);
+}
+
 static void test_axisinfo_facts(void **state)
 {
     Fx x;
@@ -441,6 +625,9 @@ int main(void)
         cmocka_unit_test(test_kernel_info_without_shared_memory),
         cmocka_unit_test(test_layouts_own_each_element_once),
         cmocka_unit_test(test_mma_layouts_own_each_element_once),
+        cmocka_unit_test(test_mma_fragments_match_the_isa),
+        cmocka_unit_test(test_mma_tiles_and_owners),
+        cmocka_unit_test(test_tf32_rounding_as_the_interpreter),
         cmocka_unit_test(test_axisinfo_facts),
         cmocka_unit_test(test_axisinfo_new_axis_and_compare),
         cmocka_unit_test(test_axisinfo_checker),
