@@ -4,9 +4,12 @@
  *
  *   tile-examples [--device cpu|gpu] [--only NAME] EXAMPLES_DIR
  *
- * Each example runs twice in the interpreter: as lowered (-O0) and after the cleanup
- * passes (-O2), so the passes are checked numerically on real kernels too. Exit status
- * 0 when every example matches its reference. */
+ * Each example runs three times in the interpreter: as lowered (-O0), after the cleanup
+ * passes (-O2), and as the runtime would compile it for its arguments (specialized, the
+ * GPU pipeline) with every fact of the axis analysis checked on the values (AX), so the
+ * passes are checked numerically on real kernels too. A case may set const values
+ * (smaller tiles in the interpreter) and choose larger sizes on the GPU. Exit status 0
+ * when every example matches its reference. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,7 +19,9 @@
 
 #include "frontend/frontend.h"
 #include "ir/interp.h"
+#include "passes/axisinfo.h"
 #include "passes/passes.h"
+#include "passes/specialize.h"
 #include "tile/tile_rt.h"
 
 /* ---- buffers ------------------------------------------------------------------------ */
@@ -500,18 +505,19 @@ typedef struct Attn {
     int64_t sl, sbh;
     double scale;              /* as the kernel gets it, an f32 */
     Buf q, k, v, dout;         /* inputs, bf16 */
+    double *qd, *kd, *vd, *dod;  /* the same as doubles, for the references */
     double *p;                 /* P[bh][i][j], from lse as given (0 where masked) */
 } Attn;
 
-static double attn_get(const Attn *a, const Buf *t, int bh, int i, int d)
+static double attn_get(const Attn *a, const double *t, int bh, int i, int d)
 {
-    return buf_get(t, bh * a->sbh + i * a->sl + d);
+    return t[bh * a->sbh + i * a->sl + d];
 }
 
 static double attn_score(const Attn *a, int bh, int i, int j)
 {
     double s = 0;
-    for (int d = 0; d < a->D; d++) s += attn_get(a, &a->q, bh, i, d) * attn_get(a, &a->k, bh, j, d);
+    for (int d = 0; d < a->D; d++) s += attn_get(a, a->qd, bh, i, d) * attn_get(a, a->kd, bh, j, d);
     return a->scale * s;
 }
 
@@ -533,6 +539,10 @@ static void attn_init(Case *c, Attn *a, int causal, int bm, int bn)
     a->k = buf_rand(IR_BF16, n, -2, 2);
     a->v = buf_rand(IR_BF16, n, -1, 1);
     a->dout = buf_rand(IR_BF16, n, -1, 1);
+    a->qd = buf_doubles(&a->q);
+    a->kd = buf_doubles(&a->k);
+    a->vd = buf_doubles(&a->v);
+    a->dod = buf_doubles(&a->dout);
     a->p = NULL;
     if (bn) def(c, "CAUSAL", causal);
     if (!on_gpu) {
@@ -575,7 +585,7 @@ static void attn_forward(const Attn *a, Buf *o, Buf *lse, double *otol)
                 double acc = 0, mag = 0;
                 for (int j = 0; j < a->L; j++)
                     if (attn_seen(a, i, j)) {
-                        double t = exp(s[j] - mx) * attn_get(a, &a->v, bh, j, d);
+                        double t = exp(s[j] - mx) * attn_get(a, a->vd, bh, j, d);
                         acc += t;
                         mag += fabs(t);
                     }
@@ -590,12 +600,24 @@ static void attn_forward(const Attn *a, Buf *o, Buf *lse, double *otol)
 /* delta[bh][i] = sum over d of dO * O, from the bf16 values. */
 static void attn_delta(const Attn *a, const Buf *o, Buf *delta)
 {
+    double *od = buf_doubles(o);
     for (int bh = 0; bh < a->BH; bh++)
         for (int i = 0; i < a->L; i++) {
             double s = 0;
-            for (int d = 0; d < a->D; d++) s += attn_get(a, o, bh, i, d) * attn_get(a, &a->dout, bh, i, d);
+            for (int d = 0; d < a->D; d++) s += attn_get(a, od, bh, i, d) * attn_get(a, a->dod, bh, i, d);
             buf_set(delta, (int64_t)bh * a->L + i, s);
         }
+    free(od);
+}
+
+/* The doubles and P (the Bufs belong to the case once passed as arguments). */
+static void attn_free(Attn *a)
+{
+    free(a->qd);
+    free(a->kd);
+    free(a->vd);
+    free(a->dod);
+    free(a->p);
 }
 
 /* The inputs of the backward kernels, lse and delta (f32, as the forward and the
@@ -623,7 +645,7 @@ static double attn_ds(const Attn *a, const Buf *delta, int bh, int i, int j)
 {
     double p = a->p[((int64_t)bh * a->L + i) * a->L + j], dp = 0;
     if (p == 0) return 0;
-    for (int d = 0; d < a->D; d++) dp += attn_get(a, &a->dout, bh, i, d) * attn_get(a, &a->v, bh, j, d);
+    for (int d = 0; d < a->D; d++) dp += attn_get(a, a->dod, bh, i, d) * attn_get(a, a->vd, bh, j, d);
     return p * (dp - buf_get(delta, (int64_t)bh * a->L + i));
 }
 
@@ -658,6 +680,7 @@ static void case_attn_fwd(Case *c, int causal)
     arg_buf(c, a.v);
     attn_args(c, &a);
     free(a.dout.data);
+    attn_free(&a);
     /* O: the rounding of P, then half a bf16 ulp (twice) for O's own; lse stays f32. */
     expect(c, 0, want_o, 1e-5, 1.0 / 128);
     c->etol[0] = otol;
@@ -682,6 +705,7 @@ static void case_attn_bwd_preprocess(Case *c)
     free(a.q.data);
     free(a.k.data);
     free(a.v.data);
+    attn_free(&a);
     expect(c, 0, want, 1e-5, 1e-5);  /* exact products, f32 sums of D of them */
 }
 
@@ -701,8 +725,8 @@ static void case_attn_bwd_dkdv(Case *c, int causal)
             for (int d = 0; d < a.D; d++) {
                 double dk = 0, dv = 0, kmag = 0, vmag = 0;
                 for (int i = 0; i < a.L; i++) {
-                    double tk = ds[i] * attn_get(&a, &a.q, bh, i, d);
-                    double tv = a.p[((int64_t)bh * a.L + i) * a.L + j] * attn_get(&a, &a.dout, bh, i, d);
+                    double tk = ds[i] * attn_get(&a, a.qd, bh, i, d);
+                    double tv = a.p[((int64_t)bh * a.L + i) * a.L + j] * attn_get(&a, a.dod, bh, i, d);
                     dk += tk, kmag += fabs(tk);
                     dv += tv, vmag += fabs(tv);
                 }
@@ -714,7 +738,7 @@ static void case_attn_bwd_dkdv(Case *c, int causal)
             }
         }
     free(ds);
-    free(a.p);
+    attn_free(&a);
     arg_buf(c, buf_new(IR_BF16, want_dk.n));
     arg_buf(c, buf_new(IR_BF16, want_dv.n));
     arg_buf(c, a.q);
@@ -748,7 +772,7 @@ static void case_attn_bwd_dq(Case *c, int causal)
             for (int d = 0; d < a.D; d++) {
                 double dq = 0, mag = 0;
                 for (int j = 0; j < a.L; j++) {
-                    double t = ds[j] * attn_get(&a, &a.k, bh, j, d);
+                    double t = ds[j] * attn_get(&a, a.kd, bh, j, d);
                     dq += t, mag += fabs(t);
                 }
                 int64_t at = bh * a.sbh + i * a.sl + d;
@@ -757,7 +781,7 @@ static void case_attn_bwd_dq(Case *c, int causal)
             }
         }
     free(ds);
-    free(a.p);
+    attn_free(&a);
     arg_buf(c, buf_new(IR_BF16, want.n));
     arg_buf(c, a.q);
     arg_buf(c, a.k);
@@ -923,8 +947,25 @@ static bool run_gpu(const char *path, const Example *ex, Case *c, const IrFunc *
     return st ? gpu_fail(st) : true;
 }
 
-/* Runs one example at one -O level; prints its row; returns whether it passed. */
-static bool run_example(const char *dir, const Example *ex, int opt)
+/* The kernel as the runtime would compile it for these arguments (specialized, -O3,
+ * the GPU pipeline), run in the interpreter with every fact of the axis analysis
+ * checked on the values (as `tilec run --check-axis-info`). */
+static bool run_checking_axis_info(IrFunc *k, const Case *c, const int64_t grid[3], DiagList *diags)
+{
+    SpecClass classes[MAX_ARGS];
+    spec_classes_of_args(k, c->args, classes);
+    uint64_t aligned = pass_prepare_gpu(k, classes, &(PassOptions){.verify_each = true});
+    InterpOptions io = {0};
+    return axisinfo_check_run(k, aligned, c->args, c->nargs, grid, &io, diags);
+}
+
+/* The runs of an example in the interpreter: -O0, -O2, and the GPU-level IR with the
+ * axis facts checked (AX); on the GPU one run. */
+enum { RUN_O0, RUN_O2, RUN_AX, RUN_GPU };
+static const char *const run_names[] = {"O0", "O2", "AX", "GPU"};
+
+/* Runs one example one way; prints its row; returns whether it passed. */
+static bool run_example(const char *dir, const Example *ex, int how)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ex->file);
@@ -940,19 +981,20 @@ static bool run_example(const char *dir, const Example *ex, int opt)
     poison_outputs(&c);
     IrCtx *ctx = ir_ctx_create();
     double t0 = now_ms();
-    const IrFunc *k = compile(ctx, src, ex->kernel, &c, opt);
+    IrFunc *k = (IrFunc *)compile(ctx, src, ex->kernel, &c, how == RUN_O0 ? 0 : 2);
     double t1 = now_ms();
     int64_t grid[3] = {1, 1, 1};
     bool ok = k && k->grid && interp_eval_grid(k->grid, c.args, c.nargs, grid, ir_ctx_diags(ctx)) > 0;
     InterpOptions io = {0};
-    if (gpu_ctx) ok = ok && run_gpu(path, ex, &c, k, grid);
+    if (how == RUN_GPU) ok = ok && run_gpu(path, ex, &c, k, grid);
+    else if (how == RUN_AX) ok = ok && run_checking_axis_info(k, &c, grid, ir_ctx_diags(ctx));
     else ok = ok && interp_run(k, c.args, c.nargs, grid, &io, ir_ctx_diags(ctx));
     double t2 = now_ms(), max_abs = 0;
     double ratio = ok ? compare(&c, &max_abs) : INFINITY;
     ok = ok && ratio <= 1;
     if (k) diag_print(ir_ctx_diags(ctx), stderr);
     printf("%-20s %-20s %-3s %-22s %-13s %10.3g %8.2f %9.1f %9.1f  %s\n", ex->file, ex->kernel,
-           gpu_ctx ? "GPU" : opt ? "O2" : "O0",
+           run_names[how],
            c.shape, grid_str(grid), max_abs, ratio, t1 - t0, t2 - t1, ok ? "ok" : "FAIL");
     ir_ctx_destroy(ctx);
     free_case(&c);
@@ -990,8 +1032,8 @@ int main(int argc, char **argv)
     int failed = 0, passed = 0;
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         if (only && strcmp(only, examples[i].file)) continue;
-        for (int opt = gpu_ctx ? 2 : 0; opt <= 2; opt += 2)
-            run_example(dir, &examples[i], opt) ? passed++ : failed++;
+        for (int how = gpu_ctx ? RUN_GPU : RUN_O0; how <= (gpu_ctx ? RUN_GPU : RUN_AX); how++)
+            run_example(dir, &examples[i], how) ? passed++ : failed++;
     }
     printf("examples: %d passed, %d failed\n", passed, failed);
     trt_context_destroy(gpu_ctx);
