@@ -1,86 +1,346 @@
-"""GEMM of tile (examples/matmul.tile: f16 inputs, f32 accumulation and output) against
-cuBLAS (torch.matmul) in one run on one GPU, for several tile configs. Each tile
-config is first checked against torch on odd sizes (masked edges) and at the benchmark
-size, on fresh random inputs with a NaN-poisoned output. Times are medians of
-triton.testing.do_bench; TFLOP/s counts 2*M*N*K.
+"""GEMMs of tile on tensor cores against cuBLAS (torch.matmul), Triton's tutorial matmul
+(bench/triton_matmul.py, autotuned over the tutorial's configs) and torch.compile, in
+one run on one GPU:
 
-    python3 bench/gemm.py [--lib build-gpu/runtime/libtileRT.so] [--out gemm.md] [--size 4096]
+- f16 GEMM (examples/matmul.tile: f16 inputs, f32 accumulation and output) at 4096^3;
+- bf16 GEMM (examples/matmul_bf16.tile: bf16 in, f32 accumulation, bf16 out) at 4096^3,
+  8192^3 and the 7B training shapes M = 16384 tokens, K = 4096 hidden, N = 4096, 11008,
+  3 * 4096, for several tile configs;
+- C = gelu(A @ B + bias) (examples/gemm_bias_gelu.tile, erf GELU, bf16 out) at
+  16384 x 11008 x 4096 against torch eager and torch.compile;
+- the fused QKV projection (examples/qkv_proj.tile) at T = 16384, hidden = 4096
+  against torch.matmul (not with --quick).
+
+Every tile config is first checked against torch in f64 on odd sizes (masked edges)
+and at the benchmark size, on fresh random inputs with NaN-poisoned outputs; the peers'
+errors at the benchmark size are shown beside. A config that fails is a row with its
+error, and the run goes on. Times are medians of triton.testing.do_bench; TFLOP/s
+counts 2*M*N*K, and "% of peak" is the fraction of the H200 SXM's dense bf16/f16
+tensor-core peak (989 TFLOP/s).
+
+    python3 bench/gemm.py [--lib build-gpu/runtime/libtileRT.so] [--out gemm.md] [--quick]
+
+--quick (for a time-limited run): two bf16 shapes, one tile config each, two Triton
+configs, no QKV section, shorter timing.
 """
 import argparse
 import os
 import sys
+import traceback
 
 import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tilert  # noqa: E402
+import triton_matmul  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MATMUL = os.path.join(ROOT, "examples", "matmul.tile")
-CONFIGS = [  # BM, BN, BK, warps, stages
-    (64, 64, 32, 4, 2), (128, 128, 32, 4, 3), (128, 128, 32, 4, 4), (128, 128, 64, 4, 3), (128, 128, 32, 8, 3),
-    (128, 128, 64, 8, 3), (128, 256, 32, 8, 3), (128, 256, 64, 8, 3), (256, 128, 32, 8, 3), (256, 128, 64, 8, 3),
-    (64, 128, 32, 4, 4), (128, 64, 64, 4, 4),
+EX = os.path.join(ROOT, "examples")
+MATMUL = os.path.join(EX, "matmul.tile")
+MATMUL_BF16 = os.path.join(EX, "matmul_bf16.tile")
+GEMM_GELU = os.path.join(EX, "gemm_bias_gelu.tile")
+QKV = os.path.join(EX, "qkv_proj.tile")
+PEAK = 989e12  # H200 SXM, dense bf16 / f16 on tensor cores
+
+F16_CONFIGS = [  # BM, BN, BK, warps, stages
+    (64, 64, 32, 4, 2), (128, 128, 32, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 3),
 ]
+BF16_CONFIGS = [  # BM, BN, BK, warps, stages
+    (128, 128, 32, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 3),
+]
+BF16_SHAPES = [  # M, N, K
+    (4096, 4096, 4096), (8192, 8192, 8192),
+    (16384, 4096, 4096), (16384, 11008, 4096), (16384, 3 * 4096, 4096),
+]
+ODD = (1000, 520, 700)   # masked edges in M, N and K
+TOL_F32_OUT = 1e-5       # f16 products are exact in f32; only the sums round
+TOL_BF16_OUT = 5e-3      # rounding the output to bf16: about 1.5e-3 relative (rms)
+
+QUICK = False
 
 
 def bench(fn):
-    return triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median") * 1e-3
+    warmup, rep = (25, 100) if QUICK else (50, 300)
+    return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median") * 1e-3
 
 
-def tile_gemm(rt, cfg, a, b):
+def rel_err(x, ref):
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+def figures(flops, t, t_ref=None):
+    """time (ms) | TFLOP/s | % of peak | vs the reference time."""
+    vs = "" if t_ref is None else "%.3fx" % (t_ref / t)
+    return "%.3f | %.1f | %.1f%% | %s" % (t * 1e3, flops / t / 1e12, 100 * flops / t / PEAK, vs)
+
+
+def failed(e):
+    msg = str(e).strip().splitlines()
+    return "FAILED: %s" % (msg[0][:150] if msg else type(e).__name__)
+
+
+def check(name, err, tol):
+    if not (err < tol):  # NaN (an element left poisoned) fails too
+        raise AssertionError("%s: relative error %.3g (tolerance %.1g)" % (name, err, tol))
+    return err
+
+
+def nan_like(shape, dtype):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+# ---- f16: examples/matmul.tile ------------------------------------------------------------
+def tile_gemm_f16(rt, cfg, a, b):
     BM, BN, BK, warps, stages = cfg
     M, K = a.shape
     N = b.shape[1]
-    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
+    c = nan_like((M, N), torch.float32)
     k = rt.kernel(MATMUL, "matmul", BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
     run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     return c, run
 
 
-def check(rt, cfg, M, N, K):
+def check_f16(rt, cfg, M, N, K):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c, run = tile_gemm(rt, cfg, a, b)
+    c, run = tile_gemm_f16(rt, cfg, a, b)
     run()
     torch.cuda.synchronize()
-    ref = a.double() @ b.double()
-    err = ((c.double() - ref).norm() / ref.norm()).item()
-    if not (err < 1e-5):  # f16 products are exact in f32; only the sums round
-        raise AssertionError("config %s at %dx%dx%d: relative error %.3g" % (cfg, M, N, K, err))
-    return err
+    return check("config %s at %dx%dx%d" % (cfg, M, N, K), rel_err(c, a.double() @ b.double()), TOL_F32_OUT)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
-    ap.add_argument("--out")
-    ap.add_argument("--size", type=int, default=4096)
-    a_ = ap.parse_args()
-    torch.manual_seed(0)
-    rt = tilert.Runtime(a_.lib)
-    S = a_.size
+def section_f16(rt):
+    S = 4096
     flops = 2.0 * S * S * S
     a = torch.randn(S, S, device="cuda", dtype=torch.float16)
     b = torch.randn(S, S, device="cuda", dtype=torch.float16)
     t_cublas = bench(lambda: torch.matmul(a, b))
-    lines = ["GPU: %s; %dx%dx%d, f16 inputs; medians of do_bench" % (torch.cuda.get_device_name(), S, S, S), "",
-             "| implementation | config (BM, BN, BK, warps, stages) | check (rel. err) | time (ms) | TFLOP/s | vs cuBLAS |",
-             "|---|---|---|---|---|---|",
-             "| cuBLAS (torch.matmul, f16 out) | | | %.3f | %.1f | 1.00x |" % (t_cublas * 1e3, flops / t_cublas / 1e12)]
-    for cfg in CONFIGS:
+    lines = ["## f16 GEMM (examples/matmul.tile, f32 out), %dx%dx%d" % (S, S, S), "",
+             "| implementation | config (BM, BN, BK, warps, stages) | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs cuBLAS |",
+             "|---|---|---|---|---|---|---|",
+             "| cuBLAS (torch.matmul, f16 out) | | | %s |" % figures(flops, t_cublas, t_cublas)]
+    for cfg in (F16_CONFIGS[1:2] if QUICK else F16_CONFIGS):
         try:
-            e1 = check(rt, cfg, 1000, 520, 700)
-            e2 = check(rt, cfg, S, S, S)
-            _, run = tile_gemm(rt, cfg, a, b)
-            t = bench(run)
-            lines.append("| tile | %s | %.1e, %.1e | %.3f | %.1f | %.3fx |" % (
-                cfg, e1, e2, t * 1e3, flops / t / 1e12, t_cublas / t))
+            e1 = check_f16(rt, cfg, *ODD)
+            e2 = check_f16(rt, cfg, S, S, S)
+            _, run = tile_gemm_f16(rt, cfg, a, b)
+            lines.append("| tile | %s | %.1e, %.1e | %s |" % (cfg, e1, e2, figures(flops, bench(run), t_cublas)))
         except Exception as e:
-            lines.append("| tile | %s | FAILED: %s | | | |" % (cfg, str(e).splitlines()[0][:150]))
+            lines.append("| tile | %s | %s | | | | |" % (cfg, failed(e)))
+    return lines
+
+
+# ---- bf16: examples/matmul_bf16.tile --------------------------------------------------------
+def tile_consts(cfg):
+    BM, BN, BK, warps, stages = cfg
+    return dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
+
+
+def tile_gemm_bf16(rt, cfg, a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = nan_like((M, N), torch.bfloat16)
+    k = rt.kernel(MATMUL_BF16, "matmul_bf16", **tile_consts(cfg))
+    run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
+    return c, run
+
+
+def rand_bf16(*shape):
+    return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
+
+_odd_checked = {}
+
+
+def check_odd_bf16(rt, cfg):
+    """The config on ODD, once per run: its relative error."""
+    if cfg not in _odd_checked:
+        M, N, K = ODD
+        a, b = rand_bf16(M, K), rand_bf16(K, N)
+        c, run = tile_gemm_bf16(rt, cfg, a, b)
+        run()
+        torch.cuda.synchronize()
+        _odd_checked[cfg] = check("config %s at %dx%dx%d" % (cfg, M, N, K),
+                                  rel_err(c, a.double() @ b.double()), TOL_BF16_OUT)
+    return _odd_checked[cfg]
+
+
+def triton_row(flops, a, b, ref, t_cublas):
+    configs = triton_matmul.QUICK if QUICK else None
+    try:
+        c = nan_like((a.shape[0], b.shape[1]), torch.bfloat16)
+        triton_matmul.matmul(a, b, c, configs=configs)  # tunes on the first call for a shape
+        torch.cuda.synchronize()
+        e = rel_err(c, ref)
+        t = bench(lambda: triton_matmul.matmul(a, b, c, configs=configs))
+        best = triton_matmul.kernel_for(configs).best_config
+        kw = best.kwargs
+        cfg = "(%d, %d, %d, %d, %d) of %d" % (kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"],
+                                              best.num_warps, best.num_stages,
+                                              len(configs or triton_matmul.get_cuda_autotune_config()))
+        return "| triton (tutorial, autotuned) | %s | %.1e | %s |" % (cfg, e, figures(flops, t, t_cublas))
+    except Exception as e:
+        return "| triton (tutorial, autotuned) | | %s | | | | |" % failed(e)
+
+
+def section_bf16(rt):
+    shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK else BF16_SHAPES
+    configs = BF16_CONFIGS[2:3] if QUICK else BF16_CONFIGS
+    lines = ["## bf16 GEMM (examples/matmul_bf16.tile: f32 accumulation, bf16 out)", "",
+             "tile configs are (BM, BN, BK, warps, stages); Triton's are the autotuner's pick, same order. "
+             "check: relative error against f64 (tile: on %dx%dx%d, then at the shape)." % ODD, "",
+             "| M x N x K | implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs cuBLAS |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (M, N, K) in shapes:
+        shape = "%dx%dx%d" % (M, N, K)
+        flops = 2.0 * M * N * K
+        a, b = rand_bf16(M, K), rand_bf16(K, N)
+        ref = a.double() @ b.double()
+        try:
+            e = rel_err(torch.matmul(a, b), ref)
+            t_cublas = bench(lambda: torch.matmul(a, b))
+            lines.append("| %s | cuBLAS (torch.matmul) | | %.1e | %s |" % (shape, e, figures(flops, t_cublas, t_cublas)))
+        except Exception as e:
+            t_cublas = None
+            lines.append("| %s | cuBLAS (torch.matmul) | | %s | | | | |" % (shape, failed(e)))
+        lines.append("| %s %s" % (shape, triton_row(flops, a, b, ref, t_cublas)))
+        for cfg in configs:
+            try:
+                e1 = check_odd_bf16(rt, cfg)
+                c, run = tile_gemm_bf16(rt, cfg, a, b)
+                run()
+                torch.cuda.synchronize()
+                e2 = check("config %s at %s" % (cfg, shape), rel_err(c, ref), TOL_BF16_OUT)
+                lines.append("| %s | tile | %s | %.1e, %.1e | %s |" % (shape, cfg, e1, e2, figures(flops, bench(run), t_cublas)))
+            except Exception as e:
+                lines.append("| %s | tile | %s | %s | | | | |" % (shape, cfg, failed(e)))
+        del ref
+        torch.cuda.empty_cache()
+    return lines
+
+
+# ---- gelu(A @ B + bias): examples/gemm_bias_gelu.tile ------------------------------------------
+def tile_gemm_gelu(rt, cfg, a, b, bias):
+    M, K = a.shape
+    N = b.shape[1]
+    c = nan_like((M, N), torch.bfloat16)
+    k = rt.kernel(GEMM_GELU, "gemm_bias_gelu", **tile_consts(cfg))
+    run = k.prepare("ptr ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, bias, M, N, K,
+                    a.stride(0), b.stride(0), c.stride(0))
+    return c, run
+
+
+def gelu_ref(a, b, bias):
+    return torch.nn.functional.gelu(a.double() @ b.double() + bias.double())
+
+
+def section_gelu(rt):
+    M, N, K = 16384, 11008, 4096
+    flops = 2.0 * M * N * K
+    configs = [(128, 128, 64, 8, 3)] if QUICK else [(128, 128, 64, 8, 3), (128, 256, 32, 8, 3), (128, 128, 32, 4, 3)]
+    a, b, bias = rand_bf16(M, K), rand_bf16(K, N), rand_bf16(N)
+    ref = gelu_ref(a, b, bias)
+    lines = ["## gelu(A @ B + bias), erf GELU, bf16 in and out, %dx%dx%d (TFLOP/s count the GEMM)" % (M, N, K), "",
+             "| implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs torch.compile |",
+             "|---|---|---|---|---|---|---|"]
+
+    def f(x, w, bb):
+        return torch.nn.functional.gelu(x @ w + bb)
+    t_comp = None
+    try:
+        comp = torch.compile(f)
+        e = rel_err(comp(a, b, bias), ref)
+        t_comp = bench(lambda: comp(a, b, bias))
+        lines.append("| torch.compile(gelu(x @ w + b)) | | %.1e | %s |" % (e, figures(flops, t_comp, t_comp)))
+    except Exception as e:
+        lines.append("| torch.compile(gelu(x @ w + b)) | | %s | | | | |" % failed(e))
+    try:
+        e = rel_err(f(a, b, bias), ref)
+        lines.append("| torch eager | | %.1e | %s |" % (e, figures(flops, bench(lambda: f(a, b, bias)), t_comp)))
+    except Exception as e:
+        lines.append("| torch eager | | %s | | | | |" % failed(e))
+    for cfg in configs:
+        try:
+            Mo, No, Ko = ODD
+            ao, bo, biaso = rand_bf16(Mo, Ko), rand_bf16(Ko, No), rand_bf16(No)
+            co, runo = tile_gemm_gelu(rt, cfg, ao, bo, biaso)
+            runo()
+            torch.cuda.synchronize()
+            e1 = check("config %s at %dx%dx%d" % (cfg, Mo, No, Ko), rel_err(co, gelu_ref(ao, bo, biaso)), TOL_BF16_OUT)
+            c, run = tile_gemm_gelu(rt, cfg, a, b, bias)
+            run()
+            torch.cuda.synchronize()
+            e2 = check("config %s" % (cfg,), rel_err(c, ref), TOL_BF16_OUT)
+            lines.append("| tile | %s | %.1e, %.1e | %s |" % (cfg, e1, e2, figures(flops, bench(run), t_comp)))
+        except Exception as e:
+            lines.append("| tile | %s | %s | | | | |" % (cfg, failed(e)))
+    return lines
+
+
+# ---- the QKV projection: examples/qkv_proj.tile ------------------------------------------------
+def tile_qkv(rt, cfg, x, w):
+    T, H = x.shape
+    outs = [nan_like((T, H), torch.bfloat16) for _ in range(3)]
+    k = rt.kernel(QKV, "qkv_proj", **tile_consts(cfg))
+    run = k.prepare("ptr ptr ptr ptr ptr i32 i32 i32 i32 i32", *outs, x, w, T, H,
+                    x.stride(0), w.stride(0), outs[0].stride(0))
+    return outs, run
+
+
+def check_qkv(rt, cfg, T, H):
+    x, w = rand_bf16(T, H), rand_bf16(H, 3 * H)
+    outs, run = tile_qkv(rt, cfg, x, w)
+    run()
+    torch.cuda.synchronize()
+    ref = x.double() @ w.double()
+    err = max(rel_err(o, r) for o, r in zip(outs, ref.split(H, dim=1)))
+    return check("config %s at T=%d hidden=%d" % (cfg, T, H), err, TOL_BF16_OUT)
+
+
+def section_qkv(rt):
+    T, H = 16384, 4096
+    flops = 2.0 * T * 3 * H * H
+    x, w = rand_bf16(T, H), rand_bf16(H, 3 * H)
+    lines = ["## QKV projection, x [%d, %d] @ w [%d, %d] into q, k, v" % (T, H, H, 3 * H), "",
+             "| implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs cuBLAS |",
+             "|---|---|---|---|---|---|---|"]
+    t_cublas = bench(lambda: torch.matmul(x, w))
+    lines.append("| cuBLAS (torch.matmul, then views) | | | %s |" % figures(flops, t_cublas, t_cublas))
+    for cfg in [(128, 128, 64, 8, 3), (128, 256, 32, 8, 3)]:
+        try:
+            e1 = check_qkv(rt, cfg, 1000, 200)  # 200 columns: tiles straddle q|k and k|v
+            e2 = check_qkv(rt, cfg, T, H)
+            _, run = tile_qkv(rt, cfg, x, w)
+            lines.append("| tile | %s | %.1e, %.1e | %s |" % (cfg, e1, e2, figures(flops, bench(run), t_cublas)))
+        except Exception as e:
+            lines.append("| tile | %s | %s | | | | |" % (cfg, failed(e)))
+    return lines
+
+
+def main():
+    global QUICK
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and configs, shorter timing")
+    a_ = ap.parse_args()
+    QUICK = a_.quick
+    torch.manual_seed(0)
+    rt = tilert.Runtime(a_.lib)
+    lines = ["GPU: %s; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)" % (
+        torch.cuda.get_device_name(), " (--quick)" if QUICK else "", PEAK / 1e12), ""]
+    sections = [section_f16, section_bf16, section_gelu] + ([] if QUICK else [section_qkv])
+    print("\n".join(lines), flush=True)
+    for section in sections:
+        try:
+            part = section(rt)
+        except Exception as e:  # a section that cannot even start is a line, not a crash
+            traceback.print_exc()
+            part = ["%s: %s" % (section.__name__, failed(e))]
+        print("\n".join(part) + "\n", flush=True)
+        lines += part + [""]
     text = "\n".join(lines)
-    print(text)
     if a_.out:
         with open(a_.out, "w") as f:
             f.write(text + "\n")

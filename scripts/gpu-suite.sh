@@ -2,7 +2,9 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] scripts/gpu-suite.sh [tests|bench|all]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] scripts/gpu-suite.sh [tests|bench|all]
+# BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
+# configs, shorter timing: about two minutes for both, compiles included).
 set -u
 what=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +36,8 @@ fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead
   step bench python3 bench/bench.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/bench.md"
-  step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/gemm.md"
+  quick=; [ "${BENCH_QUICK:-0}" = 1 ] && quick=--quick
+  step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/gemm.md" $quick
+  step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/attention.md" $quick
 fi
 exit $status

@@ -4,9 +4,12 @@
  *
  *   tile-examples [--device cpu|gpu] [--only NAME] EXAMPLES_DIR
  *
- * Each example runs twice in the interpreter: as lowered (-O0) and after the cleanup
- * passes (-O2), so the passes are checked numerically on real kernels too. Exit status
- * 0 when every example matches its reference. */
+ * Each example runs three times in the interpreter: as lowered (-O0), after the cleanup
+ * passes (-O2), and as the runtime would compile it for its arguments (specialized, the
+ * GPU pipeline) with every fact of the axis analysis checked on the values (AX), so the
+ * passes are checked numerically on real kernels too. A case may set const values
+ * (smaller tiles in the interpreter) and choose larger sizes on the GPU. Exit status 0
+ * when every example matches its reference. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,7 +19,9 @@
 
 #include "frontend/frontend.h"
 #include "ir/interp.h"
+#include "passes/axisinfo.h"
 #include "passes/passes.h"
+#include "passes/specialize.h"
 #include "tile/tile_rt.h"
 
 /* ---- buffers ------------------------------------------------------------------------ */
@@ -80,15 +85,23 @@ static Buf buf_rand(IrElem e, int64_t n, double lo, double hi)
 
 /* ---- one example: its arguments, and its reference ------------------------------------ */
 #define MAX_ARGS 16
+#define MAX_DEFS 8
 typedef struct Case {
     InterpArg args[MAX_ARGS];
     Buf bufs[MAX_ARGS];       /* the buffer of each pointer argument (elem 0 if none) */
     uint32_t nargs;
     Buf expect[MAX_ARGS];     /* expected contents of output buffers (n == 0: not checked) */
     double atol[MAX_ARGS], rtol[MAX_ARGS];
+    double *etol[MAX_ARGS];   /* NULL, or a further absolute tolerance per element */
     bool write_only[MAX_ARGS];  /* an output the kernel never reads: poisoned on the GPU */
-    char shape[48];
+    FeDefine defs[MAX_DEFS];    /* const parameters set by the case (-D), the rest default */
+    uint32_t ndefs;
+    char shape[64];
 } Case;
+
+/* Set by --device gpu: cases may choose larger sizes (and the kernels' own tile sizes)
+ * there, where the run is fast; the interpreter in CI gets small ones. */
+static bool on_gpu;
 
 static void arg_buf(Case *c, Buf b)
 {
@@ -99,6 +112,11 @@ static void arg_buf(Case *c, Buf b)
 }
 static void arg_int(Case *c, int64_t v) { c->args[c->nargs++].u.i = v; }
 static void arg_float(Case *c, double v) { c->args[c->nargs++].u.f = v; }
+static void def(Case *c, const char *name, int64_t value)
+{
+    if (c->ndefs == MAX_DEFS) abort();
+    c->defs[c->ndefs++] = (FeDefine){name, value};
+}
 static void expect(Case *c, uint32_t arg, Buf want, double atol, double rtol)
 {
     c->write_only[arg] = true;  /* cases that read their output clear it below */
@@ -349,6 +367,435 @@ static void case_adamw(Case *c)
     snprintf(c->shape, sizeof c->shape, "n=%d step=%d", n, step);
 }
 
+/* ---- tensor-core examples (bf16 inputs, f32 accumulation) ---------------------------- */
+/* The elements of b as doubles (callers free them). */
+static double *buf_doubles(const Buf *b)
+{
+    double *d = malloc((size_t)(b->n ? b->n : 1) * sizeof *d);
+    if (!d) abort();
+    for (int64_t i = 0; i < b->n; i++) d[i] = buf_get(b, i);
+    return d;
+}
+
+/* A bf16 [rows, stride] buffer to be written by the kernel: the expected contents are
+ * NaN (the poison) in the columns cols..stride, which it must not write. */
+static Buf gapped_bf16(int rows, int stride)
+{
+    Buf b = buf_new(IR_BF16, (int64_t)rows * stride);
+    memset(b.data, 0xFF, (size_t)b.n * 2);
+    return b;
+}
+
+/* c[M, N] = a[M, K] @ b[K, N] in double, from row-major operands of the given strides. */
+static double *gemm_ref(const Buf *a, const Buf *b, int M, int N, int K, int sa, int sb)
+{
+    double *ad = buf_doubles(a), *bd = buf_doubles(b), *c = calloc((size_t)M * N, sizeof *c);
+    if (!c) abort();
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++) c[(int64_t)i * N + j] += ad[(int64_t)i * sa + k] * bd[(int64_t)k * sb + j];
+    free(ad);
+    free(bd);
+    return c;
+}
+
+/* The sizes of a GEMM case: small with small tiles (several programs, partial groups of
+ * the swizzle, every edge masked) in the interpreter, larger with the kernel's own tiles
+ * on the GPU. Row strides are 8 elements wider than the rows. */
+static void gemm_sizes(Case *c, int *M, int *N, int *K)
+{
+    *M = on_gpu ? 777 : 200;
+    *N = on_gpu ? 520 : 150;
+    *K = on_gpu ? 300 : 100;
+    if (!on_gpu) {
+        def(c, "BM", 64);
+        def(c, "BN", 32);
+        def(c, "BK", 32);
+        def(c, "GROUP", 2);
+    }
+}
+
+static void case_matmul_bf16(Case *c)
+{
+    int M, N, K;
+    gemm_sizes(c, &M, &N, &K);
+    int sa = K + 8, sb = N + 8, sc = N + 8;
+    Buf a = buf_rand(IR_BF16, (int64_t)M * sa, -1, 1), b = buf_rand(IR_BF16, (int64_t)K * sb, -1, 1);
+    Buf want = gapped_bf16(M, sc);
+    double *ref = gemm_ref(&a, &b, M, N, K, sa, sb);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) buf_set(&want, (int64_t)i * sc + j, ref[(int64_t)i * N + j]);
+    free(ref);
+    arg_buf(c, buf_new(IR_BF16, want.n));
+    arg_buf(c, a);
+    arg_buf(c, b);
+    arg_int(c, M);
+    arg_int(c, N);
+    arg_int(c, K);
+    arg_int(c, sa);
+    arg_int(c, sb);
+    arg_int(c, sc);
+    expect(c, 0, want, 1e-4, 1.0 / 128);  /* half a bf16 ulp, twice, for the f32 sums */
+    snprintf(c->shape, sizeof c->shape, "%dx%dx%d", M, N, K);
+}
+
+static void case_gemm_bias_gelu(Case *c)
+{
+    int M, N, K;
+    gemm_sizes(c, &M, &N, &K);
+    int sa = K + 8, sb = N + 8, sc = N + 8;
+    Buf a = buf_rand(IR_BF16, (int64_t)M * sa, -1, 1), b = buf_rand(IR_BF16, (int64_t)K * sb, -1, 1);
+    Buf bias = buf_rand(IR_BF16, N, -2, 2), want = gapped_bf16(M, sc);
+    double *ref = gemm_ref(&a, &b, M, N, K, sa, sb);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            buf_set(&want, (int64_t)i * sc + j, gelu(ref[(int64_t)i * N + j] + buf_get(&bias, j)));
+    free(ref);
+    arg_buf(c, buf_new(IR_BF16, want.n));
+    arg_buf(c, a);
+    arg_buf(c, b);
+    arg_buf(c, bias);
+    arg_int(c, M);
+    arg_int(c, N);
+    arg_int(c, K);
+    arg_int(c, sa);
+    arg_int(c, sb);
+    arg_int(c, sc);
+    expect(c, 0, want, 1e-4, 1.0 / 128);
+    snprintf(c->shape, sizeof c->shape, "%dx%dx%d", M, N, K);
+}
+
+static void case_qkv_proj(Case *c)
+{
+    /* hidden = 80 with 32-column tiles: the tiles at columns 64 and 160 straddle q|k
+     * and k|v, so each column must find its buffer by itself. */
+    int T = on_gpu ? 300 : 100, H = on_gpu ? 200 : 80, N = 3 * H;
+    if (!on_gpu) {
+        def(c, "BM", 32);
+        def(c, "BN", 32);
+        def(c, "BK", 32);
+        def(c, "GROUP", 2);
+    }
+    int sx = H + 8, sw = N + 8, so = H + 8;
+    Buf x = buf_rand(IR_BF16, (int64_t)T * sx, -1, 1), w = buf_rand(IR_BF16, (int64_t)H * sw, -1, 1);
+    Buf want[3] = {gapped_bf16(T, so), gapped_bf16(T, so), gapped_bf16(T, so)};
+    double *ref = gemm_ref(&x, &w, T, N, H, sx, sw);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < N; j++) buf_set(&want[j / H], (int64_t)i * so + j % H, ref[(int64_t)i * N + j]);
+    free(ref);
+    for (int o = 0; o < 3; o++) arg_buf(c, buf_new(IR_BF16, want[o].n));
+    arg_buf(c, x);
+    arg_buf(c, w);
+    arg_int(c, T);
+    arg_int(c, H);
+    arg_int(c, sx);
+    arg_int(c, sw);
+    arg_int(c, so);
+    for (int o = 0; o < 3; o++) expect(c, (uint32_t)o, want[o], 1e-4, 1.0 / 128);
+    snprintf(c->shape, sizeof c->shape, "T=%d hidden=%d", T, H);
+}
+
+/* Attention: bf16 [BH, L, D] tensors with rows stride_l = D + 8 apart and heads
+ * stride_bh = L * stride_l + 64 apart (the gaps are never read or written), lse and
+ * delta f32 [BH, L]. The interpreter gets L = 100 with 16- and 32-row blocks (every
+ * loop of the kernels runs: unmasked blocks, diagonal blocks, the tail); the GPU L = 300
+ * with the kernels' own tiles and D = 128. */
+typedef struct Attn {
+    int BH, L, D, causal;
+    int64_t sl, sbh;
+    double scale;              /* as the kernel gets it, an f32 */
+    Buf q, k, v, dout;         /* inputs, bf16 */
+    double *qd, *kd, *vd, *dod;  /* the same as doubles, for the references */
+    double *p;                 /* P[bh][i][j], from lse as given (0 where masked) */
+} Attn;
+
+static double attn_get(const Attn *a, const double *t, int bh, int i, int d)
+{
+    return t[bh * a->sbh + i * a->sl + d];
+}
+
+static double attn_score(const Attn *a, int bh, int i, int j)
+{
+    double s = 0;
+    for (int d = 0; d < a->D; d++) s += attn_get(a, a->qd, bh, i, d) * attn_get(a, a->kd, bh, j, d);
+    return a->scale * s;
+}
+
+static bool attn_seen(const Attn *a, int i, int j) { return !a->causal || j <= i; }
+
+/* The sizes and random inputs; the consts CAUSAL, BM and BN (bn == 0: a kernel with
+ * neither CAUSAL nor BN) and, in the interpreter, D. */
+static void attn_init(Case *c, Attn *a, int causal, int bm, int bn)
+{
+    a->BH = on_gpu ? 3 : 2;
+    a->L = on_gpu ? 300 : 100;
+    a->D = on_gpu ? 128 : 64;
+    a->causal = causal;
+    a->sl = a->D + 8;
+    a->sbh = a->L * a->sl + 64;
+    a->scale = (float)(1 / sqrt(a->D));
+    int64_t n = a->BH * a->sbh;
+    a->q = buf_rand(IR_BF16, n, -2, 2);
+    a->k = buf_rand(IR_BF16, n, -2, 2);
+    a->v = buf_rand(IR_BF16, n, -1, 1);
+    a->dout = buf_rand(IR_BF16, n, -1, 1);
+    a->qd = buf_doubles(&a->q);
+    a->kd = buf_doubles(&a->k);
+    a->vd = buf_doubles(&a->v);
+    a->dod = buf_doubles(&a->dout);
+    a->p = NULL;
+    if (bn) def(c, "CAUSAL", causal);
+    if (!on_gpu) {
+        def(c, "BM", bm);
+        if (bn) def(c, "BN", bn);
+        def(c, "D", a->D);
+    }
+    snprintf(c->shape, sizeof c->shape, "%dx%dx%d%s", a->BH, a->L, a->D,
+             !bn ? "" : causal ? " causal" : " full");
+}
+
+/* The kernels round the weights of their dots (P, dS) to bf16, a relative error of at
+ * most 2^-9 per term; the tolerance of an output element allows twice that on the sum
+ * of the magnitudes of its terms, which the references compute beside the values. A
+ * wrong mask or a lost block changes a sum by whole terms, far more. */
+#define BF16_TERM (1.0 / 256)
+
+static double *tol_new(int64_t n)
+{
+    double *t = calloc((size_t)(n ? n : 1), sizeof *t);
+    if (!t) abort();
+    return t;
+}
+
+/* The forward in double: lse (natural log) into lse, O rounded to bf16 into o, and, if
+ * otol is not NULL, the tolerance of each element of O. */
+static void attn_forward(const Attn *a, Buf *o, Buf *lse, double *otol)
+{
+    double *s = malloc((size_t)a->L * sizeof *s);
+    if (!s) abort();
+    for (int bh = 0; bh < a->BH; bh++)
+        for (int i = 0; i < a->L; i++) {
+            double mx = -INFINITY, l = 0;
+            for (int j = 0; j < a->L; j++)
+                if (attn_seen(a, i, j)) s[j] = attn_score(a, bh, i, j), mx = fmax(mx, s[j]);
+            for (int j = 0; j < a->L; j++)
+                if (attn_seen(a, i, j)) l += exp(s[j] - mx);
+            buf_set(lse, (int64_t)bh * a->L + i, mx + log(l));
+            for (int d = 0; d < a->D; d++) {
+                double acc = 0, mag = 0;
+                for (int j = 0; j < a->L; j++)
+                    if (attn_seen(a, i, j)) {
+                        double t = exp(s[j] - mx) * attn_get(a, a->vd, bh, j, d);
+                        acc += t;
+                        mag += fabs(t);
+                    }
+                int64_t at = bh * a->sbh + i * a->sl + d;
+                buf_set(o, at, acc / l);
+                if (otol) otol[at] = BF16_TERM * mag / l;
+            }
+        }
+    free(s);
+}
+
+/* delta[bh][i] = sum over d of dO * O, from the bf16 values. */
+static void attn_delta(const Attn *a, const Buf *o, Buf *delta)
+{
+    double *od = buf_doubles(o);
+    for (int bh = 0; bh < a->BH; bh++)
+        for (int i = 0; i < a->L; i++) {
+            double s = 0;
+            for (int d = 0; d < a->D; d++) s += attn_get(a, od, bh, i, d) * attn_get(a, a->dod, bh, i, d);
+            buf_set(delta, (int64_t)bh * a->L + i, s);
+        }
+    free(od);
+}
+
+/* The doubles and P (the Bufs belong to the case once passed as arguments). */
+static void attn_free(Attn *a)
+{
+    free(a->qd);
+    free(a->kd);
+    free(a->vd);
+    free(a->dod);
+    free(a->p);
+}
+
+/* The inputs of the backward kernels, lse and delta (f32, as the forward and the
+ * preprocess kernel would give them), and P recomputed from that lse as the kernels do. */
+static void attn_backward_inputs(Attn *a, Buf *lse, Buf *delta)
+{
+    Buf o = buf_new(IR_BF16, a->q.n);
+    *lse = buf_new(IR_F32, (int64_t)a->BH * a->L);
+    *delta = buf_new(IR_F32, (int64_t)a->BH * a->L);
+    attn_forward(a, &o, lse, NULL);
+    attn_delta(a, &o, delta);
+    free(o.data);
+    a->p = calloc((size_t)a->BH * a->L * a->L, sizeof *a->p);
+    if (!a->p) abort();
+    for (int bh = 0; bh < a->BH; bh++)
+        for (int i = 0; i < a->L; i++)
+            for (int j = 0; j < a->L; j++)
+                if (attn_seen(a, i, j))
+                    a->p[((int64_t)bh * a->L + i) * a->L + j] =
+                        exp(attn_score(a, bh, i, j) - buf_get(lse, (int64_t)bh * a->L + i));
+}
+
+/* dS[bh][i][j] = P * (dP - delta), dP = dO_i . v_j. */
+static double attn_ds(const Attn *a, const Buf *delta, int bh, int i, int j)
+{
+    double p = a->p[((int64_t)bh * a->L + i) * a->L + j], dp = 0;
+    if (p == 0) return 0;
+    for (int d = 0; d < a->D; d++) dp += attn_get(a, a->dod, bh, i, d) * attn_get(a, a->vd, bh, j, d);
+    return p * (dp - buf_get(delta, (int64_t)bh * a->L + i));
+}
+
+/* A bf16 [BH, L, D] output in the layout of the inputs, gaps poisoned. */
+static Buf attn_out(const Attn *a)
+{
+    Buf b = buf_new(IR_BF16, a->q.n);
+    memset(b.data, 0xFF, (size_t)b.n * 2);
+    return b;
+}
+
+static void attn_args(Case *c, const Attn *a)
+{
+    arg_int(c, a->BH);
+    arg_int(c, a->L);
+    arg_float(c, a->scale);
+    arg_int(c, a->sbh);
+    arg_int(c, a->sl);
+}
+
+static void case_attn_fwd(Case *c, int causal)
+{
+    Attn a;
+    attn_init(c, &a, causal, 32, 16);
+    Buf want_o = attn_out(&a), want_lse = buf_new(IR_F32, (int64_t)a.BH * a.L);
+    double *otol = tol_new(want_o.n);
+    attn_forward(&a, &want_o, &want_lse, otol);
+    arg_buf(c, buf_new(IR_BF16, want_o.n));
+    arg_buf(c, buf_new(IR_F32, want_lse.n));
+    arg_buf(c, a.q);
+    arg_buf(c, a.k);
+    arg_buf(c, a.v);
+    attn_args(c, &a);
+    free(a.dout.data);
+    attn_free(&a);
+    /* O: the rounding of P, then half a bf16 ulp (twice) for O's own; lse stays f32. */
+    expect(c, 0, want_o, 1e-5, 1.0 / 128);
+    c->etol[0] = otol;
+    expect(c, 1, want_lse, 1e-5, 1e-5);
+}
+static void case_attn_fwd_full(Case *c) { case_attn_fwd(c, 0); }
+static void case_attn_fwd_causal(Case *c) { case_attn_fwd(c, 1); }
+
+static void case_attn_bwd_preprocess(Case *c)
+{
+    Attn a;
+    attn_init(c, &a, 0, 32, 0);
+    Buf o = buf_rand(IR_BF16, a.q.n, -1, 1), want = buf_new(IR_F32, (int64_t)a.BH * a.L);
+    attn_delta(&a, &o, &want);
+    arg_buf(c, buf_new(IR_F32, want.n));
+    arg_buf(c, o);
+    arg_buf(c, a.dout);
+    arg_int(c, a.BH);
+    arg_int(c, a.L);
+    arg_int(c, a.sbh);
+    arg_int(c, a.sl);
+    free(a.q.data);
+    free(a.k.data);
+    free(a.v.data);
+    attn_free(&a);
+    expect(c, 0, want, 1e-5, 1e-5);  /* exact products, f32 sums of D of them */
+}
+
+static void case_attn_bwd_dkdv(Case *c, int causal)
+{
+    Attn a;
+    Buf lse, delta;
+    attn_init(c, &a, causal, 16, 32);
+    attn_backward_inputs(&a, &lse, &delta);
+    Buf want_dk = attn_out(&a), want_dv = attn_out(&a);
+    double *ktol = tol_new(want_dk.n), *vtol = tol_new(want_dv.n);
+    double *ds = malloc((size_t)a.L * sizeof *ds);
+    if (!ds) abort();
+    for (int bh = 0; bh < a.BH; bh++)
+        for (int j = 0; j < a.L; j++) {
+            for (int i = 0; i < a.L; i++) ds[i] = attn_ds(&a, &delta, bh, i, j);
+            for (int d = 0; d < a.D; d++) {
+                double dk = 0, dv = 0, kmag = 0, vmag = 0;
+                for (int i = 0; i < a.L; i++) {
+                    double tk = ds[i] * attn_get(&a, a.qd, bh, i, d);
+                    double tv = a.p[((int64_t)bh * a.L + i) * a.L + j] * attn_get(&a, a.dod, bh, i, d);
+                    dk += tk, kmag += fabs(tk);
+                    dv += tv, vmag += fabs(tv);
+                }
+                int64_t at = bh * a.sbh + j * a.sl + d;
+                buf_set(&want_dk, at, a.scale * dk);
+                buf_set(&want_dv, at, dv);
+                ktol[at] = BF16_TERM * a.scale * kmag;
+                vtol[at] = BF16_TERM * vmag;
+            }
+        }
+    free(ds);
+    attn_free(&a);
+    arg_buf(c, buf_new(IR_BF16, want_dk.n));
+    arg_buf(c, buf_new(IR_BF16, want_dv.n));
+    arg_buf(c, a.q);
+    arg_buf(c, a.k);
+    arg_buf(c, a.v);
+    arg_buf(c, a.dout);
+    arg_buf(c, lse);
+    arg_buf(c, delta);
+    attn_args(c, &a);
+    expect(c, 0, want_dk, 1e-5, 1.0 / 128);
+    expect(c, 1, want_dv, 1e-5, 1.0 / 128);
+    c->etol[0] = ktol;
+    c->etol[1] = vtol;
+}
+static void case_attn_bwd_dkdv_full(Case *c) { case_attn_bwd_dkdv(c, 0); }
+static void case_attn_bwd_dkdv_causal(Case *c) { case_attn_bwd_dkdv(c, 1); }
+
+static void case_attn_bwd_dq(Case *c, int causal)
+{
+    Attn a;
+    Buf lse, delta;
+    attn_init(c, &a, causal, 32, 16);
+    attn_backward_inputs(&a, &lse, &delta);
+    Buf want = attn_out(&a);
+    double *qtol = tol_new(want.n);
+    double *ds = malloc((size_t)a.L * sizeof *ds);
+    if (!ds) abort();
+    for (int bh = 0; bh < a.BH; bh++)
+        for (int i = 0; i < a.L; i++) {
+            for (int j = 0; j < a.L; j++) ds[j] = attn_ds(&a, &delta, bh, i, j);
+            for (int d = 0; d < a.D; d++) {
+                double dq = 0, mag = 0;
+                for (int j = 0; j < a.L; j++) {
+                    double t = ds[j] * attn_get(&a, a.kd, bh, j, d);
+                    dq += t, mag += fabs(t);
+                }
+                int64_t at = bh * a.sbh + i * a.sl + d;
+                buf_set(&want, at, a.scale * dq);
+                qtol[at] = BF16_TERM * a.scale * mag;
+            }
+        }
+    free(ds);
+    attn_free(&a);
+    arg_buf(c, buf_new(IR_BF16, want.n));
+    arg_buf(c, a.q);
+    arg_buf(c, a.k);
+    arg_buf(c, a.v);
+    arg_buf(c, a.dout);
+    arg_buf(c, lse);
+    arg_buf(c, delta);
+    attn_args(c, &a);
+    expect(c, 0, want, 1e-5, 1.0 / 128);
+    c->etol[0] = qtol;
+}
+static void case_attn_bwd_dq_full(Case *c) { case_attn_bwd_dq(c, 0); }
+static void case_attn_bwd_dq_causal(Case *c) { case_attn_bwd_dq(c, 1); }
+
 typedef struct Example {
     const char *file, *kernel;
     void (*make)(Case *c);
@@ -365,16 +812,27 @@ static const Example examples[] = {
     {"cumsum_argmax.tile", "cumsum_argmax", case_cumsum_argmax},
     {"histogram.tile", "histogram", case_histogram},
     {"adamw.tile", "adamw", case_adamw},
+    {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16},
+    {"gemm_bias_gelu.tile", "gemm_bias_gelu", case_gemm_bias_gelu},
+    {"qkv_proj.tile", "qkv_proj", case_qkv_proj},
+    {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_full},
+    {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_causal},
+    {"flash_attn_bwd.tile", "attn_bwd_preprocess", case_attn_bwd_preprocess},
+    {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_full},
+    {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_causal},
+    {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_full},
+    {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_causal},
 };
 
 /* ---- running and comparing ------------------------------------------------------------ */
-/* Compiles `path` at the given -O level; returns the kernel or NULL (diagnostics
+/* Compiles `path` with the case's const values at the given -O level; returns the kernel or NULL (diagnostics
  * printed). */
-static const IrFunc *compile(IrCtx *ctx, const Source *src, const char *kernel, int opt)
+static const IrFunc *compile(IrCtx *ctx, const Source *src, const char *kernel,
+                             const Case *c, int opt)
 {
     DiagList *d = ir_ctx_diags(ctx);
     AstProgram *p = fe_parse(ir_ctx_arena(ctx), src, d);
-    FeOptions fo = {NULL, 0, kernel};
+    FeOptions fo = {c->defs, c->ndefs, kernel};
     IrModule *m = p && !d->nerrors ? fe_lower(ctx, p, &fo, d) : NULL;
     if (m && !d->nerrors) {
         PassOptions po = {.verify_each = true};
@@ -396,9 +854,12 @@ static double compare(const Case *c, double *max_abs)
             double got = buf_get(&c->bufs[a], i), w = buf_get(want, i);
             if (isnan(w) && isnan(got)) continue;   /* a gap the kernel must not write */
             double err = fabs(got - w), tol = c->atol[a] + c->rtol[a] * fabs(w);
+            if (c->etol[a]) tol += c->etol[a][i];
             double ratio = err == 0 ? 0 : tol == 0 ? INFINITY : err / tol;
-            if (!(ratio <= worst)) worst = ratio;   /* NaN propagates as a failure */
-            if (!(err <= *max_abs)) *max_abs = err;
+            /* A NaN (a value where the poison should be, or NaN where a value should
+             * be) is a failure that later elements must not overwrite. */
+            if (isnan(ratio) || ratio > worst) worst = isnan(worst) ? worst : ratio;
+            if (isnan(err) || err > *max_abs) *max_abs = isnan(*max_abs) ? *max_abs : err;
         }
     }
     return worst;
@@ -423,6 +884,7 @@ static void free_case(Case *c)
     for (uint32_t a = 0; a < MAX_ARGS; a++) {
         free(c->bufs[a].data);
         free(c->expect[a].data);
+        free(c->etol[a]);
     }
 }
 
@@ -463,8 +925,10 @@ static bool run_gpu(const char *path, const Example *ex, Case *c, const IrFunc *
     TrtKernel *kern = NULL;
     CUdeviceptr dev[MAX_ARGS] = {0};
     TrtArg targs[MAX_ARGS];
+    TrtConst consts[MAX_DEFS];
+    for (uint32_t i = 0; i < c->ndefs; i++) consts[i] = (TrtConst){c->defs[i].name, c->defs[i].value};
     TrtStatus st = trt_module_load_file(gpu_ctx, path, &m);
-    if (!st) st = trt_module_get_kernel(m, ex->kernel, NULL, 0, &kern);
+    if (!st) st = trt_module_get_kernel(m, ex->kernel, consts, c->ndefs, &kern);
     for (uint32_t a = 0; a < c->nargs && !st; a++) {
         size_t bytes = c->args[a].is_buffer ? (size_t)(c->bufs[a].n * ir_elem_bytes(c->bufs[a].elem)) : 0;
         if (c->args[a].is_buffer && !(st = trt_mem_alloc(gpu_ctx, bytes, &dev[a])))
@@ -483,8 +947,25 @@ static bool run_gpu(const char *path, const Example *ex, Case *c, const IrFunc *
     return st ? gpu_fail(st) : true;
 }
 
-/* Runs one example at one -O level; prints its row; returns whether it passed. */
-static bool run_example(const char *dir, const Example *ex, int opt)
+/* The kernel as the runtime would compile it for these arguments (specialized, -O3,
+ * the GPU pipeline), run in the interpreter with every fact of the axis analysis
+ * checked on the values (as `tilec run --check-axis-info`). */
+static bool run_checking_axis_info(IrFunc *k, const Case *c, const int64_t grid[3], DiagList *diags)
+{
+    SpecClass classes[MAX_ARGS];
+    spec_classes_of_args(k, c->args, classes);
+    uint64_t aligned = pass_prepare_gpu(k, classes, &(PassOptions){.verify_each = true});
+    InterpOptions io = {0};
+    return axisinfo_check_run(k, aligned, c->args, c->nargs, grid, &io, diags);
+}
+
+/* The runs of an example in the interpreter: -O0, -O2, and the GPU-level IR with the
+ * axis facts checked (AX); on the GPU one run. */
+enum { RUN_O0, RUN_O2, RUN_AX, RUN_GPU };
+static const char *const run_names[] = {"O0", "O2", "AX", "GPU"};
+
+/* Runs one example one way; prints its row; returns whether it passed. */
+static bool run_example(const char *dir, const Example *ex, int how)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ex->file);
@@ -500,19 +981,20 @@ static bool run_example(const char *dir, const Example *ex, int opt)
     poison_outputs(&c);
     IrCtx *ctx = ir_ctx_create();
     double t0 = now_ms();
-    const IrFunc *k = compile(ctx, src, ex->kernel, opt);
+    IrFunc *k = (IrFunc *)compile(ctx, src, ex->kernel, &c, how == RUN_O0 ? 0 : 2);
     double t1 = now_ms();
     int64_t grid[3] = {1, 1, 1};
     bool ok = k && k->grid && interp_eval_grid(k->grid, c.args, c.nargs, grid, ir_ctx_diags(ctx)) > 0;
     InterpOptions io = {0};
-    if (gpu_ctx) ok = ok && run_gpu(path, ex, &c, k, grid);
+    if (how == RUN_GPU) ok = ok && run_gpu(path, ex, &c, k, grid);
+    else if (how == RUN_AX) ok = ok && run_checking_axis_info(k, &c, grid, ir_ctx_diags(ctx));
     else ok = ok && interp_run(k, c.args, c.nargs, grid, &io, ir_ctx_diags(ctx));
     double t2 = now_ms(), max_abs = 0;
     double ratio = ok ? compare(&c, &max_abs) : INFINITY;
     ok = ok && ratio <= 1;
     if (k) diag_print(ir_ctx_diags(ctx), stderr);
-    printf("%-20s %-3s %-16s %-13s %10.3g %8.2f %9.1f %9.1f  %s\n", ex->file,
-           gpu_ctx ? "GPU" : opt ? "O2" : "O0",
+    printf("%-20s %-20s %-3s %-22s %-13s %10.3g %8.2f %9.1f %9.1f  %s\n", ex->file, ex->kernel,
+           run_names[how],
            c.shape, grid_str(grid), max_abs, ratio, t1 - t0, t2 - t1, ok ? "ok" : "FAIL");
     ir_ctx_destroy(ctx);
     free_case(&c);
@@ -534,6 +1016,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!strcmp(device, "gpu")) {
+        on_gpu = true;
         TrtStatus st = trt_context_create(0, TRT_MODE_FROM_ENV, NULL, &gpu_ctx);
         if (st == TRT_ERROR_NO_DRIVER || st == TRT_ERROR_NO_DEVICE) {
             gpu_fail(st);
@@ -544,13 +1027,13 @@ int main(int argc, char **argv)
     }
     printf("inputs from seed %llu; outputs checked against references computed in C\n",
            (unsigned long long)rng_seed);
-    printf("%-20s %-3s %-16s %-13s %10s %8s %9s %9s  %s\n", "example", "run", "shape", "grid",
+    printf("%-20s %-20s %-3s %-22s %-13s %10s %8s %9s %9s  %s\n", "example", "kernel", "run", "shape", "grid",
            "max|err|", "err/tol", "compile", "run(ms)", "result");
     int failed = 0, passed = 0;
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         if (only && strcmp(only, examples[i].file)) continue;
-        for (int opt = gpu_ctx ? 2 : 0; opt <= 2; opt += 2)
-            run_example(dir, &examples[i], opt) ? passed++ : failed++;
+        for (int how = gpu_ctx ? RUN_GPU : RUN_O0; how <= (gpu_ctx ? RUN_GPU : RUN_AX); how++)
+            run_example(dir, &examples[i], how) ? passed++ : failed++;
     }
     printf("examples: %d passed, %d failed\n", passed, failed);
     trt_context_destroy(gpu_ctx);

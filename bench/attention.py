@@ -1,0 +1,285 @@
+"""FlashAttention forward and backward of tile (examples/flash_attn_fwd.tile,
+examples/flash_attn_bwd.tile: bf16 q, k, v, o, f32 softmax statistics, dots on tensor
+cores) against PyTorch's scaled_dot_product_attention on its flash backend, at B = 4,
+H = 32, L = 4096, D = 128, causal and not, in one run on one GPU.
+
+Checks come first, on fresh random inputs with NaN-poisoned outputs: at B = 1, H = 16,
+L = 1008 (not a multiple of any block, so the masked tails run; B*H and L in the same
+specialization classes as the benchmark shape, so no extra compile) O, the logsumexp
+and dQ, dK, dV against an f32 reference with autograd (SDPA's error shown beside);
+then at the benchmark shape O and the gradients against SDPA flash. A config that fails
+is a row with its error, and the run goes on. Times are medians of
+triton.testing.do_bench; FLOPs: forward 4*B*H*L*L*D (half when causal), backward 2.5x
+the forward; "% of peak" is the fraction of the H200 SXM's dense bf16 peak (989
+TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
+
+    python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
+"""
+import argparse
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tilert  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FWD = os.path.join(ROOT, "examples", "flash_attn_fwd.tile")
+BWD = os.path.join(ROOT, "examples", "flash_attn_bwd.tile")
+PEAK = 989e12  # H200 SXM, dense bf16 on tensor cores
+SHAPE = (4, 32, 4096, 128)       # B, H, L, D
+CHECK_SHAPE = (1, 16, 1008, 128)
+FWD_CONFIGS = [(64, 32, 8), (128, 64, 8), (64, 64, 4)]          # BM, BN, warps
+BWD_CONFIGS = [((32, 64, 8), (64, 32, 8)), ((16, 32, 4), (32, 16, 4))]  # (dK/dV), (dQ)
+TOL_O = 1e-2      # relative error (norm) of bf16 outputs
+TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
+TOL_LSE = 1e-3    # absolute, f32 statistics
+
+QUICK = False
+
+
+def bench(fn, grad_to_none=None):
+    warmup, rep = (25, 100) if QUICK else (50, 300)
+    return triton.testing.do_bench(fn, warmup=warmup, rep=rep, grad_to_none=grad_to_none,
+                                   return_mode="median") * 1e-3
+
+
+def rel_err(x, ref):
+    x, ref = x.float(), ref.float()
+    return ((x - ref).norm() / ref.norm()).item()
+
+
+def check(name, err, tol):
+    if not (err < tol):  # NaN (an element left poisoned) fails too
+        raise AssertionError("%s: error %.3g (tolerance %.1g)" % (name, err, tol))
+    return err
+
+
+def failed(e):
+    msg = str(e).strip().splitlines()
+    return "FAILED: %s" % (msg[0][:150] if msg else type(e).__name__)
+
+
+def figures(flops, t, t_ref):
+    vs = "" if t_ref is None else "%.3fx" % (t_ref / t)
+    return "%.3f | %.1f | %.1f%% | %s" % (t * 1e3, flops / t / 1e12, 100 * flops / t / PEAK, vs)
+
+
+def nan_like(shape, dtype):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+# ---- tile ---------------------------------------------------------------------------------
+def strides(t):
+    """(stride_bh, stride_l) of a [B, H, L, D] tensor seen as [B*H, L, D]."""
+    B, H, L, D = t.shape
+    assert t.stride(3) == 1 and t.stride(0) == H * t.stride(1), "q, k, v, o need [B*H, L, D] strides"
+    return t.stride(1), t.stride(2)
+
+
+def tile_fwd(rt, cfg, causal, q, k, v, scale):
+    """(o, lse, run): run() computes o and lse (poisoned until then)."""
+    B, H, L, D = q.shape
+    BM, BN, warps = cfg
+    o = nan_like(q.shape, torch.bfloat16)
+    lse = nan_like((B, H, L), torch.float32)
+    sbh, sl = strides(q)
+    for t in (k, v, o):
+        assert strides(t) == (sbh, sl)
+    kern = rt.kernel(FWD, "attn_fwd", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps)
+    run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", o, lse, q, k, v, B * H, L, scale, sbh, sl)
+    return o, lse, run
+
+
+def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
+    """((dq, dk, dv), run): run() launches the three kernels of the backward."""
+    B, H, L, D = q.shape
+    (kbm, kbn, kw), (qbm, qbn, qw) = cfg
+    sbh, sl = strides(q)
+    for t in (k, v, o, do):
+        assert strides(t) == (sbh, sl)
+    delta = nan_like((B, H, L), torch.float32)
+    dq, dk, dv = (nan_like(q.shape, torch.bfloat16) for _ in range(3))
+    pre = rt.kernel(BWD, "attn_bwd_preprocess", BM=32, D=D).prepare(
+        "ptr ptr ptr i32 i32 i64 i32", delta, o, do, B * H, L, sbh, sl)
+    dkdv = rt.kernel(BWD, "attn_bwd_dkdv", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw).prepare(
+        "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale, sbh, sl)
+    dqk = rt.kernel(BWD, "attn_bwd_dq", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw).prepare(
+        "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dq, q, k, v, do, lse, delta, B * H, L, scale, sbh, sl)
+
+    def run():
+        pre()
+        dkdv()
+        dqk()
+    return (dq, dk, dv), run
+
+
+# ---- references ----------------------------------------------------------------------------
+def inputs(shape):
+    q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    return q, k, v, do
+
+
+def math_ref(q, k, v, do, causal, scale):
+    """o, lse, (dq, dk, dv) in f32 with autograd."""
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        L = q.shape[2]
+        s = s.masked_fill(torch.ones(L, L, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.softmax(s, dim=-1) @ vf
+    o.backward(do.float())
+    return o.detach(), lse.detach(), (qf.grad, kf.grad, vf.grad)
+
+
+def sdpa(q, k, v, causal, scale):
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def sdpa_grads(q, k, v, do, causal, scale):
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    o = sdpa(qg, kg, vg, causal, scale)
+    o.backward(do)
+    return o.detach(), (qg.grad, kg.grad, vg.grad)
+
+
+# ---- checks -----------------------------------------------------------------------------
+_small = {}
+
+
+def small_case(causal):
+    """Inputs and references at CHECK_SHAPE, once per run and causal mode."""
+    if causal not in _small:
+        q, k, v, do = inputs(CHECK_SHAPE)
+        scale = 1 / math.sqrt(CHECK_SHAPE[3])
+        o, lse, grads = math_ref(q, k, v, do, causal, scale)
+        try:
+            so, sgrads = sdpa_grads(q, k, v, do, causal, scale)
+            sdpa_err = (rel_err(so, o), max(rel_err(g, r) for g, r in zip(sgrads, grads)))
+        except Exception:  # shown as nan; SDPA's own rows say why
+            sdpa_err = (float("nan"), float("nan"))
+        _small[causal] = (q, k, v, do, scale, o, lse, grads, sdpa_err)
+    return _small[causal]
+
+
+def check_fwd_small(rt, cfg, causal):
+    q, k, v, do, scale, o_ref, lse_ref, _, _ = small_case(causal)
+    o, lse, run = tile_fwd(rt, cfg, causal, q, k, v, scale)
+    run()
+    torch.cuda.synchronize()
+    check("lse", (lse - lse_ref).abs().max().item(), TOL_LSE)
+    return check("O at %s" % (CHECK_SHAPE,), rel_err(o, o_ref), TOL_O)
+
+
+def check_bwd_small(rt, fcfg, bcfg, causal):
+    q, k, v, do, scale, _, _, grads_ref, _ = small_case(causal)
+    o, lse, fwd = tile_fwd(rt, fcfg, causal, q, k, v, scale)
+    fwd()
+    grads, run = tile_bwd(rt, bcfg, causal, q, k, v, o, lse, do, scale)
+    run()
+    torch.cuda.synchronize()
+    return max(check("d%s at %s" % (n, CHECK_SHAPE), rel_err(g, r), TOL_GRAD)
+               for n, g, r in zip("qkv", grads, grads_ref))
+
+
+# ---- the benchmark --------------------------------------------------------------------------
+def run_mode(rt, causal):
+    B, H, L, D = SHAPE
+    scale = 1 / math.sqrt(D)
+    flops_fwd = 4.0 * B * H * L * L * D * (0.5 if causal else 1.0)
+    flops_bwd = 2.5 * flops_fwd
+    mode = "causal" if causal else "full"
+    q, k, v, do = inputs(SHAPE)
+    lines = []
+    fcfgs = FWD_CONFIGS[:1] if QUICK else FWD_CONFIGS
+    bcfgs = BWD_CONFIGS[:1] if QUICK else BWD_CONFIGS
+    sdpa_small = small_case(causal)[8]
+
+    # SDPA flash: the reference outputs at this shape, and its times.
+    t_sf = t_sb = None
+    try:
+        o_s, grads_s = sdpa_grads(q, k, v, do, causal, scale)
+        t_sf = bench(lambda: sdpa(q, k, v, causal, scale))
+        lines.append("| fwd | %s | SDPA flash | | %.1e (f32 ref) | %s |" % (mode, sdpa_small[0], figures(flops_fwd, t_sf, t_sf)))
+        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            og = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, scale=scale)
+            t_sb = bench(lambda: og.backward(do, retain_graph=True), grad_to_none=[qg, kg, vg])
+        lines.append("| bwd | %s | SDPA flash | | %.1e (f32 ref) | %s |" % (mode, sdpa_small[1], figures(flops_bwd, t_sb, t_sb)))
+        del og, qg, kg, vg
+    except Exception as e:
+        o_s = grads_s = None
+        lines.append("| fwd/bwd | %s | SDPA flash | | %s | | | | |" % (mode, failed(e)))
+
+    for fcfg in fcfgs:
+        try:
+            e1 = check_fwd_small(rt, fcfg, causal)
+            o, lse, run = tile_fwd(rt, fcfg, causal, q, k, v, scale)
+            run()
+            torch.cuda.synchronize()
+            e2 = check("O vs SDPA", rel_err(o, o_s), TOL_O) if o_s is not None else float("nan")
+            lines.append("| fwd | %s | tile | %s | %.1e, %.1e | %s |" % (mode, fcfg, e1, e2, figures(flops_fwd, bench(run), t_sf)))
+        except Exception as e:
+            lines.append("| fwd | %s | tile | %s | %s | | | | |" % (mode, fcfg, failed(e)))
+    # The backward takes o and lse from the first forward config.
+    for bcfg in bcfgs:
+        try:
+            e1 = check_bwd_small(rt, fcfgs[0], bcfg, causal)
+            o, lse, fwd = tile_fwd(rt, fcfgs[0], causal, q, k, v, scale)
+            fwd()
+            grads, run = tile_bwd(rt, bcfg, causal, q, k, v, o, lse, do, scale)
+            run()
+            torch.cuda.synchronize()
+            e2 = float("nan")
+            if grads_s is not None:
+                e2 = max(check("d%s vs SDPA" % n, rel_err(g, r), TOL_GRAD) for n, g, r in zip("qkv", grads, grads_s))
+            lines.append("| bwd | %s | tile | %s | %.1e, %.1e | %s |" % (mode, bcfg, e1, e2, figures(flops_bwd, bench(run), t_sb)))
+        except Exception as e:
+            lines.append("| bwd | %s | tile | %s | %s | | | | |" % (mode, bcfg, failed(e)))
+    return lines
+
+
+def main():
+    global QUICK
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true", help="one config per pass, shorter timing")
+    a_ = ap.parse_args()
+    QUICK = a_.quick
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False  # the f32 reference in f32
+    rt = tilert.Runtime(a_.lib)
+    B, H, L, D = SHAPE
+    lines = ["GPU: %s; attention B=%d H=%d L=%d D=%d, bf16; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)"
+             % (torch.cuda.get_device_name(), B, H, L, D, " (--quick)" if QUICK else "", PEAK / 1e12), "",
+             "tile configs: fwd (BM, BN, warps); bwd ((BM, BN, warps) of dK/dV, (BM, BN, warps) of dQ). "
+             "check: tile's relative error against f32 at B=%d H=%d L=%d D=%d (O, and the worst of dQ, dK, dV; "
+             "the logsumexp within %.0e), then against SDPA flash at the benchmark shape; SDPA's rows show its "
+             "own error against f32 at the small shape." % (CHECK_SHAPE + (TOL_LSE,)), "",
+             "| pass | mask | implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs SDPA flash |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for causal in (False, True):
+        try:
+            part = run_mode(rt, causal)
+        except Exception as e:  # the small-shape references themselves failed
+            part = ["| | %s | | | %s | | | | |" % ("causal" if causal else "full", failed(e))]
+        print("\n".join(part), flush=True)
+        lines += part
+        torch.cuda.empty_cache()
+    text = "\n".join(lines)
+    if a_.out:
+        with open(a_.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
