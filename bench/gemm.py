@@ -318,19 +318,46 @@ def section_qkv(rt):
     return lines
 
 
+def section_cold_compile(rt_unused):
+    """The first call of the bf16 GEMM in a fresh process state with an empty cache:
+    front end, GPU passes, LLVM's NVPTX backend and the driver's JIT (the target: under
+    100 ms), then the same kernel from the persistent cache by a new context."""
+    import tempfile
+    import time
+    lines = ["## Cold compile of the bf16 GEMM through libtileRT (BM, BN, BK, warps, stages = %s)" % (BF16_CONFIGS[0],), ""]
+    M = N = K = 1024
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+    with tempfile.TemporaryDirectory() as d:
+        rows = []
+        for what in ("cold (empty cache)", "warm cache, new context"):
+            rt = tilert.Runtime(LIB, cache_dir=d)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            _, run = tile_gemm_bf16(rt, BF16_CONFIGS[0], a, b)
+            run()
+            torch.cuda.synchronize()
+            rows.append("| %s | %.1f |" % (what, (time.perf_counter() - t0) * 1e3))
+    return lines + ["| compile | first call (ms: load, compile, launch) |", "|---|---|"] + rows
+
+
+LIB = None
+
+
 def main():
-    global QUICK
+    global QUICK, LIB
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and configs, shorter timing")
     a_ = ap.parse_args()
     QUICK = a_.quick
+    LIB = a_.lib
     torch.manual_seed(0)
     rt = tilert.Runtime(a_.lib)
     lines = ["GPU: %s; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)" % (
         torch.cuda.get_device_name(), " (--quick)" if QUICK else "", PEAK / 1e12), ""]
-    sections = [section_f16, section_bf16, section_gelu] + ([] if QUICK else [section_qkv])
+    sections = [section_cold_compile, section_f16, section_bf16, section_gelu] + ([] if QUICK else [section_qkv])
     print("\n".join(lines), flush=True)
     for section in sections:
         try:

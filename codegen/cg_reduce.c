@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "ir/layout.h"
 
 typedef struct Red {
     IrOpcode code;
@@ -190,6 +191,7 @@ static int32_t warps_along(const CgLayout *l, int a)
 uint32_t cg_reduce_warps(const IrType *t, int a)
 {
     CgLayout l = cg_layout_of(t);
+    if (l.kind != CG_LAYOUT_BLOCKED) return 1;     /* mma rows in one warp (reduce_mma_rows) */
     return (uint32_t)warps_along(&l, a);
 }
 
@@ -221,6 +223,48 @@ static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout 
         }
 }
 
+/* A row reduction of an mma.sync accumulator whose rows each live in one warp (WN = 1,
+ * passes/layout.c reduce_visit): a thread holds, per instruction row rm, rows g and
+ * g + 8 at columns 2t, 2t + 1 of every column tile; it combines those, then the four
+ * lanes t of the row by two butterfly shuffles. The result is the slice of the layout
+ * along axis 1, whose elements (rm, i) are rows rm*16*WM + wm*16 + g + 8*(i >> 1). */
+static bool reduce_mma_rows(Cg *c, const IrOp *op, const Red *r, const CgLayout *l, IrElem in)
+{
+    const IrType *rt = cg_type(c, op->results[0]);
+    CgVal x = cg_get(c, op->operands[0]);
+    uint32_t RM = (uint32_t)l->reps[0], RN = (uint32_t)l->reps[1];
+    Pair *p = arena_alloc(c->arena, RM * 2 * sizeof *p);
+    for (uint32_t rm = 0; rm < RM; rm++)
+        for (uint32_t h = 0; h < 2; h++) {
+            Pair acc = {NULL, NULL};
+            for (uint32_t rn = 0; rn < RN; rn++)
+                for (uint32_t j = 0; j < 2; j++) {
+                    Pair e = {cg_convert_scalar(c, x.v[(rm * RN + rn) * 4 + 2 * h + j], in, r->e), NULL};
+                    acc = acc.v ? combine(c, r, acc, e) : e;
+                }
+            for (int m = 1; m <= 2; m <<= 1) {
+                Pair o = {shfl_xor(c, acc.v, m), NULL};
+                acc = combine(c, r, acc, o);
+            }
+            p[rm * 2 + h] = acc;
+        }
+    CgLayout to = cg_layout_of(rt);
+    uint32_t n = cg_layout_elems(&to);
+    CgVal out = cg_val_new(c, n);
+    bool fsum = r->code == IR_OP_SUM && ir_elem_is_float(r->e);
+    for (uint32_t k = 0; k < n; k++) {
+        int64_t co[IR_MAX_RANK];
+        cg_layout_coords_at(&to, 0, k, co);          /* lane 0 of warp 0: rm*16*WM + 8h */
+        int64_t row = co[0] % (16 * l->wpc[0]), rm = co[0] / (16 * l->wpc[0]);
+        if (rm >= RM || (row != 0 && row != 8)) return cg_error(c, op, "internal: unexpected row slice layout");
+        LLVMValueRef v = p[rm * 2 + (uint32_t)(row / 8)].v;
+        if (fsum) v = LLVMBuildFAdd(c->b, v, LLVMConstReal(LLVMTypeOf(v), 0.0), "");
+        out.v[k] = cg_convert_scalar(c, v, r->e, rt->elem);
+    }
+    cg_set(c, op->results[0], out);
+    return true;
+}
+
 bool cg_reduce(Cg *c, const IrOp *op)
 {
     const IrType *st = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
@@ -228,6 +272,9 @@ bool cg_reduce(Cg *c, const IrOp *op)
     Red r = {op->code, acc_elem(st->elem), op->code == IR_OP_ARGMAX || op->code == IR_OP_ARGMIN};
     if (r.code == IR_OP_SUM && st->elem == IR_PTR) return cg_error(c, op, "cannot sum pointers");
     CgLayout l = cg_layout_of(st), cl = l;
+    if (l.kind == CG_LAYOUT_MMA && !l.slice && a == 1 && l.wpc[1] == 1 && !r.arg && rt->layout &&
+        rt->layout->kind == IR_LAYOUT_SLICE)
+        return reduce_mma_rows(c, op, &r, &l, st->elem);
     if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "reductions of tensor-core layouts are not lowered yet");
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     uint32_t n;

@@ -33,7 +33,9 @@ static IrOp *def_of(const IrFunc *f, IrValue v) { return f->values[v].def; }
 /* A shape op S (expand_dims, broadcast) in a loop body whose operand is computed
  * element-wise goes to the operands instead: S(E(x, y)) -> E(S(x), S(y)) (E stays for
  * its other uses: an element-wise op more per iteration costs less than the shared-
- * memory round trip, with two barriers, that a shape op between layouts costs),
+ * memory round trip, with two barriers, that a shape op between layouts costs; only
+ * integer, i1 and pointer ops, the address and mask arithmetic: float math, exp2 of a
+ * row statistic say, would be done once per element of the broadcast instead of once),
  * S(splat(s)) -> splat(s) of S's shape. Recursively, so shape ops end at the leaves,
  * which are loop-invariant (hoisted next) or splats of a scalar. The same op of the same
  * values per element: bit-identical. */
@@ -57,7 +59,7 @@ static IrValue push_through(Push *p, IrOp *s)
     IrFunc *f = p->f;
     IrOp *e = def_of(f, s->operands[0]);
     if (!e || e->parent != s->parent || !(ir_op_info[e->code].flags & IR_E) || !(ir_op_info[e->code].flags & IR_P) ||
-        e->nresults != 1 || e->noperands > 3)
+        e->nresults != 1 || e->noperands > 3 || ir_elem_is_float(ir_value_type(f, e->results[0])->elem))
         return IR_NO_VALUE;
     IrCtx *c = f->module->ctx;
     const IrType *st = ir_value_type(f, s->results[0]);

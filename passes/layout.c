@@ -74,6 +74,53 @@ static bool mma_warps(int warps, int32_t M, int32_t N, int32_t wpc[2])
     return true;
 }
 
+/* Row-wise dots (attention's S = Q K^T and O = P V): a result reduced along its rows or
+ * fed to another dot as A, or an A that another dot computed. Their warps all go along
+ * M (WN = 1) as far as M allows, so that a row lives in one warp: row reductions are
+ * shuffles within groups of four lanes, and the accumulator of one dot is the next
+ * one's A operand without moving (cg_convert finds every element in place). */
+static bool passes_through(const IrOp *d)
+{
+    unsigned fl = ir_op_info[d->code].flags;
+    return d->nresults == 1 && ((fl & IR_E) || d->code == IR_OP_CONVERT_LAYOUT);
+}
+
+/* (at most *budget ops looked at, so that a huge kernel stays linear) */
+static bool feeds_rowwise(const IrFunc *f, const IrBlock *blk, IrValue v, int depth, int *budget)
+{
+    if (depth > 12) return false;
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (--*budget < 0) return false;
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (feeds_rowwise(f, &op->regions[r], v, depth, budget)) return true;
+        for (uint32_t i = 0; i < op->noperands; i++) {
+            if (op->operands[i] != v) continue;
+            bool red = op->code == IR_OP_SUM || op->code == IR_OP_MAX || op->code == IR_OP_MIN;
+            if ((red && op->attr.i == 1) || (op->code == IR_OP_DOT && i == 0)) return true;
+            if (passes_through(op) && feeds_rowwise(f, &f->body, op->results[0], depth + 1, budget)) return true;
+        }
+    }
+    return false;
+}
+
+static bool computed_by_dot(const IrFunc *f, IrValue v, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || depth > 12) return false;
+    if (d->code == IR_OP_DOT) return true;
+    if (!passes_through(d)) return false;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (ir_value_type(f, d->operands[i])->rank == 2 && computed_by_dot(f, d->operands[i], depth + 1)) return true;
+    return false;
+}
+
+static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
+{
+    wpc[0] = warps <= M / 16 ? warps : M / 16;
+    wpc[1] = warps / wpc[0];
+    return wpc[0] >= 1;
+}
+
 /* dot(a, b, acc) runs on mma.sync m16n8kK when an instruction takes its element types
  * (ir_mma_sync_k: f16/bf16/f8 K = 16, tf32 K = 8, i8/u8 K = 32), its K is a multiple of
  * the instruction's (M and N, powers of two of at least 16, always are of 16 and 8), and
@@ -85,7 +132,11 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     int32_t ik = b->elem == a->elem ? ir_mma_sync_k(a->elem, r->elem, (int)dot->attr.i) : 0;
     if (!ik) return NULL;
     int32_t M = r->shape[0], N = r->shape[1], K = a->shape[1], wpc[2];
-    if (M % 16 || N % 8 || K % ik || !mma_warps(f->warps > 0 ? f->warps : 4, M, N, wpc)) return NULL;
+    int warps = f->warps > 0 ? f->warps : 4;
+    int budget = 1 << 16;
+    bool rows = feeds_rowwise(f, &f->body, dot->results[0], 0, &budget) || computed_by_dot(f, dot->operands[0], 0);
+    if (M % 16 || N % 8 || K % ik) return NULL;
+    if (!(rows && rowwise_warps(warps, M, wpc) && N / (8 * wpc[1]) >= 1) && !mma_warps(warps, M, N, wpc)) return NULL;
     IrLayout k;
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
@@ -599,6 +650,216 @@ static bool propagate(IrFunc *f)
     return changed;
 }
 
+/* A row reduction (sum, max, min along axis 1) of a tile converted from an mma
+ * accumulator whose rows each live in one warp (WN = 1) reduces the accumulator itself
+ * (codegen: within the thread, then across the four lanes of a row) into its slice
+ * along axis 1, converted to what the users had. */
+static void reduce_visit(IrOp *op, void *ud)
+{
+    IrFunc *f = ud;
+    if ((op->code != IR_OP_SUM && op->code != IR_OP_MAX && op->code != IR_OP_MIN) || op->attr.i != 1) return;
+    IrOp *cv = f->values[op->operands[0]].def;
+    if (!cv || cv->code != IR_OP_CONVERT_LAYOUT) return;
+    const IrType *src = ir_value_type(f, cv->operands[0]);
+    const IrLayout *l = src->layout;
+    if (src->rank != 2 || l->kind != IR_LAYOUT_MMA || l->version != 2 || l->wpc[1] != 1) return;
+    IrCtx *c = f->module->ctx;
+    IrValue r = op->results[0];
+    const IrLayout *old = ir_value_type(f, r)->layout;
+    op->operands[0] = cv->operands[0];
+    f->values[r].type = ir_type_with_layout(c, f->values[r].type, ir_layout_slice(c, l, 1));
+    IrValue back = convert_before(f, op->next, r, old);
+    replace_uses_but(f, r, back, f->values[back].def);
+}
+
+/* ---- rows in one warp: attention's softmax in the accumulator layout ------------------
+ * Where an mma layout keeps each row in one warp (WN = 1), the row-wise work around it
+ * is rebuilt in that layout instead of converting through shared memory: a row
+ * reduction of a value computed (element-wise) from the accumulator reduces in #mma
+ * into slice(#mma, 1); the A operand of the next dot (P of attention) is computed in
+ * the accumulator layout, which holds every element of the operand in place; a value
+ * converted into #mma (the rescaled O) is computed there. Values are rebuilt through
+ * element-wise ops, constants, splats, expand_dims and broadcast; a 1-D value that
+ * cannot be rebuilt (a loop-carried row statistic) is converted, and the loop then
+ * carries it in the slice layout (carry_layout). */
+typedef struct RowsCache {
+    IrValue from[256], to[256];
+    const IrLayout *l[256];
+    int n;
+} RowsCache;
+
+static bool rows_layout(const IrLayout *l)
+{
+    return l && l->kind == IR_LAYOUT_MMA && l->version == 2 && l->wpc[1] == 1;
+}
+
+static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l, IrOp *at, int depth)
+{
+    const IrType *t = ir_value_type(f, v);
+    if (t->rank == 0 || t->layout == l) return v;
+    for (int i = 0; i < rc->n; i++)
+        if (rc->from[i] == v && rc->l[i] == l) return rc->to[i];
+    if (depth > 16 || rc->n == 256) return IR_NO_VALUE;
+    IrCtx *c = f->module->ctx;
+    IrOp *d = f->values[v].def;
+    const IrType *nt = ir_type_with_layout(c, t, l);
+    IrBuilder b;
+    ir_builder_before(&b, at);
+    b.loc = d ? d->loc : at->loc;
+    IrValue r = IR_NO_VALUE;
+    if (d && d->code == IR_OP_CONVERT_LAYOUT) {
+        r = in_layout(f, rc, d->operands[0], l, at, depth + 1);
+    } else if (d && (d->code == IR_OP_CONST || d->code == IR_OP_SPLAT)) {
+        IrOp *n = ir_build(&b, d->code, d->operands, d->noperands, &nt, 1, 0);
+        n->attr = d->attr;
+        r = n->results[0];
+    } else if (d && d->nresults == 1 && !d->nregions && (ir_op_info[d->code].flags & IR_P) &&
+               ((ir_op_info[d->code].flags & IR_E) || d->code == IR_OP_BROADCAST ||
+                (d->code == IR_OP_EXPAND_DIMS && t->rank == 2))) {
+        IrValue ops[3];
+        bool ok = d->noperands <= 3;
+        for (uint32_t i = 0; ok && i < d->noperands; i++) {
+            const IrLayout *want = d->code == IR_OP_EXPAND_DIMS ? ir_layout_slice(c, l, (int)d->attr.i) : l;
+            ops[i] = in_layout(f, rc, d->operands[i], want, at, depth + 1);
+            ok = ops[i] != IR_NO_VALUE;
+        }
+        if (ok) {
+            IrOp *n = ir_build(&b, d->code, ops, d->noperands, &nt, 1, 0);
+            n->attr = d->attr;
+            r = n->results[0];
+        }
+    }
+    if (r == IR_NO_VALUE && t->rank == 1) r = ir_build1(&b, IR_OP_CONVERT_LAYOUT, nt, &v, 1);
+    if (r != IR_NO_VALUE) {
+        rc->from[rc->n] = v;
+        rc->to[rc->n] = r;
+        rc->l[rc->n++] = l;
+    }
+    return r;
+}
+
+/* The rows layout v was computed from (through element-wise ops and conversions). */
+static const IrLayout *rows_source(const IrFunc *f, IrValue v, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    if (rows_layout(ir_value_type(f, v)->layout)) return ir_value_type(f, v)->layout;
+    if (!d || depth > 16 || d->nresults != 1 || d->nregions) return NULL;
+    if (d->code != IR_OP_CONVERT_LAYOUT && !(ir_op_info[d->code].flags & IR_E)) return NULL;
+    for (uint32_t i = 0; i < d->noperands; i++) {
+        if (ir_value_type(f, d->operands[i])->rank != 2) continue;
+        const IrLayout *l = rows_source(f, d->operands[i], depth + 1);
+        if (l) return l;
+    }
+    return NULL;
+}
+
+/* The slice of a rows layout a 1-D value was computed from (through element-wise ops). */
+static const IrLayout *slice_source(const IrFunc *f, IrValue v, int depth)
+{
+    const IrLayout *l = ir_value_type(f, v)->layout;
+    if (l && l->kind == IR_LAYOUT_SLICE && rows_layout(l->parent)) return l;
+    const IrOp *d = f->values[v].def;
+    if (!d || depth > 16 || d->nresults != 1 || d->nregions) return NULL;
+    if (d->code != IR_OP_CONVERT_LAYOUT && !(ir_op_info[d->code].flags & IR_E)) return NULL;
+    for (uint32_t i = 0; i < d->noperands; i++) {
+        if (ir_value_type(f, d->operands[i])->rank != 1) continue;
+        const IrLayout *s = slice_source(f, d->operands[i], depth + 1);
+        if (s) return s;
+    }
+    return NULL;
+}
+
+typedef struct RowsWalk {
+    IrFunc *f;
+    IrOp **ops;
+    uint32_t n, cap;
+} RowsWalk;
+
+static void rows_collect(IrOp *op, void *ud)
+{
+    RowsWalk *w = ud;
+    bool red = (op->code == IR_OP_SUM || op->code == IR_OP_MAX || op->code == IR_OP_MIN) && op->attr.i == 1;
+    if (!red && op->code != IR_OP_CONVERT_LAYOUT && op->code != IR_OP_YIELD) return;
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 32;
+        w->ops = tl_realloc(w->ops, w->cap * sizeof *w->ops);
+        if (!w->ops) tl_oom();
+    }
+    w->ops[w->n++] = op;
+}
+
+static bool rows_rewrite(IrFunc *f, IrOp *op, RowsCache *rc)
+{
+    IrCtx *c = f->module->ctx;
+    if (op->code == IR_OP_CONVERT_LAYOUT) {
+        const IrLayout *to = ir_value_type(f, op->results[0])->layout;
+        const IrLayout *p = to->kind == IR_LAYOUT_DOT_OPERAND && to->op == 0 ? to->parent : to;
+        if (!rows_layout(p) || ir_value_type(f, op->operands[0])->layout == p) return false;
+        IrValue x = in_layout(f, rc, op->operands[0], p, op, 0);
+        if (x == IR_NO_VALUE) return false;
+        if (p == to) ir_replace_all_uses(f, op->results[0], x);
+        else op->operands[0] = x;
+        return true;
+    }
+    if (op->code == IR_OP_YIELD) {
+        /* a carried row statistic the body converts to a slice: yield it in that slice */
+        IrOp *loop = op->parent->parent_op;
+        if (!loop || loop->code != IR_OP_FOR) return false;
+        bool changed = false;
+        for (uint32_t i = 0; i < op->noperands; i++) {
+            IrValue arg = loop->regions[0].args[i + 1];
+            const IrLayout *want = NULL;
+            for (const IrOp *u = loop->regions[0].first; u && !want; u = u->next)
+                if (u->code == IR_OP_CONVERT_LAYOUT && u->operands[0] == arg &&
+                    ir_value_type(f, u->results[0])->layout->kind == IR_LAYOUT_SLICE)
+                    want = ir_value_type(f, u->results[0])->layout;
+            const IrType *yt = ir_value_type(f, op->operands[i]);
+            if (yt->rank != 1) continue;
+            if (!want) want = slice_source(f, op->operands[i], 0);
+            if (!want || yt->layout == want) continue;
+            IrValue x = in_layout(f, rc, op->operands[i], want, op, 0);
+            if (x == IR_NO_VALUE) continue;
+            op->operands[i] = convert_before(f, op, x, yt->layout);
+            changed = true;
+        }
+        return changed;
+    }
+    /* a row reduction */
+    const IrLayout *l = rows_source(f, op->operands[0], 0);
+    if (!l || ir_value_type(f, op->operands[0])->layout == l) return false;
+    IrValue x = in_layout(f, rc, op->operands[0], l, op, 0);
+    if (x == IR_NO_VALUE) return false;
+    IrValue r = op->results[0];
+    const IrLayout *old = ir_value_type(f, r)->layout;
+    op->operands[0] = x;
+    f->values[r].type = ir_type_with_layout(c, f->values[r].type, ir_layout_slice(c, l, 1));
+    IrValue back = convert_before(f, op->next, r, old);
+    replace_uses_but(f, r, back, f->values[back].def);
+    return true;
+}
+
+static bool rows_in_one_warp(IrFunc *f)
+{
+    RowsWalk w = {f, NULL, 0, 0};
+    ir_walk(&f->body, rows_collect, &w);
+    bool changed = false;
+    RowsCache *rc = tl_calloc(1, sizeof *rc);
+    if (!rc) tl_oom();
+    for (uint32_t i = 0; i < w.n; i++) {      /* reductions and conversions first, then yields */
+        if (w.ops[i]->code == IR_OP_YIELD) continue;
+        rc->n = 0;
+        changed |= rows_rewrite(f, w.ops[i], rc);
+    }
+    for (uint32_t i = 0; i < w.n; i++) {
+        if (w.ops[i]->code != IR_OP_YIELD) continue;
+        rc->n = 0;
+        changed |= rows_rewrite(f, w.ops[i], rc);
+    }
+    tl_free(rc);
+    tl_free(w.ops);
+    return changed;
+}
+
 bool pass_layout(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL) return false;
@@ -623,9 +884,18 @@ bool pass_layout(IrFunc *f)
         changed |= mma != NULL;
     }
     tl_free(dots);
+    ir_walk(&f->body, reduce_visit, f);
     ir_walk(&f->body, carry_visit, f);
     ir_walk(&f->body, fold_visit, f);
+    if (rows_in_one_warp(f)) {
+        ir_walk(&f->body, carry_visit, f);
+        ir_walk(&f->body, fold_visit, f);
+        pass_dce(f);
+        changed = true;
+    }
     for (int round = 0; round < 4 && propagate(f); round++) {
+        ir_walk(&f->body, fold_visit, f);
+        ir_walk(&f->body, carry_visit, f);
         ir_walk(&f->body, fold_visit, f);
         changed = true;
     }
