@@ -341,6 +341,31 @@ def section_cold_compile(rt_unused):
     return lines + ["| compile | first call (ms: load, compile, launch) |", "|---|---|"] + rows
 
 
+def section_mma_peak(rt):
+    """bench/mma_peak.tile: dots of register-resident tiles, no memory traffic in the
+    loop: the rate of mma.sync m16n8k16 through tile's code generator, the ceiling of
+    the GEMMs above (part 2's wgmma is what goes past it)."""
+    path = os.path.join(ROOT, "bench", "mma_peak.tile")
+    lines = ["## mma.sync ceiling (bench/mma_peak.tile: register-resident tiles, f16 in, f32 acc)", "",
+             "| config (BM, BN, BK, warps) | programs | TFLOP/s | % of peak |", "|---|---|---|---|"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    iters = 2048
+    for BM, BN, BK, warps in ((128, 128, 32, 4), (128, 256, 32, 8), (64, 64, 32, 4)):
+        try:
+            progs = sms * (2 if warps == 4 else 1)
+            a = torch.randn(BM, BK, device="cuda", dtype=torch.float16)
+            b = torch.randn(BK, BN, device="cuda", dtype=torch.float16)
+            out = torch.empty(progs * BM * BN, device="cuda", dtype=torch.float32)
+            k = rt.kernel(path, "mma_peak", BM=BM, BN=BN, BK=BK, warps=warps)
+            run = k.prepare("ptr ptr ptr i32", out, a, b, iters, grid=(progs,))
+            t = bench(run)
+            flops = 2.0 * BM * BN * BK * iters * progs
+            lines.append("| %s | %d | %.1f | %.1f%% |" % ((BM, BN, BK, warps), progs, flops / t / 1e12, 100 * flops / t / PEAK))
+        except Exception as e:
+            lines.append("| %s | | %s | |" % ((BM, BN, BK, warps), failed(e)))
+    return lines
+
+
 LIB = None
 
 
@@ -357,7 +382,8 @@ def main():
     rt = tilert.Runtime(a_.lib)
     lines = ["GPU: %s; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)" % (
         torch.cuda.get_device_name(), " (--quick)" if QUICK else "", PEAK / 1e12), ""]
-    sections = [section_cold_compile, section_f16, section_bf16, section_gelu] + ([] if QUICK else [section_qkv])
+    sections = [section_cold_compile, section_mma_peak, section_f16, section_bf16, section_gelu] + (
+        [] if QUICK else [section_qkv])
     print("\n".join(lines), flush=True)
     for section in sections:
         try:
