@@ -120,7 +120,7 @@ def section_f16(rt):
              "| implementation | config (BM, BN, BK, warps, stages) | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs cuBLAS |",
              "|---|---|---|---|---|---|---|",
              "| cuBLAS (torch.matmul, f16 out) | | | %s |" % figures(flops, t_cublas, t_cublas)]
-    for cfg in (F16_CONFIGS[1:2] if QUICK else F16_CONFIGS):
+    for cfg in (F16_CONFIGS[1:2] if QUICK and not CUSTOM else F16_CONFIGS):
         try:
             e1 = check_f16(rt, cfg, *ODD)
             e2 = check_f16(rt, cfg, S, S, S)
@@ -186,7 +186,7 @@ def triton_row(flops, a, b, ref, t_cublas):
 
 def section_bf16(rt):
     shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK else BF16_SHAPES
-    configs = BF16_CONFIGS[2:3] if QUICK else BF16_CONFIGS
+    configs = BF16_CONFIGS[2:3] if QUICK and not CUSTOM else BF16_CONFIGS
     lines = ["## bf16 GEMM (examples/matmul_bf16.tile: f32 accumulation, bf16 out)", "",
              "tile configs are (BM, BN, BK, warps, stages); Triton's are the autotuner's pick, same order. "
              "check: relative error against f64 (tile: on %dx%dx%d, then at the shape)." % ODD, "",
@@ -367,6 +367,7 @@ def section_mma_peak(rt):
 
 
 LIB = None
+CUSTOM = False
 
 
 def main():
@@ -375,8 +376,14 @@ def main():
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and configs, shorter timing")
+    ap.add_argument("--configs", help="tile configs to time instead of the built-in ones (every one, also "
+                    "with --quick): 'BM,BN,BK,warps,stages;...'")
     a_ = ap.parse_args()
     QUICK = a_.quick
+    if a_.configs:
+        global F16_CONFIGS, BF16_CONFIGS, CUSTOM
+        F16_CONFIGS = BF16_CONFIGS = [tuple(int(v) for v in c.split(",")) for c in a_.configs.split(";") if c]
+        CUSTOM = True
     LIB = a_.lib
     torch.manual_seed(0)
     rt = tilert.Runtime(a_.lib)
