@@ -5,7 +5,8 @@
  * require:    laid-out IR (pass_layout); a kernel's stages (f->stages, default 2)
  * guarantees: in every innermost `for` with a positive constant step, each operand of
  *             an mma dot that is a load in the loop body, or trans of one (read back
- *             transposed: local_load 1; attention's K^T), (its pointers and mask
+ *             transposed: local_load 1; attention's K^T; a load that several dots
+ *             read, as A and as B^T, is one buffer read several ways), (its pointers and mask
  *             computed from the induction variable and values from outside the loop,
  *             by pure ops; its `other` absent or +0) is instead copied into a
  *             shared-memory ring of S = stages buffers: the copies of the first S-1
@@ -47,8 +48,18 @@
 
 #define MAX_CANDS 8
 
+#define MAX_VIEWS 4
+
+/* A load and the dot operands read from it: convert_layout(load), or
+ * convert_layout(trans(load)) (trans set). */
+typedef struct View {
+    IrOp *trans, *cvt;
+} View;
+
 typedef struct Cand {
-    IrOp *load, *trans, *cvt;    /* trans: NULL, or the operand is trans(load) */
+    IrOp *load;
+    View views[MAX_VIEWS];
+    int nviews;
     IrValue buf;
 } Cand;
 
@@ -118,32 +129,66 @@ static bool writes_memory(const IrBlock *blk)
     return false;
 }
 
-/* A convert of a load into an mma operand layout, in the body, that can be copied. */
-static bool is_candidate(Pipe *p, IrOp *cvt, Cand *out)
+/* v converted into an mma operand layout (rank 2, 16- or 32-bit elements)? */
+static bool is_operand_convert(const IrFunc *f, const IrOp *u, IrValue v)
+{
+    if (u->code != IR_OP_CONVERT_LAYOUT || u->operands[0] != v) return false;
+    const IrType *rt = ir_value_type(f, u->results[0]);
+    const IrLayout *l = rt->layout;
+    int bytes = ir_elem_bytes(rt->elem);
+    return rt->rank == 2 && l->kind == IR_LAYOUT_DOT_OPERAND && l->parent->kind == IR_LAYOUT_MMA &&
+           (bytes == 2 || bytes == 4);
+}
+
+/* The only use of v in the body (NULL if it has none, several, or one in a region). */
+static IrOp *only_use(const IrFunc *f, IrValue v, const IrBlock *body)
+{
+    IrOp *use = NULL;
+    for (IrOp *op = body->first; op; op = op->next) {
+        for (uint32_t i = 0; i < op->noperands; i++)
+            if (op->operands[i] == v) {
+                if (use) return NULL;
+                use = op;
+            }
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (use_count(f, v, op->regions[r].first)) return NULL;
+    }
+    return use;
+}
+
+/* A load of the body that can be copied: every use converts it (or trans of it, used
+ * once) into an mma operand layout; those are its views, read back from one buffer. */
+static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
 {
     IrFunc *f = p->f;
-    if (cvt->code != IR_OP_CONVERT_LAYOUT) return false;
-    const IrType *rt = ir_value_type(f, cvt->results[0]);
-    const IrLayout *l = rt->layout;
-    if (l->kind != IR_LAYOUT_DOT_OPERAND || l->parent->kind != IR_LAYOUT_MMA || rt->rank != 2) return false;
-    int bytes = ir_elem_bytes(rt->elem);
-    if (bytes != 2 && bytes != 4) return false;
-    IrOp *ld = f->values[cvt->operands[0]].def, *tr = NULL;
-    if (ld && ld->code == IR_OP_TRANS && ld->parent == p->body &&
-        use_count(f, ld->results[0], p->body->first) == 1) {
-        tr = ld;
-        ld = f->values[tr->operands[0]].def;
-    }
-    if (!ld || ld->code != IR_OP_LOAD || ld->parent != p->body) return false;
+    if (ld->code != IR_OP_LOAD || ld->parent != p->body) return false;
     if (ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return false;
-    if (use_count(f, ld->results[0], p->body->first) != 1) return false;
+    IrValue v = ld->results[0];
+    int n = 0;
+    for (IrOp *op = p->body->first; op; op = op->next) {
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (use_count(f, v, op->regions[r].first)) return false;
+        bool uses = false;
+        for (uint32_t i = 0; i < op->noperands; i++) uses |= op->operands[i] == v;
+        if (!uses) continue;
+        if (n == MAX_VIEWS) return false;
+        if (is_operand_convert(f, op, v)) {
+            out->views[n].cvt = op;
+            out->views[n++].trans = NULL;
+            continue;
+        }
+        IrOp *cv = op->code == IR_OP_TRANS ? only_use(f, op->results[0], p->body) : NULL;
+        if (!cv || !is_operand_convert(f, cv, op->results[0])) return false;
+        out->views[n].cvt = cv;
+        out->views[n++].trans = op;
+    }
+    if (n == 0) return false;
     if (writes_memory(p->body)) return false;      /* a copy could overtake a store */
     if (ld->noperands > 1 && ir_value_type(f, ld->operands[1])->layout != ir_value_type(f, ld->operands[0])->layout)
         return false;
     if (!mark_slice(p, ld->operands[0]) || (ld->noperands > 1 && !mark_slice(p, ld->operands[1]))) return false;
     out->load = ld;
-    out->trans = tr;
-    out->cvt = cvt;
+    out->nviews = n;
     return true;
 }
 
@@ -288,18 +333,22 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_limit
     IrValue stage = binop(&b, IR_OP_REM, j, iconst(&b, st, stages));
     IrOp *w = ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0);
     w->attr.i = stages - 2;
-    for (int i = 0; i < n; i++) {
-        IrValue ops[2] = {cs[i].buf, stage};
-        IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){ir_value_type(f, cs[i].cvt->results[0])}, 1, 0);
-        ll->attr.i = cs[i].trans != NULL;          /* 1: the stage read transposed */
-        ir_replace_all_uses(f, cs[i].cvt->results[0], ll->results[0]);
-    }
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < cs[i].nviews; q++) {
+            const View *vw = &cs[i].views[q];
+            IrValue ops[2] = {cs[i].buf, stage};
+            IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){ir_value_type(f, vw->cvt->results[0])}, 1, 0);
+            ll->attr.i = vw->trans != NULL;       /* 1: the stage read transposed */
+            ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
+        }
     IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, (stages - 1) * step));
     IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, stages - 1)), iconst(&b, st, stages));
     emit_copies(&p, &b, cs, n, next, next_stage);
     for (int i = 0; i < n; i++) {
-        ir_op_remove(cs[i].cvt);
-        if (cs[i].trans) ir_op_remove(cs[i].trans);
+        for (int q = 0; q < cs[i].nviews; q++) {
+            ir_op_remove(cs[i].views[q].cvt);
+            if (cs[i].views[q].trans) ir_op_remove(cs[i].views[q].trans);
+        }
         ir_op_remove(cs[i].load);
     }
     /* after the loop: nothing in flight */
