@@ -172,16 +172,35 @@ typedef struct SmemPlan {
     const IrOp *worst;
 } SmemPlan;
 
+/* op (or an op of its regions) reads or writes a buffer: uses a local_alloc's value. */
+static bool uses_buffer(const IrFunc *k, const IrOp *op)
+{
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        const IrOp *d = k->values[op->operands[i]].def;
+        if (d && d->code == IR_OP_LOCAL_ALLOC) return true;
+    }
+    for (uint32_t r = 0; r < op->nregions; r++)
+        for (const IrOp *o = op->regions[r].first; o; o = o->next)
+            if (uses_buffer(k, o)) return true;
+    return false;
+}
+
+/* In a block, buffers are live from the first local_alloc to the last op that uses
+ * one (a loop using them counts whole); outside, scratch may reuse the area. */
 static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan *p)
 {
+    const IrOp *last = NULL;
+    for (const IrOp *op = blk->first; op; op = op->next)
+        if (op->code == IR_OP_LOCAL_ALLOC || uses_buffer(k, op)) last = op;
+    bool here = false;
     for (const IrOp *op = blk->first; op; op = op->next) {
-        if (op->code == IR_OP_LOCAL_ALLOC) live = true;
+        if (op->code == IR_OP_LOCAL_ALLOC) here = true;
         uint32_t b = cg_op_smem_bytes(k, op);
-        uint32_t *slot = live ? &p->live : &p->free_;
+        uint32_t *slot = live || here ? &p->live : &p->free_;
         if (b > *slot) *slot = b;
         if (b && (!p->worst || b > cg_op_smem_bytes(k, p->worst))) p->worst = op;
-        for (uint32_t r = 0; r < op->nregions; r++) plan_block(k, &op->regions[r], live, p);
-        if (op->code == IR_OP_ASYNC_WAIT && op->attr.i == 0 && blk == (const IrBlock *)&k->body) live = false;
+        for (uint32_t r = 0; r < op->nregions; r++) plan_block(k, &op->regions[r], live || here, p);
+        if (op == last) here = false;
     }
 }
 
