@@ -693,6 +693,22 @@ static bool rows_layout(const IrLayout *l)
     return l && l->kind == IR_LAYOUT_MMA && l->version == 2 && l->wpc[1] == 1;
 }
 
+/* No store, atomic or barrier from ld to at (at in ld's block, later; or in a block
+ * nested in it): a second load of ld's pointers at `at` reads what ld read. */
+static bool no_store_between(const IrOp *ld, const IrOp *at)
+{
+    const IrOp *top = at;
+    while (top && top->parent != ld->parent) top = top->parent->parent_op;
+    if (!top) return false;
+    for (const IrOp *op = ld->next; op && op != top; op = op->next)
+        if ((ir_op_info[op->code].flags & IR_W) && !(ir_op_info[op->code].flags & IR_G)) return false;
+    /* inside `top` (a loop or if holding at), before at: only plain ops */
+    if (top != at)
+        for (const IrOp *op = at->parent->first; op && op != at; op = op->next)
+            if (ir_op_info[op->code].flags & IR_W) return false;
+    return top == at || !(ir_op_info[top->code].flags & IR_W);
+}
+
 static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l, IrOp *at, int depth)
 {
     const IrType *t = ir_value_type(f, v);
@@ -728,6 +744,17 @@ static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l,
             n->attr = d->attr;
             r = n->results[0];
         }
+    }
+    if (r == IR_NO_VALUE && t->rank == 1 && d && d->code == IR_OP_LOAD && no_store_between(d, at)) {
+        /* a row of statistics (attention's lse, delta): loaded again, in the layout
+         * its users want, instead of converted through shared memory */
+        IrValue ops[3];
+        bool ok = true;
+        for (uint32_t i = 0; ok && i < d->noperands; i++) {
+            ops[i] = in_layout(f, rc, d->operands[i], l, at, depth + 1);
+            ok = ops[i] != IR_NO_VALUE;
+        }
+        if (ok) r = ir_build1(&b, IR_OP_LOAD, nt, ops, d->noperands);
     }
     if (r == IR_NO_VALUE && t->rank == 1) r = ir_build1(&b, IR_OP_CONVERT_LAYOUT, nt, &v, 1);
     if (r != IR_NO_VALUE) {
