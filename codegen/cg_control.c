@@ -305,10 +305,6 @@ static bool lower_while(Cg *c, const IrOp *op)
 
 static bool cg_op(Cg *c, const IrOp *op)
 {
-    /* waiting copies go out before anything but pure ops, more copies and the dot */
-    if (c->npending && op->code != IR_OP_DOT && op->code != IR_OP_ASYNC_COPY && op->code != IR_OP_ASYNC_COMMIT &&
-        (!(ir_op_info[op->code].flags & IR_P) || op->nregions))
-        cg_shared_flush(c);
     switch (op->code) {
     case IR_OP_FOR: return lower_for(c, op);
     case IR_OP_IF: return lower_if(c, op);

@@ -63,8 +63,6 @@ typedef struct Cg {
     LLVMValueRef smem;           /* the dynamic shared memory, ptr addrspace(3) */
     uint32_t smem_buffers;       /* where the buffer area starts: after the scratch */
     const IrOp **lazy;           /* per value: the local_load whose ldmatrix waits for its dot */
-    const IrOp *pending[16];     /* copies (and commits) the next dot issues (cg_shared.c) */
-    int npending;
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
 } Cg;
@@ -169,8 +167,6 @@ bool cg_shared(Cg *c, const IrOp *op);
  * calls). Values that are not such loads are left alone. */
 void cg_shared_fill(Cg *c, IrValue v, uint32_t ks);
 void cg_shared_fill_all(Cg *c, IrValue v);
-/* Emits the copies that wait for the next dot (now: its first step of K is out). */
-void cg_shared_flush(Cg *c);
 /* Bytes of the buffer area (the end of the furthest local_alloc). */
 uint32_t cg_buffer_area_bytes(const IrFunc *f);
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */

@@ -242,7 +242,6 @@ bool cg_mma_dot(Cg *c, const IrOp *op)
         for (uint32_t rm = 0; rm < RM; rm++) {
             if (rm == 0)
                 for (int i = 0; i < 2; i++) cg_shared_fill(c, op->operands[i], ks + 1);
-            if (rm == 0 && ks == 1) cg_shared_flush(c);     /* the next stage's copies */
             LLVMValueRef ar[4], br[2];
             for (uint32_t r = 0; r < 4; r++) ar[r] = operand_reg(c, &a, (rm * KS + ks) * 4 + r, &k);
             for (uint32_t rn = 0; rn < RN; rn++) {
@@ -250,7 +249,6 @@ bool cg_mma_dot(Cg *c, const IrOp *op)
                 mma_sync(c, &k, ar, br, out.v + (rm * RN + rn) * 4);
             }
         }
-    cg_shared_flush(c);                                  /* KS == 1: after the only step */
     cg_set(c, op->results[0], out);
     return true;
 }

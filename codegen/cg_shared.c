@@ -362,56 +362,10 @@ static bool lower_local_load(Cg *c, const IrOp *op)
     return true;
 }
 
-/* ---- copies issued inside the next dot ---------------------------------------------------
- * The copies of a later stage (and their commit) that come right before a dot on
- * mma.sync are emitted after the dot's first step of K: the tensor cores start on this
- * stage first, and the copies' address arithmetic fills the issue slots between mma
- * instructions. Only when everything between them and the dot is pure and the dot's
- * shared-memory operands read provably other stages. */
-static bool copies_may_wait(Cg *c, const IrOp *op)
-{
-    const IrFunc *f = c->f;
-    for (const IrOp *o = op->next; o; o = o->next) {
-        if (o->code == IR_OP_ASYNC_COPY || o->code == IR_OP_ASYNC_COMMIT) continue;
-        if (o->code == IR_OP_DOT) {
-            if (cg_type(c, o->results[0])->layout->kind != IR_LAYOUT_MMA) return false;
-            for (int i = 0; i < 2; i++) {
-                const IrOp *ll = f->values[o->operands[i]].def;
-                if (!ll || ll->code != IR_OP_LOCAL_LOAD) continue;
-                for (const IrOp *p = op; p != o; p = p->next)
-                    if (p->code == IR_OP_ASYNC_COPY && p->operands[0] == ll->operands[0] &&
-                        !distinct_stages(f, p->operands[1], ll->operands[1]))
-                        return false;
-            }
-            return true;
-        }
-        if (!(ir_op_info[o->code].flags & IR_P) || o->nregions) return false;
-    }
-    return false;
-}
-
-void cg_shared_flush(Cg *c)
-{
-    int n = c->npending;
-    c->npending = 0;
-    for (int i = 0; i < n; i++) {
-        const IrOp *op = c->pending[i];
-        if (op->code == IR_OP_ASYNC_COPY) lower_async_copy(c, op);
-        else call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "cp.async.commit_group;", "~{memory}", true);
-    }
-}
-
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 bool cg_shared(Cg *c, const IrOp *op)
 {
-    if ((op->code == IR_OP_ASYNC_COPY || op->code == IR_OP_ASYNC_COMMIT) &&
-        c->npending < (int)(sizeof c->pending / sizeof *c->pending) &&
-        (c->npending || copies_may_wait(c, op))) {
-        c->pending[c->npending++] = op;
-        return true;
-    }
-    cg_shared_flush(c);
     switch (op->code) {
     case IR_OP_LOCAL_ALLOC: {
         CgVal v = cg_val_new(c, 1);
