@@ -57,6 +57,13 @@ def describe(v):
     return "%r (%s)" % (v, type(v).__name__)
 
 
+def array_types():
+    """numpy.ndarray and torch.Tensor where those modules are loaded (None otherwise):
+    an exact type compare is the fast path of every pointer argument."""
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    return (np.ndarray if np else None, torch.Tensor if torch else None)
+
+
 def value_device(v):
     """("cpu", -1) or ("cuda", index) for an array argument; None for anything else."""
     if isinstance(v, Bits):
@@ -93,31 +100,70 @@ def pointer_converter(kernel, p, device, origin):
     """For a *T parameter on `device`: value -> (address, bytes reachable)."""
     want = DTYPE_NAMES.get(p.elem, p.elem)
     where = "cpu" if device[0] == "cpu" else "cuda:%d" % device[1]
+    on_cuda = device[0] == "cuda"
+    accepted = {}   # dtype object -> whether it is `want` (dtype.name costs microseconds)
 
     def fail(v, why):
         raise ArgError("kernel '%s': argument '%s' is %s, but %s" % (kernel, p.name, describe(v), why))
 
-    def convert(v):
-        a, elem = (v.array, v.elem) if isinstance(v, Bits) else (v, None)
-        if elem is not None and elem != p.elem:
+    def wrong_device(v):
+        fail(v, "the launch runs on %s (where argument '%s' is)" % (where, origin))
+
+    def place(v, a, numpy):
+        if numpy:
+            if on_cuda:
+                wrong_device(v)
+            if a.flags.c_contiguous:
+                return a.ctypes.data, a.nbytes
+            return a.ctypes.data, _extent(a.shape, a.strides, a.itemsize)
+        if on_cuda:
+            if not a.is_cuda or a.get_device() != device[1]:
+                wrong_device(v)
+            return a.data_ptr(), 0
+        if a.device.type != "cpu":
+            wrong_device(v)
+        size = a.element_size()
+        if a.is_contiguous():
+            return a.data_ptr(), a.numel() * size
+        return a.data_ptr(), _extent(a.shape, [s * size for s in a.stride()], size)
+
+    def convert_bits(v):
+        a = v.array
+        numpy = _is_numpy(a)
+        if v.elem != p.elem:
             fail(v, "the parameter is *%s" % elem_text(p.elem))
-        torch, numpy = _is_torch(a), _is_numpy(a)
-        if not (torch or numpy):
-            fail(v, "the parameter is *%s: pass a numpy array or a tensor" % elem_text(p.elem))
-        if elem is not None:
-            if (a.dtype.itemsize if numpy else a.element_size()) != p.elem_bytes:
-                fail(v, "tile.bits needs elements of %d bytes for %s" % (p.elem_bytes, p.elem))
-        elif _dtype_name(a) != want:
-            fail(v, "the parameter is *%s (a %s array or tensor)" % (elem_text(p.elem), want))
-        if value_device(a) != device:
-            fail(v, "the launch runs on %s (where argument '%s' is)" % (where, origin))
+        if not (numpy or _is_torch(a)):
+            fail(v, "tile.bits takes a numpy array or a tensor")
+        if (a.dtype.itemsize if numpy else a.element_size()) != p.elem_bytes:
+            fail(v, "tile.bits needs elements of %d bytes for %s" % (p.elem_bytes, p.elem))
+        return place(v, a, numpy)
+
+    ndarray, tensor = array_types()
+    last = [None]   # the dtype object last accepted: most calls compare one identity
+
+    def convert(v):
+        t = type(v)
+        if t is tensor:
+            numpy = False
+        elif t is ndarray:
+            numpy = True
+        else:
+            numpy = _is_numpy(v)
+            if not numpy:
+                if isinstance(v, Bits):
+                    return convert_bits(v)
+                if not _is_torch(v):
+                    fail(v, "the parameter is *%s: pass a numpy array or a tensor" % elem_text(p.elem))
+        d = v.dtype
+        if d is not last[0]:
+            ok = accepted.get(d)
+            if ok is None:
+                ok = accepted[d] = _dtype_name(v) == want
+            if not ok:
+                fail(v, "the parameter is *%s (a %s array or tensor)" % (elem_text(p.elem), want))
+            last[0] = d
         try:
-            if numpy:
-                return a.ctypes.data, _extent(a.shape, a.strides, a.itemsize)
-            if device[0] == "cuda":
-                return a.data_ptr(), 0
-            size = a.element_size()
-            return a.data_ptr(), _extent(a.shape, [s * size for s in a.stride()], size)
+            return place(v, v, numpy)
         except ValueError as e:
             fail(v, "its %s cannot be passed as a pointer" % e)
     return convert

@@ -17,6 +17,10 @@ from ._context import default_context, device_name
 from ._lib import check, lib
 
 _MISSING = object()
+
+
+class _Never:
+    """No value has this type (torch.Tensor's stand-in before torch is loaded)."""
 _LAUNCH_CONSTS = ("warps", "stages")
 
 
@@ -90,6 +94,7 @@ class Kernel:
         self._first_ptr = ptrs[0] if ptrs else None
         self.first_pointer = self.runtime_params[ptrs[0]] if ptrs else None
         self._plans = {}
+        self._tensor_type = _args.array_types()[1] or _Never
 
     def __repr__(self):
         return "<tile kernel %s(%s) of %s>" % (
@@ -144,7 +149,10 @@ class Kernel:
     # ---- plans ----------------------------------------------------------------------------
     def _device_of(self, runtime):
         if self._first_ptr is not None:
-            d = _args.value_device(runtime[self._first_ptr])
+            v = runtime[self._first_ptr]
+            if type(v) is self._tensor_type and v.is_cuda:
+                return ("cuda", v.get_device())
+            d = _args.value_device(v)
             if d is not None:
                 return d
         ctx = self.module.context
