@@ -266,14 +266,14 @@ class Module:
         self.kernels = {n: Kernel(self, n, handle) for n in names}
 
     def _handle(self, ctx):
+        """The module loaded into ctx (the dict's key keeps ctx alive longer than it)."""
         h = self._handles.get(ctx)
         if h is None:
             h = ctypes.c_void_p()
             check(lib.trt_module_load_string(ctx.handle, self.name.encode(), self._text,
                                              ctypes.byref(h)))
-            self._handles[ctx] = (ctx, h)   # the context outlives its modules
-            return h
-        return h[1]
+            self._handles[ctx] = h
+        return h
 
     def __getattr__(self, name):
         kernels = self.__dict__.get("kernels")
@@ -289,10 +289,18 @@ class Module:
         return "<tile module %s: %s>" % (self.name, ", ".join(self.kernels))
 
     def __del__(self):
+        """Unloads the module from each context. libtileRT makes a GPU context current to
+        unload its code, so PyTorch's current device is put back afterwards."""
         if sys.is_finalizing():
             return
-        for _ctx, h in getattr(self, "_handles", {}).values():
+        handles = getattr(self, "_handles", {})
+        torch = sys.modules.get("torch")
+        on_gpu = torch is not None and any(not c.is_cpu for c in handles)
+        device = torch.cuda.current_device() if on_gpu else None
+        for h in handles.values():
             lib.trt_module_destroy(h)
+        if on_gpu:
+            torch.cuda.set_device(device)
 
 
 def loads(source, name="<string>", context=None):
