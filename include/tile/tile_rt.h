@@ -76,10 +76,10 @@ typedef struct TrtContext TrtContext;
  * the calling thread. cache_dir: the cache's directory, or NULL for $TILE_CACHE_DIR,
  * else $XDG_CACHE_HOME/tile, else ~/.cache/tile (created 0700; one writable by group
  * or others is refused with TRT_ERROR_CACHE_UNSAFE), or "" for no disk cache. On success *out is a context the
- * caller owns (trt_context_destroy); on failure *out is NULL. */
+ * caller owns (trt_context_destroy); on failure *out is NULL. With device
+ * TRT_DEVICE_CPU it makes a CPU context instead: no driver is opened, cache_dir is
+ * ignored. */
 TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, TrtContext **out);
-/* With device TRT_DEVICE_CPU: a CPU context (cache_dir is ignored), which never needs
- * a driver. */
 /* Unloads every module of ctx and releases the primary context. NULL is ignored. */
 void trt_context_destroy(TrtContext *ctx);
 /* Sets TRT_FLAG_* bits (replacing the previous ones). */
