@@ -295,7 +295,8 @@ class Module:
             return
         handles = getattr(self, "_handles", {})
         torch = sys.modules.get("torch")
-        on_gpu = torch is not None and any(not c.is_cpu for c in handles)
+        on_gpu = torch is not None and hasattr(torch.cuda, "set_device") and \
+            any(not c.is_cpu for c in handles)
         device = torch.cuda.current_device() if on_gpu else None
         for h in handles.values():
             lib.trt_module_destroy(h)
