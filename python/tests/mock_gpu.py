@@ -125,6 +125,18 @@ class MockGpu(unittest.TestCase):
         self.assertEqual(len(k._plans), 2)
         self.assertEqual(k._plans[(("cuda", 0), (("BLOCK", 256),))].ctx.device, "cuda:0")
 
+    def test_prepared_launch_reads_the_stream_each_time(self):
+        k = tile.load(VECTOR_ADD).vector_add
+        a = Tensor(np.zeros(100, np.float32))
+        run = k.prepare(a, a, a, 100)
+        for stream in (0x7000, 0x8000):
+            _Cuda.stream = stream
+            run()
+            m = last_launch()
+            self.assertEqual(m.stream, stream)
+            self.assertEqual(list(m.params[:4]), [a.data_ptr()] * 3 + [100])
+        _Cuda.stream = 0
+
     def test_scalar_bytes(self):
         k = tile.loads(SCALARS, name="scalars.tile").scalars
         out = Tensor(np.zeros(2, np.float32))

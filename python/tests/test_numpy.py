@@ -74,6 +74,18 @@ class VectorAdd(unittest.TestCase):
         self.k(c, self.a, self.b, 1000, BLOCK=512)
         self.assertEqual(len(self.k._plans), 2)
 
+    def test_prepared_launch(self):
+        c = np.zeros(1000, np.float32)
+        run = self.k[(4,)].prepare(c, self.a, self.b, 1000, BLOCK=256)
+        self.assertTrue((c == 0).all())
+        run()
+        np.testing.assert_array_equal(c, self.a + self.b)
+        c[:] = 0
+        run()
+        np.testing.assert_array_equal(c, self.a + self.b)
+        with self.assertRaisesRegex(TypeError, "missing argument 'n'"):
+            self.k.prepare(c, self.a, self.b)
+
     def test_keywords_and_positional_const(self):
         c = np.zeros(1000, np.float32)
         self.k(c, self.a, self.b, 1000, 256)

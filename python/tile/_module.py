@@ -230,6 +230,34 @@ class Kernel:
         else:
             _launch_cuda(plan, packed, g)
 
+    def prepare(self, *args, **kwargs):
+        """A launch with these arguments bound, checked and packed once: calling it
+        launches again (on the current stream then) at the cost of trt_launch alone. It
+        keeps the arguments alive. For benchmarks and replays of one shape."""
+        return self._prepare(None, args, kwargs)
+
+    def _prepare(self, grid, args, kwargs):
+        vals, consts, runtime = self._bind(args, kwargs)
+        plan = self._plan(self._device_of(runtime), consts)
+        packed, sizes = self._pack(plan, runtime)
+        return PreparedLaunch(plan, packed, plan.pack_sizes(*sizes), self._grid(grid, vals),
+                              runtime)
+
+
+class PreparedLaunch:
+    """Kernel.prepare's result: call it to launch."""
+    __slots__ = ("plan", "packed", "sizes", "grid", "keep")
+
+    def __init__(self, plan, packed, sizes, grid, keep):
+        self.plan, self.packed, self.sizes, self.grid, self.keep = plan, packed, sizes, grid, keep
+
+    def __call__(self):
+        p = self.plan
+        if p.cpu:
+            check(lib.trt_launch_host(p.handle, self.packed, self.sizes, p.n, self.grid))
+        else:
+            _launch_cuda(p, self.packed, self.grid)
+
 
 def _launch_cuda(plan, packed, g):
     torch = sys.modules["torch"]
@@ -250,6 +278,9 @@ class _Launcher:
 
     def __call__(self, *args, **kwargs):
         return self.kernel._launch(self.grid, args, kwargs)
+
+    def prepare(self, *args, **kwargs):
+        return self.kernel._prepare(self.grid, args, kwargs)
 
 
 class Module:
