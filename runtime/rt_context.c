@@ -62,10 +62,26 @@ static void pick_arch(TrtContext *c)
     else snprintf(c->arch, sizeof c->arch, "sm_%d%d", c->cc_major, c->cc_minor);
 }
 
+/* A CPU context runs kernels in the interpreter (rt_host.c): it opens no driver and
+ * no cache, since nothing is compiled past Tile IR. */
+static TrtStatus cpu_context_create(TrtMode mode, TrtContext **out)
+{
+    TrtStatus s = check_mode(&mode);
+    if (s) return s;
+    TrtContext *c = tl_calloc(1, sizeof *c);
+    if (!c) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    c->device = TRT_DEVICE_CPU;
+    c->mode = mode;
+    snprintf(c->arch, sizeof c->arch, "cpu");
+    *out = c;
+    return TRT_SUCCESS;
+}
+
 TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, TrtContext **out)
 {
     if (!out) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_create: out is NULL");
     *out = NULL;
+    if (device == TRT_DEVICE_CPU) return cpu_context_create(mode, out);
     const RtDriver *d = rt_driver();
     if (!d) return TRT_ERROR_NO_DRIVER;
     TrtStatus s = check_mode(&mode);
@@ -73,6 +89,7 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
     TrtContext *c = tl_calloc(1, sizeof *c);
     if (!c) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     c->drv = d;
+    c->device = device;
     c->mode = mode;
     if (getenv("TILE_LOG_RECOMPILES") && !strcmp(getenv("TILE_LOG_RECOMPILES"), "1"))
         atomic_store(&c->flags, TRT_FLAG_LOG_RECOMPILES);
@@ -105,6 +122,11 @@ TrtStatus trt_context_set_flags(TrtContext *c, unsigned flags)
 TrtMode trt_context_mode(const TrtContext *c)
 {
     return c->mode;
+}
+
+int trt_context_device(const TrtContext *c)
+{
+    return c->device;
 }
 
 const char *trt_context_cache_dir(const TrtContext *c)

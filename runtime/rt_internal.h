@@ -198,7 +198,8 @@ const char *rt_entry_kind_name(RtEntryKind k);
 
 /* ---- handles ---------------------------------------------------------------------- */
 struct TrtContext {
-    const RtDriver *drv;
+    const RtDriver *drv;       /* NULL for a CPU context */
+    int device;                /* the ordinal, or TRT_DEVICE_CPU */
     CUdevice dev;
     CUcontext cuctx;
     int cc_major, cc_minor;
@@ -294,6 +295,14 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
 TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 /* Links PTX to a cubin for the current device (cuLink*). */
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
+/* The argument kind that a parameter of element type e takes (f8 as its bits: U8). */
+TrtArgKind rt_arg_kind(IrElem e);
+/* Checks the count, kinds and pointer alignment of a launch's arguments. */
+TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs);
+/* The grid from the kernel's grid(...) clause (memoized on the scalars). */
+TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3]);
+/* Checks an explicit or computed grid against what a GPU launches. */
+TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3]);
 /* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */
 const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask);
 /* Whether TILE_LOG_RECOMPILES or the context's flag asks for reports. */

@@ -16,7 +16,7 @@
 #include "rt_internal.h"
 
 /* The argument kind that each element type takes (f8 values are passed as their bits). */
-static TrtArgKind kind_of(IrElem e)
+TrtArgKind rt_arg_kind(IrElem e)
 {
     switch (e) {
     case IR_I1: return TRT_ARG_BOOL;
@@ -66,7 +66,7 @@ static bool int_value(const TrtArg *a, int64_t *v)
 static TrtStatus check_arg(const TrtKernel *k, uint32_t i, const TrtArg *a)
 {
     const RtParam *p = &k->params[i];
-    TrtArgKind want = kind_of(p->elem);
+    TrtArgKind want = rt_arg_kind(p->elem);
     if (a->kind != want)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
                        "kernel '%s': argument %u ('%s') is %s, but the parameter is %s and "
@@ -81,7 +81,7 @@ static TrtStatus check_arg(const TrtKernel *k, uint32_t i, const TrtArg *a)
     return TRT_SUCCESS;
 }
 
-static TrtStatus check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs)
+TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs)
 {
     if (nargs != k->nparams || (nargs && !args))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' takes %u arguments, got %u",
@@ -214,7 +214,7 @@ static TrtStatus eval_grid(TrtKernel *k, const TrtArg *args, int64_t g[3])
     return s;
 }
 
-static TrtStatus kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
+TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
 {
     if (!k->func || !k->func->grid)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
@@ -231,21 +231,30 @@ static TrtStatus kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
 }
 
 /* ---- launching ---------------------------------------------------------------------- */
-TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uint32_t grid[3],
-                     CUstream stream)
+TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3])
 {
-    if (!k) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_launch: kernel is NULL");
-    TrtStatus s = check_args(k, args, nargs);
-    if (s) return s;
-    uint32_t g[3];
-    if (grid) memcpy(g, grid, sizeof g);
-    else if ((s = kernel_grid(k, args, g))) return s;
     if (!g[0] || !g[1] || !g[2])
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is empty", k->name,
                        g[0], g[1], g[2]);
     if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is larger than a GPU launches "
                        "(at most 2147483647 x 65535 x 65535)", k->name, g[0], g[1], g[2]);
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uint32_t grid[3],
+                     CUstream stream)
+{
+    if (!k) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_launch: kernel is NULL");
+    if (!k->module->ctx->drv)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "kernel '%s' belongs to a CPU context: launch it with trt_launch_host", k->name);
+    TrtStatus s = rt_check_args(k, args, nargs);
+    if (s) return s;
+    uint32_t g[3];
+    if (grid) memcpy(g, grid, sizeof g);
+    else if ((s = rt_kernel_grid(k, args, g))) return s;
+    if ((s = rt_check_grid(k, g))) return s;
     uint64_t mask = class_mask(k, args);
     int found = find_variant(k, mask);
     unsigned index;

@@ -5,7 +5,10 @@
 
 static TrtStatus need_ctx(const TrtContext *ctx, const char *fn)
 {
-    return ctx ? TRT_SUCCESS : rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!ctx) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!ctx->drv)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: a CPU context has no device memory", fn);
+    return TRT_SUCCESS;
 }
 
 TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, CUdeviceptr *out)
@@ -20,7 +23,7 @@ TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, CUdeviceptr *out)
 
 void trt_mem_free(TrtContext *ctx, CUdeviceptr p)
 {
-    if (ctx && p) ctx->drv->cuMemFree(p);
+    if (ctx && ctx->drv && p) ctx->drv->cuMemFree(p);
 }
 
 TrtStatus trt_memcpy_htod(TrtContext *ctx, CUdeviceptr dst, const void *src, size_t bytes)
@@ -41,6 +44,7 @@ TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, CUdeviceptr src, size_t by
 
 TrtStatus trt_synchronize(TrtContext *ctx)
 {
+    if (ctx && !ctx->drv) return TRT_SUCCESS;   /* CPU runs are synchronous */
     TrtStatus s = need_ctx(ctx, "trt_synchronize");
     if (s) return s;
     CUresult r = ctx->drv->cuCtxSynchronize();

@@ -101,7 +101,7 @@ static void kernel_destroy(TrtKernel *k)
 void trt_module_destroy(TrtModule *m)
 {
     if (!m) return;
-    if (m->nkernels) m->ctx->drv->cuCtxSetCurrent(m->ctx->cuctx);
+    if (m->nkernels && m->ctx->drv) m->ctx->drv->cuCtxSetCurrent(m->ctx->cuctx);
     for (uint32_t i = 0; i < m->nkernels; i++) kernel_destroy(m->kernels[i]);
     tl_free(m->kernels);
     if (m->ast_ctx) ir_ctx_destroy(m->ast_ctx);

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake ninja-build pkg-config flex bison libcmocka-dev
-      llvm-19-dev llvm-19-tools clang python3 libxxhash-dev zlib1g-dev libzstd-dev)
+      llvm-19-dev llvm-19-tools clang python3 libxxhash-dev zlib1g-dev libzstd-dev
+      python3-numpy python3-pip)  # the Python package's tests: numpy arrays, pip install
 
 missing=()
 for p in "${PKGS[@]}"; do

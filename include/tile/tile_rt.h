@@ -43,6 +43,8 @@ typedef enum TrtStatus {
     TRT_ERROR_CACHE_IO,         /* the cache could not be read or written */
     TRT_ERROR_DRIVER,           /* a driver call failed (the message names it and its code) */
     TRT_ERROR_OUT_OF_MEMORY,
+    TRT_ERROR_KERNEL_FAILED,    /* a kernel run by the interpreter stopped (out-of-bounds
+                                   access, failed assert, ...; the message says where) */
 } TrtStatus;
 
 /* A short constant name of a status ("TRT_ERROR_NO_DRIVER"). */
@@ -65,11 +67,18 @@ enum {
 
 typedef struct TrtContext TrtContext;
 
+/* The device ordinal of a context that runs kernels on the CPU, in the reference
+ * interpreter (ir/interp.h), on host memory: no driver, no code generator, no disk
+ * cache. Its kernels launch with trt_launch_host. */
+#define TRT_DEVICE_CPU (-1)
+
 /* Opens the driver, retains device `device`'s primary context and makes it current on
  * the calling thread. cache_dir: the cache's directory, or NULL for $TILE_CACHE_DIR,
  * else $XDG_CACHE_HOME/tile, else ~/.cache/tile (created 0700; one writable by group
  * or others is refused with TRT_ERROR_CACHE_UNSAFE), or "" for no disk cache. On success *out is a context the
- * caller owns (trt_context_destroy); on failure *out is NULL. */
+ * caller owns (trt_context_destroy); on failure *out is NULL. With device
+ * TRT_DEVICE_CPU it makes a CPU context instead: no driver is opened, cache_dir is
+ * ignored. */
 TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, TrtContext **out);
 /* Unloads every module of ctx and releases the primary context. NULL is ignored. */
 void trt_context_destroy(TrtContext *ctx);
@@ -78,6 +87,8 @@ TrtStatus trt_context_set_flags(TrtContext *ctx, unsigned flags);
 TrtMode trt_context_mode(const TrtContext *ctx);
 /* The cache directory in use, or NULL without a disk cache. Owned by ctx. */
 const char *trt_context_cache_dir(const TrtContext *ctx);
+/* The device ordinal the context was made for, or TRT_DEVICE_CPU. */
+int trt_context_device(const TrtContext *ctx);
 
 /* ---- modules and kernels ------------------------------------------------------------ */
 typedef struct TrtModule TrtModule;
@@ -150,6 +161,16 @@ static inline TrtArg trt_arg_bool(int x) { TrtArg a = {TRT_ARG_BOOL, {.i8 = (int
 TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs,
                      const uint32_t grid[3], CUstream stream);
 
+/* Runs `k` in the reference interpreter on host memory; only for a context made with
+ * TRT_DEVICE_CPU. args as for trt_launch, with TRT_ARG_PTR values that are host
+ * addresses; bytes[i] is the size of the buffer that pointer argument i may reach from
+ * its address (ignored for scalars; bytes may be NULL when there is no pointer). An
+ * access past it stops the run with TRT_ERROR_KERNEL_FAILED naming the kernel, the
+ * program, the argument and the index. Synchronous: the buffers hold the results when
+ * it returns (on a failure, possibly partial ones). grid as for trt_launch. */
+TrtStatus trt_launch_host(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
+                          uint32_t nargs, const uint32_t grid[3]);
+
 /* ---- device memory ---------------------------------------------------------------- */
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
  * pass tensor pointers instead. Synchronous; the context's device must be current.
@@ -161,7 +182,43 @@ TrtStatus trt_memcpy_htod(TrtContext *ctx, CUdeviceptr dst, const void *src, siz
 TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, CUdeviceptr src, size_t bytes);
 TrtStatus trt_synchronize(TrtContext *ctx);
 
-/* Introspection, for tests and tools. */
+/* ---- introspection ------------------------------------------------------------------ */
+/* What a binding (python/tile) needs to check and pack arguments without being told a
+ * signature: the kernels of a module and each kernel's parameters as declared, const
+ * ones included, before any const value is chosen. Strings are owned by the module. */
+typedef struct TrtKernelInfo {
+    const char *name;
+    uint32_t nparams;          /* declared parameters, const ones included */
+    uint32_t nruntime;         /* run-time parameters: the TrtArgs of a launch */
+    int has_grid;              /* 1 if it has a grid(...) clause (a launch may omit the grid) */
+} TrtKernelInfo;
+
+typedef struct TrtParamInfo {
+    const char *name;
+    int is_const;              /* 1: a compile-time parameter, given to trt_module_get_kernel */
+    int has_default;           /* const only: 1 if default_value holds its default */
+    int64_t default_value;     /* a default written as an integer or bool literal */
+    int is_pointer;            /* 1 for a *T parameter */
+    TrtArgKind kind;           /* the TrtArg kind a run-time parameter takes */
+    const char *elem;          /* the pointee for a pointer, else the type: "bf16", "i32",
+                                  "bool"; as ir_elem_name spells it */
+    uint32_t elem_bytes;       /* the size of one elem in memory (bool: 1) */
+    uint32_t runtime_index;    /* run-time parameters: the position among the TrtArgs */
+} TrtParamInfo;
+
+/* The number of kernels in m (0 for NULL), and the i-th one's name (NULL past the end). */
+uint32_t trt_module_num_kernels(const TrtModule *m);
+const char *trt_module_kernel_name(const TrtModule *m, uint32_t i);
+/* Kernel `name` of m as declared (TRT_ERROR_NOT_FOUND if there is none). */
+TrtStatus trt_module_kernel_info(const TrtModule *m, const char *name, TrtKernelInfo *out);
+/* Its parameter i (0 <= i < nparams) as declared. */
+TrtStatus trt_module_kernel_param(const TrtModule *m, const char *name, uint32_t i,
+                                  TrtParamInfo *out);
+/* Run-time parameter i of a kernel handle (0 <= i < trt_kernel_num_params), with the
+ * types as lowered (is_const is 0; runtime_index is i). */
+TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out);
+
+/* For tests and tools. */
 const char *trt_kernel_name(const TrtKernel *k);
 uint32_t trt_kernel_num_params(const TrtKernel *k);
 uint32_t trt_kernel_num_variants(const TrtKernel *k);

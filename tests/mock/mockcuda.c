@@ -138,11 +138,15 @@ static int m_cuStreamSynchronize(void *s)
 }
 
 /* ---- modules ------------------------------------------------------------------------ */
-/* The width of a PTX parameter type: .u64 -> 8, .f32 -> 4, .b16 -> 2, .u8 -> 1. */
-static int param_bytes(const char *type)
+/* The width of a PTX parameter declaration: ".u64 x" -> 8, ".f32 x" -> 4, ".u8 x" -> 1,
+ * and ".align 2 .b8 x[2]" (how LLVM declares f16 and bf16 parameters) -> 2. */
+static int param_bytes(const char *decl)
 {
-    int bits = atoi(type + strcspn(type, "0123456789"));
-    return bits >= 8 ? bits / 8 : 1;
+    if (!strncmp(decl, ".align", 6)) decl += 6 + strspn(decl + 6, " \t0123456789");
+    int bits = atoi(decl + strcspn(decl, "0123456789"));
+    int bytes = bits >= 8 ? bits / 8 : 1;
+    const char *bracket = memchr(decl, '[', strcspn(decl, ",)\n"));
+    return bracket ? bytes * atoi(bracket + 1) : bytes;
 }
 
 /* Reads ".param .TYPE name" entries up to the closing parenthesis. */

@@ -241,6 +241,133 @@ static void test_module_load_example_file(void **state)
                      TRT_SUCCESS);
 }
 
+/* ---- introspection -------------------------------------------------------------------- */
+static const char introspect_src[] =
+    "fn helper(x: f32) -> f32 { return x; }\n"
+    "kernel first(out: *bf16, x: *f8e4m3, s: f16, flag: bool, const B: i32 = 1024,\n"
+    "             n: u64, const NEG: i32 = -3, const C: i32 = 2 * 4, const D: bool) { }\n"
+    "kernel second(p: *f32) grid(1) { }\n";
+
+static void test_module_introspection(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "intro.tile", introspect_src, &cur.mod));
+    assert_int_equal(trt_module_num_kernels(cur.mod), 2);
+    assert_string_equal(trt_module_kernel_name(cur.mod, 0), "first");
+    assert_string_equal(trt_module_kernel_name(cur.mod, 1), "second");
+    assert_null(trt_module_kernel_name(cur.mod, 2));
+    TrtKernelInfo ki;
+    assert_ok(trt_module_kernel_info(cur.mod, "first", &ki));
+    assert_int_equal(ki.nparams, 9);
+    assert_int_equal(ki.nruntime, 5);
+    assert_int_equal(ki.has_grid, 0);
+    assert_ok(trt_module_kernel_info(cur.mod, "second", &ki));
+    assert_int_equal(ki.has_grid, 1);
+    assert_int_equal(trt_module_kernel_info(cur.mod, "helper", &ki), TRT_ERROR_NOT_FOUND);
+    assert_non_null(strstr(trt_last_error(), "no kernel named 'helper' in intro.tile"));
+    TrtParamInfo p;
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 0, &p));
+    assert_string_equal(p.name, "out");
+    assert_true(p.is_pointer && !p.is_const && p.kind == TRT_ARG_PTR);
+    assert_string_equal(p.elem, "bf16");
+    assert_int_equal(p.elem_bytes, 2);
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 1, &p));
+    assert_string_equal(p.elem, "f8e4m3");
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 2, &p));
+    assert_true(!p.is_pointer && p.kind == TRT_ARG_F16);
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 3, &p));
+    assert_int_equal(p.kind, TRT_ARG_BOOL);
+    assert_int_equal(p.elem_bytes, 1);
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 4, &p));
+    assert_true(p.is_const && p.has_default && p.default_value == 1024);
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 5, &p));
+    assert_true(!p.is_const && p.kind == TRT_ARG_U64 && p.runtime_index == 4);
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 6, &p));
+    assert_true(p.has_default && p.default_value == -3);
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 7, &p));
+    assert_true(p.is_const && !p.has_default);   /* not a literal: the frontend evaluates it */
+    assert_ok(trt_module_kernel_param(cur.mod, "first", 8, &p));
+    assert_true(p.is_const && !p.has_default);
+    assert_int_equal(trt_module_kernel_param(cur.mod, "first", 9, &p), TRT_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_kernel_param_as_lowered(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
+    TrtParamInfo p;
+    assert_ok(trt_kernel_param(k, 1, &p));
+    assert_string_equal(p.name, "a");
+    assert_true(p.is_pointer && p.kind == TRT_ARG_PTR && p.runtime_index == 1);
+    assert_string_equal(p.elem, "f32");
+    assert_ok(trt_kernel_param(k, 3, &p));
+    assert_true(!p.is_pointer && p.kind == TRT_ARG_I32);
+    assert_int_equal(trt_kernel_param(k, 4, &p), TRT_ERROR_INVALID_ARGUMENT);
+}
+
+/* ---- the CPU context: the interpreter on host buffers ----------------------------------- */
+static void test_cpu_context_runs_the_interpreter(void **state)
+{
+    (void)state;
+    assert_ok(trt_context_create(TRT_DEVICE_CPU, TRT_MODE_DEFAULT, NULL, &cur.ctx));
+    assert_int_equal(trt_context_device(cur.ctx), TRT_DEVICE_CPU);
+    assert_null(trt_context_cache_dir(cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL;
+    TrtConst block = {"BLOCK", 16};
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", &block, 1, &k));
+    float a[40], b[40], c[40];
+    for (int i = 0; i < 40; i++) a[i] = (float)i, b[i] = 0.5f, c[i] = -1;
+    TrtArg args[4] = {trt_arg_ptr((CUdeviceptr)(uintptr_t)c), trt_arg_ptr((CUdeviceptr)(uintptr_t)a),
+                      trt_arg_ptr((CUdeviceptr)(uintptr_t)b), trt_arg_i32(37)};
+    uint64_t bytes[4] = {sizeof c, sizeof a, sizeof b, 0};
+    assert_ok(trt_launch_host(k, args, bytes, 4, NULL));   /* grid(cdiv(37, 16)) = 3 */
+    for (int i = 0; i < 37; i++) assert_true(c[i] == (float)i + 0.5f);
+    assert_true(c[37] == -1);
+    MockCounts mc;
+    mock_counts(&mc);
+    assert_int_equal(mc.launches, 0);
+    assert_ok(trt_synchronize(cur.ctx));
+    /* trt_launch is for GPU contexts; device memory does not exist here */
+    assert_int_equal(trt_launch(k, args, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "trt_launch_host"));
+    CUdeviceptr p;
+    assert_int_equal(trt_mem_alloc(cur.ctx, 16, &p), TRT_ERROR_INVALID_ARGUMENT);
+    /* the buffer sizes bound every access */
+    bytes[0] = 36 * sizeof(float);
+    assert_int_equal(trt_launch_host(k, args, bytes, 4, NULL), TRT_ERROR_KERNEL_FAILED);
+    assert_non_null(strstr(trt_last_error(), "kernel 'vector_add' failed in the interpreter"));
+    assert_non_null(strstr(trt_last_error(), "va.tile:6:"));
+    assert_int_equal(trt_launch_host(k, args, NULL, 4, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    args[3] = trt_arg_i64(37);
+    assert_int_equal(trt_launch_host(k, args, bytes, 4, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "argument 4 ('n') is TRT_ARG_I64"));
+}
+
+/* f16 and bf16 scalars arrive as their bits and are read as values. */
+static void test_cpu_context_half_scalars(void **state)
+{
+    (void)state;
+    assert_ok(trt_context_create(TRT_DEVICE_CPU, TRT_MODE_FROM_ENV, NULL, &cur.ctx));
+    static const char src[] =
+        "kernel axpb(out: *f32, h: f16, b: bf16, u: u8) grid(1) {\n"
+        "    store(out + arange(0, 4), (h as f32) + (b as f32) + (u as f32) + arange(0, 4) as f32);\n"
+        "}\n";
+    assert_ok(trt_module_load_string(cur.ctx, "h.tile", src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "axpb", NULL, 0, &k));
+    float out[4] = {0};
+    TrtArg args[4] = {trt_arg_ptr((CUdeviceptr)(uintptr_t)out), {TRT_ARG_F16, {.u16 = 0x3e00}},
+                      {TRT_ARG_BF16, {.u16 = 0x4000}}, {TRT_ARG_U8, {.u8 = 200}}};
+    uint64_t bytes[4] = {sizeof out};
+    assert_ok(trt_launch_host(k, args, bytes, 4, NULL));   /* 1.5 + 2 + 200 */
+    for (int i = 0; i < 4; i++) assert_true(out[i] == 203.5f + (float)i);
+}
+
 /* ---- argument checks ------------------------------------------------------------------ */
 static void test_launch_checks_count_and_kinds(void **state)
 {
@@ -808,6 +935,8 @@ int main(int argc, char **argv)
         T(test_no_driver_cuinit_fails), T(test_no_driver_missing_entry_point),
         T(test_null_handles), T(test_occupancy_request_kept_without_spills),
         T(test_occupancy_request_dropped_when_it_spills),
+        T(test_module_introspection), T(test_kernel_param_as_lowered),
+        T(test_cpu_context_runs_the_interpreter), T(test_cpu_context_half_scalars),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

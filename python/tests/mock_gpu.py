@@ -1,0 +1,162 @@
+"""The package's GPU path against the mock CUDA driver (tests/mock), with a stand-in
+for torch: CUDA "tensors" are numpy arrays that say they live on a device. The kernels
+compile for real (libtileCG), and the mock records each launch, so this checks what
+reaches cuLaunchKernel from a Python call: the function, the grid, PyTorch's current
+stream, and every parameter's bytes at the width the PTX declares. Run in a process of
+its own (it replaces sys.modules["torch"]); ctest python/mock-gpu sets
+TILE_CUDA_LIBRARY to the mock and TILE_LIB to the library."""
+import ctypes
+import os
+import struct
+import sys
+import tempfile
+import types
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+class _Dtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+class _Device:
+    def __init__(self, index):
+        self.type, self.index = "cuda", index
+
+    def __str__(self):
+        return "cuda:%d" % self.index
+
+
+class Tensor:
+    """What the package reads of a CUDA tensor."""
+    is_cuda = True
+
+    def __init__(self, array, device=0):
+        self.array, self.dtype, self.device = array, _Dtype(array.dtype.name), _Device(device)
+
+    def get_device(self):
+        return self.device.index
+
+    def data_ptr(self):
+        return self.array.ctypes.data
+
+    def element_size(self):
+        return self.array.itemsize
+
+
+class _Stream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+class _Cuda:
+    current, stream = 0, 0
+
+    @staticmethod
+    def init():
+        pass
+
+    @classmethod
+    def current_device(cls):
+        return cls.current
+
+    @classmethod
+    def current_stream(cls, index=None):
+        return _Stream(cls.stream)
+
+
+fake_torch = types.ModuleType("torch")
+fake_torch.Tensor, fake_torch.cuda = Tensor, _Cuda
+sys.modules["torch"] = fake_torch
+os.environ.setdefault("TILE_CACHE_DIR", tempfile.mkdtemp(prefix="tile-mock-gpu-"))
+import tile  # noqa: E402
+
+
+class MockLaunch(ctypes.Structure):
+    _fields_ = [("func", ctypes.c_char * 64), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shmem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("nparams", ctypes.c_int),
+                ("param_bytes", ctypes.c_int * 64), ("params", ctypes.c_uint64 * 64)]
+
+
+mock = ctypes.CDLL(os.environ["TILE_CUDA_LIBRARY"])
+
+
+def last_launch():
+    m = MockLaunch()
+    mock.mockcuda_last_launch(ctypes.byref(m))
+    return m
+
+
+VECTOR_ADD = Path(__file__).resolve().parent.parent.parent / "examples" / "vector_add.tile"
+SCALARS = """
+kernel scalars(out: *f32, h: f16, b: bf16, i: i64, u: u8, flag: bool, d: f64) grid(1) {
+    let v = (h as f32) + (b as f32) + (i as f32) + (u as f32) + (d as f32);
+    store(out + arange(0, 2), where(arange(0, 2) == 0, v, flag as f32));
+}
+"""
+
+
+class MockGpu(unittest.TestCase):
+    def test_vector_add_reaches_the_driver(self):
+        k = tile.load(VECTOR_ADD).vector_add
+        a, b, c = (Tensor(np.zeros(5000, np.float32)) for _ in range(3))
+        _Cuda.stream = 0x5000
+        k(c, a, b, 5000)
+        m = last_launch()
+        self.assertEqual(m.func, b"vector_add")
+        self.assertEqual(list(m.grid), [5, 1, 1])                 # grid(cdiv(n, BLOCK))
+        self.assertEqual(m.stream, 0x5000)                         # the current stream
+        self.assertEqual(list(m.param_bytes[:4]), [8, 8, 8, 4])
+        self.assertEqual(list(m.params[:4]), [c.data_ptr(), a.data_ptr(), b.data_ptr(), 5000])
+        _Cuda.stream = 0
+        k[(7, 2)](c, a, b, 5000, BLOCK=256)
+        m = last_launch()
+        self.assertEqual(list(m.grid), [7, 2, 1])
+        self.assertIsNone(m.stream)                                # the legacy default stream
+        self.assertEqual(len(k._plans), 2)
+        self.assertEqual(k._plans[(("cuda", 0), (("BLOCK", 256),))].ctx.device, "cuda:0")
+
+    def test_prepared_launch_reads_the_stream_each_time(self):
+        k = tile.load(VECTOR_ADD).vector_add
+        a = Tensor(np.zeros(100, np.float32))
+        run = k.prepare(a, a, a, 100)
+        for stream in (0x7000, 0x8000):
+            _Cuda.stream = stream
+            run()
+            m = last_launch()
+            self.assertEqual(m.stream, stream)
+            self.assertEqual(list(m.params[:4]), [a.data_ptr()] * 3 + [100])
+        _Cuda.stream = 0
+
+    def test_scalar_bytes(self):
+        k = tile.loads(SCALARS, name="scalars.tile").scalars
+        out = Tensor(np.zeros(2, np.float32))
+        k(out, 1.5, 2.0, -7, 200, True, 0.25)
+        m = last_launch()
+        self.assertEqual(list(m.param_bytes[:7]), [8, 2, 2, 8, 1, 1, 8])
+        want = [out.data_ptr(), 0x3E00, 0x4000, (1 << 64) - 7, 200, 1,
+                struct.unpack("=Q", struct.pack("=d", 0.25))[0]]
+        self.assertEqual(list(m.params[:7]), want)
+
+    def test_device_checks(self):
+        k = tile.load(VECTOR_ADD).vector_add
+        a = Tensor(np.zeros(10, np.float32))
+        with self.assertRaisesRegex(TypeError, r"argument 'b' is a numpy array of float32, but the launch runs on cuda:0 \(where argument 'c' is\)"):
+            k(a, a, np.zeros(10, np.float32), 10)
+        with self.assertRaisesRegex(TypeError, r"argument 'b' is a tensor of float16 on cuda:0, but the parameter is \*f32"):
+            k(a, a, Tensor(np.zeros(10, np.float16)), 10)
+        with self.assertRaisesRegex(TypeError, r"argument 'b' is a tensor of float32 on cuda:1, but the launch runs on cuda:0"):
+            k(a, a, Tensor(np.zeros(10, np.float32), device=1), 10)
+
+
+if __name__ == "__main__":
+    unittest.main()

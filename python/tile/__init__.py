@@ -1,0 +1,30 @@
+"""tile: load .tile kernels and launch them on numpy arrays (the CPU, through the
+reference interpreter) or torch tensors (the GPU, on PyTorch's current stream).
+
+    import tile
+    k = tile.load("softmax.tile").softmax
+    k(out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)        # grid from grid(...)
+    k[(n_rows,)](out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)
+
+docs/PYTHON.md has the whole story."""
+from ._lib import TileError, path as library_path
+from ._args import Bits, DTYPE_NAMES
+from ._context import Context, default_context, set_default_context
+from ._module import Kernel, Module, Param, load, loads
+
+__version__ = "0.1.0"
+__all__ = ["Context", "Kernel", "Module", "Param", "TileError", "bits", "default_context",
+           "load", "loads", "register_torch_op", "set_default_context", "library_path"]
+
+
+def bits(array, elem):
+    """Pass `array` (numpy or torch) for a *elem parameter whose elements it holds as
+    bits of the same size: tile.bits(np_uint16_array, "bf16")."""
+    return Bits(array, elem)
+
+
+def register_torch_op(qualname, kernel, mutates_args, grid=None, **consts):
+    """Registers `kernel` as the PyTorch operator `qualname` ("ns::name"); see
+    tile.torch_ops.register."""
+    from .torch_ops import register
+    return register(qualname, kernel, mutates_args, grid=grid, **consts)

@@ -1,0 +1,106 @@
+"""Contexts: one libtileRT context per device, made on first use or by the caller.
+
+A context is a device (the CPU, whose kernels run in the reference interpreter, or a
+CUDA device, whose primary context is shared with PyTorch), a compile mode and a disk
+cache. Kernels launch in the context of their tensors' device: the default one for
+that device (tile.default_context) unless the module was loaded into a given one."""
+import ctypes
+import sys
+
+from . import _lib
+from ._lib import check, lib
+
+
+def parse_device(device):
+    """("cpu", -1) or ("cuda", index) from "cpu", "cuda", "cuda:1", 1 or a torch.device."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        return ("cuda", device)
+    s = str(device)
+    if s == "cpu":
+        return ("cpu", _lib.DEVICE_CPU)
+    if s == "cuda":
+        torch = sys.modules.get("torch")
+        return ("cuda", torch.cuda.current_device() if torch is not None else 0)
+    if s.startswith("cuda:") and s[5:].isdigit():
+        return ("cuda", int(s[5:]))
+    raise ValueError("tile: unknown device %r (expected 'cpu', 'cuda' or 'cuda:N')" % (device,))
+
+
+def device_name(key):
+    return "cpu" if key[0] == "cpu" else "cuda:%d" % key[1]
+
+
+class Context:
+    """Context(device="cpu", mode=None, cache_dir=None, log_recompiles=False)
+
+    mode: "default", "reduce-overhead" or "max-autotune" (today both of the latter run as
+    "default" in libtileRT: no CUDA graphs, no tuning), or None for $TILE_MODE.
+    cache_dir: the disk cache's directory; None for the default location, "" for none.
+    A CPU context compiles nothing past Tile IR and has no disk cache."""
+
+    def __init__(self, device="cpu", mode=None, cache_dir=None, log_recompiles=False):
+        if mode not in _lib.MODES:
+            raise ValueError("tile: unknown mode %r (expected %s)" % (
+                mode, ", ".join(repr(m) for m in _lib.MODES)))
+        self.key = parse_device(device)
+        if self.key[0] == "cuda" and "torch" in sys.modules:
+            sys.modules["torch"].cuda.init()   # torch's context is the primary one we retain
+        handle = ctypes.c_void_p()
+        cd = None if cache_dir is None else cache_dir.encode()
+        check(lib.trt_context_create(self.key[1], _lib.MODES[mode], cd, ctypes.byref(handle)))
+        self.handle = handle
+        if log_recompiles:
+            check(lib.trt_context_set_flags(handle, _lib.FLAG_LOG_RECOMPILES))
+
+    @property
+    def device(self):
+        return device_name(self.key)
+
+    @property
+    def is_cpu(self):
+        return self.key[0] == "cpu"
+
+    @property
+    def mode(self):
+        return _lib.MODE_NAMES[lib.trt_context_mode(self.handle)]
+
+    @property
+    def cache_dir(self):
+        d = lib.trt_context_cache_dir(self.handle)
+        return d.decode() if d else None
+
+    def load(self, path):
+        """Loads a .tile file into this context (its kernels launch here only)."""
+        from ._module import load
+        return load(path, context=self)
+
+    def loads(self, source, name="<string>"):
+        from ._module import loads
+        return loads(source, name=name, context=self)
+
+    def synchronize(self):
+        check(lib.trt_synchronize(self.handle))
+
+    def __repr__(self):
+        return "tile.Context(device=%r, mode=%r, cache_dir=%r)" % (self.device, self.mode,
+                                                                  self.cache_dir)
+
+    # Destroyed with the process: modules hold their context, and libtileRT requires a
+    # context's modules to go first, which the collector does not promise at exit.
+
+
+_defaults = {}
+
+
+def default_context(device="cpu"):
+    """The context kernels use on `device` when their module was given none."""
+    key = parse_device(device)
+    ctx = _defaults.get(key)
+    if ctx is None:
+        ctx = _defaults[key] = Context(device_name(key))
+    return ctx
+
+
+def set_default_context(ctx):
+    """Makes ctx the context of its device for modules loaded without one."""
+    _defaults[ctx.key] = ctx

@@ -1,0 +1,127 @@
+"""Finding and binding libtileRT (include/tile/tile_rt.h) with ctypes.
+
+The library is found at $TILE_LIB if that is set (and nowhere else: an explicit choice
+does not fall back); else in a build tree next to this package's source checkout, or
+the build tree recorded when the package was installed from one (_paths.py); else by
+the dynamic loader (an installed libtileRT.so.0)."""
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+# TrtArgKind, in the header's order.
+KINDS = ("ptr", "bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+         "f16", "bf16", "f32", "f64")
+KIND = {name: i for i, name in enumerate(KINDS)}
+DEVICE_CPU = -1
+MODES = {None: -1, "default": 0, "reduce-overhead": 1, "max-autotune": 2}
+MODE_NAMES = {0: "default", 1: "reduce-overhead", 2: "max-autotune"}
+FLAG_LOG_RECOMPILES = 1
+FLAG_NO_DISK_CACHE = 2
+
+
+class TileError(RuntimeError):
+    """A libtileRT call failed; .status is the status name ("TRT_ERROR_COMPILE")."""
+
+    def __init__(self, status, message):
+        super().__init__("%s: %s" % (status, message))
+        self.status = status
+
+
+class KernelInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("nparams", ctypes.c_uint32),
+                ("nruntime", ctypes.c_uint32), ("has_grid", ctypes.c_int)]
+
+
+class ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("is_const", ctypes.c_int),
+                ("has_default", ctypes.c_int), ("default_value", ctypes.c_int64),
+                ("is_pointer", ctypes.c_int), ("kind", ctypes.c_int),
+                ("elem", ctypes.c_char_p), ("elem_bytes", ctypes.c_uint32),
+                ("runtime_index", ctypes.c_uint32)]
+
+
+class Const(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64)]
+
+
+def _build_trees():
+    """libtileRT.so in the build trees beside a source checkout of this package."""
+    roots = [Path(__file__).resolve().parent.parent.parent]
+    try:
+        from . import _paths
+        roots += [Path(p) for p in _paths.SOURCE_ROOTS]
+    except ImportError:
+        pass
+    found = []
+    for root in roots:
+        preferred = [root / d / "runtime" / "libtileRT.so"
+                     for d in ("build-release", "build-gpu", "build")]
+        others = sorted(root.glob("build*/runtime/libtileRT.so"))
+        found += [p for p in preferred + others if p.is_file() and p not in found]
+    return found
+
+
+def candidates():
+    env = os.environ.get("TILE_LIB")
+    if env:
+        return [env]
+    here = [str(p) for p in _build_trees()]
+    prefix = [str(Path(sys.prefix) / d / "libtileRT.so.0") for d in ("lib", "lib64")]
+    return here + [p for p in prefix if os.path.isfile(p)] + ["libtileRT.so.0", "libtileRT.so"]
+
+
+def _open():
+    tried = []
+    for path in candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(str(e))
+    raise ImportError("tile: cannot load libtileRT (tried: %s); set TILE_LIB to the path of "
+                      "libtileRT.so" % "; ".join(tried))
+
+
+def _declare(L):
+    c, P = ctypes, ctypes.POINTER
+    vp, u32 = c.c_void_p, c.c_uint32
+    sigs = {
+        "trt_status_name": (c.c_char_p, [c.c_int]),
+        "trt_last_error": (c.c_char_p, []),
+        "trt_context_create": (c.c_int, [c.c_int, c.c_int, c.c_char_p, P(vp)]),
+        "trt_context_destroy": (None, [vp]),
+        "trt_context_set_flags": (c.c_int, [vp, c.c_uint]),
+        "trt_context_mode": (c.c_int, [vp]),
+        "trt_context_cache_dir": (c.c_char_p, [vp]),
+        "trt_context_device": (c.c_int, [vp]),
+        "trt_module_load_string": (c.c_int, [vp, c.c_char_p, c.c_char_p, P(vp)]),
+        "trt_module_destroy": (None, [vp]),
+        "trt_module_get_kernel": (c.c_int, [vp, c.c_char_p, P(Const), u32, P(vp)]),
+        "trt_module_num_kernels": (u32, [vp]),
+        "trt_module_kernel_name": (c.c_char_p, [vp, u32]),
+        "trt_module_kernel_info": (c.c_int, [vp, c.c_char_p, P(KernelInfo)]),
+        "trt_module_kernel_param": (c.c_int, [vp, c.c_char_p, u32, P(ParamInfo)]),
+        "trt_kernel_param": (c.c_int, [vp, u32, P(ParamInfo)]),
+        "trt_kernel_num_variants": (u32, [vp]),
+        # The TrtArg arrays, sizes and grids are packed by struct into bytes.
+        "trt_launch": (c.c_int, [vp, c.c_char_p, u32, c.c_char_p, vp]),
+        "trt_launch_host": (c.c_int, [vp, c.c_char_p, c.c_char_p, u32, c.c_char_p]),
+        "trt_synchronize": (c.c_int, [vp]),
+    }
+    for name, (res, args) in sigs.items():
+        try:
+            f = getattr(L, name)
+        except AttributeError:
+            raise ImportError("tile: %s lacks %s: it is older than this package; rebuild it"
+                              % (L._name, name)) from None
+        f.restype, f.argtypes = res, args
+
+
+lib, path = _open()
+_declare(lib)
+
+
+def check(status):
+    if status:
+        raise TileError(lib.trt_status_name(status).decode(),
+                        lib.trt_last_error().decode(errors="replace"))

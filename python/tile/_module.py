@@ -1,0 +1,347 @@
+"""Modules and kernels: tile.load / tile.loads, k[grid](...) and k(...).
+
+A module's source is parsed once into a CPU context, which needs no driver, to learn
+its kernels and their declared parameters (libtileRT's introspection); it is loaded
+again into each GPU context on the first launch there. A call binds its arguments to
+the declared parameters (positionally or by name, const ones included, as Triton's
+constexprs), and the const values and the device of the first array argument select
+the plan: the kernel handle and one converter per run-time parameter, made once. A
+launch is then: convert each value, pack the TrtArgs, call trt_launch on PyTorch's
+current stream, or trt_launch_host (the interpreter) for host arrays."""
+import ctypes
+import struct
+import sys
+
+from . import _args, _lib
+from ._context import default_context, device_name
+from ._lib import check, lib
+
+_MISSING = object()
+
+
+class _Never:
+    """No value has this type (torch.Tensor's stand-in before torch is loaded)."""
+_LAUNCH_CONSTS = ("warps", "stages")
+
+
+class Param:
+    """A declared parameter: name, is_const, default (None if none is known),
+    is_pointer, kind ("ptr", "i32", "f16", ...), elem ("bf16": the pointee or the type),
+    elem_bytes."""
+
+    def __init__(self, info):
+        self.name = info.name.decode()
+        self.is_const = bool(info.is_const)
+        self.default = info.default_value if info.has_default else None
+        self.is_pointer = bool(info.is_pointer)
+        self.kind = _lib.KINDS[info.kind]
+        self.elem = info.elem.decode()
+        self.elem_bytes = info.elem_bytes
+
+    @property
+    def type(self):
+        t = ("*" if self.is_pointer else "") + _args.elem_text(self.elem)
+        return ("const " if self.is_const else "") + t
+
+    def __repr__(self):
+        d = "" if self.default is None else " = %d" % self.default
+        return "<param %s: %s%s>" % (self.name, self.type, d)
+
+
+class _Plan:
+    def __init__(self, kernel, ctx, handle, device):
+        self.ctx, self.handle, self.device = ctx, handle, device
+        self.cpu = device[0] == "cpu"
+        params = kernel.runtime_params
+        origin = kernel.first_pointer.name if kernel.first_pointer else None
+        self.kinds, self.pointers, self.converters = [], [], []
+        for i, declared in enumerate(params):
+            info = _lib.ParamInfo()
+            check(lib.trt_kernel_param(handle, i, ctypes.byref(info)))
+            p = Param(info)
+            self.kinds.append(_lib.KIND[p.kind])
+            self.pointers.append(p.is_pointer)
+            self.converters.append(
+                _args.pointer_converter(kernel.name, p, device, origin) if p.is_pointer
+                else _args.scalar_converter(kernel.name, p))
+        self.n = len(params)
+        self.params = params
+        self.pack = struct.Struct("=" + "".join("i4x" + _args.VALUE_FORMATS[_lib.KINDS[k]]
+                                                for k in self.kinds)).pack
+        self.pack_sizes = struct.Struct("=%dQ" % self.n).pack
+
+
+class Kernel:
+    """A kernel of a module. Call it as k[grid](*args, **kwargs), or k(*args, **kwargs)
+    when it has a grid(...) clause. grid: an int, a tuple of 1-3 ints, or a function of
+    the dict of arguments by name (const ones included) that returns one."""
+
+    def __init__(self, module, name, handle):
+        self.module, self.name = module, name
+        info = _lib.KernelInfo()
+        check(lib.trt_module_kernel_info(handle, name.encode(), ctypes.byref(info)))
+        self.has_grid = bool(info.has_grid)
+        self.params = []
+        for i in range(info.nparams):
+            pi = _lib.ParamInfo()
+            check(lib.trt_module_kernel_param(handle, name.encode(), i, ctypes.byref(pi)))
+            self.params.append(Param(pi))
+        self._index = {p.name: i for i, p in enumerate(self.params)}
+        self._const_pos = [i for i, p in enumerate(self.params) if p.is_const]
+        self._runtime_pos = [i for i, p in enumerate(self.params) if not p.is_const]
+        self.runtime_params = [self.params[i] for i in self._runtime_pos]
+        ptrs = [i for i, p in enumerate(self.runtime_params) if p.is_pointer]
+        self._first_ptr = ptrs[0] if ptrs else None
+        self.first_pointer = self.runtime_params[ptrs[0]] if ptrs else None
+        self._plans = {}
+        self._tensor_type = _args.array_types()[1] or _Never
+
+    def __repr__(self):
+        return "<tile kernel %s(%s) of %s>" % (
+            self.name, ", ".join(p.name for p in self.params), self.module.name)
+
+    def __getitem__(self, grid):
+        return _Launcher(self, grid)
+
+    def __call__(self, *args, **kwargs):
+        return self._launch(None, args, kwargs)
+
+    # ---- binding ------------------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        n = len(self.params)
+        if len(args) > n:
+            raise TypeError("kernel '%s' takes %d arguments (%d run-time, %d const), got %d"
+                            % (self.name, n, len(self._runtime_pos), len(self._const_pos),
+                               len(args)))
+        vals = list(args) + [_MISSING] * (n - len(args))
+        extra = ()
+        for key, v in kwargs.items():
+            i = self._index.get(key)
+            if i is None:
+                if key not in _LAUNCH_CONSTS:
+                    raise TypeError("kernel '%s' has no parameter '%s' (it has %s)" % (
+                        self.name, key, ", ".join(p.name for p in self.params)))
+                extra += ((key, self._const_value(key, v)),)
+            elif vals[i] is not _MISSING:
+                raise TypeError("kernel '%s': argument '%s' given twice" % (self.name, key))
+            else:
+                vals[i] = v
+        consts = tuple((self.params[i].name, self._const_value(self.params[i].name, vals[i]))
+                       for i in self._const_pos if vals[i] is not _MISSING) + extra
+        runtime = [vals[i] for i in self._runtime_pos]
+        for i, v in zip(self._runtime_pos, runtime):
+            if v is _MISSING:
+                raise TypeError("kernel '%s': missing argument '%s'" % (self.name, self.params[i].name))
+        return vals, consts, runtime
+
+    def _const_value(self, name, v):
+        if isinstance(v, bool) or type(v) is int:
+            return int(v)
+        try:
+            if not (_args._is_torch(v) or _args._is_numpy(v) or isinstance(v, float)):
+                import operator
+                return operator.index(v)
+        except TypeError:
+            pass
+        raise TypeError("kernel '%s': const parameter '%s' takes an integer, got %s"
+                        % (self.name, name, _args.describe(v)))
+
+    # ---- plans ----------------------------------------------------------------------------
+    def _device_of(self, runtime):
+        if self._first_ptr is not None:
+            v = runtime[self._first_ptr]
+            if type(v) is self._tensor_type and v.is_cuda:
+                return ("cuda", v.get_device())
+            d = _args.value_device(v)
+            if d is not None:
+                return d
+        ctx = self.module.context
+        return ctx.key if ctx is not None else ("cpu", -1)
+
+    def _plan(self, device, consts):
+        plan = self._plans.get((device, consts))
+        if plan is None:
+            plan = self._plans[(device, consts)] = self._make_plan(device, consts)
+        return plan
+
+    def _make_plan(self, device, consts):
+        ctx = self.module.context
+        if ctx is None:
+            ctx = default_context(device_name(device))
+        elif ctx.key != device:
+            raise ValueError("kernel '%s': the module was loaded into the %s context, but the "
+                             "arguments are on %s" % (self.name, ctx.device, device_name(device)))
+        mod = self.module._handle(ctx)
+        cs = (_lib.Const * max(1, len(consts)))(*[_lib.Const(k.encode(), v) for k, v in consts])
+        handle = ctypes.c_void_p()
+        check(lib.trt_module_get_kernel(mod, self.name.encode(), cs, len(consts),
+                                        ctypes.byref(handle)))
+        return _Plan(self, ctx, handle, device)
+
+    # ---- launching ----------------------------------------------------------------------
+    def _grid(self, grid, vals):
+        if grid is None:
+            if not self.has_grid:
+                raise TypeError("kernel '%s' has no grid(...) clause: launch it as "
+                                "kernel[grid](...)" % self.name)
+            return None
+        if callable(grid):
+            meta = {p.name: (v if v is not _MISSING else p.default)
+                    for p, v in zip(self.params, vals)}
+            grid = grid(meta)
+        g = (grid,) if isinstance(grid, int) else tuple(grid)
+        if not 1 <= len(g) <= 3 or any(not isinstance(x, int) or x < 0 for x in g):
+            raise ValueError("kernel '%s': the grid is %r; expected 1 to 3 non-negative ints"
+                             % (self.name, grid))
+        return struct.pack("=3I", *(g + (1, 1))[:3])
+
+    def _pack(self, plan, runtime):
+        conv = plan.converters
+        values, sizes = [], []
+        for i, v in enumerate(runtime):
+            x = conv[i](v)
+            if plan.pointers[i]:
+                x, size = x
+                sizes.append(size)
+            else:
+                sizes.append(0)
+            values.append(plan.kinds[i])
+            values.append(x)
+        try:
+            return plan.pack(*values), sizes
+        except struct.error:
+            for i, v in enumerate(runtime):   # find which value does not fit its type
+                try:
+                    struct.pack("=i4x" + _args.VALUE_FORMATS[_lib.KINDS[plan.kinds[i]]],
+                                plan.kinds[i], values[2 * i + 1])
+                except struct.error:
+                    raise OverflowError("kernel '%s': argument '%s' = %r does not fit in %s" % (
+                        self.name, plan.params[i].name, v,
+                        _args.elem_text(plan.params[i].elem))) from None
+            raise
+
+    def _launch(self, grid, args, kwargs):
+        vals, consts, runtime = self._bind(args, kwargs)
+        plan = self._plan(self._device_of(runtime), consts)
+        packed, sizes = self._pack(plan, runtime)
+        g = self._grid(grid, vals)
+        if plan.cpu:
+            check(lib.trt_launch_host(plan.handle, packed, plan.pack_sizes(*sizes), plan.n, g))
+        else:
+            _launch_cuda(plan, packed, g)
+
+    def prepare(self, *args, **kwargs):
+        """A launch with these arguments bound, checked and packed once: calling it
+        launches again (on the current stream then) at the cost of trt_launch alone. It
+        keeps the arguments alive. For benchmarks and replays of one shape."""
+        return self._prepare(None, args, kwargs)
+
+    def _prepare(self, grid, args, kwargs):
+        vals, consts, runtime = self._bind(args, kwargs)
+        plan = self._plan(self._device_of(runtime), consts)
+        packed, sizes = self._pack(plan, runtime)
+        return PreparedLaunch(plan, packed, plan.pack_sizes(*sizes), self._grid(grid, vals),
+                              runtime)
+
+
+class PreparedLaunch:
+    """Kernel.prepare's result: call it to launch."""
+    __slots__ = ("plan", "packed", "sizes", "grid", "keep")
+
+    def __init__(self, plan, packed, sizes, grid, keep):
+        self.plan, self.packed, self.sizes, self.grid, self.keep = plan, packed, sizes, grid, keep
+
+    def __call__(self):
+        p = self.plan
+        if p.cpu:
+            check(lib.trt_launch_host(p.handle, self.packed, self.sizes, p.n, self.grid))
+        else:
+            _launch_cuda(p, self.packed, self.grid)
+
+
+def _launch_cuda(plan, packed, g):
+    torch = sys.modules["torch"]
+    index = plan.device[1]
+    stream = ctypes.c_void_p(torch.cuda.current_stream(index).cuda_stream)
+    if torch.cuda.current_device() == index:
+        check(lib.trt_launch(plan.handle, packed, plan.n, g, stream))
+    else:
+        with torch.cuda.device(index):
+            check(lib.trt_launch(plan.handle, packed, plan.n, g, stream))
+
+
+class _Launcher:
+    __slots__ = ("kernel", "grid")
+
+    def __init__(self, kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel._launch(self.grid, args, kwargs)
+
+    def prepare(self, *args, **kwargs):
+        return self.kernel._prepare(self.grid, args, kwargs)
+
+
+class Module:
+    """The kernels of one .tile source, as attributes (module.softmax) and in .kernels."""
+
+    def __init__(self, text, name, context=None):
+        self.name, self.context = name, context
+        self._text = text.encode()
+        self._handles = {}
+        meta_ctx = context if context is not None and context.is_cpu else default_context("cpu")
+        handle = self._handle(meta_ctx)
+        names = [lib.trt_module_kernel_name(handle, i).decode()
+                 for i in range(lib.trt_module_num_kernels(handle))]
+        self.kernels = {n: Kernel(self, n, handle) for n in names}
+
+    def _handle(self, ctx):
+        """The module loaded into ctx (the dict's key keeps ctx alive longer than it)."""
+        h = self._handles.get(ctx)
+        if h is None:
+            h = ctypes.c_void_p()
+            check(lib.trt_module_load_string(ctx.handle, self.name.encode(), self._text,
+                                             ctypes.byref(h)))
+            self._handles[ctx] = h
+        return h
+
+    def __getattr__(self, name):
+        kernels = self.__dict__.get("kernels")
+        if kernels is not None and name in kernels:
+            return kernels[name]
+        raise AttributeError("%s has no kernel '%s' (it has: %s)" % (
+            self.__dict__.get("name", "the module"), name, ", ".join(kernels or ()) or "none"))
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self.kernels)
+
+    def __repr__(self):
+        return "<tile module %s: %s>" % (self.name, ", ".join(self.kernels))
+
+    def __del__(self):
+        """Unloads the module from each context. libtileRT makes a GPU context current to
+        unload its code, so PyTorch's current device is put back afterwards."""
+        if sys.is_finalizing():
+            return
+        handles = getattr(self, "_handles", {})
+        torch = sys.modules.get("torch")
+        on_gpu = torch is not None and hasattr(torch.cuda, "set_device") and \
+            any(not c.is_cpu for c in handles)
+        device = torch.cuda.current_device() if on_gpu else None
+        for h in handles.values():
+            lib.trt_module_destroy(h)
+        if on_gpu:
+            torch.cuda.set_device(device)
+
+
+def loads(source, name="<string>", context=None):
+    """A module from .tile source text; `name` appears in diagnostics."""
+    return Module(source, name, context)
+
+
+def load(path, context=None):
+    """A module from a .tile file (diagnostics name the path)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return Module(text, str(path), context)

@@ -1,0 +1,173 @@
+"""The tile Python package on the GPU: CUDA tensors, PyTorch's current stream, the same
+answers as the CPU interpreter on the same call, argument checks, a Context with its
+own cache, and a kernel registered as a PyTorch operator inside torch.compile with
+fullgraph=True (no graph break). Exits 77 (skipped) without torch or a CUDA device.
+
+    TILE_LIB=build-gpu/runtime/libtileRT.so python3 tests/gpu/test_python_gpu.py -v"""
+import os
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+EXAMPLES = ROOT / "examples"
+
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is None or not torch.cuda.is_available():
+    print("skipped: needs torch with a CUDA device")
+    sys.exit(77)
+
+try:
+    import numpy as np
+except ImportError:
+    np = None
+import tile  # noqa: E402
+
+SCALARS = """
+kernel scalars(out: *f32, h: f16, b: bf16, i: i64, u: u8, flag: bool, d: f64) grid(1) {
+    let v = (h as f32) + (b as f32) + (i as f32) + (u as f32) + (d as f32);
+    store(out + arange(0, 2), where(arange(0, 2) == 0, v, flag as f32));
+}
+"""
+
+
+def softmax_module():
+    return tile.load(EXAMPLES / "softmax.tile")
+
+
+class Gpu(unittest.TestCase):
+    def test_softmax_triton_style(self):
+        k = softmax_module().softmax
+        x = torch.randn(300, 1000, device="cuda", dtype=torch.bfloat16)
+        out = torch.empty_like(x)
+        n_rows, n_cols = x.shape
+        k(out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)
+        ref = torch.softmax(x.float(), dim=1)
+        torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-3)
+        out.zero_()
+        k[(n_rows,)](out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)
+        torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-3)
+
+    def test_current_stream(self):
+        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
+        n = 1 << 20
+        a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        c = torch.zeros(n, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            k(c, a, b, n)
+        s.synchronize()
+        torch.testing.assert_close(c, a + b, rtol=0, atol=0)
+
+    @unittest.skipIf(np is None, "numpy is not installed")
+    def test_same_answers_as_the_interpreter(self):
+        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
+        rng = np.random.default_rng(3)
+        a, b = (rng.standard_normal(5000).astype(np.float32) for _ in range(2))
+        c_cpu = np.zeros(5000, np.float32)
+        k(c_cpu, a, b, 5000, BLOCK=512)
+        c_gpu = torch.zeros(5000, device="cuda")
+        k(c_gpu, torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), 5000, BLOCK=512)
+        np.testing.assert_array_equal(c_gpu.cpu().numpy(), c_cpu)
+        m = tile.loads(SCALARS, name="scalars.tile")
+        o_cpu, o_gpu = np.zeros(2, np.float32), torch.zeros(2, device="cuda")
+        for out in (o_cpu, o_gpu):
+            m.scalars(out, 1.5, 2.0, -7, 200, True, 0.25)
+        np.testing.assert_array_equal(o_gpu.cpu().numpy(), o_cpu)
+        np.testing.assert_array_equal(o_cpu, [1.5 + 2 - 7 + 200 + 0.25, 1.0])
+
+    def test_argument_checks(self):
+        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
+        a = torch.randn(100, device="cuda")
+        with self.assertRaisesRegex(TypeError, r"argument 'b' is a tensor of float32 on cpu, but the launch runs on cuda:0"):
+            k(a, a, a.cpu(), 100)
+        if np is not None:
+            with self.assertRaisesRegex(TypeError, r"argument 'a' is a numpy array of float32, but the launch runs on cuda:0"):
+                k(a, a.cpu().numpy(), a, 100)
+        with self.assertRaisesRegex(TypeError, r"argument 'a' is a tensor of float16 on cuda:0, but the parameter is \*f32"):
+            k(a, a.half(), a, 100)
+        with self.assertRaisesRegex(TypeError, r"kernel 'vector_add' has no grid\(...\) clause|missing argument 'n'"):
+            k(a, a, a)
+
+    def test_context_with_its_own_cache(self):
+        with tempfile.TemporaryDirectory() as d:
+            ctx = tile.Context("cuda", mode="default", cache_dir=d)
+            self.assertEqual(ctx.cache_dir, d)
+            self.assertEqual(ctx.device, "cuda:%d" % torch.cuda.current_device())
+            k = ctx.load(EXAMPLES / "vector_add.tile").vector_add
+            a = torch.randn(1000, device="cuda")
+            c = torch.empty_like(a)
+            k(c, a, a, 1000)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(c, 2 * a)
+            self.assertTrue(any(Path(d).rglob("*")), "nothing in the context's cache")
+            with self.assertRaisesRegex(ValueError, "loaded into the cuda:0 context, but the arguments are on cpu"):
+                k(c.cpu(), a.cpu(), a.cpu(), 1000)
+
+
+    def test_report_call_overhead(self):
+        """Not a check: prints what one k(...) costs on the host (binding, checks, packing,
+        trt_launch), for docs/PYTHON.md."""
+        import time
+        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
+        a = torch.randn(4096, device="cuda")
+        c = torch.empty_like(a)
+        for _ in range(100):
+            k(c, a, a, 4096)
+        torch.cuda.synchronize()
+        n = 5000
+        t = time.perf_counter()
+        for _ in range(n):
+            k(c, a, a, 4096)
+        host = (time.perf_counter() - t) / n
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            torch.add(a, a, out=c)
+        ref = (time.perf_counter() - t) / n
+        torch.cuda.synchronize()
+        print("\ntile call: %.1f us per launch on the host; torch.add(out=): %.1f us" % (host * 1e6, ref * 1e6))
+
+
+class TorchOp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        k = softmax_module().softmax
+        cls.op = tile.register_torch_op("tiletest::softmax", k, mutates_args=["out"], BLOCK=1024)
+
+    @staticmethod
+    def softmax(x):
+        out = torch.empty_like(x)
+        torch.ops.tiletest.softmax(out, x, x.stride(0), x.shape[0], x.shape[1])
+        return out
+
+    def test_eager(self):
+        x = torch.randn(64, 1000, device="cuda", dtype=torch.bfloat16)
+        torch.testing.assert_close(self.softmax(x).float(), torch.softmax(x.float(), 1),
+                                   rtol=1e-2, atol=1e-3)
+
+    def test_compiled_without_graph_break(self):
+        def f(x):
+            return self.softmax(x * 2).float() + 1
+        compiled = torch.compile(f, fullgraph=True)
+        x = torch.randn(128, 1000, device="cuda", dtype=torch.bfloat16)
+        torch.testing.assert_close(compiled(x), torch.softmax((x * 2).float(), 1) + 1,
+                                   rtol=1e-2, atol=1e-2)
+        explain = torch._dynamo.explain(f)(x)
+        self.assertEqual(explain.graph_break_count, 0)
+
+    def test_opcheck(self):
+        x = torch.randn(16, 1000, device="cuda", dtype=torch.bfloat16)
+        out = torch.empty_like(x)
+        torch.library.opcheck(torch.ops.tiletest.softmax.default, (out, x, 1000, 16, 1000),
+                              test_utils=("test_schema", "test_faketensor"))
+
+
+if __name__ == "__main__":
+    unittest.main()
