@@ -31,6 +31,7 @@
 #include "passes/passes.h"
 #include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"
+#include "tools/cli.h"
 #include "tile/tile_rt.h"
 #ifdef TILE_HAVE_CODEGEN
 #include <spawn.h>
@@ -164,15 +165,9 @@ static void parse_grid(Options *o, const char *s)
     o->has_grid = true;
 }
 
-/* The value of `--flag=value` or `--flag value`; NULL if argv[*i] is not that flag. */
 static const char *flag_value(int argc, char **argv, int *i, const char *flag)
 {
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n)) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n]) return NULL;
-    if (*i + 1 >= argc) usage_error("%s needs a value", flag);
-    return argv[++*i];
+    return cli_flag_value("tilec", argc, argv, i, flag);
 }
 
 static void push(const char **list, uint32_t *n, const char *v, const char *what)
@@ -287,60 +282,6 @@ static void check_options(Options *o)
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
-}
-
-/* ---- output files ------------------------------------------------------------------- */
-/* An output being written: a temporary file next to `path` (same directory, so the
- * rename is atomic), renamed over it by out_commit on success and removed on failure.
- * Standard output ("-" or no path) and files that are not regular (/dev/null, a FIFO)
- * are written directly. */
-typedef struct OutFile {
-    FILE *f;
-    const char *path;
-    char *tmp;                         /* NULL when written directly */
-} OutFile;
-
-static bool out_open(OutFile *of, const char *path, const char *mode)
-{
-    struct stat st;
-    *of = (OutFile){stdout, path, NULL};
-    if (!path || !strcmp(path, "-")) return true;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        of->f = fopen(path, mode);
-    } else {
-        const char *slash = strrchr(path, '/');
-        size_t n = strlen(path) + 16;
-        of->tmp = malloc(n);
-        if (!of->tmp) tl_oom();
-        snprintf(of->tmp, n, "%.*s.%s.XXXXXX", slash ? (int)(slash - path + 1) : 0, path, slash ? slash + 1 : path);
-        int fd = mkstemp(of->tmp);
-        mode_t mask = umask(0);
-        umask(mask);
-        if (fd >= 0 && fchmod(fd, 0666 & ~mask) == 0) of->f = fdopen(fd, mode);
-        else if (fd >= 0) close(fd);
-        if (!of->f && fd >= 0) unlink(of->tmp);
-    }
-    if (!of->f) {
-        fprintf(stderr, "tilec: error: cannot write '%s': %s\n", path, strerror(errno));
-        free(of->tmp);
-        of->tmp = NULL;
-    }
-    return of->f != NULL;
-}
-
-/* Closes the output: on success renames it into place (false, with a message, if
- * that or a write failed); on failure removes the temporary file. */
-static bool out_commit(OutFile *of, bool ok)
-{
-    bool wrote = true;
-    if (of->f == stdout) wrote = fflush(stdout) == 0;
-    else if (of->f) wrote = fclose(of->f) == 0;
-    if (of->tmp && ok && wrote && rename(of->tmp, of->path) != 0) wrote = false;
-    if (of->f && ok && !wrote) fprintf(stderr, "tilec: error: cannot write '%s': %s\n", of->path ? of->path : "<stdout>", strerror(errno));
-    if (of->tmp && !(ok && wrote)) unlink(of->tmp);
-    free(of->tmp);
-    *of = (OutFile){0};
-    return wrote;
 }
 
 /* ---- run: buffers and scalars ------------------------------------------------------ */
@@ -612,9 +553,9 @@ static int write_buffer_file(const char *dir, const char *name, const InterpBuff
     char *path = malloc(n);
     if (!path) tl_oom();
     snprintf(path, n, "%s/%s.bin", dir, name);
-    OutFile of;
-    bool ok = out_open(&of, path, "wb");
-    if (ok) ok = out_commit(&of, fwrite(b->data, 1, bytes, of.f) == bytes);
+    CliOutput of;
+    bool ok = cli_output_open(&of, "tilec", path, "wb");
+    if (ok) ok = cli_output_commit(&of, fwrite(b->data, 1, bytes, of.f) == bytes);
     free(path);
     return ok ? 0 : EXIT_INPUT;
 }
@@ -818,7 +759,7 @@ static int run_ptxas(const Options *o, const char *ptx_path, const char *cubin_p
 /* PTX from tilec is the variant whose pointer arguments are 16-byte aligned (what the
  * runtime compiles for aligned arguments, and what Triton assumes by default). */
 /* The cubin of PTX `text`, through ptxas, copied to out (a temporary file of
- * out_open or standard output). */
+ * cli_output_open or standard output). */
 static int emit_cubin(const Options *o, const char *text, FILE *out)
 {
     char ptx[] = "/tmp/tilec-ptx-XXXXXX", cubin[] = "/tmp/tilec-cubin-XXXXXX";
@@ -957,18 +898,26 @@ static int select_kernel(Options *o, const AstProgram *prog)
 }
 
 /* ---- diagnostics ------------------------------------------------------------------- */
+/* -Werror: every warning so far becomes an error (after lowering, so that a run
+ * stops before it starts, and again before printing). */
+static void apply_werror(const Options *o, DiagList *d)
+{
+    for (size_t i = 0; o->werror && i < d->len; i++)
+        if (d->items[i].level == DIAG_WARNING) {
+            d->items[i].level = DIAG_ERROR;
+            d->nerrors++;
+        }
+}
+
 /* Prints the diagnostics as -Werror and -w ask (a note belongs to the diagnostic
  * before it and goes with it), then clang's count: "2 errors generated.". */
 static void print_diags(const Options *o, DiagList *d)
 {
     size_t nwarnings = 0;
     bool shown = true;
+    apply_werror(o, d);
     for (size_t i = 0; i < d->len; i++) {
-        Diag *g = &d->items[i];
-        if (g->level == DIAG_WARNING && o->werror) {
-            g->level = DIAG_ERROR;
-            d->nerrors++;
-        }
+        const Diag *g = &d->items[i];
         if (g->level != DIAG_NOTE) shown = !(g->level == DIAG_WARNING && o->no_warnings);
         if (!shown) continue;
         nwarnings += g->level == DIAG_WARNING;
@@ -1004,6 +953,7 @@ static int compile(Options *o, const Source *src, FILE *out)
     FeOptions fo = {o->defines, o->ndefines, o->kernel};
     IrModule *m = fe_lower(ctx, prog, &fo, diags);
     if (m) m->target = tile_target(o->arch);
+    apply_werror(o, diags);
     if (!m || diags->nerrors) {
         rc = EXIT_INPUT;
         goto done;
@@ -1056,9 +1006,9 @@ int main(int argc, char **argv)
     o.src = src;
     /* A check writes nothing, so -o names no file to create. */
     bool writes = o.run || strcmp(o.emit, "check");
-    OutFile out;
-    int rc = out_open(&out, writes ? o.out : NULL, "w") ? compile(&o, src, out.f) : EXIT_INPUT;
-    if (out.f && !out_commit(&out, rc == 0) && !rc) rc = EXIT_INPUT;
+    CliOutput out;
+    int rc = cli_output_open(&out, "tilec", writes ? o.out : NULL, "w") ? compile(&o, src, out.f) : EXIT_INPUT;
+    if (out.f && !cli_output_commit(&out, rc == 0) && !rc) rc = EXIT_INPUT;
     source_free(src);
     for (uint32_t i = 0; i < o.ndefines; i++) free((void *)o.defines[i].name);
     return rc;
