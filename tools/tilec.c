@@ -465,7 +465,8 @@ static bool make_scalar(const char *name, const char *val, IrElem e, InterpArg *
     errno = 0;
     if (ir_elem_is_float(e)) {
         a->u.f = strtod(val, &end);
-        if (*end == 0 && end != val && (errno == ERANGE || (e == IR_F32 && isfinite(a->u.f) && isinf((float)a->u.f))))
+        bool inf32 = e == IR_F32 && isfinite(a->u.f) && isinf((float)a->u.f);
+        if (*end == 0 && end != val && ((errno == ERANGE && isinf(a->u.f)) || inf32))
             return out_of_range(name, val, e, e == IR_F32 ? "of finite f32" : "of finite values");
     } else if (!strcmp(val, "true") || !strcmp(val, "false")) {
         a->u.i = val[0] == 't';
@@ -481,8 +482,6 @@ static bool make_scalar(const char *name, const char *val, IrElem e, InterpArg *
     return true;
 }
 
-/* Binds every parameter of k to its --arg; returns false (with a message) if one is
- * missing, unknown or malformed. */
 /* The length of the NAME of --arg NAME=VALUE (the whole string without '='). */
 static size_t arg_name_len(const char *arg)
 {
@@ -507,6 +506,8 @@ static bool check_repeated_args(const Options *o)
     return ok;
 }
 
+/* Binds every parameter of k to its --arg; returns false (with a message) if one is
+ * missing, unknown, repeated or malformed. */
 static bool bind_args(const Options *o, const IrFunc *k, InterpArg *args)
 {
     if (!check_repeated_args(o)) return false;
@@ -756,8 +757,6 @@ static int run_ptxas(const Options *o, const char *ptx_path, const char *cubin_p
     return 0;
 }
 
-/* PTX from tilec is the variant whose pointer arguments are 16-byte aligned (what the
- * runtime compiles for aligned arguments, and what Triton assumes by default). */
 /* The cubin of PTX `text`, through ptxas, copied to out (a temporary file of
  * cli_output_open or standard output). */
 static int emit_cubin(const Options *o, const char *text, FILE *out)
@@ -765,8 +764,10 @@ static int emit_cubin(const Options *o, const char *text, FILE *out)
     char ptx[] = "/tmp/tilec-ptx-XXXXXX", cubin[] = "/tmp/tilec-cubin-XXXXXX";
     int fd = mkstemp(ptx), cfd = mkstemp(cubin);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    int rc = f && cfd >= 0 && fputs(text, f) >= 0 && !fclose(f) ? run_ptxas(o, ptx, cubin) : EXIT_INPUT;
-    if (f == NULL && fd >= 0) close(fd);
+    bool written = f && fputs(text, f) >= 0;
+    if (f) written &= fclose(f) == 0;
+    else if (fd >= 0) close(fd);
+    int rc = written && cfd >= 0 ? run_ptxas(o, ptx, cubin) : EXIT_INPUT;
     FILE *in = !rc ? fdopen(cfd, "rb") : NULL;
     char buf[65536];
     for (size_t n; in && (n = fread(buf, 1, sizeof buf, in)) > 0;)
@@ -778,6 +779,8 @@ static int emit_cubin(const Options *o, const char *text, FILE *out)
     return rc;
 }
 
+/* PTX from tilec is the variant whose pointer arguments are 16-byte aligned (what the
+ * runtime compiles for aligned arguments, and what Triton assumes by default). */
 static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 {
     CgOptions co = {.arch = o->arch, .opt_level = o->opt_level, .aligned_params = ~UINT64_C(0)};
