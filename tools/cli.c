@@ -20,6 +20,22 @@ const char *cli_flag_value(const char *tool, int argc, char **argv, int *i, cons
     return argv[++*i];
 }
 
+bool cli_parse_option(const char *tool, const CliOption *table, int argc, char **argv, int *i, void *opts)
+{
+    for (const CliOption *r = table; r->name; r++) {
+        if (!r->takes_value && !strcmp(argv[*i], r->name)) {
+            r->set(opts, NULL);
+            return true;
+        }
+        const char *v = r->takes_value ? cli_flag_value(tool, argc, argv, i, r->name) : NULL;
+        if (v) {
+            r->set(opts, v);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* DIR/.NAME.XXXXXX, with the mode a plain fopen would give (0666 less the umask),
  * not mkstemp's 0600. */
 static FILE *open_temp(CliOutput *out, const char *mode)

@@ -12,6 +12,18 @@
  * value" and exit status 2. */
 const char *cli_flag_value(const char *tool, int argc, char **argv, int *i, const char *flag);
 
+/* One row of a tool's option table: tilec and tile-opt parse argv through theirs, so
+ * both spell options the same way. A table ends with a row whose name is NULL. */
+typedef struct CliOption {
+    const char *name;                  /* "--emit", "-o", "-Werror" */
+    bool takes_value;                  /* NAME VALUE or NAME=VALUE; else a flag alone */
+    void (*set)(void *opts, const char *value);   /* value is NULL for a flag */
+} CliOption;
+
+/* Runs the row that argv[*i] names (advancing *i past a value); false when no row
+ * names it. A missing value is a usage error, as in cli_flag_value. */
+bool cli_parse_option(const char *tool, const CliOption *table, int argc, char **argv, int *i, void *opts);
+
 /* An output being written. Standard output ("-" or no path) and files that are not
  * regular (/dev/null, a FIFO) are written directly. */
 typedef struct CliOutput {

@@ -61,20 +61,34 @@ static int check_pass_list(const char *list)
     return 0;
 }
 
+/* The options, one setter each, parsed as tilec parses its own (tools/cli.h). */
+static void set_passes(void *o, const char *v) { ((Options *)o)->passes = v; }
+static void set_output(void *o, const char *v) { ((Options *)o)->output = v; }
+static void set_verify_only(void *o, const char *v) { ((Options *)o)->verify_only = true; }
+static void set_print_after_all(void *o, const char *v) { ((Options *)o)->pass.print_after_all = true; }
+static void set_verify_each(void *o, const char *v) { ((Options *)o)->pass.verify_each = true; }
+static void set_time_passes(void *o, const char *v) { ((Options *)o)->pass.time_passes = true; }
+
+static const CliOption options[] = {
+    /* name                takes a value  set */
+    {"--passes", true, set_passes},
+    {"-o", true, set_output},
+    {"--verify-only", false, set_verify_only},
+    {"--print-after-all", false, set_print_after_all},
+    {"--verify-each", false, set_verify_each},
+    {"--time-passes", false, set_time_passes},
+    {NULL, false, NULL},
+};
+
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(int argc, char **argv, Options *o)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
+        const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
         else if (!strcmp(a, "--version")) return puts("tile-opt 0.1.0"), 0;
-        else if ((v = cli_flag_value("tile-opt", argc, argv, &i, "--passes"))) o->passes = v;
-        else if ((v = cli_flag_value("tile-opt", argc, argv, &i, "-o"))) o->output = v;
+        else if (cli_parse_option("tile-opt", options, argc, argv, &i, o)) continue;
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o->opt_level = a[2] - '0';
-        else if (!strcmp(a, "--verify-only")) o->verify_only = true;
-        else if (!strcmp(a, "--print-after-all")) o->pass.print_after_all = true;
-        else if (!strcmp(a, "--verify-each")) o->pass.verify_each = true;
-        else if (!strcmp(a, "--time-passes")) o->pass.time_passes = true;
         else if (a[0] == '-' && a[1]) return bad_usage("unknown option '%s'", a);
         else if (o->input) return bad_usage("more than one input file ('%s')", a);
         else o->input = a;

@@ -165,11 +165,6 @@ static void parse_grid(Options *o, const char *s)
     o->has_grid = true;
 }
 
-static const char *flag_value(int argc, char **argv, int *i, const char *flag)
-{
-    return cli_flag_value("tilec", argc, argv, i, flag);
-}
-
 static void push(const char **list, uint32_t *n, const char *v, const char *what)
 {
     if (*n == MAX_LIST) usage_error("too many %s options", what);
@@ -197,6 +192,79 @@ static void parse_color(Options *o, const char *v)
     else usage_error("--color takes auto, always or never, got '%s'", v);
 }
 
+/* The options of tilec and tilec run, one setter each (tools/cli.h). */
+static void set_out(void *o, const char *v) { ((Options *)o)->out = v; }
+static void set_emit(void *o, const char *v) { ((Options *)o)->emit = v; }
+static void set_kernel(void *o, const char *v) { ((Options *)o)->kernel = v; }
+static void set_arch(void *o, const char *v) { ((Options *)o)->arch = v; }
+static void set_device(void *o, const char *v) { ((Options *)o)->device = v; }
+static void set_print_to(void *o, const char *v) { ((Options *)o)->print_to = v; }
+static void set_color(void *o, const char *v) { parse_color(o, v); }
+static void set_grid(void *o, const char *v) { parse_grid(o, v); }
+static void set_werror(void *o, const char *v) { ((Options *)o)->werror = true; }
+static void set_no_warnings(void *o, const char *v) { ((Options *)o)->no_warnings = true; }
+static void set_check_axis_info(void *o, const char *v) { ((Options *)o)->check_axis_info = true; }
+static void set_gpu_ir(void *o, const char *v) { ((Options *)o)->gpu_ir = true; }
+static void set_print_after_all(void *o, const char *v) { ((Options *)o)->passes.print_after_all = true; }
+static void set_verify_each(void *o, const char *v) { ((Options *)o)->passes.verify_each = true; }
+static void set_time_passes(void *o, const char *v) { ((Options *)o)->passes.time_passes = true; }
+
+static void set_arg(void *o, const char *v)
+{
+    push(((Options *)o)->args, &((Options *)o)->nargs, v, "--arg");
+}
+
+static void set_print(void *o, const char *v)
+{
+    push(((Options *)o)->prints, &((Options *)o)->nprints, v, "--print");
+}
+
+static void set_max_iterations(void *o, const char *v)
+{
+    int64_t *n = &((Options *)o)->max_iterations;
+    if (!parse_i64(v, n) || *n < 1) usage_error("--max-iterations takes a positive integer, got '%s'", v);
+}
+
+static void set_max_ops(void *o, const char *v)
+{
+    int64_t *n = &((Options *)o)->max_ops;
+    if (!parse_i64(v, n) || *n < 1) usage_error("--max-ops takes a positive integer, got '%s'", v);
+}
+
+static void set_spec(void *o, const char *v)
+{
+    if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
+    ((Options *)o)->spec_div16 = !strcmp(v, "div16");
+}
+
+static const CliOption options[] = {
+    /* name                takes a value  set */
+    {"-o", true, set_out},
+    {"--emit", true, set_emit},
+    {"--kernel", true, set_kernel},
+    {"--arch", true, set_arch},
+    {"-arch", true, set_arch},             /* nvcc's spelling */
+    {"--device", true, set_device},
+    {"--grid", true, set_grid},
+    {"--arg", true, set_arg},
+    {"--print", true, set_print},
+    {"--print-to", true, set_print_to},
+    {"--max-iterations", true, set_max_iterations},
+    {"--max-ops", true, set_max_ops},
+    {"--spec", true, set_spec},
+    {"--color", true, set_color},
+    {"-Werror", false, set_werror},
+    {"-w", false, set_no_warnings},
+    {"--check-axis-info", false, set_check_axis_info},
+    {"--gpu-ir", false, set_gpu_ir},
+    {"--print-after-all", false, set_print_after_all},
+    {"--verify-each", false, set_verify_each},
+    {"--time-passes", false, set_time_passes},
+    {NULL, false, NULL},
+};
+
+/* argv through the option table; -D NAME=VALUE / -DNAME=VALUE and -O0..3 are the two
+ * spellings a table row does not express. */
 static void parse_args(int argc, char **argv, Options *o)
 {
     int i = 1;
@@ -204,7 +272,7 @@ static void parse_args(int argc, char **argv, Options *o)
         o->run = true;
         i = 2;
     }
-    for (const char *v; i < argc; i++) {
+    for (; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout, o->run);
@@ -212,37 +280,9 @@ static void parse_args(int argc, char **argv, Options *o)
         } else if (!strcmp(a, "--version")) {
             print_version();
             exit(0);
-        } else if ((v = flag_value(argc, argv, &i, "-o"))) o->out = v;
-        else if ((v = flag_value(argc, argv, &i, "--emit"))) o->emit = v;
-        else if ((v = flag_value(argc, argv, &i, "--kernel"))) o->kernel = v;
-        else if ((v = flag_value(argc, argv, &i, "--arch")) || (v = flag_value(argc, argv, &i, "-arch"))) o->arch = v;
-        else if (!strcmp(a, "-Werror")) o->werror = true;
-        else if (!strcmp(a, "-w")) o->no_warnings = true;
-        else if ((v = flag_value(argc, argv, &i, "--color"))) parse_color(o, v);
-        else if ((v = flag_value(argc, argv, &i, "--print-to"))) o->print_to = v;
-        else if ((v = flag_value(argc, argv, &i, "--device"))) o->device = v;
-        else if ((v = flag_value(argc, argv, &i, "--grid"))) parse_grid(o, v);
-        else if ((v = flag_value(argc, argv, &i, "--max-iterations"))) {
-            if (!parse_i64(v, &o->max_iterations) || o->max_iterations < 1)
-                usage_error("--max-iterations takes a positive integer, got '%s'", v);
-        }
-        else if (!strcmp(a, "--check-axis-info")) o->check_axis_info = true;
-        else if ((v = flag_value(argc, argv, &i, "--spec"))) {
-            if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
-            o->spec_div16 = !strcmp(v, "div16");
-        }
-        else if (!strcmp(a, "--gpu-ir")) o->gpu_ir = true;
-        else if ((v = flag_value(argc, argv, &i, "--max-ops"))) {
-            if (!parse_i64(v, &o->max_ops) || o->max_ops < 1)
-                usage_error("--max-ops takes a positive integer, got '%s'", v);
-        }
-        else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
-        else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
+        } else if (cli_parse_option("tilec", options, argc, argv, &i, o)) continue;
         else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o->opt_level = a[2] - '0';
-        else if (!strcmp(a, "--print-after-all")) o->passes.print_after_all = true;
-        else if (!strcmp(a, "--verify-each")) o->passes.verify_each = true;
-        else if (!strcmp(a, "--time-passes")) o->passes.time_passes = true;
         else if (a[0] == '-' && a[1]) usage_error("unknown option '%s'", a);
         else if (o->file) usage_error("more than one input file ('%s')", a);
         else o->file = a;
