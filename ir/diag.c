@@ -59,7 +59,7 @@ enum { CARET_WINDOW = 160 };   /* a longer line shows only this much around the 
 /* Prints line `line` of src and a caret under column `col` (tabs kept so the caret
  * lines up); of a very long line (a generated chain), only a window around the
  * caret, marked with "...". */
-static void print_caret(const Source *src, uint32_t line, uint32_t col, FILE *out)
+static void print_caret(const Source *src, uint32_t line, uint32_t col, FILE *out, bool color)
 {
     const char *p = src->text, *end = src->text + src->len;
     for (uint32_t l = 1; l < line && p < end; p++)
@@ -74,18 +74,26 @@ static void print_caret(const Source *src, uint32_t line, uint32_t col, FILE *ou
     fprintf(out, "    %s%.*s%s\n    %s", from > p ? "..." : "", (int)(to - from), from, to < e ? "..." : "",
             from > p ? "   " : "");
     for (const char *c = from; c < p + col - 1 && c < to; c++) fputc(*c == '\t' ? '\t' : ' ', out);
-    fputs("^\n", out);
+    fputs(color ? "\033[1;32m^\033[0m\n" : "^\n", out);
 }
 
-void diag_print_one(const Diag *g, FILE *out)
+/* Clang's colours: the location and message bold, the level red (error), magenta
+ * (warning) or cyan (note), the caret green. */
+static const char *const level_colors[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
+
+void diag_print_one_color(const Diag *g, FILE *out, bool color)
 {
+    const char *bold = color ? "\033[1m" : "", *lvl = color ? level_colors[g->level] : "";
+    const char *reset = color ? "\033[0m" : "";
     if (g->loc.src)
-        fprintf(out, "%s:%u:%u: %s: %s\n", g->loc.src->name, g->loc.line, g->loc.col,
-                level_names[g->level], g->msg);
+        fprintf(out, "%s%s:%u:%u: %s%s:%s %s%s%s\n", bold, g->loc.src->name, g->loc.line, g->loc.col,
+                lvl, level_names[g->level], reset, bold, g->msg, reset);
     else
-        fprintf(out, "tile: %s: %s\n", level_names[g->level], g->msg);
-    if (g->loc.src && g->loc.line > 0) print_caret(g->loc.src, g->loc.line, g->loc.col, out);
+        fprintf(out, "%stile: %s%s:%s %s%s%s\n", bold, lvl, level_names[g->level], reset, bold, g->msg, reset);
+    if (g->loc.src && g->loc.line > 0) print_caret(g->loc.src, g->loc.line, g->loc.col, out, color);
 }
+
+void diag_print_one(const Diag *g, FILE *out) { diag_print_one_color(g, out, false); }
 
 void diag_print(const DiagList *d, FILE *out)
 {

@@ -53,6 +53,9 @@ bool diag_full(const DiagList *d);
 /* Prints every diagnostic with its source line and a caret. */
 void diag_print(const DiagList *d, FILE *out);
 void diag_print_one(const Diag *g, FILE *out);
+/* The same with clang's ANSI colours when color is true (tools decide: a terminal,
+ * NO_COLOR unset). */
+void diag_print_one_color(const Diag *g, FILE *out, bool color);
 
 /* Reads a whole file into a Source (malloc'd; free with source_free). NULL and errno
  * on failure. */

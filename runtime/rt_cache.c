@@ -139,19 +139,23 @@ static uint64_t bound_from_env(void)
     return v && *v && !*end && b ? b : DEFAULT_MAX_BYTES;
 }
 
-TrtStatus rt_cache_open(const char *dir, uint64_t max_bytes, RtCache **out)
+/* A cache that only looks (tilec cache ls, stats) creates nothing: a directory that
+ * does not exist is an empty cache. */
+static TrtStatus open_dir(const char *dir, bool create, uint64_t max_bytes, RtCache **out)
 {
     char def[4096];
+    struct stat st;
     *out = NULL;
     if (!dir) {
         if (!rt_cache_default_dir(def, sizeof def))
             return rt_fail(TRT_ERROR_CACHE_IO, "no cache directory: set TILE_CACHE_DIR or HOME");
         dir = def;
     }
-    TrtStatus s = make_dirs(dir);
-    if (!s) s = check_dir(dir, true);
-    if (!s) s = make_subdir(dir, "locks");
-    if (!s) s = make_subdir(dir, "tmp");
+    TrtStatus s = TRT_SUCCESS;
+    if (create) s = make_dirs(dir);
+    if (!s && (create || stat(dir, &st) == 0 || errno != ENOENT)) s = check_dir(dir, true);
+    if (!s && create) s = make_subdir(dir, "locks");
+    if (!s && create) s = make_subdir(dir, "tmp");
     if (s) return s;
     RtCache *c = tl_calloc(1, sizeof *c);
     if (!c || !(c->dir = tl_strdup(dir))) {
@@ -161,6 +165,16 @@ TrtStatus rt_cache_open(const char *dir, uint64_t max_bytes, RtCache **out)
     c->max_bytes = max_bytes ? max_bytes : bound_from_env();
     *out = c;
     return TRT_SUCCESS;
+}
+
+TrtStatus rt_cache_open(const char *dir, uint64_t max_bytes, RtCache **out)
+{
+    return open_dir(dir, true, max_bytes, out);
+}
+
+TrtStatus rt_cache_open_readonly(const char *dir, uint64_t max_bytes, RtCache **out)
+{
+    return open_dir(dir, false, max_bytes, out);
 }
 
 void rt_cache_close(RtCache *c)

@@ -7,7 +7,8 @@
  *   tilec cache clear   [--dir DIR]                 removes every entry
  *
  * The directory defaults to the runtime's ($TILE_CACHE_DIR, $XDG_CACHE_HOME/tile,
- * ~/.cache/tile); the bound to $TILE_CACHE_MAX_BYTES or 1 GiB. */
+ * ~/.cache/tile); the bound to $TILE_CACHE_MAX_BYTES or 1 GiB. Options take their
+ * value as --dir DIR or --dir=DIR. ls and stats only look: they create no directory. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,31 +28,66 @@ typedef struct CliOptions {
     int fix;
 } CliOptions;
 
-static int usage(const char *why)
+static const char usage_text[] =
+    "usage: tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n";
+static const char help_text[] =
+    "  ls                one line per entry, most recent first\n"
+    "  stats             counts and bytes per kind, and the size bound\n"
+    "  verify [--fix]    checks every header and checksum (--fix removes bad entries)\n"
+    "  prune             evicts least recently used entries down to the bound\n"
+    "  clear             removes every entry\n"
+    "  --dir DIR         the cache (default $TILE_CACHE_DIR, $XDG_CACHE_HOME/tile, ~/.cache/tile)\n"
+    "  --max-bytes N     the size bound (default $TILE_CACHE_MAX_BYTES, else 1 GiB)\n"
+    "exit status: 0 success, 1 a bad entry or an error, 2 usage error\n";
+
+static int usage(const char *why, const char *arg)
 {
-    fprintf(stderr, "tilec cache: %s\n"
-            "usage: tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n",
-            why);
+    fputs("tilec cache: error: ", stderr);
+    fprintf(stderr, why, arg);
+    fprintf(stderr, "\n%s", usage_text);
     return EXIT_USAGE;
+}
+
+/* The value of `--flag=value` or `--flag value`; NULL if argv[*i] is not that flag,
+ * and *missing set when the value is missing. */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
+{
+    size_t n = strlen(flag);
+    if (strncmp(argv[*i], flag, n)) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n]) return NULL;
+    if (*i + 1 < argc) return argv[++*i];
+    *missing = 1;
+    return NULL;
+}
+
+static int parse_option(int argc, char **argv, int *i, CliOptions *o)
+{
+    const char *v;
+    char *end;
+    int missing = 0;
+    if (!strcmp(argv[*i], "--fix")) o->fix = 1;
+    else if ((v = flag_value(argc, argv, i, "--dir", &missing))) o->dir = v;
+    else if ((v = flag_value(argc, argv, i, "--max-bytes", &missing))) {
+        o->max_bytes = strtoull(v, &end, 10);
+        if (*end || !o->max_bytes || *v == '-') return usage("--max-bytes takes a positive integer, got '%s'", v);
+    } else if (missing) return usage("%s needs a value", argv[*i]);
+    else return usage("unknown option '%s'", argv[*i]);
+    return 0;
 }
 
 static int parse(int argc, char **argv, CliOptions *o)
 {
-    if (argc < 2) return usage("missing command");
-    o->verb = argv[1];
-    for (int i = 2; i < argc; i++) {
-        char *end;
-        if (!strcmp(argv[i], "--dir") && i + 1 < argc) o->dir = argv[++i];
-        else if (!strcmp(argv[i], "--fix")) o->fix = 1;
-        else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
-            o->max_bytes = strtoull(argv[++i], &end, 10);
-            if (*end || !o->max_bytes) return usage("--max-bytes takes a positive integer");
-        } else {
-            fprintf(stderr, "tilec cache: unknown option '%s'\n", argv[i]);
-            return EXIT_USAGE;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s%s", usage_text, help_text);
+            return -1;
         }
+        if (argv[i][0] != '-' && !o->verb) o->verb = argv[i];
+        else if (argv[i][0] != '-') return usage("unexpected argument '%s'", argv[i]);
+        else if (parse_option(argc, argv, &i, o)) return EXIT_USAGE;
     }
-    return 0;
+    return o->verb ? 0 : usage("missing command (ls, stats, verify, prune or clear)%s", "");
 }
 
 /* ---- ls ------------------------------------------------------------------------------- */
@@ -179,13 +215,15 @@ int trt_cache_cli(int argc, char **argv)
 {
     CliOptions o = {0};
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc;
     static const char *const verbs[] = {"ls", "stats", "verify", "prune", "clear"};
     int known = 0;
     for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) known |= !strcmp(o.verb, verbs[i]);
-    if (!known) return usage("unknown command");
+    if (!known) return usage("unknown command '%s' (ls, stats, verify, prune or clear)", o.verb);
+    if (o.fix && strcmp(o.verb, "verify")) return usage("--fix belongs to 'verify'%s", "");
     RtCache *c = NULL;
-    TrtStatus s = rt_cache_open(o.dir, o.max_bytes, &c);
+    bool looks = !strcmp(o.verb, "ls") || !strcmp(o.verb, "stats") || (!strcmp(o.verb, "verify") && !o.fix);
+    TrtStatus s = looks ? rt_cache_open_readonly(o.dir, o.max_bytes, &c) : rt_cache_open(o.dir, o.max_bytes, &c);
     if (s) {
         fprintf(stderr, "tilec cache: error: %s\n", trt_last_error());
         return EXIT_PROBLEM;

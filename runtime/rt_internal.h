@@ -152,6 +152,9 @@ typedef enum RtGet {
  * max_bytes: the size bound (0: $TILE_CACHE_MAX_BYTES, else 1 GiB). Refuses a
  * directory that is not ours or is writable by group or others. */
 TrtStatus rt_cache_open(const char *dir, uint64_t max_bytes, RtCache **out);
+/* The same without creating anything: a directory that does not exist is an empty
+ * cache (for commands that only look). */
+TrtStatus rt_cache_open_readonly(const char *dir, uint64_t max_bytes, RtCache **out);
 void rt_cache_close(RtCache *c);
 const char *rt_cache_dir(const RtCache *c);
 /* The default directory ($TILE_CACHE_DIR, $XDG_CACHE_HOME/tile, ~/.cache/tile) into

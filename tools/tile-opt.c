@@ -1,11 +1,13 @@
 /* tile-opt: runs named passes on textual Tile IR, for tests and debugging.
  *
  *   tile-opt [FILE.tir | -] [--passes=canonicalize,fold,cse,dce] [-O0..3]
- *            [--print-after-all] [--verify-each] [--time-passes] [-o OUT]
+ *            [--print-after-all] [--verify-each] [--time-passes] [-o OUT|-]
  *
  * Reads the IR (stdin without a file or with "-"), verifies it, runs the passes and
- * prints the result. Without passes it round-trips the text. Exit status: 0 success,
- * 1 bad input (diagnostics on stderr), 2 bad usage. */
+ * prints the result. Without passes it round-trips the text. Options take their value
+ * as tilec's do (--passes a,b or --passes=a,b); -o writes as tilec does (tools/cli.h:
+ * only on success, through a temporary file). Exit status: 0 success, 1 bad input
+ * (diagnostics on stderr), 2 bad usage. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "tools/cli.h"
 
 typedef struct Options {
     const char *input, *output, *passes;
@@ -30,8 +33,9 @@ static void usage(FILE *out)
           "  --print-after-all  print the IR after every pass (stderr)\n"
           "  --verify-each      verify the IR after every pass\n"
           "  --time-passes      print the time of every pass (stderr)\n"
-          "  -o OUT             write the IR to OUT instead of stdout\n"
+          "  -o OUT             write the IR to OUT instead of stdout ('-': stdout)\n"
           "  -h, --help         this help\n"
+          "  --version          the version\n"
           "passes:\n", out);
     for (unsigned i = 0; i < pass_count; i++) fprintf(out, "  %-14s %s\n", pass_table[i].name, pass_table[i].summary);
 }
@@ -57,22 +61,35 @@ static int check_pass_list(const char *list)
     return 0;
 }
 
+/* The options, one setter each, parsed as tilec parses its own (tools/cli.h). */
+static void set_passes(void *o, const char *v) { ((Options *)o)->passes = v; }
+static void set_output(void *o, const char *v) { ((Options *)o)->output = v; }
+static void set_verify_only(void *o, const char *v) { ((Options *)o)->verify_only = true; }
+static void set_print_after_all(void *o, const char *v) { ((Options *)o)->pass.print_after_all = true; }
+static void set_verify_each(void *o, const char *v) { ((Options *)o)->pass.verify_each = true; }
+static void set_time_passes(void *o, const char *v) { ((Options *)o)->pass.time_passes = true; }
+
+static const CliOption options[] = {
+    /* name                takes a value  set */
+    {"--passes", true, set_passes},
+    {"-o", true, set_output},
+    {"--verify-only", false, set_verify_only},
+    {"--print-after-all", false, set_print_after_all},
+    {"--verify-each", false, set_verify_each},
+    {"--time-passes", false, set_time_passes},
+    {NULL, false, NULL},
+};
+
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(int argc, char **argv, Options *o)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-        else if (!strncmp(a, "--passes=", 9)) o->passes = a + 9;
+        else if (!strcmp(a, "--version")) return puts("tile-opt 0.1.0"), 0;
+        else if (cli_parse_option("tile-opt", options, argc, argv, &i, o)) continue;
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o->opt_level = a[2] - '0';
-        else if (!strcmp(a, "--verify-only")) o->verify_only = true;
-        else if (!strcmp(a, "--print-after-all")) o->pass.print_after_all = true;
-        else if (!strcmp(a, "--verify-each")) o->pass.verify_each = true;
-        else if (!strcmp(a, "--time-passes")) o->pass.time_passes = true;
-        else if (!strcmp(a, "-o")) {
-            if (++i == argc) return bad_usage("%s needs a file name", a);
-            o->output = argv[i];
-        } else if (a[0] == '-' && a[1]) return bad_usage("unknown option '%s'", a);
+        else if (a[0] == '-' && a[1]) return bad_usage("unknown option '%s'", a);
         else if (o->input) return bad_usage("more than one input file ('%s')", a);
         else o->input = a;
     }
@@ -89,14 +106,10 @@ static bool run_passes(IrModule *m, const Options *o)
 
 static int write_output(const IrModule *m, const char *path)
 {
-    FILE *out = path ? fopen(path, "w") : stdout;
-    if (!out) {
-        fprintf(stderr, "tile-opt: cannot write '%s': %s\n", path, strerror(errno));
-        return 1;
-    }
-    ir_print_module(m, out);
-    if (path) fclose(out);
-    return 0;
+    CliOutput out;
+    if (!cli_output_open(&out, "tile-opt", path, "w")) return 1;
+    ir_print_module(m, out.f);
+    return cli_output_commit(&out, true) ? 0 : 1;
 }
 
 static int run(IrCtx *c, const Source *src, const Options *o)

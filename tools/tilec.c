@@ -1,14 +1,17 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...
- *         [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3] [--print-after-all]
- *         [--verify-each] [--time-passes]
- *   tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]
- *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--max-iterations N]
- *         [--max-ops N]
+ *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...
+ *         [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--print-after-all]
+ *         [--verify-each] [--time-passes] [-Werror] [-w] [--color=auto|always|never]
+ *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
+ *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]
+ *         [--max-iterations N] [--max-ops N]
  *
- * Exit status: 0 success, 1 an error in the input (diagnostics printed), 2 a usage
- * error. This is the only place in the project that calls exit(). */
+ * Outputs are written as clang writes them: to a temporary file in the output's
+ * directory, renamed over it only when the compile succeeded, so a failed compile
+ * leaves an existing file as it was. Exit status: 0 success, 1 an error in the input
+ * (diagnostics printed), 2 a usage error. This is the only place in the project that
+ * calls exit(). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -16,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "frontend/ast.h"
 #include "frontend/frontend.h"
@@ -26,20 +31,28 @@
 #include "passes/passes.h"
 #include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"
+#include "tools/cli.h"
 #include "tile/tile_rt.h"
 #ifdef TILE_HAVE_CODEGEN
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <llvm/Config/llvm-config.h>
+
 #include "codegen/codegen.h"
 #endif
 
 #define TILE_VERSION "0.1.0"
+/* The PTX ISA that codegen targets (CG_PTX_FEATURES "+ptx83" in codegen/cg_module.c;
+ * tests/lit/cli/version.tile checks that the two agree). */
+#define TILE_PTX_ISA "8.3"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_LIST = 256 };
 
 typedef struct Options {
     const char *file, *out, *emit, *kernel, *arch, *device;
+    const char *print_to;              /* run: directory of NAME.bin files of the buffers */
+    const Source *src;                 /* the program, once read */
     FeDefine defines[MAX_LIST];
     uint32_t ndefines;
     const char *args[MAX_LIST];        /* NAME=VALUE of `run` */
@@ -53,36 +66,60 @@ typedef struct Options {
     bool check_axis_info;              /* run: check the axis analysis on the values */
     bool gpu_ir;                       /* run: interpret the IR after the GPU passes */
     bool spec_div16;                   /* --spec=div16: integers taken as multiples of 16 */
+    bool werror, no_warnings;          /* -Werror, -w */
+    bool color;                        /* diagnostics in colour (--color, a terminal, NO_COLOR) */
     int opt_level;
     PassOptions passes;
 } Options;
 
-static void usage(FILE *out)
+static const char usage_compile[] =
+    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
+    "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
+    "             [--print-after-all] [--verify-each] [--time-passes]\n"
+    "             [-Werror] [-w] [--color=auto|always|never]\n";
+static const char usage_run[] =
+    "tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
+    "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]\n"
+    "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir]\n";
+static const char usage_other[] =
+    "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
+    "       tilec --help | --version | run --help | cache --help\n";
+
+static const char help_compile[] =
+    "FILE     the program; '-' reads it from standard input\n"
+    "-o OUT   where --emit writes (default standard output; '-' is standard output);\n"
+    "         written only when the compile succeeds, through a temporary file\n"
+    "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
+    "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
+    "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
+    "         (through ptxas; needs -o); without --emit the file is only checked\n"
+    "-D       set a const parameter (or warps/stages) of the kernels\n"
+    "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
+    "         code; also spelled --arch=X, -arch=X, -arch X\n"
+    "--spec   the variant to compile (ir-gpu, llvm, ptx, cubin): none (default)\n"
+    "         knows nothing of the integer arguments; div16 is the variant the\n"
+    "         runtime compiles when every integer argument is a multiple of 16\n"
+    "-Werror  warnings are errors; -w  no warnings\n"
+    "--color  diagnostics in colour: auto (default: on a terminal, unless NO_COLOR is set)\n";
+static const char help_run[] =
+    "run      runs one kernel (--kernel may be left out when the file has one); a\n"
+    "         scalar argument takes a literal in its type's range, a pointer argument\n"
+    "         zeros:N, iota:N, rand:N[:SEED], poison:N or @FILE (raw little-endian\n"
+    "         elements); --print NAME prints that buffer after the run, one value per\n"
+    "         line; --print-to DIR writes them (every buffer, without --print) to\n"
+    "         DIR/NAME.bin instead; an empty grid runs nothing; --device gpu runs it\n"
+    "         through libtileRT on GPU 0\n";
+static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n";
+static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
+
+static void usage(FILE *out, bool run)
 {
-    fputs("usage: tilec FILE [-o OUT] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
-          "             [--kernel NAME] [--arch sm_90a|sm_80] [-O0..3] [--spec=none|div16]\n"
-          "             [--print-after-all] [--verify-each] [--time-passes]\n"
-          "       tilec run FILE --kernel NAME [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
-          "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]...\n"
-          "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir]\n"
-          "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
-          "       tilec --help | --version\n"
-          "\n"
-          "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
-          "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
-          "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
-          "         (through ptxas; needs -o); without --emit the file is only checked\n"
-          "-D       set a const parameter (or warps/stages) of the kernels\n"
-          "--spec   the variant to compile (ir-gpu, llvm, ptx, cubin): none (default)\n"
-          "         knows nothing of the integer arguments; div16 is the variant the\n"
-          "         runtime compiles when every integer argument is a multiple of 16\n"
-          "run      runs one kernel; a pointer argument takes zeros:N, iota:N,\n"
-          "         rand:N[:SEED], poison:N or @FILE (raw little-endian elements);\n"
-          "         --print NAME prints that buffer after the run, one value per line;\n"
-          "         --device gpu runs it through libtileRT on GPU 0\n"
-          "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
-          "exit status: 0 success, 1 error in the input, 2 usage error\n",
-          out);
+    if (run) {
+        fprintf(out, "usage: %s\n%s%s", usage_run, help_run, exit_status);
+        return;
+    }
+    fprintf(out, "usage: %s       %s%s\n%s%s%s%s", usage_compile, usage_run, usage_other, help_compile, help_run,
+            help_cache, exit_status);
 }
 
 static _Noreturn void usage_error(const char *fmt, const char *arg)
@@ -120,23 +157,12 @@ static void parse_grid(Options *o, const char *s)
     o->grid[0] = o->grid[1] = o->grid[2] = 1;
     int n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (n == 3 || !parse_i64(t, &o->grid[n]) || o->grid[n] < 1)
-            usage_error("--grid takes 1 to 3 positive integers X[,Y[,Z]], got '%s'", s);
+        if (n == 3 || !parse_i64(t, &o->grid[n]) || o->grid[n] < 0)
+            usage_error("--grid takes 1 to 3 non-negative integers X[,Y[,Z]], got '%s'", s);
         n++;
     }
-    if (n == 0) usage_error("--grid takes 1 to 3 positive integers X[,Y[,Z]], got '%s'", s);
+    if (n == 0) usage_error("--grid takes 1 to 3 non-negative integers X[,Y[,Z]], got '%s'", s);
     o->has_grid = true;
-}
-
-/* The value of `--flag=value` or `--flag value`; NULL if argv[*i] is not that flag. */
-static const char *flag_value(int argc, char **argv, int *i, const char *flag)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n)) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n]) return NULL;
-    if (*i + 1 >= argc) usage_error("%s needs a value", flag);
-    return argv[++*i];
 }
 
 static void push(const char **list, uint32_t *n, const char *v, const char *what)
@@ -145,6 +171,100 @@ static void push(const char **list, uint32_t *n, const char *v, const char *what
     list[(*n)++] = v;
 }
 
+static void print_version(void)
+{
+#ifdef TILE_HAVE_CODEGEN
+    printf("tilec %s (LLVM %s, PTX ISA %s; targets sm_90a, sm_80)\n", TILE_VERSION, LLVM_VERSION_STRING,
+           TILE_PTX_ISA);
+#else
+    printf("tilec %s (Tile IR interpreter only: built without LLVM)\n", TILE_VERSION);
+#endif
+}
+
+/* --color=auto (a terminal, NO_COLOR unset or empty, https://no-color.org), always
+ * (even with NO_COLOR: a flag overrides the environment), never. */
+static void parse_color(Options *o, const char *v)
+{
+    const char *no = getenv("NO_COLOR");
+    if (!strcmp(v, "always")) o->color = true;
+    else if (!strcmp(v, "never")) o->color = false;
+    else if (!strcmp(v, "auto")) o->color = isatty(STDERR_FILENO) && !(no && *no);
+    else usage_error("--color takes auto, always or never, got '%s'", v);
+}
+
+/* The options of tilec and tilec run, one setter each (tools/cli.h). */
+static void set_out(void *o, const char *v) { ((Options *)o)->out = v; }
+static void set_emit(void *o, const char *v) { ((Options *)o)->emit = v; }
+static void set_kernel(void *o, const char *v) { ((Options *)o)->kernel = v; }
+static void set_arch(void *o, const char *v) { ((Options *)o)->arch = v; }
+static void set_device(void *o, const char *v) { ((Options *)o)->device = v; }
+static void set_print_to(void *o, const char *v) { ((Options *)o)->print_to = v; }
+static void set_color(void *o, const char *v) { parse_color(o, v); }
+static void set_grid(void *o, const char *v) { parse_grid(o, v); }
+static void set_werror(void *o, const char *v) { ((Options *)o)->werror = true; }
+static void set_no_warnings(void *o, const char *v) { ((Options *)o)->no_warnings = true; }
+static void set_check_axis_info(void *o, const char *v) { ((Options *)o)->check_axis_info = true; }
+static void set_gpu_ir(void *o, const char *v) { ((Options *)o)->gpu_ir = true; }
+static void set_print_after_all(void *o, const char *v) { ((Options *)o)->passes.print_after_all = true; }
+static void set_verify_each(void *o, const char *v) { ((Options *)o)->passes.verify_each = true; }
+static void set_time_passes(void *o, const char *v) { ((Options *)o)->passes.time_passes = true; }
+
+static void set_arg(void *o, const char *v)
+{
+    push(((Options *)o)->args, &((Options *)o)->nargs, v, "--arg");
+}
+
+static void set_print(void *o, const char *v)
+{
+    push(((Options *)o)->prints, &((Options *)o)->nprints, v, "--print");
+}
+
+static void set_max_iterations(void *o, const char *v)
+{
+    int64_t *n = &((Options *)o)->max_iterations;
+    if (!parse_i64(v, n) || *n < 1) usage_error("--max-iterations takes a positive integer, got '%s'", v);
+}
+
+static void set_max_ops(void *o, const char *v)
+{
+    int64_t *n = &((Options *)o)->max_ops;
+    if (!parse_i64(v, n) || *n < 1) usage_error("--max-ops takes a positive integer, got '%s'", v);
+}
+
+static void set_spec(void *o, const char *v)
+{
+    if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
+    ((Options *)o)->spec_div16 = !strcmp(v, "div16");
+}
+
+static const CliOption options[] = {
+    /* name                takes a value  set */
+    {"-o", true, set_out},
+    {"--emit", true, set_emit},
+    {"--kernel", true, set_kernel},
+    {"--arch", true, set_arch},
+    {"-arch", true, set_arch},             /* nvcc's spelling */
+    {"--device", true, set_device},
+    {"--grid", true, set_grid},
+    {"--arg", true, set_arg},
+    {"--print", true, set_print},
+    {"--print-to", true, set_print_to},
+    {"--max-iterations", true, set_max_iterations},
+    {"--max-ops", true, set_max_ops},
+    {"--spec", true, set_spec},
+    {"--color", true, set_color},
+    {"-Werror", false, set_werror},
+    {"-w", false, set_no_warnings},
+    {"--check-axis-info", false, set_check_axis_info},
+    {"--gpu-ir", false, set_gpu_ir},
+    {"--print-after-all", false, set_print_after_all},
+    {"--verify-each", false, set_verify_each},
+    {"--time-passes", false, set_time_passes},
+    {NULL, false, NULL},
+};
+
+/* argv through the option table; -D NAME=VALUE / -DNAME=VALUE and -O0..3 are the two
+ * spellings a table row does not express. */
 static void parse_args(int argc, char **argv, Options *o)
 {
     int i = 1;
@@ -152,46 +272,39 @@ static void parse_args(int argc, char **argv, Options *o)
         o->run = true;
         i = 2;
     }
-    for (const char *v; i < argc; i++) {
+    for (; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            usage(stdout, o->run);
             exit(0);
         } else if (!strcmp(a, "--version")) {
-            printf("tilec %s (Tile IR interpreter; targets sm_90a, sm_80)\n", TILE_VERSION);
+            print_version();
             exit(0);
-        } else if ((v = flag_value(argc, argv, &i, "-o"))) o->out = v;
-        else if ((v = flag_value(argc, argv, &i, "--emit"))) o->emit = v;
-        else if ((v = flag_value(argc, argv, &i, "--kernel"))) o->kernel = v;
-        else if ((v = flag_value(argc, argv, &i, "--arch"))) o->arch = v;
-        else if ((v = flag_value(argc, argv, &i, "--device"))) o->device = v;
-        else if ((v = flag_value(argc, argv, &i, "--grid"))) parse_grid(o, v);
-        else if ((v = flag_value(argc, argv, &i, "--max-iterations"))) {
-            if (!parse_i64(v, &o->max_iterations) || o->max_iterations < 1)
-                usage_error("--max-iterations takes a positive integer, got '%s'", v);
-        }
-        else if (!strcmp(a, "--check-axis-info")) o->check_axis_info = true;
-        else if ((v = flag_value(argc, argv, &i, "--spec"))) {
-            if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
-            o->spec_div16 = !strcmp(v, "div16");
-        }
-        else if (!strcmp(a, "--gpu-ir")) o->gpu_ir = true;
-        else if ((v = flag_value(argc, argv, &i, "--max-ops"))) {
-            if (!parse_i64(v, &o->max_ops) || o->max_ops < 1)
-                usage_error("--max-ops takes a positive integer, got '%s'", v);
-        }
-        else if ((v = flag_value(argc, argv, &i, "--arg"))) push(o->args, &o->nargs, v, "--arg");
-        else if ((v = flag_value(argc, argv, &i, "--print"))) push(o->prints, &o->nprints, v, "--print");
+        } else if (cli_parse_option("tilec", options, argc, argv, &i, o)) continue;
         else if (!strncmp(a, "-D", 2)) parse_define(o, a[2] ? a + 2 : (++i < argc ? argv[i] : ""));
         else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) o->opt_level = a[2] - '0';
-        else if (!strcmp(a, "--print-after-all")) o->passes.print_after_all = true;
-        else if (!strcmp(a, "--verify-each")) o->passes.verify_each = true;
-        else if (!strcmp(a, "--time-passes")) o->passes.time_passes = true;
         else if (a[0] == '-' && a[1]) usage_error("unknown option '%s'", a);
         else if (o->file) usage_error("more than one input file ('%s')", a);
         else o->file = a;
     }
     if (!o->file) usage_error("no input file%s", "");
+}
+
+/* The architectures accepted, as nvcc and clang spell them, and the target of
+ * ir/target.h each compiles for: sm_90 has no wgmma without the "a", and tile's sm_90
+ * code is sm_90a code; sm_86 and sm_89 run sm_80 code (same major version). */
+static const struct { const char *name, *target; } arches[] = {
+    {"sm_90a", "sm_90a"}, {"sm_90", "sm_90a"}, {"sm_80", "sm_80"}, {"sm_86", "sm_80"}, {"sm_89", "sm_80"},
+};
+
+static void check_arch(Options *o)
+{
+    for (size_t i = 0; i < sizeof arches / sizeof *arches; i++)
+        if (!strcmp(o->arch, arches[i].name) && tile_target(arches[i].target)) {
+            o->arch = arches[i].target;
+            return;
+        }
+    usage_error("unknown --arch '%s' (sm_90a, sm_90, sm_80, sm_86 or sm_89)", o->arch);
 }
 
 static void check_options(Options *o)
@@ -200,12 +313,11 @@ static void check_options(Options *o)
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
     if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin)", o->emit);
-    if (!tile_target(o->arch)) usage_error("unknown --arch '%s' (sm_90a or sm_80)", o->arch);
+    check_arch(o);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
-    if (o->run && !o->kernel) usage_error("run needs --kernel NAME%s", "");
-    if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations || o->max_ops))
-        usage_error("--arg, --print, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
+    if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations || o->max_ops || o->print_to))
+        usage_error("--arg, --print, --print-to, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
@@ -285,6 +397,37 @@ static bool read_file_buffer(const char *path, IrElem e, InterpBuffer *b)
     return ok;
 }
 
+/* A decimal count of a buffer spec: digits only, at most 2^31. */
+static bool parse_count(const char *s, size_t len, long long *out)
+{
+    char buf[24];
+    if (!len || len >= sizeof buf || strspn(s, "0123456789") < len) return false;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    *out = strtoll(buf, NULL, 10);
+    return *out <= (1LL << 31);
+}
+
+/* KIND:N or rand:N:SEED, with nothing after: "iota:3abc" and "iota:3,4" are errors. */
+static bool parse_buffer_spec(const char *spec, char kind[8], long long *n, long long *seed)
+{
+    size_t k = strcspn(spec, ":");
+    if (k == 0 || k > 6 || spec[k] != ':') return false;
+    memcpy(kind, spec, k);
+    kind[k] = 0;
+    if (strcmp(kind, "zeros") && strcmp(kind, "iota") && strcmp(kind, "rand") && strcmp(kind, "poison"))
+        return false;
+    const char *num = spec + k + 1, *colon = strchr(num, ':');
+    if (!parse_count(num, colon ? (size_t)(colon - num) : strlen(num), n)) return false;
+    *seed = 0;
+    if (!colon) return true;
+    if (strcmp(kind, "rand") || !colon[1]) return false;
+    char *end;
+    errno = 0;
+    *seed = strtoll(colon + 1, &end, 0);
+    return !errno && !*end;
+}
+
 /* zeros:N, iota:N, rand:N[:SEED] (floats uniform in [0, 1), integers in [0, 100)),
  * poison:N (every byte 0xFF: NaN for floats, -1 for integers; for outputs, so that an
  * element a kernel fails to write shows). */
@@ -294,10 +437,7 @@ static bool make_buffer(const char *name, const char *spec, IrElem e, InterpBuff
     if (spec[0] == '@') return read_file_buffer(spec + 1, e, b);
     char kind[8] = {0};
     long long n = 0, seed = 0;
-    int got = sscanf(spec, "%7[a-z]:%lld:%lld", kind, &n, &seed);
-    bool known = !strcmp(kind, "zeros") || !strcmp(kind, "iota") || !strcmp(kind, "rand") ||
-                 !strcmp(kind, "poison");
-    if (got < 2 || !known || n < 0 || n > (1LL << 31) || (got == 3 && strcmp(kind, "rand"))) {
+    if (!parse_buffer_spec(spec, kind, &n, &seed)) {
         fprintf(stderr, "tilec: error: argument '%s' is a pointer: give zeros:N, iota:N, "
                         "rand:N[:SEED], poison:N or @FILE, not '%s'\n", name, spec);
         return false;
@@ -314,17 +454,65 @@ static bool make_buffer(const char *name, const char *spec, IrElem e, InterpBuff
     return true;
 }
 
+/* The range of an integer element type, for --arg; i64 and u64 are checked by strtoll
+ * and strtoull themselves. */
+static bool int_range(IrElem e, int64_t *lo, int64_t *hi)
+{
+    switch (e) {
+    case IR_I1: *lo = 0; *hi = 1; return true;
+    case IR_I8: *lo = INT8_MIN; *hi = INT8_MAX; return true;
+    case IR_U8: *lo = 0; *hi = UINT8_MAX; return true;
+    case IR_I16: *lo = INT16_MIN; *hi = INT16_MAX; return true;
+    case IR_U16: *lo = 0; *hi = UINT16_MAX; return true;
+    case IR_I32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
+    case IR_U32: *lo = 0; *hi = UINT32_MAX; return true;
+    default: return false;
+    }
+}
+
+static bool out_of_range(const char *name, const char *val, IrElem e, const char *range)
+{
+    fprintf(stderr, "tilec: error: argument '%s' is %s: %s is out of its range %s\n", name, ir_elem_name(e),
+            val, range);
+    return false;
+}
+
+/* An integer literal of type e: in its range (a u64 above INT64_MAX keeps its bits). */
+static bool make_int_scalar(const char *name, const char *val, IrElem e, InterpArg *a, char **end)
+{
+    char range[64];
+    int64_t lo, hi;
+    errno = 0;
+    if (e == IR_U64) {
+        a->u.i = (int64_t)strtoull(val, end, 0);
+        if (strchr(val, '-') || (errno == ERANGE && *end != val))
+            return out_of_range(name, val, e, "[0, 18446744073709551615]");
+        return true;
+    }
+    a->u.i = strtoll(val, end, 0);
+    if (errno == ERANGE && *end != val && !**end)
+        return out_of_range(name, val, e, "[-9223372036854775808, 9223372036854775807]");
+    if (*end != val && !**end && int_range(e, &lo, &hi) && (a->u.i < lo || a->u.i > hi)) {
+        snprintf(range, sizeof range, "[%" PRId64 ", %" PRId64 "]", lo, hi);
+        return out_of_range(name, val, e, range);
+    }
+    return true;
+}
+
 static bool make_scalar(const char *name, const char *val, IrElem e, InterpArg *a)
 {
     char *end;
     errno = 0;
     if (ir_elem_is_float(e)) {
         a->u.f = strtod(val, &end);
+        bool inf32 = e == IR_F32 && isfinite(a->u.f) && isinf((float)a->u.f);
+        if (*end == 0 && end != val && ((errno == ERANGE && isinf(a->u.f)) || inf32))
+            return out_of_range(name, val, e, e == IR_F32 ? "of finite f32" : "of finite values");
     } else if (!strcmp(val, "true") || !strcmp(val, "false")) {
         a->u.i = val[0] == 't';
         end = (char *)val + strlen(val);
-    } else {
-        a->u.i = strtoll(val, &end, 0);
+    } else if (!make_int_scalar(name, val, e, a, &end)) {
+        return false;
     }
     if (errno || end == val || *end) {
         fprintf(stderr, "tilec: error: argument '%s' is %s: '%s' is not a literal of that type\n",
@@ -334,10 +522,35 @@ static bool make_scalar(const char *name, const char *val, IrElem e, InterpArg *
     return true;
 }
 
+/* The length of the NAME of --arg NAME=VALUE (the whole string without '='). */
+static size_t arg_name_len(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    return eq ? (size_t)(eq - arg) : strlen(arg);
+}
+
+/* A parameter given twice would be bound twice (and its first buffer lost): an error,
+ * as a repeated option value is for the compilers. */
+static bool check_repeated_args(const Options *o)
+{
+    bool ok = true;
+    for (uint32_t i = 0; i < o->nargs; i++)
+        for (uint32_t j = 0; j < i; j++) {
+            size_t n = arg_name_len(o->args[i]);
+            if (n != arg_name_len(o->args[j]) || strncmp(o->args[i], o->args[j], n)) continue;
+            fprintf(stderr, "tilec: error: --arg %.*s is given twice ('%s' and '%s')\n", (int)n, o->args[i],
+                    o->args[j], o->args[i]);
+            ok = false;
+            break;
+        }
+    return ok;
+}
+
 /* Binds every parameter of k to its --arg; returns false (with a message) if one is
- * missing, unknown or malformed. */
+ * missing, unknown, repeated or malformed. */
 static bool bind_args(const Options *o, const IrFunc *k, InterpArg *args)
 {
+    if (!check_repeated_args(o)) return false;
     bool ok = true;
     for (uint32_t i = 0; i < o->nargs; i++) {
         const char *eq = strchr(o->args[i], '=');
@@ -370,8 +583,30 @@ static bool bind_args(const Options *o, const IrFunc *k, InterpArg *args)
     return ok;
 }
 
+/* DIR/NAME.bin: the buffer's raw little-endian elements, as @FILE reads them. */
+static int write_buffer_file(const char *dir, const char *name, const InterpBuffer *b)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "tilec: error: cannot create '%s': %s\n", dir, strerror(errno));
+        return EXIT_INPUT;
+    }
+    size_t n = strlen(dir) + strlen(name) + 6, bytes = (size_t)b->count * ir_elem_bytes(b->elem);
+    char *path = malloc(n);
+    if (!path) tl_oom();
+    snprintf(path, n, "%s/%s.bin", dir, name);
+    CliOutput of;
+    bool ok = cli_output_open(&of, "tilec", path, "wb");
+    if (ok) ok = cli_output_commit(&of, fwrite(b->data, 1, bytes, of.f) == bytes);
+    free(path);
+    return ok ? 0 : EXIT_INPUT;
+}
+
+/* The --print buffers, in order: as text on out, or as files in --print-to DIR (there
+ * every buffer when no --print is given). */
 static int print_buffers(const Options *o, const IrFunc *k, const InterpArg *args, FILE *out)
 {
+    for (uint32_t p = 0; o->print_to && !o->nprints && p < k->body.nargs; p++)
+        if (args[p].is_buffer && write_buffer_file(o->print_to, k->param_names[p], &args[p].u.buf)) return EXIT_INPUT;
     for (uint32_t i = 0; i < o->nprints; i++) {
         uint32_t p = 0;
         while (p < k->body.nargs && strcmp(k->param_names[p], o->prints[i])) p++;
@@ -379,6 +614,10 @@ static int print_buffers(const Options *o, const IrFunc *k, const InterpArg *arg
             fprintf(stderr, "tilec: error: --print '%s' names no pointer parameter of kernel '%s'\n",
                     o->prints[i], k->name);
             return EXIT_INPUT;
+        }
+        if (o->print_to) {
+            if (write_buffer_file(o->print_to, o->prints[i], &args[p].u.buf)) return EXIT_INPUT;
+            continue;
         }
         for (int64_t e = 0; e < args[p].u.buf.count; e++)
             print_elem(out, args[p].u.buf.elem, args[p].u.buf.data, e);
@@ -436,7 +675,7 @@ static int gpu_launch(TrtContext *ctx, const Options *o, const IrFunc *k, Interp
     TrtModule *mod = NULL;
     TrtKernel *kern = NULL;
     TrtConst consts[MAX_LIST];
-    TrtStatus st = trt_module_load_file(ctx, o->file, &mod);
+    TrtStatus st = trt_module_load_string(ctx, o->src->name, o->src->text, &mod);
     if (!st) st = trt_module_get_kernel(mod, k->name, consts, gpu_consts(o, k, consts), &kern);
     for (uint32_t p = 0; p < k->body.nargs && !st; p++) {
         const IrType *t = ir_value_type(k, k->body.args[p]);
@@ -487,16 +726,24 @@ static bool run_checking_axis_info(IrFunc *k, const InterpArg *args, const int64
 }
 
 /* The grid of a run, from --grid or grid(...), on either device: what a GPU can
- * launch (an i32 grid(...) that overflowed to 0 would otherwise run nothing). */
-static int check_grid(const IrFunc *k, const int64_t grid[3])
+ * launch, or empty (*empty set: a size 0, as a grid(cdiv(n, B)) of n = 0 gives; the
+ * run is then a no-op, as a Triton launch of an empty grid is). A negative size or
+ * one past the limits is an error. */
+static int check_grid(const IrFunc *k, const int64_t grid[3], bool *empty)
 {
-    for (int d = 0; d < 3; d++)
-        if (grid[d] < 1 || grid[d] > (d ? INTERP_MAX_GRID_YZ : INTERP_MAX_GRID_X)) {
+    *empty = false;
+    for (int d = 0; d < 3; d++) {
+        *empty |= grid[d] == 0;
+        if (grid[d] < 0 || grid[d] > (d ? INTERP_MAX_GRID_YZ : INTERP_MAX_GRID_X)) {
             fprintf(stderr, "tilec: error: the grid of kernel '%s' is %" PRId64 " x %" PRId64 " x %" PRId64
-                            ": each size must be at least 1 and at most 2147483647 x 65535 x 65535\n",
+                            ": each size must be at least 0 and at most 2147483647 x 65535 x 65535\n",
                     k->name, grid[0], grid[1], grid[2]);
             return EXIT_INPUT;
         }
+    }
+    if (*empty)
+        fprintf(stderr, "tilec: note: the grid of kernel '%s' is %" PRId64 " x %" PRId64 " x %" PRId64
+                        ": nothing runs\n", k->name, grid[0], grid[1], grid[2]);
     return 0;
 }
 
@@ -516,12 +763,14 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         fprintf(stderr, "tilec: error: kernel '%s' has no grid(...) clause: give --grid X[,Y[,Z]]\n", k->name);
         rc = EXIT_INPUT;
     }
-    if (!rc) rc = check_grid(k, grid);
+    bool empty = false;
+    if (!rc) rc = check_grid(k, grid, &empty);
     InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations, .max_work = o->max_ops};
     if (!rc && o->gpu_ir) pass_run_gpu(m, &(PassOptions){0});   /* the interpreter ignores layouts */
-    if (!rc && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
-    else if (!rc && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
-    else if (!rc && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
+    bool go = !rc && !empty;
+    if (go && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
+    else if (go && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
+    else if (go && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
     if (!rc) rc = print_buffers(o, k, args, out);
     for (uint32_t p = 0; p < k->body.nargs; p++)
         if (args[p].is_buffer) free(args[p].u.buf.data);
@@ -532,11 +781,11 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 /* ---- GPU code (codegen/) ---------------------------------------------------------------- */
 #ifdef TILE_HAVE_CODEGEN
 /* ptxas PTX -o OUT, without a shell (file names are passed as they are). */
-static int run_ptxas(const Options *o, const char *ptx_path)
+static int run_ptxas(const Options *o, const char *ptx_path, const char *cubin_path)
 {
     char arch[32];
     snprintf(arch, sizeof arch, "-arch=%s", o->arch);
-    char *argv[] = {"ptxas", arch, (char *)ptx_path, "-o", (char *)o->out, NULL};
+    char *argv[] = {"ptxas", arch, (char *)ptx_path, "-o", (char *)cubin_path, NULL};
     extern char **environ;
     pid_t pid;
     int status = 0;
@@ -548,6 +797,28 @@ static int run_ptxas(const Options *o, const char *ptx_path)
     return 0;
 }
 
+/* The cubin of PTX `text`, through ptxas, copied to out (a temporary file of
+ * cli_output_open or standard output). */
+static int emit_cubin(const Options *o, const char *text, FILE *out)
+{
+    char ptx[] = "/tmp/tilec-ptx-XXXXXX", cubin[] = "/tmp/tilec-cubin-XXXXXX";
+    int fd = mkstemp(ptx), cfd = mkstemp(cubin);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool written = f && fputs(text, f) >= 0;
+    if (f) written &= fclose(f) == 0;
+    else if (fd >= 0) close(fd);
+    int rc = written && cfd >= 0 ? run_ptxas(o, ptx, cubin) : EXIT_INPUT;
+    FILE *in = !rc ? fdopen(cfd, "rb") : NULL;
+    char buf[65536];
+    for (size_t n; in && (n = fread(buf, 1, sizeof buf, in)) > 0;)
+        if (fwrite(buf, 1, n, out) != n) rc = EXIT_INPUT;
+    if (in) fclose(in);
+    else if (cfd >= 0) close(cfd);
+    if (fd >= 0) remove(ptx);
+    if (cfd >= 0) remove(cubin);
+    return rc;
+}
+
 /* PTX from tilec is the variant whose pointer arguments are 16-byte aligned (what the
  * runtime compiles for aligned arguments, and what Triton assumes by default). */
 static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
@@ -555,7 +826,7 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     CgOptions co = {.arch = o->arch, .opt_level = o->opt_level, .aligned_params = ~UINT64_C(0)};
     bool llvm = !strcmp(o->emit, "llvm");
     if (!strcmp(o->emit, "cubin") && !o->out) {
-        fputs("tilec: error: --emit=cubin needs -o FILE\n", stderr);
+        fputs("tilec: error: --emit=cubin needs -o FILE (or -o - for standard output)\n", stderr);
         return EXIT_USAGE;
     }
     PassOptions po = o->passes;
@@ -564,15 +835,8 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     char *text = llvm ? cg_emit_llvm(m, &co, diags) : cg_emit_ptx(m, &co, diags);
     if (!text) return EXIT_INPUT;
     int rc = 0;
-    if (strcmp(o->emit, "cubin")) {
-        fputs(text, out);
-    } else {
-        char path[] = "/tmp/tilec-ptx-XXXXXX";
-        int fd = mkstemp(path);
-        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-        rc = f && fputs(text, f) >= 0 && !fclose(f) ? run_ptxas(o, path) : EXIT_INPUT;
-        if (fd >= 0) remove(path);
-    }
+    if (strcmp(o->emit, "cubin")) fputs(text, out);
+    else rc = emit_cubin(o, text, out);
     tl_free(text);
     return rc;
 }
@@ -603,7 +867,113 @@ static void specialize_div16(IrModule *m)
     }
 }
 
-static int compile(const Options *o, const Source *src, FILE *out)
+/* ---- kernels by name ------------------------------------------------------------------ */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = row[j];
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+static bool is_kernel(const AstItem *it) { return it->kind == AST_KERNEL && it->body; }
+
+/* "  add(c: *i32, n: i32, const BLOCK: i32)": a kernel and its parameters as written. */
+static void print_kernel_line(const AstItem *k)
+{
+    fprintf(stderr, "  %s(", k->name);
+    for (uint32_t p = 0; p < k->nparams; p++) {
+        const AstParam *q = &k->params[p];
+        const AstType *t = q->type;
+        fprintf(stderr, "%s%s%s: %s%s", p ? ", " : "", q->is_const ? "const " : "", q->name,
+                t && t->kind == AST_TYPE_PTR ? "*" : "", t && t->name ? t->name : "?");
+    }
+    fputs(")\n", stderr);
+}
+
+static void list_kernels(const Options *o, const AstProgram *prog)
+{
+    fprintf(stderr, "tilec: note: the kernels of '%s':\n", o->src->name);
+    for (uint32_t i = 0; i < prog->nitems; i++)
+        if (is_kernel(&prog->items[i])) print_kernel_line(&prog->items[i]);
+}
+
+/* --kernel names a kernel of the file (else the kernels are listed, with the nearest
+ * name); `run` without --kernel takes the file's only kernel. */
+static int select_kernel(Options *o, const AstProgram *prog)
+{
+    const AstItem *only = NULL, *near = NULL;
+    uint32_t nkernels = 0;
+    int best = 3;                      /* a suggestion within two edits */
+    for (uint32_t i = 0; i < prog->nitems; i++) {
+        const AstItem *it = &prog->items[i];
+        if (!is_kernel(it)) continue;
+        nkernels++;
+        only = it;
+        if (o->kernel && !strcmp(o->kernel, it->name)) return 0;
+        int d = o->kernel ? edit_distance(o->kernel, it->name) : 99;
+        if (d < best) best = d, near = it;
+    }
+    if (!o->kernel && (!o->run || nkernels == 1)) {
+        if (o->run) o->kernel = only->name;
+        return 0;
+    }
+    if (o->kernel && near)
+        fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'; did you mean '%s'?\n", o->kernel, o->src->name,
+                near->name);
+    else if (o->kernel) fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'\n", o->kernel, o->src->name);
+    else if (nkernels) fprintf(stderr, "tilec: error: '%s' has %u kernels: give --kernel NAME\n", o->src->name, nkernels);
+    else fprintf(stderr, "tilec: error: '%s' has no kernel to run\n", o->src->name);
+    if (nkernels) list_kernels(o, prog);
+    return EXIT_INPUT;
+}
+
+/* ---- diagnostics ------------------------------------------------------------------- */
+/* -Werror: every warning so far becomes an error (after lowering, so that a run
+ * stops before it starts, and again before printing). */
+static void apply_werror(const Options *o, DiagList *d)
+{
+    for (size_t i = 0; o->werror && i < d->len; i++)
+        if (d->items[i].level == DIAG_WARNING) {
+            d->items[i].level = DIAG_ERROR;
+            d->nerrors++;
+        }
+}
+
+/* Prints the diagnostics as -Werror and -w ask (a note belongs to the diagnostic
+ * before it and goes with it), then clang's count: "2 errors generated.". */
+static void print_diags(const Options *o, DiagList *d)
+{
+    size_t nwarnings = 0;
+    bool shown = true;
+    apply_werror(o, d);
+    for (size_t i = 0; i < d->len; i++) {
+        const Diag *g = &d->items[i];
+        if (g->level != DIAG_NOTE) shown = !(g->level == DIAG_WARNING && o->no_warnings);
+        if (!shown) continue;
+        nwarnings += g->level == DIAG_WARNING;
+        diag_print_one_color(g, stderr, o->color);
+    }
+    size_t max = d->max_errors ? d->max_errors : 50;
+    if (d->nerrors > max) fprintf(stderr, "tile: error: too many errors (%zu), stopped after %zu\n", d->nerrors, max);
+    if (nwarnings)
+        fprintf(stderr, "%zu warning%s%s", nwarnings, nwarnings == 1 ? "" : "s", d->nerrors ? " and " : " generated.\n");
+    if (d->nerrors) fprintf(stderr, "%zu error%s generated.\n", d->nerrors, d->nerrors == 1 ? "" : "s");
+}
+
+static int compile(Options *o, const Source *src, FILE *out)
 {
     IrCtx *ctx = ir_ctx_create();
     if (!ctx) tl_oom();
@@ -622,9 +992,11 @@ static int compile(const Options *o, const Source *src, FILE *out)
         ast_print(prog, out);
         goto done;
     }
+    if ((rc = select_kernel(o, prog))) goto done;
     FeOptions fo = {o->defines, o->ndefines, o->kernel};
     IrModule *m = fe_lower(ctx, prog, &fo, diags);
     if (m) m->target = tile_target(o->arch);
+    apply_werror(o, diags);
     if (!m || diags->nerrors) {
         rc = EXIT_INPUT;
         goto done;
@@ -642,10 +1014,26 @@ static int compile(const Options *o, const Source *src, FILE *out)
     else if (gpu_ir && pass_run_gpu(m, &po)) ir_print_module(m, out);
     else if (gpu) rc = emit_gpu(o, m, diags, out);
 done:
-    diag_print(diags, stderr);
+    print_diags(o, diags);
     if (!rc && diags->nerrors) rc = EXIT_INPUT;
     ir_ctx_destroy(ctx);
     return rc;
+}
+
+/* The program: a file, or standard input for "-" (named "<stdin>" in diagnostics). */
+static Source *read_program(const char *file)
+{
+    bool in = !strcmp(file, "-");
+    Source *src = source_read(in ? "/dev/stdin" : file);
+    if (!src) {
+        fprintf(stderr, "tilec: error: cannot read '%s': %s\n", in ? "<stdin>" : file, strerror(errno));
+        return NULL;
+    }
+    if (in) {
+        tl_free((void *)src->name);
+        if (!(src->name = tl_strdup("<stdin>"))) tl_oom();
+    }
+    return src;
 }
 
 int main(int argc, char **argv)
@@ -653,21 +1041,17 @@ int main(int argc, char **argv)
     Options o = {.emit = "check", .arch = "sm_90a", .device = "cpu", .opt_level = 2};
     if (argc > 1 && !strcmp(argv[1], "cache")) /* tilec cache ls|stats|verify|prune|clear */
         return trt_cache_cli(argc - 1, argv + 1);
+    parse_color(&o, "auto");
     parse_args(argc, argv, &o);
     check_options(&o);
-    Source *src = source_read(o.file);
-    if (!src) {
-        fprintf(stderr, "tilec: error: cannot read '%s': %s\n", o.file, strerror(errno));
-        return EXIT_INPUT;
-    }
-    FILE *out = stdout;
-    if (o.out && !(out = fopen(o.out, "w"))) {
-        fprintf(stderr, "tilec: error: cannot write '%s': %s\n", o.out, strerror(errno));
-        source_free(src);
-        return EXIT_INPUT;
-    }
-    int rc = compile(&o, src, out);
-    if (out != stdout && fclose(out) && !rc) rc = EXIT_INPUT;
+    Source *src = read_program(o.file);
+    if (!src) return EXIT_INPUT;
+    o.src = src;
+    /* A check writes nothing, so -o names no file to create. */
+    bool writes = o.run || strcmp(o.emit, "check");
+    CliOutput out;
+    int rc = cli_output_open(&out, "tilec", writes ? o.out : NULL, "w") ? compile(&o, src, out.f) : EXIT_INPUT;
+    if (out.f && !cli_output_commit(&out, rc == 0) && !rc) rc = EXIT_INPUT;
     source_free(src);
     for (uint32_t i = 0; i < o.ndefines; i++) free((void *)o.defines[i].name);
     return rc;

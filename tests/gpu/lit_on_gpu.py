@@ -48,9 +48,9 @@ def run_lines(path):
 
 def param_types(tilec, args, path):
     """Element type of each pointer parameter of the kernel the command runs."""
-    kernel = args[args.index("--kernel") + 1]
+    kernel = ["--kernel", args[args.index("--kernel") + 1]] if "--kernel" in args else []  # else the only one
     defs = [a for i, a in enumerate(args) if a != "-D" and (args[i - 1] == "-D" or a.startswith("-D"))]
-    cmd = [tilec, path, "--emit=ir", "--kernel", kernel] + [d if d.startswith("-D") else "-D" + d for d in defs]
+    cmd = [tilec, path, "--emit=ir"] + kernel + [d if d.startswith("-D") else "-D" + d for d in defs]
     ir = subprocess.run(cmd, capture_output=True, text=True).stdout
     return dict(re.findall(r"%(\w+): \*(\w+)", ir.split("\n")[0] if ir else ""))
 
