@@ -29,6 +29,7 @@ endforeach()
 # only through the runtime's loader.
 target_link_libraries(tilec PRIVATE tileCG)
 target_compile_definitions(tilec PRIVATE TILE_HAVE_CODEGEN=1)
+target_sources(tilec PRIVATE ${CMAKE_SOURCE_DIR}/tools/cli.c)   # the option parser and atomic outputs
 # The differential tester (docs/DIFFTEST.md), from several sources; like tilec it calls
 # the code generator itself (its --cpu mode), so it links libtileCG too.
 file(GLOB TILE_DIFFTEST_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/difftest/*.c)

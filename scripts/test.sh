@@ -12,6 +12,9 @@ cmake --build build-release
 # The sanitizer build uses clang: its UBSan checks more (null + 0, for one) than gcc's.
 cmake -S . -B build-test -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DTILE_SANITIZE=ON >/dev/null
 cmake --build build-test
+# The GPU machine's bundle (static LLVM, its own program list: cmake/Bundle.cmake) builds
+# too, so a new source file cannot break it unseen.
+bash scripts/gpu-bundle.sh >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 cd build-test
 ctest --output-on-failure -j2 "$@"
