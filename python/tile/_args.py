@@ -216,7 +216,8 @@ def scalar_converter(kernel, p):
         return lambda v: v if type(v) is int else number(v, False)
     if kind == "bool":
         def convert_bool(v):
-            n = number(v, False)
+            # numpy 2's np.bool_ is no integer for operator.index (numpy 1's was)
+            n = int(v) if type(v).__name__ in ("bool_", "bool") and hasattr(v, "dtype") else number(v, False)
             if n not in (0, 1):
                 fail(v, " (True, False, 0 or 1)")
             return n
