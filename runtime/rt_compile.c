@@ -70,9 +70,7 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
 static TrtStatus fail_with_log(TrtContext *ctx, CUresult r, const char *what, const char *log)
 {
     TrtStatus s = rt_driver_error(ctx->drv, r, what);
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", trt_last_error());
-    if (log[0]) rt_fail(s, "%s\n%s", msg, log);
+    if (log[0]) rt_fail(s, "%s\n%s", trt_last_error(), log);
     return s;
 }
 
