@@ -147,6 +147,11 @@ const char *trt_last_error(void)
     return last_error ? last_error : "";
 }
 
+const char *trt_version(void)
+{
+    return TILE_RT_VERSION;
+}
+
 const char *trt_status_name(TrtStatus s)
 {
     static const char *const names[] = {

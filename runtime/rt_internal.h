@@ -304,6 +304,8 @@ TrtArgKind rt_arg_kind(IrElem e);
 TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs);
 /* The grid from the kernel's grid(...) clause (memoized on the scalars). */
 TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3]);
+/* Whether a grid has a size 0 (a launch of it does nothing). */
+bool rt_grid_empty(const uint32_t g[3]);
 /* Checks an explicit or computed grid against what a GPU launches. */
 TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3]);
 /* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */

@@ -457,9 +457,20 @@ static void test_launch_without_grid(void **state)
     scale_args(a, 0x1000, 32);
     assert_int_equal(trt_launch(k, a, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(trt_last_error(), "no grid(...) clause"));
-    uint32_t empty[3] = {0, 1, 1};
-    assert_int_equal(trt_launch(k, a, 4, empty, NULL), TRT_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(trt_last_error(), "is empty"));
+    /* an empty grid launches nothing: no variant is built, the driver is not called */
+    MockCounts before, after;
+    mock_counts(&before);
+    for (int axis = 0; axis < 3; axis++) {
+        uint32_t empty[3] = {1, 1, 1};
+        empty[axis] = 0;
+        assert_ok(trt_launch(k, a, 4, empty, NULL));
+    }
+    mock_counts(&after);
+    assert_int_equal(after.launches, before.launches);
+    assert_int_equal(after.ptx_loads + after.cubin_loads, before.ptx_loads + before.cubin_loads);
+    assert_int_equal(trt_kernel_num_variants(k), 0);
+    uint32_t empty[3] = {0, 1, 1};   /* its arguments are still checked */
+    assert_int_equal(trt_launch(k, a, 3, empty, NULL), TRT_ERROR_INVALID_ARGUMENT);
     uint32_t tall[3] = {1, 65536, 1}, wide[3] = {2147483648u, 1, 1};
     assert_int_equal(trt_launch(k, a, 4, tall, NULL), TRT_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(trt_last_error(), "grid 1x65536x1 is larger than a GPU launches"));
@@ -650,10 +661,18 @@ static void test_tile_kernel_grid_clause(void **state)
     /* 5000 and 70000 share a class, as do 1024; 1 has its own. */
     assert_int_equal(trt_kernel_num_variants(k), 3);
     assert_int_equal(cur.compiles, 3);
-    /* a grid(...) of no programs (an i32 that overflowed, a negative size) is refused */
-    TrtArg none[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(-5)};
+    /* a grid(...) of no programs (n = 0, an empty tensor) launches nothing */
+    MockCounts before, after;
+    mock_counts(&before);
+    TrtArg none[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(0)};
+    assert_ok(trt_launch(k, none, 4, NULL, NULL));
+    mock_counts(&after);
+    assert_int_equal(after.launches, before.launches);
+    assert_int_equal(trt_kernel_num_variants(k), 3);
+    /* one of fewer (an i32 that overflowed, a negative size) is refused */
+    none[3] = trt_arg_i32(-5000);
     assert_int_equal(trt_launch(k, none, 4, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(trt_last_error(), "its grid(...) clause gives 0 programs on axis 0"));
+    assert_non_null(strstr(trt_last_error(), "its grid(...) clause gives -3 programs on axis 0"));
 }
 
 static void test_tile_kernel_compiled_once_across_contexts(void **state)
@@ -945,6 +964,37 @@ static void test_null_handles(void **state)
     assert_string_equal(trt_status_name(TRT_ERROR_NO_DRIVER), "TRT_ERROR_NO_DRIVER");
 }
 
+/* The library's version is the header's, and the macros spell the string. */
+static void test_version(void **state)
+{
+    (void)state;
+    char v[64];
+    snprintf(v, sizeof v, "%d.%d.%d", TILE_RT_VERSION_MAJOR, TILE_RT_VERSION_MINOR,
+             TILE_RT_VERSION_PATCH);
+    assert_string_equal(TILE_RT_VERSION, v);
+    assert_string_equal(trt_version(), TILE_RT_VERSION);
+    assert_string_equal(TILE_RT_VERSION, TILE_PROJECT_VERSION);
+}
+
+/* Every kind has its helper, which sets the kind and the member the launch reads. */
+static void test_arg_helpers(void **state)
+{
+    (void)state;
+    assert_int_equal(trt_arg_i8(-3).kind, TRT_ARG_I8);
+    assert_int_equal(trt_arg_i8(-3).v.i8, -3);
+    assert_int_equal(trt_arg_i16(-300).kind, TRT_ARG_I16);
+    assert_int_equal(trt_arg_i16(-300).v.i16, -300);
+    assert_int_equal(trt_arg_u8(200).kind, TRT_ARG_U8);
+    assert_int_equal(trt_arg_u8(200).v.u8, 200);
+    assert_int_equal(trt_arg_u16(60000).kind, TRT_ARG_U16);
+    assert_int_equal(trt_arg_u16(60000).v.u16, 60000);
+    assert_int_equal(trt_arg_f16(0x3c00).kind, TRT_ARG_F16);
+    assert_int_equal(trt_arg_f16(0x3c00).v.u16, 0x3c00);
+    assert_int_equal(trt_arg_bf16(0x3f80).kind, TRT_ARG_BF16);
+    assert_int_equal(trt_arg_bf16(0x3f80).v.u16, 0x3f80);
+    assert_int_equal(trt_arg_bool(7).v.i8, 1);
+}
+
 static void bind_mock(void)
 {
     void *h = dlopen(getenv("TILE_CUDA_LIBRARY"), RTLD_NOW);
@@ -981,7 +1031,7 @@ int main(int argc, char **argv)
         T(test_codegen_library_without_entry_points), T(test_load_error_has_jit_log),
         T(test_link_error_is_not_cached), T(test_launch_error), T(test_no_driver_library),
         T(test_no_driver_cuinit_fails), T(test_no_driver_missing_entry_point),
-        T(test_null_handles), T(test_occupancy_request_kept_without_spills),
+        T(test_null_handles), T(test_version), T(test_arg_helpers), T(test_occupancy_request_kept_without_spills),
         T(test_occupancy_request_dropped_when_it_spills),
         T(test_module_introspection), T(test_kernel_param_as_lowered),
         T(test_cpu_context_runs_the_interpreter), T(test_cpu_context_half_scalars),
