@@ -148,6 +148,10 @@ typedef enum RtGet {
     RT_GET_BAD,                /* an entry failed its checks (removed; counted) */
 } RtGet;
 
+/* A byte count as TILE_CACHE_MAX_BYTES takes it: digits, then optionally K, M, G or T
+ * (powers of 1024, any case, optionally followed by B or iB), spaces around. False for
+ * anything else, 0 or an overflow. */
+bool rt_parse_size(const char *text, uint64_t *out);
 /* Opens (creating 0700) the cache at dir, or the default location when dir is NULL.
  * max_bytes: the size bound (0: $TILE_CACHE_MAX_BYTES, else 1 GiB). Refuses a
  * directory that is not ours or is writable by group or others. */
