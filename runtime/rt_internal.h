@@ -217,12 +217,20 @@ struct TrtContext {
 };
 
 /* A variant: code for one specialization class of a kernel's arguments. */
+/* Where a variant's code came from, from the cheapest to the dearest. */
+typedef enum RtOrigin {
+    RT_FROM_DISK_CUBIN,        /* its cubin was in the disk cache */
+    RT_FROM_DISK_PTX,          /* its PTX was in the disk cache, linked to a cubin now */
+    RT_FROM_COMPILER,          /* compiled now */
+} RtOrigin;
+
 typedef struct RtVariant {
     uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
     CUmodule mod;
     CUfunction fn;
     unsigned threads;          /* block size along x */
     unsigned shared_bytes;     /* dynamic shared memory at launch */
+    RtOrigin origin;           /* where its code came from (TILE_LOG_RECOMPILES says) */
 } RtVariant;
 
 /* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm

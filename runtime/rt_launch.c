@@ -131,7 +131,13 @@ static int find_variant(TrtKernel *k, uint64_t mask)
 
 static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
 {
-    fprintf(stderr, "tile: kernel '%s': compiled variant %u", k->name, index + 1);
+    static const char *const how[] = {
+        [RT_FROM_DISK_CUBIN] = "loaded variant %u from the disk cache",
+        [RT_FROM_DISK_PTX] = "linked variant %u from PTX in the disk cache",
+        [RT_FROM_COMPILER] = "compiled variant %u",
+    };
+    fprintf(stderr, "tile: kernel '%s': ", k->name);
+    fprintf(stderr, how[k->variants[index].origin], index + 1);
     if (index == 0) {
         fputs(" (first launch)\n", stderr);
         return;

@@ -557,12 +557,22 @@ static void test_variant_report(void **state)
     TrtStatus s1 = trt_launch(k, a, 4, grid, NULL);
     a[1] = trt_arg_i32(1);
     TrtStatus s2 = trt_launch(k, a, 4, grid, NULL);
+    /* a new context finds the first class's cubin in the disk cache */
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    cur.mod = NULL;
+    cur.ctx = make_ctx();
+    k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    assert_ok(trt_context_set_flags(cur.ctx, TRT_FLAG_LOG_RECOMPILES));
+    a[1] = trt_arg_i32(32);
+    TrtStatus s3 = trt_launch(k, a, 4, grid, NULL);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
     close(fd);
     assert_ok(s1);
     assert_ok(s2);
+    assert_ok(s3);
     char text[1024] = "";
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -571,6 +581,7 @@ static void test_variant_report(void **state)
     text[n] = 0;
     assert_non_null(strstr(text, "kernel 'scale': compiled variant 1 (first launch)"));
     assert_non_null(strstr(text, "compiled variant 2; argument 'n' changed class: divisible by 16 -> equal to 1"));
+    assert_non_null(strstr(text, "kernel 'scale': loaded variant 1 from the disk cache (first launch)"));
 }
 
 /* ---- the disk cache on the launch path ------------------------------------------------ */
