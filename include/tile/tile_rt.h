@@ -65,7 +65,8 @@ typedef enum TrtStatus {
 
 /* A short constant name of a status ("TRT_ERROR_NO_DRIVER"). */
 const char *trt_status_name(TrtStatus s);
-/* The message of the calling thread's last failure ("" if none). Owned by the library. */
+/* The message of the calling thread's last failure ("" if none), whole however long.
+ * Owned by the library; valid until the thread's next failing call. */
 const char *trt_last_error(void);
 /* The library's version, "MAJOR.MINOR.PATCH" (TILE_RT_VERSION of the build). Static. */
 const char *trt_version(void);
@@ -129,8 +130,10 @@ typedef struct TrtConst {
 } TrtConst;
 
 /* The kernel `name` with the given const values (the others from the @autotune
- * default config or their defaults). Type and shape errors appear here
- * (TRT_ERROR_COMPILE, with the diagnostics in the message). The same name and consts
+ * default config or their defaults). A name the module does not declare (the kernel, or
+ * a const that is not one of its const parameters nor "warps"/"stages") is
+ * TRT_ERROR_NOT_FOUND. Type and shape errors appear here (TRT_ERROR_COMPILE, with the
+ * diagnostics in the message). The same name and consts
  * give the same handle. *out is owned by the module. */
 TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *consts,
                                 uint32_t nconsts, TrtKernel **out);
@@ -179,7 +182,8 @@ static inline TrtArg trt_arg_bool(int x) { TrtArg a; a.kind = TRT_ARG_BOOL; a.v.
 /* Launches `k` on `stream` (NULL: the legacy default stream). args: one per run-time
  * parameter of the kernel, in order (count, kinds and pointer alignment to the element
  * size are checked). grid: 3 block counts, or NULL to evaluate the kernel's grid(...)
- * clause on the arguments. The first launch with a new specialization class (integer
+ * clause on the arguments. A grid with a size 0 launches nothing (TRT_SUCCESS, after the
+ * arguments are checked). The first launch with a new specialization class (integer
  * arguments equal to 1 or divisible by 16, pointers aligned to 16 bytes) compiles or
  * loads a variant; later launches of that class only pack arguments and call the
  * driver. The calling thread must have the context's device current (it is after
