@@ -566,6 +566,17 @@ static void test_variant_report(void **state)
     assert_ok(trt_context_set_flags(cur.ctx, TRT_FLAG_LOG_RECOMPILES));
     a[1] = trt_arg_i32(32);
     TrtStatus s3 = trt_launch(k, a, 4, grid, NULL);
+    /* and, with the cubins gone (another driver, say), the PTX, linked again */
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    cur.mod = NULL;
+    char rm[400];
+    snprintf(rm, sizeof rm, "rm -f %s/*.cubin", cur.dir);
+    int rc = system(rm);
+    cur.ctx = make_ctx();
+    k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    assert_ok(trt_context_set_flags(cur.ctx, TRT_FLAG_LOG_RECOMPILES));
+    TrtStatus s4 = trt_launch(k, a, 4, grid, NULL);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -573,6 +584,8 @@ static void test_variant_report(void **state)
     assert_ok(s1);
     assert_ok(s2);
     assert_ok(s3);
+    assert_int_equal(rc, 0);
+    assert_ok(s4);
     char text[1024] = "";
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -582,6 +595,7 @@ static void test_variant_report(void **state)
     assert_non_null(strstr(text, "kernel 'scale': compiled variant 1 (first launch)"));
     assert_non_null(strstr(text, "compiled variant 2; argument 'n' changed class: divisible by 16 -> equal to 1"));
     assert_non_null(strstr(text, "kernel 'scale': loaded variant 1 from the disk cache (first launch)"));
+    assert_non_null(strstr(text, "kernel 'scale': linked variant 1 from PTX in the disk cache (first launch)"));
 }
 
 /* ---- the disk cache on the launch path ------------------------------------------------ */
