@@ -18,6 +18,7 @@
  *   loading it would run their code;
  * - LRU: a hit sets the entry's mtime to now; eviction removes the oldest mtimes. */
 #define _DEFAULT_SOURCE   /* flock, futimens's neighbours: BSD names beyond POSIX */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -131,12 +132,50 @@ bool rt_cache_default_dir(char *buf, size_t n)
     return false;
 }
 
+/* The power of 1024 a size suffix names: K, M, G, T in any case, each optionally
+ * followed by B or iB ("5G", "5gb", "5GiB" are all 5 GiB); "" or "B" is 0. -1: not a
+ * suffix. */
+static int size_suffix(const char *s)
+{
+    static const char units[] = "KMGT";
+    const char *u = *s ? strchr(units, toupper((unsigned char)*s)) : NULL;
+    int p = u ? (int)(u - units) + 1 : 0;
+    if (p) s++;
+    if (p && tolower((unsigned char)s[0]) == 'i' && tolower((unsigned char)s[1]) == 'b') s += 2;
+    else if (tolower((unsigned char)*s) == 'b') s++;
+    while (isspace((unsigned char)*s)) s++;
+    return *s ? -1 : p;
+}
+
+bool rt_parse_size(const char *text, uint64_t *out)
+{
+    const char *s = text;
+    while (isspace((unsigned char)*s)) s++;
+    if (!isdigit((unsigned char)*s)) return false;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    int p = size_suffix(end);
+    if (errno || p < 0) return false;
+    for (int i = 0; i < p; i++) {
+        if (n > UINT64_MAX / 1024) return false;
+        n *= 1024;
+    }
+    *out = n;
+    return n > 0;
+}
+
+/* A bound that is set but unreadable is reported, not silently replaced by the default. */
 static uint64_t bound_from_env(void)
 {
     const char *v = getenv("TILE_CACHE_MAX_BYTES");
-    char *end;
-    unsigned long long b = v ? strtoull(v, &end, 10) : 0;
-    return v && *v && !*end && b ? b : DEFAULT_MAX_BYTES;
+    uint64_t b;
+    if (!v || !*v) return DEFAULT_MAX_BYTES;
+    if (rt_parse_size(v, &b)) return b;
+    fprintf(stderr, "tile: warning: TILE_CACHE_MAX_BYTES='%s' is not a size (a positive number "
+            "of bytes, or with a K, M, G or T suffix: 5G); using the default, 1G\n", v);
+    return DEFAULT_MAX_BYTES;
 }
 
 /* A cache that only looks (tilec cache ls, stats) creates nothing: a directory that

@@ -70,9 +70,7 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
 static TrtStatus fail_with_log(TrtContext *ctx, CUresult r, const char *what, const char *log)
 {
     TrtStatus s = rt_driver_error(ctx->drv, r, what);
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", trt_last_error());
-    if (log[0]) rt_fail(s, "%s\n%s", msg, log);
+    if (log[0]) rt_fail(s, "%s\n%s", trt_last_error(), log);
     return s;
 }
 
@@ -153,6 +151,7 @@ typedef struct Job {
     TrtKernel *k;
     uint64_t mask;
     RtKey ptx_key, cubin_key;
+    RtOrigin origin;           /* raised by each build step that runs */
 } Job;
 
 static void make_keys(Job *j)
@@ -199,6 +198,7 @@ static TrtStatus build_ptx(void *ud, RtBlob *out)
     Job *j = ud;
     TrtStatus s = TRT_SUCCESS;
     RtKernelMeta meta = {j->k->block, 0};
+    j->origin = RT_FROM_COMPILER;
     char *ptx = j->k->module->compile(j->k, j->mask, &meta, &s);
     if (!ptx) return s;
     bool ok = put_payload(out, &meta, ptx, strlen(ptx) + 1);
@@ -211,6 +211,7 @@ static TrtStatus build_cubin(void *ud, RtBlob *out)
     Job *j = ud;
     RtBlob ptx = {0}, cubin = {0};
     RtKernelMeta meta = {0, 0};
+    j->origin = RT_FROM_DISK_PTX;
     TrtStatus s = rt_cache_get_or_build(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
                                         build_ptx, j, &ptx);
     if (s) return s;
@@ -279,11 +280,11 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
                        k->name, RT_MAX_VARIANTS);
     CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
     if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
-    Job j = {k, mask, {{0}}, {{0}}};
+    Job j = {k, mask, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
     make_keys(&j);
     RtBlob img = {0};
     TrtStatus s = variant_image(&j, &img);
-    RtVariant v = {mask, NULL, NULL, 0, 0};
+    RtVariant v = {mask, NULL, NULL, 0, 0, j.origin};
     if (!s) s = load_variant(k, &img, &v);
     rt_blob_free(&img);
     if (s) return s;

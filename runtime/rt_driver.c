@@ -95,20 +95,61 @@ TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what)
 }
 
 /* ---- status codes and the thread's message --------------------------------------- */
-static _Thread_local char last_error[2048];
+/* The message is as long as it needs to be (60 compile errors are all there). It is
+ * formatted into a new buffer before the old one is freed, so an argument may point into
+ * the previous message (trt_last_error()). A pthread key frees a thread's buffer when
+ * the thread exits. If the allocation fails the message is cut to fit `spare`. */
+static _Thread_local char *last_error;
+static _Thread_local char spare[256];
+static pthread_key_t error_key;
+static pthread_once_t error_once = PTHREAD_ONCE_INIT;
+
+static void free_message(void *p)
+{
+    tl_free(p);
+}
+
+static void make_error_key(void)
+{
+    pthread_key_create(&error_key, free_message);
+}
+
+static void set_message(char *text)
+{
+    pthread_once(&error_once, make_error_key);
+    if (last_error != spare) tl_free(last_error);
+    last_error = text;
+    pthread_setspecific(error_key, text == spare ? NULL : text);
+}
 
 TrtStatus rt_fail(TrtStatus s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    char *text = n >= 0 ? tl_malloc((size_t)n + 1) : NULL;
+    va_start(ap, fmt);
+    if (text) vsnprintf(text, (size_t)n + 1, fmt, ap);
+    else {
+        char cut[sizeof spare];
+        vsnprintf(cut, sizeof cut, fmt, ap);
+        memcpy(spare, cut, sizeof spare);
+        text = spare;
+    }
+    va_end(ap);
+    set_message(text);
     return s;
 }
 
 const char *trt_last_error(void)
 {
-    return last_error;
+    return last_error ? last_error : "";
+}
+
+const char *trt_version(void)
+{
+    return TILE_RT_VERSION;
 }
 
 const char *trt_status_name(TrtStatus s)

@@ -83,5 +83,6 @@ TrtStatus trt_launch_host(TrtKernel *k, const TrtArg *args, const uint64_t *byte
     if (grid) memcpy(g, grid, sizeof g);
     else if ((s = rt_kernel_grid(k, args, g))) return s;
     if ((s = rt_check_grid(k, g))) return s;
+    if (rt_grid_empty(g)) return TRT_SUCCESS;
     return run(k, args, bytes, g);
 }

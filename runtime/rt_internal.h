@@ -148,6 +148,10 @@ typedef enum RtGet {
     RT_GET_BAD,                /* an entry failed its checks (removed; counted) */
 } RtGet;
 
+/* A byte count as TILE_CACHE_MAX_BYTES takes it: digits, then optionally K, M, G or T
+ * (powers of 1024, any case, optionally followed by B or iB), spaces around. False for
+ * anything else, 0 or an overflow. */
+bool rt_parse_size(const char *text, uint64_t *out);
 /* Opens (creating 0700) the cache at dir, or the default location when dir is NULL.
  * max_bytes: the size bound (0: $TILE_CACHE_MAX_BYTES, else 1 GiB). Refuses a
  * directory that is not ours or is writable by group or others. */
@@ -213,12 +217,20 @@ struct TrtContext {
 };
 
 /* A variant: code for one specialization class of a kernel's arguments. */
+/* Where a variant's code came from, from the cheapest to the dearest. */
+typedef enum RtOrigin {
+    RT_FROM_DISK_CUBIN,        /* its cubin was in the disk cache */
+    RT_FROM_DISK_PTX,          /* its PTX was in the disk cache, linked to a cubin now */
+    RT_FROM_COMPILER,          /* compiled now */
+} RtOrigin;
+
 typedef struct RtVariant {
     uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
     CUmodule mod;
     CUfunction fn;
     unsigned threads;          /* block size along x */
     unsigned shared_bytes;     /* dynamic shared memory at launch */
+    RtOrigin origin;           /* where its code came from (TILE_LOG_RECOMPILES says) */
 } RtVariant;
 
 /* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm
@@ -304,6 +316,8 @@ TrtArgKind rt_arg_kind(IrElem e);
 TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs);
 /* The grid from the kernel's grid(...) clause (memoized on the scalars). */
 TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3]);
+/* Whether a grid has a size 0 (a launch of it does nothing). */
+bool rt_grid_empty(const uint32_t g[3]);
 /* Checks an explicit or computed grid against what a GPU launches. */
 TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3]);
 /* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */

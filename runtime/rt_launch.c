@@ -131,7 +131,13 @@ static int find_variant(TrtKernel *k, uint64_t mask)
 
 static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
 {
-    fprintf(stderr, "tile: kernel '%s': compiled variant %u", k->name, index + 1);
+    static const char *const how[] = {
+        [RT_FROM_DISK_CUBIN] = "loaded variant %u from the disk cache",
+        [RT_FROM_DISK_PTX] = "linked variant %u from PTX in the disk cache",
+        [RT_FROM_COMPILER] = "compiled variant %u",
+    };
+    fprintf(stderr, "tile: kernel '%s': ", k->name);
+    fprintf(stderr, how[k->variants[index].origin], index + 1);
     if (index == 0) {
         fputs(" (first launch)\n", stderr);
         return;
@@ -206,10 +212,10 @@ static TrtStatus eval_grid(TrtKernel *k, const TrtArg *args, int64_t g[3])
         s = rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': its grid(...) clause failed: %s",
                     k->name, d.len ? d.items[0].msg : "unknown error");
     for (int i = 0; !s && i < 3; i++)
-        if (g[i] < 1 || g[i] > (i ? 65535 : 2147483647))
+        if (g[i] < 0 || g[i] > (i ? 65535 : 2147483647))
             s = rt_fail(TRT_ERROR_INVALID_ARGUMENT,
                         "kernel '%s': its grid(...) clause gives %lld programs on axis %d (each size "
-                        "must be at least 1, at most 2147483647 x 65535 x 65535)", k->name, (long long)g[i], i);
+                        "must be at least 0, at most 2147483647 x 65535 x 65535)", k->name, (long long)g[i], i);
     diag_free(&d);
     return s;
 }
@@ -231,11 +237,15 @@ TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
 }
 
 /* ---- launching ---------------------------------------------------------------------- */
+/* An empty grid (a size 0, as cdiv(n, BLOCK) gives for n = 0) launches nothing: it is
+ * checked like any other, then the launch returns before building a variant. */
+bool rt_grid_empty(const uint32_t g[3])
+{
+    return !g[0] || !g[1] || !g[2];
+}
+
 TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3])
 {
-    if (!g[0] || !g[1] || !g[2])
-        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is empty", k->name,
-                       g[0], g[1], g[2]);
     if (g[0] > 2147483647u || g[1] > 65535 || g[2] > 65535)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': grid %ux%ux%u is larger than a GPU launches "
                        "(at most 2147483647 x 65535 x 65535)", k->name, g[0], g[1], g[2]);
@@ -255,6 +265,7 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     if (grid) memcpy(g, grid, sizeof g);
     else if ((s = rt_kernel_grid(k, args, g))) return s;
     if ((s = rt_check_grid(k, g))) return s;
+    if (rt_grid_empty(g)) return TRT_SUCCESS;
     uint64_t mask = class_mask(k, args);
     int found = find_variant(k, mask);
     unsigned index;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/ast.h"
 #include "frontend/frontend.h"
 #include "ir/arena.h"
 #include "passes/passes.h"
@@ -251,6 +252,72 @@ fail:
     return s;
 }
 
+/* ---- the names a caller gives ---------------------------------------------------- */
+/* An unknown kernel or const is the caller's mistake, not an error in the source:
+ * TRT_ERROR_NOT_FOUND, in the API's words, listing what the caller could have meant. */
+static const AstItem *declared_kernel(const TrtModule *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->prog->nitems; i++)
+        if (m->prog->items[i].kind == AST_KERNEL && !strcmp(m->prog->items[i].name, name))
+            return &m->prog->items[i];
+    return NULL;
+}
+
+static TrtStatus no_kernel(const TrtModule *m, const char *name)
+{
+    char *list = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&list, &len);
+    if (!f) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    const char *sep = "";
+    for (uint32_t i = 0; i < m->prog->nitems; i++)
+        if (m->prog->items[i].kind == AST_KERNEL)
+            fprintf(f, "%s%s", sep, m->prog->items[i].name), sep = ", ";
+    fclose(f);
+    TrtStatus s = rt_fail(TRT_ERROR_NOT_FOUND,
+                          "trt_module_get_kernel: module '%s' has no kernel '%s' (kernels: %s)",
+                          m->src->name, name, *list ? list : "none");
+    free(list);
+    return s;
+}
+
+static bool names_const(const AstItem *it, const char *name)
+{
+    if (!strcmp(name, "warps") || !strcmp(name, "stages")) return true;
+    for (uint32_t i = 0; i < it->nparams; i++)
+        if (it->params[i].is_const && !strcmp(it->params[i].name, name)) return true;
+    return false;
+}
+
+static TrtStatus no_const(const AstItem *it, const char *name)
+{
+    char *list = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&list, &len);
+    if (!f) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    for (uint32_t i = 0; i < it->nparams; i++)
+        if (it->params[i].is_const) fprintf(f, "%s, ", it->params[i].name);
+    fputs("warps, stages", f);
+    fclose(f);
+    TrtStatus s = rt_fail(TRT_ERROR_NOT_FOUND,
+                          "trt_module_get_kernel: const '%s' is not a parameter of kernel '%s' "
+                          "(its consts: %s)", name, it->name, list);
+    free(list);
+    return s;
+}
+
+static TrtStatus check_names(const TrtModule *m, const char *name, const TrtConst *c, uint32_t n)
+{
+    const AstItem *it = declared_kernel(m, name);
+    if (!it) return no_kernel(m, name);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!c[i].name)
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_module_get_kernel: const %u has no name", i);
+        if (!names_const(it, c[i].name)) return no_const(it, c[i].name);
+    }
+    return TRT_SUCCESS;
+}
+
 TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *consts,
                                 uint32_t nconsts, TrtKernel **out)
 {
@@ -262,7 +329,8 @@ TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *
     TrtStatus s = TRT_SUCCESS;
     if ((*out = find_kernel(m, name, consts, nconsts))) {
     } else if (m->prog) {
-        s = make_tile_kernel(m, name, consts, nconsts, out);
+        if (!(s = check_names(m, name, consts, nconsts)))
+            s = make_tile_kernel(m, name, consts, nconsts, out);
     } else {
         s = rt_fail(TRT_ERROR_NOT_FOUND, "no kernel named '%s' in this PTX module", name);
     }

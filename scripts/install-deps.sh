@@ -3,9 +3,10 @@
 # package is present it only checks and returns (well under a second).
 set -euo pipefail
 
-PKGS=(build-essential cmake ninja-build pkg-config flex bison libcmocka-dev
+PKGS=(build-essential g++ cmake ninja-build pkg-config flex bison libcmocka-dev
       llvm-19-dev llvm-19-tools clang python3 libxxhash-dev zlib1g-dev libzstd-dev
       python3-numpy python3-pip)  # the Python package's tests: numpy arrays, pip install
+# (g++ and clang's clang++: tests/header compiles tile_rt.h as C++11 and C++17)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -25,11 +25,27 @@
 extern "C" {
 #endif
 
-/* The driver's handle types, declared as cuda.h declares them, so a program may
- * include both headers (C allows a typedef to be repeated with the same type). */
+/* The version of this header and of the library (trt_version()); a program can compare
+ * the two to find a library older than the header it was built with. */
+#define TILE_RT_VERSION_MAJOR 0
+#define TILE_RT_VERSION_MINOR 1
+#define TILE_RT_VERSION_PATCH 0
+#define TILE_RT_VERSION "0.1.0"
+
+/* The driver's handle types as cuda.h declares them: CUdeviceptr is an unsigned long
+ * long (on the 64-bit systems tile supports) and CUstream a pointer to struct CUstream_st,
+ * so values pass between the two headers unchanged. C99 forbids repeating a typedef, so
+ * there (and only there, and only when cuda.h is not already included) the header
+ * leaves CUdeviceptr and CUstream to cuda.h; its own functions use the TrtDevicePtr and
+ * TrtStream names, which are the same types. C11 and C++ allow the repetition. */
+typedef unsigned long long TrtDevicePtr;
+typedef struct CUstream_st *TrtStream;
+#if !defined(__cuda_cuda_h__) && \
+    (defined(__cplusplus) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L))
 typedef unsigned long long CUdeviceptr_v2;
 typedef CUdeviceptr_v2 CUdeviceptr;
 typedef struct CUstream_st *CUstream;
+#endif
 
 typedef enum TrtStatus {
     TRT_SUCCESS = 0,
@@ -49,8 +65,11 @@ typedef enum TrtStatus {
 
 /* A short constant name of a status ("TRT_ERROR_NO_DRIVER"). */
 const char *trt_status_name(TrtStatus s);
-/* The message of the calling thread's last failure ("" if none). Owned by the library. */
+/* The message of the calling thread's last failure ("" if none), whole however long.
+ * Owned by the library; valid until the thread's next failing call. */
 const char *trt_last_error(void);
+/* The library's version, "MAJOR.MINOR.PATCH" (TILE_RT_VERSION of the build). Static. */
+const char *trt_version(void);
 
 /* ---- contexts --------------------------------------------------------------------- */
 typedef enum TrtMode {
@@ -111,8 +130,10 @@ typedef struct TrtConst {
 } TrtConst;
 
 /* The kernel `name` with the given const values (the others from the @autotune
- * default config or their defaults). Type and shape errors appear here
- * (TRT_ERROR_COMPILE, with the diagnostics in the message). The same name and consts
+ * default config or their defaults). A name the module does not declare (the kernel, or
+ * a const that is not one of its const parameters nor "warps"/"stages") is
+ * TRT_ERROR_NOT_FOUND. Type and shape errors appear here (TRT_ERROR_COMPILE, with the
+ * diagnostics in the message). The same name and consts
  * give the same handle. *out is owned by the module. */
 TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *consts,
                                 uint32_t nconsts, TrtKernel **out);
@@ -132,34 +153,43 @@ typedef enum TrtArgKind {
 typedef struct TrtArg {
     TrtArgKind kind;
     union {
-        CUdeviceptr ptr;
+        TrtDevicePtr ptr;
         int8_t i8; int16_t i16; int32_t i32; int64_t i64;
         uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
         float f32; double f64;
     } v;
 } TrtArg;
 
-static inline TrtArg trt_arg_ptr(CUdeviceptr p) { TrtArg a = {TRT_ARG_PTR, {.ptr = p}}; return a; }
-static inline TrtArg trt_arg_i32(int32_t x) { TrtArg a = {TRT_ARG_I32, {.i32 = x}}; return a; }
-static inline TrtArg trt_arg_i64(int64_t x) { TrtArg a = {TRT_ARG_I64, {.i64 = x}}; return a; }
-static inline TrtArg trt_arg_u32(uint32_t x) { TrtArg a = {TRT_ARG_U32, {.u32 = x}}; return a; }
-static inline TrtArg trt_arg_u64(uint64_t x) { TrtArg a = {TRT_ARG_U64, {.u64 = x}}; return a; }
-static inline TrtArg trt_arg_f32(float x) { TrtArg a = {TRT_ARG_F32, {.f32 = x}}; return a; }
-static inline TrtArg trt_arg_f64(double x) { TrtArg a = {TRT_ARG_F64, {.f64 = x}}; return a; }
-static inline TrtArg trt_arg_bool(int x) { TrtArg a = {TRT_ARG_BOOL, {.i8 = (int8_t)(x != 0)}}; return a; }
+/* One helper per kind (member assignments, not designated initializers, which C++
+ * has only since C++20). f16 and bf16 take the bits of the value. */
+static inline TrtArg trt_arg_ptr(TrtDevicePtr x) { TrtArg a; a.kind = TRT_ARG_PTR; a.v.u64 = 0; a.v.ptr = x; return a; }
+static inline TrtArg trt_arg_i8(int8_t x) { TrtArg a; a.kind = TRT_ARG_I8; a.v.u64 = 0; a.v.i8 = x; return a; }
+static inline TrtArg trt_arg_i16(int16_t x) { TrtArg a; a.kind = TRT_ARG_I16; a.v.u64 = 0; a.v.i16 = x; return a; }
+static inline TrtArg trt_arg_i32(int32_t x) { TrtArg a; a.kind = TRT_ARG_I32; a.v.u64 = 0; a.v.i32 = x; return a; }
+static inline TrtArg trt_arg_i64(int64_t x) { TrtArg a; a.kind = TRT_ARG_I64; a.v.u64 = 0; a.v.i64 = x; return a; }
+static inline TrtArg trt_arg_u8(uint8_t x) { TrtArg a; a.kind = TRT_ARG_U8; a.v.u64 = 0; a.v.u8 = x; return a; }
+static inline TrtArg trt_arg_u16(uint16_t x) { TrtArg a; a.kind = TRT_ARG_U16; a.v.u64 = 0; a.v.u16 = x; return a; }
+static inline TrtArg trt_arg_u32(uint32_t x) { TrtArg a; a.kind = TRT_ARG_U32; a.v.u64 = 0; a.v.u32 = x; return a; }
+static inline TrtArg trt_arg_u64(uint64_t x) { TrtArg a; a.kind = TRT_ARG_U64; a.v.u64 = 0; a.v.u64 = x; return a; }
+static inline TrtArg trt_arg_f16(uint16_t bits) { TrtArg a; a.kind = TRT_ARG_F16; a.v.u64 = 0; a.v.u16 = bits; return a; }
+static inline TrtArg trt_arg_bf16(uint16_t bits) { TrtArg a; a.kind = TRT_ARG_BF16; a.v.u64 = 0; a.v.u16 = bits; return a; }
+static inline TrtArg trt_arg_f32(float x) { TrtArg a; a.kind = TRT_ARG_F32; a.v.u64 = 0; a.v.f32 = x; return a; }
+static inline TrtArg trt_arg_f64(double x) { TrtArg a; a.kind = TRT_ARG_F64; a.v.u64 = 0; a.v.f64 = x; return a; }
+static inline TrtArg trt_arg_bool(int x) { TrtArg a; a.kind = TRT_ARG_BOOL; a.v.u64 = 0; a.v.i8 = (int8_t)(x != 0); return a; }
 
 #define TRT_MAX_ARGS 64
 
 /* Launches `k` on `stream` (NULL: the legacy default stream). args: one per run-time
  * parameter of the kernel, in order (count, kinds and pointer alignment to the element
  * size are checked). grid: 3 block counts, or NULL to evaluate the kernel's grid(...)
- * clause on the arguments. The first launch with a new specialization class (integer
+ * clause on the arguments. A grid with a size 0 launches nothing (TRT_SUCCESS, after the
+ * arguments are checked). The first launch with a new specialization class (integer
  * arguments equal to 1 or divisible by 16, pointers aligned to 16 bytes) compiles or
  * loads a variant; later launches of that class only pack arguments and call the
  * driver. The calling thread must have the context's device current (it is after
  * trt_context_create; CUDA runtime and PyTorch use the same primary context). */
 TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs,
-                     const uint32_t grid[3], CUstream stream);
+                     const uint32_t grid[3], TrtStream stream);
 
 /* Runs `k` in the reference interpreter on host memory; only for a context made with
  * TRT_DEVICE_CPU. args as for trt_launch, with TRT_ARG_PTR values that are host
@@ -176,10 +206,10 @@ TrtStatus trt_launch_host(TrtKernel *k, const TrtArg *args, const uint64_t *byte
  * pass tensor pointers instead. Synchronous; the context's device must be current.
  * trt_mem_alloc gives *out (owned by the caller: trt_mem_free) or 0 on failure.
  * trt_synchronize waits for all work of the device and reports a failed kernel. */
-TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, CUdeviceptr *out);
-void trt_mem_free(TrtContext *ctx, CUdeviceptr p);
-TrtStatus trt_memcpy_htod(TrtContext *ctx, CUdeviceptr dst, const void *src, size_t bytes);
-TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, CUdeviceptr src, size_t bytes);
+TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, TrtDevicePtr *out);
+void trt_mem_free(TrtContext *ctx, TrtDevicePtr p);
+TrtStatus trt_memcpy_htod(TrtContext *ctx, TrtDevicePtr dst, const void *src, size_t bytes);
+TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, TrtDevicePtr src, size_t bytes);
 TrtStatus trt_synchronize(TrtContext *ctx);
 
 /* ---- introspection ------------------------------------------------------------------ */

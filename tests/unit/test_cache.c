@@ -625,6 +625,60 @@ static void test_directory_entry_replaced(void **state)
     assert_int_equal(get_named("dir2"), RT_GET_HIT);
 }
 
+/* TILE_CACHE_MAX_BYTES: a count of bytes with an optional binary suffix. */
+static void test_size_suffixes(void **state)
+{
+    (void)state;
+    static const struct { const char *text; uint64_t bytes; } good[] = {
+        {"1000", 1000}, {"5G", 5ull << 30}, {"5g", 5ull << 30}, {"5GB", 5ull << 30},
+        {"5GiB", 5ull << 30}, {"5 gib", 5ull << 30}, {"512k", 512ull << 10}, {"64M", 64ull << 20},
+        {"2T", 2ull << 40}, {" 7 ", 7}, {"7B", 7}, {"16777215T", 16777215ull << 40},
+    };
+    for (unsigned i = 0; i < sizeof good / sizeof *good; i++) {
+        uint64_t b = 0;
+        assert_true(rt_parse_size(good[i].text, &b));
+        assert_int_equal(b, good[i].bytes);
+    }
+    static const char *const bad[] = {"", "junk", "5X", "5GG", "-5G", "0", "0G", "5Gi", "5 G B",
+                                      "1.5G", "G", "16777216T", "99999999999999999999"};
+    for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t b = 0;
+        if (rt_parse_size(bad[i], &b)) fail_msg("'%s' was read as %llu", bad[i], (unsigned long long)b);
+    }
+}
+
+/* The bound from the environment, and junk reported on stderr with the default used. */
+static void test_size_bound_from_env(void **state)
+{
+    (void)state;
+    char log[300];
+    snprintf(log, sizeof log, "%s/stderr", cur.dir);
+    RtCache *c = NULL;
+    setenv("TILE_CACHE_MAX_BYTES", "5G", 1);
+    assert_int_equal(rt_cache_open(cur.dir, 0, &c), TRT_SUCCESS);
+    assert_int_equal(rt_cache_max_bytes(c), 5ull << 30);
+    rt_cache_close(c);
+    setenv("TILE_CACHE_MAX_BYTES", "lots", 1);
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    TrtStatus s = rt_cache_open(cur.dir, 0, &c);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(fd);
+    close(saved);
+    unsetenv("TILE_CACHE_MAX_BYTES");
+    assert_int_equal(s, TRT_SUCCESS);
+    assert_int_equal(rt_cache_max_bytes(c), 1ull << 30);
+    rt_cache_close(c);
+    char text[400] = {0};
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    assert_true(fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    assert_non_null(strstr(text, "tile: warning: TILE_CACHE_MAX_BYTES='lots' is not a size"));
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -639,7 +693,7 @@ int main(void)
         T(test_concurrent_miss_builds_once), T(test_kill_during_write),
         T(test_kill_while_holding_lock), T(test_prune_removes_idle_locks),
         T(test_fifo_entry_refused), T(test_huge_entry_refused_unread),
-        T(test_directory_entry_replaced),
+        T(test_directory_entry_replaced), T(test_size_suffixes), T(test_size_bound_from_env),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
