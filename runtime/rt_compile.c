@@ -69,7 +69,7 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
 /* A driver error with the JIT's log (ptxas's message) appended. */
 static TrtStatus fail_with_log(TrtContext *ctx, CUresult r, const char *what, const char *log)
 {
-    TrtStatus s = rt_driver_error(ctx->drv, r, what);
+    TrtStatus s = rt_ctx_driver_error(ctx, r, what);
     if (log[0]) rt_fail(s, "%s\n%s", trt_last_error(), log);
     return s;
 }
@@ -259,11 +259,11 @@ static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
     v->threads = meta.threads;
     v->shared_bytes = meta.shared_bytes;
     CUresult r = ctx->drv->cuModuleGetFunction(&v->fn, v->mod, k->name);
-    if (r) s = rt_driver_error(ctx->drv, r, "cuModuleGetFunction");
+    if (r) s = rt_ctx_driver_error(ctx, r, "cuModuleGetFunction");
     else if (v->shared_bytes > RT_STATIC_SHARED_LIMIT &&
              (r = ctx->drv->cuFuncSetAttribute(v->fn, RT_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED,
                                                (int)v->shared_bytes)))
-        s = rt_driver_error(ctx->drv, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+        s = rt_ctx_driver_error(ctx, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     if (s) {
         ctx->drv->cuModuleUnload(v->mod);
         v->mod = NULL;

@@ -89,6 +89,7 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
     TrtContext *c = tl_calloc(1, sizeof *c);
     if (!c) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     c->drv = d;
+    pthread_mutex_init(&c->fault_lock, NULL);
     c->device = device;
     c->mode = mode;
     if (getenv("TILE_LOG_RECOMPILES") && !strcmp(getenv("TILE_LOG_RECOMPILES"), "1"))
@@ -108,6 +109,7 @@ void trt_context_destroy(TrtContext *c)
 {
     if (!c) return;
     if (c->cuctx) c->drv->cuDevicePrimaryCtxRelease(c->dev);
+    if (c->drv) pthread_mutex_destroy(&c->fault_lock);
     rt_cache_close(c->cache);
     tl_free(c);
 }
@@ -137,4 +139,84 @@ const char *trt_context_cache_dir(const TrtContext *c)
 bool rt_log_recompiles(const TrtContext *c)
 {
     return atomic_load(&((TrtContext *)c)->flags) & TRT_FLAG_LOG_RECOMPILES;
+}
+
+/* ---- kernel faults ------------------------------------------------------------------ */
+/* After a kernel faults, the driver makes the context unusable: every later call fails
+ * with the same error, and only a new process gets a working one. The first call that
+ * reports it records a message naming the kernels launched since the last successful
+ * synchronization (one of them faulted); later calls give that message. */
+bool rt_sticky_error(CUresult r)
+{
+    switch (r) {
+    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void record_fault(TrtContext *c, CUresult r)
+{
+    char names[600] = "";
+    size_t len = 0;
+    unsigned n = atomic_load_explicit(&c->nrecent, memory_order_relaxed);
+    unsigned first = n > RT_RECENT_LAUNCHES ? n - RT_RECENT_LAUNCHES : 0;
+    unsigned named = 0;
+    for (unsigned i = first; i < n; i++) {
+        TrtKernel *k = atomic_load_explicit(&c->recent[i % RT_RECENT_LAUNCHES], memory_order_relaxed);
+        if (!k) continue;
+        bool seen = false;   /* each name once */
+        for (unsigned j = first; j < i && !seen; j++)
+            seen = atomic_load_explicit(&c->recent[j % RT_RECENT_LAUNCHES], memory_order_relaxed) == k;
+        if (seen || len >= sizeof names - 1) continue;
+        int w = snprintf(names + len, sizeof names - len, "%s'%s'", named ? ", " : "", k->name);
+        if (w > 0) len += (size_t)w < sizeof names - len ? (size_t)w : sizeof names - 1 - len;
+        named++;
+    }
+    const char *call = trt_last_error();   /* rt_driver_error's "WHAT failed: CUDA_ERROR_X (r)" */
+    if (named)
+        snprintf(c->fault_msg, sizeof c->fault_msg,
+                 "%s: a kernel faulted on the GPU; launched since the last successful "
+                 "synchronization: %s%s. The CUDA context is now unusable: every later call "
+                 "on this device fails, and the process must restart", call, names,
+                 first ? " (and earlier ones not recorded)" : "");
+    else
+        snprintf(c->fault_msg, sizeof c->fault_msg,
+                 "%s: a kernel faulted on the GPU (none was launched through this context "
+                 "since its last successful synchronization). The CUDA context is now "
+                 "unusable: every later call on this device fails, and the process must "
+                 "restart", call);
+    atomic_store_explicit(&c->fault, r, memory_order_release);
+}
+
+TrtStatus rt_ctx_driver_error(TrtContext *c, CUresult r, const char *what)
+{
+    if (atomic_load_explicit(&c->fault, memory_order_acquire)) return rt_ctx_check_fault(c, what);
+    TrtStatus s = rt_driver_error(c->drv, r, what);
+    if (!rt_sticky_error(r)) return s;
+    pthread_mutex_lock(&c->fault_lock);
+    if (!atomic_load_explicit(&c->fault, memory_order_relaxed)) record_fault(c, r);
+    pthread_mutex_unlock(&c->fault_lock);
+    return rt_fail(TRT_ERROR_DRIVER, "%s", c->fault_msg);
+}
+
+TrtStatus rt_ctx_check_fault(TrtContext *c, const char *what)
+{
+    if (!c || !atomic_load_explicit(&c->fault, memory_order_acquire)) return TRT_SUCCESS;
+    return rt_fail(TRT_ERROR_DRIVER, "%s: the CUDA context is unusable since an earlier fault: %s", what, c->fault_msg);
+}
+
+void rt_ctx_synchronized(TrtContext *c)
+{
+    atomic_store_explicit(&c->nrecent, 0, memory_order_relaxed);
+}
+
+void rt_ctx_forget_module(TrtContext *c, const TrtModule *m)
+{
+    if (!c || !c->drv) return;
+    for (unsigned i = 0; i < RT_RECENT_LAUNCHES; i++) {
+        TrtKernel *k = atomic_load_explicit(&c->recent[i], memory_order_relaxed);
+        if (k && k->module == m) atomic_store_explicit(&c->recent[i], NULL, memory_order_relaxed);
+    }
 }

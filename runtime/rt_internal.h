@@ -88,6 +88,24 @@ const RtDriver *rt_driver(void);
  * TRT_ERROR_DRIVER. */
 TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what);
 
+/* Whether r is one of the errors after which a CUDA context is unusable (a kernel
+ * faulted: 700, 702, 710, 714-719). */
+bool rt_sticky_error(CUresult r);
+struct TrtContext;
+/* rt_driver_error for a call on ctx. A sticky error records the fault in ctx (naming
+ * the kernels launched since the last successful synchronization) and every later
+ * failure on ctx gives that explanation. Returns TRT_ERROR_DRIVER. */
+TrtStatus rt_ctx_driver_error(struct TrtContext *ctx, CUresult r, const char *what);
+/* TRT_SUCCESS, or TRT_ERROR_DRIVER explaining the earlier fault that made ctx unusable
+ * (`what` names the call refused). */
+TrtStatus rt_ctx_check_fault(struct TrtContext *ctx, const char *what);
+/* A successful cuCtxSynchronize: forget the kernels launched before it. */
+void rt_ctx_synchronized(struct TrtContext *ctx);
+/* Drops the kernels of a module being destroyed from ctx's ring. */
+void rt_ctx_forget_module(struct TrtContext *ctx, const struct TrtModule *m);
+/* Records k in ctx's ring (trt_launch's hot path: a load, a compare and two stores). */
+static inline void rt_ctx_note_launch(struct TrtContext *ctx, TrtKernel *k);
+
 /* ---- the code generator (rt_codegen.c) --------------------------------------------- */
 struct CgOptions;
 struct CgKernelInfo;
@@ -204,6 +222,7 @@ extern void (*rt_cache_test_write_hook)(const char *tmp_path);
 const char *rt_entry_kind_name(RtEntryKind k);
 
 /* ---- handles ---------------------------------------------------------------------- */
+#define RT_RECENT_LAUNCHES 8
 struct TrtContext {
     const RtDriver *drv;       /* NULL for a CPU context */
     int device;                /* the ordinal, or TRT_DEVICE_CPU */
@@ -214,7 +233,27 @@ struct TrtContext {
     atomic_uint flags;
     RtCache *cache;            /* NULL: memory only */
     char arch[16];             /* the codegen target, "sm_90a" */
+    /* Kernels launched since the last successful cuCtxSynchronize, for the message of a
+     * fault (rt_ctx_driver_error): a ring written by trt_launch with relaxed stores
+     * (best effort under concurrent launches), a repeat of the last kernel not stored.
+     * nrecent counts entries since the sync; slots of destroyed modules are NULL. */
+    _Atomic(TrtKernel *) recent[RT_RECENT_LAUNCHES];
+    atomic_uint nrecent;
+    /* A sticky driver error (a kernel fault): the context is unusable for good. fault is
+     * its CUresult, stored after fault_msg is complete (under fault_lock). */
+    atomic_int fault;
+    pthread_mutex_t fault_lock;
+    char fault_msg[1024];
 };
+
+static inline void rt_ctx_note_launch(struct TrtContext *ctx, TrtKernel *k)
+{
+    unsigned n = atomic_load_explicit(&ctx->nrecent, memory_order_relaxed);
+    _Atomic(TrtKernel *) *prev = &ctx->recent[(n - 1) % RT_RECENT_LAUNCHES];
+    if (n && atomic_load_explicit(prev, memory_order_relaxed) == k) return;
+    atomic_store_explicit(&ctx->recent[n % RT_RECENT_LAUNCHES], k, memory_order_relaxed);
+    atomic_store_explicit(&ctx->nrecent, n + 1, memory_order_relaxed);
+}
 
 /* A variant: code for one specialization class of a kernel's arguments. */
 /* Where a variant's code came from, from the cheapest to the dearest. */

@@ -270,7 +270,9 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     int found = find_variant(k, mask);
     unsigned index;
     if (found >= 0) index = (unsigned)found;
-    else if ((s = resolve_variant(k, mask, &index))) return s;
+    else if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
+             (s = resolve_variant(k, mask, &index)))
+        return s;
     atomic_store_explicit(&k->last, index, memory_order_relaxed);
     void *params[TRT_MAX_ARGS];
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;
@@ -278,5 +280,7 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     const RtDriver *d = k->module->ctx->drv;
     CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], v->threads, 1, 1, v->shared_bytes,
                                    stream, params, NULL);
-    return r ? rt_driver_error(d, r, "cuLaunchKernel") : TRT_SUCCESS;
+    if (r) return rt_ctx_driver_error(k->module->ctx, r, "cuLaunchKernel");
+    rt_ctx_note_launch(k->module->ctx, k);
+    return TRT_SUCCESS;
 }

@@ -8,17 +8,17 @@ static TrtStatus need_ctx(const TrtContext *ctx, const char *fn)
     if (!ctx) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!ctx->drv)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: a CPU context has no device memory", fn);
-    return TRT_SUCCESS;
+    return rt_ctx_check_fault((TrtContext *)ctx, fn);
 }
 
 TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, CUdeviceptr *out)
 {
+    if (out) *out = 0;
     TrtStatus s = need_ctx(ctx, "trt_mem_alloc");
     if (s) return s;
     if (!out) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_mem_alloc: out is NULL");
-    *out = 0;
     CUresult r = ctx->drv->cuMemAlloc(out, bytes ? bytes : 1);
-    return r ? rt_driver_error(ctx->drv, r, "cuMemAlloc") : TRT_SUCCESS;
+    return r ? rt_ctx_driver_error(ctx, r, "cuMemAlloc") : TRT_SUCCESS;
 }
 
 void trt_mem_free(TrtContext *ctx, CUdeviceptr p)
@@ -31,7 +31,7 @@ TrtStatus trt_memcpy_htod(TrtContext *ctx, CUdeviceptr dst, const void *src, siz
     TrtStatus s = need_ctx(ctx, "trt_memcpy_htod");
     if (s || !bytes) return s;
     CUresult r = ctx->drv->cuMemcpyHtoD(dst, src, bytes);
-    return r ? rt_driver_error(ctx->drv, r, "cuMemcpyHtoD") : TRT_SUCCESS;
+    return r ? rt_ctx_driver_error(ctx, r, "cuMemcpyHtoD") : TRT_SUCCESS;
 }
 
 TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, CUdeviceptr src, size_t bytes)
@@ -39,7 +39,7 @@ TrtStatus trt_memcpy_dtoh(TrtContext *ctx, void *dst, CUdeviceptr src, size_t by
     TrtStatus s = need_ctx(ctx, "trt_memcpy_dtoh");
     if (s || !bytes) return s;
     CUresult r = ctx->drv->cuMemcpyDtoH(dst, src, bytes);
-    return r ? rt_driver_error(ctx->drv, r, "cuMemcpyDtoH") : TRT_SUCCESS;
+    return r ? rt_ctx_driver_error(ctx, r, "cuMemcpyDtoH") : TRT_SUCCESS;
 }
 
 TrtStatus trt_synchronize(TrtContext *ctx)
@@ -48,5 +48,7 @@ TrtStatus trt_synchronize(TrtContext *ctx)
     TrtStatus s = need_ctx(ctx, "trt_synchronize");
     if (s) return s;
     CUresult r = ctx->drv->cuCtxSynchronize();
-    return r ? rt_driver_error(ctx->drv, r, "cuCtxSynchronize (a kernel failed)") : TRT_SUCCESS;
+    if (r) return rt_ctx_driver_error(ctx, r, "cuCtxSynchronize (a kernel failed)");
+    rt_ctx_synchronized(ctx);
+    return TRT_SUCCESS;
 }

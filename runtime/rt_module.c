@@ -103,6 +103,7 @@ void trt_module_destroy(TrtModule *m)
 {
     if (!m) return;
     if (m->nkernels && m->ctx->drv) m->ctx->drv->cuCtxSetCurrent(m->ctx->cuctx);
+    if (m->nkernels) rt_ctx_forget_module(m->ctx, m);
     for (uint32_t i = 0; i < m->nkernels; i++) kernel_destroy(m->kernels[i]);
     tl_free(m->kernels);
     if (m->ast_ctx) ir_ctx_destroy(m->ast_ctx);

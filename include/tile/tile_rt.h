@@ -205,7 +205,11 @@ TrtStatus trt_launch_host(TrtKernel *k, const TrtArg *args, const uint64_t *byte
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
  * pass tensor pointers instead. Synchronous; the context's device must be current.
  * trt_mem_alloc gives *out (owned by the caller: trt_mem_free) or 0 on failure.
- * trt_synchronize waits for all work of the device and reports a failed kernel. */
+ * trt_synchronize waits for all work of the device and reports a failed kernel. A kernel
+ * fault (CUDA_ERROR_ILLEGAL_ADDRESS and the other sticky errors) leaves the context
+ * unusable: the message names the kernels launched since the last successful
+ * trt_synchronize and says the process must restart, and every later call on the
+ * context fails with TRT_ERROR_DRIVER and that explanation (docs/RUNTIME.md). */
 TrtStatus trt_mem_alloc(TrtContext *ctx, size_t bytes, TrtDevicePtr *out);
 void trt_mem_free(TrtContext *ctx, TrtDevicePtr p);
 TrtStatus trt_memcpy_htod(TrtContext *ctx, TrtDevicePtr dst, const void *src, size_t bytes);

@@ -13,6 +13,10 @@
  *   MOCKCUDA_LAUNCH_ERROR=N   cuLaunchKernel returns N
  *   MOCKCUDA_MISSING=cuX      cuGetProcAddress gives a NULL pointer for cuX
  *   MOCKCUDA_CC=XY            compute capability (default 90)
+ *   MOCKCUDA_SYNC_ERROR=N     cuCtxSynchronize and cuStreamSynchronize return N; a
+ *                             sticky N (a kernel fault: 700, 702, 710, 714-719) then
+ *                             stays, as on a GPU: every later launch, load, allocation,
+ *                             copy and synchronization returns it until mockcuda_reset
  * A PTX text containing MOCK_SYNTAX_ERROR fails to load or link with error 218 and a
  * ptxas-like log. */
 #include <pthread.h>
@@ -53,6 +57,20 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static MockCounts counts;
 static MockLaunch last_launch;
 static int primary_ctx;   /* the address is the one context there is */
+static int sticky;        /* a kernel fault's error, returned by later calls (0: none) */
+
+static bool is_sticky(int r)
+{
+    return r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719);
+}
+
+static int sticky_error(void)
+{
+    pthread_mutex_lock(&mu);
+    int r = sticky;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
 
 static int env_int(const char *name, int def)
 {
@@ -129,12 +147,19 @@ static int m_cuCtxSetCurrent(void *c)
 
 static int m_cuCtxSynchronize(void)
 {
-    return OK;
+    int r = sticky_error();
+    if (r) return r;
+    if ((r = env_int("MOCKCUDA_SYNC_ERROR", 0)) && is_sticky(r)) {
+        pthread_mutex_lock(&mu);
+        sticky = r;
+        pthread_mutex_unlock(&mu);
+    }
+    return r;
 }
 
 static int m_cuStreamSynchronize(void *s)
 {
-    return OK;
+    return m_cuCtxSynchronize();
 }
 
 /* ---- modules ------------------------------------------------------------------------ */
@@ -189,6 +214,7 @@ static void put_log(unsigned n, const int *opts, void **vals, const char *msg)
 static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int *opts,
                                 void **vals)
 {
+    if (sticky_error()) return sticky_error();
     const char *text = image;
     bool cubin = !strncmp(text, CUBIN_MAGIC, strlen(CUBIN_MAGIC));
     int err = env_int("MOCKCUDA_LOAD_ERROR", 0);
@@ -296,6 +322,7 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
                             void **params, void **extra)
 {
     int err = env_int("MOCKCUDA_LAUNCH_ERROR", 0);
+    if (!err) err = sticky_error();
     if (err) return err;
     if (!f || bx * by * bz > 1024 || !bx || !gx || !gy || !gz) return E_INVALID_VALUE;
     if (f->nparams && !params) return E_INVALID_VALUE;
@@ -309,6 +336,7 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
 
 static int m_cuMemAlloc(uint64_t *p, size_t n)
 {
+    if (sticky_error()) return sticky_error();
     void *m = aligned_alloc(256, (n + 255) / 256 * 256);
     *p = (uint64_t)(uintptr_t)m;
     return m ? OK : 2;
@@ -322,12 +350,14 @@ static int m_cuMemFree(uint64_t p)
 
 static int m_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n)
 {
+    if (sticky_error()) return sticky_error();
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
 }
 
 static int m_cuMemcpyDtoH(void *dst, uint64_t src, size_t n)
 {
+    if (sticky_error()) return sticky_error();
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return OK;
 }
@@ -342,6 +372,15 @@ static int m_cuGetErrorName(int r, const char **s)
     case E_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; return OK;
     case E_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; return OK;
     case E_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return OK;
+    case 700: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
+    case 702: *s = "CUDA_ERROR_LAUNCH_TIMEOUT"; return OK;
+    case 710: *s = "CUDA_ERROR_ASSERT"; return OK;
+    case 714: *s = "CUDA_ERROR_HARDWARE_STACK_ERROR"; return OK;
+    case 715: *s = "CUDA_ERROR_ILLEGAL_INSTRUCTION"; return OK;
+    case 716: *s = "CUDA_ERROR_MISALIGNED_ADDRESS"; return OK;
+    case 717: *s = "CUDA_ERROR_INVALID_ADDRESS_SPACE"; return OK;
+    case 718: *s = "CUDA_ERROR_INVALID_PC"; return OK;
+    case 719: *s = "CUDA_ERROR_LAUNCH_FAILED"; return OK;
     default: *s = NULL; return E_INVALID_VALUE;
     }
 }
@@ -390,5 +429,6 @@ void mockcuda_reset(void)
     pthread_mutex_lock(&mu);
     memset(&counts, 0, sizeof counts);
     memset(&last_launch, 0, sizeof last_launch);
+    sticky = 0;
     pthread_mutex_unlock(&mu);
 }

@@ -27,7 +27,8 @@ typedef void (*MockCountsFn)(MockCounts *out);
 typedef void (*MockLastLaunchFn)(MockLaunch *out);
 typedef void (*MockResetFn)(void);
 
-/* Exported by the mock as mockcuda_counts, mockcuda_last_launch, mockcuda_reset. */
+/* Exported by the mock as mockcuda_counts, mockcuda_last_launch, mockcuda_reset
+ * (which also ends a sticky fault made by MOCKCUDA_SYNC_ERROR). */
 void mockcuda_counts(MockCounts *out);
 void mockcuda_last_launch(MockLaunch *out);
 void mockcuda_reset(void);

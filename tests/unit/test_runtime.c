@@ -75,6 +75,7 @@ static int setup(void **state)
     mock_reset();
     unsetenv("MOCKCUDA_LOAD_ERROR");
     unsetenv("MOCKCUDA_LAUNCH_ERROR");
+    unsetenv("MOCKCUDA_SYNC_ERROR");
     return 0;
 }
 
@@ -923,6 +924,122 @@ static void test_launch_error(void **state)
     assert_ok(trt_launch(k, a, 4, grid, NULL));
 }
 
+/* ---- kernel faults ------------------------------------------------------------------ */
+static const char two_kernels_ptx[] =
+    ".version 8.3\n.target sm_90a\n.address_size 64\n"
+    ".visible .entry scale(.param .u64 x, .param .u32 n, .param .f32 s, .param .u64 m)\n"
+    "{\n\tret;\n}\n"
+    ".visible .entry shift(.param .u64 x, .param .u32 n, .param .f32 s, .param .u64 m)\n"
+    "{\n\tret;\n}\n";
+
+static void two_kernels(TrtKernel **scale, TrtKernel **shift)
+{
+    RtPtxKernel ks[2] = {scale_kernel, scale_kernel};
+    ks[1].name = "shift";
+    assert_ok(rt_module_load_ptx(cur.ctx, two_kernels_ptx, ks, 2, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "scale", NULL, 0, scale));
+    assert_ok(trt_module_get_kernel(cur.mod, "shift", NULL, 0, shift));
+}
+
+/* The next synchronization faults as an out-of-bounds store would (700, sticky). */
+static TrtStatus faulting_sync(void)
+{
+    setenv("MOCKCUDA_SYNC_ERROR", "700", 1);
+    TrtStatus s = trt_synchronize(cur.ctx);
+    unsetenv("MOCKCUDA_SYNC_ERROR");
+    return s;
+}
+
+static void test_fault_names_kernels_since_last_sync(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *scale, *shift;
+    two_kernels(&scale, &shift);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_ok(trt_launch(shift, a, 4, grid, NULL));
+    assert_ok(trt_synchronize(cur.ctx));          /* shift finished: not a suspect */
+    assert_ok(trt_launch(scale, a, 4, grid, NULL));
+    assert_ok(trt_launch(scale, a, 4, grid, NULL));
+    assert_int_equal(faulting_sync(), TRT_ERROR_DRIVER);
+    const char *m = trt_last_error();
+    assert_non_null(strstr(m, "cuCtxSynchronize (a kernel failed) failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+    assert_non_null(strstr(m, "a kernel faulted on the GPU"));
+    assert_non_null(strstr(m, "since the last successful synchronization: 'scale'."));
+    assert_null(strstr(m, "'shift'"));
+    assert_non_null(strstr(m, "CUDA context is now unusable"));
+    assert_non_null(strstr(m, "the process must restart"));
+}
+
+static void test_fault_later_calls_fail_fast(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *scale, *shift;
+    two_kernels(&scale, &shift);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_ok(trt_launch(scale, a, 4, grid, NULL));
+    assert_ok(trt_launch(shift, a, 4, grid, NULL));
+    assert_ok(trt_launch(scale, a, 4, grid, NULL));
+    assert_int_equal(faulting_sync(), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "synchronization: 'scale', 'shift'."));
+
+    /* A launch of a known class, one of a new class (refused before building a variant),
+     * copies, an allocation and a synchronization all give the earlier fault. */
+    MockCounts before, after;
+    mock_counts(&before);
+    assert_int_equal(trt_launch(shift, a, 4, grid, NULL), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "cuLaunchKernel: the CUDA context is unusable since an earlier fault"));
+    assert_non_null(strstr(trt_last_error(), "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+    assert_non_null(strstr(trt_last_error(), "'scale', 'shift'"));
+    assert_non_null(strstr(trt_last_error(), "the process must restart"));
+    scale_args(a, 0x1004, 33);
+    assert_int_equal(trt_launch(scale, a, 4, grid, NULL), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "trt_launch: the CUDA context is unusable since an earlier fault"));
+    mock_counts(&after);
+    assert_int_equal(after.ptx_loads + after.cubin_loads, before.ptx_loads + before.cubin_loads);
+    assert_int_equal(after.launches, before.launches);
+    char buf[8] = {0};
+    CUdeviceptr p = 1;
+    assert_int_equal(trt_memcpy_htod(cur.ctx, 0x1000, buf, sizeof buf), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "trt_memcpy_htod: the CUDA context is unusable since an earlier fault"));
+    assert_int_equal(trt_memcpy_dtoh(cur.ctx, buf, 0x1000, sizeof buf), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "earlier fault"));
+    assert_int_equal(trt_mem_alloc(cur.ctx, 64, &p), TRT_ERROR_DRIVER);
+    assert_int_equal(p, 0);
+    assert_non_null(strstr(trt_last_error(), "earlier fault"));
+    assert_int_equal(trt_synchronize(cur.ctx), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "trt_synchronize: the CUDA context is unusable since an earlier fault"));
+    assert_non_null(strstr(trt_last_error(), "'scale', 'shift'"));
+}
+
+/* Past the ring's size the message names the last ones and says there were more; a
+ * destroyed module's kernels are dropped from it (their names are gone). */
+static void test_fault_ring_bounds(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *scale, *shift;
+    two_kernels(&scale, &shift);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    for (int i = 0; i < 3 * RT_RECENT_LAUNCHES; i++)
+        assert_ok(trt_launch(i % 2 ? shift : scale, a, 4, grid, NULL));
+    TrtModule *old = cur.mod;
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    assert_ok(trt_launch(k, a, 4, grid, NULL));
+    trt_module_destroy(old);
+    assert_int_equal(faulting_sync(), TRT_ERROR_DRIVER);
+    const char *m = trt_last_error();
+    assert_non_null(strstr(m, "synchronization: 'scale' (and earlier ones not recorded)."));
+    assert_null(strstr(m, "'shift'"));
+}
+
 /* ---- no driver: each case in a fresh process ----------------------------------------- */
 /* The driver is opened once per process, so each case runs in a new process: this
  * program again (main's --child), with one more variable in its environment. It calls
@@ -1054,7 +1171,8 @@ int main(int argc, char **argv)
         T(test_tile_kernel_grid_clause), T(test_tile_kernel_compiled_once_across_contexts),
         T(test_tile_kernel_real_compile_step), T(test_no_codegen_library_warm_cache_works),
         T(test_codegen_library_without_entry_points), T(test_load_error_has_jit_log),
-        T(test_link_error_is_not_cached), T(test_launch_error), T(test_no_driver_library),
+        T(test_link_error_is_not_cached), T(test_launch_error), T(test_fault_names_kernels_since_last_sync),
+        T(test_fault_later_calls_fail_fast), T(test_fault_ring_bounds), T(test_no_driver_library),
         T(test_no_driver_cuinit_fails), T(test_no_driver_missing_entry_point),
         T(test_null_handles), T(test_version), T(test_arg_helpers), T(test_occupancy_request_kept_without_spills),
         T(test_occupancy_request_dropped_when_it_spills),
