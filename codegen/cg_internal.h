@@ -160,6 +160,11 @@ bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
  * axis facts prove contiguous and aligned, with the mask (and other) constant over it,
  * at most 16 bytes; mask_at / other_at -1 when there is none. */
 uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, int mask_at, int other_at);
+/* Inline PTX `text` with LLVM constraints `cons` over args (at most 8), returning ret. */
+LLVMValueRef cg_call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n, const char *text,
+                         const char *cons, bool side_effects);
+/* Marks an asm call memory(read): ordered after stores and side effects, mergeable. */
+void cg_reads_memory_only(Cg *c, LLVMValueRef call);
 /* cg_shared.c: local_alloc, async_copy, async_commit, async_wait, local_load. */
 bool cg_shared(Cg *c, const IrOp *op);
 /* A local_load into an mma operand emits its ldmatrix when the dot needs it: step ks of

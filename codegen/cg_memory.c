@@ -120,7 +120,7 @@ static void word_list(char *buf, size_t size, uint32_t w, uint32_t first)
     snprintf(buf + at, size - (size_t)at, w > 1 ? "}" : "");
 }
 
-static LLVMValueRef call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n, const char *text,
+LLVMValueRef cg_call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n, const char *text,
                              const char *constraints, bool side_effects)
 {
     LLVMTypeRef tys[8];
@@ -134,7 +134,7 @@ static LLVMValueRef call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigne
 /* Marks an asm call as reading memory only (memory(read): every location Ref), so
  * that LLVM orders it after stores and atomics that may alias but may still merge
  * identical loads or drop an unused one. */
-static void reads_memory_only(Cg *c, LLVMValueRef call)
+void cg_reads_memory_only(Cg *c, LLVMValueRef call)
 {
     const char *names[3] = {"memory", "nounwind", "willreturn"};
     uint64_t vals[3] = {1 | 1 << 2 | 1 << 4, 0, 0};
@@ -171,8 +171,8 @@ static LLVMValueRef predicated_load(Cg *c, LLVMValueRef m, LLVMValueRef p, LLVMV
         LLVMTypeRef fields[4] = {i32, i32, i32, i32};
         rt = LLVMStructTypeInContext(c->ctx, fields, w, 0);
     }
-    LLVMValueRef call = call_asm(c, rt, args, 2 + w, text, cons, false);
-    reads_memory_only(c, call);
+    LLVMValueRef call = cg_call_asm(c, rt, args, 2 + w, text, cons, false);
+    cg_reads_memory_only(c, call);
     LLVMValueRef out = w > 1 ? LLVMGetUndef(wt) : call;
     for (uint32_t i = 0; w > 1 && i < w; i++)
         out = LLVMBuildInsertElement(c->b, out, LLVMBuildExtractValue(c->b, call, i, ""), cg_i32c(c, i), "");
@@ -193,7 +193,7 @@ static void predicated_store(Cg *c, LLVMValueRef m, LLVMValueRef p, LLVMValueRef
     }
     word_list(list, sizeof list, w, 2);
     snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $0, 0; @p st.global%s.b32 [$1], %s; }", vec_suffix[w], list);
-    call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 2 + w, text, cons, true);
+    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 2 + w, text, cons, true);
 }
 
 /* Loads elements k..k+n-1 (one vector when n > 1) into out. */
@@ -273,7 +273,7 @@ static bool lower_store(Cg *c, const IrOp *op)
 
 /* ---- atomics ------------------------------------------------------------------------------ */
 
-static void fence_gpu(Cg *c) { call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "fence.acq_rel.gpu;", "~{memory}", true); }
+static void fence_gpu(Cg *c) { cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "fence.acq_rel.gpu;", "~{memory}", true); }
 
 static bool releases(const IrOp *op) { return op->attr.i == IR_SEM_ACQ_REL || op->attr.i == IR_SEM_RELEASE; }
 static bool acquires(const IrOp *op) { return op->attr.i == IR_SEM_ACQ_REL || op->attr.i == IR_SEM_ACQUIRE; }

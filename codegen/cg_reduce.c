@@ -224,7 +224,7 @@ static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout 
 }
 
 /* A row reduction of an mma.sync accumulator whose rows each live in one warp (WN = 1,
- * passes/layout.c reduce_visit): a thread holds, per instruction row rm, rows g and
+ * passes/layout.c, rows in one warp): a thread holds, per instruction row rm, rows g and
  * g + 8 at columns 2t, 2t + 1 of every column tile; it combines those, then the four
  * lanes t of the row by two butterfly shuffles. The result is the slice of the layout
  * along axis 1, whose elements (rm, i) are rows rm*16*WM + wm*16 + g + 8*(i >> 1). */

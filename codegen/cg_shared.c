@@ -84,28 +84,6 @@ static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValue
     return add(c, b->base, mul(c, e, b->bytes));
 }
 
-static LLVMValueRef call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n, const char *text,
-                             const char *cons, bool side_effects)
-{
-    LLVMTypeRef tys[8];
-    for (unsigned i = 0; i < n; i++) tys[i] = LLVMTypeOf(args[i]);
-    LLVMTypeRef fty = LLVMFunctionType(ret, tys, n, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), (char *)cons, strlen(cons), side_effects, 0,
-                                       LLVMInlineAsmDialectATT, 0);
-    return LLVMBuildCall2(c->b, fty, fn, args, n, "");
-}
-
-/* memory(read): ordered after the waits and copies (side effects), free to be merged. */
-static void reads_memory_only(Cg *c, LLVMValueRef call)
-{
-    const char *names[3] = {"memory", "nounwind", "willreturn"};
-    uint64_t vals[3] = {1 | 1 << 2 | 1 << 4, 0, 0};
-    for (int i = 0; i < 3; i++) {
-        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
-        LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, vals[i]));
-    }
-}
-
 /* ---- async copies ------------------------------------------------------------------------ */
 
 /* One cp.async of `bytes` (4, 8 or 16) from global p to shared dst, zero-filled when m
@@ -120,11 +98,11 @@ static void cp_async(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, ui
         snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p cp.async.%s.shared.global [$0], [$1], %u, $2; }",
                  kind, bytes);
         LLVMValueRef args[4] = {dst, src, size, LLVMBuildZExt(c->b, own, i32t(c), "")};
-        call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 4, text, "r,l,r,r,~{memory}", true);
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 4, text, "r,l,r,r,~{memory}", true);
     } else {
         snprintf(text, sizeof text, "cp.async.%s.shared.global [$0], [$1], %u, $2;", kind, bytes);
         LLVMValueRef args[3] = {dst, src, size};
-        call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 3, text, "r,l,r,~{memory}", true);
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 3, text, "r,l,r,~{memory}", true);
     }
 }
 
@@ -228,8 +206,8 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
     snprintf(text, sizeof text, "ldmatrix.sync.aligned.m8n8.x%u%s.shared.b16 %s, [$%u];", n, trans ? ".trans" : "", list, n);
     LLVMTypeRef fields[4] = {i32t(c), i32t(c), i32t(c), i32t(c)};
     LLVMTypeRef ret = n == 1 ? i32t(c) : LLVMStructTypeInContext(c->ctx, fields, n, 0);
-    LLVMValueRef r = call_asm(c, ret, &addr, 1, text, cons, false);
-    reads_memory_only(c, r);
+    LLVMValueRef r = cg_call_asm(c, ret, &addr, 1, text, cons, false);
+    cg_reads_memory_only(c, r);
     for (uint32_t i = 0; i < n; i++) {
         LLVMValueRef w = n == 1 ? r : LLVMBuildExtractValue(c->b, r, i, "");
         out->v[2 * regs[i]] = elem_from_word(c, w, e, 0);
@@ -375,12 +353,12 @@ bool cg_shared(Cg *c, const IrOp *op)
     }
     case IR_OP_ASYNC_COPY: return lower_async_copy(c, op);
     case IR_OP_ASYNC_COMMIT:
-        call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "cp.async.commit_group;", "~{memory}", true);
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "cp.async.commit_group;", "~{memory}", true);
         return true;
     case IR_OP_ASYNC_WAIT: {
         char text[48];
         snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)op->attr.i);
-        call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
         cg_barrier(c);
         return true;
     }

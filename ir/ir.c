@@ -424,3 +424,14 @@ uint32_t *ir_use_counts(const IrFunc *f)
     ir_walk((IrBlock *)&f->body, count_uses, counts);
     return counts;
 }
+
+bool ir_value_defined_in(const IrFunc *f, IrValue v, const IrBlock *blk)
+{
+    const IrOp *d = f->values[v].def;
+    const IrBlock *b = d ? d->parent : f->values[v].block;
+    while (b) {
+        if (b == blk) return true;
+        b = b->parent_op ? b->parent_op->parent : NULL;
+    }
+    return false;
+}

@@ -235,6 +235,9 @@ void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to);
 /* Calls fn on every op of the block and, depth-first, of its regions (pre-order).
  * fn may not remove the op it is given; collect first, then remove. */
 void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud);
+/* v is computed inside blk: by an op of blk or of a region nested in it, or is an
+ * argument of such a block. */
+bool ir_value_defined_in(const IrFunc *f, IrValue v, const IrBlock *blk);
 /* Number of uses of every value of f (array of f->nvalues, malloc'd by the callee). */
 uint32_t *ir_use_counts(const IrFunc *f);
 

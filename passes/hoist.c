@@ -126,24 +126,13 @@ static void collect_shape_ops(IrBlock *body, Push *p)
 
 /* ---- loop-invariant code motion ---------------------------------------------------- */
 
-static bool defined_in(const IrFunc *f, IrValue v, const IrBlock *blk)
-{
-    const IrOp *d = f->values[v].def;
-    const IrBlock *b = d ? d->parent : f->values[v].block;
-    while (b) {
-        if (b == blk) return true;
-        b = b->parent_op ? b->parent_op->parent : NULL;
-    }
-    return false;
-}
-
 static bool hoistable(const IrFunc *f, const IrOp *op, const IrBlock *body)
 {
     if (!(ir_op_info[op->code].flags & IR_P) || op->nregions || op->nresults != 1) return false;
     if ((op->code == IR_OP_DIV || op->code == IR_OP_REM) && ir_elem_is_int(ir_value_type(f, op->results[0])->elem))
         return false;
     for (uint32_t i = 0; i < op->noperands; i++)
-        if (defined_in(f, op->operands[i], body)) return false;
+        if (ir_value_defined_in(f, op->operands[i], body)) return false;
     return true;
 }
 

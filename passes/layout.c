@@ -650,28 +650,6 @@ static bool propagate(IrFunc *f)
     return changed;
 }
 
-/* A row reduction (sum, max, min along axis 1) of a tile converted from an mma
- * accumulator whose rows each live in one warp (WN = 1) reduces the accumulator itself
- * (codegen: within the thread, then across the four lanes of a row) into its slice
- * along axis 1, converted to what the users had. */
-static void reduce_visit(IrOp *op, void *ud)
-{
-    IrFunc *f = ud;
-    if ((op->code != IR_OP_SUM && op->code != IR_OP_MAX && op->code != IR_OP_MIN) || op->attr.i != 1) return;
-    IrOp *cv = f->values[op->operands[0]].def;
-    if (!cv || cv->code != IR_OP_CONVERT_LAYOUT) return;
-    const IrType *src = ir_value_type(f, cv->operands[0]);
-    const IrLayout *l = src->layout;
-    if (src->rank != 2 || l->kind != IR_LAYOUT_MMA || l->version != 2 || l->wpc[1] != 1) return;
-    IrCtx *c = f->module->ctx;
-    IrValue r = op->results[0];
-    const IrLayout *old = ir_value_type(f, r)->layout;
-    op->operands[0] = cv->operands[0];
-    f->values[r].type = ir_type_with_layout(c, f->values[r].type, ir_layout_slice(c, l, 1));
-    IrValue back = convert_before(f, op->next, r, old);
-    replace_uses_but(f, r, back, f->values[back].def);
-}
-
 /* ---- rows in one warp: attention's softmax in the accumulator layout ------------------
  * Where an mma layout keeps each row in one warp (WN = 1), the row-wise work around it
  * is rebuilt in that layout instead of converting through shared memory: a row
@@ -911,7 +889,6 @@ bool pass_layout(IrFunc *f)
         changed |= mma != NULL;
     }
     tl_free(dots);
-    ir_walk(&f->body, reduce_visit, f);
     ir_walk(&f->body, carry_visit, f);
     ir_walk(&f->body, fold_visit, f);
     if (rows_in_one_warp(f)) {

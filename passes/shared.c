@@ -74,23 +74,12 @@ typedef struct Pipe {
 
 /* ---- which loads ------------------------------------------------------------------------ */
 
-static bool defined_in(const IrFunc *f, IrValue v, const IrBlock *blk)
-{
-    const IrOp *d = f->values[v].def;
-    const IrBlock *b = d ? d->parent : f->values[v].block;
-    while (b) {
-        if (b == blk) return true;
-        b = b->parent_op ? b->parent_op->parent : NULL;
-    }
-    return false;
-}
-
 /* Marks the ops of the body that compute v; false if v depends on a loop-carried value
  * or on an op that is not pure. */
 static bool mark_slice(Pipe *p, IrValue v)
 {
     IrFunc *f = p->f;
-    if (!defined_in(f, v, p->body) || p->in_slice[v]) return true;
+    if (!ir_value_defined_in(f, v, p->body) || p->in_slice[v]) return true;
     if (v == p->body->args[0]) return true;               /* the induction variable */
     IrOp *d = f->values[v].def;
     if (!d || d->parent != p->body || !(ir_op_info[d->code].flags & IR_P) || d->nregions) return false;
