@@ -434,6 +434,7 @@ static bool optimize(Job *j, const CgOptions *o, DiagList *d)
 static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
 {
     const char *arch = o->arch ? o->arch : "sm_90a";
+    double t0 = tl_now_ms();
     *j = (Job){0};
     if (!cg_arch_supported(arch)) {
         diag_error(d, (Loc){0}, "unknown GPU architecture '%s' (supported: sm_90a, sm_80)", arch);
@@ -447,10 +448,13 @@ static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(j->tm);
     LLVMSetModuleDataLayout(j->mod, dl);
     LLVMDisposeTargetData(dl);
-    if (!lower_module(j, m, o, d) || !verify(j, d) || !optimize(j, o, d)) return false;
+    if (!lower_module(j, m, o, d) || !verify(j, d)) return false;
+    double t1 = tl_now_ms();
+    if (!optimize(j, o, d)) return false;
     j->mincta = tl_calloc(m->nfuncs ? m->nfuncs : 1, sizeof *j->mincta);
     if (!j->mincta) tl_oom();
     if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta);
+    if (o->times) o->times->lower_ms = t1 - t0, o->times->opt_ms = tl_now_ms() - t1;
     return true;
 }
 
@@ -481,6 +485,7 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
     Job j;
     char *out = NULL;
     if (build(&j, m, o, d)) {
+        double t0 = tl_now_ms();
         LLVMMemoryBufferRef buf = NULL;
         char *err = NULL;
         if (LLVMTargetMachineEmitToMemoryBuffer(j.tm, j.mod, LLVMAssemblyFile, &err, &buf)) {
@@ -491,6 +496,7 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
             LLVMDisposeMemoryBuffer(buf);
             out = cg_occupancy_directives(out, m, j.mincta);
             out = cg_ptx_workarounds(out);
+            if (o->times) o->times->emit_ms = tl_now_ms() - t0;
         }
     }
     job_free(&j);

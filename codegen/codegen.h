@@ -30,7 +30,16 @@ typedef struct CgOptions {
     /* Bit i set: kernel parameter i, a pointer, is promised 16-byte aligned (the
      * runtime checks it at launch and compiles one variant per promise set). */
     uint64_t aligned_params;
+    /* When set, the milliseconds each step took (tilec --time-passes, the runtime's
+     * TILE_LOG_RECOMPILES report). */
+    struct CgTimes *times;
 } CgOptions;
+
+typedef struct CgTimes {
+    double lower_ms;             /* Tile IR -> LLVM IR, verified */
+    double opt_ms;               /* LLVM's default<O3> pipeline */
+    double emit_ms;              /* the NVPTX backend and the PTX rewrites */
+} CgTimes;
 
 /* The LLVM IR of every kernel of m, optimized as o says (text, malloc'd); NULL with a
  * diagnostic in d when an op cannot be compiled or the target is unknown. */

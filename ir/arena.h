@@ -14,6 +14,8 @@ void *tl_calloc(size_t count, size_t size);
 void *tl_realloc(void *p, size_t n);
 void tl_free(void *p);
 char *tl_strdup(const char *s);
+/* A monotonic clock in milliseconds (for the compile-time reports). */
+double tl_now_ms(void);
 /* Testing: make the allocation after the next `n` ones fail (n < 0: never fail). */
 void tl_alloc_fail_after(long n);
 

@@ -8,7 +8,8 @@
  *             layout (the dot, loop-carried accumulators, and the values that
  *             layout propagation below produces in it: epilogues, their stores'
  *             pointers and masks, slices for row and column vectors); every change
- *             of layout is an explicit convert_layout; values are unchanged
+ *             of layout is an explicit convert_layout, and none is left dead; values
+ *             are unchanged
  *
  *   %m = cmp lt %o, %n : i1[1024]   ->   %m = cmp lt %o, %n : i1[1024] #blocked
  *   layout #blocked = blocked<spt = [8], tpw = [32], wpc = [4], order = [0]>
@@ -903,5 +904,6 @@ bool pass_layout(IrFunc *f)
         ir_walk(&f->body, fold_visit, f);
         changed = true;
     }
+    if (changed) pass_dce(f);   /* the conversions folding left dead (shared sizes rings by what is live) */
     return changed;
 }

@@ -33,13 +33,6 @@ const PassInfo *pass_find(const char *name)
     return NULL;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static _Noreturn void invalid_ir(IrModule *m, const char *what, const char *stage, FILE *dump)
 {
     fprintf(dump, "tile: internal error: the IR is invalid after %s '%s'\n", what, stage);
@@ -58,9 +51,9 @@ static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, doub
 {
     FILE *dump = opt && opt->dump ? opt->dump : stderr;
     bool changed = false;
-    double t0 = now_ms();
+    double t0 = tl_now_ms();
     for (uint32_t i = 0; i < m->nfuncs; i++) changed |= p->run(m->funcs[i]);
-    *ms += now_ms() - t0;
+    *ms += tl_now_ms() - t0;
     if (opt && opt->verify_each && !ir_verify_module(m)) invalid_ir(m, "pass", p->name, dump);
     if (opt && opt->print_after_all) {
         fprintf(dump, "// ----- IR after %s -----\n", p->name);

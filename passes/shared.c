@@ -272,7 +272,56 @@ static uint32_t buffer_bytes(const IrType *t, int stages)
     return (uint32_t)(ir_type_numel(t) * ir_elem_bytes(t->elem) * stages + 127) & ~127u;
 }
 
-static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_limit)
+/* An upper bound of the shared-memory scratch that codegen's lowering of the ops of blk
+ * needs while the loop's buffers are live (codegen/cg_layout.c cg_op_smem_bytes is the
+ * exact figure: conversions stage their operand, reductions their partials per warp,
+ * FMA dots both operands as 32-bit values, atomics their results): the ring gets the
+ * rest of the block's shared memory. */
+static bool is_view(const IrOp *op, const Cand *cs, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < cs[i].nviews; v++)
+            if (cs[i].views[v].cvt == op || cs[i].views[v].trans == op) return true;
+    return false;
+}
+
+/* The conversions that read the operands from the ring (cs[0..n)) are replaced by
+ * local_loads and need none. */
+static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *cs, int n)
+{
+    uint64_t worst = 0, warps = (uint64_t)(f->warps > 0 ? f->warps : 4);
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        for (uint32_t r = 0; r < op->nregions; r++) {
+            uint64_t b = scratch_bound(f, &op->regions[r], cs, n);
+            if (b > worst) worst = b;
+        }
+        if (op->noperands == 0 || op->nresults == 0 || is_view(op, cs, n)) continue;
+        const IrType *a = ir_value_type(f, op->operands[0]), *res = ir_value_type(f, op->results[0]);
+        uint64_t b = 0;
+        switch (op->code) {
+        case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
+        case IR_OP_CONVERT_LAYOUT: case IR_OP_CUMSUM: case IR_OP_CUMPROD:
+            b = ir_type_numel(a) * 8;
+            break;
+        case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+            b = ir_type_numel(res) * 16 * warps;
+            break;
+        case IR_OP_DOT:
+            if (!res->layout || res->layout->kind != IR_LAYOUT_MMA)
+                b = (ir_type_numel(a) + ir_type_numel(ir_value_type(f, op->operands[1]))) * 8;
+            break;
+        case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
+        case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
+            b = ir_type_numel(res) * 8;
+            break;
+        default: break;
+        }
+        if (b > worst) worst = b;
+    }
+    return worst;
+}
+
+static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin)
 {
     bool ok;
     int64_t step = const_value(f, loop->operands[2], &ok);
@@ -287,6 +336,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_limit
         if (is_candidate(&p, op, &cs[n])) n++;
     uint32_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
+    uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
+    uint32_t smem_limit = scratch < smem_optin ? smem_optin - (uint32_t)scratch : 0;
     while (stages > 2 && bytes * (uint32_t)stages > smem_limit) stages--;
     if (n == 0 || stages < 2 || bytes * (uint32_t)stages > smem_limit) {
         tl_free(p.in_slice);
@@ -382,7 +433,7 @@ bool pass_shared(IrFunc *f)
     Loops loops = {0};
     ir_walk(&f->body, collect_loops, &loops);
     bool changed = false;
-    for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin / 2);
+    for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin);
     tl_free(loops.v);
     return changed;
 }

@@ -39,11 +39,16 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     SpecClass classes[TRT_MAX_ARGS];
     classes_of(k, mask, classes);
     PassOptions po = {0};
+    RtBuildTimes *bt = k->building;
+    double t0 = tl_now_ms();
     f->module->target = tile_target(k->module->ctx->arch);
     uint64_t aligned = pass_prepare_gpu(f, classes, &po);
-    CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned};
+    if (bt) bt->passes_ms += tl_now_ms() - t0;
+    CgTimes ct = {0};
+    CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned, .times = &ct};
     DiagList *d = ir_ctx_diags(f->module->ctx);
     char *ptx = cg->emit_ptx(f->module, &o, d);
+    if (bt) bt->llvm_ms += ct.lower_ms, bt->opt_ms += ct.opt_ms, bt->emit_ms += ct.emit_ms;
     CgKernelInfo info;
     if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
     else if (cg->kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
@@ -59,7 +64,9 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
         return NULL;
     }
     IrCtx *ir = NULL;
+    double t0 = tl_now_ms();
     IrFunc *f = rt_lower_kernel(k, &ir, st);
+    if (k->building) k->building->front_ms += tl_now_ms() - t0;
     char *ptx = f ? generate(cg, k, f, mask, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
@@ -206,6 +213,15 @@ static TrtStatus build_ptx(void *ud, RtBlob *out)
     return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
+/* rt_link_cubin, timed. */
+static TrtStatus link_timed(TrtKernel *k, const char *ptx, RtBlob *out)
+{
+    double t0 = tl_now_ms();
+    TrtStatus s = rt_link_cubin(k->module->ctx, ptx, out);
+    if (k->building) k->building->jit_ms += tl_now_ms() - t0, k->building->links++;
+    return s;
+}
+
 static TrtStatus build_cubin(void *ud, RtBlob *out)
 {
     Job *j = ud;
@@ -218,10 +234,10 @@ static TrtStatus build_cubin(void *ud, RtBlob *out)
     const char *text = (const char *)ptx.data + RT_META_BYTES;
     if (!get_meta(&ptx, &meta) || ((char *)ptx.data)[ptx.len - 1])
         s = rt_fail(TRT_ERROR_CACHE_IO, "a cached PTX entry of '%s' is malformed", j->k->name);
-    if (!s) s = rt_link_cubin(j->k->module->ctx, text, &cubin);
+    if (!s) s = link_timed(j->k, text, &cubin);
     if (!s && drop_if_spilling(j->k->module->ctx, j->k, (char *)text, cubin.data)) {
         rt_blob_free(&cubin);
-        s = rt_link_cubin(j->k->module->ctx, text, &cubin);
+        s = link_timed(j->k, text, &cubin);
     }
     if (!s && !put_payload(out, &meta, cubin.data, cubin.len))
         s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -242,7 +258,9 @@ static TrtStatus variant_image(Job *j, RtBlob *img)
     if (!use_disk(ctx)) {
         TrtStatus s = build_ptx(j, img);
         char *text = s ? NULL : (char *)img->data + RT_META_BYTES;
+        double t0 = tl_now_ms();
         if (text) drop_if_spilling(ctx, j->k, text, text);
+        if (j->k->building) j->k->building->jit_ms += tl_now_ms() - t0, j->k->building->links++;
         return s;
     }
     return rt_cache_get_or_build(ctx->cache, RT_ENTRY_CUBIN, &j->cubin_key, build_cubin, j, img);
@@ -254,6 +272,7 @@ static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
     RtKernelMeta meta = {0, 0};
     if (!get_meta(img, &meta))
         return rt_fail(TRT_ERROR_CACHE_IO, "the compiled code of '%s' is malformed", k->name);
+    double t0 = tl_now_ms();
     TrtStatus s = rt_load_image(ctx, (const char *)img->data + RT_META_BYTES, &v->mod);
     if (s) return s;
     v->threads = meta.threads;
@@ -268,6 +287,7 @@ static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
         ctx->drv->cuModuleUnload(v->mod);
         v->mod = NULL;
     }
+    v->times.load_ms = tl_now_ms() - t0;
     return s;
 }
 
@@ -280,13 +300,18 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
                        k->name, RT_MAX_VARIANTS);
     CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
     if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
+    double t0 = tl_now_ms();
     Job j = {k, mask, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
     make_keys(&j);
     RtBlob img = {0};
+    RtBuildTimes times = {0};
+    k->building = &times;
     TrtStatus s = variant_image(&j, &img);
-    RtVariant v = {mask, NULL, NULL, 0, 0, j.origin};
+    k->building = NULL;
+    RtVariant v = {mask, NULL, NULL, 0, 0, j.origin, times};
     if (!s) s = load_variant(k, &img, &v);
     rt_blob_free(&img);
+    v.times.total_ms = tl_now_ms() - t0;
     if (s) return s;
     k->variants[n] = v;
     atomic_store(&k->nvariants, n + 1);   /* publishes the complete variant to launchers */

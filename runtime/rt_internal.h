@@ -263,6 +263,20 @@ typedef enum RtOrigin {
     RT_FROM_COMPILER,          /* compiled now */
 } RtOrigin;
 
+/* Where the time of a variant's build went (TILE_LOG_RECOMPILES reports it): each step
+ * that ran adds its milliseconds; a step that did not run stays 0. */
+typedef struct RtBuildTimes {
+    double front_ms;           /* lowering the parsed kernel with its consts to Tile IR */
+    double passes_ms;          /* specialization and the GPU pipeline */
+    double llvm_ms;            /* Tile IR -> LLVM IR */
+    double opt_ms;             /* LLVM's O3 pipeline */
+    double emit_ms;            /* the NVPTX backend */
+    double jit_ms;             /* the driver's PTX assembler (cuLink*, or loading PTX) */
+    double load_ms;            /* cuModuleLoadDataEx of the image and cuModuleGetFunction */
+    double total_ms;           /* the whole build, cache lookups and writes included */
+    unsigned links;            /* assembler runs (2 when the occupancy request spilled) */
+} RtBuildTimes;
+
 typedef struct RtVariant {
     uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
     CUmodule mod;
@@ -270,6 +284,7 @@ typedef struct RtVariant {
     unsigned threads;          /* block size along x */
     unsigned shared_bytes;     /* dynamic shared memory at launch */
     RtOrigin origin;           /* where its code came from (TILE_LOG_RECOMPILES says) */
+    RtBuildTimes times;        /* how long it took to get it */
 } RtVariant;
 
 /* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm
@@ -305,6 +320,7 @@ struct TrtKernel {
     IrCtx *ir;                 /* the lowered kernel, for the grid clause; NULL for PTX */
     IrFunc *func;
     pthread_mutex_t lock;      /* held while adding a variant */
+    RtBuildTimes *building;    /* the times of the variant being built (under lock) */
     RtVariant variants[RT_MAX_VARIANTS];
     atomic_uint nvariants;     /* published after the variant is complete */
     atomic_uint last;          /* the variant of the last launch */

@@ -129,6 +129,25 @@ static int find_variant(TrtKernel *k, uint64_t mask)
     return -1;
 }
 
+/* Where a variant's build time went, the steps that ran in order. */
+static void report_times(const TrtKernel *k, unsigned index)
+{
+    const RtBuildTimes *t = &k->variants[index].times;
+    const struct { const char *what; double ms; } steps[] = {
+        {"front end", t->front_ms}, {"GPU passes", t->passes_ms}, {"LLVM IR", t->llvm_ms},
+        {"LLVM O3", t->opt_ms}, {"NVPTX", t->emit_ms}, {"assembler", t->jit_ms}, {"load", t->load_ms},
+    };
+    fprintf(stderr, "tile: kernel '%s': variant %u took %.1f ms:", k->name, index + 1, t->total_ms);
+    double rest = t->total_ms;
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        if (steps[i].ms <= 0) continue;
+        fprintf(stderr, " %s %.1f,", steps[i].what, steps[i].ms);
+        rest -= steps[i].ms;
+    }
+    if (t->links > 1) fprintf(stderr, " (the assembler ran %u times)", t->links);
+    fprintf(stderr, " cache and the rest %.1f\n", rest > 0 ? rest : 0);
+}
+
 static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
 {
     static const char *const how[] = {
@@ -140,6 +159,7 @@ static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
     fprintf(stderr, how[k->variants[index].origin], index + 1);
     if (index == 0) {
         fputs(" (first launch)\n", stderr);
+        report_times(k, index);
         return;
     }
     uint64_t prev = k->variants[atomic_load(&((TrtKernel *)k)->last)].mask;
@@ -148,6 +168,7 @@ static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
             fprintf(stderr, "; argument '%s' changed class: %s -> %s", k->params[i].name,
                     rt_spec_class_name(k, i, prev), rt_spec_class_name(k, i, mask));
     fputc('\n', stderr);
+    report_times(k, index);
 }
 
 /* The slow path: build the variant of a new class (once, under the kernel's lock). A
