@@ -184,6 +184,13 @@ def triton_row(flops, a, b, ref, t_cublas):
         return "| triton (tutorial, autotuned) | | %s | | | | |" % failed(e)
 
 
+def progress(lines):
+    """The rows so far on stderr: a fault that ends the run (the CUDA context is lost
+    with it) still shows how far it got."""
+    sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
+
+
 def section_bf16(rt):
     shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK else BF16_SHAPES
     configs = BF16_CONFIGS[2:3] if QUICK and not CUSTOM else BF16_CONFIGS
@@ -195,6 +202,7 @@ def section_bf16(rt):
     for (M, N, K) in shapes:
         shape = "%dx%dx%d" % (M, N, K)
         flops = 2.0 * M * N * K
+        progress(lines)
         a, b = rand_bf16(M, K), rand_bf16(K, N)
         ref = a.double() @ b.double()
         try:
@@ -216,6 +224,7 @@ def section_bf16(rt):
             except Exception as e:
                 lines.append("| %s | tile | %s | %s | | | | |" % (shape, cfg, failed(e)))
         del ref
+        progress(lines[-len(configs) - 2:])
         torch.cuda.empty_cache()
     return lines
 

@@ -218,6 +218,8 @@ static bool lower_for(Cg *c, const IrOp *op)
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), head = cg_block_new(c, "for"), bb = cg_block_new(c, "for.body");
     LLVMBasicBlockRef exit = cg_block_new(c, "for.end");
     CgVal *inits = vals_of(c, op->operands + 3, n);
+    CgPrefetch pf, *outer = c->pf;
+    bool prefetch = cg_prefetch_begin(c, op, &pf);
     LLVMBuildBr(c->b, head);
     LLVMPositionBuilderAtEnd(c->b, head);
     LLVMValueRef iv = LLVMBuildPhi(c->b, i64, "iv");
@@ -226,6 +228,8 @@ static bool lower_for(Cg *c, const IrOp *op)
     incoming(it, inits, n, pre);
     CgVal *res = phis_in(c, exit, op->operands + 3, n);
     incoming(res, it, n, head);
+    if (prefetch) cg_prefetch_phis(c, &pf, pre);
+    c->pf = prefetch ? &pf : NULL;
     LLVMValueRef go = LLVMBuildSelect(c->b, up, LLVMBuildICmp(c->b, LLVMIntSLT, iv, hi, ""),
                                       LLVMBuildICmp(c->b, LLVMIntSGT, iv, hi, ""), "");
     LLVMBuildCondBr(c->b, go, bb, exit);
@@ -236,8 +240,14 @@ static bool lower_for(Cg *c, const IrOp *op)
     for (uint32_t i = 0; i < n && i + 1 < body->nargs; i++) cg_set(c, body->args[i + 1], it[i]);
     bool ret;
     const IrOp *term = region(c, body, &ret);
-    if (failed(c)) return false;
+    if (failed(c)) {
+        c->pf = outer;
+        return false;
+    }
     if (!ret) for_latch(c, e, iv, step, it, res, term ? vals_of(c, term->operands, n) : inits, n, exit);
+    bool ok = !prefetch || ret || cg_prefetch_end(c, &pf, LLVMGetInsertBlock(c->b));
+    c->pf = outer;
+    if (!ok) return false;
     LLVMPositionBuilderAtEnd(c->b, exit);
     for (uint32_t i = 0; i < op->nresults; i++) cg_set(c, op->results[i], res[i]);
     return true;

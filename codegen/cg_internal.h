@@ -47,6 +47,22 @@ typedef struct CgVal {
     LLVMValueRef *v;
 } CgVal;
 
+/* The prefetch across iterations of a pipelined K loop of one dot (passes/shared.c
+ * puts its async_wait at the end of the body): before the dot's last step of K, the
+ * wait and barrier, then the first step of the next iteration's local_loads (their
+ * registers reach the next iteration through phis at the loop head), then the last
+ * step's mma: the tensor cores work while the next stage is read. */
+typedef struct CgPrefetch {
+    const IrOp *dot, *wait, *ll[2];
+    int64_t stages;
+    /* Step 0 of each local_load as 32-bit words (element pairs 2m, 2m + 1; NULL where
+     * the step has none): in the preheader, then the phis; and for the back edge. */
+    LLVMValueRef *first[2], *next[2];
+    uint32_t nwords[2];
+    CgVal elems[2];              /* the phis' elements, for the local_loads */
+    bool waited;                 /* the wait was lowered inside the dot */
+} CgPrefetch;
+
 typedef struct Cg {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
@@ -65,6 +81,7 @@ typedef struct Cg {
     const IrOp **lazy;           /* per value: the local_load whose ldmatrix waits for its dot */
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
+    CgPrefetch *pf;              /* of the innermost loop being lowered, if it has one */
 } Cg;
 
 /* ---- cg_module.c: types, constants, intrinsics, errors ------------------------- */
@@ -172,6 +189,13 @@ bool cg_shared(Cg *c, const IrOp *op);
  * calls). Values that are not such loads are left alone. */
 void cg_shared_fill(Cg *c, IrValue v, uint32_t ks);
 void cg_shared_fill_all(Cg *c, IrValue v);
+/* The prefetch of a for loop (CgPrefetch): begin in the preheader (false: the loop
+ * does not have the pattern), phis at the head, next from the dot before its last
+ * step, end at the latch. */
+bool cg_prefetch_begin(Cg *c, const IrOp *loop, CgPrefetch *pf);
+void cg_prefetch_phis(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef pre);
+void cg_prefetch_next(Cg *c, const IrOp *dot);
+bool cg_prefetch_end(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef latch);
 /* Bytes of the buffer area (the end of the furthest local_alloc). */
 uint32_t cg_buffer_area_bytes(const IrFunc *f);
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */

@@ -240,6 +240,7 @@ bool cg_mma_dot(Cg *c, const IrOp *op)
     for (int i = 0; i < 2; i++) cg_shared_fill(c, op->operands[i], 0);
     for (uint32_t ks = 0; ks < KS; ks++)
         for (uint32_t rm = 0; rm < RM; rm++) {
+            if (rm == 0 && ks + 1 == KS) cg_prefetch_next(c, op);
             if (rm == 0)
                 for (int i = 0; i < 2; i++) cg_shared_fill(c, op->operands[i], ks + 1);
             LLVMValueRef ar[4], br[2];

@@ -217,10 +217,9 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
 
 /* The registers of step ks of K of an mma operand, by ldmatrix: A four per rm (one
  * x4), B two per rn, paired across rn (x4, or x2 for the last odd one). */
-static void fill_step(Cg *c, const IrOp *ll, const CgLayout *l, uint32_t ks, CgVal *out)
+static void fill_step_at(Cg *c, const IrOp *ll, LLVMValueRef stage, const CgLayout *l, uint32_t ks, CgVal *out)
 {
     Buf b = buf_of(c, ll->operands[0], ll->attr.i == 1);
-    LLVMValueRef stage = c->vals[ll->operands[1]].v[0];
     IrElem e = cg_type(c, ll->results[0])->elem;
     uint32_t KS = (uint32_t)l->ks, regs[4];
     if (l->kind == CG_LAYOUT_DOT_A) {
@@ -239,6 +238,11 @@ static void fill_step(Cg *c, const IrOp *ll, const CgLayout *l, uint32_t ks, CgV
             for (uint32_t i = 0; i < 2; i++) regs[n++] = (q * KS + ks) * 2 + i;
         if (!out->v[2 * regs[0]]) ldmatrix(c, &b, stage, l, e, regs, n, out);
     }
+}
+
+static void fill_step(Cg *c, const IrOp *ll, const CgLayout *l, uint32_t ks, CgVal *out)
+{
+    fill_step_at(c, ll, c->vals[ll->operands[1]].v[0], l, ks, out);
 }
 
 void cg_shared_fill(Cg *c, IrValue v, uint32_t ks)
@@ -323,6 +327,9 @@ static bool lower_local_load(Cg *c, const IrOp *op)
     CgVal out = cg_val_new(c, n);
     if ((l.kind == CG_LAYOUT_DOT_A || l.kind == CG_LAYOUT_DOT_B) && b.bytes == 2 && c->target->ldmatrix) {
         for (uint32_t k = 0; k < n; k++) out.v[k] = NULL;
+        for (int i = 0; i < 2; i++)
+            if (c->pf && c->pf->ll[i] == op)
+                for (uint32_t k = 0; k < n && k < c->pf->elems[i].n; k++) out.v[k] = c->pf->elems[i].v[k];
         cg_set(c, op->results[0], out);
         c->lazy[op->results[0]] = op;
         if (!deferrable(c, op)) cg_shared_fill_all(c, op->results[0]);
@@ -356,6 +363,7 @@ bool cg_shared(Cg *c, const IrOp *op)
         cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "cp.async.commit_group;", "~{memory}", true);
         return true;
     case IR_OP_ASYNC_WAIT: {
+        if (c->pf && c->pf->wait == op && c->pf->waited) return true;   /* done inside the dot */
         char text[48];
         snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)op->attr.i);
         cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
@@ -379,4 +387,155 @@ uint32_t cg_buffer_area_bytes(const IrFunc *f)
         if (e > end) end = e;
     }
     return end;
+}
+
+/* ---- the prefetch across iterations (CgPrefetch) ------------------------------------------ */
+
+static bool is_const(const IrFunc *f, IrValue v, int64_t *out)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || d->code != IR_OP_CONST) return false;
+    *out = d->attr.i;
+    return true;
+}
+
+/* stage = rem(div(sub(iv, lo), step), S) with the loop's own iv, lo and constant step,
+ * so iteration 0 reads stage 0 and each next iteration stage + 1 mod S. */
+static bool stage_of_iteration(const IrFunc *f, const IrOp *loop, IrValue stage, int64_t *S)
+{
+    IrValue x;
+    int64_t d, step, div;
+    if (!is_rem_of(f, stage, &x, &d, S) || d != 0 || *S < 2) return false;
+    const IrOp *dv = f->values[x].def;
+    if (!dv || dv->code != IR_OP_DIV || !is_const(f, dv->operands[1], &div)) return false;
+    const IrOp *sb = f->values[dv->operands[0]].def;
+    if (!sb || sb->code != IR_OP_SUB || !is_const(f, loop->operands[2], &step) || step != div) return false;
+    return sb->operands[0] == loop->regions[0].args[0] && sb->operands[1] == loop->operands[0];
+}
+
+static bool ldmatrix_operand(Cg *c, const IrOp *ll)
+{
+    const IrType *rt = cg_type(c, ll->results[0]);
+    CgLayout l = cg_layout_of(rt);
+    return (l.kind == CG_LAYOUT_DOT_A || l.kind == CG_LAYOUT_DOT_B) &&
+           ir_elem_bytes(cg_type(c, ll->operands[0])->elem) == 2 && c->target->ldmatrix;
+}
+
+static int dots_in(const IrBlock *blk)
+{
+    int n = 0;
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        n += op->code == IR_OP_DOT;
+        for (uint32_t r = 0; r < op->nregions; r++) n += dots_in(&op->regions[r]);
+    }
+    return n;
+}
+
+/* Step 0 of ll read from `stage`, as words (pairs of 16-bit elements). */
+static LLVMValueRef *first_step_words(Cg *c, const IrOp *ll, LLVMValueRef stage, uint32_t *nwords)
+{
+    CgLayout l = cg_layout_of(cg_type(c, ll->results[0]));
+    uint32_t n = cg_layout_elems(&l);
+    CgVal x = cg_val_new(c, n);
+    for (uint32_t k = 0; k < n; k++) x.v[k] = NULL;
+    fill_step_at(c, ll, stage, &l, 0, &x);
+    LLVMValueRef *w = arena_alloc(c->arena, (n / 2 + 1) * sizeof *w);
+    for (uint32_t m = 0; m < n / 2; m++) {
+        w[m] = NULL;
+        if (!x.v[2 * m]) continue;
+        LLVMTypeRef et = LLVMTypeOf(x.v[2 * m]);
+        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(et, 2));
+        v = LLVMBuildInsertElement(c->b, v, x.v[2 * m], k32(c, 0), "");
+        v = LLVMBuildInsertElement(c->b, v, x.v[2 * m + 1], k32(c, 1), "");
+        w[m] = LLVMBuildBitCast(c->b, v, i32t(c), "");
+    }
+    *nwords = n / 2;
+    return w;
+}
+
+bool cg_prefetch_begin(Cg *c, const IrOp *loop, CgPrefetch *pf)
+{
+    const IrFunc *f = c->f;
+    const IrBlock *body = &loop->regions[0];
+    memset(pf, 0, sizeof *pf);
+    if (dots_in(body) != 1) return false;
+    const IrOp *dot = NULL;
+    for (const IrOp *op = body->first; op; op = op->next)
+        if (op->code == IR_OP_DOT) dot = op;
+    if (!dot || !dot->next || dot->next->code != IR_OP_ASYNC_WAIT) return false;
+    if (dot->next->next && dot->next->next->code != IR_OP_YIELD) return false;
+    const IrType *rt = cg_type(c, dot->results[0]);
+    if (!rt->layout || rt->layout->kind != IR_LAYOUT_MMA || dot->operands[0] == dot->operands[1]) return false;
+    for (int i = 0; i < 2; i++) {
+        const IrOp *ll = f->values[dot->operands[i]].def;
+        int64_t S;
+        if (!ll || ll->code != IR_OP_LOCAL_LOAD || ll->parent != body || !ldmatrix_operand(c, ll) ||
+            !stage_of_iteration(f, loop, ll->operands[1], &S))
+            return false;
+        if (i && S != pf->stages) return false;
+        pf->stages = S;
+        pf->ll[i] = ll;
+    }
+    pf->dot = dot;
+    pf->wait = dot->next;
+    /* the first iteration's first step, read in the preheader (after the wait before
+     * the loop) */
+    for (int i = 0; i < 2; i++) pf->first[i] = first_step_words(c, pf->ll[i], k32(c, 0), &pf->nwords[i]);
+    return true;
+}
+
+/* Builder at the loop head's phis (the preheader's values come in from pre): the
+ * phis, then the elements the local_loads take from them. */
+void cg_prefetch_phis(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef pre)
+{
+    for (int i = 0; i < 2; i++)
+        for (uint32_t m = 0; m < pf->nwords[i]; m++) {
+            LLVMValueRef v = pf->first[i][m];
+            if (!v) continue;
+            LLVMValueRef ph = LLVMBuildPhi(c->b, i32t(c), "");
+            LLVMAddIncoming(ph, &v, &pre, 1);
+            pf->first[i][m] = ph;
+        }
+    for (int i = 0; i < 2; i++) {
+        IrElem e = cg_type(c, pf->ll[i]->results[0])->elem;
+        pf->elems[i] = cg_val_new(c, 2 * pf->nwords[i]);
+        for (uint32_t m = 0; m < pf->nwords[i]; m++) {
+            LLVMValueRef w = pf->first[i][m];
+            pf->elems[i].v[2 * m] = w ? elem_from_word(c, w, e, 0) : NULL;
+            pf->elems[i].v[2 * m + 1] = w ? elem_from_word(c, w, e, 1) : NULL;
+        }
+    }
+}
+
+/* In the dot, before its last step's mma: the wait and barrier of the next iteration,
+ * then its first step of each operand, from the next stage. */
+void cg_prefetch_next(Cg *c, const IrOp *dot)
+{
+    CgPrefetch *pf = c->pf;
+    if (!pf || pf->dot != dot || pf->waited) return;
+    char text[48];
+    snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)pf->wait->attr.i);
+    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
+    cg_barrier(c);
+    pf->waited = true;
+    for (int i = 0; i < 2; i++) {
+        LLVMValueRef cur = c->vals[pf->ll[i]->operands[1]].v[0];
+        LLVMValueRef inc = add(c, cur, k32(c, 1));
+        LLVMValueRef wrap = LLVMBuildICmp(c->b, LLVMIntEQ, inc, k32(c, pf->stages), "");
+        uint32_t nw;
+        pf->next[i] = first_step_words(c, pf->ll[i], LLVMBuildSelect(c->b, wrap, k32(c, 0), inc, ""), &nw);
+    }
+}
+
+bool cg_prefetch_end(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef latch)
+{
+    if (!pf->waited) return cg_error(c, pf->dot, "internal error: the pipelined dot did not prefetch");
+    for (int i = 0; i < 2; i++)
+        for (uint32_t m = 0; m < pf->nwords[i]; m++) {
+            LLVMValueRef ph = pf->first[i][m], v = pf->next[i][m];
+            if (!ph) continue;
+            if (!v) return cg_error(c, pf->dot, "internal error: a prefetched register is missing");
+            LLVMAddIncoming(ph, &v, &latch, 1);
+        }
+    return true;
 }

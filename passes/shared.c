@@ -277,6 +277,16 @@ static uint32_t buffer_bytes(const IrType *t, int stages)
  * exact figure: conversions stage their operand, reductions their partials per warp,
  * FMA dots both operands as 32-bit values, atomics their results): the ring gets the
  * rest of the block's shared memory. */
+static int count_dots(const IrBlock *blk)
+{
+    int n = 0;
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        n += op->code == IR_OP_DOT;
+        for (uint32_t r = 0; r < op->nregions; r++) n += count_dots(&op->regions[r]);
+    }
+    return n;
+}
+
 static bool is_view(const IrOp *op, const Cand *cs, int n)
 {
     for (int i = 0; i < n; i++)
@@ -371,8 +381,26 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     IrValue j = binop(&b, IR_OP_DIV, binop(&b, IR_OP_SUB, iv, lo), iconst(&b, ivt, step));
     if (ivt->elem != IR_I32) j = ir_build1(&b, IR_OP_CONVERT, st, &j, 1);
     IrValue stage = binop(&b, IR_OP_REM, j, iconst(&b, st, stages));
+    /* A loop of one dot (a GEMM's) waits at the end of its body, for the next
+     * iteration, and once before the loop for the first: the dot's last step of K may
+     * then run after the barrier, while the next stage's first step is read (codegen:
+     * cg_shared.c, the prefetch across iterations). Others wait at the top. */
+    bool at_end = count_dots(p.body) == 1;
     IrOp *w = ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0);
     w->attr.i = stages - 2;
+    if (at_end) {
+        IrOp *y = p.body->last;
+        ir_op_remove(w);
+        IrBuilder e;
+        if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
+        else ir_builder_at_end(&e, p.body);
+        e.loc = loop->loc;
+        ir_build(&e, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = stages - 2;
+        IrBuilder pre;
+        ir_builder_before(&pre, loop);
+        pre.loc = loop->loc;
+        ir_build(&pre, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = stages - 2;
+    }
     for (int i = 0; i < n; i++)
         for (int q = 0; q < cs[i].nviews; q++) {
             const View *vw = &cs[i].views[q];
