@@ -86,24 +86,27 @@ static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValue
 
 /* ---- async copies ------------------------------------------------------------------------ */
 
-/* One cp.async of `bytes` (4, 8 or 16) from global p to shared dst, zero-filled when m
- * is false; only where `own` holds (NULL: everywhere). */
+/* One cp.async of `bytes` (4, 8 or 16) from global p to shared dst where m holds, and
+ * zeros stored to dst where it does not; only where `own` holds (NULL: everywhere). A
+ * masked-off copy is not issued at all: its address may point anywhere (past the end
+ * of a tensor, where nothing is mapped), and a cp.async with a source size of 0 is
+ * still an access of that address (on the H200 the GEMM at 16384 x 11008 x 4096
+ * faulted with misaligned and illegal addresses, depending on what was mapped after B). */
 static void cp_async(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, uint32_t bytes, LLVMValueRef own)
 {
     LLVMValueRef src = LLVMBuildPtrToInt(c->b, p, LLVMInt64TypeInContext(c->ctx), "");
-    LLVMValueRef size = LLVMBuildSelect(c->b, m, k32(c, bytes), k32(c, 0), "");
-    char text[192];
+    LLVMValueRef go = own ? LLVMBuildAnd(c->b, m, own, "") : m;
+    LLVMValueRef zero = LLVMBuildNot(c->b, m, "");
+    if (own) zero = LLVMBuildAnd(c->b, zero, own, "");
     const char *kind = bytes == 16 ? "cg" : "ca";
-    if (own) {
-        snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p cp.async.%s.shared.global [$0], [$1], %u, $2; }",
-                 kind, bytes);
-        LLVMValueRef args[4] = {dst, src, size, LLVMBuildZExt(c->b, own, i32t(c), "")};
-        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 4, text, "r,l,r,r,~{memory}", true);
-    } else {
-        snprintf(text, sizeof text, "cp.async.%s.shared.global [$0], [$1], %u, $2;", kind, bytes);
-        LLVMValueRef args[3] = {dst, src, size};
-        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 3, text, "r,l,r,~{memory}", true);
-    }
+    const char *zeros = bytes == 16 ? "st.shared.v4.b32 [$0], {z, z, z, z};"
+                        : bytes == 8 ? "st.shared.v2.b32 [$0], {z, z};" : "st.shared.b32 [$0], z;";
+    char text[320];
+    snprintf(text, sizeof text,
+             "{ .reg .pred p, q; .reg .b32 z; mov.b32 z, 0; setp.ne.b32 p, $2, 0; setp.ne.b32 q, $3, 0; "
+             "@p cp.async.%s.shared.global [$0], [$1], %u; @q %s }", kind, bytes, zeros);
+    LLVMValueRef args[4] = {dst, src, LLVMBuildZExt(c->b, go, i32t(c), ""), LLVMBuildZExt(c->b, zero, i32t(c), "")};
+    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 4, text, "r,l,r,r,~{memory}", true);
 }
 
 /* Where a vector is too narrow for cp.async: a guarded load and a shared store. */

@@ -53,6 +53,28 @@ class Gpu(unittest.TestCase):
         k[(n_rows,)](out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)
         torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=1e-3)
 
+    def test_gemm_masked_copies_past_the_end(self):
+        # The K loop's copies of the last stages point past the end of B (S - 1 tiles of
+        # K: 2 MB here) and are masked off; before they were guarded, they still
+        # accessed those addresses, and with an allocator that had unmapped what lay
+        # after B (the L2 flush between benchmark runs did) the kernel faulted with a
+        # misaligned or illegal address (found on the H200 at this shape).
+        m = tile.load(EXAMPLES / "matmul_bf16.tile")
+        M, N, K = 16384, 11008, 4096
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+        for _ in range(10):
+            flush.zero_()
+            m.matmul_bf16(c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+                          BM=128, BN=128, BK=32, warps=4, stages=4)
+        torch.cuda.synchronize()
+        rows = torch.randint(0, M, (64,), device="cuda")
+        ref = a[rows].double() @ b.double()
+        err = ((c[rows].double() - ref).norm() / ref.norm()).item()
+        self.assertLess(err, 1e-2)
+
     def test_current_stream(self):
         k = tile.load(EXAMPLES / "vector_add.tile").vector_add
         n = 1 << 20
