@@ -385,6 +385,7 @@ def main():
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and configs, shorter timing")
+    ap.add_argument("--sections", help="run only these sections (comma-separated: cold, peak, f16, bf16, gelu, qkv)")
     ap.add_argument("--configs", help="tile configs to time instead of the built-in ones (every one, also "
                     "with --quick): 'BM,BN,BK,warps,stages;...'")
     a_ = ap.parse_args()
@@ -400,6 +401,10 @@ def main():
         torch.cuda.get_device_name(), " (--quick)" if QUICK else "", PEAK / 1e12), ""]
     sections = [section_cold_compile, section_mma_peak, section_f16, section_bf16, section_gelu] + (
         [] if QUICK else [section_qkv])
+    if a_.sections:
+        wanted = set(a_.sections.split(","))
+        sections = [s for s in sections if s.__name__.replace("section_", "").replace("cold_compile", "cold")
+                    .replace("mma_peak", "peak") in wanted]
     print("\n".join(lines), flush=True)
     for section in sections:
         try:
