@@ -33,12 +33,12 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
     }
 }
 
-static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask,
+static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask, bool checked,
                       RtKernelMeta *meta, TrtStatus *st)
 {
     SpecClass classes[TRT_MAX_ARGS];
     classes_of(k, mask, classes);
-    PassOptions po = {0};
+    PassOptions po = {.check_bounds = checked};   /* the bounds pass ends the GPU pipeline */
     f->module->target = tile_target(k->module->ctx->arch);
     uint64_t aligned = pass_prepare_gpu(f, classes, &po);
     CgOptions o = {.arch = k->module->ctx->arch, .opt_level = 3, .aligned_params = aligned};
@@ -51,7 +51,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
 }
 
 /* The code generator is loaded first: without it there is nothing to lower for. */
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
 {
     const RtCodegen *cg = rt_codegen(k->name);
     if (!cg) {
@@ -60,7 +60,7 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
     }
     IrCtx *ir = NULL;
     IrFunc *f = rt_lower_kernel(k, &ir, st);
-    char *ptx = f ? generate(cg, k, f, mask, meta, st) : NULL;
+    char *ptx = f ? generate(cg, k, f, mask, checked, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
 }
@@ -150,6 +150,7 @@ static bool drop_if_spilling(TrtContext *ctx, const TrtKernel *k, char *ptx, con
 typedef struct Job {
     TrtKernel *k;
     uint64_t mask;
+    bool checked;
     RtKey ptx_key, cubin_key;
     RtOrigin origin;           /* raised by each build step that runs */
 } Job;
@@ -163,6 +164,7 @@ static void make_keys(Job *j)
     rt_hash_str(h, RT_COMPILER_VERSION);
     rt_hash_bytes(h, j->k->ir_key.b, sizeof j->k->ir_key.b);
     rt_hash_u64(h, j->mask);
+    if (j->checked) rt_hash_str(h, "bounds");   /* unchecked keys stay what they were */
     rt_hash_str(h, ctx->arch);
     rt_hash_str(h, RT_PTX_VERSION);
     j->ptx_key = rt_hasher_key(h);
@@ -199,7 +201,7 @@ static TrtStatus build_ptx(void *ud, RtBlob *out)
     TrtStatus s = TRT_SUCCESS;
     RtKernelMeta meta = {j->k->block, 0};
     j->origin = RT_FROM_COMPILER;
-    char *ptx = j->k->module->compile(j->k, j->mask, &meta, &s);
+    char *ptx = j->k->module->compile(j->k, j->mask, j->checked, &meta, &s);
     if (!ptx) return s;
     bool ok = put_payload(out, &meta, ptx, strlen(ptx) + 1);
     tl_free(ptx);
@@ -271,7 +273,7 @@ static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
     return s;
 }
 
-TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
+TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *index)
 {
     TrtContext *ctx = k->module->ctx;
     unsigned n = atomic_load(&k->nvariants);
@@ -280,11 +282,11 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
                        k->name, RT_MAX_VARIANTS);
     CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
     if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
-    Job j = {k, mask, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
+    Job j = {k, mask, checked, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
     make_keys(&j);
     RtBlob img = {0};
     TrtStatus s = variant_image(&j, &img);
-    RtVariant v = {mask, NULL, NULL, 0, 0, j.origin};
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, j.origin};
     if (!s) s = load_variant(k, &img, &v);
     rt_blob_free(&img);
     if (s) return s;

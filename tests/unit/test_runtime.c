@@ -645,7 +645,7 @@ static void test_no_disk_cache_loads_ptx(void **state)
 
 /* A test double of the compile step: PTX whose entry is the .tile kernel's name, and
  * launch facts as the code generator gives them (8 warps, 64 KiB of shared memory). */
-static char *fake_compile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+static char *fake_compile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
 {
     cur.compiles++;
     meta->threads = 256;
