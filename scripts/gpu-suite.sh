@@ -30,6 +30,10 @@ if [ "$what" != bench ]; then
   # The Python package: CUDA tensors, the current stream, torch.compile (docs/PYTHON.md).
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
+  # The checked mode (TILE_DEBUG=bounds, tilec run --check-bounds): a store far outside
+  # its buffer is reported in the interpreter's words without a fault, and the process
+  # keeps working (docs/RUNTIME.md).
+  step bounds_gpu python3 tests/gpu/test_bounds_gpu.py build-gpu/tilec build-gpu/runtime/libtileRT.so
   # The regressions, then DIFFTEST_SECONDS (default 270) of random programs from seed
   # 1 (one log; reduced failures in $OUT/difftest, at most 3 files, and printed in the
   # log too).
