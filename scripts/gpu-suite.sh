@@ -27,6 +27,8 @@ nvidia-smi -L
 if [ "$what" != bench ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
   step examples build-gpu/tile-examples --device gpu examples
+  # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
+  step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
   # The Python package: CUDA tensors, the current stream, torch.compile (docs/PYTHON.md).
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
