@@ -204,10 +204,11 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
                        uint32_t nparams);
 IrFunc *ir_module_find(const IrModule *m, const char *name);
 /* The hidden parameters that passes/bounds.c appended to a checked kernel: one i64
- * element count `%__n_NAME` per pointer parameter NAME, then the report `%__bounds:
+ * element count `%NAME.n` per pointer parameter NAME, then the report `%bounds.report:
  * *i64` (docs/IR.md, "Checked kernels"). A kernel is checked when its last parameter
- * is `%__bounds: *i64`; 0 for any other function. */
-#define IR_BOUNDS_REPORT_NAME "__bounds"
+ * is `%bounds.report: *i64` (no source parameter has a '.' in its name); 0 for any
+ * other function. */
+#define IR_BOUNDS_REPORT_NAME "bounds.report"
 uint32_t ir_func_hidden_params(const IrFunc *f);
 /* The report of a checked kernel: IR_BOUNDS_WORDS i64 words, all 0 until the first
  * out-of-bounds lane sets FLAG to 1 (a compare-and-swap on the GPU) and fills the rest:

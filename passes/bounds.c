@@ -9,23 +9,23 @@
  *             after layout and shared: the checks then guard the accesses that codegen
  *             emits, async_copy included)
  * guarantees: the kernel has the hidden parameters of ir_func_hidden_params (one i64
- *             element count `%__n_NAME` per pointer parameter, then `%__bounds: *i64`);
+ *             element count `%NAME.n` per pointer parameter, then `%bounds.report: *i64`);
  *             every load, store, atomic and async_copy whose pointer is computed from
  *             a pointer parameter P (through addptr, splat, broadcast, expand_dims,
  *             reshape, trans, convert_layout, hints, select, and loop-carried and if
  *             values that come from P alone) takes as its mask a check_bounds of that
- *             pointer against P and %__n_P, the op's own mask folded in; values of
+ *             pointer against P and %P.n, the op's own mask folded in; values of
  *             lanes inside are unchanged. Pointers of unknown origin (loaded from
  *             memory, or mixing two parameters) are not checked. A count below 0
  *             checks nothing (the caller gave no size). Running it twice changes
  *             nothing.
  *
- *   %p = addptr %out, %offs : *f32[128]          %ok = check_bounds store %p, %out, %__n_out,
- *   store %p, %v, %m                       ->                 %__bounds, %m : i1[128]
+ *   %p = addptr %out, %offs : *f32[128]          %ok = check_bounds store %p, %out, %out.n,
+ *   store %p, %v, %m                       ->                 %bounds.report, %m : i1[128]
  *                                                store %p, %v, %ok
  *
- * (kernel @k(%out: *f32, %n: i32) becomes @k(%out: *f32, %n: i32, %__n_out: i64,
- * %__bounds: *i64).) The interpreter runs checked IR (it writes the report as the GPU
+ * (kernel @k(%out: *f32, %n: i32) becomes @k(%out: *f32, %n: i32, %out.n: i64,
+ * %bounds.report: *i64).) The interpreter runs checked IR (it writes the report as the GPU
  * does), so the pass is tested on the CPU. */
 #include "passes.h"
 
@@ -171,7 +171,7 @@ static IrValue add_hidden_params(IrFunc *f, IrValue *counts)
     for (uint32_t i = 0; i < nuser; i++) {
         counts[i] = IR_NO_VALUE;
         if (ir_value_type(f, f->body.args[i])->elem != IR_PTR) continue;
-        names[at] = arena_printf(a, "__n_%s", f->param_names[i]);
+        names[at] = arena_printf(a, "%s.n", f->param_names[i]);
         counts[i] = ir_block_add_arg(&f->body, ir_type_scalar(c, IR_I64), names[at]);
         at++;
     }
