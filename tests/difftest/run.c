@@ -374,7 +374,9 @@ static TrtStatus gpu_run(const DtCase *c, const DtRunOptions *o, const IrFunc *k
         targs[p] = b->args[p].is_buffer ? trt_arg_ptr(dev[p]) : gpu_scalar(ir_value_type(k, k->body.args[p])->elem, &b->args[p]);
     }
     uint32_t g[3] = {(uint32_t)grid[0], (uint32_t)grid[1], (uint32_t)grid[2]};
-    if (!st) st = trt_launch(kern, targs, b->n, g, NULL);
+    uint64_t sizes[DT_MAX_ARGS];   /* for TILE_DEBUG=bounds: the checked variants on the GPU */
+    for (uint32_t p = 0; p < b->n; p++) sizes[p] = b->args[p].is_buffer ? buf_bytes(&b->args[p]) : 0;
+    if (!st) st = trt_launch_sized(kern, targs, sizes, b->n, g, NULL);
     *compile_error = st == TRT_ERROR_COMPILE;
     if (!st) st = trt_synchronize(o->gpu_ctx);
     for (uint32_t p = 0; p < b->n && !st; p++)
