@@ -40,6 +40,9 @@ if [ "$what" != bench ]; then
   # 1 (one log; reduced failures in $OUT/difftest, at most 3 files, and printed in the
   # log too).
   step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh "${DIFFTEST_SECONDS:-270}"
+  # The same generator with the GPU running the checked variants (TILE_DEBUG=bounds):
+  # checked codegen against the interpreter; failures under $OUT/checked/difftest.
+  step difftest_checked env TILE_DEBUG=bounds DIFFTEST_SEED=1 OUT="$OUT/checked" bash scripts/difftest.sh "${DIFFTEST_CHECKED_SECONDS:-60}"
 fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead
