@@ -324,7 +324,7 @@ static bool cg_op(Cg *c, const IrOp *op)
         return cg_shape_op(c, op);
     case IR_OP_LOAD: case IR_OP_STORE: case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN:
     case IR_OP_ATOMIC_XCHG: case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR:
-    case IR_OP_ATOMIC_CAS: case IR_OP_BARRIER:
+    case IR_OP_ATOMIC_CAS: case IR_OP_BARRIER: case IR_OP_CHECK_BOUNDS:
         return cg_memory(c, op);
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: return cg_reduce(c, op);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan(c, op);

@@ -341,6 +341,70 @@ static LLVMValueRef atomic_one(Cg *c, const IrOp *op, IrElem e, uint32_t k)
     return from_mem(c, old, e);
 }
 
+/* ---- check_bounds (passes/bounds.c) ------------------------------------------------- */
+/* Per element: mask and 0 <= (ptr - base) / sizeof(T) < n (every lane when n < 0). Of a
+ * thread's elements outside, the lowest local index is its candidate; a thread with one
+ * takes the report by a compare-and-swap of word 0 from 0 to 1 and, if it won, writes
+ * the other words (the host reads them after synchronizing). */
+static void report_word(Cg *c, LLVMValueRef rep, int word, LLVMValueRef v)
+{
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
+    LLVMValueRef idx = LLVMConstInt(i64, (unsigned long long)word, 0);
+    LLVMValueRef at = LLVMBuildGEP2(c->b, i64, rep, &idx, 1, "");
+    LLVMBuildStore(c->b, LLVMTypeOf(v) == i64 ? v : LLVMBuildSExt(c->b, v, i64, ""), at);
+}
+
+static bool lower_check_bounds(Cg *c, const IrOp *op)
+{
+    const IrType *pt = cg_type(c, op->operands[0]);
+    CgLayout l = cg_layout_of(pt);
+    CgVal p = cg_get(c, op->operands[0]);
+    LLVMValueRef base = cg_get(c, op->operands[1]).v[0], n = cg_get(c, op->operands[2]).v[0];
+    LLVMValueRef rep = cg_get(c, op->operands[3]).v[0];
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
+    uint32_t ne = pt->rank ? cg_layout_elems(&l) : 1;
+    CgVal out = cg_val_new(c, ne);
+    LLVMValueRef zero = LLVMConstInt(i64, 0, 0), bi = LLVMBuildPtrToInt(c->b, base, i64, "");
+    LLVMValueRef unchecked = LLVMBuildICmp(c->b, LLVMIntSLT, n, zero, "");
+    LLVMValueRef size = LLVMConstInt(i64, (unsigned long long)ir_elem_bytes(pt->pointee), 0);
+    LLVMValueRef any = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 0, 0), elem = zero, lane = cg_i32c(c, 0);
+    for (uint32_t k = ne; k-- > 0;) {         /* the lowest bad index ends up selected */
+        LLVMValueRef d = LLVMBuildSub(c->b, LLVMBuildPtrToInt(c->b, cg_at(p, k), i64, ""), bi, "");
+        LLVMValueRef e = LLVMBuildSDiv(c->b, d, size, "");
+        LLVMValueRef in = LLVMBuildOr(c->b, unchecked, LLVMBuildICmp(c->b, LLVMIntULT, e, n, ""), "");
+        LLVMValueRef on = mask_at(c, op, 4, k);
+        out.v[k] = LLVMBuildAnd(c->b, on, in, "");
+        LLVMValueRef bad = LLVMBuildAnd(c->b, on, LLVMBuildNot(c->b, in, ""), "");
+        LLVMValueRef ln = cg_i32c(c, 0);
+        if (pt->rank) {
+            LLVMValueRef co[IR_MAX_RANK];
+            cg_layout_coords(c, &l, k, co);
+            ln = cg_linear(c, &l, co);
+        }
+        elem = LLVMBuildSelect(c->b, bad, e, elem, "");
+        lane = LLVMBuildSelect(c->b, bad, ln, lane, "");
+        any = LLVMBuildOr(c->b, any, bad, "");
+    }
+    Guard g = guard_begin(c, any);
+    LLVMValueRef pair = LLVMBuildAtomicCmpXchg(c->b, rep, zero, LLVMConstInt(i64, 1, 0), LLVMAtomicOrderingMonotonic,
+                                               LLVMAtomicOrderingMonotonic, 0);
+    Guard won = guard_begin(c, LLVMBuildExtractValue(c->b, pair, 1, ""));
+    static const char *const ids[3] = {"ctaid.x", "ctaid.y", "ctaid.z"};
+    const IrValueInfo *bv = &c->f->values[op->operands[1]];
+    report_word(c, rep, IR_BOUNDS_PARAM, LLVMConstInt(i64, bv->index, 0));
+    report_word(c, rep, IR_BOUNDS_OP, LLVMConstInt(i64, (unsigned long long)op->attr.i, 0));
+    for (int d = 0; d < 3; d++) report_word(c, rep, IR_BOUNDS_PID_X + d, LLVMBuildZExt(c->b, cg_sreg(c, ids[d]), i64, ""));
+    report_word(c, rep, IR_BOUNDS_LANE, lane);
+    report_word(c, rep, IR_BOUNDS_ELEM, elem);
+    report_word(c, rep, IR_BOUNDS_COUNT, n);
+    report_word(c, rep, IR_BOUNDS_LINE, LLVMConstInt(i64, op->loc.line, 0));
+    report_word(c, rep, IR_BOUNDS_COL, LLVMConstInt(i64, op->loc.col, 0));
+    guard_end(c, &won, NULL, NULL);
+    guard_end(c, &g, NULL, NULL);
+    cg_set(c, op->results[0], out);
+    return true;
+}
+
 static bool lower_atomic(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
@@ -361,7 +425,8 @@ static bool lower_atomic(Cg *c, const IrOp *op)
     }
     for (uint32_t k = 0; k < out.n; k++) {
         LLVMValueRef cond = per_elem ? cg_layout_owner_at(c, &l, k) : owner;
-        if (!cas && op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[2]), k), "");
+        uint32_t m_at = cas ? 3 : 2;       /* a masked cas comes from passes/bounds.c */
+        if (op->noperands > m_at) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[m_at]), k), "");
         Guard g = guard_begin(c, cond);
         LLVMValueRef old = atomic_one(c, op, e, k);
         out.v[k] = guard_end(c, &g, old, LLVMConstNull(LLVMTypeOf(old)));
@@ -400,6 +465,7 @@ bool cg_memory(Cg *c, const IrOp *op)
     switch (op->code) {
     case IR_OP_LOAD: return lower_load(c, op);
     case IR_OP_STORE: return lower_store(c, op);
+    case IR_OP_CHECK_BOUNDS: return lower_check_bounds(c, op);
     case IR_OP_BARRIER:                      /* bar.sync orders the CTA's memory accesses too */
         cg_barrier(c);
         return true;

@@ -175,6 +175,44 @@ static void *lane_addr(Interp *I, const IrOp *op, const Tile *p, int64_t k, cons
     return NULL;
 }
 
+static bool lane_on(const IrOp *op, const Interp *I, uint32_t mask_at, int64_t k);
+static void observe(Interp *I, const IrOp *op, uint32_t result, const Tile *t);
+
+/* check_bounds (passes/bounds.c): the mask of the lanes whose pointer lies in the
+ * base parameter's first n elements; the first lane outside (in lane order, in the
+ * first program that has one) goes to the report buffer, as the GPU records it. A lane
+ * whose pointer came from another buffer is left to the interpreter's own check. */
+static bool exec_check_bounds(Interp *I, const IrOp *op)
+{
+    const Tile *p = interp_opnd(I, op, 0), *base = interp_opnd(I, op, 1);
+    const Tile *n = interp_opnd(I, op, 2), *rep = interp_opnd(I, op, 3);
+    Tile res;
+    if (!tile_alloc(I, op, interp_result_type(I, op, 0), &res)) return false;
+    int32_t rb = rep->buf[0], bb = base->buf[0];
+    const InterpBuffer *report = rb >= 0 ? &I->args[rb].u.buf : NULL;
+    if (!report || report->count < IR_BOUNDS_WORDS || bb < 0) {
+        tile_free(&res);
+        return interp_fail(I, op, "check_bounds needs its parameter and a report of %d i64 words", IR_BOUNDS_WORDS);
+    }
+    int64_t count = n->s[0].i, *w = report->data;
+    for (int64_t k = 0; k < res.n; k++) {
+        int64_t pk = k * bstride(p), elem = p->s[pk].i - base->s[0].i;
+        bool on = lane_on(op, I, 4, k);
+        bool in = count < 0 || p->buf[pk] != bb || (elem >= 0 && elem < count);
+        res.s[k].i = on && in;
+        if (!on || in || w[IR_BOUNDS_FLAG]) continue;
+        int64_t rec[IR_BOUNDS_WORDS] = {[IR_BOUNDS_FLAG] = 1, [IR_BOUNDS_PARAM] = bb, [IR_BOUNDS_OP] = op->attr.i,
+                                        [IR_BOUNDS_PID_X] = I->pid[0], [IR_BOUNDS_PID_Y] = I->pid[1],
+                                        [IR_BOUNDS_PID_Z] = I->pid[2], [IR_BOUNDS_LANE] = k, [IR_BOUNDS_ELEM] = elem,
+                                        [IR_BOUNDS_COUNT] = count, [IR_BOUNDS_LINE] = op->loc.line,
+                                        [IR_BOUNDS_COL] = op->loc.col};
+        memcpy(w, rec, sizeof rec);
+    }
+    if (I->observe) observe(I, op, 0, &res);
+    set_value(I, op->results[0], &res);
+    return true;
+}
+
 static bool lane_on(const IrOp *op, const Interp *I, uint32_t mask_at, int64_t k)
 {
     if (op->noperands <= mask_at) return true;
@@ -247,7 +285,7 @@ static bool exec_atomic(Interp *I, const IrOp *op, Tile *res)
     IrElem e = res->type->elem;
     for (int64_t k = 0; k < res->n; k++) {
         res->s[k] = (Slot){0};
-        if (!cas && !lane_on(op, I, 2, k)) continue;
+        if (!lane_on(op, I, cas ? 3 : 2, k)) continue;
         void *a = lane_addr(I, op, p, k, "updates");
         if (!a) return false;
         Slot old = mem_read(e, a), val = v->s[bidx(v, k)];
@@ -579,6 +617,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_WHILE: return exec_while(I, op);
     case IR_OP_STORE: ok = exec_store(I, op); break;
     case IR_OP_ASSERT: ok = exec_assert(I, op); break;
+    case IR_OP_CHECK_BOUNDS: ok = exec_check_bounds(I, op); break;
     case IR_OP_PRINT: exec_print(I, op); ok = true; break;
     case IR_OP_BARRIER: ok = true; break;      /* one program runs at a time, lanes in step */
     case IR_OP_LOCAL_ALLOC: ok = exec_local_alloc(I, op); break;

@@ -49,6 +49,19 @@ const char *const ir_cmp_names[6] = {"eq", "ne", "lt", "le", "gt", "ge"};
 const char *const ir_precision_names[3] = {"default", "tf32", "ieee"};
 const char *const ir_sem_names[4] = {"acq_rel", "relaxed", "acquire", "release"};
 
+uint32_t ir_func_hidden_params(const IrFunc *f)
+{
+    uint32_t n = f->body.nargs;
+    if (f->kind != IR_FUNC_KERNEL || !n || !f->param_names || !f->param_names[n - 1] ||
+        strcmp(f->param_names[n - 1], IR_BOUNDS_REPORT_NAME))
+        return 0;
+    const IrType *t = ir_value_type(f, f->body.args[n - 1]);
+    if (t->elem != IR_PTR || t->pointee != IR_I64 || t->rank) return 0;
+    uint32_t ptrs = 0;
+    for (uint32_t i = 0; i + 1 < n; i++) ptrs += ir_value_type(f, f->body.args[i])->elem == IR_PTR;
+    return 2 * ptrs + 1 <= n ? ptrs + 1 : 0;   /* the user's pointers and their counts */
+}
+
 bool ir_op_is_atomic(IrOpcode code)
 {
     switch (code) {

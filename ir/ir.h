@@ -203,6 +203,23 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
                        const IrType *const *param_types, const char *const *param_names,
                        uint32_t nparams);
 IrFunc *ir_module_find(const IrModule *m, const char *name);
+/* The hidden parameters that passes/bounds.c appended to a checked kernel: one i64
+ * element count `%NAME.n` per pointer parameter NAME, then the report `%bounds.report:
+ * *i64` (docs/IR.md, "Checked kernels"). A kernel is checked when its last parameter
+ * is `%bounds.report: *i64` (no source parameter has a '.' in its name); 0 for any
+ * other function. */
+#define IR_BOUNDS_REPORT_NAME "bounds.report"
+uint32_t ir_func_hidden_params(const IrFunc *f);
+/* The report of a checked kernel: IR_BOUNDS_WORDS i64 words, all 0 until the first
+ * out-of-bounds lane sets FLAG to 1 (a compare-and-swap on the GPU) and fills the rest:
+ * the pointer parameter's index, the guarded op (IrOpcode), the program id, the lane
+ * (row-major index in the tile), the element index, the element count checked against,
+ * and the op's source line and column (0: none). docs/CODEGEN.md has the ABI. */
+enum {
+    IR_BOUNDS_FLAG, IR_BOUNDS_PARAM, IR_BOUNDS_OP, IR_BOUNDS_PID_X, IR_BOUNDS_PID_Y, IR_BOUNDS_PID_Z,
+    IR_BOUNDS_LANE, IR_BOUNDS_ELEM, IR_BOUNDS_COUNT, IR_BOUNDS_LINE, IR_BOUNDS_COL,
+    IR_BOUNDS_WORDS = 16
+};
 
 IrValue ir_value_new(IrFunc *f, const IrType *t, const char *name);
 static inline const IrType *ir_value_type(const IrFunc *f, IrValue v) { return f->values[v].type; }

@@ -559,6 +559,14 @@ static bool parse_attr(Parser *ps, OpText *o)
     case IR_OP_CMP: return parse_word_attr(ps, o, ir_cmp_names, 6, "comparison predicate");
     case IR_OP_DOT: return parse_word_attr(ps, o, ir_precision_names, 3, "dot precision");
     case IR_OP_PRINT: return parse_string(ps, &o->attr.s);
+    case IR_OP_CHECK_BOUNDS: {        /* the name of the op it guards */
+        IrOpcode g;
+        if (ps->tok.kind != TK_IDENT || !ir_op_from_name(ps->tok.s, ps->tok.n, &g))
+            return error_at(ps, ps->tok.loc, "expected the op that check_bounds guards (load, store, ...)");
+        o->attr.i = g;
+        next(ps);
+        return true;
+    }
     case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
     case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
         /* the memory order; without one, acq_rel (the language's default) */

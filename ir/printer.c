@@ -285,6 +285,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
         fputc(' ', out);
         print_string(op->attr.s, out);
         break;
+    case IR_OP_CHECK_BOUNDS:          /* the op it guards: check_bounds store %p, ... */
+        fprintf(out, " %s", op->attr.i >= 0 && op->attr.i < IR_NUM_OPS ? ir_op_info[op->attr.i].text : "?");
+        break;
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:

@@ -277,7 +277,7 @@ static bool check_store(Verifier *v, const IrOp *op)
 static bool check_atomic(Verifier *v, const IrOp *op)
 {
     bool cas = op->code == IR_OP_ATOMIC_CAS;
-    if (!check_count(v, op, cas ? 3 : 2, 3)) return false;
+    if (!check_count(v, op, cas ? 3 : 2, cas ? 4 : 3)) return false;
     const IrType *p = opt(v, op, 0), *x = opt(v, op, cas ? 2 : 1), *r = rty(v, op);
     if (!is_pointee_of(p, x) || r != x)
         return fail(v, op, "value and result must be the pointee of %s, got %s -> %s", tstr(p).s, tstr(x).s, tstr(r).s);
@@ -286,7 +286,34 @@ static bool check_atomic(Verifier *v, const IrOp *op)
     if (bits && !ir_elem_is_int(x->elem)) return fail(v, op, "needs integers, got %s", tstr(x).s);
     if (op->attr.i < IR_SEM_ACQ_REL || op->attr.i > IR_SEM_RELEASE)
         return fail(v, op, "has an unknown memory order %" PRId64, op->attr.i);
-    return cas || op->noperands < 3 || check_mask(v, op, 2, p);
+    return op->noperands < (cas ? 4u : 3u) || check_mask(v, op, cas ? 3 : 2, p);
+}
+
+/* check_bounds (ptr, base, n, report[, mask]) -> i1 of ptr's shape and layout, where
+ * base is a pointer parameter of the kernel (what ptr was computed from) and the
+ * guarded op one that reaches global memory (passes/bounds.c). */
+static bool check_check_bounds(Verifier *v, const IrOp *op)
+{
+    if (!check_count(v, op, 4, 5)) return false;
+    const IrType *p = opt(v, op, 0), *b = opt(v, op, 1), *n = opt(v, op, 2), *rep = opt(v, op, 3), *r = rty(v, op);
+    const IrValueInfo *bi = &v->f->values[op->operands[1]];
+    IrOpcode g = (IrOpcode)op->attr.i;
+    if (op->attr.i < 0 || op->attr.i >= IR_NUM_OPS ||
+        !(g == IR_OP_LOAD || g == IR_OP_STORE || g == IR_OP_ASYNC_COPY || ir_op_is_atomic(g)))
+        return fail(v, op, "guards a load, store, atomic or async_copy, got op %" PRId64, op->attr.i);
+    if (!is_ptr(p)) return fail(v, op, "checks pointers, got %s", tstr(p).s);
+    if (!is_ptr(b) || b->rank || b->pointee != p->pointee || bi->def || bi->block != &v->f->body)
+        return fail(v, op, "base must be a pointer parameter of the kernel to %s, got %s", ir_elem_name(p->pointee),
+                    tstr(b).s);
+    if (n->rank || n->elem != IR_I64) return fail(v, op, "element count must be an i64 scalar, got %s", tstr(n).s);
+    if (!is_ptr(rep) || rep->rank || rep->pointee != IR_I64)
+        return fail(v, op, "report must be an *i64 scalar, got %s", tstr(rep).s);
+    if (op->noperands == 5 && !check_mask(v, op, 4, p)) return false;
+    if (op->noperands == 5 && opt(v, op, 4)->layout != p->layout)
+        return fail(v, op, "mask and pointers must share a layout, got %s and %s", tstr(opt(v, op, 4)).s, tstr(p).s);
+    if (r->elem != IR_I1 || !same_shape(r, p) || r->layout != p->layout)
+        return fail(v, op, "result must be i1 of the pointers' shape and layout %s, got %s", tstr(p).s, tstr(r).s);
+    return true;
 }
 
 static bool check_dot(Verifier *v, const IrOp *op)
@@ -605,6 +632,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_ASYNC_COPY: return check_async_copy(v, op);
     case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
+    case IR_OP_CHECK_BOUNDS: return check_check_bounds(v, op);
     case IR_OP_ASSERT: return check_assert(v, op);
     case IR_OP_PRINT: return op->attr.s ? true : fail(v, op, "needs a message");
     case IR_OP_FOR: return check_for(v, op);
@@ -699,7 +727,7 @@ bool ir_verify_module(const IrModule *m)
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         const IrFunc *f = m->funcs[i];
         ok &= ir_verify_func(f);
-        if (f->grid && (f->grid->kind != IR_FUNC_GRID || f->grid->body.nargs != f->body.nargs)) {
+        if (f->grid && (f->grid->kind != IR_FUNC_GRID || f->grid->body.nargs != f->body.nargs - ir_func_hidden_params(f))) {
             diag_error(ir_ctx_diags(m->ctx), f->loc, "verifier: the grid function of '@%s' must take its parameters", f->name);
             ok = false;
         }

@@ -37,6 +37,7 @@ bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, sha
 bool pass_hoist_invariants(IrFunc *f);   /* hoist.c: only the loop-invariant code motion */
 bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
+bool pass_bounds(IrFunc *f);       /* bounds.c: checked mode; bounds checks from hidden size parameters */
 extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;
 /* The blocked layout pass_layout gives tiles of t's shape in a kernel of `warps`. */
@@ -48,6 +49,7 @@ typedef struct PassOptions {
     bool verify_each;        /* run the verifier after every pass (abort on failure) */
     bool time_passes;        /* print the time of every pass to `dump` at the end */
     FILE *dump;              /* NULL: stderr */
+    bool check_bounds;       /* pass_run_gpu ends with `bounds` (the checked mode) */
 } PassOptions;
 
 /* Runs a comma-separated list of pass names ("canonicalize,fold,cse,dce") on every
@@ -67,5 +69,17 @@ bool pass_run_gpu(IrModule *m, const PassOptions *opt);
  * is an internal error: it prints the stage, the verifier's messages and the IR to
  * `dump` (NULL: stderr) and aborts. */
 void pass_verify_stage(IrModule *m, const char *stage, FILE *dump);
+
+/* The checked mode's host side (bounds.c). bounds_bind_args fills the hidden arguments
+ * of checked kernel f after its nuser own ones in args (which has room for all
+ * f->body.nargs): each pointer's element count (its buffer's count; -1 for a null
+ * pointer) and `report`, IR_BOUNDS_WORDS zeroed words; returns the argument count.
+ * bounds_report_diag adds the error that a report holds, in the interpreter's words
+ * and at the op's line and column in src (NULL: no location), to d; false (nothing
+ * added) for a report without one. param_names are the kernel's own parameters. */
+struct InterpArg;
+uint32_t bounds_bind_args(const IrFunc *f, struct InterpArg *args, uint32_t nuser, int64_t *report);
+bool bounds_report_diag(const int64_t *w, const char *kernel, const char *const *param_names, uint32_t nparams,
+                        const Source *src, DiagList *d);
 
 #endif

@@ -24,13 +24,17 @@ const PassInfo pass_gpu_table[] = {
 };
 const unsigned pass_gpu_count = sizeof pass_gpu_table / sizeof *pass_gpu_table;
 
+/* Run only when asked (PassOptions.check_bounds, tile-opt --passes=bounds). */
+static const PassInfo pass_bounds_info =
+    {"bounds",       "checked mode: bounds checks from hidden size parameters", pass_bounds};
+
 const PassInfo *pass_find(const char *name)
 {
     for (unsigned i = 0; i < pass_count; i++)
         if (!strcmp(pass_table[i].name, name)) return &pass_table[i];
     for (unsigned i = 0; i < pass_gpu_count; i++)
         if (!strcmp(pass_gpu_table[i].name, name)) return &pass_gpu_table[i];
-    return NULL;
+    return strcmp(pass_bounds_info.name, name) ? NULL : &pass_bounds_info;
 }
 
 static _Noreturn void invalid_ir(IrModule *m, const char *what, const char *stage, FILE *dump)
@@ -116,6 +120,7 @@ bool pass_run_gpu(IrModule *m, const PassOptions *opt)
     double clean_ms = 0;
     run_one(m, pass_find("cse"), &o, &clean_ms);   /* copies the layout propagation made twice */
     run_one(m, pass_find("dce"), &o, &clean_ms);   /* the conversions the GPU passes made dead */
+    if (o.check_bounds) run_one(m, &pass_bounds_info, &o, &clean_ms);
     report_table_times(pass_gpu_table, pass_gpu_count, opt, ms);
     return true;
 }

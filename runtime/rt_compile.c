@@ -33,12 +33,12 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
     }
 }
 
-static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask,
+static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask, bool checked,
                       RtKernelMeta *meta, TrtStatus *st)
 {
     SpecClass classes[TRT_MAX_ARGS];
     classes_of(k, mask, classes);
-    PassOptions po = {0};
+    PassOptions po = {.check_bounds = checked};   /* the bounds pass ends the GPU pipeline */
     RtBuildTimes *bt = k->building;
     double t0 = tl_now_ms();
     f->module->target = tile_target(k->module->ctx->arch);
@@ -56,7 +56,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
 }
 
 /* The code generator is loaded first: without it there is nothing to lower for. */
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
 {
     const RtCodegen *cg = rt_codegen(k->name);
     if (!cg) {
@@ -67,7 +67,7 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
     double t0 = tl_now_ms();
     IrFunc *f = rt_lower_kernel(k, &ir, st);
     if (k->building) k->building->front_ms += tl_now_ms() - t0;
-    char *ptx = f ? generate(cg, k, f, mask, meta, st) : NULL;
+    char *ptx = f ? generate(cg, k, f, mask, checked, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
 }
@@ -157,6 +157,7 @@ static bool drop_if_spilling(TrtContext *ctx, const TrtKernel *k, char *ptx, con
 typedef struct Job {
     TrtKernel *k;
     uint64_t mask;
+    bool checked;
     RtKey ptx_key, cubin_key;
     RtOrigin origin;           /* raised by each build step that runs */
 } Job;
@@ -170,6 +171,7 @@ static void make_keys(Job *j)
     rt_hash_str(h, RT_COMPILER_VERSION);
     rt_hash_bytes(h, j->k->ir_key.b, sizeof j->k->ir_key.b);
     rt_hash_u64(h, j->mask);
+    if (j->checked) rt_hash_str(h, "bounds");   /* unchecked keys stay what they were */
     rt_hash_str(h, ctx->arch);
     rt_hash_str(h, RT_PTX_VERSION);
     j->ptx_key = rt_hasher_key(h);
@@ -206,7 +208,7 @@ static TrtStatus build_ptx(void *ud, RtBlob *out)
     TrtStatus s = TRT_SUCCESS;
     RtKernelMeta meta = {j->k->block, 0};
     j->origin = RT_FROM_COMPILER;
-    char *ptx = j->k->module->compile(j->k, j->mask, &meta, &s);
+    char *ptx = j->k->module->compile(j->k, j->mask, j->checked, &meta, &s);
     if (!ptx) return s;
     bool ok = put_payload(out, &meta, ptx, strlen(ptx) + 1);
     tl_free(ptx);
@@ -291,7 +293,7 @@ static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
     return s;
 }
 
-TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
+TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *index)
 {
     TrtContext *ctx = k->module->ctx;
     unsigned n = atomic_load(&k->nvariants);
@@ -301,14 +303,14 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
     CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
     if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
     double t0 = tl_now_ms();
-    Job j = {k, mask, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
+    Job j = {k, mask, checked, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
     make_keys(&j);
     RtBlob img = {0};
     RtBuildTimes times = {0};
     k->building = &times;
     TrtStatus s = variant_image(&j, &img);
     k->building = NULL;
-    RtVariant v = {mask, NULL, NULL, 0, 0, j.origin, times};
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, j.origin, times};
     if (!s) s = load_variant(k, &img, &v);
     rt_blob_free(&img);
     v.times.total_ms = tl_now_ms() - t0;

@@ -23,6 +23,22 @@ static TrtStatus mode_from_env(TrtMode *mode)
     return TRT_SUCCESS;
 }
 
+/* TILE_DEBUG: words separated by commas; "bounds" is the checked mode. */
+static TrtStatus debug_from_env(unsigned *out)
+{
+    const char *v = getenv("TILE_DEBUG");
+    *out = 0;
+    for (const char *p = v ? v : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 6 && !strncmp(p, "bounds", n)) *out |= TRT_DEBUG_BOUNDS;
+        else if (n && !(n == 4 && !strncmp(p, "none", n)))
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                           "TILE_DEBUG is '%s'; expected bounds or none (words separated by commas)", v);
+        p += n + (p[n] == ',');
+    }
+    return TRT_SUCCESS;
+}
+
 static TrtStatus check_mode(TrtMode *mode)
 {
     if (*mode == TRT_MODE_FROM_ENV) return mode_from_env(mode);
@@ -66,10 +82,14 @@ static void pick_arch(TrtContext *c)
  * no cache, since nothing is compiled past Tile IR. */
 static TrtStatus cpu_context_create(TrtMode mode, TrtContext **out)
 {
+    unsigned debug = 0;
     TrtStatus s = check_mode(&mode);
+    if (!s) s = debug_from_env(&debug);
     if (s) return s;
     TrtContext *c = tl_calloc(1, sizeof *c);
     if (!c) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    pthread_mutex_init(&c->check_lock, NULL);
+    atomic_store(&c->debug, debug);
     c->device = TRT_DEVICE_CPU;
     c->mode = mode;
     snprintf(c->arch, sizeof c->arch, "cpu");
@@ -84,12 +104,16 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
     if (device == TRT_DEVICE_CPU) return cpu_context_create(mode, out);
     const RtDriver *d = rt_driver();
     if (!d) return TRT_ERROR_NO_DRIVER;
+    unsigned debug = 0;
     TrtStatus s = check_mode(&mode);
+    if (!s) s = debug_from_env(&debug);
     if (s) return s;
     TrtContext *c = tl_calloc(1, sizeof *c);
     if (!c) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     c->drv = d;
     pthread_mutex_init(&c->fault_lock, NULL);
+    pthread_mutex_init(&c->check_lock, NULL);
+    atomic_store(&c->debug, debug);
     c->device = device;
     c->mode = mode;
     if (getenv("TILE_LOG_RECOMPILES") && !strcmp(getenv("TILE_LOG_RECOMPILES"), "1"))
@@ -108,8 +132,10 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
 void trt_context_destroy(TrtContext *c)
 {
     if (!c) return;
+    if (c->report && !atomic_load(&c->fault)) c->drv->cuMemFree(c->report);
     if (c->cuctx) c->drv->cuDevicePrimaryCtxRelease(c->dev);
     if (c->drv) pthread_mutex_destroy(&c->fault_lock);
+    pthread_mutex_destroy(&c->check_lock);
     rt_cache_close(c->cache);
     tl_free(c);
 }
@@ -119,6 +145,20 @@ TrtStatus trt_context_set_flags(TrtContext *c, unsigned flags)
     if (!c) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_flags: ctx is NULL");
     atomic_store(&c->flags, flags);
     return TRT_SUCCESS;
+}
+
+TrtStatus trt_context_set_debug(TrtContext *c, unsigned debug)
+{
+    if (!c) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_debug: ctx is NULL");
+    if (debug & ~(unsigned)TRT_DEBUG_BOUNDS)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_debug: unknown bits 0x%x", debug & ~(unsigned)TRT_DEBUG_BOUNDS);
+    atomic_store(&c->debug, debug);
+    return TRT_SUCCESS;
+}
+
+unsigned trt_context_debug(const TrtContext *c)
+{
+    return c ? atomic_load(&((TrtContext *)c)->debug) : 0;
 }
 
 TrtMode trt_context_mode(const TrtContext *c)

@@ -244,6 +244,12 @@ struct TrtContext {
     atomic_int fault;
     pthread_mutex_t fault_lock;
     char fault_msg[1024];
+    /* The checked mode (TRT_DEBUG_*, TILE_DEBUG): the bits, and the report buffer of
+     * checked kernels (IR_BOUNDS_WORDS words, allocated at the first checked launch and
+     * zero between launches), used by one launch at a time under check_lock. */
+    atomic_uint debug;
+    pthread_mutex_t check_lock;
+    CUdeviceptr report;
 };
 
 static inline void rt_ctx_note_launch(struct TrtContext *ctx, TrtKernel *k)
@@ -279,6 +285,7 @@ typedef struct RtBuildTimes {
 
 typedef struct RtVariant {
     uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
+    bool checked;              /* the checked mode's variant (passes/bounds.c) */
     CUmodule mod;
     CUfunction fn;
     unsigned threads;          /* block size along x */
@@ -300,7 +307,7 @@ enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16
 /* Produces the PTX of one variant and its launch facts (*meta comes filled with the
  * kernel's defaults). Returns a malloc'd string or NULL with *st and the thread's error
  * set. */
-typedef char *(*RtCompileFn)(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st);
+typedef char *(*RtCompileFn)(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st);
 
 typedef struct RtParam {
     IrElem elem;               /* IR_PTR for pointers */
@@ -355,12 +362,15 @@ TrtStatus rt_module_load_ptx(TrtContext *ctx, const char *ptx, const RtPtxKernel
 
 /* Compiles (or finds in the cache) and loads the variant for `mask`; returns its index
  * in k->variants. Called with k->lock held. */
-TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index);
+TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *index);
 /* Lowers the kernel with its consts into a new IrCtx (*ctx_out, the caller's even on
  * failure); NULL with *st and the thread's error set on failure. */
 IrFunc *rt_lower_kernel(TrtKernel *k, IrCtx **ctx_out, TrtStatus *st);
 /* The PTX of one variant of a .tile kernel (frontend, passes, codegen). */
-char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st);
+char *rt_compile_tile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st);
+/* Whether launches of k run checked variants: the context's TRT_DEBUG_BOUNDS, for a
+ * kernel compiled from .tile source (hand-written PTX has no hidden parameters). */
+bool rt_kernel_checked(const TrtKernel *k);
 /* Loads PTX or a cubin image into a module, with the JIT's error log in the message. */
 TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 /* Links PTX to a cubin for the current device (cuLink*). */

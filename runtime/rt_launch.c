@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/interp.h"
+#include "passes/passes.h"
 #include "rt_internal.h"
 
 /* The argument kind that each element type takes (f8 values are passed as their bits). */
@@ -119,13 +120,14 @@ const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask)
     return b ? "divisible by 16" : "not 1 nor divisible by 16";
 }
 
-static int find_variant(TrtKernel *k, uint64_t mask)
+/* A checked variant is never served to an unchecked launch, nor the other way round. */
+static int find_variant(TrtKernel *k, uint64_t mask, bool checked)
 {
     unsigned n = atomic_load_explicit(&k->nvariants, memory_order_acquire);
     unsigned last = atomic_load_explicit(&k->last, memory_order_relaxed);
-    if (last < n && k->variants[last].mask == mask) return (int)last;
+    if (last < n && k->variants[last].mask == mask && k->variants[last].checked == checked) return (int)last;
     for (unsigned i = 0; i < n; i++)
-        if (k->variants[i].mask == mask) return (int)i;
+        if (k->variants[i].mask == mask && k->variants[i].checked == checked) return (int)i;
     return -1;
 }
 
@@ -148,6 +150,12 @@ static void report_times(const TrtKernel *k, unsigned index)
     fprintf(stderr, " cache and the rest %.1f\n", rest > 0 ? rest : 0);
 }
 
+bool rt_kernel_checked(const TrtKernel *k)
+{
+    return (atomic_load_explicit(&k->module->ctx->debug, memory_order_relaxed) & TRT_DEBUG_BOUNDS) &&
+           k->module->src;
+}
+
 static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
 {
     static const char *const how[] = {
@@ -157,6 +165,7 @@ static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
     };
     fprintf(stderr, "tile: kernel '%s': ", k->name);
     fprintf(stderr, how[k->variants[index].origin], index + 1);
+    if (k->variants[index].checked) fputs(" (checked: TILE_DEBUG=bounds)", stderr);
     if (index == 0) {
         fputs(" (first launch)\n", stderr);
         report_times(k, index);
@@ -173,14 +182,14 @@ static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
 
 /* The slow path: build the variant of a new class (once, under the kernel's lock). A
  * full table falls back to the class with no bits, which is valid for every argument. */
-static TrtStatus resolve_variant(TrtKernel *k, uint64_t mask, unsigned *index)
+static TrtStatus resolve_variant(TrtKernel *k, uint64_t mask, bool checked, unsigned *index)
 {
     pthread_mutex_lock(&k->lock);
-    if (atomic_load(&k->nvariants) >= RT_MAX_VARIANTS - 1) mask = 0;
-    int found = find_variant(k, mask);
+    if (atomic_load(&k->nvariants) >= RT_MAX_VARIANTS - 2) mask = 0;   /* room for both kinds */
+    int found = find_variant(k, mask, checked);
     TrtStatus s = TRT_SUCCESS;
     if (found >= 0) *index = (unsigned)found;
-    else if (!(s = rt_variant_build(k, mask, index)) && rt_log_recompiles(k->module->ctx))
+    else if (!(s = rt_variant_build(k, mask, checked, index)) && rt_log_recompiles(k->module->ctx))
         report_variant(k, mask, *index);
     pthread_mutex_unlock(&k->lock);
     return s;
@@ -273,8 +282,67 @@ TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3])
     return TRT_SUCCESS;
 }
 
-TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uint32_t grid[3],
-                     CUstream stream)
+/* ---- the checked mode ----------------------------------------------------------------- */
+/* A checked launch: the user's arguments, then each pointer's element count (-1 where
+ * the size is unknown) and the report buffer (passes/bounds.c's ABI, docs/CODEGEN.md);
+ * then a wait for the kernel and a look at the report. One at a time per context (the
+ * report is shared); the report is zero again when it returns. */
+static TrtStatus report_error(TrtKernel *k, const int64_t *w)
+{
+    const char *names[TRT_MAX_ARGS];
+    for (uint32_t i = 0; i < k->nparams; i++) names[i] = k->params[i].name;
+    DiagList d;
+    diag_init(&d);
+    bounds_report_diag(w, k->name, names, k->nparams, k->module->src, &d);
+    char what[200];
+    snprintf(what, sizeof what, "kernel '%s' was stopped by its bounds check on the GPU (the access was not made)",
+             k->name);
+    TrtStatus s = rt_fail_diags(TRT_ERROR_KERNEL_FAILED, what, &d);
+    diag_free(&d);
+    return s;
+}
+
+static TrtStatus launch_checked(TrtKernel *k, const RtVariant *v, const TrtArg *args, const uint64_t *bytes,
+                                const uint32_t g[3], CUstream stream)
+{
+    TrtContext *ctx = k->module->ctx;
+    const RtDriver *d = ctx->drv;
+    static const int64_t zeros[IR_BOUNDS_WORDS];
+    int64_t counts[TRT_MAX_ARGS], w[IR_BOUNDS_WORDS];
+    void *params[2 * TRT_MAX_ARGS + 1];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < k->nparams; i++) params[n++] = (void *)&args[i].v;
+    for (uint32_t i = 0, j = 0; i < k->nparams; i++) {
+        if (k->params[i].elem != IR_PTR) continue;
+        uint64_t b = bytes ? bytes[i] : TRT_BYTES_UNKNOWN, size = (uint64_t)ir_elem_bytes(k->params[i].pointee);
+        counts[j] = b == TRT_BYTES_UNKNOWN || b / size > (uint64_t)INT64_MAX ? -1 : (int64_t)(b / size);
+        params[n++] = &counts[j++];
+    }
+    pthread_mutex_lock(&ctx->check_lock);
+    CUresult r = 0;
+    const char *what = "cuMemAlloc";
+    if (!ctx->report && !(r = d->cuMemAlloc(&ctx->report, sizeof zeros))) {
+        what = "cuMemcpyHtoD";
+        if ((r = d->cuMemcpyHtoD(ctx->report, zeros, sizeof zeros))) {
+            d->cuMemFree(ctx->report);
+            ctx->report = 0;
+        }
+    }
+    params[n++] = &ctx->report;
+    if (!r && !(r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], v->threads, 1, 1, v->shared_bytes, stream, params,
+                                      NULL)))
+        rt_ctx_note_launch(ctx, k);
+    else if (r) what = ctx->report ? "cuLaunchKernel" : what;
+    if (!r && (r = d->cuStreamSynchronize(stream))) what = "cuStreamSynchronize";
+    if (!r && (r = d->cuMemcpyDtoH(w, ctx->report, sizeof w))) what = "cuMemcpyDtoH";
+    if (!r && w[IR_BOUNDS_FLAG] && (r = d->cuMemcpyHtoD(ctx->report, zeros, sizeof zeros))) what = "cuMemcpyHtoD";
+    TrtStatus s = r ? rt_ctx_driver_error(ctx, r, what) : w[IR_BOUNDS_FLAG] ? report_error(k, w) : TRT_SUCCESS;
+    pthread_mutex_unlock(&ctx->check_lock);
+    return s;
+}
+
+static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs,
+                        const uint32_t grid[3], CUstream stream)
 {
     if (!k) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_launch: kernel is NULL");
     if (!k->module->ctx->drv)
@@ -288,20 +356,34 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     if ((s = rt_check_grid(k, g))) return s;
     if (rt_grid_empty(g)) return TRT_SUCCESS;
     uint64_t mask = class_mask(k, args);
-    int found = find_variant(k, mask);
+    bool checked = rt_kernel_checked(k);
+    int found = find_variant(k, mask, checked);
     unsigned index;
     if (found >= 0) index = (unsigned)found;
     else if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
-             (s = resolve_variant(k, mask, &index)))
+             (s = resolve_variant(k, mask, checked, &index)))
         return s;
     atomic_store_explicit(&k->last, index, memory_order_relaxed);
+    const RtVariant *v = &k->variants[index];
+    if (checked) return launch_checked(k, v, args, bytes, g, stream);
     void *params[TRT_MAX_ARGS];
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;
-    const RtVariant *v = &k->variants[index];
     const RtDriver *d = k->module->ctx->drv;
     CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], v->threads, 1, 1, v->shared_bytes,
                                    stream, params, NULL);
     if (r) return rt_ctx_driver_error(k->module->ctx, r, "cuLaunchKernel");
     rt_ctx_note_launch(k->module->ctx, k);
     return TRT_SUCCESS;
+}
+
+TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uint32_t grid[3],
+                     CUstream stream)
+{
+    return launch(k, args, NULL, nargs, grid, stream);
+}
+
+TrtStatus trt_launch_sized(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs,
+                           const uint32_t grid[3], CUstream stream)
+{
+    return launch(k, args, bytes, nargs, grid, stream);
 }

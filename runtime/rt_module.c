@@ -340,7 +340,7 @@ TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *
 }
 
 /* ---- hand-written PTX modules (tests, benchmarks) ---------------------------------- */
-static char *compile_ptx_module(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+static char *compile_ptx_module(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
 {
     char *ptx = tl_strdup(k->module->ptx);
     if (!ptx) *st = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");

@@ -27,13 +27,22 @@ nvidia-smi -L
 if [ "$what" != bench ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
   step examples build-gpu/tile-examples --device gpu examples
+  # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
+  step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
   # The Python package: CUDA tensors, the current stream, torch.compile (docs/PYTHON.md).
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
+  # The checked mode (TILE_DEBUG=bounds, tilec run --check-bounds): a store far outside
+  # its buffer is reported in the interpreter's words without a fault, and the process
+  # keeps working (docs/RUNTIME.md).
+  step bounds_gpu python3 tests/gpu/test_bounds_gpu.py build-gpu/tilec build-gpu/runtime/libtileRT.so
   # The regressions, then DIFFTEST_SECONDS (default 270) of random programs from seed
   # 1 (one log; reduced failures in $OUT/difftest, at most 3 files, and printed in the
   # log too).
   step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh "${DIFFTEST_SECONDS:-270}"
+  # The same generator with the GPU running the checked variants (TILE_DEBUG=bounds):
+  # checked codegen against the interpreter; failures under $OUT/checked/difftest.
+  step difftest_checked env TILE_DEBUG=bounds DIFFTEST_SEED=1 OUT="$OUT/checked" bash scripts/difftest.sh "${DIFFTEST_CHECKED_SECONDS:-60}"
 fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead

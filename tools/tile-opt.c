@@ -38,6 +38,10 @@ static void usage(FILE *out)
           "  --version          the version\n"
           "passes:\n", out);
     for (unsigned i = 0; i < pass_count; i++) fprintf(out, "  %-14s %s\n", pass_table[i].name, pass_table[i].summary);
+    for (unsigned i = 0; i < pass_gpu_count; i++)
+        fprintf(out, "  %-14s %s\n", pass_gpu_table[i].name, pass_gpu_table[i].summary);
+    const PassInfo *b = pass_find("bounds");
+    fprintf(out, "  %-14s %s\n", b->name, b->summary);
 }
 
 static int bad_usage(const char *fmt, const char *arg)

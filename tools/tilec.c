@@ -75,12 +75,12 @@ typedef struct Options {
 static const char usage_compile[] =
     "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
-    "             [--print-after-all] [--verify-each] [--time-passes]\n"
+    "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
     "             [-Werror] [-w] [--color=auto|always|never]\n";
 static const char usage_run[] =
     "tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
     "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]\n"
-    "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir]\n";
+    "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir] [--check-bounds]\n";
 static const char usage_other[] =
     "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
     "       tilec --help | --version | run --help | cache --help\n";
@@ -100,6 +100,8 @@ static const char help_compile[] =
     "         knows nothing of the integer arguments; div16 is the variant the\n"
     "         runtime compiles when every integer argument is a multiple of 16\n"
     "-Werror  warnings are errors; -w  no warnings\n"
+    "--check-bounds  compile the checked variant (ir-gpu, llvm, ptx, cubin): the\n"
+    "         bounds pass after the GPU passes, with the hidden size parameters\n"
     "--color  diagnostics in colour: auto (default: on a terminal, unless NO_COLOR is set)\n";
 static const char help_run[] =
     "run      runs one kernel (--kernel may be left out when the file has one); a\n"
@@ -108,7 +110,10 @@ static const char help_run[] =
     "         elements); --print NAME prints that buffer after the run, one value per\n"
     "         line; --print-to DIR writes them (every buffer, without --print) to\n"
     "         DIR/NAME.bin instead; an empty grid runs nothing; --device gpu runs it\n"
-    "         through libtileRT on GPU 0\n";
+    "         through libtileRT on GPU 0; --check-bounds runs the checked variant\n"
+    "         (docs/RUNTIME.md): an access outside a buffer is masked off and reported\n"
+    "         in the interpreter's words, on the GPU without a fault (on the CPU the\n"
+    "         interpreter runs the checked IR)\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
 
@@ -208,6 +213,7 @@ static void set_gpu_ir(void *o, const char *v) { ((Options *)o)->gpu_ir = true; 
 static void set_print_after_all(void *o, const char *v) { ((Options *)o)->passes.print_after_all = true; }
 static void set_verify_each(void *o, const char *v) { ((Options *)o)->passes.verify_each = true; }
 static void set_time_passes(void *o, const char *v) { ((Options *)o)->passes.time_passes = true; }
+static void set_check_bounds(void *o, const char *v) { ((Options *)o)->passes.check_bounds = true; }
 
 static void set_arg(void *o, const char *v)
 {
@@ -260,6 +266,7 @@ static const CliOption options[] = {
     {"--print-after-all", false, set_print_after_all},
     {"--verify-each", false, set_verify_each},
     {"--time-passes", false, set_time_passes},
+    {"--check-bounds", false, set_check_bounds},
     {NULL, false, NULL},
 };
 
@@ -322,6 +329,11 @@ static void check_options(Options *o)
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
+    if (o->check_axis_info && o->passes.check_bounds)
+        usage_error("--check-axis-info checks the unchecked variant: leave out --check-bounds%s", "");
+    if (o->passes.check_bounds && !o->run && strcmp(o->emit, "ir-gpu") && strcmp(o->emit, "llvm") &&
+        strcmp(o->emit, "ptx") && strcmp(o->emit, "cubin"))
+        usage_error("--check-bounds takes 'tilec run' or --emit=ir-gpu, llvm, ptx or cubin%s", "");
 }
 
 /* ---- run: buffers and scalars ------------------------------------------------------ */
@@ -685,7 +697,12 @@ static int gpu_launch(TrtContext *ctx, const Options *o, const IrFunc *k, Interp
         targs[p] = args[p].is_buffer ? trt_arg_ptr(dev[p]) : gpu_scalar(t->elem, &args[p]);
     }
     uint32_t g[3] = {(uint32_t)grid[0], (uint32_t)grid[1], (uint32_t)grid[2]};
-    if (!st) st = trt_launch(kern, targs, k->body.nargs, g, NULL);
+    uint64_t *sizes = calloc(k->body.nargs + 1, sizeof *sizes);   /* bytes of each buffer */
+    for (uint32_t p = 0; sizes && p < k->body.nargs; p++)
+        sizes[p] = args[p].is_buffer ? (uint64_t)args[p].u.buf.count * ir_elem_bytes(args[p].u.buf.elem) : 0;
+    if (!st && !sizes) st = TRT_ERROR_OUT_OF_MEMORY;
+    if (!st) st = trt_launch_sized(kern, targs, sizes, k->body.nargs, g, NULL);
+    free(sizes);
     if (!st) st = trt_synchronize(ctx);
     for (uint32_t p = 0; p < k->body.nargs && !st; p++)
         if (args[p].is_buffer)
@@ -700,7 +717,11 @@ static int run_on_gpu(const Options *o, const IrFunc *k, InterpArg *args, const 
 {
     TrtContext *ctx = NULL;
     TrtStatus st = trt_context_create(0, TRT_MODE_FROM_ENV, NULL, &ctx);
-    if (st) return gpu_fail(st);
+    if (!st && o->passes.check_bounds) st = trt_context_set_debug(ctx, TRT_DEBUG_BOUNDS);
+    if (st) {
+        trt_context_destroy(ctx);
+        return gpu_fail(st);
+    }
     CUdeviceptr *dev = calloc(k->body.nargs + 1, sizeof *dev);
     TrtArg *targs = calloc(k->body.nargs + 1, sizeof *targs);
     int rc = dev && targs ? gpu_launch(ctx, o, k, args, grid, dev, targs) : EXIT_INPUT;
@@ -723,6 +744,26 @@ static bool run_checking_axis_info(IrFunc *k, const InterpArg *args, const int64
     uint64_t aligned = pass_prepare_gpu(k, classes, &(PassOptions){0});
     free(classes);
     return axisinfo_check_run(k, aligned, args, k->body.nargs, grid, io, diags);
+}
+
+/* --check-bounds on the CPU: the bounds pass on k (after the GPU passes with --gpu-ir),
+ * then the interpreter on the checked IR with the hidden arguments of the buffers' sizes
+ * and a report; a report of an access outside becomes the same error the interpreter
+ * gives for an unchecked run, made from the report (as libtileRT makes it on the GPU). */
+static bool run_checked(const Options *o, IrFunc *k, const InterpArg *args, const int64_t grid[3],
+                        const InterpOptions *io, DiagList *diags)
+{
+    uint32_t nuser = k->body.nargs;
+    pass_bounds(k);
+    pass_verify_stage(k->module, "bounds", stderr);
+    InterpArg *full = calloc(k->body.nargs + 1, sizeof *full);
+    int64_t report[IR_BOUNDS_WORDS];
+    if (!full) return false;
+    memcpy(full, args, nuser * sizeof *full);
+    uint32_t n = bounds_bind_args(k, full, nuser, report);
+    bool ok = interp_run(k, full, n, grid, io, diags);
+    free(full);
+    return ok && !bounds_report_diag(report, k->name, k->param_names, nuser, o->src, diags);
 }
 
 /* The grid of a run, from --grid or grid(...), on either device: what a GPU can
@@ -754,7 +795,8 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
         fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'\n", o->kernel, o->file);
         return EXIT_INPUT;
     }
-    InterpArg *args = calloc(k->body.nargs ? k->body.nargs : 1, sizeof *args);
+    /* room for the hidden arguments of --check-bounds (run_checked), left zero here */
+    InterpArg *args = calloc(2 * k->body.nargs + 1, sizeof *args);
     int rc = bind_args(o, k, args) ? 0 : EXIT_INPUT;
     int64_t grid[3] = {1, 1, 1};
     if (!rc && o->has_grid) memcpy(grid, o->grid, sizeof grid);
@@ -770,6 +812,7 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     bool go = !rc && !empty;
     if (go && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
     else if (go && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
+    else if (go && o->passes.check_bounds) rc = run_checked(o, k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
     else if (go && !interp_run(k, args, k->body.nargs, grid, &io, diags)) rc = EXIT_INPUT;
     if (!rc) rc = print_buffers(o, k, args, out);
     for (uint32_t p = 0; p < k->body.nargs; p++)

@@ -201,6 +201,34 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs,
 TrtStatus trt_launch_host(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
                           uint32_t nargs, const uint32_t grid[3]);
 
+/* ---- the checked mode ------------------------------------------------------------- */
+/* TRT_DEBUG_BOUNDS (also TILE_DEBUG=bounds in the environment when the context is
+ * made; TILE_DEBUG is a comma-separated list, "" or "none" for nothing): every launch
+ * on the context runs the kernel's checked variant, compiled with a bounds check on
+ * each load, store and atomic through a pointer argument (passes/bounds.c; cached
+ * apart from the unchecked variants, which are never served to it, nor it to them).
+ * A lane outside its buffer is masked off (a load gives its `other` or 0, a store or
+ * atomic does nothing), so the kernel does not fault; trt_launch then synchronizes the
+ * stream and returns TRT_ERROR_KERNEL_FAILED with the first such access in the
+ * interpreter's words (file:line:col: error: out-of-bounds store in kernel 'K',
+ * program (x, y, z): argument 'out' has N elements, lane L writes element E), and the
+ * context stays usable. The sizes come from trt_launch_sized; a pointer without one
+ * (trt_launch, or TRT_BYTES_UNKNOWN) is not checked. Checked launches of a context
+ * are serialized and each waits for its kernel: a debugging mode, not a fast one.
+ * Kernels of a CPU context are always checked (the interpreter knows every size). */
+enum { TRT_DEBUG_BOUNDS = 1u << 0 };
+/* Sets the TRT_DEBUG_* bits (replacing the previous ones, TILE_DEBUG's included). */
+TrtStatus trt_context_set_debug(TrtContext *ctx, unsigned debug);
+unsigned trt_context_debug(const TrtContext *ctx);
+
+/* The size of a pointer argument that is not known: that pointer is not checked. */
+#define TRT_BYTES_UNKNOWN UINT64_MAX
+/* trt_launch with the size of each pointer argument's buffer: bytes[i] bytes may be
+ * reached from argument i's address (ignored for scalars and outside the checked
+ * mode; bytes may be NULL: no sizes). */
+TrtStatus trt_launch_sized(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs,
+                           const uint32_t grid[3], TrtStream stream);
+
 /* ---- device memory ---------------------------------------------------------------- */
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
  * pass tensor pointers instead. Synchronous; the context's device must be current.

@@ -51,6 +51,19 @@ class Tensor:
     def element_size(self):
         return self.array.itemsize
 
+    def is_contiguous(self):
+        return self.array.flags.c_contiguous
+
+    def numel(self):
+        return self.array.size
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    def stride(self):
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
 
 class _Stream:
     def __init__(self, handle):
@@ -96,6 +109,10 @@ def last_launch():
     return m
 
 
+# IR_OP_STORE, the guarded op's code in a report (ir/ops.def: its row's index).
+STORE_OPCODE = next(i for i, l in enumerate(
+    l for l in (Path(__file__).resolve().parent.parent.parent / "ir" / "ops.def").read_text().splitlines()
+    if l.startswith("OP(")) if l.startswith("OP(STORE,"))
 VECTOR_ADD = Path(__file__).resolve().parent.parent.parent / "examples" / "vector_add.tile"
 SCALARS = """
 kernel scalars(out: *f32, h: f16, b: bf16, i: i64, u: u8, flag: bool, d: f64) grid(1) {
@@ -156,6 +173,30 @@ class MockGpu(unittest.TestCase):
             k(a, a, Tensor(np.zeros(10, np.float16)), 10)
         with self.assertRaisesRegex(TypeError, r"argument 'b' is a tensor of float32 on cuda:1, but the launch runs on cuda:0"):
             k(a, a, Tensor(np.zeros(10, np.float32), device=1), 10)
+
+    def test_checked_mode_passes_every_size(self):
+        """check_bounds=True (TILE_DEBUG=bounds): the checked variant gets each tensor's
+        element count after the arguments, and a report from the kernel (the mock writes
+        one) raises TileError in the interpreter's words; the next launch works."""
+        ctx = tile.Context("cuda:0", check_bounds=True)
+        self.assertTrue(ctx.check_bounds)
+        k = ctx.load(VECTOR_ADD).vector_add
+        a, b = Tensor(np.zeros(300, np.float32)), Tensor(np.zeros(200, np.float32))
+        c = Tensor(np.zeros((10, 20), np.float32)[:, ::2])          # strided: 10 x 10, 199 elements reached
+        k[(1,)](c, a, b, 100)
+        m = last_launch()
+        self.assertEqual(m.nparams, 4 + 3 + 1)
+        self.assertEqual([ctypes.c_int64(x).value for x in m.params[4:7]], [199, 300, 200])
+        report = "0,%d,1,0,0,5,4096,199,4,9" % STORE_OPCODE
+        os.environ["MOCKCUDA_BOUNDS_REPORT"] = report
+        try:
+            with self.assertRaisesRegex(tile.TileError, r"out-of-bounds store in kernel 'vector_add', program "
+                                        r"\(1, 0, 0\): argument 'c' has 199 elements, lane 5 writes element 4096"):
+                k[(1,)](c, a, b, 100)
+        finally:
+            del os.environ["MOCKCUDA_BOUNDS_REPORT"]
+        k[(1,)](c, a, b, 100)
+        self.assertFalse(tile.Context("cuda:0", check_bounds=False).check_bounds)
 
 
 if __name__ == "__main__":

@@ -119,10 +119,9 @@ def pointer_converter(kernel, p, device, origin):
         if on_cuda:
             if not a.is_cuda or a.get_device() != device[1]:
                 wrong_device(v)
-            return a.data_ptr(), 0
-        if a.device.type != "cpu":
+        elif a.device.type != "cpu":
             wrong_device(v)
-        size = a.element_size()
+        size = a.element_size()   # CUDA tensors too: the checked mode (TILE_DEBUG=bounds) needs it
         if a.is_contiguous():
             return a.data_ptr(), a.numel() * size
         return a.data_ptr(), _extent(a.shape, [s * size for s in a.stride()], size)

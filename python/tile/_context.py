@@ -31,14 +31,18 @@ def device_name(key):
 
 
 class Context:
-    """Context(device="cpu", mode=None, cache_dir=None, log_recompiles=False)
+    """Context(device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None)
 
     mode: "default", "reduce-overhead" or "max-autotune" (today both of the latter run as
     "default" in libtileRT: no CUDA graphs, no tuning), or None for $TILE_MODE.
     cache_dir: the disk cache's directory; None for the default location, "" for none.
-    A CPU context compiles nothing past Tile IR and has no disk cache."""
+    A CPU context compiles nothing past Tile IR and has no disk cache.
+    check_bounds: True runs every kernel's checked variant (TILE_DEBUG=bounds, which
+    None follows; False turns it off): an access outside a tensor raises TileError
+    (TRT_ERROR_KERNEL_FAILED) in the interpreter's words instead of faulting the GPU.
+    The sizes are every tensor's and array's, passed by the package."""
 
-    def __init__(self, device="cpu", mode=None, cache_dir=None, log_recompiles=False):
+    def __init__(self, device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None):
         if mode not in _lib.MODES:
             raise ValueError("tile: unknown mode %r (expected %s)" % (
                 mode, ", ".join(repr(m) for m in _lib.MODES)))
@@ -51,6 +55,13 @@ class Context:
         self.handle = handle
         if log_recompiles:
             check(lib.trt_context_set_flags(handle, _lib.FLAG_LOG_RECOMPILES))
+        if check_bounds is not None:
+            check(lib.trt_context_set_debug(handle, _lib.DEBUG_BOUNDS if check_bounds else 0))
+
+    @property
+    def check_bounds(self):
+        """Whether launches run the checked variants (TILE_DEBUG=bounds)."""
+        return bool(lib.trt_context_debug(self.handle) & _lib.DEBUG_BOUNDS)
 
     @property
     def device(self):

@@ -18,6 +18,7 @@ MODES = {None: -1, "default": 0, "reduce-overhead": 1, "max-autotune": 2}
 MODE_NAMES = {0: "default", 1: "reduce-overhead", 2: "max-autotune"}
 FLAG_LOG_RECOMPILES = 1
 FLAG_NO_DISK_CACHE = 2
+DEBUG_BOUNDS = 1           # TRT_DEBUG_BOUNDS: the checked mode
 
 
 class TileError(RuntimeError):
@@ -91,6 +92,8 @@ def _declare(L):
         "trt_context_create": (c.c_int, [c.c_int, c.c_int, c.c_char_p, P(vp)]),
         "trt_context_destroy": (None, [vp]),
         "trt_context_set_flags": (c.c_int, [vp, c.c_uint]),
+        "trt_context_set_debug": (c.c_int, [vp, c.c_uint]),
+        "trt_context_debug": (c.c_uint, [vp]),
         "trt_context_mode": (c.c_int, [vp]),
         "trt_context_cache_dir": (c.c_char_p, [vp]),
         "trt_context_device": (c.c_int, [vp]),
@@ -105,6 +108,7 @@ def _declare(L):
         "trt_kernel_num_variants": (u32, [vp]),
         # The TrtArg arrays, sizes and grids are packed by struct into bytes.
         "trt_launch": (c.c_int, [vp, c.c_char_p, u32, c.c_char_p, vp]),
+        "trt_launch_sized": (c.c_int, [vp, c.c_char_p, c.c_char_p, u32, c.c_char_p, vp]),
         "trt_launch_host": (c.c_int, [vp, c.c_char_p, c.c_char_p, u32, c.c_char_p]),
         "trt_synchronize": (c.c_int, [vp]),
     }

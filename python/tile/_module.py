@@ -228,7 +228,7 @@ class Kernel:
         if plan.cpu:
             check(lib.trt_launch_host(plan.handle, packed, plan.pack_sizes(*sizes), plan.n, g))
         else:
-            _launch_cuda(plan, packed, g)
+            _launch_cuda(plan, packed, plan.pack_sizes(*sizes), g)
 
     def prepare(self, *args, **kwargs):
         """A launch with these arguments bound, checked and packed once: calling it
@@ -256,18 +256,19 @@ class PreparedLaunch:
         if p.cpu:
             check(lib.trt_launch_host(p.handle, self.packed, self.sizes, p.n, self.grid))
         else:
-            _launch_cuda(p, self.packed, self.grid)
+            _launch_cuda(p, self.packed, self.sizes, self.grid)
 
 
-def _launch_cuda(plan, packed, g):
+def _launch_cuda(plan, packed, sizes, g):
+    """With every tensor's size: the checked mode (TILE_DEBUG=bounds) checks them."""
     torch = sys.modules["torch"]
     index = plan.device[1]
     stream = ctypes.c_void_p(torch.cuda.current_stream(index).cuda_stream)
     if torch.cuda.current_device() == index:
-        check(lib.trt_launch(plan.handle, packed, plan.n, g, stream))
+        check(lib.trt_launch_sized(plan.handle, packed, sizes, plan.n, g, stream))
     else:
         with torch.cuda.device(index):
-            check(lib.trt_launch(plan.handle, packed, plan.n, g, stream))
+            check(lib.trt_launch_sized(plan.handle, packed, sizes, plan.n, g, stream))
 
 
 class _Launcher:

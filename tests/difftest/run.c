@@ -374,7 +374,9 @@ static TrtStatus gpu_run(const DtCase *c, const DtRunOptions *o, const IrFunc *k
         targs[p] = b->args[p].is_buffer ? trt_arg_ptr(dev[p]) : gpu_scalar(ir_value_type(k, k->body.args[p])->elem, &b->args[p]);
     }
     uint32_t g[3] = {(uint32_t)grid[0], (uint32_t)grid[1], (uint32_t)grid[2]};
-    if (!st) st = trt_launch(kern, targs, b->n, g, NULL);
+    uint64_t sizes[DT_MAX_ARGS];   /* for TILE_DEBUG=bounds: the checked variants on the GPU */
+    for (uint32_t p = 0; p < b->n; p++) sizes[p] = b->args[p].is_buffer ? buf_bytes(&b->args[p]) : 0;
+    if (!st) st = trt_launch_sized(kern, targs, sizes, b->n, g, NULL);
     *compile_error = st == TRT_ERROR_COMPILE;
     if (!st) st = trt_synchronize(o->gpu_ctx);
     for (uint32_t p = 0; p < b->n && !st; p++)
@@ -414,6 +416,39 @@ static bool interp(const IrFunc *k, const Bufs *init, const int64_t grid[3], Buf
     return ok;
 }
 
+/* The checked variant (TILE_DEBUG=bounds): the bounds pass on the prepared kernel k
+ * (what the GPU pipeline runs last in the checked mode), in the interpreter with each
+ * buffer's size: the programs stay in bounds, so it must compute what -O2 computes and
+ * report nothing. */
+static void check_bounds_variant(IrFunc *k, const DtCase *c, const Bufs *init, const Bufs *ref,
+                                 const int64_t grid[3], DtResult *r)
+{
+    pass_bounds(k);
+    pass_verify_stage(k->module, "bounds", stderr);
+    Bufs out = {0};
+    bufs_copy(init, &out);
+    InterpArg *args = calloc(k->body.nargs + 1, sizeof *args);
+    int64_t report[IR_BOUNDS_WORDS];
+    if (!args) abort();
+    memcpy(args, out.args, out.n * sizeof *args);
+    uint32_t n = bounds_bind_args(k, args, out.n, report);
+    DiagList d;
+    diag_init(&d);
+    char err[640];
+    InterpOptions io = {.print_out = stderr, .max_loop_iterations = 1 << 20};
+    bool ran = interp_run(k, args, n, grid, &io, &d);
+    bool reported = ran && bounds_report_diag(report, k->name, k->param_names, out.n, NULL, &d);
+    if (!ran || reported) {
+        diags_to(&d, err, sizeof err);
+        fail(r, DT_MISMATCH_GPU_IR, "the checked variant in the interpreter: %s", err);
+    } else if (!compare(k, c, ref, &out, false, "-O2", "checked variant", r->msg, sizeof r->msg)) {
+        r->status = DT_MISMATCH_GPU_IR;
+    }
+    diag_free(&d);
+    free(args);
+    bufs_free(&out);
+}
+
 /* The kernel as the runtime compiles it for these arguments (specialized to their
  * classes, -O3, the GPU pipeline with its layouts), run in the interpreter with every
  * fact of the axis analysis checked on the values (passes/axischeck.c): it must
@@ -443,6 +478,8 @@ static DtStatus check_gpu_ir(const DtCase *c, const Source *src, const Bufs *ini
         fail(r, DT_MISMATCH_GPU_IR, "the GPU-level IR in the interpreter: %s", err);
     } else if (!compare(k, c, ref, &out, false, "-O2", "GPU-level IR", r->msg, sizeof r->msg)) {
         r->status = DT_MISMATCH_GPU_IR;
+    } else {
+        check_bounds_variant(k, c, init, ref, grid, r);
     }
     diag_free(&d);
     bufs_free(&out);

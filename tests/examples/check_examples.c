@@ -2,12 +2,15 @@
  * checks the result against a reference computed here in C (in double precision,
  * rounded to the output type where the kernel rounds). Prints one row per example.
  *
- *   tile-examples [--device cpu|gpu] [--only NAME] EXAMPLES_DIR
+ *   tile-examples [--device cpu|gpu] [--check-bounds] [--only NAME] EXAMPLES_DIR
  *
- * Each example runs three times in the interpreter: as lowered (-O0), after the cleanup
- * passes (-O2), and as the runtime would compile it for its arguments (specialized, the
- * GPU pipeline) with every fact of the axis analysis checked on the values (AX), so the
- * passes are checked numerically on real kernels too. A case may set const values
+ * Each example runs four times in the interpreter: as lowered (-O0), after the cleanup
+ * passes (-O2), as the runtime would compile it for its arguments (specialized, the
+ * GPU pipeline) with every fact of the axis analysis checked on the values (AX), and
+ * the checked variant of TILE_DEBUG=bounds (BC: the GPU pipeline and the bounds pass,
+ * with every buffer's size; it must compute the same and report nothing), so the
+ * passes are checked numerically on real kernels too. --check-bounds on the GPU runs
+ * the checked variants there, with every buffer's size. A case may set const values
  * (smaller tiles in the interpreter) and choose larger sizes on the GPU. Exit status 0
  * when every example matches its reference. */
 #include <math.h>
@@ -936,7 +939,10 @@ static bool run_gpu(const char *path, const Example *ex, Case *c, const IrFunc *
         targs[a] = gpu_arg(k, a, &c->args[a], dev[a]);
     }
     uint32_t g[3] = {(uint32_t)grid[0], (uint32_t)grid[1], (uint32_t)grid[2]};
-    if (!st) st = trt_launch(kern, targs, c->nargs, g, NULL);
+    uint64_t sizes[MAX_ARGS];
+    for (uint32_t a = 0; a < c->nargs; a++)
+        sizes[a] = c->args[a].is_buffer ? (uint64_t)(c->bufs[a].n * ir_elem_bytes(c->bufs[a].elem)) : 0;
+    if (!st) st = trt_launch_sized(kern, targs, sizes, c->nargs, g, NULL);
     if (!st) st = trt_synchronize(gpu_ctx);
     for (uint32_t a = 0; a < c->nargs && !st; a++)
         if (c->args[a].is_buffer)
@@ -959,10 +965,28 @@ static bool run_checking_axis_info(IrFunc *k, const Case *c, const int64_t grid[
     return axisinfo_check_run(k, aligned, c->args, c->nargs, grid, &io, diags);
 }
 
-/* The runs of an example in the interpreter: -O0, -O2, and the GPU-level IR with the
- * axis facts checked (AX); on the GPU one run. */
-enum { RUN_O0, RUN_O2, RUN_AX, RUN_GPU };
-static const char *const run_names[] = {"O0", "O2", "AX", "GPU"};
+/* The checked variant (TILE_DEBUG=bounds) as libtileRT compiles it, in the
+ * interpreter with each buffer's size and a report: an in-bounds example must compute
+ * what the others do, and report nothing. */
+static bool run_checked(IrFunc *k, const Case *c, const int64_t grid[3], DiagList *diags)
+{
+    SpecClass classes[MAX_ARGS];
+    spec_classes_of_args(k, c->args, classes);
+    pass_prepare_gpu(k, classes, &(PassOptions){.verify_each = true, .check_bounds = true});
+    InterpArg args[2 * MAX_ARGS + 1];
+    int64_t report[IR_BOUNDS_WORDS];
+    if (k->body.nargs > 2 * MAX_ARGS + 1) return false;
+    memcpy(args, c->args, c->nargs * sizeof *args);
+    uint32_t n = bounds_bind_args(k, args, c->nargs, report);
+    InterpOptions io = {0};
+    return interp_run(k, args, n, grid, &io, diags) &&
+           !bounds_report_diag(report, k->name, k->param_names, c->nargs, NULL, diags);
+}
+
+/* The runs of an example in the interpreter: -O0, -O2, the GPU-level IR with the
+ * axis facts checked (AX) and the checked variant (BC); on the GPU one run. */
+enum { RUN_O0, RUN_O2, RUN_AX, RUN_BC, RUN_GPU };
+static const char *const run_names[] = {"O0", "O2", "AX", "BC", "GPU"};
 
 /* Runs one example one way; prints its row; returns whether it passed. */
 static bool run_example(const char *dir, const Example *ex, int how)
@@ -988,6 +1012,7 @@ static bool run_example(const char *dir, const Example *ex, int how)
     InterpOptions io = {0};
     if (how == RUN_GPU) ok = ok && run_gpu(path, ex, &c, k, grid);
     else if (how == RUN_AX) ok = ok && run_checking_axis_info(k, &c, grid, ir_ctx_diags(ctx));
+    else if (how == RUN_BC) ok = ok && run_checked(k, &c, grid, ir_ctx_diags(ctx));
     else ok = ok && interp_run(k, c.args, c.nargs, grid, &io, ir_ctx_diags(ctx));
     double t2 = now_ms(), max_abs = 0;
     double ratio = ok ? compare(&c, &max_abs) : INFINITY;
@@ -1005,14 +1030,16 @@ static bool run_example(const char *dir, const Example *ex, int how)
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *only = NULL, *device = "cpu";
+    bool check_bounds = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--check-bounds")) check_bounds = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng_seed = strtoull(argv[++i], NULL, 0);
         else dir = argv[i];
     }
     if (!dir || (strcmp(device, "cpu") && strcmp(device, "gpu"))) {
-        fputs("usage: tile-examples [--device cpu|gpu] [--seed N] [--only FILE] EXAMPLES_DIR\n", stderr);
+        fputs("usage: tile-examples [--device cpu|gpu] [--check-bounds] [--seed N] [--only FILE] EXAMPLES_DIR\n", stderr);
         return 2;
     }
     if (!strcmp(device, "gpu")) {
@@ -1022,6 +1049,7 @@ int main(int argc, char **argv)
             gpu_fail(st);
             return 77;  /* no GPU here: skipped, as ctest counts it */
         }
+        if (!st && check_bounds) st = trt_context_set_debug(gpu_ctx, TRT_DEBUG_BOUNDS);
         if (st) return gpu_fail(st), 1;
         rng_seed ^= (uint64_t)time(NULL);  /* fresh inputs on every GPU run */
     }
@@ -1032,7 +1060,7 @@ int main(int argc, char **argv)
     int failed = 0, passed = 0;
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         if (only && strcmp(only, examples[i].file)) continue;
-        for (int how = gpu_ctx ? RUN_GPU : RUN_O0; how <= (gpu_ctx ? RUN_GPU : RUN_AX); how++)
+        for (int how = gpu_ctx ? RUN_GPU : RUN_O0; how <= (gpu_ctx ? RUN_GPU : RUN_BC); how++)
             run_example(dir, &examples[i], how) ? passed++ : failed++;
     }
     printf("examples: %d passed, %d failed\n", passed, failed);

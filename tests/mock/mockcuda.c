@@ -17,6 +17,10 @@
  *                             sticky N (a kernel fault: 700, 702, 710, 714-719) then
  *                             stays, as on a GPU: every later launch, load, allocation,
  *                             copy and synchronization returns it until mockcuda_reset
+ *   MOCKCUDA_BOUNDS_REPORT=w1,w2,...  a launch "hits" an out-of-bounds access: it writes
+ *                             1, w1, w2, ... (i64 words) to the buffer that the last
+ *                             parameter points at, as a checked kernel (passes/bounds.c)
+ *                             writes its report
  * A PTX text containing MOCK_SYNTAX_ERROR fails to load or link with error 218 and a
  * ptxas-like log. */
 #include <pthread.h>
@@ -331,6 +335,18 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
     counts.launches++;
     record(f, g, b, shmem, stream, params);
     pthread_mutex_unlock(&mu);
+    const char *rep = getenv("MOCKCUDA_BOUNDS_REPORT");
+    if (rep && *rep && f->nparams && f->bytes[f->nparams - 1] == 8) {
+        int64_t *w;
+        memcpy(&w, params[f->nparams - 1], sizeof w);
+        w[0] = 1;
+        for (int i = 1; i < 16 && *rep; i++) {
+            char *end;
+            w[i] = strtoll(rep, &end, 10);
+            rep = *end == ',' ? end + 1 : end;
+            if (end == rep && *rep) break;
+        }
+    }
     return OK;
 }
 

@@ -645,7 +645,7 @@ static void test_no_disk_cache_loads_ptx(void **state)
 
 /* A test double of the compile step: PTX whose entry is the .tile kernel's name, and
  * launch facts as the code generator gives them (8 warps, 64 KiB of shared memory). */
-static char *fake_compile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus *st)
+static char *fake_compile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
 {
     cur.compiles++;
     meta->threads = 256;
@@ -748,6 +748,131 @@ static void test_tile_kernel_real_compile_step(void **state)
     mock_last(&l);
     assert_string_equal(l.func, "vector_add");
     assert_int_equal(l.nparams, 4);
+}
+
+/* ---- the checked mode (TILE_DEBUG=bounds) ------------------------------------------- */
+static TrtKernel *checked_vector_add(void)
+{
+    cur.ctx = make_ctx();
+    assert_ok(trt_context_set_debug(cur.ctx, TRT_DEBUG_BOUNDS));
+    assert_int_equal(trt_context_debug(cur.ctx), TRT_DEBUG_BOUNDS);
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
+    return k;
+}
+
+/* A checked launch compiles the checked variant for real (libtileCG) and passes, after
+ * the user's arguments, each pointer's element count (-1 where no size is known) and
+ * the report buffer; the unchecked variant is another one, with the user's parameters
+ * only, and neither is served to the other's launches. */
+static void test_checked_launch_passes_sizes(void **state)
+{
+    (void)state;
+    TrtKernel *k = checked_vector_add();
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(64)};
+    uint64_t bytes[4] = {256, 260, TRT_BYTES_UNKNOWN, 0};
+    assert_ok(trt_launch_sized(k, a, bytes, 4, NULL, NULL));
+    MockLaunch l;
+    mock_last(&l);
+    assert_string_equal(l.func, "vector_add");
+    assert_int_equal(l.nparams, 4 + 3 + 1);
+    assert_int_equal((int64_t)l.params[4], 64);          /* 256 bytes of f32 */
+    assert_int_equal((int64_t)l.params[5], 65);
+    assert_int_equal((int64_t)l.params[6], -1);          /* unknown: not checked */
+    assert_true(l.params[7] != 0 && l.param_bytes[7] == 8);   /* the report */
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));          /* no sizes at all */
+    mock_last(&l);
+    assert_int_equal(l.nparams, 8);
+    assert_int_equal((int64_t)l.params[4], -1);
+    assert_int_equal(trt_kernel_num_variants(k), 1);
+    assert_ok(trt_context_set_debug(cur.ctx, 0));
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));
+    mock_last(&l);
+    assert_int_equal(l.nparams, 4);
+    assert_int_equal(trt_kernel_num_variants(k), 2);
+    assert_ok(trt_context_set_debug(cur.ctx, TRT_DEBUG_BOUNDS));
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));
+    mock_last(&l);
+    assert_int_equal(l.nparams, 8);
+    assert_int_equal(trt_kernel_num_variants(k), 2);
+    /* The disk cache keeps them apart too: a new process (context and module) finds
+     * each kind's own entry. */
+    trt_module_destroy(cur.mod);
+    cur.mod = NULL;
+    assert_ok(trt_module_load_string(cur.ctx, "va.tile", vector_add_src, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "vector_add", NULL, 0, &k));
+    assert_ok(trt_context_set_debug(cur.ctx, 0));
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));
+    mock_last(&l);
+    assert_int_equal(l.nparams, 4);
+    assert_ok(trt_context_set_debug(cur.ctx, TRT_DEBUG_BOUNDS));
+    assert_ok(trt_launch(k, a, 4, NULL, NULL));
+    mock_last(&l);
+    assert_int_equal(l.nparams, 8);
+    assert_int_equal(trt_context_set_debug(cur.ctx, 0x80), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "unknown bits 0x80"));
+}
+
+/* A report (written by the mock as a checked kernel writes it) becomes
+ * TRT_ERROR_KERNEL_FAILED in the interpreter's words, at the op's line; the context
+ * stays usable and the next launch, with the report zero again, succeeds. */
+static void test_checked_launch_reports_out_of_bounds(void **state)
+{
+    (void)state;
+    TrtKernel *k = checked_vector_add();
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(64)};
+    uint64_t bytes[4] = {256, 256, 256, 0};
+    char rep[128];
+    snprintf(rep, sizeof rep, "0,%d,3,0,0,17,4100,64,6,5", (int)IR_OP_STORE);
+    setenv("MOCKCUDA_BOUNDS_REPORT", rep, 1);
+    TrtStatus s = trt_launch_sized(k, a, bytes, 4, NULL, NULL);
+    unsetenv("MOCKCUDA_BOUNDS_REPORT");
+    assert_int_equal(s, TRT_ERROR_KERNEL_FAILED);
+    const char *m = trt_last_error();
+    assert_non_null(strstr(m, "kernel 'vector_add' was stopped by its bounds check on the GPU"));
+    assert_non_null(strstr(m, "va.tile:6:5: error: out-of-bounds store in kernel 'vector_add', program (3, 0, 0): "
+                              "argument 'c' has 64 elements, lane 17 writes element 4100"));
+    assert_non_null(strstr(m, "    store(c + offs"));   /* the source line, as the interpreter shows it */
+    snprintf(rep, sizeof rep, "1,%d,0,2,1,3,-1,64,0,0", (int)IR_OP_LOAD);
+    setenv("MOCKCUDA_BOUNDS_REPORT", rep, 1);
+    assert_int_equal(trt_launch_sized(k, a, bytes, 4, NULL, NULL), TRT_ERROR_KERNEL_FAILED);
+    unsetenv("MOCKCUDA_BOUNDS_REPORT");
+    assert_non_null(strstr(trt_last_error(), "error: out-of-bounds load in kernel 'vector_add', program (0, 2, 1): "
+                                             "argument 'a' has 64 elements, lane 3 reads element -1"));
+    assert_ok(trt_launch_sized(k, a, bytes, 4, NULL, NULL));
+    assert_ok(trt_synchronize(cur.ctx));
+    TrtDevicePtr p = 0;
+    assert_ok(trt_mem_alloc(cur.ctx, 64, &p));
+    trt_mem_free(cur.ctx, p);
+}
+
+/* TILE_DEBUG sets the mode of new contexts; a word it does not know is an error. A
+ * hand-written PTX kernel has no checked variant and launches as it is. */
+static void test_checked_mode_from_env(void **state)
+{
+    (void)state;
+    setenv("TILE_DEBUG", "none,bounds", 1);
+    cur.ctx = make_ctx();
+    assert_int_equal(trt_context_debug(cur.ctx), TRT_DEBUG_BOUNDS);
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    TrtArg a[4];
+    scale_args(a, 0x1000, 32);
+    uint32_t grid[3] = {1, 1, 1};
+    assert_ok(trt_launch(k, a, 4, grid, NULL));
+    MockLaunch l;
+    mock_last(&l);
+    assert_int_equal(l.nparams, 4);
+    TrtContext *c = NULL;
+    setenv("TILE_DEBUG", "bound", 1);
+    assert_int_equal(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "TILE_DEBUG is 'bound'; expected bounds or none"));
+    assert_int_equal(trt_context_create(TRT_DEVICE_CPU, TRT_MODE_DEFAULT, NULL, &c), TRT_ERROR_INVALID_ARGUMENT);
+    setenv("TILE_DEBUG", "", 1);
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c));
+    assert_int_equal(trt_context_debug(c), 0);
+    trt_context_destroy(c);
+    unsetenv("TILE_DEBUG");
 }
 
 /* Whether some cubin entry of the cache (the mock's cubin is its PTX) asks for
@@ -1178,6 +1303,8 @@ int main(int argc, char **argv)
         T(test_occupancy_request_dropped_when_it_spills),
         T(test_module_introspection), T(test_kernel_param_as_lowered),
         T(test_cpu_context_runs_the_interpreter), T(test_cpu_context_half_scalars),
+        T(test_checked_launch_passes_sizes), T(test_checked_launch_reports_out_of_bounds),
+        T(test_checked_mode_from_env),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
