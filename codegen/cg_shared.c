@@ -102,6 +102,14 @@ static void cp_async(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, ui
     const char *zeros = bytes == 16 ? "st.shared.v4.b32 [$0], {z, z, z, z};"
                         : bytes == 8 ? "st.shared.v2.b32 [$0], {z, z};" : "st.shared.b32 [$0], z;";
     char text[320];
+    if (!own) {   /* every lane owns its chunk: one predicate, the zeros where it is false */
+        snprintf(text, sizeof text,
+                 "{ .reg .pred p; .reg .b32 z; mov.b32 z, 0; setp.ne.b32 p, $2, 0; "
+                 "@p cp.async.%s.shared.global [$0], [$1], %u; @!p %s }", kind, bytes, zeros);
+        LLVMValueRef args[3] = {dst, src, LLVMBuildZExt(c->b, m, i32t(c), "")};
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 3, text, "r,l,r,~{memory}", true);
+        return;
+    }
     snprintf(text, sizeof text,
              "{ .reg .pred p, q; .reg .b32 z; mov.b32 z, 0; setp.ne.b32 p, $2, 0; setp.ne.b32 q, $3, 0; "
              "@p cp.async.%s.shared.global [$0], [$1], %u; @q %s }", kind, bytes, zeros);
