@@ -82,7 +82,18 @@ typedef struct Cg {
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
     CgPrefetch *pf;              /* of the innermost loop being lowered, if it has one */
+    /* Values of the thread index alone (a layout's thread base along an axis), built
+     * once in the entry block right after `warp` (cg_thread_value): the IR LLVM gets is
+     * then a fraction of the size, and its O3 pipeline and ISel take less time. */
+    struct CgMemo *memo;
+    uint32_t nmemo, memo_cap;
+    LLVMBuilderRef entry_b;
 } Cg;
+
+typedef struct CgMemo {
+    int32_t key[8];
+    LLVMValueRef v;
+} CgMemo;
 
 /* ---- cg_module.c: types, constants, intrinsics, errors ------------------------- */
 bool cg_error(Cg *c, const IrOp *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -102,6 +113,11 @@ void cg_barrier(Cg *c);
 /* Adds !nvvm.annotations !{fn, key, i32 value} ("kernel", "maxntidx"). */
 void cg_annotate(LLVMModuleRef mod, LLVMValueRef fn, const char *key, int value);
 LLVMValueRef cg_sreg(Cg *c, const char *name);   /* "tid.x", "ctaid.y", ... */
+/* The memoized value for key[0..8) (NULL if none yet), and the builder to build a new
+ * one with: in the entry block, after the thread index (cg_thread_remember stores it). */
+LLVMValueRef cg_thread_value(Cg *c, const int32_t key[8]);
+LLVMBuilderRef cg_thread_builder(Cg *c);
+LLVMValueRef cg_thread_remember(Cg *c, const int32_t key[8], LLVMValueRef v);
 /* The shared memory at byte offset off (i32), typed for element e. */
 LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_t byte_base);
 

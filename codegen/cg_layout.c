@@ -206,15 +206,19 @@ static int32_t stride_of(const int32_t *v, int rank, int d)
     return s;
 }
 
-/* Position of this thread's first element along axis d, unwrapped (i32). */
+/* Position of this thread's first element along axis d, unwrapped (i32): built once
+ * per kernel and layout axis, in the entry block (cg_thread_value). */
 static LLVMValueRef thread_base(Cg *c, const CgLayout *l, int d)
 {
-    LLVMValueRef lane = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->lane, cg_i32c(c, stride_of(l->tpw, l->rank, d)), ""),
-                                      cg_i32c(c, l->tpw[d]), "");
-    LLVMValueRef warp = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32c(c, stride_of(l->wpc, l->rank, d)), ""),
-                                      cg_i32c(c, l->wpc[d]), "");
-    LLVMValueRef wb = LLVMBuildMul(c->b, warp, cg_i32c(c, l->spt[d] * l->tpw[d]), "");
-    return LLVMBuildAdd(c->b, wb, LLVMBuildMul(c->b, lane, cg_i32c(c, l->spt[d]), ""), "");
+    int32_t key[8] = {1, stride_of(l->tpw, l->rank, d), l->tpw[d], stride_of(l->wpc, l->rank, d), l->wpc[d],
+                      l->spt[d], 0, 0};
+    LLVMValueRef v = cg_thread_value(c, key);
+    if (v) return v;
+    LLVMBuilderRef b = cg_thread_builder(c);
+    LLVMValueRef lane = LLVMBuildURem(b, LLVMBuildUDiv(b, c->lane, cg_i32c(c, key[1]), ""), cg_i32c(c, l->tpw[d]), "");
+    LLVMValueRef warp = LLVMBuildURem(b, LLVMBuildUDiv(b, c->warp, cg_i32c(c, key[3]), ""), cg_i32c(c, l->wpc[d]), "");
+    LLVMValueRef wb = LLVMBuildMul(b, warp, cg_i32c(c, l->spt[d] * l->tpw[d]), "");
+    return cg_thread_remember(c, key, LLVMBuildAdd(b, wb, LLVMBuildMul(b, lane, cg_i32c(c, l->spt[d]), ""), ""));
 }
 
 static int32_t local_offset(const CgLayout *l, int d, uint32_t li)

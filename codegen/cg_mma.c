@@ -112,17 +112,26 @@ bool cg_mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[
 /* base_at in LLVM values. */
 void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
-    LLVMValueRef g = LLVMBuildLShr(c->b, c->lane, cg_i32c(c, 2), ""), t = LLVMBuildAnd(c->b, c->lane, cg_i32c(c, 3), "");
-    LLVMValueRef wn = LLVMBuildURem(c->b, c->warp, cg_i32c(c, l->wpc[1]), "");
-    LLVMValueRef wm = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32c(c, l->wpc[1]), ""), cg_i32c(c, l->wpc[0]), "");
-    LLVMValueRef tw = LLVMBuildMul(c->b, t, cg_i32c(c, l->kind == CG_LAYOUT_MMA ? 2 : l->kwidth), "");
-    LLVMValueRef b0, b1;
-    if (l->kind == CG_LAYOUT_DOT_B) {
-        b0 = tw;
-        b1 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, wn, cg_i32c(c, 8), ""), g, "");
-    } else {
-        b0 = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, wm, cg_i32c(c, 16), ""), g, "");
-        b1 = l->kind == CG_LAYOUT_MMA ? LLVMBuildAdd(c->b, LLVMBuildMul(c->b, wn, cg_i32c(c, 8), ""), tw, "") : tw;
+    /* the thread's base, once per kernel and layout (cg_thread_value) */
+    int32_t key0[8] = {2, (int32_t)l->kind, l->wpc[0], l->wpc[1], l->kwidth, 0, 0, 0}, key1[8];
+    memcpy(key1, key0, sizeof key1);
+    key1[5] = 1;
+    LLVMValueRef b0 = cg_thread_value(c, key0), b1 = cg_thread_value(c, key1);
+    if (!b0 || !b1) {
+        LLVMBuilderRef b = cg_thread_builder(c);
+        LLVMValueRef g = LLVMBuildLShr(b, c->lane, cg_i32c(c, 2), ""), t = LLVMBuildAnd(b, c->lane, cg_i32c(c, 3), "");
+        LLVMValueRef wn = LLVMBuildURem(b, c->warp, cg_i32c(c, l->wpc[1]), "");
+        LLVMValueRef wm = LLVMBuildURem(b, LLVMBuildUDiv(b, c->warp, cg_i32c(c, l->wpc[1]), ""), cg_i32c(c, l->wpc[0]), "");
+        LLVMValueRef tw = LLVMBuildMul(b, t, cg_i32c(c, l->kind == CG_LAYOUT_MMA ? 2 : l->kwidth), "");
+        if (l->kind == CG_LAYOUT_DOT_B) {
+            b0 = tw;
+            b1 = LLVMBuildAdd(b, LLVMBuildMul(b, wn, cg_i32c(c, 8), ""), g, "");
+        } else {
+            b0 = LLVMBuildAdd(b, LLVMBuildMul(b, wm, cg_i32c(c, 16), ""), g, "");
+            b1 = l->kind == CG_LAYOUT_MMA ? LLVMBuildAdd(b, LLVMBuildMul(b, wn, cg_i32c(c, 8), ""), tw, "") : tw;
+        }
+        cg_thread_remember(c, key0, b0);
+        cg_thread_remember(c, key1, b1);
     }
     int64_t off[2];
     elem_offset(l, k, off);

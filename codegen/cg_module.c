@@ -87,6 +87,37 @@ LLVMBasicBlockRef cg_block_new(Cg *c, const char *name) { return LLVMAppendBasic
 
 void cg_barrier(Cg *c) { cg_intrinsic(c, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
 
+LLVMValueRef cg_thread_value(Cg *c, const int32_t key[8])
+{
+    for (uint32_t i = 0; i < c->nmemo; i++)
+        if (!memcmp(c->memo[i].key, key, sizeof c->memo[i].key)) return c->memo[i].v;
+    return NULL;
+}
+
+LLVMBuilderRef cg_thread_builder(Cg *c)
+{
+    if (!c->entry_b) {
+        c->entry_b = LLVMCreateBuilderInContext(c->ctx);
+        LLVMValueRef after = LLVMGetNextInstruction(c->warp);
+        if (after) LLVMPositionBuilderBefore(c->entry_b, after);
+        else LLVMPositionBuilderAtEnd(c->entry_b, LLVMGetInstructionParent(c->warp));
+    }
+    return c->entry_b;
+}
+
+LLVMValueRef cg_thread_remember(Cg *c, const int32_t key[8], LLVMValueRef v)
+{
+    if (c->nmemo == c->memo_cap) {
+        c->memo_cap = c->memo_cap ? 2 * c->memo_cap : 32;
+        void *p = tl_realloc(c->memo, c->memo_cap * sizeof *c->memo);
+        if (!p) tl_oom();
+        c->memo = p;
+    }
+    memcpy(c->memo[c->nmemo].key, key, sizeof c->memo[c->nmemo].key);
+    c->memo[c->nmemo++].v = v;
+    return v;
+}
+
 /* Plain (not inbounds) GEPs: the buffer is declared with size 0, its real size is the
  * launch's dynamic shared memory. */
 LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_t byte_base)
@@ -345,9 +376,14 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     tl_free(c->vals);
     tl_free(c->lazy);
     tl_free(c->ai);
+    tl_free(c->memo);
+    if (c->entry_b) LLVMDisposeBuilder(c->entry_b);
     c->lazy = NULL;
     c->vals = NULL;
     c->ai = NULL;
+    c->memo = NULL;
+    c->nmemo = c->memo_cap = 0;
+    c->entry_b = NULL;
     return ok && !c->failed;
 }
 
