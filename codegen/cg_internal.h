@@ -88,6 +88,7 @@ typedef struct Cg {
     struct CgMemo *memo;
     uint32_t nmemo, memo_cap;
     LLVMBuilderRef entry_b;
+    LLVMValueRef anchor;
 } Cg;
 
 typedef struct CgMemo {

@@ -98,9 +98,7 @@ LLVMBuilderRef cg_thread_builder(Cg *c)
 {
     if (!c->entry_b) {
         c->entry_b = LLVMCreateBuilderInContext(c->ctx);
-        LLVMValueRef after = LLVMGetNextInstruction(c->warp);
-        if (after) LLVMPositionBuilderBefore(c->entry_b, after);
-        else LLVMPositionBuilderAtEnd(c->entry_b, LLVMGetInstructionParent(c->warp));
+        LLVMPositionBuilderBefore(c->entry_b, c->anchor);
     }
     return c->entry_b;
 }
@@ -366,6 +364,9 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->tid = cg_sreg(c, "tid.x");
     c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32c(c, 31), "lane");
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32c(c, 5), "warp");
+    /* where the thread-index values go (cg_thread_builder): before this dead add, which
+     * stays in the entry block however the block grows (O3 removes it) */
+    c->anchor = LLVMBuildAdd(c->b, c->warp, cg_i32c(c, 0), "anchor");
     c->smem = shared_memory(c);
     bind_params(c);
     bool ok = cg_check_layouts(c, k) && cg_body(c, &k->body);
