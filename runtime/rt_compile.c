@@ -33,6 +33,33 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
     }
 }
 
+/* A comment line naming the kernel's config: its const values, warps and stages ("//
+ * tile-config: BM=64 BN=128 warps=4 stages=2"), before the PTX. It names the variant
+ * in a cubin dump or a profiler, and the mock driver's tuning tests key their fake
+ * timings on it. The cache keys hash the IR, not the PTX, so they do not change. */
+static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        tl_free(ptx);
+        *st = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    fputs("// tile-config:", out);
+    for (uint32_t i = 0; i < f->nconsts; i++)
+        fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
+    fprintf(out, " warps=%d stages=%d\n%s", f->warps > 0 ? f->warps : 4,
+            f->stages > 0 ? f->stages : 2, ptx);
+    fclose(out);
+    tl_free(ptx);
+    char *r = text ? tl_strdup(text) : NULL;
+    free(text);
+    if (!r) *st = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    return r;
+}
+
 static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask,
                       RtKernelMeta *meta, TrtStatus *st)
 {
@@ -47,7 +74,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     CgKernelInfo info;
     if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
     else if (cg->kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
-    return ptx;
+    return ptx ? with_config_line(f, ptx, st) : NULL;
 }
 
 /* The code generator is loaded first: without it there is nothing to lower for. */
@@ -63,6 +90,26 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
     char *ptx = f ? generate(cg, k, f, mask, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
+}
+
+TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared)
+{
+    const RtCodegen *cg = rt_codegen(k->name);
+    if (!cg) return TRT_ERROR_NO_CODEGEN;
+    IrCtx *ir = NULL;
+    TrtStatus st = TRT_SUCCESS;
+    IrFunc *f = rt_lower_kernel(k, &ir, &st);
+    if (f) {
+        SpecClass classes[TRT_MAX_ARGS];
+        classes_of(k, mask, classes);
+        PassOptions po = {0};
+        f->module->target = tile_target(k->module->ctx->arch);
+        pass_prepare_gpu(f, classes, &po);
+        CgKernelInfo info;
+        if (cg->kernel_info(f, &info)) *threads = info.threads, *shared = info.shared_bytes;
+    }
+    if (ir) ir_ctx_destroy(ir);
+    return st;
 }
 
 /* ---- the driver's part -------------------------------------------------------------- */
@@ -248,7 +295,16 @@ static TrtStatus variant_image(Job *j, RtBlob *img)
     return rt_cache_get_or_build(ctx->cache, RT_ENTRY_CUBIN, &j->cubin_key, build_cubin, j, img);
 }
 
-static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
+TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, RtBlob *img, RtOrigin *origin)
+{
+    Job j = {k, mask, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
+    make_keys(&j);
+    TrtStatus s = variant_image(&j, img);
+    *origin = j.origin;
+    return s;
+}
+
+TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
 {
     TrtContext *ctx = k->module->ctx;
     RtKernelMeta meta = {0, 0};
@@ -280,12 +336,11 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index)
                        k->name, RT_MAX_VARIANTS);
     CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
     if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
-    Job j = {k, mask, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
-    make_keys(&j);
     RtBlob img = {0};
-    TrtStatus s = variant_image(&j, &img);
-    RtVariant v = {mask, NULL, NULL, 0, 0, j.origin};
-    if (!s) s = load_variant(k, &img, &v);
+    RtOrigin origin = RT_FROM_DISK_CUBIN;
+    TrtStatus s = rt_variant_image(k, mask, &img, &origin);
+    RtVariant v = {mask, NULL, NULL, 0, 0, origin};
+    if (!s) s = rt_variant_load(k, &img, &v);
     rt_blob_free(&img);
     if (s) return s;
     k->variants[n] = v;

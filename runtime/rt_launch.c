@@ -14,6 +14,7 @@
 
 #include "ir/interp.h"
 #include "rt_internal.h"
+#include "rt_tune.h"
 
 /* The argument kind that each element type takes (f8 values are passed as their bits). */
 TrtArgKind rt_arg_kind(IrElem e)
@@ -261,6 +262,15 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
                        "kernel '%s' belongs to a CPU context: launch it with trt_launch_host", k->name);
     TrtStatus s = rt_check_args(k, args, nargs);
     if (s) return s;
+    /* A kernel with @autotune and a grid(...) clause runs the config its mode chooses
+     * for the key (rt_tune.c); an explicit grid is for k's own config only. */
+    if (k->tune && !grid) {
+        TrtKernel *chosen = k;
+        if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
+            (s = rt_tune_select(k, args, nargs, stream, class_mask(k, args), &chosen)))
+            return s;
+        k = chosen;
+    }
     uint32_t g[3];
     if (grid) memcpy(g, grid, sizeof g);
     else if ((s = rt_kernel_grid(k, args, g))) return s;
