@@ -438,6 +438,7 @@ typedef struct Limits {
 static TrtStatus device_limits(TrtContext *ctx, Limits *l)
 {
     struct { int *v; int attr; } q[] = {
+        {&l->max_threads, RT_CU_ATTR_MAX_THREADS_PER_BLOCK},
         {&l->smem_optin, RT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN},
         {&l->regs_per_block, RT_CU_ATTR_MAX_REGS_PER_BLOCK},
         {&l->threads_per_sm, RT_CU_ATTR_MAX_THREADS_PER_SM},
@@ -445,7 +446,6 @@ static TrtStatus device_limits(TrtContext *ctx, Limits *l)
         {&l->regs_per_sm, RT_CU_ATTR_MAX_REGS_PER_SM},
         {&l->blocks_per_sm, RT_CU_ATTR_MAX_BLOCKS_PER_SM},
     };
-    l->max_threads = 1024;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         CUresult r = ctx->drv->cuDeviceGetAttribute(q[i].v, q[i].attr, ctx->dev);
         if (r) return rt_ctx_driver_error(ctx, r, "cuDeviceGetAttribute");
@@ -586,6 +586,7 @@ static void prepare_candidate(Run *run, uint32_t i)
     if (c->status == RT_CAND_OK) run->images[i] = img;
     else rt_blob_free(&img);
 out:
+    if (getenv("TILE_TUNE_DEBUG")) fprintf(stderr, "cand %u: %s %s\n", i, rt_cand_status_name(c->status), c->why);
     rt_kernel_free_detached(child);
     c->compile_ms = now_ms() - t0;
 }

@@ -37,6 +37,7 @@
  *   MOCKCUDA_REGS=PATTERNS    CU_FUNC_ATTRIBUTE_NUM_REGS (default 32)
  *   MOCKCUDA_SPILL_CONFIG=P   matching modules spill 64 bytes (LOCAL_SIZE_BYTES) always
  *   MOCKCUDA_SMEM_OPTIN=N     the device's opt-in shared memory per block (232448)
+ *   MOCKCUDA_MAX_THREADS=N    the device's threads per block (1024)
  * The VALUE of the last four is ignored (write "1"). */
 #include <pthread.h>
 #include <stdbool.h>
@@ -213,6 +214,7 @@ static int m_cuDeviceGetAttribute(int *v, int attr, int dev)
     switch (attr) {
     case 75: *v = cc / 10; return OK;
     case 76: *v = cc % 10; return OK;
+    case 1: *v = env_int("MOCKCUDA_MAX_THREADS", 1024); return OK;    /* threads per block */
     case 12: *v = 65536; return OK;                                   /* registers per block */
     case 38: *v = env_int("MOCKCUDA_L2_BYTES", 1 << 20); return OK;   /* L2 (small: host memory) */
     case 39: *v = 2048; return OK;                                    /* threads per SM */

@@ -60,6 +60,7 @@ static struct {
 static const char *const mock_vars[] = {
     "MOCKCUDA_TIMES", "MOCKCUDA_FAULT_CONFIG", "MOCKCUDA_HANG_CONFIG", "MOCKCUDA_WRONG_CONFIG",
     "MOCKCUDA_LINK_ERROR_CONFIG", "MOCKCUDA_REGS", "MOCKCUDA_SPILL_CONFIG", "MOCKCUDA_SMEM_OPTIN",
+    "MOCKCUDA_MAX_THREADS",
     "TILE_TUNE_TIMEOUT_MS", "TILE_TUNE_MAX_CONFIGS", "TILE_MODE",
 };
 
@@ -254,6 +255,51 @@ static void test_exclusions_and_reasons(void **state)
     assert_int_equal(cur.r.removed[RT_CAND_REGISTERS], 1);
     assert_int_equal(cur.r.removed[RT_CAND_OK], 8);
     assert_winner(128, 4);                    /* the fast ones were all excluded */
+}
+
+/* A sum over warps needs shared memory: 16 bytes per warp as the pipeline plans it. */
+static const char rsum_src[] =
+    "@autotune(key = [n], space = {warps: [1, 2, 4, 8]}, default = {warps: 1})\n"
+    "kernel rsum(y: *f32, x: *f32, n: i32, const BLOCK: i32 = 1024)\n"
+    "    grid(1)\n"
+    "{\n"
+    "    let offs = arange(0, BLOCK);\n"
+    "    store(y, sum(load(x + offs, offs < n, other = 0.0), 0));\n"
+    "}\n";
+
+static int count_entries(const char *ext)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c '\\.%s$'", cur.dir, ext);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p && fscanf(p, "%d", &n) != 1) n = -1;
+    if (p) pclose(p);
+    return n;
+}
+
+/* Threads and shared memory are checked before compiling (the GPU pipeline's plan
+ * against the device's limits): what they exclude never reaches the code generator. */
+static void test_resources_pruned_before_compiling(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_MAX_THREADS", "128", 1);
+    setenv("MOCKCUDA_SMEM_OPTIN", "16", 1);
+    assert_ok(trt_context_create(0, TRT_MODE_MAX_AUTOTUNE, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "rsum.tile", rsum_src, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "rsum", NULL, 0, &cur.k));
+    assert_ok(trt_mem_alloc(cur.ctx, 1024 * sizeof(float), &cur.x));
+    assert_ok(trt_mem_alloc(cur.ctx, 1024 * sizeof(float), &cur.y));
+    tune();
+    assert_int_equal(cur.r.cands[0].status, RT_CAND_OK);        /* warps 1 */
+    assert_int_equal(cur.r.cands[1].status, RT_CAND_SHARED);    /* warps 2 */
+    assert_non_null(strstr(cur.r.cands[1].why, "bytes of shared memory per block; the device allows 16"));
+    assert_int_equal(cur.r.cands[2].status, RT_CAND_SHARED);    /* warps 4 */
+    assert_int_equal(cur.r.cands[3].status, RT_CAND_THREADS);   /* warps 8: 256 threads */
+    assert_non_null(strstr(cur.r.cands[3].why, "256 threads per block; the device runs at most 128"));
+    assert_int_equal(cur.r.removed[RT_CAND_SHARED], 2);
+    assert_int_equal(cur.r.removed[RT_CAND_THREADS], 1);
+    assert_int_equal(count_entries("ptx"), 1);                 /* only warps 1 was compiled */
 }
 
 /* The caller's consts fix those keys: the other configs are not candidates. */
@@ -505,7 +551,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_space_and_where_counts), T(test_median_of_runs),
         T(test_ties_go_to_default_then_lower_index), T(test_deterministic),
-        T(test_exclusions_and_reasons), T(test_pinned_consts), T(test_fault_is_contained),
+        T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_pinned_consts), T(test_fault_is_contained),
         T(test_hang_is_killed), T(test_wrong_output_loses), T(test_written_params),
         T(test_result_round_trip), T(test_default_mode_never_benchmarks),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
