@@ -392,6 +392,8 @@ TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3]);
 bool rt_grid_empty(const uint32_t g[3]);
 /* Checks an explicit or computed grid against what a GPU launches. */
 TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3]);
+/* The specialization class bits of a launch's (checked) arguments: 2 per parameter. */
+uint64_t rt_class_mask(const TrtKernel *k, const TrtArg *args);
 /* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */
 const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask);
 /* Whether TILE_LOG_RECOMPILES or the context's flag asks for reports. */

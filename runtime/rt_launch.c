@@ -104,7 +104,7 @@ static uint64_t class_bits(const TrtArg *a)
     return v % 16 == 0 ? RT_SPEC_DIV16 : 0;
 }
 
-static uint64_t class_mask(const TrtKernel *k, const TrtArg *args)
+uint64_t rt_class_mask(const TrtKernel *k, const TrtArg *args)
 {
     uint64_t m = 0;
     uint32_t n = k->nparams < 32 ? k->nparams : 32;   /* 2 bits each in 64 */
@@ -267,7 +267,7 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     if (k->tune && !grid) {
         TrtKernel *chosen = k;
         if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
-            (s = rt_tune_select(k, args, nargs, stream, class_mask(k, args), &chosen)))
+            (s = rt_tune_select(k, args, nargs, stream, rt_class_mask(k, args), &chosen)))
             return s;
         k = chosen;
     }
@@ -276,7 +276,7 @@ TrtStatus trt_launch(TrtKernel *k, const TrtArg *args, uint32_t nargs, const uin
     else if ((s = rt_kernel_grid(k, args, g))) return s;
     if ((s = rt_check_grid(k, g))) return s;
     if (rt_grid_empty(g)) return TRT_SUCCESS;
-    uint64_t mask = class_mask(k, args);
+    uint64_t mask = rt_class_mask(k, args);
     int found = find_variant(k, mask);
     unsigned index;
     if (found >= 0) index = (unsigned)found;

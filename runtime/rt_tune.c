@@ -849,12 +849,8 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
     return next;
 }
 
-static TrtStatus benchmark(Run *run, TrtStream stream, const RtTuneOptions *o)
+static TrtStatus benchmark(Run *run, TrtStream stream, const RtTuneOptions *o, const char *path)
 {
-    char path[4096];
-    if (!worker_path(path, sizeof path))
-        return rt_fail(TRT_ERROR_NOT_FOUND, "cannot find tile-tune-worker (beside libtileRT, or in "
-                       "../libexec/tile): set TILE_TUNE_WORKER to its path");
     Job job = {-1, 0, NULL, 0};
     TrtStatus s = write_job(run, stream, &job);
     atomic_fetch_add(&rt_tune_runs, 1);
@@ -932,6 +928,10 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     double t0 = now_ms();
     TrtStatus s = rt_check_args(k, args, nargs);
     if (s) return s;
+    char path[4096];   /* before compiling anything: without a worker nothing can be measured */
+    if (!worker_path(path, sizeof path))
+        return rt_fail(TRT_ERROR_NOT_FOUND, "cannot find tile-tune-worker (beside libtileRT, or in "
+                       "../libexec/tile): set TILE_TUNE_WORKER to its path");
     int64_t kv[RT_TUNE_MAX_KEYVALS];
     key_values(k, args, kv);
     uint32_t ncfg = t->ncands;
@@ -955,16 +955,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     if (!have_default) add_candidate(out, k, &t->dflt, t->default_index, true);
     out->removed[RT_CAND_PINNED] = t->pinned;
     Run run = {.k = k, .args = args, .nargs = nargs, .res = out};
-    run.mask = 0;
-    for (uint32_t i = 0; i < nargs && i < 32; i++) {
-        const TrtArg *a = &args[i];
-        int64_t v = arg_int(a);
-        uint64_t b = a->kind == TRT_ARG_PTR ? (a->v.ptr % 16 == 0 ? RT_SPEC_DIV16 : 0)
-                     : a->kind == TRT_ARG_BOOL || a->kind == TRT_ARG_F32 || a->kind == TRT_ARG_F64 ||
-                               a->kind == TRT_ARG_F16 || a->kind == TRT_ARG_BF16 ? 0
-                     : v == 1 ? RT_SPEC_ONE : v % 16 == 0 ? RT_SPEC_DIV16 : 0;
-        run.mask |= b << (2 * i);
-    }
+    run.mask = rt_class_mask(k, args);
     run.images = tl_calloc(out->ncands, sizeof *run.images);
     run.grids = tl_calloc(out->ncands, sizeof *run.grids);
     if (!run.images || !run.grids) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -973,7 +964,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     if (!s) {
         compile_all(&run, o->jobs);
         ctx->drv->cuCtxSetCurrent(ctx->cuctx);
-        s = benchmark(&run, stream, o);
+        s = benchmark(&run, stream, o, path);
     }
     for (uint32_t i = 0; run.images && i < out->ncands; i++) rt_blob_free(&run.images[i]);
     tl_free(run.images);
@@ -1058,20 +1049,20 @@ static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStr
     TrtStatus s = TRT_SUCCESS;
     TuneBuild b = {k, args, nargs, stream, false};
     RtTuneResult r;
-    bool have = false;
+    bool have = false, miss = false;
     *out = k;
     if (disk && tune) s = rt_cache_get_or_build(ctx->cache, RT_ENTRY_TUNE, &ck, build_tune_entry, &b, &blob);
-    else if (disk) s = rt_cache_get(ctx->cache, RT_ENTRY_TUNE, &ck, &blob) == RT_GET_HIT ? TRT_SUCCESS : TRT_ERROR_NOT_FOUND;
+    else if (disk) miss = rt_cache_get(ctx->cache, RT_ENTRY_TUNE, &ck, &blob) != RT_GET_HIT;
     else if (tune) s = build_tune_entry(&b, &blob);
-    else s = TRT_ERROR_NOT_FOUND;
-    if (!s) {
+    else miss = true;
+    if (!s && !miss) {
         have = rt_tune_result_parse(blob.data, blob.len, &r);
         if (!have) s = rt_fail(TRT_ERROR_CACHE_IO, "a tuning entry of '%s' is malformed", k->name);
     }
     rt_blob_free(&blob);
     if (have && !(s = winner_kernel(k, &r.cands[r.winner], out))) {
         if (log) report(k, key, &r, b.ran ? "tuned now" : "from the cache");
-    } else if (s == TRT_ERROR_NOT_FOUND && !have) {
+    } else if (miss) {
         if (log) report(k, key, NULL, disk ? "no tuning result in the cache" : "no disk cache, not tuned");
     } else {
         /* A failed tuning or a bad entry costs speed, never the launch. */
