@@ -289,6 +289,22 @@ static int setup(W *w)
     return 0;
 }
 
+static void teardown(W *w, size_t job_bytes)
+{
+    const RtDriver *d = w->d;
+    for (uint32_t j = 0; w->dptr && j < w->h->nregions; j++) {
+        if (w->dptr[j]) d->cuMemFree(w->dptr[j]);
+        free(w->ref[j]);
+    }
+    if (w->flush) d->cuMemFree(w->flush);
+    if (w->e0) d->cuEventDestroy(w->e0);
+    if (w->e1) d->cuEventDestroy(w->e1);
+    free(w->dptr);
+    free(w->ref);
+    free(w->out);
+    munmap((void *)w->base, job_bytes);
+}
+
 int rt_tune_worker_main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -307,21 +323,21 @@ int rt_tune_worker_main(int argc, char **argv)
         fprintf(stderr, "tile-tune-worker: %s\n", trt_last_error());
         return 3;
     }
+    struct stat st;
+    size_t job_bytes = fstat(atoi(argv[1]), &st) ? 0 : (size_t)st.st_size;
     int rc = setup(&w);
-    if (rc) {
-        fprintf(stderr, "tile-tune-worker: cannot set up the device\n");
-        return rc;
-    }
+    if (rc) fprintf(stderr, "tile-tune-worker: cannot set up the device\n");
     /* The reference outputs first, when this worker starts after the default config. */
-    if (start > 0 && !run_candidate(&w, 0, false)) {
+    else if (start > 0 && !run_candidate(&w, 0, false)) {
         fprintf(stderr, "tile-tune-worker: the default config no longer runs\n");
-        return 4;
+        rc = 4;
     }
-    for (uint32_t i = start; i < w.h->ncands; i++) {
+    for (uint32_t i = start; !rc && i < w.h->ncands; i++) {
         fprintf(w.res, "start %u\n", i);
         fflush(w.res);
         run_candidate(&w, i, true);
     }
     fclose(w.res);
-    return 0;
+    teardown(&w, job_bytes);
+    return rc;
 }
