@@ -617,8 +617,12 @@ static void compile_all(Run *run, uint32_t jobs)
 }
 
 /* ---- the worker ------------------------------------------------------------------------ */
-/* $TILE_TUNE_WORKER, else tile-tune-worker beside the object holding this code, else in
- * ../libexec/tile/ from there (the installed layout). */
+/* $TILE_TUNE_WORKER, else tile-tune-worker beside the object holding this code (the
+ * build tree), else in TILE_WORKER_REL from there (the installed layout: libexec/tile
+ * relative to the library directory, as CMake's GNUInstallDirs place them). */
+#ifndef TILE_WORKER_REL
+#define TILE_WORKER_REL "../libexec/tile"
+#endif
 static bool worker_path(char *buf, size_t n)
 {
     const char *env = getenv("TILE_TUNE_WORKER");
@@ -630,7 +634,7 @@ static bool worker_path(char *buf, size_t n)
     const char *dir = slash ? info.dli_fname : ".";
     snprintf(buf, n, "%.*s/tile-tune-worker", d, dir);
     if (!access(buf, X_OK)) return true;
-    snprintf(buf, n, "%.*s/../libexec/tile/tile-tune-worker", d, dir);
+    snprintf(buf, n, "%.*s/" TILE_WORKER_REL "/tile-tune-worker", d, dir);
     return !access(buf, X_OK);
 }
 
@@ -931,7 +935,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     char path[4096];   /* before compiling anything: without a worker nothing can be measured */
     if (!worker_path(path, sizeof path))
         return rt_fail(TRT_ERROR_NOT_FOUND, "cannot find tile-tune-worker (beside libtileRT, or in "
-                       "../libexec/tile): set TILE_TUNE_WORKER to its path");
+                       TILE_WORKER_REL " from it): set TILE_TUNE_WORKER to its path");
     int64_t kv[RT_TUNE_MAX_KEYVALS];
     key_values(k, args, kv);
     uint32_t ncfg = t->ncands;
