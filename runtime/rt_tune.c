@@ -319,7 +319,7 @@ static void config_text(const RtCandidate *c, char *buf, size_t n)
  *   tile-tune 1
  *   kernel NAME
  *   key M=4096 N=4096
- *   space EXPANDED WHERE_REMOVED DUPLICATES
+ *   space EXPANDED WHERE_REMOVED DUPLICATES PINNED
  *   winner I          (the position of the winner among the c lines)
  *   total MS
  *   c INDEX DEFAULT STATUS MEDIAN MIN MAX RUNS COMPILE_MS BENCH_MS THREADS SHARED REGS BLOCKS\tCONFIG\tWHY
@@ -329,8 +329,9 @@ char *rt_tune_result_format(const RtTuneResult *r, size_t *len)
     char *text = NULL;
     FILE *f = open_memstream(&text, len);
     if (!f) return NULL;
-    fprintf(f, "tile-tune 1\nkernel %s\nkey %s\nspace %u %u %u\nwinner %d\ntotal %.3f\n", r->kernel,
-            r->key, r->expanded, r->where_removed, r->duplicates, r->winner, r->total_ms);
+    fprintf(f, "tile-tune 1\nkernel %s\nkey %s\nspace %u %u %u %u\nwinner %d\ntotal %.3f\n", r->kernel,
+            r->key, r->expanded, r->where_removed, r->duplicates, r->removed[RT_CAND_PINNED], r->winner,
+            r->total_ms);
     for (uint32_t i = 0; i < r->ncands; i++) {
         const RtCandidate *c = &r->cands[i];
         char cfg[512], why[sizeof c->why];
@@ -393,7 +394,8 @@ bool rt_tune_result_parse(const char *text, size_t len, RtTuneResult *out)
         else if (!strncmp(line, "key ", 4) || !strcmp(line, "key"))
             ok = (out->key = tl_strdup(line[3] ? line + 4 : "")) != NULL;
         else if (!strncmp(line, "space ", 6))
-            ok = sscanf(line + 6, "%u %u %u", &out->expanded, &out->where_removed, &out->duplicates) == 3;
+            ok = sscanf(line + 6, "%u %u %u %u", &out->expanded, &out->where_removed, &out->duplicates,
+                        &out->removed[RT_CAND_PINNED]) == 4;
         else if (!strncmp(line, "winner ", 7)) ok = sscanf(line + 7, "%d", &out->winner) == 1;
         else if (!strncmp(line, "total ", 6)) ok = sscanf(line + 6, "%lf", &out->total_ms) == 1;
         else if (!strncmp(line, "c ", 2)) {
@@ -1038,6 +1040,12 @@ static void report(const TrtKernel *k, const char *key, const RtTuneResult *r, c
     if (d && d != w && d->status == RT_CAND_OK) fprintf(stderr, " against %.4f ms for the default", d->median_ms);
     fprintf(stderr, "; %u of %u configs measured, tuning took %.0f ms)\n", r->removed[RT_CAND_OK],
             r->ncands, r->total_ms);
+    /* What each rule removed: where (from the space), then each exclusion's status. */
+    fprintf(stderr, "tile:   space %u configs; removed: where %u, duplicates %u, pinned by the caller %u",
+            r->expanded, r->where_removed, r->duplicates, r->removed[RT_CAND_PINNED]);
+    for (int st = RT_CAND_PINNED + 1; st < RT_CAND_NSTATUS; st++)
+        if (r->removed[st]) fprintf(stderr, ", %s %u", rt_cand_status_name((RtCandStatus)st), r->removed[st]);
+    fputc('\n', stderr);
 }
 
 static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,

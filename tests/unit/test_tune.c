@@ -255,6 +255,8 @@ static void test_exclusions_and_reasons(void **state)
     assert_int_equal(cur.r.removed[RT_CAND_REGISTERS], 1);
     assert_int_equal(cur.r.removed[RT_CAND_OK], 8);
     assert_winner(128, 4);                    /* the fast ones were all excluded */
+    /* The pinned count comes from the kernel's state; the others from the statuses. */
+    assert_int_equal(cur.r.removed[RT_CAND_PINNED], 0);
 }
 
 /* A sum over warps needs shared memory: 16 bytes per warp as the pipeline plans it. */
@@ -314,6 +316,16 @@ static void test_pinned_consts(void **state)
     assert_int_equal(cur.r.ncands, 4);        /* 64/2 128/2 256/2 512/2 */
     assert_true(cand(128, 2)->is_default);    /* BLOCK from the autotune default */
     assert_winner(256, 2);
+    /* The count survives the cache entry. */
+    size_t len;
+    char *text = rt_tune_result_format(&cur.r, &len);
+    RtTuneResult back;
+    assert_true(rt_tune_result_parse(text, len, &back));
+    assert_int_equal(back.removed[RT_CAND_PINNED], 7);
+    assert_int_equal(back.expanded, 12);
+    assert_int_equal(back.where_removed, 1);
+    rt_tune_result_free(&back);
+    tl_free(text);
 }
 
 /* A config that faults on the GPU kills only the worker: it is excluded, the configs
@@ -510,6 +522,7 @@ static void test_log_says_why(void **state)
     assert_non_null(strstr(text, "kernel 'scale' n=4096: default config (no tuning result in the cache)"));
     assert_non_null(strstr(text, "kernel 'scale' n=4096: config BLOCK=256 warps=2 (tuned now: 0.2500 ms against 1.0000 ms for the default"));
     assert_non_null(strstr(text, "kernel 'scale' n=4096: config BLOCK=256 warps=2 (from the cache"));
+    assert_non_null(strstr(text, "space 12 configs; removed: where 1, duplicates 0, pinned by the caller 0\n"));
 }
 
 /* No worker to be found: max-autotune says so once and runs the default config. */
