@@ -573,15 +573,21 @@ static void prepare_candidate(Run *run, uint32_t i)
     c->threads = v.threads;
     c->shared_bytes = v.shared_bytes;
     c->blocks_per_sm = blocks_per_sm(&run->lim, c->threads, c->regs, c->shared_bytes);
-    if (local > 0)
+    /* The default config stays even when it spills: it is the reference the others are
+     * checked against, and what runs when nothing is tuned. */
+    if (local > 0 && c->is_default)
+        snprintf(c->why, sizeof c->why, "kept although the assembler spills %d bytes of local "
+                 "memory per thread: the default config is the reference", local);
+    else if (local > 0)
         drop(c, RT_CAND_SPILLS, "the assembler spills: %d bytes of local memory per thread", local);
-    else if ((uint64_t)c->regs * c->threads > (uint64_t)run->lim.regs_per_block)
+    if (c->status != RT_CAND_OK) {
+    } else if ((uint64_t)c->regs * c->threads > (uint64_t)run->lim.regs_per_block)
         drop(c, RT_CAND_REGISTERS, "%u registers x %u threads exceed the %d of a block", c->regs,
              c->threads, run->lim.regs_per_block);
     else if (!c->blocks_per_sm)
         drop(c, RT_CAND_OCCUPANCY, "no block fits on an SM (%u threads, %u registers, %u bytes shared)",
              c->threads, c->regs, c->shared_bytes);
-    else if ((s = rt_kernel_grid(child, run->args, run->grids[i]))) {
+    if (c->status == RT_CAND_OK && (s = rt_kernel_grid(child, run->args, run->grids[i]))) {
         last_error_line(why, sizeof why);
         drop(c, RT_CAND_LAUNCH, "%s", why);
     }

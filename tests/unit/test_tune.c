@@ -304,6 +304,19 @@ static void test_resources_pruned_before_compiling(void **state)
     assert_int_equal(count_entries("ptx"), 1);                 /* only warps 1 was compiled */
 }
 
+/* The default config is the reference: it is measured even when it spills, and says so. */
+static void test_spilling_default_is_kept(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_SPILL_CONFIG", "BLOCK=128,warps=4:1;BLOCK=64,warps=2:1", 1);
+    open_kernel(TRT_MODE_MAX_AUTOTUNE, NULL, 0);
+    tune();
+    assert_int_equal(cand(128, 4)->status, RT_CAND_OK);
+    assert_non_null(strstr(cand(128, 4)->why, "kept although the assembler spills 64 bytes"));
+    assert_int_equal(cand(64, 2)->status, RT_CAND_SPILLS);
+    assert_winner(128, 4);
+}
+
 /* The caller's consts fix those keys: the other configs are not candidates. */
 static void test_pinned_consts(void **state)
 {
@@ -564,7 +577,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_space_and_where_counts), T(test_median_of_runs),
         T(test_ties_go_to_default_then_lower_index), T(test_deterministic),
-        T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_pinned_consts), T(test_fault_is_contained),
+        T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_spilling_default_is_kept), T(test_pinned_consts), T(test_fault_is_contained),
         T(test_hang_is_killed), T(test_wrong_output_loses), T(test_written_params),
         T(test_result_round_trip), T(test_default_mode_never_benchmarks),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
