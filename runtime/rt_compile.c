@@ -92,7 +92,32 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, RtKernelMeta *meta, TrtStatus
     return ptx;
 }
 
-TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared)
+/* Bytes of the values loops carry (a matmul's accumulator): each thread holds its share
+ * of them in registers for the whole loop. */
+static uint64_t carried_bytes(const IrBlock *b)
+{
+    uint64_t n = 0;
+    for (const IrOp *op = b->first; op; op = op->next) {
+        if (op->code == IR_OP_FOR || op->code == IR_OP_WHILE) {
+            uint64_t here = 0;
+            for (uint32_t i = 0; i < op->nresults; i++) {
+                const IrType *t = ir_value_type(b->func, op->results[i]);
+                uint64_t e = (uint64_t)ir_elem_bytes(t->elem);
+                for (uint8_t d = 0; d < t->rank; d++) e *= (uint64_t)t->shape[d];
+                here += e;
+            }
+            n = here > n ? here : n;
+        }
+        for (uint32_t r = 0; r < op->nregions; r++) {
+            uint64_t inner = carried_bytes(&op->regions[r]);
+            n = inner > n ? inner : n;
+        }
+    }
+    return n;
+}
+
+TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared,
+                              uint32_t *min_regs)
 {
     const RtCodegen *cg = rt_codegen(k->name);
     if (!cg) return TRT_ERROR_NO_CODEGEN;
@@ -107,6 +132,8 @@ TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, ui
         pass_prepare_gpu(f, classes, &po);
         CgKernelInfo info;
         if (cg->kernel_info(f, &info)) *threads = info.threads, *shared = info.shared_bytes;
+        uint64_t regs = *threads ? (carried_bytes(&f->body) + 4ull * *threads - 1) / (4ull * *threads) : 0;
+        *min_regs = regs > UINT32_MAX ? UINT32_MAX : (uint32_t)regs;
     }
     if (ir) ir_ctx_destroy(ir);
     return st;

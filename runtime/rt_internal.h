@@ -364,8 +364,11 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, unsigned *index);
  * kernels (the tuner compiles its candidates in parallel with it). */
 TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, RtBlob *img, RtOrigin *origin);
 /* The threads and dynamic shared memory of k's variant for mask as the GPU pipeline
- * plans them, without generating code (the tuner's resource model). */
-TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared);
+ * plans them, without generating code (the tuner's resource model), and a lower bound
+ * of its registers per thread: its share of the values a loop carries (the
+ * accumulator of a matmul), which it holds throughout the loop. */
+TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared,
+                              uint32_t *min_regs);
 /* A kernel made as trt_module_get_kernel makes one, but not added to m nor given tuning
  * state: the tuner's candidates (one per config), freed by rt_kernel_free_detached. */
 TrtStatus rt_kernel_create_detached(TrtModule *m, const char *name, const TrtConst *consts,

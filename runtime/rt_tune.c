@@ -474,6 +474,8 @@ static uint32_t blocks_per_sm(const Limits *l, uint32_t threads, uint32_t regs, 
     return b;
 }
 
+#define RT_MAX_REGS_PER_THREAD 255   /* sm_80 and sm_90 */
+
 /* ---- one run's state ----------------------------------------------------------------- */
 typedef struct Run {
     TrtKernel *k;
@@ -536,7 +538,8 @@ static void prepare_candidate(Run *run, uint32_t i)
         drop(c, RT_CAND_COMPILE, "%s", why);
         goto out;
     }
-    if ((s = rt_kernel_resources(child, run->mask, &c->threads, &c->shared_bytes))) {
+    uint32_t min_regs = 0;
+    if ((s = rt_kernel_resources(child, run->mask, &c->threads, &c->shared_bytes, &min_regs))) {
         last_error_line(why, sizeof why);
         drop(c, RT_CAND_COMPILE, "%s", why);
         goto out;
@@ -549,6 +552,12 @@ static void prepare_candidate(Run *run, uint32_t i)
     if (c->shared_bytes > (uint32_t)run->lim.smem_optin) {
         drop(c, RT_CAND_SHARED, "%u bytes of shared memory per block; the device allows %d",
              c->shared_bytes, run->lim.smem_optin);
+        goto out;
+    }
+    if (min_regs > RT_MAX_REGS_PER_THREAD) {
+        drop(c, RT_CAND_REGISTERS, "the values its loops carry need at least %u registers per "
+             "thread (of %u threads); a thread has at most %d", min_regs, c->threads,
+             RT_MAX_REGS_PER_THREAD);
         goto out;
     }
     RtOrigin origin;

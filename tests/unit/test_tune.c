@@ -317,6 +317,38 @@ static void test_spilling_default_is_kept(void **state)
     assert_winner(128, 4);
 }
 
+/* A loop that carries B floats: each thread holds B / threads of them in registers, so
+ * B = 16384 on 32 threads (512 registers) is excluded before compiling; on 128 it is not. */
+static const char acc_src[] =
+    "@autotune(key = [n], space = {B: [1024, 16384], warps: [1, 4]}, default = {B: 1024, warps: 4})\n"
+    "kernel acc(y: *f32, x: *f32, n: i32, const B: i32 = 1024) grid(1) {\n"
+    "    var a = zeros([B], f32);\n"
+    "    for i in range(0, n, B) {\n"
+    "        let o = i + arange(0, B);\n"
+    "        a = a + load(x + o, o < n, other = 0.0);\n"
+    "    }\n"
+    "    store(y + arange(0, B), a);\n"
+    "}\n";
+
+static void test_registers_bounded_before_compiling(void **state)
+{
+    (void)state;
+    assert_ok(trt_context_create(0, TRT_MODE_MAX_AUTOTUNE, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "acc.tile", acc_src, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "acc", NULL, 0, &cur.k));
+    assert_ok(trt_mem_alloc(cur.ctx, 16384 * sizeof(float), &cur.x));
+    assert_ok(trt_mem_alloc(cur.ctx, 16384 * sizeof(float), &cur.y));
+    tune();
+    const RtCandidate *big1 = &cur.r.cands[2];                 /* B=16384 warps=1 */
+    assert_int_equal(key_of(big1, "B"), 16384);
+    assert_int_equal(key_of(big1, "warps"), 1);
+    assert_int_equal(big1->status, RT_CAND_REGISTERS);
+    assert_non_null(strstr(big1->why, "at least 512 registers per thread (of 32 threads)"));
+    assert_int_equal(cur.r.cands[3].status, RT_CAND_OK);        /* B=16384 warps=4 */
+    assert_int_equal(cur.r.removed[RT_CAND_REGISTERS], 1);
+    assert_int_equal(count_entries("ptx"), 3);                 /* not compiled */
+}
+
 /* The caller's consts fix those keys: the other configs are not candidates. */
 static void test_pinned_consts(void **state)
 {
@@ -577,7 +609,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_space_and_where_counts), T(test_median_of_runs),
         T(test_ties_go_to_default_then_lower_index), T(test_deterministic),
-        T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_spilling_default_is_kept), T(test_pinned_consts), T(test_fault_is_contained),
+        T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_spilling_default_is_kept), T(test_registers_bounded_before_compiling), T(test_pinned_consts), T(test_fault_is_contained),
         T(test_hang_is_killed), T(test_wrong_output_loses), T(test_written_params),
         T(test_result_round_trip), T(test_default_mode_never_benchmarks),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
