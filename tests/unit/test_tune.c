@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -532,6 +533,74 @@ static void test_winner_persisted_and_reused(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* Two processes that miss the same key at once tune it once: the cache's per-key lock
+ * makes the second wait and read the first's result. Each child exits with the number
+ * of tunings it ran (and 100 if it launched the wrong config). */
+static int child_tunes(void)
+{
+    unsigned runs = atomic_load(&rt_tune_runs);
+    open_kernel(TRT_MODE_MAX_AUTOTUNE, NULL, 0);
+    launch(N);
+    MockLaunch l;
+    mock_last(&l);
+    int ran = (int)(atomic_load(&rt_tune_runs) - runs);
+    int wrong = l.block[0] != 64 || l.grid[0] != N / 256;
+    close_all();
+    return wrong ? 100 : ran;
+}
+
+static void test_two_processes_tune_once(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_TIMES", "BLOCK=256,warps=2:0.25", 1);
+    pid_t a = fork();
+    if (a == 0) _exit(child_tunes());
+    pid_t b = fork();
+    if (b == 0) _exit(child_tunes());
+    int sa, sb;
+    assert_int_equal(waitpid(a, &sa, 0), a);
+    assert_int_equal(waitpid(b, &sb, 0), b);
+    assert_true(WIFEXITED(sa) && WIFEXITED(sb));
+    assert_int_equal(WEXITSTATUS(sa) + WEXITSTATUS(sb), 1);
+}
+
+/* Threads launching a new key at once: one tunes, the others wait for its choice. */
+static void *launch_thread(void *p)
+{
+    TrtArg a[3];
+    args_for(a, N);
+    *(TrtStatus *)p = trt_launch(cur.k, a, 3, NULL, NULL);
+    return NULL;
+}
+
+static void test_threads_tune_once(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_TIMES", "BLOCK=256,warps=2:0.25", 1);
+    open_kernel(TRT_MODE_MAX_AUTOTUNE, NULL, 0);
+    unsigned runs = atomic_load(&rt_tune_runs);
+    pthread_t th[4];
+    TrtStatus st[4];
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, launch_thread, &st[i]), 0);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) assert_int_equal(st[i], TRT_SUCCESS);
+    assert_int_equal(atomic_load(&rt_tune_runs), runs + 1);
+    assert_launched(256, 2, N);
+}
+
+/* TILE_TUNE_MAX_CONFIGS keeps the first N configs, and the default config. */
+static void test_max_configs(void **state)
+{
+    (void)state;
+    setenv("TILE_TUNE_MAX_CONFIGS", "3", 1);
+    open_kernel(TRT_MODE_MAX_AUTOTUNE, NULL, 0);
+    tune();
+    assert_int_equal(cur.r.ncands, 4);
+    assert_int_equal(cur.r.cands[2].index, 2);
+    assert_true(cur.r.cands[3].is_default);
+    assert_int_equal(cur.r.cands[3].index, 4);
+}
+
 /* TILE_LOG_RECOMPILES says which config runs and why. */
 static void test_log_says_why(void **state)
 {
@@ -613,6 +682,7 @@ int main(void)
         T(test_hang_is_killed), T(test_wrong_output_loses), T(test_written_params),
         T(test_result_round_trip), T(test_default_mode_never_benchmarks),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
+        T(test_two_processes_tune_once), T(test_threads_tune_once), T(test_max_configs),
         T(test_log_says_why), T(test_missing_worker_falls_back),
     };
 #undef T
