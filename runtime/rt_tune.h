@@ -7,7 +7,7 @@
  * GPU pipeline's threads and shared memory), compiles the rest in parallel (through the
  * disk cache, so the winner's cubin is there afterwards), drops those that fail to
  * compile, spill, need more registers than a block has or cannot be resident, and
- * benchmarks the survivors in a worker process (tile-tune-worker, rt_tune_worker.c) on
+ * benchmarks the survivors in a worker process (tools/tile-tune-worker.c) on
  * copies of the launch's buffers, checking each candidate's outputs against the
  * default config's. Every candidate keeps its status, the reason it was dropped and its
  * times; the winner is the fastest correct one, ties going to the default config, then
@@ -108,10 +108,8 @@ TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtSt
  * default mode never benchmarks and max-autotune tunes once per key. */
 extern atomic_uint rt_tune_runs;
 
-/* The worker's main (tools: tile-tune-worker JOB_FD RESULT_FD START). */
-int rt_tune_worker_main(int argc, char **argv);
-
-/* The worker's protocol: a job file (a memfd the parent fills, docs/TUNING.md) of a
+/* The worker's protocol (tools/tile-tune-worker.c: tile-tune-worker JOB_FD RESULT_FD
+ * START): a job file (a memfd the parent fills, docs/TUNING.md) of a
  * header, the arguments, the buffers ("regions": each allocation the pointer
  * arguments reach, from the lowest of them to the allocation's end) and the candidates'
  * images; the worker writes lines "start I" and "done I STATUS ..." to the result fd. */
