@@ -271,7 +271,9 @@ TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out);
 const char *trt_kernel_name(const TrtKernel *k);
 uint32_t trt_kernel_num_params(const TrtKernel *k);
 uint32_t trt_kernel_num_variants(const TrtKernel *k);
-/* The driver's CUfunction of the variant used by the last launch (NULL before one). */
+/* The driver's CUfunction of the variant used by the last launch (NULL before one).
+ * For a kernel with @autotune these describe the handle's own config; a launch that
+ * the mode gives another config (TrtMode) runs that config's handle. */
 void *trt_kernel_last_function(const TrtKernel *k);
 
 #ifdef __cplusplus
