@@ -295,6 +295,13 @@ RtKey rt_tune_cache_key(const TrtKernel *k, const int64_t *kv, uint64_t mask)
     return key;
 }
 
+RtKey rt_tune_cache_key_for(const TrtKernel *k, const TrtArg *args)
+{
+    int64_t kv[RT_TUNE_MAX_KEYVALS];
+    key_values(k, args, kv);
+    return rt_tune_cache_key(k, kv, rt_class_mask(k, args));
+}
+
 /* ---- results ------------------------------------------------------------------------- */
 void rt_tune_result_free(RtTuneResult *r)
 {

@@ -96,8 +96,11 @@ void rt_tune_result_free(RtTuneResult *r);
 char *rt_tune_result_format(const RtTuneResult *r, size_t *len);
 bool rt_tune_result_parse(const char *text, size_t len, RtTuneResult *out);
 
-/* The cache key of k's tuning result for a launch's key values and class mask. */
+/* The cache key of k's tuning result for a launch's key values and class mask, and the
+ * same for a launch's (checked) arguments. `tilec tune` stores a result with
+ * rt_cache_put(cache, RT_ENTRY_TUNE, &key, rt_tune_result_format(...)). */
 RtKey rt_tune_cache_key(const TrtKernel *k, const int64_t *keyvals, uint64_t mask);
+RtKey rt_tune_cache_key_for(const TrtKernel *k, const TrtArg *args);
 
 /* The variant's kernel for a launch of k (which has tuning state): the cached winner,
  * else in max-autotune a winner tuned now, else k itself (its default config). */

@@ -100,8 +100,7 @@ int main(int argc, char **argv)
         }
     }
     unsigned runs = atomic_load(&rt_tune_runs);
-    int64_t kv[3] = {n, n, n};
-    RtKey key = rt_tune_cache_key(k, kv, rt_class_mask(k, args));
+    RtKey key = rt_tune_cache_key_for(k, args);
     RtBlob blob = {0};
     RtTuneResult r;
     if (!ctx->cache || rt_cache_get(ctx->cache, RT_ENTRY_TUNE, &key, &blob) != RT_GET_HIT ||
