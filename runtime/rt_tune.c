@@ -610,7 +610,6 @@ static void prepare_candidate(Run *run, uint32_t i)
     if (c->status == RT_CAND_OK) run->images[i] = img;
     else rt_blob_free(&img);
 out:
-    if (getenv("TILE_TUNE_DEBUG")) fprintf(stderr, "cand %u: %s %s\n", i, rt_cand_status_name(c->status), c->why);
     rt_kernel_free_detached(child);
     c->compile_ms = now_ms() - t0;
 }
