@@ -808,11 +808,13 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
     char buf[4096];
     size_t have = 0;
     long current = -1, next = start;
-    bool timed_out = false, eof = false;
+    bool timed_out = false, eof = false, started = false;
     double t_start = now_ms();
     while (!eof && !timed_out) {
+        /* Opening the driver and copying the buffers may take longer than a config: the
+         * first line gets at least a minute. */
         struct pollfd p = {pipefd[0], POLLIN, 0};
-        int pr = poll(&p, 1, (int)timeout_ms);
+        int pr = poll(&p, 1, (int)(started || timeout_ms > 60000 ? timeout_ms : 60000));
         if (pr == 0) {
             timed_out = true;
             break;
@@ -825,6 +827,7 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
         }
         have += (size_t)got;
         buf[have] = '\0';
+        started = true;
         char *line = buf, *nl;
         while ((nl = strchr(line, '\n'))) {
             *nl = '\0';
