@@ -14,6 +14,7 @@ set(TILE_BUNDLE_PROGRAMS
     tilec:tools/tilec.c
     tile-examples:tests/examples/check_examples.c
     test_gpu_runtime:tests/gpu/test_gpu_runtime.c
+    test_tune_gpu:tests/gpu/test_tune_gpu.c
     launch_overhead:bench/launch_overhead.c)
 foreach(entry ${TILE_BUNDLE_PROGRAMS})
   string(REPLACE ":" ";" parts ${entry})

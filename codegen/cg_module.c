@@ -6,6 +6,7 @@
  * Why through the C API and in memory: the compiler runs inside a library (the JIT),
  * so nothing goes through files or child processes. LLVM 19 only warns about an
  * unknown CPU, so the architecture is checked here first (GPU-NOTES.md). */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -390,16 +391,19 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
 
 /* ---- the target and the pipeline ---------------------------------------------------------- */
 
+/* Once per process, also when several threads compile at once (the tuner does). */
+static void init_nvptx(void)
+{
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+}
+
 static LLVMTargetMachineRef target_machine(const char *arch, DiagList *d)
 {
-    static bool inited;
-    if (!inited) {
-        LLVMInitializeNVPTXTargetInfo();
-        LLVMInitializeNVPTXTarget();
-        LLVMInitializeNVPTXTargetMC();
-        LLVMInitializeNVPTXAsmPrinter();
-        inited = true;
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_nvptx);
     LLVMTargetRef t;
     char *err = NULL;
     if (LLVMGetTargetFromTriple(CG_TRIPLE, &t, &err)) {

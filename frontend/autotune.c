@@ -195,6 +195,7 @@ typedef struct ConfigSet {
     VEC(FeConfig) v;
     uint32_t *tab;
     size_t cap;
+    uint32_t expanded, where_removed, duplicates;   /* for the tuner's report */
 } ConfigSet;
 
 /* Independent of the order of the keys: explicit configs may write them in any order. */
@@ -240,11 +241,12 @@ static void grow(ConfigSet *s)
 static bool add_config(At *t, ConfigSet *s, FeConfig c)
 {
     int64_t keep = 1;
+    s->expanded++;
     if (t->where && !eval(t, t->where, &c, 0, &keep)) return false;
-    if (!keep) return true;
+    if (!keep) return s->where_removed++, true;
     if (2 * (s->v.len + 1) > s->cap) grow(s);
     size_t slot = find_slot(s, &c);
-    if (s->tab[slot]) return true;
+    if (s->tab[slot]) return s->duplicates++, true;
     vec_push(&s->v, c);
     s->tab[slot] = (uint32_t)s->v.len;
     return true;
@@ -359,11 +361,12 @@ static bool check_key(At *t)
 }
 
 /* default = {...}: every key of the configs, and it must satisfy where. */
-static bool check_default(At *t, const ConfigSet *v)
+static bool check_default(At *t, const ConfigSet *v, FeConfig *out)
 {
     FeConfig d;
     if (!t->dflt) return true;
     if (!map_config(t, t->dflt, "default", &d)) return false;
+    *out = d;
     for (size_t i = 0; i < v->v.len; i++)
         for (uint32_t k = 0; k < v->v.data[i].nkeys; k++)
             if (!lookup(&d, v->v.data[i].keys[k].name)) {
@@ -377,7 +380,7 @@ static bool check_default(At *t, const ConfigSet *v)
     return keep != 0;
 }
 
-static bool collect(At *t, ConfigSet *v)
+static bool collect(At *t, ConfigSet *v, FeConfig *dflt)
 {
     if (!take_args(t) || !check_key(t)) return false;
     if (t->space && t->configs) {
@@ -390,7 +393,7 @@ static bool collect(At *t, ConfigSet *v)
     }
     if (!(t->space ? expand_space(t, t->space, v) : list_configs(t, t->configs, v))) return false;
     if (v->v.len == 0) ERR(t, t->where ? t->where->loc : t->attr->loc, "autotune where rejects every config");
-    return v->v.len > 0 && check_default(t, v);
+    return v->v.len > 0 && check_default(t, v, dflt);
 }
 
 static const AstItem *find_kernel(const AstProgram *p, const char *name)
@@ -413,25 +416,45 @@ static const AstAttr *find_autotune(At *t)
     return found;
 }
 
-uint32_t fe_autotune_configs(Arena *a, const AstProgram *p, const char *kernel, FeConfig **out,
-                             DiagList *diags)
+bool fe_autotune_space(Arena *a, const AstProgram *p, const char *kernel, FeTuneSpace *out,
+                       DiagList *diags)
 {
     At t = {.a = a, .diags = diags, .k = find_kernel(p, kernel)};
-    *out = NULL;
+    memset(out, 0, sizeof *out);
     if (!t.k) {
         diag_error(diags, (Loc){0}, "no kernel named '%s'", kernel);
-        return 0;
+        return false;
     }
-    if (!(t.attr = find_autotune(&t))) return 0;
+    if (!(t.attr = find_autotune(&t))) return true;
     size_t nerr = diags->nerrors;
     ConfigSet s = {0};
-    bool ok = collect(&t, &s) && diags->nerrors == nerr;
-    uint32_t n = ok ? (uint32_t)s.v.len : 0;
-    if (n) {
-        *out = arena_alloc(a, n * sizeof **out);
-        memcpy(*out, s.v.data, n * sizeof **out);
+    FeConfig dflt = {0};
+    bool ok = collect(&t, &s, &dflt) && diags->nerrors == nerr;
+    if (ok) {
+        out->nconfigs = (uint32_t)s.v.len;
+        out->configs = arena_alloc(a, (s.v.len + 1) * sizeof *out->configs);
+        memcpy(out->configs, s.v.data, s.v.len * sizeof *out->configs);
+        out->dflt = dflt;
+        out->has_default = t.dflt != NULL;
+        out->expanded = s.expanded;
+        out->where_removed = s.where_removed;
+        out->duplicates = s.duplicates;
+        uint32_t nk = t.key ? t.key->nargs : 0;
+        out->key = arena_alloc(a, (nk + 1) * sizeof *out->key);
+        for (uint32_t i = 0; i < nk; i++) out->key[i] = t.key->args[i]->name;
+        out->nkey = nk;
     }
     vec_free(&s.v);
     tl_free(s.tab);
-    return n;
+    return ok;
+}
+
+uint32_t fe_autotune_configs(Arena *a, const AstProgram *p, const char *kernel, FeConfig **out,
+                             DiagList *diags)
+{
+    FeTuneSpace s;
+    *out = NULL;
+    if (!fe_autotune_space(a, p, kernel, &s, diags)) return 0;
+    *out = s.nconfigs ? s.configs : NULL;
+    return s.nconfigs;
 }

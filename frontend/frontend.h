@@ -42,4 +42,23 @@ typedef struct FeConfig {
 uint32_t fe_autotune_configs(Arena *a, const AstProgram *p, const char *kernel,
                              FeConfig **out, DiagList *diags);
 
+/* The whole @autotune of a kernel, for the tuner (runtime/rt_tune.c): the configs as
+ * fe_autotune_configs gives them, the key's parameter names, the default config, and
+ * how many configs the expansion made and `where` and duplicate removal dropped.
+ * False on an error (diagnostics in diags); true with nconfigs 0 without @autotune.
+ * Everything lives in the arena a. */
+typedef struct FeTuneSpace {
+    FeConfig *configs;
+    uint32_t nconfigs;
+    const char **key;          /* key = [M, N]: run-time scalar parameter names */
+    uint32_t nkey;
+    FeConfig dflt;             /* default = {...}, when has_default */
+    bool has_default;
+    uint32_t expanded;         /* configs of the space or list, before where */
+    uint32_t where_removed;    /* dropped by where */
+    uint32_t duplicates;       /* dropped as repeats of an earlier config */
+} FeTuneSpace;
+bool fe_autotune_space(Arena *a, const AstProgram *p, const char *kernel, FeTuneSpace *out,
+                       DiagList *diags);
+
 #endif

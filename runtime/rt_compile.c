@@ -33,6 +33,33 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
     }
 }
 
+/* A comment line naming the kernel's config: its const values, warps and stages ("//
+ * tile-config: BM=64 BN=128 warps=4 stages=2"), before the PTX. It names the variant
+ * in a cubin dump or a profiler, and the mock driver's tuning tests key their fake
+ * timings on it. The cache keys hash the IR, not the PTX, so they do not change. */
+static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        tl_free(ptx);
+        *st = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    fputs("// tile-config:", out);
+    for (uint32_t i = 0; i < f->nconsts; i++)
+        fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
+    fprintf(out, " warps=%d stages=%d\n%s", f->warps > 0 ? f->warps : 4,
+            f->stages > 0 ? f->stages : 2, ptx);
+    fclose(out);
+    tl_free(ptx);
+    char *r = text ? tl_strdup(text) : NULL;
+    free(text);
+    if (!r) *st = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    return r;
+}
+
 static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask, bool checked,
                       RtKernelMeta *meta, TrtStatus *st)
 {
@@ -52,7 +79,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     CgKernelInfo info;
     if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
     else if (cg->kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
-    return ptx;
+    return ptx ? with_config_line(f, ptx, st) : NULL;
 }
 
 /* The code generator is loaded first: without it there is nothing to lower for. */
@@ -70,6 +97,53 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *m
     char *ptx = f ? generate(cg, k, f, mask, checked, meta, st) : NULL;
     if (ir) ir_ctx_destroy(ir);
     return ptx;
+}
+
+/* Bytes of the values loops carry (a matmul's accumulator): each thread holds its share
+ * of them in registers for the whole loop. */
+static uint64_t carried_bytes(const IrBlock *b)
+{
+    uint64_t n = 0;
+    for (const IrOp *op = b->first; op; op = op->next) {
+        if (op->code == IR_OP_FOR || op->code == IR_OP_WHILE) {
+            uint64_t here = 0;
+            for (uint32_t i = 0; i < op->nresults; i++) {
+                const IrType *t = ir_value_type(b->func, op->results[i]);
+                uint64_t e = (uint64_t)ir_elem_bytes(t->elem);
+                for (uint8_t d = 0; d < t->rank; d++) e *= (uint64_t)t->shape[d];
+                here += e;
+            }
+            n = here > n ? here : n;
+        }
+        for (uint32_t r = 0; r < op->nregions; r++) {
+            uint64_t inner = carried_bytes(&op->regions[r]);
+            n = inner > n ? inner : n;
+        }
+    }
+    return n;
+}
+
+TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared,
+                              uint32_t *min_regs)
+{
+    const RtCodegen *cg = rt_codegen(k->name);
+    if (!cg) return TRT_ERROR_NO_CODEGEN;
+    IrCtx *ir = NULL;
+    TrtStatus st = TRT_SUCCESS;
+    IrFunc *f = rt_lower_kernel(k, &ir, &st);
+    if (f) {
+        SpecClass classes[TRT_MAX_ARGS];
+        classes_of(k, mask, classes);
+        PassOptions po = {0};
+        f->module->target = tile_target(k->module->ctx->arch);
+        pass_prepare_gpu(f, classes, &po);
+        CgKernelInfo info;
+        if (cg->kernel_info(f, &info)) *threads = info.threads, *shared = info.shared_bytes;
+        uint64_t regs = *threads ? (carried_bytes(&f->body) + 4ull * *threads - 1) / (4ull * *threads) : 0;
+        *min_regs = regs > UINT32_MAX ? UINT32_MAX : (uint32_t)regs;
+    }
+    if (ir) ir_ctx_destroy(ir);
+    return st;
 }
 
 /* ---- the driver's part -------------------------------------------------------------- */
@@ -268,7 +342,16 @@ static TrtStatus variant_image(Job *j, RtBlob *img)
     return rt_cache_get_or_build(ctx->cache, RT_ENTRY_CUBIN, &j->cubin_key, build_cubin, j, img);
 }
 
-static TrtStatus load_variant(TrtKernel *k, const RtBlob *img, RtVariant *v)
+TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, bool checked, RtBlob *img, RtOrigin *origin)
+{
+    Job j = {k, mask, checked, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
+    make_keys(&j);
+    TrtStatus s = variant_image(&j, img);
+    *origin = j.origin;
+    return s;
+}
+
+TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
 {
     TrtContext *ctx = k->module->ctx;
     RtKernelMeta meta = {0, 0};
@@ -303,15 +386,14 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *
     CUresult r = ctx->drv->cuCtxSetCurrent(ctx->cuctx);
     if (r) return rt_driver_error(ctx->drv, r, "cuCtxSetCurrent");
     double t0 = tl_now_ms();
-    Job j = {k, mask, checked, {{0}}, {{0}}, RT_FROM_DISK_CUBIN};
-    make_keys(&j);
     RtBlob img = {0};
+    RtOrigin origin = RT_FROM_DISK_CUBIN;
     RtBuildTimes times = {0};
     k->building = &times;
-    TrtStatus s = variant_image(&j, &img);
+    TrtStatus s = rt_variant_image(k, mask, checked, &img, &origin);
     k->building = NULL;
-    RtVariant v = {mask, checked, NULL, NULL, 0, 0, j.origin, times};
-    if (!s) s = load_variant(k, &img, &v);
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times};
+    if (!s) s = rt_variant_load(k, &img, &v);
     rt_blob_free(&img);
     v.times.total_ms = tl_now_ms() - t0;
     if (s) return s;

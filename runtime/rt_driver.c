@@ -34,9 +34,17 @@ static bool lookup(GetProcFn get, const char *name, int version, void **fn)
     return true;
 }
 
+/* CUDA 12.8 added cuEventElapsedTime_v2 (same signature, and CUDA 13's cuda.h names
+ * it); should a driver ever drop the first version, take the second. */
+static bool lookup_versions(GetProcFn get, const char *name, int version, void **fn)
+{
+    if (!strcmp(name, "cuEventElapsedTime") && lookup(get, name, 12080, fn)) return true;
+    return lookup(get, name, version, fn);
+}
+
 static bool lookup_all(GetProcFn get)
 {
-#define X(name, ver, params) if (!lookup(get, #name, ver, (void **)&driver.name)) return false;
+#define X(name, ver, params) if (!lookup_versions(get, #name, ver, (void **)&driver.name)) return false;
     RT_DRIVER_FNS(X)
 #undef X
     return true;

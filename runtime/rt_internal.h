@@ -28,6 +28,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUlinkState_st *CUlinkState;
+typedef struct CUevent_st *CUevent;
 
 enum {
     RT_CU_JIT_ERROR_LOG_BUFFER = 5,
@@ -37,6 +38,15 @@ enum {
     RT_CU_ATTR_CC_MINOR = 76,
     RT_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,
     RT_CU_FUNC_ATTR_LOCAL_SIZE_BYTES = 3,
+    RT_CU_FUNC_ATTR_NUM_REGS = 4,
+    RT_CU_ATTR_MAX_THREADS_PER_BLOCK = 1,
+    RT_CU_ATTR_MAX_REGS_PER_BLOCK = 12,
+    RT_CU_ATTR_L2_CACHE_SIZE = 38,
+    RT_CU_ATTR_MAX_THREADS_PER_SM = 39,
+    RT_CU_ATTR_MAX_SHARED_PER_SM = 81,
+    RT_CU_ATTR_MAX_REGS_PER_SM = 82,
+    RT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
+    RT_CU_ATTR_MAX_BLOCKS_PER_SM = 106,
     RT_STATIC_SHARED_LIMIT = 48 * 1024,   /* more dynamic shared memory needs an opt-in */
 };
 
@@ -72,7 +82,14 @@ enum {
     X(cuMemAlloc, 3020, (CUdeviceptr *p, size_t n))                                           \
     X(cuMemFree, 3020, (CUdeviceptr p))                                                       \
     X(cuMemcpyHtoD, 3020, (CUdeviceptr dst, const void *src, size_t n))                       \
-    X(cuMemcpyDtoH, 3020, (void *dst, CUdeviceptr src, size_t n))
+    X(cuMemcpyDtoH, 3020, (void *dst, CUdeviceptr src, size_t n))                             \
+    X(cuMemsetD8, 3020, (CUdeviceptr p, unsigned char v, size_t n))                           \
+    X(cuMemGetAddressRange, 3020, (CUdeviceptr *base, size_t *size, CUdeviceptr p))            \
+    X(cuEventCreate, 2000, (CUevent *e, unsigned flags))                                      \
+    X(cuEventRecord, 2000, (CUevent e, CUstream s))                                           \
+    X(cuEventSynchronize, 2000, (CUevent e))                                                  \
+    X(cuEventElapsedTime, 2000, (float *ms, CUevent start, CUevent end))                      \
+    X(cuEventDestroy, 4000, (CUevent e))
 
 typedef struct RtDriver {
 #define X(name, ver, params) CUresult (*name) params;
@@ -335,6 +352,7 @@ struct TrtKernel {
     uint32_t grid_memo[3];
     bool grid_memo_valid;
     pthread_mutex_t grid_lock;
+    struct RtTune *tune;       /* @autotune state (rt_tune.c), NULL without tuning */
 };
 
 struct TrtModule {
@@ -363,6 +381,24 @@ TrtStatus rt_module_load_ptx(TrtContext *ctx, const char *ptx, const RtPtxKernel
 /* Compiles (or finds in the cache) and loads the variant for `mask`; returns its index
  * in k->variants. Called with k->lock held. */
 TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *index);
+/* The image of k's variant for `mask` (checked: the checked mode's; RT_META_BYTES of launch facts, then a cubin, or
+ * PTX without a disk cache), from the cache or built (and stored) now; *origin says
+ * which. The calling thread must have the context current. Thread-safe for different
+ * kernels (the tuner compiles its candidates in parallel with it). */
+TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, bool checked, RtBlob *img, RtOrigin *origin);
+/* The threads and dynamic shared memory of k's variant for mask as the GPU pipeline
+ * plans them, without generating code (the tuner's resource model), and a lower bound
+ * of its registers per thread: its share of the values a loop carries (the
+ * accumulator of a matmul), which it holds throughout the loop. */
+TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared,
+                              uint32_t *min_regs);
+/* A kernel made as trt_module_get_kernel makes one, but not added to m nor given tuning
+ * state: the tuner's candidates (one per config), freed by rt_kernel_free_detached. */
+TrtStatus rt_kernel_create_detached(TrtModule *m, const char *name, const TrtConst *consts,
+                                    uint32_t nconsts, TrtKernel **out);
+void rt_kernel_free_detached(TrtKernel *k);
+/* Loads an image of rt_variant_image into v (module, function, launch facts). */
+TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v);
 /* Lowers the kernel with its consts into a new IrCtx (*ctx_out, the caller's even on
  * failure); NULL with *st and the thread's error set on failure. */
 IrFunc *rt_lower_kernel(TrtKernel *k, IrCtx **ctx_out, TrtStatus *st);
@@ -385,6 +421,8 @@ TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3]);
 bool rt_grid_empty(const uint32_t g[3]);
 /* Checks an explicit or computed grid against what a GPU launches. */
 TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3]);
+/* The specialization class bits of a launch's (checked) arguments: 2 per parameter. */
+uint64_t rt_class_mask(const TrtKernel *k, const TrtArg *args);
 /* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */
 const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask);
 /* Whether TILE_LOG_RECOMPILES or the context's flag asks for reports. */

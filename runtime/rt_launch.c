@@ -15,6 +15,7 @@
 #include "ir/interp.h"
 #include "passes/passes.h"
 #include "rt_internal.h"
+#include "rt_tune.h"
 
 /* The argument kind that each element type takes (f8 values are passed as their bits). */
 TrtArgKind rt_arg_kind(IrElem e)
@@ -104,7 +105,7 @@ static uint64_t class_bits(const TrtArg *a)
     return v % 16 == 0 ? RT_SPEC_DIV16 : 0;
 }
 
-static uint64_t class_mask(const TrtKernel *k, const TrtArg *args)
+uint64_t rt_class_mask(const TrtKernel *k, const TrtArg *args)
 {
     uint64_t m = 0;
     uint32_t n = k->nparams < 32 ? k->nparams : 32;   /* 2 bits each in 64 */
@@ -350,12 +351,21 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
                        "kernel '%s' belongs to a CPU context: launch it with trt_launch_host", k->name);
     TrtStatus s = rt_check_args(k, args, nargs);
     if (s) return s;
+    /* A kernel with @autotune and a grid(...) clause runs the config its mode chooses
+     * for the key (rt_tune.c); an explicit grid is for k's own config only. */
+    if (k->tune && !grid) {
+        TrtKernel *chosen = k;
+        if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
+            (s = rt_tune_select(k, args, nargs, stream, rt_class_mask(k, args), &chosen)))
+            return s;
+        k = chosen;
+    }
     uint32_t g[3];
     if (grid) memcpy(g, grid, sizeof g);
     else if ((s = rt_kernel_grid(k, args, g))) return s;
     if ((s = rt_check_grid(k, g))) return s;
     if (rt_grid_empty(g)) return TRT_SUCCESS;
-    uint64_t mask = class_mask(k, args);
+    uint64_t mask = rt_class_mask(k, args);
     bool checked = rt_kernel_checked(k);
     int found = find_variant(k, mask, checked);
     unsigned index;

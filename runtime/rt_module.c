@@ -16,6 +16,7 @@
 #include "ir/arena.h"
 #include "passes/passes.h"
 #include "rt_internal.h"
+#include "rt_tune.h"
 
 /* ---- diagnostics into the thread's message --------------------------------------- */
 TrtStatus rt_fail_diags(TrtStatus s, const char *what, const DiagList *d)
@@ -86,6 +87,7 @@ static void variant_unload(TrtContext *ctx, RtVariant *v)
 
 static void kernel_destroy(TrtKernel *k)
 {
+    rt_tune_detach(k);
     unsigned n = atomic_load(&k->nvariants);
     for (unsigned i = 0; i < n; i++) variant_unload(k->module->ctx, &k->variants[i]);
     for (uint32_t i = 0; i < k->nconsts; i++) tl_free((void *)k->consts[i].name);
@@ -226,7 +228,7 @@ static bool hash_ir(TrtKernel *k, const IrFunc *f)
 }
 
 static TrtStatus make_tile_kernel(TrtModule *m, const char *name, const TrtConst *c,
-                                  uint32_t n, TrtKernel **out)
+                                  uint32_t n, bool attach, TrtKernel **out)
 {
     TrtStatus s = TRT_SUCCESS;
     TrtKernel *k = kernel_new(m, name, 0);
@@ -243,7 +245,9 @@ static TrtStatus make_tile_kernel(TrtModule *m, const char *name, const TrtConst
         goto fail;
     }
     k->params = tl_calloc(k->nparams ? k->nparams : 1, sizeof *k->params);
-    if (!k->params || !read_signature(k, f) || !hash_ir(k, f) || !add_kernel(m, k)) goto oom;
+    if (!k->params || !read_signature(k, f) || !hash_ir(k, f)) goto oom;
+    if (attach && (s = rt_tune_attach(k))) goto fail;
+    if (attach && !add_kernel(m, k)) goto oom;
     *out = k;
     return TRT_SUCCESS;
 oom:
@@ -331,12 +335,27 @@ TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *
     if ((*out = find_kernel(m, name, consts, nconsts))) {
     } else if (m->prog) {
         if (!(s = check_names(m, name, consts, nconsts)))
-            s = make_tile_kernel(m, name, consts, nconsts, out);
+            s = make_tile_kernel(m, name, consts, nconsts, true, out);
     } else {
         s = rt_fail(TRT_ERROR_NOT_FOUND, "no kernel named '%s' in this PTX module", name);
     }
     pthread_mutex_unlock(&m->lock);
     return s;
+}
+
+TrtStatus rt_kernel_create_detached(TrtModule *m, const char *name, const TrtConst *consts,
+                                    uint32_t nconsts, TrtKernel **out)
+{
+    *out = NULL;
+    if (!m->prog) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "not a .tile module");
+    return make_tile_kernel(m, name, consts, nconsts, false, out);
+}
+
+void rt_kernel_free_detached(TrtKernel *k)
+{
+    if (!k) return;
+    if (atomic_load(&k->nvariants)) k->module->ctx->drv->cuCtxSetCurrent(k->module->ctx->cuctx);
+    kernel_destroy(k);
 }
 
 /* ---- hand-written PTX modules (tests, benchmarks) ---------------------------------- */

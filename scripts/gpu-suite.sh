@@ -26,6 +26,9 @@ step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, remembers a fa
 nvidia-smi -L
 if [ "$what" != bench ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
+  # max-autotune on matmul_bf16: every config's time, the winner against the default,
+  # and its reuse by a second process without benchmarking (docs/TUNING.md).
+  step tune bash tests/gpu/test_tune_gpu.sh build-gpu
   step examples build-gpu/tile-examples --device gpu examples
   # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples

@@ -72,15 +72,27 @@ const char *trt_last_error(void);
 const char *trt_version(void);
 
 /* ---- contexts --------------------------------------------------------------------- */
+/* Which @autotune config a launch runs (docs/TUNING.md). A kernel's config is chosen per
+ * key value (the run-time values of its `key = [...]` parameters) and argument class,
+ * on the first launch of that key through a kernel handle, and only for launches whose
+ * grid comes from the kernel's grid(...) clause (an explicit grid runs the handle's own
+ * config); consts given to trt_module_get_kernel fix those keys of the space. */
 typedef enum TrtMode {
-    TRT_MODE_DEFAULT = 0,       /* compile fast with the default or tuned config */
-    TRT_MODE_REDUCE_OVERHEAD,   /* the leanest launch path */
-    TRT_MODE_MAX_AUTOTUNE,      /* tune each key on first use (not implemented yet: runs as default) */
+    TRT_MODE_DEFAULT = 0,       /* a tuned winner from the disk cache, else the kernel's
+                                   @autotune default config; never benchmarks */
+    TRT_MODE_REDUCE_OVERHEAD,   /* as default (CUDA graphs are not implemented yet) */
+    TRT_MODE_MAX_AUTOTUNE,      /* a winner from the disk cache, else tune the key now
+                                   (compiles in parallel, benchmarks in a worker process
+                                   that a faulting config cannot take the caller down
+                                   with), store the winner in the cache and run it */
     TRT_MODE_FROM_ENV = -1,     /* TILE_MODE=default|reduce-overhead|max-autotune, else default */
 } TrtMode;
 
 enum {
-    TRT_FLAG_LOG_RECOMPILES = 1u << 0,  /* report each new variant on stderr (also TILE_LOG_RECOMPILES=1) */
+    TRT_FLAG_LOG_RECOMPILES = 1u << 0,  /* report each new variant on stderr, and for each new
+                                           key of an @autotune kernel which config runs and
+                                           why: tuned now, from the cache, or the default
+                                           (also TILE_LOG_RECOMPILES=1) */
     TRT_FLAG_NO_DISK_CACHE = 1u << 1,   /* keep compiled code in memory only */
 };
 
@@ -179,7 +191,10 @@ static inline TrtArg trt_arg_bool(int x) { TrtArg a; a.kind = TRT_ARG_BOOL; a.v.
 
 #define TRT_MAX_ARGS 64
 
-/* Launches `k` on `stream` (NULL: the legacy default stream). args: one per run-time
+/* Launches `k` on `stream` (NULL: the legacy default stream). For a kernel with
+ * @autotune and grid == NULL, the first launch of a key chooses the config by the
+ * context's mode (TrtMode; in max-autotune this synchronizes `stream`, copies the
+ * buffers the arguments point into and benchmarks before returning). args: one per run-time
  * parameter of the kernel, in order (count, kinds and pointer alignment to the element
  * size are checked). grid: 3 block counts, or NULL to evaluate the kernel's grid(...)
  * clause on the arguments. A grid with a size 0 launches nothing (TRT_SUCCESS, after the
@@ -284,7 +299,9 @@ TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out);
 const char *trt_kernel_name(const TrtKernel *k);
 uint32_t trt_kernel_num_params(const TrtKernel *k);
 uint32_t trt_kernel_num_variants(const TrtKernel *k);
-/* The driver's CUfunction of the variant used by the last launch (NULL before one). */
+/* The driver's CUfunction of the variant used by the last launch (NULL before one).
+ * For a kernel with @autotune these describe the handle's own config; a launch that
+ * the mode gives another config (TrtMode) runs that config's handle. */
 void *trt_kernel_last_function(const TrtKernel *k);
 
 #ifdef __cplusplus

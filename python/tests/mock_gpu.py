@@ -122,7 +122,53 @@ kernel scalars(out: *f32, h: f16, b: bf16, i: i64, u: u8, flag: bool, d: f64) gr
 """
 
 
+SCALE = """
+@autotune(key = [n], space = {BLOCK: [64, 128, 256], warps: [1, 2]},
+          default = {BLOCK: 128, warps: 2})
+kernel scale(y: *f32, x: *f32, n: i32, const BLOCK: i32 = 128) grid(cdiv(n, BLOCK)) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(y + offs, load(x + offs, offs < n) * 2.0, offs < n);
+}
+"""
+rt = ctypes.CDLL(os.environ["TILE_LIB"])
+
+
+def device_tensor(ctx, n):
+    """A "tensor" in the mock's device memory (host memory it allocated), so the tuner
+    can find its allocation as it finds a CUDA tensor's."""
+    p = ctypes.c_uint64()
+    assert rt.trt_mem_alloc(ctx.handle, ctypes.c_size_t(4 * n), ctypes.byref(p)) == 0
+    arr = np.ctypeslib.as_array((ctypes.c_float * n).from_address(p.value))
+    arr[:] = 0
+    return Tensor(arr)
+
+
 class MockGpu(unittest.TestCase):
+    def test_max_autotune_through_the_package(self):
+        # The mock's fake time of BLOCK=256 warps=1 is the lowest: the tuner (its worker
+        # found beside libtileRT) picks it, and a default-mode context reuses it.
+        os.environ["MOCKCUDA_TIMES"] = "BLOCK=256,warps=1:0.2"
+        try:
+            cache = tempfile.mkdtemp(prefix="tile-mock-tune-")
+            ctx = tile.Context("cuda", mode="max-autotune", cache_dir=cache)
+            k = ctx.loads(SCALE, name="scale.tile").scale
+            x, y = device_tensor(ctx, 1000), device_tensor(ctx, 1000)
+            k(y, x, 1000)
+            m = last_launch()
+            self.assertEqual((m.grid[0], m.block[0]), (4, 32))     # cdiv(1000, 256), 1 warp
+            again = tile.Context("cuda", mode="default", cache_dir=cache)
+            k2 = again.loads(SCALE, name="scale.tile").scale
+            k2(y, x, 1000)
+            m = last_launch()
+            self.assertEqual((m.grid[0], m.block[0]), (4, 32))
+            # Memory the driver does not know (numpy's): the tuner cannot copy it, says
+            # so, and the launch runs the default config.
+            k(Tensor(np.zeros(500, np.float32)), Tensor(np.zeros(500, np.float32)), 500)
+            m = last_launch()
+            self.assertEqual((m.grid[0], m.block[0]), (4, 64))     # cdiv(500, 128), 2 warps
+        finally:
+            del os.environ["MOCKCUDA_TIMES"]
+
     def test_vector_add_reaches_the_driver(self):
         k = tile.load(VECTOR_ADD).vector_add
         a, b, c = (Tensor(np.zeros(5000, np.float32)) for _ in range(3))

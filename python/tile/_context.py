@@ -33,8 +33,11 @@ def device_name(key):
 class Context:
     """Context(device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None)
 
-    mode: "default", "reduce-overhead" or "max-autotune" (today both of the latter run as
-    "default" in libtileRT: no CUDA graphs, no tuning), or None for $TILE_MODE.
+    mode: "default", "reduce-overhead" or "max-autotune", or None for $TILE_MODE. In
+    "max-autotune" a kernel with @autotune is tuned on the first launch of each key and
+    the winner stored in the disk cache; "default" uses a stored winner, else the
+    kernel's default config, and never benchmarks (docs/TUNING.md); "reduce-overhead"
+    runs as "default" (no CUDA graphs yet).
     cache_dir: the disk cache's directory; None for the default location, "" for none.
     A CPU context compiles nothing past Tile IR and has no disk cache.
     check_bounds: True runs every kernel's checked variant (TILE_DEBUG=bounds, which

@@ -22,7 +22,27 @@
  *                             parameter points at, as a checked kernel (passes/bounds.c)
  *                             writes its report
  * A PTX text containing MOCK_SYNTAX_ERROR fails to load or link with error 218 and a
- * ptxas-like log. */
+ * ptxas-like log.
+ *
+ * The tuner's view (docs/TUNING.md). A module's config is the "// tile-config: A=1 B=2"
+ * line the runtime writes at the top of the PTX of a .tile kernel. The variables below
+ * take a PATTERN list: entries separated by ';', each "K=V,K=V:VALUE" (every K=V must
+ * be in the module's config) or "*:VALUE" (any module); the first match gives VALUE.
+ *   MOCKCUDA_TIMES=PATTERNS   the time of one launch in ms (default 1.0), as the events
+ *                             see it: each launch advances a fake clock by it; VALUE
+ *                             may be a list "a/b/c", used in turn by successive launches
+ *   MOCKCUDA_FAULT_CONFIG=P   a launch of a matching module makes the sticky fault 700
+ *   MOCKCUDA_HANG_CONFIG=P    after a launch of a matching module, the next
+ *                             synchronization never returns (a kernel that hangs)
+ *   MOCKCUDA_WRONG_CONFIG=P   a launch of a matching module "computes" a wrong result:
+ *                             it flips the first 4 bytes at every pointer argument
+ *                             that lies in an allocation (other launches write nothing)
+ *   MOCKCUDA_LINK_ERROR_CONFIG=P  cuLinkAddData fails (218) for a matching PTX
+ *   MOCKCUDA_REGS=PATTERNS    CU_FUNC_ATTRIBUTE_NUM_REGS (default 32)
+ *   MOCKCUDA_SPILL_CONFIG=P   matching modules spill 64 bytes (LOCAL_SIZE_BYTES) always
+ *   MOCKCUDA_SMEM_OPTIN=N     the device's opt-in shared memory per block (232448)
+ *   MOCKCUDA_MAX_THREADS=N    the device's threads per block (1024)
+ * The VALUE of the last four is ignored (write "1"). */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mockcuda.h"
 
@@ -50,7 +71,13 @@ struct Module {
     Func funcs[16];
     int nfuncs;
     bool occupancy_request;   /* the image asks for .minnctapersm */
+    char config[512];         /* its "// tile-config:" line, "" if none */
+    unsigned launches;        /* for MOCKCUDA_TIMES lists */
 };
+
+typedef struct Event {
+    double t;                 /* the fake clock when recorded, ms */
+} Event;
 
 typedef struct Link {
     char *cubin;
@@ -62,6 +89,75 @@ static MockCounts counts;
 static MockLaunch last_launch;
 static int primary_ctx;   /* the address is the one context there is */
 static int sticky;        /* a kernel fault's error, returned by later calls (0: none) */
+static double fake_clock; /* ms of fake kernel time so far (MOCKCUDA_TIMES) */
+static bool hang_next;    /* MOCKCUDA_HANG_CONFIG: the next synchronization hangs */
+static struct { uint64_t p; size_t n; } *allocs;   /* live allocations */
+static size_t nallocs, cap_allocs;
+
+/* ---- configs (the tuner's fake timings and failures) -------------------------------- */
+static void config_of(const char *text, char *out, size_t n)
+{
+    const char *p = strstr(text, "// tile-config:");
+    out[0] = '\0';
+    if (!p) return;
+    p += strlen("// tile-config:");
+    snprintf(out, n, "%.*s", (int)strcspn(p, "\n"), p);
+}
+
+/* Whether every "K=V" of the comma-separated list [p, end) is a word of config. */
+static bool entry_matches(const char *p, const char *end, const char *config)
+{
+    if (end - p == 1 && *p == '*') return true;
+    while (p < end) {
+        size_t n = strcspn(p, ",");
+        if (p + n > end) n = (size_t)(end - p);
+        bool found = false;
+        for (const char *c = config; *c && !found;) {
+            c += strspn(c, " ");
+            size_t w = strcspn(c, " ");
+            found = w == n && !strncmp(c, p, n);
+            c += w;
+        }
+        if (!found) return false;
+        p += n + (p + n < end);
+    }
+    return true;
+}
+
+/* The VALUE of the first entry of $var matching config, or NULL. */
+static const char *pattern_value(const char *var, const char *config, char *buf, size_t n)
+{
+    const char *v = getenv(var);
+    while (v && *v) {
+        size_t len = strcspn(v, ";");
+        const char *colon = memchr(v, ':', len);
+        if (colon && entry_matches(v, colon, config)) {
+            snprintf(buf, n, "%.*s", (int)(v + len - colon - 1), colon + 1);
+            return buf;
+        }
+        v += len + (v[len] == ';');
+    }
+    return NULL;
+}
+
+static bool config_matches(const char *var, const char *config)
+{
+    char buf[64];
+    return pattern_value(var, config, buf, sizeof buf) != NULL;
+}
+
+/* The n-th (cyclically) of the '/'-separated times of the module's MOCKCUDA_TIMES. */
+static double launch_time(const Module *m, unsigned n)
+{
+    char buf[256];
+    const char *v = pattern_value("MOCKCUDA_TIMES", m->config, buf, sizeof buf);
+    if (!v) return 1.0;
+    unsigned count = 1;
+    for (const char *p = v; *p; p++) count += *p == '/';
+    const char *p = v;
+    for (unsigned i = n % count; i; i--) p = strchr(p, '/') + 1;
+    return atof(p);
+}
 
 static bool is_sticky(int r)
 {
@@ -115,13 +211,23 @@ static int m_cuDeviceGet(int *d, int ordinal)
     return OK;
 }
 
+/* The H200's figures for what the tuner's resource model asks. */
 static int m_cuDeviceGetAttribute(int *v, int attr, int dev)
 {
     int cc = env_int("MOCKCUDA_CC", 90);
-    if (attr == 75) *v = cc / 10;
-    else if (attr == 76) *v = cc % 10;
-    else return E_INVALID_VALUE;
-    return OK;
+    switch (attr) {
+    case 75: *v = cc / 10; return OK;
+    case 76: *v = cc % 10; return OK;
+    case 1: *v = env_int("MOCKCUDA_MAX_THREADS", 1024); return OK;    /* threads per block */
+    case 12: *v = 65536; return OK;                                   /* registers per block */
+    case 38: *v = env_int("MOCKCUDA_L2_BYTES", 1 << 20); return OK;   /* L2 (small: host memory) */
+    case 39: *v = 2048; return OK;                                    /* threads per SM */
+    case 81: *v = 233472; return OK;                                  /* shared memory per SM */
+    case 82: *v = 65536; return OK;                                   /* registers per SM */
+    case 97: *v = env_int("MOCKCUDA_SMEM_OPTIN", 232448); return OK;  /* shared per block, opt-in */
+    case 106: *v = 32; return OK;                                     /* blocks per SM */
+    default: return E_INVALID_VALUE;
+    }
 }
 
 static int m_cuDeviceGetName(char *name, int len, int dev)
@@ -151,6 +257,10 @@ static int m_cuCtxSetCurrent(void *c)
 
 static int m_cuCtxSynchronize(void)
 {
+    pthread_mutex_lock(&mu);
+    bool hang = hang_next;
+    pthread_mutex_unlock(&mu);
+    while (hang) pause();   /* a kernel that never ends: the caller must kill us */
     int r = sticky_error();
     if (r) return r;
     if ((r = env_int("MOCKCUDA_SYNC_ERROR", 0)) && is_sticky(r)) {
@@ -235,6 +345,7 @@ static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int
     }
     count(cubin ? &counts.cubin_loads : &counts.ptx_loads);
     m->occupancy_request = strstr(text, ".minnctapersm") != NULL;
+    config_of(text, m->config, sizeof m->config);
     for (int i = 0; i < m->nfuncs; i++) m->funcs[i].module = m;
     *out = m;
     return OK;
@@ -258,8 +369,16 @@ static int m_cuModuleGetFunction(Func **f, Module *m, const char *name)
  * .minnctapersm, else 0 - an assembler that spills only to meet the occupancy request. */
 static int m_cuFuncGetAttribute(int *v, int attr, Func *f)
 {
+    char buf[64];
+    const char *config = f->module ? f->module->config : "";
+    if (attr == 4) {
+        const char *r = pattern_value("MOCKCUDA_REGS", config, buf, sizeof buf);
+        *v = r ? atoi(r) : 32;
+        return OK;
+    }
     if (attr != 3) return E_INVALID_VALUE;
     *v = f->module && f->module->occupancy_request ? env_int("MOCKCUDA_SPILL_BYTES", 0) : 0;
+    if (config_matches("MOCKCUDA_SPILL_CONFIG", config)) *v = 64;
     return OK;
 }
 
@@ -278,7 +397,11 @@ static int m_cuLinkCreate(unsigned n, int *opts, void **vals, Link **st)
 static int m_cuLinkAddData(Link *st, int type, void *data, size_t size, const char *name,
                            unsigned n, int *opts, void **vals)
 {
-    if (type != 1 || strstr(data, "MOCK_SYNTAX_ERROR")) return E_INVALID_PTX;
+    char config[512];
+    config_of(data, config, sizeof config);
+    if (type != 1 || strstr(data, "MOCK_SYNTAX_ERROR") ||
+        (config[0] && config_matches("MOCKCUDA_LINK_ERROR_CONFIG", config)))
+        return E_INVALID_PTX;
     size_t hl = strlen(CUBIN_MAGIC);
     if (!(st->cubin = malloc(hl + size))) return 2;
     memcpy(st->cubin, CUBIN_MAGIC, hl);
@@ -331,9 +454,23 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (!f || bx * by * bz > 1024 || !bx || !gx || !gy || !gz) return E_INVALID_VALUE;
     if (f->nparams && !params) return E_INVALID_VALUE;
     unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+    Module *m = (Module *)f->module;
+    const char *config = m ? m->config : "";
     pthread_mutex_lock(&mu);
     counts.launches++;
     record(f, g, b, shmem, stream, params);
+    fake_clock += m ? launch_time(m, m->launches++) : 1.0;
+    if (config[0] && config_matches("MOCKCUDA_FAULT_CONFIG", config)) sticky = 700;
+    if (config[0] && config_matches("MOCKCUDA_HANG_CONFIG", config)) hang_next = true;
+    if (config[0] && config_matches("MOCKCUDA_WRONG_CONFIG", config))
+        for (int i = 0; i < f->nparams; i++) {
+            uint64_t p = 0;
+            if (f->bytes[i] != 8) continue;
+            memcpy(&p, params[i], 8);
+            for (size_t a = 0; a < nallocs; a++)
+                if (p >= allocs[a].p && p + 4 <= allocs[a].p + allocs[a].n)
+                    for (int k = 0; k < 4; k++) ((unsigned char *)(uintptr_t)p)[k] ^= 0x5a;
+        }
     pthread_mutex_unlock(&mu);
     const char *rep = getenv("MOCKCUDA_BOUNDS_REPORT");
     if (rep && *rep && f->nparams && f->bytes[f->nparams - 1] == 8) {
@@ -350,17 +487,90 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
     return OK;
 }
 
+/* ---- events ------------------------------------------------------------------------- */
+static int m_cuEventCreate(Event **e, unsigned flags)
+{
+    *e = calloc(1, sizeof **e);
+    return *e ? OK : 2;
+}
+
+static int m_cuEventRecord(Event *e, void *stream)
+{
+    int r = sticky_error();
+    if (r) return r;
+    pthread_mutex_lock(&mu);
+    e->t = fake_clock;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+static int m_cuEventSynchronize(Event *e)
+{
+    return m_cuCtxSynchronize();
+}
+
+static int m_cuEventElapsedTime(float *ms, Event *a, Event *b)
+{
+    int r = sticky_error();
+    if (r) return r;
+    *ms = (float)(b->t - a->t);
+    return OK;
+}
+
+static int m_cuEventDestroy(Event *e)
+{
+    free(e);
+    return OK;
+}
+
 static int m_cuMemAlloc(uint64_t *p, size_t n)
 {
     if (sticky_error()) return sticky_error();
     void *m = aligned_alloc(256, (n + 255) / 256 * 256);
     *p = (uint64_t)(uintptr_t)m;
-    return m ? OK : 2;
+    if (!m) return 2;
+    pthread_mutex_lock(&mu);
+    if (nallocs == cap_allocs) {
+        size_t c = cap_allocs ? 2 * cap_allocs : 64;
+        void *na = realloc(allocs, c * sizeof *allocs);
+        if (na) allocs = na, cap_allocs = c;
+    }
+    if (nallocs < cap_allocs) allocs[nallocs].p = *p, allocs[nallocs++].n = n;
+    pthread_mutex_unlock(&mu);
+    return OK;
 }
 
 static int m_cuMemFree(uint64_t p)
 {
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].p == p) {
+            allocs[i] = allocs[--nallocs];
+            break;
+        }
+    pthread_mutex_unlock(&mu);
     free((void *)(uintptr_t)p);
+    return OK;
+}
+
+static int m_cuMemGetAddressRange(uint64_t *base, size_t *size, uint64_t p)
+{
+    int r = E_NOT_FOUND;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nallocs && r; i++)
+        if (p >= allocs[i].p && p < allocs[i].p + allocs[i].n) {
+            if (base) *base = allocs[i].p;
+            if (size) *size = allocs[i].n;
+            r = OK;
+        }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+static int m_cuMemsetD8(uint64_t p, unsigned char v, size_t n)
+{
+    if (sticky_error()) return sticky_error();
+    memset((void *)(uintptr_t)p, v, n);
     return OK;
 }
 
@@ -410,7 +620,9 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuStreamSynchronize), FN(cuModuleLoadDataEx), FN(cuModuleUnload),
     FN(cuModuleGetFunction), FN(cuFuncSetAttribute), FN(cuFuncGetAttribute), FN(cuLaunchKernel), FN(cuLinkCreate), FN(cuLinkAddData),
     FN(cuLinkComplete), FN(cuLinkDestroy), FN(cuGetErrorName), FN(cuMemAlloc), FN(cuMemFree),
-    FN(cuMemcpyHtoD), FN(cuMemcpyDtoH),
+    FN(cuMemcpyHtoD), FN(cuMemcpyDtoH), FN(cuMemsetD8), FN(cuMemGetAddressRange),
+    FN(cuEventCreate), FN(cuEventRecord), FN(cuEventSynchronize), FN(cuEventElapsedTime),
+    FN(cuEventDestroy),
 };
 
 /* Like the real driver, an unknown symbol gives success and a NULL pointer. */
@@ -446,5 +658,7 @@ void mockcuda_reset(void)
     memset(&counts, 0, sizeof counts);
     memset(&last_launch, 0, sizeof last_launch);
     sticky = 0;
+    hang_next = false;
+    fake_clock = 0;
     pthread_mutex_unlock(&mu);
 }
