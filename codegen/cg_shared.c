@@ -364,6 +364,11 @@ bool cg_shared(Cg *c, const IrOp *op)
 {
     switch (op->code) {
     case IR_OP_LOCAL_ALLOC: {
+        /* The buffer area may overlap the scratch of ops before the buffers' live range
+         * (cg_module.c smem_plan): those ops end with shared loads that a warp may not
+         * have executed when another warp's first copy lands there. One barrier when a
+         * loop's area begins (its first buffer is at offset 0). */
+        if (op->attr.i == 0) cg_barrier(c);
         CgVal v = cg_val_new(c, 1);
         v.v[0] = add(c, smem_base32(c), k32(c, c->smem_buffers + (uint32_t)op->attr.i));
         cg_set(c, op->results[0], v);
