@@ -28,6 +28,11 @@ import os
 import sys
 import traceback
 
+# The cold compile must include the driver's PTX assembler: its own cache
+# (~/.nv/ComputeCache) would answer for PTX an earlier process compiled (the suite's
+# examples compile the same GEMM), and the figure would be 50 ms short.
+os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
+
 import torch
 import triton
 
