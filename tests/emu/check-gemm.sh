@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# ctest codegen/gemm-addresses: the pipelined bf16 GEMM's every cp.async, ldmatrix,
+# store and shared access, for tile configs and shapes (masked edges, the unspecialized
+# variant) run on the host (tests/emu). Exit 77 without LLVM's llc or a C compiler.
+#   check-gemm.sh TILEC
+set -u
+tilec=$1; here=$(cd "$(dirname "$0")" && pwd)
+command -v cc >/dev/null && { command -v llc-19 >/dev/null || [ -x /usr/lib/llvm-19/bin/llc ]; } || exit 77
+status=0
+# config                 M    N    K
+while read -r cfg M N K; do
+  out=$(bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
+  echo "$cfg ${M}x${N}x${K}: $(echo "$out" | tr '\n' ' ')"
+  [ $rc -eq 0 ] || status=1
+done <<'CONFIGS'
+128,128,32,4,4 256 256 256
+64,64,64,4,3   256 256 256
+64,128,64,8,3  256 256 256
+256,128,64,8,3 512 256 256
+64,64,32,4,2   200 136 100
+128,128,64,8,3 300 200 520
+CONFIGS
+exit $status

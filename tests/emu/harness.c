@@ -1,0 +1,127 @@
+/* Runs the host build of a matmul-shaped tile kernel (c, a, b, M, N, K, stride_am,
+ * stride_bk, stride_cm; llvm_to_host.py) with one pthread per GPU thread and one block
+ * at a time, and counts the accesses outside their buffer or misaligned: cp.async
+ * sources (issued ones) in A or B and 16-byte aligned, shared destinations and
+ * ldmatrix rows aligned and inside the block's shared memory, stores inside C, shared
+ * loads and stores inside the shared memory and aligned to their size.
+ *
+ *     harness M N K threads grid shared_bytes   (exit status 1 on any finding) */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define NT_MAX 1024
+unsigned char __tile_smem[256 * 1024] __attribute__((aligned(128)));
+static unsigned smem_bytes;
+static __thread int tid_, ctaid_;
+static pthread_barrier_t bar;
+static uintptr_t A, B, C;
+static size_t szA, szB, szC;
+static int errors;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+int emu_tid(void) { return tid_; }
+int emu_ctaid(void) { return ctaid_; }
+void emu_barrier(void) { pthread_barrier_wait(&bar); }
+static void report(const char *what, uint64_t v) {
+    pthread_mutex_lock(&mu);
+    if (errors++ < 20) fprintf(stderr, "cta %d tid %d: %s (0x%llx)\n", ctaid_, tid_, what, (unsigned long long)v);
+    pthread_mutex_unlock(&mu);
+}
+static uint32_t off_of(uint32_t a) { return a - (uint32_t)(uintptr_t)__tile_smem; }
+/* The extent of shared memory the kernel touched: [lo, hi) of the copies and ldmatrix
+ * (the buffer area), and hi of the scratch accesses. */
+static uint32_t buf_lo = UINT32_MAX, buf_hi, scratch_hi;
+static void extent(uint32_t *lo, uint32_t *hi, uint32_t o, uint32_t sz)
+{
+    pthread_mutex_lock(&mu);
+    if (lo && o < *lo) *lo = o;
+    if (o + sz > *hi) *hi = o + sz;
+    pthread_mutex_unlock(&mu);
+}
+void chk_ldm(uint32_t a) {
+    uint32_t o = off_of(a);
+    extent(&buf_lo, &buf_hi, o, 16);
+    if (o % 16) report("ldmatrix misaligned shared offset", o);
+    if (o + 16 > smem_bytes) report("ldmatrix past the shared memory", o);
+}
+static int in(uintptr_t p, uintptr_t base, size_t n, unsigned sz) { return p >= base && p + sz <= base + n; }
+void chk_cp(uint32_t dst, uint64_t src, uint32_t pred, uint32_t own, uint32_t sz) {
+    uint32_t o = off_of(dst);
+    if (!own) return;
+    extent(&buf_lo, &buf_hi, o, sz);
+    if (o % sz) report("cp.async dst misaligned", o);
+    if (o + sz > smem_bytes) report("cp.async dst past the shared memory", o);
+    if (pred) {
+        if (src % sz) report("cp.async src misaligned", src);
+        if (!in(src, A, szA, sz) && !in(src, B, szB, sz)) report("cp.async src outside A and B", src);
+    }
+}
+void chk_st(uint32_t pred, uint64_t addr, uint32_t sz) {
+    if (!pred) return;
+    if (addr % sz) report("st.global misaligned", addr);
+    if (!in(addr, C, szC, sz)) report("st.global outside C", addr);
+}
+extern void matmul_bf16(void *c, void *a, void *b, int M, int N, int K, int sam, int sbk, int scm);
+static int M, N, K, cta;
+static void *run(void *p) {
+    tid_ = (int)(intptr_t)p;
+    ctaid_ = cta;
+    matmul_bf16((void *)C, (void *)A, (void *)B, M, N, K, K, N, N);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    M = atoi(argv[1]); N = atoi(argv[2]); K = atoi(argv[3]);
+    int nt = atoi(argv[4]), grid = atoi(argv[5]);
+    smem_bytes = (unsigned)atoi(argv[6]);
+    szA = (size_t)M * K * 2; szB = (size_t)K * N * 2; szC = (size_t)M * N * 2;
+    A = (uintptr_t)aligned_alloc(256, szA); B = (uintptr_t)aligned_alloc(256, szB); C = (uintptr_t)aligned_alloc(256, szC);
+    memset((void *)A, 0, szA); memset((void *)B, 0, szB);
+    pthread_barrier_init(&bar, NULL, (unsigned)nt);
+    if (nt < 1 || nt > NT_MAX) {
+        fprintf(stderr, "threads must be 1..%d\n", NT_MAX);
+        return 2;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 4u << 20);
+    for (cta = 0; cta < grid; cta++) {
+        pthread_t th[NT_MAX];
+        for (int t = 0; t < nt; t++)
+            if (pthread_create(&th[t], &attr, run, (void *)(intptr_t)t)) {
+                fprintf(stderr, "pthread_create failed\n");
+                return 2;
+            }
+        for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
+    }
+    printf("shared memory touched: buffers [%u, %u), scratch [0, %u)\n", buf_lo == UINT32_MAX ? 0 : buf_lo, buf_hi,
+           scratch_hi);
+    printf("%d errors\n", errors);
+    return errors != 0;
+}
+void chk_sh(void *p, uint32_t sz) {
+    uintptr_t o = (uintptr_t)p - (uintptr_t)__tile_smem;
+    extent(NULL, &scratch_hi, (uint32_t)o, sz);
+    if (o % sz) report("shared access misaligned", o);
+    if (o + sz > smem_bytes) report("shared access past the shared memory", o);
+}
+/* The host's soft-float conversion, for kernels that round f32 to bf16 without the
+ * cvt instruction: values do not matter here, only addresses. */
+void __truncsfbf2(void) {}
+/* The kernel's 32-bit shared address (the low half of the host address of
+ * __tile_smem plus an offset) as a host pointer. */
+void *emu_shared_ptr_i32(uint32_t a) { return __tile_smem + off_of(a); }
+void *emu_shared_ptr_i64(uint64_t a) { return __tile_smem + off_of((uint32_t)a); }
+/* Plain global loads (of A or B) and stores (to C), as the unspecialized variant makes. */
+void chk_gl(void *p, uint32_t sz)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (a % sz) report("global load misaligned", a);
+    if (!in(a, A, szA, sz) && !in(a, B, szB, sz)) report("global load outside A and B", a);
+}
+void chk_gs(void *p, uint32_t sz)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (a % sz) report("global store misaligned", a);
+    if (!in(a, C, szC, sz)) report("global store outside C", a);
+}

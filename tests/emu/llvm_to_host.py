@@ -1,0 +1,99 @@
+"""Rewrites the LLVM IR of a tile kernel (tilec --emit=llvm) so that it runs on the host:
+each inline-asm instruction becomes a function that checks the addresses it is given
+(cp.async, ldmatrix, predicated global stores) and returns zeros (mma passes its
+accumulator through), the thread and block indices and the barrier call the harness
+(harness.c, one pthread per GPU thread), and every shared-memory load and store is
+preceded by a check of its address. Values are not computed; addresses are, exactly as
+the kernel computes them.
+
+    python3 llvm_to_host.py kernel.ll host.ll
+"""
+import re, sys
+src = open(sys.argv[1]).read()
+out = []
+decls = {}
+n = [0]
+def emu_for(asm, cons, args, ret):
+    key = (asm, ret, args)
+    if key in decls: return decls[key][0]
+    name = "emu_%d" % len(decls)
+    argtypes = [a.strip().split()[0] for a in split_args(args)] if args.strip() else []
+    params = ", ".join("%s %%p%d" % (t, i) for i, t in enumerate(argtypes))
+    body = []
+    if "ldmatrix" in asm:
+        body = ["  call void @chk_ldm(i32 %p0)", "  ret %s zeroinitializer" % ret]
+    elif asm.startswith("mma.sync"):
+        # pass the accumulator through
+        k = len(argtypes)
+        acc = ["%%p%d" % i for i in range(k - 4, k)]
+        cur = "undef"
+        lines = []
+        for i, a in enumerate(acc):
+            lines.append("  %%s%d = insertvalue %s %s, %s %s, %d" % (i, ret, cur, argtypes[k - 4 + i], a, i))
+            cur = "%%s%d" % i
+        body = lines + ["  ret %s %s" % (ret, cur)]
+    elif "cvt.rn.bf16x2" in asm:
+        body = ["  ret i32 0"]
+    elif "selp.b32 $0, $1, $2" in asm:
+        body = ["  %c = icmp slt i32 %p0, %p1", "  %r = select i1 %c, i32 %p0, i32 %p1", "  ret i32 %r"]
+    elif "cp.async.cg" in asm or "cp.async.ca" in asm:
+        sz = re.search(r"\], (\d+);", asm).group(1)
+        if len(argtypes) == 3:
+            body = ["  call void @chk_cp(i32 %%p0, i64 %%p1, i32 %%p2, i32 1, i32 %s)" % sz, "  ret void"]
+        else:
+            body = ["  call void @chk_cp(i32 %%p0, i64 %%p1, i32 %%p2, i32 %%p3, i32 %s)" % sz, "  ret void"]
+    elif "st.global.b32" in asm:
+        body = ["  call void @chk_st(i32 %p0, i64 %p1, i32 4)", "  ret void"]
+    elif asm.startswith("cp.async.commit") or asm.startswith("cp.async.wait"):
+        body = ["  ret void"]
+    else:
+        sys.exit("unknown asm: " + asm)
+    decls[key] = (name, "define internal %s @%s(%s) {\n%s\n}\n" % (ret, name, params, "\n".join(body)))
+    return name
+def split_args(s):
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "({<[": depth += 1
+        if ch in ")}>]": depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur); cur = ""
+        else: cur += ch
+    if cur.strip(): parts.append(cur)
+    return parts
+pat = re.compile(r'call (\{[^}]*\}|[a-z0-9]+) asm (?:sideeffect )?"((?:[^"\\]|\\.)*)", "((?:[^"\\]|\\.)*)"\(([^)]*)\)')
+def rep(m):
+    ret, asm, cons, args = m.groups()
+    name = emu_for(asm, cons, args, ret)
+    return "call %s @%s(%s)" % (ret, name, args)
+src = pat.sub(rep, src)
+src = re.sub(r'^target (datalayout|triple).*$', '', src, flags=re.M)
+src = src.replace("define ptx_kernel", "define")
+src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
+src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
+src = re.sub(r'"target-cpu"="[^"]*"', '', src)
+src = re.sub(r'"target-features"="[^"]*"', '', src)
+src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)
+src = re.sub(r'declare void @emu_barrier\(\) #\d+', 'declare void @emu_barrier()', src)
+src += "\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\n"
+src += "\n".join(d for _, d in decls.values())
+open(sys.argv[2], "w").write(src)
+# instrument shared loads and stores: a check of the address before each
+s = open(sys.argv[2]).read()
+lines = s.split("\n")
+outl = []
+for l in lines:
+    m = re.search(r"(?:load (i\d+|float|bfloat|half), ptr addrspace\(([13])\) (%[\w.]+))|"
+                  r"(?:store (i\d+|float|bfloat|half) [^,]+, ptr addrspace\(([13])\) (%[\w.]+))", l)
+    if m:
+        ty = m.group(1) or m.group(4); sp = m.group(2) or m.group(5); p = m.group(3) or m.group(6)
+        sz = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "bfloat": 2, "half": 2}[ty]
+        fn = "chk_sh" if sp == "3" else ("chk_gl" if m.group(1) else "chk_gs")
+        outl.append("  call void @%s(ptr addrspace(%s) %s, i32 %d)" % (fn, sp, p, sz))
+    outl.append(l)
+s = "\n".join(outl) + "\ndeclare void @chk_sh(ptr addrspace(3), i32)\ndeclare void @chk_gl(ptr addrspace(1), i32)\ndeclare void @chk_gs(ptr addrspace(1), i32)\n"
+# 32-bit shared addresses made pointers (the shared window is 32 bits on the GPU; the
+# host's is its own address space): through the harness
+s = re.sub(r"(%[\w.]+) = inttoptr (i32|i64) (%[\w.]+) to ptr addrspace\(3\)",
+           r"\1 = call ptr addrspace(3) @emu_shared_ptr_\2(\2 \3)", s)
+s += "declare ptr addrspace(3) @emu_shared_ptr_i32(i32)\ndeclare ptr addrspace(3) @emu_shared_ptr_i64(i64)\n"
+open(sys.argv[2], "w").write(s)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The address checker of tests/emu on one config of examples/matmul_bf16.tile:
+#   run.sh TILEC BM,BN,BK,warps,stages M N K
+# Builds the kernel's LLVM IR (div16 when M, N and K are multiples of 16, as the
+# runtime does), rewrites it for the host, runs every block and thread, and fails on
+# any access outside its buffer or misaligned.
+set -euo pipefail
+tilec=$1; IFS=, read -r BM BN BK W S <<< "$2"; M=$3; N=$4; K=$5
+here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
+llc=${LLC:-$(command -v llc-19 || echo /usr/lib/llvm-19/bin/llc)}
+t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
+spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0 ] && spec=div16
+"$tilec" "$root/examples/matmul_bf16.tile" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
+    --spec=$spec --emit=llvm -o "$t/k.ll"
+python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
+"$llc" -O1 -mtriple=x86_64-pc-linux-gnu -filetype=obj "$t/host.ll" -o "$t/k.o"
+cc -O1 -pthread "$here/harness.c" "$t/k.o" -o "$t/run"
+grid=$(( ((M + BM - 1) / BM) * ((N + BN - 1) / BN) ))
+# shared memory: every buffer the kernel allocates plus the largest scratch, bounded
+# above by what a block may have on sm_90a
+"$t/run" "$M" "$N" "$K" $((W * 32)) "$grid" 232448
