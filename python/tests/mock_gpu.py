@@ -210,6 +210,41 @@ class MockGpu(unittest.TestCase):
                 struct.unpack("=Q", struct.pack("=d", 0.25))[0]]
         self.assertEqual(list(m.params[:7]), want)
 
+    def test_fault_names_the_kernel_and_later_calls_fail(self):
+        """A kernel fault seen at a synchronization (the mock returns 700, as an
+        out-of-bounds store makes the driver do) raises TileError naming the kernels
+        launched since the last synchronization and saying the process must restart;
+        every later launch on that context raises the same explanation. The mock's
+        fault is sticky for its process, as the driver's is: the test runs in a child."""
+        if not os.environ.get("MOCK_GPU_FAULT_CHILD"):
+            import subprocess
+            r = subprocess.run([sys.executable, __file__, "-v",
+                                "MockGpu.test_fault_names_the_kernel_and_later_calls_fail"],
+                               env=dict(os.environ, MOCK_GPU_FAULT_CHILD="1"),
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("ok", r.stderr)
+            return
+        ctx = tile.Context("cuda:0")
+        k = ctx.load(VECTOR_ADD).vector_add
+        a = Tensor(np.zeros(100, np.float32))
+        k(a, a, a, 100)
+        os.environ["MOCKCUDA_SYNC_ERROR"] = "700"
+        try:
+            with self.assertRaises(tile.TileError) as e:
+                ctx.synchronize()
+        finally:
+            del os.environ["MOCKCUDA_SYNC_ERROR"]
+        self.assertEqual(e.exception.status, "TRT_ERROR_DRIVER")
+        self.assertIn("'vector_add'", str(e.exception))
+        self.assertIn("the process must restart", str(e.exception))
+        with self.assertRaisesRegex(tile.TileError, "must restart"):
+            k(a, a, a, 100)
+
+    def test_runtime_version(self):
+        self.assertRegex(tile.runtime_version(), r"^\d+\.\d+\.\d+$")
+        self.assertEqual(tile.runtime_version(), tile.__version__)
+
     def test_device_checks(self):
         k = tile.load(VECTOR_ADD).vector_add
         a = Tensor(np.zeros(10, np.float32))

@@ -14,7 +14,15 @@ from ._module import Kernel, Module, Param, load, loads
 
 __version__ = "0.1.0"
 __all__ = ["Context", "Kernel", "Module", "Param", "TileError", "bits", "default_context",
-           "load", "loads", "register_torch_op", "set_default_context", "library_path"]
+           "load", "loads", "register_torch_op", "set_default_context", "library_path",
+           "runtime_version"]
+
+
+def runtime_version():
+    """The version of the libtileRT this package loaded (trt_version(), "0.1.0"), which
+    may differ from the package's own __version__ when TILE_LIB names another build."""
+    from ._lib import lib
+    return lib.trt_version().decode()
 
 
 def bits(array, elem):

@@ -89,6 +89,7 @@ def _declare(L):
     sigs = {
         "trt_status_name": (c.c_char_p, [c.c_int]),
         "trt_last_error": (c.c_char_p, []),
+        "trt_version": (c.c_char_p, []),
         "trt_context_create": (c.c_int, [c.c_int, c.c_int, c.c_char_p, P(vp)]),
         "trt_context_destroy": (None, [vp]),
         "trt_context_set_flags": (c.c_int, [vp, c.c_uint]),
