@@ -1,6 +1,7 @@
 /* `tilec cache`: list, summarize, check, prune and clear the persistent cache.
  *
- *   tilec cache ls      [--dir DIR]                 one line per entry, most recent first
+ *   tilec cache ls      [--dir DIR]                 one line per entry, most recent first,
+ *                                                   with the kernel (and config) it is of
  *   tilec cache stats   [--dir DIR]                 counts and bytes per kind, the bound
  *   tilec cache verify  [--dir DIR] [--fix]         checks every header and checksum
  *   tilec cache prune   [--dir DIR] [--max-bytes N] evicts to the bound (LRU)
@@ -94,7 +95,87 @@ static int parse(int argc, char **argv, CliOptions *o)
 typedef struct Row {
     RtCacheEntryInfo e;
     char name[48];
+    char kernel[160];            /* whose entry it is, with its config where known */
 } Row;
+
+/* The payload of an entry file (after the 56-byte header), at most max bytes of it. */
+static unsigned char *read_payload(const char *path, size_t max, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = tl_malloc(max + 1);
+    size_t got = buf && fseek(f, 56, SEEK_SET) == 0 ? fread(buf, 1, max, f) : 0;
+    fclose(f);
+    if (!got) {
+        tl_free(buf);
+        return NULL;
+    }
+    buf[got] = 0;
+    *n = got;
+    return buf;
+}
+
+/* A PTX payload: its first .entry, and the config line the runtime writes above it. */
+static void ptx_label(const char *ptx, char *out, size_t n)
+{
+    const char *e = strstr(ptx, ".entry ");
+    if (!e) return;
+    e += 7;
+    size_t len = strcspn(e, "( \n");
+    const char *cfg = strstr(ptx, "// tile-config:");
+    size_t clen = cfg ? strcspn(cfg + 15, "\n") : 0;
+    snprintf(out, n, "%.*s%.*s", (int)len, e, (int)clen, cfg ? cfg + 15 : "");
+}
+
+/* A cubin: the kernel of its `.text.NAME` section (ELF64 section headers). */
+static void cubin_label(const unsigned char *p, size_t n, char *out, size_t cap)
+{
+    if (n < 64 || memcmp(p, "\x7f" "ELF", 4) || p[4] != 2) return;
+    uint64_t shoff;
+    uint16_t shentsize, shnum, shstrndx;
+    memcpy(&shoff, p + 40, 8);
+    memcpy(&shentsize, p + 58, 2);
+    memcpy(&shnum, p + 60, 2);
+    memcpy(&shstrndx, p + 62, 2);
+    if (shentsize < 64 || shstrndx >= shnum || shoff > n || (uint64_t)shnum * shentsize > n - shoff) return;
+    uint64_t stroff, strsize;
+    memcpy(&stroff, p + shoff + (uint64_t)shstrndx * shentsize + 24, 8);
+    memcpy(&strsize, p + shoff + (uint64_t)shstrndx * shentsize + 32, 8);
+    if (stroff > n || strsize > n - stroff) return;
+    for (uint16_t i = 0; i < shnum; i++) {
+        uint32_t name;
+        memcpy(&name, p + shoff + (uint64_t)i * shentsize, 4);
+        if (name >= strsize) continue;
+        const char *s = (const char *)p + stroff + name;
+        size_t room = strsize - name;
+        if (room > 6 && !strncmp(s, ".text.", 6) && memchr(s, 0, room)) {
+            snprintf(out, cap, "%s", s + 6);
+            return;
+        }
+    }
+}
+
+/* A tuning payload: "kernel NAME" and "key K=V ..." lines. */
+static void tune_label(const char *t, char *out, size_t n)
+{
+    const char *k = strstr(t, "\nkernel "), *key = strstr(t, "\nkey ");
+    if (!k) return;
+    k += 8;
+    snprintf(out, n, "%.*s%s%.*s", (int)strcspn(k, "\n"), k, key ? " " : "",
+             key ? (int)strcspn(key + 5, "\n") : 0, key ? key + 5 : "");
+}
+
+static void label_of(const RtCacheEntryInfo *e, char *out, size_t n)
+{
+    snprintf(out, n, "-");
+    size_t len = 0;
+    unsigned char *p = read_payload(e->path, e->kind == RT_ENTRY_CUBIN ? (size_t)64 << 20 : (size_t)1 << 20, &len);
+    if (!p) return;
+    if (e->kind == RT_ENTRY_PTX && len > RT_META_BYTES) ptx_label((const char *)p + RT_META_BYTES, out, n);
+    else if (e->kind == RT_ENTRY_CUBIN && len > RT_META_BYTES) cubin_label(p + RT_META_BYTES, len - RT_META_BYTES, out, n);
+    else if (e->kind == RT_ENTRY_TUNE) tune_label((const char *)p, out, n);
+    tl_free(p);
+}
 
 typedef struct Rows {
     Row *v;
@@ -115,6 +196,7 @@ static void add_row(const RtCacheEntryInfo *e, void *ud)
     row->e = *e;
     const char *base = strrchr(e->path, '/');
     snprintf(row->name, sizeof row->name, "%s", base ? base + 1 : e->path);
+    label_of(e, row->kernel, sizeof row->kernel);
     row->e.path = NULL;
 }
 
@@ -135,8 +217,8 @@ static int cmd_ls(RtCache *c)
         time_t t = (time_t)(r.v[i].e.mtime / 1000000000);
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
         rt_key_hex(&r.v[i].e.key, hex);
-        printf("%s  %-5s  %10" PRIu64 "  %s\n", hex, rt_entry_kind_name(r.v[i].e.kind),
-               r.v[i].e.size, when);
+        printf("%s  %-5s  %10" PRIu64 "  %s  %s\n", hex, rt_entry_kind_name(r.v[i].e.kind),
+               r.v[i].e.size, when, r.v[i].kernel);
     }
     tl_free(r.v);
     return 0;
