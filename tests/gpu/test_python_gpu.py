@@ -133,30 +133,6 @@ class Gpu(unittest.TestCase):
                 k(c.cpu(), a.cpu(), a.cpu(), 1000)
 
 
-    def test_report_call_overhead(self):
-        """Not a check: prints what one k(...) costs on the host (binding, checks, packing,
-        trt_launch), for docs/PYTHON.md."""
-        import time
-        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
-        a = torch.randn(4096, device="cuda")
-        c = torch.empty_like(a)
-        for _ in range(100):
-            k(c, a, a, 4096)
-        torch.cuda.synchronize()
-        n = 5000
-        t = time.perf_counter()
-        for _ in range(n):
-            k(c, a, a, 4096)
-        host = (time.perf_counter() - t) / n
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(n):
-            torch.add(a, a, out=c)
-        ref = (time.perf_counter() - t) / n
-        torch.cuda.synchronize()
-        print("\ntile call: %.1f us per launch on the host; torch.add(out=): %.1f us" % (host * 1e6, ref * 1e6))
-
-
 class TorchOp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
