@@ -314,34 +314,68 @@ static int64_t mapped_index(const CgLayout *to, const int64_t coords[IR_MAX_RANK
     return lin;
 }
 
-/* Local element of `from` at row-major index lin held by thread t, or -1. */
-static int64_t find_local(const CgLayout *from, uint32_t t, int64_t lin)
+/* The local elements of `from` that thread t holds, by their row-major index: an
+ * open-addressing table (size a power of two, at least twice the elements), the first
+ * local element for an index held twice. */
+typedef struct LocalIndex {
+    int64_t *lin;                /* -1: empty */
+    uint32_t *k, mask;
+} LocalIndex;
+
+static void index_thread(LocalIndex *ix, const CgLayout *from, uint32_t t)
 {
     uint32_t n = cg_layout_elems(from);
+    for (uint32_t i = 0; i <= ix->mask; i++) ix->lin[i] = -1;
     for (uint32_t k = 0; k < n; k++) {
         int64_t co[IR_MAX_RANK] = {0}, l2 = 0;
         cg_layout_coords_at(from, t, k, co);
         for (int d = 0; d < from->rank; d++) l2 = l2 * from->shape[d] + co[d];
-        if (l2 == lin) return k;
+        uint32_t h = (uint32_t)((uint64_t)l2 * 0x9E3779B97F4A7C15u >> 40) & ix->mask;
+        while (ix->lin[h] >= 0 && ix->lin[h] != l2) h = (h + 1) & ix->mask;
+        if (ix->lin[h] < 0) ix->lin[h] = l2, ix->k[h] = k;
+    }
+}
+
+/* Local element of `from` at row-major index lin in the indexed thread, or -1. */
+static int64_t find_local(const LocalIndex *ix, int64_t lin)
+{
+    uint32_t h = (uint32_t)((uint64_t)lin * 0x9E3779B97F4A7C15u >> 40) & ix->mask;
+    while (ix->lin[h] >= 0) {
+        if (ix->lin[h] == lin) return ix->k[h];
+        h = (h + 1) & ix->mask;
     }
     return -1;
 }
 
 /* The direct plan: src local element for each dst local element, the same in every
- * thread; false if some thread lacks an element or the search is too large. */
+ * thread; false if some thread lacks an element or the search is too large. Each
+ * thread's elements of `from` are indexed once (threads x (ns + nd) coordinate
+ * computations, not threads x nd x ns: that search was a fifth of a GEMM's compile). */
 static bool direct_plan(Cg *c, const CgLayout *from, const CgLayout *to, const int64_t w[IR_MAX_RANK], uint32_t *plan)
 {
     uint32_t nd = cg_layout_elems(to), ns = cg_layout_elems(from);
     if ((uint64_t)c->threads * nd * ns > (UINT64_C(1) << 22)) return false;
-    for (uint32_t t = 0; t < (uint32_t)c->threads; t++)
+    uint32_t size = 16;
+    while (size < 2 * ns) size *= 2;
+    LocalIndex ix = {tl_malloc(size * sizeof *ix.lin), tl_malloc(size * sizeof *ix.k), size - 1};
+    if (!ix.lin || !ix.k) tl_oom();
+    bool ok = true;
+    for (uint32_t t = 0; t < (uint32_t)c->threads && ok; t++) {
+        index_thread(&ix, from, t);
         for (uint32_t k = 0; k < nd; k++) {
             int64_t co[IR_MAX_RANK] = {0};
             cg_layout_coords_at(to, t, k, co);
-            int64_t s = find_local(from, t, mapped_index(to, co, w));
-            if (s < 0 || (t > 0 && plan[k] != (uint32_t)s)) return false;
+            int64_t s = find_local(&ix, mapped_index(to, co, w));
+            if (s < 0 || (t > 0 && plan[k] != (uint32_t)s)) {
+                ok = false;
+                break;
+            }
             plan[k] = (uint32_t)s;
         }
-    return true;
+    }
+    tl_free(ix.lin);
+    tl_free(ix.k);
+    return ok;
 }
 
 static LLVMValueRef to_mem(Cg *c, LLVMValueRef x, IrElem e)
