@@ -166,7 +166,7 @@ static bool load_hiredis(void)
         return false;
     }
 #define X(name)                                                                  \
-    if (!(*(void **)&H.name = dlsym(h, #name))) {                                \
+    if (!(H.name = (__typeof__(H.name))dlsym(h, #name))) {                       \
         give_up("%s has no %s", lib, #name);                                     \
         return false;                                                            \
     }
