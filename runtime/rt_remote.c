@@ -17,10 +17,12 @@
 #define _DEFAULT_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ir/arena.h"
@@ -199,10 +201,27 @@ static void disconnect(void)
     R.conn = NULL;
 }
 
+/* hiredis writes with write(2): a write to a server that died raises SIGPIPE, which
+ * would kill the process. The signal is blocked in this thread around the command, and
+ * one it raised is taken before the mask is restored. */
+static redisReply *command_nopipe(int argc, const char **argv, const size_t *lens)
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    redisReply *r = H.redisCommandArgv(R.conn, argc, argv, lens);
+    if (!r && !sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 &&
+        sigismember(&pending, SIGPIPE))
+        sigtimedwait(&pipe_set, NULL, &(struct timespec){0, 0});
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
+}
+
 /* Sends one command; NULL (and the tier off) on any failure or error reply. */
 static redisReply *command(int argc, const char **argv, const size_t *lens, const char *what)
 {
-    redisReply *r = H.redisCommandArgv(R.conn, argc, argv, lens);
+    redisReply *r = command_nopipe(argc, argv, lens);
     if (!r) {
         give_up_conn(R.conn, what);
         disconnect();

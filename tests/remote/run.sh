@@ -12,7 +12,8 @@
 #  6. a bad URL, an unreachable port, a missing libhiredis: one warning, launches work;
 #  7. a slow server (DEBUG SLEEP) and one that never answers: one warning after the
 #     timeout, launches work;
-#  8. the server killed: one warning, launches work.
+#  8. the server killed, under a process connected to it and before others start: one
+#     warning, lookups, builds and launches work.
 # Usage: run.sh REMOTE_CLIENT VECTOR_ADD.tile (TILE_CUDA_LIBRARY and
 # TILE_CODEGEN_LIBRARY set by ctest). Exit 77 without redis-server.
 set -euo pipefail
@@ -176,9 +177,20 @@ TILE_REMOTE_CACHE=redis://127.0.0.1:$MPORT TILE_REMOTE_CACHE_TIMEOUT_MS=200 laun
 one_warning s2 "no answer within 200 ms"
 ok "a sleeping server and one that never answers: one warning after the timeout, launches work (${ms} ms)"
 
-# 8. the server killed
+# 8. the server killed: while a process holds a connection, and before others start
+K1=11111111111111111111111111111111
+K2=22222222222222222222222222222222
+TILE_CACHE_DIR=$WORK/k0 timeout 60 "$CLIENT" tune-after "$WORK/gate" $K1 one $K2 two \
+  > "$WORK/k0.out" 2> "$WORK/k0.err" &
+K0=$!
+for _ in $(seq 200); do [ -s "$WORK/k0.out" ] && break; sleep 0.05; done
+grep -qx "built one" "$WORK/k0.out" || fail "k0's first lookup: $(cat "$WORK/k0.out" "$WORK/k0.err")"
 kill "$REDIS"
 wait "$REDIS" 2> /dev/null || true
+touch "$WORK/gate"
+wait "$K0" || fail "k0 failed after the server died: $(cat "$WORK/k0.err")"
+grep -qx "built two" "$WORK/k0.out" || fail "k0's second lookup: $(cat "$WORK/k0.out")"
+one_warning k0 "GET: the server closed the connection"
 launch k1
 one_warning k1 "cannot connect: Connection refused"
 has k1 "compiled variant 1"
