@@ -286,12 +286,14 @@ static RtGet get_locked(RtEntryKind kind, const RtKey *key, size_t max, RtBlob *
     redisReply *r = command(2, argv, lens, "GET");
     if (!r) return RT_GET_MISS;
     RtGet g = RT_GET_MISS;
-    if (r->type == REDIS_REPLY_STRING && r->len <= max && (image->data = tl_malloc(r->len + 1))) {
-        memcpy(image->data, r->str, r->len);
-        image->len = r->len;
-        g = RT_GET_HIT;
-    } else if (r->type == REDIS_REPLY_STRING) {
+    if (r->type == REDIS_REPLY_STRING && r->len > max) {
         g = RT_GET_BAD;   /* larger than any entry: not even copied */
+    } else if (r->type == REDIS_REPLY_STRING) {
+        if ((image->data = tl_malloc(r->len + 1))) {
+            memcpy(image->data, r->str, r->len);
+            image->len = r->len;
+            g = RT_GET_HIT;
+        }
     } else if (r->type != REDIS_REPLY_NIL) {
         give_up("GET: an unexpected reply (type %d)", r->type);
         disconnect();

@@ -1,7 +1,8 @@
 /* remote-client: one process of a fleet sharing a remote cache (run.sh).
  *
  *   remote-client launch SRC.tile      loads SRC, launches its vector_add once (the mock
- *                                      driver) and synchronizes; exit 0 when it ran
+ *                                      driver) and synchronizes; exit 0 when it ran, and
+ *                                      prints the remote tier's counts
  *   remote-client tune KEYHEX TEXT     gets the tune entry KEYHEX, building it as TEXT
  *   remote-client tune-fetch KEYHEX    looks the tune entry up without building
  *   remote-client tune-after GATE KEYHEX TEXT KEYHEX2 TEXT2
@@ -43,7 +44,9 @@ static int launch(const char *src)
                          trt_arg_i32(N)};
         if (!(s = trt_launch(k, args, 4, NULL, NULL))) s = trt_synchronize(ctx);
     }
-    int rc = s ? fail("launch", s) : (puts("launched"), 0);
+    RtRemoteStats r = rt_remote_stats();
+    int rc = s ? fail("launch", s) : 0;
+    if (!s) printf("launched; remote hits %u misses %u puts %u refused %u\n", r.hits, r.misses, r.puts, r.refused);
     if (buf) trt_mem_free(ctx, buf);
     trt_module_destroy(m);
     trt_context_destroy(ctx);

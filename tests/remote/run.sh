@@ -72,6 +72,7 @@ one_warning() {
 # 1. A builds and writes the remote
 launch a
 has a "compiled variant 1"
+grep -q "remote hits 0 misses 2 puts 2 refused 0" "$WORK/a.out" || fail "a: $(cat "$WORK/a.out")"
 [ "$(warnings a)" -eq 0 ] || fail "a: a warning: $(cat "$WORK/a.err")"
 cubin=$(cli --raw keys 'tile:*.cubin')
 ptx=$(cli --raw keys 'tile:*.ptx')
@@ -87,6 +88,7 @@ ok "a build writes its PTX and cubin entries to the remote, as the local files h
 launch b
 has b "loaded variant 1 from the remote cache"
 hasnt b "compiled"
+grep -q "remote hits 1 misses 0 puts 0 refused 0" "$WORK/b.out" || fail "b: $(cat "$WORK/b.out")"
 [ -f "$WORK/b/$hex.cubin" ] || fail "b did not store the remote entry locally"
 TILE_CACHE_DIR=$WORK/b "$CLIENT" launch "$SRC" 2> "$WORK/b2.err" > /dev/null || fail "b2 failed"
 has b2 "loaded variant 1 from the disk cache"
