@@ -3,6 +3,8 @@
  *   remote-client launch SRC.tile      loads SRC, launches its vector_add once (the mock
  *                                      driver) and synchronizes; exit 0 when it ran, and
  *                                      prints the remote tier's counts
+ *   remote-client autotune MODE SRC    launches SRC's @autotune kernel scale once in MODE
+ *                                      (max-autotune or default): the real tuner's path
  *   remote-client tune KEYHEX TEXT     gets the tune entry KEYHEX, building it as TEXT
  *   remote-client tune-fetch KEYHEX    looks the tune entry up without building
  *   remote-client tune-after GATE KEYHEX TEXT KEYHEX2 TEXT2
@@ -48,6 +50,33 @@ static int launch(const char *src)
     int rc = s ? fail("launch", s) : 0;
     if (!s) printf("launched; remote hits %u misses %u puts %u refused %u\n", r.hits, r.misses, r.puts, r.refused);
     if (buf) trt_mem_free(ctx, buf);
+    trt_module_destroy(m);
+    trt_context_destroy(ctx);
+    return rc;
+}
+
+/* x[i] = i, then scale(y, x, n) in a context of the given mode. */
+static int autotune(const char *mode, const char *src)
+{
+    enum { N = 4096 };
+    static float host[N];
+    TrtContext *ctx = NULL;
+    TrtModule *m = NULL;
+    TrtKernel *k = NULL;
+    TrtDevicePtr x = 0, y = 0;
+    TrtMode md = !strcmp(mode, "max-autotune") ? TRT_MODE_MAX_AUTOTUNE : TRT_MODE_DEFAULT;
+    for (int i = 0; i < N; i++) host[i] = (float)i;
+    TrtStatus s = trt_context_create(0, md, NULL, &ctx);
+    if (s) return fail("trt_context_create", s);
+    if (!(s = trt_module_load_file(ctx, src, &m)) && !(s = trt_module_get_kernel(m, "scale", NULL, 0, &k)) &&
+        !(s = trt_mem_alloc(ctx, sizeof host, &x)) && !(s = trt_mem_alloc(ctx, sizeof host, &y)) &&
+        !(s = trt_memcpy_htod(ctx, x, host, sizeof host))) {
+        TrtArg args[] = {trt_arg_ptr(y), trt_arg_ptr(x), trt_arg_i32(N)};
+        if (!(s = trt_launch(k, args, 3, NULL, NULL))) s = trt_synchronize(ctx);
+    }
+    int rc = s ? fail("autotune", s) : (puts("launched"), 0);
+    if (x) trt_mem_free(ctx, x);
+    if (y) trt_mem_free(ctx, y);
     trt_module_destroy(m);
     trt_context_destroy(ctx);
     return rc;
@@ -99,8 +128,10 @@ int main(int argc, char **argv)
 {
     if (argc == 7 && !strcmp(argv[1], "tune-after")) return tune_after(argv[2], argv + 3);
     if (argc == 3 && !strcmp(argv[1], "launch")) return launch(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "autotune")) return autotune(argv[2], argv[3]);
     if (argc == 4 && !strcmp(argv[1], "tune")) return tune(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "tune-fetch")) return tune(argv[2], NULL);
-    fprintf(stderr, "usage: remote-client launch SRC.tile | tune KEYHEX TEXT | tune-fetch KEYHEX\n");
+    fprintf(stderr, "usage: remote-client launch SRC.tile | autotune MODE SRC.tile | tune KEYHEX TEXT | "
+                    "tune-fetch KEYHEX | tune-after GATE KEYHEX TEXT KEYHEX2 TEXT2\n");
     return 2;
 }

@@ -7,18 +7,20 @@
 #     keeps it locally (C, on B's directory, finds it on disk);
 #  3. corrupted remote entries (a flipped byte, an entry under another key, garbage)
 #     are refused, rebuilt and written back;
-#  4. a tuning result travels: built by one process, fetched and reused by others;
+#  4. a tuning result travels: built by one process, fetched and reused by others,
+#     through the cache calls and through the real tuner (max-autotune, then default);
 #  5. TILE_REMOTE_CACHE unset: no warning, libhiredis never loaded;
 #  6. a bad URL, an unreachable port, a missing libhiredis: one warning, launches work;
 #  7. a slow server (DEBUG SLEEP) and one that never answers: one warning after the
 #     timeout, launches work;
 #  8. the server killed, under a process connected to it and before others start: one
 #     warning, lookups, builds and launches work.
-# Usage: run.sh REMOTE_CLIENT VECTOR_ADD.tile (TILE_CUDA_LIBRARY and
-# TILE_CODEGEN_LIBRARY set by ctest). Exit 77 without redis-server.
+# Usage: run.sh REMOTE_CLIENT VECTOR_ADD.tile SCALE_TUNED.tile (TILE_CUDA_LIBRARY,
+# TILE_CODEGEN_LIBRARY and TILE_TUNE_WORKER set by ctest). Exit 77 without redis-server.
 set -euo pipefail
 CLIENT=$1
 SRC=$2
+TUNED=$3
 if ! command -v redis-server > /dev/null || ! command -v redis-cli > /dev/null; then
   echo "redis-server or redis-cli not installed (scripts/install-deps.sh installs them): skipped"
   exit 77
@@ -130,6 +132,21 @@ grep -qx "remote winner=3 times=1.0,2.0" "$WORK/t3.out" || fail "t3 tuned again:
 run t4 "$CLIENT" tune-fetch fedcba9876543210fedcba9876543210
 grep -qx "miss" "$WORK/t4.out" || fail "t4: $(cat "$WORK/t4.out")"
 ok "a tuning result built by one process is fetched (default mode) and reused (max-autotune) by others"
+
+# 4b. the same through the real tuner (on the mock's fake timings)
+export MOCKCUDA_TIMES="BLOCK=256,warps=2:0.25"
+run ta1 "$CLIENT" autotune max-autotune "$TUNED"
+has ta1 "config BLOCK=256 warps=2 (tuned now"
+[ "$(cli --raw keys 'tile:*.tune' | wc -l)" -eq 2 ] || fail "expected 2 remote tune entries: $(cli --raw keys 'tile:*.tune')"
+run ta2 "$CLIENT" autotune default "$TUNED"
+has ta2 "config BLOCK=256 warps=2 (from the remote cache"
+run ta3 "$CLIENT" autotune max-autotune "$TUNED"
+has ta3 "config BLOCK=256 warps=2 (from the remote cache"
+hasnt ta3 "tuned now"
+run ta3 "$CLIENT" autotune default "$TUNED"
+has ta3 "config BLOCK=256 warps=2 (from the cache"
+unset MOCKCUDA_TIMES
+ok "a winner tuned by one process is used by another in the default mode, and not tuned again in max-autotune"
 
 # 5. unset: nothing remote, not even libhiredis loaded
 (unset TILE_REMOTE_CACHE; TILE_HIREDIS_LIBRARY=/nonexistent/libhiredis.so launch u)
