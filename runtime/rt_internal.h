@@ -261,8 +261,14 @@ RtGet rt_remote_get(RtEntryKind kind, const RtKey *key, size_t max, RtBlob *imag
 void rt_remote_put(RtEntryKind kind, const RtKey *key, const void *image, size_t n);
 /* Reports a remote entry that failed its checks (one line on stderr; counted). */
 void rt_remote_refused(RtEntryKind kind, const RtKey *key, const char *why);
-/* Parses redis://HOST[:PORT][/DB] (port 6379 and db 0 when left out). */
-bool rt_remote_parse_url(const char *url, char *host, size_t hostn, int *port, int *db);
+typedef struct RtRemoteUrl {
+    char host[256];
+    int port;                  /* 6379 when left out */
+    int db;                    /* SELECT'ed after connecting when > 0 */
+    char user[128], password[256];   /* AUTH after connecting when a password is given */
+} RtRemoteUrl;
+/* Parses redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; false for anything else. */
+bool rt_remote_parse_url(const char *url, RtRemoteUrl *out);
 typedef struct RtRemoteStats {
     bool on;                   /* configured, and no failure yet */
     unsigned hits, misses, puts, refused;

@@ -1,7 +1,8 @@
 /* The remote tier of the cache: entries shared by a fleet through a Redis server
  * (docs/CACHE.md, "The remote tier").
  *
- *   TILE_REMOTE_CACHE=redis://HOST[:PORT][/DB]   the server (unset: no remote tier)
+ *   TILE_REMOTE_CACHE=redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]
+ *                                                 the server (unset: no remote tier)
  *   TILE_REMOTE_CACHE_TIMEOUT_MS=200              connect and command timeout
  *
  * A Redis key is "tile:KEY.KIND" (KEY: the 32 hex digits of the local file name) and
@@ -37,17 +38,12 @@
 
 typedef enum RemoteState { REMOTE_UNREAD, REMOTE_ON, REMOTE_OFF } RemoteState;
 
-typedef struct RemoteUrl {
-    char host[256];
-    int port;
-    int db;                    /* SELECT'ed after connecting when > 0 */
-} RemoteUrl;
 
 static struct {
     pthread_mutex_t lock;
     RemoteState state;
-    char url[512];             /* as given, for messages */
-    RemoteUrl where;
+    char url[512];             /* as given, the password masked, for messages */
+    RtRemoteUrl where;
     int timeout_ms;
     pid_t pid;                 /* the process that opened conn */
     void *conn;                /* a redisContext, NULL until the first command */
@@ -81,12 +77,31 @@ static bool parse_int(const char *s, size_t n, int lo, int hi, int *out)
     return true;
 }
 
-/* redis://HOST[:PORT][/DB], HOST a name, an IPv4 address or [an IPv6 address]. */
-bool rt_remote_parse_url(const char *url, char *host, size_t hostn, int *port, int *db)
+/* USER:PASSWORD or :PASSWORD, the n bytes before the '@' of a URL. */
+static bool parse_userinfo(const char *s, size_t n, RtRemoteUrl *out)
+{
+    const char *colon = memchr(s, ':', n);
+    if (!colon || colon == s + n - 1) return false;
+    size_t un = (size_t)(colon - s), pn = n - un - 1;
+    if (un >= sizeof out->user || pn >= sizeof out->password) return false;
+    memcpy(out->user, s, un);
+    out->user[un] = 0;
+    memcpy(out->password, colon + 1, pn);
+    out->password[pn] = 0;
+    return true;
+}
+
+/* redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], HOST a name, an IPv4 address or [an IPv6
+ * address]. */
+bool rt_remote_parse_url(const char *url, RtRemoteUrl *out)
 {
     static const char scheme[] = "redis://";
+    memset(out, 0, sizeof *out);
     if (strncmp(url, scheme, sizeof scheme - 1)) return false;
     const char *h = url + sizeof scheme - 1, *end;
+    const char *at = memchr(h, '@', strcspn(h, "/"));
+    if (at && !parse_userinfo(h, (size_t)(at - h), out)) return false;
+    if (at) h = at + 1;
     if (*h == '[') {
         end = strchr(h, ']');
         if (!end) return false;
@@ -95,19 +110,28 @@ bool rt_remote_parse_url(const char *url, char *host, size_t hostn, int *port, i
         end = h + strcspn(h, ":/");
     }
     size_t hn = (size_t)(end - h);
-    if (hn == 0 || hn >= hostn || memchr(h, '@', hn)) return false;
-    memcpy(host, h, hn);
-    host[hn] = 0;
+    if (hn == 0 || hn >= sizeof out->host || memchr(h, '@', hn)) return false;
+    memcpy(out->host, h, hn);
     const char *p = end + (*end == ']');
-    *port = DEFAULT_PORT;
-    *db = 0;
+    out->port = DEFAULT_PORT;
     if (*p == ':') {
         size_t n = strcspn(p + 1, "/");
-        if (!parse_int(p + 1, n, 1, 65535, port)) return false;
+        if (!parse_int(p + 1, n, 1, 65535, &out->port)) return false;
         p += 1 + n;
     }
-    if (*p == '/' && p[1] && !parse_int(p + 1, strlen(p + 1), 0, 1 << 20, db)) return false;
+    if (*p == '/' && p[1] && !parse_int(p + 1, strlen(p + 1), 0, 1 << 20, &out->db)) return false;
     return *p == 0 || *p == '/';
+}
+
+/* The URL for messages: a password in it shown as ***. */
+static void masked_url(const char *url, char *out, size_t n)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    const char *at = memchr(h, '@', strcspn(h, "/"));
+    const char *colon = at ? memchr(h, ':', (size_t)(at - h)) : NULL;
+    if (colon) snprintf(out, n, "%.*s***%s", (int)(colon + 1 - url), url, at);
+    else snprintf(out, n, "%s", url);
 }
 
 static int timeout_from_env(void)
@@ -128,10 +152,10 @@ static void configure(void)
     const char *v = getenv("TILE_REMOTE_CACHE");
     R.state = REMOTE_OFF;
     if (!v || !*v) return;
-    snprintf(R.url, sizeof R.url, "%s", v);
-    RemoteUrl *w = &R.where;
-    if (!rt_remote_parse_url(v, w->host, sizeof w->host, &w->port, &w->db)) {
-        give_up("not a URL of the form redis://HOST:PORT or redis://HOST:PORT/DB");
+    masked_url(v, R.url, sizeof R.url);
+    if (!rt_remote_parse_url(v, &R.where)) {
+        give_up("not a URL of the form redis://HOST:PORT, redis://HOST:PORT/DB or "
+                "redis://[USER]:PASSWORD@HOST:PORT[/DB]");
         return;
     }
     R.timeout_ms = timeout_from_env();
@@ -236,6 +260,18 @@ static redisReply *command(int argc, const char **argv, const size_t *lens, cons
     return r;
 }
 
+/* AUTH [USER] PASSWORD: Redis 6's ACL users, or the requirepass of older servers. */
+static bool authenticate(void)
+{
+    const RtRemoteUrl *w = &R.where;
+    const char *argv[] = {"AUTH", w->user, w->password};
+    size_t lens[] = {4, strlen(w->user), strlen(w->password)};
+    if (!w->user[0]) argv[1] = w->password, lens[1] = lens[2];
+    redisReply *r = command(w->user[0] ? 3 : 2, argv, lens, "AUTH");
+    if (r) H.freeReplyObject(r);
+    return r != NULL;
+}
+
 static bool select_db(void)
 {
     char n[16];
@@ -267,7 +303,7 @@ static bool connected(void)
     }
     R.conn = c;
     R.pid = getpid();
-    return R.where.db == 0 || select_db();
+    return (!R.where.password[0] || authenticate()) && (R.where.db == 0 || select_db());
 }
 
 static void redis_key(RtEntryKind kind, const RtKey *key, char out[48])

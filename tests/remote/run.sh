@@ -11,6 +11,7 @@
 #     through the cache calls and through the real tuner (max-autotune, then default);
 #  5. TILE_REMOTE_CACHE unset: no warning, libhiredis never loaded;
 #  6. a bad URL, an unreachable port, a missing libhiredis: one warning, launches work;
+#     a server with a password: AUTH from the URL, a wrong one warns (masked);
 #  7. a slow server (DEBUG SLEEP) and one that never answers: one warning after the
 #     timeout, launches work;
 #  8. the server killed, under a process connected to it and before others start: one
@@ -170,6 +171,28 @@ TILE_REMOTE_CACHE=redis://127.0.0.1:$PORT/1 launch e5
 has e5 "compiled variant 1"
 [ "$(cli -n 1 --raw keys 'tile:*' | wc -l)" -eq 2 ] || fail "redis://HOST:PORT/1 did not write database 1"
 ok "a bad URL, a closed port, a missing libhiredis: one warning and the local cache; /DB selects a database"
+
+# 6b. a server with a password: AUTH from the URL, the password never printed
+APORT=$(free_port)
+redis-server --port "$APORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
+  --requirepass s3cret --daemonize no > "$WORK/redis-auth.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do
+  [ "$(redis-cli -p "$APORT" -a s3cret --no-auth-warning ping 2> /dev/null)" = PONG ] && break
+  sleep 0.05
+done
+TILE_REMOTE_CACHE=redis://:s3cret@127.0.0.1:$APORT launch p1
+[ "$(warnings p1)" -eq 0 ] || fail "p1: $(cat "$WORK/p1.err")"
+[ "$(redis-cli -p "$APORT" -a s3cret --no-auth-warning --raw keys 'tile:*' | wc -l)" -eq 2 ] \
+  || fail "p1 did not write the password-protected server"
+TILE_REMOTE_CACHE=redis://default:s3cret@127.0.0.1:$APORT launch p2
+has p2 "loaded variant 1 from the remote cache"
+TILE_REMOTE_CACHE=redis://:badpw@127.0.0.1:$APORT launch p3
+one_warning p3 "remote cache redis://:\*\*\*@127.0.0.1:$APORT: AUTH: the server answered: WRONGPASS"
+hasnt p3 badpw
+TILE_REMOTE_CACHE=redis://127.0.0.1:$APORT launch p4
+one_warning p4 "GET: the server answered: NOAUTH"
+ok "a password in the URL authenticates (AUTH, also with a user); a wrong or missing one warns once, and is never printed"
 
 # 7. slow servers: one warning after the timeout
 cli debug sleep 3 > /dev/null &

@@ -683,27 +683,31 @@ static void test_size_bound_from_env(void **state)
 static void test_remote_url_forms(void **state)
 {
     (void)state;
-    static const struct { const char *url, *host; int port, db; } good[] = {
-        {"redis://127.0.0.1:6380", "127.0.0.1", 6380, 0}, {"redis://cache.lan", "cache.lan", 6379, 0},
-        {"redis://h:1/3", "h", 1, 3}, {"redis://h/2", "h", 6379, 2}, {"redis://h:7/", "h", 7, 0},
-        {"redis://[::1]:6390/1", "::1", 6390, 1}, {"redis://[fe80::1]", "fe80::1", 6379, 0},
+    static const struct { const char *url, *host; int port, db; const char *user, *pass; } good[] = {
+        {"redis://127.0.0.1:6380", "127.0.0.1", 6380, 0, "", ""},
+        {"redis://cache.lan", "cache.lan", 6379, 0, "", ""},
+        {"redis://h:1/3", "h", 1, 3, "", ""}, {"redis://h/2", "h", 6379, 2, "", ""},
+        {"redis://h:7/", "h", 7, 0, "", ""}, {"redis://[::1]:6390/1", "::1", 6390, 1, "", ""},
+        {"redis://[fe80::1]", "fe80::1", 6379, 0, "", ""},
+        {"redis://:s3cret@h:1", "h", 1, 0, "", "s3cret"},
+        {"redis://fleet:pa:ss@[::1]/4", "::1", 6379, 4, "fleet", "pa:ss"},
     };
     for (unsigned i = 0; i < sizeof good / sizeof *good; i++) {
-        char host[64] = "";
-        int port = -1, db = -1;
-        if (!rt_remote_parse_url(good[i].url, host, sizeof host, &port, &db))
-            fail_msg("'%s' was refused", good[i].url);
-        assert_string_equal(host, good[i].host);
-        assert_int_equal(port, good[i].port);
-        assert_int_equal(db, good[i].db);
+        RtRemoteUrl u;
+        if (!rt_remote_parse_url(good[i].url, &u)) fail_msg("'%s' was refused", good[i].url);
+        assert_string_equal(u.host, good[i].host);
+        assert_int_equal(u.port, good[i].port);
+        assert_int_equal(u.db, good[i].db);
+        assert_string_equal(u.user, good[i].user);
+        assert_string_equal(u.password, good[i].pass);
     }
     static const char *const bad[] = {"", "redis://", "redis://:6379", "http://h:1", "redis:/h",
                                       "redis://h:0", "redis://h:65536", "redis://h:x", "redis://h:1/x",
-                                      "redis://u:pw@h:1", "redis://[::1", "redis://h:1:2", "redis://h:1/2/3"};
+                                      "redis://user@h:1", "redis://u:@h", "redis://@h", "redis://[::1",
+                                      "redis://h:1:2", "redis://h:1/2/3", "redis://:pw@"};
     for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
-        char host[64];
-        int port, db;
-        if (rt_remote_parse_url(bad[i], host, sizeof host, &port, &db)) fail_msg("'%s' was accepted", bad[i]);
+        RtRemoteUrl u;
+        if (rt_remote_parse_url(bad[i], &u)) fail_msg("'%s' was accepted", bad[i]);
     }
 }
 
