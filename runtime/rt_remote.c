@@ -91,28 +91,34 @@ static bool parse_userinfo(const char *s, size_t n, RtRemoteUrl *out)
     return true;
 }
 
-/* redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], HOST a name, an IPv4 address or [an IPv6
- * address]. */
-bool rt_remote_parse_url(const char *url, RtRemoteUrl *out)
+/* A name, an IPv4 address or [an IPv6 address] into out->host; returns what follows
+ * it, or NULL. */
+static const char *parse_host(const char *h, RtRemoteUrl *out)
 {
-    static const char scheme[] = "redis://";
-    memset(out, 0, sizeof *out);
-    if (strncmp(url, scheme, sizeof scheme - 1)) return false;
-    const char *h = url + sizeof scheme - 1, *end;
-    const char *at = memchr(h, '@', strcspn(h, "/"));
-    if (at && !parse_userinfo(h, (size_t)(at - h), out)) return false;
-    if (at) h = at + 1;
+    const char *end;
     if (*h == '[') {
-        end = strchr(h, ']');
-        if (!end) return false;
+        if (!(end = strchr(h, ']'))) return NULL;
         h++;
     } else {
         end = h + strcspn(h, ":/");
     }
     size_t hn = (size_t)(end - h);
-    if (hn == 0 || hn >= sizeof out->host || memchr(h, '@', hn)) return false;
+    if (hn == 0 || hn >= sizeof out->host || memchr(h, '@', hn)) return NULL;
     memcpy(out->host, h, hn);
-    const char *p = end + (*end == ']');
+    return end + (*end == ']');
+}
+
+/* redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]. */
+bool rt_remote_parse_url(const char *url, RtRemoteUrl *out)
+{
+    static const char scheme[] = "redis://";
+    memset(out, 0, sizeof *out);
+    if (strncmp(url, scheme, sizeof scheme - 1)) return false;
+    const char *h = url + sizeof scheme - 1;
+    const char *at = memchr(h, '@', strcspn(h, "/"));
+    if (at && !parse_userinfo(h, (size_t)(at - h), out)) return false;
+    const char *p = parse_host(at ? at + 1 : h, out);
+    if (!p) return false;
     out->port = DEFAULT_PORT;
     if (*p == ':') {
         size_t n = strcspn(p + 1, "/");
