@@ -464,6 +464,49 @@ TrtStatus rt_cache_put(RtCache *c, RtEntryKind kind, const RtKey *key, const voi
     return TRT_SUCCESS;
 }
 
+/* ---- the remote tier (rt_remote.c) ----------------------------------------------- */
+/* A remote image is checked exactly as a local file is (magic, format, kind, key,
+ * length, checksum) before a byte of it is used or stored; a bad one is reported and
+ * left for the build that follows to overwrite. A good one is stored locally. */
+static RtGet remote_get(RtCache *c, RtEntryKind kind, const RtKey *key, RtBlob *out)
+{
+    RtBlob img = {0};
+    char why[128] = "larger than any entry";
+    RtGet g = rt_remote_get(kind, key, MAX_ENTRY_BYTES, &img);
+    if (g == RT_GET_HIT && !check_image(img.data, img.len, kind, key, why, sizeof why))
+        g = RT_GET_BAD;
+    if (g == RT_GET_BAD) rt_remote_refused(kind, key, why);
+    if (g != RT_GET_HIT) {
+        rt_blob_free(&img);
+        return g;
+    }
+    out->len = img.len - HEADER_BYTES;
+    memmove(img.data, (uint8_t *)img.data + HEADER_BYTES, out->len);
+    out->data = img.data;
+    rt_cache_put(c, kind, key, out->data, out->len);
+    return RT_GET_HIT;
+}
+
+/* The image a local file would hold, sent to the remote tier (best effort). */
+static void remote_put(RtEntryKind kind, const RtKey *key, const void *p, size_t n)
+{
+    uint8_t *img = tl_malloc(HEADER_BYTES + n);
+    if (!img) return;
+    make_header(img, kind, key, p, n);
+    memcpy(img + HEADER_BYTES, p, n);
+    rt_remote_put(kind, key, img, HEADER_BYTES + n);
+    tl_free(img);
+}
+
+RtGet rt_cache_fetch(RtCache *c, RtEntryKind kind, const RtKey *key, RtBlob *out, RtTier *from)
+{
+    RtTier t = RT_TIER_LOCAL;
+    RtGet g = rt_cache_get(c, kind, key, out);
+    if (g != RT_GET_HIT && remote_get(c, kind, key, out) == RT_GET_HIT) g = RT_GET_HIT, t = RT_TIER_REMOTE;
+    if (from) *from = t;
+    return g;
+}
+
 /* ---- one builder per key ---------------------------------------------------------- */
 /* Locks path. A lock file that prune unlinked while we waited is not the lock any
  * more: after acquiring, the path must still name the inode we hold, else retry. */
@@ -482,29 +525,45 @@ static int lock_path(const char *path)
     }
 }
 
+/* The builder of a key asks the remote tier first (so that one process of a machine
+ * fetches it, as one builds it), then builds and writes both tiers. */
 static TrtStatus build_locked(RtCache *c, RtEntryKind kind, const RtKey *key, RtBuildFn build,
-                              void *ud, RtBlob *out)
+                              void *ud, RtBlob *out, RtTier *from)
 {
-    if (rt_cache_get(c, kind, key, out) == RT_GET_HIT) return TRT_SUCCESS;
+    if (rt_cache_fetch(c, kind, key, out, from) == RT_GET_HIT) return TRT_SUCCESS;
+    *from = RT_TIER_BUILT;
     TrtStatus s = build(ud, out);
     if (s) return s;
     /* A cache that cannot be written still gives the caller its code. */
     rt_cache_put(c, kind, key, out->data, out->len);
+    remote_put(kind, key, out->data, out->len);
     return TRT_SUCCESS;
 }
 
-TrtStatus rt_cache_get_or_build(RtCache *c, RtEntryKind kind, const RtKey *key,
-                                RtBuildFn build, void *ud, RtBlob *out)
+TrtStatus rt_cache_get_or_build_from(RtCache *c, RtEntryKind kind, const RtKey *key,
+                                     RtBuildFn build, void *ud, RtBlob *out, RtTier *from)
 {
+    RtTier t = RT_TIER_LOCAL;
+    if (!from) from = &t;
+    *from = RT_TIER_LOCAL;
     if (rt_cache_get(c, kind, key, out) == RT_GET_HIT) return TRT_SUCCESS;
     char hex[33], lock[4096];
     rt_key_hex(key, hex);
     snprintf(lock, sizeof lock, "%s/locks/%s.%s.lock", c->dir, hex, kind_ext[kind]);
     int fd = lock_path(lock);
-    if (fd < 0) return build(ud, out);   /* no lock, no sharing: still correct */
-    TrtStatus s = build_locked(c, kind, key, build, ud, out);
+    if (fd < 0) {                         /* no lock, no sharing: still correct */
+        *from = RT_TIER_BUILT;
+        return build(ud, out);
+    }
+    TrtStatus s = build_locked(c, kind, key, build, ud, out, from);
     close(fd);                            /* releases the flock */
     return s;
+}
+
+TrtStatus rt_cache_get_or_build(RtCache *c, RtEntryKind kind, const RtKey *key,
+                                RtBuildFn build, void *ud, RtBlob *out)
+{
+    return rt_cache_get_or_build_from(c, kind, key, build, ud, out, NULL);
 }
 
 /* ---- listing, eviction, cleanup --------------------------------------------------- */

@@ -303,10 +303,12 @@ static TrtStatus build_cubin(void *ud, RtBlob *out)
     Job *j = ud;
     RtBlob ptx = {0}, cubin = {0};
     RtKernelMeta meta = {0, 0};
+    RtTier from;
     j->origin = RT_FROM_DISK_PTX;
-    TrtStatus s = rt_cache_get_or_build(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
-                                        build_ptx, j, &ptx);
+    TrtStatus s = rt_cache_get_or_build_from(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
+                                             build_ptx, j, &ptx, &from);
     if (s) return s;
+    if (from == RT_TIER_REMOTE) j->origin = RT_FROM_REMOTE_PTX;
     const char *text = (const char *)ptx.data + RT_META_BYTES;
     if (!get_meta(&ptx, &meta) || ((char *)ptx.data)[ptx.len - 1])
         s = rt_fail(TRT_ERROR_CACHE_IO, "a cached PTX entry of '%s' is malformed", j->k->name);
@@ -339,7 +341,11 @@ static TrtStatus variant_image(Job *j, RtBlob *img)
         if (j->k->building) j->k->building->jit_ms += tl_now_ms() - t0, j->k->building->links++;
         return s;
     }
-    return rt_cache_get_or_build(ctx->cache, RT_ENTRY_CUBIN, &j->cubin_key, build_cubin, j, img);
+    RtTier from;
+    TrtStatus s = rt_cache_get_or_build_from(ctx->cache, RT_ENTRY_CUBIN, &j->cubin_key, build_cubin,
+                                             j, img, &from);
+    if (!s && from == RT_TIER_REMOTE) j->origin = RT_FROM_REMOTE_CUBIN;
+    return s;
 }
 
 TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, bool checked, RtBlob *img, RtOrigin *origin)

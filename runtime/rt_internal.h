@@ -213,6 +213,18 @@ typedef TrtStatus (*RtBuildFn)(void *ud, RtBlob *out);
 TrtStatus rt_cache_get_or_build(RtCache *c, RtEntryKind kind, const RtKey *key,
                                 RtBuildFn build, void *ud, RtBlob *out);
 
+/* Where an entry came from: the local directory, the remote tier, or a build now. */
+typedef enum RtTier { RT_TIER_LOCAL, RT_TIER_REMOTE, RT_TIER_BUILT } RtTier;
+/* rt_cache_get_or_build that also says where the entry came from (*from may be NULL).
+ * On a local miss the remote tier is asked (under the key's lock) before building; a
+ * remote entry is checked as a local file is, stored locally, then used; a built entry
+ * is written locally and to the remote tier. */
+TrtStatus rt_cache_get_or_build_from(RtCache *c, RtEntryKind kind, const RtKey *key,
+                                     RtBuildFn build, void *ud, RtBlob *out, RtTier *from);
+/* rt_cache_get, then the remote tier on a local miss (a hit there is stored locally):
+ * for lookups that never build (the default mode's tuned winners). */
+RtGet rt_cache_fetch(RtCache *c, RtEntryKind kind, const RtKey *key, RtBlob *out, RtTier *from);
+
 /* Evicts least-recently-used entries until the cache holds at most `bound` bytes, and
  * removes stale temporary and lock files. Returns the number of entries removed. */
 long rt_cache_prune(RtCache *c, uint64_t bound);
@@ -237,6 +249,31 @@ uint64_t rt_cache_max_bytes(const RtCache *c);
 /* Test hook: called by rt_cache_put after half the payload is in the temp file. */
 extern void (*rt_cache_test_write_hook)(const char *tmp_path);
 const char *rt_entry_kind_name(RtEntryKind k);
+
+/* ---- the remote tier (rt_remote.c, docs/CACHE.md "The remote tier") --------------- */
+/* Without $TILE_REMOTE_CACHE these do nothing (and call nothing in hiredis). Any
+ * failure of the server prints one warning per process and turns the tier off. */
+/* The whole entry image (header and payload, unchecked) of (kind, key) into *image:
+ * RT_GET_HIT; RT_GET_MISS when absent or the tier is off; RT_GET_BAD when larger
+ * than max bytes (not copied). */
+RtGet rt_remote_get(RtEntryKind kind, const RtKey *key, size_t max, RtBlob *image);
+/* Stores an entry image (best effort). */
+void rt_remote_put(RtEntryKind kind, const RtKey *key, const void *image, size_t n);
+/* Reports a remote entry that failed its checks (one line on stderr; counted). */
+void rt_remote_refused(RtEntryKind kind, const RtKey *key, const char *why);
+typedef struct RtRemoteUrl {
+    char host[256];
+    int port;                  /* 6379 when left out */
+    int db;                    /* SELECT'ed after connecting when > 0 */
+    char user[128], password[256];   /* AUTH after connecting when a password is given */
+} RtRemoteUrl;
+/* Parses redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; false for anything else. */
+bool rt_remote_parse_url(const char *url, RtRemoteUrl *out);
+typedef struct RtRemoteStats {
+    bool on;                   /* configured, and no failure yet */
+    unsigned hits, misses, puts, refused;
+} RtRemoteStats;
+RtRemoteStats rt_remote_stats(void);
 
 /* ---- handles ---------------------------------------------------------------------- */
 #define RT_RECENT_LAUNCHES 8
@@ -282,7 +319,9 @@ static inline void rt_ctx_note_launch(struct TrtContext *ctx, TrtKernel *k)
 /* Where a variant's code came from, from the cheapest to the dearest. */
 typedef enum RtOrigin {
     RT_FROM_DISK_CUBIN,        /* its cubin was in the disk cache */
+    RT_FROM_REMOTE_CUBIN,      /* its cubin was in the remote cache (now also on disk) */
     RT_FROM_DISK_PTX,          /* its PTX was in the disk cache, linked to a cubin now */
+    RT_FROM_REMOTE_PTX,        /* its PTX was in the remote cache, linked to a cubin now */
     RT_FROM_COMPILER,          /* compiled now */
 } RtOrigin;
 

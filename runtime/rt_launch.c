@@ -161,7 +161,9 @@ static void report_variant(const TrtKernel *k, uint64_t mask, unsigned index)
 {
     static const char *const how[] = {
         [RT_FROM_DISK_CUBIN] = "loaded variant %u from the disk cache",
+        [RT_FROM_REMOTE_CUBIN] = "loaded variant %u from the remote cache",
         [RT_FROM_DISK_PTX] = "linked variant %u from PTX in the disk cache",
+        [RT_FROM_REMOTE_PTX] = "linked variant %u from PTX in the remote cache",
         [RT_FROM_COMPILER] = "compiled variant %u",
     };
     fprintf(stderr, "tile: kernel '%s': ", k->name);

@@ -1087,8 +1087,9 @@ static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStr
     RtTuneResult r;
     bool have = false, miss = false;
     *out = k;
-    if (disk && tune) s = rt_cache_get_or_build(ctx->cache, RT_ENTRY_TUNE, &ck, build_tune_entry, &b, &blob);
-    else if (disk) miss = rt_cache_get(ctx->cache, RT_ENTRY_TUNE, &ck, &blob) != RT_GET_HIT;
+    RtTier from = RT_TIER_LOCAL;
+    if (disk && tune) s = rt_cache_get_or_build_from(ctx->cache, RT_ENTRY_TUNE, &ck, build_tune_entry, &b, &blob, &from);
+    else if (disk) miss = rt_cache_fetch(ctx->cache, RT_ENTRY_TUNE, &ck, &blob, &from) != RT_GET_HIT;
     else if (tune) s = build_tune_entry(&b, &blob);
     else miss = true;
     if (!s && !miss) {
@@ -1097,7 +1098,7 @@ static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStr
     }
     rt_blob_free(&blob);
     if (have && !(s = winner_kernel(k, &r.cands[r.winner], out))) {
-        if (log) report(k, key, &r, b.ran ? "tuned now" : "from the cache");
+        if (log) report(k, key, &r, b.ran ? "tuned now" : from == RT_TIER_REMOTE ? "from the remote cache" : "from the cache");
     } else if (miss) {
         if (log) report(k, key, NULL, disk ? "no tuning result in the cache" : "no disk cache, not tuned");
     } else {

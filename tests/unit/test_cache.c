@@ -679,6 +679,38 @@ static void test_size_bound_from_env(void **state)
     assert_non_null(strstr(text, "tile: warning: TILE_CACHE_MAX_BYTES='lots' is not a size"));
 }
 
+/* TILE_REMOTE_CACHE's forms (docs/CACHE.md, "The remote tier"), and what is refused. */
+static void test_remote_url_forms(void **state)
+{
+    (void)state;
+    static const struct { const char *url, *host; int port, db; const char *user, *pass; } good[] = {
+        {"redis://127.0.0.1:6380", "127.0.0.1", 6380, 0, "", ""},
+        {"redis://cache.lan", "cache.lan", 6379, 0, "", ""},
+        {"redis://h:1/3", "h", 1, 3, "", ""}, {"redis://h/2", "h", 6379, 2, "", ""},
+        {"redis://h:7/", "h", 7, 0, "", ""}, {"redis://[::1]:6390/1", "::1", 6390, 1, "", ""},
+        {"redis://[fe80::1]", "fe80::1", 6379, 0, "", ""},
+        {"redis://:s3cret@h:1", "h", 1, 0, "", "s3cret"},
+        {"redis://fleet:pa:ss@[::1]/4", "::1", 6379, 4, "fleet", "pa:ss"},
+    };
+    for (unsigned i = 0; i < sizeof good / sizeof *good; i++) {
+        RtRemoteUrl u;
+        if (!rt_remote_parse_url(good[i].url, &u)) fail_msg("'%s' was refused", good[i].url);
+        assert_string_equal(u.host, good[i].host);
+        assert_int_equal(u.port, good[i].port);
+        assert_int_equal(u.db, good[i].db);
+        assert_string_equal(u.user, good[i].user);
+        assert_string_equal(u.password, good[i].pass);
+    }
+    static const char *const bad[] = {"", "redis://", "redis://:6379", "http://h:1", "redis:/h",
+                                      "redis://h:0", "redis://h:65536", "redis://h:x", "redis://h:1/x",
+                                      "redis://user@h:1", "redis://u:@h", "redis://@h", "redis://[::1",
+                                      "redis://h:1:2", "redis://h:1/2/3", "redis://:pw@"};
+    for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+        RtRemoteUrl u;
+        if (rt_remote_parse_url(bad[i], &u)) fail_msg("'%s' was accepted", bad[i]);
+    }
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -694,6 +726,7 @@ int main(void)
         T(test_kill_while_holding_lock), T(test_prune_removes_idle_locks),
         T(test_fifo_entry_refused), T(test_huge_entry_refused_unread),
         T(test_directory_entry_replaced), T(test_size_suffixes), T(test_size_bound_from_env),
+        T(test_remote_url_forms),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
