@@ -705,7 +705,12 @@ static int gpu_launch(TrtContext *ctx, const Options *o, const IrFunc *k, Interp
     for (uint32_t p = 0; sizes && p < k->body.nargs; p++)
         sizes[p] = args[p].is_buffer ? (uint64_t)args[p].u.buf.count * ir_elem_bytes(args[p].u.buf.elem) : 0;
     if (!st && !sizes) st = TRT_ERROR_OUT_OF_MEMORY;
-    if (!st) st = trt_launch_sized(kern, targs, sizes, k->body.nargs, g, NULL);
+    /* Without --grid, a kernel with a grid(...) clause launches as a job's would: the
+     * runtime evaluates the clause and picks the config (TILE_MODE, a tuned winner in
+     * the cache; TILE_RECORD records it). */
+    TrtKernelInfo ki = {0};
+    bool own_grid = !o->has_grid && mod && !trt_module_kernel_info(mod, k->name, &ki) && ki.has_grid;
+    if (!st) st = trt_launch_sized(kern, targs, sizes, k->body.nargs, own_grid ? NULL : g, NULL);
     free(sizes);
     if (!st) st = trt_synchronize(ctx);
     for (uint32_t p = 0; p < k->body.nargs && !st; p++)

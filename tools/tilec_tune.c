@@ -517,6 +517,35 @@ static void tune_key(Tuner *t, const Work *w)
     t->tuned++;
 }
 
+static bool same_consts(const TrtConst *a, uint32_t na, const TrtConst *b, uint32_t nb)
+{
+    if (na != nb) return false;
+    for (uint32_t i = 0; i < na; i++)
+        if (strcmp(a[i].name, b[i].name) || a[i].value != b[i].value) return false;
+    return true;
+}
+
+static bool same_args(const TmEntry *a, const TmEntry *b)
+{
+    if (a->nargs != b->nargs) return false;
+    for (uint32_t i = 0; i < a->nargs; i++) {
+        const TmArg *x = &a->args[i], *y = &b->args[i];
+        if (strcmp(x->name, y->name) || strcmp(x->expr, y->expr) || !x->dtype != !y->dtype ||
+            (x->dtype && strcmp(x->dtype, y->dtype)))
+            return false;
+    }
+    return true;
+}
+
+/* The same kernel, consts, key and arguments: a record lists a key once per process
+ * that ran it, and it is tuned once. */
+static bool same_work(const Work *a, const Work *b)
+{
+    return !strcmp(a->e->file, b->e->file) && !strcmp(a->e->kernel, b->e->kernel) &&
+           same_consts(a->e->consts, a->e->nconsts, b->e->consts, b->e->nconsts) &&
+           same_consts(a->k->vals, a->k->n, b->k->vals, b->k->n) && same_args(a->e, b->e);
+}
+
 static uint32_t list_work(const TmManifest *m, Work **out)
 {
     uint32_t n = 0;
@@ -525,9 +554,13 @@ static uint32_t list_work(const TmManifest *m, Work **out)
     n = 0;
     for (uint32_t i = 0; i < m->nentries; i++)
         for (uint32_t k = 0; k < m->entries[i].nkeys; k++) {
-            Work *x = &w[n++];
+            Work *x = &w[n];
             const TmKey *key = &m->entries[i].keys[k];
             *x = (Work){&m->entries[i], key, i, k, ""};
+            bool dup = false;
+            for (uint32_t j = 0; j < n && !dup; j++) dup = same_work(&w[j], x);
+            if (dup) continue;
+            n++;
             size_t at = (size_t)snprintf(x->what, sizeof x->what, "%s", m->entries[i].kernel);
             for (uint32_t j = 0; j < key->n && at < sizeof x->what; j++)
                 at += (size_t)snprintf(x->what + at, sizeof x->what - at, " %s=%" PRId64, key->vals[j].name,

@@ -471,7 +471,7 @@ static void read_manifest(Reader *r, const cJSON *root)
         r->base = find_quoted(r, at, "kernel");
         while (r->base > 0 && r->text[r->base] != '{') r->base--;
         read_entry(r, e);
-        at = find_quoted(r, r->base, "kernel") + 1;
+        at = find_quoted(r, r->base, "kernel") + 2;   /* past its quote and first letter */
     }
 }
 
