@@ -675,8 +675,14 @@ static void find_worker(void)
     char *slash = strrchr(exe, '/');
     if (!slash) return;
     *slash = '\0';
-    snprintf(path, sizeof path, "%s/../runtime/tile-tune-worker", exe);
-    if (access(path, X_OK) == 0) setenv("TILE_TUNE_WORKER", path, 0);
+    static const char *const beside[] = {"../runtime", "runtime"};   /* build tree; the GPU bundle */
+    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) {
+        snprintf(path, sizeof path, "%s/%s/tile-tune-worker", exe, beside[i]);
+        if (access(path, X_OK) == 0) {
+            setenv("TILE_TUNE_WORKER", path, 0);
+            return;
+        }
+    }
 }
 
 int tilec_tune_main(int argc, char **argv)
