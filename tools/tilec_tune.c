@@ -185,15 +185,15 @@ static RtCandidate *journal_known(const Journal *j, const char *id, uint32_t *n)
         if (!nl) break;   /* torn */
         RtCandidate c = {0};
         char status[32];
-        int why = 0;
-        if (sscanf(p + strlen(pat), "%d %31s %lf %lf %lf %u %lf\t%n", &c.index, status, &c.median_ms, &c.min_ms,
-                   &c.max_ms, &c.runs, &c.bench_ms, &why) < 7)
+        const char *tab = memchr(p + 1, '\t', (size_t)(nl - p - 1));
+        if (!tab || sscanf(p + strlen(pat), "%d %31s %lf %lf %lf %u %lf", &c.index, status, &c.median_ms, &c.min_ms,
+                           &c.max_ms, &c.runs, &c.bench_ms) < 7)
             continue;
         c.status = RT_CAND_NSTATUS;
         for (int s = 0; s < RT_CAND_NSTATUS; s++)
             if (!strcmp(status, rt_cand_status_name((RtCandStatus)s))) c.status = (RtCandStatus)s;
         if (c.status == RT_CAND_NSTATUS) continue;
-        if (why) snprintf(c.why, sizeof c.why, "%.*s", (int)(nl - (p + strlen(pat) + why)), p + strlen(pat) + why);
+        snprintf(c.why, sizeof c.why, "%.*s", (int)(nl - tab - 1), tab + 1);
         if (*n == cap && !(out = realloc(out, (cap = 2 * cap + 8) * sizeof *out))) abort();
         out[(*n)++] = c;
     }
@@ -477,7 +477,9 @@ static void tune_key(Tuner *t, const Work *w)
 {
     char id[33];
     key_id(t, w, id);
-    uint32_t n = rt_tune_num_candidates(t->kerns[w->entry], &(RtTuneOptions){0});
+    RtTuneOptions o;
+    rt_tune_options_from_env(&o);
+    uint32_t n = rt_tune_num_candidates(t->kerns[w->entry], &o);
     if (journal_done(&t->journal, id)) {
         printf("%stune: %s: done in an earlier run (journal)\n", t->prog.prefix, w->what);
         t->prog.done += n;
@@ -489,8 +491,6 @@ static void tune_key(Tuner *t, const Work *w)
         t->left++;
         return;
     }
-    RtTuneOptions o;
-    rt_tune_options_from_env(&o);
     o.known = journal_known(&t->journal, id, &o.nknown);
     o.on_cand = on_cand, o.user = &t->prog;
     uint32_t done_before = t->prog.done;
@@ -615,7 +615,11 @@ static int run_workers(Tuner *t, const TmManifest *m)
     pid_t pids[TUNE_MAX_DEVICES];
     fflush(stdout);
     for (uint32_t i = 0; i < o->ndevices; i++) {
-        if ((pids[i] = fork()) == 0) _exit(run_worker_slot(t, m, o->devices[i], i, o->ndevices));
+        if ((pids[i] = fork()) == 0) {
+            int rc = run_worker_slot(t, m, o->devices[i], i, o->ndevices);
+            fflush(stdout);
+            _exit(rc);
+        }
         if (pids[i] < 0) fprintf(stderr, "tilec: error: fork: %s\n", strerror(errno));
     }
     int rc = 0;
