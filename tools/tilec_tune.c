@@ -496,6 +496,11 @@ static void tune_key(Tuner *t, const Work *w)
     uint32_t done_before = t->prog.done;
     t->prog.done += o.nknown;
     t->prog.what = w->what, t->prog.id = id, t->prog.best_cfg[0] = '\0';
+    for (uint32_t i = 0; i < o.nknown; i++)   /* the best so far includes the journal's */
+        if (o.known[i].status == RT_CAND_OK && (!t->prog.best_cfg[0] || o.known[i].median_ms < t->prog.best)) {
+            t->prog.best = o.known[i].median_ms;
+            snprintf(t->prog.best_cfg, sizeof t->prog.best_cfg, "index %d, from the journal", o.known[i].index);
+        }
     if (o.nknown) printf("%stune: %s: %u configs measured in an earlier run\n", t->prog.prefix, w->what, o.nknown);
     KeyArgs a;
     uint64_t seed = t->o->seed + w->entry * 1000003u + w->key;
