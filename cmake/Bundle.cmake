@@ -31,6 +31,18 @@ endforeach()
 target_link_libraries(tilec PRIVATE tileCG)
 target_compile_definitions(tilec PRIVATE TILE_HAVE_CODEGEN=1)
 target_sources(tilec PRIVATE ${CMAKE_SOURCE_DIR}/tools/cli.c)   # the option parser and atomic outputs
+# tilec tune (docs/TUNING.md): its manifest is read with cJSON, whose library is copied
+# beside libtileRT so that the bundle runs where libcjson1 is not installed.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(CJSON REQUIRED libcjson)
+target_sources(tilec PRIVATE ${CMAKE_SOURCE_DIR}/tools/tilec_tune.c ${CMAKE_SOURCE_DIR}/tools/tune_manifest.c
+               ${CMAKE_SOURCE_DIR}/tools/tune_report.c)
+target_include_directories(tilec PRIVATE ${CMAKE_SOURCE_DIR} ${CJSON_INCLUDE_DIRS})
+find_library(CJSON_LIB NAMES cjson HINTS ${CJSON_LIBRARY_DIRS})
+get_filename_component(CJSON_REAL ${CJSON_LIB} REALPATH)
+target_link_libraries(tilec PRIVATE ${CJSON_LIB})
+add_custom_command(TARGET tilec POST_BUILD COMMAND ${CMAKE_COMMAND} -E copy ${CJSON_REAL}
+                   $<TARGET_FILE_DIR:tileRT>/libcjson.so.1)
 # The differential tester (docs/DIFFTEST.md), from several sources; like tilec it calls
 # the code generator itself (its --cpu mode), so it links libtileCG too.
 file(GLOB TILE_DIFFTEST_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/difftest/*.c)

@@ -19,6 +19,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/arena.h"
+#include "rt_record.h"
 #include "rt_tune.h"
 
 extern char **environ;
@@ -68,6 +69,7 @@ static double env_num(const char *name, double def, double lo)
 
 void rt_tune_options_from_env(RtTuneOptions *o)
 {
+    memset(o, 0, sizeof *o);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->budget_ms = env_num("TILE_TUNE_BUDGET_MS", 100, 0);
     o->min_runs = (uint32_t)env_num("TILE_TUNE_MIN_RUNS", 10, 1);
@@ -494,6 +496,7 @@ typedef struct Run {
     RtBlob *images;            /* per candidate, the loaded image (RT_META_BYTES + code) */
     uint32_t (*grids)[3];
     atomic_uint next;
+    const RtTuneOptions *opts;
 } Run;
 
 static void merge_consts(const TrtKernel *k, const RtCandidate *c, TrtConst *out, uint32_t *n)
@@ -730,10 +733,14 @@ static TrtStatus write_job(Run *run, TrtStream stream, Job *job)
     for (uint32_t i = 0; i < run->res->ncands; i++)
         if (run->res->cands[i].is_default && run->res->cands[i].status == RT_CAND_OK)
             job->cand_of[job->ncands++] = (int)i;
-    if (!job->ncands)
-        return rt_fail(TRT_ERROR_COMPILE, "tuning kernel '%s': its default config cannot run", k->name);
+    for (uint32_t i = 0; !job->ncands && i < run->res->ncands; i++)
+        if (run->res->cands[i].is_default)
+            return rt_fail(TRT_ERROR_COMPILE, "tuning kernel '%s': its default config cannot run (%s: %s)", k->name,
+                           rt_cand_status_name(run->res->cands[i].status), run->res->cands[i].why);
+    if (!job->ncands) return rt_fail(TRT_ERROR_COMPILE, "tuning kernel '%s': no default config", k->name);
     for (uint32_t i = 0; i < run->res->ncands; i++)
-        if (!run->res->cands[i].is_default && run->res->cands[i].status == RT_CAND_OK)
+        if (!run->res->cands[i].is_default && run->res->cands[i].status == RT_CAND_OK &&
+            !run->res->cands[i].known)
             job->cand_of[job->ncands++] = (int)i;
     RtJobHeader h = {.header_bytes = sizeof h, .nargs = run->nargs, .nregions = nreg,
                      .ncands = job->ncands, .device = ctx->device, .warmup = 0};
@@ -782,6 +789,11 @@ static TrtStatus write_job(Run *run, TrtStream stream, Job *job)
 /* Runs the worker from job candidate `start`; fills results as lines arrive. Returns the
  * next candidate to run (a restart after a fault or a timeout), or ncands when done,
  * or -1 with the thread's error set when the worker could not run at all. */
+static void tell(const Run *run, const RtCandidate *c)
+{
+    if (run->opts && run->opts->on_cand) run->opts->on_cand(run->opts->user, run->res, c);
+}
+
 static long run_worker(Run *run, const Job *job, uint32_t start, const char *path, double timeout_ms)
 {
     int pipefd[2];
@@ -849,6 +861,7 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
                 }
                 current = -1;
                 next = (long)idx + 1;
+                tell(run, c);
             }
             line = nl + 1;
         }
@@ -870,6 +883,7 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
             drop(c, RT_CAND_FAULT, "the worker died of signal %d", WTERMSIG(wst));
         else
             drop(c, RT_CAND_FAULT, "the worker exited with status %d", WEXITSTATUS(wst));
+        tell(run, c);
         return current + 1;
     }
     if (next == start)   /* it stopped without running a config: it could not start */
@@ -948,6 +962,34 @@ static bool own_names(RtTuneResult *r)
     return true;
 }
 
+/* Candidates measured before (o->known, by space index) keep those times and are not
+ * sent to the worker, if they still pass the resource checks; the default always runs. */
+static void apply_known(RtTuneResult *r, const RtTuneOptions *o)
+{
+    for (uint32_t i = 0; i < r->ncands; i++) {
+        RtCandidate *c = &r->cands[i];
+        for (uint32_t j = 0; j < o->nknown && !c->is_default && c->status == RT_CAND_OK; j++) {
+            const RtCandidate *kn = &o->known[j];
+            if (kn->index != c->index) continue;
+            c->known = true;
+            c->median_ms = kn->median_ms, c->min_ms = kn->min_ms, c->max_ms = kn->max_ms;
+            c->runs = kn->runs, c->bench_ms = kn->bench_ms;
+            if (kn->status != RT_CAND_OK) drop(c, kn->status, "%s", kn->why);
+        }
+    }
+}
+
+uint32_t rt_tune_num_candidates(const TrtKernel *k, const RtTuneOptions *o)
+{
+    const RtTune *t = k->tune;
+    if (!t) return 0;
+    uint32_t n = t->ncands;
+    if (o->max_configs && n > o->max_configs) n = o->max_configs;
+    bool have_default = false;
+    for (uint32_t i = 0; i < n; i++) have_default |= (int)t->cands[i] == t->default_index;
+    return n + !have_default;
+}
+
 TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,
                       const RtTuneOptions *o, RtTuneResult *out)
 {
@@ -984,7 +1026,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     }
     if (!have_default) add_candidate(out, k, &t->dflt, t->default_index, true);
     out->removed[RT_CAND_PINNED] = t->pinned;
-    Run run = {.k = k, .args = args, .nargs = nargs, .res = out};
+    Run run = {.k = k, .args = args, .nargs = nargs, .res = out, .opts = o};
     run.mask = rt_class_mask(k, args);
     run.images = tl_calloc(out->ncands, sizeof *run.images);
     run.grids = tl_calloc(out->ncands, sizeof *run.grids);
@@ -993,6 +1035,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     if (!s && !own_names(out)) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     if (!s) {
         compile_all(&run, o->jobs);
+        apply_known(out, o);
         ctx->drv->cuCtxSetCurrent(ctx->cuctx);
         s = benchmark(&run, stream, o, path);
     }
@@ -1137,6 +1180,8 @@ TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtSt
         t->warned_full = true;
         *out = k;
     } else if (!(s = choose(k, args, nargs, stream, kv, mask, out))) {
+        RtRecordKey rk = {(const char *const *)t->space.key, kv, t->key_param, t->nkey};
+        rt_record_launch(k, args, &rk, mask);
         TuneEntry *e = &t->entries[n];
         memcpy(e->keyvals, kv, t->nkey * sizeof *kv);
         e->mask = mask;

@@ -50,6 +50,7 @@ typedef struct RtCandidate {
     double compile_ms;         /* its compile (or cache load) and resource checks */
     double bench_ms;           /* wall time of its checks and runs in the worker */
     uint32_t threads, shared_bytes, regs, blocks_per_sm;
+    bool known;                /* its times came from RtTuneOptions.known: not run again */
 } RtCandidate;
 
 typedef struct RtTuneResult {
@@ -72,9 +73,21 @@ typedef struct RtTuneOptions {
     uint32_t jobs;             /* compile threads (TILE_TUNE_JOBS, else the host's cores) */
     uint32_t max_configs;      /* the first N configs only (TILE_TUNE_MAX_CONFIGS, 0: all) */
     double timeout_ms;         /* a config that runs longer is killed (TILE_TUNE_TIMEOUT_MS, 20000) */
+    /* For `tilec tune` (NULL/0 from rt_tune_options_from_env): on_cand is called on the
+     * calling thread after each candidate the worker finished (ok or dropped); known
+     * lists candidates measured before (by index in the space, from a journal): a
+     * non-default one of them is compiled and checked for resources again but not run,
+     * and keeps the times given (the default config always runs: it is the reference). */
+    void (*on_cand)(void *user, const RtTuneResult *r, const RtCandidate *c);
+    void *user;
+    const RtCandidate *known;
+    uint32_t nknown;
 } RtTuneOptions;
 /* The options from the environment (each variable above, else its default). */
 void rt_tune_options_from_env(RtTuneOptions *o);
+/* How many candidates rt_tune_run(k, ..., o) will have (the default included), for a
+ * progress count; 0 for a kernel without tuning state. */
+uint32_t rt_tune_num_candidates(const TrtKernel *k, const RtTuneOptions *o);
 
 /* The per-kernel state of a kernel with @autotune (NULL otherwise): its space, key and
  * the configs chosen per key so far. rt_tune_attach makes it when trt_module_get_kernel

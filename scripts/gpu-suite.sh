@@ -29,6 +29,8 @@ if [ "$what" != bench ]; then
   # max-autotune on matmul_bf16: every config's time, the winner against the default,
   # and its reuse by a second process without benchmarking (docs/TUNING.md).
   step tune bash tests/gpu/test_tune_gpu.sh build-gpu
+  # tilec tune of examples/tune/matmul_bf16.json: winners, report, resume, reuse.
+  step tilec_tune bash tests/gpu/test_tilec_tune_gpu.sh build-gpu
   step examples build-gpu/tile-examples --device gpu examples
   # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples

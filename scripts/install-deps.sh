@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(build-essential g++ cmake ninja-build pkg-config flex bison libcmocka-dev
       llvm-19-dev llvm-19-tools clang python3 libxxhash-dev zlib1g-dev libzstd-dev
-      python3-numpy python3-pip)  # the Python package's tests: numpy arrays, pip install
+      python3-numpy python3-pip libcjson-dev)  # cJSON: tilec tune's manifest; the Python package's tests: numpy arrays, pip install
 # (g++ and clang's clang++: tests/header compiles tile_rt.h as C++11 and C++17)
 # The remote cache tier: hiredis's header (libtileRT dlopens the library), and the
 # redis-server and redis-cli that tests/remote/run.sh runs.

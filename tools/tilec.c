@@ -6,6 +6,7 @@
  *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
  *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]
  *         [--max-iterations N] [--max-ops N]
+ *   tilec tune MANIFEST [--devices 0,1,...] [--budget MINUTES] [--journal FILE] [--report DIR]
  *
  * Outputs are written as clang writes them: to a temporary file in the output's
  * directory, renamed over it only when the compile succeeded, so a failed compile
@@ -32,6 +33,7 @@
 #include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"
 #include "tools/cli.h"
+#include "tools/tilec_tune.h"
 #include "tile/tile_rt.h"
 #ifdef TILE_HAVE_CODEGEN
 #include <spawn.h>
@@ -83,7 +85,8 @@ static const char usage_run[] =
     "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir] [--check-bounds]\n";
 static const char usage_other[] =
     "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
-    "       tilec --help | --version | run --help | cache --help\n";
+    "       tilec tune MANIFEST [--devices 0,1,...] [--budget MINUTES] [--journal FILE] [--report DIR]\n"
+    "       tilec --help | --version | run --help | cache --help | tune --help\n";
 
 static const char help_compile[] =
     "FILE     the program; '-' reads it from standard input\n"
@@ -114,7 +117,8 @@ static const char help_run[] =
     "         (docs/RUNTIME.md): an access outside a buffer is masked off and reported\n"
     "         in the interpreter's words, on the GPU without a fault (on the CPU the\n"
     "         interpreter runs the checked IR)\n";
-static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n";
+static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
+                                 "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
 
 static void usage(FILE *out, bool run)
@@ -701,7 +705,12 @@ static int gpu_launch(TrtContext *ctx, const Options *o, const IrFunc *k, Interp
     for (uint32_t p = 0; sizes && p < k->body.nargs; p++)
         sizes[p] = args[p].is_buffer ? (uint64_t)args[p].u.buf.count * ir_elem_bytes(args[p].u.buf.elem) : 0;
     if (!st && !sizes) st = TRT_ERROR_OUT_OF_MEMORY;
-    if (!st) st = trt_launch_sized(kern, targs, sizes, k->body.nargs, g, NULL);
+    /* Without --grid, a kernel with a grid(...) clause launches as a job's would: the
+     * runtime evaluates the clause and picks the config (TILE_MODE, a tuned winner in
+     * the cache; TILE_RECORD records it). */
+    TrtKernelInfo ki = {0};
+    bool own_grid = !o->has_grid && mod && !trt_module_kernel_info(mod, k->name, &ki) && ki.has_grid;
+    if (!st) st = trt_launch_sized(kern, targs, sizes, k->body.nargs, own_grid ? NULL : g, NULL);
     free(sizes);
     if (!st) st = trt_synchronize(ctx);
     for (uint32_t p = 0; p < k->body.nargs && !st; p++)
@@ -1091,6 +1100,8 @@ int main(int argc, char **argv)
     Options o = {.emit = "check", .arch = "sm_90a", .device = "cpu", .opt_level = 2};
     if (argc > 1 && !strcmp(argv[1], "cache")) /* tilec cache ls|stats|verify|prune|clear */
         return trt_cache_cli(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "tune")) /* tilec tune MANIFEST (tilec_tune.c) */
+        return tilec_tune_main(argc - 1, argv + 1);
     parse_color(&o, "auto");
     parse_args(argc, argv, &o);
     check_options(&o);
