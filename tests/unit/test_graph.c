@@ -84,10 +84,12 @@ static char *fake_compile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMet
     (void)mask, (void)checked, (void)st;
     meta->threads = 256;
     meta->shared_bytes = 0;
-    char *ptx = malloc(512);
-    snprintf(ptx, 512, ".version 8.3\n.target sm_90a\n.address_size 64\n"
-             ".visible .entry %s(.param .u64 c, .param .u64 a, .param .u64 b, .param .u32 n)\n"
-             "{\n\tret;\n}\n", k->name);
+    char *ptx = malloc(1024);
+    int n = snprintf(ptx, 1024, ".version 8.3\n.target sm_90a\n.address_size 64\n.visible .entry %s(", k->name);
+    for (uint32_t i = 0; i < k->nparams; i++)   /* pointers and i32s only, in these tests */
+        n += snprintf(ptx + n, 1024 - (size_t)n, "%s.param .%s p%u", i ? ", " : "",
+                      k->params[i].elem == IR_PTR ? "u64" : "u32", i);
+    snprintf(ptx + n, 1024 - (size_t)n, ")\n{\n\tret;\n}\n");
     return ptx;
 }
 
@@ -281,6 +283,65 @@ static void test_capture_rules(void **state)
     assert_ok(trt_launch(s, a, 4, grid, stream));
 }
 
+static const char tuned_src[] =
+    "@autotune(key = [n], space = {BLOCK: [64, 128, 256, 512], warps: [1, 2, 4]},\n"
+    "          where = BLOCK >= warps * 32, default = {BLOCK: 128, warps: 4})\n"
+    "kernel tscale(y: *f32, x: *f32, n: i32, const BLOCK: i32 = 128)\n"
+    "    grid(cdiv(n, BLOCK))\n"
+    "{\n"
+    "    let offs = program_id(0) * BLOCK + arange(0, BLOCK);\n"
+    "    let m = offs < n;\n"
+    "    store(y + offs, load(x + offs, m) * 2.0, m);\n"
+    "}\n";
+
+static TrtKernel *tuned(TrtMode mode)
+{
+    assert_ok(trt_context_create(0, mode, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "t.tile", tuned_src, &cur.tile_mod));
+    cur.tile_mod->compile = fake_compile;
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.tile_mod, "tscale", NULL, 0, &k));
+    return k;
+}
+
+/* max-autotune cannot tune inside a capture; the default config can be captured, and a
+ * scalar of a tuned launch cannot be updated (its config may depend on it). */
+static void test_capture_autotune(void **state)
+{
+    (void)state;
+    TrtKernel *k = tuned(TRT_MODE_MAX_AUTOTUNE);
+    TrtArg a[3] = {trt_arg_ptr(0x10000), trt_arg_ptr(0x20000), trt_arg_i32(1000)};
+    assert_ok(trt_graph_begin(cur.ctx, stream));
+    assert_int_equal(trt_launch(k, a, 3, NULL, stream), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "max-autotune would tune this key now"));
+    assert_non_null(strstr(trt_last_error(), "launch it once before the capture"));
+    assert_ok(trt_graph_end(cur.ctx, stream, &cur.graph));
+    assert_int_equal(trt_graph_num_launches(cur.graph), 0);
+    trt_graph_destroy(cur.graph);
+    cur.graph = NULL;
+    trt_module_destroy(cur.tile_mod);
+    cur.tile_mod = NULL;
+    trt_context_destroy(cur.ctx);
+    cur.ctx = NULL;
+
+    k = tuned(TRT_MODE_REDUCE_OVERHEAD);
+    assert_ok(trt_graph_begin(cur.ctx, stream));
+    assert_ok(trt_launch(k, a, 3, NULL, stream));
+    assert_ok(trt_graph_end(cur.ctx, stream, &cur.graph));
+    a[0] = trt_arg_ptr(0x30000);
+    assert_ok(trt_graph_update(cur.graph, 0, a, 3));
+    a[2] = trt_arg_i32(1001);
+    assert_int_equal(trt_graph_update(cur.graph, 0, a, 3), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "scalar argument 3 ('n') changed"));
+    assert_ok(trt_graph_launch(cur.graph, stream));
+    MockLaunch log[2];
+    assert_int_equal(mock_log(log, 2), 1);
+    assert_int_equal(log[0].params[0], 0x30000);
+    assert_int_equal(log[0].params[2], 1000);
+    assert_int_equal(log[0].grid[0], 8);    /* cdiv(1000, 128): the default config */
+    assert_int_equal(log[0].block[0], 256);
+}
+
 static void test_cpu_context_has_no_graphs(void **state)
 {
     (void)state;
@@ -348,7 +409,7 @@ int main(int argc, char **argv)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_capture_and_replay), T(test_update_pointer_and_scalar), T(test_update_refuses_another_variant),
-        T(test_capture_rules), T(test_cpu_context_has_no_graphs), T(test_driver_without_graphs),
+        T(test_capture_rules), T(test_capture_autotune), T(test_cpu_context_has_no_graphs), T(test_driver_without_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
