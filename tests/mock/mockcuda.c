@@ -505,8 +505,9 @@ typedef struct {
     unsigned g[3], b[3], shmem;
     uint64_t vals[MOCK_MAX_PARAMS];
 } Node;
+#define MOCK_GRAPH_NODES 1024
 typedef struct {
-    Node *nodes[64];
+    Node *nodes[MOCK_GRAPH_NODES];
     int n;
 } Graph;
 typedef struct {   /* CUDA_KERNEL_NODE_PARAMS_v2 */
@@ -537,7 +538,7 @@ static int set_node(Node *n, const NodeParams *p)
 
 static int m_cuGraphAddKernelNode(Node **out, Graph *g, Node *const *deps, size_t ndeps, const NodeParams *p)
 {
-    if (!g || g->n == 64 || (ndeps && !deps)) return E_INVALID_VALUE;
+    if (!g || g->n == MOCK_GRAPH_NODES || (ndeps && !deps)) return E_INVALID_VALUE;
     for (size_t i = 0; i < ndeps; i++) {   /* a dependency is a node of g */
         bool found = false;
         for (int j = 0; j < g->n; j++) found |= g->nodes[j] == deps[i];
@@ -557,7 +558,7 @@ static int m_cuGraphAddKernelNode(Node **out, Graph *g, Node *const *deps, size_
 
 typedef struct {
     Graph *from;   /* its nodes are the handles SetParams is given */
-    Node nodes[64];
+    Node nodes[MOCK_GRAPH_NODES];
     int n;
 } Exec;
 
