@@ -275,9 +275,12 @@ TrtStatus trt_graph_update(TrtGraph *g, uint32_t launch_index, const TrtArg *arg
                        launch_index, g->n);
     RtGraphLaunch *l = &g->launches[launch_index];
     TrtStatus s = rt_check_args(l->handle, args, nargs);
-    if (!s) s = same_variant(l, launch_index, args);
     if (s) return s;
-    pthread_mutex_lock(&g->lock);
+    pthread_mutex_lock(&g->lock);   /* l->args may be changing in another thread's update */
+    if ((s = same_variant(l, launch_index, args))) {
+        pthread_mutex_unlock(&g->lock);
+        return s;
+    }
     RtGraphLaunch next = *l;
     memcpy(next.args, args, nargs * sizeof *args);
     void *params[TRT_MAX_ARGS];
