@@ -5,6 +5,7 @@
  * or grid, and a driver without the graph entry points gives a clear error (in a child
  * process, since the driver is opened once per process). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -342,6 +343,64 @@ static void test_capture_autotune(void **state)
     assert_int_equal(log[0].block[0], 256);
 }
 
+/* A driver error of the replay is reported as such. */
+static void test_replay_error(void **state)
+{
+    (void)state;
+    TrtKernel *s = scale(), *v = vector_add();
+    capture_two(s, v);
+    setenv("MOCKCUDA_LAUNCH_ERROR", "1", 1);
+    TrtStatus st = trt_graph_launch(cur.graph, stream);
+    unsetenv("MOCKCUDA_LAUNCH_ERROR");
+    assert_int_equal(st, TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "cuGraphLaunch failed: CUDA_ERROR_INVALID_VALUE"));
+    assert_ok(trt_graph_launch(cur.graph, stream));
+}
+
+/* Threads updating and replaying one graph at once (its lock serializes them): every
+ * replay sees whole argument sets: n and m (n + 7) written together. */
+#define UPDATERS 4
+#define ROUNDS 200
+static void *updater(void *arg)
+{
+    intptr_t t = (intptr_t)arg;
+    for (int r = 0; r < ROUNDS; r++) {
+        TrtArg a[4];
+        int64_t val = 16 * (t * ROUNDS + r);
+        scale_args(a, 0x1000, (int32_t)val, 2.0f, val + 7);   /* the captured classes */
+        if (trt_graph_update(cur.graph, 0, a, 4) || trt_graph_launch(cur.graph, stream)) {
+            fprintf(stderr, "updater %d, round %d: %s\n", (int)t, r, trt_last_error());
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static void test_update_from_threads(void **state)
+{
+    (void)state;
+    TrtKernel *s = scale(), *v = vector_add();
+    capture_two(s, v);
+    pthread_t th[UPDATERS];
+    for (intptr_t t = 0; t < UPDATERS; t++) assert_int_equal(pthread_create(&th[t], NULL, updater, (void *)t), 0);
+    int failed = 0;
+    for (int t = 0; t < UPDATERS; t++) {   /* all joined before an assertion can end the case */
+        void *rc = NULL;
+        pthread_join(th[t], &rc);
+        failed += rc != NULL;
+    }
+    assert_int_equal(failed, 0);
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.graph_launches, UPDATERS * ROUNDS);
+    static MockLaunch log[256];
+    assert_int_equal(mock_log(log, 256), 2 * UPDATERS * ROUNDS);
+    for (int i = 0; i < 256; i += 2) {
+        assert_string_equal(log[i].func, "scale");
+        assert_int_equal(log[i].params[1] + 7, log[i].params[3]);
+    }
+}
+
 static void test_cpu_context_has_no_graphs(void **state)
 {
     (void)state;
@@ -409,7 +468,8 @@ int main(int argc, char **argv)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_capture_and_replay), T(test_update_pointer_and_scalar), T(test_update_refuses_another_variant),
-        T(test_capture_rules), T(test_capture_autotune), T(test_cpu_context_has_no_graphs), T(test_driver_without_graphs),
+        T(test_capture_rules), T(test_capture_autotune), T(test_replay_error),
+        T(test_update_from_threads), T(test_cpu_context_has_no_graphs), T(test_driver_without_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
