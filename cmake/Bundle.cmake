@@ -15,7 +15,8 @@ set(TILE_BUNDLE_PROGRAMS
     tile-examples:tests/examples/check_examples.c
     test_gpu_runtime:tests/gpu/test_gpu_runtime.c
     test_tune_gpu:tests/gpu/test_tune_gpu.c
-    launch_overhead:bench/launch_overhead.c)
+    launch_overhead:bench/launch_overhead.c
+    graph_replay:bench/graph_replay.c)
 foreach(entry ${TILE_BUNDLE_PROGRAMS})
   string(REPLACE ":" ";" parts ${entry})
   list(GET parts 0 name)

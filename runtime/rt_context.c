@@ -112,6 +112,7 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
     if (!c) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     c->drv = d;
     pthread_mutex_init(&c->fault_lock, NULL);
+    pthread_mutex_init(&c->graph_lock, NULL);
     pthread_mutex_init(&c->check_lock, NULL);
     atomic_store(&c->debug, debug);
     c->device = device;
@@ -134,7 +135,11 @@ void trt_context_destroy(TrtContext *c)
     if (!c) return;
     if (c->report && !atomic_load(&c->fault)) c->drv->cuMemFree(c->report);
     if (c->cuctx) c->drv->cuDevicePrimaryCtxRelease(c->dev);
-    if (c->drv) pthread_mutex_destroy(&c->fault_lock);
+    if (c->drv) {
+        rt_graph_discard(c);
+        pthread_mutex_destroy(&c->graph_lock);
+        pthread_mutex_destroy(&c->fault_lock);
+    }
     pthread_mutex_destroy(&c->check_lock);
     rt_cache_close(c->cache);
     tl_free(c);

@@ -47,6 +47,21 @@ static bool lookup_all(GetProcFn get)
 #define X(name, ver, params) if (!lookup_versions(get, #name, ver, (void **)&driver.name)) return false;
     RT_DRIVER_FNS(X)
 #undef X
+    /* The graph entry points are optional: a missing one disables the graph API only. */
+    driver.has_graphs = true;
+#define X(name, ver, params)                                                                  \
+    if (driver.has_graphs) {                                                                  \
+        int found_ = 0;                                                                       \
+        driver.name = NULL;                                                                   \
+        if (get(#name, (void **)&driver.name, ver, 0, &found_) != 0 || !driver.name) {        \
+            driver.name = NULL;                                                               \
+            driver.has_graphs = false;                                                        \
+            snprintf(driver.no_graphs_why, sizeof driver.no_graphs_why,                       \
+                     "the CUDA driver has no %s (version %d)", #name, ver);                   \
+        }                                                                                     \
+    }
+    RT_DRIVER_GRAPH_FNS(X)
+#undef X
     return true;
 }
 

@@ -91,10 +91,38 @@ enum {
     X(cuEventElapsedTime, 2000, (float *ms, CUevent start, CUevent end))                      \
     X(cuEventDestroy, 4000, (CUevent e))
 
+/* CUDA graphs (trt_graph_*, rt_graph.c): optional. A driver without one of them still
+ * loads (has_graphs false) and only the graph API fails, with TRT_ERROR_DRIVER. The
+ * kernel-node functions are looked up at 12000, which gives their _v2 ABI
+ * (RtKernelNodeParams). */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct RtKernelNodeParams {   /* CUDA_KERNEL_NODE_PARAMS_v2 */
+    CUfunction func;
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    void **params, **extra;
+    void *kern;                        /* CUkernel: NULL, func is used */
+    CUcontext ctx;                     /* NULL: the current context */
+} RtKernelNodeParams;
+#define RT_DRIVER_GRAPH_FNS(X)                                                                \
+    X(cuGraphCreate, 10000, (CUgraph *g, unsigned flags))                                     \
+    X(cuGraphAddKernelNode, 12000, (CUgraphNode *n, CUgraph g, const CUgraphNode *deps,       \
+                                    size_t ndeps, const RtKernelNodeParams *p))               \
+    X(cuGraphInstantiateWithFlags, 11040, (CUgraphExec *e, CUgraph g, unsigned long long f))  \
+    X(cuGraphLaunch, 10000, (CUgraphExec e, CUstream s))                                      \
+    X(cuGraphExecKernelNodeSetParams, 12000, (CUgraphExec e, CUgraphNode n,                   \
+                                              const RtKernelNodeParams *p))                   \
+    X(cuGraphExecDestroy, 10000, (CUgraphExec e))                                             \
+    X(cuGraphDestroy, 10000, (CUgraph g))
+
 typedef struct RtDriver {
 #define X(name, ver, params) CUresult (*name) params;
     RT_DRIVER_FNS(X)
+    RT_DRIVER_GRAPH_FNS(X)
 #undef X
+    bool has_graphs;           /* every RT_DRIVER_GRAPH_FNS entry was found */
+    char no_graphs_why[160];   /* else which one is missing */
     int version;               /* cuDriverGetVersion, e.g. 13000 */
 } RtDriver;
 
@@ -304,7 +332,24 @@ struct TrtContext {
     atomic_uint debug;
     pthread_mutex_t check_lock;
     CUdeviceptr report;
+    /* A graph capture in progress (rt_graph.c): capturing is nonzero while one is, so
+     * trt_launch's hot path pays one relaxed load; the capture itself is under
+     * graph_lock. */
+    atomic_uint capturing;
+    pthread_mutex_t graph_lock;
+    struct RtCapture *capture;
 };
+
+/* trt_launch during a capture: if ctx captures `stream`, records the launch of handle
+ * (which ran as k, variant `index` of class `mask`, grid g given by the caller or not)
+ * into the capture and sets *taken; else leaves *taken false. */
+TrtStatus rt_graph_record(struct TrtContext *ctx, CUstream stream, TrtKernel *handle, TrtKernel *k,
+                          unsigned index, uint64_t mask, const uint32_t g[3], bool grid_given,
+                          const TrtArg *args, uint32_t nargs, bool *taken);
+/* Frees a capture left unfinished on ctx (trt_context_destroy). */
+void rt_graph_discard(struct TrtContext *ctx);
+/* Whether ctx captures `stream` now. */
+bool rt_graph_capturing(struct TrtContext *ctx, CUstream stream);
 
 static inline void rt_ctx_note_launch(struct TrtContext *ctx, TrtKernel *k)
 {

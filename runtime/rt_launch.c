@@ -353,6 +353,15 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
                        "kernel '%s' belongs to a CPU context: launch it with trt_launch_host", k->name);
     TrtStatus s = rt_check_args(k, args, nargs);
     if (s) return s;
+    TrtContext *ctx = k->module->ctx;
+    TrtKernel *handle = k;
+    bool capturing = atomic_load_explicit(&ctx->capturing, memory_order_relaxed) &&
+                     rt_graph_capturing(ctx, stream);
+    if (capturing && k->tune && !grid && ctx->mode == TRT_MODE_MAX_AUTOTUNE &&
+        !rt_tune_known(k, args, rt_class_mask(k, args)))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "kernel '%s': max-autotune would tune this key now, which cannot happen inside a graph "
+                       "capture (trt_graph_begin): launch it once before the capture", k->name);
     /* A kernel with @autotune and a grid(...) clause runs the config its mode chooses
      * for the key (rt_tune.c); an explicit grid is for k's own config only. */
     if (k->tune && !grid) {
@@ -377,6 +386,16 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
         return s;
     atomic_store_explicit(&k->last, index, memory_order_relaxed);
     const RtVariant *v = &k->variants[index];
+    if (capturing) {
+        if (checked)
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                           "kernel '%s': a checked launch (TILE_DEBUG=bounds) waits for the kernel and reads its "
+                           "report, which cannot happen inside a graph capture (trt_graph_begin)", k->name);
+        bool taken = false;
+        if ((s = rt_graph_record(ctx, stream, handle, k, index, mask, g, grid != NULL, args, nargs, &taken)) ||
+            taken)
+            return s;
+    }
     if (checked) return launch_checked(k, v, args, bytes, g, stream);
     void *params[TRT_MAX_ARGS];
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;

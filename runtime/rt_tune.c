@@ -1155,6 +1155,17 @@ static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStr
     return TRT_SUCCESS;
 }
 
+bool rt_tune_known(TrtKernel *k, const TrtArg *args, uint64_t mask)
+{
+    RtTune *t = k->tune;
+    int64_t kv[RT_TUNE_MAX_KEYVALS];
+    key_values(k, args, kv);
+    unsigned n = atomic_load_explicit(&t->nentries, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++)
+        if (t->entries[i].mask == mask && !memcmp(t->entries[i].keyvals, kv, t->nkey * sizeof *kv)) return true;
+    return n == RT_TUNE_MAX_ENTRIES;
+}
+
 TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,
                          uint64_t mask, TrtKernel **out)
 {

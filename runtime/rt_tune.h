@@ -120,6 +120,10 @@ RtKey rt_tune_cache_key_for(const TrtKernel *k, const TrtArg *args);
 TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,
                          uint64_t mask, TrtKernel **out);
 
+/* Whether k (which has tuning state) has chosen its config for these arguments in this
+ * process already (so rt_tune_select will not benchmark). */
+bool rt_tune_known(TrtKernel *k, const TrtArg *args, uint64_t mask);
+
 /* How many tunings (benchmarking runs) this process has started: tests check that
  * default mode never benchmarks and max-autotune tunes once per key. */
 extern atomic_uint rt_tune_runs;

@@ -51,6 +51,7 @@ if [ "$what" != bench ]; then
 fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead
+  step graph_replay build-gpu/graph_replay
   # One launch's host cost from Python: tile's k(...) against Triton's and torch.add.
   step python_launch env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 bench/python_launch.py --out "$OUT/python_launch.md"
   step bench python3 bench/bench.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/bench.md"

@@ -80,7 +80,9 @@ const char *trt_version(void);
 typedef enum TrtMode {
     TRT_MODE_DEFAULT = 0,       /* a tuned winner from the disk cache, else the kernel's
                                    @autotune default config; never benchmarks */
-    TRT_MODE_REDUCE_OVERHEAD,   /* as default (CUDA graphs are not implemented yet) */
+    TRT_MODE_REDUCE_OVERHEAD,   /* as default for single launches; the overhead is
+                                   reduced by capturing launches into a graph
+                                   (trt_graph_begin) and replaying it */
     TRT_MODE_MAX_AUTOTUNE,      /* a winner from the disk cache, else tune the key now
                                    (compiles in parallel, benchmarks in a worker process
                                    that a faulting config cannot take the caller down
@@ -243,6 +245,52 @@ unsigned trt_context_debug(const TrtContext *ctx);
  * mode; bytes may be NULL: no sizes). */
 TrtStatus trt_launch_sized(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs,
                            const uint32_t grid[3], TrtStream stream);
+
+/* ---- CUDA graphs (reduce-overhead) ------------------------------------------------- */
+/* A graph replays a sequence of trt_launch calls with one driver call. Between
+ * trt_graph_begin(ctx, stream) and trt_graph_end(ctx, stream, &g), each trt_launch (or
+ * trt_launch_sized) of a kernel of ctx on that stream is checked, its variant built or
+ * loaded and its grid evaluated as usual, and then recorded instead of run; launch i of
+ * the graph is the i-th recorded call (a launch with an empty grid records nothing).
+ * Launches on other streams run as usual, and work that is not a trt_launch (a copy,
+ * another library's kernel) is not captured: it runs when issued. Inside a capture, a
+ * checked launch (TILE_DEBUG=bounds) and max-autotune's first tuning of a key fail with
+ * TRT_ERROR_INVALID_ARGUMENT (launch the key once before capturing). A driver without
+ * CUDA graphs (cuGraphCreate and the rest) makes these functions fail with
+ * TRT_ERROR_DRIVER saying so; everything else works. Thread safety: one capture per
+ * context at a time (a second trt_graph_begin fails until trt_graph_end); any thread may
+ * launch into it. trt_graph_launch and trt_graph_update on one graph may be called from
+ * several threads (they are serialized); trt_graph_destroy must not race with them. A
+ * graph refers to its kernels' modules: destroy it before them. */
+typedef struct TrtGraph TrtGraph;
+
+/* Starts capturing the trt_launch calls on `stream` (NULL: the legacy default stream)
+ * of ctx, a GPU context. Fails if ctx captures already or the driver has no graphs. */
+TrtStatus trt_graph_begin(TrtContext *ctx, TrtStream stream);
+
+/* Ends the capture of `stream` on ctx and instantiates its launches as a graph, each
+ * after the one before, in *out (owned by the caller: trt_graph_destroy). The capture
+ * ends also when this fails (*out is NULL then). */
+TrtStatus trt_graph_end(TrtContext *ctx, TrtStream stream, TrtGraph **out);
+
+/* Replays g on `stream` (asynchronous, like trt_launch): one cuGraphLaunch. */
+TrtStatus trt_graph_launch(TrtGraph *g, TrtStream stream);
+
+/* Gives launch `launch_index` of g new arguments (pointers, scalars) for later replays,
+ * in place (cuGraphExecKernelNodeSetParams; a replay already issued keeps the old ones).
+ * args as for trt_launch. Fails with TRT_ERROR_INVALID_ARGUMENT, changing nothing, if
+ * the arguments would select another variant (an argument changed specialization
+ * class, e.g. an integer from divisible by 16 to odd, or a pointer lost its 16-byte
+ * alignment), give another grid from the grid(...) clause, or change a scalar of a
+ * kernel with @autotune launched without a grid (its config may depend on it): the
+ * message names what changed, and the caller must capture the graph again. */
+TrtStatus trt_graph_update(TrtGraph *g, uint32_t launch_index, const TrtArg *args, uint32_t nargs);
+
+/* How many launches g replays (0 for NULL). */
+uint32_t trt_graph_num_launches(const TrtGraph *g);
+
+/* Frees g (NULL: nothing). A replay in flight is not affected. */
+void trt_graph_destroy(TrtGraph *g);
 
 /* ---- device memory ---------------------------------------------------------------- */
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users

@@ -37,7 +37,7 @@ class Context:
     "max-autotune" a kernel with @autotune is tuned on the first launch of each key and
     the winner stored in the disk cache; "default" uses a stored winner, else the
     kernel's default config, and never benchmarks (docs/TUNING.md); "reduce-overhead"
-    runs as "default" (no CUDA graphs yet).
+    runs as "default" (the C API's CUDA graphs, trt_graph_*, are not wrapped here yet).
     cache_dir: the disk cache's directory; None for the default location, "" for none.
     A CPU context compiles nothing past Tile IR and has no disk cache.
     check_bounds: True runs every kernel's checked variant (TILE_DEBUG=bounds, which

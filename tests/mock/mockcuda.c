@@ -427,10 +427,17 @@ static int m_cuLinkDestroy(Link *st)
 }
 
 /* ---- launches and memory ------------------------------------------------------------ */
+#define MOCK_LOG 256
+static MockLaunch launch_log[MOCK_LOG];   /* the first MOCK_LOG launches since reset */
+static int nlog;
+
 static void record(const Func *f, const unsigned g[3], const unsigned b[3], unsigned shmem,
                    void *stream, void **params)
 {
     MockLaunch *l = &last_launch;
+    memset(l, 0, sizeof *l);
+    if (nlog < MOCK_LOG) l = &launch_log[nlog];
+    nlog++;
     memset(l, 0, sizeof *l);
     snprintf(l->func, sizeof l->func, "%s", f->name);
     memcpy(l->grid, g, sizeof l->grid);
@@ -442,6 +449,7 @@ static void record(const Func *f, const unsigned g[3], const unsigned b[3], unsi
         l->param_bytes[i] = f->bytes[i];
         memcpy(&l->params[i], params[i], (size_t)f->bytes[i]);
     }
+    if (l != &last_launch) last_launch = *l;
 }
 
 static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -484,6 +492,126 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
             if (end == rep && *rep) break;
         }
     }
+    return OK;
+}
+
+/* ---- graphs ------------------------------------------------------------------------ */
+/* A graph is a list of kernel nodes (each with its parameter values copied, as the real
+ * driver does); an instantiated graph is a copy of it. cuGraphLaunch runs the nodes in
+ * order through cuLaunchKernel, so each is recorded as a launch. MOCKCUDA_MISSING=NAME
+ * hides one entry point (a driver without graphs). */
+typedef struct {
+    Func *f;
+    unsigned g[3], b[3], shmem;
+    uint64_t vals[MOCK_MAX_PARAMS];
+} Node;
+#define MOCK_GRAPH_NODES 1024
+typedef struct {
+    Node *nodes[MOCK_GRAPH_NODES];
+    int n;
+} Graph;
+typedef struct {   /* CUDA_KERNEL_NODE_PARAMS_v2 */
+    Func *f;
+    unsigned g[3], b[3], shmem;
+    void **params, **extra;
+    void *kern, *ctx;
+} NodeParams;
+
+static int m_cuGraphCreate(Graph **g, unsigned flags)
+{
+    if (flags) return E_INVALID_VALUE;
+    *g = calloc(1, sizeof **g);
+    return *g ? OK : 2;
+}
+
+static int set_node(Node *n, const NodeParams *p)
+{
+    if (!p->f || p->extra || p->kern || (p->f->nparams && !p->params)) return E_INVALID_VALUE;
+    n->f = p->f;
+    memcpy(n->g, p->g, sizeof n->g);
+    memcpy(n->b, p->b, sizeof n->b);
+    n->shmem = p->shmem;
+    memset(n->vals, 0, sizeof n->vals);
+    for (int i = 0; i < p->f->nparams; i++) memcpy(&n->vals[i], p->params[i], (size_t)p->f->bytes[i]);
+    return OK;
+}
+
+static int m_cuGraphAddKernelNode(Node **out, Graph *g, Node *const *deps, size_t ndeps, const NodeParams *p)
+{
+    if (!g || g->n == MOCK_GRAPH_NODES || (ndeps && !deps)) return E_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {   /* a dependency is a node of g */
+        bool found = false;
+        for (int j = 0; j < g->n; j++) found |= g->nodes[j] == deps[i];
+        if (!found) return E_INVALID_VALUE;
+    }
+    Node *n = calloc(1, sizeof *n);
+    if (!n) return 2;
+    int r = set_node(n, p);
+    if (r) {
+        free(n);
+        return r;
+    }
+    g->nodes[g->n++] = n;
+    *out = n;
+    return OK;
+}
+
+typedef struct {
+    Graph *from;   /* its nodes are the handles SetParams is given */
+    Node nodes[MOCK_GRAPH_NODES];
+    int n;
+} Exec;
+
+static int m_cuGraphInstantiateWithFlags(Exec **e, Graph *g, unsigned long long flags)
+{
+    if (!g || flags) return E_INVALID_VALUE;
+    *e = calloc(1, sizeof **e);
+    if (!*e) return 2;
+    (*e)->from = g;
+    (*e)->n = g->n;
+    for (int i = 0; i < g->n; i++) (*e)->nodes[i] = *g->nodes[i];
+    return OK;
+}
+
+static int m_cuGraphExecKernelNodeSetParams(Exec *e, Node *node, const NodeParams *p)
+{
+    if (!e) return E_INVALID_VALUE;
+    for (int i = 0; i < e->n; i++)
+        if (e->from->nodes[i] == node) {
+            if (p->f != e->nodes[i].f) return E_INVALID_VALUE;   /* as the driver: same function */
+            return set_node(&e->nodes[i], p);
+        }
+    return E_INVALID_VALUE;
+}
+
+static int m_cuGraphLaunch(Exec *e, void *stream)
+{
+    if (!e) return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    counts.graph_launches++;
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < e->n; i++) {
+        Node *n = &e->nodes[i];
+        void *params[MOCK_MAX_PARAMS];
+        for (int j = 0; j < n->f->nparams; j++) params[j] = &n->vals[j];
+        int r = m_cuLaunchKernel(n->f, n->g[0], n->g[1], n->g[2], n->b[0], n->b[1], n->b[2], n->shmem, stream,
+                                 params, NULL);
+        if (r) return r;
+    }
+    return OK;
+}
+
+static int m_cuGraphExecDestroy(Exec *e)
+{
+    free(e);
+    return OK;
+}
+
+static int m_cuGraphDestroy(Graph *g)
+{
+    if (!g) return E_INVALID_VALUE;
+    for (int i = 0; i < g->n; i++) free(g->nodes[i]);
+    free(g);
     return OK;
 }
 
@@ -622,7 +750,8 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuLinkComplete), FN(cuLinkDestroy), FN(cuGetErrorName), FN(cuMemAlloc), FN(cuMemFree),
     FN(cuMemcpyHtoD), FN(cuMemcpyDtoH), FN(cuMemsetD8), FN(cuMemGetAddressRange),
     FN(cuEventCreate), FN(cuEventRecord), FN(cuEventSynchronize), FN(cuEventElapsedTime),
-    FN(cuEventDestroy),
+    FN(cuEventDestroy), FN(cuGraphCreate), FN(cuGraphAddKernelNode), FN(cuGraphInstantiateWithFlags),
+    FN(cuGraphExecKernelNodeSetParams), FN(cuGraphLaunch), FN(cuGraphExecDestroy), FN(cuGraphDestroy),
 };
 
 /* Like the real driver, an unknown symbol gives success and a NULL pointer. */
@@ -652,9 +781,19 @@ void mockcuda_last_launch(MockLaunch *out)
     pthread_mutex_unlock(&mu);
 }
 
+int mockcuda_launch_log(MockLaunch *out, int max)
+{
+    pthread_mutex_lock(&mu);
+    int n = nlog;
+    for (int i = 0; i < max && i < n && i < MOCK_LOG; i++) out[i] = launch_log[i];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 void mockcuda_reset(void)
 {
     pthread_mutex_lock(&mu);
+    nlog = 0;
     memset(&counts, 0, sizeof counts);
     memset(&last_launch, 0, sizeof last_launch);
     sticky = 0;

@@ -21,16 +21,21 @@ typedef struct MockLaunch {
 typedef struct MockCounts {
     int init, retains, releases, set_current;
     int ptx_loads, cubin_loads, unloads, links, launches;
+    int graph_launches;                  /* cuGraphLaunch calls (each node counts in launches) */
 } MockCounts;
 
 typedef void (*MockCountsFn)(MockCounts *out);
 typedef void (*MockLastLaunchFn)(MockLaunch *out);
 typedef void (*MockResetFn)(void);
+typedef int (*MockLaunchLogFn)(MockLaunch *out, int max);
 
-/* Exported by the mock as mockcuda_counts, mockcuda_last_launch, mockcuda_reset
+/* Exported by the mock as mockcuda_counts, mockcuda_last_launch, mockcuda_launch_log, mockcuda_reset
  * (which also ends a sticky fault made by MOCKCUDA_SYNC_ERROR). */
 void mockcuda_counts(MockCounts *out);
 void mockcuda_last_launch(MockLaunch *out);
 void mockcuda_reset(void);
+/* Copies the first launches since the last reset (at most max, the log keeps 256) to
+ * out and returns how many launches there were. */
+int mockcuda_launch_log(MockLaunch *out, int max);
 
 #endif
