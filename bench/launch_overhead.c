@@ -16,28 +16,11 @@
 #include <unistd.h>
 
 #include "rt_internal.h"
-#include "tests/gpu/kernels.h"
-
-static const IrElem empty_params[] = {IR_PTR, IR_U32};
-static const char *const empty_names[] = {"x", "n"};
-static const RtPtxKernel empty_kernel = {"empty", empty_params, empty_names, 2, 128};
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench/bench_util.h"
 
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, by_value);
+    sort_samples(v, n);
     return v[n / 2];
 }
 

@@ -21,13 +21,8 @@
 
 #include "tests/mock/mockcuda.h"
 #include "rt_internal.h"
+#include "tests/unit/rt_test.h"
 
-#define assert_ok(call)                                                           \
-    do {                                                                          \
-        TrtStatus s_ = (call);                                                    \
-        if (s_) fprintf(stderr, "%s: %s\n", trt_status_name(s_), trt_last_error()); \
-        assert_int_equal(s_, TRT_SUCCESS);                                        \
-    } while (0)
 
 static MockCountsFn mock_counts;
 static MockLaunchLogFn mock_log;
@@ -39,24 +34,6 @@ static struct {
     TrtGraph *graph;
     char dir[256];
 } cur;
-
-static const char vector_add_src[] =
-    "kernel vector_add(c: *f32, a: *f32, b: *f32, n: i32, const BLOCK: i32 = 1024)\n"
-    "    grid(cdiv(n, BLOCK))\n"
-    "{\n"
-    "    let offs = program_id(0) * BLOCK + arange(0, BLOCK);\n"
-    "    let mask = offs < n;\n"
-    "    store(c + offs, load(a + offs, mask) + load(b + offs, mask), mask);\n"
-    "}\n";
-
-static const char ptx_src[] =
-    ".version 8.3\n.target sm_90a\n.address_size 64\n"
-    ".visible .entry scale(.param .u64 x, .param .u32 n, .param .f32 s, .param .u64 m)\n"
-    "{\n\tret;\n}\n";
-
-static const IrElem scale_params[] = {IR_PTR, IR_I32, IR_F32, IR_I64};
-static const char *const scale_names[] = {"x", "n", "s", "m"};
-static const RtPtxKernel scale_kernel = {"scale", scale_params, scale_names, 4, 128};
 
 static int setup(void **state)
 {

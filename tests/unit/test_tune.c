@@ -25,13 +25,8 @@
 
 #include "tests/mock/mockcuda.h"
 #include "rt_tune.h"
+#include "tests/unit/rt_test.h"
 
-#define assert_ok(call)                                                           \
-    do {                                                                          \
-        TrtStatus s_ = (call);                                                    \
-        if (s_) fprintf(stderr, "%s: %s\n", trt_status_name(s_), trt_last_error()); \
-        assert_int_equal(s_, TRT_SUCCESS);                                        \
-    } while (0)
 
 static MockLastLaunchFn mock_last;
 static MockResetFn mock_reset;
