@@ -18,7 +18,13 @@ error, and the run goes on. Times are medians of triton.testing.do_bench; TFLOP/
 counts 2*M*N*K, and "% of peak" is the fraction of the H200 SXM's dense bf16/f16
 tensor-core peak (989 TFLOP/s).
 
+Each bf16 shape also gets a "tile (max-autotune)" row: the kernel with no config
+given, in a max-autotune context on an empty cache, tunes the key over its @autotune
+space on its first launch (the row names the winner and the tuning time), and a
+summary table puts the tuned winner against Triton's autotuned kernel.
+
     python3 bench/gemm.py [--lib build-gpu/runtime/libtileRT.so] [--out gemm.md] [--quick]
+                          [--sections bf16,...] [--configs 'BM,BN,BK,w,s;...'] [--shapes 'M,N,K;...']
 
 --quick (for a time-limited run): two bf16 shapes, one tile config each, two Triton
 configs, no QKV section, shorter timing.
@@ -184,9 +190,40 @@ def triton_row(flops, a, b, ref, t_cublas):
         cfg = "(%d, %d, %d, %d, %d) of %d" % (kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"],
                                               best.num_warps, best.num_stages,
                                               len(configs or triton_matmul.get_cuda_autotune_config()))
-        return "| triton (tutorial, autotuned) | %s | %.1e | %s |" % (cfg, e, figures(flops, t, t_cublas))
+        return "| triton (tutorial, autotuned) | %s | %.1e | %s |" % (cfg, e, figures(flops, t, t_cublas)), t
     except Exception as e:
-        return "| triton (tutorial, autotuned) | | %s | | | | |" % failed(e)
+        return "| triton (tutorial, autotuned) | | %s | | | | |" % failed(e), None
+
+
+_tuned_rt = None
+
+
+def tuned_row(shape, flops, a, b, ref, t_cublas):
+    """examples/matmul_bf16.tile with no config given, in a max-autotune context on an
+    empty cache: its first launch tunes the key over the kernel's @autotune space
+    (docs/TUNING.md), and the winner runs. The row names the winner and the tuning time."""
+    global _tuned_rt
+    import tempfile
+    import time
+    if _tuned_rt is None:
+        _tuned_rt = tilert.Runtime(LIB, cache_dir=tempfile.mkdtemp(prefix="tile-gemm-tune-"), mode=2)
+    M, K = a.shape
+    N = b.shape[1]
+    try:
+        c = nan_like((M, N), torch.bfloat16)
+        k = _tuned_rt.kernel(MATMUL_BF16, "matmul_bf16")
+        run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        tuning = time.perf_counter() - t0
+        e = check("the tuned config at %s" % shape, rel_err(c, ref), TOL_BF16_OUT)
+        t = bench(run)
+        return "| %s | tile (max-autotune) | %s, tuned in %.1f s | %.1e | %s |" % (
+            shape, k.last_config(), tuning, e, figures(flops, t, t_cublas)), t
+    except Exception as e:
+        return "| %s | tile (max-autotune) | | %s | | | | |" % (shape, failed(e)), None
 
 
 def progress(lines):
@@ -197,13 +234,14 @@ def progress(lines):
 
 
 def section_bf16(rt):
-    shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK else BF16_SHAPES
+    shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK and not CUSTOM_SHAPES else BF16_SHAPES
     configs = BF16_CONFIGS[2:3] if QUICK and not CUSTOM else BF16_CONFIGS
     lines = ["## bf16 GEMM (examples/matmul_bf16.tile: f32 accumulation, bf16 out)", "",
              "tile configs are (BM, BN, BK, warps, stages); Triton's are the autotuner's pick, same order. "
              "check: relative error against f64 (tile: on %dx%dx%d, then at the shape)." % ODD, "",
              "| M x N x K | implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs cuBLAS |",
              "|---|---|---|---|---|---|---|---|"]
+    against_triton = []
     for (M, N, K) in shapes:
         shape = "%dx%dx%d" % (M, N, K)
         flops = 2.0 * M * N * K
@@ -217,7 +255,8 @@ def section_bf16(rt):
         except Exception as e:
             t_cublas = None
             lines.append("| %s | cuBLAS (torch.matmul) | | %s | | | | |" % (shape, failed(e)))
-        lines.append("| %s %s" % (shape, triton_row(flops, a, b, ref, t_cublas)))
+        row, t_triton = triton_row(flops, a, b, ref, t_cublas)
+        lines.append("| %s %s" % (shape, row))
         for cfg in configs:
             try:
                 e1 = check_odd_bf16(rt, cfg)
@@ -228,9 +267,18 @@ def section_bf16(rt):
                 lines.append("| %s | tile | %s | %.1e, %.1e | %s |" % (shape, cfg, e1, e2, figures(flops, bench(run), t_cublas)))
             except Exception as e:
                 lines.append("| %s | tile | %s | %s | | | | |" % (shape, cfg, failed(e)))
+        row, t_tuned = tuned_row(shape, flops, a, b, ref, t_cublas)
+        lines.append(row)
+        if t_tuned and t_triton:
+            against_triton.append("| %s | %.1f | %.1f | %.3fx |" % (shape, flops / t_tuned / 1e12,
+                                                                    flops / t_triton / 1e12, t_triton / t_tuned))
         del ref
-        progress(lines[-len(configs) - 2:])
+        progress(lines[-len(configs) - 3:])
         torch.cuda.empty_cache()
+    if against_triton:
+        lines += ["", "Tuned against tuned: tile's max-autotune winner against Triton's autotuned tutorial kernel", "",
+                  "| M x N x K | tile tuned (TFLOP/s) | Triton (TFLOP/s) | tile vs Triton |", "|---|---|---|---|"]
+        lines += against_triton
     return lines
 
 
@@ -382,6 +430,7 @@ def section_mma_peak(rt):
 
 LIB = None
 CUSTOM = False
+CUSTOM_SHAPES = False
 
 
 def main():
@@ -393,8 +442,13 @@ def main():
     ap.add_argument("--sections", help="run only these sections (comma-separated: cold, peak, f16, bf16, gelu, qkv)")
     ap.add_argument("--configs", help="tile configs to time instead of the built-in ones (every one, also "
                     "with --quick): 'BM,BN,BK,warps,stages;...'")
+    ap.add_argument("--shapes", help="bf16 shapes instead of the built-in ones: 'M,N,K;...'")
     a_ = ap.parse_args()
     QUICK = a_.quick
+    if a_.shapes:
+        global BF16_SHAPES, CUSTOM_SHAPES
+        BF16_SHAPES = [tuple(int(v) for v in c.split(",")) for c in a_.shapes.split(";") if c]
+        CUSTOM_SHAPES = True
     if a_.configs:
         global F16_CONFIGS, BF16_CONFIGS, CUSTOM
         F16_CONFIGS = BF16_CONFIGS = [tuple(int(v) for v in c.split(",")) for c in a_.configs.split(";") if c]

@@ -47,6 +47,8 @@ class Runtime:
                                             ctypes.POINTER(ctypes.c_void_p)]
         L.trt_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Arg), ctypes.c_uint32,
                                  ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
+        L.trt_launch_sized.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Arg), ctypes.POINTER(ctypes.c_uint64),
+                                       ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
         torch.cuda.init()  # the primary context exists before tile retains it
         ctx = ctypes.c_void_p()
         cd = None if cache_dir is None else cache_dir.encode()
@@ -98,13 +100,25 @@ class Kernel:
                 raise ValueError("kind %s" % kind)
         g = None if grid is None else (ctypes.c_uint32 * 3)(*(list(grid) + [1, 1, 1])[:3])
         n = len(kinds)
+        # Each tensor's bytes from its address to the end of its storage: the tuner of
+        # max-autotune copies those, not the rest of the caching allocator's segment.
+        sizes = (ctypes.c_uint64 * max(1, n))(*[
+            v.untyped_storage().nbytes() - v.storage_offset() * v.element_size()
+            if isinstance(v, torch.Tensor) else (1 << 64) - 1 for v in values[:n]])
         lib, handle = self.rt.lib, self.handle
         check = self.rt._check
 
         def launch():
             stream = torch.cuda.current_stream().cuda_stream
-            check(lib.trt_launch(handle, args, n, g, ctypes.c_void_p(stream)))
+            check(lib.trt_launch_sized(handle, args, sizes, n, g, ctypes.c_void_p(stream)))
         return launch
+
+    def last_config(self):
+        """The config of the last launch through this handle ("BM=128 BN=256 ..."): for
+        an @autotune kernel, the one its context's mode chose (trt_kernel_last_config)."""
+        buf = ctypes.create_string_buffer(256)
+        self.rt.lib.trt_kernel_last_config(self.handle, buf, ctypes.c_size_t(len(buf)))
+        return buf.value.decode()
 
     def __call__(self, sig, *values, grid=None):
         self.prepare(sig, *values, grid=grid)()

@@ -432,6 +432,8 @@ struct TrtKernel {
     RtVariant variants[RT_MAX_VARIANTS];
     atomic_uint nvariants;     /* published after the variant is complete */
     atomic_uint last;          /* the variant of the last launch */
+    struct TrtKernel *_Atomic last_run;  /* the handle whose config the last launch through this one
+                                            ran (itself, or the config its mode chose), or NULL */
     int64_t grid_memo_args[TRT_MAX_ARGS];   /* the scalars of the last grid evaluation */
     uint32_t grid_memo[3];
     bool grid_memo_valid;

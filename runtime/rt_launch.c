@@ -367,10 +367,11 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
     if (k->tune && !grid) {
         TrtKernel *chosen = k;
         if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
-            (s = rt_tune_select(k, args, nargs, stream, rt_class_mask(k, args), &chosen)))
+            (s = rt_tune_select(k, args, bytes, nargs, stream, rt_class_mask(k, args), &chosen)))
             return s;
         k = chosen;
     }
+    atomic_store_explicit(&handle->last_run, k, memory_order_relaxed);
     uint32_t g[3];
     if (grid) memcpy(g, grid, sizeof g);
     else if ((s = rt_kernel_grid(k, args, g))) return s;

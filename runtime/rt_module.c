@@ -428,6 +428,16 @@ uint32_t trt_kernel_num_variants(const TrtKernel *k)
     return atomic_load(&((TrtKernel *)k)->nvariants);
 }
 
+int trt_kernel_last_config(const TrtKernel *k, char *buf, size_t n)
+{
+    const TrtKernel *ran = k ? atomic_load_explicit(&((TrtKernel *)k)->last_run, memory_order_relaxed) : NULL;
+    if (!ran) {
+        if (n) buf[0] = '\0';
+        return -1;
+    }
+    return rt_tune_config_text(ran, buf, n);
+}
+
 void *trt_kernel_last_function(const TrtKernel *k)
 {
     TrtKernel *kk = (TrtKernel *)k;

@@ -315,6 +315,23 @@ void rt_tune_result_free(RtTuneResult *r)
     memset(r, 0, sizeof *r);
 }
 
+int rt_tune_config_text(const TrtKernel *k, char *buf, size_t n)
+{
+    /* A kernel with @autotune: its value of every key of the space (a chosen config's
+     * handle has all of them); otherwise the consts it was made with. */
+    size_t len = 0;
+    if (n) buf[0] = '\0';
+    if (k->tune)
+        for (uint32_t i = 0; i < k->tune->dflt.nkeys; i++)
+            len += (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%lld", i ? " " : "",
+                                    k->tune->dflt.keys[i].name, (long long)k->tune->dflt.keys[i].value);
+    else
+        for (uint32_t i = 0; i < k->nconsts; i++)
+            len += (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%lld", i ? " " : "",
+                                    k->consts[i].name, (long long)k->consts[i].value);
+    return (int)len;
+}
+
 static void config_text(const RtCandidate *c, char *buf, size_t n)
 {
     size_t len = 0;
@@ -666,6 +683,7 @@ static bool worker_path(char *buf, size_t n)
 
 typedef struct Region {
     CUdeviceptr base, end;     /* copied: [base, end) */
+    CUdeviceptr alloc_end;     /* the end of its allocation: one region per allocation */
     uint32_t written, elem;
     const char *name;
 } Region;
@@ -710,10 +728,14 @@ static TrtStatus write_job(Run *run, TrtStream stream, Job *job)
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
                            "tuning kernel '%s': argument %u ('%s') is not in device memory the "
                            "driver knows (cuMemGetAddressRange: %d)", k->name, i + 1, k->params[i].name, r);
+        /* With the caller's size of the buffer, the copy ends there (within the allocation). */
+        uint64_t b = run->opts->bytes ? run->opts->bytes[i] : TRT_BYTES_UNKNOWN;
+        CUdeviceptr end = b != TRT_BYTES_UNKNOWN && b < base + size - p ? p + b : base + size;
         uint32_t j = 0;
-        while (j < nreg && !(regs[j].end == base + size)) j++;   /* one region per allocation */
-        if (j == nreg) regs[nreg++] = (Region){p, base + size, 0, k->params[i].pointee, k->params[i].name};
+        while (j < nreg && !(regs[j].alloc_end == base + size)) j++;   /* one region per allocation */
+        if (j == nreg) regs[nreg++] = (Region){p, end, base + size, 0, k->params[i].pointee, k->params[i].name};
         if (p < regs[j].base) regs[j].base = p;
+        if (end > regs[j].end) regs[j].end = end;
         bool w = i < 64 && (written >> i & 1);
         if (w && !regs[j].written) regs[j].written = 1, regs[j].elem = k->params[i].pointee,
                                    regs[j].name = k->params[i].name;
@@ -721,6 +743,7 @@ static TrtStatus write_job(Run *run, TrtStream stream, Job *job)
     }
     uint64_t total = 0, limit = (uint64_t)env_num("TILE_TUNE_MAX_BYTES", 16.0 * (1ull << 30), 0);
     for (uint32_t j = 0; j < nreg; j++) total += regs[j].end - regs[j].base;
+    run->res->copy_bytes = total;
     if (total > limit)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
                        "tuning kernel '%s': its buffers hold %llu bytes, more than TILE_TUNE_MAX_BYTES "
@@ -1060,6 +1083,7 @@ typedef struct TuneBuild {
     uint32_t nargs;
     TrtStream stream;
     bool ran;
+    const uint64_t *bytes;
 } TuneBuild;
 
 static TrtStatus build_tune_entry(void *ud, RtBlob *out)
@@ -1068,6 +1092,7 @@ static TrtStatus build_tune_entry(void *ud, RtBlob *out)
     RtTuneOptions o;
     RtTuneResult r;
     rt_tune_options_from_env(&o);
+    o.bytes = b->bytes;
     b->ran = true;
     TrtStatus s = rt_tune_run(b->k, b->args, b->nargs, b->stream, &o, &r);
     if (s) return s;
@@ -1105,8 +1130,10 @@ static void report(const TrtKernel *k, const char *key, const RtTuneResult *r, c
     fprintf(stderr, "tile: kernel '%s' %s: config %s%s (%s: %.4f ms", k->name, key, cfg,
             w->is_default ? " (the default)" : "", how, w->median_ms);
     if (d && d != w && d->status == RT_CAND_OK) fprintf(stderr, " against %.4f ms for the default", d->median_ms);
-    fprintf(stderr, "; %u of %u configs measured, tuning took %.0f ms)\n", r->removed[RT_CAND_OK],
-            r->ncands, r->total_ms);
+    fprintf(stderr, "; %u of %u configs measured, tuning took %.0f ms", r->removed[RT_CAND_OK], r->ncands,
+            r->total_ms);
+    if (r->copy_bytes) fprintf(stderr, " with %.1f MB of buffers copied", (double)r->copy_bytes / 1e6);
+    fputs(")\n", stderr);
     /* What each rule removed: where (from the space), then each exclusion's status. */
     fprintf(stderr, "tile:   space %u configs; removed: where %u, duplicates %u, pinned by the caller %u",
             r->expanded, r->where_removed, r->duplicates, r->removed[RT_CAND_PINNED]);
@@ -1115,8 +1142,8 @@ static void report(const TrtKernel *k, const char *key, const RtTuneResult *r, c
     fputc('\n', stderr);
 }
 
-static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,
-                        const int64_t *kv, uint64_t mask, TrtKernel **out)
+static TrtStatus choose(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs,
+                        TrtStream stream, const int64_t *kv, uint64_t mask, TrtKernel **out)
 {
     TrtContext *ctx = k->module->ctx;
     bool disk = ctx->cache && !(atomic_load(&ctx->flags) & TRT_FLAG_NO_DISK_CACHE);
@@ -1126,7 +1153,7 @@ static TrtStatus choose(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStr
     RtKey ck = rt_tune_cache_key(k, kv, mask);
     RtBlob blob = {0};
     TrtStatus s = TRT_SUCCESS;
-    TuneBuild b = {k, args, nargs, stream, false};
+    TuneBuild b = {k, args, nargs, stream, false, bytes};
     RtTuneResult r;
     bool have = false, miss = false;
     *out = k;
@@ -1166,7 +1193,7 @@ bool rt_tune_known(TrtKernel *k, const TrtArg *args, uint64_t mask)
     return n == RT_TUNE_MAX_ENTRIES;
 }
 
-TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,
+TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs, TrtStream stream,
                          uint64_t mask, TrtKernel **out)
 {
     RtTune *t = k->tune;
@@ -1190,7 +1217,7 @@ TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtSt
                     "config\n", k->name, RT_TUNE_MAX_ENTRIES);
         t->warned_full = true;
         *out = k;
-    } else if (!(s = choose(k, args, nargs, stream, kv, mask, out))) {
+    } else if (!(s = choose(k, args, bytes, nargs, stream, kv, mask, out))) {
         RtRecordKey rk = {(const char *const *)t->space.key, kv, t->key_param, t->nkey};
         rt_record_launch(k, args, &rk, mask);
         TuneEntry *e = &t->entries[n];

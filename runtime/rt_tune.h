@@ -62,6 +62,7 @@ typedef struct RtTuneResult {
     uint32_t expanded, where_removed, duplicates;   /* from the space */
     uint32_t removed[RT_CAND_NSTATUS];              /* candidates per status */
     double total_ms;           /* the whole tuning, wall time */
+    uint64_t copy_bytes;       /* of the caller's buffers, copied for the worker (not persisted) */
     char *names;               /* storage of the keys' names */
 } RtTuneResult;
 
@@ -82,6 +83,11 @@ typedef struct RtTuneOptions {
     void *user;
     const RtCandidate *known;
     uint32_t nknown;
+    /* The bytes reachable from each pointer argument (trt_launch_sized's sizes), or NULL;
+     * an argument's copy for the worker ends there instead of at the end of its
+     * allocation (a tensor inside a PyTorch caching-allocator segment: the rest of the
+     * segment is not copied, restored and compared for every config). */
+    const uint64_t *bytes;
 } RtTuneOptions;
 /* The options from the environment (each variable above, else its default). */
 void rt_tune_options_from_env(RtTuneOptions *o);
@@ -117,7 +123,10 @@ RtKey rt_tune_cache_key_for(const TrtKernel *k, const TrtArg *args);
 
 /* The variant's kernel for a launch of k (which has tuning state): the cached winner,
  * else in max-autotune a winner tuned now, else k itself (its default config). */
-TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStream stream,
+/* k's config as text ("BM=128 BN=256 BK=64 warps=8 stages=3"): its value of every key of
+ * its @autotune space, or the consts it was made with; snprintf's return convention. */
+int rt_tune_config_text(const TrtKernel *k, char *buf, size_t n);
+TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs, TrtStream stream,
                          uint64_t mask, TrtKernel **out);
 
 /* Whether k (which has tuning state) has chosen its config for these arguments in this

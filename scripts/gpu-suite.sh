@@ -30,7 +30,7 @@ if [ "$what" != bench ]; then
   # and its reuse by a second process without benchmarking (docs/TUNING.md).
   step tune bash tests/gpu/test_tune_gpu.sh build-gpu
   # tilec tune of examples/tune/matmul_bf16.json: winners, report, resume, reuse.
-  step tilec_tune bash tests/gpu/test_tilec_tune_gpu.sh build-gpu
+  step tilec_tune env TILEC_TUNE_REPORT_TO="$OUT/tilec_tune_report" bash tests/gpu/test_tilec_tune_gpu.sh build-gpu
   step examples build-gpu/tile-examples --device gpu examples
   # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
@@ -52,6 +52,9 @@ fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead
   step graph_replay build-gpu/graph_replay
+  # The same from Python: tile.CudaGraph against launches one by one, tile kernels in a
+  # torch.cuda.CUDAGraph, and PyTorch's own small op eagerly and as a CUDA graph.
+  step graph_replay_py env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 bench/graph_replay.py --out "$OUT/graph_replay_py.md"
   # One launch's host cost from Python: tile's k(...) against Triton's and torch.add.
   step python_launch env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 bench/python_launch.py --out "$OUT/python_launch.md"
   step bench python3 bench/bench.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/bench.md"

@@ -347,6 +347,12 @@ TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out);
 const char *trt_kernel_name(const TrtKernel *k);
 uint32_t trt_kernel_num_params(const TrtKernel *k);
 uint32_t trt_kernel_num_variants(const TrtKernel *k);
+/* The config the last launch through k ran, as "BM=128 BN=256 BK=64 warps=8 stages=3":
+ * for a kernel with @autotune, the value of every key of its space in the config its
+ * mode chose for that launch's key (docs/TUNING.md); otherwise the consts k was made
+ * with (may be empty). Writes at most n bytes with a NUL, like snprintf, and returns the
+ * full length; -1 (and "") before any launch through k. */
+int trt_kernel_last_config(const TrtKernel *k, char *buf, size_t n);
 /* The driver's CUfunction of the variant used by the last launch (NULL before one).
  * For a kernel with @autotune these describe the handle's own config; a launch that
  * the mode gives another config (TrtMode) runs that config's handle. */

@@ -103,6 +103,12 @@ class MockLaunch(ctypes.Structure):
 mock = ctypes.CDLL(os.environ["TILE_CUDA_LIBRARY"])
 
 
+class MockCounts(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ("init", "retains", "releases", "set_current", "ptx_loads",
+                                            "cubin_loads", "unloads", "links", "launches",
+                                            "graph_launches")]
+
+
 def last_launch():
     m = MockLaunch()
     mock.mockcuda_last_launch(ctypes.byref(m))
@@ -161,11 +167,15 @@ class MockGpu(unittest.TestCase):
             k2(y, x, 1000)
             m = last_launch()
             self.assertEqual((m.grid[0], m.block[0]), (4, 32))
+            self.assertEqual(k.last_config(), {"BLOCK": 256, "warps": 1})   # what the tuner chose
+            self.assertEqual(k2.last_config(), {"BLOCK": 256, "warps": 1})  # from the cache
             # Memory the driver does not know (numpy's): the tuner cannot copy it, says
             # so, and the launch runs the default config.
             k(Tensor(np.zeros(500, np.float32)), Tensor(np.zeros(500, np.float32)), 500)
             m = last_launch()
             self.assertEqual((m.grid[0], m.block[0]), (4, 64))     # cdiv(500, 128), 2 warps
+            self.assertEqual(k.last_config(), {"BLOCK": 128, "warps": 2})
+            self.assertIsNone(again.loads(SCALE, name="scale.tile").scale.last_config())
         finally:
             del os.environ["MOCKCUDA_TIMES"]
 
@@ -278,6 +288,54 @@ class MockGpu(unittest.TestCase):
             del os.environ["MOCKCUDA_BOUNDS_REPORT"]
         k[(1,)](c, a, b, 100)
         self.assertFalse(tile.Context("cuda:0", check_bounds=False).check_bounds)
+
+    def test_cuda_graph_capture_replay_update(self):
+        """Launches inside g.capture() reach the driver only on replay, one cuGraphLaunch
+        for both, with the captured parameters; update() changes launch 1's pointer and
+        scalar in place; the errors say what went wrong."""
+        k = tile.load(VECTOR_ADD).vector_add
+        a, b, c, d = (Tensor(np.zeros(4096, np.float32)) for _ in range(4))
+        k(c, a, b, 4096)                    # compiled before the capture
+        _Cuda.stream = 0x9000
+        counts = MockCounts()
+        mock.mockcuda_counts(ctypes.byref(counts))
+        before = counts.launches
+        g = tile.CudaGraph()
+        with g.capture():
+            k(c, a, b, 4096)
+            run = k.prepare(d, c, c, 2048)
+            run()
+        mock.mockcuda_counts(ctypes.byref(counts))
+        self.assertEqual(counts.launches, before)               # nothing ran yet
+        self.assertEqual(len(g), 2)
+        self.assertEqual(k.last_config(), {})                   # no @autotune, no consts
+        g.replay()
+        mock.mockcuda_counts(ctypes.byref(counts))
+        self.assertEqual(counts.launches, before + 2)
+        m = last_launch()
+        self.assertEqual(m.stream, 0x9000)
+        self.assertEqual(list(m.params[:4]), [d.data_ptr(), c.data_ptr(), c.data_ptr(), 2048])
+        self.assertEqual(list(m.grid), [2, 1, 1])
+        g.update(1, d, a, b, 2000)                              # same grid: cdiv(2000, 1024) = 2
+        g.replay()
+        m = last_launch()
+        self.assertEqual(list(m.params[:4]), [d.data_ptr(), a.data_ptr(), b.data_ptr(), 2000])
+        with self.assertRaisesRegex(tile.TileError, "grid"):   # another grid: capture again
+            g.update(1, d, a, b, 112)
+        with self.assertRaisesRegex(tile.TileError, "changed class"):    # another variant
+            g.update(1, d, a, b, 2001)
+        with self.assertRaisesRegex(ValueError, "other consts"):
+            g.update(0, c, a, b, 4096, BLOCK=256)
+        with self.assertRaises(IndexError):
+            g.update(2, c, a, b, 4096)
+        with self.assertRaisesRegex(tile.TileError, "nothing has been captured"):
+            tile.CudaGraph().replay()
+        other = tile.Context("cuda:0")
+        k_other = other.load(VECTOR_ADD).vector_add
+        with self.assertRaisesRegex(tile.TileError, "another tile context"):
+            with tile.CudaGraph().capture():
+                k_other(c, a, b, 4096)
+        _Cuda.stream = 0
 
 
 if __name__ == "__main__":

@@ -112,6 +112,13 @@ def _declare(L):
         "trt_launch_sized": (c.c_int, [vp, c.c_char_p, c.c_char_p, u32, c.c_char_p, vp]),
         "trt_launch_host": (c.c_int, [vp, c.c_char_p, c.c_char_p, u32, c.c_char_p]),
         "trt_synchronize": (c.c_int, [vp]),
+        "trt_kernel_last_config": (c.c_int, [vp, c.c_char_p, c.c_size_t]),
+        "trt_graph_begin": (c.c_int, [vp, vp]),
+        "trt_graph_end": (c.c_int, [vp, vp, P(vp)]),
+        "trt_graph_launch": (c.c_int, [vp, vp]),
+        "trt_graph_update": (c.c_int, [vp, u32, c.c_char_p, u32]),
+        "trt_graph_num_launches": (u32, [vp]),
+        "trt_graph_destroy": (None, [vp]),
     }
     for name, (res, args) in sigs.items():
         try:

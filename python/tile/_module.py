@@ -12,7 +12,7 @@ import ctypes
 import struct
 import sys
 
-from . import _args, _lib
+from . import _args, _graph, _lib
 from ._context import default_context, device_name
 from ._lib import check, lib
 
@@ -94,6 +94,7 @@ class Kernel:
         self._first_ptr = ptrs[0] if ptrs else None
         self.first_pointer = self.runtime_params[ptrs[0]] if ptrs else None
         self._plans = {}
+        self._last_plan = None
         self._tensor_type = _args.array_types()[1] or _Never
 
     def __repr__(self):
@@ -225,10 +226,26 @@ class Kernel:
         plan = self._plan(self._device_of(runtime), consts)
         packed, sizes = self._pack(plan, runtime)
         g = self._grid(grid, vals)
+        self._last_plan = plan
         if plan.cpu:
             check(lib.trt_launch_host(plan.handle, packed, plan.pack_sizes(*sizes), plan.n, g))
         else:
             _launch_cuda(plan, packed, plan.pack_sizes(*sizes), g)
+            if _graph.capturing:
+                _record(self, plan, runtime)
+
+    def last_config(self):
+        """The config the last launch of this kernel ran, as a dict ({"BM": 128, "BN":
+        256, "BK": 64, "warps": 8, "stages": 3}): for a kernel with @autotune, what its
+        context's mode chose for that launch's key (docs/TUNING.md); otherwise the consts
+        it was given. None before a launch."""
+        plan = self._last_plan
+        if plan is None:
+            return None
+        buf = ctypes.create_string_buffer(512)
+        if lib.trt_kernel_last_config(plan.handle, buf, len(buf)) < 0:
+            return None
+        return {k: int(v) for k, v in (kv.split("=") for kv in buf.value.decode().split())}
 
     def prepare(self, *args, **kwargs):
         """A launch with these arguments bound, checked and packed once: calling it
@@ -240,23 +257,35 @@ class Kernel:
         vals, consts, runtime = self._bind(args, kwargs)
         plan = self._plan(self._device_of(runtime), consts)
         packed, sizes = self._pack(plan, runtime)
-        return PreparedLaunch(plan, packed, plan.pack_sizes(*sizes), self._grid(grid, vals),
+        return PreparedLaunch(self, plan, packed, plan.pack_sizes(*sizes), self._grid(grid, vals),
                               runtime)
 
 
 class PreparedLaunch:
     """Kernel.prepare's result: call it to launch."""
-    __slots__ = ("plan", "packed", "sizes", "grid", "keep")
+    __slots__ = ("kernel", "plan", "packed", "sizes", "grid", "keep")
 
-    def __init__(self, plan, packed, sizes, grid, keep):
-        self.plan, self.packed, self.sizes, self.grid, self.keep = plan, packed, sizes, grid, keep
+    def __init__(self, kernel, plan, packed, sizes, grid, keep):
+        self.kernel, self.plan, self.packed, self.sizes, self.grid, self.keep = \
+            kernel, plan, packed, sizes, grid, keep
 
     def __call__(self):
         p = self.plan
+        self.kernel._last_plan = p
         if p.cpu:
             check(lib.trt_launch_host(p.handle, self.packed, self.sizes, p.n, self.grid))
         else:
             _launch_cuda(p, self.packed, self.sizes, self.grid)
+            if _graph.capturing:
+                _record(self.kernel, p, self.keep)
+
+
+def _record(kernel, plan, runtime):
+    """A launch that libtileRT recorded on a thread capturing a CudaGraph: the graph
+    learns which kernel and arguments it was (for update())."""
+    g = _graph.current()
+    if g is not None:
+        g._record(kernel, plan, runtime)
 
 
 def _launch_cuda(plan, packed, sizes, g):

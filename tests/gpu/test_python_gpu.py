@@ -87,6 +87,53 @@ class Gpu(unittest.TestCase):
         s.synchronize()
         torch.testing.assert_close(c, a + b, rtol=0, atol=0)
 
+    def test_cuda_graph_replays_with_updated_arguments(self):
+        # Three launches captured into a tile.CudaGraph compute nothing until replayed;
+        # a replay computes them in order; update() points launch 0 at other inputs and
+        # launch 2 at another output, and the next replay reads and writes those.
+        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
+        n = 1 << 16
+        a, b, a2 = (torch.randn(n, device="cuda") for _ in range(3))
+        c, d, e, e2 = (torch.zeros(n, device="cuda") for _ in range(4))
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            g = tile.CudaGraph()
+            with g.capture():
+                k(c, a, b, n)              # c = a + b
+                k(d, c, c, n)              # d = 2c
+                k(e, d, a, n)              # e = d + a
+            s.synchronize()
+            self.assertEqual(len(g), 3)
+            self.assertEqual(float(e.abs().sum()), 0.0)        # captured, not run
+            g.replay()
+            s.synchronize()
+            torch.testing.assert_close(e, 2 * (a + b) + a, rtol=1e-6, atol=1e-5)
+            g.update(0, c, a2, b, n)
+            g.update(2, e2, d, a, n)
+            g.replay()
+            s.synchronize()
+        torch.testing.assert_close(e2, 2 * (a2 + b) + a, rtol=1e-6, atol=1e-5)
+        torch.testing.assert_close(e, 2 * (a + b) + a, rtol=1e-6, atol=1e-5)  # no longer written
+
+    def test_tile_kernels_inside_a_torch_cuda_graph(self):
+        # PyTorch's stream capture takes tile launches (compiled beforehand) as they are.
+        k = tile.load(EXAMPLES / "vector_add.tile").vector_add
+        n = 4096
+        a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        c = torch.zeros(n, device="cuda")
+        k(c, a, b, n)
+        torch.cuda.synchronize()
+        c.zero_()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            k(c, a, b, n)
+            c.mul_(2.0)
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, 2 * (a + b), rtol=1e-6, atol=1e-6)
+
     @unittest.skipIf(np is None, "numpy is not installed")
     def test_same_answers_as_the_interpreter(self):
         k = tile.load(EXAMPLES / "vector_add.tile").vector_add

@@ -8,6 +8,7 @@
 #     measuring a config twice (each config once in the journal);
 #   - a process in default mode then runs the tuned winner from the cache.
 #   tests/gpu/test_tilec_tune_gpu.sh [BUILD_DIR] [MANIFEST]   (default build-gpu)
+# TILEC_TUNE_REPORT_TO=DIR keeps a copy of the first run's report there.
 # TILE_TUNE_BUDGET_MS (30 here) bounds each config's runs; --budget 15 minutes the whole.
 # Exit status 77 where there is no GPU.
 set -uo pipefail
@@ -27,6 +28,8 @@ start=$(date +%s)
 rc=${PIPESTATUS[0]}
 echo "first run: $(( $(date +%s) - start )) s, exit $rc"
 [ "$rc" -eq 0 ] || fail "tilec tune exited with $rc"
+# The suite keeps the night's report (report.md and the SVGs) beside its logs.
+[ -n "${TILEC_TUNE_REPORT_TO:-}" ] && mkdir -p "$TILEC_TUNE_REPORT_TO" && cp -r "$work/report/." "$TILEC_TUNE_REPORT_TO"
 keys=$("$tilec" tune "$manifest" --dry-run | tail -1 | awk '{print $2}')
 [ "$(grep -c ': winner ' "$work/run1.txt")" -eq "$keys" ] || fail "not every one of the $keys keys has a winner"
 cat "$work/report/report.md"

@@ -122,6 +122,32 @@ static void tune(void)
     assert_ok(rt_tune_run(cur.k, a, 3, NULL, &o, &cur.r));
 }
 
+/* With the sizes of trt_launch_sized, the worker's copy of an allocation spans the
+ * arguments' buffers, not the rest of the allocation (a tensor in a PyTorch segment). */
+static void test_copies_only_the_given_bytes(void **state)
+{
+    (void)state;
+    open_kernel(TRT_MODE_MAX_AUTOTUNE, NULL, 0);
+    TrtDevicePtr big;
+    assert_ok(trt_mem_alloc(cur.ctx, 8 * N * sizeof(float), &big));
+    TrtArg a[3] = {trt_arg_ptr(big), trt_arg_ptr(big + 2 * N * sizeof(float)), trt_arg_i32(N)};
+    RtTuneOptions o;
+    rt_tune_options_from_env(&o);
+    assert_ok(rt_tune_run(cur.k, a, 3, NULL, &o, &cur.r));
+    assert_int_equal(cur.r.copy_bytes, 8 * N * sizeof(float));          /* y to the allocation's end */
+    rt_tune_result_free(&cur.r);
+    uint64_t bytes[3] = {N * sizeof(float), N * sizeof(float), 0};
+    o.bytes = bytes;
+    assert_ok(rt_tune_run(cur.k, a, 3, NULL, &o, &cur.r));
+    assert_int_equal(cur.r.copy_bytes, 3 * N * sizeof(float));          /* y's start to x's end */
+    assert_int_equal(cur.r.cands[cur.r.winner].status, RT_CAND_OK);
+    rt_tune_result_free(&cur.r);
+    bytes[0] = TRT_BYTES_UNKNOWN;                                         /* unknown: to the end */
+    assert_ok(rt_tune_run(cur.k, a, 3, NULL, &o, &cur.r));
+    assert_int_equal(cur.r.copy_bytes, 8 * N * sizeof(float));
+    trt_mem_free(cur.ctx, big);
+}
+
 static int64_t key_of(const RtCandidate *c, const char *name)
 {
     for (uint32_t i = 0; i < c->nkeys; i++)
@@ -465,10 +491,15 @@ static void test_default_mode_never_benchmarks(void **state)
     setenv("MOCKCUDA_TIMES", "BLOCK=256,warps=2:0.25", 1);
     unsigned runs = atomic_load(&rt_tune_runs);
     open_kernel(TRT_MODE_DEFAULT, NULL, 0);
+    char cfg[64];
+    assert_int_equal(trt_kernel_last_config(cur.k, cfg, sizeof cfg), -1);   /* nothing launched yet */
+    assert_string_equal(cfg, "");
     launch(N);
     launch(1000);
     assert_int_equal(atomic_load(&rt_tune_runs), runs);
     assert_launched(128, 4, 1000);
+    assert_int_equal(trt_kernel_last_config(cur.k, cfg, sizeof cfg), (int)strlen("BLOCK=128 warps=4"));
+    assert_string_equal(cfg, "BLOCK=128 warps=4");
 }
 
 /* max-autotune tunes a key once, on its first launch, and each new key once. */
@@ -481,6 +512,11 @@ static void test_max_autotune_once_per_key(void **state)
     launch(N);
     assert_int_equal(atomic_load(&rt_tune_runs), runs + 1);
     assert_launched(256, 2, N);
+    char cfg[64];                             /* the tuned config, as the handle reports it */
+    trt_kernel_last_config(cur.k, cfg, sizeof cfg);
+    assert_string_equal(cfg, "BLOCK=256 warps=2");
+    assert_int_equal(trt_kernel_last_config(cur.k, cfg, 6), (int)strlen("BLOCK=256 warps=2"));
+    assert_string_equal(cfg, "BLOCK");       /* truncated like snprintf */
     launch(N);
     assert_int_equal(atomic_load(&rt_tune_runs), runs + 1);
     launch(2048);                             /* a new key */
@@ -679,6 +715,7 @@ int main(void)
         T(test_result_round_trip), T(test_default_mode_never_benchmarks),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
         T(test_two_processes_tune_once), T(test_threads_tune_once), T(test_max_configs),
+        T(test_copies_only_the_given_bytes),
         T(test_log_says_why), T(test_missing_worker_falls_back),
     };
 #undef T
