@@ -2,7 +2,10 @@
 run on one GPU. Each row: the median time of many timed runs after warm-up
 (triton.testing.do_bench), the bytes the kernel must move (each input read once, each
 output written once), the bandwidth that gives, and its fraction of the copy bandwidth
-measured in the same run. Every tile result is checked against PyTorch first.
+measured in the same run. Every tile result is checked against PyTorch first. softmax
+and rmsnorm also get a "tile (max-autotune: ...)" row: the example with its @autotune
+(warps) left to the tuner, which tunes the key on the first launch; the row names the
+winner. (The plain "tile" row pins warps = 8.)
 
     python3 bench/bench.py [--lib build-gpu/runtime/libtileRT.so] [--out results.md]
 """
@@ -96,6 +99,25 @@ def tr_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, wd, bias1, bias2, BLOC
 
 
 # ---- the cases ---------------------------------------------------------------------------
+LIB = None
+_tuned_rt = None
+
+
+def tuned(path, name, sig, *args, **consts):
+    """The kernel with its @autotune keys left open, in a max-autotune context on an
+    empty cache: the first launch tunes the key (docs/TUNING.md). Returns the row's
+    name, with the config that won, and the launch."""
+    global _tuned_rt
+    import tempfile
+    if _tuned_rt is None:
+        _tuned_rt = tilert.Runtime(LIB, cache_dir=tempfile.mkdtemp(prefix="tile-bench-tune-"), mode=2)
+    k = _tuned_rt.kernel(path, name, **consts)
+    run = k.prepare(sig, *args)
+    run()
+    torch.cuda.synchronize()
+    return "tile (max-autotune: %s)" % k.last_config(), run
+
+
 def case_softmax(rt):
     x = torch.randn(ROWS, COLS, device="cuda", dtype=torch.bfloat16)
     out = torch.full_like(x, float("nan"))
@@ -106,7 +128,12 @@ def case_softmax(rt):
     eager = lambda: torch.softmax(x, -1)  # noqa: E731
     comp = torch.compile(lambda t: torch.softmax(t.float(), -1).to(t.dtype))
     tr = lambda: tr_softmax[(ROWS,)](out, x, COLS, COLS, BLOCK=COLS, num_warps=8)  # noqa: E731
-    return 2 * x.numel() * 2, {"tile": tile, "torch": eager, "torch.compile": lambda: comp(x), "triton": tr}
+    out.fill_(float("nan"))
+    label, tuned_run = tuned(os.path.join(EX, "softmax.tile"), "softmax", "ptr ptr i64 i32 i32", out, x, COLS, ROWS, COLS,
+                             BLOCK=COLS)
+    torch.testing.assert_close(out, torch.softmax(x.float(), -1).to(x.dtype), atol=1e-3, rtol=1e-2)
+    return 2 * x.numel() * 2, {"tile": tile, label: tuned_run, "torch": eager, "torch.compile": lambda: comp(x),
+                               "triton": tr}
 
 
 def case_layernorm(rt):
@@ -144,7 +171,11 @@ def case_rmsnorm(rt):
     torch.testing.assert_close(y, eager(), atol=1e-2, rtol=1e-2)
     comp = torch.compile(eager)
     tr = lambda: tr_rms_norm[(ROWS,)](y, x, w, COLS, 1e-6, BLOCK=COLS, num_warps=8)  # noqa: E731
-    return 2 * x.numel() * 2, {"tile": tile, "torch": eager, "torch.compile": comp, "triton": tr}
+    y.fill_(float("nan"))
+    label, tuned_run = tuned(os.path.join(EX, "rmsnorm.tile"), "rms_norm", "ptr ptr ptr i32 i32 f32", y, x, w, ROWS,
+                             COLS, 1e-6, BLOCK=COLS)
+    torch.testing.assert_close(y, eager(), atol=1e-2, rtol=1e-2)
+    return 2 * x.numel() * 2, {"tile": tile, label: tuned_run, "torch": eager, "torch.compile": comp, "triton": tr}
 
 
 def case_gelu(rt):
@@ -254,6 +285,8 @@ def main():
     if a.first_launch:
         return first_launch(a.first_launch, a.lib)
     torch.manual_seed(0)
+    global LIB
+    LIB = a.lib
     rt = tilert.Runtime(a.lib)
     bw = copy_bandwidth()
     lines = ["GPU: %s; copy bandwidth measured now: %.2f TB/s; medians of do_bench (warmup 50 ms, rep 300 ms)"
