@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Compiles every kernel of the given .tile files (examples/, tests/lit/) to PTX for
-# sm_90a and sm_80 and checks each PTX with ptxas. Files whose kernels the front end
-# rejects (error tests) or that hold no kernel are skipped; a codegen failure or a
-# ptxas rejection fails the script.
+# sm_90a and sm_80 and checks each PTX with ptxas (ptxas-check.sh: also a wgmma that
+# ptxas had to serialize fails). Files whose kernels the front end rejects (error
+# tests) or that hold no kernel are skipped; a codegen failure or a ptxas rejection
+# fails the script.
 # Usage: ptxas-all.sh TILEC FILE...   (PTXAS: the assembler, default from CUDA)
 set -u
 tilec=$1
 shift
+here=$(cd "$(dirname "$0")" && pwd)
 ptxas=${PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
 if [ ! -x "$ptxas" ]; then echo "ptxas not found: skipped"; exit 77; fi
 tmp=$(mktemp -d)
@@ -19,8 +21,8 @@ for f in "$@"; do
     if ! "$tilec" "$f" --emit=ptx --arch=$arch -o "$tmp/k.ptx" 2>"$tmp/err"; then
       echo "FAIL codegen $arch: $f"; sed 's/^/  /' "$tmp/err" | head -5; fail=1; continue
     fi
-    if ! "$ptxas" -arch=$arch "$tmp/k.ptx" -o "$tmp/k.cubin" 2>"$tmp/err"; then
-      echo "FAIL ptxas $arch: $f"; sed 's/^/  /' "$tmp/err" | head -5; fail=1; continue
+    if ! "$here/ptxas-check.sh" "$ptxas" $arch "$tmp/k.ptx" "$tmp/k.cubin" >"$tmp/err"; then
+      echo "FAIL ptxas $arch: $f"; sed 's/^/  /' "$tmp/err" | head -6; fail=1; continue
     fi
     checked=$((checked + 1))
   done
