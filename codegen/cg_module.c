@@ -67,6 +67,64 @@ LLVMTypeRef cg_mem_type(Cg *c, IrElem e)
 LLVMTypeRef cg_i32(Cg *c) { return LLVMInt32TypeInContext(c->ctx); }
 LLVMValueRef cg_int(Cg *c, LLVMTypeRef t, int64_t v) { return LLVMConstInt(t, (unsigned long long)v, 1); }
 LLVMValueRef cg_i32c(Cg *c, int64_t v) { return cg_int(c, cg_i32(c), v); }
+
+/* ---- integer index arithmetic ------------------------------------------------------ */
+/* Index math (layout coordinates, swizzles, shared-memory offsets) multiplies by
+ * strides of 1, adds offsets of 0 and masks axes of extent 1, once per element; these
+ * build nothing for such identities, so that LLVM's pipeline, NVPTX's and the time
+ * they take start from less (docs/DECISIONS.md, "Cold compile"). Integers only (a
+ * float x + 0.0 is not x for x = -0.0); exact, and flag-free like what they replace. */
+static bool is_int(LLVMValueRef v, int64_t k)
+{
+    return LLVMIsAConstantInt(v) && LLVMConstIntGetSExtValue(v) == k;
+}
+
+LLVMValueRef cg_add(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0)) return y;
+    return is_int(y, 0) ? x : LLVMBuildAdd(b, x, y, "");
+}
+
+LLVMValueRef cg_mul(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0) || is_int(y, 0)) return LLVMConstNull(LLVMTypeOf(x));
+    if (is_int(x, 1)) return y;
+    return is_int(y, 1) ? x : LLVMBuildMul(b, x, y, "");
+}
+
+/* -1 is every bit set at any width (true for i1). */
+LLVMValueRef cg_and(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0) || is_int(y, 0)) return LLVMConstNull(LLVMTypeOf(x));
+    if (is_int(x, -1)) return y;
+    return is_int(y, -1) ? x : LLVMBuildAnd(b, x, y, "");
+}
+
+LLVMValueRef cg_or(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0)) return y;
+    return is_int(y, 0) ? x : LLVMBuildOr(b, x, y, "");
+}
+
+LLVMValueRef cg_udiv(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 1) ? x : LLVMBuildUDiv(b, x, y, "");
+}
+
+LLVMValueRef cg_urem(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 1) ? LLVMConstNull(LLVMTypeOf(x)) : LLVMBuildURem(b, x, y, "");
+}
+
+LLVMValueRef cg_shl(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 0) ? x : LLVMBuildShl(b, x, y, "");
+}
+
+LLVMValueRef cg_lshr(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 0) ? x : LLVMBuildLShr(b, x, y, "");
+}
 LLVMValueRef cg_f32c(Cg *c, double v) { return LLVMConstReal(LLVMFloatTypeInContext(c->ctx), v); }
 LLVMValueRef cg_f64c(Cg *c, double v) { return LLVMConstReal(LLVMDoubleTypeInContext(c->ctx), v); }
 
