@@ -17,13 +17,13 @@
 LLVMValueRef cg_round_tf32(Cg *c, LLVMValueRef x)
 {
     LLVMValueRef b = LLVMBuildBitCast(c->b, x, cg_i32(c), "");
-    LLVMValueRef lsb = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, b, cg_i32c(c, 13), ""), cg_i32c(c, 1), "");
-    LLVMValueRef r = LLVMBuildAdd(c->b, b, LLVMBuildAdd(c->b, cg_i32c(c, 0xFFF), lsb, ""), "");
-    r = LLVMBuildAnd(c->b, r, cg_i32c(c, (int32_t)0xFFFFE000u), "");
-    LLVMValueRef mag = LLVMBuildAnd(c->b, b, cg_i32c(c, 0x7FFFFFFF), "");
+    LLVMValueRef lsb = cg_and(c->b, cg_lshr(c->b, b, cg_i32c(c, 13)), cg_i32c(c, 1));
+    LLVMValueRef r = cg_add(c->b, b, cg_add(c->b, cg_i32c(c, 0xFFF), lsb));
+    r = cg_and(c->b, r, cg_i32c(c, (int32_t)0xFFFFE000u));
+    LLVMValueRef mag = cg_and(c->b, b, cg_i32c(c, 0x7FFFFFFF));
     LLVMValueRef nan = LLVMBuildICmp(c->b, LLVMIntUGT, mag, cg_i32c(c, 0x7F800000), "");
-    LLVMValueRef qnan = LLVMBuildOr(c->b, LLVMBuildAnd(c->b, b, cg_i32c(c, (int32_t)0xFFFFE000u), ""),
-                                    cg_i32c(c, 0x400000), "");
+    LLVMValueRef qnan = cg_or(c->b, cg_and(c->b, b, cg_i32c(c, (int32_t)0xFFFFE000u)),
+                              cg_i32c(c, 0x400000));
     return LLVMBuildBitCast(c->b, LLVMBuildSelect(c->b, nan, qnan, r, ""), LLVMFloatTypeInContext(c->ctx), "");
 }
 
@@ -70,21 +70,21 @@ bool cg_dot(Cg *c, const IrOp *op)
     for (uint32_t k = 0; k < n; k++) {
         LLVMValueRef co[IR_MAX_RANK];
         cg_layout_coords(c, &l, k, co);
-        arow[k] = LLVMBuildMul(c->b, co[0], cg_i32c(c, K), "");
+        arow[k] = cg_mul(c->b, co[0], cg_i32c(c, K));
         bcol[k] = co[1];
         init[k] = cg_convert_scalar(c, cg_at(acc, k), acct->elem, ce);
     }
     CgLoop kl;
     cg_loop_begin(c, &kl, cg_i32c(c, 0), cg_i32c(c, K), init, n);
-    LLVMValueRef brow = LLVMBuildMul(c->b, kl.i, cg_i32c(c, N), "");
+    LLVMValueRef brow = cg_mul(c->b, kl.i, cg_i32c(c, N));
     for (uint32_t k = 0; k < n; k++) {
-        LLVMValueRef av = LLVMBuildLoad2(c->b, ct, cg_smem_ptr(c, LLVMBuildAdd(c->b, arow[k], kl.i, ""), ct, 0), "");
-        LLVMValueRef bv = LLVMBuildLoad2(c->b, ct, cg_smem_ptr(c, LLVMBuildAdd(c->b, brow, bcol[k], ""), ct, bbase), "");
+        LLVMValueRef av = LLVMBuildLoad2(c->b, ct, cg_smem_ptr(c, cg_add(c->b, arow[k], kl.i), ct, 0), "");
+        LLVMValueRef bv = LLVMBuildLoad2(c->b, ct, cg_smem_ptr(c, cg_add(c->b, brow, bcol[k]), ct, bbase), "");
         if (ir_elem_is_float(ce)) {
             LLVMValueRef args[3] = {av, bv, kl.carried[k]};
             next[k] = cg_intrinsic(c, "llvm.fma", &ct, 1, args, 3);
         } else {
-            next[k] = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, av, bv, ""), kl.carried[k], "");
+            next[k] = cg_add(c->b, cg_mul(c->b, av, bv), kl.carried[k]);
         }
     }
     cg_loop_end(c, &kl, cg_i32c(c, 1), next);

@@ -456,7 +456,7 @@ bool cg_elementwise(Cg *c, const IrOp *op)
         for (uint32_t k = 0; k < out.n; k++) {
             LLVMValueRef co[IR_MAX_RANK];
             cg_layout_coords(c, &l, k, co);
-            out.v[k] = LLVMBuildAdd(c->b, co[0], cg_i32c(c, op->attr.i), "");
+            out.v[k] = cg_add(c->b, co[0], cg_i32c(c, op->attr.i));
         }
     } else if (!convert_in_pairs(c, op, &l, &out)) {
         IrElem e = op_elem(c, op);

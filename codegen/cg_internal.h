@@ -105,6 +105,16 @@ LLVMValueRef cg_int(Cg *c, LLVMTypeRef t, int64_t v);
 LLVMValueRef cg_i32c(Cg *c, int64_t v);
 LLVMValueRef cg_f32c(Cg *c, double v);
 LLVMValueRef cg_f64c(Cg *c, double v);
+/* Integer x op y that builds nothing where y (or x) is an identity or absorbing
+ * constant: x + 0, x * 1, x * 0, x & -1, x & 0, x | 0, x / 1, x % 1, x << 0, x >> 0. */
+LLVMValueRef cg_add(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_mul(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_and(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_or(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_udiv(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_urem(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_shl(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
+LLVMValueRef cg_lshr(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y);
 /* Calls intrinsic `name`, overloaded on the types tys[0..ntys). */
 LLVMValueRef cg_intrinsic(Cg *c, const char *name, LLVMTypeRef *tys, unsigned ntys,
                           LLVMValueRef *args, unsigned nargs);

@@ -144,7 +144,7 @@ static void mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords
     cg_mma_coords(c, l, k, pc);
     mma_shape(l, ps);
     for (int d = 0; d < 2; d++)
-        if (mma_narrow(l, d)) pc[d] = LLVMBuildAnd(c->b, pc[d], cg_i32c(c, ps[d] - 1), "");
+        if (mma_narrow(l, d)) pc[d] = cg_and(c->b, pc[d], cg_i32c(c, ps[d] - 1));
     if (l->slice) coords[0] = pc[2 - l->slice];
     else coords[0] = pc[0], coords[1] = pc[1];
 }
@@ -176,7 +176,7 @@ static LLVMValueRef mma_owner_at(Cg *c, const CgLayout *l, uint32_t k)
     if (!mma_narrow(l, 0) && !mma_narrow(l, 1)) return own;
     cg_mma_coords(c, l, k, pc);
     for (int d = 0; d < 2; d++)
-        if (mma_narrow(l, d)) own = LLVMBuildAnd(c->b, own, LLVMBuildICmp(c->b, LLVMIntULT, pc[d], cg_i32c(c, ps[d]), ""), "");
+        if (mma_narrow(l, d)) own = cg_and(c->b, own, LLVMBuildICmp(c->b, LLVMIntULT, pc[d], cg_i32c(c, ps[d]), ""));
     return own;
 }
 
@@ -215,10 +215,10 @@ static LLVMValueRef thread_base(Cg *c, const CgLayout *l, int d)
     LLVMValueRef v = cg_thread_value(c, key);
     if (v) return v;
     LLVMBuilderRef b = cg_thread_builder(c);
-    LLVMValueRef lane = LLVMBuildURem(b, LLVMBuildUDiv(b, c->lane, cg_i32c(c, key[1]), ""), cg_i32c(c, l->tpw[d]), "");
-    LLVMValueRef warp = LLVMBuildURem(b, LLVMBuildUDiv(b, c->warp, cg_i32c(c, key[3]), ""), cg_i32c(c, l->wpc[d]), "");
-    LLVMValueRef wb = LLVMBuildMul(b, warp, cg_i32c(c, l->spt[d] * l->tpw[d]), "");
-    return cg_thread_remember(c, key, LLVMBuildAdd(b, wb, LLVMBuildMul(b, lane, cg_i32c(c, l->spt[d]), ""), ""));
+    LLVMValueRef lane = cg_urem(b, cg_udiv(b, c->lane, cg_i32c(c, key[1])), cg_i32c(c, l->tpw[d]));
+    LLVMValueRef warp = cg_urem(b, cg_udiv(b, c->warp, cg_i32c(c, key[3])), cg_i32c(c, l->wpc[d]));
+    LLVMValueRef wb = cg_mul(b, warp, cg_i32c(c, l->spt[d] * l->tpw[d]));
+    return cg_thread_remember(c, key, cg_add(b, wb, cg_mul(b, lane, cg_i32c(c, l->spt[d]))));
 }
 
 static int32_t local_offset(const CgLayout *l, int d, uint32_t li)
@@ -235,8 +235,8 @@ void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[
     uint32_t li[IR_MAX_RANK];
     local_index(l, k, li);
     for (int d = 0; d < l->rank; d++) {
-        LLVMValueRef raw = LLVMBuildAdd(c->b, thread_base(c, l, d), cg_i32c(c, local_offset(l, d, li[d])), "");
-        coords[d] = LLVMBuildAnd(c->b, raw, cg_i32c(c, l->shape[d] - 1), "");
+        LLVMValueRef raw = cg_add(c->b, thread_base(c, l, d), cg_i32c(c, local_offset(l, d, li[d])));
+        coords[d] = cg_and(c->b, raw, cg_i32c(c, l->shape[d] - 1));
     }
 }
 
@@ -278,7 +278,7 @@ LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
     for (int d = 0; d < l->rank; d++) {
         if (l->spt[d] * l->tpw[d] * l->wpc[d] <= l->shape[d]) continue;
         LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntULT, thread_base(c, l, d), cg_i32c(c, l->shape[d]), "");
-        own = LLVMBuildAnd(c->b, own, in, "");
+        own = cg_and(c->b, own, in);
     }
     return own;
 }
@@ -301,7 +301,7 @@ LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK
 {
     LLVMValueRef lin = cg_i32c(c, 0);
     for (int d = 0; d < l->rank; d++)
-        lin = LLVMBuildAdd(c->b, lin, LLVMBuildMul(c->b, coords[d], cg_i32c(c, stride_of(l->shape, l->rank, d)), ""), "");
+        lin = cg_add(c->b, lin, cg_mul(c->b, coords[d], cg_i32c(c, stride_of(l->shape, l->rank, d))));
     return lin;
 }
 
@@ -403,7 +403,7 @@ static CgVal through_smem(Cg *c, const CgLayout *from, CgVal src, IrElem e, cons
         LLVMValueRef co[IR_MAX_RANK], lin = cg_i32c(c, 0);
         cg_layout_coords(c, to, k, co);
         for (int d = 0; d < to->rank; d++)
-            lin = LLVMBuildAdd(c->b, lin, LLVMBuildMul(c->b, co[d], cg_i32c(c, w[d]), ""), "");
+            lin = cg_add(c->b, lin, cg_mul(c->b, co[d], cg_i32c(c, w[d])));
         out.v[k] = from_mem(c, LLVMBuildLoad2(c->b, mt, cg_smem_ptr(c, lin, mt, 0), ""), e);
     }
     return out;

@@ -119,31 +119,31 @@ void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_
     LLVMValueRef b0 = cg_thread_value(c, key0), b1 = cg_thread_value(c, key1);
     if (!b0 || !b1) {
         LLVMBuilderRef b = cg_thread_builder(c);
-        LLVMValueRef g = LLVMBuildLShr(b, c->lane, cg_i32c(c, 2), ""), t = LLVMBuildAnd(b, c->lane, cg_i32c(c, 3), "");
-        LLVMValueRef wn = LLVMBuildURem(b, c->warp, cg_i32c(c, l->wpc[1]), "");
-        LLVMValueRef wm = LLVMBuildURem(b, LLVMBuildUDiv(b, c->warp, cg_i32c(c, l->wpc[1]), ""), cg_i32c(c, l->wpc[0]), "");
-        LLVMValueRef tw = LLVMBuildMul(b, t, cg_i32c(c, l->kind == CG_LAYOUT_MMA ? 2 : l->kwidth), "");
+        LLVMValueRef g = cg_lshr(b, c->lane, cg_i32c(c, 2)), t = cg_and(b, c->lane, cg_i32c(c, 3));
+        LLVMValueRef wn = cg_urem(b, c->warp, cg_i32c(c, l->wpc[1]));
+        LLVMValueRef wm = cg_urem(b, cg_udiv(b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
+        LLVMValueRef tw = cg_mul(b, t, cg_i32c(c, l->kind == CG_LAYOUT_MMA ? 2 : l->kwidth));
         if (l->kind == CG_LAYOUT_DOT_B) {
             b0 = tw;
-            b1 = LLVMBuildAdd(b, LLVMBuildMul(b, wn, cg_i32c(c, 8), ""), g, "");
+            b1 = cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), g);
         } else {
-            b0 = LLVMBuildAdd(b, LLVMBuildMul(b, wm, cg_i32c(c, 16), ""), g, "");
-            b1 = l->kind == CG_LAYOUT_MMA ? LLVMBuildAdd(b, LLVMBuildMul(b, wn, cg_i32c(c, 8), ""), tw, "") : tw;
+            b0 = cg_add(b, cg_mul(b, wm, cg_i32c(c, 16)), g);
+            b1 = l->kind == CG_LAYOUT_MMA ? cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), tw) : tw;
         }
         cg_thread_remember(c, key0, b0);
         cg_thread_remember(c, key1, b1);
     }
     int64_t off[2];
     elem_offset(l, k, off);
-    coords[0] = LLVMBuildAdd(c->b, b0, cg_i32c(c, off[0]), "");
-    coords[1] = LLVMBuildAdd(c->b, b1, cg_i32c(c, off[1]), "");
+    coords[0] = cg_add(c->b, b0, cg_i32c(c, off[0]));
+    coords[1] = cg_add(c->b, b1, cg_i32c(c, off[1]));
 }
 
 LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l)
 {
     if (l->kind == CG_LAYOUT_MMA) return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
-    LLVMValueRef wn = LLVMBuildURem(c->b, c->warp, cg_i32c(c, l->wpc[1]), "");
-    LLVMValueRef wm = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32c(c, l->wpc[1]), ""), cg_i32c(c, l->wpc[0]), "");
+    LLVMValueRef wn = cg_urem(c->b, c->warp, cg_i32c(c, l->wpc[1]));
+    LLVMValueRef wm = cg_urem(c->b, cg_udiv(c->b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
     return LLVMBuildICmp(c->b, LLVMIntEQ, l->kind == CG_LAYOUT_DOT_A ? wn : wm, cg_i32c(c, 0), "");
 }
 

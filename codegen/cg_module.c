@@ -1,7 +1,7 @@
 /* The code generator's driver: the NVPTX target machine, one LLVM module per Tile IR
  * module, one kernel entry per kernel (parameters, thread ids, shared memory, launch
- * bounds), the O3 pipeline and PTX emission; plus the small helpers every family file
- * uses (types, constants, intrinsics, errors).
+ * bounds), LLVM's pipeline (CG_PASSES) and PTX emission; plus the small helpers every
+ * family file uses (types, constants, intrinsics, integer index arithmetic, errors).
  *
  * Why through the C API and in memory: the compiler runs inside a library (the JIT),
  * so nothing goes through files or child processes. LLVM 19 only warns about an
@@ -67,6 +67,64 @@ LLVMTypeRef cg_mem_type(Cg *c, IrElem e)
 LLVMTypeRef cg_i32(Cg *c) { return LLVMInt32TypeInContext(c->ctx); }
 LLVMValueRef cg_int(Cg *c, LLVMTypeRef t, int64_t v) { return LLVMConstInt(t, (unsigned long long)v, 1); }
 LLVMValueRef cg_i32c(Cg *c, int64_t v) { return cg_int(c, cg_i32(c), v); }
+
+/* ---- integer index arithmetic ------------------------------------------------------ */
+/* Index math (layout coordinates, swizzles, shared-memory offsets) multiplies by
+ * strides of 1, adds offsets of 0 and masks axes of extent 1, once per element; these
+ * build nothing for such identities, so that LLVM's pipeline, NVPTX's and the time
+ * they take start from less (docs/DECISIONS.md, "Cold compile"). Integers only (a
+ * float x + 0.0 is not x for x = -0.0); exact, and flag-free like what they replace. */
+static bool is_int(LLVMValueRef v, int64_t k)
+{
+    return LLVMIsAConstantInt(v) && LLVMConstIntGetSExtValue(v) == k;
+}
+
+LLVMValueRef cg_add(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0)) return y;
+    return is_int(y, 0) ? x : LLVMBuildAdd(b, x, y, "");
+}
+
+LLVMValueRef cg_mul(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0) || is_int(y, 0)) return LLVMConstNull(LLVMTypeOf(x));
+    if (is_int(x, 1)) return y;
+    return is_int(y, 1) ? x : LLVMBuildMul(b, x, y, "");
+}
+
+/* -1 is every bit set at any width (true for i1). */
+LLVMValueRef cg_and(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0) || is_int(y, 0)) return LLVMConstNull(LLVMTypeOf(x));
+    if (is_int(x, -1)) return y;
+    return is_int(y, -1) ? x : LLVMBuildAnd(b, x, y, "");
+}
+
+LLVMValueRef cg_or(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    if (is_int(x, 0)) return y;
+    return is_int(y, 0) ? x : LLVMBuildOr(b, x, y, "");
+}
+
+LLVMValueRef cg_udiv(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 1) ? x : LLVMBuildUDiv(b, x, y, "");
+}
+
+LLVMValueRef cg_urem(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 1) ? LLVMConstNull(LLVMTypeOf(x)) : LLVMBuildURem(b, x, y, "");
+}
+
+LLVMValueRef cg_shl(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 0) ? x : LLVMBuildShl(b, x, y, "");
+}
+
+LLVMValueRef cg_lshr(LLVMBuilderRef b, LLVMValueRef x, LLVMValueRef y)
+{
+    return is_int(y, 0) ? x : LLVMBuildLShr(b, x, y, "");
+}
 LLVMValueRef cg_f32c(Cg *c, double v) { return LLVMConstReal(LLVMFloatTypeInContext(c->ctx), v); }
 LLVMValueRef cg_f64c(Cg *c, double v) { return LLVMConstReal(LLVMDoubleTypeInContext(c->ctx), v); }
 
@@ -366,7 +424,7 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32c(c, 31), "lane");
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32c(c, 5), "warp");
     /* where the thread-index values go (cg_thread_builder): before this dead add, which
-     * stays in the entry block however the block grows (O3 removes it) */
+     * stays in the entry block however the block grows (the pipeline removes it) */
     c->anchor = LLVMBuildAdd(c->b, c->warp, cg_i32c(c, 0), "anchor");
     c->smem = shared_memory(c);
     bind_params(c);
@@ -458,11 +516,35 @@ static bool verify(Job *j, DiagList *d)
     return false;
 }
 
+/* LLVM's pipeline: the passes of default<O3> that change tile's kernels, in O3's order
+ * (docs/DECISIONS.md, "Cold compile"). The others were removed one at a time while the
+ * PTX of every example, every lit kernel and the benchmarks' tensor-core configs stayed
+ * byte for byte O3's (but two multi-kernel lit files, whose kernels O3 visits in
+ * another order: same instructions, other register numbers). A module is its
+ * kernels, without calls, so the inliner and most interprocedural passes have nothing
+ * to do; instcombine runs 5 times instead of 8; no loop vectorizer. The bf16 GEMM's
+ * optimization: 31% fewer instructions executed. tests/lit/codegen/llvm_pipeline.tile
+ * holds what it must keep giving the GEMM. */
+static const char CG_PASSES[] =
+    "function(nvvm-intr-range,simplifycfg,early-cse),ipsccp,"
+    "function(instcombine<no-verify-fixpoint>,simplifycfg<switch-range-to-icmp>,early-cse<memssa>,"
+    "speculative-execution<only-if-divergent-target>,instcombine<no-verify-fixpoint>,reassociate,"
+    "loop-mssa(loop-instsimplify,loop-simplifycfg,licm<no-allowspeculation>,loop-rotate,licm,"
+    "simple-loop-unswitch<nontrivial;trivial>),"
+    "simplifycfg<switch-range-to-icmp>,instcombine<no-verify-fixpoint>,"
+    "loop(loop-idiom,indvars,simple-loop-unswitch<nontrivial;trivial>,loop-deletion,loop-unroll-full),"
+    "vector-combine,mldst-motion<no-split-footer-bb>,gvn,instcombine<no-verify-fixpoint>,"
+    "correlated-propagation,simplifycfg<switch-range-to-icmp;hoist-common-insts;sink-common-insts>),"
+    "globalopt,"
+    "function(slp-vectorizer,loop-unroll<O3>,infer-alignment,instcombine<no-verify-fixpoint>,"
+    "loop-mssa(licm),div-rem-pairs),"
+    "constmerge";
+
 static bool optimize(Job *j, const CgOptions *o, DiagList *d)
 {
     if (o->opt_level <= 0) return true;
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(j->mod, "default<O3>", j->tm, po);
+    LLVMErrorRef e = LLVMRunPasses(j->mod, CG_PASSES, j->tm, po);
     LLVMDisposePassBuilderOptions(po);
     if (!e) return true;
     char *msg = LLVMGetErrorMessage(e);

@@ -51,15 +51,15 @@ static LLVMValueRef better(Cg *c, const Red *r, LLVMValueRef x, LLVMValueRef y)
     }
     LLVMValueRef xn = LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, ""), yn = LLVMBuildFCmp(c->b, LLVMRealUNO, y, y, "");
     LLVMValueRef gt = LLVMBuildFCmp(c->b, mx ? LLVMRealOGT : LLVMRealOLT, x, y, "");
-    return LLVMBuildOr(c->b, LLVMBuildAnd(c->b, xn, LLVMBuildNot(c->b, yn, ""), ""), gt, "");
+    return cg_or(c->b, cg_and(c->b, xn, LLVMBuildNot(c->b, yn, "")), gt);
 }
 
 static LLVMValueRef same(Cg *c, const Red *r, LLVMValueRef x, LLVMValueRef y)
 {
     if (!ir_elem_is_float(r->e)) return LLVMBuildICmp(c->b, LLVMIntEQ, x, y, "");
-    LLVMValueRef bothnan = LLVMBuildAnd(c->b, LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, ""),
-                                        LLVMBuildFCmp(c->b, LLVMRealUNO, y, y, ""), "");
-    return LLVMBuildOr(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, x, y, ""), bothnan, "");
+    LLVMValueRef bothnan = cg_and(c->b, LLVMBuildFCmp(c->b, LLVMRealUNO, x, x, ""),
+                                  LLVMBuildFCmp(c->b, LLVMRealUNO, y, y, ""));
+    return cg_or(c->b, LLVMBuildFCmp(c->b, LLVMRealOEQ, x, y, ""), bothnan);
 }
 
 static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
@@ -67,7 +67,7 @@ static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
     Pair out = {0};
     switch (r->code) {
     case IR_OP_SUM:
-        out.v = ir_elem_is_float(r->e) ? LLVMBuildFAdd(c->b, a.v, b.v, "") : LLVMBuildAdd(c->b, a.v, b.v, "");
+        out.v = ir_elem_is_float(r->e) ? LLVMBuildFAdd(c->b, a.v, b.v, "") : cg_add(c->b, a.v, b.v);
         return out;
     case IR_OP_MAX: case IR_OP_MIN: {
         bool mx = r->code == IR_OP_MAX;
@@ -80,8 +80,8 @@ static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
     }
     default: {
         LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntSLT, b.i, a.i, "");
-        LLVMValueRef take = LLVMBuildOr(c->b, better(c, r, b.v, a.v),
-                                        LLVMBuildAnd(c->b, same(c, r, b.v, a.v), first, ""), "");
+        LLVMValueRef take = cg_or(c->b, better(c, r, b.v, a.v),
+                                  cg_and(c->b, same(c, r, b.v, a.v), first));
         out.v = LLVMBuildSelect(c->b, take, b.v, a.v, "");
         out.i = LLVMBuildSelect(c->b, take, b.i, a.i, "");
         return out;
@@ -116,9 +116,9 @@ static LLVMValueRef shfl(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef a
         if (bits < 32) r = LLVMBuildTrunc(c->b, r, it, "");
     } else {
         LLVMValueRef lo = shfl32(c, LLVMBuildTrunc(c->b, xi, i32, ""), kind, arg);
-        LLVMValueRef hi = shfl32(c, LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, xi, cg_int(c, it, 32), ""), i32, ""), kind, arg);
-        r = LLVMBuildOr(c->b, LLVMBuildZExt(c->b, lo, it, ""),
-                        LLVMBuildShl(c->b, LLVMBuildZExt(c->b, hi, it, ""), cg_int(c, it, 32), ""), "");
+        LLVMValueRef hi = shfl32(c, LLVMBuildTrunc(c->b, cg_lshr(c->b, xi, cg_int(c, it, 32)), i32, ""), kind, arg);
+        r = cg_or(c->b, LLVMBuildZExt(c->b, lo, it, ""),
+                  cg_shl(c->b, LLVMBuildZExt(c->b, hi, it, ""), cg_int(c, it, 32)));
     }
     return it == t ? r : LLVMBuildBitCast(c->b, r, t, "");
 }
@@ -176,7 +176,7 @@ static LLVMValueRef row_index(Cg *c, const CgLayout *collapsed, int a, uint32_t 
     LLVMValueRef co[IR_MAX_RANK], lin = cg_i32c(c, 0);
     cg_layout_coords(c, collapsed, k, co);
     for (int d = 0; d < collapsed->rank; d++)
-        if (d != a) lin = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, lin, cg_i32c(c, collapsed->shape[d]), ""), co[d], "");
+        if (d != a) lin = cg_add(c->b, cg_mul(c->b, lin, cg_i32c(c, collapsed->shape[d])), co[d]);
     return lin;
 }
 
@@ -203,20 +203,20 @@ static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout 
     uint32_t rows = 1, ibase;
     for (int d = 0; d < l->rank; d++) rows *= d == a ? 1 : (uint32_t)l->shape[d];
     ibase = rows * (uint32_t)nw * 8;
-    LLVMValueRef w = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, cg_i32c(c, stride_of(l->wpc, l->rank, a)), ""),
-                                   cg_i32c(c, nw), "");
+    LLVMValueRef w = cg_urem(c->b, cg_udiv(c->b, c->warp, cg_i32c(c, stride_of(l->wpc, l->rank, a))),
+                             cg_i32c(c, nw));
     LLVMValueRef *slot = arena_alloc(c->arena, n * sizeof *slot);
     cg_barrier(c);
     for (uint32_t k = 0; k < n; k++) {
-        slot[k] = LLVMBuildMul(c->b, row_index(c, cl, a, k), cg_i32c(c, nw), "");
-        LLVMValueRef at = LLVMBuildAdd(c->b, slot[k], w, "");
+        slot[k] = cg_mul(c->b, row_index(c, cl, a, k), cg_i32c(c, nw));
+        LLVMValueRef at = cg_add(c->b, slot[k], w);
         LLVMBuildStore(c->b, p[k].v, cg_smem_ptr(c, at, vt, 0));
         if (r->arg) LLVMBuildStore(c->b, p[k].i, cg_smem_ptr(c, at, i32, ibase));
     }
     cg_barrier(c);
     for (uint32_t k = 0; k < n; k++)
         for (int32_t j = 0; j < nw; j++) {
-            LLVMValueRef at = LLVMBuildAdd(c->b, slot[k], cg_i32c(c, j), "");
+            LLVMValueRef at = cg_add(c->b, slot[k], cg_i32c(c, j));
             Pair o = {LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, at, vt, 0), ""),
                       r->arg ? LLVMBuildLoad2(c->b, i32, cg_smem_ptr(c, at, i32, ibase), "") : NULL};
             p[k] = j == 0 ? o : combine(c, r, p[k], o);
@@ -336,7 +336,7 @@ typedef struct Scan {
 static LLVMValueRef scan_op(Cg *c, const Scan *s, LLVMValueRef x, LLVMValueRef y)
 {
     if (s->fl) return s->prod ? LLVMBuildFMul(c->b, x, y, "") : LLVMBuildFAdd(c->b, x, y, "");
-    return s->prod ? LLVMBuildMul(c->b, x, y, "") : LLVMBuildAdd(c->b, x, y, "");
+    return s->prod ? cg_mul(c->b, x, y) : cg_add(c->b, x, y);
 }
 
 /* Local element of the thread's line `row` at local index li along the axis. */
@@ -362,7 +362,7 @@ static void scan_sequential(Cg *c, const Scan *s, CgVal x, CgVal out)
 /* (id / stride) % count: the position along the axis of a lane or warp id. */
 static LLVMValueRef id_along(Cg *c, LLVMValueRef id, int32_t stride, int32_t count)
 {
-    return LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, id, cg_i32c(c, stride), ""), cg_i32c(c, count), "");
+    return cg_urem(c->b, cg_udiv(c->b, id, cg_i32c(c, stride)), cg_i32c(c, count));
 }
 
 /* The thread's segments (line, run): each run scanned in the thread (loc, per element),
@@ -402,29 +402,29 @@ static void scan_warps(Cg *c, const Scan *s, const CgLayout *l, int a, const Sca
     CgLayout cl = *l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     LLVMTypeRef vt = LLVMTypeOf(s->id);
-    LLVMValueRef wa = id_along(c, c->warp, ax->ws, l->wpc[a]), wg = LLVMBuildURem(c->b, wa, cg_i32c(c, ax->nw), "");
+    LLVMValueRef wa = id_along(c, c->warp, ax->ws, l->wpc[a]), wg = cg_urem(c->b, wa, cg_i32c(c, ax->nw));
     LLVMValueRef *slot = arena_alloc(c->arena, nseg * sizeof *slot);
     for (uint32_t g = 0; g < nseg; g++) {
         LLVMValueRef row = row_index(c, &cl, a, g / (uint32_t)ax->reps);
-        LLVMValueRef seg = LLVMBuildAdd(c->b, LLVMBuildMul(c->b, row, cg_i32c(c, ax->reps), ""), cg_i32c(c, g % (uint32_t)ax->reps), "");
-        slot[g] = LLVMBuildMul(c->b, seg, cg_i32c(c, ax->nw), "");
+        LLVMValueRef seg = cg_add(c->b, cg_mul(c->b, row, cg_i32c(c, ax->reps)), cg_i32c(c, g % (uint32_t)ax->reps));
+        slot[g] = cg_mul(c->b, seg, cg_i32c(c, ax->nw));
     }
     /* nw > 1 means no lane copies along a: the group's last lane is lane position nl - 1 */
     LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, id_along(c, c->lane, ax->ls, ax->nl), cg_i32c(c, ax->nl - 1), "");
     LLVMValueRef own = LLVMBuildICmp(c->b, LLVMIntULT, wa, cg_i32c(c, ax->nw), "");
     LLVMBasicBlockRef st = cg_block_new(c, "scan.store"), join = cg_block_new(c, "scan.join");
     cg_barrier(c);
-    LLVMBuildCondBr(c->b, LLVMBuildAnd(c->b, last, own, ""), st, join);
+    LLVMBuildCondBr(c->b, cg_and(c->b, last, own), st, join);
     LLVMPositionBuilderAtEnd(c->b, st);
     for (uint32_t g = 0; g < nseg; g++)
-        LLVMBuildStore(c->b, w[g], cg_smem_ptr(c, LLVMBuildAdd(c->b, slot[g], wg, ""), vt, 0));
+        LLVMBuildStore(c->b, w[g], cg_smem_ptr(c, cg_add(c->b, slot[g], wg), vt, 0));
     LLVMBuildBr(c->b, join);
     LLVMPositionBuilderAtEnd(c->b, join);
     cg_barrier(c);
     for (uint32_t g = 0; g < nseg; g++) {
         pre[g] = all[g] = s->id;
         for (int32_t j = 0; j < ax->nw; j++) {
-            LLVMValueRef t = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, LLVMBuildAdd(c->b, slot[g], cg_i32c(c, j), ""), vt, 0), "");
+            LLVMValueRef t = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, cg_add(c->b, slot[g], cg_i32c(c, j)), vt, 0), "");
             LLVMValueRef before = LLVMBuildICmp(c->b, LLVMIntULT, cg_i32c(c, j), wg, "");
             pre[g] = LLVMBuildSelect(c->b, before, scan_op(c, s, pre[g], t), pre[g], "");
             all[g] = scan_op(c, s, all[g], t);
@@ -446,8 +446,8 @@ static void scan_parallel(Cg *c, const Scan *s, const CgLayout *l, int a, const 
     } else {
         /* one warp: a run's total is the inclusive value of the group's last lane */
         LLVMValueRef lg = id_along(c, c->lane, ax->ls, ax->nl);
-        LLVMValueRef src = LLVMBuildAdd(c->b, LLVMBuildSub(c->b, c->lane, LLVMBuildMul(c->b, lg, cg_i32c(c, ax->ls), ""), ""),
-                                        cg_i32c(c, (ax->nl - 1) * ax->ls), "");
+        LLVMValueRef src = cg_add(c->b, LLVMBuildSub(c->b, c->lane, cg_mul(c->b, lg, cg_i32c(c, ax->ls)), ""),
+                                  cg_i32c(c, (ax->nl - 1) * ax->ls));
         for (uint32_t g = 0; g < nseg; g++) {
             pre[g] = s->id;
             all[g] = ax->reps > 1 ? shfl(c, w[g], "idx", src) : s->id;

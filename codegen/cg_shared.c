@@ -25,8 +25,8 @@
 
 static LLVMTypeRef i32t(Cg *c) { return cg_i32(c); }
 static LLVMValueRef k32(Cg *c, int64_t v) { return cg_i32c(c, v); }
-static LLVMValueRef add(Cg *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
-static LLVMValueRef mul(Cg *c, LLVMValueRef a, int64_t b) { return LLVMBuildMul(c->b, a, k32(c, b), ""); }
+static LLVMValueRef add(Cg *c, LLVMValueRef a, LLVMValueRef b) { return cg_add(c->b, a, b); }
+static LLVMValueRef mul(Cg *c, LLVMValueRef a, int64_t b) { return cg_mul(c->b, a, k32(c, b)); }
 
 /* The shared-window address of byte 0 of the kernel's shared memory (i32). */
 static LLVMValueRef smem_base32(Cg *c)
@@ -74,12 +74,12 @@ static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValue
 {
     LLVMValueRef slow = co[b->slow], fast = co[b->fast];
     const IrLayout *l = b->l;
-    LLVMValueRef chunk = LLVMBuildLShr(c->b, fast, k32(c, log2i(l->vec)), "");
-    LLVMValueRef within = LLVMBuildAnd(c->b, fast, k32(c, l->vec - 1), "");
-    LLVMValueRef phase = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, slow, k32(c, log2i(l->per_phase)), ""),
-                                      k32(c, l->max_phase - 1), "");
+    LLVMValueRef chunk = cg_lshr(c->b, fast, k32(c, log2i(l->vec)));
+    LLVMValueRef within = cg_and(c->b, fast, k32(c, l->vec - 1));
+    LLVMValueRef phase = cg_and(c->b, cg_lshr(c->b, slow, k32(c, log2i(l->per_phase))),
+                                k32(c, l->max_phase - 1));
     chunk = LLVMBuildXor(c->b, chunk, phase, "");
-    LLVMValueRef e = add(c, mul(c, slow, b->F), add(c, LLVMBuildShl(c->b, chunk, k32(c, log2i(l->vec)), ""), within));
+    LLVMValueRef e = add(c, mul(c, slow, b->F), add(c, cg_shl(c->b, chunk, k32(c, log2i(l->vec))), within));
     e = add(c, e, mul(c, stage, b->stage_elems));
     return add(c, b->base, mul(c, e, b->bytes));
 }
@@ -95,9 +95,9 @@ static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValue
 static void cp_async(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, uint32_t bytes, LLVMValueRef own)
 {
     LLVMValueRef src = LLVMBuildPtrToInt(c->b, p, LLVMInt64TypeInContext(c->ctx), "");
-    LLVMValueRef go = own ? LLVMBuildAnd(c->b, m, own, "") : m;
+    LLVMValueRef go = own ? cg_and(c->b, m, own) : m;
     LLVMValueRef zero = LLVMBuildNot(c->b, m, "");
-    if (own) zero = LLVMBuildAnd(c->b, zero, own, "");
+    if (own) zero = cg_and(c->b, zero, own);
     const char *kind = bytes == 16 ? "cg" : "ca";
     const char *zeros = bytes == 16 ? "st.shared.v4.b32 [$0], {z, z, z, z};"
                         : bytes == 8 ? "st.shared.v2.b32 [$0], {z, z};" : "st.shared.b32 [$0], z;";
@@ -186,8 +186,8 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
 {
     int kaxis = l->kind == CG_LAYOUT_DOT_A ? 1 : 0, oaxis = 1 - kaxis;
     bool trans = b->fast != kaxis;
-    LLVMValueRef q = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, c->lane, k32(c, 3), ""), k32(c, n - 1), "");
-    LLVMValueRef j = LLVMBuildAnd(c->b, c->lane, k32(c, 7), "");
+    LLVMValueRef q = cg_and(c->b, cg_lshr(c->b, c->lane, k32(c, 3)), k32(c, n - 1));
+    LLVMValueRef j = cg_and(c->b, c->lane, k32(c, 7));
     /* this lane's matrix origin, chosen among the n registers' */
     LLVMValueRef org[2] = {NULL, NULL};
     for (uint32_t i = 0; i < n; i++) {
@@ -195,12 +195,13 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
         cg_mma_coords_at(l, 0, 2 * regs[i], co);
         for (int d = 0; d < 2; d++) {
             LLVMValueRef v = k32(c, co[d]);
-            org[d] = i ? LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, q, k32(c, i), ""), v, org[d], "") : v;
+            if (!i || v == org[d]) org[d] = v;      /* constants are unique: no select of equal arms */
+            else org[d] = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, q, k32(c, i), ""), v, org[d], "");
         }
     }
     /* the warp's place: A rows wm*16, B columns wn*8 */
-    LLVMValueRef wn = LLVMBuildURem(c->b, c->warp, k32(c, l->wpc[1]), "");
-    LLVMValueRef wm = LLVMBuildURem(c->b, LLVMBuildUDiv(c->b, c->warp, k32(c, l->wpc[1]), ""), k32(c, l->wpc[0]), "");
+    LLVMValueRef wn = cg_urem(c->b, c->warp, k32(c, l->wpc[1]));
+    LLVMValueRef wm = cg_urem(c->b, cg_udiv(c->b, c->warp, k32(c, l->wpc[1])), k32(c, l->wpc[0]));
     if (l->kind == CG_LAYOUT_DOT_A) org[0] = add(c, org[0], mul(c, wm, 16));
     else org[1] = add(c, org[1], mul(c, wn, 8));
     int row_axis = trans ? kaxis : oaxis;

@@ -138,7 +138,7 @@ static void report_times(const TrtKernel *k, unsigned index)
     const RtBuildTimes *t = &k->variants[index].times;
     const struct { const char *what; double ms; } steps[] = {
         {"front end", t->front_ms}, {"GPU passes", t->passes_ms}, {"LLVM IR", t->llvm_ms},
-        {"LLVM O3", t->opt_ms}, {"NVPTX", t->emit_ms}, {"assembler", t->jit_ms}, {"load", t->load_ms},
+        {"LLVM opt", t->opt_ms}, {"NVPTX", t->emit_ms}, {"assembler", t->jit_ms}, {"load", t->load_ms},
     };
     fprintf(stderr, "tile: kernel '%s': variant %u took %.1f ms:", k->name, index + 1, t->total_ms);
     double rest = t->total_ms;

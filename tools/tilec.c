@@ -889,7 +889,7 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     char *text = llvm ? cg_emit_llvm(m, &co, diags) : cg_emit_ptx(m, &co, diags);
     if (text && po.time_passes) {
         fprintf(stderr, "// code generation times (ms)\n//   %-14s %9.3f\n//   %-14s %9.3f\n", "llvm-ir",
-                ct.lower_ms, "llvm-O3", ct.opt_ms);
+                ct.lower_ms, "llvm-opt", ct.opt_ms);
         if (!llvm) fprintf(stderr, "//   %-14s %9.3f\n", "nvptx", ct.emit_ms);
     }
     if (!text) return EXIT_INPUT;
