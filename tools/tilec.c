@@ -1,6 +1,6 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...
+ *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir] [-D NAME=VALUE]...
  *         [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes] [-Werror] [-w] [--color=auto|always|never]
  *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
@@ -75,7 +75,7 @@ typedef struct Options {
 } Options;
 
 static const char usage_compile[] =
-    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
+    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
     "             [-Werror] [-w] [--color=auto|always|never]\n";
@@ -95,7 +95,8 @@ static const char help_compile[] =
     "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
     "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
     "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
-    "         (through ptxas; needs -o); without --emit the file is only checked\n"
+    "         (through ptxas; needs -o), or the graph IR of the graphs (graph-ir);\n"
+    "         without --emit the file is only checked\n"
     "-D       set a const parameter (or warps/stages) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
     "         code; also spelled --arch=X, -arch=X, -arch X\n"
@@ -320,10 +321,11 @@ static void check_arch(Options *o)
 
 static void check_options(Options *o)
 {
-    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check"};
+    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check",
+                                        "graph-ir"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir)", o->emit);
     check_arch(o);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
@@ -1032,6 +1034,39 @@ static void print_diags(const Options *o, DiagList *d)
     if (d->nerrors) fprintf(stderr, "%zu error%s generated.\n", d->nerrors, d->nerrors == 1 ? "" : "s");
 }
 
+/* The graph IR of every graph of the program (already checked by fe_lower) into m;
+ * a graph that the graph IR cannot hold yet is an error naming why. */
+static bool build_graphs(IrCtx *ctx, const AstProgram *prog, IrGraphModule *m, DiagList *diags)
+{
+    bool ok = true;
+    for (uint32_t i = 0; i < prog->nitems; i++) {
+        const AstItem *it = &prog->items[i];
+        if (it->kind != AST_GRAPH || !it->body) continue;
+        FeGraphNoIr why;
+        IrGraph *g = fe_build_graph(ir_ctx_arena(ctx), prog, it, m, diags, &why);
+        if (!g && why.what) {
+            diag_error(diags, why.loc, "graph '%s' cannot be compiled yet: %s (the graph IR has no control flow)",
+                       it->name, why.what);
+            ok = false;
+        }
+        if (g && !ir_graph_verify(g, ir_ctx_arena(ctx), diags)) {
+            fprintf(stderr, "tilec: internal error: the graph IR of '%s' does not verify:\n", it->name);
+            ir_graph_print(g, stderr);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, FILE *out)
+{
+    IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
+    bool ok = build_graphs(ctx, prog, m, diags);
+    if (ok) ir_gmodule_print(m, out);
+    ir_gmodule_destroy(m);
+    return ok ? 0 : EXIT_INPUT;
+}
+
 static int compile(Options *o, const Source *src, FILE *out)
 {
     IrCtx *ctx = ir_ctx_create();
@@ -1067,6 +1102,10 @@ static int compile(Options *o, const Source *src, FILE *out)
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
     if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
+    if (!strcmp(o->emit, "graph-ir")) {
+        rc = emit_graph_ir(ctx, prog, diags, out);
+        goto done;
+    }
     if (optimize) pass_run_default(m, o->opt_level, &po);
     if (o->run) rc = run_kernel(o, m, diags, out);
     else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);
