@@ -779,12 +779,16 @@ static const GType *b_classify(Frame *f, const AstExpr *call, const AstExpr **ar
     return t->kind == GT_VALUE ? gt_with_elem(f->a, t, IR_I1) : t;
 }
 
-/* minimum, maximum, pow, fma: element-wise over broadcast arguments. */
+/* minimum, maximum, pow, fma: element-wise over broadcast arguments; float math
+ * (pow, fma) computes integers in f32, as kernels do. */
 static const GType *b_elementwise(Frame *f, const AstExpr *call, const AstExpr **args)
 {
     const GType *t = value_of(f, args[0]);
     for (uint32_t i = 1; i < 3 && args[i]; i++)
         t = elementwise(f, call->loc, call->name, t, value_of(f, args[i]));
+    int arity;
+    if (t->kind == GT_VALUE && ir_elementwise_kind(call->name, &arity) == 'f' && !is_float(t))
+        t = gt_value(f->a, IR_F32, t->lit ? 'f' : 0, t->rank, t->dims);
     return t;
 }
 
@@ -1088,18 +1092,16 @@ static const GType *b_cdiv(Frame *f, const AstExpr *call, const AstExpr **args)
     return elementwise(f, call->loc, "cdiv", a, b);
 }
 
-#define X1 {"x"}, 1, 1
+/* The element-wise functions come from ir/elementwise.def, shared with kernels. */
+#define EW_PARAMS_1 {"x"}
+#define EW_PARAMS_2 {"a", "b"}
+#define EW_PARAMS_3 {"a", "b", "c"}
 static const Builtin graph_builtins[] = {
     /* name        params                          np nreq check */
-    {"exp", X1, b_math}, {"exp2", X1, b_math}, {"log", X1, b_math}, {"log2", X1, b_math},
-    {"sqrt", X1, b_math}, {"rsqrt", X1, b_math}, {"sin", X1, b_math}, {"cos", X1, b_math},
-    {"tanh", X1, b_math}, {"erf", X1, b_math}, {"floor", X1, b_math}, {"ceil", X1, b_math},
-    {"sigmoid", X1, b_math}, {"abs", X1, b_abs},
-    {"isnan", X1, b_classify}, {"isinf", X1, b_classify}, {"isfinite", X1, b_classify},
-    {"minimum", {"a", "b"}, 2, 2, b_elementwise},
-    {"maximum", {"a", "b"}, 2, 2, b_elementwise},
-    {"pow", {"a", "b"}, 2, 2, b_elementwise},
-    {"fma", {"a", "b", "c"}, 3, 3, b_elementwise},
+#define EW(n, ar, top, gop, kind) \
+    {n, EW_PARAMS_##ar, ar, ar, kind == 'c' ? b_classify : ar == 1 && kind == 'f' ? b_math : ar == 1 ? b_abs : b_elementwise},
+#include "ir/elementwise.def"
+#undef EW
     {"where", {"cond", "a", "b"}, 3, 3, b_where},
     {"sum", {"t", "axis"}, 2, 2, b_reduce},
     {"max", {"t", "axis"}, 2, 2, b_reduce},
@@ -1125,7 +1127,6 @@ static const Builtin graph_builtins[] = {
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
 };
-#undef X1
 
 /* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
 static const char *const kernel_only[] = {

@@ -223,6 +223,18 @@ IrElem ir_promote(IrElem a, IrElem b)
     return ir_elem_is_signed(a) ? b : a;    /* same width: unsigned wins */
 }
 
+char ir_elementwise_kind(const char *name, int *arity)
+{
+    static const struct { const char *name; int arity; char kind; } ew[] = {
+#define EW(n, ar, top, gop, kind) {n, ar, kind},
+#include "elementwise.def"
+#undef EW
+    };
+    for (size_t i = 0; i < sizeof ew / sizeof *ew; i++)
+        if (!strcmp(ew[i].name, name)) return *arity = ew[i].arity, ew[i].kind;
+    return 0;
+}
+
 /* ---- the op table ------------------------------------------------------------------------ */
 
 static const struct {

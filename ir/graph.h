@@ -70,6 +70,9 @@ bool ir_broadcast_shapes(Arena *a, uint32_t na, const IrSize *da, uint32_t nb,
  * wins. The one promotion rule of the compiler (frontend/lower_expr.c and
  * frontend/graph.c both call it). */
 IrElem ir_promote(IrElem a, IrElem b);
+/* The kind column of ir/elementwise.def for a built-in name ('f', 'n', 'c'), 0 for a
+ * name that is not an element-wise built-in; its arity in *arity. */
+char ir_elementwise_kind(const char *name, int *arity);
 
 /* ---- ops ------------------------------------------------------------------------------ */
 typedef enum {
