@@ -156,6 +156,30 @@ void ir_graph_collect_sizes(IrGraph *g, Arena *a);
  * *err when the op is ill-formed. */
 bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err);
 
+/* ---- fusion plans ------------------------------------------------------------------------ */
+/* A partition of a graph's ops into kernels (passes/graph_fuse.c makes one). Each kernel
+ * runs its ops in graph order; it reads `reads` from global memory (parameters or what
+ * an earlier kernel wrote) and writes `writes` there (what a later kernel or the return
+ * uses). `const` and `size` ops belong to no kernel: they are immediates. */
+typedef struct IrGKernel {
+    const char *kind;        /* "elementwise", "matmul", ... */
+    uint32_t nops, nreads, nwrites;
+    const uint32_t *ops;     /* op indices, ascending */
+    const uint32_t *reads;   /* value ids */
+    const uint32_t *writes;
+} IrGKernel;
+
+typedef struct IrGPlan {
+    uint32_t nkernels;
+    const IrGKernel *kernels;
+} IrGPlan;
+
+/* One line per kernel (`kernel k1 elementwise: add %1, erf %6; reads %0, %b1; writes %h`),
+ * then one per buffer of an intermediate written to global memory. */
+void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out);
+/* Each value's printed name (as ir_graph_print prints it), in arena a. */
+const char **ir_graph_value_names(Arena *a, const IrGraph *g);
+
 /* ---- text and verifier -------------------------------------------------------------- */
 void ir_graph_print(const IrGraph *g, FILE *out);
 void ir_gmodule_print(const IrGraphModule *m, FILE *out);

@@ -602,3 +602,57 @@ bool ir_graph_interp(const IrGraph *g, const IrGTensor *params, const int64_t *s
     tl_free(R.have);
     return ok;
 }
+
+/* ---- through a fusion plan ------------------------------------------------------------------ */
+
+/* Which values a kernel may read: 1 global memory (parameters, immediates, writes of
+ * earlier kernels), 2 produced by the running kernel, 0 not there. */
+static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGTensor *outs)
+{
+    for (uint32_t i = 0; i < K->nops; i++) {
+        const IrGOp *op = &R->g->ops.data[K->ops[i]];
+        for (uint32_t j = 0; j < op->nin; j++)
+            if (!R->have[op->in[j]]) {
+                R->op = op;
+                return fail(R, "kernel k%u reads value %u, which no earlier kernel wrote", k, op->in[j]);
+            }
+        if (!exec_op(R, K->ops[i], outs)) return false;
+        for (uint32_t r = 0; r < op->nout; r++) where[op->out[r]] = 2;
+    }
+    for (uint32_t i = 0; i < K->nwrites; i++) where[K->writes[i]] = 1;
+    for (size_t v = 0; v < R->g->values.len; v++)
+        if (where[v] == 2) {           /* stayed inside the kernel: gone */
+            ir_gtensor_free(&R->vals[v]);
+            R->have[v] = false;
+            where[v] = 0;
+        }
+    return true;
+}
+
+bool ir_graph_interp_plan(const IrGraph *g, const IrGPlan *plan, const IrGTensor *params,
+                          const int64_t *sizes, IrGTensor *outs, char *err, size_t errlen)
+{
+    Run R = {.g = g, .sizes = sizes, .err = err, .errlen = errlen};
+    R.vals = tl_calloc(g->values.len + 1, sizeof *R.vals);
+    R.have = tl_calloc(g->values.len + 1, sizeof *R.have);
+    char *where = tl_calloc(g->values.len + 1, 1);
+    bool ok = R.vals && R.have && where && bind_params(&R, params);
+    for (size_t i = 0; ok && i < g->ops.len; i++) {
+        IrGOpKind k = g->ops.data[i].kind;
+        if (k == IR_GOP_CONST || k == IR_GOP_SIZE) ok = exec_op(&R, (uint32_t)i, outs);
+    }
+    for (uint32_t k = 0; ok && k < plan->nkernels; k++) ok = run_kernel(&R, &plan->kernels[k], k, where, outs);
+    const IrGOp *ret = ok ? &g->ops.data[g->ops.len - 1] : NULL;
+    for (uint32_t j = 0; ret && j < ret->nin && ok; j++)
+        if (!R.have[ret->in[j]]) {
+            R.op = ret;
+            ok = fail(&R, "returned value %u was written by no kernel", ret->in[j]);
+        }
+    if (ok) ok = exec_op(&R, (uint32_t)g->ops.len - 1, outs);
+    for (size_t v = 0; R.vals && v < g->values.len; v++)
+        if (R.have[v] && g->values.data[v].def != IR_GNONE) ir_gtensor_free(&R.vals[v]);
+    tl_free(R.vals);
+    tl_free(R.have);
+    tl_free(where);
+    return ok;
+}

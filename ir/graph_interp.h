@@ -34,4 +34,12 @@ void ir_gtensor_store(const IrGTensor *t, void *data);
 bool ir_graph_interp(const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
                      IrGTensor *outs, char *err, size_t errlen);
 
+/* Runs g through a fusion plan (ir/graph.h): kernel after kernel, each running its ops
+ * in graph order. A kernel may use only parameters, immediates (const, size), values
+ * of its own ops and what earlier kernels wrote; after it, the values it did not write
+ * are gone. So a plan that reads what no kernel wrote fails (with a message in err)
+ * instead of giving a result, and one that is right gives ir_graph_interp's result. */
+bool ir_graph_interp_plan(const IrGraph *g, const IrGPlan *plan, const IrGTensor *params,
+                          const int64_t *sizes, IrGTensor *outs, char *err, size_t errlen);
+
 #endif

@@ -51,6 +51,49 @@ static const char **value_names(Arena *a, const IrGraph *g)
     return names;
 }
 
+const char **ir_graph_value_names(Arena *a, const IrGraph *g) { return value_names(a, g); }
+
+static void print_values(const char **names, const uint32_t *v, uint32_t n, FILE *out)
+{
+    for (uint32_t i = 0; i < n; i++) fprintf(out, "%s%%%s", i ? ", " : " ", names[v[i]]);
+    if (!n) fputs(" nothing", out);
+}
+
+static bool is_param(const IrGraph *g, uint32_t v) { return g->values.data[v].def == IR_GNONE; }
+
+void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
+{
+    Arena *a = arena_create();
+    if (!a) tl_oom();
+    const char **names = value_names(a, g);
+    const IrGOp *ret = &g->ops.data[g->ops.len - 1];
+    fprintf(out, "graph @%s: %u kernel%s\n", g->name, p->nkernels, p->nkernels == 1 ? "" : "s");
+    for (uint32_t k = 0; k < p->nkernels; k++) {
+        const IrGKernel *K = &p->kernels[k];
+        fprintf(out, "kernel k%u %s:", k, K->kind);
+        for (uint32_t i = 0; i < K->nops; i++) {
+            const IrGOp *op = &g->ops.data[K->ops[i]];
+            fprintf(out, "%s %s", i ? "," : "", ir_gop_name(op->kind));
+            for (uint32_t r = 0; r < op->nout; r++) fprintf(out, " %%%s", names[op->out[r]]);
+        }
+        fputs("; reads", out);
+        print_values(names, K->reads, K->nreads, out);
+        fputs("; writes", out);
+        print_values(names, K->writes, K->nwrites, out);
+        fputc('\n', out);
+    }
+    for (uint32_t k = 0; k < p->nkernels; k++)
+        for (uint32_t i = 0; i < p->kernels[k].nwrites; i++) {
+            uint32_t v = p->kernels[k].writes[i];
+            bool returned = false;
+            for (uint32_t r = 0; r < ret->nin; r++) returned |= ret->in[r] == v;
+            if (is_param(g, v)) continue;
+            fprintf(out, "%s %%%s : %s (written by k%u)\n", returned ? "output" : "buffer", names[v],
+                    ir_ttype_str(a, &g->values.data[v].type), k);
+        }
+    arena_destroy(a);
+}
+
 static void print_double(double v, FILE *out)
 {
     if (isnan(v)) fputs("nan", out);

@@ -2,7 +2,8 @@
  *
  *   tile-opt [FILE.tir | -] [--passes=canonicalize,fold,cse,dce] [-O0..3]
  *            [--print-after-all] [--verify-each] [--time-passes] [-o OUT|-]
- *   tile-opt FILE.gir | --graph-ir [-]    graph IR (ir/graph.h): parse, verify, print
+ *   tile-opt FILE.gir | --graph-ir [-] [--passes=graph-fuse]
+ *                          graph IR (ir/graph.h): parse, verify, print it or its fusion plan
  *
  * Reads the IR (stdin without a file or with "-"), verifies it, runs the passes and
  * prints the result. Without passes it round-trips the text. Options take their value
@@ -32,7 +33,8 @@ static void usage(FILE *out)
           "  --passes=a,b,...   run these passes in order\n"
           "  -O0 .. -O3         run the default pipeline of that level\n"
           "  --verify-only      parse and verify, print the IR unchanged\n"
-          "  --graph-ir         the input is graph IR (the default for FILE.gir)\n"
+          "  --graph-ir         the input is graph IR (the default for FILE.gir);\n"
+          "                     --passes=graph-fuse prints its fusion plan\n"
           "  --print-after-all  print the IR after every pass (stderr)\n"
           "  --verify-each      verify the IR after every pass\n"
           "  --time-passes      print the time of every pass (stderr)\n"
@@ -62,7 +64,7 @@ static int check_pass_list(const char *list)
         size_t n = strcspn(p, ",");
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), p);
-        if (!pass_find(name)) return bad_usage("unknown pass '%s'", name);
+        if (!pass_find(name) && strcmp(name, "graph-fuse")) return bad_usage("unknown pass '%s'", name);
         p += n + (p[n] == ',');
     }
     return 0;
@@ -132,16 +134,23 @@ static int run(IrCtx *c, const Source *src, const Options *o)
     return write_output(m, o->output);
 }
 
-/* Graph IR: parse, verify, print (no graph passes yet). */
+/* Graph IR: parse, verify, print; --passes=graph-fuse prints the fusion plans. */
 static int run_graph(IrCtx *c, const Source *src, const Options *o)
 {
     DiagList *d = ir_ctx_diags(c);
     IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(c));
+    bool fuse = o->passes && !strcmp(o->passes, "graph-fuse");
+    if (o->passes && !fuse) {
+        ir_gmodule_destroy(m);
+        return bad_usage("graph IR takes --passes=graph-fuse only, not '%s'", o->passes);
+    }
     bool ok = ir_gmodule_parse(m, src, d) && ir_gmodule_verify(m, d);
     CliOutput out;
     if (!ok) diag_print(d, stderr);
     else if ((ok = cli_output_open(&out, "tile-opt", o->output, "w"))) {
-        ir_gmodule_print(m, out.f);
+        for (size_t i = 0; i < m->graphs.len && fuse; i++)
+            ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(c)), out.f);
+        if (!fuse) ir_gmodule_print(m, out.f);
         ok = cli_output_commit(&out, true);
     }
     ir_gmodule_destroy(m);

@@ -1,6 +1,6 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir] [-D NAME=VALUE]...
+ *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...
  *         [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes] [-Werror] [-w] [--color=auto|always|never]
  *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
@@ -55,6 +55,7 @@ enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_LIST = 256 };
 
 typedef struct Options {
     const char *file, *out, *emit, *kernel, *graph, *arch, *device;
+    bool fused, compare_fused;   /* run --graph: through the fusion plan; both ways, compared */
     const char *print_to;              /* run: directory of NAME.bin files of the buffers */
     const Source *src;                 /* the program, once read */
     FeDefine defines[MAX_LIST];
@@ -77,7 +78,7 @@ typedef struct Options {
 } Options;
 
 static const char usage_compile[] =
-    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir] [-D NAME=VALUE]...\n"
+    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
     "             [-Werror] [-w] [--color=auto|always|never]\n";
@@ -97,7 +98,8 @@ static const char help_compile[] =
     "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
     "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
     "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
-    "         (through ptxas; needs -o), or the graph IR of the graphs (graph-ir);\n"
+    "         (through ptxas; needs -o), the graph IR of the graphs (graph-ir) or\n"
+    "         their fusion plans (fusion: one line per kernel, then the buffers);\n"
     "         without --emit the file is only checked\n"
     "-D       set a const parameter (or warps/stages) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
@@ -123,7 +125,9 @@ static const char help_run[] =
     "run --graph NAME  runs a graph in the graph IR interpreter (CPU), op by op:\n"
     "         --arg SIZE=N gives each size name of its parameters, a tensor takes a\n"
     "         buffer as above with its element count, a scalar a literal; --print\n"
-    "         ret0, ret1, ... prints the returned tensors (or a parameter)\n";
+    "         ret0, ret1, ... prints the returned tensors (or a parameter); --fused\n"
+    "         runs it through the kernels of its fusion plan instead, --compare-fused\n"
+    "         both ways, an error if they differ\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
@@ -213,6 +217,8 @@ static void set_out(void *o, const char *v) { ((Options *)o)->out = v; }
 static void set_emit(void *o, const char *v) { ((Options *)o)->emit = v; }
 static void set_kernel(void *o, const char *v) { ((Options *)o)->kernel = v; }
 static void set_graph(void *o, const char *v) { ((Options *)o)->graph = v; }
+static void set_fused(void *o, const char *v) { ((Options *)o)->fused = true; }
+static void set_compare_fused(void *o, const char *v) { ((Options *)o)->compare_fused = true; }
 static void set_arch(void *o, const char *v) { ((Options *)o)->arch = v; }
 static void set_device(void *o, const char *v) { ((Options *)o)->device = v; }
 static void set_print_to(void *o, const char *v) { ((Options *)o)->print_to = v; }
@@ -261,6 +267,8 @@ static const CliOption options[] = {
     {"--emit", true, set_emit},
     {"--kernel", true, set_kernel},
     {"--graph", true, set_graph},
+    {"--fused", false, set_fused},
+    {"--compare-fused", false, set_compare_fused},
     {"--arch", true, set_arch},
     {"-arch", true, set_arch},             /* nvcc's spelling */
     {"--device", true, set_device},
@@ -330,10 +338,10 @@ static void check_arch(Options *o)
 static void check_options(Options *o)
 {
     static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check",
-                                        "graph-ir"};
+                                        "graph-ir", "fusion"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir, fusion)", o->emit);
     check_arch(o);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
@@ -341,6 +349,7 @@ static void check_options(Options *o)
         usage_error("--arg, --print, --print-to, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
+    if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
     if (o->graph && (o->kernel || o->has_grid || strcmp(o->device, "cpu") || o->print_to))
         usage_error("tilec run --graph takes --arg and --print only (no --kernel, --grid, --device gpu, --print-to)%s", "");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
@@ -1069,11 +1078,13 @@ static bool build_graphs(IrCtx *ctx, const AstProgram *prog, IrGraphModule *m, D
     return ok;
 }
 
-static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, FILE *out)
+static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, bool plans, FILE *out)
 {
     IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
     bool ok = build_graphs(ctx, prog, m, diags);
-    if (ok) ir_gmodule_print(m, out);
+    if (ok && !plans) ir_gmodule_print(m, out);
+    for (size_t i = 0; ok && plans && i < m->graphs.len; i++)
+        ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(ctx)), out);
     ir_gmodule_destroy(m);
     return ok ? 0 : EXIT_INPUT;
 }
@@ -1191,6 +1202,39 @@ static int print_graph_values(const Options *o, const IrGraph *g, const IrGTenso
     return 0;
 }
 
+/* Whether two tensors hold the same elements (NaN equal to NaN). */
+static bool same_tensor(const IrGTensor *x, const IrGTensor *y)
+{
+    if (x->elem != y->elem || x->n != y->n) return false;
+    for (int64_t e = 0; e < x->n; e++) {
+        if (x->i && x->i[e] != y->i[e]) return false;
+        if (x->f && x->f[e] != y->f[e] && !(isnan(x->f[e]) && isnan(y->f[e]))) return false;
+    }
+    return true;
+}
+
+/* Op by op, or through the fusion plan (--fused), or both, compared (--compare-fused). */
+static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
+                           IrGTensor *outs, uint32_t nouts, char *err, size_t errlen)
+{
+    Arena *a = arena_create();
+    if (!a) tl_oom();
+    const IrGPlan *plan = o->fused || o->compare_fused ? pass_graph_fuse(g, a) : NULL;
+    bool ok = o->fused ? ir_graph_interp_plan(g, plan, params, sizes, outs, err, errlen)
+                       : ir_graph_interp(g, params, sizes, outs, err, errlen);
+    IrGTensor *fused = o->compare_fused ? calloc(nouts + 1, sizeof *fused) : NULL;
+    if (ok && fused) ok = ir_graph_interp_plan(g, plan, params, sizes, fused, err, errlen);
+    for (uint32_t k = 0; ok && fused && k < nouts; k++)
+        if (!same_tensor(&outs[k], &fused[k])) {
+            snprintf(err, errlen, "ret%u differs between the op-by-op and the fused run", k);
+            ok = false;
+        }
+    for (uint32_t k = 0; fused && k < nouts; k++) ir_gtensor_free(&fused[k]);
+    free(fused);
+    arena_destroy(a);
+    return ok;
+}
+
 static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
 {
     size_t np = g->params.len;
@@ -1202,7 +1246,7 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
     for (size_t p = 0; !rc && p < np; p++)
         if (!graph_param(o, g, sizes, p, &params[p])) rc = EXIT_INPUT;
     char err[256] = "";
-    if (!rc && !ir_graph_interp(g, params, sizes, outs, err, sizeof err)) {
+    if (!rc && !run_graph_ways(o, g, params, sizes, outs, nouts, err, sizeof err)) {
         fprintf(stderr, "tilec: error: graph '%s': %s\n", g->name, err);
         rc = EXIT_INPUT;
     }
@@ -1273,8 +1317,9 @@ static int compile(Options *o, const Source *src, FILE *out)
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
     if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
-    if (!strcmp(o->emit, "graph-ir") || o->graph) {
-        rc = o->graph ? run_graph(o, ctx, prog, diags, out) : emit_graph_ir(ctx, prog, diags, out);
+    if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || o->graph) {
+        rc = o->graph ? run_graph(o, ctx, prog, diags, out)
+                      : emit_graph_ir(ctx, prog, diags, !strcmp(o->emit, "fusion"), out);
         goto done;
     }
     if (optimize) pass_run_default(m, o->opt_level, &po);

@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include <cmocka.h>
 
 #include "ir/graph.h"
+#include "ir/graph_interp.h"
+#include "passes/passes.h"
 
 static Arena *A;
 
@@ -160,6 +163,50 @@ static void test_text_roundtrip(void **state)
     source_free(src);
 }
 
+/* exp(x) + x through its fusion plan (one kernel) equals op by op; a plan that reads a
+ * value no kernel wrote is refused. */
+static void test_plan_interp(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N]) {\n"
+                       "  %a = exp %x : f32[N]\n"
+                       "  %s = sum 0 %a : f32\n"
+                       "  %b = add %a, %s : f32[N]\n"
+                       "  return %b\n"
+                       "}\n";
+    Source *src = source_from_string("t.gir", text);
+    IrGraphModule *m = ir_gmodule_create(A);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
+    IrGraph *g = m->graphs.data[0];
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    assert_int_equal(plan->nkernels, 3);   /* exp | sum | add: the add cannot join exp's kernel */
+    int64_t n = 3, sizes[] = {3};
+    IrGTensor x, o1 = {0}, o2 = {0};
+    assert_true(ir_gtensor_alloc(&x, IR_F32, 1, &n));
+    for (int i = 0; i < 3; i++) x.f[i] = i;
+    char err[200];
+    assert_true(ir_graph_interp(g, &x, sizes, &o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, &x, sizes, &o2, err, sizeof err));
+    double s = exp(0.0) + exp(1.0) + exp(2.0);
+    for (int i = 0; i < 3; i++) {
+        assert_true(o1.f[i] == o2.f[i]);
+        assert_true(fabs(o1.f[i] - (double)(float)(exp((double)i) + s)) < 1e-5);
+    }
+    IrGKernel bad = plan->kernels[2];          /* the add alone, before the others ran */
+    IrGPlan wrong = {1, &bad};
+    ir_gtensor_free(&o2);
+    assert_false(ir_graph_interp_plan(g, &wrong, &x, sizes, &o2, err, sizeof err));
+    assert_non_null(strstr(err, "which no earlier kernel wrote"));
+    ir_gtensor_free(&x);
+    ir_gtensor_free(&o1);
+    ir_gtensor_free(&o2);
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+    source_free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -169,6 +216,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_promote, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_interp, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
