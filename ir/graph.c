@@ -278,6 +278,7 @@ void ir_gmodule_destroy(IrGraphModule *m)
     for (size_t i = 0; i < m->graphs.len; i++) {
         vec_free(&m->graphs.data[i]->values);
         vec_free(&m->graphs.data[i]->ops);
+        vec_free(&m->graphs.data[i]->params);
     }
     vec_free(&m->graphs);
 }
