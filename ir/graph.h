@@ -150,10 +150,10 @@ static inline uint32_t ir_graph_result(const IrGraph *g, uint32_t op, uint32_t i
 /* Fills g->sizes from the parameters' types (every name, first appearance first). */
 void ir_graph_collect_sizes(IrGraph *g, Arena *a);
 
-/* The result type of an op from its operands and attribute, as the verifier requires
- * it (for ops whose result shape is not in their operands, RESHAPE BROADCAST FULL
- * SPLIT CONST SIZE CAST, `want` supplies it and is checked); NULL with a message in
- * *err when the op is ill-formed. */
+/* Whether op's result types follow from its operands and attribute as the verifier
+ * requires (for ops whose result shape is not in their operands, reshape broadcast
+ * full split const size cast, the result types are checked against the operands
+ * instead); false with a message in *err when the op is ill-formed. */
 bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err);
 
 /* ---- fusion plans ------------------------------------------------------------------------ */

@@ -1,4 +1,4 @@
-/* graph_fuse: partitions a graph into kernels (issue 10's fusion, first rule).
+/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 and 2).
  *
  * require:   a verified graph (ir_graph_verify).
  * guarantee: every op except const, size and return is in exactly one kernel; the
@@ -8,16 +8,22 @@
  * Rule 1, element-wise chains: an element-wise op (families u b c t x d of
  * ir/graph_ops.def, and full and broadcast, which only index) joins the kernel of an
  * element-wise producer, and kernels of several element-wise producers merge, with
- * broadcasting. Every other op is a kernel of its own for now (matmul, reductions,
- * norms, attention, shape changes). A join or merge is refused when it would make a
+ * broadcasting.
+ * Rule 2, GEMM epilogues: an element-wise op that consumes a matmul's result, on the
+ * matmul's output shape (bias, activation, residual add, cast, dropout), joins the
+ * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
+ * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
+ * matmul. Every other op is a kernel of its own for now (reductions, norms, attention,
+ * shape changes). A join or merge is refused when it would make a
  * cycle (a value of the kernel that flows out through another kernel and back in) or
  * when the cost model says no: at most GF_MAX_OPS ops per kernel (register pressure)
  * and GF_MAX_READS tensors read from global memory (pointer arguments and load streams).
  * Nothing is recomputed, so rule 1 never trades memory traffic for recomputation.
  *
- *   %1 = add %0, %b1            kernel k0 matmul: matmul %0; reads %x, %w1; writes %0
- *   %2 = mul %c, %1      ==>    kernel k1 elementwise: add %1, mul %2, erf %3;
- *   %3 = erf %2                            reads %0, %b1; writes %3
+ *   %0 = matmul %x, %w1
+ *   %1 = add %0, %b1      ==>   kernel k0 matmul: matmul %0, add %1, mul %2, erf %3;
+ *   %2 = mul %c, %1                        reads %x, %w1, %b1; writes %3
+ *   %3 = erf %2
  */
 #include <string.h>
 
@@ -88,7 +94,39 @@ static bool try_merge(Fuse *F, uint32_t from, uint32_t to)
     return group_ok(F, to);
 }
 
-/* Op o joins the groups of its element-wise producers, or starts its own. */
+/* The matmul op of group G, or IR_GNONE; the number of ops of G in *n, and whether
+ * they are all element-wise in *ew. */
+static uint32_t group_matmul(const Fuse *F, uint32_t G, uint32_t *n, bool *ew)
+{
+    uint32_t mm = IR_GNONE;
+    *n = 0;
+    *ew = true;
+    for (size_t o = 0; o < F->g->ops.len; o++)
+        if (F->grp[o] == G) {
+            ++*n;
+            *ew &= fusable(F->g->ops.data[o].kind);
+            if (F->g->ops.data[o].kind == IR_GOP_MATMUL) mm = (uint32_t)o;
+        }
+    return mm;
+}
+
+/* Whether op o may join group P: element-wise groups merge (rule 1); an element-wise op
+ * that is alone so far joins a GEMM's kernel as its epilogue when it computes on the
+ * GEMM's output shape (rule 2). */
+static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
+{
+    uint32_t np, nmine;
+    bool p_ew, mine_ew;
+    uint32_t mm = group_matmul(F, P, &np, &p_ew), mine = group_matmul(F, F->grp[o], &nmine, &mine_ew);
+    if (mine != IR_GNONE || !mine_ew) return false;
+    if (mm == IR_GNONE) return p_ew;
+    const IrTensorType *r = &F->g->values.data[F->g->ops.data[o].out[0]].type;
+    const IrTensorType *m = &F->g->values.data[F->g->ops.data[mm].out[0]].type;
+    IrTensorType rs = {m->elem, r->rank, r->dims};
+    return nmine == 1 && ir_ttype_eq(&rs, m);
+}
+
+/* Op o joins the groups of its element-wise producers or a GEMM's, or starts its own. */
 static void place(Fuse *F, uint32_t o)
 {
     const IrGOp *op = &F->g->ops.data[o];
@@ -96,7 +134,7 @@ static void place(Fuse *F, uint32_t o)
     if (!fusable(op->kind)) return;
     for (uint32_t i = 0; i < op->nin; i++) {
         uint32_t p = def_of(F, op->in[i]);
-        if (p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == F->grp[o] || !fusable(F->g->ops.data[p].kind))
+        if (p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p]))
             continue;
         uint32_t mine = F->grp[o], theirs = F->grp[p];
         uint32_t *saved = arena_alloc(F->a, F->g->ops.len * sizeof *saved);
@@ -107,10 +145,11 @@ static void place(Fuse *F, uint32_t o)
 
 /* ---- the plan: kernels in dependency order ------------------------------------------------ */
 
-static const char *kind_of(const Fuse *F, uint32_t first)
+static const char *kind_of(const Fuse *F, const uint32_t *ops, uint32_t n)
 {
-    const IrGOp *op = &F->g->ops.data[first];
-    return fusable(op->kind) ? "elementwise" : ir_gop_name(op->kind);
+    for (uint32_t i = 0; i < n; i++)
+        if (!fusable(F->g->ops.data[ops[i]].kind)) return ir_gop_name(F->g->ops.data[ops[i]].kind);
+    return "elementwise";
 }
 
 /* The values of kernel K that ops outside it (or the return) use: its writes; the
@@ -161,7 +200,7 @@ static IrGPlan *make_plan(Fuse *F)
         uint32_t G = order[k], *ops = arena_alloc(F->a, (count[G] + 1) * sizeof *ops), n = 0;
         for (uint32_t o = 0; o < nops; o++)
             if (F->grp[o] == G) ops[n++] = o;
-        ks[k] = (IrGKernel){.kind = kind_of(F, ops[0]), .nops = n, .ops = ops};
+        ks[k] = (IrGKernel){.kind = kind_of(F, ops, n), .nops = n, .ops = ops};
         kernel_io(F, G, &ks[k]);
     }
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);

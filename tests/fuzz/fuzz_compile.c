@@ -2,7 +2,8 @@
  * the verifier, the -O2 pipeline (verifying after every pass), for small kernels the
  * interpreter on a 1-program grid with small zeroed buffers, and (where the harness is
  * built with the code generator, TILE_FUZZ_CODEGEN) code generation to PTX: the GPU
- * passes, LLVM and the NVPTX backend. A crash, a sanitizer report, a leak, a hang, or
+ * passes, LLVM and the NVPTX backend; and the graph IR of every graph, which must
+ * verify. A crash, a sanitizer report, a leak, a hang, or
  * IR that the verifier rejects after lowering or after a pass is a bug: every input
  * must end in valid IR (and PTX) or in diagnostics.
  *
