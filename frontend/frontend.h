@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "frontend/ast.h"
+#include "ir/graph.h"
 #include "ir/ir.h"
 
 typedef struct FeDefine {   /* -D NAME=VALUE, or one key of a config */
@@ -32,6 +33,20 @@ IrModule *fe_lower(IrCtx *ctx, const AstProgram *p, const FeOptions *opt, DiagLi
 /* Checks one graph item (shapes with symbolic sizes, types, ops); errors to diags.
  * Returns true if it is well-formed. `p` lets graphs call the file's fns. */
 bool fe_check_graph(Arena *a, const AstProgram *p, const AstItem *graph, DiagList *diags);
+
+/* Why a graph that checks has no graph IR yet: `what` (e.g. "it has a loop") at loc;
+ * what is NULL when it has one. */
+typedef struct FeGraphNoIr {
+    const char *what;
+    Loc loc;
+} FeGraphNoIr;
+#define FE_MAX_GRAPH_OPS (1 << 20)   /* ops of one graph after inlining its fns */
+
+/* Checks a graph item (as fe_check_graph) and builds its graph IR into m (in arena a):
+ * the graph, or NULL when it has errors (in diags) or uses what the graph IR cannot
+ * hold (loops, branches: then *why says what and where; the graph is still valid). */
+IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrGraphModule *m,
+                        DiagList *diags, FeGraphNoIr *why);
 
 /* The tuning space of a kernel's @autotune, expanded and pruned by `where`, for the
  * runtime's tuner (later). Returns the number of configs (0 without @autotune). */

@@ -1,7 +1,7 @@
 /* The graph checker: names, element types and shapes of a `graph` item (LANGUAGE.md
  * section 7), with sizes that may be known only at run time.
  *
- * A size is a linear form c + k1*S1 + k2*S2 + ... over symbolic names (Dim): the same
+ * A size is a linear form c + k1*S1 + k2*S2 + ... over symbolic names (IrSize): the same
  * name is the same size, `concat` adds sizes, and two sizes are equal exactly when
  * their forms are. Every expression gets a GType (element type, literal-ness and
  * shape, or a tuple of those); an expression that failed gets the poison type, which
@@ -14,74 +14,14 @@
 
 #include "frontend/frontend.h"
 
-/* ---- sizes ------------------------------------------------------------------------ */
+/* ---- sizes: IrSize (ir/graph.h) -------------------------------------------------- */
 
-#define MAX_SIZE ((int64_t)1 << 40)   /* a written size or factor; sums stay far from overflow */
+#define MAX_SIZE IR_SIZE_MAX   /* a written size or factor; sums stay far from overflow */
 
-typedef struct Dim {      /* c + sum(coefs[i] * syms[i]); syms sorted, coefs nonzero */
+static bool dim_is_one(IrSize d)
+{
     int64_t c;
-    uint32_t n;
-    const char **syms;
-    const int64_t *coefs;
-} Dim;
-
-static Dim dim_const(int64_t c) { return (Dim){.c = c}; }
-
-static Dim dim_sym(Arena *a, const char *name)
-{
-    const char **s = arena_alloc(a, sizeof *s);
-    int64_t *k = arena_alloc(a, sizeof *k);
-    s[0] = name;
-    k[0] = 1;
-    return (Dim){0, 1, s, k};
-}
-
-static bool dim_eq(Dim x, Dim y)
-{
-    if (x.c != y.c || x.n != y.n) return false;
-    for (uint32_t i = 0; i < x.n; i++)
-        if (x.coefs[i] != y.coefs[i] || strcmp(x.syms[i], y.syms[i]) != 0) return false;
-    return true;
-}
-
-static bool dim_is_one(Dim d) { return d.n == 0 && d.c == 1; }
-
-/* x + k*y, merging the sorted terms; false on overflow. */
-static bool dim_add(Arena *a, Dim x, Dim y, int64_t k, Dim *out)
-{
-    const char **s = arena_alloc(a, (x.n + y.n + 1) * sizeof *s);
-    int64_t *co = arena_alloc(a, (x.n + y.n + 1) * sizeof *co);
-    uint32_t i = 0, j = 0, n = 0;
-    int64_t c;
-    if (__builtin_mul_overflow(y.c, k, &c) || __builtin_add_overflow(x.c, c, &c)) return false;
-    while (i < x.n || j < y.n) {
-        int cmp = i == x.n ? 1 : j == y.n ? -1 : strcmp(x.syms[i], y.syms[j]);
-        int64_t v = 0, t = 0;
-        if (cmp <= 0) v = x.coefs[i];
-        if (cmp >= 0 && __builtin_mul_overflow(y.coefs[j], k, &t)) return false;
-        if (__builtin_add_overflow(v, t, &v)) return false;
-        const char *name = cmp <= 0 ? x.syms[i] : y.syms[j];
-        i += cmp <= 0;
-        j += cmp >= 0;
-        if (v != 0) s[n] = name, co[n++] = v;
-    }
-    *out = (Dim){c, n, s, co};
-    return true;
-}
-
-/* "T", "1024", "T+1024", "2*T-1". */
-static const char *dim_str(Arena *a, Dim d)
-{
-    const char *s = "";
-    for (uint32_t i = 0; i < d.n; i++) {
-        const char *sign = d.coefs[i] < 0 ? "-" : i ? "+" : "";
-        int64_t k = d.coefs[i] < 0 ? -d.coefs[i] : d.coefs[i];
-        s = k == 1 ? arena_printf(a, "%s%s%s", s, sign, d.syms[i])
-                   : arena_printf(a, "%s%s%lld*%s", s, sign, (long long)k, d.syms[i]);
-    }
-    if (d.n == 0) return arena_printf(a, "%lld", (long long)d.c);
-    if (d.c != 0) s = arena_printf(a, "%s%+lld", s, (long long)d.c);
-    return s;
+    return ir_size_is_const(d, &c) && c == 1;
 }
 
 /* ---- types ------------------------------------------------------------------------ */
@@ -93,15 +33,19 @@ typedef struct GType {
     IrElem elem;
     char lit;             /* 'i'/'f': a literal, which takes the other operand's type */
     uint32_t rank;        /* 0: a scalar */
-    const Dim *dims;
+    const IrSize *dims;
     const struct GType **elems;   /* GT_TUPLE */
     uint32_t nelems;
+    uint32_t vid;         /* the graph IR value + 1; 0: none (a literal not yet made one) */
+    bool known;           /* a literal of known value: fval ('f') or ival ('i') */
+    double fval;
+    int64_t ival;
 } GType;
 
 static const GType poison = {.kind = GT_POISON};
 static const GType void_type = {.kind = GT_VOID};
 
-static GType *gt_value(Arena *a, IrElem e, char lit, uint32_t rank, const Dim *dims)
+static GType *gt_value(Arena *a, IrElem e, char lit, uint32_t rank, const IrSize *dims)
 {
     GType *t = arena_alloc(a, sizeof *t);
     *t = (GType){.kind = GT_VALUE, .elem = e, .lit = lit, .rank = rank, .dims = dims};
@@ -115,11 +59,11 @@ static const GType *gt_with_elem(Arena *a, const GType *t, IrElem e)
     return gt_value(a, e, 0, t->rank, t->dims);
 }
 
-static const char *shape_str(Arena *a, uint32_t rank, const Dim *dims)
+static const char *shape_str(Arena *a, uint32_t rank, const IrSize *dims)
 {
     const char *s = "[";
     for (uint32_t i = 0; i < rank; i++)
-        s = arena_printf(a, "%s%s%s", s, i ? ", " : "", dim_str(a, dims[i]));
+        s = arena_printf(a, "%s%s%s", s, i ? ", " : "", ir_size_str(a, dims[i]));
     return arena_printf(a, "%s]", s);
 }
 
@@ -145,17 +89,8 @@ static bool is_int(const GType *t) { return ir_elem_is_int(t->elem); }
 
 /* ---- promotion and broadcasting (LANGUAGE.md section 2) ---------------------------- */
 
-/* Float beats integer, the wider type wins, two floats of one width (f16 and bf16)
- * meet in f32, and an unsigned integer beats a signed one of its width (as in C). */
-static IrElem promote_elem(IrElem a, IrElem b)
-{
-    if (a == b) return a;
-    if (ir_elem_is_float(a) != ir_elem_is_float(b)) return ir_elem_is_float(a) ? a : b;
-    int ba = ir_elem_bits(a), bb = ir_elem_bits(b);
-    if (ba != bb) return ba > bb ? a : b;
-    if (ir_elem_is_float(a)) return IR_F32;
-    return ir_elem_is_signed(a) ? b : a;
-}
+/* The compiler's one promotion rule (ir_promote, LANGUAGE.md section 2). */
+static IrElem promote_elem(IrElem a, IrElem b) { return ir_promote(a, b); }
 
 /* The element type of an operation on l and r: a literal takes the other operand's
  * type, except that a float literal with an integer operand gives f32. */
@@ -172,15 +107,15 @@ static IrElem promote(const GType *l, const GType *r, char *lit)
 }
 
 /* Numpy broadcasting of two shapes aligned at the right; false if they clash. */
-static bool bcast_dims(Arena *a, uint32_t na, const Dim *da, uint32_t nb, const Dim *db,
-                       uint32_t *n, const Dim **out)
+static bool bcast_dims(Arena *a, uint32_t na, const IrSize *da, uint32_t nb, const IrSize *db,
+                       uint32_t *n, const IrSize **out)
 {
     uint32_t r = na > nb ? na : nb;
-    Dim *d = arena_alloc(a, (r + 1) * sizeof *d);
+    IrSize *d = arena_alloc(a, (r + 1) * sizeof *d);
     for (uint32_t i = 0; i < r; i++) {
-        const Dim *x = i < na ? &da[na - 1 - i] : NULL, *y = i < nb ? &db[nb - 1 - i] : NULL;
+        const IrSize *x = i < na ? &da[na - 1 - i] : NULL, *y = i < nb ? &db[nb - 1 - i] : NULL;
         if (!x || (y && dim_is_one(*x))) d[r - 1 - i] = *y;
-        else if (!y || dim_is_one(*y) || dim_eq(*x, *y)) d[r - 1 - i] = *x;
+        else if (!y || dim_is_one(*y) || ir_size_eq(*x, *y)) d[r - 1 - i] = *x;
         else return false;
     }
     *n = r;
@@ -198,7 +133,7 @@ typedef struct Var {
 
 typedef struct Size {      /* a size name of the graph or fn instance and its value */
     const char *name;
-    Dim dim;
+    IrSize dim;
 } Size;
 
 typedef struct Memo {      /* one instantiation of a fn */
@@ -213,7 +148,15 @@ typedef struct Shared {
     DiagList *diags;
     VEC(Memo) memo;
     int depth;
+    IrGraph *g;            /* the graph IR being built */
+    const char *why;       /* set when it cannot be (loops, ...), and where */
+    Loc why_loc;
 } Shared;
+
+typedef struct Seen {      /* the value an expression gave, for the builder */
+    const AstExpr *e;
+    const GType *t;
+} Seen;
 
 typedef struct Frame {     /* a graph, or one instance of a fn */
     Shared *s;
@@ -224,7 +167,10 @@ typedef struct Frame {     /* a graph, or one instance of a fn */
     VEC(Size) sizes;
     const GType *ret_decl; /* the declared return type, or NULL */
     const GType *ret_seen; /* the first returned type (fns without a declared one) */
+    const GType *ret_val;  /* the first returned value, as the builder made it */
     bool returned;
+    VEC(Seen) seen;        /* the values of the expressions checked so far */
+    const uint32_t *perm;  /* the axes of the last trans checked */
 } Frame;
 
 #define ERR(f, loc, ...) diag_error((f)->s->diags, (loc), __VA_ARGS__)
@@ -243,9 +189,19 @@ static const Size *lookup_size(const Frame *f, const char *name)
     return NULL;
 }
 
+static bool building(const Frame *f);
+
 static void bind(Frame *f, const char *name, const GType *t, bool is_var)
 {
-    if (name && strcmp(name, "_") != 0) vec_push(&f->vars, ((Var){name, t, is_var}));
+    if (!name || strcmp(name, "_") == 0) return;
+    vec_push(&f->vars, ((Var){name, t, is_var}));
+}
+
+/* A let or var names its IR value (the first name bound to it is the one printed). */
+static void name_value(Frame *f, const char *name, const GType *t)
+{
+    IrGValue *v = name && strcmp(name, "_") && building(f) && t->vid ? &f->s->g->values.data[t->vid - 1] : NULL;
+    if (v && !v->name) v->name = name;
 }
 
 static const AstItem *find_item(const AstProgram *p, const char *name)
@@ -263,6 +219,104 @@ static const char *item_what(Arena *a, const AstItem *it)
 
 static const GType *check_expr(Frame *f, const AstExpr *e);
 
+/* ---- building the graph IR (ir/graph.h) ---------------------------------------------
+ * Every value the checker computes carries its IR value (vid); a literal stays a
+ * known number until an operation gives it a type (`x * 0.5` makes 0.5 a constant of
+ * x's type). Operands are cast to the promoted type before an element-wise op, as the
+ * graph IR wants one element type per op. */
+
+static bool building(const Frame *f) { return f->s->g && !f->s->why; }
+
+static void no_ir(Frame *f, Loc loc, const char *why)
+{
+    if (f->s->why) return;
+    f->s->why = why;
+    f->s->why_loc = loc;
+}
+
+static IrTensorType ttype(const GType *t) { return (IrTensorType){t->elem, t->rank, t->dims}; }
+
+static IrGOp *op_at(Frame *f, uint32_t op) { return &f->s->g->ops.data[op]; }
+
+/* Appends an op of one result of type res; res with that value, or res when not building. */
+static const GType *emit(Frame *f, IrGOpKind k, Loc loc, const uint32_t *in, uint32_t nin,
+                         const GType *res, uint32_t *opidx)
+{
+    if (!building(f) || res->kind != GT_VALUE) return res;
+    if (f->s->g->ops.len >= FE_MAX_GRAPH_OPS) {
+        no_ir(f, loc, "it has too many operations after inlining its fns");
+        return res;
+    }
+    IrTensorType tt = ttype(res);
+    uint32_t op = ir_graph_op(f->s->g, k, loc, in, nin, &tt, 1);
+    GType *t = gt_value(f->a, res->elem, res->lit, res->rank, res->dims);
+    t->vid = ir_graph_result(f->s->g, op, 0) + 1;
+    if (opidx) *opidx = op;
+    return t;
+}
+
+static uint32_t const_val(Frame *f, Loc loc, IrElem e, double fv, int64_t iv)
+{
+    uint32_t op = 0;
+    const GType *r = emit(f, IR_GOP_CONST, loc, NULL, 0, gt_value(f->a, e, 0, 0, NULL), &op);
+    if (!r->vid) return 0;
+    if (ir_elem_is_float(e)) op_at(f, op)->attr.c.f = fv;
+    else op_at(f, op)->attr.c.i = iv;
+    return r->vid - 1;
+}
+
+/* t's value as element type e: a cast where the types differ, a constant of e for a
+ * literal that has no value yet. */
+static uint32_t val_as(Frame *f, Loc loc, const GType *t, IrElem e)
+{
+    if (!building(f)) return 0;
+    if (!t) {
+        no_ir(f, loc, "of a value the graph IR builder does not know");
+        return 0;
+    }
+    if (!t->vid) {
+        if (!t->known) no_ir(f, loc, "of a value the graph IR builder does not know");
+        bool fl = t->lit == 'f';
+        return const_val(f, loc, e, fl ? t->fval : (double)t->ival, fl ? (int64_t)t->fval : t->ival);
+    }
+    uint32_t v = t->vid - 1;
+    if (f->s->g->values.data[v].type.elem == e) return v;
+    const GType *r = emit(f, IR_GOP_CAST, loc, &v, 1, gt_value(f->a, e, 0, t->rank, t->dims), NULL);
+    return r->vid ? r->vid - 1 : 0;
+}
+
+static uint32_t val(Frame *f, Loc loc, const GType *t) { return val_as(f, loc, t, t->elem); }
+
+/* A copy of the type `as` holding t's value (converted to as's element type). */
+static const GType *as_value(Frame *f, Loc loc, const GType *t, const GType *as)
+{
+    if (!building(f) || as->kind != GT_VALUE) return as;
+    GType *r = gt_value(f->a, as->elem, as->lit, as->rank, as->dims);
+    r->vid = val_as(f, loc, t, as->elem) + 1;
+    return r;
+}
+
+/* t as the declared type `want` (a tuple element-wise). */
+static const GType *coerce(Frame *f, Loc loc, const GType *t, const GType *want)
+{
+    if (!building(f) || t->kind != want->kind) return t;
+    if (t->kind == GT_VALUE) return as_value(f, loc, t, want);
+    if (t->kind != GT_TUPLE) return t;
+    GType *r = arena_alloc(f->a, sizeof *r);
+    const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
+    for (uint32_t i = 0; i < t->nelems; i++) el[i] = coerce(f, loc, t->elems[i], want->elems[i]);
+    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
+    return r;
+}
+
+/* The value that expression e gave when it was checked last. */
+static const GType *seen(const Frame *f, const AstExpr *e)
+{
+    for (size_t i = f->seen.len; i-- > 0;)
+        if (f->seen.data[i].e == e) return f->seen.data[i].t;
+    return NULL;
+}
+
 /* A single value (not a tuple, not nothing); poison with an error otherwise. */
 static const GType *value_of(Frame *f, const AstExpr *e)
 {
@@ -272,13 +326,16 @@ static const GType *value_of(Frame *f, const AstExpr *e)
             t->nelems);
     else if (t->kind == GT_VOID)
         ERR(f, e->loc, "this call returns no value");
-    return t->kind == GT_VALUE ? t : &poison;
+    t = t->kind == GT_VALUE ? t : &poison;
+    if (building(f)) vec_push(&f->seen, ((Seen){e, t}));
+    return t;
 }
 
 /* ---- sizes written in the source: [T, 1024], split sizes ------------------------- */
 
-/* A size expression: an integer, a size name, or +, - and * by an integer of those. */
-static bool size_expr(Frame *f, const AstExpr *e, Dim *out)
+/* A size expression: integers and size names under +, - and * (products of size
+ * names too, LANGUAGE.md section 7: `16 * T`, `S * T`). */
+static bool size_expr(Frame *f, const AstExpr *e, IrSize *out)
 {
     if (!e) return false;
     if (e->kind == AST_INT) {
@@ -286,7 +343,7 @@ static bool size_expr(Frame *f, const AstExpr *e, Dim *out)
             ERR(f, e->loc, "size %llu is too large", (unsigned long long)e->ival);
             return false;
         }
-        *out = dim_const((int64_t)e->ival);
+        *out = ir_size_const((int64_t)e->ival);
         return true;
     }
     if (e->kind == AST_NAME) {
@@ -296,30 +353,27 @@ static bool size_expr(Frame *f, const AstExpr *e, Dim *out)
         if (s) *out = s->dim;
         return s != NULL;
     }
-    Dim l, r;
+    IrSize l, r;
     if (e->kind != AST_BINARY || (e->op != AST_ADD && e->op != AST_SUB && e->op != AST_MUL)) {
-        ERR(f, e->loc, "a size must be an integer, a size name, or a sum of those");
+        ERR(f, e->loc, "a size must be an integer, a size name, or a sum or product of those");
         return false;
     }
     if (!size_expr(f, e->lhs, &l) || !size_expr(f, e->rhs, &r)) return false;
-    bool ok;
-    if (e->op != AST_MUL) ok = dim_add(f->a, l, r, e->op == AST_ADD ? 1 : -1, out);
-    else if (l.n && r.n) {
-        ERR(f, e->loc, "a size can be multiplied only by an integer");
-        return false;
-    } else ok = dim_add(f->a, dim_const(0), l.n ? l : r, l.n ? r.c : l.c, out);
+    bool ok = e->op == AST_MUL ? ir_size_mul(f->a, l, r, out)
+                               : ir_size_add(f->a, l, r, e->op == AST_ADD ? 1 : -1, out);
+    if (ok && out->n == 0 && (out->c > MAX_SIZE || out->c < -MAX_SIZE)) ok = false;
     if (!ok) ERR(f, e->loc, "size is too large");
     return ok;
 }
 
 /* A list of sizes `[T, 8, 128]`; positive where known. */
-static bool size_list(Frame *f, const AstExpr *e, const char *what, uint32_t *n, Dim **out)
+static bool size_list(Frame *f, const AstExpr *e, const char *what, uint32_t *n, IrSize **out)
 {
     if (!e || e->kind != AST_LIST) {
         if (e) ERR(f, e->loc, "the %s must be a list of sizes like [T, 1024]", what);
         return false;
     }
-    Dim *d = arena_alloc(f->a, (e->nargs + 1) * sizeof *d);
+    IrSize *d = arena_alloc(f->a, (e->nargs + 1) * sizeof *d);
     bool ok = true;
     for (uint32_t i = 0; i < e->nargs; i++) {
         if (!size_expr(f, e->args[i], &d[i])) ok = false;
@@ -376,7 +430,7 @@ static const GType *elementwise(Frame *f, Loc loc, const char *op, const GType *
 {
     if (l->kind != GT_VALUE || r->kind != GT_VALUE) return &poison;
     uint32_t n;
-    const Dim *d;
+    const IrSize *d;
     if (!bcast_dims(f->a, l->rank, l->dims, r->rank, r->dims, &n, &d)) {
         shape_clash(f, loc, op, l, r);
         return &poison;
@@ -401,11 +455,61 @@ static const GType *check_unary(Frame *f, const AstExpr *e)
             gt_str(f->a, t));
         return &poison;
     }
-    if (e->op == '!') return gt_with_elem(f->a, t, IR_I1);
-    return t;
+    if (!building(f)) return e->op == '!' ? gt_with_elem(f->a, t, IR_I1) : t;
+    if (e->op == '-' && t->known) {
+        GType *r = gt_value(f->a, t->elem, t->lit, 0, NULL);
+        *r = *t;
+        r->fval = -t->fval;
+        r->ival = (int64_t)(0 - (uint64_t)t->ival);
+        return r;
+    }
+    uint32_t v = val(f, e->loc, t);
+    IrGOpKind k = e->op == '-' ? IR_GOP_NEG : e->op == '~' ? IR_GOP_BNOT : IR_GOP_NOT;
+    return emit(f, k, e->loc, &v, 1, e->op == '!' ? gt_with_elem(f->a, t, IR_I1) : t, NULL);
 }
 
 static const GType *binary_of(Frame *f, const AstExpr *e, const GType *l, const GType *r);
+
+static const IrGOpKind binop_kind[] = {
+    [AST_ADD] = IR_GOP_ADD, [AST_SUB] = IR_GOP_SUB, [AST_MUL] = IR_GOP_MUL, [AST_DIV] = IR_GOP_DIV,
+    [AST_REM] = IR_GOP_REM, [AST_SHL] = IR_GOP_SHL, [AST_SHR] = IR_GOP_SHR, [AST_BAND] = IR_GOP_AND,
+    [AST_BXOR] = IR_GOP_XOR, [AST_BOR] = IR_GOP_OR, [AST_EQ] = IR_GOP_CMP, [AST_NE] = IR_GOP_CMP,
+    [AST_LT] = IR_GOP_CMP, [AST_LE] = IR_GOP_CMP, [AST_GT] = IR_GOP_CMP, [AST_GE] = IR_GOP_CMP,
+    [AST_LAND] = IR_GOP_LAND, [AST_LOR] = IR_GOP_LOR,
+};
+
+/* Two known literals under + - * (and / of floats) give a known literal. */
+static bool fold(const GType *l, const GType *r, int op, GType *out)
+{
+    if (!l->known || !r->known || op > AST_DIV || (op == AST_DIV && out->lit != 'f')) return false;
+    if (out->lit == 'f') {
+        double x = l->lit == 'f' ? l->fval : (double)l->ival, y = r->lit == 'f' ? r->fval : (double)r->ival;
+        out->fval = op == AST_ADD ? x + y : op == AST_SUB ? x - y : op == AST_MUL ? x * y : x / y;
+    } else if (op == AST_ADD ? __builtin_add_overflow(l->ival, r->ival, &out->ival)
+               : op == AST_SUB ? __builtin_sub_overflow(l->ival, r->ival, &out->ival)
+                               : __builtin_mul_overflow(l->ival, r->ival, &out->ival))
+        return false;
+    out->known = true;
+    return true;
+}
+
+/* The op of `l op r` with result type t: both operands as their promoted type. */
+static const GType *emit_binary(Frame *f, Loc loc, int op, const GType *l, const GType *r, const GType *t)
+{
+    if (!building(f) || t->kind != GT_VALUE) return t;
+    GType folded = *t;
+    if (t->lit && fold(l, r, op, &folded)) {
+        GType *c = gt_value(f->a, t->elem, t->lit, 0, NULL);
+        *c = folded;
+        return c;
+    }
+    char lit;
+    IrElem pe = promote(l, r, &lit);
+    uint32_t in[2] = {val_as(f, loc, l, pe), val_as(f, loc, r, pe)}, idx = 0;
+    const GType *res = emit(f, binop_kind[op], loc, in, 2, t, &idx);
+    if (res->vid && binop_kind[op] == IR_GOP_CMP) op_at(f, idx)->attr.cmp = (IrGCmp)(op - AST_EQ);
+    return res;
+}
 
 /* A chain `a + b + c + ...` is walked without recursing down its left spine (up to
  * FE_MAX_CHAIN operators), so the C stack holds a frame per nesting level only. */
@@ -433,8 +537,8 @@ static const GType *binary_of(Frame *f, const AstExpr *e, const GType *l, const 
     }
     const GType *t = elementwise(f, e->loc, op, l, r);
     if (t->kind == GT_VALUE && (is_cmp(e->op) || e->op == AST_LAND || e->op == AST_LOR))
-        return gt_with_elem(f->a, t, IR_I1);
-    return t;
+        t = gt_with_elem(f->a, t, IR_I1);
+    return emit_binary(f, e->loc, e->op, l, r, t);
 }
 
 /* [..., M, K] @ [..., K, N] -> [..., M, N], leading axes broadcast; a vector operand
@@ -449,25 +553,27 @@ static const GType *check_matmul(Frame *f, const AstExpr *e)
             "need a rank of 1 or more (use * to scale)", ls, rs);
         return &poison;
     }
-    Dim kl = l->dims[l->rank - 1], kr = r->dims[r->rank == 1 ? 0 : r->rank - 2];
-    if (!dim_eq(kl, kr)) {
+    IrSize kl = l->dims[l->rank - 1], kr = r->dims[r->rank == 1 ? 0 : r->rank - 2];
+    if (!ir_size_eq(kl, kr)) {
         ERR(f, e->loc, "cannot multiply a tensor of shape %s by one of shape %s: inner sizes "
-            "%s and %s differ", ls, rs, dim_str(f->a, kl), dim_str(f->a, kr));
+            "%s and %s differ", ls, rs, ir_size_str(f->a, kl), ir_size_str(f->a, kr));
         return &poison;
     }
     uint32_t bl = l->rank >= 2 ? l->rank - 2 : 0, br = r->rank >= 2 ? r->rank - 2 : 0, n;
-    const Dim *batch;
+    const IrSize *batch;
     if (!bcast_dims(f->a, bl, l->dims, br, r->dims, &n, &batch)) {
         ERR(f, e->loc, "cannot multiply a tensor of shape %s by one of shape %s: batch shapes "
             "%s and %s differ", ls, rs, shape_str(f->a, bl, l->dims), shape_str(f->a, br, r->dims));
         return &poison;
     }
-    Dim *d = arena_alloc(f->a, (n + 2) * sizeof *d);
+    IrSize *d = arena_alloc(f->a, (n + 2) * sizeof *d);
     memcpy(d, batch, n * sizeof *d);
     if (l->rank >= 2) d[n++] = l->dims[l->rank - 2];
     if (r->rank >= 2) d[n++] = r->dims[r->rank - 1];
     char lit;
-    return gt_value(f->a, promote(l, r, &lit), 0, n, d);
+    IrElem pe = promote(l, r, &lit);
+    uint32_t in[2] = {val_as(f, e->loc, l, pe), val_as(f, e->loc, r, pe)};
+    return emit(f, IR_GOP_MATMUL, e->loc, in, 2, gt_value(f->a, pe, 0, n, d), NULL);
 }
 
 /* ---- names, literals, conversions, indexing ----------------------------------------- */
@@ -476,14 +582,31 @@ static const GType *check_name(Frame *f, const AstExpr *e)
 {
     const Var *v = lookup_var(f, e->name);
     if (v) return v->type;
-    if (lookup_size(f, e->name)) return gt_scalar(f->a, IR_I64);
+    const Size *s = lookup_size(f, e->name);
+    if (s) {
+        uint32_t idx = 0;
+        const GType *t = emit(f, IR_GOP_SIZE, e->loc, NULL, 0, gt_scalar(f->a, IR_I64), &idx);
+        if (t->vid) op_at(f, idx)->attr.size = s->dim;
+        return t;
+    }
     ERR(f, e->loc, "unknown name '%s'", e->name);
     return &poison;
 }
 
 static const GType *check_int(Frame *f, const AstExpr *e)
 {
-    return gt_value(f->a, e->ival > INT32_MAX ? IR_I64 : IR_I32, 'i', 0, NULL);
+    GType *t = gt_value(f->a, e->ival > INT32_MAX ? IR_I64 : IR_I32, 'i', 0, NULL);
+    t->known = true;
+    t->ival = (int64_t)e->ival;
+    return t;
+}
+
+static const GType *check_float(Frame *f, const AstExpr *e)
+{
+    GType *t = gt_value(f->a, IR_F32, 'f', 0, NULL);
+    t->known = true;
+    t->fval = e->fval;
+    return t;
 }
 
 /* The element type an AstType names (`f32`, `bool`); false with an error. */
@@ -507,7 +630,7 @@ static const GType *check_cast(Frame *f, const AstExpr *e)
     if (e->type && e->type->kind == AST_TYPE_OF) {          /* x as dtype(y): y's element type */
         const GType *of = value_of(f, e->type->of);
         if (t->kind != GT_VALUE || of->kind != GT_VALUE) return &poison;
-        return gt_with_elem(f->a, t, of->lit == 'f' ? IR_F32 : of->lit == 'i' ? IR_I32 : of->elem);
+        return as_value(f, e->loc, t, gt_with_elem(f->a, t, of->lit == 'f' ? IR_F32 : of->lit == 'i' ? IR_I32 : of->elem));
     }
     if (e->type && e->type->kind != AST_TYPE_SCALAR && e->type->kind != AST_TYPE_PTR) {
         ERR(f, e->type->loc, "'as' converts the element type only; write 'as %s'",
@@ -516,7 +639,7 @@ static const GType *check_cast(Frame *f, const AstExpr *e)
     }
     IrElem el;
     if (!elem_of(f, e->type, &el) || t->kind != GT_VALUE) return &poison;
-    return gt_with_elem(f->a, t, el);
+    return as_value(f, e->loc, t, gt_with_elem(f->a, t, el));
 }
 
 /* t[:, None]: one ':' per axis of t, a None where an axis of size 1 is inserted. */
@@ -524,7 +647,7 @@ static const GType *check_index(Frame *f, const AstExpr *e)
 {
     const GType *t = value_of(f, e->lhs);
     if (t->kind != GT_VALUE) return t;
-    Dim *d = arena_alloc(f->a, (e->nargs + 1) * sizeof *d);
+    IrSize *d = arena_alloc(f->a, (e->nargs + 1) * sizeof *d);
     uint32_t slices = 0;
     for (uint32_t i = 0; i < e->nargs; i++) {
         const AstExpr *x = e->args[i];
@@ -532,7 +655,7 @@ static const GType *check_index(Frame *f, const AstExpr *e)
             ERR(f, x ? x->loc : e->loc, "an index may only hold ':' and None");
             return &poison;
         }
-        d[i] = x->kind == AST_NONE ? dim_const(1) : slices < t->rank ? t->dims[slices] : dim_const(1);
+        d[i] = x->kind == AST_NONE ? ir_size_const(1) : slices < t->rank ? t->dims[slices] : ir_size_const(1);
         slices += x->kind == AST_SLICE;
     }
     if (slices != t->rank) {
@@ -540,7 +663,8 @@ static const GType *check_index(Frame *f, const AstExpr *e)
             gt_shape(f->a, t), t->rank);
         return &poison;
     }
-    return gt_value(f->a, t->elem, 0, e->nargs, d);
+    uint32_t v = val(f, e->loc, t);
+    return emit(f, IR_GOP_RESHAPE, e->loc, &v, 1, gt_value(f->a, t->elem, 0, e->nargs, d), NULL);
 }
 
 static const GType *check_tuple(Frame *f, const AstExpr *e)
@@ -596,7 +720,7 @@ typedef const GType *(*BuiltinCheck)(Frame *f, const AstExpr *call, const AstExp
 
 typedef struct Builtin {
     const char *name;
-    const char *params[4];
+    const char *params[5];
     uint32_t nparams, nreq;
     BuiltinCheck check;
 } Builtin;
@@ -655,12 +779,16 @@ static const GType *b_classify(Frame *f, const AstExpr *call, const AstExpr **ar
     return t->kind == GT_VALUE ? gt_with_elem(f->a, t, IR_I1) : t;
 }
 
-/* minimum, maximum, pow, fma: element-wise over broadcast arguments. */
+/* minimum, maximum, pow, fma: element-wise over broadcast arguments; float math
+ * (pow, fma) computes integers in f32, as kernels do. */
 static const GType *b_elementwise(Frame *f, const AstExpr *call, const AstExpr **args)
 {
     const GType *t = value_of(f, args[0]);
     for (uint32_t i = 1; i < 3 && args[i]; i++)
         t = elementwise(f, call->loc, call->name, t, value_of(f, args[i]));
+    int arity;
+    if (t->kind == GT_VALUE && ir_elementwise_kind(call->name, &arity) == 'f' && !is_float(t))
+        t = gt_value(f->a, IR_F32, t->lit ? 'f' : 0, t->rank, t->dims);
     return t;
 }
 
@@ -679,7 +807,7 @@ static const GType *b_where(Frame *f, const AstExpr *call, const AstExpr **args)
 /* t without its axis `ax`. */
 static const GType *drop_axis(Frame *f, const GType *t, uint32_t ax, IrElem e)
 {
-    Dim *d = arena_alloc(f->a, t->rank * sizeof *d + 1);
+    IrSize *d = arena_alloc(f->a, t->rank * sizeof *d + 1);
     for (uint32_t i = 0, n = 0; i < t->rank; i++)
         if (i != ax) d[n++] = t->dims[i];
     return gt_value(f->a, e, 0, t->rank - 1, d);
@@ -714,10 +842,10 @@ static bool norm_vector(Frame *f, const AstExpr *arg, const char *what, const ch
 {
     const GType *w = value_of(f, arg);
     if (w->kind != GT_VALUE) return false;
-    Dim last = t->dims[t->rank - 1];
-    if (w->rank == 1 && dim_eq(w->dims[0], last) && is_float(w)) return true;
+    IrSize last = t->dims[t->rank - 1];
+    if (w->rank == 1 && ir_size_eq(w->dims[0], last) && is_float(w)) return true;
     ERR(f, arg->loc, "the %s of %s must be a float tensor of shape [%s] (the last size of the "
-        "input %s), not %s", what, fn, dim_str(f->a, last), gt_shape(f->a, t), gt_str(f->a, w));
+        "input %s), not %s", what, fn, ir_size_str(f->a, last), gt_shape(f->a, t), gt_str(f->a, w));
     return false;
 }
 
@@ -734,49 +862,61 @@ static const GType *b_norm(Frame *f, const AstExpr *call, const AstExpr **args)
     return ok ? t : &poison;
 }
 
+/* trans(t) swaps the last two axes; trans(t, [2, 0, 1]) permutes them (result axis i
+ * is axis axes[i] of t). The permutation is kept in f->perm for the builder. */
+static bool trans_axes(Frame *f, const AstExpr *e, const GType *t, uint32_t *perm)
+{
+    for (uint32_t i = 0; i < t->rank; i++) perm[i] = i;
+    if (!e) {
+        perm[t->rank - 1] = t->rank - 2;
+        perm[t->rank - 2] = t->rank - 1;
+        return true;
+    }
+    if (e->kind != AST_LIST || e->nargs != t->rank) {
+        ERR(f, e->loc, "the axes of trans must be a list of %u axes (a permutation of 0 .. %u)",
+            t->rank, t->rank - 1);
+        return false;
+    }
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < t->rank; i++) {
+        if (!axis_arg(f, e->args[i], "trans", t, &perm[i])) return false;
+        if (seen >> perm[i] & 1) {
+            ERR(f, e->args[i]->loc, "axis %u appears twice in the axes of trans", perm[i]);
+            return false;
+        }
+        seen |= (uint64_t)1 << perm[i];
+    }
+    return true;
+}
+
 static const GType *b_trans(Frame *f, const AstExpr *call, const AstExpr **args)
 {
-    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), "trans", 2);
+    const GType *t = need_tensor(f, args[0], value_of(f, args[0]), "trans", args[1] ? 1 : 2);
     if (t->kind != GT_VALUE) return t;
-    Dim *d = arena_alloc(f->a, t->rank * sizeof *d);
-    memcpy(d, t->dims, t->rank * sizeof *d);
-    d[t->rank - 1] = t->dims[t->rank - 2];
-    d[t->rank - 2] = t->dims[t->rank - 1];
+    uint32_t *perm = arena_alloc(f->a, (t->rank + 1) * sizeof *perm);
+    if (!trans_axes(f, args[1], t, perm)) return &poison;
+    IrSize *d = arena_alloc(f->a, t->rank * sizeof *d);
+    for (uint32_t i = 0; i < t->rank; i++) d[i] = t->dims[perm[i]];
+    f->perm = perm;
     return gt_value(f->a, t->elem, 0, t->rank, d);
 }
 
-static int cmp_str(const void *x, const void *y)
+/* The element count of a shape as a polynomial, printed "64*T"; NULL on overflow. */
+static const char *numel_str(Arena *a, uint32_t rank, const IrSize *dims, IrSize *n)
 {
-    return strcmp(*(const char *const *)x, *(const char *const *)y);
+    return ir_size_numel(a, rank, dims, n) ? ir_size_str(a, *n) : NULL;
 }
 
-/* The element count of a shape as a product "T*1024" (symbolic factors sorted, the
- * known ones multiplied into one number); NULL if that number overflows. */
-static const char *numel_str(Arena *a, uint32_t rank, const Dim *dims)
-{
-    const char **fac = arena_alloc(a, (rank + 1) * sizeof *fac);
-    uint32_t n = 0;
-    int64_t c = 1;
-    for (uint32_t i = 0; i < rank; i++) {
-        if (dims[i].n) fac[n++] = dim_str(a, dims[i]);
-        else if (__builtin_mul_overflow(c, dims[i].c, &c)) return NULL;
-    }
-    qsort(fac, n, sizeof *fac, cmp_str);
-    const char *s = "";
-    for (uint32_t i = 0; i < n; i++) s = arena_printf(a, "%s%s%s", s, i ? "*" : "", fac[i]);
-    if (n == 0) return arena_printf(a, "%lld", (long long)c);
-    return c == 1 ? s : arena_printf(a, "%s*%lld", s, (long long)c);
-}
-
-/* reshape(t, shape): element counts equal as products (a symbolic size is a factor). */
+/* reshape(t, shape): element counts equal as polynomials ([4, T, 16] to [4, 16 * T]). */
 static const GType *b_reshape(Frame *f, const AstExpr *call, const AstExpr **args)
 {
     const GType *t = value_of(f, args[0]);
     uint32_t n;
-    Dim *d;
+    IrSize *d;
     if (!size_list(f, args[1], "shape of reshape", &n, &d) || t->kind != GT_VALUE) return &poison;
-    const char *from = numel_str(f->a, t->rank, t->dims), *to = numel_str(f->a, n, d);
-    if (!from || !to || strcmp(from, to) != 0) {
+    IrSize nf, nt;
+    const char *from = numel_str(f->a, t->rank, t->dims, &nf), *to = numel_str(f->a, n, d, &nt);
+    if (!from || !to || !ir_size_eq(nf, nt)) {
         ERR(f, call->loc, "cannot reshape a tensor of shape %s (%s elements) to %s (%s elements)",
             gt_shape(f->a, t), from ? from : "too many", shape_str(f->a, n, d), to ? to : "too many");
         return &poison;
@@ -788,11 +928,11 @@ static const GType *b_broadcast(Frame *f, const AstExpr *call, const AstExpr **a
 {
     const GType *t = value_of(f, args[0]);
     uint32_t n, rn;
-    Dim *d;
-    const Dim *rd;
+    IrSize *d;
+    const IrSize *rd;
     if (!size_list(f, args[1], "shape of broadcast", &n, &d) || t->kind != GT_VALUE) return &poison;
     bool ok = bcast_dims(f->a, t->rank, t->dims, n, d, &rn, &rd) && rn == n;
-    for (uint32_t i = 0; ok && i < n; i++) ok = dim_eq(rd[i], d[i]);
+    for (uint32_t i = 0; ok && i < n; i++) ok = ir_size_eq(rd[i], d[i]);
     if (!ok) {
         ERR(f, call->loc, "cannot broadcast a tensor of shape %s to shape %s", gt_shape(f->a, t),
             shape_str(f->a, n, d));
@@ -812,14 +952,14 @@ static const GType *b_concat(Frame *f, const AstExpr *call, const AstExpr **args
     const GType *t = need_tensor(f, l->args[0], value_of(f, l->args[0]), "concat", 1);
     uint32_t ax;
     if (t->kind != GT_VALUE || !axis_arg(f, args[1], "concat", t, &ax)) return &poison;
-    Dim *d = arena_alloc(f->a, t->rank * sizeof *d);
+    IrSize *d = arena_alloc(f->a, t->rank * sizeof *d);
     memcpy(d, t->dims, t->rank * sizeof *d);
     IrElem e = t->elem;
     for (uint32_t i = 1; i < l->nargs; i++) {
         const GType *u = value_of(f, l->args[i]);
         if (u->kind != GT_VALUE) return &poison;
         bool ok = u->rank == t->rank;
-        for (uint32_t k = 0; ok && k < t->rank; k++) ok = k == ax || dim_eq(d[k], u->dims[k]);
+        for (uint32_t k = 0; ok && k < t->rank; k++) ok = k == ax || ir_size_eq(d[k], u->dims[k]);
         if (!ok) {
             ERR(f, l->args[i]->loc, "cannot concatenate a tensor of shape %s with one of shape %s "
                 "along axis %u", shape_str(f->a, t->rank, d), gt_shape(f->a, u), ax);
@@ -827,7 +967,7 @@ static const GType *b_concat(Frame *f, const AstExpr *call, const AstExpr **args
         }
         char lit;
         e = promote(gt_scalar(f->a, e), u, &lit);
-        if (!dim_add(f->a, d[ax], u->dims[ax], 1, &d[ax])) {
+        if (!ir_size_add(f->a, d[ax], u->dims[ax], 1, &d[ax])) {
             ERR(f, l->args[i]->loc, "size is too large");
             return &poison;
         }
@@ -840,26 +980,26 @@ static const GType *b_split(Frame *f, const AstExpr *call, const AstExpr **args)
 {
     const GType *t = need_tensor(f, args[0], value_of(f, args[0]), "split", 1);
     uint32_t n, ax;
-    Dim *sz;
+    IrSize *sz;
     if (!size_list(f, args[1], "sizes of split", &n, &sz) || t->kind != GT_VALUE ||
         !axis_arg(f, args[2], "split", t, &ax))
         return &poison;
-    Dim total = dim_const(0);
+    IrSize total = ir_size_const(0);
     for (uint32_t i = 0; i < n; i++)
-        if (!dim_add(f->a, total, sz[i], 1, &total)) {
+        if (!ir_size_add(f->a, total, sz[i], 1, &total)) {
             ERR(f, args[1]->loc, "size is too large");
             return &poison;
         }
-    if (n == 0 || !dim_eq(total, t->dims[ax])) {
+    if (n == 0 || !ir_size_eq(total, t->dims[ax])) {
         ERR(f, args[1]->loc, "split sizes %s add up to %s, but axis %u of the tensor of shape %s "
-            "has size %s", shape_str(f->a, n, sz), dim_str(f->a, total), ax, gt_shape(f->a, t),
-            dim_str(f->a, t->dims[ax]));
+            "has size %s", shape_str(f->a, n, sz), ir_size_str(f->a, total), ax, gt_shape(f->a, t),
+            ir_size_str(f->a, t->dims[ax]));
         return &poison;
     }
     GType *tup = arena_alloc(f->a, sizeof *tup);
     const GType **el = arena_alloc(f->a, n * sizeof *el);
     for (uint32_t i = 0; i < n; i++) {
-        Dim *d = arena_alloc(f->a, t->rank * sizeof *d);
+        IrSize *d = arena_alloc(f->a, t->rank * sizeof *d);
         memcpy(d, t->dims, t->rank * sizeof *d);
         d[ax] = sz[i];
         el[i] = gt_value(f->a, t->elem, 0, t->rank, d);
@@ -884,10 +1024,10 @@ static const GType *b_dropout(Frame *f, const AstExpr *call, const AstExpr **arg
 static bool attention_pair(Frame *f, Loc loc, const char *x, const GType *a, const char *y,
                            const GType *b, uint32_t ia, uint32_t ib, const char *what)
 {
-    Dim da = a->dims[a->rank - ia], db = b->dims[b->rank - ib];
-    if (dim_eq(da, db)) return true;
+    IrSize da = a->dims[a->rank - ia], db = b->dims[b->rank - ib];
+    if (ir_size_eq(da, db)) return true;
     ERR(f, loc, "attention: %s of shape %s and %s of shape %s have different %s (%s and %s)", x,
-        gt_shape(f->a, a), y, gt_shape(f->a, b), what, dim_str(f->a, da), dim_str(f->a, db));
+        gt_shape(f->a, a), y, gt_shape(f->a, b), what, ir_size_str(f->a, da), ir_size_str(f->a, db));
     return false;
 }
 
@@ -905,19 +1045,20 @@ static const GType *b_attention(Frame *f, const AstExpr *call, const AstExpr **a
         if (c->kind == GT_VALUE && (c->rank || c->elem != IR_I1))
             ERR(f, args[3]->loc, "causal must be a bool, not %s", gt_str(f->a, c));
     }
+    if (args[4]) need_scalar(f, args[4], value_of(f, args[4]), "attention", "scale", true);
     if (t[0]->kind != GT_VALUE || t[1]->kind != GT_VALUE || t[2]->kind != GT_VALUE) return &poison;
     if (!attention_pair(f, call->loc, "q", t[0], "k", t[1], 1, 1, "head sizes") ||
         !attention_pair(f, call->loc, "k", t[1], "v", t[2], 2, 2, "sequence lengths"))
         return &poison;
     uint32_t n1, n;
-    const Dim *b1, *b;
+    const IrSize *b1, *b;
     if (!bcast_dims(f->a, t[0]->rank - 2, t[0]->dims, t[1]->rank - 2, t[1]->dims, &n1, &b1) ||
         !bcast_dims(f->a, n1, b1, t[2]->rank - 2, t[2]->dims, &n, &b)) {
         ERR(f, call->loc, "attention: the batch shapes of q %s, k %s and v %s differ",
             gt_shape(f->a, t[0]), gt_shape(f->a, t[1]), gt_shape(f->a, t[2]));
         return &poison;
     }
-    Dim *d = arena_alloc(f->a, (n + 2) * sizeof *d);
+    IrSize *d = arena_alloc(f->a, (n + 2) * sizeof *d);
     memcpy(d, b, n * sizeof *d);
     d[n] = t[0]->dims[t[0]->rank - 2];
     d[n + 1] = t[2]->dims[t[2]->rank - 1];
@@ -932,7 +1073,7 @@ static const GType *b_fill(Frame *f, const AstExpr *call, const AstExpr **args)
     bool full = call->name[0] == 'f';
     const AstExpr *te = args[full ? 2 : 1];
     uint32_t n;
-    Dim *d;
+    IrSize *d;
     bool ok = size_list(f, args[0], "shape", &n, &d);
     if (full) ok &= need_scalar(f, args[1], value_of(f, args[1]), "full", "value", true)->kind ==
                     GT_VALUE;
@@ -951,18 +1092,16 @@ static const GType *b_cdiv(Frame *f, const AstExpr *call, const AstExpr **args)
     return elementwise(f, call->loc, "cdiv", a, b);
 }
 
-#define X1 {"x"}, 1, 1
+/* The element-wise functions come from ir/elementwise.def, shared with kernels. */
+#define EW_PARAMS_1 {"x"}
+#define EW_PARAMS_2 {"a", "b"}
+#define EW_PARAMS_3 {"a", "b", "c"}
 static const Builtin graph_builtins[] = {
     /* name        params                          np nreq check */
-    {"exp", X1, b_math}, {"exp2", X1, b_math}, {"log", X1, b_math}, {"log2", X1, b_math},
-    {"sqrt", X1, b_math}, {"rsqrt", X1, b_math}, {"sin", X1, b_math}, {"cos", X1, b_math},
-    {"tanh", X1, b_math}, {"erf", X1, b_math}, {"floor", X1, b_math}, {"ceil", X1, b_math},
-    {"sigmoid", X1, b_math}, {"abs", X1, b_abs},
-    {"isnan", X1, b_classify}, {"isinf", X1, b_classify}, {"isfinite", X1, b_classify},
-    {"minimum", {"a", "b"}, 2, 2, b_elementwise},
-    {"maximum", {"a", "b"}, 2, 2, b_elementwise},
-    {"pow", {"a", "b"}, 2, 2, b_elementwise},
-    {"fma", {"a", "b", "c"}, 3, 3, b_elementwise},
+#define EW(n, ar, top, gop, kind) \
+    {n, EW_PARAMS_##ar, ar, ar, kind == 'c' ? b_classify : ar == 1 && kind == 'f' ? b_math : ar == 1 ? b_abs : b_elementwise},
+#include "ir/elementwise.def"
+#undef EW
     {"where", {"cond", "a", "b"}, 3, 3, b_where},
     {"sum", {"t", "axis"}, 2, 2, b_reduce},
     {"max", {"t", "axis"}, 2, 2, b_reduce},
@@ -977,18 +1116,17 @@ static const Builtin graph_builtins[] = {
     {"cumprod", {"t", "axis"}, 2, 2, b_along},
     {"layer_norm", {"t", "w", "b", "eps"}, 4, 4, b_norm},
     {"rms_norm", {"t", "w", "eps"}, 3, 3, b_norm},
-    {"trans", {"t"}, 1, 1, b_trans},
+    {"trans", {"t", "axes"}, 2, 1, b_trans},
     {"reshape", {"t", "shape"}, 2, 2, b_reshape},
     {"broadcast", {"t", "shape"}, 2, 2, b_broadcast},
     {"concat", {"tensors", "axis"}, 2, 2, b_concat},
     {"split", {"t", "sizes", "axis"}, 3, 3, b_split},
     {"dropout", {"t", "p", "seed"}, 3, 3, b_dropout},
-    {"attention", {"q", "k", "v", "causal"}, 4, 3, b_attention},
+    {"attention", {"q", "k", "v", "causal", "scale"}, 5, 3, b_attention},
     {"zeros", {"shape", "type"}, 2, 2, b_fill},
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
 };
-#undef X1
 
 /* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
 static const char *const kernel_only[] = {
@@ -1011,13 +1149,120 @@ static bool is_kernel_only(const char *name)
     return false;
 }
 
+/* ---- the graph IR of a built-in call ------------------------------------------------ */
+
+static uint32_t arg_as(Frame *f, const AstExpr *arg, IrElem e) { return val_as(f, arg->loc, seen(f, arg), e); }
+
+/* A scalar argument as a float (literals f32) or an integer (literals i64). */
+static uint32_t scalar_arg(Frame *f, const AstExpr *arg, bool want_float)
+{
+    const GType *t = seen(f, arg);
+    bool keep = t && !t->lit && (want_float ? is_float(t) : is_int(t));
+    return val_as(f, arg->loc, t, keep ? t->elem : want_float ? IR_F32 : IR_I64);
+}
+
+static const GType *emit_split(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    const GType *x = seen(f, args[0]);
+    uint32_t ax = 0, v = val(f, call->loc, x);
+    axis_arg(f, args[2], "split", x, &ax);
+    IrTensorType *tt = arena_alloc(f->a, (t->nelems + 1) * sizeof *tt);
+    for (uint32_t i = 0; i < t->nelems; i++) tt[i] = ttype(t->elems[i]);
+    if (!building(f)) return t;
+    uint32_t op = ir_graph_op(f->s->g, IR_GOP_SPLIT, call->loc, &v, 1, tt, t->nelems);
+    op_at(f, op)->attr.axis = ax;
+    GType *r = arena_alloc(f->a, sizeof *r);
+    const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
+    for (uint32_t i = 0; i < t->nelems; i++) {
+        GType *e = gt_value(f->a, t->elems[i]->elem, 0, t->elems[i]->rank, t->elems[i]->dims);
+        e->vid = ir_graph_result(f->s->g, op, i) + 1;
+        el[i] = e;
+    }
+    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
+    return r;
+}
+
+static const GType *emit_concat(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    const AstExpr *l = args[0];
+    uint32_t *in = arena_alloc(f->a, (l->nargs + 1) * sizeof *in), ax = 0, op = 0;
+    for (uint32_t i = 0; i < l->nargs; i++) in[i] = arg_as(f, l->args[i], t->elem);
+    axis_arg(f, args[1], "concat", seen(f, l->args[0]), &ax);
+    const GType *r = emit(f, IR_GOP_CONCAT, call->loc, in, l->nargs, t, &op);
+    if (r->vid) op_at(f, op)->attr.axis = ax;
+    return r;
+}
+
+/* The operands of a built-in of graph_ops.def's family `fam`; their count. */
+static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, const GType *t, uint32_t *in)
+{
+    const GType *a0 = seen(f, args[0]);
+    switch (ir_gop_family(k)) {
+    case 'u':
+        if (k == IR_GOP_ISNAN || k == IR_GOP_ISINF || k == IR_GOP_ISFINITE)
+            return in[0] = arg_as(f, args[0], is_float(a0) && !a0->lit ? a0->elem : IR_F32), 1;
+        return in[0] = arg_as(f, args[0], t->elem), 1;
+    case 'b': case 't':
+        for (uint32_t i = 0; i < (uint32_t)ir_gop_nin(k); i++)
+            in[i] = arg_as(f, args[i], k == IR_GOP_WHERE && i == 0 ? IR_I1 : t->elem);
+        return (uint32_t)ir_gop_nin(k);
+    case 'r': case 'a': case 's': return in[0] = val(f, args[0]->loc, a0), 1;
+    case 'n': {
+        bool ln = k == IR_GOP_LAYER_NORM;
+        in[0] = val(f, args[0]->loc, a0);
+        in[1] = val(f, args[1]->loc, seen(f, args[1]));
+        if (ln) in[2] = val(f, args[2]->loc, seen(f, args[2]));
+        in[ln ? 3 : 2] = scalar_arg(f, args[ln ? 3 : 2], true);
+        return ln ? 4 : 3;
+    }
+    case 'd':
+        in[0] = val(f, args[0]->loc, a0);
+        in[1] = scalar_arg(f, args[1], true);
+        in[2] = scalar_arg(f, args[2], false);
+        return 3;
+    case 'A':
+        for (int i = 0; i < 3; i++) in[i] = arg_as(f, args[i], t->elem);
+        in[3] = args[3] ? arg_as(f, args[3], IR_I1) : const_val(f, args[0]->loc, IR_I1, 0, 0);
+        in[4] = args[4] ? scalar_arg(f, args[4], true) : const_val(f, args[0]->loc, IR_F32, 1.0, 0);
+        return 5;
+    default: return 0;
+    }
+}
+
+/* The op of a checked built-in call whose result type is t. */
+static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    if (!building(f) || t->kind == GT_POISON || t->kind == GT_VOID) return t;
+    const char *n = call->name;
+    IrGOpKind k;
+    if (!strcmp(n, "split")) return emit_split(f, call, args, t);
+    if (!strcmp(n, "concat")) return emit_concat(f, call, args, t);
+    if (!strcmp(n, "zeros") || !strcmp(n, "full")) {
+        uint32_t v = n[0] == 'z' ? const_val(f, call->loc, t->elem, 0.0, 0) : arg_as(f, args[1], t->elem);
+        return emit(f, IR_GOP_FULL, call->loc, &v, 1, t, NULL);
+    }
+    if (!ir_gop_from_name(n, &k)) {
+        no_ir(f, call->loc, "of a built-in the graph IR does not have");
+        return t;
+    }
+    uint32_t in[5], op = 0, nin = builtin_operands(f, k, args, t, in);
+    const GType *r = emit(f, k, call->loc, in, nin, t, &op);
+    if (!r->vid) return r;
+    if (ir_gop_attr(k) == GA_AXIS) {
+        uint32_t ax = 0;
+        axis_arg(f, args[1], n, seen(f, args[0]), &ax);
+        op_at(f, op)->attr.axis = ax;
+    } else if (k == IR_GOP_TRANS) op_at(f, op)->attr.perm = f->perm;
+    return r;
+}
+
 static const GType *call_builtin(Frame *f, const AstExpr *call, const Builtin *b)
 {
-    const AstExpr *slots[4] = {0};
+    const AstExpr *slots[5] = {0};
     if (!bind_args(f, call, b->name, b->params, b->nparams, b->nreq, slots)) return &poison;
     for (uint32_t i = 0; i < b->nreq; i++)
         if (!slots[i]) return &poison;
-    return b->check(f, call, slots);
+    return emit_builtin(f, call, slots, b->check(f, call, slots));
 }
 
 /* ---- fns: instantiation for the argument types ---------------------------------------- */
@@ -1041,8 +1286,8 @@ static bool match_param(Frame *f, const AstType *t, const GType *arg)
             vec_push(&f->sizes, ((Size){d->name, arg->dims[i]}));
             continue;
         }
-        Dim want = s ? s->dim : dim_const(d->ival > (uint64_t)MAX_SIZE ? -1 : (int64_t)d->ival);
-        if (!dim_eq(want, arg->dims[i])) return false;
+        IrSize want = s ? s->dim : ir_size_const(d->ival > (uint64_t)MAX_SIZE ? -1 : (int64_t)d->ival);
+        if (!ir_size_eq(want, arg->dims[i])) return false;
     }
     return true;
 }
@@ -1077,11 +1322,11 @@ static const GType *resolve_type(Frame *f, const AstType *t, bool bind_new)
     }
     IrElem e;
     if (!elem_of(f, t, &e)) return &poison;
-    Dim *d = arena_alloc(f->a, (t->ndims + 1) * sizeof *d);
+    IrSize *d = arena_alloc(f->a, (t->ndims + 1) * sizeof *d);
     for (uint32_t i = 0; i < t->ndims; i++) {
         const AstExpr *x = t->dims[i];
         if (x && x->kind == AST_NAME && bind_new && !lookup_size(f, x->name))
-            vec_push(&f->sizes, ((Size){x->name, dim_sym(f->a, x->name)}));
+            vec_push(&f->sizes, ((Size){x->name, ir_size_name(f->a, x->name)}));
         if (!size_expr(f, x, &d[i])) return &poison;
         if (d[i].n == 0 && d[i].c < 1) {
             ERR(f, x->loc, "a size must be positive, not %lld", (long long)d[i].c);
@@ -1105,6 +1350,7 @@ static void frame_free(Frame *f)
 {
     vec_free(&f->vars);
     vec_free(&f->sizes);
+    vec_free(&f->seen);
 }
 
 /* Binds the parameters of fn in callee to the argument types; false with an error. */
@@ -1119,14 +1365,17 @@ static bool bind_fn_params(Frame *callee, const AstExpr *call, const GType **arg
                 ast_type_str(callee->a, p->type), gt_str(callee->a, argt[i]));
             return false;
         }
-        bind(callee, p->name, p->type ? resolve_type(callee, p->type, false) : argt[i], false);
+        const GType *t = argt[i];
+        if (p->type) t = as_value(callee, call->loc, argt[i], resolve_type(callee, p->type, false));
+        bind(callee, p->name, t, false);
     }
     return true;
 }
 
-/* Checks fn's body for these argument types; its return type, or poison. */
+/* Checks fn's body for these argument types; its return type, or poison. The value it
+ * returns (for the builder) goes to *value. */
 static const GType *instantiate(Frame *f, const AstExpr *call, const AstItem *fn,
-                                const GType **argt)
+                                const GType **argt, const GType **value)
 {
     Frame callee = {.s = f->s, .a = f->a, .item = fn, .what = item_what(f->a, fn)};
     const GType *ret = &poison;
@@ -1135,6 +1384,9 @@ static const GType *instantiate(Frame *f, const AstExpr *call, const AstItem *fn
         check_block(&callee, fn->body);
         ret = callee.ret_decl ? callee.ret_decl : callee.ret_seen ? callee.ret_seen : &void_type;
     }
+    *value = callee.ret_val ? callee.ret_val : ret;
+    if (building(f) && ret->kind != GT_VOID && ret->kind != GT_POISON && !callee.ret_val)
+        no_ir(f, call->loc, "a fn it calls returns no value on some path");
     frame_free(&callee);
     return ret;
 }
@@ -1175,7 +1427,14 @@ static const GType *call_fn(Frame *f, const AstExpr *call, const AstItem *fn)
     const Memo *m = find_memo(f->s, fn, key);
     if (m && !m->ret)
         ERR(f, call->loc, "fn '%s' calls itself; fns are inlined, so they cannot be recursive", fn->name);
-    if (m) return m->ret ? m->ret : &poison;
+    if (m && (!m->ret || m->ret->kind == GT_POISON || !building(f))) return m->ret ? m->ret : &poison;
+    const GType *value;
+    if (m) {   /* checked before with these types: inline it again for the graph IR */
+        f->s->depth++;
+        instantiate(f, call, fn, argt, &value);
+        f->s->depth--;
+        return value;
+    }
     if (f->s->depth >= FE_MAX_INSTANTIATION_DEPTH) {
         ERR(f, call->loc, "instantiation depth exceeds %d: fn '%s' is called by a chain of %d fns being inlined",
             FE_MAX_INSTANTIATION_DEPTH, fn->name, f->s->depth);
@@ -1184,14 +1443,14 @@ static const GType *call_fn(Frame *f, const AstExpr *call, const AstItem *fn)
     size_t idx = f->s->memo.len, nerr = f->s->diags->nerrors;
     vec_push(&f->s->memo, ((Memo){fn, key, NULL}));
     f->s->depth++;
-    const GType *ret = instantiate(f, call, fn, argt);
+    const GType *ret = instantiate(f, call, fn, argt, &value);
     f->s->depth--;
     if (f->s->diags->nerrors > nerr) {
         diag_note(f->s->diags, call->loc, "in fn '%s' called here with %s", fn->name, key);
         ret = &poison;
     }
     f->s->memo.data[idx].ret = ret;
-    return ret;
+    return ret->kind == GT_POISON ? ret : value;
 }
 
 static const GType *check_call(Frame *f, const AstExpr *e)
@@ -1220,8 +1479,12 @@ static const GType *check_expr(Frame *f, const AstExpr *e)
     if (!e) return &poison;
     switch (e->kind) {
     case AST_INT: return check_int(f, e);
-    case AST_FLOAT: return gt_value(f->a, IR_F32, 'f', 0, NULL);
-    case AST_BOOL: return gt_scalar(f->a, IR_I1);
+    case AST_FLOAT: return check_float(f, e);
+    case AST_BOOL: {
+        GType *t = gt_value(f->a, IR_I1, 0, 0, NULL);
+        if (building(f)) t->vid = const_val(f, e->loc, IR_I1, 0, e->ival != 0) + 1;
+        return t;
+    }
     case AST_NAME: return e->name ? check_name(f, e) : &poison;
     case AST_UNARY: return check_unary(f, e);
     case AST_BINARY: return check_binary(f, e);
@@ -1251,7 +1514,7 @@ static bool fits(const GType *t, const GType *want)
     }
     if (t->kind != GT_VALUE || t->rank != want->rank) return false;
     for (uint32_t i = 0; i < t->rank; i++)
-        if (!dim_eq(t->dims[i], want->dims[i])) return false;
+        if (!ir_size_eq(t->dims[i], want->dims[i])) return false;
     return t->elem == want->elem || t->lit == 'i' || (t->lit == 'f' && is_float(want));
 }
 
@@ -1270,6 +1533,8 @@ static void check_return(Frame *f, const AstStmt *s)
     f->returned = true;
     if (has_poison(t)) return;
     const char *ts = gt_str(f->a, t);
+    if (first && (!f->ret_decl || (!has_poison(f->ret_decl) && fits(t, f->ret_decl))))
+        f->ret_val = f->ret_decl ? coerce(f, s->loc, t, f->ret_decl) : t;
     if (f->ret_decl && !has_poison(f->ret_decl) && !fits(t, f->ret_decl))
         ERR(f, s->loc, "%s returns %s, but its declared return type is %s", f->what, ts,
             gt_str(f->a, f->ret_decl));
@@ -1286,25 +1551,31 @@ static void check_let(Frame *f, const AstStmt *s)
     if (!s->destructure) {
         if (t->kind == GT_VOID) ERR(f, s->value->loc, "this call returns no value");
         bind(f, s->nnames ? s->names[0] : NULL, t->kind == GT_VOID ? &poison : t, false);
+        name_value(f, s->nnames ? s->names[0] : NULL, t);
         return;
     }
     bool ok = t->kind == GT_TUPLE && t->nelems == s->nnames;
     if (!ok && t->kind != GT_POISON)
         ERR(f, s->loc, "cannot unpack %s into %u names", gt_str(f->a, t), s->nnames);
-    for (uint32_t i = 0; i < s->nnames; i++) bind(f, s->names[i], ok ? t->elems[i] : &poison, false);
+    for (uint32_t i = 0; i < s->nnames; i++) {
+        bind(f, s->names[i], ok ? t->elems[i] : &poison, false);
+        if (ok) name_value(f, s->names[i], t->elems[i]);
+    }
 }
 
 static void check_var(Frame *f, const AstStmt *s)
 {
     const GType *t = value_of(f, s->value);
-    if (t->kind == GT_VALUE && t->lit) t = gt_with_elem(f->a, t, t->lit == 'f' ? IR_F32 : t->elem);
+    if (t->kind == GT_VALUE && t->lit)
+        t = as_value(f, s->loc, t, gt_with_elem(f->a, t, t->lit == 'f' ? IR_F32 : t->elem));
     bind(f, s->nnames ? s->names[0] : NULL, t, true);
+    name_value(f, s->nnames ? s->names[0] : NULL, t);
 }
 
 static void check_assign(Frame *f, const AstStmt *s)
 {
     const char *name = s->nnames ? s->names[0] : NULL;
-    const Var *v = name ? lookup_var(f, name) : NULL;
+    Var *v = name ? (Var *)lookup_var(f, name) : NULL;
     const GType *t = value_of(f, s->value);
     if (!v) {
         if (name) ERR(f, s->loc, "unknown name '%s'", name);
@@ -1315,10 +1586,16 @@ static void check_assign(Frame *f, const AstStmt *s)
         return;
     }
     const char op[2] = {(char)s->op, 0};
+    const GType *r = t;
     if (s->op) t = elementwise(f, s->loc, op, v->type, t);
     if (t->kind == GT_VALUE && v->type->kind == GT_VALUE && !fits(t, v->type))
         ERR(f, s->loc, "cannot assign a value of type %s to the var '%s' of type %s",
             gt_str(f->a, t), name, gt_str(f->a, v->type));
+    else if (building(f) && t->kind == GT_VALUE && v->type->kind == GT_VALUE) {
+        int aop = s->op == '+' ? AST_ADD : s->op == '-' ? AST_SUB : s->op == '*' ? AST_MUL : AST_DIV;
+        if (s->op) t = emit_binary(f, s->loc, aop, v->type, r, t);
+        v->type = as_value(f, s->loc, t, v->type);
+    }
 }
 
 /* A scalar condition or loop bound. */
@@ -1333,6 +1610,7 @@ static void check_stmt(Frame *f, const AstStmt *s);
 
 static void check_for(Frame *f, const AstStmt *s)
 {
+    no_ir(f, s->loc, "it has a loop");
     for (uint32_t i = 0; i < s->nargs; i++) check_scalar(f, s->args[i], "a bound of range");
     size_t mark = f->vars.len;
     bind(f, s->nnames ? s->names[0] : NULL, gt_scalar(f->a, IR_I32), false);
@@ -1349,10 +1627,12 @@ static void check_stmt(Frame *f, const AstStmt *s)
     case AST_ASSIGN: check_assign(f, s); break;
     case AST_FOR: check_for(f, s); break;
     case AST_WHILE:
+        no_ir(f, s->loc, "it has a loop");
         check_scalar(f, s->cond, "the condition of while");
         check_block(f, s->body);
         break;
     case AST_IF:
+        no_ir(f, s->loc, "it has a branch");
         check_scalar(f, s->cond, "the condition of if");
         check_block(f, s->body);
         check_block(f, s->else_body);
@@ -1390,22 +1670,72 @@ static void bind_graph_params(Frame *f, const AstItem *g)
         else if (!p->type) ERR(f, p->loc, "graph parameter '%s' needs a type like bf16[T, 1024] or f32", p->name);
         else if (p->type->kind == AST_TYPE_TUPLE) ERR(f, p->type->loc, "a parameter cannot have a tuple type");
         else t = resolve_type(f, p->type, true);
+        if (t->kind == GT_VALUE && building(f)) {
+            GType *v = gt_value(f->a, t->elem, 0, t->rank, t->dims);
+            IrTensorType tt = ttype(t);
+            v->vid = ir_graph_param(f->s->g, &tt, p->name) + 1;
+            t = v;
+        }
         bind(f, p->name, t, false);
     }
 }
 
-bool fe_check_graph(Arena *a, const AstProgram *p, const AstItem *graph, DiagList *diags)
+/* The graph's return op: the returned values (a tuple's elements), none for no value. */
+static void emit_return(Frame *f, const AstItem *graph)
+{
+    const GType *r = f->ret_val;
+    if (!building(f)) return;
+    if (f->ret_decl && !r) {
+        no_ir(f, graph->name_loc, "it does not return on every path");
+        return;
+    }
+    uint32_t n = !r || r->kind == GT_VOID ? 0 : r->kind == GT_TUPLE ? r->nelems : 1;
+    uint32_t *in = arena_alloc(f->a, (n + 1) * sizeof *in);
+    for (uint32_t i = 0; i < n; i++) {
+        const GType *e = r->kind == GT_TUPLE ? r->elems[i] : r;
+        in[i] = val(f, graph->name_loc, e);
+    }
+    if (building(f)) ir_graph_op(f->s->g, IR_GOP_RETURN, graph->name_loc, in, n, NULL, 0);
+}
+
+/* Drops the graph just created in m (the last one) when it could not be built. */
+static void drop_graph(IrGraphModule *m, IrGraph *g)
+{
+    if (!g) return;
+    vec_free(&g->values);
+    vec_free(&g->ops);
+    vec_free(&g->params);
+    m->graphs.len--;
+}
+
+IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrGraphModule *m,
+                        DiagList *diags, FeGraphNoIr *why)
 {
     size_t nerr = diags->nerrors;
     Shared s = {.a = a, .p = p, .diags = diags};
+    if (m) s.g = ir_graph_create(m, graph->name ? graph->name : "?", graph->name_loc);
     Frame f = {.s = &s, .a = a, .item = graph, .what = item_what(a, graph)};
     bind_graph_params(&f, graph);
+    if (s.g) ir_graph_collect_sizes(s.g, a);
     if (graph->ret) f.ret_decl = resolve_type(&f, graph->ret, false);
     check_block(&f, graph->body);
     if (f.ret_decl && !f.returned && !has_poison(f.ret_decl))
         ERR(&f, graph->name_loc, "%s never returns its result of type %s", f.what,
             gt_str(a, f.ret_decl));
+    if (diags->nerrors == nerr) emit_return(&f, graph);
     frame_free(&f);
     vec_free(&s.memo);
+    if (why) *why = (FeGraphNoIr){s.why, s.why_loc};
+    if (s.g && (diags->nerrors > nerr || s.why)) {
+        drop_graph(m, s.g);
+        return NULL;
+    }
+    return s.g;
+}
+
+bool fe_check_graph(Arena *a, const AstProgram *p, const AstItem *graph, DiagList *diags)
+{
+    size_t nerr = diags->nerrors;
+    fe_build_graph(a, p, graph, NULL, diags, NULL);
     return diags->nerrors == nerr;
 }

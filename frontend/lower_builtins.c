@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lower_internal.h"
+#include "ir/graph.h"
 
 typedef struct Builtin Builtin;
 typedef Val (*BuiltinFn)(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args);
@@ -389,7 +390,8 @@ static Val bi_math(Lower *L, const Builtin *bi, const AstExpr *call, const AstEx
     int n = bi->nreq;
     for (int i = 0; i < n; i++) vs[i] = lower_expr(L, args[i]);
     if (!number_args(L, bi, vs, n, args) || !lw_unify(L, vs, n, call->loc, bi->name)) return VERR;
-    bool int_ok = bi->op == IR_OP_ABS || bi->op == IR_OP_MINIMUM || bi->op == IR_OP_MAXIMUM;
+    int arity;
+    bool int_ok = ir_elementwise_kind(bi->name, &arity) == 'n';   /* ir/elementwise.def */
     IrValue ops[3];
     L->b.loc = call->loc;
     for (int i = 0; i < n; i++) {
@@ -546,7 +548,10 @@ static Val bi_print(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */
-#define MATH1(n, OPC) {n, 1, 1, {"x"}, bi_math, IR_OP_##OPC}
+/* The element-wise functions come from ir/elementwise.def, shared with graphs. */
+#define EW_PARAMS_1 {"x"}
+#define EW_PARAMS_2 {"a", "b"}
+#define EW_PARAMS_3 {"a", "b", "c"}
 #define REDUCE(n, OPC) {n, 2, 2, {"t", "axis"}, bi_reduce, IR_OP_##OPC}
 #define ATOMIC(n, OPC) {n, 2, 4, {"ptr", "value", "mask", "sem"}, bi_atomic, IR_OP_ATOMIC_##OPC}
 static const Builtin builtins[] = {
@@ -568,18 +573,10 @@ static const Builtin builtins[] = {
     REDUCE("cumsum", CUMSUM), REDUCE("cumprod", CUMPROD),
     {"any", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MAX},
     {"all", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MIN},
-    {"isnan", 1, 1, {"x"}, bi_classify, IR_OP_CMP},
-    {"isinf", 1, 1, {"x"}, bi_classify, IR_OP_CMP},
-    {"isfinite", 1, 1, {"x"}, bi_classify, IR_OP_CMP},
     {"where", 3, 3, {"cond", "a", "b"}, bi_where, IR_OP_SELECT},
-    MATH1("exp", EXP), MATH1("exp2", EXP2), MATH1("log", LOG), MATH1("log2", LOG2),
-    MATH1("sqrt", SQRT), MATH1("rsqrt", RSQRT), MATH1("sin", SIN), MATH1("cos", COS),
-    MATH1("tanh", TANH), MATH1("erf", ERF), MATH1("sigmoid", SIGMOID), MATH1("abs", ABS),
-    MATH1("floor", FLOOR), MATH1("ceil", CEIL),
-    {"minimum", 2, 2, {"a", "b"}, bi_math, IR_OP_MINIMUM},
-    {"maximum", 2, 2, {"a", "b"}, bi_math, IR_OP_MAXIMUM},
-    {"pow", 2, 2, {"a", "b"}, bi_math, IR_OP_POW},
-    {"fma", 3, 3, {"a", "b", "c"}, bi_math, IR_OP_FMA},
+#define EW(n, ar, top, gop, kind) {n, ar, ar, EW_PARAMS_##ar, kind == 'c' ? bi_classify : bi_math, IR_OP_##top},
+#include "ir/elementwise.def"
+#undef EW
     {"cdiv", 2, 2, {"a", "b"}, bi_cdiv, IR_OP_DIV},
     {"trans", 1, 1, {"t"}, bi_trans, IR_OP_TRANS},
     {"reshape", 2, 2, {"t", "shape"}, bi_reshape, IR_OP_RESHAPE},

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ir/graph.h"
 #include "lower_internal.h"
 #include "ir/interp.h"
 #include "ir/scalar.h"
@@ -76,25 +77,8 @@ Val lw_convert(Lower *L, Val v, IrElem e)
 }
 
 /* ---- promotion ---------------------------------------------------------------------- */
-static IrElem promote_floats(IrElem a, IrElem b)
-{
-    int ba = ir_elem_bits(a), bb = ir_elem_bits(b);
-    if ((a == IR_F16 && b == IR_BF16) || (a == IR_BF16 && b == IR_F16)) return IR_F32;
-    if (ba == 8 && bb == 8) return IR_F16;   /* e4m3 with e5m2: neither holds the other */
-    return ba >= bb ? a : b;
-}
-
-IrElem lw_promote(IrElem a, IrElem b)
-{
-    if (a == b) return a;
-    bool fa = ir_elem_is_float(a), fb = ir_elem_is_float(b);
-    if (fa != fb) return fa ? a : b;
-    if (fa) return promote_floats(a, b);
-    if (a == IR_I1 || b == IR_I1) return a == IR_I1 ? b : a;
-    int ba = ir_elem_bits(a), bb = ir_elem_bits(b);
-    if (ba != bb) return ba > bb ? a : b;
-    return ir_elem_is_signed(a) ? b : a;    /* same width: unsigned wins */
-}
+/* The one promotion rule of the compiler, shared with graphs (ir/graph.h). */
+IrElem lw_promote(IrElem a, IrElem b) { return ir_promote(a, b); }
 
 static IrElem lit_default(const Val *vs, int n)
 {

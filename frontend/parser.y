@@ -92,7 +92,7 @@ static FeList *one_name(ParseCtx *ctx, const char *name, Loc loc);
 %type <list> type_list dims stmts names args arg_list exprs index_list
 %type <attr> attr
 %type <arg> attr_arg map_entry arg
-%type <expr> attr_value map dim expr postfix primary index_elem
+%type <expr> attr_value map dim dim_term dim_atom expr postfix primary index_elem
 %type <param> param
 %type <type> type cast_type ret_opt
 %type <stmt> block stmt if_stmt
@@ -247,9 +247,22 @@ dims
     | dims ',' dim              { $$ = fe_push(ctx, $1, $3); }
     ;
 
+/* dim: sums and products of integers and size names (LANGUAGE.md section 7) */
 dim
+    : dim_term
+    | dim '+' dim_term          { TRY($$, fe_binary(ctx, AST_ADD, $1, $3, @2)); }
+    | dim '-' dim_term          { TRY($$, fe_binary(ctx, AST_SUB, $1, $3, @2)); }
+    ;
+
+dim_term
+    : dim_atom
+    | dim_term '*' dim_atom     { TRY($$, fe_binary(ctx, AST_MUL, $1, $3, @2)); }
+    ;
+
+dim_atom
     : INT                       { TRY($$, fe_leaf(ctx, AST_INT, @1)); $$->ival = $1; }
     | IDENT                     { TRY($$, fe_name(ctx, $1, @1)); }
+    | '(' dim ')'               { $$ = $2; }
     ;
 
 /* ---- statements ------------------------------------------------------------------- */

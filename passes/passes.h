@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "ir/graph.h"
 #include "ir/ir.h"
 
 typedef bool (*PassFn)(IrFunc *f);
@@ -81,5 +82,9 @@ struct InterpArg;
 uint32_t bounds_bind_args(const IrFunc *f, struct InterpArg *args, uint32_t nuser, int64_t *report);
 bool bounds_report_diag(const int64_t *w, const char *kernel, const char *const *param_names, uint32_t nparams,
                         const Source *src, DiagList *d);
+
+/* Graph IR fusion (passes/graph_fuse.c): partitions a verified graph into kernels;
+ * the plan lives in arena a. */
+IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a);
 
 #endif

@@ -2,6 +2,8 @@
  *
  *   tile-opt [FILE.tir | -] [--passes=canonicalize,fold,cse,dce] [-O0..3]
  *            [--print-after-all] [--verify-each] [--time-passes] [-o OUT|-]
+ *   tile-opt FILE.gir | --graph-ir [-] [--passes=graph-fuse]
+ *                          graph IR (ir/graph.h): parse, verify, print it or its fusion plan
  *
  * Reads the IR (stdin without a file or with "-"), verifies it, runs the passes and
  * prints the result. Without passes it round-trips the text. Options take their value
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/graph.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "tools/cli.h"
@@ -20,7 +23,7 @@
 typedef struct Options {
     const char *input, *output, *passes;
     int opt_level;
-    bool verify_only;
+    bool verify_only, graph_ir;
     PassOptions pass;
 } Options;
 
@@ -30,6 +33,8 @@ static void usage(FILE *out)
           "  --passes=a,b,...   run these passes in order\n"
           "  -O0 .. -O3         run the default pipeline of that level\n"
           "  --verify-only      parse and verify, print the IR unchanged\n"
+          "  --graph-ir         the input is graph IR (the default for FILE.gir);\n"
+          "                     --passes=graph-fuse prints its fusion plan\n"
           "  --print-after-all  print the IR after every pass (stderr)\n"
           "  --verify-each      verify the IR after every pass\n"
           "  --time-passes      print the time of every pass (stderr)\n"
@@ -59,7 +64,7 @@ static int check_pass_list(const char *list)
         size_t n = strcspn(p, ",");
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), p);
-        if (!pass_find(name)) return bad_usage("unknown pass '%s'", name);
+        if (!pass_find(name) && strcmp(name, "graph-fuse")) return bad_usage("unknown pass '%s'", name);
         p += n + (p[n] == ',');
     }
     return 0;
@@ -69,6 +74,7 @@ static int check_pass_list(const char *list)
 static void set_passes(void *o, const char *v) { ((Options *)o)->passes = v; }
 static void set_output(void *o, const char *v) { ((Options *)o)->output = v; }
 static void set_verify_only(void *o, const char *v) { ((Options *)o)->verify_only = true; }
+static void set_graph_ir(void *o, const char *v) { ((Options *)o)->graph_ir = true; }
 static void set_print_after_all(void *o, const char *v) { ((Options *)o)->pass.print_after_all = true; }
 static void set_verify_each(void *o, const char *v) { ((Options *)o)->pass.verify_each = true; }
 static void set_time_passes(void *o, const char *v) { ((Options *)o)->pass.time_passes = true; }
@@ -78,6 +84,7 @@ static const CliOption options[] = {
     {"--passes", true, set_passes},
     {"-o", true, set_output},
     {"--verify-only", false, set_verify_only},
+    {"--graph-ir", false, set_graph_ir},
     {"--print-after-all", false, set_print_after_all},
     {"--verify-each", false, set_verify_each},
     {"--time-passes", false, set_time_passes},
@@ -127,6 +134,35 @@ static int run(IrCtx *c, const Source *src, const Options *o)
     return write_output(m, o->output);
 }
 
+/* Graph IR: parse, verify, print; --passes=graph-fuse prints the fusion plans. */
+static int run_graph(IrCtx *c, const Source *src, const Options *o)
+{
+    DiagList *d = ir_ctx_diags(c);
+    IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(c));
+    bool fuse = o->passes && !strcmp(o->passes, "graph-fuse");
+    if (o->passes && !fuse) {
+        ir_gmodule_destroy(m);
+        return bad_usage("graph IR takes --passes=graph-fuse only, not '%s'", o->passes);
+    }
+    bool ok = ir_gmodule_parse(m, src, d) && ir_gmodule_verify(m, d);
+    CliOutput out;
+    if (!ok) diag_print(d, stderr);
+    else if ((ok = cli_output_open(&out, "tile-opt", o->output, "w"))) {
+        for (size_t i = 0; i < m->graphs.len && fuse; i++)
+            ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(c)), out.f);
+        if (!fuse) ir_gmodule_print(m, out.f);
+        ok = cli_output_commit(&out, true);
+    }
+    ir_gmodule_destroy(m);
+    return ok ? 0 : 1;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
 int main(int argc, char **argv)
 {
     Options o = {0};
@@ -140,7 +176,8 @@ int main(int argc, char **argv)
     }
     IrCtx *c = ir_ctx_create();
     if (!c) tl_oom();
-    st = run(c, src, &o);
+    bool graph = o.graph_ir || (o.input && ends_with(o.input, ".gir"));
+    st = graph ? run_graph(c, src, &o) : run(c, src, &o);
     ir_ctx_destroy(c);
     source_free(src);
     return st;

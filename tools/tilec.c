@@ -1,11 +1,12 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...
+ *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...
  *         [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes] [-Werror] [-w] [--color=auto|always|never]
  *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
  *         [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]
  *         [--max-iterations N] [--max-ops N]
+ *   tilec run FILE|- --graph NAME --arg NAME=VALUE... [--print NAME]...
  *   tilec tune MANIFEST [--devices 0,1,...] [--budget MINUTES] [--journal FILE] [--report DIR]
  *
  * Outputs are written as clang writes them: to a temporary file in the output's
@@ -25,6 +26,7 @@
 
 #include "frontend/ast.h"
 #include "frontend/frontend.h"
+#include "ir/graph_interp.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/target.h"
@@ -52,7 +54,8 @@
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_LIST = 256 };
 
 typedef struct Options {
-    const char *file, *out, *emit, *kernel, *arch, *device;
+    const char *file, *out, *emit, *kernel, *graph, *arch, *device;
+    bool fused, compare_fused;   /* run --graph: through the fusion plan; both ways, compared */
     const char *print_to;              /* run: directory of NAME.bin files of the buffers */
     const Source *src;                 /* the program, once read */
     FeDefine defines[MAX_LIST];
@@ -75,7 +78,7 @@ typedef struct Options {
 } Options;
 
 static const char usage_compile[] =
-    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin] [-D NAME=VALUE]...\n"
+    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
     "             [-Werror] [-w] [--color=auto|always|never]\n";
@@ -95,7 +98,9 @@ static const char help_compile[] =
     "--emit   what to write: the tokens, the syntax tree, the Tile IR as lowered\n"
     "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
     "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
-    "         (through ptxas; needs -o); without --emit the file is only checked\n"
+    "         (through ptxas; needs -o), the graph IR of the graphs (graph-ir) or\n"
+    "         their fusion plans (fusion: one line per kernel, then the buffers);\n"
+    "         without --emit the file is only checked\n"
     "-D       set a const parameter (or warps/stages) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
     "         code; also spelled --arch=X, -arch=X, -arch X\n"
@@ -116,7 +121,13 @@ static const char help_run[] =
     "         through libtileRT on GPU 0; --check-bounds runs the checked variant\n"
     "         (docs/RUNTIME.md): an access outside a buffer is masked off and reported\n"
     "         in the interpreter's words, on the GPU without a fault (on the CPU the\n"
-    "         interpreter runs the checked IR)\n";
+    "         interpreter runs the checked IR)\n"
+    "run --graph NAME  runs a graph in the graph IR interpreter (CPU), op by op:\n"
+    "         --arg SIZE=N gives each size name of its parameters, a tensor takes a\n"
+    "         buffer as above with its element count, a scalar a literal; --print\n"
+    "         ret0, ret1, ... prints the returned tensors (or a parameter); --fused\n"
+    "         runs it through the kernels of its fusion plan instead, --compare-fused\n"
+    "         both ways, an error if they differ\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
@@ -205,6 +216,9 @@ static void parse_color(Options *o, const char *v)
 static void set_out(void *o, const char *v) { ((Options *)o)->out = v; }
 static void set_emit(void *o, const char *v) { ((Options *)o)->emit = v; }
 static void set_kernel(void *o, const char *v) { ((Options *)o)->kernel = v; }
+static void set_graph(void *o, const char *v) { ((Options *)o)->graph = v; }
+static void set_fused(void *o, const char *v) { ((Options *)o)->fused = true; }
+static void set_compare_fused(void *o, const char *v) { ((Options *)o)->compare_fused = true; }
 static void set_arch(void *o, const char *v) { ((Options *)o)->arch = v; }
 static void set_device(void *o, const char *v) { ((Options *)o)->device = v; }
 static void set_print_to(void *o, const char *v) { ((Options *)o)->print_to = v; }
@@ -252,6 +266,9 @@ static const CliOption options[] = {
     {"-o", true, set_out},
     {"--emit", true, set_emit},
     {"--kernel", true, set_kernel},
+    {"--graph", true, set_graph},
+    {"--fused", false, set_fused},
+    {"--compare-fused", false, set_compare_fused},
     {"--arch", true, set_arch},
     {"-arch", true, set_arch},             /* nvcc's spelling */
     {"--device", true, set_device},
@@ -320,16 +337,21 @@ static void check_arch(Options *o)
 
 static void check_options(Options *o)
 {
-    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check"};
+    static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check",
+                                        "graph-ir", "fusion"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir, fusion)", o->emit);
     check_arch(o);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
     if (!o->run && (o->nargs || o->nprints || o->has_grid || o->max_iterations || o->max_ops || o->print_to))
         usage_error("--arg, --print, --print-to, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
+    if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
+    if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
+    if (o->graph && (o->kernel || o->has_grid || strcmp(o->device, "cpu") || o->print_to))
+        usage_error("tilec run --graph takes --arg and --print only (no --kernel, --grid, --device gpu, --print-to)%s", "");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
@@ -1032,6 +1054,234 @@ static void print_diags(const Options *o, DiagList *d)
     if (d->nerrors) fprintf(stderr, "%zu error%s generated.\n", d->nerrors, d->nerrors == 1 ? "" : "s");
 }
 
+/* The graph IR of every graph of the program (already checked by fe_lower) into m;
+ * a graph that the graph IR cannot hold yet is an error naming why. */
+static bool build_graphs(IrCtx *ctx, const AstProgram *prog, IrGraphModule *m, DiagList *diags)
+{
+    bool ok = true;
+    for (uint32_t i = 0; i < prog->nitems; i++) {
+        const AstItem *it = &prog->items[i];
+        if (it->kind != AST_GRAPH || !it->body) continue;
+        FeGraphNoIr why;
+        IrGraph *g = fe_build_graph(ir_ctx_arena(ctx), prog, it, m, diags, &why);
+        if (!g && why.what) {
+            diag_error(diags, why.loc, "graph '%s' cannot be compiled yet: %s (the graph IR has no control flow)",
+                       it->name, why.what);
+            ok = false;
+        }
+        if (g && !ir_graph_verify(g, ir_ctx_arena(ctx), diags)) {
+            fprintf(stderr, "tilec: internal error: the graph IR of '%s' does not verify:\n", it->name);
+            ir_graph_print(g, stderr);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, bool plans, FILE *out)
+{
+    IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
+    bool ok = build_graphs(ctx, prog, m, diags);
+    if (ok && !plans) ir_gmodule_print(m, out);
+    for (size_t i = 0; ok && plans && i < m->graphs.len; i++)
+        ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(ctx)), out);
+    ir_gmodule_destroy(m);
+    return ok ? 0 : EXIT_INPUT;
+}
+
+/* ---- run --graph: the graph IR interpreter ------------------------------------------- */
+
+/* The --arg NAME=VALUE of name, or NULL. */
+static const char *arg_value(const Options *o, const char *name)
+{
+    for (uint32_t i = 0; i < o->nargs; i++) {
+        size_t n = arg_name_len(o->args[i]);
+        if (strlen(name) == n && !strncmp(o->args[i], name, n) && o->args[i][n] == '=') return o->args[i] + n + 1;
+    }
+    return NULL;
+}
+
+/* Every --arg names a parameter or a size of g. */
+static bool graph_args_known(const Options *o, const IrGraph *g)
+{
+    for (uint32_t i = 0; i < o->nargs; i++) {
+        size_t n = arg_name_len(o->args[i]);
+        bool known = false;
+        for (size_t p = 0; p < g->params.len && !known; p++) {
+            const char *pn = g->values.data[g->params.data[p]].name;
+            known = pn && strlen(pn) == n && !strncmp(pn, o->args[i], n);
+        }
+        for (uint32_t k = 0; k < g->nsizes && !known; k++) known = strlen(g->sizes[k]) == n && !strncmp(g->sizes[k], o->args[i], n);
+        if (!known) {
+            fprintf(stderr, "tilec: error: --arg '%s' names no parameter or size of graph '%s'\n", o->args[i], g->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool graph_sizes(const Options *o, const IrGraph *g, int64_t *sizes)
+{
+    for (uint32_t k = 0; k < g->nsizes; k++) {
+        const char *v = arg_value(o, g->sizes[k]);
+        InterpArg a;
+        if (!v) {
+            fprintf(stderr, "tilec: error: graph '%s' needs --arg %s=N (a size of its parameters)\n", g->name, g->sizes[k]);
+            return false;
+        }
+        if (!make_scalar(g->sizes[k], v, IR_I64, &a)) return false;
+        if (a.u.i < 0) {
+            fprintf(stderr, "tilec: error: size %s must not be negative, not %s\n", g->sizes[k], v);
+            return false;
+        }
+        sizes[k] = a.u.i;
+    }
+    return true;
+}
+
+/* One parameter's tensor from its --arg: a literal for a scalar, a buffer otherwise. */
+static bool graph_param(const Options *o, const IrGraph *g, const int64_t *sizes, size_t p, IrGTensor *t)
+{
+    const IrGValue *pv = &g->values.data[g->params.data[p]];
+    const char *v = arg_value(o, pv->name);
+    int64_t dims[64];
+    if (!v) {
+        fprintf(stderr, "tilec: error: graph '%s' needs --arg %s=...\n", g->name, pv->name);
+        return false;
+    }
+    for (uint32_t k = 0; k < pv->type.rank && k < 64; k++)
+        ir_size_eval(pv->type.dims[k], g->sizes, sizes, g->nsizes, &dims[k]);
+    if (pv->type.rank > 64 || !ir_gtensor_alloc(t, pv->type.elem, pv->type.rank, dims)) {
+        fprintf(stderr, "tilec: error: parameter '%s' is too large\n", pv->name);
+        return false;
+    }
+    if (pv->type.rank == 0) {
+        InterpArg a;
+        if (!make_scalar(pv->name, v, pv->type.elem, &a)) return false;
+        if (t->f) t->f[0] = fp_round(t->elem, a.u.f);
+        else t->i[0] = a.u.i;
+        return true;
+    }
+    InterpBuffer b;
+    if (!make_buffer(pv->name, v, pv->type.elem, &b)) return false;
+    bool ok = b.count == t->n;
+    if (ok) ir_gtensor_load(t, b.data);
+    else fprintf(stderr, "tilec: error: parameter '%s' of type %s holds %lld elements, not %lld\n", pv->name,
+                 ir_ttype_str(g->arena, &pv->type), (long long)t->n, (long long)b.count);
+    free(b.data);
+    return ok;
+}
+
+static void print_tensor(FILE *out, const IrGTensor *t)
+{
+    void *data = calloc((size_t)(t->n ? t->n : 1), (size_t)ir_elem_bytes(t->elem));
+    if (!data) tl_oom();
+    ir_gtensor_store(t, data);
+    for (int64_t e = 0; e < t->n; e++) print_elem(out, t->elem, data, e);
+    free(data);
+}
+
+/* --print retK or a parameter's name. */
+static int print_graph_values(const Options *o, const IrGraph *g, const IrGTensor *params, const IrGTensor *outs,
+                              uint32_t nouts, FILE *out)
+{
+    for (uint32_t i = 0; i < o->nprints; i++) {
+        const char *n = o->prints[i];
+        char *end;
+        long k = !strncmp(n, "ret", 3) && n[3] ? strtol(n + 3, &end, 10) : -1;
+        const IrGTensor *t = k >= 0 && !*end && k < (long)nouts ? &outs[k] : NULL;
+        for (size_t p = 0; !t && p < g->params.len; p++)
+            if (!strcmp(g->values.data[g->params.data[p]].name, n)) t = &params[p];
+        if (!t) {
+            fprintf(stderr, "tilec: error: --print '%s' names no result (ret0 .. ret%u) or parameter of graph '%s'\n", n,
+                    nouts ? nouts - 1 : 0, g->name);
+            return EXIT_INPUT;
+        }
+        print_tensor(out, t);
+    }
+    return 0;
+}
+
+/* Whether two tensors hold the same elements (NaN equal to NaN). */
+static bool same_tensor(const IrGTensor *x, const IrGTensor *y)
+{
+    if (x->elem != y->elem || x->n != y->n) return false;
+    for (int64_t e = 0; e < x->n; e++) {
+        if (x->i && x->i[e] != y->i[e]) return false;
+        if (x->f && x->f[e] != y->f[e] && !(isnan(x->f[e]) && isnan(y->f[e]))) return false;
+    }
+    return true;
+}
+
+/* Op by op, or through the fusion plan (--fused), or both, compared (--compare-fused). */
+static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
+                           IrGTensor *outs, uint32_t nouts, char *err, size_t errlen)
+{
+    Arena *a = arena_create();
+    if (!a) tl_oom();
+    const IrGPlan *plan = o->fused || o->compare_fused ? pass_graph_fuse(g, a) : NULL;
+    bool ok = o->fused ? ir_graph_interp_plan(g, plan, params, sizes, outs, err, errlen)
+                       : ir_graph_interp(g, params, sizes, outs, err, errlen);
+    IrGTensor *fused = o->compare_fused ? calloc(nouts + 1, sizeof *fused) : NULL;
+    if (ok && fused) ok = ir_graph_interp_plan(g, plan, params, sizes, fused, err, errlen);
+    for (uint32_t k = 0; ok && fused && k < nouts; k++)
+        if (!same_tensor(&outs[k], &fused[k])) {
+            snprintf(err, errlen, "ret%u differs between the op-by-op and the fused run", k);
+            ok = false;
+        }
+    for (uint32_t k = 0; fused && k < nouts; k++) ir_gtensor_free(&fused[k]);
+    free(fused);
+    arena_destroy(a);
+    return ok;
+}
+
+static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
+{
+    size_t np = g->params.len;
+    uint32_t nouts = g->ops.data[g->ops.len - 1].nin;
+    int64_t *sizes = calloc(g->nsizes + 1, sizeof *sizes);
+    IrGTensor *params = calloc(np + 1, sizeof *params), *outs = calloc(nouts + 1, sizeof *outs);
+    if (!sizes || !params || !outs) tl_oom();
+    int rc = graph_args_known(o, g) && graph_sizes(o, g, sizes) ? 0 : EXIT_INPUT;
+    for (size_t p = 0; !rc && p < np; p++)
+        if (!graph_param(o, g, sizes, p, &params[p])) rc = EXIT_INPUT;
+    char err[256] = "";
+    if (!rc && !run_graph_ways(o, g, params, sizes, outs, nouts, err, sizeof err)) {
+        fprintf(stderr, "tilec: error: graph '%s': %s\n", g->name, err);
+        rc = EXIT_INPUT;
+    }
+    if (!rc) rc = print_graph_values(o, g, params, outs, nouts, out);
+    for (size_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
+    for (uint32_t k = 0; k < nouts; k++) ir_gtensor_free(&outs[k]);
+    free(sizes);
+    free(params);
+    free(outs);
+    return rc;
+}
+
+static int run_graph(const Options *o, IrCtx *ctx, const AstProgram *prog, DiagList *diags, FILE *out)
+{
+    const AstItem *it = NULL;
+    for (uint32_t i = 0; i < prog->nitems && !it; i++)
+        if (prog->items[i].kind == AST_GRAPH && prog->items[i].name && !strcmp(prog->items[i].name, o->graph))
+            it = &prog->items[i];
+    if (!it) {
+        fprintf(stderr, "tilec: error: no graph named '%s' in '%s'\n", o->graph, o->src->name);
+        return EXIT_INPUT;
+    }
+    IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
+    FeGraphNoIr why;
+    IrGraph *g = fe_build_graph(ir_ctx_arena(ctx), prog, it, m, diags, &why);
+    int rc = g ? 0 : EXIT_INPUT;
+    if (!g && why.what)
+        diag_error(diags, why.loc, "graph '%s' cannot be run yet: %s (the graph IR has no control flow)", it->name,
+                   why.what);
+    if (g && !ir_graph_verify(g, ir_ctx_arena(ctx), diags)) rc = EXIT_INPUT;
+    if (!rc) rc = interp_graph(o, g, out);
+    ir_gmodule_destroy(m);
+    return rc;
+}
+
 static int compile(Options *o, const Source *src, FILE *out)
 {
     IrCtx *ctx = ir_ctx_create();
@@ -1051,7 +1301,7 @@ static int compile(Options *o, const Source *src, FILE *out)
         ast_print(prog, out);
         goto done;
     }
-    if ((rc = select_kernel(o, prog))) goto done;
+    if (!o->graph && (rc = select_kernel(o, prog))) goto done;
     FeOptions fo = {o->defines, o->ndefines, o->kernel};
     IrModule *m = fe_lower(ctx, prog, &fo, diags);
     if (m) m->target = tile_target(o->arch);
@@ -1067,6 +1317,11 @@ static int compile(Options *o, const Source *src, FILE *out)
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
     if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
+    if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || o->graph) {
+        rc = o->graph ? run_graph(o, ctx, prog, diags, out)
+                      : emit_graph_ir(ctx, prog, diags, !strcmp(o->emit, "fusion"), out);
+        goto done;
+    }
     if (optimize) pass_run_default(m, o->opt_level, &po);
     if (o->run) rc = run_kernel(o, m, diags, out);
     else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);

@@ -2,7 +2,8 @@
  * the verifier, the -O2 pipeline (verifying after every pass), for small kernels the
  * interpreter on a 1-program grid with small zeroed buffers, and (where the harness is
  * built with the code generator, TILE_FUZZ_CODEGEN) code generation to PTX: the GPU
- * passes, LLVM and the NVPTX backend. A crash, a sanitizer report, a leak, a hang, or
+ * passes, LLVM and the NVPTX backend; and the graph IR of every graph, which must
+ * verify. A crash, a sanitizer report, a leak, a hang, or
  * IR that the verifier rejects after lowering or after a pass is a bug: every input
  * must end in valid IR (and PTX) or in diagnostics.
  *
@@ -114,6 +115,28 @@ static void generate(IrModule *m, size_t size, DiagList *d)
 }
 #endif
 
+/* The graph IR of every graph (also of graphs with errors, which build nothing but
+ * must not crash the builder); what is built must verify. */
+static void graphs(IrCtx *ctx, const AstProgram *p)
+{
+    DiagList d;
+    diag_init(&d);
+    IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
+    for (uint32_t i = 0; i < p->nitems; i++) {
+        if (p->items[i].kind != AST_GRAPH || !p->items[i].body) continue;
+        IrGraph *g = fe_build_graph(ir_ctx_arena(ctx), p, &p->items[i], m, &d, NULL);
+        if (g && !ir_graph_verify(g, ir_ctx_arena(ctx), &d)) {
+            diag_print(&d, stderr);
+            ir_graph_print(g, stderr);
+            fputs("fuzz_compile: the graph builder produced invalid graph IR\n", stderr);
+            abort();
+        }
+    }
+    ir_gmodule_print(m, sink());
+    ir_gmodule_destroy(m);
+    diag_free(&d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1);
@@ -128,6 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     DiagList *d = ir_ctx_diags(ctx);
     AstProgram *p = fe_parse(ir_ctx_arena(ctx), &src, d);
     IrModule *m = p && !d->nerrors ? fe_lower(ctx, p, &fo, d) : NULL;
+    if (p && !d->nerrors) graphs(ctx, p);
     if (m && !d->nerrors) {
         if (!ir_verify_module(m)) {
             diag_print(d, stderr);

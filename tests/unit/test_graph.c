@@ -349,8 +349,8 @@ static void test_reshape_count(void **state)
                  "{\n"
                  "    return reshape(x, [T, 8, 64]);\n"
                  "}\n",
-                 3, 12, "cannot reshape a tensor of shape [T, 1024] (T*1024 elements) to "
-                 "[T, 8, 64] (T*512 elements)");
+                 3, 12, "cannot reshape a tensor of shape [T, 1024] (1024*T elements) to "
+                 "[T, 8, 64] (512*T elements)");
 }
 
 static void test_concat_mismatch(void **state)

@@ -1,0 +1,193 @@
+/* The graph IR: whole-tensor programs (LANGUAGE.md section 7) before fusion.
+ *
+ * A graph is a straight list of ops over SSA values; each value is a tensor (or a
+ * rank-0 scalar) of an element type and a shape whose sizes may be known only at run
+ * time. A size (IrSize) is a polynomial over size names with integer coefficients,
+ * kept normalized (monomials sorted, names in a monomial sorted, no zero terms), so
+ * two sizes are equal exactly when their structs are: `16*T*4` and `T*64` are one
+ * size, and so are the element counts of `[4, T, 16]` and `[4, 16*T]`.
+ *
+ * The ops are the rows of ir/graph_ops.def. Element-wise ops take operands of one
+ * element type (the builder inserts casts; promotion is ir_promote) and broadcast
+ * their shapes numpy-style. Graphs live in an IrGraphModule, all in one arena.
+ * Text form, verifier rules and interpreter: docs/IR.md section "Graph IR". */
+#ifndef TILE_IR_GRAPH_H
+#define TILE_IR_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir.h"
+
+/* ---- sizes ------------------------------------------------------------------------ */
+typedef struct IrMono {      /* k * names[0] * names[1] * ... (names sorted, may repeat) */
+    int64_t k;
+    uint32_t n;
+    const char *const *names;
+} IrMono;
+
+typedef struct IrSize {      /* c + the monomials (each with a name), sorted as printed */
+    int64_t c;
+    uint32_t n;
+    const IrMono *m;
+} IrSize;
+
+#define IR_SIZE_MAX ((int64_t)1 << 40)   /* a written size; arithmetic checks overflow */
+
+IrSize ir_size_const(int64_t c);
+IrSize ir_size_name(Arena *a, const char *name);   /* name is kept, not copied */
+/* x + k*y and x*y; false on integer overflow. */
+bool ir_size_add(Arena *a, IrSize x, IrSize y, int64_t k, IrSize *out);
+bool ir_size_mul(Arena *a, IrSize x, IrSize y, IrSize *out);
+bool ir_size_eq(IrSize x, IrSize y);
+bool ir_size_is_const(IrSize x, int64_t *c);        /* true for a known size */
+/* The element count of a shape as one size; false on overflow. */
+bool ir_size_numel(Arena *a, uint32_t rank, const IrSize *dims, IrSize *out);
+/* "T", "1024", "T+1024", "2*S+T", "64*T", "S*T-1". */
+const char *ir_size_str(Arena *a, IrSize x);
+/* The value for the sizes `names[i] = vals[i]`; false if a name is unbound or on overflow. */
+bool ir_size_eval(IrSize x, const char *const *names, const int64_t *vals, uint32_t n,
+                  int64_t *out);
+
+/* ---- tensor types ----------------------------------------------------------------- */
+typedef struct IrTensorType {
+    IrElem elem;
+    uint32_t rank;           /* 0: a scalar */
+    const IrSize *dims;
+} IrTensorType;
+
+bool ir_ttype_eq(const IrTensorType *x, const IrTensorType *y);
+const char *ir_ttype_str(Arena *a, const IrTensorType *t);   /* "bf16[T, 1024]", "f32" */
+const char *ir_shape_str(Arena *a, uint32_t rank, const IrSize *dims);  /* "[T, 1024]" */
+/* Numpy broadcasting aligned at the right; false if two sizes clash. */
+bool ir_broadcast_shapes(Arena *a, uint32_t na, const IrSize *da, uint32_t nb,
+                         const IrSize *db, uint32_t *n, const IrSize **out);
+
+/* ---- element-wise promotion and names, shared by kernels and graphs --------------- */
+/* LANGUAGE.md section 2: float beats integer; the wider type wins; f16 with bf16 gives
+ * f32, f8e4m3 with f8e5m2 f16; i1 yields to any other integer; of one width unsigned
+ * wins. The one promotion rule of the compiler (frontend/lower_expr.c and
+ * frontend/graph.c both call it). */
+IrElem ir_promote(IrElem a, IrElem b);
+/* The kind column of ir/elementwise.def for a built-in name ('f', 'n', 'c'), 0 for a
+ * name that is not an element-wise built-in; its arity in *arity. */
+char ir_elementwise_kind(const char *name, int *arity);
+
+/* ---- ops ------------------------------------------------------------------------------ */
+typedef enum {
+#define GOP(n, t, i, o, a, f) IR_GOP_##n,
+#include "graph_ops.def"
+#undef GOP
+    IR_GOP_COUNT
+} IrGOpKind;
+
+typedef enum { GA_NONE, GA_AXIS, GA_PERM, GA_CMP, GA_CONST, GA_SIZE } IrGAttrKind;
+typedef enum { IR_GCMP_EQ, IR_GCMP_NE, IR_GCMP_LT, IR_GCMP_LE, IR_GCMP_GT, IR_GCMP_GE } IrGCmp;
+
+const char *ir_gop_name(IrGOpKind k);
+int ir_gop_nin(IrGOpKind k);          /* -1: variadic */
+int ir_gop_nout(IrGOpKind k);         /* -1: one or more */
+IrGAttrKind ir_gop_attr(IrGOpKind k);
+char ir_gop_family(IrGOpKind k);      /* the family column of graph_ops.def */
+bool ir_gop_from_name(const char *s, IrGOpKind *out);
+extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
+
+#define IR_GNONE UINT32_MAX
+
+typedef struct IrGValue {
+    IrTensorType type;
+    const char *name;        /* a hint for printing, or NULL */
+    uint32_t def;            /* the defining op, or IR_GNONE for a parameter */
+    uint32_t index;          /* which result of def, or which parameter */
+} IrGValue;
+
+typedef struct IrGOp {
+    IrGOpKind kind;
+    Loc loc;
+    uint32_t nin, nout;
+    const uint32_t *in;      /* value ids */
+    const uint32_t *out;
+    union {
+        int64_t axis;        /* GA_AXIS: 0 .. rank-1 of the first operand */
+        IrGCmp cmp;          /* GA_CMP */
+        struct { double f; int64_t i; } c;   /* GA_CONST: f for a float result, i otherwise */
+        IrSize size;         /* GA_SIZE */
+        const uint32_t *perm;   /* GA_PERM: rank entries, result axis i is operand axis perm[i] */
+    } attr;
+} IrGOp;
+
+typedef struct IrGraph {
+    Arena *arena;            /* the module's */
+    const char *name;
+    Loc loc;
+    VEC(uint32_t) params;    /* value ids */
+    VEC(IrGValue) values;
+    VEC(IrGOp) ops;          /* in order; the last one is the return */
+    uint32_t nsizes;         /* the size names of the parameters, in order of appearance */
+    const char **sizes;
+} IrGraph;
+
+typedef struct IrGraphModule {
+    Arena *arena;
+    VEC(IrGraph *) graphs;
+} IrGraphModule;
+
+/* A module in the caller's arena (which owns every graph); destroy frees the vectors. */
+IrGraphModule *ir_gmodule_create(Arena *a);
+void ir_gmodule_destroy(IrGraphModule *m);
+IrGraph *ir_graph_create(IrGraphModule *m, const char *name, Loc loc);
+IrGraph *ir_gmodule_find(const IrGraphModule *m, const char *name);
+
+uint32_t ir_graph_param(IrGraph *g, const IrTensorType *t, const char *name);
+/* Appends an op with `nout` results of the given types; returns the op's index. */
+uint32_t ir_graph_op(IrGraph *g, IrGOpKind k, Loc loc, const uint32_t *in, uint32_t nin,
+                     const IrTensorType *out, uint32_t nout);
+static inline uint32_t ir_graph_result(const IrGraph *g, uint32_t op, uint32_t i)
+{
+    return g->ops.data[op].out[i];
+}
+/* Fills g->sizes from the parameters' types (every name, first appearance first). */
+void ir_graph_collect_sizes(IrGraph *g, Arena *a);
+
+/* Whether op's result types follow from its operands and attribute as the verifier
+ * requires (for ops whose result shape is not in their operands, reshape broadcast
+ * full split const size cast, the result types are checked against the operands
+ * instead); false with a message in *err when the op is ill-formed. */
+bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err);
+
+/* ---- fusion plans ------------------------------------------------------------------------ */
+/* A partition of a graph's ops into kernels (passes/graph_fuse.c makes one). Each kernel
+ * runs its ops in graph order; it reads `reads` from global memory (parameters or what
+ * an earlier kernel wrote) and writes `writes` there (what a later kernel or the return
+ * uses). `const` and `size` ops belong to no kernel: they are immediates. */
+typedef struct IrGKernel {
+    const char *kind;        /* "elementwise", "matmul", ... */
+    uint32_t nops, nreads, nwrites;
+    const uint32_t *ops;     /* op indices, ascending */
+    const uint32_t *reads;   /* value ids */
+    const uint32_t *writes;
+} IrGKernel;
+
+typedef struct IrGPlan {
+    uint32_t nkernels;
+    const IrGKernel *kernels;
+} IrGPlan;
+
+/* One line per kernel (`kernel k1 elementwise: add %1, erf %6; reads %0, %b1; writes %h`),
+ * then one per buffer of an intermediate written to global memory. */
+void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out);
+/* Each value's printed name (as ir_graph_print prints it), in arena a. */
+const char **ir_graph_value_names(Arena *a, const IrGraph *g);
+
+/* ---- text and verifier -------------------------------------------------------------- */
+void ir_graph_print(const IrGraph *g, FILE *out);
+void ir_gmodule_print(const IrGraphModule *m, FILE *out);
+/* Parses graph IR text into m; false with the first error in diags. */
+bool ir_gmodule_parse(IrGraphModule *m, const Source *src, DiagList *diags);
+/* Checks every op (types, arity, attributes, definition before use, one return at the
+ * end, sizes named by parameters); false with errors in diags at the ops' locations. */
+bool ir_graph_verify(const IrGraph *g, Arena *a, DiagList *diags);
+bool ir_gmodule_verify(const IrGraphModule *m, DiagList *diags);
+
+#endif

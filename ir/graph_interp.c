@@ -1,0 +1,658 @@
+/* The graph IR interpreter (ir/graph_interp.h): one function per op family of
+ * ir/graph_ops.def, over tensors of doubles or int64s. */
+#include "graph_interp.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp.h"
+
+/* ---- tensors -------------------------------------------------------------------------- */
+
+bool ir_gtensor_alloc(IrGTensor *t, IrElem elem, uint32_t rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (uint32_t k = 0; k < rank; k++)
+        if (dims[k] < 0 || __builtin_mul_overflow(n, dims[k], &n) || n > ((int64_t)1 << 34)) return false;
+    *t = (IrGTensor){.elem = elem, .rank = rank, .n = n};
+    t->dims = tl_malloc((rank + 1) * sizeof *t->dims);
+    if (rank) memcpy(t->dims, dims, rank * sizeof *dims);
+    if (ir_elem_is_float(elem)) t->f = tl_calloc((size_t)(n ? n : 1), sizeof *t->f);
+    else t->i = tl_calloc((size_t)(n ? n : 1), sizeof *t->i);
+    if (t->dims && (t->f || t->i)) return true;
+    ir_gtensor_free(t);
+    return false;
+}
+
+void ir_gtensor_free(IrGTensor *t)
+{
+    tl_free(t->dims);
+    tl_free(t->f);
+    tl_free(t->i);
+    memset(t, 0, sizeof *t);
+}
+
+/* An integer wrapped to the width and signedness of e (i1: 0 or 1). */
+static int64_t wrap(IrElem e, int64_t v)
+{
+    int bits = ir_elem_bits(e);
+    if (e == IR_I1) return v != 0;
+    if (bits >= 64) return v;
+    uint64_t m = ((uint64_t)1 << bits) - 1, u = (uint64_t)v & m;
+    if (ir_elem_is_signed(e) && (u >> (bits - 1))) u |= ~m;
+    return (int64_t)u;
+}
+
+void ir_gtensor_load(IrGTensor *t, const void *data)
+{
+    int b = ir_elem_bytes(t->elem);
+    for (int64_t k = 0; k < t->n; k++) {
+        const unsigned char *p = (const unsigned char *)data + k * b;
+        uint64_t raw = 0;
+        memcpy(&raw, p, (size_t)b);
+        switch (t->elem) {
+        case IR_F16: t->f[k] = fp_f16_to_f32((uint16_t)raw); break;
+        case IR_BF16: t->f[k] = fp_bf16_to_f32((uint16_t)raw); break;
+        case IR_F32: t->f[k] = fp_bits_f32((uint32_t)raw); break;
+        case IR_F64: memcpy(&t->f[k], p, 8); break;
+        case IR_F8E4M3: t->f[k] = fp_f8e4m3_to_f32((uint8_t)raw); break;
+        case IR_F8E5M2: t->f[k] = fp_f8e5m2_to_f32((uint8_t)raw); break;
+        default: t->i[k] = wrap(t->elem, (int64_t)raw); break;
+        }
+    }
+}
+
+void ir_gtensor_store(const IrGTensor *t, void *data)
+{
+    int b = ir_elem_bytes(t->elem);
+    for (int64_t k = 0; k < t->n; k++) {
+        unsigned char *p = (unsigned char *)data + k * b;
+        uint64_t raw = t->i ? (uint64_t)t->i[k] : 0;
+        double d = t->f ? t->f[k] : 0;
+        switch (t->elem) {
+        case IR_F16: raw = fp_f32_to_f16((float)d); break;
+        case IR_BF16: raw = fp_f32_to_bf16((float)d); break;
+        case IR_F32: raw = fp_f32_bits((float)d); break;
+        case IR_F64: memcpy(&raw, &d, 8); break;
+        case IR_F8E4M3: raw = fp_f32_to_f8e4m3((float)d); break;
+        case IR_F8E5M2: raw = fp_f32_to_f8e5m2((float)d); break;
+        default: break;
+        }
+        memcpy(p, &raw, (size_t)b);
+    }
+}
+
+/* ---- the run ----------------------------------------------------------------------------- */
+
+typedef struct Run {
+    const IrGraph *g;
+    const int64_t *sizes;
+    IrGTensor *vals;         /* one per value */
+    bool *have;
+    const IrGOp *op;
+    char *err;
+    size_t errlen;
+} Run;
+
+static bool fail(Run *R, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(R->err, R->errlen, "%s: ", R->op ? ir_gop_name(R->op->kind) : "graph");
+    if (n >= 0 && (size_t)n < R->errlen) vsnprintf(R->err + n, R->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static const IrGTensor *in(const Run *R, uint32_t k) { return &R->vals[R->op->in[k]]; }
+
+static double getf(const IrGTensor *t, int64_t k) { return t->f ? t->f[k] : (double)t->i[k]; }
+static int64_t geti(const IrGTensor *t, int64_t k) { return t->i ? t->i[k] : (int64_t)t->f[k]; }
+
+/* Sets element k of t to the float v or the integer w (whichever t holds), rounded. */
+static void setv(IrGTensor *t, int64_t k, double v, int64_t w)
+{
+    if (t->f) t->f[k] = fp_round(t->elem, v);
+    else t->i[k] = wrap(t->elem, w);
+}
+
+/* Evaluates the result type's sizes; allocates result `r` of the op. */
+static bool alloc_result(Run *R, uint32_t r, IrGTensor *out)
+{
+    const IrTensorType *t = &R->g->values.data[R->op->out[r]].type;
+    int64_t dims[64];
+    if (t->rank > 64) return fail(R, "rank %u is too large for the interpreter", t->rank);
+    for (uint32_t k = 0; k < t->rank; k++)
+        if (!ir_size_eval(t->dims[k], R->g->sizes, R->sizes, R->g->nsizes, &dims[k]) || dims[k] < 0)
+            return fail(R, "size %s cannot be evaluated", ir_size_str(R->g->arena, t->dims[k]));
+    return ir_gtensor_alloc(out, t->elem, t->rank, dims) || fail(R, "out of memory");
+}
+
+/* The flat index into t of element k of a tensor of shape (rank, dims) that t
+ * broadcasts to (aligned at the right; size-1 axes of t repeat). */
+static int64_t bcast_at(const IrGTensor *t, uint32_t rank, const int64_t *dims, int64_t k)
+{
+    int64_t idx = 0, stride = 1;
+    for (uint32_t a = rank; a-- > 0;) {
+        int64_t c = k % dims[a];
+        k /= dims[a];
+        uint32_t ta = a + t->rank - rank;   /* the axis of t, when a >= rank - t->rank */
+        if (a + t->rank < rank) continue;
+        if (t->dims[ta] != 1) idx += c * stride;
+        stride *= t->dims[ta];
+    }
+    return idx;
+}
+
+/* ---- element-wise ---------------------------------------------------------------------- */
+
+static double unary_f(IrGOpKind k, double x)
+{
+    switch (k) {
+    case IR_GOP_NEG: return -x;
+    case IR_GOP_EXP: return exp(x);
+    case IR_GOP_EXP2: return exp2(x);
+    case IR_GOP_LOG: return log(x);
+    case IR_GOP_LOG2: return log2(x);
+    case IR_GOP_SQRT: return sqrt(x);
+    case IR_GOP_RSQRT: return 1.0 / sqrt(x);
+    case IR_GOP_SIN: return sin(x);
+    case IR_GOP_COS: return cos(x);
+    case IR_GOP_TANH: return tanh(x);
+    case IR_GOP_ERF: return erf(x);
+    case IR_GOP_ABS: return fabs(x);
+    case IR_GOP_FLOOR: return floor(x);
+    case IR_GOP_CEIL: return ceil(x);
+    case IR_GOP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case IR_GOP_ISNAN: return isnan(x);
+    case IR_GOP_ISINF: return isinf(x);
+    case IR_GOP_ISFINITE: return isfinite(x);
+    default: return x;
+    }
+}
+
+static bool run_unary(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    IrGOpKind k = R->op->kind;
+    for (int64_t e = 0; e < o->n; e++) {
+        if (x->f) {
+            double v = unary_f(k, x->f[e]);
+            setv(o, e, v, (int64_t)v);
+            continue;
+        }
+        int64_t v = x->i[e];
+        int64_t w = k == IR_GOP_NEG ? (int64_t)(0 - (uint64_t)v) : k == IR_GOP_BNOT ? ~v : k == IR_GOP_NOT ? !v
+                  : k == IR_GOP_ABS ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v) : v;
+        setv(o, e, (double)w, w);
+    }
+    return true;
+}
+
+static bool cmp_of(IrGCmp c, double x, double y)
+{
+    switch (c) {
+    case IR_GCMP_EQ: return x == y;
+    case IR_GCMP_NE: return x != y;
+    case IR_GCMP_LT: return x < y;
+    case IR_GCMP_LE: return x <= y;
+    case IR_GCMP_GT: return x > y;
+    default: return x >= y;
+    }
+}
+
+static bool cmp_int(IrGCmp c, int64_t x, int64_t y, bool uns)
+{
+    int o = uns ? ((uint64_t)x > (uint64_t)y) - ((uint64_t)x < (uint64_t)y) : (x > y) - (x < y);
+    return cmp_of(c, (double)o, 0.0);
+}
+
+static double binary_f(IrGOpKind k, double x, double y)
+{
+    switch (k) {
+    case IR_GOP_ADD: return x + y;
+    case IR_GOP_SUB: return x - y;
+    case IR_GOP_MUL: return x * y;
+    case IR_GOP_DIV: return x / y;
+    case IR_GOP_REM: return fmod(x, y);
+    case IR_GOP_MINIMUM: return x < y ? x : y;
+    case IR_GOP_MAXIMUM: return x > y ? x : y;
+    case IR_GOP_POW: return pow(x, y);
+    default: return 0;
+    }
+}
+
+/* Integer ops wrap (computed on uint64); division by zero is an error. */
+static bool binary_i(Run *R, IrGOpKind k, IrElem e, int64_t x, int64_t y, int64_t *out)
+{
+    uint64_t a = (uint64_t)x, b = (uint64_t)y;
+    bool uns = !ir_elem_is_signed(e);
+    int bits = ir_elem_bits(e);
+    if ((k == IR_GOP_DIV || k == IR_GOP_REM || k == IR_GOP_CDIV) && y == 0) return fail(R, "integer division by zero");
+    switch (k) {
+    case IR_GOP_ADD: *out = (int64_t)(a + b); break;
+    case IR_GOP_SUB: *out = (int64_t)(a - b); break;
+    case IR_GOP_MUL: *out = (int64_t)(a * b); break;
+    case IR_GOP_DIV: *out = uns ? (int64_t)(a / b) : (x == INT64_MIN && y == -1) ? x : x / y; break;
+    case IR_GOP_REM: *out = uns ? (int64_t)(a % b) : (y == -1) ? 0 : x % y; break;
+    case IR_GOP_CDIV: *out = uns ? (int64_t)((a + b - 1) / b) : (x + y - 1) / y; break;
+    case IR_GOP_AND: case IR_GOP_LAND: *out = k == IR_GOP_LAND ? (x && y) : (int64_t)(a & b); break;
+    case IR_GOP_OR: case IR_GOP_LOR: *out = k == IR_GOP_LOR ? (x || y) : (int64_t)(a | b); break;
+    case IR_GOP_XOR: *out = (int64_t)(a ^ b); break;
+    case IR_GOP_SHL: *out = y < 0 || y >= bits ? 0 : (int64_t)(a << y); break;
+    case IR_GOP_SHR: *out = y < 0 || y >= bits ? (uns || x >= 0 ? 0 : -1) : uns ? (int64_t)(a >> y) : x >> y; break;
+    case IR_GOP_MINIMUM: *out = uns ? (int64_t)(a < b ? a : b) : x < y ? x : y; break;
+    case IR_GOP_MAXIMUM: *out = uns ? (int64_t)(a > b ? a : b) : x > y ? x : y; break;
+    case IR_GOP_POW: *out = (int64_t)pow((double)x, (double)y); break;
+    default: *out = 0; break;
+    }
+    return true;
+}
+
+static bool run_binary(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *y = in(R, 1);
+    IrGOpKind k = R->op->kind;
+    IrElem e = x->elem;
+    for (int64_t n = 0; n < o->n; n++) {
+        int64_t a = bcast_at(x, o->rank, o->dims, n), b = bcast_at(y, o->rank, o->dims, n), w = 0;
+        if (k == IR_GOP_CMP) {
+            bool c = x->f ? cmp_of(R->op->attr.cmp, x->f[a], y->f[b])
+                          : cmp_int(R->op->attr.cmp, x->i[a], y->i[b], !ir_elem_is_signed(e));
+            setv(o, n, c, c);
+        } else if (x->f) {
+            double v = binary_f(k, x->f[a], y->f[b]);
+            setv(o, n, v, (int64_t)v);
+        } else {
+            if (!binary_i(R, k, e, x->i[a], y->i[b], &w)) return false;
+            setv(o, n, (double)w, w);
+        }
+    }
+    return true;
+}
+
+static bool run_ternary(Run *R, IrGTensor *o)
+{
+    const IrGTensor *a = in(R, 0), *b = in(R, 1), *c = in(R, 2);
+    for (int64_t n = 0; n < o->n; n++) {
+        int64_t ia = bcast_at(a, o->rank, o->dims, n), ib = bcast_at(b, o->rank, o->dims, n),
+                ic = bcast_at(c, o->rank, o->dims, n);
+        if (R->op->kind == IR_GOP_WHERE) setv(o, n, a->i[ia] ? getf(b, ib) : getf(c, ic), a->i[ia] ? geti(b, ib) : geti(c, ic));
+        else setv(o, n, fma(getf(a, ia), getf(b, ib), getf(c, ic)), geti(a, ia) * geti(b, ib) + geti(c, ic));
+    }
+    return true;
+}
+
+static bool run_cast(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    for (int64_t n = 0; n < o->n; n++) {
+        double v = getf(x, n);
+        int64_t w = x->i ? x->i[n] : isfinite(v) ? (v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v) : 0;
+        if (x->f && o->elem == IR_I1) w = v != 0;
+        setv(o, n, x->i && !ir_elem_is_signed(x->elem) ? (double)(uint64_t)x->i[n] : v, w);
+    }
+    return true;
+}
+
+/* ---- reductions and ops along an axis --------------------------------------------------- */
+
+/* The operand split around `axis`: outer * len * inner elements. */
+static void around(const IrGTensor *t, int64_t axis, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int64_t a = 0; a < (int64_t)t->rank; a++) {
+        if (a < axis) *outer *= t->dims[a];
+        if (a > axis) *inner *= t->dims[a];
+    }
+    *len = t->dims[axis];
+}
+
+static bool run_reduce(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    IrGOpKind k = R->op->kind;
+    int64_t outer, len, inner;
+    around(x, R->op->attr.axis, &outer, &len, &inner);
+    for (int64_t p = 0; p < outer; p++)
+        for (int64_t q = 0; q < inner; q++) {
+            double acc = k == IR_GOP_ALL, best = 0;
+            int64_t iacc = k == IR_GOP_ALL, arg = 0;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t at = (p * len + j) * inner + q;
+                double v = getf(x, at);
+                int64_t w = geti(x, at);
+                bool better = j == 0 || ((k == IR_GOP_MAX || k == IR_GOP_ARGMAX) ? (x->f ? v > best : w > iacc)
+                                                                               : (x->f ? v < best : w < iacc));
+                if (k == IR_GOP_SUM || k == IR_GOP_MEAN) acc += v, iacc = (int64_t)((uint64_t)iacc + (uint64_t)w);
+                else if (k == IR_GOP_ANY) iacc = iacc || w;
+                else if (k == IR_GOP_ALL) iacc = iacc && w;
+                else if (better) best = v, iacc = w, arg = j;
+            }
+            int64_t r = p * inner + q;
+            if (k == IR_GOP_ARGMAX || k == IR_GOP_ARGMIN) setv(o, r, (double)arg, arg);
+            else if (k == IR_GOP_MAX || k == IR_GOP_MIN) setv(o, r, best, iacc);
+            else if (k == IR_GOP_MEAN) setv(o, r, acc / (double)len, 0);
+            else if (k == IR_GOP_SUM) setv(o, r, acc, iacc);
+            else setv(o, r, (double)iacc, iacc);
+        }
+    return true;
+}
+
+static bool run_along(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    IrGOpKind k = R->op->kind;
+    int64_t outer, len, inner;
+    around(x, R->op->attr.axis, &outer, &len, &inner);
+    for (int64_t p = 0; p < outer; p++)
+        for (int64_t q = 0; q < inner; q++) {
+            double m = -INFINITY, s = 0, acc = k == IR_GOP_CUMPROD;
+            int64_t iacc = k == IR_GOP_CUMPROD;
+            for (int64_t j = 0; j < len && k == IR_GOP_SOFTMAX; j++) m = fmax(m, getf(x, (p * len + j) * inner + q));
+            for (int64_t j = 0; j < len && k == IR_GOP_SOFTMAX; j++) s += exp(getf(x, (p * len + j) * inner + q) - m);
+            for (int64_t j = 0; j < len; j++) {
+                int64_t at = (p * len + j) * inner + q;
+                if (k == IR_GOP_SOFTMAX) setv(o, at, exp(getf(x, at) - m) / s, 0);
+                else if (k == IR_GOP_CUMSUM) acc += getf(x, at), iacc = (int64_t)((uint64_t)iacc + (uint64_t)geti(x, at)), setv(o, at, acc, iacc);
+                else acc *= getf(x, at), iacc = (int64_t)((uint64_t)iacc * (uint64_t)geti(x, at)), setv(o, at, acc, iacc);
+                if (k != IR_GOP_SOFTMAX && o->f) acc = o->f[at];   /* a scan rounds each partial result */
+            }
+        }
+    return true;
+}
+
+/* layer_norm and rms_norm over the last axis (population variance). */
+static bool run_norm(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *w = in(R, 1);
+    bool ln = R->op->kind == IR_GOP_LAYER_NORM;
+    const IrGTensor *b = ln ? in(R, 2) : NULL;
+    double eps = getf(in(R, ln ? 3 : 2), 0);
+    int64_t len = x->dims[x->rank - 1], rows = len ? x->n / len : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *row = x->f + r * len;
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < len; j++) mean += row[j];
+        mean = ln ? mean / (double)len : 0;
+        for (int64_t j = 0; j < len; j++) var += (row[j] - mean) * (row[j] - mean);
+        double inv = 1.0 / sqrt(var / (double)len + eps);
+        for (int64_t j = 0; j < len; j++)
+            setv(o, r * len + j, (row[j] - mean) * inv * getf(w, j) + (ln ? getf(b, j) : 0), 0);
+    }
+    return true;
+}
+
+/* ---- matrix products and attention ---------------------------------------------------------- */
+
+static bool run_matmul(Run *R, IrGTensor *o)
+{
+    const IrGTensor *l = in(R, 0), *r = in(R, 1);
+    int64_t K = l->dims[l->rank - 1], M = l->rank >= 2 ? l->dims[l->rank - 2] : 1;
+    int64_t N = r->rank >= 2 ? r->dims[r->rank - 1] : 1, mn = M * N, batches = mn ? o->n / mn : 0;
+    uint32_t bl = l->rank >= 2 ? l->rank - 2 : 0, br = r->rank >= 2 ? r->rank - 2 : 0;
+    uint32_t nb = o->rank - (l->rank >= 2) - (r->rank >= 2);
+    IrGTensor lb = {.rank = bl, .dims = l->dims}, rb = {.rank = br, .dims = r->dims};
+    for (int64_t bt = 0; bt < batches; bt++) {
+        int64_t lo = bcast_at(&lb, nb, o->dims, bt) * M * K, ro = bcast_at(&rb, nb, o->dims, bt) * K * N;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double acc = 0;
+                int64_t iacc = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    acc += getf(l, lo + m * K + k) * getf(r, ro + k * N + n);
+                    iacc = (int64_t)((uint64_t)iacc + (uint64_t)geti(l, lo + m * K + k) * (uint64_t)geti(r, ro + k * N + n));
+                }
+                setv(o, bt * mn + m * N + n, acc, iacc);
+            }
+    }
+    return true;
+}
+
+/* softmax(q @ trans(k) * scale [causal: key j sees query i when j <= i + Lk - Lq]) @ v;
+ * a query that sees no key gives zeros. */
+static bool run_attention(Run *R, IrGTensor *o)
+{
+    const IrGTensor *q = in(R, 0), *k = in(R, 1), *v = in(R, 2);
+    bool causal = in(R, 3)->i[0] != 0;
+    double scale = getf(in(R, 4), 0);
+    int64_t Lq = q->dims[q->rank - 2], D = q->dims[q->rank - 1], Lk = k->dims[k->rank - 2], Dv = v->dims[v->rank - 1];
+    int64_t per = Lq * Dv, batches = per ? o->n / per : 0;
+    uint32_t nb = o->rank - 2;
+    IrGTensor qb = {.rank = q->rank - 2, .dims = q->dims}, kb = {.rank = k->rank - 2, .dims = k->dims},
+              vb = {.rank = v->rank - 2, .dims = v->dims};
+    double *s = tl_malloc((size_t)(Lk ? Lk : 1) * sizeof *s);
+    if (!s) return fail(R, "out of memory");
+    for (int64_t bt = 0; bt < batches; bt++) {
+        int64_t qo = bcast_at(&qb, nb, o->dims, bt) * Lq * D, ko = bcast_at(&kb, nb, o->dims, bt) * Lk * D,
+                vo = bcast_at(&vb, nb, o->dims, bt) * Lk * Dv;
+        for (int64_t i = 0; i < Lq; i++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < Lk; j++) {
+                double d = 0;
+                for (int64_t c = 0; c < D; c++) d += q->f[qo + i * D + c] * k->f[ko + j * D + c];
+                s[j] = causal && j > i + Lk - Lq ? -INFINITY : d * scale;
+                m = fmax(m, s[j]);
+            }
+            for (int64_t j = 0; j < Lk; j++) sum += s[j] = m == -INFINITY ? 0 : exp(s[j] - m);
+            for (int64_t c = 0; c < Dv; c++) {
+                double acc = 0;
+                for (int64_t j = 0; j < Lk; j++) acc += s[j] * v->f[vo + j * Dv + c];
+                setv(o, bt * per + i * Dv + c, sum > 0 ? acc / sum : 0, 0);
+            }
+        }
+    }
+    tl_free(s);
+    return true;
+}
+
+/* ---- shapes ------------------------------------------------------------------------------------ */
+
+static bool run_trans(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    const uint32_t *perm = R->op->attr.perm;
+    int64_t stride[64];
+    for (int64_t a = (int64_t)x->rank - 1, s = 1; a >= 0; a--) stride[a] = s, s *= x->dims[a];
+    for (int64_t n = 0; n < o->n; n++) {
+        int64_t k = n, at = 0;
+        for (uint32_t a = o->rank; a-- > 0;) {
+            at += (k % o->dims[a]) * stride[perm[a]];
+            k /= o->dims[a];
+        }
+        setv(o, n, getf(x, at), geti(x, at));
+    }
+    return true;
+}
+
+/* concat (operands) and split (results) along the axis. */
+static bool run_pieces(Run *R, IrGTensor *outs)
+{
+    bool split = R->op->kind == IR_GOP_SPLIT;
+    const IrGTensor *whole = split ? in(R, 0) : &outs[0];
+    int64_t outer, len, inner, off = 0;
+    around(whole, R->op->attr.axis, &outer, &len, &inner);
+    uint32_t n = split ? R->op->nout : R->op->nin;
+    for (uint32_t p = 0; p < n; p++) {
+        const IrGTensor *piece = split ? &outs[p] : in(R, p);
+        int64_t pl = piece->dims[R->op->attr.axis];
+        for (int64_t a = 0; a < outer; a++)
+            for (int64_t j = 0; j < pl * inner; j++) {
+                int64_t wi = (a * len + off) * inner + j, pi = a * pl * inner + j;
+                if (split) setv(&outs[p], pi, getf(whole, wi), geti(whole, wi));
+                else setv(&outs[0], wi, getf(piece, pi), geti(piece, pi));
+            }
+        off += pl;
+    }
+    return true;
+}
+
+static bool run_shape(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    switch (R->op->kind) {
+    case IR_GOP_TRANS: return run_trans(R, o);
+    case IR_GOP_FULL: case IR_GOP_BROADCAST:
+        for (int64_t n = 0; n < o->n; n++) {
+            int64_t at = bcast_at(x, o->rank, o->dims, n);
+            setv(o, n, getf(x, at), geti(x, at));
+        }
+        return true;
+    case IR_GOP_RESHAPE:
+        if (x->n != o->n) return fail(R, "%lld elements cannot become %lld", (long long)x->n, (long long)o->n);
+        for (int64_t n = 0; n < o->n; n++) setv(o, n, getf(x, n), geti(x, n));
+        return true;
+    default: return run_pieces(R, o);
+    }
+}
+
+static bool run_dropout(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    double p = getf(in(R, 1), 0);
+    uint64_t seed = (uint64_t)geti(in(R, 2), 0);
+    for (int64_t n = 0; n < o->n; n++)
+        setv(o, n, tile_rand(seed, n) < p ? 0.0 : x->f[n] / (1.0 - p), 0);
+    return true;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------------- */
+
+static bool run_op(Run *R, IrGTensor *outs)
+{
+    const IrGOp *op = R->op;
+    switch (ir_gop_family(op->kind)) {
+    case 'k':
+        if (op->kind == IR_GOP_SIZE) {
+            int64_t v;
+            if (!ir_size_eval(op->attr.size, R->g->sizes, R->sizes, R->g->nsizes, &v)) return fail(R, "unknown size");
+            return setv(&outs[0], 0, (double)v, v), true;
+        }
+        return setv(&outs[0], 0, op->attr.c.f, op->attr.c.i), true;
+    case 'x': return run_cast(R, &outs[0]);
+    case 'u': return run_unary(R, &outs[0]);
+    case 'b': case 'c': return run_binary(R, &outs[0]);
+    case 't': return run_ternary(R, &outs[0]);
+    case 'm': return run_matmul(R, &outs[0]);
+    case 'r': return run_reduce(R, &outs[0]);
+    case 'a': return run_along(R, &outs[0]);
+    case 'n': return run_norm(R, &outs[0]);
+    case 's': return run_shape(R, outs);
+    case 'd': return run_dropout(R, &outs[0]);
+    case 'A': return run_attention(R, &outs[0]);
+    default: return fail(R, "cannot be interpreted");
+    }
+}
+
+/* Checks that the parameters have the shapes of their types under the sizes. */
+static bool bind_params(Run *R, const IrGTensor *params)
+{
+    for (size_t p = 0; p < R->g->params.len; p++) {
+        uint32_t v = R->g->params.data[p];
+        const IrTensorType *t = &R->g->values.data[v].type;
+        const IrGTensor *x = &params[p];
+        bool ok = x->elem == t->elem && x->rank == t->rank;
+        for (uint32_t k = 0; ok && k < t->rank; k++) {
+            int64_t d;
+            ok = ir_size_eval(t->dims[k], R->g->sizes, R->sizes, R->g->nsizes, &d) && d == x->dims[k];
+        }
+        if (!ok) return fail(R, "parameter %zu is not of type %s", p, ir_ttype_str(R->g->arena, t));
+        R->vals[v] = *x;     /* borrowed: not freed */
+        R->have[v] = true;
+    }
+    return true;
+}
+
+static bool exec_op(Run *R, uint32_t idx, IrGTensor *outs)
+{
+    R->op = &R->g->ops.data[idx];
+    if (R->op->kind == IR_GOP_RETURN) {
+        for (uint32_t k = 0; k < R->op->nin; k++) {
+            const IrGTensor *x = in(R, k);
+            if (!ir_gtensor_alloc(&outs[k], x->elem, x->rank, x->dims)) return fail(R, "out of memory");
+            for (int64_t n = 0; n < x->n; n++) setv(&outs[k], n, getf(x, n), geti(x, n));
+        }
+        return true;
+    }
+    IrGTensor res[64] = {{0}};
+    if (R->op->nout > 64) return fail(R, "too many results");
+    for (uint32_t r = 0; r < R->op->nout; r++)
+        if (!alloc_result(R, r, &res[r])) return false;
+    bool ok = run_op(R, res);
+    for (uint32_t r = 0; r < R->op->nout; r++) {
+        R->vals[R->op->out[r]] = res[r];
+        R->have[R->op->out[r]] = true;
+    }
+    return ok;
+}
+
+bool ir_graph_interp(const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
+                     IrGTensor *outs, char *err, size_t errlen)
+{
+    Run R = {.g = g, .sizes = sizes, .err = err, .errlen = errlen};
+    R.vals = tl_calloc(g->values.len + 1, sizeof *R.vals);
+    R.have = tl_calloc(g->values.len + 1, sizeof *R.have);
+    bool ok = R.vals && R.have && bind_params(&R, params);
+    for (size_t i = 0; ok && i < g->ops.len; i++) ok = exec_op(&R, (uint32_t)i, outs);
+    for (size_t v = 0; R.vals && v < g->values.len; v++)
+        if (R.have[v] && g->values.data[v].def != IR_GNONE) ir_gtensor_free(&R.vals[v]);
+    tl_free(R.vals);
+    tl_free(R.have);
+    return ok;
+}
+
+/* ---- through a fusion plan ------------------------------------------------------------------ */
+
+/* Which values a kernel may read: 1 global memory (parameters, immediates, writes of
+ * earlier kernels), 2 produced by the running kernel, 0 not there. */
+static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGTensor *outs)
+{
+    for (uint32_t i = 0; i < K->nops; i++) {
+        const IrGOp *op = &R->g->ops.data[K->ops[i]];
+        for (uint32_t j = 0; j < op->nin; j++)
+            if (!R->have[op->in[j]]) {
+                R->op = op;
+                return fail(R, "kernel k%u reads value %u, which no earlier kernel wrote", k, op->in[j]);
+            }
+        if (!exec_op(R, K->ops[i], outs)) return false;
+        for (uint32_t r = 0; r < op->nout; r++) where[op->out[r]] = 2;
+    }
+    for (uint32_t i = 0; i < K->nwrites; i++) where[K->writes[i]] = 1;
+    for (size_t v = 0; v < R->g->values.len; v++)
+        if (where[v] == 2) {           /* stayed inside the kernel: gone */
+            ir_gtensor_free(&R->vals[v]);
+            R->have[v] = false;
+            where[v] = 0;
+        }
+    return true;
+}
+
+bool ir_graph_interp_plan(const IrGraph *g, const IrGPlan *plan, const IrGTensor *params,
+                          const int64_t *sizes, IrGTensor *outs, char *err, size_t errlen)
+{
+    Run R = {.g = g, .sizes = sizes, .err = err, .errlen = errlen};
+    R.vals = tl_calloc(g->values.len + 1, sizeof *R.vals);
+    R.have = tl_calloc(g->values.len + 1, sizeof *R.have);
+    char *where = tl_calloc(g->values.len + 1, 1);
+    bool ok = R.vals && R.have && where && bind_params(&R, params);
+    for (size_t i = 0; ok && i < g->ops.len; i++) {
+        IrGOpKind k = g->ops.data[i].kind;
+        if (k == IR_GOP_CONST || k == IR_GOP_SIZE) ok = exec_op(&R, (uint32_t)i, outs);
+    }
+    for (uint32_t k = 0; ok && k < plan->nkernels; k++) ok = run_kernel(&R, &plan->kernels[k], k, where, outs);
+    const IrGOp *ret = ok ? &g->ops.data[g->ops.len - 1] : NULL;
+    for (uint32_t j = 0; ret && j < ret->nin && ok; j++)
+        if (!R.have[ret->in[j]]) {
+            R.op = ret;
+            ok = fail(&R, "returned value %u was written by no kernel", ret->in[j]);
+        }
+    if (ok) ok = exec_op(&R, (uint32_t)g->ops.len - 1, outs);
+    for (size_t v = 0; R.vals && v < g->values.len; v++)
+        if (R.have[v] && g->values.data[v].def != IR_GNONE) ir_gtensor_free(&R.vals[v]);
+    tl_free(R.vals);
+    tl_free(R.have);
+    tl_free(where);
+    return ok;
+}

@@ -1,0 +1,223 @@
+/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 and 2).
+ *
+ * require:   a verified graph (ir_graph_verify).
+ * guarantee: every op except const, size and return is in exactly one kernel; the
+ *            kernels are in an order in which each reads only parameters and values
+ *            that earlier kernels wrote (no cycle between kernels).
+ *
+ * Rule 1, element-wise chains: an element-wise op (families u b c t x d of
+ * ir/graph_ops.def, and full and broadcast, which only index) joins the kernel of an
+ * element-wise producer, and kernels of several element-wise producers merge, with
+ * broadcasting.
+ * Rule 2, GEMM epilogues: an element-wise op that consumes a matmul's result, on the
+ * matmul's output shape (bias, activation, residual add, cast, dropout), joins the
+ * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
+ * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
+ * matmul. Every other op is a kernel of its own for now (reductions, norms, attention,
+ * shape changes). A join or merge is refused when it would make a
+ * cycle (a value of the kernel that flows out through another kernel and back in) or
+ * when the cost model says no: at most GF_MAX_OPS ops per kernel (register pressure)
+ * and GF_MAX_READS tensors read from global memory (pointer arguments and load streams).
+ * Nothing is recomputed, so rule 1 never trades memory traffic for recomputation.
+ *
+ *   %0 = matmul %x, %w1
+ *   %1 = add %0, %b1      ==>   kernel k0 matmul: matmul %0, add %1, mul %2, erf %3;
+ *   %2 = mul %c, %1                        reads %x, %w1, %b1; writes %3
+ *   %3 = erf %2
+ */
+#include <string.h>
+
+#include "ir/graph.h"
+#include "passes/passes.h"
+
+#define GF_MAX_OPS 64
+#define GF_MAX_READS 16
+
+typedef struct Fuse {
+    const IrGraph *g;
+    Arena *a;
+    uint32_t *grp;           /* per op: its kernel group, or IR_GNONE (const, size, return) */
+    uint32_t *seen;          /* per op: a DFS stamp */
+    uint32_t stamp, ngroups;
+} Fuse;
+
+static bool immediate(IrGOpKind k) { return k == IR_GOP_CONST || k == IR_GOP_SIZE || k == IR_GOP_RETURN; }
+
+static bool fusable(IrGOpKind k)
+{
+    return strchr("ubctxd", ir_gop_family(k)) || k == IR_GOP_FULL || k == IR_GOP_BROADCAST;
+}
+
+/* The op that defines value v, or IR_GNONE for a parameter. */
+static uint32_t def_of(const Fuse *F, uint32_t v) { return F->g->values.data[v].def; }
+
+/* Whether op p (outside group G) depends on an op of G. */
+static bool reaches(Fuse *F, uint32_t p, uint32_t G)
+{
+    if (p == IR_GNONE || F->seen[p] == F->stamp) return false;
+    F->seen[p] = F->stamp;
+    const IrGOp *op = &F->g->ops.data[p];
+    for (uint32_t i = 0; i < op->nin; i++) {
+        uint32_t q = def_of(F, op->in[i]);
+        if (q != IR_GNONE && (F->grp[q] == G || reaches(F, q, G))) return true;
+    }
+    return false;
+}
+
+/* No value leaves G and comes back into it through another group; within the cost model. */
+static bool group_ok(Fuse *F, uint32_t G)
+{
+    uint32_t nops = 0, nreads = 0, reads[GF_MAX_READS + 1];
+    F->stamp++;
+    for (size_t o = 0; o < F->g->ops.len; o++) {
+        if (F->grp[o] != G) continue;
+        const IrGOp *op = &F->g->ops.data[o];
+        nops++;
+        for (uint32_t i = 0; i < op->nin; i++) {
+            uint32_t p = def_of(F, op->in[i]);
+            if (p != IR_GNONE && (F->grp[p] == G || immediate(F->g->ops.data[p].kind))) continue;
+            if (reaches(F, p, G)) return false;
+            bool dup = false;
+            for (uint32_t r = 0; r < nreads && !dup; r++) dup = reads[r] == op->in[i];
+            if (!dup && nreads++ == GF_MAX_READS) return false;
+            if (!dup) reads[nreads - 1] = op->in[i];
+        }
+    }
+    return nops <= GF_MAX_OPS;
+}
+
+/* Moves the ops of group `from` into `to`; the caller undoes it when this says no. */
+static bool try_merge(Fuse *F, uint32_t from, uint32_t to)
+{
+    for (size_t o = 0; o < F->g->ops.len; o++)
+        if (F->grp[o] == from) F->grp[o] = to;
+    return group_ok(F, to);
+}
+
+/* The matmul op of group G, or IR_GNONE; the number of ops of G in *n, and whether
+ * they are all element-wise in *ew. */
+static uint32_t group_matmul(const Fuse *F, uint32_t G, uint32_t *n, bool *ew)
+{
+    uint32_t mm = IR_GNONE;
+    *n = 0;
+    *ew = true;
+    for (size_t o = 0; o < F->g->ops.len; o++)
+        if (F->grp[o] == G) {
+            ++*n;
+            *ew &= fusable(F->g->ops.data[o].kind);
+            if (F->g->ops.data[o].kind == IR_GOP_MATMUL) mm = (uint32_t)o;
+        }
+    return mm;
+}
+
+/* Whether op o may join group P: element-wise groups merge (rule 1); an element-wise op
+ * that is alone so far joins a GEMM's kernel as its epilogue when it computes on the
+ * GEMM's output shape (rule 2). */
+static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
+{
+    uint32_t np, nmine;
+    bool p_ew, mine_ew;
+    uint32_t mm = group_matmul(F, P, &np, &p_ew), mine = group_matmul(F, F->grp[o], &nmine, &mine_ew);
+    if (mine != IR_GNONE || !mine_ew) return false;
+    if (mm == IR_GNONE) return p_ew;
+    const IrTensorType *r = &F->g->values.data[F->g->ops.data[o].out[0]].type;
+    const IrTensorType *m = &F->g->values.data[F->g->ops.data[mm].out[0]].type;
+    IrTensorType rs = {m->elem, r->rank, r->dims};
+    return nmine == 1 && ir_ttype_eq(&rs, m);
+}
+
+/* Op o joins the groups of its element-wise producers or a GEMM's, or starts its own. */
+static void place(Fuse *F, uint32_t o)
+{
+    const IrGOp *op = &F->g->ops.data[o];
+    F->grp[o] = F->ngroups++;
+    if (!fusable(op->kind)) return;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        uint32_t p = def_of(F, op->in[i]);
+        if (p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p]))
+            continue;
+        uint32_t mine = F->grp[o], theirs = F->grp[p];
+        uint32_t *saved = arena_alloc(F->a, F->g->ops.len * sizeof *saved);
+        memcpy(saved, F->grp, F->g->ops.len * sizeof *saved);
+        if (!try_merge(F, mine, theirs)) memcpy(F->grp, saved, F->g->ops.len * sizeof *saved);
+    }
+}
+
+/* ---- the plan: kernels in dependency order ------------------------------------------------ */
+
+static const char *kind_of(const Fuse *F, const uint32_t *ops, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!fusable(F->g->ops.data[ops[i]].kind)) return ir_gop_name(F->g->ops.data[ops[i]].kind);
+    return "elementwise";
+}
+
+/* The values of kernel K that ops outside it (or the return) use: its writes; the
+ * values from outside that it uses: its reads. */
+static void kernel_io(const Fuse *F, uint32_t G, IrGKernel *K)
+{
+    uint32_t n = (uint32_t)F->g->values.len, *reads = arena_alloc(F->a, (n + 1) * sizeof *reads),
+             *writes = arena_alloc(F->a, (n + 1) * sizeof *writes);
+    bool *in_r = arena_alloc(F->a, n + 1), *in_w = arena_alloc(F->a, n + 1);
+    for (size_t o = 0; o < F->g->ops.len; o++) {
+        const IrGOp *op = &F->g->ops.data[o];
+        for (uint32_t i = 0; i < op->nin; i++) {
+            uint32_t v = op->in[i], p = def_of(F, v);
+            bool inside = p != IR_GNONE && F->grp[p] == G, imm = p != IR_GNONE && immediate(F->g->ops.data[p].kind);
+            if (F->grp[o] == G && !inside && !imm && !in_r[v]) in_r[v] = true, reads[K->nreads++] = v;
+            if (F->grp[o] != G && inside && !in_w[v]) in_w[v] = true, writes[K->nwrites++] = v;
+        }
+    }
+    K->reads = reads;
+    K->writes = writes;
+}
+
+/* Kahn's order over the groups: a group comes after every group it reads from. */
+static IrGPlan *make_plan(Fuse *F)
+{
+    uint32_t ng = F->ngroups, nops = (uint32_t)F->g->ops.len, nk = 0;
+    uint32_t *count = arena_alloc(F->a, (ng + 1) * sizeof *count), *order = arena_alloc(F->a, (ng + 1) * sizeof *order);
+    bool *done = arena_alloc(F->a, ng + 1), *used = arena_alloc(F->a, ng + 1);
+    for (uint32_t o = 0; o < nops; o++)
+        if (F->grp[o] != IR_GNONE) count[F->grp[o]]++, used[F->grp[o]] = true;
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (uint32_t G = 0; G < ng; G++) {
+            if (!used[G] || done[G]) continue;
+            bool ready = true;
+            for (uint32_t o = 0; o < nops && ready; o++) {
+                const IrGOp *op = &F->g->ops.data[o];
+                for (uint32_t i = 0; F->grp[o] == G && i < op->nin && ready; i++) {
+                    uint32_t p = def_of(F, op->in[i]);
+                    ready = p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == G || done[F->grp[p]];
+                }
+            }
+            if (ready) done[G] = progress = true, order[nk++] = G;
+        }
+    }
+    IrGKernel *ks = arena_alloc(F->a, (nk + 1) * sizeof *ks);
+    for (uint32_t k = 0; k < nk; k++) {
+        uint32_t G = order[k], *ops = arena_alloc(F->a, (count[G] + 1) * sizeof *ops), n = 0;
+        for (uint32_t o = 0; o < nops; o++)
+            if (F->grp[o] == G) ops[n++] = o;
+        ks[k] = (IrGKernel){.kind = kind_of(F, ops, n), .nops = n, .ops = ops};
+        kernel_io(F, G, &ks[k]);
+    }
+    IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
+    *plan = (IrGPlan){nk, ks};
+    return plan;
+}
+
+IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
+{
+    size_t n = g->ops.len;
+    Fuse F = {.g = g, .a = a};
+    F.grp = arena_alloc(a, (n + 1) * sizeof *F.grp);
+    F.seen = arena_alloc(a, (n + 1) * sizeof *F.seen);
+    memset(F.grp, 0xFF, (n + 1) * sizeof *F.grp);   /* IR_GNONE: not placed yet */
+    for (size_t o = 0; o < n; o++) {
+        if (immediate(g->ops.data[o].kind)) F.grp[o] = IR_GNONE;
+        else place(&F, (uint32_t)o);
+    }
+    return make_plan(&F);
+}

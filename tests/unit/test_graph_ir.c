@@ -1,0 +1,222 @@
+/* The graph IR (ir/graph.h): symbolic sizes as normalized polynomials, the one
+ * promotion rule, building and verifying a graph, and the text round trip. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include <cmocka.h>
+
+#include "ir/graph.h"
+#include "ir/graph_interp.h"
+#include "passes/passes.h"
+
+static Arena *A;
+
+static int setup(void **state)
+{
+    (void)state;
+    A = arena_create();
+    return A ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    arena_destroy(A);
+    return 0;
+}
+
+static IrSize S(const char *name) { return ir_size_name(A, name); }
+static IrSize K(int64_t c) { return ir_size_const(c); }
+
+static IrSize mul(IrSize x, IrSize y)
+{
+    IrSize r;
+    assert_true(ir_size_mul(A, x, y, &r));
+    return r;
+}
+
+static IrSize add(IrSize x, IrSize y, int64_t k)
+{
+    IrSize r;
+    assert_true(ir_size_add(A, x, y, k, &r));
+    return r;
+}
+
+/* 16*T*4 and T*64 are one size; T*S and S*T too; T+S-T is S. */
+static void test_size_normal_form(void **state)
+{
+    (void)state;
+    IrSize a = mul(mul(K(16), S("T")), K(4)), b = mul(S("T"), K(64));
+    assert_true(ir_size_eq(a, b));
+    assert_string_equal(ir_size_str(A, a), "64*T");
+    assert_true(ir_size_eq(mul(S("T"), S("S")), mul(S("S"), S("T"))));
+    assert_string_equal(ir_size_str(A, mul(S("T"), S("S"))), "S*T");
+    assert_true(ir_size_eq(add(add(S("T"), S("S"), 1), S("T"), -1), S("S")));
+    assert_false(ir_size_eq(S("T"), S("S")));
+    assert_string_equal(ir_size_str(A, add(mul(K(2), S("S")), add(S("T"), K(1024), 1), 1)), "2*S+T+1024");
+    assert_string_equal(ir_size_str(A, add(mul(K(2), S("T")), K(1), -1)), "2*T-1");
+    assert_string_equal(ir_size_str(A, add(S("T"), S("T"), -1)), "0");
+    /* (T+1)*(T-1) = T*T-1 */
+    IrSize sq = mul(add(S("T"), K(1), 1), add(S("T"), K(1), -1));
+    assert_string_equal(ir_size_str(A, sq), "T*T-1");
+}
+
+/* The element count of [4, T, 16] equals that of [4, 16*T] (the reshape bug of issue 10). */
+static void test_size_numel(void **state)
+{
+    (void)state;
+    IrSize d1[] = {K(4), S("T"), K(16)}, d2[] = {K(4), mul(K(16), S("T"))}, n1, n2;
+    assert_true(ir_size_numel(A, 3, d1, &n1));
+    assert_true(ir_size_numel(A, 2, d2, &n2));
+    assert_true(ir_size_eq(n1, n2));
+    assert_string_equal(ir_size_str(A, n1), "64*T");
+    IrSize d3[] = {S("T"), S("T")}, n3;
+    assert_true(ir_size_numel(A, 2, d3, &n3));
+    assert_string_equal(ir_size_str(A, n3), "T*T");
+}
+
+static void test_size_eval_overflow(void **state)
+{
+    (void)state;
+    const char *names[] = {"S", "T"};
+    int64_t vals[] = {3, 5}, v;
+    assert_true(ir_size_eval(add(mul(S("S"), S("T")), K(2), 1), names, vals, 2, &v));
+    assert_int_equal(v, 17);
+    assert_false(ir_size_eval(S("U"), names, vals, 2, &v));
+    IrSize r;
+    assert_false(ir_size_mul(A, K(INT64_MAX), K(2), &r));
+    assert_false(ir_size_add(A, K(INT64_MAX), K(1), 1, &r));
+}
+
+/* LANGUAGE.md section 2, the one rule for kernels and graphs. */
+static void test_promote(void **state)
+{
+    (void)state;
+    assert_int_equal(ir_promote(IR_F8E4M3, IR_F8E5M2), IR_F16);
+    assert_int_equal(ir_promote(IR_F16, IR_BF16), IR_F32);
+    assert_int_equal(ir_promote(IR_I32, IR_F16), IR_F16);
+    assert_int_equal(ir_promote(IR_I32, IR_U32), IR_U32);
+    assert_int_equal(ir_promote(IR_I1, IR_I8), IR_I8);
+    assert_int_equal(ir_promote(IR_BF16, IR_F32), IR_F32);
+    assert_int_equal(ir_promote(IR_I64, IR_U8), IR_I64);
+}
+
+/* A graph built by hand verifies; a wrong result type is reported at the op. */
+static void test_build_verify(void **state)
+{
+    (void)state;
+    IrGraphModule *m = ir_gmodule_create(A);
+    IrGraph *g = ir_graph_create(m, "g", (Loc){0});
+    IrSize d[] = {S("T"), K(4)};
+    IrTensorType t = {IR_F32, 2, d};
+    uint32_t x = ir_graph_param(g, &t, "x");
+    ir_graph_collect_sizes(g, A);
+    assert_int_equal(g->nsizes, 1);
+    uint32_t in[] = {x, x};
+    uint32_t op = ir_graph_op(g, IR_GOP_ADD, (Loc){0}, in, 2, &t, 1);
+    uint32_t r = ir_graph_result(g, op, 0);
+    ir_graph_op(g, IR_GOP_RETURN, (Loc){0}, &r, 1, NULL, 0);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_graph_verify(g, A, &dl));
+    IrTensorType bad = {IR_F32, 1, d};
+    g->values.data[r].type = bad;
+    assert_false(ir_graph_verify(g, A, &dl));
+    assert_int_equal(dl.nerrors, 1);
+    assert_string_equal(dl.items[0].msg, "graph 'g': the result of add must be f32[T, 4], not f32[T]");
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+}
+
+/* print -> parse -> print is the identity. */
+static void test_text_roundtrip(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[T, 4], %n: i64) {\n"
+                       "  %s = size 2*T+1 : i64\n"
+                       "  %0 = sum 1 %x : f32[T]\n"
+                       "  %c = const -2.5 : f32\n"
+                       "  %1 = mul %0, %c : f32[T]\n"
+                       "  return %1, %s\n"
+                       "}\n";
+    Source *src = source_from_string("t.gir", text);
+    IrGraphModule *m = ir_gmodule_create(A);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_gmodule_parse(m, src, &dl));
+    assert_true(ir_gmodule_verify(m, &dl));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ir_gmodule_print(m, f);
+    fclose(f);
+    assert_string_equal(buf, text);
+    free(buf);
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+    source_free(src);
+}
+
+/* exp(x) + x through its fusion plan (one kernel) equals op by op; a plan that reads a
+ * value no kernel wrote is refused. */
+static void test_plan_interp(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N]) {\n"
+                       "  %a = exp %x : f32[N]\n"
+                       "  %s = sum 0 %a : f32\n"
+                       "  %b = add %a, %s : f32[N]\n"
+                       "  return %b\n"
+                       "}\n";
+    Source *src = source_from_string("t.gir", text);
+    IrGraphModule *m = ir_gmodule_create(A);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
+    IrGraph *g = m->graphs.data[0];
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    assert_int_equal(plan->nkernels, 3);   /* exp | sum | add: the add cannot join exp's kernel */
+    int64_t n = 3, sizes[] = {3};
+    IrGTensor x, o1 = {0}, o2 = {0};
+    assert_true(ir_gtensor_alloc(&x, IR_F32, 1, &n));
+    for (int i = 0; i < 3; i++) x.f[i] = i;
+    char err[200];
+    assert_true(ir_graph_interp(g, &x, sizes, &o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, &x, sizes, &o2, err, sizeof err));
+    double s = exp(0.0) + exp(1.0) + exp(2.0);
+    for (int i = 0; i < 3; i++) {
+        assert_true(o1.f[i] == o2.f[i]);
+        assert_true(fabs(o1.f[i] - (double)(float)(exp((double)i) + s)) < 1e-5);
+    }
+    IrGKernel bad = plan->kernels[2];          /* the add alone, before the others ran */
+    IrGPlan wrong = {1, &bad};
+    ir_gtensor_free(&o2);
+    assert_false(ir_graph_interp_plan(g, &wrong, &x, sizes, &o2, err, sizeof err));
+    assert_non_null(strstr(err, "which no earlier kernel wrote"));
+    ir_gtensor_free(&x);
+    ir_gtensor_free(&o1);
+    ir_gtensor_free(&o2);
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+    source_free(src);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_size_normal_form, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_size_numel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_size_eval_overflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promote, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_verify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_interp, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
