@@ -1,4 +1,4 @@
-/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 and 2).
+/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 to 3).
  *
  * require:   a verified graph (ir_graph_verify).
  * guarantee: every op except const, size and return is in exactly one kernel; the
@@ -13,8 +13,14 @@
  * matmul's output shape (bias, activation, residual add, cast, dropout), joins the
  * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
  * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
- * matmul. Every other op is a kernel of its own for now (reductions, norms, attention,
- * shape changes). A join or merge is refused when it would make a
+ * matmul.
+ * Rule 3, reductions and row ops (families r and n, and softmax): the op joins the
+ * element-wise kernels of its producers when they compute within its operand's shape;
+ * an element-wise op that is alone so far joins the row op's kernel when the row op
+ * works along the last axis and the op computes on its output shape, and so do the
+ * element-wise ops after it. A kernel holds one row op and no matmul.
+ * Every other op is a kernel of its own for now (attention, shape changes, scans,
+ * matmuls' prologues). A join or merge is refused when it would make a
  * cycle (a value of the kernel that flows out through another kernel and back in) or
  * when the cost model says no: at most GF_MAX_OPS ops per kernel (register pressure)
  * and GF_MAX_READS tensors read from global memory (pointer arguments and load streams).
@@ -94,36 +100,87 @@ static bool try_merge(Fuse *F, uint32_t from, uint32_t to)
     return group_ok(F, to);
 }
 
-/* The matmul op of group G, or IR_GNONE; the number of ops of G in *n, and whether
- * they are all element-wise in *ew. */
-static uint32_t group_matmul(const Fuse *F, uint32_t G, uint32_t *n, bool *ew)
+/* What group G holds: its op count, whether all are element-wise, its matmul and its
+ * row op (a reduction, softmax or norm), IR_GNONE where it has none. */
+typedef struct GroupInfo {
+    uint32_t n, mm, row;
+    bool ew;
+} GroupInfo;
+
+static bool row_op(IrGOpKind k) { return strchr("rn", ir_gop_family(k)) || k == IR_GOP_SOFTMAX; }
+
+static GroupInfo group_info(const Fuse *F, uint32_t G)
 {
-    uint32_t mm = IR_GNONE;
-    *n = 0;
-    *ew = true;
+    GroupInfo gi = {0, IR_GNONE, IR_GNONE, true};
     for (size_t o = 0; o < F->g->ops.len; o++)
         if (F->grp[o] == G) {
-            ++*n;
-            *ew &= fusable(F->g->ops.data[o].kind);
-            if (F->g->ops.data[o].kind == IR_GOP_MATMUL) mm = (uint32_t)o;
+            IrGOpKind k = F->g->ops.data[o].kind;
+            gi.n++;
+            gi.ew &= fusable(k);
+            if (k == IR_GOP_MATMUL) gi.mm = (uint32_t)o;
+            if (row_op(k)) gi.row = (uint32_t)o;
         }
-    return mm;
+    return gi;
+}
+
+static const IrTensorType *vtype(const Fuse *F, uint32_t v) { return &F->g->values.data[v].type; }
+
+/* Whether shape t broadcasts to exactly shape `to` (aligned at the right). */
+static bool broadcasts_to(const IrTensorType *t, const IrTensorType *to)
+{
+    if (t->rank > to->rank) return false;
+    for (uint32_t i = 0; i < t->rank; i++) {
+        IrSize d = t->dims[t->rank - 1 - i];
+        int64_t c;
+        if (!ir_size_eq(d, to->dims[to->rank - 1 - i]) && !(ir_size_is_const(d, &c) && c == 1)) return false;
+    }
+    return true;
+}
+
+static bool same_shape(const IrTensorType *a, const IrTensorType *b)
+{
+    IrTensorType s = {b->elem, a->rank, a->dims};
+    return ir_ttype_eq(&s, b);
+}
+
+/* Whether row op r computes along the last axis of its operand (norms always do), so
+ * that one program holds whole rows and can go on with them after r. */
+static bool along_last_axis(const Fuse *F, uint32_t r)
+{
+    const IrGOp *op = &F->g->ops.data[r];
+    return ir_gop_family(op->kind) == 'n' || op->attr.axis == (int64_t)vtype(F, op->in[0])->rank - 1;
+}
+
+/* Whether every op of group G computes on a shape that broadcasts to t's. */
+static bool group_within(const Fuse *F, uint32_t G, const IrTensorType *t)
+{
+    for (size_t o = 0; o < F->g->ops.len; o++)
+        if (F->grp[o] == G) {
+            const IrGOp *op = &F->g->ops.data[o];
+            for (uint32_t r = 0; r < op->nout; r++)
+                if (!broadcasts_to(vtype(F, op->out[r]), t)) return false;
+        }
+    return true;
 }
 
 /* Whether op o may join group P: element-wise groups merge (rule 1); an element-wise op
  * that is alone so far joins a GEMM's kernel as its epilogue when it computes on the
- * GEMM's output shape (rule 2). */
+ * GEMM's output shape (rule 2); a row op joins the element-wise kernels of its
+ * producers when they compute within its operand's shape, and an element-wise op that
+ * is alone so far joins a row op's kernel when the row op works along the last axis
+ * and the op computes on the row op's output shape (rule 3). */
 static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
 {
-    uint32_t np, nmine;
-    bool p_ew, mine_ew;
-    uint32_t mm = group_matmul(F, P, &np, &p_ew), mine = group_matmul(F, F->grp[o], &nmine, &mine_ew);
-    if (mine != IR_GNONE || !mine_ew) return false;
-    if (mm == IR_GNONE) return p_ew;
-    const IrTensorType *r = &F->g->values.data[F->g->ops.data[o].out[0]].type;
-    const IrTensorType *m = &F->g->values.data[F->g->ops.data[mm].out[0]].type;
-    IrTensorType rs = {m->elem, r->rank, r->dims};
-    return nmine == 1 && ir_ttype_eq(&rs, m);
+    GroupInfo p = group_info(F, P), mine = group_info(F, F->grp[o]);
+    const IrGOp *op = &F->g->ops.data[o];
+    if (row_op(op->kind))   /* rule 3, producers: o's group is o and its producers so far */
+        return mine.row == o && p.ew && group_within(F, P, vtype(F, op->in[0]));
+    if (mine.mm != IR_GNONE || !mine.ew) return false;
+    const IrTensorType *r = vtype(F, op->out[0]);
+    if (p.mm != IR_GNONE) return mine.n == 1 && same_shape(r, vtype(F, F->g->ops.data[p.mm].out[0]));
+    if (p.row != IR_GNONE)  /* rule 3, consumers */
+        return mine.n == 1 && along_last_axis(F, p.row) && same_shape(r, vtype(F, F->g->ops.data[p.row].out[0]));
+    return p.ew;
 }
 
 /* Op o joins the groups of its element-wise producers or a GEMM's, or starts its own. */
@@ -131,7 +188,7 @@ static void place(Fuse *F, uint32_t o)
 {
     const IrGOp *op = &F->g->ops.data[o];
     F->grp[o] = F->ngroups++;
-    if (!fusable(op->kind)) return;
+    if (!fusable(op->kind) && !row_op(op->kind)) return;
     for (uint32_t i = 0; i < op->nin; i++) {
         uint32_t p = def_of(F, op->in[i]);
         if (p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p]))
