@@ -25,6 +25,8 @@
  * when the cost model says no: at most GF_MAX_OPS ops per kernel (register pressure)
  * and GF_MAX_READS tensors read from global memory (pointer arguments and load streams).
  * Nothing is recomputed, so rule 1 never trades memory traffic for recomputation.
+ * Memory planning: each intermediate that a later kernel reads (and the return does not)
+ * gets a buffer, reused by liveness in kernel order (plan_memory).
  *
  *   %0 = matmul %x, %w1
  *   %1 = add %0, %b1      ==>   kernel k0 matmul: matmul %0, add %1, mul %2, erf %3;
@@ -261,8 +263,76 @@ static IrGPlan *make_plan(Fuse *F)
         kernel_io(F, G, &ks[k]);
     }
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
-    *plan = (IrGPlan){nk, ks};
+    *plan = (IrGPlan){.nkernels = nk, .kernels = ks};
     return plan;
+}
+
+/* ---- memory planning: buffers reused by liveness -------------------------------------- */
+
+/* Whether x <= y for every value of the sizes (all at least 1): y - x has no negative
+ * coefficient. */
+static bool size_le(Arena *a, IrSize x, IrSize y)
+{
+    IrSize d;
+    if (!ir_size_add(a, y, x, -1, &d) || d.c < 0) return false;
+    for (uint32_t i = 0; i < d.n; i++)
+        if (d.m[i].k < 0) return false;
+    return true;
+}
+
+typedef struct Buf {
+    IrSize bytes;
+    bool sized;              /* false: the byte count overflows; never shared */
+    uint32_t n, free_after;  /* free_after: the last reader of its latest value */
+    uint32_t *values, *first, *last;
+} Buf;
+
+/* Each intermediate that a kernel writes and a later kernel reads (and the return does
+ * not) gets a buffer: in kernel order, the first buffer of the same size whose last
+ * reader ran, else the first of a larger size, else a new one. */
+static void plan_memory(Fuse *F, IrGPlan *plan)
+{
+    const IrGraph *g = F->g;
+    uint32_t nv = (uint32_t)g->values.len, nk = plan->nkernels, nb = 0;
+    uint32_t *last = arena_alloc(F->a, (nv + 1) * sizeof *last);
+    bool *returned = arena_alloc(F->a, nv + 1);
+    const IrGOp *ret = &g->ops.data[g->ops.len - 1];
+    for (uint32_t i = 0; i < ret->nin; i++) returned[ret->in[i]] = true;
+    for (uint32_t k = 0; k < nk; k++)
+        for (uint32_t i = 0; i < plan->kernels[k].nreads; i++) last[plan->kernels[k].reads[i]] = k;
+    uint32_t cap = 0;
+    for (uint32_t k = 0; k < nk; k++) cap += plan->kernels[k].nwrites;
+    Buf *bufs = arena_alloc(F->a, (cap + 1) * sizeof *bufs);
+    for (uint32_t k = 0; k < nk; k++)
+        for (uint32_t w = 0; w < plan->kernels[k].nwrites; w++) {
+            uint32_t v = plan->kernels[k].writes[w];
+            if (returned[v] || g->values.data[v].def == IR_GNONE) continue;
+            const IrTensorType *t = vtype(F, v);
+            IrSize n, bytes = ir_size_const(0);
+            bool sized = ir_size_numel(F->a, t->rank, t->dims, &n) &&
+                         ir_size_mul(F->a, n, ir_size_const(ir_elem_bytes(t->elem)), &bytes);
+            uint32_t pick = nb;
+            for (uint32_t b = 0; sized && b < nb && pick == nb; b++)
+                if (bufs[b].sized && bufs[b].free_after < k && ir_size_eq(bytes, bufs[b].bytes)) pick = b;
+            for (uint32_t b = 0; sized && b < nb && pick == nb; b++)
+                if (bufs[b].sized && bufs[b].free_after < k && size_le(F->a, bytes, bufs[b].bytes)) pick = b;
+            Buf *B = &bufs[pick];
+            if (pick == nb) {
+                nb++;
+                *B = (Buf){.bytes = bytes, .sized = sized};
+                B->values = arena_alloc(F->a, (cap + 1) * sizeof *B->values);
+                B->first = arena_alloc(F->a, (cap + 1) * sizeof *B->first);
+                B->last = arena_alloc(F->a, (cap + 1) * sizeof *B->last);
+            }
+            B->values[B->n] = v;
+            B->first[B->n] = k;
+            B->last[B->n++] = B->free_after = last[v];
+        }
+    IrGBuffer *out = arena_alloc(F->a, (nb + 1) * sizeof *out);
+    for (uint32_t b = 0; b < nb; b++)
+        out[b] = (IrGBuffer){bufs[b].bytes, bufs[b].n, bufs[b].values, bufs[b].first, bufs[b].last};
+    plan->nbuffers = nb;
+    plan->buffers = out;
 }
 
 IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
@@ -276,5 +346,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
         if (immediate(g->ops.data[o].kind)) F.grp[o] = IR_GNONE;
         else place(&F, (uint32_t)o);
     }
-    return make_plan(&F);
+    IrGPlan *plan = make_plan(&F);
+    plan_memory(&F, plan);
+    return plan;
 }
