@@ -621,6 +621,18 @@ static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGT
     }
     for (uint32_t i = 0; buf && i < K->nwrites; i++)
         if (buf[K->writes[i]] != IR_GNONE) holder[buf[K->writes[i]]] = K->writes[i];
+    /* A kernel of several matmuls is one GEMM against their concatenated weights (fusion
+     * rule 4); here each product is computed on its own, but they must share the input. */
+    uint32_t lhs = IR_GNONE;
+    for (uint32_t i = 0; i < K->nops; i++) {
+        const IrGOp *op = &R->g->ops.data[K->ops[i]];
+        if (op->kind != IR_GOP_MATMUL) continue;
+        if (lhs != IR_GNONE && op->in[0] != lhs) {
+            R->op = op;
+            return fail(R, "kernel k%u: its matmuls do not share their left operand", k);
+        }
+        lhs = op->in[0];
+    }
     for (uint32_t i = 0; i < K->nops; i++) {
         const IrGOp *op = &R->g->ops.data[K->ops[i]];
         for (uint32_t j = 0; j < op->nin; j++)

@@ -1,4 +1,4 @@
-/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 to 3).
+/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 to 4).
  *
  * require:   a verified graph (ir_graph_verify).
  * guarantee: every op except const, size and return is in exactly one kernel; the
@@ -19,6 +19,9 @@
  * an element-wise op that is alone so far joins the row op's kernel when the row op
  * works along the last axis and the op computes on its output shape, and so do the
  * element-wise ops after it. A kernel holds one row op and no matmul.
+ * Rule 4, horizontal GEMMs: a matmul joins an earlier matmul's kernel when all its
+ * matmuls share the left operand and have weight matrices of one element type (one GEMM
+ * against the concatenated weights); epilogues stay on one product each.
  * Every other op is a kernel of its own for now (attention, shape changes, scans,
  * matmuls' prologues). A join or merge is refused when it would make a
  * cycle (a value of the kernel that flows out through another kernel and back in) or
@@ -171,15 +174,59 @@ static bool group_within(const Fuse *F, uint32_t G, const IrTensorType *t)
  * producers when they compute within its operand's shape, and an element-wise op that
  * is alone so far joins a row op's kernel when the row op works along the last axis
  * and the op computes on the row op's output shape (rule 3). */
+#define GF_MIXED (IR_GNONE - 1)
+
+/* The matmul of GEMM group P whose result op o's operands from P derive from: IR_GNONE
+ * when none is from P, GF_MIXED when they derive from two of its matmuls (a horizontal
+ * group's outputs are column slices of one GEMM; an epilogue works on one slice). */
+static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
+{
+    uint32_t *slice = arena_alloc(F->a, (F->g->ops.len + 1) * sizeof *slice), s = IR_GNONE;
+    for (uint32_t d = 0; d <= o; d++) {
+        const IrGOp *op = &F->g->ops.data[d];
+        if (d < o && F->grp[d] != P) continue;
+        uint32_t t = op->kind == IR_GOP_MATMUL && d < o ? d : IR_GNONE;
+        for (uint32_t i = 0; t != d && i < op->nin && t != GF_MIXED; i++) {
+            uint32_t q = def_of(F, op->in[i]);
+            if (q == IR_GNONE || F->grp[q] != P || slice[q] == IR_GNONE) continue;
+            t = t == IR_GNONE || t == slice[q] ? slice[q] : GF_MIXED;
+        }
+        slice[d] = s = t;
+    }
+    return s;
+}
+
+/* Rule 4, horizontal GEMMs: matmul o joins GEMM group P when every matmul of P has o's
+ * left operand and a weight matrix (rank 2) of o's element type, and o's weight does not
+ * come from P. */
+static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
+{
+    const IrGOp *op = &F->g->ops.data[o];
+    uint32_t w = def_of(F, op->in[1]);
+    if (vtype(F, op->in[1])->rank != 2 || (w != IR_GNONE && F->grp[w] == P)) return false;
+    for (size_t d = 0; d < F->g->ops.len; d++) {
+        const IrGOp *m = &F->g->ops.data[d];
+        if (F->grp[d] != P || m->kind != IR_GOP_MATMUL) continue;
+        if (m->in[0] != op->in[0] || vtype(F, m->in[1])->rank != 2 ||
+            vtype(F, m->in[1])->elem != vtype(F, op->in[1])->elem)
+            return false;
+    }
+    return true;
+}
+
 static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
 {
     GroupInfo p = group_info(F, P), mine = group_info(F, F->grp[o]);
     const IrGOp *op = &F->g->ops.data[o];
+    if (op->kind == IR_GOP_MATMUL) return mine.n == 1 && p.mm != IR_GNONE && may_join_horizontal(F, o, P);
     if (row_op(op->kind))   /* rule 3, producers: o's group is o and its producers so far */
         return mine.row == o && p.ew && group_within(F, P, vtype(F, op->in[0]));
     if (mine.mm != IR_GNONE || !mine.ew) return false;
     const IrTensorType *r = vtype(F, op->out[0]);
-    if (p.mm != IR_GNONE) return mine.n == 1 && same_shape(r, vtype(F, F->g->ops.data[p.mm].out[0]));
+    if (p.mm != IR_GNONE) {
+        uint32_t s = mine.n == 1 ? epilogue_slice(F, o, P) : GF_MIXED;
+        return s != GF_MIXED && s != IR_GNONE && same_shape(r, vtype(F, F->g->ops.data[s].out[0]));
+    }
     if (p.row != IR_GNONE)  /* rule 3, consumers */
         return mine.n == 1 && along_last_axis(F, p.row) && same_shape(r, vtype(F, F->g->ops.data[p.row].out[0]));
     return p.ew;
@@ -190,9 +237,14 @@ static void place(Fuse *F, uint32_t o)
 {
     const IrGOp *op = &F->g->ops.data[o];
     F->grp[o] = F->ngroups++;
-    if (!fusable(op->kind) && !row_op(op->kind)) return;
-    for (uint32_t i = 0; i < op->nin; i++) {
-        uint32_t p = def_of(F, op->in[i]);
+    if (!fusable(op->kind) && !row_op(op->kind) && op->kind != IR_GOP_MATMUL) return;
+    /* A matmul looks for an earlier matmul with the same left operand (rule 4), the
+     * others for their operands' producers. */
+    uint32_t n = op->kind == IR_GOP_MATMUL ? o : op->nin;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = op->kind != IR_GOP_MATMUL ? def_of(F, op->in[i])
+                     : F->g->ops.data[i].kind == IR_GOP_MATMUL && F->g->ops.data[i].in[0] == op->in[0] ? i
+                                                                                                     : IR_GNONE;
         if (p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p]))
             continue;
         uint32_t mine = F->grp[o], theirs = F->grp[p];
@@ -206,6 +258,9 @@ static void place(Fuse *F, uint32_t o)
 
 static const char *kind_of(const Fuse *F, const uint32_t *ops, uint32_t n)
 {
+    uint32_t nmm = 0;
+    for (uint32_t i = 0; i < n; i++) nmm += F->g->ops.data[ops[i]].kind == IR_GOP_MATMUL;
+    if (nmm > 1) return "horizontal_matmul";
     for (uint32_t i = 0; i < n; i++)
         if (!fusable(F->g->ops.data[ops[i]].kind)) return ir_gop_name(F->g->ops.data[ops[i]].kind);
     return "elementwise";

@@ -266,6 +266,55 @@ static void test_plan_buffers(void **state)
     source_free(src);
 }
 
+/* Two GEMMs of one x are one horizontal kernel and compute what op by op does; a kernel
+ * of two GEMMs with different left operands is refused by the plan interpreter. */
+static void test_plan_horizontal(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N, 2], %y: f32[N, 2], %w: f32[2, 3]) {\n"
+                       "  %a = matmul %x, %w : f32[N, 3]\n"
+                       "  %b = matmul %x, %w : f32[N, 3]\n"
+                       "  %c = matmul %y, %w : f32[N, 3]\n"
+                       "  return %a, %b, %c\n"
+                       "}\n";
+    Source *src = source_from_string("t.gir", text);
+    IrGraphModule *m = ir_gmodule_create(A);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
+    IrGraph *g = m->graphs.data[0];
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    assert_int_equal(plan->nkernels, 2);
+    assert_string_equal(plan->kernels[0].kind, "horizontal_matmul");
+    assert_int_equal(plan->kernels[0].nops, 2);
+    assert_string_equal(plan->kernels[1].kind, "matmul");
+    int64_t sizes[] = {2}, d[] = {2, 2}, dw[] = {2, 3};
+    IrGTensor p[3], o1[3] = {{0}}, o2[3] = {{0}};
+    assert_true(ir_gtensor_alloc(&p[0], IR_F32, 2, d) && ir_gtensor_alloc(&p[1], IR_F32, 2, d) &&
+                ir_gtensor_alloc(&p[2], IR_F32, 2, dw));
+    for (int i = 0; i < 4; i++) p[0].f[i] = i, p[1].f[i] = 3 - i;
+    for (int i = 0; i < 6; i++) p[2].f[i] = i;
+    char err[200];
+    assert_true(ir_graph_interp(g, p, sizes, o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, p, sizes, o2, err, sizeof err));
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 6; i++) assert_true(o1[r].f[i] == o2[r].f[i]);
+    for (int r = 0; r < 3; r++) ir_gtensor_free(&o2[r]);
+    uint32_t ops[] = {0, 1, 2}, writes[] = {g->ops.data[0].out[0], g->ops.data[1].out[0], g->ops.data[2].out[0]};
+    IrGKernel one = {.kind = "horizontal_matmul", .nops = 3, .nreads = 0, .nwrites = 3, .ops = ops, .writes = writes};
+    IrGPlan wrong = {.nkernels = 1, .kernels = &one};
+    assert_false(ir_graph_interp_plan(g, &wrong, p, sizes, o2, err, sizeof err));
+    assert_non_null(strstr(err, "do not share their left operand"));
+    for (int r = 0; r < 3; r++) {
+        ir_gtensor_free(&p[r]);
+        ir_gtensor_free(&o1[r]);
+        ir_gtensor_free(&o2[r]);
+    }
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+    source_free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +326,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_interp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_horizontal, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
