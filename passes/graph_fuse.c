@@ -13,7 +13,7 @@
  * matmul's output shape (bias, activation, residual add, cast, dropout), joins the
  * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
  * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
- * matmul.
+ * matmul (rule 4 aside).
  * Rule 3, reductions and row ops (families r and n, and softmax): the op joins the
  * element-wise kernels of its producers when they compute within its operand's shape;
  * an element-wise op that is alone so far joins the row op's kernel when the row op
@@ -49,6 +49,7 @@ typedef struct Fuse {
     Arena *a;
     uint32_t *grp;           /* per op: its kernel group, or IR_GNONE (const, size, return) */
     uint32_t *seen;          /* per op: a DFS stamp */
+    uint32_t *slice;         /* per op: scratch of epilogue_slice */
     uint32_t stamp, ngroups;
 } Fuse;
 
@@ -181,7 +182,7 @@ static bool group_within(const Fuse *F, uint32_t G, const IrTensorType *t)
  * group's outputs are column slices of one GEMM; an epilogue works on one slice). */
 static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
 {
-    uint32_t *slice = arena_alloc(F->a, (F->g->ops.len + 1) * sizeof *slice), s = IR_GNONE;
+    uint32_t *slice = F->slice, s = IR_GNONE;
     for (uint32_t d = 0; d <= o; d++) {
         const IrGOp *op = &F->g->ops.data[d];
         if (d < o && F->grp[d] != P) continue;
@@ -396,6 +397,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     Fuse F = {.g = g, .a = a};
     F.grp = arena_alloc(a, (n + 1) * sizeof *F.grp);
     F.seen = arena_alloc(a, (n + 1) * sizeof *F.seen);
+    F.slice = arena_alloc(a, (n + 1) * sizeof *F.slice);
     memset(F.grp, 0xFF, (n + 1) * sizeof *F.grp);   /* IR_GNONE: not placed yet */
     for (size_t o = 0; o < n; o++) {
         if (immediate(g->ops.data[o].kind)) F.grp[o] = IR_GNONE;
