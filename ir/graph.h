@@ -169,13 +169,27 @@ typedef struct IrGKernel {
     const uint32_t *writes;
 } IrGKernel;
 
+/* A buffer in global memory (memory planning): it holds the intermediates values[i]
+ * one after another, each from the kernel that writes it (first[i]) to the last kernel
+ * that reads it (last[i]), first[i+1] > last[i]; bytes is the size of values[0], and no
+ * later value needs more (for every value of the sizes). Returned values are outputs,
+ * in no buffer; values that stay inside a kernel need none. */
+typedef struct IrGBuffer {
+    IrSize bytes;
+    uint32_t nvalues;
+    const uint32_t *values, *first, *last;
+} IrGBuffer;
+
 typedef struct IrGPlan {
     uint32_t nkernels;
     const IrGKernel *kernels;
+    uint32_t nbuffers;       /* 0 with buffers NULL: no memory plan (not checked) */
+    const IrGBuffer *buffers;
 } IrGPlan;
 
 /* One line per kernel (`kernel k1 elementwise: add %1, erf %6; reads %0, %b1; writes %h`),
- * then one per buffer of an intermediate written to global memory. */
+ * then one per buffer (`buffer b0 (8192*T bytes): %h : bf16[T, 4096] (k0 to k1), ...`),
+ * then one per output (`output %10 : bf16[T, 1024] (written by k1)`). */
 void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out);
 /* Each value's printed name (as ir_graph_print prints it), in arena a. */
 const char **ir_graph_value_names(Arena *a, const IrGraph *g);

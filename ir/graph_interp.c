@@ -606,9 +606,33 @@ bool ir_graph_interp(const IrGraph *g, const IrGTensor *params, const int64_t *s
 /* ---- through a fusion plan ------------------------------------------------------------------ */
 
 /* Which values a kernel may read: 1 global memory (parameters, immediates, writes of
- * earlier kernels), 2 produced by the running kernel, 0 not there. */
-static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGTensor *outs)
+ * earlier kernels), 2 produced by the running kernel, 0 not there. With a memory plan,
+ * buf[v] is value v's buffer (IR_GNONE: none) and holder[b] the value buffer b holds
+ * now: a kernel that reads a value whose buffer a later value took is refused. */
+static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGTensor *outs,
+                       const uint32_t *buf, uint32_t *holder)
 {
+    for (uint32_t i = 0; buf && i < K->nreads; i++) {
+        uint32_t v = K->reads[i], b = buf[v];
+        if (b != IR_GNONE && holder[b] != v) {
+            R->op = &R->g->ops.data[K->ops[0]];
+            return fail(R, "kernel k%u reads value %u from buffer b%u, which holds value %u now", k, v, b, holder[b]);
+        }
+    }
+    for (uint32_t i = 0; buf && i < K->nwrites; i++)
+        if (buf[K->writes[i]] != IR_GNONE) holder[buf[K->writes[i]]] = K->writes[i];
+    /* A kernel of several matmuls is one GEMM against their concatenated weights (fusion
+     * rule 4); here each product is computed on its own, but they must share the input. */
+    uint32_t lhs = IR_GNONE;
+    for (uint32_t i = 0; i < K->nops; i++) {
+        const IrGOp *op = &R->g->ops.data[K->ops[i]];
+        if (op->kind != IR_GOP_MATMUL) continue;
+        if (lhs != IR_GNONE && op->in[0] != lhs) {
+            R->op = op;
+            return fail(R, "kernel k%u: its matmuls do not share their left operand", k);
+        }
+        lhs = op->in[0];
+    }
     for (uint32_t i = 0; i < K->nops; i++) {
         const IrGOp *op = &R->g->ops.data[K->ops[i]];
         for (uint32_t j = 0; j < op->nin; j++)
@@ -641,7 +665,22 @@ bool ir_graph_interp_plan(const IrGraph *g, const IrGPlan *plan, const IrGTensor
         IrGOpKind k = g->ops.data[i].kind;
         if (k == IR_GOP_CONST || k == IR_GOP_SIZE) ok = exec_op(&R, (uint32_t)i, outs);
     }
-    for (uint32_t k = 0; ok && k < plan->nkernels; k++) ok = run_kernel(&R, &plan->kernels[k], k, where, outs);
+    uint32_t *buf = NULL, *holder = NULL;
+    if (ok && plan->nbuffers) {
+        buf = tl_calloc(g->values.len + 1, sizeof *buf);
+        holder = tl_calloc(plan->nbuffers, sizeof *holder);
+        ok = buf && holder;
+        for (size_t v = 0; ok && v < g->values.len; v++) buf[v] = IR_GNONE;
+        for (uint32_t b = 0; ok && b < plan->nbuffers; b++) {
+            holder[b] = IR_GNONE;
+            for (uint32_t i = 0; i < plan->buffers[b].nvalues; i++) buf[plan->buffers[b].values[i]] = b;
+        }
+        if (!ok) fail(&R, "out of memory");
+    }
+    for (uint32_t k = 0; ok && k < plan->nkernels; k++)
+        ok = run_kernel(&R, &plan->kernels[k], k, where, outs, buf, holder);
+    tl_free(buf);
+    tl_free(holder);
     const IrGOp *ret = ok ? &g->ops.data[g->ops.len - 1] : NULL;
     for (uint32_t j = 0; ret && j < ret->nin && ok; j++)
         if (!R.have[ret->in[j]]) {

@@ -82,14 +82,22 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
         print_values(names, K->writes, K->nwrites, out);
         fputc('\n', out);
     }
+    for (uint32_t b = 0; b < p->nbuffers; b++) {
+        const IrGBuffer *B = &p->buffers[b];
+        fprintf(out, "buffer b%u (%s bytes):", b,   /* 0: the count overflows */
+                ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes));
+        for (uint32_t i = 0; i < B->nvalues; i++)
+            fprintf(out, "%s %%%s : %s (k%u to k%u)", i ? "," : "", names[B->values[i]],
+                    ir_ttype_str(a, &g->values.data[B->values[i]].type), B->first[i], B->last[i]);
+        fputc('\n', out);
+    }
     for (uint32_t k = 0; k < p->nkernels; k++)
         for (uint32_t i = 0; i < p->kernels[k].nwrites; i++) {
             uint32_t v = p->kernels[k].writes[i];
             bool returned = false;
             for (uint32_t r = 0; r < ret->nin; r++) returned |= ret->in[r] == v;
-            if (is_param(g, v)) continue;
-            fprintf(out, "%s %%%s : %s (written by k%u)\n", returned ? "output" : "buffer", names[v],
-                    ir_ttype_str(a, &g->values.data[v].type), k);
+            if (is_param(g, v) || !returned) continue;
+            fprintf(out, "output %%%s : %s (written by k%u)\n", names[v], ir_ttype_str(a, &g->values.data[v].type), k);
         }
     arena_destroy(a);
 }

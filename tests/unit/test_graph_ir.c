@@ -163,8 +163,8 @@ static void test_text_roundtrip(void **state)
     source_free(src);
 }
 
-/* exp(x) + x through its fusion plan (one kernel) equals op by op; a plan that reads a
- * value no kernel wrote is refused. */
+/* exp(x) + sum(exp(x)) through its fusion plan (two kernels) equals op by op; a plan
+ * that reads a value no kernel wrote is refused. */
 static void test_plan_interp(void **state)
 {
     (void)state;
@@ -181,7 +181,7 @@ static void test_plan_interp(void **state)
     assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
     IrGraph *g = m->graphs.data[0];
     IrGPlan *plan = pass_graph_fuse(g, A);
-    assert_int_equal(plan->nkernels, 3);   /* exp | sum | add: the add cannot join exp's kernel */
+    assert_int_equal(plan->nkernels, 2);   /* exp, sum | add: the add is on the sum's operand shape */
     int64_t n = 3, sizes[] = {3};
     IrGTensor x, o1 = {0}, o2 = {0};
     assert_true(ir_gtensor_alloc(&x, IR_F32, 1, &n));
@@ -194,14 +194,122 @@ static void test_plan_interp(void **state)
         assert_true(o1.f[i] == o2.f[i]);
         assert_true(fabs(o1.f[i] - (double)(float)(exp((double)i) + s)) < 1e-5);
     }
-    IrGKernel bad = plan->kernels[2];          /* the add alone, before the others ran */
-    IrGPlan wrong = {1, &bad};
+    IrGKernel bad = plan->kernels[1];          /* the add alone, before the others ran */
+    IrGPlan wrong = {.nkernels = 1, .kernels = &bad};
     ir_gtensor_free(&o2);
     assert_false(ir_graph_interp_plan(g, &wrong, &x, sizes, &o2, err, sizeof err));
     assert_non_null(strstr(err, "which no earlier kernel wrote"));
     ir_gtensor_free(&x);
     ir_gtensor_free(&o1);
     ir_gtensor_free(&o2);
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+    source_free(src);
+}
+
+/* A chain of reshapes: the memory plan reuses a buffer once its value's last reader ran,
+ * and the plan interpreter runs it; a plan that puts a later value into the buffer of a
+ * value still to be read is refused. */
+static void test_plan_buffers(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N]) {\n"
+                       "  %a = exp %x : f32[N]\n"
+                       "  %r1 = reshape %a : f32[N, 1]\n"
+                       "  %r2 = reshape %r1 : f32[N]\n"
+                       "  %r3 = reshape %r2 : f32[N, 1]\n"
+                       "  %r4 = reshape %r3 : f32[N]\n"
+                       "  %b = add %r4, %a : f32[N]\n"
+                       "  return %b\n"
+                       "}\n";
+    Source *src = source_from_string("t.gir", text);
+    IrGraphModule *m = ir_gmodule_create(A);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
+    IrGraph *g = m->graphs.data[0];
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    uint32_t a = ir_graph_result(g, 0, 0), r1 = ir_graph_result(g, 1, 0), r2 = ir_graph_result(g, 2, 0),
+             r3 = ir_graph_result(g, 3, 0), r4 = ir_graph_result(g, 4, 0);
+    assert_int_equal(plan->nkernels, 6);
+    /* %a lives k0 to k5; %r1 k1..k2 then %r3 k3..k4 share a buffer; %r2, %r4 another. */
+    assert_int_equal(plan->nbuffers, 3);
+    assert_int_equal(plan->buffers[0].nvalues, 1);
+    assert_int_equal(plan->buffers[0].values[0], a);
+    assert_int_equal(plan->buffers[1].nvalues, 2);
+    assert_int_equal(plan->buffers[1].values[0], r1);
+    assert_int_equal(plan->buffers[1].values[1], r3);
+    assert_int_equal(plan->buffers[2].values[0], r2);
+    assert_int_equal(plan->buffers[2].values[1], r4);
+    assert_true(ir_size_eq(plan->buffers[0].bytes, plan->buffers[1].bytes));
+    int64_t n = 3, sizes[] = {3};
+    IrGTensor x, o1 = {0}, o2 = {0};
+    assert_true(ir_gtensor_alloc(&x, IR_F32, 1, &n));
+    for (int i = 0; i < 3; i++) x.f[i] = i;
+    char err[200];
+    assert_true(ir_graph_interp(g, &x, sizes, &o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, &x, sizes, &o2, err, sizeof err));
+    for (int i = 0; i < 3; i++) assert_true(o1.f[i] == o2.f[i]);
+    ir_gtensor_free(&o2);
+    uint32_t v0[] = {a, r2}, v1[] = {r1, r3, r4}, k[] = {0, 0, 0};   /* %r2 overwrites %a */
+    IrGBuffer bufs[] = {{plan->buffers[0].bytes, 2, v0, k, k}, {plan->buffers[0].bytes, 3, v1, k, k}};
+    IrGPlan wrong = *plan;
+    wrong.nbuffers = 2;
+    wrong.buffers = bufs;
+    assert_false(ir_graph_interp_plan(g, &wrong, &x, sizes, &o2, err, sizeof err));
+    assert_non_null(strstr(err, "which holds value"));
+    ir_gtensor_free(&x);
+    ir_gtensor_free(&o1);
+    ir_gtensor_free(&o2);
+    diag_free(&dl);
+    ir_gmodule_destroy(m);
+    source_free(src);
+}
+
+/* Two GEMMs of one x are one horizontal kernel and compute what op by op does; a kernel
+ * of two GEMMs with different left operands is refused by the plan interpreter. */
+static void test_plan_horizontal(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N, 2], %y: f32[N, 2], %w: f32[2, 3]) {\n"
+                       "  %a = matmul %x, %w : f32[N, 3]\n"
+                       "  %b = matmul %x, %w : f32[N, 3]\n"
+                       "  %c = matmul %y, %w : f32[N, 3]\n"
+                       "  return %a, %b, %c\n"
+                       "}\n";
+    Source *src = source_from_string("t.gir", text);
+    IrGraphModule *m = ir_gmodule_create(A);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
+    IrGraph *g = m->graphs.data[0];
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    assert_int_equal(plan->nkernels, 2);
+    assert_string_equal(plan->kernels[0].kind, "horizontal_matmul");
+    assert_int_equal(plan->kernels[0].nops, 2);
+    assert_string_equal(plan->kernels[1].kind, "matmul");
+    int64_t sizes[] = {2}, d[] = {2, 2}, dw[] = {2, 3};
+    IrGTensor p[3], o1[3] = {{0}}, o2[3] = {{0}};
+    assert_true(ir_gtensor_alloc(&p[0], IR_F32, 2, d) && ir_gtensor_alloc(&p[1], IR_F32, 2, d) &&
+                ir_gtensor_alloc(&p[2], IR_F32, 2, dw));
+    for (int i = 0; i < 4; i++) p[0].f[i] = i, p[1].f[i] = 3 - i;
+    for (int i = 0; i < 6; i++) p[2].f[i] = i;
+    char err[200];
+    assert_true(ir_graph_interp(g, p, sizes, o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, p, sizes, o2, err, sizeof err));
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 6; i++) assert_true(o1[r].f[i] == o2[r].f[i]);
+    for (int r = 0; r < 3; r++) ir_gtensor_free(&o2[r]);
+    uint32_t ops[] = {0, 1, 2}, writes[] = {g->ops.data[0].out[0], g->ops.data[1].out[0], g->ops.data[2].out[0]};
+    IrGKernel one = {.kind = "horizontal_matmul", .nops = 3, .nreads = 0, .nwrites = 3, .ops = ops, .writes = writes};
+    IrGPlan wrong = {.nkernels = 1, .kernels = &one};
+    assert_false(ir_graph_interp_plan(g, &wrong, p, sizes, o2, err, sizeof err));
+    assert_non_null(strstr(err, "do not share their left operand"));
+    for (int r = 0; r < 3; r++) {
+        ir_gtensor_free(&p[r]);
+        ir_gtensor_free(&o1[r]);
+        ir_gtensor_free(&o2[r]);
+    }
     diag_free(&dl);
     ir_gmodule_destroy(m);
     source_free(src);
@@ -217,6 +325,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_build_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_interp, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_horizontal, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
