@@ -100,18 +100,13 @@ def tr_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, wd, bias1, bias2, BLOC
 
 # ---- the cases ---------------------------------------------------------------------------
 LIB = None
-_tuned_rt = None
 
 
 def tuned(path, name, sig, *args, **consts):
     """The kernel with its @autotune keys left open, in a max-autotune context on an
     empty cache: the first launch tunes the key (docs/TUNING.md). Returns the row's
     name, with the config that won, and the launch."""
-    global _tuned_rt
-    import tempfile
-    if _tuned_rt is None:
-        _tuned_rt = tilert.Runtime(LIB, cache_dir=tempfile.mkdtemp(prefix="tile-bench-tune-"), mode=2)
-    k = _tuned_rt.kernel(path, name, **consts)
+    k = tilert.tuning_runtime(LIB).kernel(path, name, **consts)
     run = k.prepare(sig, *args)
     run()
     torch.cuda.synchronize()

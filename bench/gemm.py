@@ -195,23 +195,16 @@ def triton_row(flops, a, b, ref, t_cublas):
         return "| triton (tutorial, autotuned) | | %s | | | | |" % failed(e), None
 
 
-_tuned_rt = None
-
-
 def tuned_row(shape, flops, a, b, ref, t_cublas):
     """examples/matmul_bf16.tile with no config given, in a max-autotune context on an
     empty cache: its first launch tunes the key over the kernel's @autotune space
     (docs/TUNING.md), and the winner runs. The row names the winner and the tuning time."""
-    global _tuned_rt
-    import tempfile
     import time
-    if _tuned_rt is None:
-        _tuned_rt = tilert.Runtime(LIB, cache_dir=tempfile.mkdtemp(prefix="tile-gemm-tune-"), mode=2)
     M, K = a.shape
     N = b.shape[1]
     try:
         c = nan_like((M, N), torch.bfloat16)
-        k = _tuned_rt.kernel(MATMUL_BF16, "matmul_bf16")
+        k = tilert.tuning_runtime(LIB).kernel(MATMUL_BF16, "matmul_bf16")
         run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
         torch.cuda.synchronize()
         t0 = time.perf_counter()

@@ -31,6 +31,20 @@ class TileError(RuntimeError):
     pass
 
 
+MODE_MAX_AUTOTUNE = 2  # TRT_MODE_MAX_AUTOTUNE
+_tuning = {}
+
+
+def tuning_runtime(lib_path):
+    """One max-autotune Runtime per library and process, on a fresh empty cache: a
+    benchmark's first launch of a key through it tunes that key (docs/TUNING.md)."""
+    if lib_path not in _tuning:
+        import tempfile
+        _tuning[lib_path] = Runtime(lib_path, cache_dir=tempfile.mkdtemp(prefix="tile-bench-tune-"),
+                                    mode=MODE_MAX_AUTOTUNE)
+    return _tuning[lib_path]
+
+
 class Runtime:
     def __init__(self, lib_path=None, cache_dir=None, mode=0):
         path = lib_path or os.environ.get("TILE_LIB", "libtileRT.so")

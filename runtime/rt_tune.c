@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "frontend/frontend.h"
@@ -44,13 +43,6 @@ static bool status_from_name(const char *n, RtCandStatus *out)
     for (int i = 0; i < RT_CAND_NSTATUS; i++)
         if (!strcmp(n, status_names[i])) return *out = (RtCandStatus)i, true;
     return false;
-}
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 /* ---- options ------------------------------------------------------------------------ */
@@ -315,6 +307,14 @@ void rt_tune_result_free(RtTuneResult *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Appends " NAME=VALUE" (no space first) at buf[len]: snprintf's convention, so the
+ * returned length counts what did not fit in n bytes too. */
+static size_t put_key(char *buf, size_t n, size_t len, const char *name, int64_t value)
+{
+    return len + (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%lld",
+                                  len ? " " : "", name, (long long)value);
+}
+
 int rt_tune_config_text(const TrtKernel *k, char *buf, size_t n)
 {
     /* A kernel with @autotune: its value of every key of the space (a chosen config's
@@ -323,22 +323,18 @@ int rt_tune_config_text(const TrtKernel *k, char *buf, size_t n)
     if (n) buf[0] = '\0';
     if (k->tune)
         for (uint32_t i = 0; i < k->tune->dflt.nkeys; i++)
-            len += (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%lld", i ? " " : "",
-                                    k->tune->dflt.keys[i].name, (long long)k->tune->dflt.keys[i].value);
+            len = put_key(buf, n, len, k->tune->dflt.keys[i].name, k->tune->dflt.keys[i].value);
     else
-        for (uint32_t i = 0; i < k->nconsts; i++)
-            len += (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%lld", i ? " " : "",
-                                    k->consts[i].name, (long long)k->consts[i].value);
+        for (uint32_t i = 0; i < k->nconsts; i++) len = put_key(buf, n, len, k->consts[i].name, k->consts[i].value);
     return (int)len;
 }
 
-static void config_text(const RtCandidate *c, char *buf, size_t n)
+int rt_tune_candidate_text(const RtCandidate *c, char *buf, size_t n)
 {
     size_t len = 0;
-    buf[0] = '\0';
-    for (uint32_t i = 0; i < c->nkeys && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%s=%lld", i ? " " : "", c->keys[i].name,
-                                (long long)c->keys[i].value);
+    if (n) buf[0] = '\0';
+    for (uint32_t i = 0; i < c->nkeys; i++) len = put_key(buf, n, len, c->keys[i].name, c->keys[i].value);
+    return (int)len;
 }
 
 /* Format (docs/TUNING.md):
@@ -361,7 +357,7 @@ char *rt_tune_result_format(const RtTuneResult *r, size_t *len)
     for (uint32_t i = 0; i < r->ncands; i++) {
         const RtCandidate *c = &r->cands[i];
         char cfg[512], why[sizeof c->why];
-        config_text(c, cfg, sizeof cfg);
+        rt_tune_candidate_text(c, cfg, sizeof cfg);
         snprintf(why, sizeof why, "%s", c->why);
         for (char *p = why; *p; p++)
             if (*p == '\n' || *p == '\t') *p = ' ';
@@ -553,7 +549,7 @@ static void prepare_candidate(Run *run, uint32_t i)
     RtCandidate *c = &run->res->cands[i];
     TrtKernel *k = run->k;
     TrtContext *ctx = k->module->ctx;
-    double t0 = now_ms();
+    double t0 = tl_now_ms();
     TrtConst consts[TRT_MAX_ARGS];
     uint32_t n;
     char why[200];
@@ -631,7 +627,7 @@ static void prepare_candidate(Run *run, uint32_t i)
     else rt_blob_free(&img);
 out:
     rt_kernel_free_detached(child);
-    c->compile_ms = now_ms() - t0;
+    c->compile_ms = tl_now_ms() - t0;
 }
 
 static void *compile_thread(void *p)
@@ -844,7 +840,7 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
     size_t have = 0;
     long current = -1, next = start;
     bool timed_out = false, eof = false, started = false;
-    double t_start = now_ms();
+    double t_start = tl_now_ms();
     while (!eof && !timed_out) {
         /* Opening the driver and copying the buffers may take longer than a config: the
          * first line gets at least a minute. */
@@ -870,10 +866,10 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
             char status[32] = "", rest[300] = "";
             if (sscanf(line, "start %u", &idx) == 1) {
                 current = idx;
-                t_start = now_ms();
+                t_start = tl_now_ms();
             } else if (sscanf(line, "done %u %31s %299[^\n]", &idx, status, rest) >= 2 && idx < job->ncands) {
                 RtCandidate *c = &run->res->cands[job->cand_of[idx]];
-                c->bench_ms = now_ms() - t_start;
+                c->bench_ms = tl_now_ms() - t_start;
                 if (!strcmp(status, "ok")) {
                     if (sscanf(rest, "%lf %lf %lf %u", &c->median_ms, &c->min_ms, &c->max_ms, &c->runs) != 4)
                         drop(c, RT_CAND_LAUNCH, "the worker's report is malformed");
@@ -898,7 +894,7 @@ static long run_worker(Run *run, const Job *job, uint32_t start, const char *pat
     while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
     if (current >= 0) {
         RtCandidate *c = &run->res->cands[job->cand_of[current]];
-        c->bench_ms = now_ms() - t_start;
+        c->bench_ms = tl_now_ms() - t_start;
         if (timed_out)
             drop(c, RT_CAND_TIMEOUT, "no result within %.0f ms (TILE_TUNE_TIMEOUT_MS); the worker was killed",
                  timeout_ms);
@@ -1020,7 +1016,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     RtTune *t = k->tune;
     if (!t) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' has no @autotune space to tune", k->name);
     TrtContext *ctx = k->module->ctx;
-    double t0 = now_ms();
+    double t0 = tl_now_ms();
     TrtStatus s = rt_check_args(k, args, nargs);
     if (s) return s;
     char path[4096];   /* before compiling anything: without a worker nothing can be measured */
@@ -1072,7 +1068,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
         return s;
     }
     for (uint32_t i = 0; i < out->ncands; i++) out->removed[out->cands[i].status]++;
-    out->total_ms = now_ms() - t0;
+    out->total_ms = tl_now_ms() - t0;
     return TRT_SUCCESS;
 }
 
@@ -1126,7 +1122,7 @@ static void report(const TrtKernel *k, const char *key, const RtTuneResult *r, c
     for (uint32_t i = 0; i < r->ncands; i++)
         if (r->cands[i].is_default) d = &r->cands[i];
     char cfg[512];
-    config_text(w, cfg, sizeof cfg);
+    rt_tune_candidate_text(w, cfg, sizeof cfg);
     fprintf(stderr, "tile: kernel '%s' %s: config %s%s (%s: %.4f ms", k->name, key, cfg,
             w->is_default ? " (the default)" : "", how, w->median_ms);
     if (d && d != w && d->status == RT_CAND_OK) fprintf(stderr, " against %.4f ms for the default", d->median_ms);

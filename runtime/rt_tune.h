@@ -126,6 +126,8 @@ RtKey rt_tune_cache_key_for(const TrtKernel *k, const TrtArg *args);
 /* k's config as text ("BM=128 BN=256 BK=64 warps=8 stages=3"): its value of every key of
  * its @autotune space, or the consts it was made with; snprintf's return convention. */
 int rt_tune_config_text(const TrtKernel *k, char *buf, size_t n);
+/* A candidate's config as text, the same way ("BM=128 BN=256 warps=8"). */
+int rt_tune_candidate_text(const RtCandidate *c, char *buf, size_t n);
 TrtStatus rt_tune_select(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs, TrtStream stream,
                          uint64_t mask, TrtKernel **out);
 

@@ -26,7 +26,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ir/arena.h"
@@ -48,13 +47,6 @@ typedef struct W {
     CUevent e0, e1;
     FILE *res;
 } W;
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 static const char *err_name(const W *w, CUresult r)
 {
@@ -202,7 +194,7 @@ static bool run_candidate(W *w, uint32_t i, bool report)
         fail(w, i, r, "a warm-up run");
         goto out;
     }
-    double *t = calloc(w->h->max_runs + 1, sizeof *t), sum = 0, begin = now_ms();
+    double *t = calloc(w->h->max_runs + 1, sizeof *t), sum = 0, begin = tl_now_ms();
     uint32_t n = 0;
     while (t && n < w->h->max_runs) {
         float ms = 0;
@@ -216,7 +208,7 @@ static bool run_candidate(W *w, uint32_t i, bool report)
         }
         t[n++] = ms;
         sum += ms;
-        if (n >= w->h->min_runs && (sum >= w->h->budget_ms || now_ms() - begin >= w->h->budget_ms)) break;
+        if (n >= w->h->min_runs && (sum >= w->h->budget_ms || tl_now_ms() - begin >= w->h->budget_ms)) break;
     }
     if (!t) goto out;
     double mn = t[0], mx = t[0];

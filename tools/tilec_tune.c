@@ -17,9 +17,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "ir/arena.h"
 #include "runtime/rt_tune.h"
 #include "tools/cli.h"
 #include "tools/tune_manifest.h"
@@ -215,24 +215,9 @@ typedef struct Progress {
     uint32_t exit_after;       /* TILE_TUNE_EXIT_AFTER: _exit(137) after N configs (tests) */
 } Progress;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static void cand_config(const RtCandidate *c, char *buf, size_t n)
-{
-    size_t at = 0;
-    buf[0] = '\0';
-    for (uint32_t i = 0; i < c->nkeys && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%s=%" PRId64, i ? " " : "", c->keys[i].name, c->keys[i].value);
-}
-
 static void eta_text(const Progress *p, char *buf, size_t n)
 {
-    double el = now_s() - p->t0;
+    double el = tl_now_ms() / 1e3 - p->t0;
     if (!p->measured) snprintf(buf, n, "ETA ?");
     else {
         double left = el / p->measured * (p->total - p->done);
@@ -244,7 +229,7 @@ static void progress_show(Progress *p, const RtCandidate *c)
 {
     char eta[32], cfg[256];
     eta_text(p, eta, sizeof eta);
-    cand_config(c, cfg, sizeof cfg);
+    rt_tune_candidate_text(c, cfg, sizeof cfg);
     if (p->tty)
         printf("\r\033[K%s[%u/%u configs] %s  %s: best %.4f ms (%s)", p->prefix, p->done, p->total, eta, p->what,
                p->best, p->best_cfg);
@@ -266,7 +251,7 @@ static void on_cand(void *user, const RtTuneResult *r, const RtCandidate *c)
     p->done++, p->measured++;
     if (c->status == RT_CAND_OK && (!p->best_cfg[0] || c->median_ms < p->best)) {
         p->best = c->median_ms;
-        cand_config(c, p->best_cfg, sizeof p->best_cfg);
+        rt_tune_candidate_text(c, p->best_cfg, sizeof p->best_cfg);
     }
     progress_show(p, c);
     if (p->exit_after && p->measured >= p->exit_after) _exit(137);   /* as kill -9 would */
@@ -414,7 +399,7 @@ typedef struct Tuner {
     uint32_t nwork;
     Journal journal;
     Progress prog;
-    double deadline;           /* now_s() after which no key starts; 0: none */
+    double deadline;           /* monotonic seconds after which no key starts; 0: none */
     uint32_t failed, skipped, tuned, left;
 } Tuner;
 
@@ -464,7 +449,7 @@ static void store_result(Tuner *t, const Work *w, const char *id, const RtTuneRe
     snprintf(line, sizeof line, "done %s %.6f %.6f\t%s\n", id, win->median_ms,
              d && d->status == RT_CAND_OK ? d->median_ms : 0.0, w->what);
     journal_line(&t->journal, line);
-    cand_config(win, cfg, sizeof cfg);
+    rt_tune_candidate_text(win, cfg, sizeof cfg);
     if (t->prog.tty) putchar('\n');
     printf("%stune: %s: winner %s%s: %.4f ms", t->prog.prefix, w->what, cfg, win->is_default ? " (the default)" : "",
            win->median_ms);
@@ -486,7 +471,7 @@ static void tune_key(Tuner *t, const Work *w)
         t->skipped++;
         return;
     }
-    if (t->deadline && now_s() > t->deadline) {
+    if (t->deadline && tl_now_ms() / 1e3 > t->deadline) {
         printf("%stune: %s: not started: the budget ran out\n", t->prog.prefix, w->what);
         t->left++;
         return;
@@ -599,7 +584,7 @@ static int run_worker_slot(Tuner *t, const TmManifest *m, int device, uint32_t s
         rt_tune_options_from_env(&o);
         t->prog.total += rt_tune_num_candidates(t->kerns[t->work[i].entry], &o);
     }
-    t->prog.t0 = now_s();
+    t->prog.t0 = tl_now_ms() / 1e3;
     for (uint32_t i = slot; !rc && i < t->nwork; i += nslots) tune_key(t, &t->work[i]);
     for (uint32_t i = 0; t->mods && i < m->nentries; i++) trt_module_destroy(t->mods[i]);
     free(t->mods), free(t->kerns);
@@ -719,7 +704,7 @@ int tilec_tune_main(int argc, char **argv)
         const char *ea = getenv("TILE_TUNE_EXIT_AFTER");
         t.prog.journal = &t.journal;
         t.prog.exit_after = ea ? (uint32_t)atoi(ea) : 0;
-        t.deadline = o.budget_min ? now_s() + o.budget_min * 60 : 0;
+        t.deadline = o.budget_min ? tl_now_ms() / 1e3 + o.budget_min * 60 : 0;
         rc = run_workers(&t, &m);
         if (o.report && write_report(&t, &m)) rc = 1;
     }

@@ -9,14 +9,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static void config_of(const RtCandidate *c, char *buf, size_t n)
-{
-    size_t at = 0;
-    buf[0] = '\0';
-    for (uint32_t i = 0; i < c->nkeys && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%s=%" PRId64, i ? " " : "", c->keys[i].name, c->keys[i].value);
-}
-
 /* "matmul_bf16 M=512 N=512" -> "matmul_bf16_M512_N512" */
 static void file_name(const char *what, char *buf, size_t n)
 {
@@ -67,7 +59,7 @@ void tr_svg(FILE *f, const char *what, const RtTuneResult *r)
     for (uint32_t i = 0; i < r->ncands; i++) {
         const RtCandidate *c = &r->cands[i];
         char cfg[256];
-        config_of(c, cfg, sizeof cfg);
+        rt_tune_candidate_text(c, cfg, sizeof cfg);
         const char *color = (int)i == r->winner ? "#2a9d3a" : c->is_default ? "#3a6fd8" : "#999999";
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", LABEL - 6, y + 14);
         xml_text(f, cfg);
@@ -119,7 +111,7 @@ static void key_details(TrReport *rep, const char *what, const RtTuneResult *r, 
     for (uint32_t i = 0; i < r->ncands; i++) {
         const RtCandidate *c = &r->cands[i];
         char cfg[256];
-        config_of(c, cfg, sizeof cfg);
+        rt_tune_candidate_text(c, cfg, sizeof cfg);
         fprintf(f, "| %s%s%s | %s | %.4f | %.4f | %.4f | %u | %.1f | %s |\n", cfg, c->is_default ? " (default)" : "",
                 (int)i == r->winner ? " **winner**" : "", rt_cand_status_name(c->status), c->median_ms, c->min_ms,
                 c->max_ms, c->runs, c->compile_ms, c->why);
@@ -135,7 +127,7 @@ void tr_key(TrReport *rep, const char *what, const RtTuneResult *r)
     }
     const RtCandidate *w = &r->cands[r->winner], *d = default_of(r);
     char cfg[256], svg[512], path[4096];
-    config_of(w, cfg, sizeof cfg);
+    rt_tune_candidate_text(w, cfg, sizeof cfg);
     file_name(what, svg, sizeof svg);
     fprintf(rep->md, "| %s | %s%s | %.4f | ", what, cfg, w->is_default ? " (the default)" : "", w->median_ms);
     if (d && d->status == RT_CAND_OK && w->median_ms > 0)

@@ -7,7 +7,7 @@ import ctypes
 import sys
 import threading
 
-from ._context import default_context
+from ._context import default_context, parse_device
 from ._lib import TileError, check, lib
 
 _state = threading.local()    # .graph: the CudaGraph this thread is capturing, if any
@@ -46,7 +46,7 @@ class CudaGraph:
             if device is None:
                 device = "cuda:%d" % sys.modules["torch"].cuda.current_device()
             context = default_context(device)
-        elif device is not None and context.key != default_context(device).key:
+        elif device is not None and context.key != parse_device(device):
             raise ValueError("CudaGraph: device %s and context %s disagree" % (device, context.device))
         if context.is_cpu:
             raise ValueError("CudaGraph: graphs run on a GPU; the context is %s" % context.device)

@@ -48,6 +48,30 @@ static IrSize add(IrSize x, IrSize y, int64_t k)
     return r;
 }
 
+/* A graph module parsed from text and verified (every case below starts so). */
+typedef struct GraphFx {
+    Source *src;
+    IrGraphModule *m;
+    DiagList dl;
+} GraphFx;
+
+static IrGraph *parse_graph(GraphFx *x, const char *text)
+{
+    x->src = source_from_string("t.gir", text);
+    x->m = ir_gmodule_create(A);
+    diag_init(&x->dl);
+    assert_true(ir_gmodule_parse(x->m, x->src, &x->dl));
+    assert_true(ir_gmodule_verify(x->m, &x->dl));
+    return x->m->graphs.data[0];
+}
+
+static void graph_fx_free(GraphFx *x)
+{
+    diag_free(&x->dl);
+    ir_gmodule_destroy(x->m);
+    source_free(x->src);
+}
+
 /* 16*T*4 and T*64 are one size; T*S and S*T too; T+S-T is S. */
 static void test_size_normal_form(void **state)
 {
@@ -145,12 +169,9 @@ static void test_text_roundtrip(void **state)
                        "  %1 = mul %0, %c : f32[T]\n"
                        "  return %1, %s\n"
                        "}\n";
-    Source *src = source_from_string("t.gir", text);
-    IrGraphModule *m = ir_gmodule_create(A);
-    DiagList dl;
-    diag_init(&dl);
-    assert_true(ir_gmodule_parse(m, src, &dl));
-    assert_true(ir_gmodule_verify(m, &dl));
+    GraphFx x;
+    parse_graph(&x, text);
+    IrGraphModule *m = x.m;
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -158,9 +179,7 @@ static void test_text_roundtrip(void **state)
     fclose(f);
     assert_string_equal(buf, text);
     free(buf);
-    diag_free(&dl);
-    ir_gmodule_destroy(m);
-    source_free(src);
+    graph_fx_free(&x);
 }
 
 /* exp(x) + sum(exp(x)) through its fusion plan (two kernels) equals op by op; a plan
@@ -174,12 +193,8 @@ static void test_plan_interp(void **state)
                        "  %b = add %a, %s : f32[N]\n"
                        "  return %b\n"
                        "}\n";
-    Source *src = source_from_string("t.gir", text);
-    IrGraphModule *m = ir_gmodule_create(A);
-    DiagList dl;
-    diag_init(&dl);
-    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
-    IrGraph *g = m->graphs.data[0];
+    GraphFx fx;
+    IrGraph *g = parse_graph(&fx, text);
     IrGPlan *plan = pass_graph_fuse(g, A);
     assert_int_equal(plan->nkernels, 2);   /* exp, sum | add: the add is on the sum's operand shape */
     int64_t n = 3, sizes[] = {3};
@@ -202,9 +217,7 @@ static void test_plan_interp(void **state)
     ir_gtensor_free(&x);
     ir_gtensor_free(&o1);
     ir_gtensor_free(&o2);
-    diag_free(&dl);
-    ir_gmodule_destroy(m);
-    source_free(src);
+    graph_fx_free(&fx);
 }
 
 /* A chain of reshapes: the memory plan reuses a buffer once its value's last reader ran,
@@ -222,12 +235,8 @@ static void test_plan_buffers(void **state)
                        "  %b = add %r4, %a : f32[N]\n"
                        "  return %b\n"
                        "}\n";
-    Source *src = source_from_string("t.gir", text);
-    IrGraphModule *m = ir_gmodule_create(A);
-    DiagList dl;
-    diag_init(&dl);
-    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
-    IrGraph *g = m->graphs.data[0];
+    GraphFx fx;
+    IrGraph *g = parse_graph(&fx, text);
     IrGPlan *plan = pass_graph_fuse(g, A);
     uint32_t a = ir_graph_result(g, 0, 0), r1 = ir_graph_result(g, 1, 0), r2 = ir_graph_result(g, 2, 0),
              r3 = ir_graph_result(g, 3, 0), r4 = ir_graph_result(g, 4, 0);
@@ -261,9 +270,7 @@ static void test_plan_buffers(void **state)
     ir_gtensor_free(&x);
     ir_gtensor_free(&o1);
     ir_gtensor_free(&o2);
-    diag_free(&dl);
-    ir_gmodule_destroy(m);
-    source_free(src);
+    graph_fx_free(&fx);
 }
 
 /* Two GEMMs of one x are one horizontal kernel and compute what op by op does; a kernel
@@ -277,12 +284,8 @@ static void test_plan_horizontal(void **state)
                        "  %c = matmul %y, %w : f32[N, 3]\n"
                        "  return %a, %b, %c\n"
                        "}\n";
-    Source *src = source_from_string("t.gir", text);
-    IrGraphModule *m = ir_gmodule_create(A);
-    DiagList dl;
-    diag_init(&dl);
-    assert_true(ir_gmodule_parse(m, src, &dl) && ir_gmodule_verify(m, &dl));
-    IrGraph *g = m->graphs.data[0];
+    GraphFx fx;
+    IrGraph *g = parse_graph(&fx, text);
     IrGPlan *plan = pass_graph_fuse(g, A);
     assert_int_equal(plan->nkernels, 2);
     assert_string_equal(plan->kernels[0].kind, "horizontal_matmul");
@@ -310,9 +313,7 @@ static void test_plan_horizontal(void **state)
         ir_gtensor_free(&o1[r]);
         ir_gtensor_free(&o2[r]);
     }
-    diag_free(&dl);
-    ir_gmodule_destroy(m);
-    source_free(src);
+    graph_fx_free(&fx);
 }
 
 int main(void)
