@@ -52,7 +52,7 @@ static void stage(Cg *c, const IrOp *op, int which, IrElem ce, uint32_t byte_bas
 bool cg_dot(Cg *c, const IrOp *op)
 {
     const IrType *at = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
-    if (rt->layout->kind == IR_LAYOUT_MMA) return cg_mma_dot(c, op);
+    if (rt->layout->kind == IR_LAYOUT_MMA) return rt->layout->version == 3 ? cg_wgmma_dot(c, op) : cg_mma_dot(c, op);
     const IrType *acct = cg_type(c, op->operands[2]);
     int32_t K = at->shape[1], N = rt->shape[1];
     IrElem ce = compute_elem(at->elem, rt->elem);

@@ -82,6 +82,7 @@ typedef struct Cg {
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
     CgPrefetch *pf;              /* of the innermost loop being lowered, if it has one */
+    bool wgmma;                  /* the kernel has wgmma dots: async_wait fences the async proxy */
     /* Values of the thread index alone (a layout's thread base along an axis), built
      * once in the entry block right after `warp` (cg_thread_value): the IR LLVM gets is
      * then a fraction of the size, and its O3 pipeline and ISel take less time. */
@@ -239,6 +240,8 @@ void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_
 bool cg_mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
 LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l);
 bool cg_mma_dot(Cg *c, const IrOp *op);
+/* cg_wgmma.c: dot on wgmma.mma_async (mma version 3, operands views of NVMMA stages). */
+bool cg_wgmma_dot(Cg *c, const IrOp *op);
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 /* cg_occupancy.c: after LLVM's pipeline, asks for 2048 resident threads per SM

@@ -14,6 +14,7 @@
  *     mod shape_d. */
 #include "codegen/cg_internal.h"
 #include "ir/layout.h"
+#include "ir/target.h"
 
 /* The mma layout of t (cg_mma.c), with at least one repeat along an axis narrower
  * than its warps' instruction tiles ([M, 1] and [1, N] tiles wrap). */
@@ -52,6 +53,10 @@ CgLayout cg_layout_of(const IrType *t)
     const IrLayout *il = t->layout;
     if (il->kind == IR_LAYOUT_MMA || il->kind == IR_LAYOUT_DOT_OPERAND) return mma_family(t);
     if (il->kind == IR_LAYOUT_SLICE) return mma_slice(t);
+    if (il->kind == IR_LAYOUT_SHARED) {        /* a view of a stage: one value, its address */
+        for (int d = 0; d < t->rank; d++) l.shape[d] = t->shape[d], l.spt[d] = l.tpw[d] = l.wpc[d] = l.reps[d] = 1;
+        return l;
+    }
     for (int d = 0; d < t->rank; d++) {
         l.shape[d] = t->shape[d];
         l.spt[d] = il->spt[d];
@@ -67,13 +72,16 @@ CgLayout cg_layout_of(const IrType *t)
  * the last axis fastest (order [rank-1, ..., 0]); mma.sync accumulators (version 2,
  * m16n8k8, k16, k32) of any shape, their slices, and their operands (K / 8 elements per
  * register: the verifier's rule); shared-memory buffers (cg_shared.c). */
-static bool supported(const IrLayout *l)
+static bool supported(const IrLayout *l, bool wgmma)
 {
+    if (l->kind == IR_LAYOUT_MMA && l->version == 3) return wgmma && l->instr[0] == 64 && l->instr[2] == 16;
     if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && (l->instr[2] == 8 || l->instr[2] == 16 || l->instr[2] == 32);
-    if (l->kind == IR_LAYOUT_SLICE) return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent);
-    if (l->kind == IR_LAYOUT_DOT_OPERAND)
-        return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent) && l->kwidth * 8 == l->parent->instr[2];
-    if (l->kind == IR_LAYOUT_SHARED) return l->rank == 3 && !l->pad && !l->swizzle_bytes;   /* cg_shared.c */
+    if (l->kind == IR_LAYOUT_SLICE) return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent, wgmma);
+    if (l->kind == IR_LAYOUT_DOT_OPERAND)   /* registers: mma.sync's operands only */
+        return l->parent->kind == IR_LAYOUT_MMA && l->parent->version == 2 && supported(l->parent, wgmma) &&
+               l->kwidth * 8 == l->parent->instr[2];
+    /* buffers (cg_shared.c), and with an NVMMA swizzle the views of their stages */
+    if (l->kind == IR_LAYOUT_SHARED) return !l->pad && (l->rank == 3 || (l->rank == 2 && l->swizzle_bytes));
     if (l->kind != IR_LAYOUT_BLOCKED) return false;
     for (int d = 0; d < l->rank; d++)
         if (l->order[d] != l->rank - 1 - d) return false;
@@ -89,7 +97,7 @@ typedef struct LayoutWalk {
 static bool check_value(LayoutWalk *w, const IrOp *op, IrValue v)
 {
     const IrType *t = ir_value_type(w->k, v);
-    if (t->rank == 0 || (t->layout && supported(t->layout))) return true;
+    if (t->rank == 0 || (t->layout && supported(t->layout, w->c->target && w->c->target->wgmma))) return true;
     if (!t->layout)
         return cg_error(w->c, op, "a tile without a layout reached code generation: run the GPU pipeline "
                                   "(pass_run_gpu) first");

@@ -17,6 +17,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "codegen/cg_internal.h"
+#include "ir/layout.h"
 #include "ir/target.h"
 
 #define CG_TRIPLE "nvptx64-nvidia-cuda"
@@ -258,7 +259,19 @@ static void smem_visit(IrOp *op, void *ud)
 typedef struct SmemPlan {
     uint32_t live, free_, buffers;
     const IrOp *worst;
+    bool nvmma;
 } SmemPlan;
+
+/* A local_alloc of an NVMMA buffer (swizzle_bytes: read by wgmma). */
+static bool has_nvmma_buffer(const IrFunc *k)
+{
+    for (uint32_t v = 0; v < k->nvalues; v++) {
+        const IrOp *d = k->values[v].def;
+        if (d && d->code == IR_OP_LOCAL_ALLOC && k->values[v].type->layout && k->values[v].type->layout->swizzle_bytes)
+            return true;
+    }
+    return false;
+}
 
 /* op (or an op of its regions) reads or writes a buffer: uses a local_alloc's value. */
 static bool uses_buffer(const IrFunc *k, const IrOp *op)
@@ -294,12 +307,20 @@ static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan 
 
 static SmemPlan smem_plan(const IrFunc *k)
 {
-    SmemPlan p = {0, 0, cg_buffer_area_bytes(k), NULL};
+    SmemPlan p = {0, 0, cg_buffer_area_bytes(k), NULL, has_nvmma_buffer(k)};
     plan_block(k, &k->body, false, &p);
     return p;
 }
 
-static uint32_t buffers_at(const SmemPlan *p) { return p->buffers ? (p->live + 127) & ~127u : 0; }
+/* The buffer area starts 128-byte aligned, 1024 when it holds NVMMA stages (wgmma's
+ * swizzle patterns repeat every 1024 bytes, and descriptors assume a stage starts on a
+ * repeat: passes/shared.c aligns their offsets, the dynamic shared memory is declared
+ * 1024-aligned). */
+static uint32_t buffers_at(const SmemPlan *p)
+{
+    uint32_t a = p->nvmma ? 1023 : 127;
+    return p->buffers ? (p->live + a) & ~a : 0;
+}
 
 static uint32_t smem_total(const SmemPlan *p)
 {
@@ -427,6 +448,8 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
      * stays in the entry block however the block grows (the pipeline removes it) */
     c->anchor = LLVMBuildAdd(c->b, c->warp, cg_i32c(c, 0), "anchor");
     c->smem = shared_memory(c);
+    c->wgmma = has_nvmma_buffer(k);
+    if (c->wgmma) LLVMSetAlignment(c->smem, 1024);   /* NVMMA stages start on a swizzle repeat */
     bind_params(c);
     bool ok = cg_check_layouts(c, k) && cg_body(c, &k->body);
     if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);

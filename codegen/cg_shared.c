@@ -40,6 +40,7 @@ typedef struct Buf {
     const IrLayout *l;
     int fast, slow;              /* axes (0 or 1) of the tile read or written */
     int32_t F, stage_elems, bytes;
+    int32_t rows;                /* the stage's extent along its slow axis */
     LLVMValueRef base;           /* i32 shared address of stage 0 */
 } Buf;
 
@@ -52,6 +53,7 @@ static Buf buf_of(Cg *c, IrValue v, bool transposed)
     b.fast = b.l->order[0] - 1;
     b.slow = b.l->order[1] - 1;
     b.F = b.t->shape[1 + b.fast];
+    b.rows = b.t->shape[1 + b.slow];
     b.stage_elems = b.t->shape[1] * b.t->shape[2];
     if (transposed) {
         b.fast = 1 - b.fast;
@@ -69,17 +71,28 @@ static int log2i(int32_t v)
     return r;
 }
 
-/* The address of element (stage, co[0], co[1]) of buffer b (i32, shared window). */
+/* The address of element (stage, co[0], co[1]) of buffer b (i32, shared window). In
+ * the NVMMA form (swizzle_bytes SW) the fast axis is cut into blocks of SW bytes, each
+ * block the stage's rows of SW bytes, one block after the other:
+ *   elem = (fast / E) * rows * E + slow * E + swizzled(fast % E),  E = SW / element bytes */
 static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValueRef co[2])
 {
     LLVMValueRef slow = co[b->slow], fast = co[b->fast];
     const IrLayout *l = b->l;
+    int32_t row = b->F;
+    LLVMValueRef block = NULL;
+    if (l->swizzle_bytes && l->swizzle_bytes / b->bytes < b->F) {
+        row = l->swizzle_bytes / b->bytes;
+        block = mul(c, cg_lshr(c->b, fast, k32(c, log2i(row))), (int64_t)row * b->rows);
+        fast = cg_and(c->b, fast, k32(c, row - 1));
+    }
     LLVMValueRef chunk = cg_lshr(c->b, fast, k32(c, log2i(l->vec)));
     LLVMValueRef within = cg_and(c->b, fast, k32(c, l->vec - 1));
     LLVMValueRef phase = cg_and(c->b, cg_lshr(c->b, slow, k32(c, log2i(l->per_phase))),
                                 k32(c, l->max_phase - 1));
     chunk = LLVMBuildXor(c->b, chunk, phase, "");
-    LLVMValueRef e = add(c, mul(c, slow, b->F), add(c, cg_shl(c->b, chunk, k32(c, log2i(l->vec))), within));
+    LLVMValueRef e = add(c, mul(c, slow, row), add(c, cg_shl(c->b, chunk, k32(c, log2i(l->vec))), within));
+    if (block) e = add(c, e, block);
     e = add(c, e, mul(c, stage, b->stage_elems));
     return add(c, b->base, mul(c, e, b->bytes));
 }
@@ -334,6 +347,12 @@ static bool lower_local_load(Cg *c, const IrOp *op)
     Buf b = buf_of(c, op->operands[0], op->attr.i == 1);
     LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
     const IrType *rt = cg_type(c, op->results[0]);
+    if (rt->layout->kind == IR_LAYOUT_SHARED) {    /* a view of the stage, for wgmma: its address */
+        CgVal view = cg_val_new(c, 1);
+        view.v[0] = add(c, b.base, cg_mul(c->b, stage, k32(c, (int64_t)b.stage_elems * b.bytes)));
+        cg_set(c, op->results[0], view);
+        return true;
+    }
     CgLayout l = cg_layout_of(rt);
     uint32_t n = cg_layout_elems(&l);
     CgVal out = cg_val_new(c, n);
@@ -384,6 +403,8 @@ bool cg_shared(Cg *c, const IrOp *op)
         char text[48];
         snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)op->attr.i);
         cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
+        if (c->wgmma)   /* the copies (generic proxy) become visible to wgmma (async proxy) */
+            cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}", true);
         cg_barrier(c);
         return true;
     }

@@ -519,8 +519,11 @@ static bool check_local_load(Verifier *v, const IrOp *op)
     const IrType *b = opt(v, op, 0), *r = rty(v, op);
     if (op->attr.i != 0 && (op->attr.i != 1 || b->rank != 3))
         return fail(v, op, "reads a stage as it is (0) or, for a 2-D stage, transposed (1), got %" PRId64, op->attr.i);
-    if (r->elem != b->elem || !is_stage_of_t(r, b, op->attr.i == 1) || !r->layout || r->layout->kind == IR_LAYOUT_SHARED)
-        return fail(v, op, "reads one stage of %s into registers, got %s", tstr(b).s, tstr(r).s);
+    bool view = r->layout && r->layout->kind == IR_LAYOUT_SHARED;
+    if (r->elem != b->elem || !is_stage_of_t(r, b, op->attr.i == 1) || !r->layout ||
+        (view && (!b->layout || !b->layout->swizzle_bytes || r->layout->swizzle_bytes != b->layout->swizzle_bytes)))
+        return fail(v, op, "reads one stage of %s into registers (or views it in place, in the buffer's NVMMA "
+                    "layout), got %s", tstr(b).s, tstr(r).s);
     return true;
 }
 
@@ -567,6 +570,28 @@ static bool check_mma_dot(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* A dot on wgmma (mma version 3): f16 or bf16 into f32 (K = 16), each operand either
+ * in its dot_operand layout (until the shared pass makes it a view) or a view of a
+ * stage in an NVMMA shared layout. */
+static bool check_wgmma_dot(Verifier *v, const IrOp *op)
+{
+    const IrLayout *m = rty(v, op)->layout;
+    for (uint32_t i = 0; i < 2; i++) {
+        const IrLayout *l = opt(v, op, i)->layout;
+        bool reg = l && l->kind == IR_LAYOUT_DOT_OPERAND && l->op == (int32_t)i && l->parent == m;
+        bool view = l && l->kind == IR_LAYOUT_SHARED && l->swizzle_bytes;
+        if (!reg && !view)
+            return fail(v, op, "in an mma layout of version 3 (wgmma) takes operand %u in its dot_operand layout or as "
+                        "a view of a stage in an NVMMA shared layout, got %s", i, tstr(opt(v, op, i)).s);
+    }
+    IrElem in = opt(v, op, 0)->elem;
+    if ((in != IR_F16 && in != IR_BF16) || rty(v, op)->elem != IR_F32 || m->instr[2] != 16 ||
+        m->instr[1] != rty(v, op)->shape[1])
+        return fail(v, op, "on wgmma takes f16 or bf16 into f32 with instr = [64, N, 16], N the result's columns; got "
+                    "%s into %s", ir_elem_name(in), tstr(rty(v, op)).s);
+    return true;
+}
+
 /* Element-wise ops compute each element where it is held: operands and result share a
  * layout. convert_layout moves a tile between layouts and changes nothing else. */
 static bool check_layouts(Verifier *v, const IrOp *op)
@@ -579,9 +604,8 @@ static bool check_layouts(Verifier *v, const IrOp *op)
             if (opt(v, op, i)->rank && opt(v, op, i)->layout != rty(v, op)->layout)
                 return fail(v, op, "is element-wise: operand %u must have the result's layout, got %s for %s", i,
                             tstr(opt(v, op, i)).s, tstr(rty(v, op)).s);
-    if (op->code == IR_OP_DOT && rty(v, op)->layout && rty(v, op)->layout->kind == IR_LAYOUT_MMA &&
-        rty(v, op)->layout->version == 2)
-        return check_mma_dot(v, op);
+    if (op->code == IR_OP_DOT && rty(v, op)->layout && rty(v, op)->layout->kind == IR_LAYOUT_MMA)
+        return rty(v, op)->layout->version == 2 ? check_mma_dot(v, op) : check_wgmma_dot(v, op);
     if (op->code == IR_OP_CONVERT_LAYOUT) {
         const IrType *a = opt(v, op, 0), *r = rty(v, op);
         if (!same_shape(a, r) || !same_elem(a, r) || !a->layout || !r->layout)

@@ -28,10 +28,12 @@
  * around the dot (the loops keep the accumulator in the mma layout where they can). */
 #include "passes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/arena.h"
 #include "ir/layout.h"
+#include "ir/target.h"
 
 static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 
@@ -122,6 +124,24 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
     return wpc[0] >= 1;
 }
 
+/* A dot that wgmma (mma version 3) may compute on sm_90a: f16 or bf16 into f32, every
+ * warpgroup of 4 warps owning whole m64 blocks of rows (warps along M only: M a
+ * multiple of 16 * warps), the whole of N in one instruction (N <= 256), K in steps of
+ * 16, and operand tiles whose rows the 32/64/128-byte swizzles can hold (every extent
+ * a multiple of 16). Its operands must then come from shared-memory rings: the shared
+ * pass makes them views of their stages, or, where it cannot, turns the dot back into
+ * mma.sync (version 2 with the same warps has the same accumulator layout).
+ * TILE_WGMMA=0 in the environment keeps every dot on mma.sync (a switch for measuring
+ * one against the other; the kernel cache does not know it: use a fresh cache). */
+static bool wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps)
+{
+    const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
+    const char *env = getenv("TILE_WGMMA");
+    if (!t->wgmma || (env && !strcmp(env, "0"))) return false;
+    if ((in != IR_BF16 && in != IR_F16) || acc != IR_F32 || warps % 4) return false;
+    return M % (16 * warps) == 0 && N % 16 == 0 && N <= 256 && K % 16 == 0;
+}
+
 /* dot(a, b, acc) runs on mma.sync m16n8kK when an instruction takes its element types
  * (ir_mma_sync_k: f16/bf16/f8 K = 16, tf32 K = 8, i8/u8 K = 32), its K is a multiple of
  * the instruction's (M and N, powers of two of at least 16, always are of 16 and 8), and
@@ -137,11 +157,20 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     int budget = 1 << 16;
     bool rows = feeds_rowwise(f, &f->body, dot->results[0], 0, &budget) || computed_by_dot(f, dot->operands[0], 0);
     if (M % 16 || N % 8 || K % ik) return NULL;
-    if (!(rows && rowwise_warps(warps, M, wpc) && N / (8 * wpc[1]) >= 1) && !mma_warps(warps, M, N, wpc)) return NULL;
     IrLayout k;
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
     k.rank = 2;
+    if (!rows && wgmma_fits(f, a->elem, r->elem, M, N, K, warps)) {
+        k.version = 3;
+        k.wpc[0] = warps;
+        k.wpc[1] = 1;
+        k.instr[0] = 64;
+        k.instr[1] = N;
+        k.instr[2] = 16;
+        return ir_layout_intern(c, &k);
+    }
+    if (!(rows && rowwise_warps(warps, M, wpc) && N / (8 * wpc[1]) >= 1) && !mma_warps(warps, M, N, wpc)) return NULL;
     k.version = 2;
     k.wpc[0] = wpc[0];
     k.wpc[1] = wpc[1];

@@ -183,7 +183,25 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
 
 /* ---- building --------------------------------------------------------------------------- */
 
-static const IrLayout *shared_layout(IrCtx *c, const IrType *t)
+/* The swizzle of a wgmma operand's rows (the NVMMA form): the widest of 128, 64 and 32
+ * bytes that divides a row, or 0 when none does or the other extent is not a multiple
+ * of 8 rows (a swizzle atom). */
+static int32_t nvmma_swizzle(const IrType *t, int fast)
+{
+    int32_t row_bytes = t->shape[fast] * ir_elem_bytes(t->elem);
+    if (t->shape[1 - fast] % 8) return 0;
+    for (int32_t sw = 128; sw >= 32; sw /= 2)
+        if (row_bytes % sw == 0) return sw;
+    return 0;
+}
+
+/* The ring's layout for a loaded tile t. For mma.sync: rows along t's contiguous axis,
+ * 16-byte chunks XORed with the row's phase so that ldmatrix's 8 rows hit distinct
+ * banks. For wgmma (nvmma): the NVMMA form of ir/layout.h, the rows cut into blocks of
+ * `swizzle` bytes, each the swizzle of that width (chunk ^= row / per_phase %
+ * max_phase, per_phase = 128 / swizzle, max_phase = swizzle / 16), which is what the
+ * wgmma descriptors of that swizzle mode read. */
+static const IrLayout *shared_layout(IrCtx *c, const IrType *t, bool nvmma)
 {
     const IrLayout *src = t->layout;                /* the load's: its fastest axis stays fastest */
     int fast = src->order[0], slow = 1 - fast;
@@ -196,11 +214,32 @@ static const IrLayout *shared_layout(IrCtx *c, const IrType *t)
     k.order[1] = slow + 1;
     k.order[2] = 0;
     k.vec = 16 / ir_elem_bytes(t->elem);
+    if (nvmma) {
+        k.swizzle_bytes = nvmma_swizzle(t, fast);
+        k.per_phase = 128 / k.swizzle_bytes;
+        k.max_phase = k.swizzle_bytes / 16;
+        return ir_layout_intern(c, &k);
+    }
     k.per_phase = row_bytes >= 128 ? 1 : 128 / row_bytes;
     k.max_phase = row_bytes >= 128 ? 8 : row_bytes >= 16 ? row_bytes / 16 : 1;
     if (k.max_phase < 1) k.max_phase = 1;
     if (k.per_phase < 1) k.per_phase = 1;
     return ir_layout_intern(c, &k);
+}
+
+static bool is_wgmma_layout(const IrLayout *l)
+{
+    return l && l->kind == IR_LAYOUT_DOT_OPERAND && l->parent->kind == IR_LAYOUT_MMA && l->parent->version == 3;
+}
+
+/* A candidate read by wgmma (through any of its views) gets an NVMMA ring, when its
+ * tile has a swizzle that fits. */
+static bool wants_nvmma(const IrFunc *f, const Cand *cd)
+{
+    const IrType *t = ir_value_type(f, cd->load->results[0]);
+    bool any = false;
+    for (int q = 0; q < cd->nviews; q++) any |= is_wgmma_layout(ir_value_type(f, cd->views[q].cvt->results[0])->layout);
+    return any && ir_elem_bytes(t->elem) == 2 && nvmma_swizzle(t, t->layout->order[0]) != 0;
 }
 
 static IrValue iconst(IrBuilder *b, const IrType *t, int64_t v) { return ir_const_int(b, t, v); }
@@ -331,6 +370,20 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
     return worst;
 }
 
+/* The layout of one stage of a buffer in layout bl, read as it is or transposed: the
+ * view a wgmma reads in place (local_load into a shared layout copies nothing). */
+static const IrLayout *stage_view_layout(IrCtx *c, const IrLayout *bl, bool transposed)
+{
+    IrLayout k = *bl;
+    k.rank = 2;
+    int fast = bl->order[0] - 1;
+    if (transposed) fast = 1 - fast;
+    k.order[0] = fast;
+    k.order[1] = 1 - fast;
+    k.order[2] = 0;
+    return ir_layout_intern(c, &k);
+}
+
 static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin)
 {
     bool ok;
@@ -344,10 +397,13 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     int n = 0;
     for (IrOp *op = p.body->first; op && n < MAX_CANDS; op = op->next)
         if (is_candidate(&p, op, &cs[n])) n++;
-    uint32_t bytes = 0;
-    for (int i = 0; i < n; i++) bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
+    uint32_t bytes = 0, align_slack = 0;
+    for (int i = 0; i < n; i++) {
+        bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
+        if (wants_nvmma(f, &cs[i])) align_slack += 1024;
+    }
     uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
-    uint32_t smem_limit = scratch < smem_optin ? smem_optin - (uint32_t)scratch : 0;
+    uint32_t smem_limit = scratch + align_slack < smem_optin ? smem_optin - (uint32_t)scratch - align_slack : 0;
     while (stages > 2 && bytes * (uint32_t)stages > smem_limit) stages--;
     if (n == 0 || stages < 2 || bytes * (uint32_t)stages > smem_limit) {
         tl_free(p.in_slice);
@@ -362,8 +418,11 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     for (int i = 0; i < n; i++) {
         const IrType *t = ir_value_type(f, cs[i].load->results[0]);
         int32_t shape[3] = {stages, t->shape[0], t->shape[1]};
-        const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, t), 3, shape), shared_layout(c, t));
+        bool nvmma = wants_nvmma(f, &cs[i]);
+        const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, t), 3, shape),
+                                               shared_layout(c, t, nvmma));
         IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        if (nvmma) offset = (offset + 1023) & ~1023u;   /* a swizzle's repeat starts each stage */
         a->attr.i = offset;
         offset += buffer_bytes(t, stages);
         cs[i].buf = a->results[0];
@@ -405,7 +464,11 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         for (int q = 0; q < cs[i].nviews; q++) {
             const View *vw = &cs[i].views[q];
             IrValue ops[2] = {cs[i].buf, stage};
-            IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){ir_value_type(f, vw->cvt->results[0])}, 1, 0);
+            const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
+            const IrLayout *bl = ir_value_type(f, cs[i].buf)->layout;
+            if (bl->swizzle_bytes && is_wgmma_layout(lt->layout))
+                lt = ir_type_with_layout(c, lt, stage_view_layout(c, bl, vw->trans != NULL));
+            IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){lt}, 1, 0);
             ll->attr.i = vw->trans != NULL;       /* 1: the stage read transposed */
             ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
         }
@@ -454,14 +517,104 @@ static void collect_loops(IrOp *op, void *ud)
     l->v[l->n++] = op;
 }
 
+/* ---- wgmma or mma.sync ------------------------------------------------------------------ */
+
+/* Are all wgmma dots reading both operands from views of NVMMA stages? */
+typedef struct Wg {
+    const IrFunc *f;
+    bool any, all;
+} Wg;
+
+static void wgmma_visit(IrOp *op, void *ud)
+{
+    Wg *w = ud;
+    if (op->code != IR_OP_DOT) return;
+    const IrLayout *l = ir_value_type(w->f, op->results[0])->layout;
+    if (!l || l->kind != IR_LAYOUT_MMA || l->version != 3) return;
+    w->any = true;
+    for (int i = 0; i < 2; i++) {
+        const IrLayout *ol = ir_value_type(w->f, op->operands[i])->layout;
+        if (!ol || ol->kind != IR_LAYOUT_SHARED || !ol->swizzle_bytes) w->all = false;
+    }
+}
+
+/* l with every mma version 3 in it (itself or a parent) made version 2 with the same
+ * warps: the same accumulator layout, computed by mma.sync m16n8k16. */
+static const IrLayout *to_mma_sync(IrCtx *c, const IrLayout *l)
+{
+    if (!l) return NULL;
+    if (l->kind == IR_LAYOUT_MMA && l->version == 3) {
+        IrLayout k = *l;
+        k.version = 2;
+        k.instr[0] = 16;
+        k.instr[1] = 8;
+        return ir_layout_intern(c, &k);
+    }
+    if ((l->kind == IR_LAYOUT_SLICE || l->kind == IR_LAYOUT_DOT_OPERAND) && l->parent) {
+        const IrLayout *p = to_mma_sync(c, l->parent);
+        if (p == l->parent) return l;
+        IrLayout k = *l;
+        k.parent = p;
+        return ir_layout_intern(c, &k);
+    }
+    return l;
+}
+
+/* Where a wgmma dot's operands are not both views of NVMMA stages (a loop the pass
+ * could not pipeline, a dot outside loops), the kernel's wgmma layouts become
+ * mma.sync's; a stage read by wgmma but now by ldmatrix keeps its NVMMA layout, which
+ * ldmatrix reads as well (cg_shared.c), and its views become dot_operand reads. */
+static bool settle_wgmma(IrFunc *f)
+{
+    Wg w = {f, false, true};
+    ir_walk(&f->body, wgmma_visit, &w);
+    if (!w.any || w.all) return false;
+    IrCtx *c = f->module->ctx;
+    for (uint32_t v = 0; v < f->nvalues; v++) {
+        const IrType *t = f->values[v].type;
+        if (!t || !t->layout) continue;
+        const IrLayout *l = t->layout;
+        if (l->kind == IR_LAYOUT_SHARED && t->rank == 2 && f->values[v].def &&
+            f->values[v].def->code == IR_OP_LOCAL_LOAD)
+            continue;   /* views: below, from the dot that reads them */
+        const IrLayout *n = to_mma_sync(c, l);
+        if (n != l) f->values[v].type = ir_type_with_layout(c, t, n);
+    }
+    for (uint32_t v = 0; v < f->nvalues; v++) {
+        const IrOp *d = f->values[v].def;
+        const IrType *t = f->values[v].type;
+        if (!d || d->code != IR_OP_LOCAL_LOAD || !t || !t->layout || t->layout->kind != IR_LAYOUT_SHARED) continue;
+        /* the view's users are dots: it becomes their operand layout */
+        IrLayout k;
+        memset(&k, 0, sizeof k);
+        k.kind = IR_LAYOUT_DOT_OPERAND;
+        k.rank = 2;
+        k.kwidth = 2;
+        for (uint32_t u = 0; u < f->nvalues; u++) {
+            const IrOp *ud = f->values[u].def;
+            if (!ud || ud->code != IR_OP_DOT) continue;
+            for (int i = 0; i < 2; i++)
+                if (ud->operands[i] == v) {
+                    k.op = i;
+                    k.parent = ir_value_type(f, ud->results[0])->layout;
+                }
+        }
+        if (k.parent) f->values[v].type = ir_type_with_layout(c, t, ir_layout_intern(c, &k));
+    }
+    return true;
+}
+
 bool pass_shared(IrFunc *f)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
-    if (f->kind != IR_FUNC_KERNEL || !t->cp_async || f->stages < 2) return false;
-    Loops loops = {0};
-    ir_walk(&f->body, collect_loops, &loops);
+    if (f->kind != IR_FUNC_KERNEL) return false;
     bool changed = false;
-    for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin);
-    tl_free(loops.v);
+    if (t->cp_async && f->stages >= 2) {
+        Loops loops = {0};
+        ir_walk(&f->body, collect_loops, &loops);
+        for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin);
+        tl_free(loops.v);
+    }
+    changed |= settle_wgmma(f);
     return changed;
 }

@@ -31,6 +31,9 @@ if [ "$what" != bench ]; then
   step tune bash tests/gpu/test_tune_gpu.sh build-gpu
   # tilec tune of examples/tune/matmul_bf16.json: winners, report, resume, reuse.
   step tilec_tune env TILEC_TUNE_REPORT_TO="$OUT/tilec_tune_report" bash tests/gpu/test_tilec_tune_gpu.sh build-gpu
+  # wgmma (sm_90a): every descriptor form and swizzle at aligned and ragged shapes
+  # against float64, and each kernel's PTX checked to use wgmma.
+  step wgmma python3 tests/gpu/test_wgmma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   step examples build-gpu/tile-examples --device gpu examples
   # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples

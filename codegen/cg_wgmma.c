@@ -1,0 +1,172 @@
+/* Tensor cores through wgmma (sm_90a): dot(a, b, acc) with the accumulator in an mma
+ * layout of version 3 and both operands views of ring stages in shared memory
+ * (passes/shared.c: local_load into an NVMMA shared layout copies nothing; the value
+ * is the stage's shared address).
+ *
+ * The accumulator's element order is mma.sync's with the warps along M (cg_mma.c,
+ * wpc = [W, 1]): warpgroup g (warps 4g..4g+3) owns, in each band of 16*W rows, the 64
+ * rows from 64g, and one wgmma.mma_async m64nNk16 per band and K step of 16 computes
+ * them: its register j is element (rm * N/8 + j/4) * 4 + j % 4 of the thread, which
+ * is what PTX's m64nNk16 D fragment holds (row 16*(warp%4) + lane/4 + 8*(j/2 % 2), col
+ * 8*(j/4) + 2*(lane%4) + j%2).
+ *
+ * Shared-memory descriptors (PTX ISA "Matrix Descriptor Format", ../shared/TENSOR-
+ * CORES.md): bits 0-13 the start address >> 4, 16-29 the leading byte offset >> 4,
+ * 32-45 the stride byte offset >> 4, 62-63 the swizzle mode (1: 128 B, 2: 64 B, 3: 32
+ * B). A stage in the NVMMA form of swizzle SW keeps rows of SW bytes, its fast axis cut
+ * into blocks of SW bytes, each block [rows x SW] after the other. An operand whose
+ * fast axis is K (K-major: A as loaded, B = W^T) steps along K inside a block by
+ * moving the start (32 bytes per k16) and jumps blocks by rows * SW; 8 rows are SW * 8
+ * bytes apart (SBO), LBO is unused. An operand whose fast axis is M or N (MN-major: B
+ * as loaded, trans-b; A transposed, trans-a) has 8-row groups of K SW * 8 bytes apart
+ * (SBO) and its 64-wide blocks of M or N K * SW bytes apart (LBO).
+ *
+ * A dot is: wgmma.fence (the accumulator registers are final), every wgmma, one
+ * commit_group and wait_group 0, the accumulators passed through the wait (tied asm
+ * operands) so that nothing reads them before it. The async_wait that makes a stage's
+ * cp.async data visible adds fence.proxy.async before its barrier (cg_shared.c): the
+ * copies are generic-proxy writes, wgmma reads through the async proxy. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+#include "ir/layout.h"
+
+typedef struct Operand {
+    LLVMValueRef base;           /* i32 shared address of the stage */
+    int32_t shape[2];
+    int kax, fast;               /* the K axis and the stage's contiguous axis (0 or 1) */
+    int32_t sw;                  /* swizzle bytes */
+    int elem_bytes;
+} Operand;
+
+static Operand operand(Cg *c, const IrOp *op, int i)
+{
+    const IrType *t = cg_type(c, op->operands[i]);
+    Operand o;
+    o.base = cg_get(c, op->operands[i]).v[0];
+    o.shape[0] = t->shape[0];
+    o.shape[1] = t->shape[1];
+    o.kax = i == 0 ? 1 : 0;
+    o.fast = t->layout->order[0];
+    o.sw = t->layout->swizzle_bytes;
+    o.elem_bytes = ir_elem_bytes(t->elem);
+    return o;
+}
+
+static bool k_major(const Operand *o) { return o->fast == o->kax; }
+
+/* The descriptor of the operand's 64 (A) or N (B) rows from o0 (an i32 value) and 16
+ * K elements from k0. */
+static LLVMValueRef descriptor(Cg *c, const Operand *o, LLVMValueRef o0, int32_t k0)
+{
+    LLVMBuilderRef b = c->b;
+    int32_t swe = o->sw / o->elem_bytes;          /* elements per block row */
+    int shift = 0;
+    while ((1 << shift) < swe) shift++;
+    LLVMValueRef addr;
+    int64_t lbo, sbo = 8 * (int64_t)o->sw;
+    if (k_major(o)) {
+        int32_t rows = o->shape[1 - o->kax];
+        addr = cg_add(b, o->base, cg_i32c(c, (int64_t)(k0 / swe) * rows * o->sw + (int64_t)(k0 % swe) * o->elem_bytes));
+        addr = cg_add(b, addr, cg_mul(b, o0, cg_i32c(c, o->sw)));
+        lbo = 16;
+    } else {
+        int32_t krows = o->shape[o->kax];
+        LLVMValueRef blk = cg_lshr(b, o0, cg_i32c(c, shift)), in = cg_and(b, o0, cg_i32c(c, swe - 1));
+        addr = cg_add(b, o->base, cg_i32c(c, (int64_t)k0 * o->sw));
+        addr = cg_add(b, addr, cg_mul(b, blk, cg_i32c(c, (int64_t)krows * o->sw)));
+        addr = cg_add(b, addr, cg_mul(b, in, cg_i32c(c, o->elem_bytes)));
+        lbo = (int64_t)krows * o->sw;
+    }
+    uint64_t mode = o->sw == 128 ? 1 : o->sw == 64 ? 2 : 3;
+    uint64_t hi = (((uint64_t)lbo >> 4) & 0x3FFF) << 16 | (((uint64_t)sbo >> 4) & 0x3FFF) << 32 | mode << 62;
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
+    LLVMValueRef lo = cg_and(b, cg_lshr(b, addr, cg_i32c(c, 4)), cg_i32c(c, 0x3FFF));
+    return LLVMBuildOr(b, LLVMBuildZExt(b, lo, i64, ""), LLVMConstInt(i64, hi, 0), "");
+}
+
+static void simple_asm(Cg *c, const char *text)
+{
+    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
+}
+
+/* d[0..R) = A * B + d by one wgmma.mma_async m64nNk16. */
+static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, LLVMValueRef db, int ta, int tb, LLVMValueRef *d)
+{
+    uint32_t R = (uint32_t)N / 2, nargs = 3 + R;
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(c->ctx), i64 = LLVMInt64TypeInContext(c->ctx);
+    LLVMTypeRef *fields = arena_alloc(c->arena, R * sizeof *fields), *argt = arena_alloc(c->arena, nargs * sizeof *argt);
+    LLVMValueRef *args = arena_alloc(c->arena, nargs * sizeof *args);
+    for (uint32_t j = 0; j < R; j++) fields[j] = f32;
+    args[0] = da, argt[0] = i64;
+    args[1] = db, argt[1] = i64;
+    args[2] = cg_i32c(c, 1), argt[2] = cg_i32(c);
+    for (uint32_t j = 0; j < R; j++) args[3 + j] = d[j], argt[3 + j] = f32;
+    size_t tn = 64 + 6 * R + 160, cn = 4 * R + 8 * R + 16;
+    char *text = arena_alloc(c->arena, tn), *cons = arena_alloc(c->arena, cn);
+    int at = snprintf(text, tn, "{ .reg .pred p; setp.ne.b32 p, $%u, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
+                      R + 2, N, in, in);
+    for (uint32_t j = 0; j < R; j++) at += snprintf(text + at, tn - (size_t)at, "%s$%u", j ? ", " : "", j);
+    snprintf(text + at, tn - (size_t)at, "}, $%u, $%u, p, 1, 1, %d, %d; }", R, R + 1, ta, tb);
+    int cat = 0;
+    for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "=f,");
+    cat += snprintf(cons + cat, cn - (size_t)cat, "l,l,r");
+    for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, ",%u", j);
+    LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, fields, R, 0);
+    LLVMTypeRef fty = LLVMFunctionType(ret, argt, nargs, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, args, nargs, "");
+    for (uint32_t j = 0; j < R; j++) d[j] = LLVMBuildExtractValue(c->b, r, j, "");
+}
+
+/* wgmma.wait_group n, with d[0..R) passed through it: their uses stay after it. */
+static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
+{
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(c->ctx);
+    LLVMTypeRef *fields = arena_alloc(c->arena, R * sizeof *fields);
+    for (uint32_t j = 0; j < R; j++) fields[j] = f32;
+    size_t cn = 12 * R + 16;
+    char *cons = arena_alloc(c->arena, cn), text[64];
+    int cat = 0;
+    for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "=f,");
+    for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "%s%u", j ? "," : "", j);
+    snprintf(cons + cat, cn - (size_t)cat, ",~{memory}");
+    snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", n);
+    LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, fields, R, 0);
+    LLVMTypeRef fty = LLVMFunctionType(ret, fields, R, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, d, R, "");
+    for (uint32_t j = 0; j < R; j++) d[j] = LLVMBuildExtractValue(c->b, r, j, "");
+}
+
+bool cg_wgmma_dot(Cg *c, const IrOp *op)
+{
+    const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
+    const IrLayout *m = rt->layout;
+    int32_t M = rt->shape[0], N = rt->shape[1], K = at->shape[1], W = m->wpc[0];
+    uint32_t RM = (uint32_t)(M / (16 * W)), R = (uint32_t)N / 2;
+    for (int i = 0; i < 2; i++) {
+        const IrLayout *l = cg_type(c, op->operands[i])->layout;
+        if (!l || l->kind != IR_LAYOUT_SHARED || !l->swizzle_bytes)
+            return cg_error(c, op, "internal error: a wgmma dot's operand %d is not a view of an NVMMA stage", i);
+    }
+    Operand a = operand(c, op, 0), b = operand(c, op, 1);
+    const char *in = at->elem == IR_BF16 ? "bf16" : "f16";
+    CgVal acc = cg_get(c, op->operands[2]);
+    CgVal out = cg_val_new(c, RM * R);
+    for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q);
+    LLVMValueRef wg = cg_lshr(c->b, c->warp, cg_i32c(c, 2));
+    LLVMValueRef row0 = cg_mul(c->b, wg, cg_i32c(c, 64));
+    simple_asm(c, "wgmma.fence.sync.aligned;");
+    for (int32_t k0 = 0; k0 < K; k0 += 16)
+        for (uint32_t rm = 0; rm < RM; rm++) {
+            LLVMValueRef o0 = cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W));
+            LLVMValueRef da = descriptor(c, &a, o0, k0), db = descriptor(c, &b, cg_i32c(c, 0), k0);
+            wgmma(c, N, in, da, db, !k_major(&a), !k_major(&b), out.v + rm * R);
+        }
+    simple_asm(c, "wgmma.commit_group.sync.aligned;");
+    for (uint32_t rm = 0; rm < RM; rm++) wait_through(c, 0, out.v + rm * R, R);
+    cg_set(c, op->results[0], out);
+    return true;
+}
