@@ -83,6 +83,7 @@ typedef struct Cg {
     AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
     CgPrefetch *pf;              /* of the innermost loop being lowered, if it has one */
     bool wgmma;                  /* the kernel has wgmma dots: async_wait fences the async proxy */
+    bool wgmma_in_flight;        /* a loop's last wgmma group may still run (cg_wgmma.c) */
     /* Values of the thread index alone (a layout's thread base along an axis), built
      * once in the entry block right after `warp` (cg_thread_value): the IR LLVM gets is
      * then a fraction of the size, and its O3 pipeline and ISel take less time. */
@@ -242,6 +243,11 @@ LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l);
 bool cg_mma_dot(Cg *c, const IrOp *op);
 /* cg_wgmma.c: dot on wgmma.mma_async (mma version 3, operands views of NVMMA stages). */
 bool cg_wgmma_dot(Cg *c, const IrOp *op);
+/* At the async_wait 0 after a loop whose wgmma dot left its last group in flight: waits
+ * for it, the loop's accumulators passed through the wait. */
+void cg_wgmma_settle(Cg *c, const IrOp *wait);
+/* cg_shared.c: how many iterations ahead local_load ll's ring is copied (0: unknown). */
+int cg_ring_distance(Cg *c, const IrOp *ll);
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 /* cg_occupancy.c: after LLVM's pipeline, asks for 2048 resident threads per SM

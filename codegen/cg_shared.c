@@ -400,6 +400,7 @@ bool cg_shared(Cg *c, const IrOp *op)
         return true;
     case IR_OP_ASYNC_WAIT: {
         if (c->pf && c->pf->wait == op && c->pf->waited) return true;   /* done inside the dot */
+        if (c->wgmma_in_flight && op->prev && op->prev->code == IR_OP_FOR) cg_wgmma_settle(c, op);
         char text[48];
         snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)op->attr.i);
         cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
@@ -489,6 +490,22 @@ static LLVMValueRef *first_step_words(Cg *c, const IrOp *ll, LLVMValueRef stage,
     }
     *nwords = n / 2;
     return w;
+}
+
+/* How many iterations ahead the ring that local_load ll reads is copied: the copy into
+ * ll's buffer in ll's block at stage rem(add(x, d), S) against ll's rem(x, S); 0 when
+ * there is none or it is not of that form. */
+int cg_ring_distance(Cg *c, const IrOp *ll)
+{
+    const IrFunc *f = c->f;
+    IrValue x, y;
+    int64_t d0, S0, d, S;
+    if (!is_rem_of(f, ll->operands[1], &x, &d0, &S0)) return 0;
+    for (const IrOp *op = ll->parent ? ll->parent->first : NULL; op; op = op->next)
+        if (op->code == IR_OP_ASYNC_COPY && op->operands[0] == ll->operands[0] &&
+            is_rem_of(f, op->operands[1], &y, &d, &S) && y == x && S == S0)
+            return (int)(d - d0);
+    return 0;
 }
 
 bool cg_prefetch_begin(Cg *c, const IrOp *loop, CgPrefetch *pf)

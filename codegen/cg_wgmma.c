@@ -140,6 +140,30 @@ static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
     for (uint32_t j = 0; j < R; j++) d[j] = LLVMBuildExtractValue(c->b, r, j, "");
 }
 
+/* The dot may leave its group in flight (wait_group 1): it is the only dot of a for
+ * loop's body, its result is only yielded, both views read rings copied S-2 iterations
+ * ahead (passes/shared.c), so the stage it reads is not overwritten until the next
+ * iteration's wait has retired it, and the loop is followed by the async_wait 0 that
+ * settles it (cg_wgmma_settle). */
+static bool in_flight_ok(Cg *c, const IrOp *op)
+{
+    const IrBlock *body = op->parent;
+    if (!body || !body->parent_op || body->parent_op->code != IR_OP_FOR) return false;
+    const IrOp *after = body->parent_op->next;
+    if (!after || after->code != IR_OP_ASYNC_WAIT) return false;
+    for (int i = 0; i < 2; i++) {
+        const IrOp *ll = c->f->values[op->operands[i]].def;
+        if (!ll || ll->code != IR_OP_LOCAL_LOAD) return false;
+        int64_t S = cg_type(c, ll->operands[0])->shape[0];
+        if (S < 3 || cg_ring_distance(c, ll) != S - 2) return false;
+    }
+    IrValue r = op->results[0];
+    for (const IrOp *u = body->first; u; u = u->next)
+        for (uint32_t i = 0; i < u->noperands; i++)
+            if (u->operands[i] == r && u->code != IR_OP_YIELD) return false;
+    return true;
+}
+
 bool cg_wgmma_dot(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
@@ -166,7 +190,25 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
             wgmma(c, N, in, da, db, !k_major(&a), !k_major(&b), out.v + rm * R);
         }
     simple_asm(c, "wgmma.commit_group.sync.aligned;");
-    for (uint32_t rm = 0; rm < RM; rm++) wait_through(c, 0, out.v + rm * R, R);
+    int keep = in_flight_ok(c, op) ? 1 : 0;
+    for (uint32_t rm = 0; rm < RM; rm++) wait_through(c, keep, out.v + rm * R, R);
+    c->wgmma_in_flight |= keep;
     cg_set(c, op->results[0], out);
     return true;
+}
+
+void cg_wgmma_settle(Cg *c, const IrOp *wait)
+{
+    const IrOp *loop = wait->prev;
+    c->wgmma_in_flight = false;
+    simple_asm(c, "wgmma.wait_group.sync.aligned 0;");
+    if (!loop || loop->code != IR_OP_FOR) return;
+    for (uint32_t i = 0; i < loop->nresults; i++) {
+        const IrLayout *l = cg_type(c, loop->results[i])->layout;
+        if (!l || l->kind != IR_LAYOUT_MMA || l->version != 3) continue;
+        CgVal v = cg_get(c, loop->results[i]), w = cg_val_new(c, v.n);
+        for (uint32_t q = 0; q < v.n; q++) w.v[q] = v.v[q];
+        for (uint32_t q = 0; q < w.n; q += 128) wait_through(c, 0, w.v + q, w.n - q < 128 ? w.n - q : 128);
+        cg_set(c, loop->results[i], w);
+    }
 }

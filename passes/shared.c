@@ -427,10 +427,18 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         offset += buffer_bytes(t, stages);
         cs[i].buf = a->results[0];
     }
-    /* the prologue: iterations 0 .. S-2 */
+    /* How far ahead the copies run: S-1 iterations; S-2 for a loop of one wgmma dot
+     * with at least 3 stages, whose tensor-core group of iteration j stays in flight
+     * while iteration j+1 starts (codegen waits for all but the last group at the end
+     * of each dot), so that the stage it reads is not copied over until iteration
+     * j+2. */
+    bool async_dot = stages >= 3 && n >= 2 && count_dots(p.body) == 1;
+    for (int i = 0; i < n; i++) async_dot &= wants_nvmma(f, &cs[i]);
+    int dist = async_dot ? stages - 2 : stages - 1;
+    /* the prologue: iterations 0 .. dist-1 */
     IrValue lo = loop->operands[0];
     const IrType *ivt = ir_value_type(f, lo), *st = ir_type_scalar(c, IR_I32);
-    for (int d = 0; d < stages - 1; d++) {
+    for (int d = 0; d < dist; d++) {
         IrValue iv = d ? binop(&b, IR_OP_ADD, lo, iconst(&b, ivt, d * step)) : lo;
         emit_copies(&p, &b, cs, n, iv, iconst(&b, st, d));
     }
@@ -446,7 +454,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
      * cg_shared.c, the prefetch across iterations). Others wait at the top. */
     bool at_end = count_dots(p.body) == 1;
     IrOp *w = ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0);
-    w->attr.i = stages - 2;
+    w->attr.i = dist - 1;
     if (at_end) {
         IrOp *y = p.body->last;
         ir_op_remove(w);
@@ -454,11 +462,11 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
         else ir_builder_at_end(&e, p.body);
         e.loc = loop->loc;
-        ir_build(&e, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = stages - 2;
+        ir_build(&e, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = dist - 1;
         IrBuilder pre;
         ir_builder_before(&pre, loop);
         pre.loc = loop->loc;
-        ir_build(&pre, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = stages - 2;
+        ir_build(&pre, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = dist - 1;
     }
     for (int i = 0; i < n; i++)
         for (int q = 0; q < cs[i].nviews; q++) {
@@ -472,8 +480,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
             ll->attr.i = vw->trans != NULL;       /* 1: the stage read transposed */
             ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
         }
-    IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, (stages - 1) * step));
-    IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, stages - 1)), iconst(&b, st, stages));
+    IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, dist * step));
+    IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, dist)), iconst(&b, st, stages));
     emit_copies(&p, &b, cs, n, next, next_stage);
     for (int i = 0; i < n; i++) {
         for (int q = 0; q < cs[i].nviews; q++) {
