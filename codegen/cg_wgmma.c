@@ -91,27 +91,32 @@ static void simple_asm(Cg *c, const char *text)
     cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
 }
 
-/* d[0..R) = A * B + d by one wgmma.mma_async m64nNk16. */
-static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, LLVMValueRef db, int ta, int tb, LLVMValueRef *d)
+/* d[0..R) = A * B + d by one wgmma.mma_async m64nNk16: A by descriptor da, or (ra
+ * not NULL) from 4 registers of the mma.sync A fragment (then no trans-a). */
+static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, const LLVMValueRef *ra, LLVMValueRef db, int ta,
+                  int tb, LLVMValueRef *d)
 {
-    uint32_t R = (uint32_t)N / 2, nargs = 3 + R;
+    uint32_t R = (uint32_t)N / 2, na = ra ? 4 : 1, nargs = na + 2 + R;
     LLVMTypeRef f32 = LLVMFloatTypeInContext(c->ctx), i64 = LLVMInt64TypeInContext(c->ctx);
     LLVMTypeRef *fields = arena_alloc(c->arena, R * sizeof *fields), *argt = arena_alloc(c->arena, nargs * sizeof *argt);
     LLVMValueRef *args = arena_alloc(c->arena, nargs * sizeof *args);
     for (uint32_t j = 0; j < R; j++) fields[j] = f32;
-    args[0] = da, argt[0] = i64;
-    args[1] = db, argt[1] = i64;
-    args[2] = cg_i32c(c, 1), argt[2] = cg_i32(c);
-    for (uint32_t j = 0; j < R; j++) args[3 + j] = d[j], argt[3 + j] = f32;
-    size_t tn = 64 + 6 * R + 160, cn = 4 * R + 8 * R + 16;
+    for (uint32_t i = 0; i < na; i++) args[i] = ra ? ra[i] : da, argt[i] = ra ? cg_i32(c) : i64;
+    args[na] = db, argt[na] = i64;
+    args[na + 1] = cg_i32c(c, 1), argt[na + 1] = cg_i32(c);
+    for (uint32_t j = 0; j < R; j++) args[na + 2 + j] = d[j], argt[na + 2 + j] = f32;
+    size_t tn = 96 + 6 * R + 160, cn = 4 * R + 8 * R + 24;
     char *text = arena_alloc(c->arena, tn), *cons = arena_alloc(c->arena, cn);
     int at = snprintf(text, tn, "{ .reg .pred p; setp.ne.b32 p, $%u, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
-                      R + 2, N, in, in);
+                      R + na + 1, N, in, in);
     for (uint32_t j = 0; j < R; j++) at += snprintf(text + at, tn - (size_t)at, "%s$%u", j ? ", " : "", j);
-    snprintf(text + at, tn - (size_t)at, "}, $%u, $%u, p, 1, 1, %d, %d; }", R, R + 1, ta, tb);
+    if (ra)
+        snprintf(text + at, tn - (size_t)at, "}, {$%u, $%u, $%u, $%u}, $%u, p, 1, 1, %d; }", R, R + 1, R + 2, R + 3, R + 4, tb);
+    else
+        snprintf(text + at, tn - (size_t)at, "}, $%u, $%u, p, 1, 1, %d, %d; }", R, R + 1, ta, tb);
     int cat = 0;
     for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "=f,");
-    cat += snprintf(cons + cat, cn - (size_t)cat, "l,l,r");
+    cat += snprintf(cons + cat, cn - (size_t)cat, ra ? "r,r,r,r,l,r" : "l,l,r");
     for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, ",%u", j);
     LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, fields, R, 0);
     LLVMTypeRef fty = LLVMFunctionType(ret, argt, nargs, 0);
@@ -164,30 +169,86 @@ static bool in_flight_ok(Cg *c, const IrOp *op)
     return true;
 }
 
+/* wgmma.fence with v[0..n) (f32 accumulators or i32 A registers) passed through it:
+ * whatever computes them runs before the fence, as wgmma requires of the registers it
+ * reads (else ptxas injects the fence, C7519). */
+static void fence_through(Cg *c, LLVMValueRef *v, uint32_t n)
+{
+    LLVMTypeRef *ty = arena_alloc(c->arena, (n ? n : 1) * sizeof *ty);
+    size_t cn = 12 * n + 16;
+    char *cons = arena_alloc(c->arena, cn);
+    int cat = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        ty[j] = LLVMTypeOf(v[j]);
+        cat += snprintf(cons + cat, cn - (size_t)cat, "=%s,", ty[j] == cg_i32(c) ? "r" : "f");
+    }
+    for (uint32_t j = 0; j < n; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "%s%u", j ? "," : "", j);
+    snprintf(cons + cat, cn - (size_t)cat, ",~{memory}");
+    const char *text = "wgmma.fence.sync.aligned;";
+    LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, ty, n, 0);
+    LLVMTypeRef fty = LLVMFunctionType(ret, ty, n, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, v, n, "");
+    for (uint32_t j = 0; j < n; j++) v[j] = LLVMBuildExtractValue(c->b, r, j, "");
+}
+
+/* A's registers for band rm and K step ks (16 K elements): 4 words of two elements,
+ * the mma.sync A fragment (cg_mma.c: elements (rm * KS + ks) * 8 + 2r, + 1). */
+static void a_words(Cg *c, CgVal a, uint32_t rm, uint32_t KS, uint32_t ks, LLVMValueRef w[4])
+{
+    for (uint32_t r = 0; r < 4; r++) {
+        uint32_t e = (rm * KS + ks) * 8 + 2 * r;
+        LLVMValueRef x0 = cg_at(a, e), x1 = cg_at(a, e + 1);
+        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(LLVMTypeOf(x0), 2));
+        v = LLVMBuildInsertElement(c->b, v, x0, cg_i32c(c, 0), "");
+        v = LLVMBuildInsertElement(c->b, v, x1, cg_i32c(c, 1), "");
+        w[r] = LLVMBuildBitCast(c->b, v, cg_i32(c), "");
+    }
+}
+
 bool cg_wgmma_dot(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
     const IrLayout *m = rt->layout;
     int32_t M = rt->shape[0], N = rt->shape[1], K = at->shape[1], W = m->wpc[0];
     uint32_t RM = (uint32_t)(M / (16 * W)), R = (uint32_t)N / 2;
-    for (int i = 0; i < 2; i++) {
+    const IrLayout *al = at->layout;
+    bool a_regs = al && al->kind == IR_LAYOUT_DOT_OPERAND;
+    for (int i = a_regs ? 1 : 0; i < 2; i++) {
         const IrLayout *l = cg_type(c, op->operands[i])->layout;
         if (!l || l->kind != IR_LAYOUT_SHARED || !l->swizzle_bytes)
             return cg_error(c, op, "internal error: a wgmma dot's operand %d is not a view of an NVMMA stage", i);
     }
-    Operand a = operand(c, op, 0), b = operand(c, op, 1);
+    Operand a = {0}, b = operand(c, op, 1);
+    if (!a_regs) a = operand(c, op, 0);
+    uint32_t KS = (uint32_t)(K / 16);
     const char *in = at->elem == IR_BF16 ? "bf16" : "f16";
     CgVal acc = cg_get(c, op->operands[2]);
     CgVal out = cg_val_new(c, RM * R);
     for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q);
     LLVMValueRef wg = cg_lshr(c->b, c->warp, cg_i32c(c, 2));
     LLVMValueRef row0 = cg_mul(c->b, wg, cg_i32c(c, 64));
-    simple_asm(c, "wgmma.fence.sync.aligned;");
-    for (int32_t k0 = 0; k0 < K; k0 += 16)
+    LLVMValueRef *aw = NULL;
+    if (a_regs) {   /* A's words and the accumulators are final before the fence */
+        CgVal av = cg_get(c, op->operands[0]);
+        uint32_t nw = RM * KS * 4, nv = nw + out.n;
+        LLVMValueRef *v = arena_alloc(c->arena, nv * sizeof *v);
+        for (uint32_t rm = 0; rm < RM; rm++)
+            for (uint32_t ks = 0; ks < KS; ks++) a_words(c, av, rm, KS, ks, v + (rm * KS + ks) * 4);
+        for (uint32_t q = 0; q < out.n; q++) v[nw + q] = out.v[q];
+        fence_through(c, v, nv);
+        aw = v;
+        for (uint32_t q = 0; q < out.n; q++) out.v[q] = v[nw + q];
+    } else {
+        simple_asm(c, "wgmma.fence.sync.aligned;");
+    }
+    for (uint32_t ks = 0; ks < KS; ks++)
         for (uint32_t rm = 0; rm < RM; rm++) {
+            int32_t k0 = (int32_t)ks * 16;
             LLVMValueRef o0 = cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W));
-            LLVMValueRef da = descriptor(c, &a, o0, k0), db = descriptor(c, &b, cg_i32c(c, 0), k0);
-            wgmma(c, N, in, da, db, !k_major(&a), !k_major(&b), out.v + rm * R);
+            LLVMValueRef db = descriptor(c, &b, cg_i32c(c, 0), k0);
+            if (a_regs) wgmma(c, N, in, NULL, aw + (rm * KS + ks) * 4, db, 0, !k_major(&b), out.v + rm * R);
+            else wgmma(c, N, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), out.v + rm * R);
         }
     simple_asm(c, "wgmma.commit_group.sync.aligned;");
     int keep = in_flight_ok(c, op) ? 1 : 0;

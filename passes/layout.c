@@ -128,9 +128,14 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
  * warpgroup of 4 warps owning whole m64 blocks of rows (warps along M only: M a
  * multiple of 16 * warps), the whole of N in one instruction (N <= 256), K in steps of
  * 16, and operand tiles whose rows the 32/64/128-byte swizzles can hold (every extent
- * a multiple of 16). Its operands must then come from shared-memory rings: the shared
- * pass makes them views of their stages, or, where it cannot, turns the dot back into
- * mma.sync (version 2 with the same warps has the same accumulator layout).
+ * a multiple of 16). Its B must then come from a shared-memory ring, its A from a ring
+ * or from registers (a Q loaded once): the shared pass makes ring operands views of
+ * their stages, or, where B cannot be one, turns the dot back into mma.sync (version 2
+ * with the same warps has the same accumulator layout, and A in registers the same
+ * operand layout). Row-wise dots (attention) stay on mma.sync for now: the rows
+ * rewrite below finds P in place by comparing layouts, and version 3 layouts of S and
+ * O differ in their instruction's N (codegen does take A from registers, for when it
+ * does not).
  * TILE_WGMMA=0 in the environment keeps every dot on mma.sync (a switch for measuring
  * one against the other; the kernel cache does not know it: use a fresh cache). */
 static bool wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps)
@@ -376,8 +381,8 @@ static int64_t distinct_elems(const IrType *t, const IrLayout *l, int threads)
         }
         return n;
     case IR_LAYOUT_MMA:
-        if (l->version == 2) {
-            int64_t rm = t->shape[0] / (l->instr[0] * l->wpc[0]), rn = t->shape[1] / (l->instr[1] * l->wpc[1]);
+        if (l->version == 2 || l->version == 3) {   /* version 3 holds its elements as 2 does */
+            int64_t rm = t->shape[0] / (16 * l->wpc[0]), rn = t->shape[1] / (8 * l->wpc[1]);
             return (rm < 1 ? 1 : rm) * (t->shape[0] >= 16 ? 2 : 1) * (rn < 1 ? 1 : rn) * (t->shape[1] >= 2 ? 2 : 1);
         }
         break;
@@ -698,7 +703,7 @@ typedef struct RowsCache {
 
 static bool rows_layout(const IrLayout *l)
 {
-    return l && l->kind == IR_LAYOUT_MMA && l->version == 2 && l->wpc[1] == 1;
+    return l && l->kind == IR_LAYOUT_MMA && (l->version == 2 || l->version == 3) && l->wpc[1] == 1;
 }
 
 /* No store, atomic or barrier from ld to at (at in ld's block, later; or in a block

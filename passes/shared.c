@@ -527,7 +527,7 @@ static void collect_loops(IrOp *op, void *ud)
 
 /* ---- wgmma or mma.sync ------------------------------------------------------------------ */
 
-/* Are all wgmma dots reading both operands from views of NVMMA stages? */
+/* Do all wgmma dots read B from a view of an NVMMA stage, and A from one or registers? */
 typedef struct Wg {
     const IrFunc *f;
     bool any, all;
@@ -542,7 +542,9 @@ static void wgmma_visit(IrOp *op, void *ud)
     w->any = true;
     for (int i = 0; i < 2; i++) {
         const IrLayout *ol = ir_value_type(w->f, op->operands[i])->layout;
-        if (!ol || ol->kind != IR_LAYOUT_SHARED || !ol->swizzle_bytes) w->all = false;
+        bool view = ol && ol->kind == IR_LAYOUT_SHARED && ol->swizzle_bytes;
+        bool regs = i == 0 && ol && ol->kind == IR_LAYOUT_DOT_OPERAND && ol->parent == l;   /* wgmma's A may be registers */
+        if (!view && !regs) w->all = false;
     }
 }
 
