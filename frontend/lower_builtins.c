@@ -152,8 +152,11 @@ static Val bi_zeros(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     int32_t shape[IR_MAX_RANK];
     IrElem el;
     bool full = bi->nreq == 3;
-    if (!ce_shape(L, args[0], bi->name, &rank, shape) || !elem_arg(L, bi, args[full ? 2 : 1], &el)) return VERR;
-    const IrType *t = ir_type_tile(L->ctx, lw_scalar(L, el), rank, shape);
+    bool scalar = args[0]->kind == AST_LIST && !args[0]->nargs;   /* [] : a 0-d tile is a scalar */
+    if (scalar) rank = 0;
+    else if (!ce_shape(L, args[0], bi->name, &rank, shape)) return VERR;
+    if (!elem_arg(L, bi, args[full ? 2 : 1], &el)) return VERR;
+    const IrType *t = rank ? ir_type_tile(L->ctx, lw_scalar(L, el), rank, shape) : lw_scalar(L, el);
     L->b.loc = call->loc;
     if (!full) return ir_elem_is_float(el) ? lw_val(L, ir_const_float(&L->b, t, 0)) : lw_val(L, ir_const_int(&L->b, t, 0));
     Val v = lower_expr(L, args[1]);
@@ -547,6 +550,95 @@ static Val bi_print(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     return VVOID;
 }
 
+/* ---- bit casts, clamp, umulhi (issue 13) ------------------------------------------------- */
+/* bitcast(x, T): the bits of x read as T, of the same width (i1 has none in registers). */
+static Val bi_bitcast(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val x = lower_expr(L, args[0]);
+    IrElem to;
+    if (!x.t || !elem_arg(L, bi, args[1], &to)) return VERR;
+    lw_ir(L, &x);
+    IrElem from = x.t->elem;
+    if (from == IR_PTR || from == IR_I1 || to == IR_I1) {
+        lw_error(L, from == IR_PTR || from == IR_I1 ? args[0]->loc : args[1]->loc,
+                 "bitcast reinterprets numbers other than i1, got %s to %s", lw_tstr(L, x.t), ir_elem_name(to));
+        return VERR;
+    }
+    if (ir_elem_bits(from) != ir_elem_bits(to)) {
+        lw_error(L, call->loc, "bitcast needs types of one width: %s has %d bits, %s has %d", ir_elem_name(from),
+                 ir_elem_bits(from), ir_elem_name(to), ir_elem_bits(to));
+        return VERR;
+    }
+    if (from == to) return x;
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, IR_OP_BITCAST, lw_like(L, x.t, to), &x.v, 1));
+}
+
+/* clamp(x, lo, hi) = minimum(maximum(x, lo), hi): promoted and broadcast together; a
+ * NaN anywhere gives NaN (as minimum and maximum), lo > hi gives hi. */
+static Val bi_clamp(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val vs[3];
+    for (int i = 0; i < 3; i++) vs[i] = lower_expr(L, args[i]);
+    if (!number_args(L, bi, vs, 3, args) || !lw_unify(L, vs, 3, call->loc, bi->name)) return VERR;
+    L->b.loc = call->loc;
+    for (int i = 0; i < 3; i++) lw_ir(L, &vs[i]);
+    Val m = lw_build_binary(L, IR_OP_MAXIMUM, vs[0].t, vs[0], vs[1]);
+    return lw_build_binary(L, IR_OP_MINIMUM, vs[0].t, m, vs[2]);
+}
+
+static Val int_const(Lower *L, const IrType *t, int64_t v) { return lw_val(L, ir_const_int(&L->b, t, v)); }
+
+static Val bin(Lower *L, IrOpcode code, Val a, Val b) { return lw_build_binary(L, code, a.t, a, b); }
+
+/* The high 64 bits of the unsigned 128-bit product of two u64 tiles, from 32-bit
+ * halves (Hacker's Delight 8-2). */
+static Val mulhi_u64(Lower *L, Val a, Val b)
+{
+    Val m = int_const(L, a.t, 0xffffffff), k = int_const(L, a.t, 32);
+    Val al = bin(L, IR_OP_AND, a, m), ah = bin(L, IR_OP_SHR, a, k);
+    Val bl = bin(L, IR_OP_AND, b, m), bh = bin(L, IR_OP_SHR, b, k);
+    Val t = bin(L, IR_OP_ADD, bin(L, IR_OP_MUL, ah, bl), bin(L, IR_OP_SHR, bin(L, IR_OP_MUL, al, bl), k));
+    Val w = bin(L, IR_OP_ADD, bin(L, IR_OP_AND, t, m), bin(L, IR_OP_MUL, al, bh));
+    Val hi = bin(L, IR_OP_ADD, bin(L, IR_OP_MUL, ah, bh), bin(L, IR_OP_SHR, t, k));
+    return bin(L, IR_OP_ADD, hi, bin(L, IR_OP_SHR, w, k));
+}
+
+/* umulhi(a, b): the high half of the full 2N-bit product of two N-bit integers (signed
+ * for signed types, as CUDA's __mulhi/__umulhi). Narrower types multiply in 64 bits;
+ * 64-bit ones by halves, a signed product corrected by (a < 0 ? b : 0) + (b < 0 ? a : 0). */
+static Val bi_umulhi(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val vs[2] = {lower_expr(L, args[0]), lower_expr(L, args[1])};
+    if (!number_args(L, bi, vs, 2, args) || !lw_unify(L, vs, 2, call->loc, bi->name)) return VERR;
+    IrElem e = vs[0].t->elem;
+    if (!ir_elem_is_int(e) || e == IR_I1) {
+        lw_error(L, call->loc, "umulhi needs integers, got %s", lw_tstr(L, vs[0].t));
+        return VERR;
+    }
+    L->b.loc = call->loc;
+    bool sg = ir_elem_is_signed(e);
+    int w = ir_elem_bits(e);
+    if (w < 64) {
+        IrElem wide = sg ? IR_I64 : IR_U64;
+        Val a = lw_convert(L, vs[0], wide), b = lw_convert(L, vs[1], wide);
+        Val p = bin(L, IR_OP_SHR, bin(L, IR_OP_MUL, a, b), int_const(L, a.t, w));
+        return lw_convert(L, p, e);
+    }
+    Val a = lw_convert(L, vs[0], IR_U64), b = lw_convert(L, vs[1], IR_U64);
+    lw_ir(L, &a), lw_ir(L, &b);
+    Val hi = mulhi_u64(L, a, b);
+    if (!sg) return hi;
+    Val z = int_const(L, vs[0].t, 0), zu = int_const(L, a.t, 0);
+    for (int i = 0; i < 2; i++) {
+        IrValue ops[2] = {lw_ir(L, &vs[i]), z.v};
+        IrValue neg = build_attr(L, IR_OP_CMP, lw_like(L, vs[i].t, IR_I1), ops, 2, IR_CMP_LT).v;
+        IrValue sel[3] = {neg, (i ? a : b).v, zu.v};
+        hi = bin(L, IR_OP_SUB, hi, lw_val(L, ir_build1(&L->b, IR_OP_SELECT, a.t, sel, 3)));
+    }
+    return lw_convert(L, hi, e);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 /* The element-wise functions come from ir/elementwise.def, shared with graphs. */
 #define EW_PARAMS_1 {"x"}
@@ -587,6 +679,9 @@ static const Builtin builtins[] = {
     {"max_contiguous", 2, 2, {"x", "n"}, bi_hint, IR_OP_MAX_CONTIGUOUS},
     {"assert", 2, 2, {"cond", "msg"}, bi_assert, IR_OP_ASSERT},
     {"print", 1, VARIADIC, {"msg"}, bi_print, IR_OP_PRINT},
+    {"bitcast", 2, 2, {"x", "dtype"}, bi_bitcast, IR_OP_BITCAST},
+    {"clamp", 3, 3, {"x", "lo", "hi"}, bi_clamp, IR_OP_MINIMUM},
+    {"umulhi", 2, 2, {"a", "b"}, bi_umulhi, IR_OP_MUL},
 };
 
 static const Builtin *find_builtin(const char *name)
