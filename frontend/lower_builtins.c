@@ -17,12 +17,12 @@ typedef Val (*BuiltinFn)(Lower *L, const Builtin *bi, const AstExpr *call, const
 struct Builtin {
     const char *name;
     uint8_t nreq, nmax;          /* nmax 255: variadic (print) */
-    const char *params[4];
+    const char *params[6];
     BuiltinFn fn;
     IrOpcode op;
 };
 
-enum { MAX_SLOTS = 4, VARIADIC = 255 };
+enum { MAX_SLOTS = 6, VARIADIC = 255 };
 
 /* The result of a call that gives no value (store, assert, print). */
 const Val VVOID = {.t = NULL, .v = IR_NO_VALUE - 1};
@@ -34,6 +34,10 @@ static Val build_attr(Lower *L, IrOpcode code, const IrType *t, IrValue *ops, ui
     op->attr.i = attr;
     return lw_val(L, op->results[0]);
 }
+
+static Val int_const(Lower *L, const IrType *t, int64_t v) { return lw_val(L, ir_const_int(&L->b, t, v)); }
+
+static Val bin(Lower *L, IrOpcode code, Val a, Val b) { return lw_build_binary(L, code, a.t, a, b); }
 
 static const char *val_str(Lower *L, const Val *v)
 {
@@ -254,10 +258,6 @@ static bool dot_shapes(Lower *L, const AstExpr *call, const IrType *a, const IrT
         lw_error(L, call->loc, "dot needs [M, K] x [K, N], got %s x %s", sa, sb);
         return false;
     }
-    if (a->shape[0] < 16 || a->shape[1] < 16 || b->shape[1] < 16) {
-        lw_error(L, call->loc, "dot needs every dimension to be at least 16, got %s x %s", sa, sb);
-        return false;
-    }
     if (a->elem != b->elem) {
         lw_error(L, call->loc, "dot needs a and b of one element type, got %s and %s", ir_elem_name(a->elem),
                  ir_elem_name(b->elem));
@@ -270,29 +270,107 @@ static bool dot_shapes(Lower *L, const AstExpr *call, const IrType *a, const IrT
     return true;
 }
 
-static bool dot_precision(Lower *L, const AstExpr *e, IrElem in, int64_t *out)
+/* precision = tf32 | tf32x3 | ieee; tf32x3 is no IrPrecision: lowered as three tf32
+ * dots (*x3 set, *out tf32). */
+static bool dot_precision(Lower *L, const AstExpr *e, IrElem in, int64_t *out, bool *x3)
 {
     *out = IR_PREC_DEFAULT;
+    *x3 = false;
     if (!e) return true;
-    if (e->kind != AST_NAME || (strcmp(e->name, "tf32") && strcmp(e->name, "ieee"))) {
-        lw_error(L, e->loc, "the precision of dot must be tf32 or ieee");
+    bool known = e->kind == AST_NAME && (!strcmp(e->name, "tf32") || !strcmp(e->name, "ieee") ||
+                                         !strcmp(e->name, "tf32x3"));
+    if (!known) {
+        lw_error(L, e->loc, "the precision of dot must be tf32, tf32x3 or ieee");
         return false;
     }
     if (in != IR_F32) {
         lw_error(L, e->loc, "the precision of dot applies only to f32 inputs, got %s", ir_elem_name(in));
         return false;
     }
-    *out = strcmp(e->name, "tf32") ? IR_PREC_IEEE : IR_PREC_TF32;
+    *x3 = !strcmp(e->name, "tf32x3");
+    *out = strcmp(e->name, "ieee") ? IR_PREC_TF32 : IR_PREC_IEEE;
     return true;
+}
+
+/* out_dtype: the accumulator's type, the default one (f32; f64 for f64, i32 for
+ * integers) or f16 for f16 and f8 inputs (issue 13). */
+static bool dot_out_dtype(Lower *L, const Builtin *bi, const AstExpr *e, IrElem in, IrElem def, IrElem *out)
+{
+    *out = def;
+    if (!e) return true;
+    if (!elem_arg(L, bi, e, out)) return false;
+    bool f16_ok = in == IR_F16 || in == IR_F8E4M3 || in == IR_F8E5M2;
+    if (*out == def || (*out == IR_F16 && f16_ok)) return true;
+    lw_error(L, e->loc, "the out_dtype of dot with %s inputs must be %s%s, got %s", ir_elem_name(in), ir_elem_name(def),
+             f16_ok ? " or f16" : "", ir_elem_name(*out));
+    return false;
+}
+
+/* max_num_imprecise_acc: a constant >= 0, for f8 inputs only. tile's f8 dots add every
+ * product in full f32 (as max_num_imprecise_acc = K would), which meets any bound. */
+static bool dot_imprecise(Lower *L, const Builtin *bi, const AstExpr *e, IrElem in)
+{
+    int64_t n;
+    if (!e) return true;
+    if (!const_arg(L, bi, e, "max_num_imprecise_acc", &n)) return false;
+    if (in != IR_F8E4M3 && in != IR_F8E5M2) {
+        lw_error(L, e->loc, "max_num_imprecise_acc of dot applies only to f8 inputs, got %s", ir_elem_name(in));
+        return false;
+    }
+    if (n < 0) {
+        lw_error(L, e->loc, "max_num_imprecise_acc of dot must be 0 or more, got %lld", (long long)n);
+        return false;
+    }
+    return true;
+}
+
+static Val dot_op(Lower *L, Val a, Val b, Val acc, int64_t prec)
+{
+    IrValue ops[3] = {a.v, b.v, acc.v};
+    return build_attr(L, IR_OP_DOT, acc.t, ops, 3, prec);
+}
+
+/* The halves of an f32 for tf32x3: hi keeps the sign, exponent and 10 mantissa bits
+ * (exactly a tf32), lo = x - hi (exact). For inf and NaN the big term's operand is x
+ * itself and the small terms' operands 0, so that they add no NaN (inf - inf, inf * 0). */
+static void split_tf32(Lower *L, Val x, Val *big, Val *hi, Val *lo)
+{
+    const IrType *u = lw_like(L, x.t, IR_U32), *bt = lw_like(L, x.t, IR_I1);
+    IrValue ops[3];
+    Val bits = lw_val(L, ir_build1(&L->b, IR_OP_BITCAST, u, &x.v, 1));
+    bits = bin(L, IR_OP_AND, bits, int_const(L, u, 0xffffe000));
+    Val h = lw_val(L, ir_build1(&L->b, IR_OP_BITCAST, x.t, &bits.v, 1));
+    ops[0] = ir_build1(&L->b, IR_OP_ABS, x.t, &x.v, 1);
+    ops[1] = ir_const_float(&L->b, x.t, INFINITY);
+    IrValue fin = build_attr(L, IR_OP_CMP, bt, ops, 2, IR_CMP_LT).v;
+    IrValue zero = ir_const_float(&L->b, x.t, 0);
+    IrValue sel[3][3] = {{fin, h.v, x.v}, {fin, h.v, zero}, {fin, bin(L, IR_OP_SUB, x, h).v, zero}};
+    Val *out[3] = {big, hi, lo};
+    for (int i = 0; i < 3; i++) *out[i] = lw_val(L, ir_build1(&L->b, IR_OP_SELECT, x.t, sel[i], 3));
+}
+
+/* tf32x3: a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, three tf32 dots (the small terms
+ * first), near f32 accuracy on tensor cores. */
+static Val dot_tf32x3(Lower *L, Val a, Val b, Val acc)
+{
+    Val ab, ah, al, bb, bh, blo;
+    split_tf32(L, a, &ab, &ah, &al);
+    split_tf32(L, b, &bb, &bh, &blo);
+    acc = dot_op(L, al, bh, acc, IR_PREC_TF32);
+    acc = dot_op(L, ah, blo, acc, IR_PREC_TF32);
+    return dot_op(L, ab, bb, acc, IR_PREC_TF32);
 }
 
 static Val bi_dot(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
     Val a = tile_arg(L, bi, args[0]), b = tile_arg(L, bi, args[1]), acc;
     int64_t prec;
+    bool x3;
+    IrElem ae;
     if (!a.t || !b.t || !dot_shapes(L, call, a.t, b.t)) return VERR;
-    if (!dot_precision(L, args[3], a.t->elem, &prec)) return VERR;
-    IrElem ae = a.t->elem == IR_F64 ? IR_F64 : ir_elem_is_float(a.t->elem) ? IR_F32 : IR_I32;
+    if (!dot_precision(L, args[3], a.t->elem, &prec, &x3)) return VERR;
+    IrElem def = a.t->elem == IR_F64 ? IR_F64 : ir_elem_is_float(a.t->elem) ? IR_F32 : IR_I32;
+    if (!dot_out_dtype(L, bi, args[4], a.t->elem, def, &ae) || !dot_imprecise(L, bi, args[5], a.t->elem)) return VERR;
     int32_t shape[2] = {a.t->shape[0], b.t->shape[1]};
     const IrType *at = ir_type_tile(L->ctx, lw_scalar(L, ae), 2, shape);
     L->b.loc = call->loc;
@@ -302,9 +380,12 @@ static Val bi_dot(Lower *L, const Builtin *bi, const AstExpr *call, const AstExp
         return VERR;
     }
     if (!acc.t) return VERR;
-    IrValue ops[3] = {a.v, b.v, acc.v};
     L->b.loc = call->loc;
-    return build_attr(L, IR_OP_DOT, at, ops, 3, prec);
+    if (x3) return dot_tf32x3(L, a, b, acc);
+    if (ae == def) return dot_op(L, a, b, acc, prec);
+    /* out_dtype = f16: summed in f32 (acc converted exactly), rounded once to f16 */
+    Val d = dot_op(L, a, b, lw_convert(L, acc, def), prec);
+    return lw_convert(L, d, ae);
 }
 
 /* ---- reductions and scans ---------------------------------------------------------------- */
@@ -587,10 +668,6 @@ static Val bi_clamp(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     return lw_build_binary(L, IR_OP_MINIMUM, vs[0].t, m, vs[2]);
 }
 
-static Val int_const(Lower *L, const IrType *t, int64_t v) { return lw_val(L, ir_const_int(&L->b, t, v)); }
-
-static Val bin(Lower *L, IrOpcode code, Val a, Val b) { return lw_build_binary(L, code, a.t, a, b); }
-
 /* The high 64 bits of the unsigned 128-bit product of two u64 tiles, from 32-bit
  * halves (Hacker's Delight 8-2). */
 static Val mulhi_u64(Lower *L, Val a, Val b)
@@ -659,7 +736,7 @@ static const Builtin builtins[] = {
     ATOMIC("atomic_xor", XOR),
     {"atomic_cas", 3, 4, {"ptr", "cmp", "value", "sem"}, bi_atomic, IR_OP_ATOMIC_CAS},
     {"barrier", 0, 0, {0}, bi_barrier, IR_OP_BARRIER},
-    {"dot", 2, 4, {"a", "b", "acc", "precision"}, bi_dot, IR_OP_DOT},
+    {"dot", 2, 6, {"a", "b", "acc", "precision", "out_dtype", "max_num_imprecise_acc"}, bi_dot, IR_OP_DOT},
     REDUCE("sum", SUM), REDUCE("max", MAX), REDUCE("min", MIN),
     REDUCE("argmax", ARGMAX), REDUCE("argmin", ARGMIN),
     REDUCE("cumsum", CUMSUM), REDUCE("cumprod", CUMPROD),

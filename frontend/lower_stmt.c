@@ -244,28 +244,30 @@ static void lower_if(Lower *L, const AstStmt *s)
 }
 
 /* if c { a } else { b } as an expression: an if with one result, each branch lowered in
- * its region; the two scalars are joined as a binary operator's operands (a literal
- * takes the other's type; two literals their default type). */
+ * its region. The two values are joined as where's are: a literal takes the other's
+ * type (two literals their default type), a scalar is splat to the other's shape, and
+ * two tiles must have one shape. */
 static Val branch_value(Lower *L, IrBlock *blk, const AstExpr *e)
 {
     ir_builder_at_end(&L->b, blk);
-    Val v = lower_expr(L, e);
-    if (v.t && v.t->rank) {
-        lw_error(L, e->loc, "an if expression gives a scalar, got %s; for tiles use where(c, a, b)", lw_tstr(L, v.t));
-        return VERR;
-    }
-    return v;
+    return lower_expr(L, e);
 }
 
 static const IrType *branch_type(Lower *L, Val *v, Loc loc)
 {
     IrElem e;
-    if (v[0].t->elem == IR_PTR || v[1].t->elem == IR_PTR) {
-        if (v[0].t == v[1].t) return v[0].t;
-        lw_error(L, loc, "the branches of an if expression give %s and %s", lw_tstr(L, v[0].t), lw_tstr(L, v[1].t));
+    const IrType *a = v[0].t, *b = v[1].t, *tile = a->rank ? a : b;
+    if (a->rank && b->rank && (a->rank != b->rank || memcmp(a->shape, b->shape, a->rank * sizeof *a->shape))) {
+        lw_error(L, loc, "the branches of an if expression have shapes %s and %s", lw_shape_str(L, a->rank, a->shape),
+                 lw_shape_str(L, b->rank, b->shape));
         return NULL;
     }
-    return lw_join_elems(L, v, 2, loc, &e) ? lw_scalar(L, e) : NULL;
+    if (a->elem == IR_PTR || b->elem == IR_PTR) {
+        if (a->elem == b->elem && a->pointee == b->pointee) return ir_type_like(L->ctx, tile, ir_type_elem(L->ctx, a));
+        lw_error(L, loc, "the branches of an if expression give %s and %s", lw_tstr(L, a), lw_tstr(L, b));
+        return NULL;
+    }
+    return lw_join_elems(L, v, 2, loc, &e) ? lw_like(L, tile, e) : NULL;
 }
 
 Val lower_if_expr(Lower *L, const AstExpr *e)
@@ -283,7 +285,7 @@ Val lower_if_expr(Lower *L, const AstExpr *e)
     for (int r = 0; r < 2; r++) {
         L->b = ends[r];
         L->b.loc = e->args[r + 1]->loc;
-        Val x = t ? lw_convert(L, v[r], t->elem) : VERR;
+        Val x = t ? lw_broadcast_to(L, lw_convert(L, v[r], t->elem), t->rank, t->shape) : VERR;
         IrValue y = x.t ? lw_ir(L, &x) : IR_NO_VALUE;
         ir_build(&L->b, IR_OP_YIELD, &y, t ? 1 : 0, NULL, 0, 0);
     }
