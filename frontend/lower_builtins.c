@@ -532,7 +532,7 @@ static Val bi_trans(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     Val t = tile_arg(L, bi, args[0]);
     if (!t.t) return VERR;
     if (t.t->rank < 2) {
-        lw_error(L, call->loc, "trans needs a tile of rank 2 or 3, got %s", lw_tstr(L, t.t));
+        lw_error(L, call->loc, "trans needs a tile of rank 2 to 5, got %s", lw_tstr(L, t.t));
         return VERR;
     }
     int32_t shape[IR_MAX_RANK];

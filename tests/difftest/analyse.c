@@ -408,6 +408,11 @@ bool dt_check_node(DtProgram *p, int i)
         n->err = a->err, n->exact = a->exact;
         return n->valid = true;
     case K_DOT: return an_dot(n, a, b, c);
+    case K_CLAMP:   /* min(max(x, lo), hi): monotone in each operand, 1-Lipschitz */
+        set_iv(n, fmin(fmax(a->lo, b->lo), c->lo), fmin(fmax(a->hi, b->hi), c->hi));
+        return finish(n, fmax(a->err, fmax(b->err, c->err)), a->exact && b->exact && c->exact);
+    case K_UMULHI: set_iv(n, elem_min(n->t.elem), elem_max(n->t.elem)); return finish(n, 0, true);
+    case K_BITCAST: set_iv(n, elem_min(n->t.elem), elem_max(n->t.elem)); return finish(n, 0, a->exact);
     case K_RAND:
         set_iv(n, f->op == IR_OP_RAND ? 0 : -6, f->op == IR_OP_RAND ? 1 : 6);
         return finish(n, f->op == IR_OP_RAND ? 0 : 1e-5, f->op == IR_OP_RAND);
