@@ -64,6 +64,7 @@ typedef struct Lower {
     int depth;                   /* fns being inlined */
     bool in_grid;                /* lowering a kernel's grid(...) */
     bool returned;               /* the current block ended with `return;` */
+    int64_t unrolled;            /* static_range iterations lowered so far (all loops) */
 } Lower;
 
 /* ---- lower.c: diagnostics, scopes, types ------------------------------------------ */

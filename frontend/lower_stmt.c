@@ -354,7 +354,7 @@ static bool range_bounds(Lower *L, const AstStmt *s, Val *v)
 
 /* for i in static_range(lo, hi[, step]): the body once per value, i a compile-time
  * integer (a literal that takes the type of the other operand, usable in shapes). */
-enum { MAX_UNROLL = 4096 };
+enum { MAX_UNROLL = 4096, MAX_UNROLL_TOTAL = 1 << 16 };
 
 static bool static_bounds(Lower *L, const AstStmt *s, int64_t *v)
 {
@@ -389,6 +389,13 @@ static void lower_static_for(Lower *L, const AstStmt *s)
         return;
     }
     for (int64_t k = 0; k < n && !L->returned && !diag_full(L->diags); k++) {
+        if (L->unrolled >= MAX_UNROLL_TOTAL) {   /* nested loops multiply; said once */
+            if (L->unrolled++ == MAX_UNROLL_TOTAL)
+                lw_error(L, s->loc, "static_range unrolls more than %d iterations in all; use range for some loops",
+                         MAX_UNROLL_TOTAL);
+            return;
+        }
+        L->unrolled++;
         int64_t i = (int64_t)((uint64_t)v[0] + (uint64_t)k * (uint64_t)v[2]);
         Val lit = {.t = lw_scalar(L, lw_int_fits(i, false, IR_I32) ? IR_I32 : IR_I64), .v = IR_NO_VALUE,
                    .lit = LIT_INT, .i = i, .loc = s->name_locs[0]};
