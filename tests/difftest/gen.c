@@ -472,8 +472,11 @@ static int gen_dot(DtGen *g, const DtForm *f, DtType t, int depth)
     static const IrElem f32_inputs[] = {IR_F16, IR_BF16, IR_F32, IR_F32, IR_F8E4M3, IR_F8E5M2};
     IrElem in = t.elem == IR_F64 ? IR_F64 : t.elem == IR_I32 ? (chance(g, 50) ? IR_I8 : IR_U8) : f32_inputs[rnd(g, 6)];
     int K = chance(g, 20) ? 1 << rnd(g, 4) : 16 << rnd(g, 3);
-    while (K > 16 && (int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) K /= 2;
-    if ((int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) return -1;
+    /* f32 and f64 dots may run on FMAs, unrolled per thread: half the work, or ptxas
+     * takes a minute (a [64, 64] x [64, 16] f64 dot on 2 warps took 13 s) */
+    int64_t budget = (in == IR_F32 || in == IR_F64 ? 1024 * 16 : 1024 * 32) * (int64_t)g->p->warps;
+    while (K > 16 && (int64_t)t.shape[0] * t.shape[1] * K > budget) K /= 2;
+    if ((int64_t)t.shape[0] * t.shape[1] * K > budget) return -1;
     int sa[2] = {t.shape[0], K}, sb[2] = {K, t.shape[1]};
     int a = dt_gen_expr(g, type_of(in, 2, sa), depth), b = dt_gen_expr(g, type_of(in, 2, sb), depth);
     int acc = chance(g, 50) ? dt_gen_expr(g, t, depth) : NONE;
