@@ -332,6 +332,9 @@ static bool an_dot(DtNode *n, const DtNode *a, const DtNode *b, const DtNode *c)
      * once the H200 agrees). Tensor cores may add with fewer bits than f32 (fp8 on
      * Hopper keeps about 14): f16, bf16, f8 and tf32 dots run on mma.sync. */
     if (n->i == 1) err += 2 * K * prod * ldexp(1.0, -10);
+    /* tf32x3: the dropped lo * lo term (< 2^-22 of each product) and the tf32 rounding of
+     * the lo halves, the same on both sides, with room as for tf32 */
+    if (n->i == 2) err += 4 * K * prod * ldexp(1.0, -20);
     IrElem in = a->t.elem;
     if (in == IR_F8E4M3 || in == IR_F8E5M2) err += K * prod * ldexp(1.0, -12);
     if (in == IR_F16 || in == IR_BF16) err += K * prod * ldexp(1.0, -20);

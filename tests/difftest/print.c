@@ -137,7 +137,8 @@ static void print_node(const DtProgram *p, int n, DtStr *o)
         break;
     case K_DOT:
         print_call(p, f->text, x, o);
-        dt_str_add(o, "%s)", x->i == 1 ? ", precision = tf32" : "");
+        dt_str_add(o, "%s%s%s)", x->i == 1 ? ", precision = tf32" : x->i == 2 ? ", precision = tf32x3" : "",
+                   x->t.elem == IR_F16 ? ", out_dtype = f16" : "", x->j ? ", max_num_imprecise_acc = 16" : "");
         break;
     case K_RAND:
         dt_str_add(o, "%s(%d, ", f->text, (int)x->i);
