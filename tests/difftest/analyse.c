@@ -414,6 +414,7 @@ bool dt_check_node(DtProgram *p, int i)
     case K_CLAMP:   /* min(max(x, lo), hi): monotone in each operand, 1-Lipschitz */
         set_iv(n, fmin(fmax(a->lo, b->lo), c->lo), fmin(fmax(a->hi, b->hi), c->hi));
         return finish(n, fmax(a->err, fmax(b->err, c->err)), a->exact && b->exact && c->exact);
+    case K_IFX: set_iv(n, fmin(b->lo, c->lo), fmax(b->hi, c->hi)); return finish(n, fmax(b->err, c->err), b->exact && c->exact);
     case K_UMULHI: set_iv(n, elem_min(n->t.elem), elem_max(n->t.elem)); return finish(n, 0, true);
     case K_BITCAST: set_iv(n, elem_min(n->t.elem), elem_max(n->t.elem)); return finish(n, 0, a->exact);
     case K_RAND:

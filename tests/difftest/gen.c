@@ -525,6 +525,14 @@ static int gen_bitcast(DtGen *g, const DtForm *f, DtType t, int depth)
     return mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), NONE, NONE);
 }
 
+/* (if c { a } else { b }): a scalar condition, branches of t's type. */
+static int gen_ifx(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    int c = dt_gen_mask(g, (DtType){IR_I1, 0, {0}}, depth);
+    int a = dt_gen_expr(g, t, depth);
+    return mk(g, f->kind, f->text, t, c, a, dt_gen_expr(g, t, depth));
+}
+
 static int gen_rand(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     DtType o = t;
@@ -791,6 +799,7 @@ const DtForm dt_forms[] = {
     {"clamp",      K_CLAMP,     DT_NUM,          2, IR_OP_MINIMUM,        gen_clamp},
     {"umulhi",     K_UMULHI,    DT_INTS,         1, IR_OP_MUL,            gen_umulhi},
     {"bitcast",    K_BITCAST,   DT_INTS,         1, IR_OP_BITCAST,        gen_bitcast},
+    {"if",         K_IFX,       ALL,             2, IR_OP_IF,             gen_ifx},
     {"rand",       K_RAND,      F32,             1, IR_OP_RAND,           gen_rand},
     {"randn",      K_RAND,      F32,             1, IR_OP_RANDN,          gen_rand},
     /* leaves */

@@ -145,6 +145,15 @@ static void print_node(const DtProgram *p, int n, DtStr *o)
         print_node(p, x->kid[0], o);
         dt_str_add(o, ")");
         break;
+    case K_IFX:
+        dt_str_add(o, "(if ");
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, " { ");
+        print_node(p, x->kid[1], o);
+        dt_str_add(o, " } else { ");
+        print_node(p, x->kid[2], o);
+        dt_str_add(o, " })");
+        break;
     case K_BITCAST:
         print_call(p, f->text, x, o);
         dt_str_add(o, ", %s)", ir_elem_name(x->t.elem));
