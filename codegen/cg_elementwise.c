@@ -380,6 +380,7 @@ static LLVMValueRef elem_op(Cg *c, const IrOp *op, IrElem e, LLVMValueRef *x)
 {
     switch (op->code) {
     case IR_OP_CONVERT: return cg_convert_scalar(c, x[0], e, ir_value_type(c->f, op->results[0])->elem);
+    case IR_OP_BITCAST: return LLVMBuildBitCast(c->b, x[0], cg_elem_type(c, ir_value_type(c->f, op->results[0])->elem), "");
     case IR_OP_CMP: return compare(c, (IrCmp)op->attr.i, e, x[0], x[1]);
     case IR_OP_SELECT: return LLVMBuildSelect(c->b, x[0], x[1], x[2], "");
     case IR_OP_ADDPTR: {

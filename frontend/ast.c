@@ -176,7 +176,7 @@ static void print_args(AstExpr *const *args, const char *const *names, uint32_t 
 
 static const char *const expr_heads[] = {
     [AST_CALL] = "call", [AST_INDEX] = "index", [AST_LIST] = "list",
-    [AST_MAP] = "map", [AST_TUPLE] = "tuple",
+    [AST_MAP] = "map", [AST_TUPLE] = "tuple", [AST_IF_EXPR] = "if",
 };
 
 static void print_expr(const AstExpr *e, FILE *out)
@@ -214,6 +214,7 @@ static void print_expr(const AstExpr *e, FILE *out)
     case AST_LIST:
     case AST_MAP:
     case AST_TUPLE:
+    case AST_IF_EXPR:
         fprintf(out, "(%s", expr_heads[e->kind]);
         if (e->kind == AST_CALL) fprintf(out, " %s", e->name);
         if (e->kind == AST_INDEX) {
@@ -289,7 +290,7 @@ static void print_stmt(const AstStmt *s, int depth, FILE *out)
         fputc(')', out);
         break;
     case AST_FOR:
-        fprintf(out, "(for %s (range", s->names[0]);
+        fprintf(out, "(for %s (%s", s->names[0], s->unrolled ? "static_range" : "range");
         print_args(s->args, NULL, s->nargs, out);
         fputc(')', out);
         print_body(s->body, depth + 1, out);

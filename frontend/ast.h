@@ -54,6 +54,7 @@ typedef enum {
     AST_LIST,            /* [args...]                                                */
     AST_MAP,             /* {arg_names[i]: args[i], ...} (attributes only)          */
     AST_TUPLE,           /* (a, b) in a return statement                             */
+    AST_IF_EXPR,         /* if args[0] { args[1] } else { args[2] } (scalars)         */
 } AstExprKind;
 
 typedef enum {
@@ -85,7 +86,8 @@ typedef enum {
     AST_LET,             /* let names[0] = value;  let (names...) = value;           */
     AST_VAR,             /* var names[0] = value;                                    */
     AST_ASSIGN,          /* names[0] op= value; op is 0 for '=', else '+','-','*','/'*/
-    AST_FOR,             /* for names[0] in range(args[0..nargs)) body               */
+    AST_FOR,             /* for names[0] in range(args[0..nargs)) body; static_range
+                            when unrolled                                            */
     AST_WHILE,           /* while cond body                                          */
     AST_IF,              /* if cond body else else_body (a BLOCK or an IF), may be NULL */
     AST_RETURN,          /* return value?;                                           */
@@ -100,6 +102,7 @@ struct AstStmt {
     Loc *name_locs;
     uint32_t nnames;
     bool destructure;    /* LET with parentheses */
+    bool unrolled;       /* FOR over static_range: unrolled at compile time */
     int op;
     AstExpr *value;      /* LET VAR ASSIGN RETURN EXPR */
     AstExpr *cond;       /* WHILE IF */

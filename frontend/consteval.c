@@ -107,7 +107,7 @@ bool ce_shape(Lower *L, const AstExpr *e, const char *what, int *rank, int32_t *
         return false;
     }
     if (e->nargs < 1 || e->nargs > IR_MAX_RANK) {
-        lw_error(L, e->loc, "a tile has 1 to 3 dimensions, but the shape of %s has %u", what,
+        lw_error(L, e->loc, "a tile has 1 to %d dimensions, but the shape of %s has %u", IR_MAX_RANK, what,
                  e->nargs);
         return false;
     }

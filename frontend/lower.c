@@ -499,14 +499,15 @@ static void bind_params(Lower *L, const AstItem *k, IrFunc *f)
 static void lower_grid(Lower *L, const AstItem *k, IrFunc *kf, const int64_t *vals, const bool *ok)
 {
     IrFunc *g = create_func(L, k, IR_FUNC_GRID, arena_printf(L->arena, "%s.grid", k->name));
-    IrValue outs[IR_MAX_RANK];
+    enum { MAX_GRID = 3 };       /* x, y, z */
+    IrValue outs[MAX_GRID];
     size_t mark = L->scope.len;
     ir_builder_at_end(&L->b, &g->body);
     bind_consts(L, k, vals, ok);
     bind_params(L, k, g);
     L->in_grid = true;
-    if (k->ngrid > IR_MAX_RANK) lw_error(L, k->grid[IR_MAX_RANK]->loc, "a grid has at most 3 dimensions");
-    for (uint32_t i = 0; i < k->ngrid && i < IR_MAX_RANK; i++) {
+    if (k->ngrid > MAX_GRID) lw_error(L, k->grid[MAX_GRID]->loc, "a grid has at most 3 dimensions");
+    for (uint32_t i = 0; i < k->ngrid && i < MAX_GRID; i++) {
         Val v = lower_expr(L, k->grid[i]);
         if (v.t && (v.t->rank || !ir_elem_is_int(v.t->elem) || v.t->elem == IR_I1)) {
             lw_error(L, k->grid[i]->loc, "a grid size must be an integer scalar, got %s", lw_tstr(L, v.t));
@@ -517,7 +518,7 @@ static void lower_grid(Lower *L, const AstItem *k, IrFunc *kf, const int64_t *va
     L->in_grid = false;
     lw_scope_pop(L, mark);
     L->b.loc = k->loc;
-    uint32_t n = k->ngrid < IR_MAX_RANK ? k->ngrid : IR_MAX_RANK;
+    uint32_t n = k->ngrid < MAX_GRID ? k->ngrid : MAX_GRID;
     for (uint32_t i = 0; i < n; i++)
         if (outs[i] == IR_NO_VALUE) return;
     ir_build(&L->b, IR_OP_RETURN, outs, n, NULL, 0, 0);

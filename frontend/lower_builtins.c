@@ -17,12 +17,12 @@ typedef Val (*BuiltinFn)(Lower *L, const Builtin *bi, const AstExpr *call, const
 struct Builtin {
     const char *name;
     uint8_t nreq, nmax;          /* nmax 255: variadic (print) */
-    const char *params[4];
+    const char *params[6];
     BuiltinFn fn;
     IrOpcode op;
 };
 
-enum { MAX_SLOTS = 4, VARIADIC = 255 };
+enum { MAX_SLOTS = 6, VARIADIC = 255 };
 
 /* The result of a call that gives no value (store, assert, print). */
 const Val VVOID = {.t = NULL, .v = IR_NO_VALUE - 1};
@@ -34,6 +34,10 @@ static Val build_attr(Lower *L, IrOpcode code, const IrType *t, IrValue *ops, ui
     op->attr.i = attr;
     return lw_val(L, op->results[0]);
 }
+
+static Val int_const(Lower *L, const IrType *t, int64_t v) { return lw_val(L, ir_const_int(&L->b, t, v)); }
+
+static Val bin(Lower *L, IrOpcode code, Val a, Val b) { return lw_build_binary(L, code, a.t, a, b); }
 
 static const char *val_str(Lower *L, const Val *v)
 {
@@ -152,8 +156,11 @@ static Val bi_zeros(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     int32_t shape[IR_MAX_RANK];
     IrElem el;
     bool full = bi->nreq == 3;
-    if (!ce_shape(L, args[0], bi->name, &rank, shape) || !elem_arg(L, bi, args[full ? 2 : 1], &el)) return VERR;
-    const IrType *t = ir_type_tile(L->ctx, lw_scalar(L, el), rank, shape);
+    bool scalar = args[0]->kind == AST_LIST && !args[0]->nargs;   /* [] : a 0-d tile is a scalar */
+    if (scalar) rank = 0;
+    else if (!ce_shape(L, args[0], bi->name, &rank, shape)) return VERR;
+    if (!elem_arg(L, bi, args[full ? 2 : 1], &el)) return VERR;
+    const IrType *t = rank ? ir_type_tile(L->ctx, lw_scalar(L, el), rank, shape) : lw_scalar(L, el);
     L->b.loc = call->loc;
     if (!full) return ir_elem_is_float(el) ? lw_val(L, ir_const_float(&L->b, t, 0)) : lw_val(L, ir_const_int(&L->b, t, 0));
     Val v = lower_expr(L, args[1]);
@@ -251,10 +258,6 @@ static bool dot_shapes(Lower *L, const AstExpr *call, const IrType *a, const IrT
         lw_error(L, call->loc, "dot needs [M, K] x [K, N], got %s x %s", sa, sb);
         return false;
     }
-    if (a->shape[0] < 16 || a->shape[1] < 16 || b->shape[1] < 16) {
-        lw_error(L, call->loc, "dot needs every dimension to be at least 16, got %s x %s", sa, sb);
-        return false;
-    }
     if (a->elem != b->elem) {
         lw_error(L, call->loc, "dot needs a and b of one element type, got %s and %s", ir_elem_name(a->elem),
                  ir_elem_name(b->elem));
@@ -267,29 +270,107 @@ static bool dot_shapes(Lower *L, const AstExpr *call, const IrType *a, const IrT
     return true;
 }
 
-static bool dot_precision(Lower *L, const AstExpr *e, IrElem in, int64_t *out)
+/* precision = tf32 | tf32x3 | ieee; tf32x3 is no IrPrecision: lowered as three tf32
+ * dots (*x3 set, *out tf32). */
+static bool dot_precision(Lower *L, const AstExpr *e, IrElem in, int64_t *out, bool *x3)
 {
     *out = IR_PREC_DEFAULT;
+    *x3 = false;
     if (!e) return true;
-    if (e->kind != AST_NAME || (strcmp(e->name, "tf32") && strcmp(e->name, "ieee"))) {
-        lw_error(L, e->loc, "the precision of dot must be tf32 or ieee");
+    bool known = e->kind == AST_NAME && (!strcmp(e->name, "tf32") || !strcmp(e->name, "ieee") ||
+                                         !strcmp(e->name, "tf32x3"));
+    if (!known) {
+        lw_error(L, e->loc, "the precision of dot must be tf32, tf32x3 or ieee");
         return false;
     }
     if (in != IR_F32) {
         lw_error(L, e->loc, "the precision of dot applies only to f32 inputs, got %s", ir_elem_name(in));
         return false;
     }
-    *out = strcmp(e->name, "tf32") ? IR_PREC_IEEE : IR_PREC_TF32;
+    *x3 = !strcmp(e->name, "tf32x3");
+    *out = strcmp(e->name, "ieee") ? IR_PREC_TF32 : IR_PREC_IEEE;
     return true;
+}
+
+/* out_dtype: the accumulator's type, the default one (f32; f64 for f64, i32 for
+ * integers) or f16 for f16 and f8 inputs (issue 13). */
+static bool dot_out_dtype(Lower *L, const Builtin *bi, const AstExpr *e, IrElem in, IrElem def, IrElem *out)
+{
+    *out = def;
+    if (!e) return true;
+    if (!elem_arg(L, bi, e, out)) return false;
+    bool f16_ok = in == IR_F16 || in == IR_F8E4M3 || in == IR_F8E5M2;
+    if (*out == def || (*out == IR_F16 && f16_ok)) return true;
+    lw_error(L, e->loc, "the out_dtype of dot with %s inputs must be %s%s, got %s", ir_elem_name(in), ir_elem_name(def),
+             f16_ok ? " or f16" : "", ir_elem_name(*out));
+    return false;
+}
+
+/* max_num_imprecise_acc: a constant >= 0, for f8 inputs only. tile's f8 dots add every
+ * product in full f32 (as max_num_imprecise_acc = K would), which meets any bound. */
+static bool dot_imprecise(Lower *L, const Builtin *bi, const AstExpr *e, IrElem in)
+{
+    int64_t n;
+    if (!e) return true;
+    if (!const_arg(L, bi, e, "max_num_imprecise_acc", &n)) return false;
+    if (in != IR_F8E4M3 && in != IR_F8E5M2) {
+        lw_error(L, e->loc, "max_num_imprecise_acc of dot applies only to f8 inputs, got %s", ir_elem_name(in));
+        return false;
+    }
+    if (n < 0) {
+        lw_error(L, e->loc, "max_num_imprecise_acc of dot must be 0 or more, got %lld", (long long)n);
+        return false;
+    }
+    return true;
+}
+
+static Val dot_op(Lower *L, Val a, Val b, Val acc, int64_t prec)
+{
+    IrValue ops[3] = {a.v, b.v, acc.v};
+    return build_attr(L, IR_OP_DOT, acc.t, ops, 3, prec);
+}
+
+/* The halves of an f32 for tf32x3: hi keeps the sign, exponent and 10 mantissa bits
+ * (exactly a tf32), lo = x - hi (exact). For inf and NaN the big term's operand is x
+ * itself and the small terms' operands 0, so that they add no NaN (inf - inf, inf * 0). */
+static void split_tf32(Lower *L, Val x, Val *big, Val *hi, Val *lo)
+{
+    const IrType *u = lw_like(L, x.t, IR_U32), *bt = lw_like(L, x.t, IR_I1);
+    IrValue ops[3];
+    Val bits = lw_val(L, ir_build1(&L->b, IR_OP_BITCAST, u, &x.v, 1));
+    bits = bin(L, IR_OP_AND, bits, int_const(L, u, 0xffffe000));
+    Val h = lw_val(L, ir_build1(&L->b, IR_OP_BITCAST, x.t, &bits.v, 1));
+    ops[0] = ir_build1(&L->b, IR_OP_ABS, x.t, &x.v, 1);
+    ops[1] = ir_const_float(&L->b, x.t, INFINITY);
+    IrValue fin = build_attr(L, IR_OP_CMP, bt, ops, 2, IR_CMP_LT).v;
+    IrValue zero = ir_const_float(&L->b, x.t, 0);
+    IrValue sel[3][3] = {{fin, h.v, x.v}, {fin, h.v, zero}, {fin, bin(L, IR_OP_SUB, x, h).v, zero}};
+    Val *out[3] = {big, hi, lo};
+    for (int i = 0; i < 3; i++) *out[i] = lw_val(L, ir_build1(&L->b, IR_OP_SELECT, x.t, sel[i], 3));
+}
+
+/* tf32x3: a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, three tf32 dots (the small terms
+ * first), near f32 accuracy on tensor cores. */
+static Val dot_tf32x3(Lower *L, Val a, Val b, Val acc)
+{
+    Val ab, ah, al, bb, bh, blo;
+    split_tf32(L, a, &ab, &ah, &al);
+    split_tf32(L, b, &bb, &bh, &blo);
+    acc = dot_op(L, al, bh, acc, IR_PREC_TF32);
+    acc = dot_op(L, ah, blo, acc, IR_PREC_TF32);
+    return dot_op(L, ab, bb, acc, IR_PREC_TF32);
 }
 
 static Val bi_dot(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
     Val a = tile_arg(L, bi, args[0]), b = tile_arg(L, bi, args[1]), acc;
     int64_t prec;
+    bool x3;
+    IrElem ae;
     if (!a.t || !b.t || !dot_shapes(L, call, a.t, b.t)) return VERR;
-    if (!dot_precision(L, args[3], a.t->elem, &prec)) return VERR;
-    IrElem ae = a.t->elem == IR_F64 ? IR_F64 : ir_elem_is_float(a.t->elem) ? IR_F32 : IR_I32;
+    if (!dot_precision(L, args[3], a.t->elem, &prec, &x3)) return VERR;
+    IrElem def = a.t->elem == IR_F64 ? IR_F64 : ir_elem_is_float(a.t->elem) ? IR_F32 : IR_I32;
+    if (!dot_out_dtype(L, bi, args[4], a.t->elem, def, &ae) || !dot_imprecise(L, bi, args[5], a.t->elem)) return VERR;
     int32_t shape[2] = {a.t->shape[0], b.t->shape[1]};
     const IrType *at = ir_type_tile(L->ctx, lw_scalar(L, ae), 2, shape);
     L->b.loc = call->loc;
@@ -299,9 +380,12 @@ static Val bi_dot(Lower *L, const Builtin *bi, const AstExpr *call, const AstExp
         return VERR;
     }
     if (!acc.t) return VERR;
-    IrValue ops[3] = {a.v, b.v, acc.v};
     L->b.loc = call->loc;
-    return build_attr(L, IR_OP_DOT, at, ops, 3, prec);
+    if (x3) return dot_tf32x3(L, a, b, acc);
+    if (ae == def) return dot_op(L, a, b, acc, prec);
+    /* out_dtype = f16: summed in f32 (acc converted exactly), rounded once to f16 */
+    Val d = dot_op(L, a, b, lw_convert(L, acc, def), prec);
+    return lw_convert(L, d, ae);
 }
 
 /* ---- reductions and scans ---------------------------------------------------------------- */
@@ -448,7 +532,7 @@ static Val bi_trans(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     Val t = tile_arg(L, bi, args[0]);
     if (!t.t) return VERR;
     if (t.t->rank < 2) {
-        lw_error(L, call->loc, "trans needs a tile of rank 2 or 3, got %s", lw_tstr(L, t.t));
+        lw_error(L, call->loc, "trans needs a tile of rank 2 to 5, got %s", lw_tstr(L, t.t));
         return VERR;
     }
     int32_t shape[IR_MAX_RANK];
@@ -547,6 +631,91 @@ static Val bi_print(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
     return VVOID;
 }
 
+/* ---- bit casts, clamp, umulhi (issue 13) ------------------------------------------------- */
+/* bitcast(x, T): the bits of x read as T, of the same width (i1 has none in registers). */
+static Val bi_bitcast(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val x = lower_expr(L, args[0]);
+    IrElem to;
+    if (!x.t || !elem_arg(L, bi, args[1], &to)) return VERR;
+    lw_ir(L, &x);
+    IrElem from = x.t->elem;
+    if (from == IR_PTR || from == IR_I1 || to == IR_I1) {
+        lw_error(L, from == IR_PTR || from == IR_I1 ? args[0]->loc : args[1]->loc,
+                 "bitcast reinterprets numbers other than i1, got %s to %s", lw_tstr(L, x.t), ir_elem_name(to));
+        return VERR;
+    }
+    if (ir_elem_bits(from) != ir_elem_bits(to)) {
+        lw_error(L, call->loc, "bitcast needs types of one width: %s has %d bits, %s has %d", ir_elem_name(from),
+                 ir_elem_bits(from), ir_elem_name(to), ir_elem_bits(to));
+        return VERR;
+    }
+    if (from == to) return x;
+    L->b.loc = call->loc;
+    return lw_val(L, ir_build1(&L->b, IR_OP_BITCAST, lw_like(L, x.t, to), &x.v, 1));
+}
+
+/* clamp(x, lo, hi) = minimum(maximum(x, lo), hi): promoted and broadcast together; a
+ * NaN anywhere gives NaN (as minimum and maximum), lo > hi gives hi. */
+static Val bi_clamp(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val vs[3];
+    for (int i = 0; i < 3; i++) vs[i] = lower_expr(L, args[i]);
+    if (!number_args(L, bi, vs, 3, args) || !lw_unify(L, vs, 3, call->loc, bi->name)) return VERR;
+    L->b.loc = call->loc;
+    for (int i = 0; i < 3; i++) lw_ir(L, &vs[i]);
+    Val m = lw_build_binary(L, IR_OP_MAXIMUM, vs[0].t, vs[0], vs[1]);
+    return lw_build_binary(L, IR_OP_MINIMUM, vs[0].t, m, vs[2]);
+}
+
+/* The high 64 bits of the unsigned 128-bit product of two u64 tiles, from 32-bit
+ * halves (Hacker's Delight 8-2). */
+static Val mulhi_u64(Lower *L, Val a, Val b)
+{
+    Val m = int_const(L, a.t, 0xffffffff), k = int_const(L, a.t, 32);
+    Val al = bin(L, IR_OP_AND, a, m), ah = bin(L, IR_OP_SHR, a, k);
+    Val bl = bin(L, IR_OP_AND, b, m), bh = bin(L, IR_OP_SHR, b, k);
+    Val t = bin(L, IR_OP_ADD, bin(L, IR_OP_MUL, ah, bl), bin(L, IR_OP_SHR, bin(L, IR_OP_MUL, al, bl), k));
+    Val w = bin(L, IR_OP_ADD, bin(L, IR_OP_AND, t, m), bin(L, IR_OP_MUL, al, bh));
+    Val hi = bin(L, IR_OP_ADD, bin(L, IR_OP_MUL, ah, bh), bin(L, IR_OP_SHR, t, k));
+    return bin(L, IR_OP_ADD, hi, bin(L, IR_OP_SHR, w, k));
+}
+
+/* umulhi(a, b): the high half of the full 2N-bit product of two N-bit integers (signed
+ * for signed types, as CUDA's __mulhi/__umulhi). Narrower types multiply in 64 bits;
+ * 64-bit ones by halves, a signed product corrected by (a < 0 ? b : 0) + (b < 0 ? a : 0). */
+static Val bi_umulhi(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val vs[2] = {lower_expr(L, args[0]), lower_expr(L, args[1])};
+    if (!number_args(L, bi, vs, 2, args) || !lw_unify(L, vs, 2, call->loc, bi->name)) return VERR;
+    IrElem e = vs[0].t->elem;
+    if (!ir_elem_is_int(e) || e == IR_I1) {
+        lw_error(L, call->loc, "umulhi needs integers, got %s", lw_tstr(L, vs[0].t));
+        return VERR;
+    }
+    L->b.loc = call->loc;
+    bool sg = ir_elem_is_signed(e);
+    int w = ir_elem_bits(e);
+    if (w < 64) {
+        IrElem wide = sg ? IR_I64 : IR_U64;
+        Val a = lw_convert(L, vs[0], wide), b = lw_convert(L, vs[1], wide);
+        Val p = bin(L, IR_OP_SHR, bin(L, IR_OP_MUL, a, b), int_const(L, a.t, w));
+        return lw_convert(L, p, e);
+    }
+    Val a = lw_convert(L, vs[0], IR_U64), b = lw_convert(L, vs[1], IR_U64);
+    lw_ir(L, &a), lw_ir(L, &b);
+    Val hi = mulhi_u64(L, a, b);
+    if (!sg) return hi;
+    Val z = int_const(L, vs[0].t, 0), zu = int_const(L, a.t, 0);
+    for (int i = 0; i < 2; i++) {
+        IrValue ops[2] = {lw_ir(L, &vs[i]), z.v};
+        IrValue neg = build_attr(L, IR_OP_CMP, lw_like(L, vs[i].t, IR_I1), ops, 2, IR_CMP_LT).v;
+        IrValue sel[3] = {neg, (i ? a : b).v, zu.v};
+        hi = bin(L, IR_OP_SUB, hi, lw_val(L, ir_build1(&L->b, IR_OP_SELECT, a.t, sel, 3)));
+    }
+    return lw_convert(L, hi, e);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 /* The element-wise functions come from ir/elementwise.def, shared with graphs. */
 #define EW_PARAMS_1 {"x"}
@@ -567,7 +736,7 @@ static const Builtin builtins[] = {
     ATOMIC("atomic_xor", XOR),
     {"atomic_cas", 3, 4, {"ptr", "cmp", "value", "sem"}, bi_atomic, IR_OP_ATOMIC_CAS},
     {"barrier", 0, 0, {0}, bi_barrier, IR_OP_BARRIER},
-    {"dot", 2, 4, {"a", "b", "acc", "precision"}, bi_dot, IR_OP_DOT},
+    {"dot", 2, 6, {"a", "b", "acc", "precision", "out_dtype", "max_num_imprecise_acc"}, bi_dot, IR_OP_DOT},
     REDUCE("sum", SUM), REDUCE("max", MAX), REDUCE("min", MIN),
     REDUCE("argmax", ARGMAX), REDUCE("argmin", ARGMIN),
     REDUCE("cumsum", CUMSUM), REDUCE("cumprod", CUMPROD),
@@ -587,6 +756,9 @@ static const Builtin builtins[] = {
     {"max_contiguous", 2, 2, {"x", "n"}, bi_hint, IR_OP_MAX_CONTIGUOUS},
     {"assert", 2, 2, {"cond", "msg"}, bi_assert, IR_OP_ASSERT},
     {"print", 1, VARIADIC, {"msg"}, bi_print, IR_OP_PRINT},
+    {"bitcast", 2, 2, {"x", "dtype"}, bi_bitcast, IR_OP_BITCAST},
+    {"clamp", 3, 3, {"x", "lo", "hi"}, bi_clamp, IR_OP_MINIMUM},
+    {"umulhi", 2, 2, {"a", "b"}, bi_umulhi, IR_OP_MUL},
 };
 
 static const Builtin *find_builtin(const char *name)

@@ -140,7 +140,7 @@ Val lw_broadcast_to(Lower *L, Val v, int rank, const int32_t *shape)
     if (v.lit) return lit_const(L, &v, target);
     if (!v.t->rank) return lw_val(L, ir_build1(&L->b, IR_OP_SPLAT, target, &v.v, 1));
     while (v.t->rank < rank) {
-        int32_t s[IR_MAX_RANK] = {1, 1, 1};
+        int32_t s[IR_MAX_RANK] = {1};
         memcpy(s + 1, v.t->shape, (size_t)v.t->rank * sizeof *s);
         IrOp *op = ir_build(&L->b, IR_OP_EXPAND_DIMS, &v.v, 1,
                             (const IrType *[]){ir_type_tile(L->ctx, ir_type_elem(L->ctx, v.t), v.t->rank + 1, s)},
@@ -453,14 +453,22 @@ static Val lower_index(Lower *L, const AstExpr *e)
         }
         slices += e->args[i]->kind == AST_SLICE;
     }
+    if ((v.lit || !v.t->rank) && slices == 0 && e->nargs <= IR_MAX_RANK) {   /* s[None]: a [1] tile */
+        int32_t ones[IR_MAX_RANK];
+        for (uint32_t i = 0; i < e->nargs; i++) ones[i] = 1;
+        L->b.loc = e->loc;
+        lw_ir(L, &v);
+        return lw_broadcast_to(L, v, (int)e->nargs, ones);
+    }
     if (v.lit || !v.t->rank) {
-        lw_error(L, e->loc, "cannot index a scalar; t[:, None] inserts an axis into a tile");
+        lw_error(L, e->loc, "cannot index a scalar with ':'; s[None] makes a tile of shape [1]");
         return VERR;
     }
     if (slices != v.t->rank || e->nargs > IR_MAX_RANK) {
-        lw_error(L, e->loc, e->nargs > IR_MAX_RANK ? "a tile has at most 3 dimensions, the index makes %u"
-                                                   : "indexing a tile of rank %u needs one ':' per axis",
-                 e->nargs > IR_MAX_RANK ? e->nargs : v.t->rank);
+        if (e->nargs > IR_MAX_RANK)
+            lw_error(L, e->loc, "a tile has at most %d dimensions, the index makes %u", IR_MAX_RANK, e->nargs);
+        else
+            lw_error(L, e->loc, "indexing a tile of rank %u needs one ':' per axis", v.t->rank);
         return VERR;
     }
     L->b.loc = e->loc;
@@ -559,6 +567,7 @@ Val lower_expr(Lower *L, const AstExpr *e)
     case AST_BINARY: return lower_chain(L, e);
     case AST_CAST: return lower_cast(L, e);
     case AST_INDEX: return lower_index(L, e);
+    case AST_IF_EXPR: return lower_if_expr(L, e);
     case AST_CALL: {
         Val v = lower_call(L, e);
         if (!v.t && v.v == VVOID.v) lw_error(L, e->loc, "%s(...) gives no value", e->name);

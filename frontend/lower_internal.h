@@ -64,6 +64,7 @@ typedef struct Lower {
     int depth;                   /* fns being inlined */
     bool in_grid;                /* lowering a kernel's grid(...) */
     bool returned;               /* the current block ended with `return;` */
+    int64_t unrolled;            /* static_range iterations lowered so far (all loops) */
 } Lower;
 
 /* ---- lower.c: diagnostics, scopes, types ------------------------------------------ */
@@ -89,7 +90,7 @@ const char *lw_tstr(Lower *L, const IrType *t);
 const char *lw_shape_str(Lower *L, int rank, const int32_t *shape);
 /* Whether v (the bits of a u64 when big) is a value of integer type e. */
 bool lw_int_fits(int64_t v, bool big, IrElem e);
-/* Checks a tile shape (rank 1..3, powers of two, size limit); errors at loc. */
+/* Checks a tile shape (rank 1..IR_MAX_RANK, powers of two, size limit); errors at loc. */
 bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape);
 
 /* ---- consteval.c: compile-time integers (and intops.h) --------------------------------- */
@@ -131,6 +132,8 @@ const char *lw_closest_builtin(const char *name);
 
 /* ---- lower_stmt.c ------------------------------------------------------------------------ */
 void lower_block(Lower *L, const AstStmt *blk);
+/* if c { a } else { b } as an expression (scalars). */
+Val lower_if_expr(Lower *L, const AstExpr *e);
 /* Inlines fn `fn` at call; writes up to max results; returns the count or -1. */
 int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, int max);
 

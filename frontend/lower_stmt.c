@@ -243,6 +243,61 @@ static void lower_if(Lower *L, const AstStmt *s)
     vec_free(&carried);
 }
 
+/* if c { a } else { b } as an expression: an if with one result, each branch lowered in
+ * its region. The two values are joined as where's are: a literal takes the other's
+ * type (two literals their default type), a scalar is splat to the other's shape, and
+ * two tiles must have one shape. */
+static Val branch_value(Lower *L, IrBlock *blk, const AstExpr *e)
+{
+    ir_builder_at_end(&L->b, blk);
+    return lower_expr(L, e);
+}
+
+static const IrType *branch_type(Lower *L, Val *v, Loc loc)
+{
+    IrElem e;
+    const IrType *a = v[0].t, *b = v[1].t, *tile = a->rank ? a : b;
+    if (a->rank && b->rank && (a->rank != b->rank || memcmp(a->shape, b->shape, a->rank * sizeof *a->shape))) {
+        lw_error(L, loc, "the branches of an if expression have shapes %s and %s", lw_shape_str(L, a->rank, a->shape),
+                 lw_shape_str(L, b->rank, b->shape));
+        return NULL;
+    }
+    if (a->elem == IR_PTR || b->elem == IR_PTR) {
+        if (a->elem == b->elem && a->pointee == b->pointee) return ir_type_like(L->ctx, tile, ir_type_elem(L->ctx, a));
+        lw_error(L, loc, "the branches of an if expression give %s and %s", lw_tstr(L, a), lw_tstr(L, b));
+        return NULL;
+    }
+    return lw_join_elems(L, v, 2, loc, &e) ? lw_like(L, tile, e) : NULL;
+}
+
+Val lower_if_expr(Lower *L, const AstExpr *e)
+{
+    IrValue c = condition(L, e->args[0], "an if expression");
+    IrBuilder saved = L->b;
+    L->b.loc = e->loc;
+    IrOp *op = ir_build(&L->b, IR_OP_IF, &c, 1, NULL, 0, 2);
+    Val v[2] = {branch_value(L, &op->regions[0], e->args[1]), VERR};
+    IrBuilder then_end = L->b;
+    v[1] = branch_value(L, &op->regions[1], e->args[2]);
+    IrBuilder else_end = L->b;
+    const IrType *t = v[0].t && v[1].t ? branch_type(L, v, e->loc) : NULL;
+    IrBuilder ends[2] = {then_end, else_end};
+    for (int r = 0; r < 2; r++) {
+        L->b = ends[r];
+        L->b.loc = e->args[r + 1]->loc;
+        Val x = t ? lw_broadcast_to(L, lw_convert(L, v[r], t->elem), t->rank, t->shape) : VERR;
+        IrValue y = x.t ? lw_ir(L, &x) : IR_NO_VALUE;
+        ir_build(&L->b, IR_OP_YIELD, &y, t ? 1 : 0, NULL, 0, 0);
+    }
+    L->b = saved;
+    if (!t) {
+        ir_op_remove(op);
+        return VERR;
+    }
+    attach_results(L, op, &t, 1);
+    return lw_val(L, op->results[0]);
+}
+
 static void lower_while(Lower *L, const AstStmt *s)
 {
     Idx carried = {0};
@@ -285,8 +340,8 @@ static bool range_bounds(Lower *L, const AstStmt *s, Val *v)
         }
     }
     int64_t step;
-    if (s->nargs == 3 && ce_eval(L, s->args[2], &step) && step <= 0) {
-        lw_error(L, s->args[2]->loc, "the step of range must be positive, got %lld", (long long)step);
+    if (s->nargs == 3 && ce_eval(L, s->args[2], &step) && step == 0) {
+        lw_error(L, s->args[2]->loc, "the step of range must not be 0");
         return false;
     }
     if (!lw_join_elems(L, v, 3, s->loc, &e)) return false;
@@ -297,9 +352,68 @@ static bool range_bounds(Lower *L, const AstStmt *s, Val *v)
     return true;
 }
 
+/* for i in static_range(lo, hi[, step]): the body once per value, i a compile-time
+ * integer (a literal that takes the type of the other operand, usable in shapes). */
+enum { MAX_UNROLL = 4096, MAX_UNROLL_TOTAL = 1 << 16 };
+
+static bool static_bounds(Lower *L, const AstStmt *s, int64_t *v)
+{
+    v[2] = 1;
+    if (s->nargs < 2 || s->nargs > 3) return false;   /* the parser said so */
+    for (uint32_t i = 0; i < s->nargs; i++)
+        if (!ce_eval(L, s->args[i], &v[i])) {
+            lw_error(L, s->args[i]->loc, "the bounds of static_range must be known at compile time; use range");
+            return false;
+        }
+    if (v[2] == 0) {
+        lw_error(L, s->args[2]->loc, "the step of static_range must not be 0");
+        return false;
+    }
+    return true;
+}
+
+static int64_t trip_count(const int64_t *v)
+{
+    if (v[2] > 0) return v[0] < v[1] ? (int64_t)(((uint64_t)v[1] - (uint64_t)v[0] - 1) / (uint64_t)v[2] + 1) : 0;
+    return v[0] > v[1] ? (int64_t)(((uint64_t)v[0] - (uint64_t)v[1] - 1) / (0 - (uint64_t)v[2]) + 1) : 0;
+}
+
+static void lower_static_for(Lower *L, const AstStmt *s)
+{
+    int64_t v[3];
+    if (!static_bounds(L, s, v)) return;
+    int64_t n = trip_count(v);
+    if (n > MAX_UNROLL) {
+        lw_error(L, s->loc, "static_range unrolls at most %d iterations, this one %lld; use range", MAX_UNROLL,
+                 (long long)n);
+        return;
+    }
+    for (int64_t k = 0; k < n && !L->returned && !diag_full(L->diags); k++) {
+        if (L->unrolled >= MAX_UNROLL_TOTAL) {   /* nested loops multiply; said once */
+            if (L->unrolled++ == MAX_UNROLL_TOTAL)
+                lw_error(L, s->loc, "static_range unrolls more than %d iterations in all; use range for some loops",
+                         MAX_UNROLL_TOTAL);
+            return;
+        }
+        L->unrolled++;
+        int64_t i = (int64_t)((uint64_t)v[0] + (uint64_t)k * (uint64_t)v[2]);
+        Val lit = {.t = lw_scalar(L, lw_int_fits(i, false, IR_I32) ? IR_I32 : IR_I64), .v = IR_NO_VALUE,
+                   .lit = LIT_INT, .i = i, .loc = s->name_locs[0]};
+        size_t mark = lw_bind(L, s->names[0], s->loc, BIND_LOOP, lit);
+        L->scope.data[mark].has_cval = true;
+        L->scope.data[mark].cval = i;
+        lower_block(L, s->body);
+        lw_scope_pop(L, mark);
+    }
+}
+
 static void lower_for(Lower *L, const AstStmt *s)
 {
     Val b[3];
+    if (s->unrolled) {
+        lower_static_for(L, s);
+        return;
+    }
     Idx carried = {0};
     if (!range_bounds(L, s, b)) {
         /* still check the body, with an error-valued loop variable */

@@ -324,13 +324,9 @@ AstStmt *fe_assign(ParseCtx *c, const char *name, Loc name_loc, int op, AstExpr 
     return s;
 }
 
-/* for VAR in range(ARGS) BODY; range takes 2 or 3 arguments. */
-AstStmt *fe_for(ParseCtx *c, const char *var, Loc var_loc, FeList *range, Loc range_loc,
-                AstStmt *body, Loc loc)
+static AstStmt *for_stmt(ParseCtx *c, const char *var, Loc var_loc, FeList *range, AstStmt *body, Loc loc)
 {
     uint32_t n = list_len(range);
-    if (n < 2 || n > 3)
-        fe_err(c, range_loc, "range takes 2 or 3 arguments (lo, hi[, step]), not %u", n);
     AstStmt *s = new_stmt(c, AST_FOR, loc, stmt_depth(body));
     if (!s) return NULL;
     s->names = arena_alloc(c->arena, sizeof *s->names);
@@ -343,6 +339,37 @@ AstStmt *fe_for(ParseCtx *c, const char *var, Loc var_loc, FeList *range, Loc ra
     if (n) memcpy(s->args, range->items, n * sizeof *s->args);
     s->body = body;
     return s;
+}
+
+/* for VAR in range(ARGS) BODY; range takes 2 or 3 arguments. */
+AstStmt *fe_for(ParseCtx *c, const char *var, Loc var_loc, FeList *range, Loc range_loc,
+                AstStmt *body, Loc loc)
+{
+    uint32_t n = list_len(range);
+    if (n < 2 || n > 3)
+        fe_err(c, range_loc, "range takes 2 or 3 arguments (lo, hi[, step]), not %u", n);
+    return for_stmt(c, var, var_loc, range, body, loc);
+}
+
+/* for VAR in static_range(ARGS) BODY: `fname` must be static_range, with 2 or 3
+ * arguments; the loop is unrolled by lowering. */
+AstStmt *fe_static_for(ParseCtx *c, const char *fname, Loc fname_loc, const char *var, Loc var_loc,
+                       FeList *range, AstStmt *body, Loc loc)
+{
+    uint32_t n = list_len(range);
+    if (strcmp(fname, "static_range"))
+        fe_err(c, fname_loc, "a for loop runs over range(...) or static_range(...), not '%s'", fname);
+    else if (n < 2 || n > 3)
+        fe_err(c, fname_loc, "static_range takes 2 or 3 arguments (lo, hi[, step]), not %u", n);
+    AstStmt *s = for_stmt(c, var, var_loc, range, body, loc);
+    if (s) s->unrolled = true;
+    return s;
+}
+
+AstExpr *fe_if_expr(ParseCtx *c, AstExpr *cond, AstExpr *a, AstExpr *b, Loc loc)
+{
+    FeList *l = fe_push(c, fe_push(c, fe_push(c, NULL, cond), a), b);
+    return fe_exprs(c, AST_IF_EXPR, NULL, l, loc);
 }
 
 AstStmt *fe_if(ParseCtx *c, AstExpr *cond, AstStmt *then, AstStmt *els, Loc loc)

@@ -84,6 +84,11 @@ AstStmt *fe_let(ParseCtx *c, AstStmtKind k, FeList *names, AstExpr *v, Loc loc);
 AstStmt *fe_assign(ParseCtx *c, const char *name, Loc name_loc, int op, AstExpr *v);
 AstStmt *fe_for(ParseCtx *c, const char *var, Loc var_loc, FeList *range, Loc range_loc,
                 AstStmt *body, Loc loc);
+/* for VAR in static_range(ARGS) BODY (unrolled); fname must be static_range. */
+AstStmt *fe_static_for(ParseCtx *c, const char *fname, Loc fname_loc, const char *var, Loc var_loc,
+                       FeList *range, AstStmt *body, Loc loc);
+/* if cond { a } else { b } as an expression. */
+AstExpr *fe_if_expr(ParseCtx *c, AstExpr *cond, AstExpr *a, AstExpr *b, Loc loc);
 AstStmt *fe_if(ParseCtx *c, AstExpr *cond, AstStmt *then, AstStmt *els, Loc loc);
 AstStmt *fe_while(ParseCtx *c, AstExpr *cond, AstStmt *body, Loc loc);
 AstStmt *fe_block(ParseCtx *c, FeList *stmts, Loc loc);

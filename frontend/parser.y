@@ -93,6 +93,7 @@ static FeList *one_name(ParseCtx *ctx, const char *name, Loc loc);
 %type <attr> attr
 %type <arg> attr_arg map_entry arg
 %type <expr> attr_value map dim dim_term dim_atom expr postfix primary index_elem
+%type <expr> value if_expr
 %type <param> param
 %type <type> type cast_type ret_opt
 %type <stmt> block stmt if_stmt
@@ -279,11 +280,11 @@ stmts
     ;
 
 stmt
-    : KW_LET IDENT '=' expr ';' { $$ = fe_let(ctx, AST_LET, one_name(ctx, $2, @2), $4, @1); }
+    : KW_LET IDENT '=' value ';' { $$ = fe_let(ctx, AST_LET, one_name(ctx, $2, @2), $4, @1); }
     | KW_LET '(' names opt_comma ')' '=' expr ';'
                                 { $$ = fe_let(ctx, AST_LET, $3, $7, @1); $$->destructure = true; }
-    | KW_VAR IDENT '=' expr ';' { $$ = fe_let(ctx, AST_VAR, one_name(ctx, $2, @2), $4, @1); }
-    | IDENT assign_op expr ';'  { $$ = fe_assign(ctx, $1, @1, $2, $3); }
+    | KW_VAR IDENT '=' value ';' { $$ = fe_let(ctx, AST_VAR, one_name(ctx, $2, @2), $4, @1); }
+    | IDENT assign_op value ';' { $$ = fe_assign(ctx, $1, @1, $2, $3); }
     | KW_FOR IDENT KW_IN KW_RANGE '(' exprs ')' block
                                 { TRY($$, fe_for(ctx, $2, @2, $6, @4, $8, @1)); }
     /* range() is lowering's error (it counts the arguments); a malformed argument
@@ -292,10 +293,13 @@ stmt
                                 { TRY($$, fe_for(ctx, $2, @2, NULL, @4, $7, @1)); }
     | KW_FOR IDENT KW_IN KW_RANGE '(' error ')' block
                                 { $$ = NULL; yyerrok; }
+    /* for NAME in static_range(lo, hi[, step]) block: unrolled at compile time */
+    | KW_FOR IDENT KW_IN IDENT '(' exprs ')' block
+                                { TRY($$, fe_static_for(ctx, $4, @4, $2, @2, $6, $8, @1)); }
     | KW_WHILE expr block       { TRY($$, fe_while(ctx, $2, $3, @1)); }
     | if_stmt
     | KW_RETURN ';'             { $$ = return_stmt(ctx, NULL, @1); }
-    | KW_RETURN expr ';'        { $$ = return_stmt(ctx, $2, @1); }
+    | KW_RETURN value ';'       { $$ = return_stmt(ctx, $2, @1); }
     | KW_RETURN '(' expr ',' exprs opt_comma ')' ';'
                                 { FeList *l = fe_push(ctx, NULL, $3);
                                   for (uint32_t i = 0; i < $5->len; i++) fe_push(ctx, l, $5->items[i]);
@@ -328,6 +332,19 @@ if_stmt
     ;
 
 /* ---- expressions ------------------------------------------------------------------ */
+/* value: expr | if_expr -- where a value is bound, assigned or returned; elsewhere an
+ * if expression stands in parentheses (a statement starting with `if` is an if_stmt).
+ * if_expr: 'if' expr '{' value '}' 'else' ('{' value '}' | if_expr) */
+value
+    : expr
+    | if_expr
+    ;
+if_expr
+    : KW_IF expr '{' value '}' KW_ELSE '{' value '}'
+                                { TRY($$, fe_if_expr(ctx, $2, $4, $8, @1)); }
+    | KW_IF expr '{' value '}' KW_ELSE if_expr
+                                { TRY($$, fe_if_expr(ctx, $2, $4, $7, @1)); }
+    ;
 
 expr
     : postfix
@@ -385,6 +402,7 @@ primary
     | IDENT                     { TRY($$, fe_name(ctx, $1, @1)); }
     | IDENT '(' args ')'        { TRY($$, fe_call(ctx, $1, $3, @1)); }
     | '(' expr ')'              { $$ = $2; }
+    | '(' if_expr ')'           { $$ = $2; }
     | '[' ']'                   { TRY($$, fe_exprs(ctx, AST_LIST, NULL, NULL, @1)); }
     | '[' exprs opt_comma ']'   { TRY($$, fe_exprs(ctx, AST_LIST, NULL, $2, @1)); }
     ;

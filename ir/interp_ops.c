@@ -130,6 +130,44 @@ Slot interp_convert(IrElem from, IrElem to, Slot v)
     return r;
 }
 
+/* The storage bits of a scalar (ir_elem_bits wide, zero-extended). */
+static uint64_t slot_bits(IrElem e, Slot v)
+{
+    switch (e) {
+    case IR_F16: return fp_f32_to_f16((float)v.f);
+    case IR_BF16: return fp_f32_to_bf16((float)v.f);
+    case IR_F8E4M3: return fp_f32_to_f8e4m3((float)v.f);
+    case IR_F8E5M2: return fp_f32_to_f8e5m2((float)v.f);
+    case IR_F32: return fp_f32_bits((float)v.f);
+    case IR_F64: {
+        uint64_t u;
+        memcpy(&u, &v.f, sizeof u);
+        return u;
+    }
+    default: {
+        int w = ir_elem_bits(e);
+        return w == 64 ? (uint64_t)v.i : (uint64_t)v.i & ((1ull << w) - 1);
+    }
+    }
+}
+
+static Slot bits_slot(IrElem e, uint64_t u)
+{
+    Slot r;
+    switch (e) {
+    case IR_F16: r.f = fp_f16_to_f32((uint16_t)u); break;
+    case IR_BF16: r.f = fp_bf16_to_f32((uint16_t)u); break;
+    case IR_F8E4M3: r.f = fp_f8e4m3_to_f32((uint8_t)u); break;
+    case IR_F8E5M2: r.f = fp_f8e5m2_to_f32((uint8_t)u); break;
+    case IR_F32: r.f = fp_bits_f32((uint32_t)u); break;
+    case IR_F64: memcpy(&r.f, &u, sizeof r.f); break;
+    default: r.i = interp_int_norm(e, (int64_t)u); break;
+    }
+    return r;
+}
+
+Slot interp_bitcast(IrElem from, IrElem to, Slot v) { return bits_slot(to, slot_bits(from, v)); }
+
 /* ---- element-wise ops ------------------------------------------------------------ */
 
 static bool div_by_zero(Interp *I, const IrOp *op)
@@ -340,6 +378,12 @@ static bool ew_convert(Interp *I, const IrOp *op, Tile *res)
         }
     }
     return true;
+}
+
+static void ew_bitcast(Interp *I, const IrOp *op, Tile *res)
+{
+    const Tile *a = interp_opnd(I, op, 0);
+    for (int64_t k = 0; k < res->n; k++) res->s[k] = interp_bitcast(a->type->elem, res->type->elem, a->s[bidx(a, k)]);
 }
 
 static void ew_addptr(Interp *I, const IrOp *op, Tile *res)
@@ -692,6 +736,7 @@ bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res)
     case IR_OP_BROADCAST: op_broadcast(I, op, res); return true;
     case IR_OP_TRANS: op_trans(I, op, res); return true;
     case IR_OP_CONVERT: return ew_convert(I, op, res);
+    case IR_OP_BITCAST: ew_bitcast(I, op, res); return true;
     case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_REM:
     case IR_OP_AND: case IR_OP_OR: case IR_OP_XOR: case IR_OP_SHL: case IR_OP_SHR:
     case IR_OP_MINIMUM: case IR_OP_MAXIMUM: case IR_OP_POW:

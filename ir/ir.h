@@ -60,7 +60,7 @@ bool ir_elem_is_float(IrElem e);
 bool ir_elem_from_name(const char *s, size_t n, IrElem *out);  /* "bool" too */
 
 /* ---- types ---------------------------------------------------------------------- */
-#define IR_MAX_RANK 3
+#define IR_MAX_RANK 5
 #define IR_MAX_TILE_ELEMS (1 << 20)     /* larger tiles are a user error */
 
 typedef struct IrLayout IrLayout;       /* defined by the GPU tiling pass */

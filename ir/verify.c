@@ -144,6 +144,17 @@ static bool check_convert(Verifier *v, const IrOp *op)
     return true;
 }
 
+static bool check_bitcast(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    if (!is_numeric(a) || !is_numeric(r) || a->elem == IR_I1 || r->elem == IR_I1)
+        return fail(v, op, "reinterprets numbers other than i1, got %s to %s", tstr(a).s, tstr(r).s);
+    if (ir_elem_bits(a->elem) != ir_elem_bits(r->elem))
+        return fail(v, op, "keeps the width, got %s to %s", tstr(a).s, tstr(r).s);
+    if (!same_shape(a, r)) return fail(v, op, "keeps the shape, got %s to %s", tstr(a).s, tstr(r).s);
+    return true;
+}
+
 static bool check_addptr(Verifier *v, const IrOp *op)
 {
     const IrType *p = opt(v, op, 0), *o = opt(v, op, 1), *r = rty(v, op);
@@ -627,6 +638,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_RESHAPE: return check_reshape(v, op);
     case IR_OP_TRANS: return check_trans(v, op);
     case IR_OP_CONVERT: return check_convert(v, op);
+    case IR_OP_BITCAST: return check_bitcast(v, op);
     case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_REM:
     case IR_OP_MINIMUM: case IR_OP_MAXIMUM: case IR_OP_NEG: case IR_OP_ABS:
         return elementwise(v, op, is_numeric_t, "numbers");

@@ -143,6 +143,7 @@ static bool eval(const IrFunc *f, const IrOp *op, Slot *out)
         *out = a;
         return true;
     case IR_OP_CONVERT: *out = interp_convert(e, re, a); return true;
+    case IR_OP_BITCAST: *out = interp_bitcast(e, re, a); return true;
     case IR_OP_CMP: out->i = interp_cmp_holds((IrCmp)op->attr.i, interp_cmp_slots(e, a, b)); return true;
     case IR_OP_SELECT: *out = a.i ? b : const_slot(f, op->operands[2]); return true;
     case IR_OP_NEG: case IR_OP_NOT: case IR_OP_ABS: case IR_OP_FLOOR: case IR_OP_CEIL: case IR_OP_SQRT:

@@ -332,6 +332,9 @@ static bool an_dot(DtNode *n, const DtNode *a, const DtNode *b, const DtNode *c)
      * once the H200 agrees). Tensor cores may add with fewer bits than f32 (fp8 on
      * Hopper keeps about 14): f16, bf16, f8 and tf32 dots run on mma.sync. */
     if (n->i == 1) err += 2 * K * prod * ldexp(1.0, -10);
+    /* tf32x3: the dropped lo * lo term (< 2^-22 of each product) and the tf32 rounding of
+     * the lo halves, the same on both sides, with room as for tf32 */
+    if (n->i == 2) err += 4 * K * prod * ldexp(1.0, -20);
     IrElem in = a->t.elem;
     if (in == IR_F8E4M3 || in == IR_F8E5M2) err += K * prod * ldexp(1.0, -12);
     if (in == IR_F16 || in == IR_BF16) err += K * prod * ldexp(1.0, -20);
@@ -408,6 +411,12 @@ bool dt_check_node(DtProgram *p, int i)
         n->err = a->err, n->exact = a->exact;
         return n->valid = true;
     case K_DOT: return an_dot(n, a, b, c);
+    case K_CLAMP:   /* min(max(x, lo), hi): monotone in each operand, 1-Lipschitz */
+        set_iv(n, fmin(fmax(a->lo, b->lo), c->lo), fmin(fmax(a->hi, b->hi), c->hi));
+        return finish(n, fmax(a->err, fmax(b->err, c->err)), a->exact && b->exact && c->exact);
+    case K_IFX: set_iv(n, fmin(b->lo, c->lo), fmax(b->hi, c->hi)); return finish(n, fmax(b->err, c->err), b->exact && c->exact);
+    case K_UMULHI: set_iv(n, elem_min(n->t.elem), elem_max(n->t.elem)); return finish(n, 0, true);
+    case K_BITCAST: set_iv(n, elem_min(n->t.elem), elem_max(n->t.elem)); return finish(n, 0, a->exact);
     case K_RAND:
         set_iv(n, f->op == IR_OP_RAND ? 0 : -6, f->op == IR_OP_RAND ? 1 : 6);
         return finish(n, f->op == IR_OP_RAND ? 0 : 1e-5, f->op == IR_OP_RAND);

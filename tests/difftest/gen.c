@@ -462,22 +462,75 @@ static int gen_broadcast(DtGen *g, const DtForm *f, DtType t, int depth)
     return mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), NONE, NONE);
 }
 
-/* dot: [M,K] x [K,N], every size at least 16; f32 results from every float input
- * type (f32 with or without tf32), f64 from f64, i32 from i8 or u8. */
+/* dot: [M,K] x [K,N], usually every size at least 16, sometimes smaller (padded on the
+ * GPU: passes/dotpad.c); f32 results from every float input type (f32 with or without
+ * tf32, or tf32x3), f64 from f64, i32 from i8 or u8, f16 (out_dtype = f16) from f16 and
+ * the f8s (which may say max_num_imprecise_acc). */
 static int gen_dot(DtGen *g, const DtForm *f, DtType t, int depth)
 {
-    if (t.rank != 2 || t.shape[0] < 16 || t.shape[1] < 16 || t.shape[0] > 64 || t.shape[1] > 64) return -1;
+    if (t.rank != 2 || t.shape[0] > 64 || t.shape[1] > 64) return -1;
+    if ((t.shape[0] < 16 || t.shape[1] < 16) && !chance(g, 40)) return -1;
     static const IrElem f32_inputs[] = {IR_F16, IR_BF16, IR_F32, IR_F32, IR_F8E4M3, IR_F8E5M2};
-    IrElem in = t.elem == IR_F64 ? IR_F64 : t.elem == IR_I32 ? (chance(g, 50) ? IR_I8 : IR_U8) : f32_inputs[rnd(g, 6)];
-    int K = 16 << rnd(g, 3);
-    while (K > 16 && (int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) K /= 2;
-    if ((int64_t)t.shape[0] * t.shape[1] * K > 1024 * 32 * g->p->warps) return -1;
+    static const IrElem f16_inputs[] = {IR_F16, IR_F16, IR_F8E4M3, IR_F8E5M2};
+    IrElem in = t.elem == IR_F64 ? IR_F64 : t.elem == IR_I32 ? (chance(g, 50) ? IR_I8 : IR_U8)
+              : t.elem == IR_F16 ? f16_inputs[rnd(g, 4)] : f32_inputs[rnd(g, 6)];
+    int K = chance(g, 20) ? 1 << rnd(g, 4) : 16 << rnd(g, 3);
+    /* f32 and f64 dots may run on FMAs, unrolled per thread: half the work, or ptxas
+     * takes a minute (a [64, 64] x [64, 16] f64 dot on 2 warps took 13 s) */
+    int64_t budget = (in == IR_F32 || in == IR_F64 ? 1024 * 16 : 1024 * 32) * (int64_t)g->p->warps;
+    while (K > 16 && (int64_t)t.shape[0] * t.shape[1] * K > budget) K /= 2;
+    if ((int64_t)t.shape[0] * t.shape[1] * K > budget) return -1;
     int sa[2] = {t.shape[0], K}, sb[2] = {K, t.shape[1]};
     int a = dt_gen_expr(g, type_of(in, 2, sa), depth), b = dt_gen_expr(g, type_of(in, 2, sb), depth);
     int acc = chance(g, 50) ? dt_gen_expr(g, t, depth) : NONE;
     int n = mk(g, f->kind, f->text, t, a, b, acc);
-    if (n >= 0 && in == IR_F32 && chance(g, 50)) g->p->nodes[n].i = 1;   /* precision = tf32 */
+    if (n >= 0 && in == IR_F32 && chance(g, 50)) g->p->nodes[n].i = 1 + rnd(g, 2);   /* tf32, tf32x3 */
+    if (n >= 0 && (in == IR_F8E4M3 || in == IR_F8E5M2) && chance(g, 50)) g->p->nodes[n].j = 1;
     return n;
+}
+
+/* clamp(x, lo, hi): three operands broadcast to t (numbers, not i1). */
+static int gen_clamp(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    if (t.elem == IR_I1) return -1;
+    return gen_fma(g, f, t, depth);
+}
+
+/* umulhi(a, b): integers of t's type. */
+static int gen_umulhi(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    DtType a, b;
+    bcast_pair(g, t, &a, &b);
+    return mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), dt_gen_expr(g, b, depth), NONE);
+}
+
+/* bitcast(x, T) to an integer type: from the other integer of its width, or from the
+ * float of its width loaded from memory (random bits the GPU reads as the interpreter
+ * does; computed floats may differ in the sign of a zero or a NaN's payload). */
+static int gen_bitcast(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    static const IrElem other[IR_NUM_ELEMS] = {
+        [IR_I8] = IR_U8, [IR_U8] = IR_I8, [IR_I16] = IR_U16, [IR_U16] = IR_I16, [IR_I32] = IR_U32,
+        [IR_U32] = IR_I32, [IR_I64] = IR_U64, [IR_U64] = IR_I64};
+    static const IrElem floats[IR_NUM_ELEMS] = {
+        [IR_I8] = IR_F8E4M3, [IR_U8] = IR_F8E5M2, [IR_I16] = IR_F16, [IR_U16] = IR_BF16, [IR_I32] = IR_F32,
+        [IR_U32] = IR_F32, [IR_I64] = IR_F64, [IR_U64] = IR_F64};
+    DtType a = t;
+    if (!other[t.elem]) return -1;
+    if (chance(g, 50)) {
+        a.elem = floats[t.elem];
+        return mk(g, f->kind, f->text, t, dt_gen_leaf_kind(g, K_LOAD, a), NONE, NONE);
+    }
+    a.elem = other[t.elem];
+    return mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), NONE, NONE);
+}
+
+/* (if c { a } else { b }): a scalar condition, branches of t's type. */
+static int gen_ifx(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    int c = dt_gen_mask(g, (DtType){IR_I1, 0, {0}}, depth);
+    int a = dt_gen_expr(g, t, depth);
+    return mk(g, f->kind, f->text, t, c, a, dt_gen_expr(g, t, depth));
 }
 
 static int gen_rand(DtGen *g, const DtForm *f, DtType t, int depth)
@@ -742,7 +795,11 @@ const DtForm dt_forms[] = {
     {"trans",      K_TRANS,     ALL,             2, IR_OP_TRANS,          gen_trans},
     {"reshape",    K_RESHAPE,   ALL,             2, IR_OP_RESHAPE,        gen_reshape},
     {"broadcast",  K_BROADCAST, ALL,             2, IR_OP_BROADCAST,      gen_broadcast},
-    {"dot",        K_DOT,       F32 | DT_BIT(IR_F64) | I32, 4, IR_OP_DOT, gen_dot},
+    {"dot",        K_DOT,       F32 | DT_BIT(IR_F64) | I32 | DT_BIT(IR_F16), 4, IR_OP_DOT, gen_dot},
+    {"clamp",      K_CLAMP,     DT_NUM,          2, IR_OP_MINIMUM,        gen_clamp},
+    {"umulhi",     K_UMULHI,    DT_INTS,         1, IR_OP_MUL,            gen_umulhi},
+    {"bitcast",    K_BITCAST,   DT_INTS,         1, IR_OP_BITCAST,        gen_bitcast},
+    {"if",         K_IFX,       ALL,             2, IR_OP_IF,             gen_ifx},
     {"rand",       K_RAND,      F32,             1, IR_OP_RAND,           gen_rand},
     {"randn",      K_RAND,      F32,             1, IR_OP_RANDN,          gen_rand},
     /* leaves */
@@ -772,8 +829,9 @@ static int stmt_new(DtProgram *p, DtStmtKind kind)
 /* Some lets are a dot product: its shapes are rarely asked for otherwise. */
 static int gen_dot_let(DtGen *g)
 {
-    static const IrElem elems[] = {IR_F32, IR_F32, IR_F32, IR_F32, IR_I32, IR_F64};
-    DtType t = {elems[rnd(g, 6)], 2, {16 << rnd(g, 3), 16 << rnd(g, 3), 0}};
+    static const IrElem elems[] = {IR_F32, IR_F32, IR_F32, IR_F32, IR_I32, IR_F64, IR_F16};
+    DtType t = {elems[rnd(g, 7)], 2, {16 << rnd(g, 3), 16 << rnd(g, 3), 0}};
+    if (chance(g, 25)) t.shape[rnd(g, 2)] = 1 << rnd(g, 4);      /* below 16: padded */
     const DtForm *f = &dt_forms[dt_form_find(K_DOT, NULL)];
     int mark = g->p->nnodes;
     return keep_if_valid(g, f->gen(g, f, t, 2), mark);
@@ -799,6 +857,7 @@ static void gen_for(DtGen *g)
     DtStmt *st = &g->p->stmts[s];
     st->node = init;
     st->trips = 1 + rnd(g, 6);
+    st->style = chance(g, 50) ? DT_LOOP_RANGE : rnd(g, DT_NLOOP);
     st->op = rnd(g, DT_NCOMB);
     if (t.elem == IR_I1 && (st->op == DT_COMB_ADD || st->op == DT_COMB_MAX || st->op == DT_COMB_MIN)) st->op = DT_COMB_XOR;
     if (ir_elem_is_float(t.elem) && st->op == DT_COMB_XOR) st->op = DT_COMB_ADD;

@@ -52,6 +52,7 @@ typedef struct DtStmt {
     int op;                  /* FOR: DtCombine; ATOMIC: row of dt_atomics */
     int trips;               /* FOR */
     int perm;                /* STORE: axis order of the offsets (0: row-major) */
+    int style;               /* FOR: DtLoopStyle, how the trips are written */
     bool rm_form;            /* STORE: offsets written as pid * BM + arange rows */
     bool dead;               /* dropped by the reducer */
     /* filled by dt_analyze (LET/FOR): the statement's value */
@@ -59,6 +60,10 @@ typedef struct DtStmt {
     bool exact, valid;
 } DtStmt;
 
+/* FOR: range(0, trips), static_range(0, trips) (unrolled; the loop variable printed as
+ * `i as i32`, since an unrolled one is a literal), range(trips - 1, -1, -1) (the same
+ * values counting down). */
+typedef enum { DT_LOOP_RANGE, DT_LOOP_STATIC, DT_LOOP_DOWN, DT_NLOOP } DtLoopStyle;
 typedef enum { DT_COMB_ADD, DT_COMB_MAX, DT_COMB_MIN, DT_COMB_XOR, DT_COMB_SET, DT_NCOMB } DtCombine;
 typedef enum { DT_BUF_IN, DT_BUF_OUT, DT_BUF_ACC } DtBufRole;
 

@@ -16,6 +16,8 @@ enum {
     K_ARITH, K_DIV, K_REM, K_BITWISE, K_SHIFT, K_CMP, K_LOGIC, K_NEG, K_NOT, K_LNOT,
     K_ABS, K_MATH1, K_MINMAX, K_POW, K_FMA, K_WHERE, K_CAST, K_REDUCE, K_SCAN,
     K_EXPAND, K_TRANS, K_RESHAPE, K_BROADCAST, K_DOT, K_RAND,
+    K_CLAMP, K_UMULHI, K_BITCAST,   /* issue 13: clamp(x, lo, hi), umulhi(a, b), bitcast(x, T) */
+    K_IFX,                          /* (if c { a } else { b }), c a scalar i1 */
     K_FIRST_LEAF,
     K_LOAD = K_FIRST_LEAF, /* kid 0 offsets, kid 1 mask; i buffer, j other given, f other */
     K_AXIS,                /* i axis; j: program_id(0) * s + arange(0, s) */

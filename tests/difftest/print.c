@@ -74,7 +74,9 @@ static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
     case K_PID: dt_str_add(o, "program_id(%d)", (int)x->i); break;
     case K_PLIN: print_plin(p, o); break;
     case K_PARAM: dt_str_add(o, "%s", params[x->i]); break;
-    case K_LOOPVAR: dt_str_add(o, "i%d", (int)x->i); break;
+    case K_LOOPVAR:
+        dt_str_add(o, p->stmts[x->i].style == DT_LOOP_STATIC ? "(i%d as i32)" : "i%d", (int)x->i);
+        break;
     case K_REF: dt_str_add(o, "v%d", (int)x->i); break;
     case K_LIT: print_literal(x->t.elem, x->f, o); break;
     case K_CONST:
@@ -135,14 +137,29 @@ static void print_node(const DtProgram *p, int n, DtStr *o)
         break;
     case K_DOT:
         print_call(p, f->text, x, o);
-        dt_str_add(o, "%s)", x->i == 1 ? ", precision = tf32" : "");
+        dt_str_add(o, "%s%s%s)", x->i == 1 ? ", precision = tf32" : x->i == 2 ? ", precision = tf32x3" : "",
+                   x->t.elem == IR_F16 ? ", out_dtype = f16" : "", x->j ? ", max_num_imprecise_acc = 16" : "");
         break;
     case K_RAND:
         dt_str_add(o, "%s(%d, ", f->text, (int)x->i);
         print_node(p, x->kid[0], o);
         dt_str_add(o, ")");
         break;
+    case K_IFX:
+        dt_str_add(o, "(if ");
+        print_node(p, x->kid[0], o);
+        dt_str_add(o, " { ");
+        print_node(p, x->kid[1], o);
+        dt_str_add(o, " } else { ");
+        print_node(p, x->kid[2], o);
+        dt_str_add(o, " })");
+        break;
+    case K_BITCAST:
+        print_call(p, f->text, x, o);
+        dt_str_add(o, ", %s)", ir_elem_name(x->t.elem));
+        break;
     case K_ABS: case K_MATH1: case K_MINMAX: case K_POW: case K_FMA: case K_WHERE: case K_TRANS:
+    case K_CLAMP: case K_UMULHI:
         print_call(p, f->text, x, o);
         dt_str_add(o, ")");
         break;
@@ -192,7 +209,9 @@ static void print_stmt(const DtProgram *p, int i, DtStr *o)
         static const char *const pre[DT_NCOMB] = {"v%d + ", "maximum(v%d, ", "minimum(v%d, ", "v%d ^ ", ""};
         dt_str_add(o, "    var v%d = ", i);
         print_node(p, s->node, o);
-        dt_str_add(o, ";\n    for i%d in range(0, %d) {\n        v%d = ", i, s->trips, i);
+        if (s->style == DT_LOOP_DOWN) dt_str_add(o, ";\n    for i%d in range(%d, -1, -1) {\n        v%d = ", i, s->trips - 1, i);
+        else dt_str_add(o, ";\n    for i%d in %s(0, %d) {\n        v%d = ", i, s->style == DT_LOOP_STATIC ? "static_range" : "range",
+                        s->trips, i);
         dt_str_add(o, pre[s->op], i);
         print_node(p, s->body, o);
         dt_str_add(o, "%s;\n    }\n", s->op == DT_COMB_MAX || s->op == DT_COMB_MIN ? ")" : "");

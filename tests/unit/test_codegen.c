@@ -188,8 +188,10 @@ static void check_owned_once(IrCtx *c, int warps, int rank, const int32_t *shape
 static void test_layouts_own_each_element_once(void **state)
 {
     IrCtx *c = ir_ctx_create();
-    static const int32_t shapes[][3] = {{1024}, {16}, {1}, {64, 64}, {2, 8}, {128, 1}, {4, 8, 16}, {32, 32}};
-    static const int ranks[] = {1, 1, 1, 2, 2, 2, 3, 2};
+    /* ranks 4 and 5: attention's batch, head, query, key, dim (issue 13) */
+    static const int32_t shapes[][5] = {{1024}, {16}, {1}, {64, 64}, {2, 8}, {128, 1}, {4, 8, 16}, {32, 32},
+                                        {2, 4, 8, 16}, {2, 2, 4, 8, 16}, {1, 2, 1, 4, 2}, {8, 1, 1, 1, 64}};
+    static const int ranks[] = {1, 1, 1, 2, 2, 2, 3, 2, 4, 5, 5, 5};
     for (size_t i = 0; i < sizeof ranks / sizeof *ranks; i++) {
         check_owned_once(c, 4, ranks[i], shapes[i]);
         check_owned_once(c, 8, ranks[i], shapes[i]);

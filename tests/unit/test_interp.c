@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ir/interp.h"
+#include "ir/scalar.h"
 
 /* ---- a small kernel-building kit ------------------------------------------------- */
 
@@ -1000,6 +1001,48 @@ static void test_shapes(void **state)
     for (int i = 0; i < 16; i++) assert_int_equal(out[8 + i], i % 4);
 }
 
+/* bitcast (issue 13): every bit pattern of the 8- and 16-bit floats comes back from an
+ * integer and back again (NaNs as NaNs), f32 and f64 as memcpy would, and the kernel op
+ * reads a tile's bits. */
+static void check_bits_roundtrip(IrElem fl, IrElem in, int bits)
+{
+    for (uint32_t u = 0; u < 1u << bits; u++) {
+        Slot x = interp_bitcast(in, fl, (Slot){.i = (int64_t)u});
+        Slot back = interp_bitcast(fl, in, x);
+        if (isnan(x.f)) continue;
+        assert_int_equal((uint64_t)back.i, u);
+    }
+}
+
+static void test_bitcast(void **state)
+{
+    check_bits_roundtrip(IR_F16, IR_U16, 16);
+    check_bits_roundtrip(IR_BF16, IR_U16, 16);
+    check_bits_roundtrip(IR_F8E4M3, IR_U8, 8);
+    check_bits_roundtrip(IR_F8E5M2, IR_U8, 8);
+    assert_true(isnan(interp_bitcast(IR_U16, IR_F16, (Slot){.i = 0x7e01}).f));
+    assert_int_equal(interp_bitcast(IR_F16, IR_I16, (Slot){.f = -2.0}).i, (int16_t)0xc000);   /* sign-extended */
+    assert_int_equal(interp_bitcast(IR_F64, IR_I64, (Slot){.f = 1.0}).i, INT64_C(0x3ff0000000000000));
+    assert_true(interp_bitcast(IR_U32, IR_F32, (Slot){.i = 0xff800000}).f == -INFINITY);
+    assert_int_equal(interp_bitcast(IR_U32, IR_I32, (Slot){.i = 0xffffffff}).i, -1);
+    K *k = *state;
+    const char *nm[] = {"x", "o"};
+    const IrType *tp[] = {pt(k, IR_F32), pt(k, IR_I32)};
+    k_begin(k, "bc", 2, nm, tp);
+    IrValue xv = load_all(k, P(k, 0), 8);
+    store_all(k, P(k, 1), op1(k, IR_OP_BITCAST, t1(k, sc(k, IR_I32), 8), xv));
+    ret(k);
+    float x[8] = {0.0f, -0.0f, 1.0f, -2.5f, INFINITY, 1e-45f, 3.4e38f, NAN};
+    int32_t o[8];
+    InterpArg a[] = {buf(IR_F32, x, 8), buf(IR_I32, o, 8)};
+    assert_true(run(k, a, 1));
+    for (int i = 0; i < 8; i++) {
+        int32_t want;
+        memcpy(&want, &x[i], sizeof want);
+        assert_int_equal(o[i], want);
+    }
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -1014,7 +1057,7 @@ int main(void)
         T(test_for_loop),          T(test_while_loop),         T(test_loop_limit),
         T(test_if_and_early_return), T(test_unwind_from_loop), T(test_rand_randn),       T(test_grid_function),
         T(test_print),             T(test_hint_violation),     T(test_argument_checks),
-        T(test_shapes),
+        T(test_shapes),            T(test_bitcast),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

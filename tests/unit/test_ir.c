@@ -182,7 +182,7 @@ static void test_parse_errors(void **state)
         {"kernel @k(%x: f32) {\n  %a = add %x : f32\n}", "'add' takes 2 operand(s), got 1", 2, 3},
         {"kernel @k(%x: f32) {\n  %x = neg %x : f32\n}", "redefinition of value '%x'", 2, 3},
         {"kernel @k(%x: f32[0]) {\n}", "tile dimension 0 is out of range", 1, 19},
-        {"kernel @k(%x: f32[2, 2, 2, 2]) {\n}", "tile types have at most 3 dimensions", 1, 28},
+        {"kernel @k(%x: f32[2, 2, 2, 2, 2, 2]) {\n}", "tile types have at most 5 dimensions", 1, 34},
         {"kernel @k() {\n  %a = const 99999999999999999999 : i64\n}", "invalid integer constant '99999999999999999999' for an integer type", 2, 14},
         {"kernel @k(%x: i1) {\n  assert %x \"a\\q\"\n}", "unknown escape '\\q' in string", 2, 13},
         {"kernel @k", "expected '(', got end of file", 1, 10},
