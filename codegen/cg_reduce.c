@@ -66,6 +66,9 @@ static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
 {
     Pair out = {0};
     switch (r->code) {
+    case IR_OP_XOR_SUM:
+        out.v = LLVMBuildXor(c->b, a.v, b.v, "");
+        return out;
     case IR_OP_SUM:
         out.v = ir_elem_is_float(r->e) ? LLVMBuildFAdd(c->b, a.v, b.v, "") : cg_add(c->b, a.v, b.v);
         return out;
@@ -327,7 +330,7 @@ uint32_t cg_scan_smem_bytes(const IrType *t, int a)
 }
 
 typedef struct Scan {
-    bool prod, fl;
+    bool prod, fl, rev;          /* rev: from the last element down (the axis is in the thread) */
     IrElem e, ae;                /* element, accumulator (f32 for 8/16-bit floats) */
     LLVMValueRef id;             /* the identity: +0 (so -0 sums read +0, as the interpreter's) or 1 */
     uint32_t ea, inner;          /* elements per thread along the axis; local stride of the axis */
@@ -351,8 +354,8 @@ static void scan_sequential(Cg *c, const Scan *s, CgVal x, CgVal out)
 {
     for (uint32_t row = 0; row < out.n / s->ea; row++) {
         LLVMValueRef acc = s->id;
-        for (uint32_t li = 0; li < s->ea; li++) {
-            uint32_t k = scan_elem(s, row, li);
+        for (uint32_t j = 0; j < s->ea; j++) {
+            uint32_t k = scan_elem(s, row, s->rev ? s->ea - 1 - j : j);
             acc = scan_op(c, s, acc, cg_convert_scalar(c, cg_at(x, k), s->e, s->ae));
             out.v[k] = cg_convert_scalar(c, acc, s->ae, s->e);
         }
@@ -469,11 +472,14 @@ static void scan_parallel(Cg *c, const Scan *s, const CgLayout *l, int a, const 
 bool cg_scan(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
-    int a = (int)op->attr.i;
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
     CgLayout l = cg_layout_of(t);
     if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "scans of tensor-core layouts are not lowered yet");
     ScanAxis ax = scan_axis(&l, a);
-    Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .e = t->elem,
+    bool rev = op->attr.i & IR_SCAN_REVERSE;
+    if (rev && (ax.nl > 1 || ax.nw > 1))
+        return cg_error(c, op, "internal: a reversed scan needs its axis in one thread (passes/layout.c)");
+    Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .rev = rev, .e = t->elem,
               .ae = acc_elem(t->elem), .ea = (uint32_t)(ax.spt * ax.reps), .inner = 1};
     LLVMTypeRef at = cg_elem_type(c, s.ae);
     s.id = s.fl ? LLVMConstReal(at, s.prod ? 1.0 : 0.0) : cg_int(c, at, s.prod);
@@ -482,5 +488,97 @@ bool cg_scan(Cg *c, const IrOp *op)
     if (ax.nl == 1 && ax.nw == 1) scan_sequential(c, &s, x, out);
     else scan_parallel(c, &s, &l, a, &ax, x, out);
     cg_set(c, op->results[0], out);
+    return true;
+}
+
+/* ---- reduce and scan with a combine region ------------------------------------------------- */
+
+/* passes/layout.c gives the operands of these a layout that keeps the axis in each
+ * thread (combine_layout): each thread folds or scans its own lines in the
+ * interpreter's order, the combine region inlined once per pair (no identity is
+ * needed, and a combine that is associative but not commutative keeps its order);
+ * lanes and warps holding copies compute the same values. Slow for long axes (one
+ * thread walks the whole axis), but exact. */
+typedef struct Lines {
+    uint32_t n, ea, inner, rows;     /* tiles; elements along the axis; its local stride; lines */
+    CgVal x[8];
+} Lines;
+
+static bool combine_lines(Cg *c, const IrOp *op, int a, CgLayout *l, Lines *ln)
+{
+    const IrType *st = cg_type(c, op->operands[0]);
+    *l = cg_layout_of(st);
+    ScanAxis ax = scan_axis(l, a);
+    if (l->kind != CG_LAYOUT_BLOCKED || ax.nl > 1 || ax.nw > 1 || op->noperands > 8)
+        return cg_error(c, op, "internal: %s needs its axis in one thread (passes/layout.c)", ir_op_info[op->code].text);
+    ln->n = op->noperands;
+    ln->ea = (uint32_t)(l->spt[a] * l->reps[a]);
+    ln->inner = 1;
+    for (int d = a + 1; d < l->rank; d++) ln->inner *= (uint32_t)(l->spt[d] * l->reps[d]);
+    for (uint32_t i = 0; i < ln->n; i++) {
+        if (cg_type(c, op->operands[i])->layout != st->layout)
+            return cg_error(c, op, "internal: the tiles of %s have different layouts", ir_op_info[op->code].text);
+        ln->x[i] = cg_get(c, op->operands[i]);
+    }
+    ln->rows = ln->x[0].n / ln->ea;
+    return true;
+}
+
+/* acc = combine(acc, element k of every tile). */
+static bool combine_at(Cg *c, const IrOp *op, const Lines *ln, LLVMValueRef *acc, uint32_t k)
+{
+    LLVMValueRef args[16];
+    for (uint32_t i = 0; i < ln->n; i++) args[i] = acc[i], args[ln->n + i] = cg_at(ln->x[i], k);
+    return cg_combine(c, op, &op->regions[0], args, acc);
+}
+
+bool cg_reduce_region(Cg *c, const IrOp *op)
+{
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    CgLayout l, cl;
+    Lines ln;
+    if (!combine_lines(c, op, a, &l, &ln)) return false;
+    cl = l;
+    cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
+    CgVal part[8];
+    for (uint32_t i = 0; i < ln.n; i++) part[i] = cg_val_new(c, ln.rows);
+    for (uint32_t row = 0; row < ln.rows; row++) {
+        uint32_t base = (row / ln.inner) * ln.ea * ln.inner + row % ln.inner;
+        LLVMValueRef acc[8];
+        for (uint32_t i = 0; i < ln.n; i++) acc[i] = cg_at(ln.x[i], base);
+        for (uint32_t j = 1; j < ln.ea; j++)
+            if (!combine_at(c, op, &ln, acc, base + j * ln.inner)) return false;
+        for (uint32_t i = 0; i < ln.n; i++) part[i].v[row] = acc[i];
+    }
+    for (uint32_t i = 0; i < ln.n; i++) {
+        const IrType *rt = cg_type(c, op->results[i]);
+        CgLayout to = cg_layout_of(rt);
+        int64_t w[IR_MAX_RANK] = {0};
+        for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);
+        cg_set(c, op->results[i], cg_convert(c, &cl, part[i], rt->elem, &to, w));
+    }
+    return true;
+}
+
+bool cg_scan_region(Cg *c, const IrOp *op)
+{
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    bool rev = op->attr.i & IR_SCAN_REVERSE;
+    CgLayout l;
+    Lines ln;
+    if (!combine_lines(c, op, a, &l, &ln)) return false;
+    CgVal out[8];
+    for (uint32_t i = 0; i < ln.n; i++) out[i] = cg_val_new(c, ln.x[0].n);
+    for (uint32_t row = 0; row < ln.rows; row++) {
+        uint32_t base = (row / ln.inner) * ln.ea * ln.inner + row % ln.inner;
+        LLVMValueRef acc[8];
+        for (uint32_t j = 0; j < ln.ea; j++) {
+            uint32_t k = base + (rev ? ln.ea - 1 - j : j) * ln.inner;
+            if (j == 0) for (uint32_t i = 0; i < ln.n; i++) acc[i] = cg_at(ln.x[i], k);
+            else if (!combine_at(c, op, &ln, acc, k)) return false;
+            for (uint32_t i = 0; i < ln.n; i++) out[i].v[k] = acc[i];
+        }
+    }
+    for (uint32_t i = 0; i < ln.n; i++) cg_set(c, op->results[i], out[i]);
     return true;
 }
