@@ -561,6 +561,11 @@ static bool combine_yield(Lower *L, const AstItem *fn, const Builtin *bi, IrOp *
     IrValue ys[MAX_TILES];
     for (int i = 0; i < n; i++) {
         IrElem e = ts[i].t->elem;
+        if (res[i].lit == LIT_FLOAT && !ir_elem_is_float(e)) {
+            lw_error(L, loc, "result %d of the combine fn '%s' of %s must be a scalar %s (the tile's element type), got a "
+                     "float literal", i + 1, fn->name, bi->name, ir_elem_name(e));
+            return false;
+        }
         if (res[i].lit) res[i] = lw_convert(L, res[i], e);
         if (res[i].t->rank || res[i].t->elem != e) {
             lw_error(L, loc, "result %d of the combine fn '%s' of %s must be a scalar %s (the tile's element type), got %s",
