@@ -347,8 +347,7 @@ static bool red_axis(Lower *L, const Builtin *bi, const AstExpr *e, int rank, bo
         if (*axis < 0) *axis += rank;
         return true;
     }
-    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d (%d..%d)", (long long)*axis, bi->name,
-             rank, -rank, rank - 1);
+    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d", (long long)*axis, bi->name, rank);
     return false;
 }
 
