@@ -229,6 +229,7 @@ bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
 bool cg_reduce_region(Cg *c, const IrOp *op);        /* reduce/scan with a combine region */
 bool cg_scan_region(Cg *c, const IrOp *op);
+uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op);   /* their warp exchange */
 /* Emits the combine region blk (cg_control.c) on the scalars args (its 2n arguments);
  * out gets the n yielded scalars. */
 bool cg_combine(Cg *c, const IrOp *op, const IrBlock *blk, const LLVMValueRef *args, LLVMValueRef *out);

@@ -476,8 +476,11 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     switch (op->code) {
     case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
         return tile_bytes(a, mem_bytes(a->elem));
-    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM:
-    case IR_OP_REDUCE: {         /* reduce: its axis in each thread (nw = 1), the squeeze alone */
+    case IR_OP_REDUCE: case IR_OP_SCAN: {      /* the warp exchange (cg_reduce.c), then a reduce's squeeze */
+        uint32_t x = cg_combine_smem_bytes(f, op), squeeze = op->code == IR_OP_REDUCE ? tile_bytes(r, 8) : 0;
+        return x > squeeze ? x : squeeze;
+    }
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM: {
         /* cross-warp partials: one value and one index (8 bytes each at most) per result
          * element and warp along the reduced axis (cg_reduce.c, across_warps); then the
          * result's conversion to its own layout. Not the whole input tile: shared memory

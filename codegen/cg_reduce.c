@@ -493,26 +493,36 @@ bool cg_scan(Cg *c, const IrOp *op)
 
 /* ---- reduce and scan with a combine region ------------------------------------------------- */
 
-/* passes/layout.c gives the operands of these a layout that keeps the axis in each
- * thread (combine_layout): each thread folds or scans its own lines in the
- * interpreter's order, the combine region inlined once per pair (no identity is
- * needed, and a combine that is associative but not commutative keeps its order);
- * lanes and warps holding copies compute the same values. Slow for long axes (one
- * thread walks the whole axis), but exact. */
+/* The combine is associative but maybe not commutative, and has no identity, so the
+ * elements must meet in order. passes/layout.c lays the operands out so that each
+ * thread holds one contiguous run of the axis (reps = 1; reversed scans: the whole
+ * axis, see below); then position along the axis is (warp, lane, element) in
+ * lexicographic order, and the three stages keep it: each thread folds (or scans) its
+ * run; lanes combine by butterflies in which the lower lane's value is always the left
+ * operand (or, for a scan, shfl.sync.up with the earlier lanes on the left); warps go
+ * through shared memory in warp order. The region is inlined at every combine. A
+ * value that may be missing (the first lane has no earlier lanes) is chosen by a
+ * select after an unconditional combine: the combine is pure. Reversed scans keep the
+ * whole axis in each thread and walk it from the end. Lanes and warps holding copies
+ * compute the same values. */
+enum { MAXT = 8 };
+
 typedef struct Lines {
     uint32_t n, ea, inner, rows;     /* tiles; elements along the axis; its local stride; lines */
-    CgVal x[8];
+    CgVal x[MAXT];
+    ScanAxis ax;
 } Lines;
 
 static bool combine_lines(Cg *c, const IrOp *op, int a, CgLayout *l, Lines *ln)
 {
     const IrType *st = cg_type(c, op->operands[0]);
     *l = cg_layout_of(st);
-    ScanAxis ax = scan_axis(l, a);
-    if (l->kind != CG_LAYOUT_BLOCKED || ax.nl > 1 || ax.nw > 1 || op->noperands > 8)
-        return cg_error(c, op, "internal: %s needs its axis in one thread (passes/layout.c)", ir_op_info[op->code].text);
+    ln->ax = scan_axis(l, a);
+    if (l->kind != CG_LAYOUT_BLOCKED || ln->ax.reps != 1 || op->noperands > MAXT)
+        return cg_error(c, op, "internal: %s needs one run of its axis per thread (passes/layout.c)",
+                        ir_op_info[op->code].text);
     ln->n = op->noperands;
-    ln->ea = (uint32_t)(l->spt[a] * l->reps[a]);
+    ln->ea = (uint32_t)l->spt[a];
     ln->inner = 1;
     for (int d = a + 1; d < l->rank; d++) ln->inner *= (uint32_t)(l->spt[d] * l->reps[d]);
     for (uint32_t i = 0; i < ln->n; i++) {
@@ -524,12 +534,109 @@ static bool combine_lines(Cg *c, const IrOp *op, int a, CgLayout *l, Lines *ln)
     return true;
 }
 
-/* acc = combine(acc, element k of every tile). */
-static bool combine_at(Cg *c, const IrOp *op, const Lines *ln, LLVMValueRef *acc, uint32_t k)
+/* out = combine(l, r), n values each (out may be l or r). */
+static bool comb(Cg *c, const IrOp *op, uint32_t n, const LLVMValueRef *l, const LLVMValueRef *r, LLVMValueRef *out)
 {
-    LLVMValueRef args[16];
-    for (uint32_t i = 0; i < ln->n; i++) args[i] = acc[i], args[ln->n + i] = cg_at(ln->x[i], k);
-    return cg_combine(c, op, &op->regions[0], args, acc);
+    LLVMValueRef args[2 * MAXT];
+    for (uint32_t i = 0; i < n; i++) args[i] = l[i], args[n + i] = r[i];
+    return cg_combine(c, op, &op->regions[0], args, out);
+}
+
+static void select_n(Cg *c, uint32_t n, LLVMValueRef cond, const LLVMValueRef *t, const LLVMValueRef *f, LLVMValueRef *out)
+{
+    for (uint32_t i = 0; i < n; i++) out[i] = LLVMBuildSelect(c->b, cond, t[i], f[i], "");
+}
+
+static uint32_t line_base(const Lines *ln, uint32_t row) { return (row / ln->inner) * ln->ea * ln->inner + row % ln->inner; }
+
+/* Each line's run folded in the thread, then across the nl lanes: at step m the lane
+ * whose position has bit m set holds the upper half, so its partner's value goes left. */
+static bool reduce_lanes(Cg *c, const IrOp *op, const Lines *ln, LLVMValueRef (*acc)[MAXT])
+{
+    for (uint32_t row = 0; row < ln->rows; row++) {
+        uint32_t base = line_base(ln, row);
+        for (uint32_t i = 0; i < ln->n; i++) acc[row][i] = cg_at(ln->x[i], base);
+        for (uint32_t j = 1; j < ln->ea; j++) {
+            LLVMValueRef e[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) e[i] = cg_at(ln->x[i], base + j * ln->inner);
+            if (!comb(c, op, ln->n, acc[row], e, acc[row])) return false;
+        }
+    }
+    LLVMValueRef lg = id_along(c, c->lane, ln->ax.ls, ln->ax.nl);
+    for (int32_t m = 1; m < ln->ax.nl; m *= 2) {
+        LLVMValueRef upper = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildAnd(c->b, lg, cg_i32c(c, m), ""), cg_i32c(c, 0), "");
+        for (uint32_t row = 0; row < ln->rows; row++) {
+            LLVMValueRef o[MAXT], lo[MAXT], hi[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) o[i] = shfl_xor(c, acc[row][i], m * ln->ax.ls);
+            select_n(c, ln->n, upper, o, acc[row], lo);
+            select_n(c, ln->n, upper, acc[row], o, hi);
+            if (!comb(c, op, ln->n, lo, hi, acc[row])) return false;
+        }
+    }
+    return true;
+}
+
+/* Bytes of shared memory per tile of a combine's warp exchange: one 8-byte slot per
+ * line and warp along the axis. */
+static uint32_t slot_bytes(const IrType *t, const ScanAxis *ax, int a)
+{
+    return (uint32_t)(ir_type_numel(t) / t->shape[a]) * (uint32_t)ax->nw * 8;
+}
+
+uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op)
+{
+    const IrType *t = ir_value_type(f, op->operands[0]);
+    if (!t->layout || op->nregions != 1) return 0;
+    CgLayout l = cg_layout_of(t);
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    ScanAxis ax = scan_axis(&l, a);
+    return ax.nw > 1 && ax.reps == 1 && l.kind == CG_LAYOUT_BLOCKED ? op->noperands * slot_bytes(t, &ax, a) : 0;
+}
+
+/* Warp partials through shared memory, combined in warp order: all of them (reduce),
+ * or those of the warps before this one (scan: *pre, valid where the warp is not the
+ * first). `own` says which threads store (NULL: all; copies store the same). */
+static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const CgLayout *l, int a, LLVMValueRef (*v)[MAXT],
+                           LLVMValueRef own, bool before_only, LLVMValueRef (*out)[MAXT])
+{
+    CgLayout cl = *l;
+    cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
+    const IrType *st = cg_type(c, op->operands[0]);
+    uint32_t region = slot_bytes(st, &ln->ax, a);
+    LLVMValueRef wg = cg_urem(c->b, id_along(c, c->warp, ln->ax.ws, l->wpc[a]), cg_i32c(c, ln->ax.nw));
+    LLVMValueRef *slot = arena_alloc(c->arena, ln->rows * sizeof *slot);
+    for (uint32_t row = 0; row < ln->rows; row++)
+        slot[row] = cg_mul(c->b, row_index(c, &cl, a, row), cg_i32c(c, ln->ax.nw));
+    cg_barrier(c);
+    LLVMBasicBlockRef st_bb = own ? cg_block_new(c, "comb.store") : NULL, join = own ? cg_block_new(c, "comb.join") : NULL;
+    if (own) {
+        LLVMBuildCondBr(c->b, own, st_bb, join);
+        LLVMPositionBuilderAtEnd(c->b, st_bb);
+    }
+    for (uint32_t row = 0; row < ln->rows; row++)
+        for (uint32_t i = 0; i < ln->n; i++)
+            LLVMBuildStore(c->b, v[row][i], cg_smem_ptr(c, cg_add(c->b, slot[row], wg), LLVMTypeOf(v[row][i]), i * region));
+    if (own) {
+        LLVMBuildBr(c->b, join);
+        LLVMPositionBuilderAtEnd(c->b, join);
+    }
+    cg_barrier(c);
+    for (uint32_t row = 0; row < ln->rows; row++)
+        for (int32_t j = 0; j < ln->ax.nw; j++) {
+            LLVMValueRef t[MAXT], r[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) {
+                LLVMTypeRef vt = LLVMTypeOf(v[row][i]);
+                t[i] = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, cg_add(c->b, slot[row], cg_i32c(c, j)), vt, i * region), "");
+            }
+            if (j == 0) {
+                memcpy(out[row], t, ln->n * sizeof *t);
+                continue;
+            }
+            if (!comb(c, op, ln->n, out[row], t, r)) return false;
+            if (before_only) select_n(c, ln->n, LLVMBuildICmp(c->b, LLVMIntULT, cg_i32c(c, j), wg, ""), r, out[row], out[row]);
+            else memcpy(out[row], r, ln->n * sizeof *r);
+        }
+    return true;
 }
 
 bool cg_reduce_region(Cg *c, const IrOp *op)
@@ -538,45 +645,118 @@ bool cg_reduce_region(Cg *c, const IrOp *op)
     CgLayout l, cl;
     Lines ln;
     if (!combine_lines(c, op, a, &l, &ln)) return false;
+    LLVMValueRef (*acc)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *acc);
+    if (!reduce_lanes(c, op, &ln, acc)) return false;
+    if (ln.ax.nw > 1 && !across_warps_n(c, op, &ln, &l, a, acc, NULL, false, acc)) return false;
     cl = l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
-    CgVal part[8];
-    for (uint32_t i = 0; i < ln.n; i++) part[i] = cg_val_new(c, ln.rows);
-    for (uint32_t row = 0; row < ln.rows; row++) {
-        uint32_t base = (row / ln.inner) * ln.ea * ln.inner + row % ln.inner;
-        LLVMValueRef acc[8];
-        for (uint32_t i = 0; i < ln.n; i++) acc[i] = cg_at(ln.x[i], base);
-        for (uint32_t j = 1; j < ln.ea; j++)
-            if (!combine_at(c, op, &ln, acc, base + j * ln.inner)) return false;
-        for (uint32_t i = 0; i < ln.n; i++) part[i].v[row] = acc[i];
-    }
     for (uint32_t i = 0; i < ln.n; i++) {
+        CgVal part = cg_val_new(c, ln.rows);
+        for (uint32_t row = 0; row < ln.rows; row++) part.v[row] = acc[row][i];
         const IrType *rt = cg_type(c, op->results[i]);
         CgLayout to = cg_layout_of(rt);
         int64_t w[IR_MAX_RANK] = {0};
         for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);
-        cg_set(c, op->results[i], cg_convert(c, &cl, part[i], rt->elem, &to, w));
+        cg_set(c, op->results[i], cg_convert(c, &cl, part, rt->elem, &to, w));
     }
+    return true;
+}
+
+/* A reversed scan: the whole axis in each thread, walked from the end. */
+static bool scan_region_reversed(Cg *c, const IrOp *op, const Lines *ln, CgVal *out)
+{
+    for (uint32_t row = 0; row < ln->rows; row++) {
+        uint32_t base = line_base(ln, row);
+        LLVMValueRef acc[MAXT];
+        for (uint32_t j = 0; j < ln->ea; j++) {
+            uint32_t k = base + (ln->ea - 1 - j) * ln->inner;
+            LLVMValueRef e[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) e[i] = cg_at(ln->x[i], k);
+            if (j == 0) memcpy(acc, e, ln->n * sizeof *e);
+            else if (!comb(c, op, ln->n, acc, e, acc)) return false;
+            for (uint32_t i = 0; i < ln->n; i++) out[i].v[k] = acc[i];
+        }
+    }
+    return true;
+}
+
+/* The thread's inclusive scan of its run (loc), the lanes' inclusive scan of the run
+ * totals by shfl.sync.up (w), and each lane's exclusive prefix (ex, valid past the
+ * first lane). */
+static bool scan_lanes_n(Cg *c, const IrOp *op, const Lines *ln, LLVMValueRef (*loc)[MAXT], LLVMValueRef (*w)[MAXT],
+                         LLVMValueRef (*ex)[MAXT], LLVMValueRef lg)
+{
+    for (uint32_t row = 0; row < ln->rows; row++) {
+        uint32_t base = line_base(ln, row);
+        for (uint32_t j = 0; j < ln->ea; j++) {
+            uint32_t k = base + j * ln->inner;
+            for (uint32_t i = 0; i < ln->n; i++) loc[k][i] = cg_at(ln->x[i], k);
+            if (j && !comb(c, op, ln->n, loc[k - ln->inner], loc[k], loc[k])) return false;
+        }
+        memcpy(w[row], loc[base + (ln->ea - 1) * ln->inner], ln->n * sizeof **w);
+    }
+    for (int32_t d = 1; d < ln->ax.nl; d *= 2) {
+        LLVMValueRef take = LLVMBuildICmp(c->b, LLVMIntUGE, lg, cg_i32c(c, d), "");
+        for (uint32_t row = 0; row < ln->rows; row++) {
+            LLVMValueRef o[MAXT], r[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) o[i] = shfl(c, w[row][i], "up", cg_i32c(c, d * ln->ax.ls));
+            if (!comb(c, op, ln->n, o, w[row], r)) return false;
+            select_n(c, ln->n, take, r, w[row], w[row]);
+        }
+    }
+    for (uint32_t row = 0; row < ln->rows && ln->ax.nl > 1; row++)
+        for (uint32_t i = 0; i < ln->n; i++) ex[row][i] = shfl(c, w[row][i], "up", cg_i32c(c, ln->ax.ls));
     return true;
 }
 
 bool cg_scan_region(Cg *c, const IrOp *op)
 {
     int a = (int)(op->attr.i & IR_AXIS_MASK);
-    bool rev = op->attr.i & IR_SCAN_REVERSE;
     CgLayout l;
     Lines ln;
     if (!combine_lines(c, op, a, &l, &ln)) return false;
-    CgVal out[8];
+    CgVal out[MAXT];
     for (uint32_t i = 0; i < ln.n; i++) out[i] = cg_val_new(c, ln.x[0].n);
+    if (op->attr.i & IR_SCAN_REVERSE) {
+        if (ln.ax.nl > 1 || ln.ax.nw > 1) return cg_error(c, op, "internal: a reversed scan needs its axis in one thread");
+        if (!scan_region_reversed(c, op, &ln, out)) return false;
+        for (uint32_t i = 0; i < ln.n; i++) cg_set(c, op->results[i], out[i]);
+        return true;
+    }
+    LLVMValueRef (*loc)[MAXT] = arena_alloc(c->arena, ln.x[0].n * sizeof *loc);
+    LLVMValueRef (*w)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *w), (*ex)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *ex);
+    LLVMValueRef (*pre)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *pre);
+    LLVMValueRef lg = id_along(c, c->lane, ln.ax.ls, ln.ax.nl);
+    if (!scan_lanes_n(c, op, &ln, loc, w, ex, lg)) return false;
+    LLVMValueRef has_ex = LLVMBuildICmp(c->b, LLVMIntUGT, lg, cg_i32c(c, 0), ""), has_pre = NULL;
+    if (ln.ax.nw > 1) {
+        /* nw > 1: no lane copies along the axis; the group's last lane holds the warp's total */
+        LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, lg, cg_i32c(c, ln.ax.nl - 1), "");
+        LLVMValueRef wa = id_along(c, c->warp, ln.ax.ws, l.wpc[a]);
+        LLVMValueRef own = cg_and(c->b, last, LLVMBuildICmp(c->b, LLVMIntULT, wa, cg_i32c(c, ln.ax.nw), ""));
+        if (!across_warps_n(c, op, &ln, &l, a, w, own, true, pre)) return false;
+        has_pre = LLVMBuildICmp(c->b, LLVMIntUGT, cg_urem(c->b, wa, cg_i32c(c, ln.ax.nw)), cg_i32c(c, 0), "");
+    }
     for (uint32_t row = 0; row < ln.rows; row++) {
-        uint32_t base = (row / ln.inner) * ln.ea * ln.inner + row % ln.inner;
-        LLVMValueRef acc[8];
+        LLVMValueRef base[MAXT], r[MAXT], has = NULL;
+        if (has_pre && ln.ax.nl > 1) {
+            if (!comb(c, op, ln.n, pre[row], ex[row], r)) return false;
+            select_n(c, ln.n, has_ex, r, pre[row], r);
+            select_n(c, ln.n, has_pre, r, ex[row], base);
+            has = cg_or(c->b, has_pre, has_ex);
+        } else if (has_pre) {
+            memcpy(base, pre[row], ln.n * sizeof *base), has = has_pre;
+        } else if (ln.ax.nl > 1) {
+            memcpy(base, ex[row], ln.n * sizeof *base), has = has_ex;
+        }
+        uint32_t b0 = line_base(&ln, row);
         for (uint32_t j = 0; j < ln.ea; j++) {
-            uint32_t k = base + (rev ? ln.ea - 1 - j : j) * ln.inner;
-            if (j == 0) for (uint32_t i = 0; i < ln.n; i++) acc[i] = cg_at(ln.x[i], k);
-            else if (!combine_at(c, op, &ln, acc, k)) return false;
-            for (uint32_t i = 0; i < ln.n; i++) out[i].v[k] = acc[i];
+            uint32_t k = b0 + j * ln.inner;
+            if (has) {
+                if (!comb(c, op, ln.n, base, loc[k], r)) return false;
+                select_n(c, ln.n, has, r, loc[k], loc[k]);
+            }
+            for (uint32_t i = 0; i < ln.n; i++) out[i].v[k] = loc[k][i];
         }
     }
     for (uint32_t i = 0; i < ln.n; i++) cg_set(c, op->results[i], out[i]);

@@ -890,6 +890,18 @@ static const IrLayout *axis_local_layout(IrCtx *c, int warps, const IrType *t, i
     return ir_layout_blocked(c, r, spt, tpw, wpc, NULL);
 }
 
+/* The blocked layout of t with each thread's part of axis a one contiguous run
+ * (reps[a] = 1: spt[a] grows instead): the order in which reduce and scan with a
+ * combine meet the elements (codegen/cg_reduce.c). */
+static const IrLayout *axis_run_layout(IrCtx *c, int warps, const IrType *t, int a)
+{
+    const IrLayout *b = pass_blocked_layout(c, warps, t);
+    int32_t spt[IR_MAX_RANK], span = b->spt[a] * b->tpw[a] * b->wpc[a];
+    memcpy(spt, b->spt, sizeof spt);
+    if (t->shape[a] > span) spt[a] *= t->shape[a] / span;
+    return ir_layout_blocked(c, t->rank, spt, b->tpw, b->wpc, NULL);
+}
+
 static bool needs_local_axis(const IrOp *op)
 {
     return op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN ||
@@ -918,7 +930,10 @@ static void collect_local(IrOp *op, void *ud)
 static void lay_out_local(IrFunc *f, IrOp *op, int warps)
 {
     IrCtx *c = f->module->ctx;
-    const IrLayout *l = axis_local_layout(c, warps, ir_value_type(f, op->operands[0]), (int)(op->attr.i & IR_AXIS_MASK));
+    const IrType *t = ir_value_type(f, op->operands[0]);
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    bool forward = (op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN) && !(op->attr.i & IR_SCAN_REVERSE);
+    const IrLayout *l = forward ? axis_run_layout(c, warps, t, a) : axis_local_layout(c, warps, t, a);
     for (uint32_t i = 0; i < op->noperands; i++)
         if (ir_value_type(f, op->operands[i])->layout != l) op->operands[i] = convert_before(f, op, op->operands[i], l);
     if (op->code == IR_OP_REDUCE) return;

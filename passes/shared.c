@@ -327,6 +327,7 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
             break;
         default: break;
         }
+        if (op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN) b *= op->noperands;   /* a slot per tile */
         if (b > worst) worst = b;
     }
     return worst;
