@@ -495,16 +495,15 @@ bool cg_scan(Cg *c, const IrOp *op)
 
 /* The combine is associative but maybe not commutative, and has no identity, so the
  * elements must meet in order. passes/layout.c lays the operands out so that each
- * thread holds one contiguous run of the axis (reps = 1; reversed scans: the whole
- * axis, see below); then position along the axis is (warp, lane, element) in
+ * thread holds one contiguous run of the axis (reps = 1); then position along the axis is (warp, lane, element) in
  * lexicographic order, and the three stages keep it: each thread folds (or scans) its
  * run; lanes combine by butterflies in which the lower lane's value is always the left
  * operand (or, for a scan, shfl.sync.up with the earlier lanes on the left); warps go
  * through shared memory in warp order. The region is inlined at every combine. A
  * value that may be missing (the first lane has no earlier lanes) is chosen by a
- * select after an unconditional combine: the combine is pure. Reversed scans keep the
- * whole axis in each thread and walk it from the end. Lanes and warps holding copies
- * compute the same values. */
+ * select after an unconditional combine: the combine is pure. A reversed scan is the
+ * mirror image: from the run's last element, the later lanes by shfl.sync.down, the
+ * later warps. Lanes and warps holding copies compute the same values. */
 enum { MAXT = 8 };
 
 typedef struct Lines {
@@ -596,8 +595,10 @@ uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op)
 /* Warp partials through shared memory, combined in warp order: all of them (reduce),
  * or those of the warps before this one (scan: *pre, valid where the warp is not the
  * first). `own` says which threads store (NULL: all; copies store the same). */
+enum { ALL_WARPS, WARPS_BEFORE, WARPS_AFTER };
+
 static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const CgLayout *l, int a, LLVMValueRef (*v)[MAXT],
-                           LLVMValueRef own, bool before_only, LLVMValueRef (*out)[MAXT])
+                           LLVMValueRef own, int which, LLVMValueRef (*out)[MAXT])
 {
     CgLayout cl = *l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
@@ -621,20 +622,24 @@ static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const CgLayou
         LLVMPositionBuilderAtEnd(c->b, join);
     }
     cg_barrier(c);
+    /* warps in order, or from the last one down for WARPS_AFTER (a reversed scan) */
+    bool down = which == WARPS_AFTER;
     for (uint32_t row = 0; row < ln->rows; row++)
-        for (int32_t j = 0; j < ln->ax.nw; j++) {
+        for (int32_t q = 0; q < ln->ax.nw; q++) {
+            int32_t j = down ? ln->ax.nw - 1 - q : q;
             LLVMValueRef t[MAXT], r[MAXT];
             for (uint32_t i = 0; i < ln->n; i++) {
                 LLVMTypeRef vt = LLVMTypeOf(v[row][i]);
                 t[i] = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, cg_add(c->b, slot[row], cg_i32c(c, j)), vt, i * region), "");
             }
-            if (j == 0) {
+            if (q == 0) {
                 memcpy(out[row], t, ln->n * sizeof *t);
                 continue;
             }
             if (!comb(c, op, ln->n, out[row], t, r)) return false;
-            if (before_only) select_n(c, ln->n, LLVMBuildICmp(c->b, LLVMIntULT, cg_i32c(c, j), wg, ""), r, out[row], out[row]);
-            else memcpy(out[row], r, ln->n * sizeof *r);
+            if (which == ALL_WARPS) memcpy(out[row], r, ln->n * sizeof *r);
+            else select_n(c, ln->n, LLVMBuildICmp(c->b, down ? LLVMIntUGT : LLVMIntULT, cg_i32c(c, j), wg, ""), r,
+                          out[row], out[row]);
         }
     return true;
 }
@@ -647,7 +652,7 @@ bool cg_reduce_region(Cg *c, const IrOp *op)
     if (!combine_lines(c, op, a, &l, &ln)) return false;
     LLVMValueRef (*acc)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *acc);
     if (!reduce_lanes(c, op, &ln, acc)) return false;
-    if (ln.ax.nw > 1 && !across_warps_n(c, op, &ln, &l, a, acc, NULL, false, acc)) return false;
+    if (ln.ax.nw > 1 && !across_warps_n(c, op, &ln, &l, a, acc, NULL, ALL_WARPS, acc)) return false;
     cl = l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     for (uint32_t i = 0; i < ln.n; i++) {
@@ -662,50 +667,36 @@ bool cg_reduce_region(Cg *c, const IrOp *op)
     return true;
 }
 
-/* A reversed scan: the whole axis in each thread, walked from the end. */
-static bool scan_region_reversed(Cg *c, const IrOp *op, const Lines *ln, CgVal *out)
-{
-    for (uint32_t row = 0; row < ln->rows; row++) {
-        uint32_t base = line_base(ln, row);
-        LLVMValueRef acc[MAXT];
-        for (uint32_t j = 0; j < ln->ea; j++) {
-            uint32_t k = base + (ln->ea - 1 - j) * ln->inner;
-            LLVMValueRef e[MAXT];
-            for (uint32_t i = 0; i < ln->n; i++) e[i] = cg_at(ln->x[i], k);
-            if (j == 0) memcpy(acc, e, ln->n * sizeof *e);
-            else if (!comb(c, op, ln->n, acc, e, acc)) return false;
-            for (uint32_t i = 0; i < ln->n; i++) out[i].v[k] = acc[i];
-        }
-    }
-    return true;
-}
-
 /* The thread's inclusive scan of its run (loc), the lanes' inclusive scan of the run
  * totals by shfl.sync.up (w), and each lane's exclusive prefix (ex, valid past the
- * first lane). */
-static bool scan_lanes_n(Cg *c, const IrOp *op, const Lines *ln, LLVMValueRef (*loc)[MAXT], LLVMValueRef (*w)[MAXT],
-                         LLVMValueRef (*ex)[MAXT], LLVMValueRef lg)
+ * first lane). Reversed (rev): everything mirrored, from the run's last element, the
+ * later lanes by shfl.sync.down, ex valid before the last lane. */
+static bool scan_lanes_n(Cg *c, const IrOp *op, const Lines *ln, bool rev, LLVMValueRef (*loc)[MAXT],
+                         LLVMValueRef (*w)[MAXT], LLVMValueRef (*ex)[MAXT], LLVMValueRef lg)
 {
+    const char *kind = rev ? "down" : "up";
     for (uint32_t row = 0; row < ln->rows; row++) {
         uint32_t base = line_base(ln, row);
-        for (uint32_t j = 0; j < ln->ea; j++) {
-            uint32_t k = base + j * ln->inner;
+        for (uint32_t q = 0; q < ln->ea; q++) {
+            uint32_t j = rev ? ln->ea - 1 - q : q, k = base + j * ln->inner;
             for (uint32_t i = 0; i < ln->n; i++) loc[k][i] = cg_at(ln->x[i], k);
-            if (j && !comb(c, op, ln->n, loc[k - ln->inner], loc[k], loc[k])) return false;
+            uint32_t prev = rev ? k + ln->inner : k - ln->inner;
+            if (q && !comb(c, op, ln->n, loc[prev], loc[k], loc[k])) return false;
         }
-        memcpy(w[row], loc[base + (ln->ea - 1) * ln->inner], ln->n * sizeof **w);
+        memcpy(w[row], loc[base + (rev ? 0 : ln->ea - 1) * ln->inner], ln->n * sizeof **w);
     }
     for (int32_t d = 1; d < ln->ax.nl; d *= 2) {
-        LLVMValueRef take = LLVMBuildICmp(c->b, LLVMIntUGE, lg, cg_i32c(c, d), "");
+        LLVMValueRef take = rev ? LLVMBuildICmp(c->b, LLVMIntULT, lg, cg_i32c(c, ln->ax.nl - d), "")
+                                : LLVMBuildICmp(c->b, LLVMIntUGE, lg, cg_i32c(c, d), "");
         for (uint32_t row = 0; row < ln->rows; row++) {
             LLVMValueRef o[MAXT], r[MAXT];
-            for (uint32_t i = 0; i < ln->n; i++) o[i] = shfl(c, w[row][i], "up", cg_i32c(c, d * ln->ax.ls));
+            for (uint32_t i = 0; i < ln->n; i++) o[i] = shfl(c, w[row][i], kind, cg_i32c(c, d * ln->ax.ls));
             if (!comb(c, op, ln->n, o, w[row], r)) return false;
             select_n(c, ln->n, take, r, w[row], w[row]);
         }
     }
     for (uint32_t row = 0; row < ln->rows && ln->ax.nl > 1; row++)
-        for (uint32_t i = 0; i < ln->n; i++) ex[row][i] = shfl(c, w[row][i], "up", cg_i32c(c, ln->ax.ls));
+        for (uint32_t i = 0; i < ln->n; i++) ex[row][i] = shfl(c, w[row][i], kind, cg_i32c(c, ln->ax.ls));
     return true;
 }
 
@@ -717,25 +708,24 @@ bool cg_scan_region(Cg *c, const IrOp *op)
     if (!combine_lines(c, op, a, &l, &ln)) return false;
     CgVal out[MAXT];
     for (uint32_t i = 0; i < ln.n; i++) out[i] = cg_val_new(c, ln.x[0].n);
-    if (op->attr.i & IR_SCAN_REVERSE) {
-        if (ln.ax.nl > 1 || ln.ax.nw > 1) return cg_error(c, op, "internal: a reversed scan needs its axis in one thread");
-        if (!scan_region_reversed(c, op, &ln, out)) return false;
-        for (uint32_t i = 0; i < ln.n; i++) cg_set(c, op->results[i], out[i]);
-        return true;
-    }
+    bool rev = op->attr.i & IR_SCAN_REVERSE;
     LLVMValueRef (*loc)[MAXT] = arena_alloc(c->arena, ln.x[0].n * sizeof *loc);
     LLVMValueRef (*w)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *w), (*ex)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *ex);
     LLVMValueRef (*pre)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *pre);
     LLVMValueRef lg = id_along(c, c->lane, ln.ax.ls, ln.ax.nl);
-    if (!scan_lanes_n(c, op, &ln, loc, w, ex, lg)) return false;
-    LLVMValueRef has_ex = LLVMBuildICmp(c->b, LLVMIntUGT, lg, cg_i32c(c, 0), ""), has_pre = NULL;
+    if (!scan_lanes_n(c, op, &ln, rev, loc, w, ex, lg)) return false;
+    LLVMValueRef has_ex = rev ? LLVMBuildICmp(c->b, LLVMIntULT, lg, cg_i32c(c, ln.ax.nl - 1), "")
+                              : LLVMBuildICmp(c->b, LLVMIntUGT, lg, cg_i32c(c, 0), "");
+    LLVMValueRef has_pre = NULL;
     if (ln.ax.nw > 1) {
-        /* nw > 1: no lane copies along the axis; the group's last lane holds the warp's total */
-        LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, lg, cg_i32c(c, ln.ax.nl - 1), "");
-        LLVMValueRef wa = id_along(c, c->warp, ln.ax.ws, l.wpc[a]);
+        /* nw > 1: no lane copies along the axis; the group's last lane (the first,
+         * reversed) holds the warp's total */
+        LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, lg, cg_i32c(c, rev ? 0 : ln.ax.nl - 1), "");
+        LLVMValueRef wa = id_along(c, c->warp, ln.ax.ws, l.wpc[a]), wg = cg_urem(c->b, wa, cg_i32c(c, ln.ax.nw));
         LLVMValueRef own = cg_and(c->b, last, LLVMBuildICmp(c->b, LLVMIntULT, wa, cg_i32c(c, ln.ax.nw), ""));
-        if (!across_warps_n(c, op, &ln, &l, a, w, own, true, pre)) return false;
-        has_pre = LLVMBuildICmp(c->b, LLVMIntUGT, cg_urem(c->b, wa, cg_i32c(c, ln.ax.nw)), cg_i32c(c, 0), "");
+        if (!across_warps_n(c, op, &ln, &l, a, w, own, rev ? WARPS_AFTER : WARPS_BEFORE, pre)) return false;
+        has_pre = rev ? LLVMBuildICmp(c->b, LLVMIntULT, wg, cg_i32c(c, ln.ax.nw - 1), "")
+                      : LLVMBuildICmp(c->b, LLVMIntUGT, wg, cg_i32c(c, 0), "");
     }
     for (uint32_t row = 0; row < ln.rows; row++) {
         LLVMValueRef base[MAXT], r[MAXT], has = NULL;

@@ -932,8 +932,8 @@ static void lay_out_local(IrFunc *f, IrOp *op, int warps)
     IrCtx *c = f->module->ctx;
     const IrType *t = ir_value_type(f, op->operands[0]);
     int a = (int)(op->attr.i & IR_AXIS_MASK);
-    bool forward = (op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN) && !(op->attr.i & IR_SCAN_REVERSE);
-    const IrLayout *l = forward ? axis_run_layout(c, warps, t, a) : axis_local_layout(c, warps, t, a);
+    bool region = op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN;
+    const IrLayout *l = region ? axis_run_layout(c, warps, t, a) : axis_local_layout(c, warps, t, a);
     for (uint32_t i = 0; i < op->noperands; i++)
         if (ir_value_type(f, op->operands[i])->layout != l) op->operands[i] = convert_before(f, op, op->operands[i], l);
     if (op->code == IR_OP_REDUCE) return;
