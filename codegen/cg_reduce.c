@@ -109,8 +109,9 @@ static LLVMValueRef shfl32(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef
 static LLVMValueRef shfl(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef arg)
 {
     LLVMTypeRef t = LLVMTypeOf(x), i32 = cg_i32(c);
-    unsigned bits = LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t)
-                  : LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : 32;
+    LLVMTypeKind k = LLVMGetTypeKind(t);
+    unsigned bits = k == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t) : k == LLVMDoubleTypeKind ? 64
+                  : k == LLVMHalfTypeKind || k == LLVMBFloatTypeKind ? 16 : 32;   /* 16: combines of f16/bf16 */
     LLVMTypeRef it = LLVMIntTypeInContext(c->ctx, bits);
     LLVMValueRef xi = LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? x : LLVMBuildBitCast(c->b, x, it, "");
     LLVMValueRef r;
