@@ -40,8 +40,8 @@ static void print_plin(const DtProgram *p, DtStr *o)
     else dt_str_add(o, "(program_id(0) + %d * (program_id(1) + %d * program_id(2)))", p->grid[0], p->grid[1]);
 }
 
-/* The combine fns of reduce and associative_scan (K_COMBINE), printed before every
- * kernel (a fn nobody calls is never lowered). */
+/* The combine fns of reduce and associative_scan (K_COMBINE), printed before the
+ * kernel where it calls them. */
 static const struct { const char *name, *text; } dt_fns[DT_NFNS] = {
     [DT_FN_ADD] = {"dt_add", "fn dt_add(a, b) { return a + b; }"},
     [DT_FN_MAX] = {"dt_max", "fn dt_max(a, b) { return maximum(a, b); }"},
@@ -252,12 +252,31 @@ static void print_stmt(const DtProgram *p, int i, DtStr *o)
     }
 }
 
+/* The combine fns that the expression n uses (only those are printed). */
+static void mark_fns(const DtProgram *p, int n, bool *used)
+{
+    if (n < 0 || n >= p->nnodes) return;
+    const DtNode *x = &p->nodes[n];
+    if (dt_forms[x->form].kind == K_COMBINE) used[x->j & DT_COMB_FN] = true;
+    for (int k = 0; k < x->nkids; k++) mark_fns(p, x->kid[k], used);
+}
+
 char *dt_print(const DtProgram *p)
 {
     bool live[DT_MAX_STMTS], live_buf[DT_MAX_BUFS];
     dt_live(p, live, live_buf);
     DtStr o = {0};
-    for (int i = 0; i < DT_NFNS; i++) dt_str_add(&o, "%s\n", dt_fns[i].text);
+    bool used[DT_NFNS] = {0};
+    for (int i = 0; i < p->nstmts; i++) {
+        const DtStmt *s = &p->stmts[i];
+        if (!live[i]) continue;
+        mark_fns(p, s->node, used);
+        if (s->kind == DT_FOR) mark_fns(p, s->body, used);
+        if (s->kind == DT_STORE || s->kind == DT_ATOMIC) mark_fns(p, s->mask, used);
+        if (s->kind == DT_ATOMIC) mark_fns(p, s->offs, used);
+    }
+    for (int i = 0; i < DT_NFNS; i++)
+        if (used[i]) dt_str_add(&o, "%s\n", dt_fns[i].text);
     dt_str_add(&o, "@launch(warps = %d)\nkernel k(", p->warps);
     for (int b = 0; b < p->nbufs; b++)
         if (live_buf[b]) dt_str_add(&o, "%s: *%s, ", p->bufs[b].name, ir_elem_name(p->bufs[b].elem));
