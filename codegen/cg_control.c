@@ -37,7 +37,7 @@ static bool has_barrier(const IrOp *op)
 {
     switch (op->code) {
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_DOT:
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_DOT: case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_SCAN:
         return true;
     default: return false;
     }
@@ -326,8 +326,11 @@ static bool cg_op(Cg *c, const IrOp *op)
     case IR_OP_ATOMIC_XCHG: case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR:
     case IR_OP_ATOMIC_CAS: case IR_OP_BARRIER: case IR_OP_CHECK_BOUNDS:
         return cg_memory(c, op);
-    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: return cg_reduce(c, op);
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM:
+        return cg_reduce(c, op);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan(c, op);
+    case IR_OP_REDUCE: return cg_reduce_region(c, op);
+    case IR_OP_SCAN: return cg_scan_region(c, op);
     case IR_OP_DOT: return cg_dot(c, op);
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_COPY: case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT:
     case IR_OP_LOCAL_LOAD:
@@ -337,6 +340,21 @@ static bool cg_op(Cg *c, const IrOp *op)
         return cg_misc(c, op);
     default: return cg_elementwise(c, op);
     }
+}
+
+bool cg_combine(Cg *c, const IrOp *op, const IrBlock *blk, const LLVMValueRef *args, LLVMValueRef *out)
+{
+    for (uint32_t i = 0; i < blk->nargs; i++) {
+        CgVal v = cg_val_new(c, 1);
+        v.v[0] = args[i];
+        cg_set(c, blk->args[i], v);
+    }
+    bool ret;
+    const IrOp *y = region(c, blk, &ret);
+    if (failed(c)) return false;
+    if (ret || !y || y->code != IR_OP_YIELD) return cg_error(c, op, "internal: a combine region must end in yield");
+    for (uint32_t i = 0; i < y->noperands; i++) out[i] = cg_get(c, y->operands[i]).v[0];
+    return true;
 }
 
 bool cg_body(Cg *c, const IrBlock *body)

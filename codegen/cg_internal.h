@@ -229,6 +229,12 @@ bool cg_prefetch_end(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef latch);
 uint32_t cg_buffer_area_bytes(const IrFunc *f);
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
+bool cg_reduce_region(Cg *c, const IrOp *op);        /* reduce/scan with a combine region */
+bool cg_scan_region(Cg *c, const IrOp *op);
+uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op);   /* their warp exchange */
+/* Emits the combine region blk (cg_control.c) on the scalars args (its 2n arguments);
+ * out gets the n yielded scalars. */
+bool cg_combine(Cg *c, const IrOp *op, const IrBlock *blk, const LLVMValueRef *args, LLVMValueRef *out);
 uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */
 uint32_t cg_reduce_warps(const IrType *t, int axis);      /* warps along the reduced axis */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */

@@ -484,7 +484,11 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     switch (op->code) {
     case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
         return tile_bytes(a, mem_bytes(a->elem));
-    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: {
+    case IR_OP_REDUCE: case IR_OP_SCAN: {      /* the warp exchange (cg_reduce.c), then a reduce's squeeze */
+        uint32_t x = cg_combine_smem_bytes(f, op), squeeze = op->code == IR_OP_REDUCE ? tile_bytes(r, 8) : 0;
+        return x > squeeze ? x : squeeze;
+    }
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM: {
         /* cross-warp partials: one value and one index (8 bytes each at most) per result
          * element and warp along the reduced axis (cg_reduce.c, across_warps); then the
          * result's conversion to its own layout. Not the whole input tile: shared memory
@@ -493,7 +497,7 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
         uint32_t partials = nw > 1 ? tile_bytes(r, 16) * nw : 0, squeeze = tile_bytes(r, 8);
         return partials > squeeze ? partials : squeeze;
     }
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(a, (int)op->attr.i);
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(a, (int)(op->attr.i & IR_AXIS_MASK));
     case IR_OP_DOT: {
         if (r->layout && r->layout->kind == IR_LAYOUT_MMA) return 0;   /* operands come in registers */
         const IrType *b = ir_value_type(f, op->operands[1]);

@@ -66,6 +66,9 @@ static Pair combine(Cg *c, const Red *r, Pair a, Pair b)
 {
     Pair out = {0};
     switch (r->code) {
+    case IR_OP_XOR_SUM:
+        out.v = LLVMBuildXor(c->b, a.v, b.v, "");
+        return out;
     case IR_OP_SUM:
         out.v = ir_elem_is_float(r->e) ? LLVMBuildFAdd(c->b, a.v, b.v, "") : cg_add(c->b, a.v, b.v);
         return out;
@@ -106,8 +109,9 @@ static LLVMValueRef shfl32(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef
 static LLVMValueRef shfl(Cg *c, LLVMValueRef x, const char *kind, LLVMValueRef arg)
 {
     LLVMTypeRef t = LLVMTypeOf(x), i32 = cg_i32(c);
-    unsigned bits = LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t)
-                  : LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 64 : 32;
+    LLVMTypeKind k = LLVMGetTypeKind(t);
+    unsigned bits = k == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t) : k == LLVMDoubleTypeKind ? 64
+                  : k == LLVMHalfTypeKind || k == LLVMBFloatTypeKind ? 16 : 32;   /* 16: combines of f16/bf16 */
     LLVMTypeRef it = LLVMIntTypeInContext(c->ctx, bits);
     LLVMValueRef xi = LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? x : LLVMBuildBitCast(c->b, x, it, "");
     LLVMValueRef r;
@@ -327,7 +331,7 @@ uint32_t cg_scan_smem_bytes(const IrType *t, int a)
 }
 
 typedef struct Scan {
-    bool prod, fl;
+    bool prod, fl, rev;          /* rev: from the last element down (the axis is in the thread) */
     IrElem e, ae;                /* element, accumulator (f32 for 8/16-bit floats) */
     LLVMValueRef id;             /* the identity: +0 (so -0 sums read +0, as the interpreter's) or 1 */
     uint32_t ea, inner;          /* elements per thread along the axis; local stride of the axis */
@@ -351,8 +355,8 @@ static void scan_sequential(Cg *c, const Scan *s, CgVal x, CgVal out)
 {
     for (uint32_t row = 0; row < out.n / s->ea; row++) {
         LLVMValueRef acc = s->id;
-        for (uint32_t li = 0; li < s->ea; li++) {
-            uint32_t k = scan_elem(s, row, li);
+        for (uint32_t j = 0; j < s->ea; j++) {
+            uint32_t k = scan_elem(s, row, s->rev ? s->ea - 1 - j : j);
             acc = scan_op(c, s, acc, cg_convert_scalar(c, cg_at(x, k), s->e, s->ae));
             out.v[k] = cg_convert_scalar(c, acc, s->ae, s->e);
         }
@@ -469,11 +473,14 @@ static void scan_parallel(Cg *c, const Scan *s, const CgLayout *l, int a, const 
 bool cg_scan(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
-    int a = (int)op->attr.i;
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
     CgLayout l = cg_layout_of(t);
     if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "scans of tensor-core layouts are not lowered yet");
     ScanAxis ax = scan_axis(&l, a);
-    Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .e = t->elem,
+    bool rev = op->attr.i & IR_SCAN_REVERSE;
+    if (rev && (ax.nl > 1 || ax.nw > 1))
+        return cg_error(c, op, "internal: a reversed scan needs its axis in one thread (passes/layout.c)");
+    Scan s = {.prod = op->code == IR_OP_CUMPROD, .fl = ir_elem_is_float(t->elem), .rev = rev, .e = t->elem,
               .ae = acc_elem(t->elem), .ea = (uint32_t)(ax.spt * ax.reps), .inner = 1};
     LLVMTypeRef at = cg_elem_type(c, s.ae);
     s.id = s.fl ? LLVMConstReal(at, s.prod ? 1.0 : 0.0) : cg_int(c, at, s.prod);
@@ -482,5 +489,267 @@ bool cg_scan(Cg *c, const IrOp *op)
     if (ax.nl == 1 && ax.nw == 1) scan_sequential(c, &s, x, out);
     else scan_parallel(c, &s, &l, a, &ax, x, out);
     cg_set(c, op->results[0], out);
+    return true;
+}
+
+/* ---- reduce and scan with a combine region ------------------------------------------------- */
+
+/* The combine is associative but maybe not commutative, and has no identity, so the
+ * elements must meet in order. passes/layout.c lays the operands out so that each
+ * thread holds one contiguous run of the axis (reps = 1); then position along the axis is (warp, lane, element) in
+ * lexicographic order, and the three stages keep it: each thread folds (or scans) its
+ * run; lanes combine by butterflies in which the lower lane's value is always the left
+ * operand (or, for a scan, shfl.sync.up with the earlier lanes on the left); warps go
+ * through shared memory in warp order. The region is inlined at every combine. A
+ * value that may be missing (the first lane has no earlier lanes) is chosen by a
+ * select after an unconditional combine: the combine is pure. A reversed scan is the
+ * mirror image: from the run's last element, the later lanes by shfl.sync.down, the
+ * later warps. Lanes and warps holding copies compute the same values. */
+enum { MAXT = 8 };
+
+typedef struct Lines {
+    uint32_t n, ea, inner, rows;     /* tiles; elements along the axis; its local stride; lines */
+    CgVal x[MAXT];
+    ScanAxis ax;
+} Lines;
+
+static bool combine_lines(Cg *c, const IrOp *op, int a, CgLayout *l, Lines *ln)
+{
+    const IrType *st = cg_type(c, op->operands[0]);
+    *l = cg_layout_of(st);
+    ln->ax = scan_axis(l, a);
+    if (l->kind != CG_LAYOUT_BLOCKED || ln->ax.reps != 1 || op->noperands > MAXT)
+        return cg_error(c, op, "internal: %s needs one run of its axis per thread (passes/layout.c)",
+                        ir_op_info[op->code].text);
+    ln->n = op->noperands;
+    ln->ea = (uint32_t)l->spt[a];
+    ln->inner = 1;
+    for (int d = a + 1; d < l->rank; d++) ln->inner *= (uint32_t)(l->spt[d] * l->reps[d]);
+    for (uint32_t i = 0; i < ln->n; i++) {
+        if (cg_type(c, op->operands[i])->layout != st->layout)
+            return cg_error(c, op, "internal: the tiles of %s have different layouts", ir_op_info[op->code].text);
+        ln->x[i] = cg_get(c, op->operands[i]);
+    }
+    ln->rows = ln->x[0].n / ln->ea;
+    return true;
+}
+
+/* out = combine(l, r), n values each (out may be l or r). */
+static bool comb(Cg *c, const IrOp *op, uint32_t n, const LLVMValueRef *l, const LLVMValueRef *r, LLVMValueRef *out)
+{
+    LLVMValueRef args[2 * MAXT];
+    for (uint32_t i = 0; i < n; i++) args[i] = l[i], args[n + i] = r[i];
+    return cg_combine(c, op, &op->regions[0], args, out);
+}
+
+static void select_n(Cg *c, uint32_t n, LLVMValueRef cond, const LLVMValueRef *t, const LLVMValueRef *f, LLVMValueRef *out)
+{
+    for (uint32_t i = 0; i < n; i++) out[i] = LLVMBuildSelect(c->b, cond, t[i], f[i], "");
+}
+
+static uint32_t line_base(const Lines *ln, uint32_t row) { return (row / ln->inner) * ln->ea * ln->inner + row % ln->inner; }
+
+/* Each line's run folded in the thread, then across the nl lanes: at step m the lane
+ * whose position has bit m set holds the upper half, so its partner's value goes left. */
+static bool reduce_lanes(Cg *c, const IrOp *op, const Lines *ln, LLVMValueRef (*acc)[MAXT])
+{
+    for (uint32_t row = 0; row < ln->rows; row++) {
+        uint32_t base = line_base(ln, row);
+        for (uint32_t i = 0; i < ln->n; i++) acc[row][i] = cg_at(ln->x[i], base);
+        for (uint32_t j = 1; j < ln->ea; j++) {
+            LLVMValueRef e[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) e[i] = cg_at(ln->x[i], base + j * ln->inner);
+            if (!comb(c, op, ln->n, acc[row], e, acc[row])) return false;
+        }
+    }
+    LLVMValueRef lg = id_along(c, c->lane, ln->ax.ls, ln->ax.nl);
+    for (int32_t m = 1; m < ln->ax.nl; m *= 2) {
+        LLVMValueRef upper = LLVMBuildICmp(c->b, LLVMIntNE, LLVMBuildAnd(c->b, lg, cg_i32c(c, m), ""), cg_i32c(c, 0), "");
+        for (uint32_t row = 0; row < ln->rows; row++) {
+            LLVMValueRef o[MAXT], lo[MAXT], hi[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) o[i] = shfl_xor(c, acc[row][i], m * ln->ax.ls);
+            select_n(c, ln->n, upper, o, acc[row], lo);
+            select_n(c, ln->n, upper, acc[row], o, hi);
+            if (!comb(c, op, ln->n, lo, hi, acc[row])) return false;
+        }
+    }
+    return true;
+}
+
+/* Bytes of shared memory per tile of a combine's warp exchange: one 8-byte slot per
+ * line and warp along the axis. */
+static uint32_t slot_bytes(const IrType *t, const ScanAxis *ax, int a)
+{
+    return (uint32_t)(ir_type_numel(t) / t->shape[a]) * (uint32_t)ax->nw * 8;
+}
+
+uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op)
+{
+    const IrType *t = ir_value_type(f, op->operands[0]);
+    if (!t->layout || op->nregions != 1) return 0;
+    CgLayout l = cg_layout_of(t);
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    ScanAxis ax = scan_axis(&l, a);
+    return ax.nw > 1 && ax.reps == 1 && l.kind == CG_LAYOUT_BLOCKED ? op->noperands * slot_bytes(t, &ax, a) : 0;
+}
+
+/* Warp partials through shared memory, combined in warp order: all of them (reduce),
+ * or those of the warps before this one (scan: *pre, valid where the warp is not the
+ * first). `own` says which threads store (NULL: all; copies store the same). */
+enum { ALL_WARPS, WARPS_BEFORE, WARPS_AFTER };
+
+static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const CgLayout *l, int a, LLVMValueRef (*v)[MAXT],
+                           LLVMValueRef own, int which, LLVMValueRef (*out)[MAXT])
+{
+    CgLayout cl = *l;
+    cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
+    const IrType *st = cg_type(c, op->operands[0]);
+    uint32_t region = slot_bytes(st, &ln->ax, a);
+    LLVMValueRef wg = cg_urem(c->b, id_along(c, c->warp, ln->ax.ws, l->wpc[a]), cg_i32c(c, ln->ax.nw));
+    LLVMValueRef *slot = arena_alloc(c->arena, ln->rows * sizeof *slot);
+    for (uint32_t row = 0; row < ln->rows; row++)
+        slot[row] = cg_mul(c->b, row_index(c, &cl, a, row), cg_i32c(c, ln->ax.nw));
+    cg_barrier(c);
+    LLVMBasicBlockRef st_bb = own ? cg_block_new(c, "comb.store") : NULL, join = own ? cg_block_new(c, "comb.join") : NULL;
+    if (own) {
+        LLVMBuildCondBr(c->b, own, st_bb, join);
+        LLVMPositionBuilderAtEnd(c->b, st_bb);
+    }
+    for (uint32_t row = 0; row < ln->rows; row++)
+        for (uint32_t i = 0; i < ln->n; i++)
+            LLVMBuildStore(c->b, v[row][i], cg_smem_ptr(c, cg_add(c->b, slot[row], wg), LLVMTypeOf(v[row][i]), i * region));
+    if (own) {
+        LLVMBuildBr(c->b, join);
+        LLVMPositionBuilderAtEnd(c->b, join);
+    }
+    cg_barrier(c);
+    /* warps in order, or from the last one down for WARPS_AFTER (a reversed scan) */
+    bool down = which == WARPS_AFTER;
+    for (uint32_t row = 0; row < ln->rows; row++)
+        for (int32_t q = 0; q < ln->ax.nw; q++) {
+            int32_t j = down ? ln->ax.nw - 1 - q : q;
+            LLVMValueRef t[MAXT], r[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) {
+                LLVMTypeRef vt = LLVMTypeOf(v[row][i]);
+                t[i] = LLVMBuildLoad2(c->b, vt, cg_smem_ptr(c, cg_add(c->b, slot[row], cg_i32c(c, j)), vt, i * region), "");
+            }
+            if (q == 0) {
+                memcpy(out[row], t, ln->n * sizeof *t);
+                continue;
+            }
+            if (!comb(c, op, ln->n, out[row], t, r)) return false;
+            if (which == ALL_WARPS) memcpy(out[row], r, ln->n * sizeof *r);
+            else select_n(c, ln->n, LLVMBuildICmp(c->b, down ? LLVMIntUGT : LLVMIntULT, cg_i32c(c, j), wg, ""), r,
+                          out[row], out[row]);
+        }
+    return true;
+}
+
+bool cg_reduce_region(Cg *c, const IrOp *op)
+{
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    CgLayout l, cl;
+    Lines ln;
+    if (!combine_lines(c, op, a, &l, &ln)) return false;
+    LLVMValueRef (*acc)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *acc);
+    if (!reduce_lanes(c, op, &ln, acc)) return false;
+    if (ln.ax.nw > 1 && !across_warps_n(c, op, &ln, &l, a, acc, NULL, ALL_WARPS, acc)) return false;
+    cl = l;
+    cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
+    for (uint32_t i = 0; i < ln.n; i++) {
+        CgVal part = cg_val_new(c, ln.rows);
+        for (uint32_t row = 0; row < ln.rows; row++) part.v[row] = acc[row][i];
+        const IrType *rt = cg_type(c, op->results[i]);
+        CgLayout to = cg_layout_of(rt);
+        int64_t w[IR_MAX_RANK] = {0};
+        for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);
+        cg_set(c, op->results[i], cg_convert(c, &cl, part, rt->elem, &to, w));
+    }
+    return true;
+}
+
+/* The thread's inclusive scan of its run (loc), the lanes' inclusive scan of the run
+ * totals by shfl.sync.up (w), and each lane's exclusive prefix (ex, valid past the
+ * first lane). Reversed (rev): everything mirrored, from the run's last element, the
+ * later lanes by shfl.sync.down, ex valid before the last lane. */
+static bool scan_lanes_n(Cg *c, const IrOp *op, const Lines *ln, bool rev, LLVMValueRef (*loc)[MAXT],
+                         LLVMValueRef (*w)[MAXT], LLVMValueRef (*ex)[MAXT], LLVMValueRef lg)
+{
+    const char *kind = rev ? "down" : "up";
+    for (uint32_t row = 0; row < ln->rows; row++) {
+        uint32_t base = line_base(ln, row);
+        for (uint32_t q = 0; q < ln->ea; q++) {
+            uint32_t j = rev ? ln->ea - 1 - q : q, k = base + j * ln->inner;
+            for (uint32_t i = 0; i < ln->n; i++) loc[k][i] = cg_at(ln->x[i], k);
+            uint32_t prev = rev ? k + ln->inner : k - ln->inner;
+            if (q && !comb(c, op, ln->n, loc[prev], loc[k], loc[k])) return false;
+        }
+        memcpy(w[row], loc[base + (rev ? 0 : ln->ea - 1) * ln->inner], ln->n * sizeof **w);
+    }
+    for (int32_t d = 1; d < ln->ax.nl; d *= 2) {
+        LLVMValueRef take = rev ? LLVMBuildICmp(c->b, LLVMIntULT, lg, cg_i32c(c, ln->ax.nl - d), "")
+                                : LLVMBuildICmp(c->b, LLVMIntUGE, lg, cg_i32c(c, d), "");
+        for (uint32_t row = 0; row < ln->rows; row++) {
+            LLVMValueRef o[MAXT], r[MAXT];
+            for (uint32_t i = 0; i < ln->n; i++) o[i] = shfl(c, w[row][i], kind, cg_i32c(c, d * ln->ax.ls));
+            if (!comb(c, op, ln->n, o, w[row], r)) return false;
+            select_n(c, ln->n, take, r, w[row], w[row]);
+        }
+    }
+    for (uint32_t row = 0; row < ln->rows && ln->ax.nl > 1; row++)
+        for (uint32_t i = 0; i < ln->n; i++) ex[row][i] = shfl(c, w[row][i], kind, cg_i32c(c, ln->ax.ls));
+    return true;
+}
+
+bool cg_scan_region(Cg *c, const IrOp *op)
+{
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    CgLayout l;
+    Lines ln;
+    if (!combine_lines(c, op, a, &l, &ln)) return false;
+    CgVal out[MAXT];
+    for (uint32_t i = 0; i < ln.n; i++) out[i] = cg_val_new(c, ln.x[0].n);
+    bool rev = op->attr.i & IR_SCAN_REVERSE;
+    LLVMValueRef (*loc)[MAXT] = arena_alloc(c->arena, ln.x[0].n * sizeof *loc);
+    LLVMValueRef (*w)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *w), (*ex)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *ex);
+    LLVMValueRef (*pre)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *pre);
+    LLVMValueRef lg = id_along(c, c->lane, ln.ax.ls, ln.ax.nl);
+    if (!scan_lanes_n(c, op, &ln, rev, loc, w, ex, lg)) return false;
+    LLVMValueRef has_ex = rev ? LLVMBuildICmp(c->b, LLVMIntULT, lg, cg_i32c(c, ln.ax.nl - 1), "")
+                              : LLVMBuildICmp(c->b, LLVMIntUGT, lg, cg_i32c(c, 0), "");
+    LLVMValueRef has_pre = NULL;
+    if (ln.ax.nw > 1) {
+        /* nw > 1: no lane copies along the axis; the group's last lane (the first,
+         * reversed) holds the warp's total */
+        LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntEQ, lg, cg_i32c(c, rev ? 0 : ln.ax.nl - 1), "");
+        LLVMValueRef wa = id_along(c, c->warp, ln.ax.ws, l.wpc[a]), wg = cg_urem(c->b, wa, cg_i32c(c, ln.ax.nw));
+        LLVMValueRef own = cg_and(c->b, last, LLVMBuildICmp(c->b, LLVMIntULT, wa, cg_i32c(c, ln.ax.nw), ""));
+        if (!across_warps_n(c, op, &ln, &l, a, w, own, rev ? WARPS_AFTER : WARPS_BEFORE, pre)) return false;
+        has_pre = rev ? LLVMBuildICmp(c->b, LLVMIntULT, wg, cg_i32c(c, ln.ax.nw - 1), "")
+                      : LLVMBuildICmp(c->b, LLVMIntUGT, wg, cg_i32c(c, 0), "");
+    }
+    for (uint32_t row = 0; row < ln.rows; row++) {
+        LLVMValueRef base[MAXT], r[MAXT], has = NULL;
+        if (has_pre && ln.ax.nl > 1) {
+            if (!comb(c, op, ln.n, pre[row], ex[row], r)) return false;
+            select_n(c, ln.n, has_ex, r, pre[row], r);
+            select_n(c, ln.n, has_pre, r, ex[row], base);
+            has = cg_or(c->b, has_pre, has_ex);
+        } else if (has_pre) {
+            memcpy(base, pre[row], ln.n * sizeof *base), has = has_pre;
+        } else if (ln.ax.nl > 1) {
+            memcpy(base, ex[row], ln.n * sizeof *base), has = has_ex;
+        }
+        uint32_t b0 = line_base(&ln, row);
+        for (uint32_t j = 0; j < ln.ea; j++) {
+            uint32_t k = b0 + j * ln.inner;
+            if (has) {
+                if (!comb(c, op, ln.n, base, loc[k], r)) return false;
+                select_n(c, ln.n, has, r, loc[k], loc[k]);
+            }
+            for (uint32_t i = 0; i < ln.n; i++) out[i].v[k] = loc[k][i];
+        }
+    }
+    for (uint32_t i = 0; i < ln.n; i++) cg_set(c, op->results[i], out[i]);
     return true;
 }

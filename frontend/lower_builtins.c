@@ -389,26 +389,342 @@ static Val bi_dot(Lower *L, const Builtin *bi, const AstExpr *call, const AstExp
 }
 
 /* ---- reductions and scans ---------------------------------------------------------------- */
+/* Every reduction takes (t, axis?, options...): no axis (or None) reduces all axes
+ * (t flattened row-major, so argmax gives the flat index), a negative axis counts
+ * from the end, keep_dims keeps the reduced axes with size 1. Options become plain
+ * IR: dtype a convert before, propagate_nan = false selects around the NaNs,
+ * return_indices a second reduction (argmax beside max); only xor_sum, reduce and
+ * scan are ops of their own. */
 static bool small_int(IrElem e) { return ir_elem_is_int(e) && ir_elem_bits(e) < 32; }
+
+enum { ALL_AXES = -1 };
+
+/* The parameter slot named `name` of bi (an option), NULL if absent. */
+static const AstExpr *opt_slot(const Builtin *bi, const AstExpr **args, const char *name)
+{
+    for (int j = 0; j < MAX_SLOTS && bi->params[j]; j++)
+        if (!strcmp(bi->params[j], name)) return args[j];
+    return NULL;
+}
+
+static bool flag_opt(Lower *L, const Builtin *bi, const AstExpr **args, const char *name, bool *out)
+{
+    const AstExpr *e = opt_slot(bi, args, name);
+    int64_t v = 0;
+    *out = false;
+    if (!e) return true;
+    if (ce_eval(L, e, &v) && (v == 0 || v == 1)) return *out = v, true;
+    lw_error(L, e->loc, "the %s of %s must be true or false", name, bi->name);
+    return false;
+}
+
+/* axis: absent or None is ALL_AXES; a negative axis counts from the end. */
+static bool red_axis(Lower *L, const Builtin *bi, const AstExpr *e, int rank, bool none_ok, int64_t *axis)
+{
+    if ((!e || e->kind == AST_NONE) && none_ok) return *axis = ALL_AXES, true;
+    if (!e || e->kind == AST_NONE) {
+        lw_error(L, e ? e->loc : (Loc){0}, "%s needs an axis", bi->name);
+        return false;
+    }
+    if (!const_arg(L, bi, e, "axis", axis)) return false;
+    if (*axis >= -rank && *axis < rank) {
+        if (*axis < 0) *axis += rank;
+        return true;
+    }
+    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d", (long long)*axis, bi->name, rank);
+    return false;
+}
+
+/* A tile of numbers for reduction `bi` (pointer tiles are errors). */
+static Val red_tile(Lower *L, const Builtin *bi, const AstExpr *e)
+{
+    Val t = tile_arg(L, bi, e);
+    if (t.t && t.t->elem == IR_PTR) {
+        lw_error(L, e->loc, "%s needs a tile of numbers, got the pointer tile %s", bi->name, val_str(L, &t));
+        return VERR;
+    }
+    return t;
+}
+
+/* How a reduction was asked for: the axis it removes from the (maybe flattened)
+ * operand, and the original shape for keep_dims. */
+typedef struct RedShape {
+    int64_t axis;
+    bool all, keep;
+    int rank;
+    int32_t shape[IR_MAX_RANK];
+} RedShape;
+
+static Val flatten(Lower *L, Val t)
+{
+    if (t.t->rank == 1) return t;
+    int32_t n = (int32_t)ir_type_numel(t.t);
+    return lw_val(L, ir_build1(&L->b, IR_OP_RESHAPE, ir_type_tile(L->ctx, lw_scalar(L, t.t->elem), 1, &n), &t.v, 1));
+}
+
+/* The operand as the reduction sees it: flattened when all axes are reduced. */
+static Val red_operand(Lower *L, Val t, RedShape *rs, int64_t axis, bool keep)
+{
+    *rs = (RedShape){.axis = axis == ALL_AXES ? 0 : axis, .all = axis == ALL_AXES, .keep = keep, .rank = t.t->rank};
+    memcpy(rs->shape, t.t->shape, sizeof rs->shape);
+    return rs->all ? flatten(L, t) : t;
+}
+
+static Val build_red(Lower *L, IrOpcode code, Val t, const RedShape *rs, IrElem re)
+{
+    int32_t shape[IR_MAX_RANK] = {0};
+    for (int i = 0, j = 0; i < t.t->rank; i++)
+        if (i != rs->axis) shape[j++] = t.t->shape[i];
+    return build_attr(L, code, ir_type_tile(L->ctx, lw_scalar(L, re), t.t->rank - 1, shape), &t.v, 1, rs->axis);
+}
+
+/* keep_dims: the reduced axes come back with size 1. */
+static Val keep_dims(Lower *L, Val r, const RedShape *rs)
+{
+    if (!rs->keep || !r.t) return r;
+    int32_t shape[IR_MAX_RANK];
+    for (int i = 0; i < rs->rank; i++) shape[i] = rs->all || i == rs->axis ? 1 : rs->shape[i];
+    const IrType *t = ir_type_tile(L->ctx, lw_scalar(L, r.t->elem), rs->rank, shape);
+    if (!r.t->rank) return lw_val(L, ir_build1(&L->b, IR_OP_SPLAT, t, &r.v, 1));
+    return build_attr(L, IR_OP_EXPAND_DIMS, t, &r.v, 1, rs->axis);
+}
+
+static Val const_like(Lower *L, const IrType *t, double f)
+{
+    return lw_val(L, ir_elem_is_float(t->elem) ? ir_const_float(&L->b, t, f) : ir_const_int(&L->b, t, (int64_t)f));
+}
+
+static Val is_nan(Lower *L, Val t)
+{
+    IrValue ops[2] = {t.v, t.v};
+    return build_attr(L, IR_OP_CMP, lw_like(L, t.t, IR_I1), ops, 2, IR_CMP_NE);
+}
+
+static Val select3(Lower *L, Val c, Val a, Val b)
+{
+    IrValue ops[3] = {c.v, a.v, b.v};
+    return lw_val(L, ir_build1(&L->b, IR_OP_SELECT, a.t, ops, 3));
+}
+
+/* max/min(t, axis?, propagate_nan?, keep_dims?, return_indices?) and
+ * argmax/argmin(t, axis?, keep_dims?, return_value?): the value and/or the index;
+ * both give (value, index) when both are asked for. Without propagate_nan (it is true
+ * by default: LANGUAGE.md's max propagates NaN) NaNs are skipped: the extreme of the
+ * other elements, NaN only where all are NaN. */
+static int minmax_results(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args, Val *out)
+{
+    Val t = red_tile(L, bi, args[0]);
+    int64_t axis;
+    bool keep, both, prop = true, arg = bi->op == IR_OP_ARGMAX || bi->op == IR_OP_ARGMIN;
+    bool mx = bi->op == IR_OP_MAX || bi->op == IR_OP_ARGMAX;
+    if (!t.t || !red_axis(L, bi, args[1], t.t->rank, true, &axis) || !flag_opt(L, bi, args, "keep_dims", &keep) ||
+        !flag_opt(L, bi, args, arg ? "return_value" : "return_indices", &both))
+        return -1;
+    if (!arg && opt_slot(bi, args, "propagate_nan") && !flag_opt(L, bi, args, "propagate_nan", &prop)) return -1;
+    L->b.loc = call->loc;
+    RedShape rs;
+    Val x = red_operand(L, t, &rs, axis, keep), allnan = VERR;
+    if (!prop && ir_elem_is_float(x.t->elem)) {
+        Val nan = is_nan(L, x);
+        allnan = build_red(L, IR_OP_MIN, nan, &rs, IR_I1);
+        x = select3(L, nan, const_like(L, x.t, mx ? -INFINITY : INFINITY), x);
+    }
+    int n = 0;
+    if (!arg || both) {
+        Val v = build_red(L, mx ? IR_OP_MAX : IR_OP_MIN, x, &rs, x.t->elem);
+        if (allnan.t) v = select3(L, allnan, const_like(L, v.t, NAN), v);
+        out[n++] = keep_dims(L, v, &rs);
+    }
+    if (arg || both) out[n++] = keep_dims(L, build_red(L, mx ? IR_OP_ARGMAX : IR_OP_ARGMIN, x, &rs, IR_I32), &rs);
+    return n;
+}
+
+/* sum(t, axis?, keep_dims?, dtype?), xor_sum(t, axis?, keep_dims?) */
+static int sum_results(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args, Val *out)
+{
+    Val t = red_tile(L, bi, args[0]);
+    int64_t axis;
+    bool keep;
+    IrElem de = IR_NUM_ELEMS;
+    const AstExpr *d = opt_slot(bi, args, "dtype");
+    if (!t.t || !red_axis(L, bi, args[1], t.t->rank, true, &axis) || !flag_opt(L, bi, args, "keep_dims", &keep) ||
+        (d && !elem_arg(L, bi, d, &de)))
+        return -1;
+    if (bi->op == IR_OP_XOR_SUM && !ir_elem_is_int(t.t->elem)) {
+        lw_error(L, args[0]->loc, "xor_sum needs a tile of integers, got %s", val_str(L, &t));
+        return -1;
+    }
+    L->b.loc = call->loc;
+    if (de != IR_NUM_ELEMS) t = lw_convert(L, t, de);
+    else if (bi->op == IR_OP_SUM && small_int(t.t->elem)) t = lw_convert(L, t, IR_I32);
+    RedShape rs;
+    Val x = red_operand(L, t, &rs, axis, keep);
+    out[0] = keep_dims(L, build_red(L, bi->op, x, &rs, x.t->elem), &rs);
+    return 1;
+}
+
+/* cumsum/cumprod(t, axis, reverse?, dtype?) */
+static Val bi_scan(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val t = red_tile(L, bi, args[0]);
+    int64_t axis;
+    bool rev;
+    IrElem de = IR_NUM_ELEMS;
+    const AstExpr *d = opt_slot(bi, args, "dtype");
+    if (!t.t || !red_axis(L, bi, args[1], t.t->rank, false, &axis) || !flag_opt(L, bi, args, "reverse", &rev) ||
+        (d && !elem_arg(L, bi, d, &de)))
+        return VERR;
+    L->b.loc = call->loc;
+    if (de != IR_NUM_ELEMS) t = lw_convert(L, t, de);
+    else if (small_int(t.t->elem)) t = lw_convert(L, t, IR_I32);
+    return build_attr(L, bi->op, t.t, &t.v, 1, axis | (rev ? IR_SCAN_REVERSE : 0));
+}
+
+/* ---- reduce and associative_scan with a combine fn ------------------------------------------ */
+enum { MAX_TILES = 8 };
+
+/* The tiles: one tile or a tuple of tiles of one shape. */
+static int combine_tiles(Lower *L, const Builtin *bi, const AstExpr *e, Val *ts)
+{
+    uint32_t n = e->kind == AST_TUPLE ? e->nargs : 1;
+    if (n > MAX_TILES) {
+        lw_error(L, e->loc, "%s takes at most %d tiles, got %u", bi->name, MAX_TILES, n);
+        return -1;
+    }
+    bool ok = true;
+    for (uint32_t i = 0; i < n; i++) ok &= (ts[i] = red_tile(L, bi, e->kind == AST_TUPLE ? e->args[i] : e)).t != NULL;
+    for (uint32_t i = 1; ok && i < n; i++)
+        if (ts[i].t->rank != ts[0].t->rank || memcmp(ts[i].t->shape, ts[0].t->shape, sizeof ts[0].t->shape)) {
+            lw_error(L, e->args[i]->loc, "the tiles of %s must have one shape, got %s and %s", bi->name,
+                     lw_shape_str(L, ts[0].t->rank, ts[0].t->shape), lw_shape_str(L, ts[i].t->rank, ts[i].t->shape));
+            ok = false;
+        }
+    return ok ? (int)n : -1;
+}
+
+static const AstItem *combine_fn(Lower *L, const Builtin *bi, const AstExpr *e, int n)
+{
+    const AstItem *fn = e->kind == AST_NAME ? lw_find_item(L, e->name) : NULL;
+    if (!fn || fn->kind != AST_FN) {
+        lw_error(L, e->loc, "the combine of %s must name a fn, as in %s(t, 0, f) with fn f(a, b) { ... }", bi->name, bi->name);
+        return NULL;
+    }
+    if (fn->nparams != 2 * (uint32_t)n) {
+        lw_error(L, e->loc, "the combine fn '%s' of %s takes %u parameter%s; over %d tile%s it needs %d (a%s, then b%s)",
+                 fn->name, bi->name, fn->nparams, fn->nparams == 1 ? "" : "s", n, n == 1 ? "" : "s", 2 * n,
+                 n == 1 ? "" : "0..", n == 1 ? "" : "0..");
+        return NULL;
+    }
+    return fn;
+}
+
+/* The first op in blk (or its regions) with an effect, NULL if none. */
+static const IrOp *effect_in(const IrBlock *blk)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (!(ir_op_info[op->code].flags & IR_P) && op->code != IR_OP_IF && op->code != IR_OP_YIELD) return op;
+        for (uint32_t r = 0; r < op->nregions; r++) {
+            const IrOp *e = effect_in(&op->regions[r]);
+            if (e) return e;
+        }
+    }
+    return NULL;
+}
+
+/* The combine's results: n scalars of the tiles' element types, yielded. */
+static bool combine_yield(Lower *L, const AstItem *fn, const Builtin *bi, IrOp *op, Val *res, int got, const Val *ts,
+                          int n, Loc loc)
+{
+    if (got < 0) return false;
+    if (got != n) {
+        lw_error(L, loc, "the combine fn '%s' of %s returns %d value%s; it must return %d (one per tile)", fn->name,
+                 bi->name, got, got == 1 ? "" : "s", n);
+        return false;
+    }
+    IrValue ys[MAX_TILES];
+    for (int i = 0; i < n; i++) {
+        IrElem e = ts[i].t->elem;
+        if (res[i].lit == LIT_FLOAT && !ir_elem_is_float(e)) {
+            lw_error(L, loc, "result %d of the combine fn '%s' of %s must be a scalar %s (the tile's element type), got a "
+                     "float literal", i + 1, fn->name, bi->name, ir_elem_name(e));
+            return false;
+        }
+        if (res[i].lit) res[i] = lw_convert(L, res[i], e);
+        if (res[i].t->rank || res[i].t->elem != e) {
+            lw_error(L, loc, "result %d of the combine fn '%s' of %s must be a scalar %s (the tile's element type), got %s",
+                     i + 1, fn->name, bi->name, ir_elem_name(e), lw_tstr(L, res[i].t));
+            return false;
+        }
+        ys[i] = res[i].v;
+    }
+    ir_build(&L->b, IR_OP_YIELD, ys, (uint32_t)n, NULL, 0, 0);
+    const IrOp *eff = effect_in(&op->regions[0]);
+    if (!eff) return true;
+    lw_error(L, eff->loc, "the combine fn '%s' of %s must be pure: '%s' is not allowed in it", fn->name, bi->name,
+             ir_op_info[eff->code].text);
+    return false;
+}
+
+/* reduce(t, axis, combine, keep_dims?) and associative_scan(t, axis, combine,
+ * reverse?): t one tile or a tuple of tiles of one shape; combine a fn of 2n scalars
+ * (a0..an-1, b0..bn-1) giving n, assumed associative. The op's region is the fn
+ * inlined once on scalars; interpreter and GPU call it per pair. */
+static int combine_results(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args, Val *out)
+{
+    Val ts[MAX_TILES], argv[2 * MAX_TILES], res[8];
+    bool scan = bi->op == IR_OP_SCAN, flag;
+    int64_t axis;
+    int n = combine_tiles(L, bi, args[0], ts);
+    if (n < 0 || !red_axis(L, bi, args[1], ts[0].t->rank, !scan, &axis)) return -1;
+    const AstItem *fn = combine_fn(L, bi, args[2], n);
+    if (!fn || !flag_opt(L, bi, args, scan ? "reverse" : "keep_dims", &flag)) return -1;
+    L->b.loc = call->loc;
+    RedShape rs = {0};
+    IrValue ops[MAX_TILES];
+    const IrType *rt[MAX_TILES];
+    for (int i = 0; i < n; i++) {
+        ts[i] = scan ? ts[i] : red_operand(L, ts[i], &rs, axis, flag);
+        ops[i] = ts[i].v;
+        int32_t shape[IR_MAX_RANK] = {0};
+        for (int d = 0, j = 0; !scan && d < ts[i].t->rank; d++)
+            if (d != rs.axis) shape[j++] = ts[i].t->shape[d];
+        rt[i] = scan ? ts[i].t : ir_type_tile(L->ctx, lw_scalar(L, ts[i].t->elem), ts[i].t->rank - 1, shape);
+    }
+    IrOp *op = ir_build(&L->b, bi->op, ops, (uint32_t)n, rt, (uint32_t)n, 1);
+    op->attr.i = scan ? axis | (flag ? IR_SCAN_REVERSE : 0) : rs.axis;
+    for (int k = 0; k < 2 * n; k++)
+        argv[k] = lw_val(L, ir_block_add_arg(&op->regions[0], lw_scalar(L, ts[k % n].t->elem), NULL));
+    IrBuilder saved = L->b;
+    ir_builder_at_end(&L->b, &op->regions[0]);
+    int got = lw_inline_fn(L, fn, call->loc, argv, (uint32_t)(2 * n), res, 8);
+    L->b.loc = call->loc;
+    bool ok = combine_yield(L, fn, bi, op, res, got, ts, n, call->loc);
+    L->b = saved;
+    if (!ok) {
+        ir_op_remove(op);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) out[i] = scan ? lw_val(L, op->results[i]) : keep_dims(L, lw_val(L, op->results[i]), &rs);
+    return n;
+}
+
+/* The handlers that may give several values, and their one-value form. */
+static int results_of(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args, Val *out)
+{
+    switch (bi->op) {
+    case IR_OP_SUM: case IR_OP_XOR_SUM: return sum_results(L, bi, call, args, out);
+    case IR_OP_REDUCE: case IR_OP_SCAN: return combine_results(L, bi, call, args, out);
+    default: return minmax_results(L, bi, call, args, out);
+    }
+}
 
 static Val bi_reduce(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
-    Val t = tile_arg(L, bi, args[0]);
-    int64_t axis;
-    if (!t.t || !axis_arg(L, bi, args[1], t.t->rank, &axis)) return VERR;
-    if (t.t->elem == IR_PTR) {
-        lw_error(L, args[0]->loc, "%s needs a tile of numbers, got the pointer tile %s", bi->name, val_str(L, &t));
-        return VERR;
-    }
-    L->b.loc = call->loc;
-    bool scan = bi->op == IR_OP_CUMSUM || bi->op == IR_OP_CUMPROD;
-    if ((bi->op == IR_OP_SUM || scan) && small_int(t.t->elem)) t = lw_convert(L, t, IR_I32);
-    IrElem re = bi->op == IR_OP_ARGMAX || bi->op == IR_OP_ARGMIN ? IR_I32 : t.t->elem;
-    if (scan) return build_attr(L, bi->op, t.t, &t.v, 1, axis);
-    int32_t shape[IR_MAX_RANK] = {0};
-    for (int i = 0, j = 0; i < t.t->rank; i++)
-        if (i != axis) shape[j++] = t.t->shape[i];
-    return build_attr(L, bi->op, ir_type_tile(L->ctx, lw_scalar(L, re), t.t->rank - 1, shape), &t.v, 1, axis);
+    Val out[MAX_TILES];
+    int n = results_of(L, bi, call, args, out);
+    if (n == 1 || n < 0) return n == 1 ? out[0] : VERR;
+    lw_error(L, call->loc, "%s(...) gives %d values here; bind them with let (a, b) = %s(...)", bi->name, n, bi->name);
+    return VERR;
 }
 
 /* any/all(t, axis): max/min of i1 along the axis (exact: i1 is 0 or 1, unsigned).
@@ -721,7 +1037,9 @@ static Val bi_umulhi(Lower *L, const Builtin *bi, const AstExpr *call, const Ast
 #define EW_PARAMS_1 {"x"}
 #define EW_PARAMS_2 {"a", "b"}
 #define EW_PARAMS_3 {"a", "b", "c"}
-#define REDUCE(n, OPC) {n, 2, 2, {"t", "axis"}, bi_reduce, IR_OP_##OPC}
+#define MINMAX(n, OPC) {n, 1, 5, {"t", "axis", "propagate_nan", "keep_dims", "return_indices"}, bi_reduce, IR_OP_##OPC}
+#define ARGM(n, OPC) {n, 1, 4, {"t", "axis", "keep_dims", "return_value"}, bi_reduce, IR_OP_##OPC}
+#define SCAN(n, OPC) {n, 2, 4, {"t", "axis", "reverse", "dtype"}, bi_scan, IR_OP_##OPC}
 #define ATOMIC(n, OPC) {n, 2, 4, {"ptr", "value", "mask", "sem"}, bi_atomic, IR_OP_ATOMIC_##OPC}
 static const Builtin builtins[] = {
     {"program_id", 1, 1, {"axis"}, bi_program_id, IR_OP_PROGRAM_ID},
@@ -737,9 +1055,12 @@ static const Builtin builtins[] = {
     {"atomic_cas", 3, 4, {"ptr", "cmp", "value", "sem"}, bi_atomic, IR_OP_ATOMIC_CAS},
     {"barrier", 0, 0, {0}, bi_barrier, IR_OP_BARRIER},
     {"dot", 2, 6, {"a", "b", "acc", "precision", "out_dtype", "max_num_imprecise_acc"}, bi_dot, IR_OP_DOT},
-    REDUCE("sum", SUM), REDUCE("max", MAX), REDUCE("min", MIN),
-    REDUCE("argmax", ARGMAX), REDUCE("argmin", ARGMIN),
-    REDUCE("cumsum", CUMSUM), REDUCE("cumprod", CUMPROD),
+    {"sum", 1, 4, {"t", "axis", "keep_dims", "dtype"}, bi_reduce, IR_OP_SUM},
+    {"xor_sum", 1, 3, {"t", "axis", "keep_dims"}, bi_reduce, IR_OP_XOR_SUM},
+    MINMAX("max", MAX), MINMAX("min", MIN), ARGM("argmax", ARGMAX), ARGM("argmin", ARGMIN),
+    SCAN("cumsum", CUMSUM), SCAN("cumprod", CUMPROD),
+    {"reduce", 3, 4, {"t", "axis", "combine", "keep_dims"}, bi_reduce, IR_OP_REDUCE},
+    {"associative_scan", 3, 4, {"t", "axis", "combine", "reverse"}, bi_reduce, IR_OP_SCAN},
     {"any", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MAX},
     {"all", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MIN},
     {"where", 3, 3, {"cond", "a", "b"}, bi_where, IR_OP_SELECT},
@@ -860,4 +1181,15 @@ bool lower_builtin(Lower *L, const AstExpr *call, Val *out)
     if (!bi) return false;
     *out = slot_args(L, bi, call, slots) ? bi->fn(L, bi, call, slots) : VERR;
     return true;
+}
+
+int lower_builtin_results(Lower *L, const AstExpr *call, Val *out, int max)
+{
+    const Builtin *bi = find_builtin(call->name);
+    const AstExpr *slots[MAX_SLOTS] = {0};
+    Val res[MAX_TILES];
+    if (!bi || bi->fn != bi_reduce) return -2;
+    int n = slot_args(L, bi, call, slots) ? results_of(L, bi, call, slots, res) : -1;
+    for (int i = 0; i < n && i < max; i++) out[i] = res[i];
+    return n;
 }

@@ -578,7 +578,7 @@ Val lower_expr(Lower *L, const AstExpr *e)
     case AST_SLICE: lw_error(L, e->loc, "':' is only allowed in an index, as in t[:, None]"); break;
     case AST_LIST: lw_error(L, e->loc, "a list like [64, 32] is only allowed as a shape argument"); break;
     case AST_MAP: lw_error(L, e->loc, "{...} is only allowed in attributes"); break;
-    case AST_TUPLE: lw_error(L, e->loc, "a tuple is only allowed in a return statement"); break;
+    case AST_TUPLE: lw_error(L, e->loc, "a tuple is only allowed in a return statement and as the tiles of reduce or associative_scan"); break;
     }
     return VERR;
 }

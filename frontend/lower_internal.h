@@ -128,6 +128,10 @@ Val lw_build_binary(Lower *L, IrOpcode code, const IrType *t, Val a, Val b);
 /* Lowers a call of a built-in; false if `name` is no built-in. */
 bool lower_builtin(Lower *L, const AstExpr *call, Val *out);
 bool lw_is_builtin(const char *name);
+/* A call of a built-in that may give several values (max with return_indices, reduce
+ * and associative_scan over a tuple) in `let (a, b) = ...`: their count (-1 after an
+ * error), or -2 if `call` is no such built-in. */
+int lower_builtin_results(Lower *L, const AstExpr *call, Val *out, int max);
 const char *lw_closest_builtin(const char *name);
 
 /* ---- lower_stmt.c ------------------------------------------------------------------------ */
@@ -136,5 +140,7 @@ void lower_block(Lower *L, const AstStmt *blk);
 Val lower_if_expr(Lower *L, const AstExpr *e);
 /* Inlines fn `fn` at call; writes up to max results; returns the count or -1. */
 int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, int max);
+/* Inlines fn with the values argv as its arguments (a combine fn); as lower_fn_call. */
+int lw_inline_fn(Lower *L, const AstItem *fn, Loc loc, const Val *argv, uint32_t nargs, Val *out, int max);
 
 #endif

@@ -111,7 +111,11 @@ static void lower_destructure(Lower *L, const AstStmt *s)
     const AstItem *fn = e->kind == AST_CALL ? lw_find_item(L, e->name) : NULL;
     Val out[MAX_RESULTS];
     int n = -1;
-    if (!fn || fn->kind != AST_FN)
+    if (e->kind == AST_CALL && !fn && (n = lower_builtin_results(L, e, out, MAX_RESULTS)) != -2) {
+        if (n >= 0 && (uint32_t)n != s->nnames)
+            lw_error(L, s->loc, "%s(...) gives %d value%s here but %u names are given", e->name, n, n == 1 ? "" : "s",
+                     s->nnames);
+    } else if (!fn || fn->kind != AST_FN)
         lw_error(L, e->loc, "only the results of a fn call can be destructured, as in `let (a, b) = f(...);`");
     else if ((n = lower_fn_call(L, e, fn, out, MAX_RESULTS)) >= 0 && (uint32_t)n != s->nnames)
         lw_error(L, s->loc, "fn '%s' returns %d value%s but %u names are given", fn->name, n, n == 1 ? "" : "s",
@@ -731,6 +735,45 @@ int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, in
     bool saved_ret = L->returned;
     L->scope_base = mark;
     for (uint32_t i = 0; i < fn->nparams; i++) lw_push_binding(L, args[i]);
+    L->fn_stack[L->depth++] = fn;
+    int n = fn->body ? tail_block(L, fn, fn->body, res) : -1;
+    L->depth--;
+    lw_scope_pop(L, mark);
+    L->scope_base = saved_base;
+    L->returned = saved_ret;
+    if (!check_results(L, fn, res, n)) return -1;
+    for (int i = 0; i < n && i < max; i++) out[i] = res[i];
+    return n;
+}
+
+/* Inlines fn at loc with arguments already lowered (the combine of reduce and
+ * associative_scan): as a call, but the arguments are values, not expressions. */
+int lw_inline_fn(Lower *L, const AstItem *fn, Loc loc, const Val *argv, uint32_t nargs, Val *out, int max)
+{
+    Val res[MAX_RESULTS];
+    if (on_stack(L, fn)) {
+        lw_error(L, loc, "recursive call of fn '%s' (recursion is not supported)", fn->name);
+        return -1;
+    }
+    if (L->depth >= FE_MAX_INSTANTIATION_DEPTH || nargs != fn->nparams) {
+        lw_error(L, loc, "fn '%s' takes %u argument%s, got %u", fn->name, fn->nparams, fn->nparams == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    Binding *args = arena_alloc(L->arena, (fn->nparams + 1) * sizeof *args);
+    for (uint32_t i = 0; i < nargs; i++) {
+        const AstParam *p = &fn->params[i];
+        if (p->is_const) {
+            lw_error(L, p->loc, "fn '%s' is a combine: its parameter '%s' cannot be const", fn->name, p->name);
+            return -1;
+        }
+        args[i] = (Binding){.name = p->name, .loc = p->loc, .kind = BIND_PARAM,
+                            .val = p->type ? typed_arg(L, fn, p, argv[i], loc, "argument") : argv[i]};
+        if (!args[i].val.t) return -1;
+    }
+    size_t saved_base = L->scope_base, mark = L->scope.len;
+    bool saved_ret = L->returned;
+    L->scope_base = mark;
+    for (uint32_t i = 0; i < nargs; i++) lw_push_binding(L, args[i]);
     L->fn_stack[L->depth++] = fn;
     int n = fn->body ? tail_block(L, fn, fn->body, res) : -1;
     L->depth--;

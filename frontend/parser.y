@@ -300,12 +300,6 @@ stmt
     | if_stmt
     | KW_RETURN ';'             { $$ = return_stmt(ctx, NULL, @1); }
     | KW_RETURN value ';'       { $$ = return_stmt(ctx, $2, @1); }
-    | KW_RETURN '(' expr ',' exprs opt_comma ')' ';'
-                                { FeList *l = fe_push(ctx, NULL, $3);
-                                  for (uint32_t i = 0; i < $5->len; i++) fe_push(ctx, l, $5->items[i]);
-                                  AstExpr *t;
-                                  TRY(t, fe_exprs(ctx, AST_TUPLE, NULL, l, @2));
-                                  $$ = return_stmt(ctx, t, @1); }
     | expr ';'                  { $$ = expr_stmt(ctx, $1, @1); }
     | block
     | ';'                       { $$ = NULL; }
@@ -403,6 +397,11 @@ primary
     | IDENT '(' args ')'        { TRY($$, fe_call(ctx, $1, $3, @1)); }
     | '(' expr ')'              { $$ = $2; }
     | '(' if_expr ')'           { $$ = $2; }
+    /* a tuple: the value of `return (a, b);`, the tiles of reduce((a, b), ...) */
+    | '(' expr ',' exprs opt_comma ')'
+                                { FeList *l = fe_push(ctx, NULL, $2);
+                                  for (uint32_t i = 0; i < $4->len; i++) fe_push(ctx, l, $4->items[i]);
+                                  TRY($$, fe_exprs(ctx, AST_TUPLE, NULL, l, @1)); }
     | '[' ']'                   { TRY($$, fe_exprs(ctx, AST_LIST, NULL, NULL, @1)); }
     | '[' exprs opt_comma ']'   { TRY($$, fe_exprs(ctx, AST_LIST, NULL, $2, @1)); }
     ;

@@ -537,6 +537,86 @@ static ExecStatus exec_while(Interp *I, const IrOp *op)
     }
 }
 
+/* ---- reduce and scan with a combine region ---------------------------------------------- */
+
+/* Element `at` of operand i as a scalar of the region's argument type. */
+static bool scalar_at(Interp *I, const IrOp *op, uint32_t i, int64_t at, Tile *out)
+{
+    const IrBlock *blk = &op->regions[0];
+    if (!tile_alloc(I, op, ir_value_type(I->fn, blk->args[op->noperands + i]), out)) return false;
+    out->s[0] = interp_opnd(I, op, i)->s[at];
+    return true;
+}
+
+/* acc = combine(acc, element `at` of the operands): the region's arguments are
+ * (acc..., x...), its yield the new acc (n scalars, replacing *acc). */
+static ExecStatus combine_step(Interp *I, const IrOp *op, Tile **acc, int64_t at)
+{
+    uint32_t n = op->noperands, m = 2 * n;
+    Tile *ts = tl_calloc(m, sizeof *ts);
+    if (!ts) return interp_fail(I, op, "out of memory in the interpreter"), EX_ERROR;
+    memcpy(ts, *acc, n * sizeof *ts);
+    tl_free(*acc);
+    *acc = ts;
+    for (uint32_t i = 0; i < n; i++)
+        if (!scalar_at(I, op, i, at, &ts[n + i])) return EX_ERROR;
+    ExecStatus st = run_region(I, op, &op->regions[0], 0, acc, &m, 0);
+    return st == EX_OK && m != n ? (interp_fail(I, op, "the combine gave %u values, not %u", m, n), EX_ERROR) : st;
+}
+
+static ExecStatus combine_start(Interp *I, const IrOp *op, Tile **acc, int64_t at)
+{
+    uint32_t n = op->noperands;
+    if (!(*acc = tl_calloc(n, sizeof **acc))) return interp_fail(I, op, "out of memory in the interpreter"), EX_ERROR;
+    for (uint32_t i = 0; i < n; i++)
+        if (!scalar_at(I, op, i, at, &(*acc)[i])) return EX_ERROR;
+    return EX_OK;
+}
+
+/* One line along the axis (its first element at `base`, `stride` apart): reduce
+ * folds from the left (acc = f(acc, x[k])); scan writes acc at every k, from the last
+ * element down when reversed (Triton's: flip, scan, flip). */
+static ExecStatus combine_line(Interp *I, const IrOp *op, Tile *res, int64_t len, int64_t base, int64_t stride,
+                               int64_t out_at)
+{
+    bool scan = op->code == IR_OP_SCAN, rev = scan && (op->attr.i & IR_SCAN_REVERSE);
+    uint32_t n = op->noperands;
+    Tile *acc = NULL;
+    ExecStatus st = EX_OK;
+    for (int64_t j = 0; j < len && st == EX_OK; j++) {
+        int64_t at = base + (rev ? len - 1 - j : j) * stride;
+        st = j == 0 ? combine_start(I, op, &acc, at) : combine_step(I, op, &acc, at);
+        for (uint32_t i = 0; st == EX_OK && scan && i < n; i++) res[i].s[at] = acc[i].s[0];
+    }
+    for (uint32_t i = 0; st == EX_OK && !scan && i < n; i++) res[i].s[out_at] = acc[i].s[0];
+    free_tiles(acc, n);
+    return st;
+}
+
+static ExecStatus exec_combine(Interp *I, const IrOp *op)
+{
+    uint32_t n = op->noperands;
+    const IrType *t = interp_opnd(I, op, 0)->type;
+    int axis = (int)(op->attr.i & IR_AXIS_MASK);
+    int64_t outer = 1, inner = 1, len = t->shape[axis];
+    for (int d = 0; d < t->rank; d++) {
+        if (d < axis) outer *= t->shape[d];
+        if (d > axis) inner *= t->shape[d];
+    }
+    Tile *res = tl_calloc(n, sizeof *res);
+    if (!res) return interp_fail(I, op, "out of memory in the interpreter"), EX_ERROR;
+    ExecStatus st = EX_OK;
+    for (uint32_t i = 0; i < n && st == EX_OK; i++)
+        if (!tile_alloc(I, op, interp_result_type(I, op, i), &res[i])) st = EX_ERROR;
+    for (int64_t o = 0; o < outer && st == EX_OK; o++)
+        for (int64_t k = 0; k < inner && st == EX_OK; k++)
+            st = combine_line(I, op, res, len, o * len * inner + k, inner, o * inner + k);
+    for (uint32_t i = 0; st == EX_OK && I->observe && i < n; i++) observe(I, op, i, &res[i]);
+    if (st == EX_OK) bind(I, op->results, res, n);
+    free_tiles(res, n);
+    return st;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 static bool operands_defined(Interp *I, const IrOp *op)
@@ -615,6 +695,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_FOR: return exec_for(I, op);
     case IR_OP_IF: return exec_if(I, op);
     case IR_OP_WHILE: return exec_while(I, op);
+    case IR_OP_REDUCE: case IR_OP_SCAN: return exec_combine(I, op);
     case IR_OP_STORE: ok = exec_store(I, op); break;
     case IR_OP_ASSERT: ok = exec_assert(I, op); break;
     case IR_OP_CHECK_BOUNDS: ok = exec_check_bounds(I, op); break;

@@ -559,12 +559,13 @@ typedef struct AxisView { int64_t outer, len, inner; } AxisView;
 static bool axis_view(Interp *I, const IrOp *op, const Tile *a, AxisView *v)
 {
     int r = a->type->rank;
-    if (op->attr.i < 0 || op->attr.i >= r)
-        return interp_fail(I, op, "axis %lld is out of range for a tile of rank %d", (long long)op->attr.i, r);
-    *v = (AxisView){1, a->type->shape[op->attr.i], 1};
+    int64_t axis = op->attr.i & IR_AXIS_MASK;
+    if (op->attr.i < 0 || axis >= r)
+        return interp_fail(I, op, "axis %lld is out of range for a tile of rank %d", (long long)axis, r);
+    *v = (AxisView){1, a->type->shape[axis], 1};
     for (int d = 0; d < r; d++) {
-        if (d < op->attr.i) v->outer *= a->type->shape[d];
-        if (d > op->attr.i) v->inner *= a->type->shape[d];
+        if (d < axis) v->outer *= a->type->shape[d];
+        if (d > axis) v->inner *= a->type->shape[d];
     }
     return true;
 }
@@ -620,6 +621,12 @@ static bool better(IrOpcode c, IrElem e, Slot x, Slot best)
 static void reduce_line(IrOpcode c, IrElem e, const Slot *s, int64_t len, int64_t stride,
                         IrElem out, Slot *dst)
 {
+    if (c == IR_OP_XOR_SUM) {
+        uint64_t x = 0;
+        for (int64_t k = 0; k < len; k++) x ^= (uint64_t)s[k * stride].i;
+        dst->i = interp_int_norm(out, (int64_t)x);
+        return;
+    }
     if (c == IR_OP_SUM) {
         Acc a = acc_start(e, false);
         for (int64_t k = 0; k < len; k++) acc_step(&a, false, s[k * stride]);
@@ -650,12 +657,12 @@ static bool op_scan(Interp *I, const IrOp *op, Tile *res)
     const Tile *a = interp_opnd(I, op, 0);
     AxisView v = {0};
     if (!axis_view(I, op, a, &v)) return false;
-    bool prod = op->code == IR_OP_CUMPROD;
+    bool prod = op->code == IR_OP_CUMPROD, rev = op->attr.i & IR_SCAN_REVERSE;
     for (int64_t o = 0; o < v.outer; o++)
         for (int64_t i = 0; i < v.inner; i++) {
             Acc acc = acc_start(a->type->elem, prod);
-            for (int64_t k = 0; k < v.len; k++) {
-                int64_t x = (o * v.len + k) * v.inner + i;
+            for (int64_t j = 0; j < v.len; j++) {
+                int64_t k = rev ? v.len - 1 - j : j, x = (o * v.len + k) * v.inner + i;
                 acc_step(&acc, prod, a->s[x]);
                 res->s[x] = acc_result(&acc, res->type->elem);
             }
@@ -751,7 +758,7 @@ bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res)
         return ew_unary(I, op, res);
     case IR_OP_ADDPTR: ew_addptr(I, op, res); return true;
     case IR_OP_DOT: return op_dot(I, op, res);
-    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM:
         return op_reduce(I, op, res);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return op_scan(I, op, res);
     case IR_OP_RAND: case IR_OP_RANDN: op_rand(I, op, res); return true;

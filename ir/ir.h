@@ -121,6 +121,9 @@ typedef enum { IR_SEM_ACQ_REL, IR_SEM_RELAXED, IR_SEM_ACQUIRE, IR_SEM_RELEASE } 
 extern const char *const ir_sem_names[4];                /* "acq_rel", "relaxed", ... */
 bool ir_op_is_atomic(IrOpcode code);
 
+/* The attr.i of a scan (cumsum, cumprod, scan): the axis, plus IR_SCAN_REVERSE for a
+ * scan from the last element to the first. */
+enum { IR_AXIS_MASK = 0xff, IR_SCAN_REVERSE = 0x100 };
 typedef uint32_t IrValue;
 #define IR_NO_VALUE UINT32_MAX
 

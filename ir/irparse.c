@@ -572,9 +572,13 @@ static bool parse_attr(Parser *ps, OpText *o)
         /* the memory order; without one, acq_rel (the language's default) */
         if (ps->tok.kind != TK_IDENT) return true;
         return parse_word_attr(ps, o, ir_sem_names, 4, "memory order (relaxed, acquire, release, acq_rel)");
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:      /* the axis, then `reverse` or not */
+        if (!parse_int(ps, &o->attr.i)) return false;
+        if (accept(ps, TK_IDENT, "reverse")) o->attr.i |= IR_SCAN_REVERSE;
+        return true;
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
+    case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_WAIT: case IR_OP_LOCAL_LOAD:
         return parse_int(ps, &o->attr.i);
     default:
@@ -668,7 +672,7 @@ static bool check_counts(Parser *ps, const OpText *o)
 static bool parse_op_body(Parser *ps, OpText *o)
 {
     if (!parse_attr(ps, o)) return false;
-    if (ir_op_info[o->code].flags & IR_K) return parse_cf_operands(ps, o) && parse_result_types(ps, o);
+    if (ir_op_info[o->code].nregions) return parse_cf_operands(ps, o) && parse_result_types(ps, o);
     if (!parse_operands(ps, o)) return false;
     if (o->code == IR_OP_ASSERT && !parse_string(ps, &o->attr.s)) return false;
     if (!parse_result_types(ps, o)) return false;

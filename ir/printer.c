@@ -288,9 +288,12 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_CHECK_BOUNDS:          /* the op it guards: check_bounds store %p, ... */
         fprintf(out, " %s", op->attr.i >= 0 && op->attr.i < IR_NUM_OPS ? ir_op_info[op->attr.i].text : "?");
         break;
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:      /* cumsum 0 reverse %x */
+        fprintf(out, " %" PRId64 "%s", op->attr.i & IR_AXIS_MASK, op->attr.i & IR_SCAN_REVERSE ? " reverse" : "");
+        break;
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
+    case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_WAIT: case IR_OP_LOCAL_LOAD:
         fprintf(out, " %" PRId64, op->attr.i);
         break;
@@ -369,7 +372,7 @@ static void print_op_line(Namer *n, const IrOp *op)
     }
     fputs(op->code < IR_NUM_OPS ? ir_op_info[op->code].text : "<bad-op>", out);
     print_attr(n->f, op, out);
-    if (op->code == IR_OP_FOR || op->code == IR_OP_IF || op->code == IR_OP_WHILE) {
+    if (op->nregions) {          /* for, if, while; reduce and scan with their combine region */
         fputc(' ', out);
         if (op->code == IR_OP_FOR) print_for(n, op);
         else print_two_regions(n, op, op->code == IR_OP_IF ? "else" : "do");

@@ -358,7 +358,10 @@ static bool check_scan(Verifier *v, const IrOp *op)
     const IrType *a = opt(v, op, 0);
     if (a->rank < 1 || !is_numeric(a)) return fail(v, op, "scans a tile of numbers, got %s", tstr(a).s);
     if (rty(v, op) != a) return fail(v, op, "result must have the operand type %s, got %s", tstr(a).s, tstr(rty(v, op)).s);
-    return check_axis_attr(v, op, 0, a->rank - 1);
+    if (op->attr.i & ~(int64_t)(IR_AXIS_MASK | IR_SCAN_REVERSE)) return fail(v, op, "has unknown flags in %" PRId64, op->attr.i);
+    int64_t axis = op->attr.i & IR_AXIS_MASK;
+    if (axis > a->rank - 1) return fail(v, op, "axis %" PRId64 " is out of range 0..%d", axis, a->rank - 1);
+    return true;
 }
 
 static bool check_rand(Verifier *v, const IrOp *op)
@@ -460,6 +463,59 @@ static bool check_while(Verifier *v, const IrOp *op)
            check_yield_end(v, op, after, op->operands, op->noperands, "the after-region");
 }
 
+/* The combine region of reduce/scan over n tiles: arguments (a0..an-1, b0..bn-1), the
+ * scalars of the operands' element types, ending in a yield of n such scalars; inside,
+ * only pure ops and ifs (a combine has no effects). */
+static bool pure_region(Verifier *v, const IrOp *owner, const IrBlock *blk)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        unsigned fl = ir_op_info[op->code].flags;
+        if (!(fl & IR_P) && op->code != IR_OP_IF && op->code != IR_OP_YIELD)
+            return fail(v, op, "may not stand in the combine region of '%s' (only pure ops and ifs)", ir_op_info[owner->code].text);
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (!pure_region(v, owner, &op->regions[r])) return false;
+    }
+    return true;
+}
+
+static bool check_combine(Verifier *v, const IrOp *op)
+{
+    uint32_t n = op->noperands;
+    const IrBlock *blk = &op->regions[0];
+    if (blk->nargs != 2 * n) return fail(v, op, "the combine region must have %u arguments, got %u", 2 * n, blk->nargs);
+    for (uint32_t i = 0; i < 2 * n; i++) {
+        const IrType *t = ir_value_type(v->f, blk->args[i]), *o = opt(v, op, i % n);
+        if (t->rank || !same_elem(t, o) || t->layout)
+            return fail(v, op, "combine argument %u must be the scalar of %s, got %s", i, tstr(o).s, tstr(t).s);
+    }
+    const IrOp *y = blk->last;
+    if (!y || y->code != IR_OP_YIELD) return fail(v, op, "the combine region must end in 'yield' of %u value(s)", n);
+    return check_values(v, y, y->operands, y->noperands, blk->args, n, "the combine") && pure_region(v, op, blk);
+}
+
+/* reduce/scan over n tiles of one shape: reduce removes the axis, scan keeps it. */
+static bool check_region_reduce(Verifier *v, const IrOp *op)
+{
+    uint32_t n = op->noperands;
+    bool scan = op->code == IR_OP_SCAN;
+    if (n < 1 || op->nresults != n) return fail(v, op, "needs n >= 1 operands and n results, got %u and %u", n, op->nresults);
+    const IrType *a = opt(v, op, 0);
+    if (a->rank < 1) return fail(v, op, "works on tiles, got %s", tstr(a).s);
+    if (op->attr.i & ~(int64_t)(IR_AXIS_MASK | (scan ? IR_SCAN_REVERSE : 0)))
+        return fail(v, op, "has unknown flags in %" PRId64, op->attr.i);
+    int64_t axis = op->attr.i & IR_AXIS_MASK;
+    if (axis > a->rank - 1) return fail(v, op, "axis %" PRId64 " is out of range 0..%d", axis, a->rank - 1);
+    for (uint32_t i = 0; i < n; i++) {
+        const IrType *t = opt(v, op, i), *r = ir_value_type(v->f, op->results[i]);
+        if (!is_numeric(t) || !same_shape(t, a)) return fail(v, op, "operand %u must be numbers of shape like %s, got %s", i, tstr(a).s, tstr(t).s);
+        bool ok = scan ? r == t : r->rank == a->rank - 1 && same_elem(r, t);
+        for (int d = 0, j = 0; ok && !scan && d < a->rank; d++)
+            if (d != axis) ok = r->shape[j++] == a->shape[d];
+        if (!ok) return fail(v, op, "result %u must be %s%s, got %s", i, tstr(t).s, scan ? "" : " without the axis", tstr(r).s);
+    }
+    return check_combine(v, op);
+}
+
 /* Where a terminator may stand: the last op of the right kind of block. */
 static bool check_terminator(Verifier *v, const IrOp *op)
 {
@@ -469,7 +525,7 @@ static bool check_terminator(Verifier *v, const IrOp *op)
     if (op->code == IR_OP_CONDITION && !(owner && owner->code == IR_OP_WHILE && blk == &owner->regions[0]))
         return fail(v, op, "may only end a while's before-region");
     if (op->code == IR_OP_YIELD && (!owner || (owner->code == IR_OP_WHILE && blk == &owner->regions[0])))
-        return fail(v, op, "may only end a for body, an if region or a while's after-region");
+        return fail(v, op, "may only end a for body, an if region, a while's after-region or a combine region");
     if (op->code != IR_OP_RETURN) return true;
     if (v->f->kind == IR_FUNC_KERNEL) {
         if (op->noperands) return fail(v, op, "of a kernel takes no operands, got %u", op->noperands);
@@ -660,7 +716,11 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_DOT: return check_dot(v, op);
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
         return check_reduce(v, op);
+    case IR_OP_XOR_SUM:
+        if (!is_int(opt(v, op, 0))) return fail(v, op, "needs integers, got %s", tstr(opt(v, op, 0)).s);
+        return check_reduce(v, op);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: return check_scan(v, op);
+    case IR_OP_REDUCE: case IR_OP_SCAN: return check_region_reduce(v, op);
     case IR_OP_RAND: case IR_OP_RANDN: return check_rand(v, op);
     case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return check_hint(v, op);
     case IR_OP_CONVERT_LAYOUT: return true;   /* check_layouts */

@@ -900,6 +900,96 @@ static bool rows_in_one_warp(IrFunc *f)
     return changed;
 }
 
+/* ---- the axis in each thread: reduce and scan with a combine, reversed scans ------------- */
+
+/* The blocked layout of t with axis a wholly in each thread (spt[a] = shape[a]); the
+ * other axes spread over lanes and warps as in pass_blocked_layout, spare lanes and
+ * warps holding copies. codegen/cg_reduce.c folds and scans such an axis in order,
+ * which a combine that is only associative (or a reversed scan) needs. */
+static const IrLayout *axis_local_layout(IrCtx *c, int warps, const IrType *t, int a)
+{
+    int r = t->rank;
+    int32_t spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], lanes = 32, w = warps;
+    for (int d = 0; d < r; d++) spt[d] = tpw[d] = wpc[d] = 1;
+    spt[a] = t->shape[a];
+    for (int d = r - 1; d >= 0; d--)
+        if (d != a) lanes /= (tpw[d] = min32(lanes, t->shape[d]));
+    tpw[r - 1] *= lanes;
+    for (int d = 0; d < r; d++)
+        if (d != a) {
+            int32_t room = t->shape[d] / tpw[d];
+            w /= (wpc[d] = min32(w, room < 1 ? 1 : room));
+        }
+    wpc[0] *= w;
+    return ir_layout_blocked(c, r, spt, tpw, wpc, NULL);
+}
+
+/* The blocked layout of t with each thread's part of axis a one contiguous run
+ * (reps[a] = 1: spt[a] grows instead): the order in which reduce and scan with a
+ * combine meet the elements (codegen/cg_reduce.c). */
+static const IrLayout *axis_run_layout(IrCtx *c, int warps, const IrType *t, int a)
+{
+    const IrLayout *b = pass_blocked_layout(c, warps, t);
+    int32_t spt[IR_MAX_RANK], span = b->spt[a] * b->tpw[a] * b->wpc[a];
+    memcpy(spt, b->spt, sizeof spt);
+    if (t->shape[a] > span) spt[a] *= t->shape[a] / span;
+    return ir_layout_blocked(c, t->rank, spt, b->tpw, b->wpc, NULL);
+}
+
+static bool needs_local_axis(const IrOp *op)
+{
+    return op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN ||
+           ((op->code == IR_OP_CUMSUM || op->code == IR_OP_CUMPROD) && (op->attr.i & IR_SCAN_REVERSE));
+}
+
+typedef struct LocalOps {
+    IrOp **ops;
+    uint32_t n, cap;
+} LocalOps;
+
+static void collect_local(IrOp *op, void *ud)
+{
+    LocalOps *lo = ud;
+    if (!needs_local_axis(op)) return;
+    if (lo->n == lo->cap) {
+        lo->cap = lo->cap ? 2 * lo->cap : 8;
+        if (!(lo->ops = tl_realloc(lo->ops, lo->cap * sizeof *lo->ops))) tl_oom();
+    }
+    lo->ops[lo->n++] = op;
+}
+
+/* The operands converted to the axis-local layout; a scan's results in it too, with
+ * conversions back for their uses (a reduction's results keep their own layouts:
+ * codegen converts them from the collapsed layout, as for sum). */
+static void lay_out_local(IrFunc *f, IrOp *op, int warps)
+{
+    IrCtx *c = f->module->ctx;
+    const IrType *t = ir_value_type(f, op->operands[0]);
+    int a = (int)(op->attr.i & IR_AXIS_MASK);
+    bool region = op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN;
+    const IrLayout *l = region ? axis_run_layout(c, warps, t, a) : axis_local_layout(c, warps, t, a);
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (ir_value_type(f, op->operands[i])->layout != l) op->operands[i] = convert_before(f, op, op->operands[i], l);
+    if (op->code == IR_OP_REDUCE) return;
+    for (uint32_t i = 0; i < op->nresults; i++) {
+        IrValue r = op->results[i];
+        const IrLayout *own = ir_value_type(f, r)->layout;
+        f->values[r].type = ir_type_with_layout(c, f->values[r].type, l);
+        IrValue back = convert_before(f, op->next, r, own);
+        ir_replace_all_uses(f, r, back);
+        f->values[back].def->operands[0] = r;
+    }
+}
+
+static bool lay_out_locals(IrFunc *f, int warps)
+{
+    LocalOps lo = {0};
+    ir_walk(&f->body, collect_local, &lo);
+    for (uint32_t i = 0; i < lo.n; i++) lay_out_local(f, lo.ops[i], warps);
+    tl_free(lo.ops);
+    return lo.n > 0;
+}
+
 bool pass_layout(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL) return false;
@@ -912,6 +1002,7 @@ bool pass_layout(IrFunc *f)
         f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t));
         changed = true;
     }
+    changed |= lay_out_locals(f, warps);
     uint32_t ndots = 0;
     for (uint32_t v = 0; v < f->nvalues; v++) ndots += f->values[v].def && f->values[v].def->code == IR_OP_DOT;
     IrOp **dots = tl_calloc(ndots + 1, sizeof *dots), **end = dots;

@@ -349,10 +349,11 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
         uint64_t b = 0;
         switch (op->code) {
         case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
-        case IR_OP_CONVERT_LAYOUT: case IR_OP_CUMSUM: case IR_OP_CUMPROD:
+        case IR_OP_CONVERT_LAYOUT: case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:
             b = ir_type_numel(a) * 8;
             break;
         case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
+        case IR_OP_XOR_SUM: case IR_OP_REDUCE:
             b = ir_type_numel(res) * 16 * warps;
             break;
         case IR_OP_DOT:
@@ -365,6 +366,7 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
             break;
         default: break;
         }
+        if (op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN) b *= op->noperands;   /* a slot per tile */
         if (b > worst) worst = b;
     }
     return worst;

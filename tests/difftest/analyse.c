@@ -295,6 +295,11 @@ static bool an_reduce(DtNode *n, const DtNode *a, IrOpcode op)
         set_iv(n, 0, k - 1);
         finish(n, 0, true);
         return need(n, a->exact);
+    case IR_OP_XOR_SUM: {       /* any bits below the highest of the operand's magnitude */
+        double m = ldexp(1.0, ilogb(fmax(mag(a), 1)) + 1);
+        set_iv(n, a->lo < 0 ? -m : 0, m);
+        return finish(n, 0, true);
+    }
     default:   /* boolean reductions (any, all): a row of dt_forms is enough */
         set_iv(n, 0, 1);
         finish(n, 0, true);
@@ -315,6 +320,19 @@ static bool an_scan(DtNode *n, const DtNode *a, IrOpcode op)
     if (fl && (m > 2 || k > 16)) return n->valid = false;
     set_iv(n, -mk, mk);
     return finish(n, k * mk * (a->err / fmax(m, 1e-30) + lg * acc), a->exact && (!fl || k == 1));
+}
+
+/* reduce/associative_scan: add as sum or cumsum (the GPU keeps the interpreter's order
+ * here, but the bound of the reassociating sum is kept), the others exact. */
+static bool an_combine(DtNode *n, const DtNode *a, IrOpcode op)
+{
+    switch (n->j & DT_COMB_FN) {
+    case DT_FN_ADD: return op == IR_OP_SCAN ? an_scan(n, a, IR_OP_CUMSUM) : an_reduce(n, a, IR_OP_SUM);
+    case DT_FN_XOR: return an_reduce(n, a, IR_OP_XOR_SUM);
+    default:
+        set_iv(n, a->lo, a->hi);
+        return finish(n, a->err, a->exact);
+    }
 }
 
 static bool an_dot(DtNode *n, const DtNode *a, const DtNode *b, const DtNode *c)
@@ -406,6 +424,7 @@ bool dt_check_node(DtProgram *p, int i)
     case K_CAST: return an_cast(n, a);
     case K_REDUCE: return an_reduce(n, a, f->op);
     case K_SCAN: return an_scan(n, a, f->op);
+    case K_COMBINE: return an_combine(n, a, f->op);
     case K_EXPAND: case K_TRANS: case K_RESHAPE: case K_BROADCAST:
         set_iv(n, a->lo, a->hi);
         n->err = a->err, n->exact = a->exact;

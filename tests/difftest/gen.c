@@ -399,7 +399,31 @@ static int gen_reduce(DtGen *g, const DtForm *f, DtType t, int depth)
         a.elem = pick_elem_in(g, DT_BIT(IR_I1) | DT_BIT(IR_I8) | DT_BIT(IR_I16) | DT_BIT(IR_U8) | DT_BIT(IR_U16));
     else if (f->op == IR_OP_SUM && dt_sum_elem(t.elem) != t.elem) return -1;
     int n = mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), NONE, NONE);
-    if (n >= 0) g->p->nodes[n].i = axis;
+    if (n < 0) return n;
+    g->p->nodes[n].i = axis;
+    g->p->nodes[n].j = (chance(g, 25) ? DT_OPT_NEG : 0) | (t.rank > 0 && chance(g, 20) ? DT_OPT_KEEP : 0) |
+                       (a.rank == 1 && chance(g, 30) ? DT_OPT_NOAXIS : 0) |
+                       (f->op == IR_OP_SUM && a.elem != t.elem && chance(g, 30) ? DT_OPT_DTYPE : 0) |
+                       ((f->op == IR_OP_MAX || f->op == IR_OP_MIN) && ir_elem_is_float(t.elem) && chance(g, 25)
+                            ? DT_OPT_NONAN : 0);
+    return n;
+}
+
+/* reduce(x, axis, fn) / associative_scan(x, axis, fn, reverse?) with one of print.c's
+ * combine fns (xor on integers only). */
+static int gen_combine(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    bool scan = f->op == IR_OP_SCAN;
+    if (t.elem == IR_I1 || (scan && t.rank == 0) || (!scan && t.rank >= 3)) return -1;
+    int fn = rnd(g, DT_NFNS);
+    if (fn == DT_FN_XOR && !ir_elem_is_int(t.elem)) fn = DT_FN_FIRST;
+    int axis = rnd(g, scan ? t.rank : t.rank + 1), size = 1 << rnd(g, 7);
+    while (size > 1 && dt_numel(t) * size > g->max_numel) size /= 2;
+    DtType a = scan ? t : insert_axis(t, axis, size);
+    int n = mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), NONE, NONE);
+    if (n < 0) return n;
+    g->p->nodes[n].i = axis;
+    g->p->nodes[n].j = fn | (scan && chance(g, 30) ? DT_OPT_REVERSE : 0);
     return n;
 }
 
@@ -410,7 +434,9 @@ static int gen_scan(DtGen *g, const DtForm *f, DtType t, int depth)
     if (t.elem == IR_I32 && chance(g, 20)) a.elem = pick_elem_in(g, DT_BIT(IR_I8) | DT_BIT(IR_I16) | DT_BIT(IR_U8));
     else if (dt_sum_elem(t.elem) != t.elem) return -1;
     int n = mk(g, f->kind, f->text, t, dt_gen_expr(g, a, depth), NONE, NONE);
-    if (n >= 0) g->p->nodes[n].i = rnd(g, t.rank);
+    if (n < 0) return n;
+    g->p->nodes[n].i = rnd(g, t.rank);
+    g->p->nodes[n].j = (chance(g, 25) ? DT_OPT_NEG : 0) | (chance(g, 30) ? DT_OPT_REVERSE : 0);
     return n;
 }
 
@@ -791,6 +817,9 @@ const DtForm dt_forms[] = {
     {"argmin",     K_REDUCE,    I32,             2, IR_OP_ARGMIN,         gen_reduce},
     {"cumsum",     K_SCAN,      DT_NUM,          2, IR_OP_CUMSUM,         gen_scan},
     {"cumprod",    K_SCAN,      DT_NUM,          1, IR_OP_CUMPROD,        gen_scan},
+    {"xor_sum",    K_REDUCE,    DT_INTS,         1, IR_OP_XOR_SUM,        gen_reduce},
+    {"reduce",     K_COMBINE,   DT_NUM,          2, IR_OP_REDUCE,         gen_combine},
+    {"associative_scan", K_COMBINE, DT_NUM,      2, IR_OP_SCAN,           gen_combine},
     {"[None]",     K_EXPAND,    ALL,             4, IR_OP_EXPAND_DIMS,    gen_expand},
     {"trans",      K_TRANS,     ALL,             2, IR_OP_TRANS,          gen_trans},
     {"reshape",    K_RESHAPE,   ALL,             2, IR_OP_RESHAPE,        gen_reshape},

@@ -18,6 +18,7 @@ enum {
     K_EXPAND, K_TRANS, K_RESHAPE, K_BROADCAST, K_DOT, K_RAND,
     K_CLAMP, K_UMULHI, K_BITCAST,   /* issue 13: clamp(x, lo, hi), umulhi(a, b), bitcast(x, T) */
     K_IFX,                          /* (if c { a } else { b }), c a scalar i1 */
+    K_COMBINE,             /* reduce/associative_scan: i axis; j DT_COMB_FN bits, DT_OPT_REVERSE */
     K_FIRST_LEAF,
     K_LOAD = K_FIRST_LEAF, /* kid 0 offsets, kid 1 mask; i buffer, j other given, f other */
     K_AXIS,                /* i axis; j: program_id(0) * s + arange(0, s) */
@@ -29,6 +30,16 @@ enum {
     K_REF,                 /* i: the LET/FOR statement */
     K_LIT,                 /* f: value; an untyped literal beside a typed operand */
 };
+
+/* DtNode.j of K_REDUCE and K_SCAN: options printed as keyword arguments that keep the
+ * value (the axis counted from the end; keep_dims with a reshape back; no axis for a
+ * rank-1 reduction; dtype = the type it widens to anyway; propagate_nan = false), and
+ * reverse scans. For K_COMBINE, the low bits pick the combine fn (print.c's dt_fns). */
+enum {
+    DT_OPT_NEG = 1, DT_OPT_KEEP = 2, DT_OPT_NOAXIS = 4, DT_OPT_DTYPE = 8, DT_OPT_NONAN = 16,
+    DT_OPT_REVERSE = 32, DT_COMB_FN = 7
+};
+enum { DT_FN_ADD, DT_FN_MAX, DT_FN_MIN, DT_FN_XOR, DT_FN_FIRST, DT_NFNS };
 
 struct DtGen {
     uint64_t rng;

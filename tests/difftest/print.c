@@ -40,6 +40,16 @@ static void print_plin(const DtProgram *p, DtStr *o)
     else dt_str_add(o, "(program_id(0) + %d * (program_id(1) + %d * program_id(2)))", p->grid[0], p->grid[1]);
 }
 
+/* The combine fns of reduce and associative_scan (K_COMBINE), printed before the
+ * kernel where it calls them. */
+static const struct { const char *name, *text; } dt_fns[DT_NFNS] = {
+    [DT_FN_ADD] = {"dt_add", "fn dt_add(a, b) { return a + b; }"},
+    [DT_FN_MAX] = {"dt_max", "fn dt_max(a, b) { return maximum(a, b); }"},
+    [DT_FN_MIN] = {"dt_min", "fn dt_min(a, b) { return minimum(a, b); }"},
+    [DT_FN_XOR] = {"dt_xor", "fn dt_xor(a, b) { return a ^ b; }"},
+    [DT_FN_FIRST] = {"dt_first", "fn dt_first(a, b) { return a; }"},
+};
+
 static void print_call(const DtProgram *p, const char *name, const DtNode *x, DtStr *o)
 {
     dt_str_add(o, "%s(", name);
@@ -96,6 +106,26 @@ static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
     }
 }
 
+/* A reduction or scan with its options (internal.h, DT_OPT_*); keep_dims is undone by
+ * a reshape to the node's own shape. */
+static void print_reduction(const DtProgram *p, const DtForm *f, const DtNode *x, DtStr *o)
+{
+    const DtType *a = &p->nodes[x->kid[0]].t;
+    bool keep = x->j & DT_OPT_KEEP;
+    if (keep) dt_str_add(o, "reshape(");
+    print_call(p, f->text, x, o);
+    if (!(x->j & DT_OPT_NOAXIS)) dt_str_add(o, ", %d", (int)x->i - (x->j & DT_OPT_NEG ? a->rank : 0));
+    if (keep) dt_str_add(o, ", keep_dims = true");
+    if (x->j & DT_OPT_DTYPE) dt_str_add(o, ", dtype = %s", ir_elem_name(x->t.elem));
+    if (x->j & DT_OPT_NONAN) dt_str_add(o, ", propagate_nan = false");
+    if (x->j & DT_OPT_REVERSE) dt_str_add(o, ", reverse = true");
+    dt_str_add(o, ")");
+    if (!keep) return;
+    dt_str_add(o, ", ");
+    print_shape(&x->t, o);
+    dt_str_add(o, ")");
+}
+
 static void print_node(const DtProgram *p, int n, DtStr *o)
 {
     const DtNode *x = &p->nodes[n];
@@ -118,9 +148,11 @@ static void print_node(const DtProgram *p, int n, DtStr *o)
         print_node(p, x->kid[0], o);
         dt_str_add(o, " as %s)", ir_elem_name(x->t.elem));
         break;
-    case K_REDUCE: case K_SCAN:
+    case K_REDUCE: case K_SCAN: print_reduction(p, f, x, o); break;
+    case K_COMBINE:
         print_call(p, f->text, x, o);
-        dt_str_add(o, ", %d)", (int)x->i);
+        dt_str_add(o, ", %d, %s%s)", (int)x->i, dt_fns[x->j & DT_COMB_FN].name,
+                   x->j & DT_OPT_REVERSE ? ", reverse = true" : "");
         break;
     case K_EXPAND:
         dt_str_add(o, "(");
@@ -239,11 +271,31 @@ static void print_stmt(const DtProgram *p, int i, DtStr *o)
     }
 }
 
+/* The combine fns that the expression n uses (only those are printed). */
+static void mark_fns(const DtProgram *p, int n, bool *used)
+{
+    if (n < 0 || n >= p->nnodes) return;
+    const DtNode *x = &p->nodes[n];
+    if (dt_forms[x->form].kind == K_COMBINE) used[x->j & DT_COMB_FN] = true;
+    for (int k = 0; k < x->nkids; k++) mark_fns(p, x->kid[k], used);
+}
+
 char *dt_print(const DtProgram *p)
 {
     bool live[DT_MAX_STMTS], live_buf[DT_MAX_BUFS];
     dt_live(p, live, live_buf);
     DtStr o = {0};
+    bool used[DT_NFNS] = {0};
+    for (int i = 0; i < p->nstmts; i++) {
+        const DtStmt *s = &p->stmts[i];
+        if (!live[i]) continue;
+        mark_fns(p, s->node, used);
+        if (s->kind == DT_FOR) mark_fns(p, s->body, used);
+        if (s->kind == DT_STORE || s->kind == DT_ATOMIC) mark_fns(p, s->mask, used);
+        if (s->kind == DT_ATOMIC) mark_fns(p, s->offs, used);
+    }
+    for (int i = 0; i < DT_NFNS; i++)
+        if (used[i]) dt_str_add(&o, "%s\n", dt_fns[i].text);
     dt_str_add(&o, "@launch(warps = %d)\nkernel k(", p->warps);
     for (int b = 0; b < p->nbufs; b++)
         if (live_buf[b]) dt_str_add(&o, "%s: *%s, ", p->bufs[b].name, ir_elem_name(p->bufs[b].elem));

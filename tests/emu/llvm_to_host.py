@@ -6,9 +6,14 @@ accumulator through), the thread and block indices and the barrier call the harn
 preceded by a check of its address. Values are not computed; addresses are, exactly as
 the kernel computes them.
 
-    python3 llvm_to_host.py kernel.ll host.ll
+    python3 llvm_to_host.py kernel.ll host.ll [--values]
+
+With --values (values.sh), values are computed too: setp/selp pairs compare as
+written, predicated global stores store, and warp shuffles go through the harness
+(values_harness.c), which exchanges them between the threads of a warp.
 """
 import re, sys
+VALUES = "--values" in sys.argv[3:]
 src = open(sys.argv[1]).read()
 out = []
 decls = {}
@@ -34,6 +39,13 @@ def emu_for(asm, cons, args, ret):
         body = lines + ["  ret %s %s" % (ret, cur)]
     elif "cvt.rn.bf16x2" in asm:
         body = ["  ret i32 0"]
+    elif VALUES and re.match(r"\{ \.reg \.pred p; setp\.(gt|lt|ge|le)\.([su])32 p, \$1, \$2; selp\.b32 \$0, \$1, \$2, p; \}$", asm):
+        m = re.match(r"\{ \.reg \.pred p; setp\.(gt|lt|ge|le)\.([su])32", asm)
+        body = ["  %%c = icmp %s%s i32 %%p0, %%p1" % (m.group(2), m.group(1)),
+                "  %r = select i1 %c, i32 %p0, i32 %p1", "  ret i32 %r"]
+    elif VALUES and asm == "{ .reg .pred p; setp.ne.b32 p, $0, 0; @p st.global.b32 [$1], $2; }":
+        body = ["  %c = icmp ne i32 %p0, 0", "  br i1 %c, label %st, label %done", "st:",
+                "  %a = inttoptr i64 %p1 to ptr", "  store i32 %p2, ptr %a", "  br label %done", "done:", "  ret void"]
     elif "selp.b32 $0, $1, $2" in asm:
         body = ["  %c = icmp slt i32 %p0, %p1", "  %r = select i1 %c, i32 %p0, i32 %p1", "  ret i32 %r"]
     elif "cp.async.cg" in asm or "cp.async.ca" in asm:
@@ -70,6 +82,9 @@ src = re.sub(r'^target (datalayout|triple).*$', '', src, flags=re.M)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
 src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
+if VALUES:
+    src = re.sub(r"@llvm\.nvvm\.shfl\.sync\.(bfly|up|down|idx)\.i32", r"@emu_shfl_\1", src)
+    src = re.sub(r"declare [^\n]*@emu_shfl_(\w+)\([^\n]*", r"declare i32 @emu_shfl_\1(i32, i32, i32, i32)", src)
 src = re.sub(r'"target-cpu"="[^"]*"', '', src)
 src = re.sub(r'"target-features"="[^"]*"', '', src)
 src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)

@@ -607,6 +607,101 @@ static void test_int_reductions_wrap(void **state)
     assert_int_equal(out[3], -106);
 }
 
+/* xor_sum along both axes and a reversed cumsum, against C loops. */
+static void test_xor_sum_and_reverse_scan(void **state)
+{
+    K *k = *state;
+    enum { R = 4, C = 8 };
+    const char *nm[] = {"x", "out"};
+    const IrType *tp[] = {pt(k, IR_I32), pt(k, IR_I32)};
+    k_begin(k, "xr", 2, nm, tp);
+    IrValue xv = load_2d(k, P(k, 0), R, C);
+    store_all(k, P(k, 1), op_attr(k, IR_OP_XOR_SUM, t1(k, sc(k, IR_I32), C), &xv, 1, 0));
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), C)), op_attr(k, IR_OP_XOR_SUM, t1(k, sc(k, IR_I32), R), &xv, 1, 1));
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), C + R)),
+              op_attr(k, IR_OP_CUMSUM, ty(k, xv), &xv, 1, 1 | IR_SCAN_REVERSE));
+    ret(k);
+    verify(k);
+    int32_t x[R * C], out[C + R + R * C];
+    for (int i = 0; i < R * C; i++) x[i] = (i * 37) % 101 - 20;
+    InterpArg a[] = {buf(IR_I32, x, R * C), buf(IR_I32, out, C + R + R * C)};
+    assert_true(run(k, a, 1));
+    for (int c = 0; c < C; c++) {
+        int32_t want = 0;
+        for (int r = 0; r < R; r++) want ^= x[r * C + c];
+        assert_int_equal(out[c], want);
+    }
+    for (int r = 0; r < R; r++) {
+        int32_t want = 0, acc = 0;
+        for (int c = 0; c < C; c++) want ^= x[r * C + c];
+        assert_int_equal(out[C + r], want);
+        for (int c = C - 1; c >= 0; c--) {
+            acc += x[r * C + c];
+            assert_int_equal(out[C + R + r * C + c], acc);
+        }
+    }
+}
+
+/* reduce and scan with a combine region over two tiles (v, i): keep the pair with the
+ * larger v, the earlier one on ties: a reduce gives argmax with its value, a scan the
+ * running maximum and where it was; a non-commutative "first" combine keeps order. */
+static IrOp *combine_op(K *k, IrOpcode code, const IrValue *ops, uint32_t n, const IrType *const *rt, int64_t attr)
+{
+    IrOp *op = ir_build(&k->b, code, ops, n, rt, n, 1);
+    op->attr.i = attr;
+    IrValue args[4];
+    for (uint32_t i = 0; i < 2 * n; i++) args[i] = ir_block_add_arg(&op->regions[0], ir_type_elem(k->ctx, ty(k, ops[i % n])), NULL);
+    IrBuilder saved = k->b;
+    ir_builder_at_end(&k->b, &op->regions[0]);
+    IrValue ys[2];
+    if (n == 2) {
+        IrValue gt = cmp(k, IR_CMP_GT, args[2], args[0]);
+        for (int i = 0; i < 2; i++) {
+            IrValue o[3] = {gt, args[2 + i], args[i]};
+            ys[i] = ir_build1(&k->b, IR_OP_SELECT, ty(k, args[i]), o, 3);
+        }
+    } else {
+        ys[0] = args[0];                                   /* first(a, b) = a */
+    }
+    ir_build(&k->b, IR_OP_YIELD, ys, n, NULL, 0, 0);
+    k->b = saved;
+    return op;
+}
+
+static void test_combine_reduce_and_scan(void **state)
+{
+    K *k = *state;
+    enum { N = 16 };
+    const char *nm[] = {"x", "out"};
+    const IrType *tp[] = {pt(k, IR_F32), pt(k, IR_F32)};
+    k_begin(k, "comb", 2, nm, tp);
+    IrValue xv = load_all(k, P(k, 0), N), iv = arange(k, N);
+    IrValue pair[2] = {xv, iv};
+    const IrType *st[2] = {sc(k, IR_F32), sc(k, IR_I32)}, *tt[2] = {ty(k, xv), ty(k, iv)};
+    IrOp *red = combine_op(k, IR_OP_REDUCE, pair, 2, st, 0);
+    IrOp *scn = combine_op(k, IR_OP_SCAN, pair, 2, tt, 0);
+    IrOp *fst = combine_op(k, IR_OP_SCAN, &xv, 1, tt, IR_SCAN_REVERSE);
+    store_all(k, P(k, 1), red->results[0]);
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), 1)), op1(k, IR_OP_CONVERT, sc(k, IR_F32), red->results[1]));
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), 2)), scn->results[0]);
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), 2 + N)), op1(k, IR_OP_CONVERT, t1(k, sc(k, IR_F32), N), scn->results[1]));
+    store_all(k, addptr(k, P(k, 1), ci(k, sc(k, IR_I32), 2 + 2 * N)), fst->results[0]);
+    ret(k);
+    verify(k);
+    float x[N], out[2 + 3 * N];
+    for (int i = 0; i < N; i++) x[i] = (float)((i * 7) % 11);
+    InterpArg a[] = {buf(IR_F32, x, N), buf(IR_F32, out, 2 + 3 * N)};
+    assert_true(run(k, a, 1));
+    float best = x[0];
+    int at = 0;
+    for (int i = 0; i < N; i++) {
+        if (x[i] > best) best = x[i], at = i;
+        assert_true(out[2 + i] == best && out[2 + N + i] == (float)at);
+        assert_true(out[2 + 2 * N + i] == x[N - 1]);       /* reversed first: the last element */
+    }
+    assert_true(out[0] == best && out[1] == (float)at);
+}
+
 /* f16 sums accumulate in f32: 2048 + 1 + 1 is 2050, not 2048 + 1 -> 2048 twice. */
 static void test_f16_sum_accumulates_in_f32(void **state)
 {
@@ -1052,7 +1147,8 @@ int main(void)
         T(test_integer_semantics), T(test_f16_add_rounds),     T(test_convert),
         T(test_float_math),        T(test_dot_f32),            T(test_dot_tf32),
         T(test_dot_f16),           T(test_tiled_matmul),       T(test_reductions_and_scans),
-        T(test_int_reductions_wrap), T(test_f16_sum_accumulates_in_f32),
+        T(test_int_reductions_wrap), T(test_f16_sum_accumulates_in_f32), T(test_xor_sum_and_reverse_scan),
+        T(test_combine_reduce_and_scan),
         T(test_atomic_histogram),  T(test_atomic_cas_and_old_values), T(test_atomic_bitwise),
         T(test_for_loop),          T(test_while_loop),         T(test_loop_limit),
         T(test_if_and_early_return), T(test_unwind_from_loop), T(test_rand_randn),       T(test_grid_function),

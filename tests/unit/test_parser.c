@@ -554,7 +554,7 @@ static void test_err_expected_expression(void **state)
 static void test_err_unclosed(void **state)
 {
     (void)state;
-    assert_errors("fn f() { let z = (1 + 2; }", "1:24: expected ')', found ';'\n");
+    assert_errors("fn f() { let z = (1 + 2; }", "1:24: expected ',' or ')', found ';'\n");  /* ',': a tuple */
     assert_errors("fn f() { g(a b); }", "1:14: expected ',' or ')', found 'b'\n");
     assert_errors("fn f() { let z = [1, 2; }", "1:23: expected ',' or ']', found ';'\n");
 }
@@ -616,7 +616,7 @@ static void test_err_several_per_run(void **state)
         "2:14: expected ';' after expression\n"
         "3:13: expected an expression, found ';'\n"
         "4:10: expected ';' after expression\n"
-        "6:22: expected ')', found ';'\n"
+        "6:22: expected ',' or ')', found ';'\n"
         "7:12: expected an expression, found '}'\n"
         "9:10: unexpected character '$'\n");
     Parse *p = parse("fn a() { let x = ; }\nfn b() { }\nkernel c( { }\nfn d() { }\n");
