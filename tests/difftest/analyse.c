@@ -327,7 +327,19 @@ static bool an_scan(DtNode *n, const DtNode *a, IrOpcode op)
 static bool an_combine(DtNode *n, const DtNode *a, IrOpcode op)
 {
     switch (n->j & DT_COMB_FN) {
-    case DT_FN_ADD: return op == IR_OP_SCAN ? an_scan(n, a, IR_OP_CUMSUM) : an_reduce(n, a, IR_OP_SUM);
+    case DT_FN_ADD: {
+        /* the built-in sums accumulate in f32; a combine fn adds in the element type,
+         * so in f16/bf16 every partial sum rounds there, and the GPU's tree of partial
+         * sums and the interpreter's fold differ by up to k - 1 of the element's ulps of
+         * the sum (512 bf16 ones: the fold stops at 256, the tree reaches 512) */
+        bool ok = op == IR_OP_SCAN ? an_scan(n, a, IR_OP_CUMSUM) : an_reduce(n, a, IR_OP_SUM);
+        if (ok && ir_elem_is_float(n->t.elem) && ir_elem_bytes(n->t.elem) < 4) {
+            int k = axis_size(a, (int)n->i);
+            n->err += (double)k * k * mag(a) * dt_ulp(n->t.elem);
+            n->valid = isfinite(n->err);
+        }
+        return ok;
+    }
     case DT_FN_XOR: return an_reduce(n, a, IR_OP_XOR_SUM);
     default:
         set_iv(n, a->lo, a->hi);
