@@ -1,6 +1,6 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...
+ *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...
  *         [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes] [-Werror] [-w] [--color=auto|always|never]
  *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
@@ -27,6 +27,7 @@
 #include "frontend/ast.h"
 #include "frontend/frontend.h"
 #include "ir/graph_interp.h"
+#include "passes/graph_lower.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/target.h"
@@ -78,7 +79,7 @@ typedef struct Options {
 } Options;
 
 static const char usage_compile[] =
-    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...\n"
+    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
     "             [-Werror] [-w] [--color=auto|always|never]\n";
@@ -338,10 +339,10 @@ static void check_arch(Options *o)
 static void check_options(Options *o)
 {
     static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check",
-                                        "graph-ir", "fusion"};
+                                        "graph-ir", "fusion", "graph-kernels"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir, fusion)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir, fusion, graph-kernels)", o->emit);
     check_arch(o);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
@@ -1078,13 +1079,19 @@ static bool build_graphs(IrCtx *ctx, const AstProgram *prog, IrGraphModule *m, D
     return ok;
 }
 
-static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, bool plans, FILE *out)
+/* graph-ir: the graphs' IR; fusion: their plans; graph-kernels: the Tile source of the
+ * plans' kernels (passes/graph_lower.c), a program that tilec compiles as it is. */
+static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, const char *emit, FILE *out)
 {
     IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
     bool ok = build_graphs(ctx, prog, m, diags);
-    if (ok && !plans) ir_gmodule_print(m, out);
-    for (size_t i = 0; ok && plans && i < m->graphs.len; i++)
-        ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(ctx)), out);
+    if (ok && !strcmp(emit, "graph-ir")) ir_gmodule_print(m, out);
+    for (size_t i = 0; ok && strcmp(emit, "graph-ir") && i < m->graphs.len; i++) {
+        const IrGraph *g = m->graphs.data[i];
+        const IrGPlan *plan = pass_graph_fuse(g, ir_ctx_arena(ctx));
+        if (!strcmp(emit, "fusion")) ir_gplan_print(g, plan, out);
+        else fputs(pass_graph_lower(g, plan, ir_ctx_arena(ctx))->source, out);
+    }
     ir_gmodule_destroy(m);
     return ok ? 0 : EXIT_INPUT;
 }
@@ -1317,9 +1324,9 @@ static int compile(Options *o, const Source *src, FILE *out)
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
     if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
-    if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || o->graph) {
+    if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || !strcmp(o->emit, "graph-kernels") || o->graph) {
         rc = o->graph ? run_graph(o, ctx, prog, diags, out)
-                      : emit_graph_ir(ctx, prog, diags, !strcmp(o->emit, "fusion"), out);
+                      : emit_graph_ir(ctx, prog, diags, o->emit, out);
         goto done;
     }
     if (optimize) pass_run_default(m, o->opt_level, &po);
