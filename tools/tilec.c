@@ -36,6 +36,7 @@
 #include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"
 #include "tools/cli.h"
+#include "tools/tilec_graph.h"
 #include "tools/tilec_tune.h"
 #include "tile/tile_rt.h"
 #ifdef TILE_HAVE_CODEGEN
@@ -351,8 +352,8 @@ static void check_options(Options *o)
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
     if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
-    if (o->graph && (o->kernel || o->has_grid || strcmp(o->device, "cpu") || o->print_to))
-        usage_error("tilec run --graph takes --arg and --print only (no --kernel, --grid, --device gpu, --print-to)%s", "");
+    if (o->graph && (o->kernel || o->has_grid || o->print_to))
+        usage_error("tilec run --graph takes --arg, --print and --device only (no --kernel, --grid, --print-to)%s", "");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
@@ -1220,24 +1221,56 @@ static bool same_tensor(const IrGTensor *x, const IrGTensor *y)
     return true;
 }
 
-/* Op by op, or through the fusion plan (--fused), or both, compared (--compare-fused). */
+static void move_tensors(IrGTensor *to, IrGTensor *from, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) to[k] = from[k], memset(&from[k], 0, sizeof from[k]);
+}
+
+static void free_tensors(IrGTensor *t, uint32_t n)
+{
+    for (uint32_t k = 0; t && k < n; k++) ir_gtensor_free(&t[k]);
+    free(t);
+}
+
+/* The checks of --compare-fused: the plan interpreter gives the op-by-op bits, and the
+ * lowered kernels give them within rounding. */
+static bool compare_ways(const IrGTensor *ref, const IrGTensor *plan, const IrGTensor *low, uint32_t nouts, bool gpu,
+                         char *err, size_t errlen)
+{
+    for (uint32_t k = 0; k < nouts; k++) {
+        int64_t at;
+        if (!same_tensor(&ref[k], &plan[k])) {
+            snprintf(err, errlen, "ret%u differs between the op-by-op and the fused run", k);
+            return false;
+        }
+        if (!tilec_graph_close(&ref[k], &low[k], &at)) {
+            snprintf(err, errlen, "ret%u differs between the op-by-op run and the lowered kernels (%s) at element %lld", k,
+                     gpu ? "on the GPU" : "in the interpreter", (long long)at);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Op by op; through the plan's lowered kernels (--fused, and always on the GPU); or
+ * all ways, compared (--compare-fused: op by op, the plan interpreter, the kernels). */
 static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
                            IrGTensor *outs, uint32_t nouts, char *err, size_t errlen)
 {
+    bool gpu = !strcmp(o->device, "gpu"), lowered = o->fused || gpu;
+    IrGTensor *ref = calloc(nouts + 1, sizeof *ref), *plan = calloc(nouts + 1, sizeof *plan),
+              *low = calloc(nouts + 1, sizeof *low);
     Arena *a = arena_create();
-    if (!a) tl_oom();
-    const IrGPlan *plan = o->fused || o->compare_fused ? pass_graph_fuse(g, a) : NULL;
-    bool ok = o->fused ? ir_graph_interp_plan(g, plan, params, sizes, outs, err, errlen)
-                       : ir_graph_interp(g, params, sizes, outs, err, errlen);
-    IrGTensor *fused = o->compare_fused ? calloc(nouts + 1, sizeof *fused) : NULL;
-    if (ok && fused) ok = ir_graph_interp_plan(g, plan, params, sizes, fused, err, errlen);
-    for (uint32_t k = 0; ok && fused && k < nouts; k++)
-        if (!same_tensor(&outs[k], &fused[k])) {
-            snprintf(err, errlen, "ret%u differs between the op-by-op and the fused run", k);
-            ok = false;
-        }
-    for (uint32_t k = 0; fused && k < nouts; k++) ir_gtensor_free(&fused[k]);
-    free(fused);
+    if (!ref || !plan || !low || !a) tl_oom();
+    bool ok = true;
+    if (!lowered || o->compare_fused) ok = ir_graph_interp(g, params, sizes, ref, err, errlen);
+    if (ok && o->compare_fused) ok = ir_graph_interp_plan(g, pass_graph_fuse(g, a), params, sizes, plan, err, errlen);
+    if (ok && (lowered || o->compare_fused)) ok = tilec_graph_run_lowered(o->src, g, params, sizes, gpu, low, err, errlen);
+    if (ok && o->compare_fused) ok = compare_ways(ref, plan, low, nouts, gpu, err, errlen);
+    if (ok) move_tensors(outs, lowered ? low : ref, nouts);
+    free_tensors(ref, nouts);
+    free_tensors(plan, nouts);
+    free_tensors(low, nouts);
     arena_destroy(a);
     return ok;
 }
@@ -1252,7 +1285,7 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
     int rc = graph_args_known(o, g) && graph_sizes(o, g, sizes) ? 0 : EXIT_INPUT;
     for (size_t p = 0; !rc && p < np; p++)
         if (!graph_param(o, g, sizes, p, &params[p])) rc = EXIT_INPUT;
-    char err[256] = "";
+    char err[4096] = "";
     if (!rc && !run_graph_ways(o, g, params, sizes, outs, nouts, err, sizeof err)) {
         fprintf(stderr, "tilec: error: graph '%s': %s\n", g->name, err);
         rc = EXIT_INPUT;
