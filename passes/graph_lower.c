@@ -660,6 +660,178 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- shape changes: a gather per element ------------------------------------------------- */
+
+/* The offset of an element of shape t at coordinates c (one per axis, no broadcasting). */
+static const char *offset_at(Low *L, const IrTensorType *t, const char *const *c)
+{
+    const char *off = NULL;
+    for (uint32_t d = 0; d < t->rank; d++) {
+        const char *stride = numel_expr(L, t, d + 1);
+        const char *term = strcmp(stride, "1") ? arena_printf(L->a, "%s * %s", c[d], stride) : c[d];
+        off = off ? arena_printf(L->a, "%s + %s", off, term) : term;
+    }
+    return off ? off : "0";
+}
+
+/* Where piece j of a concat or split lies along the axis: [*lo, *lo + its size). */
+static const char *const *shifted(Low *L, const Space *sp, uint32_t axis, const char *lo)
+{
+    const char **c = arena_alloc(L->a, (sp->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < sp->rank; d++) c[d] = sp->coord[d];
+    c[axis] = arena_printf(L->a, "(%s - (%s))", sp->coord[axis], lo);
+    return c;
+}
+
+/* The value of the shape op at the space's coordinates (the output's). */
+static const char *gather(Low *L, const IrGOp *op, const Space *sp)
+{
+    const IrTensorType *x = vt(L, op->in[0]);
+    if (op->kind == IR_GOP_RESHAPE) return arena_printf(L->a, "load(p%u + offs, mask, 0)", op->in[0]);
+    if (op->kind == IR_GOP_TRANS) {
+        const char **c = arena_alloc(L->a, (x->rank + 1) * sizeof *c);
+        for (uint32_t i = 0; i < x->rank; i++) c[op->attr.perm[i]] = sp->coord[i];
+        return arena_printf(L->a, "load(p%u + z + %s, mask, 0)", op->in[0], offset_at(L, x, c));
+    }
+    const char *e = "0", *lo = "0";
+    uint32_t ax = (uint32_t)op->attr.axis;
+    for (uint32_t j = 0; j < op->nin; j++) {
+        const IrTensorType *t = vt(L, op->in[j]);
+        const char *hi = arena_printf(L->a, "%s + %s", lo, size_expr(L, t->dims[ax]));
+        const char *in = arena_printf(L->a, "(%s >= %s) & (%s < %s)", sp->coord[ax], lo, sp->coord[ax], hi);
+        e = arena_printf(L->a, "where(%s, load(p%u + z + %s, mask & %s, 0), %s)", in, op->in[j],
+                         offset_at(L, t, shifted(L, sp, ax, lo)), in, e);
+        lo = hi;
+    }
+    return e;
+}
+
+static bool lower_shape(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "a shape change fused with other ops");
+    bool split = op->kind == IR_GOP_SPLIT;
+    const IrTensorType *sh = vt(L, split ? op->in[0] : op->out[0]);
+    const char *count = numel_expr(L, sh, 0);
+    int64_t blk = block_for(numel(L, sh, 0, sh->rank), 128, 1024);
+    autotune(L, "BLOCK: [128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]", "BLOCK >= 32 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: 4", (long long)blk));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(cdiv(%s, BLOCK as i64))\n{\n", (long long)blk, count);
+    fputs("    let offs = (program_id(0) as i64) * (BLOCK as i64) + arange(0, BLOCK);\n", L->o);
+    fprintf(L->o, "    let mask = offs < %s;\n    let z = offs * 0;\n", count);
+    Space sp = {.rank = sh->rank, .mask = "mask", .zero = "z"};
+    sp.coord = coords_of(L, sh, "offs", "c");
+    if (!split) {
+        fprintf(L->o, "    store(p%u + offs, %s, mask);\n}\n", op->out[0], gather(L, op, &sp));
+        return true;
+    }
+    const char *lo = "0";
+    uint32_t ax = (uint32_t)op->attr.axis;
+    for (uint32_t j = 0; j < op->nout; j++) {
+        const IrTensorType *t = vt(L, op->out[j]);
+        const char *hi = arena_printf(L->a, "%s + %s", lo, size_expr(L, t->dims[ax]));
+        bool w = false;
+        for (uint32_t i = 0; i < L->K->nwrites; i++) w |= L->K->writes[i] == op->out[j];
+        if (w)
+            fprintf(L->o, "    store(p%u + z + %s, load(p%u + offs, mask, 0), mask & (c%u >= %s) & (c%u < %s));\n", op->out[j],
+                    offset_at(L, t, shifted(L, &sp, ax, lo)), op->in[0], ax, lo, ax, hi);
+        lo = hi;
+    }
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- scans: cumsum, cumprod along an axis, one program per row ------------------------------ */
+
+static bool lower_scan(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "a scan fused with other ops");
+    Row R = {.r = op, .x = op->in[0], .axis = (uint32_t)op->attr.axis};
+    const IrTensorType *t = vt(L, R.x);
+    bool sum = op->kind == IR_GOP_CUMSUM;
+    R.len = size_expr(L, t->dims[R.axis]);
+    R.acc = ir_elem_is_float(t->elem) ? (t->elem == IR_F64 ? IR_F64 : IR_F32) : t->elem;
+    IrSize nrows;
+    if (!ir_size_mul(L->a, numel(L, t, 0, R.axis), numel(L, t, R.axis + 1, t->rank), &nrows))
+        return fail(L, "a size that overflows");
+    int64_t blk = block_for(t->dims[R.axis], 16, 1024);
+    autotune(L, "BLOCK: [16, 32, 64, 128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]", "BLOCK >= 16 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: %d", (long long)blk, blk >= 512 ? 4 : 1));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)blk,
+            size_expr(L, nrows));
+    row_coords(L, &R);
+    const char *A = ename(R.acc);
+    fprintf(L->o, "    var carry = %d as %s;\n", sum ? 0 : 1, A);
+    loop_open(L, &R);
+    const char *x = row_x(L, &R, sum ? "0" : "1");
+    if (!x) return false;
+    fprintf(L->o, "        let cs = %s(%s, 0) %s carry;\n", ir_gop_name(op->kind), x, sum ? "+" : "*");
+    fprintf(L->o, "        let v%u = cs as %s;\n", op->out[0], ename(vt(L, op->out[0])->elem));
+    L->done[op->out[0]] = true;
+    if (!store(L, op->out[0])) return false;
+    fprintf(L->o, "        carry = sum(where(arange(0, BLOCK) == BLOCK - 1, cs, 0 as %s), 0);\n", A);
+    loop_close(L);
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- attention: one program per query row, online softmax over key blocks ------------------ */
+
+static bool lower_attention(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "attention fused with other ops");
+    const IrTensorType *q = vt(L, op->in[0]), *k = vt(L, op->in[1]), *v = vt(L, op->in[2]), *o = vt(L, op->out[0]);
+    int64_t D, Dv;
+    if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
+        return fail(L, "attention whose head sizes are not known constants up to 1024");
+    const char *Lq = size_expr(L, q->dims[q->rank - 2]), *Lk = size_expr(L, k->dims[k->rank - 2]);
+    IrSize nb = numel(L, o, 0, o->rank - 2), rows;
+    if (!ir_size_mul(L->a, nb, q->dims[q->rank - 2], &rows)) return fail(L, "a size that overflows");
+    int64_t bd = pow2_at_least(D, 16, 1024), bdv = pow2_at_least(Dv, 16, 1024), bn = block_for(k->dims[k->rank - 2], 16, 64);
+    autotune(L, "BN: [16, 32, 64, 128], warps: [1, 2, 4, 8]", "BN >= 4 * warps",
+             arena_printf(L->a, "BN: %lld, warps: 4", (long long)bn));
+    signature(L, s, name);
+    fprintf(L->o, ", const BN: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)bn,
+            size_expr(L, rows));
+    fprintf(L->o, "    let i = row %% %s;\n    let bt = row / %s;\n", Lq, Lq);
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = o->rank - 2; d-- > 0;) {
+        c[d] = arena_printf(L->a, "b%u", d);
+        fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "bt", st, o->dims[d]));
+        ir_size_mul(L->a, st, o->dims[d], &st);
+    }
+    c[o->rank - 2] = "0";
+    c[o->rank - 1] = "0";
+    Space base = {.rank = o->rank, .coord = c};
+    scope(L, &base, "    ");
+    const char *ko = offset(L, op->in[1]), *vo = offset(L, op->in[2]), *causal = val(L, op->in[3]), *scale = val(L, op->in[4]);
+    c[o->rank - 2] = "i";
+    const char *qo = offset(L, op->in[0]), *oo = offset(L, op->out[0]);
+    if (!ko || !vo || !qo || !oo || !causal || !scale) return fail(L, "attention operands of unexpected shapes");
+    fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
+    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n", (long long)bdv, (long long)Dv);
+    fprintf(L->o, "    let qv = load(p%u + %s + dq, dmask, 0) as f32;\n", op->in[0], qo);
+    fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
+    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n        let kj = j + arange(0, BN);\n", Lk);
+    fprintf(L->o, "        let ok = (kj < %s) & ((kj <= i + %s - %s) | !%s);\n", Lk, Lk, Lq, causal);
+    fprintf(L->o, "        let kt = load(p%u + %s + kj[:, None] * %lld + dq[None, :], ok[:, None] & dmask[None, :], 0) as f32;\n",
+            op->in[1], ko, (long long)D);
+    fprintf(L->o, "        let sc = where(ok, sum(kt * qv[None, :], 1) * (%s as f32), -inf);\n", scale);
+    fputs("        let mn = maximum(m, max(sc, 0));\n        let pj = where(ok, exp(sc - mn), 0.0);\n", L->o);
+    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 0);\n", L->o);
+    fprintf(L->o, "        let vt = load(p%u + %s + kj[:, None] * %lld + dv[None, :], ok[:, None] & vmask[None, :], 0) as f32;\n",
+            op->in[2], vo, (long long)Dv);
+    fputs("        acc = acc * alpha + sum(pj[:, None] * vt, 0);\n        m = mn;\n    }\n", L->o);
+    fprintf(L->o, "    store(p%u + %s + dv, where(l > 0.0, acc / l, 0.0) as %s, vmask);\n}\n", op->out[0], oo,
+            ename(o->elem));
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -673,6 +845,9 @@ static const struct {
     {"sum", lower_rows}, {"mean", lower_rows}, {"max", lower_rows}, {"min", lower_rows},
     {"argmax", lower_rows}, {"argmin", lower_rows}, {"any", lower_rows}, {"all", lower_rows},
     {"softmax", lower_rows}, {"layer_norm", lower_rows}, {"rms_norm", lower_rows},
+    {"reshape", lower_shape}, {"trans", lower_shape}, {"concat", lower_shape}, {"split", lower_shape},
+    {"cumsum", lower_scan}, {"cumprod", lower_scan},
+    {"attention", lower_attention},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)
