@@ -76,7 +76,7 @@ static const char *size_expr(Low *L, IrSize s)
         t = arena_printf(L->a, "%s%s%s", t, i ? " + " : "", m);
     }
     if (s.c) t = arena_printf(L->a, "%s + %lld", t, (long long)s.c);
-    return s.n == 1 && !s.c && s.m[0].k == 1 ? t : arena_printf(L->a, "(%s)", t);
+    return s.n == 1 && !s.c && s.m[0].k == 1 && s.m[0].n == 1 ? t : arena_printf(L->a, "(%s)", t);
 }
 
 static bool is_one(IrSize s)
