@@ -101,7 +101,8 @@ static const char help_compile[] =
     "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
     "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
     "         (through ptxas; needs -o), the graph IR of the graphs (graph-ir) or\n"
-    "         their fusion plans (fusion: one line per kernel, then the buffers);\n"
+    "         their fusion plans (fusion: one line per kernel, then the buffers),\n"
+    "         or the Tile kernels the plans lower to (graph-kernels, a program);\n"
     "         without --emit the file is only checked\n"
     "-D       set a const parameter (or warps/stages) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
@@ -128,8 +129,11 @@ static const char help_run[] =
     "         --arg SIZE=N gives each size name of its parameters, a tensor takes a\n"
     "         buffer as above with its element count, a scalar a literal; --print\n"
     "         ret0, ret1, ... prints the returned tensors (or a parameter); --fused\n"
-    "         runs it through the kernels of its fusion plan instead, --compare-fused\n"
-    "         both ways, an error if they differ\n";
+    "         runs the Tile kernels its fusion plan lowers to instead (through\n"
+    "         libtileRT, in the Tile IR interpreter; --device gpu: on GPU 0, always\n"
+    "         so); --compare-fused runs it op by op, through the plan interpreter\n"
+    "         (same bits) and through the kernels (within rounding), an error if\n"
+    "         they differ\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
