@@ -308,6 +308,8 @@ TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
     return s;
 }
 
+TrtModule *rt_tgraph_module(TrtTensorGraph *g) { return g ? g->kmod : NULL; }
+
 uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? g->plan->nkernels : 0; }
 TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i)
 {
