@@ -107,8 +107,8 @@ static const char *offset(Low *L, uint32_t v)
     if (t->rank > L->sp->rank) return NULL;
     const char *off = NULL;
     for (uint32_t d = 0; d < t->rank; d++) {
-        if (is_one(t->dims[d])) continue;
         const char *stride = numel_expr(L, t, d + 1), *c = L->sp->coord[L->sp->rank - t->rank + d];
+        if (is_one(t->dims[d]) || !strcmp(c, "0")) continue;
         const char *term = strcmp(stride, "1") ? arena_printf(L->a, "%s * %s", c, stride) : c;
         off = off ? arena_printf(L->a, "%s + %s", off, term) : term;
     }
@@ -558,20 +558,46 @@ static bool lower_rows(Low *L, Sig *s, const char *name)
 
 typedef struct Gemm {
     const IrGOp *mm;
-    const char *M, *N, *K;   /* M: the left operand's rows, its leading axes folded in */
-    const char **coord;      /* the output's axes from rm2, rn2 */
-    Space sp;
+    const char *M, *N, *K;   /* M: the left operand's rows (unbatched: its leading axes folded in) */
+    const char *nbatch;      /* batched (a right operand of rank 3 or more): the batch count */
+    const char *aoff, *boff; /* batched: the operands' offsets at the program's batch "b0, b1, ..." */
+    Space sp;                /* the output's axes: rm2, rn2 and the batch coordinates */
 } Gemm;
+
+/* The batched product's shape: one GEMM per batch element (of the output's leading
+ * axes, "b0", "b1", ...), each operand at its broadcast batch offset. */
+static bool gemm_batched(Low *L, Gemm *G, const IrTensorType *a, const IrTensorType *o)
+{
+    if (a->rank < 2) return fail(L, "a batched matmul with a vector left operand");
+    uint32_t nb = o->rank - 2;
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < nb; d++) c[d] = arena_printf(L->a, "b%u", d);
+    c[nb] = c[nb + 1] = "0";
+    Space bs = {.rank = o->rank, .coord = c};
+    L->sp = &bs;
+    G->aoff = offset(L, G->mm->in[0]);
+    G->boff = offset(L, G->mm->in[1]);
+    if (!G->aoff || !G->boff) return fail(L, "matmul operands of unexpected shapes");
+    G->M = size_expr(L, a->dims[a->rank - 2]);
+    G->nbatch = size_expr(L, numel(L, o, 0, nb));
+    c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < nb; d++) c[d] = bs.coord[d];
+    c[nb] = "rm2";
+    c[nb + 1] = "rn2";
+    G->sp = (Space){.rank = o->rank, .coord = c, .mask = "mask", .zero = "z"};
+    return true;
+}
 
 static bool gemm_shape(Low *L, const IrGOp *mm, Gemm *G)
 {
     const IrTensorType *a = vt(L, mm->in[0]), *b = vt(L, mm->in[1]), *o = vt(L, mm->out[0]);
-    if (b->rank != 2) return fail(L, "a matmul whose right operand is not a matrix (batched or a vector)");
+    if (b->rank < 2) return fail(L, "a matmul whose right operand is a vector");
     if (!ir_elem_is_float(a->elem)) return fail(L, "an integer matmul");
     if (defop(L, mm->in[0]) && L->mine[defop(L, mm->in[0]) - L->g->ops.data]) return fail(L, "a matmul prologue");
     G->mm = mm;
-    G->K = size_expr(L, b->dims[0]);
-    G->N = size_expr(L, b->dims[1]);
+    G->K = size_expr(L, b->dims[b->rank - 2]);
+    G->N = size_expr(L, b->dims[b->rank - 1]);
+    if (b->rank > 2) return gemm_batched(L, G, a, o);
     G->M = size_expr(L, numel(L, a, 0, a->rank - 1));
     const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
     c[o->rank - 1] = "rn2";
@@ -608,10 +634,12 @@ static bool gemm_body(Low *L, Gemm *G, const int *prod, int p, const char *pn, c
     fprintf(L->o, "%slet rk = arange(0, BK);\n%svar acc = zeros([BM, BN], %s);\n", in, in,
             vt(L, G->mm->in[0])->elem == IR_F64 ? "f64" : "f32");
     fprintf(L->o, "%sfor k in range(0, %s, BK as i64) {\n%s    let ka = k + rk;\n", in, G->K, in);
-    fprintf(L->o, "%s    let at = load(p%u + rm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
-            in, G->mm->in[0], G->K, G->M, G->K);
-    fprintf(L->o, "%s    let bt = load(p%u + ka[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
-            in, G->mm->in[1], G->N, G->K, G->N);
+    const char *ao = G->aoff && strcmp(G->aoff, "0") ? arena_printf(L->a, "%s + ", G->aoff) : "";
+    const char *bo = G->boff && strcmp(G->boff, "0") ? arena_printf(L->a, "%s + ", G->boff) : "";
+    fprintf(L->o, "%s    let at = load(p%u + %srm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
+            in, G->mm->in[0], ao, G->K, G->M, G->K);
+    fprintf(L->o, "%s    let bt = load(p%u + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+            in, G->mm->in[1], bo, G->N, G->K, G->N);
     fprintf(L->o, "%s    acc = dot(at, bt, acc);\n%s}\n", in, in);
     fprintf(L->o, "%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in);
     fprintf(L->o, "%slet mask = (rm2 < %s) & (rn2 < %s);\n%slet z = rm2 * 0 + rn2 * 0;\n", in, G->M, G->N, in);
@@ -645,8 +673,21 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     for (uint32_t i = 0; i < n; i++) nb = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", nb, G[i].N);
     fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)bm, (long long)bn,
             (long long)bk);
-    fprintf(L->o, "    grid(cdiv(%s, BM as i64) * (%s))\n{\n", G[0].M, nb);
-    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = %s;\n    let pm = pid / nbn;\n    let q = pid %% nbn;\n", nb);
+    const char *per = arena_printf(L->a, "cdiv(%s, BM as i64) * (%s)", G[0].M, nb);
+    fprintf(L->o, "    grid(%s%s)\n{\n", per, G[0].nbatch ? arena_printf(L->a, " * %s", G[0].nbatch) : "");
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = %s;\n", nb);
+    if (G[0].nbatch) {
+        const IrTensorType *o = vt(L, mms[0]->out[0]);
+        fprintf(L->o, "    let batch = pid / (%s);\n", per);
+        IrSize st = ir_size_const(1);
+        for (uint32_t d = o->rank - 2; d-- > 0;) {
+            fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "batch", st, o->dims[d]));
+            ir_size_mul(L->a, st, o->dims[d], &st);
+        }
+        fprintf(L->o, "    let pm = (pid %% (%s)) / nbn;\n    let q = pid %% nbn;\n", per);
+    } else {
+        fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
+    }
     const char *first = "0";
     for (uint32_t i = 0; i < n; i++) {
         const char *end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", first, G[i].N);
