@@ -591,18 +591,19 @@ static bool gemm_batched(Low *L, Gemm *G, const IrTensorType *a, const IrTensorT
 static bool gemm_shape(Low *L, const IrGOp *mm, Gemm *G)
 {
     const IrTensorType *a = vt(L, mm->in[0]), *b = vt(L, mm->in[1]), *o = vt(L, mm->out[0]);
-    if (b->rank < 2) return fail(L, "a matmul whose right operand is a vector");
     if (!ir_elem_is_float(a->elem)) return fail(L, "an integer matmul");
     if (defop(L, mm->in[0]) && L->mine[defop(L, mm->in[0]) - L->g->ops.data]) return fail(L, "a matmul prologue");
     G->mm = mm;
-    G->K = size_expr(L, b->dims[b->rank - 2]);
-    G->N = size_expr(L, b->dims[b->rank - 1]);
+    bool vec = b->rank == 1;   /* a column: N = 1, and the output has no N axis */
+    G->K = size_expr(L, b->dims[vec ? 0 : b->rank - 2]);
+    G->N = vec ? "1" : size_expr(L, b->dims[b->rank - 1]);
     if (b->rank > 2) return gemm_batched(L, G, a, o);
     G->M = size_expr(L, numel(L, a, 0, a->rank - 1));
     const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
-    c[o->rank - 1] = "rn2";
+    uint32_t rows = vec ? o->rank : o->rank - 1;   /* the output's axes that M folds */
+    if (!vec) c[o->rank - 1] = "rn2";
     IrSize st = ir_size_const(1);
-    for (uint32_t d = o->rank - 1; d-- > 0;) {
+    for (uint32_t d = rows; d-- > 0;) {
         c[d] = d ? coord_at(L, "rm2", st, o->dims[d]) : arena_printf(L->a, "(rm2 / %s)", size_expr(L, st));
         if (!d && is_one(st)) c[d] = "rm2";
         ir_size_mul(L->a, st, o->dims[d], &st);
@@ -663,7 +664,9 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
         if (prod[L->K->writes[i]] < 0) return fail(L, "a written value of no product");
     const IrTensorType *a = vt(L, mms[0]->in[0]), *b = vt(L, mms[0]->in[1]);
     IrSize m = numel(L, a, 0, a->rank - 1);
-    int64_t bm = block_for(m, 16, 128), bn = block_for(b->dims[1], 16, 128), bk = block_for(b->dims[0], 16, 64);
+    bool vec = b->rank == 1;
+    int64_t bm = block_for(m, 16, 128), bn = vec ? 16 : block_for(b->dims[b->rank - 1], 16, 128);
+    int64_t bk = block_for(b->dims[vec ? 0 : b->rank - 2], 16, 64);
     autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
              "BM * BN <= 128 * 256",
              arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: 3", (long long)bm, (long long)bn,
