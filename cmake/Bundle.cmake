@@ -37,7 +37,7 @@ target_sources(tilec PRIVATE ${CMAKE_SOURCE_DIR}/tools/cli.c)   # the option par
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(CJSON REQUIRED libcjson)
 target_sources(tilec PRIVATE ${CMAKE_SOURCE_DIR}/tools/tilec_tune.c ${CMAKE_SOURCE_DIR}/tools/tune_manifest.c
-               ${CMAKE_SOURCE_DIR}/tools/tune_report.c)
+               ${CMAKE_SOURCE_DIR}/tools/tune_report.c ${CMAKE_SOURCE_DIR}/tools/tilec_graph.c)
 target_include_directories(tilec PRIVATE ${CMAKE_SOURCE_DIR} ${CJSON_INCLUDE_DIRS})
 find_library(CJSON_LIB NAMES cjson HINTS ${CJSON_LIBRARY_DIRS})
 get_filename_component(CJSON_REAL ${CJSON_LIB} REALPATH)

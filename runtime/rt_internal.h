@@ -499,6 +499,9 @@ TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
 /* The argument kind that a parameter of element type e takes (f8 as its bits: U8). */
 TrtArgKind rt_arg_kind(IrElem e);
+/* The inner module of a tensor graph's lowered kernels (rt_tgraph.c), for tests that
+ * replace its compile function. */
+TrtModule *rt_tgraph_module(TrtTensorGraph *g);
 /* Checks the count, kinds and pointer alignment of a launch's arguments. */
 TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs);
 /* The grid from the kernel's grid(...) clause (memoized on the scalars). */

@@ -1,6 +1,6 @@
 /* tilec: the command-line compiler.
  *
- *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...
+ *   tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...
  *         [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--print-after-all]
  *         [--verify-each] [--time-passes] [-Werror] [-w] [--color=auto|always|never]
  *   tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]
@@ -27,6 +27,7 @@
 #include "frontend/ast.h"
 #include "frontend/frontend.h"
 #include "ir/graph_interp.h"
+#include "passes/graph_lower.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/target.h"
@@ -35,6 +36,7 @@
 #include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"
 #include "tools/cli.h"
+#include "tools/tilec_graph.h"
 #include "tools/tilec_tune.h"
 #include "tile/tile_rt.h"
 #ifdef TILE_HAVE_CODEGEN
@@ -78,7 +80,7 @@ typedef struct Options {
 } Options;
 
 static const char usage_compile[] =
-    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion] [-D NAME=VALUE]...\n"
+    "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
     "             [-Werror] [-w] [--color=auto|always|never]\n";
@@ -99,7 +101,8 @@ static const char help_compile[] =
     "         (ir), after the cleanup passes (ir-opt), after the GPU passes with\n"
     "         every layout (ir-gpu), LLVM IR, PTX, or a cubin\n"
     "         (through ptxas; needs -o), the graph IR of the graphs (graph-ir) or\n"
-    "         their fusion plans (fusion: one line per kernel, then the buffers);\n"
+    "         their fusion plans (fusion: one line per kernel, then the buffers),\n"
+    "         or the Tile kernels the plans lower to (graph-kernels, a program);\n"
     "         without --emit the file is only checked\n"
     "-D       set a const parameter (or warps/stages) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
@@ -126,8 +129,11 @@ static const char help_run[] =
     "         --arg SIZE=N gives each size name of its parameters, a tensor takes a\n"
     "         buffer as above with its element count, a scalar a literal; --print\n"
     "         ret0, ret1, ... prints the returned tensors (or a parameter); --fused\n"
-    "         runs it through the kernels of its fusion plan instead, --compare-fused\n"
-    "         both ways, an error if they differ\n";
+    "         runs the Tile kernels its fusion plan lowers to instead (through\n"
+    "         libtileRT, in the Tile IR interpreter; --device gpu: on GPU 0, always\n"
+    "         so); --compare-fused runs it op by op, through the plan interpreter\n"
+    "         (same bits) and through the kernels (within rounding), an error if\n"
+    "         they differ\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
@@ -338,10 +344,10 @@ static void check_arch(Options *o)
 static void check_options(Options *o)
 {
     static const char *const emits[] = {"tokens", "ast", "ir", "ir-opt", "ir-gpu", "llvm", "ptx", "cubin", "check",
-                                        "graph-ir", "fusion"};
+                                        "graph-ir", "fusion", "graph-kernels"};
     bool ok = false;
     for (size_t k = 0; k < sizeof emits / sizeof *emits; k++) ok |= !strcmp(o->emit, emits[k]);
-    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir, fusion)", o->emit);
+    if (!ok) usage_error("unknown --emit kind '%s' (tokens, ast, ir, ir-opt, ir-gpu, llvm, ptx, cubin, graph-ir, fusion, graph-kernels)", o->emit);
     check_arch(o);
     if (strcmp(o->device, "cpu") && strcmp(o->device, "gpu"))
         usage_error("unknown --device '%s' (cpu or gpu)", o->device);
@@ -350,8 +356,8 @@ static void check_options(Options *o)
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
     if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
-    if (o->graph && (o->kernel || o->has_grid || strcmp(o->device, "cpu") || o->print_to))
-        usage_error("tilec run --graph takes --arg and --print only (no --kernel, --grid, --device gpu, --print-to)%s", "");
+    if (o->graph && (o->kernel || o->has_grid || o->print_to))
+        usage_error("tilec run --graph takes --arg, --print and --device only (no --kernel, --grid, --print-to)%s", "");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
@@ -1078,13 +1084,19 @@ static bool build_graphs(IrCtx *ctx, const AstProgram *prog, IrGraphModule *m, D
     return ok;
 }
 
-static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, bool plans, FILE *out)
+/* graph-ir: the graphs' IR; fusion: their plans; graph-kernels: the Tile source of the
+ * plans' kernels (passes/graph_lower.c), a program that tilec compiles as it is. */
+static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, const char *emit, FILE *out)
 {
     IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
     bool ok = build_graphs(ctx, prog, m, diags);
-    if (ok && !plans) ir_gmodule_print(m, out);
-    for (size_t i = 0; ok && plans && i < m->graphs.len; i++)
-        ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(ctx)), out);
+    if (ok && !strcmp(emit, "graph-ir")) ir_gmodule_print(m, out);
+    for (size_t i = 0; ok && strcmp(emit, "graph-ir") && i < m->graphs.len; i++) {
+        const IrGraph *g = m->graphs.data[i];
+        const IrGPlan *plan = pass_graph_fuse(g, ir_ctx_arena(ctx));
+        if (!strcmp(emit, "fusion")) ir_gplan_print(g, plan, out);
+        else fputs(pass_graph_lower(g, plan, ir_ctx_arena(ctx))->source, out);
+    }
     ir_gmodule_destroy(m);
     return ok ? 0 : EXIT_INPUT;
 }
@@ -1213,24 +1225,56 @@ static bool same_tensor(const IrGTensor *x, const IrGTensor *y)
     return true;
 }
 
-/* Op by op, or through the fusion plan (--fused), or both, compared (--compare-fused). */
+static void move_tensors(IrGTensor *to, IrGTensor *from, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) to[k] = from[k], memset(&from[k], 0, sizeof from[k]);
+}
+
+static void free_tensors(IrGTensor *t, uint32_t n)
+{
+    for (uint32_t k = 0; t && k < n; k++) ir_gtensor_free(&t[k]);
+    free(t);
+}
+
+/* The checks of --compare-fused: the plan interpreter gives the op-by-op bits, and the
+ * lowered kernels give them within rounding. */
+static bool compare_ways(const IrGTensor *ref, const IrGTensor *plan, const IrGTensor *low, uint32_t nouts, bool gpu,
+                         char *err, size_t errlen)
+{
+    for (uint32_t k = 0; k < nouts; k++) {
+        int64_t at;
+        if (!same_tensor(&ref[k], &plan[k])) {
+            snprintf(err, errlen, "ret%u differs between the op-by-op and the fused run", k);
+            return false;
+        }
+        if (!tilec_graph_close(&ref[k], &low[k], &at)) {
+            snprintf(err, errlen, "ret%u differs between the op-by-op run and the lowered kernels (%s) at element %lld", k,
+                     gpu ? "on the GPU" : "in the interpreter", (long long)at);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Op by op; through the plan's lowered kernels (--fused, and always on the GPU); or
+ * all ways, compared (--compare-fused: op by op, the plan interpreter, the kernels). */
 static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
                            IrGTensor *outs, uint32_t nouts, char *err, size_t errlen)
 {
+    bool gpu = !strcmp(o->device, "gpu"), lowered = o->fused || gpu;
+    IrGTensor *ref = calloc(nouts + 1, sizeof *ref), *plan = calloc(nouts + 1, sizeof *plan),
+              *low = calloc(nouts + 1, sizeof *low);
     Arena *a = arena_create();
-    if (!a) tl_oom();
-    const IrGPlan *plan = o->fused || o->compare_fused ? pass_graph_fuse(g, a) : NULL;
-    bool ok = o->fused ? ir_graph_interp_plan(g, plan, params, sizes, outs, err, errlen)
-                       : ir_graph_interp(g, params, sizes, outs, err, errlen);
-    IrGTensor *fused = o->compare_fused ? calloc(nouts + 1, sizeof *fused) : NULL;
-    if (ok && fused) ok = ir_graph_interp_plan(g, plan, params, sizes, fused, err, errlen);
-    for (uint32_t k = 0; ok && fused && k < nouts; k++)
-        if (!same_tensor(&outs[k], &fused[k])) {
-            snprintf(err, errlen, "ret%u differs between the op-by-op and the fused run", k);
-            ok = false;
-        }
-    for (uint32_t k = 0; fused && k < nouts; k++) ir_gtensor_free(&fused[k]);
-    free(fused);
+    if (!ref || !plan || !low || !a) tl_oom();
+    bool ok = true;
+    if (!lowered || o->compare_fused) ok = ir_graph_interp(g, params, sizes, ref, err, errlen);
+    if (ok && o->compare_fused) ok = ir_graph_interp_plan(g, pass_graph_fuse(g, a), params, sizes, plan, err, errlen);
+    if (ok && (lowered || o->compare_fused)) ok = tilec_graph_run_lowered(o->src, g, params, sizes, gpu, low, err, errlen);
+    if (ok && o->compare_fused) ok = compare_ways(ref, plan, low, nouts, gpu, err, errlen);
+    if (ok) move_tensors(outs, lowered ? low : ref, nouts);
+    free_tensors(ref, nouts);
+    free_tensors(plan, nouts);
+    free_tensors(low, nouts);
     arena_destroy(a);
     return ok;
 }
@@ -1245,7 +1289,7 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
     int rc = graph_args_known(o, g) && graph_sizes(o, g, sizes) ? 0 : EXIT_INPUT;
     for (size_t p = 0; !rc && p < np; p++)
         if (!graph_param(o, g, sizes, p, &params[p])) rc = EXIT_INPUT;
-    char err[256] = "";
+    char err[4096] = "";
     if (!rc && !run_graph_ways(o, g, params, sizes, outs, nouts, err, sizeof err)) {
         fprintf(stderr, "tilec: error: graph '%s': %s\n", g->name, err);
         rc = EXIT_INPUT;
@@ -1317,9 +1361,9 @@ static int compile(Options *o, const Source *src, FILE *out)
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
     if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
-    if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || o->graph) {
+    if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || !strcmp(o->emit, "graph-kernels") || o->graph) {
         rc = o->graph ? run_graph(o, ctx, prog, diags, out)
-                      : emit_graph_ir(ctx, prog, diags, !strcmp(o->emit, "fusion"), out);
+                      : emit_graph_ir(ctx, prog, diags, o->emit, out);
         goto done;
     }
     if (optimize) pass_run_default(m, o->opt_level, &po);

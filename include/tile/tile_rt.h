@@ -292,6 +292,50 @@ uint32_t trt_graph_num_launches(const TrtGraph *g);
 /* Frees g (NULL: nothing). A replay in flight is not affected. */
 void trt_graph_destroy(TrtGraph *g);
 
+/* ---- tensor graphs (LANGUAGE.md section 7) ------------------------------------------ */
+/* A `graph` of a module, compiled for running: its graph IR is fused into kernels
+ * (docs/GRAPHS.md) and each kernel lowered to a Tile kernel of an inner module, which
+ * compiles like any kernel (lazily, one variant per specialization class, the disk
+ * cache, @autotune by the context's mode). Sizes named in the graph's types are scalar
+ * arguments of those kernels, so a new value of a size compiles nothing new unless it
+ * changes a specialization class (divisible by 16 or not, equal to 1). The
+ * intermediates of the memory plan live in buffers that the graph allocates on the first
+ * run and keeps for later ones (grown when new sizes need more). Bind every parameter,
+ * size and output, then run; bindings stay until changed. Not thread-safe: one thread
+ * binds and runs a graph at a time. Not to be confused with TrtGraph (CUDA graphs). */
+typedef struct TrtTensorGraph TrtTensorGraph;
+
+/* The graph `name` of m (TRT_ERROR_NOT_FOUND if m has none of that name). Errors of the
+ * graph, or a kernel of its plan that cannot be lowered yet, are TRT_ERROR_COMPILE. *out
+ * is owned by the caller (trt_tgraph_destroy), destroyed before m. */
+TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **out);
+/* Frees g, its buffers and its kernels' module. NULL is ignored. */
+void trt_tgraph_destroy(TrtTensorGraph *g);
+
+/* Binds parameter `name`: a tensor takes a TRT_ARG_PTR (device memory on a GPU context,
+ * host memory on a CPU one) holding its elements row-major and contiguous, a scalar a
+ * value of its type's kind (rt's trt_arg_* helpers). */
+TrtStatus trt_tgraph_bind(TrtTensorGraph *g, const char *name, TrtArg value);
+/* Binds the size name `name` (at least 1). */
+TrtStatus trt_tgraph_bind_size(TrtTensorGraph *g, const char *name, int64_t value);
+/* Binds result i (0 <= i < trt_tgraph_num_outputs) to memory the caller owns. */
+TrtStatus trt_tgraph_bind_output(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p);
+uint32_t trt_tgraph_num_outputs(const TrtTensorGraph *g);
+/* The bytes of result i for the bound sizes. */
+TrtStatus trt_tgraph_output_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *bytes);
+/* Launches the plan's kernels on `stream` in order (asynchronous, as trt_launch; on a
+ * CPU context synchronous, in the interpreter, with every access bounds-checked). Fails
+ * with TRT_ERROR_INVALID_ARGUMENT naming what is not bound. */
+TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream);
+
+/* For tests and tools: the kernels of the plan (kernel i is "<graph>_k<i>", NULL past
+ * the end) and the buffers of the memory plan as allocated (their bytes, 0 before the
+ * first run). */
+uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g);
+TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i);
+uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g);
+uint64_t trt_tgraph_buffer_bytes(const TrtTensorGraph *g, uint32_t i);
+
 /* ---- device memory ---------------------------------------------------------------- */
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
  * pass tensor pointers instead. Synchronous; the context's device must be current.

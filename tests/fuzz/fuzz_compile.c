@@ -3,7 +3,7 @@
  * interpreter on a 1-program grid with small zeroed buffers, and (where the harness is
  * built with the code generator, TILE_FUZZ_CODEGEN) code generation to PTX: the GPU
  * passes, LLVM and the NVPTX backend; and the graph IR of every graph, which must
- * verify. A crash, a sanitizer report, a leak, a hang, or
+ * verify, and the Tile kernels its fusion plan lowers to, which must compile. A crash, a sanitizer report, a leak, a hang, or
  * IR that the verifier rejects after lowering or after a pass is a bug: every input
  * must end in valid IR (and PTX) or in diagnostics.
  *
@@ -16,6 +16,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/interp.h"
+#include "passes/graph_lower.h"
 #include "passes/passes.h"
 #ifdef TILE_FUZZ_CODEGEN
 #include "codegen/codegen.h"
@@ -115,8 +116,28 @@ static void generate(IrModule *m, size_t size, DiagList *d)
 }
 #endif
 
+/* The Tile kernels that g's fusion plan lowers to (passes/graph_lower.c) parse and
+ * lower without an error: the lowering writes only valid programs. */
+static void lowered(const IrGraph *g)
+{
+    IrCtx *ctx = ir_ctx_create();
+    DiagList *d = ir_ctx_diags(ctx);
+    const PassGLowered *l = pass_graph_lower(g, pass_graph_fuse(g, ir_ctx_arena(ctx)), ir_ctx_arena(ctx));
+    Source src = {"lowered.tile", l->source, strlen(l->source)};
+    AstProgram *p = fe_parse(ir_ctx_arena(ctx), &src, d);
+    FeOptions fo = {0};
+    if (p && !d->nerrors) fe_lower(ctx, p, &fo, d);
+    if (!p || d->nerrors) {
+        diag_print(d, stderr);
+        fputs(l->source, stderr);
+        fputs("fuzz_compile: the graph's lowered kernels do not compile\n", stderr);
+        abort();
+    }
+    ir_ctx_destroy(ctx);
+}
+
 /* The graph IR of every graph (also of graphs with errors, which build nothing but
- * must not crash the builder); what is built must verify. */
+ * must not crash the builder); what is built must verify, and its kernels compile. */
 static void graphs(IrCtx *ctx, const AstProgram *p)
 {
     DiagList d;
@@ -131,6 +152,7 @@ static void graphs(IrCtx *ctx, const AstProgram *p)
             fputs("fuzz_compile: the graph builder produced invalid graph IR\n", stderr);
             abort();
         }
+        if (g) lowered(g);
     }
     ir_gmodule_print(m, sink());
     ir_gmodule_destroy(m);

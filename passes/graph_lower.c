@@ -1,0 +1,952 @@
+/* graph_lower: each kernel of a fusion plan becomes a Tile kernel (Tile source text).
+ *
+ * require:   a verified graph and a plan of it (pass_graph_fuse).
+ * guarantee: every plan kernel of a kind in `kinds` below (and of supported shapes) is
+ *            one Tile kernel "<graph>_k<i>" computing its ops, reading its reads and
+ *            writing its writes (row-major, contiguous); the others say why not.
+ *
+ * One idea carries every kind: a kernel has an iteration space (a shape) and, in each
+ * scope of its body, an expression per axis giving the coordinates that the scope
+ * computes (tiles or scalars). A value is computed at the coordinates projected onto
+ * its own shape as numpy broadcasting aligns them (leading axes dropped, a size-1 axis
+ * at 0), so a value read from memory is a load at that projection and an element-wise
+ * op is the same op on its operands' tiles. Values are emitted on demand (`val`), once
+ * per scope: a loop over a row's blocks recomputes the element-wise producers it needs.
+ *   elementwise  1-D blocks over the space's elements (coordinates by div/mod).
+ *   row ops      one program per row of the operand (all axes but the op's), looping
+ *                over the row in blocks: one loop per statistic, then the output loop
+ *                (consumers and stores); a reduction's consumers are scalars.
+ *   matmul       a tiled GEMM (dot over K blocks, f32 accumulator) with the epilogue on
+ *                the accumulator tile; leading axes of the left operand fold into M.
+ *   horizontal   ONE GEMM over the products' N blocks laid end to end: a program picks
+ *                its product (weight, epilogue, outputs) by its N block. Weights are
+ *                not concatenated at bind time: that would copy them on every bind.
+ * Tile sizes: @autotune spaces for the tuner, defaults chosen from the shape. Sizes
+ * named at run time are i64 parameters "s_NAME" (specialized like any scalar). */
+#include "passes/graph_lower.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Space {       /* the coordinates a scope computes */
+    uint32_t rank;
+    const char *const *coord;  /* per axis: an expression (scalar or tile) */
+    const char *mask;        /* the lanes in range, NULL in a scalar scope */
+    const char *zero;        /* a zero tile of the scope's shape, NULL in a scalar scope */
+} Space;
+
+typedef struct Low {
+    const IrGraph *g;
+    const IrGKernel *K;
+    Arena *a;
+    FILE *o;
+    bool *mine;              /* per op: in this kernel */
+    bool *done;              /* per value: named in the current scope */
+    const Space *sp;
+    const char *why;
+    const char *indent;
+} Low;
+
+/* ---- text helpers ----------------------------------------------------------------------- */
+
+static const IrTensorType *vt(const Low *L, uint32_t v) { return &L->g->values.data[v].type; }
+static const IrGOp *defop(const Low *L, uint32_t v)
+{
+    uint32_t d = L->g->values.data[v].def;
+    return d == IR_GNONE ? NULL : &L->g->ops.data[d];
+}
+static const char *ename(IrElem e) { return ir_elem_name(e); }
+
+static bool fail(Low *L, const char *why)
+{
+    if (!L->why) L->why = why;
+    return false;
+}
+
+/* A size as an i64 expression of the size parameters: "(64 * s_T + 2)". */
+static const char *size_expr(Low *L, IrSize s)
+{
+    int64_t c;
+    if (ir_size_is_const(s, &c)) return arena_printf(L->a, "%lld", (long long)c);
+    const char *t = "";
+    for (uint32_t i = 0; i < s.n; i++) {
+        const char *m = s.m[i].k == 1 ? "" : arena_printf(L->a, "%lld", (long long)s.m[i].k);
+        for (uint32_t j = 0; j < s.m[i].n; j++) m = arena_printf(L->a, "%s%ss_%s", m, *m ? " * " : "", s.m[i].names[j]);
+        t = arena_printf(L->a, "%s%s%s", t, i ? " + " : "", m);
+    }
+    if (s.c) t = arena_printf(L->a, "%s + %lld", t, (long long)s.c);
+    return s.n == 1 && !s.c && s.m[0].k == 1 && s.m[0].n == 1 ? t : arena_printf(L->a, "(%s)", t);
+}
+
+static bool is_one(IrSize s)
+{
+    int64_t c;
+    return ir_size_is_const(s, &c) && c == 1;
+}
+
+/* The product of axes from..rank-1 of t. */
+static IrSize numel(Low *L, const IrTensorType *t, uint32_t from, uint32_t to)
+{
+    IrSize n = ir_size_const(1);
+    for (uint32_t d = from; d < to; d++)
+        if (!ir_size_mul(L->a, n, t->dims[d], &n)) fail(L, "a size that overflows");
+    return n;
+}
+
+static const char *numel_expr(Low *L, const IrTensorType *t, uint32_t from)
+{
+    return size_expr(L, numel(L, t, from, t->rank));
+}
+
+/* The element offset of value v (row-major) at the scope's coordinates; NULL when v
+ * has more axes than the scope. */
+static const char *offset(Low *L, uint32_t v)
+{
+    const IrTensorType *t = vt(L, v);
+    if (t->rank > L->sp->rank) return NULL;
+    const char *off = NULL;
+    for (uint32_t d = 0; d < t->rank; d++) {
+        const char *stride = numel_expr(L, t, d + 1), *c = L->sp->coord[L->sp->rank - t->rank + d];
+        if (is_one(t->dims[d]) || !strcmp(c, "0")) continue;
+        const char *term = strcmp(stride, "1") ? arena_printf(L->a, "%s * %s", c, stride) : c;
+        off = off ? arena_printf(L->a, "%s + %s", off, term) : term;
+    }
+    return off ? off : "0";
+}
+
+/* The coordinate of an axis of size `dim` whose elements are `stride` apart in `flat`. */
+static const char *coord_at(Low *L, const char *flat, IrSize stride, IrSize dim)
+{
+    const char *q = is_one(stride) ? flat : arena_printf(L->a, "(%s / %s)", flat, size_expr(L, stride));
+    return arena_printf(L->a, "(%s %% %s)", q, size_expr(L, dim));
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+static const char *val(Low *L, uint32_t v);
+
+static const char *literal(Low *L, const IrGOp *op, IrElem e)
+{
+    if (!ir_elem_is_float(e)) return arena_printf(L->a, "(%lld as %s)", (long long)op->attr.c.i, ename(e));
+    double f = op->attr.c.f;
+    if (isinf(f)) return arena_printf(L->a, "(%sinf as %s)", f < 0 ? "-" : "", ename(e));
+    if (isnan(f)) return arena_printf(L->a, "((0.0 * inf) as %s)", ename(e));
+    return arena_printf(L->a, "(%.17g as %s)", f, ename(e));
+}
+
+static const char *binop_text(IrGOpKind k)
+{
+    switch (k) {
+    case IR_GOP_ADD: return "+";
+    case IR_GOP_SUB: return "-";
+    case IR_GOP_MUL: return "*";
+    case IR_GOP_DIV: return "/";
+    case IR_GOP_REM: return "%";
+    case IR_GOP_AND: return "&";
+    case IR_GOP_OR: return "|";
+    case IR_GOP_XOR: return "^";
+    case IR_GOP_SHL: return "<<";
+    case IR_GOP_SHR: return ">>";
+    case IR_GOP_LAND: return "&&";
+    case IR_GOP_LOR: return "||";
+    default: return NULL;   /* minimum maximum pow cdiv: calls */
+    }
+}
+
+static const char *const cmp_text[6] = {"==", "!=", "<", "<=", ">", ">="};
+
+static const char *unary_expr(Low *L, const IrGOp *op, const char *x)
+{
+    switch (op->kind) {
+    case IR_GOP_NEG: return arena_printf(L->a, "(-%s)", x);
+    case IR_GOP_NOT: return arena_printf(L->a, "(!%s)", x);
+    case IR_GOP_BNOT: return arena_printf(L->a, "(~%s)", x);
+    default: return arena_printf(L->a, "%s(%s)", ir_gop_name(op->kind), x);
+    }
+}
+
+/* dropout(x, p, seed): the graph interpreter's rule, tile_rand(seed, flat index) < p. */
+static const char *dropout_expr(Low *L, const IrGOp *op, const char *const *x)
+{
+    const char *off = offset(L, op->out[0]);
+    if (!off || !L->sp->zero) return fail(L, "dropout outside a tiled scope"), NULL;
+    IrElem e = vt(L, op->out[0])->elem;
+    return arena_printf(L->a, "where(rand(%s, %s + %s) < %s, 0.0, %s / (1.0 - %s)) as %s", x[2], L->sp->zero, off,
+                        x[1], x[0], x[1], ename(e));
+}
+
+/* The expression of an element-wise op (families u b c t x d, full, broadcast). */
+static const char *op_expr(Low *L, const IrGOp *op)
+{
+    const char *x[3] = {0};
+    for (uint32_t i = 0; i < op->nin && i < 3; i++)
+        if (!(x[i] = val(L, op->in[i]))) return NULL;
+    IrElem e = vt(L, op->out[0])->elem;
+    switch (ir_gop_family(op->kind)) {
+    case 'u': return unary_expr(L, op, x[0]);
+    case 'b':
+        if (binop_text(op->kind)) return arena_printf(L->a, "(%s %s %s)", x[0], binop_text(op->kind), x[1]);
+        return arena_printf(L->a, "%s(%s, %s)", ir_gop_name(op->kind), x[0], x[1]);
+    case 'c': return arena_printf(L->a, "(%s %s %s)", x[0], cmp_text[op->attr.cmp], x[1]);
+    case 't': return arena_printf(L->a, "%s(%s, %s, %s)", ir_gop_name(op->kind), x[0], x[1], x[2]);
+    case 'x': return arena_printf(L->a, "(%s as %s)", x[0], ename(e));
+    case 'd': return dropout_expr(L, op, x);
+    default: break;
+    }
+    if (op->kind == IR_GOP_FULL || op->kind == IR_GOP_BROADCAST) return x[0];
+    return fail(L, arena_printf(L->a, "'%s' is not element-wise", ir_gop_name(op->kind))), NULL;
+}
+
+static bool scalar_param(const Low *L, uint32_t v)
+{
+    return L->g->values.data[v].def == IR_GNONE && vt(L, v)->rank == 0;
+}
+
+/* A value read from global memory, at the scope's coordinates. */
+static const char *load_expr(Low *L, uint32_t v)
+{
+    if (scalar_param(L, v)) return arena_printf(L->a, "a%u", v);
+    if (vt(L, v)->rank == 0) return arena_printf(L->a, "load(p%u)", v);
+    const char *off = offset(L, v);
+    if (!off) return fail(L, "a value with more axes than its kernel's space"), NULL;
+    if (!L->sp->zero) return arena_printf(L->a, "load(p%u + %s)", v, off);
+    return arena_printf(L->a, "load(p%u + %s + %s, %s, 0)", v, L->sp->zero, off, L->sp->mask);
+}
+
+/* The name of value v in the current scope, emitting its `let` (and those of what it
+ * needs) first; NULL with L->why when it cannot be computed here. */
+static const char *val(Low *L, uint32_t v)
+{
+    const IrGOp *op = defop(L, v);
+    if (op && op->kind == IR_GOP_CONST) return literal(L, op, vt(L, v)->elem);
+    if (op && op->kind == IR_GOP_SIZE) return size_expr(L, op->attr.size);
+    if (L->done[v]) return arena_printf(L->a, "v%u", v);
+    bool inside = op && L->mine[op - L->g->ops.data];
+    const char *e = inside ? op_expr(L, op) : load_expr(L, v);
+    if (!e) return NULL;
+    if (scalar_param(L, v)) return e;
+    fprintf(L->o, "%slet v%u = %s;\n", L->indent, v, e);
+    L->done[v] = true;
+    return arena_printf(L->a, "v%u", v);
+}
+
+/* A new scope: nothing of the kernel is named in it yet. */
+static void scope(Low *L, const Space *sp, const char *indent)
+{
+    memset(L->done, 0, L->g->values.len * sizeof *L->done);
+    L->sp = sp;
+    L->indent = indent;
+}
+
+/* Stores value v at the scope's coordinates; lanes where v's own coordinates repeat
+ * (axes v does not have, or has of size 1) are masked off so one lane writes each
+ * element. */
+static bool store(Low *L, uint32_t v)
+{
+    const char *x = val(L, v), *off = x ? offset(L, v) : NULL;
+    if (!off) return fail(L, "a written value with more axes than its kernel's space");
+    const IrTensorType *t = vt(L, v);
+    if (!L->sp->zero) {
+        fprintf(L->o, "%sstore(p%u + %s, %s);\n", L->indent, v, off, x);
+        return true;
+    }
+    const char *m = L->sp->mask;
+    for (uint32_t d = 0; d < L->sp->rank; d++) {
+        int64_t vd = (int64_t)d - (int64_t)(L->sp->rank - t->rank);
+        if (vd < 0 || is_one(t->dims[vd])) m = arena_printf(L->a, "%s & (%s == 0)", m, L->sp->coord[d]);
+    }
+    fprintf(L->o, "%sstore(p%u + %s + %s, %s, %s);\n", L->indent, v, L->sp->zero, off, x, m);
+    return true;
+}
+
+/* ---- the kernel's signature ------------------------------------------------------------- */
+
+typedef struct Sig {
+    VEC(PassGArg) args;
+} Sig;
+
+/* Writes (pointers), reads (pointers; scalar parameters by value), then every size. */
+static void signature(Low *L, Sig *s, const char *name)
+{
+    fprintf(L->o, "kernel %s(", name);
+    const char *sep = "";
+    for (uint32_t i = 0; i < L->K->nwrites; i++, sep = ", ") {
+        uint32_t v = L->K->writes[i];
+        fprintf(L->o, "%sp%u: *%s", sep, v, ename(vt(L, v)->elem));
+        vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, v}));
+    }
+    for (uint32_t i = 0; i < L->K->nreads; i++, sep = ", ") {
+        uint32_t v = L->K->reads[i];
+        bool sc = scalar_param(L, v);
+        fprintf(L->o, "%s%s%u: %s%s", sep, sc ? "a" : "p", v, sc ? "" : "*", ename(vt(L, v)->elem));
+        vec_push(&s->args, ((PassGArg){sc ? PASS_GARG_SCALAR : PASS_GARG_PTR, v}));
+    }
+    for (uint32_t i = 0; i < L->g->nsizes; i++, sep = ", ") {
+        fprintf(L->o, "%ss_%s: i64", sep, L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+}
+
+/* `@autotune(key = [sizes], space = {...}, where = ..., default = {...})`. */
+static void autotune(Low *L, const char *space, const char *where, const char *dflt)
+{
+    fputs("@autotune(", L->o);
+    if (L->g->nsizes) {
+        fputs("key = [", L->o);
+        for (uint32_t i = 0; i < L->g->nsizes; i++) fprintf(L->o, "%ss_%s", i ? ", " : "", L->g->sizes[i]);
+        fputs("], ", L->o);
+    }
+    fprintf(L->o, "space = {%s}, where = %s, default = {%s})\n", space, where, dflt);
+}
+
+static int64_t pow2_at_least(int64_t n, int64_t lo, int64_t hi)
+{
+    int64_t p = lo;
+    while (p < n && p < hi) p *= 2;
+    return p;
+}
+
+/* The default block for a size: the next power of two in [lo, hi], hi when unknown. */
+static int64_t block_for(IrSize s, int64_t lo, int64_t hi)
+{
+    int64_t c;
+    return ir_size_is_const(s, &c) ? pow2_at_least(c, lo, hi) : hi;
+}
+
+/* ---- elementwise: 1-D blocks ------------------------------------------------------------- */
+
+/* The broadcast shape of every op of the kernel. */
+static bool kernel_shape(Low *L, IrTensorType *out)
+{
+    uint32_t n = 0;
+    const IrSize *d = NULL;
+    for (uint32_t i = 0; i < L->K->nops; i++) {
+        const IrTensorType *t = &L->g->values.data[L->g->ops.data[L->K->ops[i]].out[0]].type;
+        if (!ir_broadcast_shapes(L->a, n, d, t->rank, t->dims, &n, &d)) return fail(L, "shapes that do not broadcast");
+    }
+    *out = (IrTensorType){.rank = n, .dims = d};
+    return true;
+}
+
+/* Coordinates c0..c{n-1} of the flat index `flat` in shape t, as lets. */
+static const char *const *coords_of(Low *L, const IrTensorType *t, const char *flat, const char *pre)
+{
+    const char **c = arena_alloc(L->a, (t->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < t->rank; d++) {
+        IrSize st = numel(L, t, d + 1, t->rank);
+        const char *e = d ? coord_at(L, flat, st, t->dims[d])
+                          : is_one(st) ? flat : arena_printf(L->a, "(%s / %s)", flat, size_expr(L, st));
+        c[d] = arena_printf(L->a, "%s%u", pre, d);
+        fprintf(L->o, "    let %s = %s;\n", c[d], e);
+    }
+    return c;
+}
+
+static bool lower_elementwise(Low *L, Sig *s, const char *name)
+{
+    IrTensorType sh;
+    if (!kernel_shape(L, &sh)) return false;
+    const char *count = numel_expr(L, &sh, 0);
+    int64_t blk = block_for(numel(L, &sh, 0, sh.rank), 128, 1024);
+    autotune(L, "BLOCK: [128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]", "BLOCK >= 32 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: 4", (long long)blk));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(cdiv(%s, BLOCK as i64))\n{\n", (long long)blk, count);
+    fputs("    let offs = (program_id(0) as i64) * (BLOCK as i64) + arange(0, BLOCK);\n", L->o);
+    fprintf(L->o, "    let mask = offs < %s;\n    let z = offs * 0;\n", count);
+    Space sp = {.rank = sh.rank, .mask = "mask", .zero = "z"};
+    sp.coord = coords_of(L, &sh, "offs", "c");
+    scope(L, &sp, "    ");
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (!store(L, L->K->writes[i])) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- row ops: one program per row ---------------------------------------------------------- */
+
+typedef struct Row {
+    const IrGOp *r;
+    uint32_t axis, x;        /* the op's axis and operand */
+    IrElem acc;              /* the element type statistics are computed in */
+    const char *len;         /* the row's length */
+    Space full;              /* the operand's axes, the op's axis a tile "ca" */
+    Space red;               /* a reduction's result axes, scalars */
+} Row;
+
+static uint32_t row_op_index(const Low *L)
+{
+    for (uint32_t i = 0; i < L->K->nops; i++) {
+        char f = ir_gop_family(L->g->ops.data[L->K->ops[i]].kind);
+        if (f == 'r' || f == 'n' || L->g->ops.data[L->K->ops[i]].kind == IR_GOP_SOFTMAX) return L->K->ops[i];
+    }
+    return IR_GNONE;
+}
+
+/* Scalar coordinates of every axis but the row's, from the program's row index. */
+static void row_coords(Low *L, Row *R)
+{
+    const IrTensorType *t = vt(L, R->x);
+    const char **c = arena_alloc(L->a, (t->rank + 1) * sizeof *c), **rc = arena_alloc(L->a, (t->rank + 1) * sizeof *rc);
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = t->rank; d-- > 0;) {
+        c[d] = d == R->axis ? "ca" : arena_printf(L->a, "c%u", d);
+        if (d == R->axis) continue;
+        fprintf(L->o, "    let c%u = %s;\n", d, coord_at(L, "row", st, t->dims[d]));
+        ir_size_mul(L->a, st, t->dims[d], &st);
+    }
+    for (uint32_t d = 0, k = 0; d < t->rank; d++)
+        if (d != R->axis) rc[k++] = c[d];
+    R->full = (Space){.rank = t->rank, .coord = c, .mask = "mask", .zero = "z"};
+    R->red = (Space){.rank = t->rank - 1, .coord = rc};
+}
+
+static void loop_open(Low *L, Row *R)
+{
+    scope(L, &R->full, "        ");
+    fprintf(L->o, "    for k in range(0, %s, BLOCK as i64) {\n", R->len);
+    fputs("        let ca = k + arange(0, BLOCK);\n", L->o);
+    fprintf(L->o, "        let mask = ca < %s;\n        let z = ca * 0;\n", R->len);
+}
+
+static void loop_close(Low *L) { fputs("    }\n", L->o); }
+
+/* The operand as the accumulator type, masked lanes replaced by `fill`. */
+static const char *row_x(Low *L, Row *R, const char *fill)
+{
+    const char *x = val(L, R->x);
+    if (!x) return NULL;
+    return arena_printf(L->a, "where(mask, %s as %s, %s)", x, ename(R->acc), fill);
+}
+
+static bool stores_of(Low *L, uint32_t r, bool before)
+{
+    for (uint32_t i = 0; i < L->K->nwrites; i++) {
+        uint32_t v = L->K->writes[i], d = L->g->values.data[v].def;
+        if ((d < r) == before && !store(L, v)) return false;
+    }
+    return true;
+}
+
+static const char *ident(Low *L, IrElem e, bool max)
+{
+    if (ir_elem_is_float(e)) return arena_printf(L->a, "(%sinf as %s)", max ? "-" : "", ename(e));
+    int b = ir_elem_bits(e);
+    if (e == IR_I1) return max ? "false" : "true";
+    if (!ir_elem_is_signed(e))
+        return max ? "0" : arena_printf(L->a, "(%llu as %s)", b == 64 ? ~0ull : (1ull << b) - 1, ename(e));
+    unsigned long long m = (1ull << (b - 1)) - 1;
+    return max ? arena_printf(L->a, "((-%llu - 1) as %s)", m, ename(e)) : arena_printf(L->a, "(%llu as %s)", m, ename(e));
+}
+
+/* sum mean max min argmax argmin any all: one loop, then the scalar result. */
+static bool reduction(Low *L, Row *R)
+{
+    IrGOpKind k = R->r->kind;
+    IrElem xe = vt(L, R->x)->elem, re = vt(L, R->r->out[0])->elem;
+    bool mx = k == IR_GOP_MAX || k == IR_GOP_ARGMAX, arg = k == IR_GOP_ARGMAX || k == IR_GOP_ARGMIN;
+    bool sum = k == IR_GOP_SUM || k == IR_GOP_MEAN, logic = k == IR_GOP_ANY || k == IR_GOP_ALL;
+    R->acc = sum ? (ir_elem_is_float(xe) ? (xe == IR_F64 ? IR_F64 : IR_F32) : IR_I64) : xe;
+    if (k == IR_GOP_MEAN && !ir_elem_is_float(xe)) R->acc = IR_F64;
+    const char *id = sum ? "0" : logic ? (k == IR_GOP_ANY ? "false" : "true") : ident(L, xe, mx);
+    if (logic) fprintf(L->o, "    var acc = %s;\n", id);
+    else fprintf(L->o, "    var acc = %s as %s;\n", id, ename(R->acc));
+    if (arg) fputs("    var at = 0 as i64;\n", L->o);
+    loop_open(L, R);
+    const char *x = logic ? NULL : row_x(L, R, id);
+    if (logic) {
+        const char *v = val(L, R->x);
+        x = v ? arena_printf(L->a, "where(mask, %s != 0, %s)", v, id) : NULL;
+    }
+    if (!x) return false;
+    if (sum) fprintf(L->o, "        acc = acc + sum(%s, 0);\n", x);
+    else if (logic) fprintf(L->o, "        acc = acc %s %s(%s, 0);\n", k == IR_GOP_ANY ? "||" : "&&", ir_gop_name(k), x);
+    else if (!arg) fprintf(L->o, "        acc = %s(acc, %s(%s, 0));\n", mx ? "maximum" : "minimum", mx ? "max" : "min", x);
+    else {
+        fprintf(L->o, "        let xb = %s;\n        let bm = %s(xb, 0);\n", x, mx ? "max" : "min");
+        fprintf(L->o, "        if bm %s acc {\n            acc = bm;\n            at = k + (%s(xb, 0) as i64);\n        }\n",
+                mx ? ">" : "<", ir_gop_name(k));
+    }
+    if (!stores_of(L, (uint32_t)(R->r - L->g->ops.data), true)) return false;
+    loop_close(L);
+    scope(L, &R->red, "    ");
+    const char *res = arg ? "at" : k == IR_GOP_MEAN ? arena_printf(L->a, "acc / (%s as %s)", R->len, ename(R->acc)) : "acc";
+    fprintf(L->o, "    let v%u = (%s) as %s;\n", R->r->out[0], res, ename(re));
+    L->done[R->r->out[0]] = true;
+    return stores_of(L, (uint32_t)(R->r - L->g->ops.data), false);
+}
+
+/* softmax: a loop for the running max and sum (online), then the output loop. */
+static bool softmax(Low *L, Row *R)
+{
+    fprintf(L->o, "    var m = -inf as %s;\n    var s = 0 as %s;\n", ename(R->acc), ename(R->acc));
+    loop_open(L, R);
+    const char *x = row_x(L, R, "-inf");
+    if (!x) return false;
+    fprintf(L->o, "        let xb = %s;\n        let mn = maximum(m, max(xb, 0));\n", x);
+    fputs("        s = s * exp(m - mn) + sum(exp(xb - mn), 0);\n        m = mn;\n", L->o);
+    loop_close(L);
+    loop_open(L, R);
+    if (!(x = val(L, R->x))) return false;
+    fprintf(L->o, "        let v%u = (exp((%s as %s) - m) / s) as %s;\n", R->r->out[0], x, ename(R->acc),
+            ename(vt(L, R->r->out[0])->elem));
+    L->done[R->r->out[0]] = true;
+    if (!stores_of(L, UINT32_MAX, true)) return false;
+    loop_close(L);
+    return true;
+}
+
+/* layer_norm (mean, then variance) and rms_norm (mean square), then the output loop. */
+static bool norm(Low *L, Row *R)
+{
+    bool ln = R->r->kind == IR_GOP_LAYER_NORM;
+    const char *A = ename(R->acc), *x;
+    fprintf(L->o, "    var s1 = 0 as %s;\n    var s2 = 0 as %s;\n", A, A);
+    if (ln) {
+        loop_open(L, R);
+        if (!(x = row_x(L, R, "0"))) return false;
+        fprintf(L->o, "        s1 = s1 + sum(%s, 0);\n", x);
+        loop_close(L);
+    }
+    fprintf(L->o, "    let mean = s1 / (%s as %s);\n", R->len, A);
+    loop_open(L, R);
+    if (!(x = row_x(L, R, "mean"))) return false;
+    fprintf(L->o, "        let d = %s - mean;\n        s2 = s2 + sum(d * d, 0);\n", x);
+    loop_close(L);
+    const char *eps = (scope(L, &R->red, "    "), val(L, R->r->in[ln ? 3 : 2]));
+    if (!eps) return false;
+    fprintf(L->o, "    let rstd = 1.0 / sqrt(s2 / (%s as %s) + (%s as %s));\n", R->len, A, eps, A);
+    loop_open(L, R);
+    const char *w = (x = val(L, R->x)) ? val(L, R->r->in[1]) : NULL, *b = ln && w ? val(L, R->r->in[2]) : "0";
+    if (!b || !w) return false;
+    fprintf(L->o, "        let v%u = (((%s as %s) - mean) * rstd * (%s as %s) + (%s as %s)) as %s;\n", R->r->out[0], x, A, w,
+            A, b, A, ename(vt(L, R->r->out[0])->elem));
+    L->done[R->r->out[0]] = true;
+    if (!stores_of(L, UINT32_MAX, true)) return false;
+    loop_close(L);
+    return true;
+}
+
+static bool lower_rows(Low *L, Sig *s, const char *name)
+{
+    uint32_t ri = row_op_index(L);
+    if (ri == IR_GNONE) return fail(L, "no row op");
+    Row R = {.r = &L->g->ops.data[ri], .x = L->g->ops.data[ri].in[0]};
+    const IrTensorType *t = vt(L, R.x);
+    if (t->rank == 0) return fail(L, "a row op on a scalar");
+    R.axis = ir_gop_family(R.r->kind) == 'n' ? t->rank - 1 : (uint32_t)R.r->attr.axis;
+    R.len = size_expr(L, t->dims[R.axis]);
+    R.acc = t->elem == IR_F64 ? IR_F64 : IR_F32;
+    IrSize nrows;
+    if (!ir_size_mul(L->a, numel(L, t, 0, R.axis), numel(L, t, R.axis + 1, t->rank), &nrows))
+        return fail(L, "a size that overflows");
+    const char *rows = size_expr(L, nrows);
+    int64_t blk = block_for(t->dims[R.axis], 16, 1024);
+    autotune(L, "BLOCK: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], warps: [1, 2, 4, 8, 16]", "BLOCK >= 16 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: %d", (long long)blk, blk >= 1024 ? 8 : blk >= 256 ? 4 : 1));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)blk,
+            rows);
+    row_coords(L, &R);
+    bool ok = R.r->kind == IR_GOP_SOFTMAX ? softmax(L, &R) : ir_gop_family(R.r->kind) == 'n' ? norm(L, &R) : reduction(L, &R);
+    fputs("}\n", L->o);
+    return ok;
+}
+
+/* ---- matmul with epilogue; horizontal GEMMs ------------------------------------------------ */
+
+typedef struct Gemm {
+    const IrGOp *mm;
+    const char *M, *N, *K;   /* M: the left operand's rows (unbatched: its leading axes folded in) */
+    const char *nbatch;      /* batched (a right operand of rank 3 or more): the batch count */
+    const char *aoff, *boff; /* batched: the operands' offsets at the program's batch "b0, b1, ..." */
+    Space sp;                /* the output's axes: rm2, rn2 and the batch coordinates */
+} Gemm;
+
+/* The batched product's shape: one GEMM per batch element (of the output's leading
+ * axes, "b0", "b1", ...), each operand at its broadcast batch offset. */
+static bool gemm_batched(Low *L, Gemm *G, const IrTensorType *a, const IrTensorType *o)
+{
+    if (a->rank < 2) return fail(L, "a batched matmul with a vector left operand");
+    uint32_t nb = o->rank - 2;
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < nb; d++) c[d] = arena_printf(L->a, "b%u", d);
+    c[nb] = c[nb + 1] = "0";
+    Space bs = {.rank = o->rank, .coord = c};
+    L->sp = &bs;
+    G->aoff = offset(L, G->mm->in[0]);
+    G->boff = offset(L, G->mm->in[1]);
+    if (!G->aoff || !G->boff) return fail(L, "matmul operands of unexpected shapes");
+    G->M = size_expr(L, a->dims[a->rank - 2]);
+    G->nbatch = size_expr(L, numel(L, o, 0, nb));
+    c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < nb; d++) c[d] = bs.coord[d];
+    c[nb] = "rm2";
+    c[nb + 1] = "rn2";
+    G->sp = (Space){.rank = o->rank, .coord = c, .mask = "mask", .zero = "z"};
+    return true;
+}
+
+static bool gemm_shape(Low *L, const IrGOp *mm, Gemm *G)
+{
+    const IrTensorType *a = vt(L, mm->in[0]), *b = vt(L, mm->in[1]), *o = vt(L, mm->out[0]);
+    if (!ir_elem_is_float(a->elem)) return fail(L, "an integer matmul");
+    if (defop(L, mm->in[0]) && L->mine[defop(L, mm->in[0]) - L->g->ops.data]) return fail(L, "a matmul prologue");
+    G->mm = mm;
+    bool vec = b->rank == 1;   /* a column: N = 1, and the output has no N axis */
+    G->K = size_expr(L, b->dims[vec ? 0 : b->rank - 2]);
+    G->N = vec ? "1" : size_expr(L, b->dims[b->rank - 1]);
+    if (b->rank > 2) return gemm_batched(L, G, a, o);
+    G->M = size_expr(L, numel(L, a, 0, a->rank - 1));
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    uint32_t rows = vec ? o->rank : o->rank - 1;   /* the output's axes that M folds */
+    if (!vec) c[o->rank - 1] = "rn2";
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = rows; d-- > 0;) {
+        c[d] = d ? coord_at(L, "rm2", st, o->dims[d]) : arena_printf(L->a, "(rm2 / %s)", size_expr(L, st));
+        if (!d && is_one(st)) c[d] = "rm2";
+        ir_size_mul(L->a, st, o->dims[d], &st);
+    }
+    G->sp = (Space){.rank = o->rank, .coord = c, .mask = "mask", .zero = "z"};
+    return true;
+}
+
+/* Which product (matmul) each op of the kernel computes on: its operands' (-1: none). */
+static int *products(Low *L, const IrGOp **mms, uint32_t *nmm)
+{
+    int *prod = arena_alloc(L->a, (L->g->values.len + 1) * sizeof *prod);
+    for (size_t v = 0; v < L->g->values.len; v++) prod[v] = -1;
+    *nmm = 0;
+    for (uint32_t i = 0; i < L->K->nops; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
+        int p = -1;
+        if (op->kind == IR_GOP_MATMUL) mms[p = (int)(*nmm)++] = op;
+        for (uint32_t j = 0; p < 0 && j < op->nin; j++) p = prod[op->in[j]];
+        for (uint32_t j = 0; j < op->nout; j++) prod[op->out[j]] = p;
+    }
+    return prod;
+}
+
+/* One product's tiles: the K loop, the epilogue and the stores of its outputs. */
+static bool gemm_body(Low *L, Gemm *G, const int *prod, int p, const char *pn, const char *in)
+{
+    fprintf(L->o, "%slet rm = pm * (BM as i64) + arange(0, BM);\n%slet rn = %s * (BN as i64) + arange(0, BN);\n", in, in, pn);
+    fprintf(L->o, "%slet rk = arange(0, BK);\n%svar acc = zeros([BM, BN], %s);\n", in, in,
+            vt(L, G->mm->in[0])->elem == IR_F64 ? "f64" : "f32");
+    fprintf(L->o, "%sfor k in range(0, %s, BK as i64) {\n%s    let ka = k + rk;\n", in, G->K, in);
+    const char *ao = G->aoff && strcmp(G->aoff, "0") ? arena_printf(L->a, "%s + ", G->aoff) : "";
+    const char *bo = G->boff && strcmp(G->boff, "0") ? arena_printf(L->a, "%s + ", G->boff) : "";
+    fprintf(L->o, "%s    let at = load(p%u + %srm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
+            in, G->mm->in[0], ao, G->K, G->M, G->K);
+    fprintf(L->o, "%s    let bt = load(p%u + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+            in, G->mm->in[1], bo, G->N, G->K, G->N);
+    fprintf(L->o, "%s    acc = dot(at, bt, acc);\n%s}\n", in, in);
+    fprintf(L->o, "%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in);
+    fprintf(L->o, "%slet mask = (rm2 < %s) & (rn2 < %s);\n%slet z = rm2 * 0 + rn2 * 0;\n", in, G->M, G->N, in);
+    scope(L, &G->sp, in);
+    fprintf(L->o, "%slet v%u = acc as %s;\n", in, G->mm->out[0], ename(vt(L, G->mm->out[0])->elem));
+    L->done[G->mm->out[0]] = true;
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (prod[L->K->writes[i]] == p && !store(L, L->K->writes[i])) return false;
+    return true;
+}
+
+static bool lower_matmul(Low *L, Sig *s, const char *name)
+{
+    const IrGOp **mms = arena_alloc(L->a, (L->K->nops + 1) * sizeof *mms);
+    uint32_t n;
+    int *prod = products(L, mms, &n);
+    Gemm *G = arena_alloc(L->a, (n + 1) * sizeof *G);
+    for (uint32_t i = 0; i < n; i++)
+        if (!gemm_shape(L, mms[i], &G[i])) return false;
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (prod[L->K->writes[i]] < 0) return fail(L, "a written value of no product");
+    const IrTensorType *a = vt(L, mms[0]->in[0]), *b = vt(L, mms[0]->in[1]);
+    IrSize m = numel(L, a, 0, a->rank - 1);
+    bool vec = b->rank == 1;
+    int64_t bm = block_for(m, 16, 128), bn = vec ? 16 : block_for(b->dims[b->rank - 1], 16, 128);
+    int64_t bk = block_for(b->dims[vec ? 0 : b->rank - 2], 16, 64);
+    autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
+             "BM * BN <= 128 * 256",
+             arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: 3", (long long)bm, (long long)bn,
+                          (long long)bk, bm * bn >= 128 * 128 ? 8 : 4));
+    signature(L, s, name);
+    const char *nb = "0";
+    for (uint32_t i = 0; i < n; i++) nb = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", nb, G[i].N);
+    fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)bm, (long long)bn,
+            (long long)bk);
+    const char *per = arena_printf(L->a, "cdiv(%s, BM as i64) * (%s)", G[0].M, nb);
+    fprintf(L->o, "    grid(%s%s)\n{\n", per, G[0].nbatch ? arena_printf(L->a, " * %s", G[0].nbatch) : "");
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = %s;\n", nb);
+    if (G[0].nbatch) {
+        const IrTensorType *o = vt(L, mms[0]->out[0]);
+        fprintf(L->o, "    let batch = pid / (%s);\n", per);
+        IrSize st = ir_size_const(1);
+        for (uint32_t d = o->rank - 2; d-- > 0;) {
+            fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "batch", st, o->dims[d]));
+            ir_size_mul(L->a, st, o->dims[d], &st);
+        }
+        fprintf(L->o, "    let pm = (pid %% (%s)) / nbn;\n    let q = pid %% nbn;\n", per);
+    } else {
+        fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
+    }
+    const char *first = "0";
+    for (uint32_t i = 0; i < n; i++) {
+        const char *end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", first, G[i].N);
+        if (n > 1) fprintf(L->o, "    if (q >= %s) && (q < %s) {\n", first, end);
+        if (!gemm_body(L, &G[i], prod, (int)i, arena_printf(L->a, "(q - (%s))", first), n > 1 ? "        " : "    "))
+            return false;
+        if (n > 1) fputs("    }\n", L->o);
+        first = end;
+    }
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- shape changes: a gather per element ------------------------------------------------- */
+
+/* The offset of an element of shape t at coordinates c (one per axis, no broadcasting). */
+static const char *offset_at(Low *L, const IrTensorType *t, const char *const *c)
+{
+    const char *off = NULL;
+    for (uint32_t d = 0; d < t->rank; d++) {
+        const char *stride = numel_expr(L, t, d + 1);
+        const char *term = strcmp(stride, "1") ? arena_printf(L->a, "%s * %s", c[d], stride) : c[d];
+        off = off ? arena_printf(L->a, "%s + %s", off, term) : term;
+    }
+    return off ? off : "0";
+}
+
+/* Where piece j of a concat or split lies along the axis: [*lo, *lo + its size). */
+static const char *const *shifted(Low *L, const Space *sp, uint32_t axis, const char *lo)
+{
+    const char **c = arena_alloc(L->a, (sp->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < sp->rank; d++) c[d] = sp->coord[d];
+    c[axis] = arena_printf(L->a, "(%s - (%s))", sp->coord[axis], lo);
+    return c;
+}
+
+/* The value of the shape op at the space's coordinates (the output's). */
+static const char *gather(Low *L, const IrGOp *op, const Space *sp)
+{
+    const IrTensorType *x = vt(L, op->in[0]);
+    if (op->kind == IR_GOP_RESHAPE) return arena_printf(L->a, "load(p%u + offs, mask, 0)", op->in[0]);
+    if (op->kind == IR_GOP_TRANS) {
+        const char **c = arena_alloc(L->a, (x->rank + 1) * sizeof *c);
+        for (uint32_t i = 0; i < x->rank; i++) c[op->attr.perm[i]] = sp->coord[i];
+        return arena_printf(L->a, "load(p%u + z + %s, mask, 0)", op->in[0], offset_at(L, x, c));
+    }
+    const char *e = "0", *lo = "0";
+    uint32_t ax = (uint32_t)op->attr.axis;
+    for (uint32_t j = 0; j < op->nin; j++) {
+        const IrTensorType *t = vt(L, op->in[j]);
+        const char *hi = arena_printf(L->a, "%s + %s", lo, size_expr(L, t->dims[ax]));
+        const char *in = arena_printf(L->a, "(%s >= %s) & (%s < %s)", sp->coord[ax], lo, sp->coord[ax], hi);
+        e = arena_printf(L->a, "where(%s, load(p%u + z + %s, mask & %s, 0), %s)", in, op->in[j],
+                         offset_at(L, t, shifted(L, sp, ax, lo)), in, e);
+        lo = hi;
+    }
+    return e;
+}
+
+static bool lower_shape(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "a shape change fused with other ops");
+    bool split = op->kind == IR_GOP_SPLIT;
+    const IrTensorType *sh = vt(L, split ? op->in[0] : op->out[0]);
+    const char *count = numel_expr(L, sh, 0);
+    int64_t blk = block_for(numel(L, sh, 0, sh->rank), 128, 1024);
+    autotune(L, "BLOCK: [128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]", "BLOCK >= 32 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: 4", (long long)blk));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(cdiv(%s, BLOCK as i64))\n{\n", (long long)blk, count);
+    fputs("    let offs = (program_id(0) as i64) * (BLOCK as i64) + arange(0, BLOCK);\n", L->o);
+    fprintf(L->o, "    let mask = offs < %s;\n    let z = offs * 0;\n", count);
+    Space sp = {.rank = sh->rank, .mask = "mask", .zero = "z"};
+    sp.coord = coords_of(L, sh, "offs", "c");
+    if (!split) {
+        fprintf(L->o, "    store(p%u + offs, %s, mask);\n}\n", op->out[0], gather(L, op, &sp));
+        return true;
+    }
+    const char *lo = "0";
+    uint32_t ax = (uint32_t)op->attr.axis;
+    for (uint32_t j = 0; j < op->nout; j++) {
+        const IrTensorType *t = vt(L, op->out[j]);
+        const char *hi = arena_printf(L->a, "%s + %s", lo, size_expr(L, t->dims[ax]));
+        bool w = false;
+        for (uint32_t i = 0; i < L->K->nwrites; i++) w |= L->K->writes[i] == op->out[j];
+        if (w)
+            fprintf(L->o, "    store(p%u + z + %s, load(p%u + offs, mask, 0), mask & (c%u >= %s) & (c%u < %s));\n", op->out[j],
+                    offset_at(L, t, shifted(L, &sp, ax, lo)), op->in[0], ax, lo, ax, hi);
+        lo = hi;
+    }
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- scans: cumsum, cumprod along an axis, one program per row ------------------------------ */
+
+static bool lower_scan(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "a scan fused with other ops");
+    Row R = {.r = op, .x = op->in[0], .axis = (uint32_t)op->attr.axis};
+    const IrTensorType *t = vt(L, R.x);
+    bool sum = op->kind == IR_GOP_CUMSUM;
+    R.len = size_expr(L, t->dims[R.axis]);
+    R.acc = ir_elem_is_float(t->elem) ? (t->elem == IR_F64 ? IR_F64 : IR_F32) : t->elem;
+    IrSize nrows;
+    if (!ir_size_mul(L->a, numel(L, t, 0, R.axis), numel(L, t, R.axis + 1, t->rank), &nrows))
+        return fail(L, "a size that overflows");
+    int64_t blk = block_for(t->dims[R.axis], 16, 1024);
+    autotune(L, "BLOCK: [16, 32, 64, 128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]", "BLOCK >= 16 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: %d", (long long)blk, blk >= 512 ? 4 : 1));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)blk,
+            size_expr(L, nrows));
+    row_coords(L, &R);
+    const char *A = ename(R.acc);
+    fprintf(L->o, "    var carry = %d as %s;\n", sum ? 0 : 1, A);
+    loop_open(L, &R);
+    const char *x = row_x(L, &R, sum ? "0" : "1");
+    if (!x) return false;
+    fprintf(L->o, "        let cs = %s(%s, 0) %s carry;\n", ir_gop_name(op->kind), x, sum ? "+" : "*");
+    fprintf(L->o, "        let v%u = cs as %s;\n", op->out[0], ename(vt(L, op->out[0])->elem));
+    L->done[op->out[0]] = true;
+    if (!store(L, op->out[0])) return false;
+    fprintf(L->o, "        carry = sum(where(arange(0, BLOCK) == BLOCK - 1, cs, 0 as %s), 0);\n", A);
+    loop_close(L);
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- attention: one program per query row, online softmax over key blocks ------------------ */
+
+static bool lower_attention(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "attention fused with other ops");
+    const IrTensorType *q = vt(L, op->in[0]), *k = vt(L, op->in[1]), *v = vt(L, op->in[2]), *o = vt(L, op->out[0]);
+    int64_t D, Dv;
+    if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
+        return fail(L, "attention whose head sizes are not known constants up to 1024");
+    const char *Lq = size_expr(L, q->dims[q->rank - 2]), *Lk = size_expr(L, k->dims[k->rank - 2]);
+    IrSize nb = numel(L, o, 0, o->rank - 2), rows;
+    if (!ir_size_mul(L->a, nb, q->dims[q->rank - 2], &rows)) return fail(L, "a size that overflows");
+    int64_t bd = pow2_at_least(D, 16, 1024), bdv = pow2_at_least(Dv, 16, 1024), bn = block_for(k->dims[k->rank - 2], 16, 64);
+    autotune(L, "BN: [16, 32, 64, 128], warps: [1, 2, 4, 8]", "BN >= 4 * warps",
+             arena_printf(L->a, "BN: %lld, warps: 4", (long long)bn));
+    signature(L, s, name);
+    fprintf(L->o, ", const BN: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)bn,
+            size_expr(L, rows));
+    fprintf(L->o, "    let i = row %% %s;\n    let bt = row / %s;\n", Lq, Lq);
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = o->rank - 2; d-- > 0;) {
+        c[d] = arena_printf(L->a, "b%u", d);
+        fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "bt", st, o->dims[d]));
+        ir_size_mul(L->a, st, o->dims[d], &st);
+    }
+    c[o->rank - 2] = "0";
+    c[o->rank - 1] = "0";
+    Space base = {.rank = o->rank, .coord = c};
+    scope(L, &base, "    ");
+    const char *ko = offset(L, op->in[1]), *vo = offset(L, op->in[2]), *causal = val(L, op->in[3]), *scale = val(L, op->in[4]);
+    c[o->rank - 2] = "i";
+    const char *qo = offset(L, op->in[0]), *oo = offset(L, op->out[0]);
+    if (!ko || !vo || !qo || !oo || !causal || !scale) return fail(L, "attention operands of unexpected shapes");
+    fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
+    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n", (long long)bdv, (long long)Dv);
+    fprintf(L->o, "    let qv = load(p%u + %s + dq, dmask, 0) as f32;\n", op->in[0], qo);
+    fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
+    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n        let kj = j + arange(0, BN);\n", Lk);
+    fprintf(L->o, "        let ok = (kj < %s) & ((kj <= i + %s - %s) | !%s);\n", Lk, Lk, Lq, causal);
+    fprintf(L->o, "        let kt = load(p%u + %s + kj[:, None] * %lld + dq[None, :], ok[:, None] & dmask[None, :], 0) as f32;\n",
+            op->in[1], ko, (long long)D);
+    fprintf(L->o, "        let sc = where(ok, sum(kt * qv[None, :], 1) * (%s as f32), -inf);\n", scale);
+    fputs("        let mn = maximum(m, max(sc, 0));\n        let pj = where(ok, exp(sc - mn), 0.0);\n", L->o);
+    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 0);\n", L->o);
+    fprintf(L->o, "        let vt = load(p%u + %s + kj[:, None] * %lld + dv[None, :], ok[:, None] & vmask[None, :], 0) as f32;\n",
+            op->in[2], vo, (long long)Dv);
+    fputs("        acc = acc * alpha + sum(pj[:, None] * vt, 0);\n        m = mn;\n    }\n", L->o);
+    fprintf(L->o, "    store(p%u + %s + dv, where(l > 0.0, acc / l, 0.0) as %s, vmask);\n}\n", op->out[0], oo,
+            ename(o->elem));
+    return true;
+}
+
+/* ---- the kinds ------------------------------------------------------------------------------ */
+
+/* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
+static const struct {
+    const char *kind;
+    bool (*lower)(Low *L, Sig *s, const char *name);
+} kinds[] = {
+    {"elementwise", lower_elementwise},
+    {"matmul", lower_matmul},
+    {"horizontal_matmul", lower_matmul},
+    {"sum", lower_rows}, {"mean", lower_rows}, {"max", lower_rows}, {"min", lower_rows},
+    {"argmax", lower_rows}, {"argmin", lower_rows}, {"any", lower_rows}, {"all", lower_rows},
+    {"softmax", lower_rows}, {"layer_norm", lower_rows}, {"rms_norm", lower_rows},
+    {"reshape", lower_shape}, {"trans", lower_shape}, {"concat", lower_shape}, {"split", lower_shape},
+    {"cumsum", lower_scan}, {"cumprod", lower_scan},
+    {"attention", lower_attention},
+};
+
+static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)
+{
+    char *text = NULL;
+    size_t len = 0;
+    L->o = open_memstream(&text, &len);
+    if (!L->o) {
+        out->why = "out of memory";
+        return;
+    }
+    memset(L->mine, 0, L->g->ops.len * sizeof *L->mine);
+    for (uint32_t i = 0; i < L->K->nops; i++) L->mine[L->K->ops[i]] = true;
+    Sig s = {0};
+    bool ok = false, known = false;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && !known; i++)
+        if (!strcmp(kinds[i].kind, L->K->kind)) known = true, ok = kinds[i].lower(L, &s, out->name);
+    fclose(L->o);
+    if (!known) L->why = arena_printf(L->a, "no lowering for kernels of kind '%s' yet", L->K->kind);
+    out->why = ok ? NULL : L->why ? L->why : "not lowered";
+    if (ok) fprintf(module, "\n// kernel k%u %s\n%s", k, L->K->kind, text);
+    else fprintf(module, "\n// kernel k%u %s: not lowered (%s)\n", k, L->K->kind, out->why);
+    PassGArg *args = arena_alloc(L->a, (s.args.len + 1) * sizeof *args);
+    if (s.args.len) memcpy(args, s.args.data, s.args.len * sizeof *args);
+    out->args = args;
+    out->nargs = ok ? (uint32_t)s.args.len : 0;
+    vec_free(&s.args);
+    free(text);
+}
+
+const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Arena *a)
+{
+    PassGLowered *l = arena_alloc(a, sizeof *l);
+    PassGKernel *ks = arena_alloc(a, (plan->nkernels + 1) * sizeof *ks);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *module = open_memstream(&text, &len);
+    Low L = {.g = g, .a = a, .mine = arena_alloc(a, g->ops.len + 1), .done = arena_alloc(a, g->values.len + 1)};
+    if (module) fprintf(module, "// The kernels of graph '%s' (passes/graph_lower.c).\n", g->name);
+    for (uint32_t k = 0; k < plan->nkernels; k++) {
+        ks[k].name = arena_printf(a, "%s_k%u", g->name, k);
+        L.K = &plan->kernels[k];
+        L.why = NULL;
+        if (module) lower_kernel(&L, k, &ks[k], module);
+        else ks[k].why = "out of memory";
+    }
+    if (module) fclose(module);
+    *l = (PassGLowered){.source = arena_strdup(a, text ? text : ""), .nkernels = plan->nkernels, .kernels = ks};
+    free(text);
+    return l;
+}
+
+uint32_t pass_graph_unlowered(const PassGLowered *l, const char **why)
+{
+    for (uint32_t k = 0; k < l->nkernels; k++)
+        if (l->kernels[k].why) return *why = l->kernels[k].why, k;
+    return UINT32_MAX;
+}

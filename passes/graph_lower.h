@@ -1,0 +1,42 @@
+/* Lowering a fusion plan to Tile kernels (passes/graph_lower.c).
+ *
+ * Each kernel of an IrGPlan becomes one Tile kernel, written as Tile source text, so
+ * that it goes through the one compile driver of hand-written kernels (frontend, the
+ * passes, the interpreter, codegen, the runtime) and can be read, tuned and FileChecked
+ * like them. A PassGLowered says what each kernel's run-time parameters are: a graph
+ * value (a pointer to its memory, or a scalar parameter of the graph passed by value)
+ * or a size name of the graph (an i64). docs/GRAPHS.md "Lowering". */
+#ifndef TILE_PASSES_GRAPH_LOWER_H
+#define TILE_PASSES_GRAPH_LOWER_H
+
+#include "ir/graph.h"
+
+typedef enum { PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE } PassGArgKind;
+
+typedef struct PassGArg {
+    PassGArgKind kind;
+    uint32_t index;          /* PTR, SCALAR: a value id of the graph; SIZE: g->sizes[index] */
+} PassGArg;
+
+typedef struct PassGKernel {
+    const char *name;        /* the Tile kernel's name: "<graph>_k<i>" */
+    const char *why;         /* NULL when lowered; else why this plan kernel is not */
+    uint32_t nargs;
+    const PassGArg *args;    /* one per run-time parameter, in order */
+} PassGKernel;
+
+typedef struct PassGLowered {
+    const char *source;      /* the Tile source of every lowered kernel of the plan */
+    uint32_t nkernels;       /* plan->nkernels */
+    const PassGKernel *kernels;
+} PassGLowered;
+
+/* Lowers every kernel of plan (a plan of g made by pass_graph_fuse) into arena a. A
+ * kernel that cannot be lowered yet gets `why` and no source; the others are lowered
+ * regardless. Never NULL. */
+const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Arena *a);
+
+/* The first kernel that is not lowered (its why in *why), or UINT32_MAX. */
+uint32_t pass_graph_unlowered(const PassGLowered *l, const char **why);
+
+#endif

@@ -1,0 +1,322 @@
+/* Tensor graphs: a module's `graph` compiled into launches of Tile kernels.
+ *
+ * trt_module_get_graph builds the graph IR from the module's syntax tree (the checker's
+ * walk, frontend/graph.c), fuses it (passes/graph_fuse.c), lowers every plan kernel to
+ * a Tile kernel (passes/graph_lower.c) and loads their source as an inner module, so
+ * they compile, cache and tune as hand-written kernels do. A run evaluates the memory
+ * plan's buffer sizes for the bound sizes, (re)allocates what grew, and launches the
+ * kernels in plan order, each with pointers to its reads and writes, its scalars and
+ * the sizes. (Not rt_graph.c, which captures CUDA graphs.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+#include "frontend/frontend.h"
+#include "ir/arena.h"
+#include "ir/graph.h"
+#include "passes/graph_lower.h"
+#include "passes/passes.h"
+#include "rt_internal.h"
+
+struct TrtTensorGraph {
+    TrtContext *ctx;
+    IrCtx *ir;               /* owns the graph IR, the plan and the lowering */
+    IrGraphModule *gm;
+    const IrGraph *g;
+    const IrGPlan *plan;
+    const PassGLowered *low;
+    const IrGOp *ret;        /* the return op: its operands are the results */
+    TrtModule *kmod;         /* the lowered kernels */
+    TrtKernel **kernels;
+    int64_t *sizes;          /* per size name */
+    TrtArg *params;          /* per parameter */
+    TrtDevicePtr *outs;      /* per result */
+    bool *size_set, *param_set, *out_set;
+    TrtDevicePtr *bufs;      /* per buffer of the plan */
+    uint64_t *buf_bytes;
+};
+
+static const AstItem *find_graph(const AstProgram *p, const char *name)
+{
+    for (uint32_t i = 0; p && i < p->nitems; i++)
+        if (p->items[i].kind == AST_GRAPH && p->items[i].name && !strcmp(p->items[i].name, name)) return &p->items[i];
+    return NULL;
+}
+
+/* The graph IR, plan and lowering of item `it`; TRT_ERROR_COMPILE with the reason. */
+static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it)
+{
+    Arena *a = ir_ctx_arena(G->ir);
+    DiagList *d = ir_ctx_diags(G->ir);
+    FeGraphNoIr why = {0};
+    G->gm = ir_gmodule_create(a);
+    G->g = G->gm ? fe_build_graph(a, m->prog, it, G->gm, d, &why) : NULL;
+    if (!G->g && why.what)
+        return rt_fail(TRT_ERROR_COMPILE, "graph '%s' cannot be compiled yet: %s (the graph IR has no control flow)",
+                       it->name, why.what);
+    if (!G->g || !ir_graph_verify(G->g, a, d)) return rt_fail_diags(TRT_ERROR_COMPILE, "the graph has errors", d);
+    G->plan = pass_graph_fuse(G->g, a);
+    G->low = pass_graph_lower(G->g, G->plan, a);
+    const char *reason;
+    uint32_t k = pass_graph_unlowered(G->low, &reason);
+    if (k != UINT32_MAX)
+        return rt_fail(TRT_ERROR_COMPILE, "kernel k%u (%s) cannot be lowered to Tile yet: %s", k,
+                       G->plan->kernels[k].kind, reason);
+    G->ret = &G->g->ops.data[G->g->ops.len - 1];
+    for (uint32_t i = 0; i < G->ret->nin; i++) {
+        const IrGValue *v = &G->g->values.data[G->ret->in[i]];
+        if (v->def == IR_GNONE || G->g->ops.data[v->def].kind == IR_GOP_CONST || G->g->ops.data[v->def].kind == IR_GOP_SIZE)
+            return rt_fail(TRT_ERROR_COMPILE, "graph '%s': result %u is a parameter or a constant, which no kernel "
+                           "computes (not supported yet)", it->name, i);
+    }
+    return TRT_SUCCESS;
+}
+
+static TrtStatus alloc_tables(TrtTensorGraph *G)
+{
+    uint32_t np = (uint32_t)G->g->params.len, ns = G->g->nsizes, no = G->ret->nin, nk = G->plan->nkernels,
+             nb = G->plan->nbuffers;
+    G->sizes = tl_calloc(ns + 1, sizeof *G->sizes);
+    G->size_set = tl_calloc(ns + 1, 1);
+    G->params = tl_calloc(np + 1, sizeof *G->params);
+    G->param_set = tl_calloc(np + 1, 1);
+    G->outs = tl_calloc(no + 1, sizeof *G->outs);
+    G->out_set = tl_calloc(no + 1, 1);
+    G->kernels = tl_calloc(nk + 1, sizeof *G->kernels);
+    G->bufs = tl_calloc(nb + 1, sizeof *G->bufs);
+    G->buf_bytes = tl_calloc(nb + 1, sizeof *G->buf_bytes);
+    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->bufs &&
+              G->buf_bytes;
+    return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+}
+
+static TrtStatus load_kernels(TrtTensorGraph *G)
+{
+    char name[256];
+    snprintf(name, sizeof name, "graph %s (lowered)", G->g->name);
+    TrtStatus s = trt_module_load_string(G->ctx, name, G->low->source, &G->kmod);
+    for (uint32_t k = 0; !s && k < G->plan->nkernels; k++)
+        s = trt_module_get_kernel(G->kmod, G->low->kernels[k].name, NULL, 0, &G->kernels[k]);
+    return s;
+}
+
+TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **out)
+{
+    if (!out) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_module_get_graph: out is NULL");
+    *out = NULL;
+    if (!m || !name) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_module_get_graph: m or name is NULL");
+    const AstItem *it = find_graph(m->prog, name);
+    if (!it) return rt_fail(TRT_ERROR_NOT_FOUND, "no graph named '%s' in the module", name);
+    TrtTensorGraph *G = tl_calloc(1, sizeof *G);
+    if (!G || !(G->ir = ir_ctx_create())) {
+        tl_free(G);
+        return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
+    G->ctx = m->ctx;
+    pthread_mutex_lock(&m->lock);
+    TrtStatus s = build(G, m, it);
+    pthread_mutex_unlock(&m->lock);
+    if (!s) s = alloc_tables(G);
+    if (!s) s = load_kernels(G);
+    if (s) {
+        trt_tgraph_destroy(G);
+        return s;
+    }
+    *out = G;
+    return TRT_SUCCESS;
+}
+
+static void free_buffer(TrtTensorGraph *G, uint32_t b)
+{
+    if (!G->bufs[b]) return;
+    if (G->ctx->drv) trt_mem_free(G->ctx, G->bufs[b]);
+    else free((void *)(uintptr_t)G->bufs[b]);
+    G->bufs[b] = 0;
+    G->buf_bytes[b] = 0;
+}
+
+void trt_tgraph_destroy(TrtTensorGraph *g)
+{
+    if (!g) return;
+    for (uint32_t b = 0; g->plan && g->bufs && b < g->plan->nbuffers; b++) free_buffer(g, b);
+    trt_module_destroy(g->kmod);
+    tl_free(g->sizes);
+    tl_free(g->size_set);
+    tl_free(g->params);
+    tl_free(g->param_set);
+    tl_free(g->outs);
+    tl_free(g->out_set);
+    tl_free(g->kernels);
+    tl_free(g->bufs);
+    tl_free(g->buf_bytes);
+    if (g->gm) ir_gmodule_destroy(g->gm);
+    ir_ctx_destroy(g->ir);
+    tl_free(g);
+}
+
+/* ---- binding ----------------------------------------------------------------------------- */
+
+TrtStatus trt_tgraph_bind(TrtTensorGraph *g, const char *name, TrtArg value)
+{
+    if (!g || !name) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind: g or name is NULL");
+    for (uint32_t p = 0; p < g->g->params.len; p++) {
+        const IrGValue *v = &g->g->values.data[g->g->params.data[p]];
+        if (!v->name || strcmp(v->name, name)) continue;
+        TrtArgKind want = v->type.rank ? TRT_ARG_PTR : rt_arg_kind(v->type.elem);
+        if (value.kind != want)
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind: parameter '%s' of graph '%s' takes a %s", name,
+                           g->g->name, v->type.rank ? "pointer (TRT_ARG_PTR)" : "scalar of its type's kind");
+        g->params[p] = value;
+        g->param_set[p] = true;
+        return TRT_SUCCESS;
+    }
+    return rt_fail(TRT_ERROR_NOT_FOUND, "graph '%s' has no parameter '%s'", g->g->name, name);
+}
+
+TrtStatus trt_tgraph_bind_size(TrtTensorGraph *g, const char *name, int64_t value)
+{
+    if (!g || !name) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_size: g or name is NULL");
+    for (uint32_t i = 0; i < g->g->nsizes; i++) {
+        if (strcmp(g->g->sizes[i], name)) continue;
+        if (value < 1 || value > IR_SIZE_MAX)
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_size: size '%s' must be in 1 .. 2^40, not %lld",
+                           name, (long long)value);
+        g->sizes[i] = value;
+        g->size_set[i] = true;
+        return TRT_SUCCESS;
+    }
+    return rt_fail(TRT_ERROR_NOT_FOUND, "graph '%s' has no size named '%s'", g->g->name, name);
+}
+
+uint32_t trt_tgraph_num_outputs(const TrtTensorGraph *g) { return g ? g->ret->nin : 0; }
+
+TrtStatus trt_tgraph_bind_output(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p)
+{
+    if (!g || i >= g->ret->nin)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_output: no graph or no result %u", i);
+    g->outs[i] = p;
+    g->out_set[i] = true;
+    return TRT_SUCCESS;
+}
+
+/* The bytes of value v for the bound sizes; false past 2^63 or with a size unbound. */
+static bool value_bytes(const TrtTensorGraph *G, uint32_t v, uint64_t *out)
+{
+    const IrTensorType *t = &G->g->values.data[v].type;
+    int64_t n = ir_elem_bytes(t->elem), d;
+    for (uint32_t i = 0; i < t->rank; i++) {
+        if (!ir_size_eval(t->dims[i], G->g->sizes, G->sizes, G->g->nsizes, &d) || d < 0 ||
+            __builtin_mul_overflow(n, d, &n))
+            return false;
+    }
+    *out = (uint64_t)n;
+    return true;
+}
+
+static TrtStatus check_bound(const TrtTensorGraph *G)
+{
+    for (uint32_t i = 0; i < G->g->nsizes; i++)
+        if (!G->size_set[i]) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': size '%s' is not bound", G->g->name, G->g->sizes[i]);
+    for (uint32_t p = 0; p < G->g->params.len; p++)
+        if (!G->param_set[p])
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': parameter '%s' is not bound", G->g->name,
+                           G->g->values.data[G->g->params.data[p]].name);
+    for (uint32_t i = 0; i < G->ret->nin; i++)
+        if (!G->out_set[i]) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': result %u is not bound", G->g->name, i);
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_output_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *bytes)
+{
+    if (!g || !bytes || i >= g->ret->nin)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_output_bytes: no graph, no result %u or bytes NULL", i);
+    if (!value_bytes(g, g->ret->in[i], bytes))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': result %u needs every size bound", g->g->name, i);
+    return TRT_SUCCESS;
+}
+
+/* ---- running ------------------------------------------------------------------------------ */
+
+/* Grows the buffers that the bound sizes need larger than they are. */
+static TrtStatus plan_buffers(TrtTensorGraph *G)
+{
+    for (uint32_t b = 0; b < G->plan->nbuffers; b++) {
+        uint64_t need;
+        if (!value_bytes(G, G->plan->buffers[b].values[0], &need))
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': buffer b%u is too large", G->g->name, b);
+        if (G->bufs[b] && need <= G->buf_bytes[b]) continue;
+        if (G->bufs[b] && G->ctx->drv) {
+            TrtStatus s = trt_synchronize(G->ctx);   /* an earlier run may still use it */
+            if (s) return s;
+        }
+        free_buffer(G, b);
+        if (G->ctx->drv) {
+            TrtStatus s = trt_mem_alloc(G->ctx, need, &G->bufs[b]);
+            if (s) return s;
+        } else {
+            void *p = calloc(1, need ? need : 1);
+            if (!p) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "graph '%s': out of memory for buffer b%u", G->g->name, b);
+            G->bufs[b] = (TrtDevicePtr)(uintptr_t)p;
+        }
+        G->buf_bytes[b] = need;
+    }
+    return TRT_SUCCESS;
+}
+
+/* Where value v lives: a parameter's or result's bound memory, else its buffer. */
+static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
+{
+    const IrGValue *gv = &G->g->values.data[v];
+    if (gv->def == IR_GNONE) return *out = G->params[gv->index].v.ptr, true;
+    for (uint32_t i = 0; i < G->ret->nin; i++)
+        if (G->ret->in[i] == v) return *out = G->outs[i], true;
+    for (uint32_t b = 0; b < G->plan->nbuffers; b++)
+        for (uint32_t j = 0; j < G->plan->buffers[b].nvalues; j++)
+            if (G->plan->buffers[b].values[j] == v) return *out = G->bufs[b], true;
+    return false;
+}
+
+static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
+{
+    const PassGKernel *pk = &G->low->kernels[k];
+    TrtArg args[TRT_MAX_ARGS];
+    uint64_t bytes[TRT_MAX_ARGS];
+    if (pk->nargs > TRT_MAX_ARGS)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s has more than %d arguments", G->g->name,
+                       pk->name, TRT_MAX_ARGS);
+    for (uint32_t i = 0; i < pk->nargs; i++) {
+        const PassGArg *a = &pk->args[i];
+        TrtDevicePtr p = 0;
+        bytes[i] = TRT_BYTES_UNKNOWN;
+        if (a->kind == PASS_GARG_SIZE) args[i] = trt_arg_i64(G->sizes[a->index]);
+        else if (a->kind == PASS_GARG_SCALAR) args[i] = G->params[G->g->values.data[a->index].index];
+        else if (!value_ptr(G, a->index, &p) || !value_bytes(G, a->index, &bytes[i]))
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s: a value has no memory", G->g->name, pk->name);
+        else args[i] = trt_arg_ptr(p);
+    }
+    if (!G->ctx->drv) return trt_launch_host(G->kernels[k], args, bytes, pk->nargs, NULL);
+    return trt_launch_sized(G->kernels[k], args, bytes, pk->nargs, NULL, stream);
+}
+
+TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
+{
+    if (!g) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_run: g is NULL");
+    TrtStatus s = check_bound(g);
+    if (!s) s = plan_buffers(g);
+    for (uint32_t k = 0; !s && k < g->plan->nkernels; k++) s = launch(g, k, stream);
+    return s;
+}
+
+TrtModule *rt_tgraph_module(TrtTensorGraph *g) { return g ? g->kmod : NULL; }
+
+uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? g->plan->nkernels : 0; }
+TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i)
+{
+    return g && i < g->plan->nkernels ? g->kernels[i] : NULL;
+}
+uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g) { return g ? g->plan->nbuffers : 0; }
+uint64_t trt_tgraph_buffer_bytes(const TrtTensorGraph *g, uint32_t i)
+{
+    return g && i < g->plan->nbuffers ? g->buf_bytes[i] : 0;
+}

@@ -1,0 +1,275 @@
+/* libtileRT's graph API (runtime/rt_tgraph.c): a module's graph runs as the Tile kernels
+ * of its fusion plan. On a CPU context the kernels run in the interpreter, so results
+ * are checked against values computed here; on a GPU context (the mock driver, and a
+ * stand-in for the code generator that writes an empty entry of the kernel's
+ * signature) the launches are checked: their order, their arguments, the planned
+ * buffers, and that a new value of a size compiles nothing new. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/mock/mockcuda.h"
+#include "rt_internal.h"
+#include "tests/unit/rt_test.h"
+
+static MockCountsFn mock_counts;
+static MockLaunchLogFn mock_log;
+static MockResetFn mock_reset;
+
+static const char graphs_src[] =
+    "graph ffn(x: f32[T, 4], w: f32[4, 2], b: f32[2]) -> f32[T, 2] {\n"
+    "    return maximum(x @ w + b, 0.0);\n"
+    "}\n"
+    "graph chain(x: f32[T, 2], w: f32[2, 2]) -> f32[T, 2] { return x @ w @ w @ w; }\n"
+    "graph rows(x: f32[T, 3], s: f32) -> (f32[T, 3], f32[T]) {\n"
+    "    let y = softmax(x * s, 1);\n"
+    "    return (y, sum(x, 1));\n"
+    "}\n"
+    "graph same(x: f32[4]) -> f32[4] { return x; }\n";
+
+static struct {
+    TrtContext *ctx;
+    TrtModule *mod;
+    TrtTensorGraph *g;
+    char dir[256];
+} cur;
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&cur, 0, sizeof cur);
+    snprintf(cur.dir, sizeof cur.dir, "/tmp/tile-tgraph-test-XXXXXX");
+    if (!mkdtemp(cur.dir)) return -1;
+    mock_reset();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    trt_tgraph_destroy(cur.g);
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cur.dir);
+    return system(cmd);
+}
+
+static TrtTensorGraph *get_graph(int device, const char *name)
+{
+    assert_ok(trt_context_create(device, TRT_MODE_DEFAULT, device == TRT_DEVICE_CPU ? NULL : cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "graphs.tile", graphs_src, &cur.mod));
+    assert_ok(trt_module_get_graph(cur.mod, name, &cur.g));
+    return cur.g;
+}
+
+/* PTX of an empty entry with the kernel's parameters (pointers and i64s, 8 bytes each). */
+static char *fake_compile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
+{
+    (void)mask, (void)checked, (void)st;
+    meta->threads = 128;
+    meta->shared_bytes = 0;
+    char *ptx = malloc(2048);
+    int n = snprintf(ptx, 2048, ".version 8.3\n.target sm_90a\n.address_size 64\n.visible .entry %s(", k->name);
+    for (uint32_t i = 0; i < k->nparams; i++) n += snprintf(ptx + n, 2048 - (size_t)n, "%s.param .u64 p%u", i ? ", " : "", i);
+    snprintf(ptx + n, 2048 - (size_t)n, ")\n{\n\tret;\n}\n");
+    return ptx;
+}
+
+static TrtDevicePtr host(const void *p) { return (TrtDevicePtr)(uintptr_t)p; }
+
+/* maximum(x @ w + b, 0) on the CPU, for x[i][k] = i - k, w[k][j] = k + j - 2, b = [1, -1]. */
+static void ffn_expected(int64_t T, const float *x, const float *w, const float *b, float *out)
+{
+    for (int64_t i = 0; i < T; i++)
+        for (int j = 0; j < 2; j++) {
+            float acc = 0;
+            for (int k = 0; k < 4; k++) acc += x[i * 4 + k] * w[k * 2 + j];
+            acc += b[j];
+            out[i * 2 + j] = acc > 0 ? acc : 0;
+        }
+}
+
+static void run_ffn(TrtTensorGraph *g, int64_t T)
+{
+    float x[64 * 4], w[8], b[2] = {1, -1}, out[64 * 2], want[64 * 2];
+    for (int64_t i = 0; i < T; i++)
+        for (int k = 0; k < 4; k++) x[i * 4 + k] = (float)(i - k);
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 2; j++) w[k * 2 + j] = (float)(k + j - 2);
+    memset(out, 0xff, sizeof out);
+    assert_ok(trt_tgraph_bind_size(g, "T", T));
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(host(x))));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(host(w))));
+    assert_ok(trt_tgraph_bind(g, "b", trt_arg_ptr(host(b))));
+    assert_ok(trt_tgraph_bind_output(g, 0, host(out)));
+    uint64_t bytes = 0;
+    assert_ok(trt_tgraph_output_bytes(g, 0, &bytes));
+    assert_int_equal(bytes, (uint64_t)T * 2 * 4);
+    assert_ok(trt_tgraph_run(g, NULL));
+    ffn_expected(T, x, w, b, want);
+    for (int64_t e = 0; e < T * 2; e++) assert_float_equal(out[e], want[e], 1e-5);
+}
+
+/* The FFN is one GEMM kernel with its epilogue; the graph runs again with other sizes
+ * of T (rebinding only T). */
+static void test_cpu_ffn(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "ffn");
+    assert_int_equal(trt_tgraph_num_kernels(g), 1);
+    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 0)), "ffn_k0");
+    assert_null(trt_tgraph_kernel(g, 1));
+    assert_int_equal(trt_tgraph_num_outputs(g), 1);
+    run_ffn(g, 3);
+    run_ffn(g, 5);
+    run_ffn(g, 64);
+}
+
+/* softmax(x * s) and sum(x) per row, with a scalar parameter passed by value. */
+static void test_cpu_rows_and_scalar(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "rows");
+    float x[6] = {0, 1, 2, 3, 3, 3}, y[6], s[2];
+    assert_ok(trt_tgraph_bind_size(g, "T", 2));
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(host(x))));
+    assert_ok(trt_tgraph_bind(g, "s", trt_arg_f32(0.5f)));
+    assert_ok(trt_tgraph_bind_output(g, 0, host(y)));
+    assert_ok(trt_tgraph_bind_output(g, 1, host(s)));
+    assert_ok(trt_tgraph_run(g, NULL));
+    double z = 1 + exp(0.5) + exp(1.0);
+    assert_float_equal(y[0], 1 / z, 1e-6);
+    assert_float_equal(y[2], exp(1.0) / z, 1e-6);
+    for (int j = 3; j < 6; j++) assert_float_equal(y[j], 1.0 / 3, 1e-6);
+    assert_float_equal(s[0], 3, 0);
+    assert_float_equal(s[1], 9, 0);
+}
+
+/* x @ w @ w @ w: four kernels, two buffers of the memory plan; a smaller T keeps them,
+ * a larger one grows them. */
+static void test_cpu_buffers_reused(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "chain");
+    assert_int_equal(trt_tgraph_num_kernels(g), 3);
+    assert_int_equal(trt_tgraph_num_buffers(g), 2);
+    assert_int_equal(trt_tgraph_buffer_bytes(g, 0), 0);
+    float x[16 * 2], w[4] = {0, 1, 2, 3}, out[16 * 2];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 5);
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(host(x))));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(host(w))));
+    assert_ok(trt_tgraph_bind_output(g, 0, host(out)));
+    int64_t sizes[3] = {8, 2, 16};
+    uint64_t want[3] = {64, 64, 128};
+    for (int r = 0; r < 3; r++) {
+        assert_ok(trt_tgraph_bind_size(g, "T", sizes[r]));
+        assert_ok(trt_tgraph_run(g, NULL));
+        assert_int_equal(trt_tgraph_buffer_bytes(g, 0), want[r]);
+        assert_int_equal(trt_tgraph_buffer_bytes(g, 1), want[r]);
+        for (int64_t i = 0; i < sizes[r]; i++) {   /* w^3 = [[6, 11], [22, 39]] */
+            float a = x[i * 2], b = x[i * 2 + 1];
+            assert_float_equal(out[i * 2], 6 * a + 22 * b, 0);
+            assert_float_equal(out[i * 2 + 1], 11 * a + 39 * b, 0);
+        }
+    }
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "ffn");
+    assert_int_equal(trt_tgraph_run(g, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "graph 'ffn': size 'T' is not bound"));
+    assert_int_equal(trt_tgraph_bind_size(g, "T", 0), TRT_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(trt_tgraph_bind_size(g, "S", 4), TRT_ERROR_NOT_FOUND);
+    assert_int_equal(trt_tgraph_bind(g, "nope", trt_arg_ptr(0)), TRT_ERROR_NOT_FOUND);
+    assert_int_equal(trt_tgraph_bind(g, "x", trt_arg_f32(1)), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "parameter 'x' of graph 'ffn' takes a pointer"));
+    assert_int_equal(trt_tgraph_bind_output(g, 1, 0), TRT_ERROR_INVALID_ARGUMENT);
+    assert_ok(trt_tgraph_bind_size(g, "T", 2));
+    assert_int_equal(trt_tgraph_run(g, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "parameter 'x' is not bound"));
+    TrtTensorGraph *h = NULL;
+    assert_int_equal(trt_module_get_graph(cur.mod, "none", &h), TRT_ERROR_NOT_FOUND);
+    assert_int_equal(trt_module_get_graph(cur.mod, "same", &h), TRT_ERROR_COMPILE);
+    assert_non_null(strstr(trt_last_error(), "result 0 is a parameter or a constant"));
+    assert_null(h);
+}
+
+/* On a GPU (the mock): the chain's three kernels launch in order on the stream, with
+ * the bound pointers, the planned buffers and T; a new T of the same class loads no new
+ * code. */
+static void test_gpu_launches(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(0, "chain");
+    rt_tgraph_module(g)->compile = fake_compile;
+    TrtDevicePtr x = 0, w = 0, out = 0;
+    assert_ok(trt_mem_alloc(cur.ctx, 32 * 8, &x));
+    assert_ok(trt_mem_alloc(cur.ctx, 16, &w));
+    assert_ok(trt_mem_alloc(cur.ctx, 32 * 8, &out));
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(x)));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(w)));
+    assert_ok(trt_tgraph_bind_output(g, 0, out));
+    assert_ok(trt_tgraph_bind_size(g, "T", 20));
+    TrtStream stream = (TrtStream)0x5000;
+    assert_ok(trt_tgraph_run(g, stream));
+    MockLaunch log[8];
+    assert_int_equal(mock_log(log, 8), 3);
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "chain_k%d", k);
+        assert_string_equal(log[k].func, name);
+        assert_true(log[k].stream == stream);
+        assert_int_equal(log[k].params[3], 20);             /* s_T, after out, a, b */
+        assert_int_equal(log[k].grid[0], 1);                /* cdiv(20, 128) * cdiv(2, 16) */
+    }
+    assert_int_equal(log[0].params[1], x);                  /* k0 reads x and w */
+    assert_int_equal(log[0].params[2], w);
+    assert_int_equal(log[1].params[1], log[0].params[0]);   /* k1 reads what k0 wrote */
+    assert_int_equal(log[2].params[0], out);                /* k2 writes the result */
+    assert_true(log[0].params[0] != x && log[0].params[0] != out);
+    MockCounts before, after;
+    mock_counts(&before);
+    assert_ok(trt_tgraph_bind_size(g, "T", 30));            /* same class as 20 */
+    assert_ok(trt_tgraph_run(g, stream));
+    mock_counts(&after);
+    assert_int_equal(after.ptx_loads + after.cubin_loads, before.ptx_loads + before.cubin_loads);
+    assert_int_equal(after.launches, before.launches + 3);
+    trt_mem_free(cur.ctx, x);
+    trt_mem_free(cur.ctx, w);
+    trt_mem_free(cur.ctx, out);
+}
+
+int main(void)
+{
+    setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
+    unsetenv("TILE_LOG_RECOMPILES");
+    unsetenv("TILE_DEBUG");
+    unsetenv("TILE_MODE");
+    void *h = dlopen(getenv("TILE_CUDA_LIBRARY"), RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "cannot open the mock driver: %s\n", dlerror());
+        return 1;
+    }
+    mock_counts = (MockCountsFn)dlsym(h, "mockcuda_counts");
+    mock_log = (MockLaunchLogFn)dlsym(h, "mockcuda_launch_log");
+    mock_reset = (MockResetFn)dlsym(h, "mockcuda_reset");
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
+        T(test_gpu_launches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

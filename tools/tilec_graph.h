@@ -1,0 +1,22 @@
+/* tilec run --graph through the lowered kernels (tools/tilec_graph.c). */
+#ifndef TILE_TOOLS_TILEC_GRAPH_H
+#define TILE_TOOLS_TILEC_GRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ir/graph_interp.h"
+
+/* Runs graph g of the program `src` through libtileRT (trt_module_get_graph): the
+ * Tile kernels of its fusion plan, in the interpreter (gpu false) or on GPU 0. params
+ * and sizes as for ir_graph_interp; outs (zeroed by the caller, freed by it after, also
+ * on failure) get the results. False with a message in err. */
+bool tilec_graph_run_lowered(const Source *src, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
+                             bool gpu, IrGTensor *outs, char *err, size_t errlen);
+
+/* Whether x and y are equal within the rounding of their element type (integers
+ * exactly; floats relatively, with NaN equal to NaN): a lowered kernel accumulates in
+ * f32 where the graph interpreter uses doubles. The first difference in *at. */
+bool tilec_graph_close(const IrGTensor *x, const IrGTensor *y, int64_t *at);
+
+#endif
