@@ -448,6 +448,37 @@ static bool run_attention(Run *R, IrGTensor *o)
     return true;
 }
 
+/* conv2d (docs/GRAPHS.md): out[n][k][p][q] = sum over c, r, s of x[n][c][p*sh + r - ph]
+ * [q*sw + s - pw] * w[k][c][r][s], zero outside the input (NCHW; NHWC permutes the axes);
+ * accumulated in double. */
+static bool run_conv2d(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *w = in(R, 1);
+    bool nhwc = R->op->attr.conv.nhwc;
+    const uint32_t *st = R->op->attr.conv.stride, *pd = R->op->attr.conv.pad;
+    int64_t N = x->dims[0], C = x->dims[nhwc ? 3 : 1], H = x->dims[nhwc ? 1 : 2], W = x->dims[nhwc ? 2 : 3];
+    int64_t K = w->dims[0], RR = w->dims[nhwc ? 1 : 2], S = w->dims[nhwc ? 2 : 3];
+    int64_t P = o->dims[nhwc ? 1 : 2], Q = o->dims[nhwc ? 2 : 3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t q = 0; q < Q; q++) {
+                    double acc = 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t r = 0; r < RR; r++)
+                            for (int64_t s = 0; s < S; s++) {
+                                int64_t h = p * st[0] + r - pd[0], ww = q * st[1] + s - pd[1];
+                                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                                int64_t xi = nhwc ? ((n * H + h) * W + ww) * C + c : ((n * C + c) * H + h) * W + ww;
+                                int64_t wi = nhwc ? ((k * RR + r) * S + s) * C + c : ((k * C + c) * RR + r) * S + s;
+                                acc += x->f[xi] * w->f[wi];
+                            }
+                    int64_t oi = nhwc ? ((n * P + p) * Q + q) * K + k : ((n * K + k) * P + p) * Q + q;
+                    setv(o, oi, acc, 0);
+                }
+    return true;
+}
+
 /* ---- shapes ------------------------------------------------------------------------------------ */
 
 static bool run_trans(Run *R, IrGTensor *o)
@@ -542,6 +573,7 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 's': return run_shape(R, outs);
     case 'd': return run_dropout(R, &outs[0]);
     case 'A': return run_attention(R, &outs[0]);
+    case 'C': return run_conv2d(R, &outs[0]);
     default: return fail(R, "cannot be interpreted");
     }
 }
