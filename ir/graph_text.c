@@ -437,8 +437,11 @@ static bool parse_attr(P *p, IrGOpKind k, Attr *at)
             if (!expect(p, "[")) return false;
             for (int i = 0; i < 2; i++) {
                 int64_t v;
-                if ((i && !expect(p, ",")) || !parse_int(p, &v)) return false;
-                if (v < (w ? 0 : 1) || v > 65536) return PERRF(p, "conv2d's %s must be in %d..65536", key, w ? 0 : 1);
+                if (i && !expect(p, ",")) return false;
+                long long peek = p->kind == T_NUM ? strtoll(p->text, NULL, 10) : 0;
+                if (p->kind == T_NUM && (peek < (w ? 0 : 1) || peek > 65536))
+                    return PERRF(p, "conv2d's %s must be in %d..65536", key, w ? 0 : 1);
+                if (!parse_int(p, &v)) return false;
                 dst[i] = (uint32_t)v;
             }
             if (!expect(p, "]")) return false;

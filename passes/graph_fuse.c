@@ -516,21 +516,28 @@ static void find_attention(Fuse *F)
 /* The channel axis of a conv2d's result: 1 (NCHW) or 3 (NHWC). */
 static uint32_t channel_axis(const IrGOp *conv) { return conv->attr.conv.nhwc ? 3 : 1; }
 
-/* Whether group Q is an element-wise chain on per-channel vectors of conv c's result
- * (every axis but the channel axis of size 1, aligned at the right) that only group K
- * (c's) and Q itself use: then it is cheaper computed in K, per output tile. */
+/* Whether t is a per-channel vector of conv c's result: all its sizes are 1 but at most
+ * one, the channel count ([K], [K, 1, 1], [1, K]). */
+static bool per_channel(const Fuse *F, const IrTensorType *t, uint32_t c)
+{
+    const IrGOp *op = opat(F, c);
+    IrSize K = vtype(F, op->out[0])->dims[channel_axis(op)];
+    uint32_t nk = 0;
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (!is_one(t->dims[i]) && (!ir_size_eq(t->dims[i], K) || nk++)) return false;
+    return true;
+}
+
+/* Whether group Q is an element-wise chain (with unit reshapes) on per-channel vectors
+ * of conv c's result that only group K (c's) and Q itself use: then it is cheaper
+ * computed in K, once per output tile, than in a kernel of its own. */
 static bool per_channel_chain(const Fuse *F, uint32_t Q, uint32_t c, uint32_t K)
 {
-    const IrTensorType *out = vtype(F, opat(F, c)->out[0]);
-    uint32_t ch = channel_axis(opat(F, c));
     MEMBERS(F, Q, m) {
         const IrGOp *op = opat(F, m);
         if (!fusable(op->kind) && !unit_reshape(F, m)) return false;
         for (uint32_t r = 0; r < op->nout; r++) {
-            const IrTensorType *t = vtype(F, op->out[r]);
-            if (!broadcasts_to(t, out)) return false;
-            for (uint32_t i = 0; i < t->rank; i++)
-                if (out->rank - t->rank + i != ch && !is_one(t->dims[i])) return false;
+            if (!per_channel(F, vtype(F, op->out[r]), c)) return false;
             for (uint32_t u = F->use_at[op->out[r]]; u < F->use_at[op->out[r] + 1]; u++) {
                 uint32_t G = F->grp[F->uses[u]];
                 if (G != Q && G != K) return false;
@@ -579,14 +586,19 @@ static void place(Fuse *F, uint32_t o)
         if (p == NONE || F->grp[p] == NONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p])) continue;
         try_join(F, F->grp[o], F->grp[p]);
     }
-    /* Rule 6: per-channel operands of a conv2d's epilogue. */
-    GroupInfo K = group_info(F, F->grp[o]);
-    if (K.conv == NONE) return;
-    for (uint32_t i = 0; i < op->nin; i++) {
-        uint32_t d = def_of(F, op->in[i]);
-        if (d != NONE && F->grp[d] != NONE && F->grp[d] != F->grp[o] &&
-            per_channel_chain(F, F->grp[d], K.conv, F->grp[o]))
-            try_join(F, F->grp[o], F->grp[d]);
+    /* Rule 6: per-channel operands of a conv2d's epilogue, and theirs in turn. */
+    uint32_t G = F->grp[o], c = group_info(F, G).conv;
+    for (bool grew = c != NONE; grew;) {
+        grew = false;
+        MEMBERS(F, G, m) {
+            const IrGOp *mop = opat(F, m);
+            for (uint32_t i = 0; i < mop->nin && !grew; i++) {
+                uint32_t d = def_of(F, mop->in[i]), J;
+                if (d == NONE || F->grp[d] == NONE || F->grp[d] == G || !per_channel_chain(F, F->grp[d], c, G)) continue;
+                if ((J = try_join(F, G, F->grp[d])) != NONE) G = J, grew = true;
+            }
+            if (grew) break;
+        }
     }
 }
 
@@ -703,17 +715,12 @@ static const IrGConv *conv_info(Fuse *F, uint32_t G, uint32_t c)
 {
     IrGConv *cv = arena_alloc(F->a, sizeof *cv);
     const IrGOp *op = opat(F, c);
-    uint32_t n = 0, ch = channel_axis(op);
-    const IrTensorType *out = vtype(F, op->out[0]);
+    uint32_t n = 0;
     MEMBERS(F, G, m) n++;
     uint32_t *chan = arena_alloc(F->a, (n + 1) * sizeof *chan);
     *cv = (IrGConv){.op = c, .x = op->in[0], .w = op->in[1], .out = op->out[0], .channel = chan};
-    MEMBERS(F, G, m) {
-        const IrTensorType *t = vtype(F, opat(F, m)->out[0]);
-        bool per = m != c && opat(F, m)->nout == 1 && t->rank <= out->rank;
-        for (uint32_t i = 0; per && i < t->rank; i++) per = out->rank - t->rank + i == ch || is_one(t->dims[i]);
-        if (per) chan[cv->nchannel++] = m;
-    }
+    MEMBERS(F, G, m)
+        if (m != c && opat(F, m)->nout == 1 && per_channel(F, vtype(F, opat(F, m)->out[0]), c)) chan[cv->nchannel++] = m;
     return cv;
 }
 
