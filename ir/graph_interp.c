@@ -654,9 +654,10 @@ static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGT
     for (uint32_t i = 0; buf && i < K->nwrites; i++)
         if (buf[K->writes[i]] != IR_GNONE) holder[buf[K->writes[i]]] = K->writes[i];
     /* A kernel of several matmuls is one GEMM against their concatenated weights (fusion
-     * rule 4); here each product is computed on its own, but they must share the input. */
+     * rule 4); here each product is computed on its own, but they must share the input.
+     * (A flash_attention kernel's two products are attention's, rule 5.) */
     uint32_t lhs = IR_GNONE;
-    for (uint32_t i = 0; i < K->nops; i++) {
+    for (uint32_t i = 0; !K->attn && i < K->nops; i++) {
         const IrGOp *op = &R->g->ops.data[K->ops[i]];
         if (op->kind != IR_GOP_MATMUL) continue;
         if (lhs != IR_GNONE && op->in[0] != lhs) {
