@@ -1098,7 +1098,8 @@ static const GType *b_conv2d(Frame *f, const AstExpr *call, const AstExpr **args
 {
     const GType *x = need_float(f, args[0], value_of(f, args[0]), "conv2d", "input");
     const GType *w = need_float(f, args[1], value_of(f, args[1]), "conv2d", "weight");
-    bool ok = conv_pair(f, args[2], "stride", 1, f->conv.stride) & conv_pair(f, args[3], "padding", 0, f->conv.pad);
+    bool ok = conv_pair(f, args[2], "stride", 1, f->conv.stride);
+    ok = conv_pair(f, args[3], "padding", 0, f->conv.pad) && ok;   /* both report their errors */
     f->conv.nhwc = false;
     if (args[4]) {
         if (args[4]->kind != AST_BOOL) {
