@@ -109,7 +109,14 @@ static bool fail(Run *R, const char *fmt, ...)
 static const IrGTensor *in(const Run *R, uint32_t k) { return &R->vals[R->op->in[k]]; }
 
 static double getf(const IrGTensor *t, int64_t k) { return t->f ? t->f[k] : (double)t->i[k]; }
-static int64_t geti(const IrGTensor *t, int64_t k) { return t->i ? t->i[k] : (int64_t)t->f[k]; }
+/* An element as an integer: a float one truncated and saturated (0 for NaN), so that
+ * copying a float tensor that holds infinities (an attention mask) is defined. */
+static int64_t geti(const IrGTensor *t, int64_t k)
+{
+    if (t->i) return t->i[k];
+    double v = t->f[k];
+    return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+}
 
 /* Sets element k of t to the float v or the integer w (whichever t holds), rounded. */
 static void setv(IrGTensor *t, int64_t k, double v, int64_t w)
@@ -263,8 +270,7 @@ static bool run_binary(Run *R, IrGTensor *o)
                           : cmp_int(R->op->attr.cmp, x->i[a], y->i[b], !ir_elem_is_signed(e));
             setv(o, n, c, c);
         } else if (x->f) {
-            double v = binary_f(k, x->f[a], y->f[b]);
-            setv(o, n, v, (int64_t)v);
+            setv(o, n, binary_f(k, x->f[a], y->f[b]), 0);   /* a float result */
         } else {
             if (!binary_i(R, k, e, x->i[a], y->i[b], &w)) return false;
             setv(o, n, (double)w, w);

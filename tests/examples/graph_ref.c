@@ -14,6 +14,16 @@
 #include <string.h>
 
 static const char *dir;
+static void *blocks[64];   /* every array, freed at the end */
+static size_t nblocks;
+
+static double *arr(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof *p);
+    if (!p || nblocks == sizeof blocks / sizeof *blocks) exit(2);
+    return blocks[nblocks++] = p;
+}
+
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
 /* Uniform in [-1, 1). */
@@ -36,7 +46,7 @@ static float bf16_round(float f)
  * (rounded; the returned values are the rounded ones). */
 static double *param(const char *name, size_t n, double scale, double shift, int bf16)
 {
-    double *v = malloc(n * sizeof *v);
+    double *v = arr(n);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     FILE *f = fopen(path, "wb");
@@ -66,7 +76,7 @@ static void out(const double *v, size_t n)
 /* c[m][n] = a[m][k] b[k][n] */
 static double *mm(const double *a, const double *b, size_t M, size_t K, size_t N)
 {
-    double *c = calloc(M * N, sizeof *c);
+    double *c = arr(M * N);
     for (size_t i = 0; i < M; i++)
         for (size_t k = 0; k < K; k++)
             for (size_t j = 0; j < N; j++) c[i * N + j] += a[i * K + k] * b[k * N + j];
@@ -222,6 +232,26 @@ static void adamw(void)
     out(v2, N);
 }
 
+/* The numbers of a file, one a line (NULL if it cannot be read). */
+static double *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "r");
+    size_t cap = 1024;
+    double *v = f ? malloc(cap * sizeof *v) : NULL, x;
+    *n = 0;
+    while (v && fscanf(f, "%lf", &x) == 1) {
+        if (*n == cap) {
+            double *w = realloc(v, (cap *= 2) * sizeof *v);
+            if (!w) free(v);
+            v = w;
+            if (!v) break;
+        }
+        v[(*n)++] = x;
+    }
+    if (f) fclose(f);
+    return v;
+}
+
 static const struct {
     const char *name;
     void (*gen)(void);
@@ -254,33 +284,25 @@ int main(int argc, char **argv)
         if (!(expect = fopen(path, "w"))) return 2;
         examples[e].gen();
         printf("\n");
+        while (nblocks) free(blocks[--nblocks]);
         return fclose(expect) ? 2 : 0;
     }
     if (strcmp(argv[1], "cmp") || argc < 5) return 2;
-    FILE *fw = fopen(path, "r"), *fg = fopen(argv[4], "r");
-    if (!fw || !fg) return 2;
-    size_t n = 0, cap = 1 << 16;
-    double *want = malloc(cap * sizeof *want), *got = malloc(cap * sizeof *got), mean = 0;
-    while (want && got && fscanf(fw, "%lf", &want[n]) == 1) {
-        if (fscanf(fg, "%lf", &got[n]) != 1) {
-            fprintf(stderr, "graph_ref: %s: %zu values printed, more expected\n", argv[2], n);
-            return 1;
-        }
-        mean += fabs(want[n]);
-        if (++n == cap && !((want = realloc(want, (cap *= 2) * sizeof *want)) && (got = realloc(got, cap * sizeof *got))))
-            return 2;
+    size_t n = 0, ng = 0;
+    double *want = read_all(path, &n), *got = read_all(argv[4], &ng), mean = 0;
+    int status = 0;
+    if (!want || !got || n == 0 || n != ng) {
+        fprintf(stderr, "graph_ref: %s: %zu values expected, %zu printed\n", argv[2], n, ng);
+        status = 1;
     }
-    double extra;
-    if (n == 0 || fscanf(fg, "%lf", &extra) == 1) {
-        fprintf(stderr, "graph_ref: %s: %zu values expected, a different count printed\n", argv[2], n);
-        return 1;
-    }
-    mean /= (double)n;
+    for (size_t i = 0; !status && i < n; i++) mean += fabs(want[i]) / (double)n;
     size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; !status && i < n; i++)
         if (!(fabs(got[i] - want[i]) <= examples[e].rtol * (fabs(want[i]) + mean)) && bad++ < 5)
             fprintf(stderr, "graph_ref: %s: value %zu is %.9g, the reference %.9g\n", argv[2], i, got[i], want[i]);
-    if (bad) fprintf(stderr, "graph_ref: %s: %zu of %zu values differ\n", argv[2], bad, n);
-    else printf("graph_ref: %s: %zu values agree with the reference (rtol %g)\n", argv[2], n, examples[e].rtol);
-    return bad != 0;
+    if (bad) fprintf(stderr, "graph_ref: %s: %zu of %zu values differ\n", argv[2], bad, n), status = 1;
+    else if (!status) printf("graph_ref: %s: %zu values agree with the reference (rtol %g)\n", argv[2], n, examples[e].rtol);
+    free(want);
+    free(got);
+    return status;
 }
