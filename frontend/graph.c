@@ -171,6 +171,10 @@ typedef struct Frame {     /* a graph, or one instance of a fn */
     bool returned;
     VEC(Seen) seen;        /* the values of the expressions checked so far */
     const uint32_t *perm;  /* the axes of the last trans checked */
+    struct {               /* the attribute of the last conv2d checked */
+        uint32_t stride[2], pad[2];
+        bool nhwc;
+    } conv;
 } Frame;
 
 #define ERR(f, loc, ...) diag_error((f)->s->diags, (loc), __VA_ARGS__)
@@ -1067,6 +1071,54 @@ static const GType *b_attention(Frame *f, const AstExpr *call, const AstExpr **a
     return gt_value(f->a, e, 0, n + 2, d);
 }
 
+/* conv2d's stride or padding: an integer literal (both axes) or a list of two. */
+static bool conv_pair(Frame *f, const AstExpr *e, const char *what, uint32_t min, uint32_t out[2])
+{
+    out[0] = out[1] = min;   /* the defaults: stride 1, padding 0 */
+    if (!e) return true;
+    const AstExpr *one[1] = {e}, *const *el = e->kind == AST_LIST ? (const AstExpr *const *)e->args : one;
+    uint32_t n = e->kind == AST_LIST ? e->nargs : 1;
+    if (n != 2 && e->kind == AST_LIST) {
+        ERR(f, e->loc, "the %s of conv2d is an integer or a list of two (height, width), not %u", what, n);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (el[i]->kind != AST_INT || el[i]->ival < min || el[i]->ival > 65536) {
+            ERR(f, el[i]->loc, "the %s of conv2d must be an integer literal in %u..65536", what, min);
+            return false;
+        }
+        out[i] = (uint32_t)el[i]->ival;
+    }
+    if (n == 1) out[1] = out[0];
+    return true;
+}
+
+/* conv2d(x, w, stride = 1, padding = 0, nhwc = false) (docs/GRAPHS.md). */
+static const GType *b_conv2d(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *x = need_float(f, args[0], value_of(f, args[0]), "conv2d", "input");
+    const GType *w = need_float(f, args[1], value_of(f, args[1]), "conv2d", "weight");
+    bool ok = conv_pair(f, args[2], "stride", 1, f->conv.stride);
+    ok = conv_pair(f, args[3], "padding", 0, f->conv.pad) && ok;   /* both report their errors */
+    f->conv.nhwc = false;
+    if (args[4]) {
+        if (args[4]->kind != AST_BOOL) {
+            ERR(f, args[4]->loc, "nhwc of conv2d must be true or false");
+            ok = false;
+        } else f->conv.nhwc = args[4]->ival != 0;
+    }
+    if (!ok || x->kind != GT_VALUE || w->kind != GT_VALUE) return &poison;
+    IrTensorType xt = {x->elem, x->rank, x->dims}, wt = {w->elem, w->rank, w->dims};
+    IrSize *d = arena_alloc(f->a, 4 * sizeof *d);
+    const char *err;
+    if (!ir_conv2d_shape(f->a, &xt, &wt, f->conv.stride, f->conv.pad, f->conv.nhwc, d, &err)) {
+        ERR(f, call->loc, "%s", err);
+        return &poison;
+    }
+    char lit;
+    return gt_value(f->a, promote(x, w, &lit), 0, 4, d);
+}
+
 /* zeros(shape, T), full(shape, value, T). */
 static const GType *b_fill(Frame *f, const AstExpr *call, const AstExpr **args)
 {
@@ -1123,6 +1175,7 @@ static const Builtin graph_builtins[] = {
     {"split", {"t", "sizes", "axis"}, 3, 3, b_split},
     {"dropout", {"t", "p", "seed"}, 3, 3, b_dropout},
     {"attention", {"q", "k", "v", "causal", "scale"}, 5, 3, b_attention},
+    {"conv2d", {"x", "w", "stride", "padding", "nhwc"}, 5, 2, b_conv2d},
     {"zeros", {"shape", "type"}, 2, 2, b_fill},
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
@@ -1225,6 +1278,9 @@ static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, co
         in[3] = args[3] ? arg_as(f, args[3], IR_I1) : const_val(f, args[0]->loc, IR_I1, 0, 0);
         in[4] = args[4] ? scalar_arg(f, args[4], true) : const_val(f, args[0]->loc, IR_F32, 1.0, 0);
         return 5;
+    case 'C':
+        for (int i = 0; i < 2; i++) in[i] = arg_as(f, args[i], t->elem);
+        return 2;
     default: return 0;
     }
 }
@@ -1253,6 +1309,12 @@ static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **
         axis_arg(f, args[1], n, seen(f, args[0]), &ax);
         op_at(f, op)->attr.axis = ax;
     } else if (k == IR_GOP_TRANS) op_at(f, op)->attr.perm = f->perm;
+    else if (k == IR_GOP_CONV2D) {
+        IrGOp *c = op_at(f, op);
+        memcpy(c->attr.conv.stride, f->conv.stride, sizeof f->conv.stride);
+        memcpy(c->attr.conv.pad, f->conv.pad, sizeof f->conv.pad);
+        c->attr.conv.nhwc = f->conv.nhwc;
+    }
     return r;
 }
 

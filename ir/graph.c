@@ -347,3 +347,50 @@ void ir_graph_collect_sizes(IrGraph *g, Arena *a)
                     if (!has_size(g, t->dims[i].m[j].names[k])) g->sizes[g->nsizes++] = t->dims[i].m[j].names[k];
     }
 }
+
+bool ir_conv2d_shape(Arena *a, const IrTensorType *x, const IrTensorType *w, const uint32_t stride[2],
+                     const uint32_t pad[2], bool nhwc, IrSize out[4], const char **err)
+{
+    if (x->rank != 4 || w->rank != 4) {
+        *err = arena_printf(a, "conv2d needs a rank-4 input and weight, not %s and %s", ir_ttype_str(a, x),
+                            ir_ttype_str(a, w));
+        return false;
+    }
+    uint32_t cx = nhwc ? 3 : 1, cw = nhwc ? 3 : 1, hx = nhwc ? 1 : 2, hw = nhwc ? 1 : 2;
+    if (!ir_size_eq(x->dims[cx], w->dims[cw])) {
+        *err = arena_printf(a, "conv2d: the input has %s channels, the weight %s (%s layout: %s)",
+                            ir_size_str(a, x->dims[cx]), ir_size_str(a, w->dims[cw]), nhwc ? "NHWC" : "NCHW",
+                            nhwc ? "x [N, H, W, C], w [K, R, S, C]" : "x [N, C, H, W], w [K, C, R, S]");
+        return false;
+    }
+    IrSize o[2];
+    for (int i = 0; i < 2; i++) {
+        IrSize n;
+        int64_t c;
+        const char *axis = i ? "width" : "height";
+        if (stride[i] < 1 || !ir_size_add(a, x->dims[hx + i], ir_size_const(2 * (int64_t)pad[i]), 1, &n) ||
+            !ir_size_add(a, n, w->dims[hw + i], -1, &n)) {
+            *err = arena_printf(a, "conv2d: the %s overflows", axis);
+            return false;
+        }
+        if (ir_size_is_const(n, &c)) {
+            if (c < 0) {
+                *err = arena_printf(a, "conv2d: the filter's %s %s exceeds the padded input's %s", axis,
+                                    ir_size_str(a, w->dims[hw + i]), ir_size_str(a, x->dims[hx + i]));
+                return false;
+            }
+            o[i] = ir_size_const(c / stride[i] + 1);
+        } else if (stride[i] == 1) {
+            if (!ir_size_add(a, n, ir_size_const(1), 1, &o[i])) return *err = "conv2d: the size overflows", false;
+        } else {
+            *err = arena_printf(a, "conv2d with a stride of %u needs a known input %s (and filter %s), not %s",
+                                stride[i], axis, axis, ir_size_str(a, x->dims[hx + i]));
+            return false;
+        }
+    }
+    out[0] = x->dims[0];
+    out[nhwc ? 1 : 2] = o[0];
+    out[nhwc ? 2 : 3] = o[1];
+    out[nhwc ? 3 : 1] = w->dims[0];
+    return true;
+}

@@ -82,7 +82,7 @@ typedef enum {
     IR_GOP_COUNT
 } IrGOpKind;
 
-typedef enum { GA_NONE, GA_AXIS, GA_PERM, GA_CMP, GA_CONST, GA_SIZE } IrGAttrKind;
+typedef enum { GA_NONE, GA_AXIS, GA_PERM, GA_CMP, GA_CONST, GA_SIZE, GA_CONV } IrGAttrKind;
 typedef enum { IR_GCMP_EQ, IR_GCMP_NE, IR_GCMP_LT, IR_GCMP_LE, IR_GCMP_GT, IR_GCMP_GE } IrGCmp;
 
 const char *ir_gop_name(IrGOpKind k);
@@ -114,6 +114,10 @@ typedef struct IrGOp {
         struct { double f; int64_t i; } c;   /* GA_CONST: f for a float result, i otherwise */
         IrSize size;         /* GA_SIZE */
         const uint32_t *perm;   /* GA_PERM: rank entries, result axis i is operand axis perm[i] */
+        struct {             /* GA_CONV (conv2d): strides and zero padding along H and W, the layout */
+            uint32_t stride[2], pad[2];
+            bool nhwc;       /* x [N, H, W, C], w [K, R, S, C]; else x [N, C, H, W], w [K, C, R, S] */
+        } conv;
     } attr;
 } IrGOp;
 
@@ -156,17 +160,58 @@ void ir_graph_collect_sizes(IrGraph *g, Arena *a);
  * instead); false with a message in *err when the op is ill-formed. */
 bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err);
 
+/* conv2d's result shape (docs/GRAPHS.md): x [N, C, H, W] and w [K, C, R, S] give
+ * [N, K, P, Q] (NHWC: x [N, H, W, C], w [K, R, S, C] give [N, P, Q, K]), P = (H + 2*pad -
+ * R) / stride + 1 rounded down (likewise Q); with a stride above 1 that needs H + 2*pad
+ * - R known. False with a message in *err when x and w do not fit. */
+bool ir_conv2d_shape(Arena *a, const IrTensorType *x, const IrTensorType *w, const uint32_t stride[2],
+                     const uint32_t pad[2], bool nhwc, IrSize out[4], const char **err);
+
 /* ---- fusion plans ------------------------------------------------------------------------ */
 /* A partition of a graph's ops into kernels (passes/graph_fuse.c makes one). Each kernel
  * runs its ops in graph order; it reads `reads` from global memory (parameters or what
  * an earlier kernel wrote) and writes `writes` there (what a later kernel or the return
  * uses). `const` and `size` ops belong to no kernel: they are immediates. */
+/* A flash_attention kernel (fusion rule 5): softmax(scores) @ v in one pass over the
+ * keys, never writing the scores or the probabilities. Either the graph's attention op
+ * (op; q, k, v, causal and scale its operands) or attention written out (op IR_GNONE):
+ * scores = qk's result (q @ kt, kt = trans(k) in the kernel, or k as given with k_t);
+ * the score ops, in order, turn them into softmax's operand (mul or div by a scalar,
+ * add of a mask that broadcasts to the scores, where, casts); the prob ops, in order,
+ * turn softmax's result into pv's left operand (casts, dropout: element i of the
+ * probabilities, row-major over [..., Lq, Lk], is dropped when rand(seed, i) < p); pv
+ * multiplies by v. out is the attention's result; the kernel's other ops after it are
+ * its epilogue (as a GEMM's). */
+typedef struct IrGAttention {
+    uint32_t op;             /* the attention op, or IR_GNONE */
+    uint32_t q, k, v;        /* values: q [..., Lq, D], k [..., Lk, D] (k_t: [..., D, Lk]), v [..., Lk, Dv] */
+    bool k_t;
+    uint32_t causal, scale;  /* the attention op's operands (an i1 and a float scalar), else IR_GNONE */
+    uint32_t qk, softmax, pv;   /* written out: the ops; else IR_GNONE */
+    uint32_t nscore, nprob;
+    const uint32_t *score, *prob;   /* op indices, in graph order */
+    uint32_t out;
+} IrGAttention;
+
+/* A conv2d kernel (fusion rule 6): an implicit GEMM (M = N*P*Q output pixels, N = K
+ * channels, K = C*R*S) of the conv op (its attribute: layout, strides, padding), then
+ * its epilogue ops. The channel ops are the kernel's ops on per-channel vectors (every
+ * axis but the channel axis of size 1: BatchNorm's folded scale and shift); they read
+ * no pixel, so a program computes them once for its channel range. */
+typedef struct IrGConv {
+    uint32_t op, x, w, out;
+    uint32_t nchannel;
+    const uint32_t *channel; /* op indices, ascending */
+} IrGConv;
+
 typedef struct IrGKernel {
-    const char *kind;        /* "elementwise", "matmul", ... */
+    const char *kind;        /* "elementwise", "matmul", "flash_attention", "conv2d", ... */
     uint32_t nops, nreads, nwrites;
     const uint32_t *ops;     /* op indices, ascending */
     const uint32_t *reads;   /* value ids */
     const uint32_t *writes;
+    const IrGAttention *attn;   /* kind flash_attention, else NULL */
+    const IrGConv *conv;        /* kind conv2d, else NULL */
 } IrGKernel;
 
 /* A buffer in global memory (memory planning): it holds the intermediates values[i]

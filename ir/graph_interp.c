@@ -109,7 +109,14 @@ static bool fail(Run *R, const char *fmt, ...)
 static const IrGTensor *in(const Run *R, uint32_t k) { return &R->vals[R->op->in[k]]; }
 
 static double getf(const IrGTensor *t, int64_t k) { return t->f ? t->f[k] : (double)t->i[k]; }
-static int64_t geti(const IrGTensor *t, int64_t k) { return t->i ? t->i[k] : (int64_t)t->f[k]; }
+/* An element as an integer: a float one truncated and saturated (0 for NaN), so that
+ * copying a float tensor that holds infinities (an attention mask) is defined. */
+static int64_t geti(const IrGTensor *t, int64_t k)
+{
+    if (t->i) return t->i[k];
+    double v = t->f[k];
+    return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+}
 
 /* Sets element k of t to the float v or the integer w (whichever t holds), rounded. */
 static void setv(IrGTensor *t, int64_t k, double v, int64_t w)
@@ -263,8 +270,7 @@ static bool run_binary(Run *R, IrGTensor *o)
                           : cmp_int(R->op->attr.cmp, x->i[a], y->i[b], !ir_elem_is_signed(e));
             setv(o, n, c, c);
         } else if (x->f) {
-            double v = binary_f(k, x->f[a], y->f[b]);
-            setv(o, n, v, (int64_t)v);
+            setv(o, n, binary_f(k, x->f[a], y->f[b]), 0);   /* a float result */
         } else {
             if (!binary_i(R, k, e, x->i[a], y->i[b], &w)) return false;
             setv(o, n, (double)w, w);
@@ -448,6 +454,37 @@ static bool run_attention(Run *R, IrGTensor *o)
     return true;
 }
 
+/* conv2d (docs/GRAPHS.md): out[n][k][p][q] = sum over c, r, s of x[n][c][p*sh + r - ph]
+ * [q*sw + s - pw] * w[k][c][r][s], zero outside the input (NCHW; NHWC permutes the axes);
+ * accumulated in double. */
+static bool run_conv2d(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *w = in(R, 1);
+    bool nhwc = R->op->attr.conv.nhwc;
+    const uint32_t *st = R->op->attr.conv.stride, *pd = R->op->attr.conv.pad;
+    int64_t N = x->dims[0], C = x->dims[nhwc ? 3 : 1], H = x->dims[nhwc ? 1 : 2], W = x->dims[nhwc ? 2 : 3];
+    int64_t K = w->dims[0], RR = w->dims[nhwc ? 1 : 2], S = w->dims[nhwc ? 2 : 3];
+    int64_t P = o->dims[nhwc ? 1 : 2], Q = o->dims[nhwc ? 2 : 3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t q = 0; q < Q; q++) {
+                    double acc = 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t r = 0; r < RR; r++)
+                            for (int64_t s = 0; s < S; s++) {
+                                int64_t h = p * st[0] + r - pd[0], ww = q * st[1] + s - pd[1];
+                                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                                int64_t xi = nhwc ? ((n * H + h) * W + ww) * C + c : ((n * C + c) * H + h) * W + ww;
+                                int64_t wi = nhwc ? ((k * RR + r) * S + s) * C + c : ((k * C + c) * RR + r) * S + s;
+                                acc += x->f[xi] * w->f[wi];
+                            }
+                    int64_t oi = nhwc ? ((n * P + p) * Q + q) * K + k : ((n * K + k) * P + p) * Q + q;
+                    setv(o, oi, acc, 0);
+                }
+    return true;
+}
+
 /* ---- shapes ------------------------------------------------------------------------------------ */
 
 static bool run_trans(Run *R, IrGTensor *o)
@@ -542,6 +579,7 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 's': return run_shape(R, outs);
     case 'd': return run_dropout(R, &outs[0]);
     case 'A': return run_attention(R, &outs[0]);
+    case 'C': return run_conv2d(R, &outs[0]);
     default: return fail(R, "cannot be interpreted");
     }
 }
@@ -622,9 +660,10 @@ static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGT
     for (uint32_t i = 0; buf && i < K->nwrites; i++)
         if (buf[K->writes[i]] != IR_GNONE) holder[buf[K->writes[i]]] = K->writes[i];
     /* A kernel of several matmuls is one GEMM against their concatenated weights (fusion
-     * rule 4); here each product is computed on its own, but they must share the input. */
+     * rule 4); here each product is computed on its own, but they must share the input.
+     * (A flash_attention kernel's two products are attention's, rule 5.) */
     uint32_t lhs = IR_GNONE;
-    for (uint32_t i = 0; i < K->nops; i++) {
+    for (uint32_t i = 0; !K->attn && i < K->nops; i++) {
         const IrGOp *op = &R->g->ops.data[K->ops[i]];
         if (op->kind != IR_GOP_MATMUL) continue;
         if (lhs != IR_GNONE && op->in[0] != lhs) {

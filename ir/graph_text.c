@@ -9,7 +9,8 @@
  *
  * An op line is `results = name [attribute] operands : result types`. Attributes: an
  * axis (an integer), a permutation `[1, 0]`, a predicate (`lt`), a constant, a size
- * (`64*T+1`). parse(print(g)) prints the same text. */
+ * (`64*T+1`), conv2d's layout, strides and padding (`nchw stride [2, 2] pad [1, 1]`).
+ * parse(print(g)) prints the same text. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -135,6 +136,10 @@ static void print_attr(Arena *a, const IrGraph *g, const IrGOp *op, FILE *out)
         else fprintf(out, "%lld", (long long)op->attr.c.i);
         break;
     }
+    case GA_CONV:
+        fprintf(out, " %s stride [%u, %u] pad [%u, %u]", op->attr.conv.nhwc ? "nhwc" : "nchw", op->attr.conv.stride[0],
+                op->attr.conv.stride[1], op->attr.conv.pad[0], op->attr.conv.pad[1]);
+        break;
     case GA_NONE: break;
     }
 }
@@ -374,6 +379,8 @@ typedef struct Attr {
     IrGCmp cmp;
     IrSize size;
     VEC(uint32_t) perm;
+    uint32_t stride[2], pad[2];
+    bool nhwc;
 } Attr;
 
 static bool parse_int(P *p, int64_t *out)
@@ -417,6 +424,29 @@ static bool parse_attr(P *p, IrGOpKind k, Attr *at)
         at->text = p->text;
         next(p);
         return true;
+    case GA_CONV:
+        if (p->kind != T_IDENT || (strcmp(p->text, "nchw") && strcmp(p->text, "nhwc")))
+            return PERRF(p, "expected the layout of conv2d (nchw or nhwc), found '%s'", p->text);
+        at->nhwc = !strcmp(p->text, "nhwc");
+        next(p);
+        for (int w = 0; w < 2; w++) {
+            const char *key = w ? "pad" : "stride";
+            uint32_t *dst = w ? at->pad : at->stride;
+            if (p->kind != T_IDENT || strcmp(p->text, key)) return PERRF(p, "expected '%s', found '%s'", key, p->text);
+            next(p);
+            if (!expect(p, "[")) return false;
+            for (int i = 0; i < 2; i++) {
+                int64_t v;
+                if (i && !expect(p, ",")) return false;
+                long long peek = p->kind == T_NUM ? strtoll(p->text, NULL, 10) : 0;
+                if (p->kind == T_NUM && (peek < (w ? 0 : 1) || peek > 65536))
+                    return PERRF(p, "conv2d's %s must be in %d..65536", key, w ? 0 : 1);
+                if (!parse_int(p, &v)) return false;
+                dst[i] = (uint32_t)v;
+            }
+            if (!expect(p, "]")) return false;
+        }
+        return true;
     case GA_NONE: return true;
     }
     return true;
@@ -458,6 +488,11 @@ static bool set_attr(P *p, IrGOp *op, Attr *at, Loc loc)
     case GA_CONST:
         if (op->nout != 1) return true;
         return const_value(p, at, p->g->values.data[op->out[0]].type.elem, op, loc);
+    case GA_CONV:
+        memcpy(op->attr.conv.stride, at->stride, sizeof at->stride);
+        memcpy(op->attr.conv.pad, at->pad, sizeof at->pad);
+        op->attr.conv.nhwc = at->nhwc;
+        break;
     case GA_NONE: break;
     }
     return true;

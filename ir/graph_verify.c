@@ -264,6 +264,17 @@ static bool check_attention(const Chk *c)
     return want(c, q->elem, n + 2, d);
 }
 
+static bool check_conv2d(const Chk *c)
+{
+    const IrTensorType *x = in_t(c, 0), *w = in_t(c, 1);
+    if (!is_float(x) || x->elem != w->elem) return fail(c, "conv2d needs float operands of one element type");
+    IrSize d[4];
+    const char *err;
+    if (!ir_conv2d_shape(c->a, x, w, c->op->attr.conv.stride, c->op->attr.conv.pad, c->op->attr.conv.nhwc, d, &err))
+        return fail(c, err);
+    return want(c, x->elem, 4, d);
+}
+
 static bool check_shape_op(const Chk *c)
 {
     switch (c->op->kind) {
@@ -316,6 +327,7 @@ bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err)
         return scalar_ok(&c, 1, true, "probability") && scalar_ok(&c, 2, false, "seed") &&
                want_like(&c, in_t(&c, 0)->elem, in_t(&c, 0));
     case 'A': return check_attention(&c);
+    case 'C': return check_conv2d(&c);
     default: return true;
     }
 }

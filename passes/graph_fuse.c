@@ -1,4 +1,4 @@
-/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 to 4).
+/* graph_fuse: partitions a graph into kernels (issue 10's fusion, rules 1 to 7).
  *
  * require:   a verified graph (ir_graph_verify).
  * guarantee: every op except const, size and return is in exactly one kernel; the
@@ -13,21 +13,45 @@
  * matmul's output shape (bias, activation, residual add, cast, dropout), joins the
  * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
  * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
- * matmul (rule 4 aside).
+ * matmul (rule 4 aside). Attention (rule 5) and conv2d (rule 6) kernels take epilogues
+ * the same way.
  * Rule 3, reductions and row ops (families r and n, and softmax): the op joins the
- * element-wise kernels of its producers when they compute within its operand's shape;
- * an element-wise op that is alone so far joins the row op's kernel when the row op
- * works along the last axis and the op computes on its output shape, and so do the
- * element-wise ops after it. A kernel holds one row op and no matmul.
+ * element-wise kernels of its producers when they compute within its operand's shape.
+ * A kernel whose row ops all work along the last axis of operands of one shape S (one
+ * program holds whole rows of S) goes on with the rows: an element-wise op that is
+ * alone so far joins it when it computes row by row (on S, on S without its last axis,
+ * or on S with a last axis of 1; operands from the kernel of the row shapes, and a
+ * per-row value reaches an op on S only through the unit axis: `x - max(x, 1)[:, None]`),
+ * a reshape that only adds or drops that unit axis joins, and so does another row op
+ * along the last axis of an operand of shape S (several reductions of one row, also of
+ * one operand: `sum(x, 1)` and `max(x, 1)`). A kernel holds no matmul with row ops.
  * Rule 4, horizontal GEMMs: a matmul joins an earlier matmul's kernel when all its
  * matmuls share the left operand and have weight matrices of one element type (one GEMM
  * against the concatenated weights); epilogues stay on one product each.
- * Every other op is a kernel of its own for now (attention, shape changes, scans,
- * matmuls' prologues). A join or merge is refused when it would make a
- * cycle (a value of the kernel that flows out through another kernel and back in) or
- * when the cost model says no: at most GF_MAX_OPS ops per kernel (register pressure)
- * and GF_MAX_READS tensors read from global memory (pointer arguments and load streams).
- * Nothing is recomputed, so rule 1 never trades memory traffic for recomputation.
+ * Rule 5, attention: `attention` is a flash_attention kernel, and so is attention
+ * written out by hand, found before placement (find_attention): matmul(q, kt) [with
+ * kt = trans(k) of the last two axes], then any of scale by a scalar (mul, div), an
+ * additive mask (add), casts, then softmax along the last axis, then casts or dropout,
+ * then matmul(., v), each value used once by the next; the kernel never writes the
+ * scores or the probabilities.
+ * Rule 6, conv2d: a conv2d is an implicit-GEMM kernel (kind conv2d) with epilogues as in
+ * rule 2; an element-wise chain on per-channel vectors (shapes whose only axis larger
+ * than 1 is the channel axis: BatchNorm's mean, variance, scale and shift, reshaped to
+ * [K, 1, 1]) that only this kernel uses joins it: the folded scale and shift, computed
+ * per output tile. That is the one recomputation fusion does (rule 7).
+ * Rule 7, the cost model: a join or merge is refused when it would make a cycle (a value
+ * of one kernel flows out through another kernel and back in), past GF_MAX_OPS ops per
+ * kernel (register pressure) or GF_MAX_READS tensors read from global memory (pointer
+ * arguments and load streams). No op is in two kernels: a value that two kernels use is
+ * computed once, written once and read by each, unless recomputing it is cheaper, which
+ * is the case of rule 6's per-channel vectors only (K elements per output tile against a
+ * launch and a round trip through memory), and then only when no other kernel uses them.
+ * Every other op is a kernel of its own (shape changes, scans, matmuls' prologues).
+ *
+ * Cost: O(n) space and about O(n log n) time for n ops (pass_graph_fuse): groups keep
+ * their member lists, and a topological order of the groups is kept up to date while
+ * they merge (the Pearce-Kelly rule for contracting two nodes of a DAG), so the cycle
+ * check only visits the groups between the two that merge, and the plan is that order.
  * Memory planning: each intermediate that a later kernel reads (and the return does not)
  * gets a buffer, reused by liveness in kernel order (plan_memory).
  *
@@ -36,6 +60,7 @@
  *   %2 = mul %c, %1                        reads %x, %w1, %b1; writes %3
  *   %3 = erf %2
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/graph.h"
@@ -43,15 +68,30 @@
 
 #define GF_MAX_OPS 64
 #define GF_MAX_READS 16
+#define NONE IR_GNONE
+#define GF_MIXED (IR_GNONE - 1)
 
 typedef struct Fuse {
     const IrGraph *g;
     Arena *a;
-    uint32_t *grp;           /* per op: its kernel group, or IR_GNONE (const, size, return) */
-    uint32_t *seen;          /* per op: a DFS stamp */
+    uint32_t nops, nvals;
+    uint32_t *grp;           /* per op: its group, or NONE (const, size, return; not placed yet) */
+    uint32_t *next;          /* per op: the next member of its group (ascending), NONE at the end */
+    uint32_t *head, *size;   /* per group: its first member and its member count */
+    uint32_t *pos, *order;   /* per group its position in a topological order; per position its group */
+    uint32_t npos;
+    uint32_t *use_at, *uses; /* the ops using value v: uses[use_at[v] .. use_at[v + 1]), ascending */
+    uint32_t *gmark, *gside, *vmark, stamp;
+    uint32_t *stack, *cand, *fw, *bw, *slots;   /* scratch */
     uint32_t *slice;         /* per op: scratch of epilogue_slice */
-    uint32_t stamp, ngroups;
+    uint32_t *attn;          /* per op: the last matmul of the attention written out it is part of */
+    uint32_t *attn_first;    /* per such matmul: the first op of its attention placed, or NONE */
+    bool *attn_broken;       /* per such matmul: one of its ops could not join the others */
 } Fuse;
+
+static const IrGOp *opat(const Fuse *F, uint32_t o) { return &F->g->ops.data[o]; }
+static uint32_t def_of(const Fuse *F, uint32_t v) { return F->g->values.data[v].def; }
+static const IrTensorType *vtype(const Fuse *F, uint32_t v) { return &F->g->values.data[v].type; }
 
 static bool immediate(IrGOpKind k) { return k == IR_GOP_CONST || k == IR_GOP_SIZE || k == IR_GOP_RETURN; }
 
@@ -60,76 +100,16 @@ static bool fusable(IrGOpKind k)
     return strchr("ubctxd", ir_gop_family(k)) || k == IR_GOP_FULL || k == IR_GOP_BROADCAST;
 }
 
-/* The op that defines value v, or IR_GNONE for a parameter. */
-static uint32_t def_of(const Fuse *F, uint32_t v) { return F->g->values.data[v].def; }
-
-/* Whether op p (outside group G) depends on an op of G. */
-static bool reaches(Fuse *F, uint32_t p, uint32_t G)
-{
-    if (p == IR_GNONE || F->seen[p] == F->stamp) return false;
-    F->seen[p] = F->stamp;
-    const IrGOp *op = &F->g->ops.data[p];
-    for (uint32_t i = 0; i < op->nin; i++) {
-        uint32_t q = def_of(F, op->in[i]);
-        if (q != IR_GNONE && (F->grp[q] == G || reaches(F, q, G))) return true;
-    }
-    return false;
-}
-
-/* No value leaves G and comes back into it through another group; within the cost model. */
-static bool group_ok(Fuse *F, uint32_t G)
-{
-    uint32_t nops = 0, nreads = 0, reads[GF_MAX_READS + 1];
-    F->stamp++;
-    for (size_t o = 0; o < F->g->ops.len; o++) {
-        if (F->grp[o] != G) continue;
-        const IrGOp *op = &F->g->ops.data[o];
-        nops++;
-        for (uint32_t i = 0; i < op->nin; i++) {
-            uint32_t p = def_of(F, op->in[i]);
-            if (p != IR_GNONE && (F->grp[p] == G || immediate(F->g->ops.data[p].kind))) continue;
-            if (reaches(F, p, G)) return false;
-            bool dup = false;
-            for (uint32_t r = 0; r < nreads && !dup; r++) dup = reads[r] == op->in[i];
-            if (!dup && nreads++ == GF_MAX_READS) return false;
-            if (!dup) reads[nreads - 1] = op->in[i];
-        }
-    }
-    return nops <= GF_MAX_OPS;
-}
-
-/* Moves the ops of group `from` into `to`; the caller undoes it when this says no. */
-static bool try_merge(Fuse *F, uint32_t from, uint32_t to)
-{
-    for (size_t o = 0; o < F->g->ops.len; o++)
-        if (F->grp[o] == from) F->grp[o] = to;
-    return group_ok(F, to);
-}
-
-/* What group G holds: its op count, whether all are element-wise, its matmul and its
- * row op (a reduction, softmax or norm), IR_GNONE where it has none. */
-typedef struct GroupInfo {
-    uint32_t n, mm, row;
-    bool ew;
-} GroupInfo;
-
 static bool row_op(IrGOpKind k) { return strchr("rn", ir_gop_family(k)) || k == IR_GOP_SOFTMAX; }
 
-static GroupInfo group_info(const Fuse *F, uint32_t G)
-{
-    GroupInfo gi = {0, IR_GNONE, IR_GNONE, true};
-    for (size_t o = 0; o < F->g->ops.len; o++)
-        if (F->grp[o] == G) {
-            IrGOpKind k = F->g->ops.data[o].kind;
-            gi.n++;
-            gi.ew &= fusable(k);
-            if (k == IR_GOP_MATMUL) gi.mm = (uint32_t)o;
-            if (row_op(k)) gi.row = (uint32_t)o;
-        }
-    return gi;
-}
+/* A matmul, attention or conv2d: the op an epilogue follows. */
+static bool root_op(IrGOpKind k) { return k == IR_GOP_MATMUL || k == IR_GOP_ATTENTION || k == IR_GOP_CONV2D; }
 
-static const IrTensorType *vtype(const Fuse *F, uint32_t v) { return &F->g->values.data[v].type; }
+static bool is_one(IrSize d)
+{
+    int64_t c;
+    return ir_size_is_const(d, &c) && c == 1;
+}
 
 /* Whether shape t broadcasts to exactly shape `to` (aligned at the right). */
 static bool broadcasts_to(const IrTensorType *t, const IrTensorType *to)
@@ -137,8 +117,7 @@ static bool broadcasts_to(const IrTensorType *t, const IrTensorType *to)
     if (t->rank > to->rank) return false;
     for (uint32_t i = 0; i < t->rank; i++) {
         IrSize d = t->dims[t->rank - 1 - i];
-        int64_t c;
-        if (!ir_size_eq(d, to->dims[to->rank - 1 - i]) && !(ir_size_is_const(d, &c) && c == 1)) return false;
+        if (!ir_size_eq(d, to->dims[to->rank - 1 - i]) && !is_one(d)) return false;
     }
     return true;
 }
@@ -149,52 +128,260 @@ static bool same_shape(const IrTensorType *a, const IrTensorType *b)
     return ir_ttype_eq(&s, b);
 }
 
+/* A reshape that only adds or drops axes of size 1 (`m[:, None]`): it only indexes. */
+static bool unit_reshape(const Fuse *F, uint32_t o)
+{
+    const IrGOp *op = opat(F, o);
+    if (op->kind != IR_GOP_RESHAPE) return false;
+    const IrTensorType *a = vtype(F, op->in[0]), *b = vtype(F, op->out[0]);
+    uint32_t i = 0, j = 0;
+    for (;;) {
+        while (i < a->rank && is_one(a->dims[i])) i++;
+        while (j < b->rank && is_one(b->dims[j])) j++;
+        if (i == a->rank || j == b->rank) return i == a->rank && j == b->rank;
+        if (!ir_size_eq(a->dims[i++], b->dims[j++])) return false;
+    }
+}
+
 /* Whether row op r computes along the last axis of its operand (norms always do), so
  * that one program holds whole rows and can go on with them after r. */
 static bool along_last_axis(const Fuse *F, uint32_t r)
 {
-    const IrGOp *op = &F->g->ops.data[r];
+    const IrGOp *op = opat(F, r);
     return ir_gop_family(op->kind) == 'n' || op->attr.axis == (int64_t)vtype(F, op->in[0])->rank - 1;
+}
+
+/* The op that uses value v if exactly one op does (the return does not count as one). */
+static uint32_t single_user(const Fuse *F, uint32_t v)
+{
+    uint32_t n = F->use_at[v + 1] - F->use_at[v];
+    if (n != 1) return NONE;
+    uint32_t u = F->uses[F->use_at[v]];
+    return opat(F, u)->kind == IR_GOP_RETURN ? NONE : u;
+}
+
+/* ---- groups: member lists and a topological order kept while they merge -------------- */
+
+static void new_group(Fuse *F, uint32_t o)
+{
+    F->grp[o] = o;
+    F->head[o] = o;
+    F->next[o] = NONE;
+    F->size[o] = 1;
+    F->pos[o] = F->npos;
+    F->order[F->npos++] = o;
+}
+
+#define MEMBERS(F, G, m) for (uint32_t m = (F)->head[G]; m != NONE; m = (F)->next[m])
+
+/* Whether groups X and Y together stay within the cost model's caps. */
+static bool within_cost(Fuse *F, uint32_t X, uint32_t Y)
+{
+    if (F->size[X] + F->size[Y] > GF_MAX_OPS) return false;
+    uint32_t st = ++F->stamp, nreads = 0, G[2] = {X, Y};
+    for (int i = 0; i < 2; i++)
+        MEMBERS(F, G[i], m) {
+            const IrGOp *op = opat(F, m);
+            for (uint32_t j = 0; j < op->nin; j++) {
+                uint32_t v = op->in[j], d = def_of(F, v);
+                if (d != NONE && (F->grp[d] == X || F->grp[d] == Y || immediate(opat(F, d)->kind))) continue;
+                if (F->vmark[v] == st) continue;
+                F->vmark[v] = st;
+                if (++nreads > GF_MAX_READS) return false;
+            }
+        }
+    return true;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Positions to groups: sorts the positions of list l (n groups) and maps them back. */
+static void sort_by_pos(Fuse *F, uint32_t *l, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) l[i] = F->pos[l[i]];
+    qsort(l, n, sizeof *l, cmp_u32);
+    for (uint32_t i = 0; i < n; i++) l[i] = F->order[l[i]];
+}
+
+/* Makes groups X and Y one when no path leads from one through a third group to the
+ * other (which would be a cycle between kernels); returns the group, or NONE. With A
+ * the earlier of the two in the order and B the later, only groups between them can be
+ * on such a path: fw holds those that A reaches, bw those that reach B; the merged
+ * group takes bw's places first, then itself, then fw's (Pearce and Kelly's reordering),
+ * which keeps every edge forward. */
+static uint32_t contract(Fuse *F, uint32_t X, uint32_t Y)
+{
+    uint32_t A = F->pos[X] < F->pos[Y] ? X : Y, B = A == X ? Y : X;
+    uint32_t lo = F->pos[A], hi = F->pos[B], st = ++F->stamp, nf = 0, nb = 0, sp = 0;
+    F->stack[sp++] = A;
+    while (sp) {
+        uint32_t G = F->stack[--sp];
+        MEMBERS(F, G, m) {
+            const IrGOp *op = opat(F, m);
+            for (uint32_t r = 0; r < op->nout; r++)
+                for (uint32_t u = F->use_at[op->out[r]]; u < F->use_at[op->out[r] + 1]; u++) {
+                    uint32_t C = F->grp[F->uses[u]];
+                    if (C == NONE || C == A || C == B || F->pos[C] > hi || F->gmark[C] == st) continue;
+                    F->gmark[C] = st;
+                    F->gside[C] = 1;
+                    F->fw[nf++] = F->stack[sp++] = C;
+                }
+        }
+    }
+    F->stack[sp++] = B;
+    while (sp) {
+        uint32_t G = F->stack[--sp];
+        MEMBERS(F, G, m) {
+            const IrGOp *op = opat(F, m);
+            for (uint32_t j = 0; j < op->nin; j++) {
+                uint32_t d = def_of(F, op->in[j]), C = d == NONE ? NONE : F->grp[d];
+                if (C == NONE || C == A || C == B || F->pos[C] < lo) continue;
+                if (F->gmark[C] == st) {
+                    if (F->gside[C] == 1) return NONE;   /* A reaches C, C reaches B */
+                    continue;
+                }
+                F->gmark[C] = st;
+                F->gside[C] = 2;
+                F->bw[nb++] = F->stack[sp++] = C;
+            }
+        }
+    }
+    /* The places of A, B, fw and bw, in order. */
+    uint32_t ns = 0;
+    F->slots[ns++] = lo;
+    F->slots[ns++] = hi;
+    for (uint32_t i = 0; i < nf; i++) F->slots[ns++] = F->pos[F->fw[i]];
+    for (uint32_t i = 0; i < nb; i++) F->slots[ns++] = F->pos[F->bw[i]];
+    qsort(F->slots, ns, sizeof *F->slots, cmp_u32);
+    sort_by_pos(F, F->fw, nf);
+    sort_by_pos(F, F->bw, nb);
+    /* The members: the smaller group's go to the larger, merged in ascending order. */
+    uint32_t keep = F->size[A] >= F->size[B] ? A : B, gone = keep == A ? B : A, h = NONE, *tail = &h;
+    MEMBERS(F, gone, m) F->grp[m] = keep;
+    for (uint32_t p = F->head[keep], q = F->head[gone]; p != NONE || q != NONE; tail = &F->next[*tail]) {
+        if (q == NONE || (p != NONE && p < q)) *tail = p, p = F->next[p];
+        else *tail = q, q = F->next[q];
+    }
+    *tail = NONE;
+    F->head[keep] = h;
+    F->size[keep] += F->size[gone];
+    F->size[gone] = 0;
+    F->head[gone] = NONE;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nb; i++) F->order[F->slots[k]] = F->bw[i], F->pos[F->bw[i]] = F->slots[k++];
+    F->order[F->slots[k]] = keep, F->pos[keep] = F->slots[k++];
+    for (uint32_t i = 0; i < nf; i++) F->order[F->slots[k]] = F->fw[i], F->pos[F->fw[i]] = F->slots[k++];
+    F->order[F->slots[k]] = NONE;
+    return keep;
+}
+
+static uint32_t try_join(Fuse *F, uint32_t X, uint32_t Y)
+{
+    if (X == Y) return X;
+    return within_cost(F, X, Y) ? contract(F, X, Y) : NONE;
+}
+
+/* ---- what a group holds -------------------------------------------------------------------- */
+
+/* Its op count, whether all are element-wise, its (last) matmul, its first row op (a
+ * reduction, softmax or norm), its first matmul, attention or conv2d (what an epilogue
+ * follows), its conv2d, whether it is attention (rule 5), and whether its row ops all
+ * work along the last axis of operands of one shape S. NONE where it has none. */
+typedef struct GroupInfo {
+    uint32_t n, mm, row, root, conv;
+    bool ew, flash, rows_last;
+    const IrTensorType *S;
+} GroupInfo;
+
+static bool flash_member(const Fuse *F, uint32_t m)
+{
+    return opat(F, m)->kind == IR_GOP_ATTENTION || (F->attn[m] != NONE && !F->attn_broken[F->attn[m]]);
+}
+
+static GroupInfo group_info(const Fuse *F, uint32_t G)
+{
+    GroupInfo gi = {0, NONE, NONE, NONE, NONE, true, false, true, NULL};
+    MEMBERS(F, G, m) {
+        const IrGOp *op = opat(F, m);
+        gi.n++;
+        gi.ew &= fusable(op->kind);
+        gi.flash |= flash_member(F, m);
+        if (op->kind == IR_GOP_MATMUL) gi.mm = m;
+        if (op->kind == IR_GOP_CONV2D) gi.conv = m;
+        if (root_op(op->kind) && gi.root == NONE) gi.root = m;
+        if (!row_op(op->kind)) continue;
+        const IrTensorType *t = vtype(F, op->in[0]);
+        if (gi.row == NONE) gi.row = m, gi.S = t;
+        gi.rows_last &= along_last_axis(F, m) && same_shape(t, gi.S);
+    }
+    gi.rows_last &= gi.row != NONE;
+    return gi;
 }
 
 /* Whether every op of group G computes on a shape that broadcasts to t's. */
 static bool group_within(const Fuse *F, uint32_t G, const IrTensorType *t)
 {
-    for (size_t o = 0; o < F->g->ops.len; o++)
-        if (F->grp[o] == G) {
-            const IrGOp *op = &F->g->ops.data[o];
-            for (uint32_t r = 0; r < op->nout; r++)
-                if (!broadcasts_to(vtype(F, op->out[r]), t)) return false;
-        }
+    MEMBERS(F, G, m) {
+        const IrGOp *op = opat(F, m);
+        for (uint32_t r = 0; r < op->nout; r++)
+            if (!broadcasts_to(vtype(F, op->out[r]), t)) return false;
+    }
     return true;
 }
 
-/* Whether op o may join group P: element-wise groups merge (rule 1); an element-wise op
- * that is alone so far joins a GEMM's kernel as its epilogue when it computes on the
- * GEMM's output shape (rule 2); a row op joins the element-wise kernels of its
- * producers when they compute within its operand's shape, and an element-wise op that
- * is alone so far joins a row op's kernel when the row op works along the last axis
- * and the op computes on the row op's output shape (rule 3). */
-#define GF_MIXED (IR_GNONE - 1)
+/* For rows of shape S: 2 for S itself, 1 for a per-row shape (S without its last axis,
+ * or with a last axis of 1), 0 for neither. */
+static int row_class(const IrTensorType *t, const IrTensorType *S)
+{
+    if (S->rank == 0) return 0;
+    if (same_shape(t, S)) return 2;
+    uint32_t n = S->rank - 1;
+    if (t->rank != n && !(t->rank == S->rank && is_one(t->dims[n]))) return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!ir_size_eq(t->dims[i], S->dims[i])) return 0;
+    return 1;
+}
 
-/* The matmul of GEMM group P whose result op o's operands from P derive from: IR_GNONE
- * when none is from P, GF_MIXED when they derive from two of its matmuls (a horizontal
- * group's outputs are column slices of one GEMM; an epilogue works on one slice). */
+/* Whether op o computes row by row on rows of S: its result and its operands from group
+ * P of row shapes, and a per-row operand of an op on S with the unit axis (so that it
+ * broadcasts along the row, not across the rows). */
+static bool row_aligned(const Fuse *F, uint32_t o, uint32_t P, const IrTensorType *S)
+{
+    const IrGOp *op = opat(F, o);
+    int rc = row_class(vtype(F, op->out[0]), S);
+    if (!rc) return false;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        uint32_t d = def_of(F, op->in[i]);
+        if (d == NONE || F->grp[d] != P) continue;
+        const IrTensorType *t = vtype(F, op->in[i]);
+        int c = row_class(t, S);
+        if (!c || (c == 2 && rc == 1) || (c == 1 && rc == 2 && t->rank != S->rank)) return false;
+    }
+    return true;
+}
+
+/* The root (matmul, attention, conv2d) of group P whose result op o's operands from P
+ * derive from: NONE when none is from P, GF_MIXED when they derive from two of them (a
+ * horizontal group's outputs are column slices of one GEMM; an epilogue works on one). */
 static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
 {
-    uint32_t *slice = F->slice, s = IR_GNONE;
-    for (uint32_t d = 0; d <= o; d++) {
-        const IrGOp *op = &F->g->ops.data[d];
-        if (d < o && F->grp[d] != P) continue;
-        uint32_t t = op->kind == IR_GOP_MATMUL && d < o ? d : IR_GNONE;
+    uint32_t *slice = F->slice, s = NONE;
+    for (uint32_t m = F->head[P];; m = F->next[m]) {
+        uint32_t d = m == NONE ? o : m;
+        const IrGOp *op = opat(F, d);
+        uint32_t t = root_op(op->kind) && d != o ? d : NONE;
         for (uint32_t i = 0; t != d && i < op->nin && t != GF_MIXED; i++) {
             uint32_t q = def_of(F, op->in[i]);
-            if (q == IR_GNONE || F->grp[q] != P || slice[q] == IR_GNONE) continue;
-            t = t == IR_GNONE || t == slice[q] ? slice[q] : GF_MIXED;
+            if (q == NONE || F->grp[q] != P || slice[q] == NONE) continue;
+            t = t == NONE || t == slice[q] ? slice[q] : GF_MIXED;
         }
         slice[d] = s = t;
+        if (d == o) return s;
     }
-    return s;
 }
 
 /* Rule 4, horizontal GEMMs: matmul o joins GEMM group P when every matmul of P has o's
@@ -202,12 +389,12 @@ static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
  * come from P. */
 static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
 {
-    const IrGOp *op = &F->g->ops.data[o];
+    const IrGOp *op = opat(F, o);
     uint32_t w = def_of(F, op->in[1]);
-    if (vtype(F, op->in[1])->rank != 2 || (w != IR_GNONE && F->grp[w] == P)) return false;
-    for (size_t d = 0; d < F->g->ops.len; d++) {
-        const IrGOp *m = &F->g->ops.data[d];
-        if (F->grp[d] != P || m->kind != IR_GOP_MATMUL) continue;
+    if (vtype(F, op->in[1])->rank != 2 || (w != NONE && F->grp[w] == P)) return false;
+    MEMBERS(F, P, d) {
+        const IrGOp *m = opat(F, d);
+        if (m->kind != IR_GOP_MATMUL) continue;
         if (m->in[0] != op->in[0] || vtype(F, m->in[1])->rank != 2 ||
             vtype(F, m->in[1])->elem != vtype(F, op->in[1])->elem)
             return false;
@@ -215,108 +402,345 @@ static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
     return true;
 }
 
+/* Whether op o (in its group so far) may join group P under rules 1 to 4 (and the
+ * epilogues of rules 5 and 6). */
 static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
 {
     GroupInfo p = group_info(F, P), mine = group_info(F, F->grp[o]);
-    const IrGOp *op = &F->g->ops.data[o];
-    if (op->kind == IR_GOP_MATMUL) return mine.n == 1 && p.mm != IR_GNONE && may_join_horizontal(F, o, P);
-    if (row_op(op->kind))   /* rule 3, producers: o's group is o and its producers so far */
-        return mine.row == o && p.ew && group_within(F, P, vtype(F, op->in[0]));
-    if (mine.mm != IR_GNONE || !mine.ew) return false;
-    const IrTensorType *r = vtype(F, op->out[0]);
-    if (p.mm != IR_GNONE) {
-        uint32_t s = mine.n == 1 ? epilogue_slice(F, o, P) : GF_MIXED;
-        return s != GF_MIXED && s != IR_GNONE && same_shape(r, vtype(F, F->g->ops.data[s].out[0]));
+    const IrGOp *op = opat(F, o);
+    if (op->kind == IR_GOP_MATMUL)
+        return mine.n == 1 && p.mm != NONE && !p.flash && p.conv == NONE && may_join_horizontal(F, o, P);
+    if (row_op(op->kind)) {
+        if (p.root != NONE || mine.root != NONE) return false;
+        if (p.row == NONE) return mine.row == o && p.ew && group_within(F, P, vtype(F, op->in[0]));
+        return mine.n == 1 && p.rows_last && along_last_axis(F, o) && same_shape(vtype(F, op->in[0]), p.S);
     }
-    if (p.row != IR_GNONE)  /* rule 3, consumers */
-        return mine.n == 1 && along_last_axis(F, p.row) && same_shape(r, vtype(F, F->g->ops.data[p.row].out[0]));
+    if (unit_reshape(F, o))
+        return mine.n == 1 && p.root == NONE && p.rows_last && row_aligned(F, o, P, p.S);
+    if (!fusable(op->kind) || mine.root != NONE || !mine.ew) return false;
+    if (p.root != NONE) {
+        uint32_t s = mine.n == 1 ? epilogue_slice(F, o, P) : GF_MIXED;
+        return s != GF_MIXED && s != NONE && same_shape(vtype(F, op->out[0]), vtype(F, opat(F, s)->out[0]));
+    }
+    if (p.row != NONE) return mine.n == 1 && p.rows_last && row_aligned(F, o, P, p.S);
     return p.ew;
 }
 
-/* Op o joins the groups of its element-wise producers or a GEMM's, or starts its own. */
-static void place(Fuse *F, uint32_t o)
+/* ---- rule 5: attention written out ----------------------------------------------------- */
+
+static bool swaps_last_two(const Fuse *F, uint32_t t)
 {
-    const IrGOp *op = &F->g->ops.data[o];
-    F->grp[o] = F->ngroups++;
-    if (!fusable(op->kind) && !row_op(op->kind) && op->kind != IR_GOP_MATMUL) return;
-    /* A matmul looks for an earlier matmul with the same left operand (rule 4), the
-     * others for their operands' producers. */
-    uint32_t n = op->kind == IR_GOP_MATMUL ? o : op->nin;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t p = op->kind != IR_GOP_MATMUL ? def_of(F, op->in[i])
-                     : F->g->ops.data[i].kind == IR_GOP_MATMUL && F->g->ops.data[i].in[0] == op->in[0] ? i
-                                                                                                     : IR_GNONE;
-        if (p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p]))
+    const IrGOp *op = opat(F, t);
+    uint32_t r = vtype(F, op->in[0])->rank;
+    if (op->kind != IR_GOP_TRANS || r < 2) return false;
+    for (uint32_t i = 0; i < r; i++)
+        if (op->attr.perm[i] != (i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i)) return false;
+    return true;
+}
+
+#define GF_MAX_CHAIN 24
+
+/* Walks back from value v, used by op `user` only, through the ops on the scores (scale
+ * by a scalar, additive or `where` mask, casts) to matmul(q, kt) (and trans(k) when kt
+ * is that and used once); pushes them on chain. */
+static bool score_chain(const Fuse *F, uint32_t v, uint32_t user, uint32_t *chain, uint32_t *n)
+{
+    uint32_t d = def_of(F, v), save = *n;
+    if (d == NONE || *n >= GF_MAX_CHAIN - 2 || single_user(F, v) != user || F->attn[d] != NONE) return false;
+    const IrGOp *op = opat(F, d);
+    chain[(*n)++] = d;
+    switch (op->kind) {
+    case IR_GOP_MATMUL: {
+        if (vtype(F, op->in[0])->rank < 2 || vtype(F, op->in[1])->rank < 2) break;
+        uint32_t t = def_of(F, op->in[1]);
+        if (t != NONE && swaps_last_two(F, t) && single_user(F, op->in[1]) == d && F->attn[t] == NONE)
+            chain[(*n)++] = t;
+        return true;
+    }
+    case IR_GOP_CAST:
+        if (ir_elem_is_float(vtype(F, op->in[0])->elem) && score_chain(F, op->in[0], d, chain, n)) return true;
+        break;
+    case IR_GOP_DIV:
+        if (vtype(F, op->in[1])->rank == 0 && score_chain(F, op->in[0], d, chain, n)) return true;
+        break;
+    case IR_GOP_MUL: case IR_GOP_ADD: case IR_GOP_WHERE:
+        for (uint32_t i = op->kind == IR_GOP_WHERE; i < op->nin; i++) {
+            uint32_t other = op->in[op->kind == IR_GOP_WHERE ? 3 - i : 1 - i];
+            if (op->kind == IR_GOP_MUL && vtype(F, other)->rank != 0) continue;
+            if (!same_shape(vtype(F, op->in[i]), vtype(F, op->out[0]))) continue;
+            if (score_chain(F, op->in[i], d, chain, n)) return true;
+            *n = save + 1;
+        }
+        break;
+    default: break;
+    }
+    *n = save;
+    return false;
+}
+
+/* Marks the ops of every attention written out: matmul(., v) whose left operand is,
+ * through casts and dropout, softmax along the last axis of scores (score_chain). */
+static void find_attention(Fuse *F)
+{
+    uint32_t chain[GF_MAX_CHAIN];
+    for (uint32_t pv = 0; pv < F->nops; pv++) {
+        const IrGOp *op = opat(F, pv);
+        if (op->kind != IR_GOP_MATMUL || F->attn[pv] != NONE || vtype(F, op->in[0])->rank < 2 ||
+            vtype(F, op->in[1])->rank < 2)
             continue;
-        uint32_t mine = F->grp[o], theirs = F->grp[p];
-        uint32_t *saved = arena_alloc(F->a, F->g->ops.len * sizeof *saved);
-        memcpy(saved, F->grp, F->g->ops.len * sizeof *saved);
-        if (!try_merge(F, mine, theirs)) memcpy(F->grp, saved, F->g->ops.len * sizeof *saved);
+        uint32_t n = 0, v = op->in[0], user = pv;
+        chain[n++] = pv;
+        bool found = false;
+        while (n < GF_MAX_CHAIN - 2) {
+            uint32_t d = def_of(F, v);
+            if (d == NONE || single_user(F, v) != user || F->attn[d] != NONE) break;
+            const IrGOp *dop = opat(F, d);
+            if (dop->kind == IR_GOP_CAST || dop->kind == IR_GOP_DROPOUT) {
+                chain[n++] = user = d;
+                v = dop->in[0];
+                continue;
+            }
+            if (dop->kind == IR_GOP_SOFTMAX && along_last_axis(F, d)) {
+                chain[n++] = d;
+                found = score_chain(F, dop->in[0], d, chain, &n);
+            }
+            break;
+        }
+        if (!found) continue;
+        for (uint32_t i = 0; i < n; i++) F->attn[chain[i]] = pv;
     }
 }
 
-/* ---- the plan: kernels in dependency order ------------------------------------------------ */
+/* ---- rule 6: a conv2d's per-channel operands ----------------------------------------------- */
 
-static const char *kind_of(const Fuse *F, const uint32_t *ops, uint32_t n)
+/* The channel axis of a conv2d's result: 1 (NCHW) or 3 (NHWC). */
+static uint32_t channel_axis(const IrGOp *conv) { return conv->attr.conv.nhwc ? 3 : 1; }
+
+/* Whether t is a per-channel vector of conv c's result: all its sizes are 1 but at most
+ * one, the channel count ([K], [K, 1, 1], [1, K]). */
+static bool per_channel(const Fuse *F, const IrTensorType *t, uint32_t c)
 {
+    const IrGOp *op = opat(F, c);
+    IrSize K = vtype(F, op->out[0])->dims[channel_axis(op)];
+    uint32_t nk = 0;
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (!is_one(t->dims[i]) && (!ir_size_eq(t->dims[i], K) || nk++)) return false;
+    return true;
+}
+
+/* Whether group Q is an element-wise chain (with unit reshapes) on per-channel vectors
+ * of conv c's result that only group K (c's) and Q itself use: then it is cheaper
+ * computed in K, once per output tile, than in a kernel of its own. */
+static bool per_channel_chain(const Fuse *F, uint32_t Q, uint32_t c, uint32_t K)
+{
+    MEMBERS(F, Q, m) {
+        const IrGOp *op = opat(F, m);
+        if (!fusable(op->kind) && !unit_reshape(F, m)) return false;
+        for (uint32_t r = 0; r < op->nout; r++) {
+            if (!per_channel(F, vtype(F, op->out[r]), c)) return false;
+            for (uint32_t u = F->use_at[op->out[r]]; u < F->use_at[op->out[r] + 1]; u++) {
+                uint32_t G = F->grp[F->uses[u]];
+                if (G != Q && G != K) return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* ---- placement ----------------------------------------------------------------------------- */
+
+static void join_attention(Fuse *F, uint32_t o)
+{
+    uint32_t pv = F->attn[o], first = F->attn_first[pv];
+    if (first == NONE) {
+        F->attn_first[pv] = o;
+        return;
+    }
+    if (F->attn_broken[pv] || try_join(F, F->grp[o], F->grp[first]) == NONE) F->attn_broken[pv] = true;
+}
+
+/* Op o joins the groups its rules allow (its producers', an earlier matmul's with its
+ * left operand, an earlier row op's on its operand), or stays a group of its own. */
+static void place(Fuse *F, uint32_t o)
+{
+    const IrGOp *op = opat(F, o);
+    new_group(F, o);
+    if (F->attn[o] != NONE) {
+        join_attention(F, o);
+        return;
+    }
+    bool mm = op->kind == IR_GOP_MATMUL, row = row_op(op->kind);
+    if (!fusable(op->kind) && !row && !mm && !unit_reshape(F, o)) return;
+    uint32_t ncand = 0, *cand = F->cand;
+    if (mm || (row && along_last_axis(F, o)))   /* matmuls, row ops of one operand */
+        for (uint32_t u = F->use_at[op->in[0]]; u < F->use_at[op->in[0] + 1]; u++) {
+            uint32_t p = F->uses[u];
+            const IrGOp *q = opat(F, p);
+            if (p >= o || F->attn[p] != NONE || q->in[0] != op->in[0]) continue;
+            if (mm ? q->kind == IR_GOP_MATMUL : row_op(q->kind) && along_last_axis(F, p)) cand[ncand++] = p;
+        }
+    if (!mm)
+        for (uint32_t i = 0; i < op->nin; i++) cand[ncand++] = def_of(F, op->in[i]);
+    for (uint32_t i = 0; i < ncand; i++) {
+        uint32_t p = cand[i];
+        if (p == NONE || F->grp[p] == NONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p])) continue;
+        try_join(F, F->grp[o], F->grp[p]);
+    }
+    /* Rule 6: per-channel operands of a conv2d's epilogue, and theirs in turn. */
+    uint32_t G = F->grp[o], c = group_info(F, G).conv;
+    for (bool grew = c != NONE; grew;) {
+        grew = false;
+        MEMBERS(F, G, m) {
+            const IrGOp *mop = opat(F, m);
+            for (uint32_t i = 0; i < mop->nin && !grew; i++) {
+                uint32_t d = def_of(F, mop->in[i]), J;
+                if (d == NONE || F->grp[d] == NONE || F->grp[d] == G || !per_channel_chain(F, F->grp[d], c, G)) continue;
+                if ((J = try_join(F, G, F->grp[d])) != NONE) G = J, grew = true;
+            }
+            if (grew) break;
+        }
+    }
+}
+
+/* ---- the plan: kernels in the groups' order ------------------------------------------------ */
+
+static const char *kind_of(const Fuse *F, uint32_t G)
+{
+    GroupInfo gi = group_info(F, G);
     uint32_t nmm = 0;
-    for (uint32_t i = 0; i < n; i++) nmm += F->g->ops.data[ops[i]].kind == IR_GOP_MATMUL;
+    MEMBERS(F, G, m) nmm += opat(F, m)->kind == IR_GOP_MATMUL;
+    if (gi.flash) return "flash_attention";
+    if (gi.conv != NONE) return "conv2d";
     if (nmm > 1) return "horizontal_matmul";
-    for (uint32_t i = 0; i < n; i++)
-        if (!fusable(F->g->ops.data[ops[i]].kind)) return ir_gop_name(F->g->ops.data[ops[i]].kind);
+    MEMBERS(F, G, m)
+        if (!fusable(opat(F, m)->kind)) return ir_gop_name(opat(F, m)->kind);
     return "elementwise";
 }
 
-/* The values of kernel K that ops outside it (or the return) use: its writes; the
- * values from outside that it uses: its reads. */
-static void kernel_io(const Fuse *F, uint32_t G, IrGKernel *K)
+typedef struct WriteKey {
+    uint64_t key;
+    uint32_t v;
+} WriteKey;
+
+static int cmp_key(const void *a, const void *b)
 {
-    uint32_t n = (uint32_t)F->g->values.len, *reads = arena_alloc(F->a, (n + 1) * sizeof *reads),
-             *writes = arena_alloc(F->a, (n + 1) * sizeof *writes);
-    bool *in_r = arena_alloc(F->a, n + 1), *in_w = arena_alloc(F->a, n + 1);
-    for (size_t o = 0; o < F->g->ops.len; o++) {
-        const IrGOp *op = &F->g->ops.data[o];
+    uint64_t x = ((const WriteKey *)a)->key, y = ((const WriteKey *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* Kernel K's reads (the values from outside it that it uses, in the order its ops use
+ * them) and writes (its values that ops outside it or the return use, in the order of
+ * their first such use). */
+static void kernel_io(Fuse *F, uint32_t G, IrGKernel *K)
+{
+    uint32_t nr = 0, nw = 0, st = ++F->stamp;
+    MEMBERS(F, G, m) {
+        const IrGOp *op = opat(F, m);
         for (uint32_t i = 0; i < op->nin; i++) {
-            uint32_t v = op->in[i], p = def_of(F, v);
-            bool inside = p != IR_GNONE && F->grp[p] == G, imm = p != IR_GNONE && immediate(F->g->ops.data[p].kind);
-            if (F->grp[o] == G && !inside && !imm && !in_r[v]) in_r[v] = true, reads[K->nreads++] = v;
-            if (F->grp[o] != G && inside && !in_w[v]) in_w[v] = true, writes[K->nwrites++] = v;
+            uint32_t d = def_of(F, op->in[i]);
+            if ((d == NONE || (F->grp[d] != G && !immediate(opat(F, d)->kind))) && F->vmark[op->in[i]] != st)
+                F->vmark[op->in[i]] = st, nr++;
+        }
+        nw += op->nout;
+    }
+    uint32_t *reads = arena_alloc(F->a, (nr + 1) * sizeof *reads), *writes;
+    WriteKey *keys = arena_alloc(F->a, (nw + 1) * sizeof *keys);
+    nr = nw = 0;
+    st = ++F->stamp;
+    MEMBERS(F, G, m) {
+        const IrGOp *op = opat(F, m);
+        for (uint32_t i = 0; i < op->nin; i++) {
+            uint32_t d = def_of(F, op->in[i]);
+            if ((d == NONE || (F->grp[d] != G && !immediate(opat(F, d)->kind))) && F->vmark[op->in[i]] != st)
+                F->vmark[op->in[i]] = st, reads[nr++] = op->in[i];
+        }
+        for (uint32_t r = 0; r < op->nout; r++) {
+            uint32_t v = op->out[r];
+            uint64_t best = UINT64_MAX;
+            for (uint32_t u = F->use_at[v]; u < F->use_at[v + 1]; u++) {
+                uint32_t user = F->uses[u];
+                if (F->grp[user] == G) continue;
+                const IrGOp *uop = opat(F, user);
+                uint32_t j = 0;
+                while (uop->in[j] != v) j++;
+                uint64_t key = (uint64_t)user << 32 | j;
+                if (key < best) best = key;
+            }
+            if (best != UINT64_MAX) keys[nw++] = (WriteKey){best, v};
         }
     }
+    qsort(keys, nw, sizeof *keys, cmp_key);
+    writes = arena_alloc(F->a, (nw + 1) * sizeof *writes);
+    for (uint32_t i = 0; i < nw; i++) writes[i] = keys[i].v;
+    K->nreads = nr;
     K->reads = reads;
+    K->nwrites = nw;
     K->writes = writes;
 }
 
-/* Kahn's order over the groups: a group comes after every group it reads from. */
-static IrGPlan *make_plan(Fuse *F)
+/* Rule 5's description of a flash_attention kernel for lowering (ir/graph.h). */
+static const IrGAttention *attention_info(Fuse *F, uint32_t G)
 {
-    uint32_t ng = F->ngroups, nops = (uint32_t)F->g->ops.len, nk = 0;
-    uint32_t *count = arena_alloc(F->a, (ng + 1) * sizeof *count), *order = arena_alloc(F->a, (ng + 1) * sizeof *order);
-    bool *done = arena_alloc(F->a, ng + 1), *used = arena_alloc(F->a, ng + 1);
-    for (uint32_t o = 0; o < nops; o++)
-        if (F->grp[o] != IR_GNONE) count[F->grp[o]]++, used[F->grp[o]] = true;
-    for (bool progress = true; progress;) {
-        progress = false;
-        for (uint32_t G = 0; G < ng; G++) {
-            if (!used[G] || done[G]) continue;
-            bool ready = true;
-            for (uint32_t o = 0; o < nops && ready; o++) {
-                const IrGOp *op = &F->g->ops.data[o];
-                for (uint32_t i = 0; F->grp[o] == G && i < op->nin && ready; i++) {
-                    uint32_t p = def_of(F, op->in[i]);
-                    ready = p == IR_GNONE || F->grp[p] == IR_GNONE || F->grp[p] == G || done[F->grp[p]];
-                }
-            }
-            if (ready) done[G] = progress = true, order[nk++] = G;
+    IrGAttention *at = arena_alloc(F->a, sizeof *at);
+    uint32_t n = 0;
+    MEMBERS(F, G, m) n++;
+    uint32_t *score = arena_alloc(F->a, (n + 1) * sizeof *score), *prob = arena_alloc(F->a, (n + 1) * sizeof *prob);
+    *at = (IrGAttention){.op = NONE, .q = NONE, .k = NONE, .v = NONE, .causal = NONE, .scale = NONE,
+                         .qk = NONE, .softmax = NONE, .pv = NONE, .out = NONE, .score = score, .prob = prob};
+    MEMBERS(F, G, m) {
+        const IrGOp *op = opat(F, m);
+        if (op->kind == IR_GOP_ATTENTION) {
+            at->op = m;
+            at->q = op->in[0], at->k = op->in[1], at->v = op->in[2], at->causal = op->in[3], at->scale = op->in[4];
+            at->out = op->out[0];
+            return at;
+        }
+        if (F->attn[m] == NONE) continue;
+        if (m == F->attn[m]) at->pv = m, at->v = op->in[1], at->out = op->out[0];
+        else if (op->kind == IR_GOP_MATMUL) at->qk = m, at->q = op->in[0];
+        else if (op->kind == IR_GOP_SOFTMAX) at->softmax = m;
+        else if (op->kind != IR_GOP_TRANS) {
+            if (at->softmax == NONE) score[at->nscore++] = m;
+            else prob[at->nprob++] = m;
         }
     }
+    uint32_t kt = opat(F, at->qk)->in[1], t = def_of(F, kt);
+    at->k_t = !(t != NONE && F->grp[t] == G);
+    at->k = at->k_t ? kt : opat(F, t)->in[0];
+    return at;
+}
+
+/* Rule 6's description of a conv2d kernel: the conv and its per-channel ops. */
+static const IrGConv *conv_info(Fuse *F, uint32_t G, uint32_t c)
+{
+    IrGConv *cv = arena_alloc(F->a, sizeof *cv);
+    const IrGOp *op = opat(F, c);
+    uint32_t n = 0;
+    MEMBERS(F, G, m) n++;
+    uint32_t *chan = arena_alloc(F->a, (n + 1) * sizeof *chan);
+    *cv = (IrGConv){.op = c, .x = op->in[0], .w = op->in[1], .out = op->out[0], .channel = chan};
+    MEMBERS(F, G, m)
+        if (m != c && opat(F, m)->nout == 1 && per_channel(F, vtype(F, opat(F, m)->out[0]), c)) chan[cv->nchannel++] = m;
+    return cv;
+}
+
+static IrGPlan *make_plan(Fuse *F)
+{
+    uint32_t nk = 0;
+    for (uint32_t p = 0; p < F->npos; p++) nk += F->order[p] != NONE;
     IrGKernel *ks = arena_alloc(F->a, (nk + 1) * sizeof *ks);
-    for (uint32_t k = 0; k < nk; k++) {
-        uint32_t G = order[k], *ops = arena_alloc(F->a, (count[G] + 1) * sizeof *ops), n = 0;
-        for (uint32_t o = 0; o < nops; o++)
-            if (F->grp[o] == G) ops[n++] = o;
-        ks[k] = (IrGKernel){.kind = kind_of(F, ops, n), .nops = n, .ops = ops};
-        kernel_io(F, G, &ks[k]);
+    nk = 0;
+    for (uint32_t p = 0; p < F->npos; p++) {
+        uint32_t G = F->order[p], n = 0;
+        if (G == NONE) continue;
+        uint32_t *ops = arena_alloc(F->a, (F->size[G] + 1) * sizeof *ops);
+        MEMBERS(F, G, m) ops[n++] = m;
+        IrGKernel *K = &ks[nk++];
+        *K = (IrGKernel){.kind = kind_of(F, G), .nops = n, .ops = ops};
+        kernel_io(F, G, K);
+        GroupInfo gi = group_info(F, G);
+        if (gi.flash) K->attn = attention_info(F, G);
+        if (gi.conv != NONE) K->conv = conv_info(F, G, gi.conv);
     }
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
     *plan = (IrGPlan){.nkernels = nk, .kernels = ks};
@@ -339,9 +763,16 @@ static bool size_le(Arena *a, IrSize x, IrSize y)
 typedef struct Buf {
     IrSize bytes;
     bool sized;              /* false: the byte count overflows; never shared */
-    uint32_t n, free_after;  /* free_after: the last reader of its latest value */
+    uint32_t n, cap, free_after;  /* free_after: the last reader of its latest value */
     uint32_t *values, *first, *last;
 } Buf;
+
+static uint32_t *grow(Arena *a, const uint32_t *old, uint32_t n, uint32_t cap)
+{
+    uint32_t *p = arena_alloc(a, cap * sizeof *p);
+    if (n) memcpy(p, old, n * sizeof *p);
+    return p;
+}
 
 /* Each intermediate that a kernel writes and a later kernel reads (and the return does
  * not) gets a buffer: in kernel order, the first buffer of the same size whose last
@@ -376,9 +807,12 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
             if (pick == nb) {
                 nb++;
                 *B = (Buf){.bytes = bytes, .sized = sized};
-                B->values = arena_alloc(F->a, (cap + 1) * sizeof *B->values);
-                B->first = arena_alloc(F->a, (cap + 1) * sizeof *B->first);
-                B->last = arena_alloc(F->a, (cap + 1) * sizeof *B->last);
+            }
+            if (B->n == B->cap) {
+                B->cap = B->cap ? 2 * B->cap : 4;
+                B->values = grow(F->a, B->values, B->n, B->cap);
+                B->first = grow(F->a, B->first, B->n, B->cap);
+                B->last = grow(F->a, B->last, B->n, B->cap);
             }
             B->values[B->n] = v;
             B->first[B->n] = k;
@@ -391,18 +825,63 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
     plan->buffers = out;
 }
 
+static uint32_t *nones(Arena *a, size_t n)
+{
+    uint32_t *p = arena_alloc(a, (n + 1) * sizeof *p);
+    memset(p, 0xFF, (n + 1) * sizeof *p);
+    return p;
+}
+
 IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
 {
-    size_t n = g->ops.len;
-    Fuse F = {.g = g, .a = a};
-    F.grp = arena_alloc(a, (n + 1) * sizeof *F.grp);
-    F.seen = arena_alloc(a, (n + 1) * sizeof *F.seen);
+    uint32_t n = (uint32_t)g->ops.len, nv = (uint32_t)g->values.len, nuses = 0;
+    Fuse F = {.g = g, .a = a, .nops = n, .nvals = nv};
+    F.grp = nones(a, n);
+    F.next = nones(a, n);
+    F.head = nones(a, n);
+    F.size = arena_alloc(a, (n + 1) * sizeof *F.size);
+    F.pos = arena_alloc(a, (n + 1) * sizeof *F.pos);
+    F.order = nones(a, n);
+    F.gmark = arena_alloc(a, (n + 1) * sizeof *F.gmark);
+    F.gside = arena_alloc(a, (n + 1) * sizeof *F.gside);
+    F.vmark = arena_alloc(a, (nv + 1) * sizeof *F.vmark);
+    F.stack = arena_alloc(a, (n + 1) * sizeof *F.stack);
+    F.cand = arena_alloc(a, (n + 9) * sizeof *F.cand);
+    F.fw = arena_alloc(a, (n + 1) * sizeof *F.fw);
+    F.bw = arena_alloc(a, (n + 1) * sizeof *F.bw);
+    F.slots = arena_alloc(a, (n + 3) * sizeof *F.slots);
     F.slice = arena_alloc(a, (n + 1) * sizeof *F.slice);
-    memset(F.grp, 0xFF, (n + 1) * sizeof *F.grp);   /* IR_GNONE: not placed yet */
-    for (size_t o = 0; o < n; o++) {
-        if (immediate(g->ops.data[o].kind)) F.grp[o] = IR_GNONE;
-        else place(&F, (uint32_t)o);
+    F.attn = nones(a, n);
+    F.attn_first = nones(a, n);
+    F.attn_broken = arena_alloc(a, n + 1);
+    memset(F.attn_broken, 0, n + 1);
+    memset(F.gmark, 0, (n + 1) * sizeof *F.gmark);
+    memset(F.vmark, 0, (nv + 1) * sizeof *F.vmark);
+    /* The uses of each value, in op order (CSR). */
+    F.use_at = arena_alloc(a, (nv + 2) * sizeof *F.use_at);
+    memset(F.use_at, 0, (nv + 2) * sizeof *F.use_at);
+    for (uint32_t o = 0; o < n; o++)
+        for (uint32_t i = 0; i < g->ops.data[o].nin; i++) F.use_at[g->ops.data[o].in[i] + 1]++, nuses++;
+    for (uint32_t v = 0; v < nv; v++) F.use_at[v + 1] += F.use_at[v];
+    F.uses = arena_alloc(a, (nuses + 1) * sizeof *F.uses);
+    uint32_t *fill = arena_alloc(a, (nv + 1) * sizeof *fill);
+    memcpy(fill, F.use_at, nv * sizeof *fill);
+    for (uint32_t o = 0; o < n; o++)
+        for (uint32_t i = 0; i < g->ops.data[o].nin; i++) {
+            uint32_t v = g->ops.data[o].in[i];
+            if (fill[v] == F.use_at[v] || F.uses[fill[v] - 1] != o) F.uses[fill[v]++] = o;
+        }
+    /* An op using a value twice is one use: close the gaps. */
+    uint32_t w = 0;
+    for (uint32_t v = 0; v < nv; v++) {
+        uint32_t from = F.use_at[v];
+        F.use_at[v] = w;
+        for (uint32_t u = from; u < fill[v]; u++) F.uses[w++] = F.uses[u];
     }
+    F.use_at[nv] = w;
+    find_attention(&F);
+    for (uint32_t o = 0; o < n; o++)
+        if (!immediate(g->ops.data[o].kind)) place(&F, o);
     IrGPlan *plan = make_plan(&F);
     plan_memory(&F, plan);
     return plan;

@@ -6,6 +6,7 @@
  * them; each pointer becomes a buffer of the size the caller gives, so an access past
  * it stops the run with a diagnostic instead of touching other memory. Runs of one
  * kernel are serialized (the kernel's lock); the interpreter itself is single-threaded. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/interp.h"
@@ -54,6 +55,10 @@ static TrtStatus run(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, co
         to_interp(&args[i], bytes ? bytes[i] : 0, &k->params[i], &ia[i]);
     int64_t grid[3] = {g[0], g[1], g[2]};
     InterpOptions o = {0};
+    /* TILE_INTERP_MAX_OPS: the interpreter's work bound for host launches (tilec run
+     * --max-ops passes it on to a graph's kernels); 0 or unset: the default */
+    const char *mo = getenv("TILE_INTERP_MAX_OPS");
+    if (mo) o.max_work = strtoll(mo, NULL, 10);
     DiagList d;
     diag_init(&d);
     pthread_mutex_lock(&k->lock);

@@ -316,6 +316,164 @@ static void test_plan_horizontal(void **state)
     graph_fx_free(&fx);
 }
 
+/* Fusion scales: a generated graph of 2000 blocks (22000 ops: a GEMM with its bias,
+ * tanh and residual epilogue, two GEMMs of one input, their sum, rms_norm, the row max
+ * broadcast back) fuses block by block into 3 kernels each, in well under the time and
+ * memory an O(n^2) grouping takes (each merge used to copy the whole grouping), and the
+ * plan is in dependency order: every kernel reads parameters and earlier writes only. */
+static void test_fuse_large(void **state)
+{
+    (void)state;
+    enum { BLOCKS = 2000 };
+    IrGraphModule *m = ir_gmodule_create(A);
+    IrGraph *g = ir_graph_create(m, "big", (Loc){0});
+    IrSize T = S("T"), d64[] = {T, K(64)}, dw[] = {K(64), K(64)}, d1[] = {K(64)}, dr[] = {T}, dr1[] = {T, K(1)};
+    IrTensorType tx = {IR_F32, 2, d64}, tw = {IR_F32, 2, dw}, tv = {IR_F32, 1, d1}, ts = {IR_F32, 0, NULL},
+                 trow = {IR_F32, 1, dr}, trow1 = {IR_F32, 2, dr1};
+    uint32_t x = ir_graph_param(g, &tx, "x"), w = ir_graph_param(g, &tw, "w"), w2 = ir_graph_param(g, &tw, "w2"),
+             b = ir_graph_param(g, &tv, "b"), gm = ir_graph_param(g, &tv, "g"), eps = ir_graph_param(g, &ts, "eps");
+    ir_graph_collect_sizes(g, A);
+    Loc l = {0};
+#define OP(k, t, ...) ir_graph_result(g, ir_graph_op(g, k, l, (uint32_t[]){__VA_ARGS__}, \
+                                      sizeof((uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t), t, 1), 0)
+    for (int i = 0; i < BLOCKS; i++) {
+        uint32_t h = OP(IR_GOP_MATMUL, &tx, x, w), h2 = OP(IR_GOP_ADD, &tx, h, b), h3 = OP(IR_GOP_TANH, &tx, h2);
+        uint32_t r = OP(IR_GOP_ADD, &tx, h3, x), q = OP(IR_GOP_MATMUL, &tx, r, w), k = OP(IR_GOP_MATMUL, &tx, r, w2);
+        uint32_t qk = OP(IR_GOP_ADD, &tx, q, k), n = OP(IR_GOP_RMS_NORM, &tx, qk, gm, eps);
+        uint32_t mx = OP(IR_GOP_MAX, &trow, n);
+        g->ops.data[g->ops.len - 1].attr.axis = 1;
+        uint32_t mr = OP(IR_GOP_RESHAPE, &trow1, mx);
+        x = OP(IR_GOP_SUB, &tx, n, mr);
+    }
+#undef OP
+    ir_graph_op(g, IR_GOP_RETURN, l, &x, 1, NULL, 0);
+    DiagList dl;
+    diag_init(&dl);
+    assert_true(ir_graph_verify(g, A, &dl));
+    diag_free(&dl);
+    double t0 = tl_now_ms();
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    double ms = tl_now_ms() - t0;
+    assert_true(ms < 10000);
+    assert_int_equal(plan->nkernels, 3 * BLOCKS);
+    bool *have = calloc(g->values.len, 1), *placed = calloc(g->ops.len, 1);
+    assert_non_null(have);
+    assert_non_null(placed);
+    for (size_t p = 0; p < g->params.len; p++) have[g->params.data[p]] = true;
+    for (uint32_t k = 0; k < plan->nkernels; k++) {
+        const IrGKernel *K = &plan->kernels[k];
+        assert_string_equal(K->kind, k % 3 == 0 ? "matmul" : k % 3 == 1 ? "horizontal_matmul" : "rms_norm");
+        for (uint32_t i = 0; i < K->nreads; i++) assert_true(have[K->reads[i]]);
+        for (uint32_t i = 0; i < K->nops; i++) {
+            assert_false(placed[K->ops[i]]);
+            placed[K->ops[i]] = true;
+        }
+        for (uint32_t i = 0; i < K->nwrites; i++) have[K->writes[i]] = true;
+    }
+    for (size_t o = 0; o + 1 < g->ops.len; o++) assert_true(placed[o]);
+    /* Liveness keeps the buffers few: each value dies within a block or the next. */
+    assert_true(plan->nbuffers <= 4);
+    free(have);
+    free(placed);
+    ir_gmodule_destroy(m);
+}
+
+/* Attention written out is one flash_attention kernel, described for lowering
+ * (IrGAttention): its operands and the ops between the products; the fused run gives
+ * the op-by-op run's bits. */
+static void test_plan_attention(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%q: f32[L, 4], %k: f32[L, 4], %v: f32[L, 2], %mask: f32[L, L], %p: f32, %seed: i64) {\n"
+                       "  %kt = trans [1, 0] %k : f32[4, L]\n"
+                       "  %s = matmul %q, %kt : f32[L, L]\n"
+                       "  %c = const 0.5 : f32\n"
+                       "  %ss = mul %s, %c : f32[L, L]\n"
+                       "  %sm = add %ss, %mask : f32[L, L]\n"
+                       "  %pr = softmax 1 %sm : f32[L, L]\n"
+                       "  %pd = dropout %pr, %p, %seed : f32[L, L]\n"
+                       "  %o = matmul %pd, %v : f32[L, 2]\n"
+                       "  %y = neg %o : f32[L, 2]\n"
+                       "  return %y\n"
+                       "}\n";
+    GraphFx fx;
+    IrGraph *g = parse_graph(&fx, text);
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    assert_int_equal(plan->nkernels, 1);
+    const IrGKernel *K = &plan->kernels[0];
+    assert_string_equal(K->kind, "flash_attention");
+    assert_null(K->conv);
+    const IrGAttention *at = K->attn;
+    assert_non_null(at);
+    assert_int_equal(at->op, IR_GNONE);
+    assert_int_equal(at->q, g->params.data[0]);
+    assert_int_equal(at->k, g->params.data[1]);
+    assert_false(at->k_t);
+    assert_int_equal(at->v, g->params.data[2]);
+    assert_int_equal(at->qk, 1);
+    assert_int_equal(at->softmax, 5);
+    assert_int_equal(at->pv, 7);
+    assert_int_equal(at->nscore, 2);
+    assert_int_equal(at->score[0], 3);
+    assert_int_equal(at->score[1], 4);
+    assert_int_equal(at->nprob, 1);
+    assert_int_equal(at->prob[0], 6);
+    assert_int_equal(at->out, ir_graph_result(g, 7, 0));
+    assert_int_equal(K->nwrites, 1);
+    assert_int_equal(K->writes[0], ir_graph_result(g, 8, 0));
+    int64_t sizes[] = {3}, dq[] = {3, 4}, dv[] = {3, 2}, dm[] = {3, 3};
+    IrGTensor p[6], o1 = {0}, o2 = {0};
+    assert_true(ir_gtensor_alloc(&p[0], IR_F32, 2, dq) && ir_gtensor_alloc(&p[1], IR_F32, 2, dq) &&
+                ir_gtensor_alloc(&p[2], IR_F32, 2, dv) && ir_gtensor_alloc(&p[3], IR_F32, 2, dm) &&
+                ir_gtensor_alloc(&p[4], IR_F32, 0, NULL) && ir_gtensor_alloc(&p[5], IR_I64, 0, NULL));
+    for (int i = 0; i < 12; i++) p[0].f[i] = (i % 5) * 0.25, p[1].f[i] = (i % 3) * 0.5 - 0.5;
+    for (int i = 0; i < 6; i++) p[2].f[i] = i;
+    for (int i = 0; i < 9; i++) p[3].f[i] = i % 3 > i / 3 ? -INFINITY : 0;   /* causal */
+    p[4].f[0] = 0.25;
+    p[5].i[0] = 7;
+    char err[200];
+    assert_true(ir_graph_interp(g, p, sizes, &o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, p, sizes, &o2, err, sizeof err));
+    for (int i = 0; i < 6; i++) assert_true(o1.f[i] == o2.f[i]);
+    /* Row 0 sees key 0 only (the causal mask): its output is -v[0] / (1 - p) = [0, -4/3]
+     * unless dropout drops that one probability. */
+    assert_true(o1.f[0] == 0 && (o1.f[1] == 0 || fabs(o1.f[1] + 4.0 / 3) < 1e-6));
+    for (int r = 0; r < 6; r++) ir_gtensor_free(&p[r]);
+    ir_gtensor_free(&o1);
+    ir_gtensor_free(&o2);
+    graph_fx_free(&fx);
+}
+
+/* A conv2d kernel describes its conv and the per-channel ops folded into it. */
+static void test_plan_conv(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N, 2, 4, 4], %w: f32[3, 2, 1, 1], %s: f32[3], %t: f32[3]) {\n"
+                       "  %y = conv2d nchw stride [1, 1] pad [0, 0] %x, %w : f32[N, 3, 4, 4]\n"
+                       "  %e = exp %s : f32[3]\n"
+                       "  %er = reshape %e : f32[3, 1, 1]\n"
+                       "  %tr = reshape %t : f32[3, 1, 1]\n"
+                       "  %a = mul %y, %er : f32[N, 3, 4, 4]\n"
+                       "  %b = add %a, %tr : f32[N, 3, 4, 4]\n"
+                       "  return %b\n"
+                       "}\n";
+    GraphFx fx;
+    IrGraph *g = parse_graph(&fx, text);
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    assert_int_equal(plan->nkernels, 1);
+    const IrGConv *cv = plan->kernels[0].conv;
+    assert_string_equal(plan->kernels[0].kind, "conv2d");
+    assert_non_null(cv);
+    assert_int_equal(cv->op, 0);
+    assert_int_equal(cv->x, g->params.data[0]);
+    assert_int_equal(cv->w, g->params.data[1]);
+    assert_int_equal(cv->nchannel, 3);
+    assert_int_equal(cv->channel[0], 1);
+    assert_int_equal(cv->channel[1], 2);
+    assert_int_equal(cv->channel[2], 3);
+    graph_fx_free(&fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +486,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_plan_interp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_buffers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_horizontal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fuse_large, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_attention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_conv, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
