@@ -7,17 +7,22 @@ set -u
 tilec=$1; here=$(cd "$(dirname "$0")" && pwd)
 command -v cc >/dev/null && { command -v llc-19 >/dev/null || [ -x /usr/lib/llvm-19/bin/llc ]; } || exit 77
 status=0
-# config                 M    N    K
-while read -r cfg M N K; do
-  out=$(bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
-  echo "$cfg ${M}x${N}x${K}: $(echo "$out" | tr '\n' ' ')"
+# arch   config            M    N    K   (sm_90a: wgmma, its descriptors' reads checked)
+while read -r arch cfg M N K; do
+  out=$(ARCH=$arch bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
+  echo "$arch $cfg ${M}x${N}x${K}: $(echo "$out" | tr '\n' ' ')"
   [ $rc -eq 0 ] || status=1
 done <<'CONFIGS'
-128,128,32,4,4 256 256 256
-64,64,64,4,3   256 256 256
-64,128,64,8,3  256 256 256
-256,128,64,8,3 512 256 256
-64,64,32,4,2   200 136 100
-128,128,64,8,3 300 200 520
+sm_80  128,128,32,4,4 256 256 256
+sm_80  64,64,64,4,3   256 256 256
+sm_80  64,128,64,8,3  256 256 256
+sm_80  256,128,64,8,3 512 256 256
+sm_80  64,64,32,4,2   200 136 100
+sm_80  128,128,64,8,3 300 200 520
+sm_90a 128,128,64,8,3 256 256 256
+sm_90a 128,256,64,8,4 256 512 256
+sm_90a 128,128,32,4,4 300 200 520
+sm_90a 128,64,16,4,4  256 128 100
+sm_90a 256,128,64,8,5 512 256 320
 CONFIGS
 exit $status

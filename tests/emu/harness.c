@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #define NT_MAX 1024
-unsigned char __tile_smem[256 * 1024] __attribute__((aligned(128)));
+unsigned char __tile_smem[256 * 1024] __attribute__((aligned(1024)));
 static unsigned smem_bytes;
 static __thread int tid_, ctaid_;
 static pthread_barrier_t bar;
@@ -45,6 +45,50 @@ void chk_ldm(uint32_t a) {
     if (o % 16) report("ldmatrix misaligned shared offset", o);
     if (o + 16 > smem_bytes) report("ldmatrix past the shared memory", o);
 }
+/* One wgmma operand's shared-memory descriptor (cg_wgmma.c): its 18-bit start inside
+ * the shared memory, on the first row of a swizzle atom (8 rows of SW bytes: the
+ * descriptor's base offset is 0), and every byte the instruction reads (o = 64 rows of
+ * A or N of B, 16 K elements of 2 bytes) inside the shared memory. K-major: 8-row
+ * groups SBO apart, each row SW bytes, 32 bytes from the start; MN-major: blocks of SW
+ * bytes along o LBO apart, 16 K rows (two 8-row groups SBO apart). */
+static unsigned char chunk_from[256 * 1024 / 16];   /* per 16 bytes: 1 copied from A, 2 from B */
+static void chk_row(uint32_t row, int want, uint32_t sw)
+{
+    for (uint32_t c = 0; c < sw; c += 16) {
+        uint32_t at = (row + c) / 16;
+        if (at < sizeof chunk_from && chunk_from[at] && chunk_from[at] != want)
+            report(want == 1 ? "wgmma A reads a row copied from B" : "wgmma B reads a row copied from A", row);
+    }
+}
+static void chk_desc(uint64_t d, uint32_t o, int mn_major, int want)
+{
+    uint32_t start = (uint32_t)(d & 0x3FFF) << 4, lbo = (uint32_t)((d >> 16) & 0x3FFF) << 4;
+    uint32_t sbo = (uint32_t)((d >> 32) & 0x3FFF) << 4, mode = (uint32_t)(d >> 62);
+    uint32_t sw = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+    uint32_t off = (start - ((uint32_t)(uintptr_t)__tile_smem & 0x3FFFF)) & 0x3FFFF;
+    if (!sw) { report("wgmma descriptor without a swizzle mode", d); return; }
+    if (sbo != 8 * sw) report("wgmma descriptor SBO is not 8 rows of the swizzle", d);
+    if (off % (8 * sw) >= sw) report("wgmma descriptor start not on an atom's first row", off);
+    uint32_t atom = off - off % (8 * sw), hi;
+    if (!mn_major) {
+        hi = atom + (o / 8 - 1) * sbo + 8 * sw;
+        if (off % 16) report("wgmma K-major start misaligned", off);
+        for (uint32_t r = 0; r < o; r++) chk_row(atom + r / 8 * sbo + r % 8 * sw, want, sw);
+    } else {
+        uint32_t blocks = o * 2 / sw;
+        hi = off + (blocks ? blocks - 1 : 0) * lbo + sbo + 8 * sw;
+        if (blocks > 1 && lbo < 16 * sw) report("wgmma MN-major LBO overlaps its blocks", d);
+        for (uint32_t bk = 0; bk < (blocks ? blocks : 1); bk++)
+            for (uint32_t k = 0; k < 16; k++) chk_row(off + bk * lbo + k / 8 * sbo + k % 8 * sw, want, sw);
+    }
+    extent(&buf_lo, &buf_hi, atom, hi - atom);
+    if (hi > smem_bytes) report("wgmma operand past the shared memory", hi);
+}
+void chk_wgmma(uint64_t da, uint64_t db, uint32_t n, uint32_t ta, uint32_t tb)
+{
+    if (da) chk_desc(da, 64, (int)ta, 1);
+    chk_desc(db, n, (int)tb, 2);
+}
 static int in(uintptr_t p, uintptr_t base, size_t n, unsigned sz) { return p >= base && p + sz <= base + n; }
 void chk_cp(uint32_t dst, uint64_t src, uint32_t pred, uint32_t own, uint32_t sz) {
     uint32_t o = off_of(dst);
@@ -53,6 +97,7 @@ void chk_cp(uint32_t dst, uint64_t src, uint32_t pred, uint32_t own, uint32_t sz
     if (o % sz) report("cp.async dst misaligned", o);
     if (o + sz > smem_bytes) report("cp.async dst past the shared memory", o);
     if (pred) {
+        if (o / 16 < sizeof chunk_from) chunk_from[o / 16] = in(src, A, szA, sz) ? 1 : in(src, B, szB, sz) ? 2 : 0;
         if (src % sz) report("cp.async src misaligned", src);
         if (!in(src, A, szA, sz) && !in(src, B, szB, sz)) report("cp.async src outside A and B", src);
     }

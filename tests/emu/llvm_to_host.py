@@ -37,6 +37,34 @@ def emu_for(asm, cons, args, ret):
             lines.append("  %%s%d = insertvalue %s %s, %s %s, %d" % (i, ret, cur, argtypes[k - 4 + i], a, i))
             cur = "%%s%d" % i
         body = lines + ["  ret %s %s" % (ret, cur)]
+    elif "wgmma.mma_async" in asm:
+        # check what the descriptors address; pass the accumulators through
+        N = int(re.search(r"m64n(\d+)k16", asm).group(1))
+        R = N // 2
+        regs = re.search(r"\}, \{\$", asm) is not None           # A from 4 registers
+        flags = re.search(r"p, 1, 1, (\d)(?:, (\d))?; \}$", asm)
+        ta, tb = (0, int(flags.group(1))) if regs else (int(flags.group(1)), int(flags.group(2)))
+        da = "i64 0" if regs else "i64 %p0"
+        db = "i64 %%p%d" % (4 if regs else 1)
+        k = len(argtypes)
+        lines = ["  call void @chk_wgmma(%s, %s, i32 %d, i32 %d, i32 %d)" % (da, db, N, ta, tb)]
+        cur = "undef"
+        for i in range(R):
+            lines.append("  %%s%d = insertvalue %s %s, float %%p%d, %d" % (i, ret, cur, k - R + i, i))
+            cur = "%%s%d" % i
+        body = lines + ["  ret %s %s" % (ret, cur)]
+    elif asm.startswith("wgmma.wait_group") or asm.startswith("wgmma.fence"):
+        if ret == "void":
+            body = ["  ret void"]
+        else:   # the values passed through it
+            cur = "undef"
+            lines = []
+            for i, t in enumerate(argtypes):
+                lines.append("  %%s%d = insertvalue %s %s, %s %%p%d, %d" % (i, ret, cur, t, i, i))
+                cur = "%%s%d" % i
+            body = lines + ["  ret %s %s" % (ret, cur)]
+    elif asm.startswith("wgmma.commit_group") or asm.startswith("fence.proxy.async"):
+        body = ["  ret void"]
     elif "cvt.rn.bf16x2" in asm:
         body = ["  ret i32 0"]
     elif VALUES and re.match(r"\{ \.reg \.pred p; setp\.(gt|lt|ge|le)\.([su])32 p, \$1, \$2; selp\.b32 \$0, \$1, \$2, p; \}$", asm):
@@ -89,7 +117,7 @@ src = re.sub(r'"target-cpu"="[^"]*"', '', src)
 src = re.sub(r'"target-features"="[^"]*"', '', src)
 src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)
 src = re.sub(r'declare void @emu_barrier\(\) #\d+', 'declare void @emu_barrier()', src)
-src += "\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\n"
+src += "\ndeclare void @chk_wgmma(i64, i64, i32, i32, i32)\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\n"
 src += "\n".join(d for _, d in decls.values())
 open(sys.argv[2], "w").write(src)
 # instrument shared loads and stores: a check of the address before each

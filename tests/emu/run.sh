@@ -5,12 +5,13 @@
 # runtime does), rewrites it for the host, runs every block and thread, and fails on
 # any access outside its buffer or misaligned.
 set -euo pipefail
+# ARCH (default sm_80: mma.sync, ldmatrix) or sm_90a (wgmma: its descriptors checked)
 tilec=$1; IFS=, read -r BM BN BK W S <<< "$2"; M=$3; N=$4; K=$5
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 llc=${LLC:-$(command -v llc-19 || echo /usr/lib/llvm-19/bin/llc)}
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0 ] && spec=div16
-"$tilec" "$root/examples/matmul_bf16.tile" --arch sm_80 -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
+"$tilec" "$root/examples/matmul_bf16.tile" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
     --spec=$spec --emit=llvm -o "$t/k.ll"
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
 "$llc" -O1 -mtriple=x86_64-pc-linux-gnu -filetype=obj "$t/host.ll" -o "$t/k.o"
