@@ -53,7 +53,7 @@ int64_t dt_numel(DtType t)
 
 static DtType type_of(IrElem e, int rank, const int *shape)
 {
-    DtType t = {e, rank, {0, 0, 0}};
+    DtType t = {e, rank, {0}};
     for (int k = 0; k < rank; k++) t.shape[k] = shape[k];
     return t;
 }
@@ -69,7 +69,7 @@ static bool same_type(DtType a, DtType b)
 /* A random shape of the given rank with at most g->max_numel elements. */
 static void rand_shape(DtGen *g, int rank, int *shape)
 {
-    static const int max_log[4] = {0, 10, 6, 4};
+    static const int max_log[DT_MAX_RANK + 1] = {0, 10, 6, 4, 3, 2};
     int budget = 0;
     while ((2 << budget) <= g->max_numel) budget++;
     for (int k = 0; k < rank; k++) {
@@ -90,7 +90,7 @@ static DtType pick_type(DtGen *g, unsigned elems)
         for (int k = 0; k < t.rank; k++)
             if (chance(g, 40)) t.shape[k] = 1;
     } else if (chance(g, 15)) {
-        t.rank = 1 + rnd(g, 3);
+        t.rank = 1 + rnd(g, DT_MAX_RANK);
         rand_shape(g, t.rank, t.shape);
     } else if (chance(g, 5)) {
         t.rank = 0;
@@ -389,7 +389,7 @@ static DtType insert_axis(DtType t, int axis, int size)
 static int gen_reduce(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     bool arg = f->op == IR_OP_ARGMAX || f->op == IR_OP_ARGMIN;
-    if (t.rank >= 3 || (arg && t.elem != IR_I32)) return -1;
+    if (t.rank >= DT_MAX_RANK || (arg && t.elem != IR_I32)) return -1;
     int axis = rnd(g, t.rank + 1), size = 1 << rnd(g, 7);
     while (size > 1 && dt_numel(t) * size > g->max_numel) size /= 2;
     DtType a = insert_axis(t, axis, size);
@@ -414,7 +414,7 @@ static int gen_reduce(DtGen *g, const DtForm *f, DtType t, int depth)
 static int gen_combine(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     bool scan = f->op == IR_OP_SCAN;
-    if (t.elem == IR_I1 || (scan && t.rank == 0) || (!scan && t.rank >= 3)) return -1;
+    if (t.elem == IR_I1 || (scan && t.rank == 0) || (!scan && t.rank >= DT_MAX_RANK)) return -1;
     int fn = rnd(g, DT_NFNS);
     if (fn == DT_FN_XOR && !ir_elem_is_int(t.elem)) fn = DT_FN_FIRST;
     int axis = rnd(g, scan ? t.rank : t.rank + 1), size = 1 << rnd(g, 7);
@@ -442,10 +442,10 @@ static int gen_scan(DtGen *g, const DtForm *f, DtType t, int depth)
 
 static int gen_expand(DtGen *g, const DtForm *f, DtType t, int depth)
 {
-    int ones[3], n1 = 0;
+    int ones[DT_MAX_RANK], n1 = 0;
     for (int k = 0; k < t.rank; k++)
         if (t.shape[k] == 1) ones[n1++] = k;
-    if (t.rank < 2 || !n1) return -1;
+    if (t.rank < 1 || !n1) return -1;   /* rank 1: s[None], a scalar to a [1] tile */
     int pos = ones[rnd(g, n1)];
     DtType a = t;
     a.rank = t.rank - 1;
@@ -470,7 +470,7 @@ static int gen_reshape(DtGen *g, const DtForm *f, DtType t, int depth)
     int logn = 0;
     while ((1 << logn) < n) logn++;
     DtType a = t;
-    a.rank = 1 + rnd(g, 3);
+    a.rank = 1 + rnd(g, DT_MAX_RANK);
     for (int k = 0; k < a.rank; k++) {
         int l = k == a.rank - 1 ? logn : rnd(g, logn + 1);
         a.shape[k] = 1 << l;
@@ -573,8 +573,8 @@ static int gen_rand(DtGen *g, const DtForm *f, DtType t, int depth)
  * 0 sometimes program_id(0) * s + arange(0, s), the rows of this program. */
 static int axis_leaf(DtGen *g, DtType t, int axis)
 {
-    DtType a = {IR_I32, t.rank, {1, 1, 1}};
-    for (int k = t.rank; k < 3; k++) a.shape[k] = 0;
+    DtType a = {IR_I32, t.rank, {0}};
+    for (int k = 0; k < t.rank; k++) a.shape[k] = 1;
     a.shape[axis] = t.shape[axis];
     int n = node_new(g, K_AXIS, NULL, a);
     if (n >= 0) {
@@ -740,9 +740,14 @@ int dt_gen_leaf_kind(DtGen *g, int kind, DtType t)
     return keep_if_valid(g, f->gen(g, f, t, 0), mark);
 }
 
+/* full([shape], v, T); a scalar is `(v as T)`, or sometimes the 0-d tile
+ * full([], v, T) / zeros([], T) (j = 1), which the language takes as a scalar. */
 static int gen_const(DtGen *g, const DtForm *f, DtType t, int depth)
 {
-    return leaf_const(g, t, rand_literal(g, t.elem));
+    double v = t.rank == 0 && chance(g, 20) ? 0 : rand_literal(g, t.elem);
+    int n = leaf_const(g, t, v);
+    if (n >= 0 && t.rank == 0 && chance(g, 50)) g->p->nodes[n].j = 1;
+    return n;
 }
 
 /* A let or loop result of exactly type t, from the statements so far. */
@@ -929,7 +934,7 @@ static void gen_store(DtGen *g)
     snprintf(name, sizeof name, "out%d", s);
     st->buf = buf_find(g->p, DT_BUF_OUT, e, name);
     g->p->bufs[st->buf].count = g->programs * dt_numel(t);
-    st->perm = t.rank >= 2 && chance(g, 25) ? 1 + rnd(g, t.rank == 3 ? 5 : 1) : 0;
+    st->perm = t.rank >= 2 && chance(g, 25) ? 1 + rnd(g, t.rank >= 3 ? 5 : 1) : 0;
     st->rm_form = g->p->ngrid == 1 && st->perm == 0 && t.rank > 0 && chance(g, 50);
     if (t.rank > 0 && chance(g, 50)) {
         DtType m, unused;
@@ -1008,7 +1013,8 @@ void dt_generate(DtProgram *p, uint64_t seed)
     p->seed = seed;
     DtGen g = {.rng = seed * 0x2545F4914F6CDD1Dull + 1, .p = p, .loop_stmt = -1};
     gen_grid(&g);
-    g.main.rank = 1 + rnd(&g, 100) / 40;   /* 1: 40%, 2: 40%, 3: 20% */
+    int r = rnd(&g, 100);                  /* 1: 38%, 2: 38%, 3: 14%, 4: 6%, 5: 4% */
+    g.main.rank = r < 38 ? 1 : r < 76 ? 2 : r < 90 ? 3 : r < 96 ? 4 : 5;
     rand_shape(&g, g.main.rank, g.main.shape);
     p->L = rnd(&g, 80);
     p->M = rnd(&g, 80);

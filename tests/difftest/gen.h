@@ -21,12 +21,13 @@ enum {
     DT_MAX_STMTS = 32,
     DT_MAX_BUFS = 24,
     DT_NIN = 4096,           /* elements of every input buffer (a power of two) */
+    DT_MAX_RANK = 5,         /* IR_MAX_RANK: tiles of rank 4 and 5 get small extents */
 };
 
 typedef struct DtType {
     IrElem elem;             /* never IR_PTR */
     int rank;                /* 0: scalar */
-    int shape[3];
+    int shape[DT_MAX_RANK];
 } DtType;
 
 typedef struct DtNode {

@@ -90,7 +90,11 @@ static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
     case K_REF: dt_str_add(o, "v%d", (int)x->i); break;
     case K_LIT: print_literal(x->t.elem, x->f, o); break;
     case K_CONST:
-        if (x->t.rank == 0) {
+        if (x->t.rank == 0 && x->j && x->f == 0) {   /* a 0-d tile is a scalar */
+            dt_str_add(o, "zeros([], %s)", ir_elem_name(x->t.elem));
+            break;
+        }
+        if (x->t.rank == 0 && !x->j) {
             dt_str_add(o, "(");
             print_literal(x->t.elem, x->f, o);
             dt_str_add(o, " as %s)", ir_elem_name(x->t.elem));
@@ -203,13 +207,15 @@ static void print_node(const DtProgram *p, int n, DtStr *o)
 static const int perms3[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 
 /* out + pl * numel + a bijection of the tile's elements onto [0, numel): the axes laid
- * out in the statement's order (row-major for perm 0). */
+ * out in the statement's order (row-major for perm 0; for rank 3 to 5 the perm orders
+ * the first three axes, the others stay innermost). */
 static void print_store_offsets(const DtProgram *p, const DtStmt *s, const DtType *t, DtStr *o)
 {
-    int order[3] = {0, 1, 2};
+    int order[DT_MAX_RANK];
+    for (int k = 0; k < DT_MAX_RANK; k++) order[k] = k;
     if (t->rank == 2 && s->perm) order[0] = 1, order[1] = 0;
-    if (t->rank == 3) memcpy(order, perms3[s->perm % 6], sizeof order);
-    int64_t stride[3] = {1, 1, 1}, acc = 1;
+    if (t->rank >= 3) memcpy(order, perms3[s->perm % 6], sizeof perms3[0]);
+    int64_t stride[DT_MAX_RANK] = {1, 1, 1, 1, 1}, acc = 1;
     for (int k = t->rank - 1; k >= 0; k--) {
         stride[order[k]] = acc;
         acc *= t->shape[order[k]];

@@ -134,6 +134,7 @@ static void make_const(DtNode *x, double v)
 {
     x->form = dt_form_find(K_CONST, NULL);
     x->nkids = 0;
+    x->j = 0;   /* a scalar written (v as T), whatever j meant for the old form */
     x->f = v;
 }
 
