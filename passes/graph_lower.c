@@ -34,6 +34,8 @@ typedef struct Space {       /* the coordinates a scope computes */
     const char *const *coord;  /* per axis: an expression (scalar or tile) */
     const char *mask;        /* the lanes in range, NULL in a scalar scope */
     const char *zero;        /* a zero tile of the scope's shape, NULL in a scalar scope */
+    bool row;                /* a row's scalars: a value with one more axis, of size 1, is
+                              * at the row's coordinates (m[:, None]) */
 } Space;
 
 typedef struct Low {
@@ -43,6 +45,9 @@ typedef struct Low {
     FILE *o;
     bool *mine;              /* per op: in this kernel */
     bool *done;              /* per value: named in the current scope */
+    bool *kept;              /* per value: named at a rows program's top level, so in every scope */
+    bool top;                /* the current scope is that top level: what it names is kept */
+    bool multi;              /* lowering a kernel of several row ops (lower_rows_multi) */
     const Space *sp;
     const char *why;
     const char *indent;
@@ -104,10 +109,12 @@ static const char *numel_expr(Low *L, const IrTensorType *t, uint32_t from)
 static const char *offset(Low *L, uint32_t v)
 {
     const IrTensorType *t = vt(L, v);
-    if (t->rank > L->sp->rank) return NULL;
+    uint32_t rank = t->rank;
+    if (L->sp->row && rank == L->sp->rank + 1 && is_one(t->dims[rank - 1])) rank--;
+    if (rank > L->sp->rank) return NULL;
     const char *off = NULL;
-    for (uint32_t d = 0; d < t->rank; d++) {
-        const char *stride = numel_expr(L, t, d + 1), *c = L->sp->coord[L->sp->rank - t->rank + d];
+    for (uint32_t d = 0; d < rank; d++) {
+        const char *stride = numel_expr(L, t, d + 1), *c = L->sp->coord[L->sp->rank - rank + d];
         if (is_one(t->dims[d]) || !strcmp(c, "0")) continue;
         const char *term = strcmp(stride, "1") ? arena_printf(L->a, "%s * %s", c, stride) : c;
         off = off ? arena_printf(L->a, "%s + %s", off, term) : term;
@@ -125,6 +132,7 @@ static const char *coord_at(Low *L, const char *flat, IrSize stride, IrSize dim)
 /* ---- values ------------------------------------------------------------------------------ */
 
 static const char *val(Low *L, uint32_t v);
+static const char *row_output(Low *L, const IrGOp *op, const char *const *x);
 
 static const char *literal(Low *L, const IrGOp *op, IrElem e)
 {
@@ -195,6 +203,9 @@ static const char *op_expr(Low *L, const IrGOp *op)
     default: break;
     }
     if (op->kind == IR_GOP_FULL || op->kind == IR_GOP_BROADCAST) return x[0];
+    /* in a rows kernel a reshape only adds or drops a row's unit axis (graph_fuse) */
+    if (op->kind == IR_GOP_RESHAPE) return x[0];
+    if (op->kind == IR_GOP_SOFTMAX || ir_gop_family(op->kind) == 'n') return row_output(L, op, x);
     return fail(L, arena_printf(L->a, "'%s' is not element-wise", ir_gop_name(op->kind))), NULL;
 }
 
@@ -221,13 +232,14 @@ static const char *val(Low *L, uint32_t v)
     const IrGOp *op = defop(L, v);
     if (op && op->kind == IR_GOP_CONST) return literal(L, op, vt(L, v)->elem);
     if (op && op->kind == IR_GOP_SIZE) return size_expr(L, op->attr.size);
-    if (L->done[v]) return arena_printf(L->a, "v%u", v);
+    if (L->done[v] || L->kept[v]) return arena_printf(L->a, "v%u", v);
     bool inside = op && L->mine[op - L->g->ops.data];
     const char *e = inside ? op_expr(L, op) : load_expr(L, v);
     if (!e) return NULL;
     if (scalar_param(L, v)) return e;
     fprintf(L->o, "%slet v%u = %s;\n", L->indent, v, e);
     L->done[v] = true;
+    L->kept[v] |= L->top;
     return arena_printf(L->a, "v%u", v);
 }
 
@@ -237,6 +249,7 @@ static void scope(Low *L, const Space *sp, const char *indent)
     memset(L->done, 0, L->g->values.len * sizeof *L->done);
     L->sp = sp;
     L->indent = indent;
+    L->top = false;
 }
 
 /* Stores value v at the scope's coordinates; lanes where v's own coordinates repeat
@@ -373,6 +386,8 @@ typedef struct Row {
     const char *len;         /* the row's length */
     Space full;              /* the operand's axes, the op's axis a tile "ca" */
     Space red;               /* a reduction's result axes, scalars */
+    bool multi;              /* one of several row ops of the kernel (lower_rows_multi) */
+    const char *sfx;         /* multi: the suffix of its statistics' names ("_r<out>") */
 } Row;
 
 static uint32_t row_op_index(const Low *L)
@@ -399,7 +414,7 @@ static void row_coords(Low *L, Row *R)
     for (uint32_t d = 0, k = 0; d < t->rank; d++)
         if (d != R->axis) rc[k++] = c[d];
     R->full = (Space){.rank = t->rank, .coord = c, .mask = "mask", .zero = "z"};
-    R->red = (Space){.rank = t->rank - 1, .coord = rc};
+    R->red = (Space){.rank = t->rank - 1, .coord = rc, .row = true};
 }
 
 static void loop_open(Low *L, Row *R)
@@ -450,9 +465,10 @@ static bool reduction(Low *L, Row *R)
     R->acc = sum ? (ir_elem_is_float(xe) ? (xe == IR_F64 ? IR_F64 : IR_F32) : IR_I64) : xe;
     if (k == IR_GOP_MEAN && !ir_elem_is_float(xe)) R->acc = IR_F64;
     const char *id = sum ? "0" : logic ? (k == IR_GOP_ANY ? "false" : "true") : ident(L, xe, mx);
-    if (logic) fprintf(L->o, "    var acc = %s;\n", id);
-    else fprintf(L->o, "    var acc = %s as %s;\n", id, ename(R->acc));
-    if (arg) fputs("    var at = 0 as i64;\n", L->o);
+    const char *S = R->sfx;
+    if (logic) fprintf(L->o, "    var acc%s = %s;\n", S, id);
+    else fprintf(L->o, "    var acc%s = %s as %s;\n", S, id, ename(R->acc));
+    if (arg) fprintf(L->o, "    var at%s = 0 as i64;\n", S);
     loop_open(L, R);
     const char *x = logic ? NULL : row_x(L, R, id);
     if (logic) {
@@ -460,33 +476,56 @@ static bool reduction(Low *L, Row *R)
         x = v ? arena_printf(L->a, "where(mask, %s != 0, %s)", v, id) : NULL;
     }
     if (!x) return false;
-    if (sum) fprintf(L->o, "        acc = acc + sum(%s, 0);\n", x);
-    else if (logic) fprintf(L->o, "        acc = acc %s %s(%s, 0);\n", k == IR_GOP_ANY ? "||" : "&&", ir_gop_name(k), x);
-    else if (!arg) fprintf(L->o, "        acc = %s(acc, %s(%s, 0));\n", mx ? "maximum" : "minimum", mx ? "max" : "min", x);
+    if (sum) fprintf(L->o, "        acc%s = acc%s + sum(%s, 0);\n", S, S, x);
+    else if (logic)
+        fprintf(L->o, "        acc%s = acc%s %s %s(%s, 0);\n", S, S, k == IR_GOP_ANY ? "||" : "&&", ir_gop_name(k), x);
+    else if (!arg)
+        fprintf(L->o, "        acc%s = %s(acc%s, %s(%s, 0));\n", S, mx ? "maximum" : "minimum", S, mx ? "max" : "min", x);
     else {
         fprintf(L->o, "        let xb = %s;\n        let bm = %s(xb, 0);\n", x, mx ? "max" : "min");
-        fprintf(L->o, "        if bm %s acc {\n            acc = bm;\n            at = k + (%s(xb, 0) as i64);\n        }\n",
-                mx ? ">" : "<", ir_gop_name(k));
+        fprintf(L->o, "        if bm %s acc%s {\n            acc%s = bm;\n            at%s = k + (%s(xb, 0) as i64);\n        }\n",
+                mx ? ">" : "<", S, S, S, ir_gop_name(k));
     }
-    if (!stores_of(L, (uint32_t)(R->r - L->g->ops.data), true)) return false;
+    if (!R->multi && !stores_of(L, (uint32_t)(R->r - L->g->ops.data), true)) return false;
     loop_close(L);
     scope(L, &R->red, "    ");
-    const char *res = arg ? "at" : k == IR_GOP_MEAN ? arena_printf(L->a, "acc / (%s as %s)", R->len, ename(R->acc)) : "acc";
+    L->top = R->multi;
+    const char *acc = arena_printf(L->a, "acc%s", S);
+    const char *res = arg ? arena_printf(L->a, "at%s", S)
+                    : k == IR_GOP_MEAN ? arena_printf(L->a, "%s / (%s as %s)", acc, R->len, ename(R->acc)) : acc;
     fprintf(L->o, "    let v%u = (%s) as %s;\n", R->r->out[0], res, ename(re));
     L->done[R->r->out[0]] = true;
-    return stores_of(L, (uint32_t)(R->r - L->g->ops.data), false);
+    L->kept[R->r->out[0]] |= R->multi;
+    return R->multi || stores_of(L, (uint32_t)(R->r - L->g->ops.data), false);
 }
 
-/* softmax: a loop for the running max and sum (online), then the output loop. */
+/* The element type a row op's statistics are computed in, and their names' suffix. */
+static IrElem row_acc(const Low *L, const IrGOp *op) { return vt(L, op->in[0])->elem == IR_F64 ? IR_F64 : IR_F32; }
+static const char *row_sfx(Low *L, const IrGOp *op) { return L->multi ? arena_printf(L->a, "_r%u", op->out[0]) : ""; }
+
+/* softmax's or a norm's output at the scope's coordinates, from its statistics (named
+ * before, at the program's top level) and its operands x (input, weight, bias). */
+static const char *row_output(Low *L, const IrGOp *op, const char *const *x)
+{
+    const char *A = ename(row_acc(L, op)), *S = row_sfx(L, op), *E = ename(vt(L, op->out[0])->elem);
+    if (op->kind == IR_GOP_SOFTMAX) return arena_printf(L->a, "(exp((%s as %s) - m%s) / s%s) as %s", x[0], A, S, S, E);
+    const char *b = arena_printf(L->a, "(%s as %s)", op->kind == IR_GOP_LAYER_NORM ? x[2] : "0", A);
+    return arena_printf(L->a, "(((%s as %s) - mean%s) * rstd%s * (%s as %s) + %s) as %s", x[0], A, S, S, x[1], A, b, E);
+}
+
+/* softmax: a loop for the running max and sum (online), then the output loop (multi:
+ * the output is computed where it is used, by row_output). */
 static bool softmax(Low *L, Row *R)
 {
-    fprintf(L->o, "    var m = -inf as %s;\n    var s = 0 as %s;\n", ename(R->acc), ename(R->acc));
+    const char *S = R->sfx, *A = ename(R->acc);
+    fprintf(L->o, "    var m%s = -inf as %s;\n    var s%s = 0 as %s;\n", S, A, S, A);
     loop_open(L, R);
     const char *x = row_x(L, R, "-inf");
     if (!x) return false;
-    fprintf(L->o, "        let xb = %s;\n        let mn = maximum(m, max(xb, 0));\n", x);
-    fputs("        s = s * exp(m - mn) + sum(exp(xb - mn), 0);\n        m = mn;\n", L->o);
+    fprintf(L->o, "        let xb = %s;\n        let mn = maximum(m%s, max(xb, 0));\n", x, S);
+    fprintf(L->o, "        s%s = s%s * exp(m%s - mn) + sum(exp(xb - mn), 0);\n        m%s = mn;\n", S, S, S, S);
     loop_close(L);
+    if (R->multi) return true;
     loop_open(L, R);
     if (!(x = val(L, R->x))) return false;
     fprintf(L->o, "        let v%u = (exp((%s as %s) - m) / s) as %s;\n", R->r->out[0], x, ename(R->acc),
@@ -497,26 +536,28 @@ static bool softmax(Low *L, Row *R)
     return true;
 }
 
-/* layer_norm (mean, then variance) and rms_norm (mean square), then the output loop. */
+/* layer_norm (mean, then variance) and rms_norm (mean square), then the output loop
+ * (multi: as softmax). */
 static bool norm(Low *L, Row *R)
 {
     bool ln = R->r->kind == IR_GOP_LAYER_NORM;
-    const char *A = ename(R->acc), *x;
-    fprintf(L->o, "    var s1 = 0 as %s;\n    var s2 = 0 as %s;\n", A, A);
+    const char *A = ename(R->acc), *x, *S = R->sfx;
+    fprintf(L->o, "    var s1%s = 0 as %s;\n    var s2%s = 0 as %s;\n", S, A, S, A);
     if (ln) {
         loop_open(L, R);
         if (!(x = row_x(L, R, "0"))) return false;
-        fprintf(L->o, "        s1 = s1 + sum(%s, 0);\n", x);
+        fprintf(L->o, "        s1%s = s1%s + sum(%s, 0);\n", S, S, x);
         loop_close(L);
     }
-    fprintf(L->o, "    let mean = s1 / (%s as %s);\n", R->len, A);
+    fprintf(L->o, "    let mean%s = s1%s / (%s as %s);\n", S, S, R->len, A);
     loop_open(L, R);
-    if (!(x = row_x(L, R, "mean"))) return false;
-    fprintf(L->o, "        let d = %s - mean;\n        s2 = s2 + sum(d * d, 0);\n", x);
+    if (!(x = row_x(L, R, arena_printf(L->a, "mean%s", S)))) return false;
+    fprintf(L->o, "        let d = %s - mean%s;\n        s2%s = s2%s + sum(d * d, 0);\n", x, S, S, S);
     loop_close(L);
-    const char *eps = (scope(L, &R->red, "    "), val(L, R->r->in[ln ? 3 : 2]));
+    const char *eps = (scope(L, &R->red, "    "), L->top = R->multi, val(L, R->r->in[ln ? 3 : 2]));
     if (!eps) return false;
-    fprintf(L->o, "    let rstd = 1.0 / sqrt(s2 / (%s as %s) + (%s as %s));\n", R->len, A, eps, A);
+    fprintf(L->o, "    let rstd%s = 1.0 / sqrt(s2%s / (%s as %s) + (%s as %s));\n", S, S, R->len, A, eps, A);
+    if (R->multi) return true;
     loop_open(L, R);
     const char *w = (x = val(L, R->x)) ? val(L, R->r->in[1]) : NULL, *b = ln && w ? val(L, R->r->in[2]) : "0";
     if (!b || !w) return false;
@@ -528,11 +569,11 @@ static bool norm(Low *L, Row *R)
     return true;
 }
 
-static bool lower_rows(Low *L, Sig *s, const char *name)
+static bool lower_rows_one(Low *L, Sig *s, const char *name)
 {
     uint32_t ri = row_op_index(L);
     if (ri == IR_GNONE) return fail(L, "no row op");
-    Row R = {.r = &L->g->ops.data[ri], .x = L->g->ops.data[ri].in[0]};
+    Row R = {.r = &L->g->ops.data[ri], .x = L->g->ops.data[ri].in[0], .sfx = ""};
     const IrTensorType *t = vt(L, R.x);
     if (t->rank == 0) return fail(L, "a row op on a scalar");
     R.axis = ir_gop_family(R.r->kind) == 'n' ? t->rank - 1 : (uint32_t)R.r->attr.axis;
@@ -552,6 +593,96 @@ static bool lower_rows(Low *L, Sig *s, const char *name)
     bool ok = R.r->kind == IR_GOP_SOFTMAX ? softmax(L, &R) : ir_gop_family(R.r->kind) == 'n' ? norm(L, &R) : reduction(L, &R);
     fputs("}\n", L->o);
     return ok;
+}
+
+/* Whether value v holds one element per row of shape S (rank n): S without its last
+ * axis, or S with a last axis of 1. */
+static bool per_row(const Low *L, uint32_t v, const IrTensorType *S)
+{
+    const IrTensorType *t = vt(L, v);
+    if (t->rank != S->rank - 1 && !(t->rank == S->rank && is_one(t->dims[t->rank - 1]))) return false;
+    for (uint32_t d = 0; d + 1 < S->rank; d++)
+        if (!ir_size_eq(t->dims[d], S->dims[d])) return false;
+    return true;
+}
+
+/* Several row ops along the last axis of operands of one shape S (graph_fuse rule 3):
+ * one program per row; each row op in kernel order gets its statistics' loops, its
+ * per-row results (and what is computed from them) named at the program's top level
+ * where every later loop sees them; then the per-row values written are stored, and
+ * one output loop stores the rest (softmax's and the norms' outputs by row_output). */
+static bool lower_rows_multi(Low *L, Sig *s, const char *name, const uint32_t *ops, uint32_t n)
+{
+    const IrTensorType *S = vt(L, L->g->ops.data[ops[0]].in[0]);
+    if (S->rank == 0) return fail(L, "a row op on a scalar");
+    for (uint32_t i = 0; i < n; i++) {
+        const IrGOp *op = &L->g->ops.data[ops[i]];
+        const IrTensorType *t = vt(L, op->in[0]);
+        bool last = ir_gop_family(op->kind) == 'n' || op->attr.axis == (int64_t)t->rank - 1;
+        bool same = t->rank == S->rank && last;
+        for (uint32_t d = 0; same && d < S->rank; d++) same = ir_size_eq(t->dims[d], S->dims[d]);
+        if (!same) return fail(L, "row ops of a kernel along different rows");
+        if (ir_gop_family(op->kind) == 'r' && vt(L, op->out[0])->rank != S->rank - 1)
+            return fail(L, "a reduction that keeps its axis");
+    }
+    L->multi = true;
+    Row R = {.r = &L->g->ops.data[ops[0]], .x = L->g->ops.data[ops[0]].in[0], .axis = S->rank - 1, .multi = true};
+    R.len = size_expr(L, S->dims[R.axis]);
+    const char *rows = size_expr(L, numel(L, S, 0, R.axis));
+    int64_t blk = block_for(S->dims[R.axis], 16, 1024);
+    autotune(L, "BLOCK: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], warps: [1, 2, 4, 8, 16]", "BLOCK >= 16 * warps",
+             arena_printf(L->a, "BLOCK: %lld, warps: %d", (long long)blk, blk >= 1024 ? 8 : blk >= 256 ? 4 : 1));
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)blk,
+            rows);
+    row_coords(L, &R);
+    for (uint32_t i = 0; i < n; i++) {
+        R.r = &L->g->ops.data[ops[i]];
+        R.x = R.r->in[0];
+        R.sfx = row_sfx(L, R.r);
+        R.acc = row_acc(L, R.r);
+        bool ok = R.r->kind == IR_GOP_SOFTMAX ? softmax(L, &R) : ir_gop_family(R.r->kind) == 'n' ? norm(L, &R) : reduction(L, &R);
+        if (!ok) return false;
+    }
+    scope(L, &R.red, "    ");
+    L->top = true;
+    bool rest = false;
+    for (uint32_t i = 0; i < L->K->nwrites; i++) {
+        uint32_t v = L->K->writes[i];
+        if (!per_row(L, v, S)) rest = true;
+        else if (!store(L, v)) return false;
+    }
+    if (rest) {
+        loop_open(L, &R);
+        for (uint32_t i = 0; i < L->K->nwrites; i++)
+            if (!per_row(L, L->K->writes[i], S) && !store(L, L->K->writes[i])) return false;
+        loop_close(L);
+    }
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* A kernel of one row op whose consumers are all per-row or of its own output's shape
+ * is lower_rows_one's; a kernel of several (or whose reduction's result is broadcast
+ * back over its row, m[:, None]) is lower_rows_multi's. */
+static bool lower_rows(Low *L, Sig *s, const char *name)
+{
+    uint32_t *ops = arena_alloc(L->a, (L->K->nops + 1) * sizeof *ops), n = 0;
+    for (uint32_t i = 0; i < L->K->nops; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
+        char f = ir_gop_family(op->kind);
+        if (f == 'r' || f == 'n' || op->kind == IR_GOP_SOFTMAX) ops[n++] = L->K->ops[i];
+    }
+    bool back = false;   /* a reduction's result used on its operand's shape */
+    if (n == 1 && ir_gop_family(L->g->ops.data[ops[0]].kind) == 'r') {
+        const IrGOp *r = &L->g->ops.data[ops[0]];
+        for (uint32_t i = 0; i < L->K->nops; i++) {
+            const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
+            if (op > r && op->kind == IR_GOP_RESHAPE) back = true;
+        }
+    }
+    L->multi = false;
+    return n > 1 || back ? lower_rows_multi(L, s, name, ops, n) : lower_rows_one(L, s, name);
 }
 
 /* ---- matmul with epilogue; horizontal GEMMs ------------------------------------------------ */
@@ -904,6 +1035,8 @@ static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)
         return;
     }
     memset(L->mine, 0, L->g->ops.len * sizeof *L->mine);
+    memset(L->kept, 0, L->g->values.len * sizeof *L->kept);
+    L->top = false;
     for (uint32_t i = 0; i < L->K->nops; i++) L->mine[L->K->ops[i]] = true;
     Sig s = {0};
     bool ok = false, known = false;
@@ -929,7 +1062,8 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
     char *text = NULL;
     size_t len = 0;
     FILE *module = open_memstream(&text, &len);
-    Low L = {.g = g, .a = a, .mine = arena_alloc(a, g->ops.len + 1), .done = arena_alloc(a, g->values.len + 1)};
+    Low L = {.g = g, .a = a, .mine = arena_alloc(a, g->ops.len + 1), .done = arena_alloc(a, g->values.len + 1),
+             .kept = arena_alloc(a, g->values.len + 1)};
     if (module) fprintf(module, "// The kernels of graph '%s' (passes/graph_lower.c).\n", g->name);
     for (uint32_t k = 0; k < plan->nkernels; k++) {
         ks[k].name = arena_printf(a, "%s_k%u", g->name, k);
