@@ -43,6 +43,7 @@ typedef struct Low {
     FILE *o;
     bool *mine;              /* per op: in this kernel */
     bool *done;              /* per value: named in the current scope */
+    const bool *chan;        /* conv2d: per value, a per-channel vector (at offset rn2), else NULL */
     const Space *sp;
     const char *why;
     const char *indent;
@@ -104,6 +105,7 @@ static const char *numel_expr(Low *L, const IrTensorType *t, uint32_t from)
 static const char *offset(Low *L, uint32_t v)
 {
     const IrTensorType *t = vt(L, v);
+    if (L->chan && L->chan[v]) return "rn2";
     if (t->rank > L->sp->rank) return NULL;
     const char *off = NULL;
     for (uint32_t d = 0; d < t->rank; d++) {
@@ -195,6 +197,7 @@ static const char *op_expr(Low *L, const IrGOp *op)
     default: break;
     }
     if (op->kind == IR_GOP_FULL || op->kind == IR_GOP_BROADCAST) return x[0];
+    if (op->kind == IR_GOP_RESHAPE && L->chan && L->chan[op->out[0]]) return x[0];
     return fail(L, arena_printf(L->a, "'%s' is not element-wise", ir_gop_name(op->kind))), NULL;
 }
 
@@ -876,6 +879,123 @@ static bool lower_attention(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- conv2d: an implicit GEMM ---------------------------------------------------------------- */
+
+/* M = N*P*Q output pixels (rm: n, p, q), N = K output channels (rn), the reduction over
+ * C*R*S (ka: c, r, s in the weight's own order, so w is a [K, C*R*S] matrix in both
+ * layouts); x is gathered at h = p*stride + r - pad (likewise w), masked off outside the
+ * input: the zero padding. The channel ops and the epilogue are element-wise on the
+ * accumulator, as a GEMM's (a per-channel vector projects onto rn2). */
+typedef struct ConvDims {
+    const char *N, *C, *H, *W, *K, *R, *S, *P, *Q, *CRS, *M;
+} ConvDims;
+
+static bool conv_dims(Low *L, const IrGOp *op, ConvDims *d)
+{
+    const IrTensorType *x = vt(L, op->in[0]), *w = vt(L, op->in[1]), *o = vt(L, op->out[0]);
+    bool nhwc = op->attr.conv.nhwc;
+    if (x->rank != 4 || w->rank != 4 || o->rank != 4) return fail(L, "a conv2d of unexpected rank");
+    if (!ir_elem_is_float(x->elem) || x->elem != w->elem) return fail(L, "a conv2d not of one float type");
+    d->N = size_expr(L, x->dims[0]);
+    d->C = size_expr(L, x->dims[nhwc ? 3 : 1]);
+    d->H = size_expr(L, x->dims[nhwc ? 1 : 2]);
+    d->W = size_expr(L, x->dims[nhwc ? 2 : 3]);
+    d->K = size_expr(L, w->dims[0]);
+    d->R = size_expr(L, w->dims[nhwc ? 1 : 2]);
+    d->S = size_expr(L, w->dims[nhwc ? 2 : 3]);
+    d->P = size_expr(L, o->dims[nhwc ? 1 : 2]);
+    d->Q = size_expr(L, o->dims[nhwc ? 2 : 3]);
+    d->CRS = size_expr(L, numel(L, w, 1, 4));
+    d->M = arena_printf(L->a, "(%s * %s * %s)", d->N, d->P, d->Q);
+    return true;
+}
+
+/* The K loop: the gathered x tile [BM, BK] and the weight tile [BK, BN]. */
+static void conv_loop(Low *L, const IrGOp *op, const ConvDims *d)
+{
+    bool nhwc = op->attr.conv.nhwc;
+    const uint32_t *st = op->attr.conv.stride, *pd = op->attr.conv.pad;
+    FILE *o = L->o;
+    fprintf(o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rn = pn * (BN as i64) + arange(0, BN);\n");
+    fprintf(o, "    let n = (rm / (%s * %s))[:, None];\n    let pp = ((rm / %s) %% %s)[:, None];\n", d->P, d->Q, d->Q, d->P);
+    fprintf(o, "    let qq = (rm %% %s)[:, None];\n    let mm = (rm < %s)[:, None];\n", d->Q, d->M);
+    fprintf(o, "    var acc = zeros([BM, BN], %s);\n", vt(L, op->in[0])->elem == IR_F64 ? "f64" : "f32");
+    fprintf(o, "    for k in range(0, %s, BK as i64) {\n        let ka = k + arange(0, BK);\n", d->CRS);
+    if (nhwc)
+        fprintf(o, "        let c = (ka %% %s)[None, :];\n        let s = ((ka / %s) %% %s)[None, :];\n"
+                   "        let r = (ka / (%s * %s))[None, :];\n", d->C, d->C, d->S, d->C, d->S);
+    else
+        fprintf(o, "        let c = (ka / (%s * %s))[None, :];\n        let r = ((ka / %s) %% %s)[None, :];\n"
+                   "        let s = (ka %% %s)[None, :];\n", d->R, d->S, d->S, d->R, d->S);
+    fprintf(o, "        let h = pp * %u + r - %u;\n        let w = qq * %u + s - %u;\n", st[0], pd[0], st[1], pd[1]);
+    fprintf(o, "        let inx = mm & (ka < %s)[None, :] & (h >= 0) & (h < %s) & (w >= 0) & (w < %s);\n", d->CRS, d->H, d->W);
+    if (nhwc)
+        fprintf(o, "        let xo = ((n * %s + h) * %s + w) * %s + c;\n", d->H, d->W, d->C);
+    else
+        fprintf(o, "        let xo = ((n * %s + c) * %s + h) * %s + w;\n", d->C, d->H, d->W);
+    fprintf(o, "        let at = load(p%u + xo, mask = inx, other = 0);\n", op->in[0]);
+    fprintf(o, "        let bt = load(p%u + rn[None, :] * %s + ka[:, None], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+            op->in[1], d->CRS, d->CRS, d->K);
+    fputs("        acc = dot(at, bt, acc);\n    }\n", o);
+}
+
+/* The per-channel vectors of a conv2d kernel: its channel ops' results and operands
+ * (BatchNorm's [K] statistics); each holds channel rn2 at element offset rn2, whatever
+ * its rank, so a reshape among them ([K] to [K, 1, 1]) computes nothing. */
+static const bool *channel_values(Low *L)
+{
+    bool *chan = arena_alloc(L->a, L->g->values.len + 1);
+    memset(chan, 0, L->g->values.len + 1);
+    for (uint32_t i = 0; i < L->K->conv->nchannel; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->conv->channel[i]];
+        for (uint32_t j = 0; j < op->nin; j++)
+            if (vt(L, op->in[j])->rank) chan[op->in[j]] = true;
+        for (uint32_t j = 0; j < op->nout; j++) chan[op->out[j]] = true;
+    }
+    return chan;
+}
+
+static bool lower_conv(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->conv->op];
+    ConvDims d;
+    if (!conv_dims(L, op, &d)) return false;
+    const IrTensorType *w = vt(L, op->in[1]), *o = vt(L, op->out[0]);
+    IrSize m;
+    if (!ir_size_mul(L->a, numel(L, o, 0, 1), numel(L, o, op->attr.conv.nhwc ? 1 : 2, op->attr.conv.nhwc ? 3 : 4), &m))
+        return fail(L, "a size that overflows");
+    int64_t bm = block_for(m, 16, 128), bn = block_for(w->dims[0], 16, 128), bk = block_for(numel(L, w, 1, 4), 16, 64);
+    autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
+             "BM * BN <= 128 * 128",
+             arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: 4, stages: 3", (long long)bm, (long long)bn, (long long)bk));
+    signature(L, s, name);
+    fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)bm, (long long)bn,
+            (long long)bk);
+    fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", d.M, d.K);
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let pm = pid / cdiv(%s, BN as i64);\n", d.K);
+    fprintf(L->o, "    let pn = pid %% cdiv(%s, BN as i64);\n", d.K);
+    conv_loop(L, op, &d);
+    fputs("    let rm2 = rm[:, None];\n    let rn2 = rn[None, :];\n", L->o);
+    fprintf(L->o, "    let mask = (rm2 < %s) & (rn2 < %s);\n    let z = rm2 * 0 + rn2 * 0;\n", d.M, d.K);
+    const char **c = arena_alloc(L->a, 5 * sizeof *c);
+    const char *pix[3] = {arena_printf(L->a, "(rm2 / (%s * %s))", d.P, d.Q), arena_printf(L->a, "((rm2 / %s) %% %s)", d.Q, d.P),
+                          arena_printf(L->a, "(rm2 %% %s)", d.Q)};
+    bool nhwc = op->attr.conv.nhwc;
+    c[0] = pix[0];
+    c[nhwc ? 1 : 2] = pix[1];
+    c[nhwc ? 2 : 3] = pix[2];
+    c[nhwc ? 3 : 1] = "rn2";
+    Space sp = {.rank = 4, .coord = c, .mask = "mask", .zero = "z"};
+    L->chan = channel_values(L);
+    scope(L, &sp, "    ");
+    fprintf(L->o, "    let v%u = acc as %s;\n", op->out[0], ename(o->elem));
+    L->done[op->out[0]] = true;
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (!store(L, L->K->writes[i])) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -892,6 +1012,7 @@ static const struct {
     {"reshape", lower_shape}, {"trans", lower_shape}, {"concat", lower_shape}, {"split", lower_shape},
     {"cumsum", lower_scan}, {"cumprod", lower_scan},
     {"attention", lower_attention},
+    {"conv2d", lower_conv},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)
@@ -935,6 +1056,7 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
         ks[k].name = arena_printf(a, "%s_k%u", g->name, k);
         L.K = &plan->kernels[k];
         L.why = NULL;
+        L.chan = NULL;
         if (module) lower_kernel(&L, k, &ks[k], module);
         else ks[k].why = "out of memory";
     }
