@@ -996,6 +996,113 @@ static bool lower_conv(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- flash_attention: one program per query row, online softmax over key blocks ------------ */
+
+/* The score space (b..., i, kj over a key block) and the output space (b..., i, dv). */
+static Space flash_space(Low *L, const IrTensorType *o, const char *last, const char *mask, const char *zero)
+{
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d + 2 < o->rank; d++) c[d] = arena_printf(L->a, "b%u", d);
+    c[o->rank - 2] = "i";
+    c[o->rank - 1] = last;
+    return (Space){.rank = o->rank, .coord = c, .mask = mask, .zero = zero};
+}
+
+/* One key block: the scores (q . k per key), the score ops, the online max and sum,
+ * the prob ops (dropout at the probabilities' row-major index, as the interpreter's)
+ * on the unnormalized probabilities (every prob op is linear in them or a cast), and
+ * the weighted sum of v. */
+static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const char *D, const char *Dv,
+                        const Space *sc_sp)
+{
+    const char *Lk = size_expr(L, vt(L, A->v)->dims[vt(L, A->v)->rank - 2]);
+    FILE *o = L->o;
+    fprintf(o, "        let kj = j + arange(0, BN);\n        let zk = kj * 0;\n        let ok = kj < %s;\n", Lk);
+    const char *kidx = A->k_t ? arena_printf(L->a, "kj[:, None] + dq[None, :] * %s", Lk)
+                              : arena_printf(L->a, "kj[:, None] * %s + dq[None, :]", D);
+    fprintf(o, "        let kt = load(p%u + %s + %s, ok[:, None] & dmask[None, :], 0) as f32;\n", A->k, ko, kidx);
+    fputs("        let s0 = sum(kt * qv[None, :], 1);\n", o);
+    scope(L, sc_sp, "        ");
+    const char *sm = "s0";
+    if (A->op == IR_GNONE) {
+        fprintf(o, "        let v%u = s0 as %s;\n", L->g->ops.data[A->qk].out[0], ename(vt(L, L->g->ops.data[A->qk].out[0])->elem));
+        L->done[L->g->ops.data[A->qk].out[0]] = true;
+        if (!(sm = val(L, L->g->ops.data[A->softmax].in[0]))) return false;
+    } else {
+        const char *causal = val(L, A->causal), *scale = val(L, A->scale);
+        if (!causal || !scale) return false;
+        fprintf(o, "        let cz = (kj <= i + %s - %s) | !%s;\n", Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]),
+                causal);
+        sm = arena_printf(L->a, "where(cz, s0 * (%s as f32), -inf)", scale);
+    }
+    fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
+    fputs("        let mn = maximum(m, max(sc, 0));\n        let pj = where(sc == -inf, 0.0, exp(sc - mn));\n", o);
+    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 0);\n", o);
+    const char *pd = "pj";
+    if (A->op == IR_GNONE) {
+        uint32_t sv = L->g->ops.data[A->softmax].out[0];
+        fprintf(o, "        let v%u = pj as %s;\n", sv, ename(vt(L, sv)->elem));
+        L->done[sv] = true;
+        const char *x = val(L, L->g->ops.data[A->pv].in[0]);
+        if (!x) return false;
+        pd = arena_printf(L->a, "(%s as f32)", x);
+    }
+    fprintf(o, "        let vt = load(p%u + %s + kj[:, None] * %s + dv[None, :], ok[:, None] & vmask[None, :], 0) as f32;\n",
+            A->v, vo, Dv);
+    fprintf(o, "        acc = acc * alpha + sum(%s[:, None] * vt, 0);\n        m = mn;\n", pd);
+    return true;
+}
+
+static bool lower_flash(Low *L, Sig *s, const char *name)
+{
+    const IrGAttention *A = L->K->attn;
+    const IrTensorType *q = vt(L, A->q), *v = vt(L, A->v), *o = vt(L, A->out);
+    int64_t D, Dv;
+    if (o->rank < 2 || q->rank < 2 || v->rank < 2) return fail(L, "attention of vectors");
+    if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
+        return fail(L, "attention whose head sizes are not known constants up to 1024");
+    IrSize rows;
+    if (!ir_size_mul(L->a, numel(L, o, 0, o->rank - 2), q->dims[q->rank - 2], &rows)) return fail(L, "a size that overflows");
+    const char *Lq = size_expr(L, q->dims[q->rank - 2]);
+    int64_t bd = pow2_at_least(D, 16, 1024), bdv = pow2_at_least(Dv, 16, 1024), bn = block_for(v->dims[v->rank - 2], 16, 64);
+    autotune(L, "BN: [16, 32, 64, 128], warps: [1, 2, 4, 8]", "BN >= 4 * warps",
+             arena_printf(L->a, "BN: %lld, warps: 4", (long long)bn));
+    signature(L, s, name);
+    fprintf(L->o, ", const BN: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)bn,
+            size_expr(L, rows));
+    fprintf(L->o, "    let i = row %% %s;\n    let bt = row / %s;\n", Lq, Lq);
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = o->rank - 2; d-- > 0;) {
+        fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "bt", st, o->dims[d]));
+        ir_size_mul(L->a, st, o->dims[d], &st);
+    }
+    Space base = flash_space(L, o, "0", NULL, NULL);
+    ((const char **)base.coord)[o->rank - 2] = "0";
+    scope(L, &base, "    ");
+    const char *ko = offset(L, A->k), *vo = offset(L, A->v);
+    ((const char **)base.coord)[o->rank - 2] = "i";
+    const char *qo = offset(L, A->q);
+    if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
+    fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
+    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n    let zv = dv * 0 + bt * 0;\n", (long long)bdv,
+            (long long)Dv);
+    fprintf(L->o, "    let qv = load(p%u + %s + dq, dmask, 0) as f32;\n", A->q, qo);
+    fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
+    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", size_expr(L, v->dims[v->rank - 2]));
+    Space sc = flash_space(L, o, "kj", "ok", "zk");
+    if (!flash_block(L, A, ko, vo, arena_printf(L->a, "%lld", (long long)D), arena_printf(L->a, "%lld", (long long)Dv), &sc))
+        return false;
+    fputs("    }\n", L->o);
+    Space out = flash_space(L, o, "dv", "vmask", "zv");
+    scope(L, &out, "    ");
+    fprintf(L->o, "    let v%u = where(l > 0.0, acc / l, 0.0) as %s;\n", A->out, ename(o->elem));
+    L->done[A->out] = true;
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (!store(L, L->K->writes[i])) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -1013,6 +1120,7 @@ static const struct {
     {"cumsum", lower_scan}, {"cumprod", lower_scan},
     {"attention", lower_attention},
     {"conv2d", lower_conv},
+    {"flash_attention", lower_flash},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)
