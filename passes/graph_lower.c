@@ -48,6 +48,7 @@ typedef struct Low {
     bool *kept;              /* per value: named at a rows program's top level, so in every scope */
     bool top;                /* the current scope is that top level: what it names is kept */
     bool multi;              /* lowering a kernel of several row ops (lower_rows_multi) */
+    const bool *chan;        /* conv2d: per value, a per-channel vector (at offset rn2), else NULL */
     const Space *sp;
     const char *why;
     const char *indent;
@@ -109,6 +110,7 @@ static const char *numel_expr(Low *L, const IrTensorType *t, uint32_t from)
 static const char *offset(Low *L, uint32_t v)
 {
     const IrTensorType *t = vt(L, v);
+    if (L->chan && L->chan[v]) return "rn2";
     uint32_t rank = t->rank;
     if (L->sp->row && rank == L->sp->rank + 1 && is_one(t->dims[rank - 1])) rank--;
     if (rank > L->sp->rank) return NULL;
@@ -203,6 +205,7 @@ static const char *op_expr(Low *L, const IrGOp *op)
     default: break;
     }
     if (op->kind == IR_GOP_FULL || op->kind == IR_GOP_BROADCAST) return x[0];
+    if (op->kind == IR_GOP_RESHAPE && L->chan && L->chan[op->out[0]]) return x[0];
     /* in a rows kernel a reshape only adds or drops a row's unit axis (graph_fuse) */
     if (op->kind == IR_GOP_RESHAPE) return x[0];
     if (op->kind == IR_GOP_SOFTMAX || ir_gop_family(op->kind) == 'n') return row_output(L, op, x);
@@ -1007,6 +1010,230 @@ static bool lower_attention(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- conv2d: an implicit GEMM ---------------------------------------------------------------- */
+
+/* M = N*P*Q output pixels (rm: n, p, q), N = K output channels (rn), the reduction over
+ * C*R*S (ka: c, r, s in the weight's own order, so w is a [K, C*R*S] matrix in both
+ * layouts); x is gathered at h = p*stride + r - pad (likewise w), masked off outside the
+ * input: the zero padding. The channel ops and the epilogue are element-wise on the
+ * accumulator, as a GEMM's (a per-channel vector projects onto rn2). */
+typedef struct ConvDims {
+    const char *N, *C, *H, *W, *K, *R, *S, *P, *Q, *CRS, *M;
+} ConvDims;
+
+static bool conv_dims(Low *L, const IrGOp *op, ConvDims *d)
+{
+    const IrTensorType *x = vt(L, op->in[0]), *w = vt(L, op->in[1]), *o = vt(L, op->out[0]);
+    bool nhwc = op->attr.conv.nhwc;
+    if (x->rank != 4 || w->rank != 4 || o->rank != 4) return fail(L, "a conv2d of unexpected rank");
+    if (!ir_elem_is_float(x->elem) || x->elem != w->elem) return fail(L, "a conv2d not of one float type");
+    d->N = size_expr(L, x->dims[0]);
+    d->C = size_expr(L, x->dims[nhwc ? 3 : 1]);
+    d->H = size_expr(L, x->dims[nhwc ? 1 : 2]);
+    d->W = size_expr(L, x->dims[nhwc ? 2 : 3]);
+    d->K = size_expr(L, w->dims[0]);
+    d->R = size_expr(L, w->dims[nhwc ? 1 : 2]);
+    d->S = size_expr(L, w->dims[nhwc ? 2 : 3]);
+    d->P = size_expr(L, o->dims[nhwc ? 1 : 2]);
+    d->Q = size_expr(L, o->dims[nhwc ? 2 : 3]);
+    d->CRS = size_expr(L, numel(L, w, 1, 4));
+    d->M = arena_printf(L->a, "(%s * %s * %s)", d->N, d->P, d->Q);
+    return true;
+}
+
+/* The K loop: the gathered x tile [BM, BK] and the weight tile [BK, BN]. */
+static void conv_loop(Low *L, const IrGOp *op, const ConvDims *d)
+{
+    bool nhwc = op->attr.conv.nhwc;
+    const uint32_t *st = op->attr.conv.stride, *pd = op->attr.conv.pad;
+    FILE *o = L->o;
+    fprintf(o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rn = pn * (BN as i64) + arange(0, BN);\n");
+    fprintf(o, "    let n = (rm / (%s * %s))[:, None];\n    let pp = ((rm / %s) %% %s)[:, None];\n", d->P, d->Q, d->Q, d->P);
+    fprintf(o, "    let qq = (rm %% %s)[:, None];\n    let mm = (rm < %s)[:, None];\n", d->Q, d->M);
+    fprintf(o, "    var acc = zeros([BM, BN], %s);\n", vt(L, op->in[0])->elem == IR_F64 ? "f64" : "f32");
+    fprintf(o, "    for k in range(0, %s, BK as i64) {\n        let ka = k + arange(0, BK);\n", d->CRS);
+    if (nhwc)
+        fprintf(o, "        let c = (ka %% %s)[None, :];\n        let s = ((ka / %s) %% %s)[None, :];\n"
+                   "        let r = (ka / (%s * %s))[None, :];\n", d->C, d->C, d->S, d->C, d->S);
+    else
+        fprintf(o, "        let c = (ka / (%s * %s))[None, :];\n        let r = ((ka / %s) %% %s)[None, :];\n"
+                   "        let s = (ka %% %s)[None, :];\n", d->R, d->S, d->S, d->R, d->S);
+    fprintf(o, "        let h = pp * %u + r - %u;\n        let w = qq * %u + s - %u;\n", st[0], pd[0], st[1], pd[1]);
+    fprintf(o, "        let inx = mm & (ka < %s)[None, :] & (h >= 0) & (h < %s) & (w >= 0) & (w < %s);\n", d->CRS, d->H, d->W);
+    if (nhwc)
+        fprintf(o, "        let xo = ((n * %s + h) * %s + w) * %s + c;\n", d->H, d->W, d->C);
+    else
+        fprintf(o, "        let xo = ((n * %s + c) * %s + h) * %s + w;\n", d->C, d->H, d->W);
+    fprintf(o, "        let at = load(p%u + xo, mask = inx, other = 0);\n", op->in[0]);
+    fprintf(o, "        let bt = load(p%u + rn[None, :] * %s + ka[:, None], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+            op->in[1], d->CRS, d->CRS, d->K);
+    fputs("        acc = dot(at, bt, acc);\n    }\n", o);
+}
+
+/* The per-channel vectors of a conv2d kernel: its channel ops' results and operands
+ * (BatchNorm's [K] statistics); each holds channel rn2 at element offset rn2, whatever
+ * its rank, so a reshape among them ([K] to [K, 1, 1]) computes nothing. */
+static const bool *channel_values(Low *L)
+{
+    bool *chan = arena_alloc(L->a, L->g->values.len + 1);
+    memset(chan, 0, L->g->values.len + 1);
+    for (uint32_t i = 0; i < L->K->conv->nchannel; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->conv->channel[i]];
+        for (uint32_t j = 0; j < op->nin; j++)
+            if (vt(L, op->in[j])->rank) chan[op->in[j]] = true;
+        for (uint32_t j = 0; j < op->nout; j++) chan[op->out[j]] = true;
+    }
+    return chan;
+}
+
+static bool lower_conv(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->conv->op];
+    ConvDims d;
+    if (!conv_dims(L, op, &d)) return false;
+    const IrTensorType *w = vt(L, op->in[1]), *o = vt(L, op->out[0]);
+    IrSize m;
+    if (!ir_size_mul(L->a, numel(L, o, 0, 1), numel(L, o, op->attr.conv.nhwc ? 1 : 2, op->attr.conv.nhwc ? 3 : 4), &m))
+        return fail(L, "a size that overflows");
+    int64_t bm = block_for(m, 16, 128), bn = block_for(w->dims[0], 16, 128), bk = block_for(numel(L, w, 1, 4), 16, 64);
+    autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
+             "BM * BN <= 128 * 128",
+             arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: 4, stages: 3", (long long)bm, (long long)bn, (long long)bk));
+    signature(L, s, name);
+    fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)bm, (long long)bn,
+            (long long)bk);
+    fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", d.M, d.K);
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let pm = pid / cdiv(%s, BN as i64);\n", d.K);
+    fprintf(L->o, "    let pn = pid %% cdiv(%s, BN as i64);\n", d.K);
+    conv_loop(L, op, &d);
+    fputs("    let rm2 = rm[:, None];\n    let rn2 = rn[None, :];\n", L->o);
+    fprintf(L->o, "    let mask = (rm2 < %s) & (rn2 < %s);\n    let z = rm2 * 0 + rn2 * 0;\n", d.M, d.K);
+    const char **c = arena_alloc(L->a, 5 * sizeof *c);
+    const char *pix[3] = {arena_printf(L->a, "(rm2 / (%s * %s))", d.P, d.Q), arena_printf(L->a, "((rm2 / %s) %% %s)", d.Q, d.P),
+                          arena_printf(L->a, "(rm2 %% %s)", d.Q)};
+    bool nhwc = op->attr.conv.nhwc;
+    c[0] = pix[0];
+    c[nhwc ? 1 : 2] = pix[1];
+    c[nhwc ? 2 : 3] = pix[2];
+    c[nhwc ? 3 : 1] = "rn2";
+    Space sp = {.rank = 4, .coord = c, .mask = "mask", .zero = "z"};
+    L->chan = channel_values(L);
+    scope(L, &sp, "    ");
+    fprintf(L->o, "    let v%u = acc as %s;\n", op->out[0], ename(o->elem));
+    L->done[op->out[0]] = true;
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (!store(L, L->K->writes[i])) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- flash_attention: one program per query row, online softmax over key blocks ------------ */
+
+/* The score space (b..., i, kj over a key block) and the output space (b..., i, dv). */
+static Space flash_space(Low *L, const IrTensorType *o, const char *last, const char *mask, const char *zero)
+{
+    const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d + 2 < o->rank; d++) c[d] = arena_printf(L->a, "b%u", d);
+    c[o->rank - 2] = "i";
+    c[o->rank - 1] = last;
+    return (Space){.rank = o->rank, .coord = c, .mask = mask, .zero = zero};
+}
+
+/* One key block: the scores (q . k per key), the score ops, the online max and sum,
+ * the prob ops (dropout at the probabilities' row-major index, as the interpreter's)
+ * on the unnormalized probabilities (every prob op is linear in them or a cast), and
+ * the weighted sum of v. */
+static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const char *D, const char *Dv,
+                        const Space *sc_sp)
+{
+    const char *Lk = size_expr(L, vt(L, A->v)->dims[vt(L, A->v)->rank - 2]);
+    FILE *o = L->o;
+    fprintf(o, "        let kj = j + arange(0, BN);\n        let zk = kj * 0;\n        let ok = kj < %s;\n", Lk);
+    const char *kidx = A->k_t ? arena_printf(L->a, "kj[:, None] + dq[None, :] * %s", Lk)
+                              : arena_printf(L->a, "kj[:, None] * %s + dq[None, :]", D);
+    fprintf(o, "        let kt = load(p%u + %s + %s, ok[:, None] & dmask[None, :], 0) as f32;\n", A->k, ko, kidx);
+    fputs("        let s0 = sum(kt * qv[None, :], 1);\n", o);
+    scope(L, sc_sp, "        ");
+    const char *sm = "s0";
+    if (A->op == IR_GNONE) {
+        fprintf(o, "        let v%u = s0 as %s;\n", L->g->ops.data[A->qk].out[0], ename(vt(L, L->g->ops.data[A->qk].out[0])->elem));
+        L->done[L->g->ops.data[A->qk].out[0]] = true;
+        if (!(sm = val(L, L->g->ops.data[A->softmax].in[0]))) return false;
+    } else {
+        const char *causal = val(L, A->causal), *scale = val(L, A->scale);
+        if (!causal || !scale) return false;
+        fprintf(o, "        let cz = (kj <= i + %s - %s) | !%s;\n", Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]),
+                causal);
+        sm = arena_printf(L->a, "where(cz, s0 * (%s as f32), -inf)", scale);
+    }
+    fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
+    fputs("        let mn = maximum(m, max(sc, 0));\n        let pj = where(sc == -inf, 0.0, exp(sc - mn));\n", o);
+    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 0);\n", o);
+    const char *pd = "pj";
+    if (A->op == IR_GNONE) {
+        uint32_t sv = L->g->ops.data[A->softmax].out[0];
+        fprintf(o, "        let v%u = pj as %s;\n", sv, ename(vt(L, sv)->elem));
+        L->done[sv] = true;
+        const char *x = val(L, L->g->ops.data[A->pv].in[0]);
+        if (!x) return false;
+        pd = arena_printf(L->a, "(%s as f32)", x);
+    }
+    fprintf(o, "        let vt = load(p%u + %s + kj[:, None] * %s + dv[None, :], ok[:, None] & vmask[None, :], 0) as f32;\n",
+            A->v, vo, Dv);
+    fprintf(o, "        acc = acc * alpha + sum(%s[:, None] * vt, 0);\n        m = mn;\n", pd);
+    return true;
+}
+
+static bool lower_flash(Low *L, Sig *s, const char *name)
+{
+    const IrGAttention *A = L->K->attn;
+    const IrTensorType *q = vt(L, A->q), *v = vt(L, A->v), *o = vt(L, A->out);
+    int64_t D, Dv;
+    if (o->rank < 2 || q->rank < 2 || v->rank < 2) return fail(L, "attention of vectors");
+    if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
+        return fail(L, "attention whose head sizes are not known constants up to 1024");
+    IrSize rows;
+    if (!ir_size_mul(L->a, numel(L, o, 0, o->rank - 2), q->dims[q->rank - 2], &rows)) return fail(L, "a size that overflows");
+    const char *Lq = size_expr(L, q->dims[q->rank - 2]);
+    int64_t bd = pow2_at_least(D, 16, 1024), bdv = pow2_at_least(Dv, 16, 1024), bn = block_for(v->dims[v->rank - 2], 16, 64);
+    autotune(L, "BN: [16, 32, 64, 128], warps: [1, 2, 4, 8]", "BN >= 4 * warps",
+             arena_printf(L->a, "BN: %lld, warps: 4", (long long)bn));
+    signature(L, s, name);
+    fprintf(L->o, ", const BN: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)bn,
+            size_expr(L, rows));
+    fprintf(L->o, "    let i = row %% %s;\n    let bt = row / %s;\n", Lq, Lq);
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = o->rank - 2; d-- > 0;) {
+        fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "bt", st, o->dims[d]));
+        ir_size_mul(L->a, st, o->dims[d], &st);
+    }
+    Space base = flash_space(L, o, "0", NULL, NULL);
+    ((const char **)base.coord)[o->rank - 2] = "0";
+    scope(L, &base, "    ");
+    const char *ko = offset(L, A->k), *vo = offset(L, A->v);
+    ((const char **)base.coord)[o->rank - 2] = "i";
+    const char *qo = offset(L, A->q);
+    if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
+    fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
+    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n    let zv = dv * 0 + bt * 0;\n", (long long)bdv,
+            (long long)Dv);
+    fprintf(L->o, "    let qv = load(p%u + %s + dq, dmask, 0) as f32;\n", A->q, qo);
+    fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
+    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", size_expr(L, v->dims[v->rank - 2]));
+    Space sc = flash_space(L, o, "kj", "ok", "zk");
+    if (!flash_block(L, A, ko, vo, arena_printf(L->a, "%lld", (long long)D), arena_printf(L->a, "%lld", (long long)Dv), &sc))
+        return false;
+    fputs("    }\n", L->o);
+    Space out = flash_space(L, o, "dv", "vmask", "zv");
+    scope(L, &out, "    ");
+    fprintf(L->o, "    let v%u = where(l > 0.0, acc / l, 0.0) as %s;\n", A->out, ename(o->elem));
+    L->done[A->out] = true;
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (!store(L, L->K->writes[i])) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -1023,6 +1250,8 @@ static const struct {
     {"reshape", lower_shape}, {"trans", lower_shape}, {"concat", lower_shape}, {"split", lower_shape},
     {"cumsum", lower_scan}, {"cumprod", lower_scan},
     {"attention", lower_attention},
+    {"conv2d", lower_conv},
+    {"flash_attention", lower_flash},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)
@@ -1069,6 +1298,7 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
         ks[k].name = arena_printf(a, "%s_k%u", g->name, k);
         L.K = &plan->kernels[k];
         L.why = NULL;
+        L.chan = NULL;
         if (module) lower_kernel(&L, k, &ks[k], module);
         else ks[k].why = "out of memory";
     }
