@@ -125,24 +125,36 @@ static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, const LLVMV
     for (uint32_t j = 0; j < R; j++) d[j] = LLVMBuildExtractValue(c->b, r, j, "");
 }
 
-/* wgmma.wait_group n, with d[0..R) passed through it: their uses stay after it. */
+/* The one-line asm `text` with v[0..n) (f32 accumulators or i32 A registers) passed
+ * through it as tied operands: whatever computes them runs before it, whatever reads
+ * them after it. wgmma.wait_group takes the accumulators so that nothing reads them
+ * early; wgmma.fence takes what wgmma reads so that nothing writes them after it (else
+ * ptxas injects the fence, C7519). */
+static void asm_through(Cg *c, const char *text, LLVMValueRef *v, uint32_t n)
+{
+    LLVMTypeRef *ty = arena_alloc(c->arena, (n ? n : 1) * sizeof *ty);
+    size_t cn = 12 * n + 16;
+    char *cons = arena_alloc(c->arena, cn);
+    int cat = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        ty[j] = LLVMTypeOf(v[j]);
+        cat += snprintf(cons + cat, cn - (size_t)cat, "=%s,", ty[j] == cg_i32(c) ? "r" : "f");
+    }
+    for (uint32_t j = 0; j < n; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "%s%u", j ? "," : "", j);
+    snprintf(cons + cat, cn - (size_t)cat, ",~{memory}");
+    LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, ty, n, 0);
+    LLVMTypeRef fty = LLVMFunctionType(ret, ty, n, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, v, n, "");
+    for (uint32_t j = 0; j < n; j++) v[j] = LLVMBuildExtractValue(c->b, r, j, "");
+}
+
+/* wgmma.wait_group n, with d[0..R) passed through it. */
 static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
 {
-    LLVMTypeRef f32 = LLVMFloatTypeInContext(c->ctx);
-    LLVMTypeRef *fields = arena_alloc(c->arena, R * sizeof *fields);
-    for (uint32_t j = 0; j < R; j++) fields[j] = f32;
-    size_t cn = 12 * R + 16;
-    char *cons = arena_alloc(c->arena, cn), text[64];
-    int cat = 0;
-    for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "=f,");
-    for (uint32_t j = 0; j < R; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "%s%u", j ? "," : "", j);
-    snprintf(cons + cat, cn - (size_t)cat, ",~{memory}");
+    char text[64];
     snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", n);
-    LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, fields, R, 0);
-    LLVMTypeRef fty = LLVMFunctionType(ret, fields, R, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
-    LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, d, R, "");
-    for (uint32_t j = 0; j < R; j++) d[j] = LLVMBuildExtractValue(c->b, r, j, "");
+    asm_through(c, text, d, R);
 }
 
 /* The dot may leave its group in flight (wait_group 1): it is the only dot of a for
@@ -167,29 +179,6 @@ static bool in_flight_ok(Cg *c, const IrOp *op)
         for (uint32_t i = 0; i < u->noperands; i++)
             if (u->operands[i] == r && u->code != IR_OP_YIELD) return false;
     return true;
-}
-
-/* wgmma.fence with v[0..n) (f32 accumulators or i32 A registers) passed through it:
- * whatever computes them runs before the fence, as wgmma requires of the registers it
- * reads (else ptxas injects the fence, C7519). */
-static void fence_through(Cg *c, LLVMValueRef *v, uint32_t n)
-{
-    LLVMTypeRef *ty = arena_alloc(c->arena, (n ? n : 1) * sizeof *ty);
-    size_t cn = 12 * n + 16;
-    char *cons = arena_alloc(c->arena, cn);
-    int cat = 0;
-    for (uint32_t j = 0; j < n; j++) {
-        ty[j] = LLVMTypeOf(v[j]);
-        cat += snprintf(cons + cat, cn - (size_t)cat, "=%s,", ty[j] == cg_i32(c) ? "r" : "f");
-    }
-    for (uint32_t j = 0; j < n; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "%s%u", j ? "," : "", j);
-    snprintf(cons + cat, cn - (size_t)cat, ",~{memory}");
-    const char *text = "wgmma.fence.sync.aligned;";
-    LLVMTypeRef ret = LLVMStructTypeInContext(c->ctx, ty, n, 0);
-    LLVMTypeRef fty = LLVMFunctionType(ret, ty, n, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
-    LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, v, n, "");
-    for (uint32_t j = 0; j < n; j++) v[j] = LLVMBuildExtractValue(c->b, r, j, "");
 }
 
 /* A's registers for band rm and K step ks (16 K elements): 4 words of two elements,
@@ -236,7 +225,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
         for (uint32_t rm = 0; rm < RM; rm++)
             for (uint32_t ks = 0; ks < KS; ks++) a_words(c, av, rm, KS, ks, v + (rm * KS + ks) * 4);
         for (uint32_t q = 0; q < out.n; q++) v[nw + q] = out.v[q];
-        fence_through(c, v, nv);
+        asm_through(c, "wgmma.fence.sync.aligned;", v, nv);
         aw = v;
         for (uint32_t q = 0; q < out.n; q++) out.v[q] = v[nw + q];
     } else {
