@@ -211,6 +211,7 @@ LLVMValueRef cg_call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n,
                          const char *cons, bool side_effects);
 /* Marks an asm call memory(read): ordered after stores and side effects, mergeable. */
 void cg_reads_memory_only(Cg *c, LLVMValueRef call);
+void cg_convergent(Cg *c, LLVMValueRef call);
 /* cg_shared.c: local_alloc, async_copy, async_commit, async_wait, local_load. */
 bool cg_shared(Cg *c, const IrOp *op);
 /* A local_load into an mma operand emits its ldmatrix when the dot needs it: step ks of

@@ -144,6 +144,18 @@ void cg_reads_memory_only(Cg *c, LLVMValueRef call)
     }
 }
 
+/* Marks an asm call as convergent: a warp- or warpgroup-collective instruction
+ * (mma.sync, ldmatrix, wgmma) that every lane must execute together. Without it LLVM
+ * treats a side-effect-free asm as an ordinary value and sinks it into the branch of
+ * the lanes that use its result (a store masked to some lanes), where the others
+ * never reach it: a dot stored through a column mask got garbage (the differential
+ * tester, seed 1073; tests/lit/codegen/convergent.tile). */
+void cg_convergent(Cg *c, LLVMValueRef call)
+{
+    unsigned kind = LLVMGetEnumAttributeKindForName("convergent", 10);
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+}
+
 static LLVMValueRef mask_word(Cg *c, LLVMValueRef m) { return LLVMBuildZExt(c->b, m, cg_i32(c), ""); }
 
 static LLVMValueRef addr_of(Cg *c, LLVMValueRef p) { return LLVMBuildPtrToInt(c->b, p, LLVMInt64TypeInContext(c->ctx), ""); }

@@ -228,6 +228,7 @@ static void mma_sync(Cg *c, const MmaKind *k, const LLVMValueRef a[4], const LLV
     LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), (char *)cons, strlen(cons), 0, 0,
                                        LLVMInlineAsmDialectATT, 0);
     LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, args, 10, "");
+    cg_convergent(c, r);
     for (int i = 0; i < 4; i++) d[i] = LLVMBuildExtractValue(c->b, r, (unsigned)i, "");
 }
 

@@ -577,6 +577,43 @@ static bool optimize(Job *j, const CgOptions *o, DiagList *d)
 }
 
 /* Builds, verifies and optimizes the LLVM module of m's kernels. */
+/* sitofp of i1 is -1.0 for true (i1's one bit is its sign), but LLVM 19's NVPTX
+ * backend lowers it as selp 1, 0 and cvt.rn.f32.s32, giving +1.0. instcombine makes
+ * it of its own (the high word of -1 * x, narrowed to a compare): the differential
+ * tester's seed 16340 stored 1 where -1 is right (tests/lit/codegen/sitofp_i1.tile).
+ * After the optimizer, each one becomes select x, -1.0, 0.0. */
+static void fix_sitofp_i1(LLVMModuleRef mod)
+{
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+        for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+            for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in;) {
+                LLVMValueRef next = LLVMGetNextInstruction(in);
+                LLVMValueRef x = LLVMGetInstructionOpcode(in) == LLVMSIToFP ? LLVMGetOperand(in, 0) : NULL;
+                LLVMTypeRef xt = x ? LLVMTypeOf(x) : NULL, ft = LLVMTypeOf(in);
+                bool vec = xt && LLVMGetTypeKind(xt) == LLVMVectorTypeKind;
+                LLVMTypeRef et = vec ? LLVMGetElementType(xt) : xt;
+                if (et && LLVMGetTypeKind(et) == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(et) == 1) {
+                    LLVMTypeRef fe = vec ? LLVMGetElementType(ft) : ft;
+                    LLVMValueRef m1 = LLVMConstReal(fe, -1.0), z = LLVMConstReal(fe, 0.0);
+                    if (vec) {
+                        unsigned n = LLVMGetVectorSize(xt);
+                        LLVMValueRef *a = tl_malloc(2 * n * sizeof *a);
+                        if (!a) tl_oom();
+                        for (unsigned i = 0; i < n; i++) a[i] = m1, a[n + i] = z;
+                        m1 = LLVMConstVector(a, n), z = LLVMConstVector(a + n, n);
+                        tl_free(a);
+                    }
+                    LLVMBuilderRef b = LLVMCreateBuilderInContext(LLVMGetTypeContext(ft));
+                    LLVMPositionBuilderBefore(b, in);
+                    LLVMValueRef sel = LLVMBuildSelect(b, x, m1, z, "");
+                    LLVMDisposeBuilder(b);
+                    LLVMReplaceAllUsesWith(in, sel);
+                    LLVMInstructionEraseFromParent(in);
+                }
+                in = next;
+            }
+}
+
 static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
 {
     const char *arch = o->arch ? o->arch : "sm_90a";
@@ -597,6 +634,7 @@ static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
     if (!lower_module(j, m, o, d) || !verify(j, d)) return false;
     double t1 = tl_now_ms();
     if (!optimize(j, o, d)) return false;
+    fix_sitofp_i1(j->mod);
     j->mincta = tl_calloc(m->nfuncs ? m->nfuncs : 1, sizeof *j->mincta);
     if (!j->mincta) tl_oom();
     if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta);

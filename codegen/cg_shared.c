@@ -233,6 +233,7 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
     LLVMTypeRef ret = n == 1 ? i32t(c) : LLVMStructTypeInContext(c->ctx, fields, n, 0);
     LLVMValueRef r = cg_call_asm(c, ret, &addr, 1, text, cons, false);
     cg_reads_memory_only(c, r);
+    cg_convergent(c, r);
     for (uint32_t i = 0; i < n; i++) {
         LLVMValueRef w = n == 1 ? r : LLVMBuildExtractValue(c->b, r, i, "");
         out->v[2 * regs[i]] = elem_from_word(c, w, e, 0);

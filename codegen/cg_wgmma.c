@@ -122,6 +122,7 @@ static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, const LLVMV
     LLVMTypeRef fty = LLVMFunctionType(ret, argt, nargs, 0);
     LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
     LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, args, nargs, "");
+    cg_convergent(c, r);
     for (uint32_t j = 0; j < R; j++) d[j] = LLVMBuildExtractValue(c->b, r, j, "");
 }
 
@@ -146,6 +147,7 @@ static void asm_through(Cg *c, const char *text, LLVMValueRef *v, uint32_t n)
     LLVMTypeRef fty = LLVMFunctionType(ret, ty, n, 0);
     LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
     LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, v, n, "");
+    cg_convergent(c, r);
     for (uint32_t j = 0; j < n; j++) v[j] = LLVMBuildExtractValue(c->b, r, j, "");
 }
 
