@@ -725,12 +725,11 @@ static bool check_results(Lower *L, const AstItem *fn, Val *out, int n)
     return true;
 }
 
-int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, int max)
+/* fn's body inlined with its parameters bound to args (fn->nparams of them), in a scope
+ * of its own: its results, checked, in out[0..max); their number, or -1. */
+static int inline_body(Lower *L, const AstItem *fn, const Binding *args, Val *out, int max)
 {
     Val res[MAX_RESULTS];
-    if (!check_call_shape(L, call, fn)) return -1;
-    Binding *args = arena_alloc(L->arena, (fn->nparams + 1) * sizeof *args);
-    bind_fn_args(L, call, fn, args);
     size_t saved_base = L->scope_base, mark = L->scope.len;
     bool saved_ret = L->returned;
     L->scope_base = mark;
@@ -746,11 +745,18 @@ int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, in
     return n;
 }
 
+int lower_fn_call(Lower *L, const AstExpr *call, const AstItem *fn, Val *out, int max)
+{
+    if (!check_call_shape(L, call, fn)) return -1;
+    Binding *args = arena_alloc(L->arena, (fn->nparams + 1) * sizeof *args);
+    bind_fn_args(L, call, fn, args);
+    return inline_body(L, fn, args, out, max);
+}
+
 /* Inlines fn at loc with arguments already lowered (the combine of reduce and
  * associative_scan): as a call, but the arguments are values, not expressions. */
 int lw_inline_fn(Lower *L, const AstItem *fn, Loc loc, const Val *argv, uint32_t nargs, Val *out, int max)
 {
-    Val res[MAX_RESULTS];
     if (on_stack(L, fn)) {
         lw_error(L, loc, "recursive call of fn '%s' (recursion is not supported)", fn->name);
         return -1;
@@ -770,17 +776,5 @@ int lw_inline_fn(Lower *L, const AstItem *fn, Loc loc, const Val *argv, uint32_t
                             .val = p->type ? typed_arg(L, fn, p, argv[i], loc, "argument") : argv[i]};
         if (!args[i].val.t) return -1;
     }
-    size_t saved_base = L->scope_base, mark = L->scope.len;
-    bool saved_ret = L->returned;
-    L->scope_base = mark;
-    for (uint32_t i = 0; i < nargs; i++) lw_push_binding(L, args[i]);
-    L->fn_stack[L->depth++] = fn;
-    int n = fn->body ? tail_block(L, fn, fn->body, res) : -1;
-    L->depth--;
-    lw_scope_pop(L, mark);
-    L->scope_base = saved_base;
-    L->returned = saved_ret;
-    if (!check_results(L, fn, res, n)) return -1;
-    for (int i = 0; i < n && i < max; i++) out[i] = res[i];
-    return n;
+    return inline_body(L, fn, args, out, max);
 }

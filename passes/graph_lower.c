@@ -276,6 +276,16 @@ static bool store(Low *L, uint32_t v)
     return true;
 }
 
+/* Every value the kernel writes, stored, and the kernel closed: the end of a kernel
+ * whose writes all live in the one space in scope. */
+static bool store_writes(Low *L)
+{
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (!store(L, L->K->writes[i])) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
 /* ---- the kernel's signature ------------------------------------------------------------- */
 
 typedef struct Sig {
@@ -374,10 +384,7 @@ static bool lower_elementwise(Low *L, Sig *s, const char *name)
     Space sp = {.rank = sh.rank, .mask = "mask", .zero = "z"};
     sp.coord = coords_of(L, &sh, "offs", "c");
     scope(L, &sp, "    ");
-    for (uint32_t i = 0; i < L->K->nwrites; i++)
-        if (!store(L, L->K->writes[i])) return false;
-    fputs("}\n", L->o);
-    return true;
+    return store_writes(L);
 }
 
 /* ---- row ops: one program per row ---------------------------------------------------------- */
@@ -1121,10 +1128,7 @@ static bool lower_conv(Low *L, Sig *s, const char *name)
     scope(L, &sp, "    ");
     fprintf(L->o, "    let v%u = acc as %s;\n", op->out[0], ename(o->elem));
     L->done[op->out[0]] = true;
-    for (uint32_t i = 0; i < L->K->nwrites; i++)
-        if (!store(L, L->K->writes[i])) return false;
-    fputs("}\n", L->o);
-    return true;
+    return store_writes(L);
 }
 
 /* ---- flash_attention: one program per query row, online softmax over key blocks ------------ */
@@ -1228,10 +1232,7 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     scope(L, &out, "    ");
     fprintf(L->o, "    let v%u = where(l > 0.0, acc / l, 0.0) as %s;\n", A->out, ename(o->elem));
     L->done[A->out] = true;
-    for (uint32_t i = 0; i < L->K->nwrites; i++)
-        if (!store(L, L->K->writes[i])) return false;
-    fputs("}\n", L->o);
-    return true;
+    return store_writes(L);
 }
 
 /* ---- the kinds ------------------------------------------------------------------------------ */

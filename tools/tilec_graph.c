@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ir/arena.h"
+#include "runtime/rt_internal.h"
 #include "tile/tile_rt.h"
 
 typedef struct Run {
@@ -29,31 +30,12 @@ static bool failed(TrtStatus s, char *err, size_t errlen)
     return s != TRT_SUCCESS;
 }
 
-static TrtArgKind arg_kind(IrElem e)
-{
-    switch (e) {
-    case IR_I1: return TRT_ARG_BOOL;
-    case IR_I8: return TRT_ARG_I8;
-    case IR_I16: return TRT_ARG_I16;
-    case IR_I32: return TRT_ARG_I32;
-    case IR_I64: return TRT_ARG_I64;
-    case IR_U8: case IR_F8E4M3: case IR_F8E5M2: return TRT_ARG_U8;
-    case IR_U16: return TRT_ARG_U16;
-    case IR_U32: return TRT_ARG_U32;
-    case IR_U64: return TRT_ARG_U64;
-    case IR_F16: return TRT_ARG_F16;
-    case IR_BF16: return TRT_ARG_BF16;
-    case IR_F32: return TRT_ARG_F32;
-    default: return TRT_ARG_F64;
-    }
-}
-
 /* A scalar parameter as its TrtArg: the element's bytes in the union (little-endian). */
 static TrtArg scalar_arg(const IrGTensor *t)
 {
     TrtArg a;
     memset(&a, 0, sizeof a);
-    a.kind = arg_kind(t->elem);
+    a.kind = rt_arg_kind(t->elem);   /* the runtime's own mapping (rt_launch.c) */
     ir_gtensor_store(t, &a.v);
     return a;
 }
