@@ -69,6 +69,7 @@ TOL_F32_OUT = 1e-5       # f16 products are exact in f32; only the sums round
 TOL_BF16_OUT = 5e-3      # rounding the output to bf16: about 1.5e-3 relative (rms)
 
 QUICK = False
+NO_TUNE = False
 
 
 def bench(fn):
@@ -260,8 +261,10 @@ def section_bf16(rt):
                 lines.append("| %s | tile | %s | %.1e, %.1e | %s |" % (shape, cfg, e1, e2, figures(flops, bench(run), t_cublas)))
             except Exception as e:
                 lines.append("| %s | tile | %s | %s | | | | |" % (shape, cfg, failed(e)))
-        row, t_tuned = tuned_row(shape, flops, a, b, ref, t_cublas)
-        lines.append(row)
+        t_tuned = None
+        if not NO_TUNE:
+            row, t_tuned = tuned_row(shape, flops, a, b, ref, t_cublas)
+            lines.append(row)
         if t_tuned and t_triton:
             against_triton.append("| %s | %.1f | %.1f | %.3fx |" % (shape, flops / t_tuned / 1e12,
                                                                     flops / t_triton / 1e12, t_triton / t_tuned))
@@ -435,9 +438,12 @@ def main():
     ap.add_argument("--sections", help="run only these sections (comma-separated: cold, peak, f16, bf16, gelu, qkv)")
     ap.add_argument("--configs", help="tile configs to time instead of the built-in ones (every one, also "
                     "with --quick): 'BM,BN,BK,warps,stages;...'")
+    ap.add_argument("--no-tune", action="store_true", help="leave out the max-autotune rows (about 100 s a shape)")
     ap.add_argument("--shapes", help="bf16 shapes instead of the built-in ones: 'M,N,K;...'")
     a_ = ap.parse_args()
     QUICK = a_.quick
+    global NO_TUNE
+    NO_TUNE = a_.no_tune
     if a_.shapes:
         global BF16_SHAPES, CUSTOM_SHAPES
         BF16_SHAPES = [tuple(int(v) for v in c.split(",")) for c in a_.shapes.split(";") if c]

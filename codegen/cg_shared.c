@@ -99,30 +99,50 @@ static LLVMValueRef elem_addr(Cg *c, const Buf *b, LLVMValueRef stage, LLVMValue
 
 /* ---- async copies ------------------------------------------------------------------------ */
 
-/* One cp.async of `bytes` (4, 8 or 16) from global p to shared dst where m holds, and
- * zeros stored to dst where it does not; only where `own` holds (NULL: everywhere). A
- * masked-off copy is not issued at all: its address may point anywhere (past the end
- * of a tensor, where nothing is mapped), and a cp.async with a source size of 0 is
- * still an access of that address (on the H200 the GEMM at 16384 x 11008 x 4096
- * faulted with misaligned and illegal addresses, depending on what was mapped after B). */
+/* 16 zero bytes in global memory: where a copy's mask is false its source is this, so
+ * that it never names an address that may be unmapped (a masked-off copy of a K loop's
+ * last stages points past the end of B, and a cp.async of source size 0 is still an
+ * access of its address: on the H200 the GEMM at 16384 x 11008 x 4096 faulted with
+ * misaligned and illegal addresses, by what was mapped after B). */
+static LLVMValueRef zero_source(Cg *c)
+{
+    const char *name = "__tile_zero16";
+    LLVMValueRef g = LLVMGetNamedGlobal(c->mod, name);
+    if (!g) {
+        LLVMTypeRef ty = LLVMArrayType2(LLVMInt8TypeInContext(c->ctx), 16);
+        g = LLVMAddGlobalInAddressSpace(c->mod, ty, name, 1);
+        LLVMSetInitializer(g, LLVMConstNull(ty));
+        LLVMSetLinkage(g, LLVMInternalLinkage);
+        LLVMSetGlobalConstant(g, true);
+        LLVMSetAlignment(g, 16);
+    }
+    return LLVMBuildPtrToInt(c->b, g, LLVMInt64TypeInContext(c->ctx), "");
+}
+
+/* One cp.async of `bytes` (4, 8 or 16) from global p to shared dst, zero-filled where m
+ * is false; only where `own` holds (NULL: everywhere). Every lane owning its chunk (a
+ * GEMM's rings): one unpredicated cp.async whose source size is `bytes` or 0 and whose
+ * source is p or the zero bytes above, as Triton's; ptxas precedes each predicated
+ * cp.async with three idle slots, and the zeros stored beside it cost another (on the
+ * H200 the bf16 GEMM's loop was 229 instructions against Triton's 118). Otherwise the
+ * copy is issued where m and own hold and zeros are stored where own holds and m not. */
 static void cp_async(Cg *c, LLVMValueRef dst, LLVMValueRef p, LLVMValueRef m, uint32_t bytes, LLVMValueRef own)
 {
     LLVMValueRef src = LLVMBuildPtrToInt(c->b, p, LLVMInt64TypeInContext(c->ctx), "");
-    LLVMValueRef go = own ? cg_and(c->b, m, own) : m;
-    LLVMValueRef zero = LLVMBuildNot(c->b, m, "");
-    if (own) zero = cg_and(c->b, zero, own);
     const char *kind = bytes == 16 ? "cg" : "ca";
-    const char *zeros = bytes == 16 ? "st.shared.v4.b32 [$0], {z, z, z, z};"
-                        : bytes == 8 ? "st.shared.v2.b32 [$0], {z, z};" : "st.shared.b32 [$0], z;";
     char text[320];
-    if (!own) {   /* every lane owns its chunk: one predicate, the zeros where it is false */
-        snprintf(text, sizeof text,
-                 "{ .reg .pred p; .reg .b32 z; mov.b32 z, 0; setp.ne.b32 p, $2, 0; "
-                 "@p cp.async.%s.shared.global [$0], [$1], %u; @!p %s }", kind, bytes, zeros);
-        LLVMValueRef args[3] = {dst, src, LLVMBuildZExt(c->b, m, i32t(c), "")};
+    if (!own) {
+        src = LLVMBuildSelect(c->b, m, src, zero_source(c), "");
+        LLVMValueRef size = LLVMBuildSelect(c->b, m, k32(c, bytes), k32(c, 0), "");
+        snprintf(text, sizeof text, "cp.async.%s.shared.global [$0], [$1], %u, $2;", kind, bytes);
+        LLVMValueRef args[3] = {dst, src, size};
         cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 3, text, "r,l,r,~{memory}", true);
         return;
     }
+    LLVMValueRef go = cg_and(c->b, m, own);
+    LLVMValueRef zero = cg_and(c->b, LLVMBuildNot(c->b, m, ""), own);
+    const char *zeros = bytes == 16 ? "st.shared.v4.b32 [$0], {z, z, z, z};"
+                        : bytes == 8 ? "st.shared.v2.b32 [$0], {z, z};" : "st.shared.b32 [$0], z;";
     snprintf(text, sizeof text,
              "{ .reg .pred p, q; .reg .b32 z; mov.b32 z, 0; setp.ne.b32 p, $2, 0; setp.ne.b32 q, $3, 0; "
              "@p cp.async.%s.shared.global [$0], [$1], %u; @q %s }", kind, bytes, zeros);

@@ -159,11 +159,23 @@ static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
     asm_through(c, text, d, R);
 }
 
+/* Does a barrier come between the dot and the first copy into ring `buf` after it? */
+static bool barrier_before_copy(const IrOp *dot, IrValue buf)
+{
+    bool bar = false;
+    for (const IrOp *u = dot->next; u; u = u->next) {
+        if (u->code == IR_OP_BARRIER) bar = true;
+        if (u->code == IR_OP_ASYNC_COPY && u->operands[0] == buf) return bar;
+    }
+    return false;
+}
+
 /* The dot may leave its group in flight (wait_group 1): it is the only dot of a for
- * loop's body, its result is only yielded, both views read rings copied S-2 iterations
- * ahead (passes/shared.c), so the stage it reads is not overwritten until the next
- * iteration's wait has retired it, and the loop is followed by the async_wait 0 that
- * settles it (cg_wgmma_settle). */
+ * loop's body, its result is only yielded, both views read rings whose copies reuse a
+ * stage no sooner than the next iteration's wait has retired this group (passes/
+ * shared.c): copied S-1 iterations ahead after the dot and a barrier (every warpgroup
+ * has then retired the previous iteration's group), or S-2 ahead before it; and the
+ * loop is followed by the async_wait 0 that settles it (cg_wgmma_settle). */
 static bool in_flight_ok(Cg *c, const IrOp *op)
 {
     const IrBlock *body = op->parent;
@@ -174,7 +186,8 @@ static bool in_flight_ok(Cg *c, const IrOp *op)
         const IrOp *ll = c->f->values[op->operands[i]].def;
         if (!ll || ll->code != IR_OP_LOCAL_LOAD) return false;
         int64_t S = cg_type(c, ll->operands[0])->shape[0];
-        if (S < 3 || cg_ring_distance(c, ll) != S - 2) return false;
+        int d = cg_ring_distance(c, ll);
+        if (S < 3 || d != (barrier_before_copy(op, ll->operands[0]) ? S - 1 : S - 2)) return false;
     }
     IrValue r = op->results[0];
     for (const IrOp *u = body->first; u; u = u->next)

@@ -37,6 +37,7 @@
  * buffers are packed from offset 0, 128-byte aligned, and the area is as large as the
  * largest loop's. A loop whose buffers would not fit the target's shared memory is
  * pipelined with fewer stages, or not at all. */
+#include <assert.h>
 #include "passes.h"
 
 #include <math.h>
@@ -429,14 +430,17 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         offset += buffer_bytes(t, stages);
         cs[i].buf = a->results[0];
     }
-    /* How far ahead the copies run: S-1 iterations; S-2 for a loop of one wgmma dot
-     * with at least 3 stages, whose tensor-core group of iteration j stays in flight
-     * while iteration j+1 starts (codegen waits for all but the last group at the end
-     * of each dot), so that the stage it reads is not copied over until iteration
-     * j+2. */
+    /* How far ahead the copies run: S-1 iterations. A loop of one wgmma dot with at
+     * least 3 stages keeps the tensor-core group of iteration j in flight while
+     * iteration j+1 starts (codegen waits for all but the last group at the end of
+     * each dot, cg_wgmma.c), so its copies come after the dot and a barrier: by then
+     * every warpgroup has retired iteration j-1's group, whose stage the copies of
+     * iteration j+S-1 reuse, while iteration j's group runs on. (Copies before the dot
+     * would have to stay S-2 ahead; this order gets S-1 from the same ring, as
+     * Triton's pipeliner does.) */
     bool async_dot = stages >= 3 && n >= 2 && count_dots(p.body) == 1;
     for (int i = 0; i < n; i++) async_dot &= wants_nvmma(f, &cs[i]);
-    int dist = async_dot ? stages - 2 : stages - 1;
+    int dist = stages - 1;
     /* the prologue: iterations 0 .. dist-1 */
     IrValue lo = loop->operands[0];
     const IrType *ivt = ir_value_type(f, lo), *st = ir_type_scalar(c, IR_I32);
@@ -482,6 +486,17 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
             ll->attr.i = vw->trans != NULL;       /* 1: the stage read transposed */
             ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
         }
+    if (async_dot) {   /* the copies after the dot and a barrier (above) */
+        IrOp *dot = NULL;
+        for (IrOp *op = p.body->first; op; op = op->next)
+            if (op->code == IR_OP_DOT) dot = op;
+        assert(dot && dot->next);   /* count_dots == 1, and the async_wait at the end follows it */
+        IrBuilder after;
+        ir_builder_before(&after, dot->next);   /* the async_wait at the end, or the yield */
+        after.loc = loop->loc;
+        ir_build(&after, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+        b = after;
+    }
     IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, dist * step));
     IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, dist)), iconst(&b, st, stages));
     emit_copies(&p, &b, cs, n, next, next_stage);

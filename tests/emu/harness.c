@@ -96,6 +96,7 @@ void chk_cp(uint32_t dst, uint64_t src, uint32_t pred, uint32_t own, uint32_t sz
     extent(&buf_lo, &buf_hi, o, sz);
     if (o % sz) report("cp.async dst misaligned", o);
     if (o + sz > smem_bytes) report("cp.async dst past the shared memory", o);
+    if (src % sz) report("cp.async src misaligned (masked off or not)", src);
     if (pred) {
         if (o / 16 < sizeof chunk_from) chunk_from[o / 16] = in(src, A, szA, sz) ? 1 : in(src, B, szB, sz) ? 2 : 0;
         if (src % sz) report("cp.async src misaligned", src);

@@ -77,6 +77,12 @@ def emu_for(asm, cons, args, ret):
     elif "selp.b32 $0, $1, $2" in asm:
         body = ["  %c = icmp slt i32 %p0, %p1", "  %r = select i1 %c, i32 %p0, i32 %p1", "  ret i32 %r"]
     elif "cp.async.cg" in asm or "cp.async.ca" in asm:
+        m = re.search(r"\], (\d+), \$2;", asm)
+        if m:   # zero-filled: source size $2 (bytes or 0), the source p or the zero bytes
+            body = ["  %c = icmp ne i32 %p2, 0", "  %g = zext i1 %c to i32",
+                    "  call void @chk_cp(i32 %%p0, i64 %%p1, i32 %%g, i32 1, i32 %s)" % m.group(1), "  ret void"]
+            decls[key] = (name, "define internal %s @%s(%s) {\n%s\n}\n" % (ret, name, params, "\n".join(body)))
+            return name
         sz = re.search(r"\], (\d+);", asm).group(1)
         if len(argtypes) == 3:
             body = ["  call void @chk_cp(i32 %%p0, i64 %%p1, i32 %%p2, i32 1, i32 %s)" % sz, "  ret void"]

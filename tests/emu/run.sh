@@ -14,7 +14,7 @@ spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0
 "$tilec" "$root/examples/matmul_bf16.tile" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
     --spec=$spec --emit=llvm -o "$t/k.ll"
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
-"$llc" -O1 -mtriple=x86_64-pc-linux-gnu -filetype=obj "$t/host.ll" -o "$t/k.o"
+"$llc" -O1 -mtriple=x86_64-pc-linux-gnu -relocation-model=pic -filetype=obj "$t/host.ll" -o "$t/k.o"
 cc -O1 -pthread "$here/harness.c" "$t/k.o" -o "$t/run"
 grid=$(( ((M + BM - 1) / BM) * ((N + BN - 1) / BN) ))
 # shared memory: every buffer the kernel allocates plus the largest scratch, bounded

@@ -12,7 +12,7 @@ llc=${LLC:-$(command -v llc-19 || echo /usr/lib/llvm-19/bin/llc)}
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 "$tilec" "$file" --kernel "$kern" --emit=llvm -o "$t/k.ll"
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll" --values
-"$llc" -O1 -mtriple=x86_64-pc-linux-gnu -filetype=obj "$t/host.ll" -o "$t/k.o"
+"$llc" -O1 -mtriple=x86_64-pc-linux-gnu -relocation-model=pic -filetype=obj "$t/host.ll" -o "$t/k.o"
 cc -O1 -pthread -DKERNEL="$kern" "$here/values_harness.c" "$t/k.o" -o "$t/run"
 # the same random input for both: integers in [-1000, 1000)
 python3 -c "import random, struct, sys; random.seed(7); sys.stdout.buffer.write(struct.pack('<$nx''i', *[random.randrange(-1000, 1000) for _ in range($nx)]))" > "$t/x.bin"
