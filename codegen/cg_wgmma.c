@@ -210,6 +210,27 @@ static void a_words(Cg *c, CgVal a, uint32_t rm, uint32_t KS, uint32_t ks, LLVMV
     }
 }
 
+/* The first row of this thread's warpgroup, 64 * (warp / 4), once per kernel in the
+ * entry block and through shfl.sync.idx from lane 0: ptxas then knows it is the same
+ * in every lane and keeps it and the A descriptors made from it in uniform registers
+ * (computed from the thread index alone it is a vector value, and each wgmma waited
+ * for an R2UR of its descriptor: 8 in the bf16 GEMM's loop on the H200, none in
+ * Triton's, which takes its warp index the same way). */
+static LLVMValueRef warpgroup_row(Cg *c)
+{
+    int32_t key[8] = {7, 64, 0, 0, 0, 0, 0, 0};
+    LLVMValueRef v = cg_thread_value(c, key);
+    if (v) return v;
+    LLVMBuilderRef b = cg_thread_builder(c);
+    LLVMValueRef row = cg_mul(b, cg_lshr(b, c->warp, cg_i32c(c, 2)), cg_i32c(c, 64));
+    LLVMValueRef args[4] = {cg_i32c(c, -1), row, cg_i32c(c, 0), cg_i32c(c, 31)};
+    LLVMBuilderRef saved = c->b;
+    c->b = b;
+    v = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
+    c->b = saved;
+    return cg_thread_remember(c, key, v);
+}
+
 bool cg_wgmma_dot(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
@@ -230,8 +251,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     CgVal acc = cg_get(c, op->operands[2]);
     CgVal out = cg_val_new(c, RM * R);
     for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q);
-    LLVMValueRef wg = cg_lshr(c->b, c->warp, cg_i32c(c, 2));
-    LLVMValueRef row0 = cg_mul(c->b, wg, cg_i32c(c, 64));
+    LLVMValueRef row0 = warpgroup_row(c);
     LLVMValueRef *aw = NULL;
     if (a_regs) {   /* A's words and the accumulators are final before the fence */
         CgVal av = cg_get(c, op->operands[0]);

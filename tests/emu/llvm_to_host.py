@@ -119,6 +119,10 @@ src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
 if VALUES:
     src = re.sub(r"@llvm\.nvvm\.shfl\.sync\.(bfly|up|down|idx)\.i32", r"@emu_shfl_\1", src)
     src = re.sub(r"declare [^\n]*@emu_shfl_(\w+)\([^\n]*", r"declare i32 @emu_shfl_\1(i32, i32, i32, i32)", src)
+else:   # the GEMM's one shuffle: its warpgroup's row from lane 0, the same in every lane
+    src = src.replace("@llvm.nvvm.shfl.sync.idx.i32", "@emu_shfl_own")
+    src = re.sub(r"declare [^\n]*@emu_shfl_own\([^\n]*", "", src)
+    src += "\ndefine internal i32 @emu_shfl_own(i32 %m, i32 %v, i32 %l, i32 %c) {\n  ret i32 %v\n}\n"
 src = re.sub(r'"target-cpu"="[^"]*"', '', src)
 src = re.sub(r'"target-features"="[^"]*"', '', src)
 src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)
