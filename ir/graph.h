@@ -212,6 +212,9 @@ typedef struct IrGKernel {
     const uint32_t *writes;
     const IrGAttention *attn;   /* kind flash_attention, else NULL */
     const IrGConv *conv;        /* kind conv2d, else NULL */
+    bool view;               /* a reshape of a value in memory (a parameter or a kernel's
+                              * write) that is not returned: nothing runs, its result is
+                              * that memory, read row-major in the new shape (ir_gplan_root) */
 } IrGKernel;
 
 /* A buffer in global memory (memory planning): it holds the intermediates values[i]
@@ -236,6 +239,11 @@ typedef struct IrGPlan {
  * then one per buffer (`buffer b0 (8192*T bytes): %h : bf16[T, 4096] (k0 to k1), ...`),
  * then one per output (`output %10 : bf16[T, 1024] (written by k1)`). */
 void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out);
+/* The value whose memory value v is: v itself, or for the result of a view kernel the
+ * root of the view's operand. */
+uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v);
+/* The plan's kernels that run (its views do not). */
+uint32_t ir_gplan_num_launched(const IrGPlan *p);
 /* Each value's printed name (as ir_graph_print prints it), in arena a. */
 const char **ir_graph_value_names(Arena *a, const IrGraph *g);
 

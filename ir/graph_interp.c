@@ -647,11 +647,12 @@ bool ir_graph_interp(const IrGraph *g, const IrGTensor *params, const int64_t *s
  * earlier kernels), 2 produced by the running kernel, 0 not there. With a memory plan,
  * buf[v] is value v's buffer (IR_GNONE: none) and holder[b] the value buffer b holds
  * now: a kernel that reads a value whose buffer a later value took is refused. */
-static bool run_kernel(Run *R, const IrGKernel *K, uint32_t k, char *where, IrGTensor *outs,
+static bool run_kernel(Run *R, const IrGPlan *plan, uint32_t k, char *where, IrGTensor *outs,
                        const uint32_t *buf, uint32_t *holder)
 {
-    for (uint32_t i = 0; buf && i < K->nreads; i++) {
-        uint32_t v = K->reads[i], b = buf[v];
+    const IrGKernel *K = &plan->kernels[k];
+    for (uint32_t i = 0; buf && i < K->nreads; i++) {   /* a view's value is its root's memory */
+        uint32_t v = ir_gplan_root(plan, K->reads[i]), b = buf[v];
         if (b != IR_GNONE && holder[b] != v) {
             R->op = &R->g->ops.data[K->ops[0]];
             return fail(R, "kernel k%u reads value %u from buffer b%u, which holds value %u now", k, v, b, holder[b]);
@@ -717,7 +718,7 @@ bool ir_graph_interp_plan(const IrGraph *g, const IrGPlan *plan, const IrGTensor
         if (!ok) fail(&R, "out of memory");
     }
     for (uint32_t k = 0; ok && k < plan->nkernels; k++)
-        ok = run_kernel(&R, &plan->kernels[k], k, where, outs, buf, holder);
+        ok = run_kernel(&R, plan, k, where, outs, buf, holder);
     tl_free(buf);
     tl_free(holder);
     const IrGOp *ret = ok ? &g->ops.data[g->ops.len - 1] : NULL;

@@ -62,15 +62,37 @@ static void print_values(const char **names, const uint32_t *v, uint32_t n, FILE
 
 static bool is_param(const IrGraph *g, uint32_t v) { return g->values.data[v].def == IR_GNONE; }
 
+uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v)
+{
+    for (uint32_t k = p->nkernels; k-- > 0;)   /* a view's operand comes from an earlier kernel */
+        if (p->kernels[k].view && p->kernels[k].writes[0] == v) v = p->kernels[k].reads[0];
+    return v;
+}
+
+uint32_t ir_gplan_num_launched(const IrGPlan *p)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < p->nkernels; k++) n += !p->kernels[k].view;
+    return n;
+}
+
 void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
 {
     Arena *a = arena_create();
     if (!a) tl_oom();
     const char **names = value_names(a, g);
     const IrGOp *ret = &g->ops.data[g->ops.len - 1];
-    fprintf(out, "graph @%s: %u kernel%s\n", g->name, p->nkernels, p->nkernels == 1 ? "" : "s");
+    uint32_t nl = ir_gplan_num_launched(p), nv = p->nkernels - nl;
+    fprintf(out, "graph @%s: %u kernel%s", g->name, nl, nl == 1 ? "" : "s");
+    if (nv) fprintf(out, ", %u view%s", nv, nv == 1 ? "" : "s");
+    fputc('\n', out);
     for (uint32_t k = 0; k < p->nkernels; k++) {
         const IrGKernel *K = &p->kernels[k];
+        if (K->view) {   /* no kernel: the result is the operand's memory */
+            fprintf(out, "view k%u: reshape %%%s of %%%s (the memory of %%%s)\n", k, names[K->writes[0]],
+                    names[K->reads[0]], names[ir_gplan_root(p, K->reads[0])]);
+            continue;
+        }
         fprintf(out, "kernel k%u %s:", k, K->kind);
         for (uint32_t i = 0; i < K->nops; i++) {
             const IrGOp *op = &g->ops.data[K->ops[i]];

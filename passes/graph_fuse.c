@@ -724,6 +724,22 @@ static const IrGConv *conv_info(Fuse *F, uint32_t G, uint32_t c)
     return cv;
 }
 
+/* Is kernel K a view: one reshape (not of unit axes only, which fuse into their
+ * neighbours) of a value in memory, a parameter or another kernel's write, whose result
+ * is not returned (a result gets the caller's memory, so it is copied there)? Buffers
+ * hold whole tensors row-major, and a reshape keeps the row-major order: its result is
+ * the operand's memory. */
+static bool is_view(const Fuse *F, const IrGKernel *K)
+{
+    if (K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
+    const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
+    if (op->kind != IR_GOP_RESHAPE || op->nin != 1 || op->in[0] != K->reads[0]) return false;
+    for (uint32_t i = 0; i < ret->nin; i++)
+        if (ret->in[i] == K->writes[0]) return false;
+    uint32_t d = def_of(F, K->reads[0]);
+    return d == NONE || !immediate(opat(F, d)->kind);
+}
+
 static IrGPlan *make_plan(Fuse *F)
 {
     uint32_t nk = 0;
@@ -741,6 +757,7 @@ static IrGPlan *make_plan(Fuse *F)
         GroupInfo gi = group_info(F, G);
         if (gi.flash) K->attn = attention_info(F, G);
         if (gi.conv != NONE) K->conv = conv_info(F, G, gi.conv);
+        K->view = is_view(F, K);
     }
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
     *plan = (IrGPlan){.nkernels = nk, .kernels = ks};
@@ -785,15 +802,15 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
     bool *returned = arena_alloc(F->a, nv + 1);
     const IrGOp *ret = &g->ops.data[g->ops.len - 1];
     for (uint32_t i = 0; i < ret->nin; i++) returned[ret->in[i]] = true;
-    for (uint32_t k = 0; k < nk; k++)
-        for (uint32_t i = 0; i < plan->kernels[k].nreads; i++) last[plan->kernels[k].reads[i]] = k;
+    for (uint32_t k = 0; k < nk; k++)   /* a view's readers read its root's memory */
+        for (uint32_t i = 0; i < plan->kernels[k].nreads; i++) last[ir_gplan_root(plan, plan->kernels[k].reads[i])] = k;
     uint32_t cap = 0;
     for (uint32_t k = 0; k < nk; k++) cap += plan->kernels[k].nwrites;
     Buf *bufs = arena_alloc(F->a, (cap + 1) * sizeof *bufs);
     for (uint32_t k = 0; k < nk; k++)
         for (uint32_t w = 0; w < plan->kernels[k].nwrites; w++) {
             uint32_t v = plan->kernels[k].writes[w];
-            if (returned[v] || g->values.data[v].def == IR_GNONE) continue;
+            if (returned[v] || g->values.data[v].def == IR_GNONE || plan->kernels[k].view) continue;
             const IrTensorType *t = vtype(F, v);
             IrSize n, bytes = ir_size_const(0);
             bool sized = ir_size_numel(F->a, t->rank, t->dims, &n) &&

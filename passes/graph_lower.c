@@ -1296,6 +1296,10 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
              .kept = arena_alloc(a, g->values.len + 1)};
     if (module) fprintf(module, "// The kernels of graph '%s' (passes/graph_lower.c).\n", g->name);
     for (uint32_t k = 0; k < plan->nkernels; k++) {
+        if (plan->kernels[k].view) {   /* the operand's memory: no kernel */
+            ks[k].view = true;
+            continue;
+        }
         ks[k].name = arena_printf(a, "%s_k%u", g->name, k);
         L.K = &plan->kernels[k];
         L.why = NULL;

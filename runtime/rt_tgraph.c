@@ -97,7 +97,7 @@ static TrtStatus load_kernels(TrtTensorGraph *G)
     snprintf(name, sizeof name, "graph %s (lowered)", G->g->name);
     TrtStatus s = trt_module_load_string(G->ctx, name, G->low->source, &G->kmod);
     for (uint32_t k = 0; !s && k < G->plan->nkernels; k++)
-        s = trt_module_get_kernel(G->kmod, G->low->kernels[k].name, NULL, 0, &G->kernels[k]);
+        if (!G->low->kernels[k].view) s = trt_module_get_kernel(G->kmod, G->low->kernels[k].name, NULL, 0, &G->kernels[k]);
     return s;
 }
 
@@ -267,6 +267,7 @@ static TrtStatus plan_buffers(TrtTensorGraph *G)
 /* Where value v lives: a parameter's or result's bound memory, else its buffer. */
 static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
 {
+    v = ir_gplan_root(G->plan, v);   /* a view's value is its root's memory */
     const IrGValue *gv = &G->g->values.data[v];
     if (gv->def == IR_GNONE) return *out = G->params[gv->index].v.ptr, true;
     for (uint32_t i = 0; i < G->ret->nin; i++)
@@ -304,16 +305,20 @@ TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
     if (!g) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_run: g is NULL");
     TrtStatus s = check_bound(g);
     if (!s) s = plan_buffers(g);
-    for (uint32_t k = 0; !s && k < g->plan->nkernels; k++) s = launch(g, k, stream);
+    for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)
+        if (!g->plan->kernels[k].view) s = launch(g, k, stream);
     return s;
 }
 
 TrtModule *rt_tgraph_module(TrtTensorGraph *g) { return g ? g->kmod : NULL; }
 
-uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? g->plan->nkernels : 0; }
+/* The kernels that run, in order (the plan's views launch nothing). */
+uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? ir_gplan_num_launched(g->plan) : 0; }
 TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i)
 {
-    return g && i < g->plan->nkernels ? g->kernels[i] : NULL;
+    for (uint32_t k = 0; g && k < g->plan->nkernels; k++)
+        if (!g->plan->kernels[k].view && i-- == 0) return g->kernels[k];
+    return NULL;
 }
 uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g) { return g ? g->plan->nbuffers : 0; }
 uint64_t trt_tgraph_buffer_bytes(const TrtTensorGraph *g, uint32_t i)

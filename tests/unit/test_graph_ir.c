@@ -220,19 +220,19 @@ static void test_plan_interp(void **state)
     graph_fx_free(&fx);
 }
 
-/* A chain of reshapes: the memory plan reuses a buffer once its value's last reader ran,
- * and the plan interpreter runs it; a plan that puts a later value into the buffer of a
- * value still to be read is refused. */
+/* A chain of transposes (kernels of their own): the memory plan reuses a buffer once its
+ * value's last reader ran, and the plan interpreter runs it; a plan that puts a later
+ * value into the buffer of a value still to be read is refused. */
 static void test_plan_buffers(void **state)
 {
     (void)state;
-    const char *text = "graph @g(%x: f32[N]) {\n"
-                       "  %a = exp %x : f32[N]\n"
-                       "  %r1 = reshape %a : f32[N, 1]\n"
-                       "  %r2 = reshape %r1 : f32[N]\n"
-                       "  %r3 = reshape %r2 : f32[N, 1]\n"
-                       "  %r4 = reshape %r3 : f32[N]\n"
-                       "  %b = add %r4, %a : f32[N]\n"
+    const char *text = "graph @g(%x: f32[N, N]) {\n"
+                       "  %a = exp %x : f32[N, N]\n"
+                       "  %r1 = trans [1, 0] %a : f32[N, N]\n"
+                       "  %r2 = trans [1, 0] %r1 : f32[N, N]\n"
+                       "  %r3 = trans [1, 0] %r2 : f32[N, N]\n"
+                       "  %r4 = trans [1, 0] %r3 : f32[N, N]\n"
+                       "  %b = add %r4, %a : f32[N, N]\n"
                        "  return %b\n"
                        "}\n";
     GraphFx fx;
@@ -241,6 +241,7 @@ static void test_plan_buffers(void **state)
     uint32_t a = ir_graph_result(g, 0, 0), r1 = ir_graph_result(g, 1, 0), r2 = ir_graph_result(g, 2, 0),
              r3 = ir_graph_result(g, 3, 0), r4 = ir_graph_result(g, 4, 0);
     assert_int_equal(plan->nkernels, 6);
+    assert_int_equal(ir_gplan_num_launched(plan), 6);
     /* %a lives k0 to k5; %r1 k1..k2 then %r3 k3..k4 share a buffer; %r2, %r4 another. */
     assert_int_equal(plan->nbuffers, 3);
     assert_int_equal(plan->buffers[0].nvalues, 1);
@@ -251,14 +252,14 @@ static void test_plan_buffers(void **state)
     assert_int_equal(plan->buffers[2].values[0], r2);
     assert_int_equal(plan->buffers[2].values[1], r4);
     assert_true(ir_size_eq(plan->buffers[0].bytes, plan->buffers[1].bytes));
-    int64_t n = 3, sizes[] = {3};
+    int64_t n[2] = {3, 3}, sizes[] = {3};
     IrGTensor x, o1 = {0}, o2 = {0};
-    assert_true(ir_gtensor_alloc(&x, IR_F32, 1, &n));
-    for (int i = 0; i < 3; i++) x.f[i] = i;
+    assert_true(ir_gtensor_alloc(&x, IR_F32, 2, n));
+    for (int i = 0; i < 9; i++) x.f[i] = (float)i / 4;
     char err[200];
     assert_true(ir_graph_interp(g, &x, sizes, &o1, err, sizeof err));
     assert_true(ir_graph_interp_plan(g, plan, &x, sizes, &o2, err, sizeof err));
-    for (int i = 0; i < 3; i++) assert_true(o1.f[i] == o2.f[i]);
+    for (int i = 0; i < 9; i++) assert_true(o1.f[i] == o2.f[i]);
     ir_gtensor_free(&o2);
     uint32_t v0[] = {a, r2}, v1[] = {r1, r3, r4}, k[] = {0, 0, 0};   /* %r2 overwrites %a */
     IrGBuffer bufs[] = {{plan->buffers[0].bytes, 2, v0, k, k}, {plan->buffers[0].bytes, 3, v1, k, k}};
@@ -270,6 +271,81 @@ static void test_plan_buffers(void **state)
     ir_gtensor_free(&x);
     ir_gtensor_free(&o1);
     ir_gtensor_free(&o2);
+    graph_fx_free(&fx);
+}
+
+/* Reshapes of values in memory are views: no kernel runs, no buffer is planned for
+ * them, and their root (%a, or the parameter %x) stays in its buffer until the last
+ * reader of a view of it has run; a returned reshape is a kernel (it is copied into
+ * the caller's memory). A plan that lets a later value take the root's buffer while a
+ * view of it is still to be read is refused. */
+static void test_plan_views(void **state)
+{
+    (void)state;
+    const char *text = "graph @g(%x: f32[N, 4]) {\n"
+                       "  %a = exp %x : f32[N, 4]\n"
+                       "  %r1 = reshape %a : f32[4, N]\n"
+                       "  %r2 = reshape %r1 : f32[N, 2, 2]\n"
+                       "  %t = trans [1, 0] %r1 : f32[N, 4]\n"
+                       "  %u = reshape %t : f32[4, N]\n"
+                       "  %b = reshape %r2 : f32[N, 4]\n"
+                       "  %c = add %b, %t : f32[N, 4]\n"
+                       "  %xr = reshape %x : f32[4, N]\n"
+                       "  %d = add %u, %xr : f32[4, N]\n"
+                       "  %e = reshape %d : f32[N, 4]\n"
+                       "  return %c, %e\n"
+                       "}\n";
+    GraphFx fx;
+    IrGraph *g = parse_graph(&fx, text);
+    IrGPlan *plan = pass_graph_fuse(g, A);
+    uint32_t a = ir_graph_result(g, 0, 0), r1 = ir_graph_result(g, 1, 0), r2 = ir_graph_result(g, 2, 0),
+             t = ir_graph_result(g, 3, 0), b = ir_graph_result(g, 5, 0), xr = ir_graph_result(g, 7, 0),
+             e = ir_graph_result(g, 9, 0), x = g->params.data[0];
+    assert_int_equal(ir_gplan_root(plan, r1), a);
+    assert_int_equal(ir_gplan_root(plan, r2), a);
+    assert_int_equal(ir_gplan_root(plan, b), a);
+    assert_int_equal(ir_gplan_root(plan, xr), x);
+    assert_int_equal(ir_gplan_root(plan, t), t);
+    assert_int_equal(ir_gplan_root(plan, e), e);   /* returned: a kernel */
+    uint32_t views = 0;
+    for (uint32_t k = 0; k < plan->nkernels; k++) {
+        const IrGKernel *K = &plan->kernels[k];
+        views += K->view;
+        if (K->view) assert_int_not_equal(K->writes[0], e);
+        for (uint32_t bf = 0; bf < plan->nbuffers; bf++)
+            for (uint32_t i = 0; K->view && i < plan->buffers[bf].nvalues; i++)
+                assert_int_not_equal(plan->buffers[bf].values[i], K->writes[0]);
+    }
+    assert_int_equal(views, plan->nkernels - ir_gplan_num_launched(plan));
+    assert_true(views >= 4);   /* %r1, %r2, %b, %xr; %u too unless it fused */
+    int64_t n[2] = {6, 4}, sizes[] = {6};
+    IrGTensor xs, o1[2] = {{0}}, o2[2] = {{0}};
+    assert_true(ir_gtensor_alloc(&xs, IR_F32, 2, n));
+    for (int i = 0; i < 24; i++) xs.f[i] = (float)(i % 7) / 8;
+    char err[200];
+    assert_true(ir_graph_interp(g, &xs, sizes, o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, &xs, sizes, o2, err, sizeof err));
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 24; i++) assert_true(o1[j].f[i] == o2[j].f[i]);
+    for (int j = 0; j < 2; j++) ir_gtensor_free(&o2[j]);
+    /* %a's buffer given to a later value of the same size while %b (a view of %a) is
+     * still to be read by %c's kernel */
+    uint32_t ka = 0, kc = 0;
+    for (uint32_t k = 0; k < plan->nkernels; k++)
+        for (uint32_t i = 0; i < plan->kernels[k].nwrites; i++) {
+            if (plan->kernels[k].writes[i] == a) ka = k;
+            if (plan->kernels[k].writes[i] == t) kc = k;
+        }
+    assert_true(kc > ka);
+    uint32_t v0[] = {a, t}, first[] = {ka, kc}, last[] = {ka, kc};
+    IrGBuffer bufs[] = {{plan->buffers[0].bytes, 2, v0, first, last}};
+    IrGPlan wrong = *plan;
+    wrong.nbuffers = 1;
+    wrong.buffers = bufs;
+    assert_false(ir_graph_interp_plan(g, &wrong, &xs, sizes, o2, err, sizeof err));
+    assert_non_null(strstr(err, "which holds value"));
+    ir_gtensor_free(&xs);
+    for (int j = 0; j < 2; j++) ir_gtensor_free(&o1[j]);
     graph_fx_free(&fx);
 }
 
@@ -485,6 +561,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_interp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plan_views, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_horizontal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuse_large, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_attention, setup, teardown),
