@@ -89,7 +89,7 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
     for (uint32_t k = 0; k < p->nkernels; k++) {
         const IrGKernel *K = &p->kernels[k];
         if (K->view) {   /* no kernel: the result is the operand's memory */
-            fprintf(out, "view k%u: reshape %%%s of %%%s (the memory of %%%s)\n", k, names[K->writes[0]],
+            fprintf(out, "view k%u: %s %%%s of %%%s (the memory of %%%s)\n", k, ir_gop_name(g->ops.data[K->ops[0]].kind), names[K->writes[0]],
                     names[K->reads[0]], names[ir_gplan_root(p, K->reads[0])]);
             continue;
         }

@@ -740,6 +740,29 @@ static bool is_view(const Fuse *F, const IrGKernel *K)
     return d == NONE || !immediate(opat(F, d)->kind);
 }
 
+/* Is kernel k a view made by a transposition: one trans of a value in memory, not
+ * returned, read only by flash_attention kernels as their q, k or v (which read their
+ * operands through strides, graph_lower.c stride_of)? Its result is the operand's
+ * memory with permuted strides. Other readers (a GEMM's tiles, a reshape, which needs
+ * row-major memory) keep it a gather kernel. */
+static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
+{
+    const IrGKernel *K = &ks[k];
+    if (K->view || K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
+    const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
+    uint32_t v = K->writes[0], d = def_of(F, K->reads[0]);
+    if (op->kind != IR_GOP_TRANS || op->in[0] != K->reads[0] || (d != NONE && immediate(opat(F, d)->kind))) return false;
+    for (uint32_t i = 0; i < ret->nin; i++)
+        if (ret->in[i] == v) return false;
+    for (uint32_t r = 0; r < nk; r++)
+        for (uint32_t i = 0; i < ks[r].nreads; i++) {
+            if (ks[r].reads[i] != v) continue;
+            const IrGAttention *A = ks[r].attn;
+            if (!A || (v != A->q && v != A->k && v != A->v)) return false;
+        }
+    return true;
+}
+
 static IrGPlan *make_plan(Fuse *F)
 {
     uint32_t nk = 0;
@@ -759,6 +782,7 @@ static IrGPlan *make_plan(Fuse *F)
         if (gi.conv != NONE) K->conv = conv_info(F, G, gi.conv);
         K->view = is_view(F, K);
     }
+    for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
     *plan = (IrGPlan){.nkernels = nk, .kernels = ks};
     return plan;

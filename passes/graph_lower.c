@@ -40,6 +40,7 @@ typedef struct Space {       /* the coordinates a scope computes */
 
 typedef struct Low {
     const IrGraph *g;
+    const IrGPlan *plan;
     const IrGKernel *K;
     Arena *a;
     FILE *o;
@@ -105,8 +106,38 @@ static const char *numel_expr(Low *L, const IrTensorType *t, uint32_t from)
     return size_expr(L, numel(L, t, from, t->rank));
 }
 
-/* The element offset of value v (row-major) at the scope's coordinates; NULL when v
- * has more axes than the scope. */
+/* The trans op whose result v is when v is a view of the plan made by a transposition
+ * (its operand's memory read with permuted strides), else NULL. */
+static const IrGOp *trans_view(const Low *L, uint32_t v)
+{
+    for (uint32_t k = 0; L->plan && k < L->plan->nkernels; k++) {
+        const IrGKernel *K = &L->plan->kernels[k];
+        if (K->view && K->writes[0] == v) {
+            const IrGOp *op = &L->g->ops.data[K->ops[0]];
+            return op->kind == IR_GOP_TRANS ? op : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* The distance in elements between neighbours along axis d of value v in the memory
+ * the kernel reads it from: row-major in its shape, or for a transposition view the
+ * stride of the operand's axis it came from (views of views compose). */
+static const char *stride_of(Low *L, uint32_t v, uint32_t d)
+{
+    const IrGOp *t = trans_view(L, v);
+    if (t) return stride_of(L, t->in[0], (uint32_t)t->attr.perm[d]);
+    return numel_expr(L, vt(L, v), d + 1);
+}
+
+/* x * s, or x when s is 1 */
+static const char *times(Low *L, const char *x, const char *s)
+{
+    return strcmp(s, "1") ? arena_printf(L->a, "%s * %s", x, s) : x;
+}
+
+/* The element offset of value v at the scope's coordinates, through its strides; NULL
+ * when v has more axes than the scope. */
 static const char *offset(Low *L, uint32_t v)
 {
     const IrTensorType *t = vt(L, v);
@@ -116,7 +147,7 @@ static const char *offset(Low *L, uint32_t v)
     if (rank > L->sp->rank) return NULL;
     const char *off = NULL;
     for (uint32_t d = 0; d < rank; d++) {
-        const char *stride = numel_expr(L, t, d + 1), *c = L->sp->coord[L->sp->rank - rank + d];
+        const char *stride = stride_of(L, v, d), *c = L->sp->coord[L->sp->rank - rank + d];
         if (is_one(t->dims[d]) || !strcmp(c, "0")) continue;
         const char *term = strcmp(stride, "1") ? arena_printf(L->a, "%s * %s", c, stride) : c;
         off = off ? arena_printf(L->a, "%s + %s", off, term) : term;
@@ -1153,8 +1184,10 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     const char *Lk = size_expr(L, vt(L, A->v)->dims[vt(L, A->v)->rank - 2]);
     FILE *o = L->o;
     fprintf(o, "        let kj = j + arange(0, BN);\n        let zk = kj * 0;\n        let ok = kj < %s;\n", Lk);
-    const char *kidx = A->k_t ? arena_printf(L->a, "kj[:, None] + dq[None, :] * %s", Lk)
-                              : arena_printf(L->a, "kj[:, None] * %s + dq[None, :]", D);
+    uint32_t kr = vt(L, A->k)->rank, vr = vt(L, A->v)->rank;   /* k: [.., Lk, D], or [.., D, Lk] when k_t */
+    const char *kj_s = stride_of(L, A->k, A->k_t ? kr - 1 : kr - 2), *dq_s = stride_of(L, A->k, A->k_t ? kr - 2 : kr - 1);
+    const char *kidx = arena_printf(L->a, "%s + %s", times(L, "kj[:, None]", kj_s), times(L, "dq[None, :]", dq_s));
+    (void)D;
     fprintf(o, "        let kt = load(p%u + %s + %s, ok[:, None] & dmask[None, :], 0) as f32;\n", A->k, ko, kidx);
     fputs("        let s0 = sum(kt * qv[None, :], 1);\n", o);
     scope(L, sc_sp, "        ");
@@ -1182,8 +1215,9 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         if (!x) return false;
         pd = arena_printf(L->a, "(%s as f32)", x);
     }
-    fprintf(o, "        let vt = load(p%u + %s + kj[:, None] * %s + dv[None, :], ok[:, None] & vmask[None, :], 0) as f32;\n",
-            A->v, vo, Dv);
+    (void)Dv;
+    fprintf(o, "        let vt = load(p%u + %s + %s + %s, ok[:, None] & vmask[None, :], 0) as f32;\n", A->v, vo,
+            times(L, "kj[:, None]", stride_of(L, A->v, vr - 2)), times(L, "dv[None, :]", stride_of(L, A->v, vr - 1)));
     fprintf(o, "        acc = acc * alpha + sum(%s[:, None] * vt, 0);\n        m = mn;\n", pd);
     return true;
 }
@@ -1221,7 +1255,7 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
     fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n    let zv = dv * 0 + bt * 0;\n", (long long)bdv,
             (long long)Dv);
-    fprintf(L->o, "    let qv = load(p%u + %s + dq, dmask, 0) as f32;\n", A->q, qo);
+    fprintf(L->o, "    let qv = load(p%u + %s + %s, dmask, 0) as f32;\n", A->q, qo, times(L, "dq", stride_of(L, A->q, q->rank - 1)));
     fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
     fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", size_expr(L, v->dims[v->rank - 2]));
     Space sc = flash_space(L, o, "kj", "ok", "zk");
@@ -1292,7 +1326,7 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
     char *text = NULL;
     size_t len = 0;
     FILE *module = open_memstream(&text, &len);
-    Low L = {.g = g, .a = a, .mine = arena_alloc(a, g->ops.len + 1), .done = arena_alloc(a, g->values.len + 1),
+    Low L = {.g = g, .plan = plan, .a = a, .mine = arena_alloc(a, g->ops.len + 1), .done = arena_alloc(a, g->values.len + 1),
              .kept = arena_alloc(a, g->values.len + 1)};
     if (module) fprintf(module, "// The kernels of graph '%s' (passes/graph_lower.c).\n", g->name);
     for (uint32_t k = 0; k < plan->nkernels; k++) {
