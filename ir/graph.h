@@ -215,6 +215,10 @@ typedef struct IrGKernel {
     bool view;               /* a reshape of a value in memory (a parameter or a kernel's
                               * write) that is not returned: nothing runs, its result is
                               * that memory, read row-major in the new shape (ir_gplan_root) */
+    bool store_view;         /* with view, a trans whose operand its producer (a
+                              * flash_attention kernel) writes straight into this result's
+                              * memory, through permuted strides: the operand's root is
+                              * the result's */
 } IrGKernel;
 
 /* A buffer in global memory (memory planning): it holds the intermediates values[i]
@@ -239,8 +243,8 @@ typedef struct IrGPlan {
  * then one per buffer (`buffer b0 (8192*T bytes): %h : bf16[T, 4096] (k0 to k1), ...`),
  * then one per output (`output %10 : bf16[T, 1024] (written by k1)`). */
 void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out);
-/* The value whose memory value v is: v itself, or for the result of a view kernel the
- * root of the view's operand. */
+/* The value whose memory value v is: v itself; for the result of a view kernel the root
+ * of the view's operand; for the operand of a store view the root of its result. */
 uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v);
 /* The plan's kernels that run (its views do not). */
 uint32_t ir_gplan_num_launched(const IrGPlan *p);

@@ -658,8 +658,10 @@ static bool run_kernel(Run *R, const IrGPlan *plan, uint32_t k, char *where, IrG
             return fail(R, "kernel k%u reads value %u from buffer b%u, which holds value %u now", k, v, b, holder[b]);
         }
     }
-    for (uint32_t i = 0; buf && i < K->nwrites; i++)
-        if (buf[K->writes[i]] != IR_GNONE) holder[buf[K->writes[i]]] = K->writes[i];
+    for (uint32_t i = 0; buf && i < K->nwrites; i++) {   /* into its root's memory */
+        uint32_t r = ir_gplan_root(plan, K->writes[i]);
+        if (buf[r] != IR_GNONE) holder[buf[r]] = r;
+    }
     /* A kernel of several matmuls is one GEMM against their concatenated weights (fusion
      * rule 4); here each product is computed on its own, but they must share the input.
      * (A flash_attention kernel's two products are attention's, rule 5.) */

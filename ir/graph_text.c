@@ -64,8 +64,10 @@ static bool is_param(const IrGraph *g, uint32_t v) { return g->values.data[v].de
 
 uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v)
 {
+    for (uint32_t k = 0; k < p->nkernels; k++)   /* a store view's result is written after its operand */
+        if (p->kernels[k].store_view && p->kernels[k].reads[0] == v) v = p->kernels[k].writes[0];
     for (uint32_t k = p->nkernels; k-- > 0;)   /* a view's operand comes from an earlier kernel */
-        if (p->kernels[k].view && p->kernels[k].writes[0] == v) v = p->kernels[k].reads[0];
+        if (p->kernels[k].view && !p->kernels[k].store_view && p->kernels[k].writes[0] == v) v = p->kernels[k].reads[0];
     return v;
 }
 
@@ -88,6 +90,11 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
     fputc('\n', out);
     for (uint32_t k = 0; k < p->nkernels; k++) {
         const IrGKernel *K = &p->kernels[k];
+        if (K->store_view) {   /* no kernel: the operand was written into the result's memory */
+            fprintf(out, "view k%u: trans %%%s of %%%s (%%%s written in the memory of %%%s)\n", k, names[K->writes[0]],
+                    names[K->reads[0]], names[K->reads[0]], names[ir_gplan_root(p, K->writes[0])]);
+            continue;
+        }
         if (K->view) {   /* no kernel: the result is the operand's memory */
             fprintf(out, "view k%u: %s %%%s of %%%s (the memory of %%%s)\n", k, ir_gop_name(g->ops.data[K->ops[0]].kind), names[K->writes[0]],
                     names[K->reads[0]], names[ir_gplan_root(p, K->reads[0])]);
@@ -114,9 +121,9 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
                     ir_ttype_str(a, &g->values.data[B->values[i]].type), B->first[i], B->last[i]);
         fputc('\n', out);
     }
-    for (uint32_t k = 0; k < p->nkernels; k++)
-        for (uint32_t i = 0; i < p->kernels[k].nwrites; i++) {
-            uint32_t v = p->kernels[k].writes[i];
+    for (uint32_t k = 0; k < p->nkernels; k++)   /* a store view's root is written by its operand's kernel */
+        for (uint32_t i = 0; !p->kernels[k].view && i < p->kernels[k].nwrites; i++) {
+            uint32_t v = ir_gplan_root(p, p->kernels[k].writes[i]);
             bool returned = false;
             for (uint32_t r = 0; r < ret->nin; r++) returned |= ret->in[r] == v;
             if (is_param(g, v) || !returned) continue;

@@ -763,6 +763,29 @@ static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
     return true;
 }
 
+/* Is kernel k a store view: one trans of a flash_attention kernel's result that
+ * nothing else reads and that is not returned? That kernel then writes its result
+ * through the trans's strides straight into the trans's memory (graph_lower.c
+ * stride_of), as the heads of an attention go back to [T, H, D] rows. */
+static bool is_store_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
+{
+    const IrGKernel *K = &ks[k];
+    if (K->view || K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
+    const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
+    uint32_t a = K->reads[0];
+    if (op->kind != IR_GOP_TRANS || op->in[0] != a) return false;
+    for (uint32_t i = 0; i < ret->nin; i++)
+        if (ret->in[i] == a) return false;
+    bool made = false;
+    for (uint32_t r = 0; r < nk; r++) {
+        for (uint32_t i = 0; i < ks[r].nreads; i++)
+            if (r != k && ks[r].reads[i] == a) return false;
+        for (uint32_t i = 0; i < ks[r].nwrites; i++)
+            if (ks[r].writes[i] == a) made = ks[r].attn && ks[r].attn->out == a && !ks[r].view;
+    }
+    return made;
+}
+
 static IrGPlan *make_plan(Fuse *F)
 {
     uint32_t nk = 0;
@@ -783,6 +806,8 @@ static IrGPlan *make_plan(Fuse *F)
         K->view = is_view(F, K);
     }
     for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
+    for (uint32_t k = 0; k < nk; k++)
+        if (is_store_view(F, ks, nk, k)) ks[k].view = ks[k].store_view = true;
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
     *plan = (IrGPlan){.nkernels = nk, .kernels = ks};
     return plan;
@@ -833,7 +858,9 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
     Buf *bufs = arena_alloc(F->a, (cap + 1) * sizeof *bufs);
     for (uint32_t k = 0; k < nk; k++)
         for (uint32_t w = 0; w < plan->kernels[k].nwrites; w++) {
-            uint32_t v = plan->kernels[k].writes[w];
+            /* a value written into another's memory (a store view's operand) is that
+             * root's first write: the root's buffer starts here */
+            uint32_t v = ir_gplan_root(plan, plan->kernels[k].writes[w]);
             if (returned[v] || g->values.data[v].def == IR_GNONE || plan->kernels[k].view) continue;
             const IrTensorType *t = vtype(F, v);
             IrSize n, bytes = ir_size_const(0);
