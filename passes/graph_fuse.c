@@ -387,6 +387,42 @@ static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
 /* Rule 4, horizontal GEMMs: matmul o joins GEMM group P when every matmul of P has o's
  * left operand and a weight matrix (rank 2) of o's element type, and o's weight does not
  * come from P. */
+/* Does an element-wise op of group P combine the results of two of its products (a
+ * paired epilogue, rule 4b)? */
+static bool group_mixed(const Fuse *F, uint32_t P)
+{
+    uint32_t *slice = F->slice;
+    MEMBERS(F, P, d) {
+        const IrGOp *op = opat(F, d);
+        uint32_t t = root_op(op->kind) ? d : NONE;
+        for (uint32_t i = 0; t != d && i < op->nin && t != GF_MIXED; i++) {
+            uint32_t q = def_of(F, op->in[i]);
+            if (q == NONE || F->grp[q] != P || slice[q] == NONE) continue;
+            t = t == NONE || t == slice[q] ? slice[q] : GF_MIXED;
+        }
+        slice[d] = t;
+        if (t == GF_MIXED) return true;
+    }
+    return false;
+}
+
+/* May op o's results pair the products of horizontal group P (rule 4b): every product
+ * of P is a 2-D GEMM whose result has o's shape (the tiles of all of them then line up,
+ * and one program computes the same tile of each), and o is element-wise. */
+static bool pairs_products(const Fuse *F, uint32_t o, uint32_t P)
+{
+    const IrTensorType *t = vtype(F, opat(F, o)->out[0]);
+    uint32_t nmm = 0;
+    if (t->rank != 2) return false;
+    MEMBERS(F, P, d) {
+        const IrGOp *m = opat(F, d);
+        if (m->kind != IR_GOP_MATMUL) continue;
+        nmm++;
+        if (vtype(F, m->in[1])->rank != 2 || !same_shape(vtype(F, m->out[0]), t)) return false;
+    }
+    return nmm >= 2;
+}
+
 static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
 {
     const IrGOp *op = opat(F, o);
@@ -398,6 +434,8 @@ static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
         if (m->in[0] != op->in[0] || vtype(F, m->in[1])->rank != 2 ||
             vtype(F, m->in[1])->elem != vtype(F, op->in[1])->elem)
             return false;
+        /* a group whose products are paired takes only a product of their shape */
+        if (!same_shape(vtype(F, m->out[0]), vtype(F, op->out[0])) && group_mixed(F, P)) return false;
     }
     return true;
 }
@@ -420,7 +458,8 @@ static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
     if (!fusable(op->kind) || mine.root != NONE || !mine.ew) return false;
     if (p.root != NONE) {
         uint32_t s = mine.n == 1 ? epilogue_slice(F, o, P) : GF_MIXED;
-        return s != GF_MIXED && s != NONE && same_shape(vtype(F, op->out[0]), vtype(F, opat(F, s)->out[0]));
+        if (s == GF_MIXED) return mine.n == 1 && !p.flash && p.conv == NONE && pairs_products(F, o, P);
+        return s != NONE && same_shape(vtype(F, op->out[0]), vtype(F, opat(F, s)->out[0]));
     }
     if (p.row != NONE) return mine.n == 1 && p.rows_last && row_aligned(F, o, P, p.S);
     return p.ew;

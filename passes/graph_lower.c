@@ -794,19 +794,58 @@ static bool gemm_shape(Low *L, const IrGOp *mm, Gemm *G)
 }
 
 /* Which product (matmul) each op of the kernel computes on: its operands' (-1: none). */
-static int *products(Low *L, const IrGOp **mms, uint32_t *nmm)
+/* Which product each value of the kernel derives from (-1: none); *paired when an op
+ * combines two products (fusion rule 4b: one program then computes the same tile of
+ * every product). */
+static int *products(Low *L, const IrGOp **mms, uint32_t *nmm, bool *paired)
 {
     int *prod = arena_alloc(L->a, (L->g->values.len + 1) * sizeof *prod);
     for (size_t v = 0; v < L->g->values.len; v++) prod[v] = -1;
     *nmm = 0;
+    *paired = false;
     for (uint32_t i = 0; i < L->K->nops; i++) {
         const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
         int p = -1;
         if (op->kind == IR_GOP_MATMUL) mms[p = (int)(*nmm)++] = op;
-        for (uint32_t j = 0; p < 0 && j < op->nin; j++) p = prod[op->in[j]];
+        for (uint32_t j = 0; op->kind != IR_GOP_MATMUL && j < op->nin; j++) {
+            int q = prod[op->in[j]];
+            if (q >= 0 && p >= 0 && q != p) *paired = true;
+            if (p < 0) p = q;
+        }
         for (uint32_t j = 0; j < op->nout; j++) prod[op->out[j]] = p;
     }
     return prod;
+}
+
+/* Paired products (rule 4b): every product's tile at (pm, q) in one program, one K loop
+ * loading the shared left operand's tile once and each right operand's, then the
+ * epilogue of all of them and every store. */
+static bool gemm_paired(Low *L, Gemm *G, uint32_t n)
+{
+    const char *in = "    ";
+    for (uint32_t i = 1; i < n; i++)
+        if (strcmp(G[i].M, G[0].M) || strcmp(G[i].N, G[0].N) || strcmp(G[i].K, G[0].K) || G[i].nbatch)
+            return fail(L, "paired products of different shapes");
+    fprintf(L->o, "%slet rm = pm * (BM as i64) + arange(0, BM);\n%slet rn = q * (BN as i64) + arange(0, BN);\n", in, in);
+    fprintf(L->o, "%slet rk = arange(0, BK);\n", in);
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(L->o, "%svar acc%u = zeros([BM, BN], %s);\n", in, i, vt(L, G[i].mm->in[0])->elem == IR_F64 ? "f64" : "f32");
+    fprintf(L->o, "%sfor k in range(0, %s, BK as i64) {\n%s    let ka = k + rk;\n", in, G[0].K, in);
+    fprintf(L->o, "%s    let at = load(p%u + rm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
+            in, G[0].mm->in[0], G[0].K, G[0].M, G[0].K);
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(L->o, "%s    let bt%u = load(p%u + ka[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+                in, i, G[i].mm->in[1], G[i].N, G[i].K, G[i].N);
+        fprintf(L->o, "%s    acc%u = dot(at, bt%u, acc%u);\n", in, i, i, i);
+    }
+    fprintf(L->o, "%s}\n%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in, in);
+    fprintf(L->o, "%slet mask = (rm2 < %s) & (rn2 < %s);\n%slet z = rm2 * 0 + rn2 * 0;\n", in, G[0].M, G[0].N, in);
+    scope(L, &G[0].sp, in);
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(L->o, "%slet v%u = acc%u as %s;\n", in, G[i].mm->out[0], i, ename(vt(L, G[i].mm->out[0])->elem));
+        L->done[G[i].mm->out[0]] = true;
+    }
+    return store_writes(L);
 }
 
 /* One product's tiles: the K loop, the epilogue and the stores of its outputs. */
@@ -837,7 +876,8 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
 {
     const IrGOp **mms = arena_alloc(L->a, (L->K->nops + 1) * sizeof *mms);
     uint32_t n;
-    int *prod = products(L, mms, &n);
+    bool paired;
+    int *prod = products(L, mms, &n, &paired);
     Gemm *G = arena_alloc(L->a, (n + 1) * sizeof *G);
     for (uint32_t i = 0; i < n; i++)
         if (!gemm_shape(L, mms[i], &G[i])) return false;
@@ -854,7 +894,7 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
                           (long long)bk, bm * bn >= 128 * 128 ? 8 : 4));
     signature(L, s, name);
     const char *nb = "0";
-    for (uint32_t i = 0; i < n; i++) nb = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", nb, G[i].N);
+    for (uint32_t i = 0; i < (paired ? 1 : n); i++) nb = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", nb, G[i].N);
     fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)bm, (long long)bn,
             (long long)bk);
     const char *per = arena_printf(L->a, "cdiv(%s, BM as i64) * (%s)", G[0].M, nb);
@@ -872,6 +912,7 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     } else {
         fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
     }
+    if (paired) return gemm_paired(L, G, n);
     const char *first = "0";
     for (uint32_t i = 0; i < n; i++) {
         const char *end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", first, G[i].N);
