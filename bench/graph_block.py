@@ -20,12 +20,13 @@ For each of tile, eager, torch.compile and torch.compile(mode="max-autotune") a 
 A check comes first: tile's output against eager's in f32 (max abs error relative to
 max |eager|, must be < 2e-2 in bf16), on the benchmark's inputs.
 
-tile's GPU path is `tilec run FILE --graph NAME --device gpu` and libtileRT's graph
-API, which another branch is building; until they exist the tile row says so and the
-PyTorch rows still run. Needs a CUDA GPU, torch and triton.
+tile's row runs the graph through libtileRT's tensor-graph API (bench/tilert.py
+Graph) on PyTorch's stream: its compile is the first run on an empty kernel cache
+(source to every kernel ready), its kernels those the plan launches (views launch
+nothing). Needs a CUDA GPU, torch and triton.
 
-    python3 bench/graph_block.py [--tilec build-gpu/tools/tilec] [--tokens 4096]
-                                 [--dropout 0.0] [--ncu] [--out graph_block.md]
+    python3 bench/graph_block.py [--tilec build-gpu/tilec] [--lib LIBTILERT] [--tokens 4096]
+                                 [--dropout 0.0] [--ncu] [--quick] [--out graph_block.md]
 """
 import argparse
 import os
@@ -92,18 +93,44 @@ def tile_compile(tilec, path, graph):
     return head + "\n" + block, plan, secs
 
 
-def tile_gpu_available(tilec, path, graph):
-    r = subprocess.run([tilec, "run", path, "--graph", graph, "--device", "gpu"], capture_output=True, text=True)
-    return "--device gpu" not in r.stderr
+def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, triton):
+    """The graph through libtileRT's tensor-graph API on PyTorch's stream: compile
+    (source to every kernel ready, on an empty kernel cache: the first run) and time."""
+    import torch
+    sys.path.insert(0, HERE)
+    import tilert
+    lib = args.lib or os.environ.get("TILE_LIB") or os.path.join(ROOT, "build-gpu", "runtime", "libtileRT.so")
+    rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-graph-block-"))
+    out = torch.empty_like(params["x"])
+    t0 = time.perf_counter()
+    g = rt.graph(path, graph)
+    for name, v in params.items():
+        g.bind(name, v)
+    if graph == "block":
+        g.bind("mask", mask)
+        g.bind("pdrop", args.dropout)
+        g.bind("seed", 1, kind="i64")
+    g.bind_size("T", T)
+    g.bind_output(0, out)
+    g.run()
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    if args.dropout == 0 and not err < 2e-2:
+        raise RuntimeError("tile's block differs from eager's: relative error %.2e" % err)
+    ms = triton.testing.do_bench(g.run)
+    return ("tile", ms, g.num_kernels(), f"{moved / 1e9:.2f} GB", f"{compile_s:.2f} (plan {plan_secs:.2f})", f"{err:.2e}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tilec", default=os.path.join(ROOT, "build-gpu", "tools", "tilec"))
+    ap.add_argument("--tilec", default=os.path.join(ROOT, "build-gpu", "tilec"))
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--ncu", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="leave out torch.compile max-autotune (minutes of tuning)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--lib", default=None, help="libtileRT.so (default TILE_LIB, else build-gpu's)")
     args = ap.parse_args()
 
     import torch
@@ -152,7 +179,8 @@ def main():
 
     rows = []
     ref = block(**params)
-    for name, mode in (("eager", None), ("torch.compile", "default"), ("torch.compile max-autotune", "max-autotune")):
+    modes = (("eager", None), ("torch.compile", "default"), ("torch.compile max-autotune", "max-autotune"))
+    for name, mode in modes[:2] if args.quick else modes:
         torch._dynamo.reset()
         fn = block if mode is None else torch.compile(block, mode=mode)
         t0 = time.perf_counter()
@@ -171,13 +199,11 @@ def main():
         typed, plan, secs = tile_compile(args.tilec, path, graph)
         nk = int(re.search(r"graph @%s: (\d+) kernel" % graph, plan).group(1))
         moved = plan_bytes(typed, {"T": T})
-        if tile_gpu_available(args.tilec, path, graph):
-            # `tilec run --graph --device gpu` exists: run it with the inputs written as
-            # raw files (docs/CLI.md) and time it; the libtileRT graph API will replace
-            # this with an in-process launch on PyTorch's stream.
-            raise SystemExit("graph_block.py: wire the GPU graph run here (its CLI and API are new)")
-        rows.append(("tile (plan only: no GPU graph run yet)", float("nan"), nk, f"{moved / 1e9:.2f} GB",
-                     f"{secs:.2f} (plan)", "-"))
+        try:
+            rows.append(tile_row(args, path, graph, params, mask, ref, T, nk, moved, secs, triton))
+        except Exception as e:  # the PyTorch rows still print
+            rows.append(("tile (failed: %s)" % str(e).splitlines()[0][:120], float("nan"), nk,
+                         f"{moved / 1e9:.2f} GB", f"{secs:.2f} (plan)", "-"))
 
     lines = [f"Transformer block forward, T = {T}, D = {D}, {H} heads of {E}, SwiGLU {F}, bf16, "
              f"dropout {args.dropout} ({torch.cuda.get_device_name()})", "",

@@ -63,6 +63,14 @@ class Runtime:
                                  ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
         L.trt_launch_sized.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Arg), ctypes.POINTER(ctypes.c_uint64),
                                        ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
+        L.trt_module_get_graph.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        L.trt_tgraph_bind.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _Arg]
+        L.trt_tgraph_bind_size.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+        L.trt_tgraph_bind_output.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64]
+        L.trt_tgraph_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        L.trt_tgraph_num_kernels.argtypes = [ctypes.c_void_p]
+        L.trt_tgraph_num_kernels.restype = ctypes.c_uint32
+        L.trt_tgraph_destroy.argtypes = [ctypes.c_void_p]
         torch.cuda.init()  # the primary context exists before tile retains it
         ctx = ctypes.c_void_p()
         cd = None if cache_dir is None else cache_dir.encode()
@@ -85,6 +93,58 @@ class Runtime:
         self._check(self.lib.trt_module_get_kernel(self.modules[path], name.encode(), cs,
                                                    len(consts), ctypes.byref(k)))
         return Kernel(self, k)
+
+
+    def graph(self, path, name):
+        """Tensor graph `name` of the module at path (docs/RUNTIME.md "Tensor graphs")."""
+        if path not in self.modules:
+            m = ctypes.c_void_p()
+            self._check(self.lib.trt_module_load_file(self.ctx, path.encode(), ctypes.byref(m)))
+            self.modules[path] = m
+        g = ctypes.c_void_p()
+        self._check(self.lib.trt_module_get_graph(self.modules[path], name.encode(), ctypes.byref(g)))
+        return Graph(self, g)
+
+
+class Graph:
+    """A tensor graph: bind its tensors (torch tensors, row-major and contiguous), scalars
+    and sizes by name and its results by index, then run it on PyTorch's current stream;
+    the plan's buffers are the runtime's, allocated on the first run."""
+
+    def __init__(self, rt, handle):
+        self.rt, self.handle, self.keep = rt, handle, {}
+
+    def bind(self, name, v, kind=None):
+        a = _Arg()
+        if isinstance(v, torch.Tensor):
+            if not v.is_contiguous():
+                raise ValueError("graph tensor %s is not contiguous" % name)
+            a.kind, a.v.ptr = _KINDS["ptr"], v.data_ptr()
+            self.keep[name] = v
+        elif kind == "i64" or isinstance(v, int):
+            a.kind, a.v.i64 = _KINDS["i64"], int(v)
+        else:
+            a.kind, a.v.f32 = _KINDS[kind or "f32"], float(v)
+        self.rt._check(self.rt.lib.trt_tgraph_bind(self.handle, name.encode(), a))
+
+    def bind_size(self, name, n):
+        self.rt._check(self.rt.lib.trt_tgraph_bind_size(self.handle, name.encode(), int(n)))
+
+    def bind_output(self, i, t):
+        self.keep["ret%d" % i] = t
+        self.rt._check(self.rt.lib.trt_tgraph_bind_output(self.handle, i, t.data_ptr()))
+
+    def num_kernels(self):
+        return self.rt.lib.trt_tgraph_num_kernels(self.handle)
+
+    def run(self):
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        self.rt._check(self.rt.lib.trt_tgraph_run(self.handle, stream))
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self.rt.lib.trt_tgraph_destroy(self.handle)
+            self.handle = None
 
 
 class Kernel:

@@ -888,10 +888,13 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     bool vec = b->rank == 1;
     int64_t bm = block_for(m, 16, 128), bn = vec ? 16 : block_for(b->dims[b->rank - 1], 16, 128);
     int64_t bk = block_for(b->dims[vec ? 0 : b->rank - 2], 16, 64);
+    /* paired products: an accumulator each, so their tiles together stay at one
+     * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled) */
+    if (paired && bn / (int64_t)n >= 16) bn /= (int64_t)n;
     autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
-             "BM * BN <= 128 * 256",
+             paired ? arena_printf(L->a, "%u * BM * BN <= 128 * 128", n) : "BM * BN <= 128 * 256",
              arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: 3", (long long)bm, (long long)bn,
-                          (long long)bk, bm * bn >= 128 * 128 ? 8 : 4));
+                          (long long)bk, bm * bn * (paired ? (int64_t)n : 1) >= 128 * 128 ? 8 : 4));
     signature(L, s, name);
     const char *nb = "0";
     for (uint32_t i = 0; i < (paired ? 1 : n); i++) nb = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", nb, G[i].N);

@@ -64,5 +64,7 @@ if [ "$what" != tests ]; then
   quick=; [ "${BENCH_QUICK:-0}" = 1 ] && quick=--quick
   step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/gemm.md" $quick
   step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/attention.md" $quick
+  # The transformer block as a tile graph against eager and torch.compile (issue 10).
+  step graph_block python3 bench/graph_block.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --out "$OUT/graph_block.md" $quick
 fi
 exit $status
