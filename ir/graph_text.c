@@ -91,7 +91,8 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
     for (uint32_t k = 0; k < p->nkernels; k++) {
         const IrGKernel *K = &p->kernels[k];
         if (K->store_view) {   /* no kernel: the operand was written into the result's memory */
-            fprintf(out, "view k%u: trans %%%s of %%%s (%%%s written in the memory of %%%s)\n", k, names[K->writes[0]],
+            fprintf(out, "view k%u: %s %%%s of %%%s (%%%s written in the memory of %%%s)\n", k,
+                    ir_gop_name(g->ops.data[K->ops[0]].kind), names[K->writes[0]],
                     names[K->reads[0]], names[K->reads[0]], names[ir_gplan_root(p, K->writes[0])]);
             continue;
         }

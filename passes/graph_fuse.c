@@ -802,25 +802,27 @@ static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
     return true;
 }
 
-/* Is kernel k a store view: one trans of a flash_attention kernel's result that
- * nothing else reads and that is not returned? That kernel then writes its result
- * through the trans's strides straight into the trans's memory (graph_lower.c
- * stride_of), as the heads of an attention go back to [T, H, D] rows. */
+/* Is kernel k a store view: one trans of a flash_attention kernel's result, or one
+ * reshape of any kernel's result, that nothing else reads and that is not returned?
+ * That kernel then writes its result straight into the view's memory: a trans's
+ * through its strides (graph_lower.c stride_of), as the heads of an attention go back
+ * to [T, H, D] rows; a reshape's row-major as it is, which is the reshape's row-major
+ * order (a returned reshape then costs no copy). */
 static bool is_store_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
 {
     const IrGKernel *K = &ks[k];
     if (K->view || K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
     const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
     uint32_t a = K->reads[0];
-    if (op->kind != IR_GOP_TRANS || op->in[0] != a) return false;
+    if ((op->kind != IR_GOP_TRANS && op->kind != IR_GOP_RESHAPE) || op->in[0] != a) return false;
     for (uint32_t i = 0; i < ret->nin; i++)
         if (ret->in[i] == a) return false;
-    bool made = false;
+    bool made = false, trans = op->kind == IR_GOP_TRANS;
     for (uint32_t r = 0; r < nk; r++) {
         for (uint32_t i = 0; i < ks[r].nreads; i++)
             if (r != k && ks[r].reads[i] == a) return false;
         for (uint32_t i = 0; i < ks[r].nwrites; i++)
-            if (ks[r].writes[i] == a) made = ks[r].attn && ks[r].attn->out == a && !ks[r].view;
+            if (ks[r].writes[i] == a) made = !ks[r].view && (!trans || (ks[r].attn && ks[r].attn->out == a));
     }
     return made;
 }

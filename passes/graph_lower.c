@@ -129,10 +129,10 @@ static const char *stride_of(Low *L, uint32_t v, uint32_t d)
     if (t) return stride_of(L, t->in[0], (uint32_t)t->attr.perm[d]);
     for (uint32_t k = 0; L->plan && k < L->plan->nkernels; k++) {
         const IrGKernel *K = &L->plan->kernels[k];
-        if (!K->store_view || K->reads[0] != v) continue;
-        /* v is written into the trans's result: its axis d is the result's axis i with
-         * perm[i] = d */
         const IrGOp *op = &L->g->ops.data[K->ops[0]];
+        if (!K->store_view || K->reads[0] != v || op->kind != IR_GOP_TRANS) continue;
+        /* v is written into the trans's result: its axis d is the result's axis i with
+         * perm[i] = d (a reshape's operand is written row-major in its own shape) */
         for (uint32_t i = 0; i < vt(L, v)->rank; i++)
             if ((uint32_t)op->attr.perm[i] == d) return stride_of(L, K->writes[0], i);
     }

@@ -276,8 +276,8 @@ static void test_plan_buffers(void **state)
 
 /* Reshapes of values in memory are views: no kernel runs, no buffer is planned for
  * them, and their root (%a, or the parameter %x) stays in its buffer until the last
- * reader of a view of it has run; a returned reshape is a kernel (it is copied into
- * the caller's memory). A plan that lets a later value take the root's buffer while a
+ * reader of a view of it has run; a returned reshape of a value nothing else reads is a
+ * store view (its producer writes the caller's memory). A plan that lets a later value take the root's buffer while a
  * view of it is still to be read is refused. */
 static void test_plan_views(void **state)
 {
@@ -306,18 +306,24 @@ static void test_plan_views(void **state)
     assert_int_equal(ir_gplan_root(plan, b), a);
     assert_int_equal(ir_gplan_root(plan, xr), x);
     assert_int_equal(ir_gplan_root(plan, t), t);
-    assert_int_equal(ir_gplan_root(plan, e), e);   /* returned: a kernel */
-    uint32_t views = 0;
+    /* returned: a store view, %d's kernel writes the caller's memory of %e */
+    uint32_t d = ir_graph_result(g, 8, 0);
+    assert_int_equal(ir_gplan_root(plan, e), e);
+    assert_int_equal(ir_gplan_root(plan, d), e);
+    uint32_t views = 0, store_views = 0;
     for (uint32_t k = 0; k < plan->nkernels; k++) {
         const IrGKernel *K = &plan->kernels[k];
         views += K->view;
-        if (K->view) assert_int_not_equal(K->writes[0], e);
+        store_views += K->store_view;
+        if (K->view && !K->store_view) assert_int_not_equal(K->writes[0], e);
+        if (K->store_view) assert_int_equal(K->writes[0], e);
         for (uint32_t bf = 0; bf < plan->nbuffers; bf++)
             for (uint32_t i = 0; K->view && i < plan->buffers[bf].nvalues; i++)
                 assert_int_not_equal(plan->buffers[bf].values[i], K->writes[0]);
     }
     assert_int_equal(views, plan->nkernels - ir_gplan_num_launched(plan));
-    assert_true(views >= 4);   /* %r1, %r2, %b, %xr; %u too unless it fused */
+    assert_true(views >= 5);   /* %r1, %r2, %b, %xr, %e; %u too unless it fused */
+    assert_int_equal(store_views, 1);
     int64_t n[2] = {6, 4}, sizes[] = {6};
     IrGTensor xs, o1[2] = {{0}}, o2[2] = {{0}};
     assert_true(ir_gtensor_alloc(&xs, IR_F32, 2, n));
