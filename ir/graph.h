@@ -235,6 +235,7 @@ typedef struct IrGBuffer {
 typedef struct IrGPlan {
     uint32_t nkernels;
     const IrGKernel *kernels;
+    const uint32_t *root;    /* per value: ir_gplan_root, worked out once from the views */
     uint32_t nbuffers;       /* 0 with buffers NULL: no memory plan (not checked) */
     const IrGBuffer *buffers;
 } IrGPlan;

@@ -62,14 +62,7 @@ static void print_values(const char **names, const uint32_t *v, uint32_t n, FILE
 
 static bool is_param(const IrGraph *g, uint32_t v) { return g->values.data[v].def == IR_GNONE; }
 
-uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v)
-{
-    for (uint32_t k = 0; k < p->nkernels; k++)   /* a store view's result is written after its operand */
-        if (p->kernels[k].store_view && p->kernels[k].reads[0] == v) v = p->kernels[k].writes[0];
-    for (uint32_t k = p->nkernels; k-- > 0;)   /* a view's operand comes from an earlier kernel */
-        if (p->kernels[k].view && !p->kernels[k].store_view && p->kernels[k].writes[0] == v) v = p->kernels[k].reads[0];
-    return v;
-}
+uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v) { return p->root ? p->root[v] : v; }
 
 uint32_t ir_gplan_num_launched(const IrGPlan *p)
 {
@@ -97,8 +90,8 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
             continue;
         }
         if (K->view) {   /* no kernel: the result is the operand's memory */
-            fprintf(out, "view k%u: %s %%%s of %%%s (the memory of %%%s)\n", k, ir_gop_name(g->ops.data[K->ops[0]].kind), names[K->writes[0]],
-                    names[K->reads[0]], names[ir_gplan_root(p, K->reads[0])]);
+            fprintf(out, "view k%u: %s %%%s of %%%s (the memory of %%%s)\n", k, ir_gop_name(g->ops.data[K->ops[0]].kind),
+                    names[K->writes[0]], names[K->reads[0]], names[ir_gplan_root(p, K->reads[0])]);
             continue;
         }
         fprintf(out, "kernel k%u %s:", k, K->kind);

@@ -367,42 +367,32 @@ static bool row_aligned(const Fuse *F, uint32_t o, uint32_t P, const IrTensorTyp
 /* The root (matmul, attention, conv2d) of group P whose result op o's operands from P
  * derive from: NONE when none is from P, GF_MIXED when they derive from two of them (a
  * horizontal group's outputs are column slices of one GEMM; an epilogue works on one). */
-static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
+/* Op d's slice (F->slice[d]) from those of its operands' ops in P, which are known:
+ * d itself when it is a root of P (as_root), else the one root they derive from. */
+static uint32_t slice_step(const Fuse *F, uint32_t d, uint32_t P, bool as_root)
 {
-    uint32_t *slice = F->slice, s = NONE;
-    for (uint32_t m = F->head[P];; m = F->next[m]) {
-        uint32_t d = m == NONE ? o : m;
-        const IrGOp *op = opat(F, d);
-        uint32_t t = root_op(op->kind) && d != o ? d : NONE;
-        for (uint32_t i = 0; t != d && i < op->nin && t != GF_MIXED; i++) {
-            uint32_t q = def_of(F, op->in[i]);
-            if (q == NONE || F->grp[q] != P || slice[q] == NONE) continue;
-            t = t == NONE || t == slice[q] ? slice[q] : GF_MIXED;
-        }
-        slice[d] = s = t;
-        if (d == o) return s;
+    const IrGOp *op = opat(F, d);
+    uint32_t t = as_root && root_op(op->kind) ? d : NONE;
+    for (uint32_t i = 0; t != d && i < op->nin && t != GF_MIXED; i++) {
+        uint32_t q = def_of(F, op->in[i]);
+        if (q == NONE || F->grp[q] != P || F->slice[q] == NONE) continue;
+        t = t == NONE || t == F->slice[q] ? F->slice[q] : GF_MIXED;
     }
+    return F->slice[d] = t;
 }
 
-/* Rule 4, horizontal GEMMs: matmul o joins GEMM group P when every matmul of P has o's
- * left operand and a weight matrix (rank 2) of o's element type, and o's weight does not
- * come from P. */
+static uint32_t epilogue_slice(const Fuse *F, uint32_t o, uint32_t P)
+{
+    MEMBERS(F, P, m) slice_step(F, m, P, true);
+    return slice_step(F, o, P, false);
+}
+
 /* Does an element-wise op of group P combine the results of two of its products (a
  * paired epilogue, rule 4b)? */
 static bool group_mixed(const Fuse *F, uint32_t P)
 {
-    uint32_t *slice = F->slice;
-    MEMBERS(F, P, d) {
-        const IrGOp *op = opat(F, d);
-        uint32_t t = root_op(op->kind) ? d : NONE;
-        for (uint32_t i = 0; t != d && i < op->nin && t != GF_MIXED; i++) {
-            uint32_t q = def_of(F, op->in[i]);
-            if (q == NONE || F->grp[q] != P || slice[q] == NONE) continue;
-            t = t == NONE || t == slice[q] ? slice[q] : GF_MIXED;
-        }
-        slice[d] = t;
-        if (t == GF_MIXED) return true;
-    }
+    MEMBERS(F, P, d)
+        if (slice_step(F, d, P, true) == GF_MIXED) return true;
     return false;
 }
 
@@ -423,6 +413,9 @@ static bool pairs_products(const Fuse *F, uint32_t o, uint32_t P)
     return nmm >= 2;
 }
 
+/* Rule 4, horizontal GEMMs: matmul o joins GEMM group P when every matmul of P has o's
+ * left operand and a weight matrix (rank 2) of o's element type, and o's weight does not
+ * come from P. */
 static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
 {
     const IrGOp *op = opat(F, o);
@@ -763,6 +756,30 @@ static const IrGConv *conv_info(Fuse *F, uint32_t G, uint32_t c)
     return cv;
 }
 
+/* Kernel K's op when K is that one op of kind k or k2 on the value it reads, writing
+ * one value, else NULL: what a view may be. */
+static const IrGOp *lone_op(const Fuse *F, const IrGKernel *K, IrGOpKind k, IrGOpKind k2)
+{
+    if (K->view || K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return NULL;
+    const IrGOp *op = opat(F, K->ops[0]);
+    return (op->kind == k || op->kind == k2) && op->nin == 1 && op->in[0] == K->reads[0] ? op : NULL;
+}
+
+static bool is_returned(const Fuse *F, uint32_t v)
+{
+    const IrGOp *ret = &F->g->ops.data[F->g->ops.len - 1];
+    for (uint32_t i = 0; i < ret->nin; i++)
+        if (ret->in[i] == v) return true;
+    return false;
+}
+
+/* Is value v in memory: a parameter, or a kernel's write (not an immediate)? */
+static bool in_memory(const Fuse *F, uint32_t v)
+{
+    uint32_t d = def_of(F, v);
+    return d == NONE || !immediate(opat(F, d)->kind);
+}
+
 /* Is kernel K a view: one reshape (not of unit axes only, which fuse into their
  * neighbours) of a value in memory, a parameter or another kernel's write, whose result
  * is not returned (a result gets the caller's memory, so it is copied there)? Buffers
@@ -770,13 +787,7 @@ static const IrGConv *conv_info(Fuse *F, uint32_t G, uint32_t c)
  * the operand's memory. */
 static bool is_view(const Fuse *F, const IrGKernel *K)
 {
-    if (K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
-    const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
-    if (op->kind != IR_GOP_RESHAPE || op->nin != 1 || op->in[0] != K->reads[0]) return false;
-    for (uint32_t i = 0; i < ret->nin; i++)
-        if (ret->in[i] == K->writes[0]) return false;
-    uint32_t d = def_of(F, K->reads[0]);
-    return d == NONE || !immediate(opat(F, d)->kind);
+    return lone_op(F, K, IR_GOP_RESHAPE, IR_GOP_RESHAPE) && !is_returned(F, K->writes[0]) && in_memory(F, K->reads[0]);
 }
 
 /* Is kernel k a view made by a transposition: one trans of a value in memory, not
@@ -787,12 +798,8 @@ static bool is_view(const Fuse *F, const IrGKernel *K)
 static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
 {
     const IrGKernel *K = &ks[k];
-    if (K->view || K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
-    const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
-    uint32_t v = K->writes[0], d = def_of(F, K->reads[0]);
-    if (op->kind != IR_GOP_TRANS || op->in[0] != K->reads[0] || (d != NONE && immediate(opat(F, d)->kind))) return false;
-    for (uint32_t i = 0; i < ret->nin; i++)
-        if (ret->in[i] == v) return false;
+    uint32_t v = K->writes[0];
+    if (!lone_op(F, K, IR_GOP_TRANS, IR_GOP_TRANS) || !in_memory(F, K->reads[0]) || is_returned(F, v)) return false;
     for (uint32_t r = 0; r < nk; r++)
         for (uint32_t i = 0; i < ks[r].nreads; i++) {
             if (ks[r].reads[i] != v) continue;
@@ -811,12 +818,9 @@ static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
 static bool is_store_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
 {
     const IrGKernel *K = &ks[k];
-    if (K->view || K->nops != 1 || K->nreads != 1 || K->nwrites != 1) return false;
-    const IrGOp *op = opat(F, K->ops[0]), *ret = &F->g->ops.data[F->g->ops.len - 1];
+    const IrGOp *op = lone_op(F, K, IR_GOP_TRANS, IR_GOP_RESHAPE);
     uint32_t a = K->reads[0];
-    if ((op->kind != IR_GOP_TRANS && op->kind != IR_GOP_RESHAPE) || op->in[0] != a) return false;
-    for (uint32_t i = 0; i < ret->nin; i++)
-        if (ret->in[i] == a) return false;
+    if (!op || is_returned(F, a)) return false;
     bool made = false, trans = op->kind == IR_GOP_TRANS;
     for (uint32_t r = 0; r < nk; r++) {
         for (uint32_t i = 0; i < ks[r].nreads; i++)
@@ -849,8 +853,16 @@ static IrGPlan *make_plan(Fuse *F)
     for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
     for (uint32_t k = 0; k < nk; k++)
         if (is_store_view(F, ks, nk, k)) ks[k].view = ks[k].store_view = true;
+    /* each value's root: a store view's operand is its result's memory (the result is
+     * written after it), a view's result its operand's (from an earlier kernel) */
+    uint32_t *root = arena_alloc(F->a, (F->nvals + 1) * sizeof *root);
+    for (uint32_t v = 0; v < F->nvals; v++) root[v] = v;
+    for (uint32_t k = 0; k < nk; k++)   /* views in kernel order: an operand's root is final */
+        if (ks[k].view && !ks[k].store_view) root[ks[k].writes[0]] = root[ks[k].reads[0]];
+    for (uint32_t k = 0; k < nk; k++)   /* a store view's result is no view's result */
+        if (ks[k].store_view) root[ks[k].reads[0]] = root[ks[k].writes[0]];
     IrGPlan *plan = arena_alloc(F->a, sizeof *plan);
-    *plan = (IrGPlan){.nkernels = nk, .kernels = ks};
+    *plan = (IrGPlan){.nkernels = nk, .kernels = ks, .root = root};
     return plan;
 }
 

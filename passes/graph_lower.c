@@ -793,7 +793,6 @@ static bool gemm_shape(Low *L, const IrGOp *mm, Gemm *G)
     return true;
 }
 
-/* Which product (matmul) each op of the kernel computes on: its operands' (-1: none). */
 /* Which product each value of the kernel derives from (-1: none); *paired when an op
  * combines two products (fusion rule 4b: one program then computes the same tile of
  * every product). */
@@ -817,58 +816,41 @@ static int *products(Low *L, const IrGOp **mms, uint32_t *nmm, bool *paired)
     return prod;
 }
 
-/* Paired products (rule 4b): every product's tile at (pm, q) in one program, one K loop
- * loading the shared left operand's tile once and each right operand's, then the
- * epilogue of all of them and every store. */
-static bool gemm_paired(Low *L, Gemm *G, uint32_t n)
+/* The tiles of products G[0..n) at (pm, pn): one K loop loading the shared left
+ * operand's tile once and each right operand's into an accumulator of its own, then
+ * the epilogue and the stores of the kernel's writes that derive from product p (all
+ * of them when p < 0: paired products, rule 4b, whose shapes are one). One product's
+ * names have no suffix (acc, bt), several are numbered (acc0, bt0, acc1, ...). */
+static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const char *pn, const char *in)
 {
-    const char *in = "    ";
     for (uint32_t i = 1; i < n; i++)
         if (strcmp(G[i].M, G[0].M) || strcmp(G[i].N, G[0].N) || strcmp(G[i].K, G[0].K) || G[i].nbatch)
             return fail(L, "paired products of different shapes");
-    fprintf(L->o, "%slet rm = pm * (BM as i64) + arange(0, BM);\n%slet rn = q * (BN as i64) + arange(0, BN);\n", in, in);
+    const char **sfx = arena_alloc(L->a, (n + 1) * sizeof *sfx);
+    for (uint32_t i = 0; i < n; i++) sfx[i] = n == 1 ? "" : arena_printf(L->a, "%u", i);
+    fprintf(L->o, "%slet rm = pm * (BM as i64) + arange(0, BM);\n%slet rn = %s * (BN as i64) + arange(0, BN);\n", in, in, pn);
     fprintf(L->o, "%slet rk = arange(0, BK);\n", in);
     for (uint32_t i = 0; i < n; i++)
-        fprintf(L->o, "%svar acc%u = zeros([BM, BN], %s);\n", in, i, vt(L, G[i].mm->in[0])->elem == IR_F64 ? "f64" : "f32");
-    fprintf(L->o, "%sfor k in range(0, %s, BK as i64) {\n%s    let ka = k + rk;\n", in, G[0].K, in);
-    fprintf(L->o, "%s    let at = load(p%u + rm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
-            in, G[0].mm->in[0], G[0].K, G[0].M, G[0].K);
-    for (uint32_t i = 0; i < n; i++) {
-        fprintf(L->o, "%s    let bt%u = load(p%u + ka[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
-                in, i, G[i].mm->in[1], G[i].N, G[i].K, G[i].N);
-        fprintf(L->o, "%s    acc%u = dot(at, bt%u, acc%u);\n", in, i, i, i);
-    }
-    fprintf(L->o, "%s}\n%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in, in);
-    fprintf(L->o, "%slet mask = (rm2 < %s) & (rn2 < %s);\n%slet z = rm2 * 0 + rn2 * 0;\n", in, G[0].M, G[0].N, in);
-    scope(L, &G[0].sp, in);
-    for (uint32_t i = 0; i < n; i++) {
-        fprintf(L->o, "%slet v%u = acc%u as %s;\n", in, G[i].mm->out[0], i, ename(vt(L, G[i].mm->out[0])->elem));
-        L->done[G[i].mm->out[0]] = true;
-    }
-    return store_writes(L);
-}
-
-/* One product's tiles: the K loop, the epilogue and the stores of its outputs. */
-static bool gemm_body(Low *L, Gemm *G, const int *prod, int p, const char *pn, const char *in)
-{
-    fprintf(L->o, "%slet rm = pm * (BM as i64) + arange(0, BM);\n%slet rn = %s * (BN as i64) + arange(0, BN);\n", in, in, pn);
-    fprintf(L->o, "%slet rk = arange(0, BK);\n%svar acc = zeros([BM, BN], %s);\n", in, in,
-            vt(L, G->mm->in[0])->elem == IR_F64 ? "f64" : "f32");
+        fprintf(L->o, "%svar acc%s = zeros([BM, BN], %s);\n", in, sfx[i], vt(L, G[i].mm->in[0])->elem == IR_F64 ? "f64" : "f32");
     fprintf(L->o, "%sfor k in range(0, %s, BK as i64) {\n%s    let ka = k + rk;\n", in, G->K, in);
     const char *ao = G->aoff && strcmp(G->aoff, "0") ? arena_printf(L->a, "%s + ", G->aoff) : "";
-    const char *bo = G->boff && strcmp(G->boff, "0") ? arena_printf(L->a, "%s + ", G->boff) : "";
     fprintf(L->o, "%s    let at = load(p%u + %srm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
             in, G->mm->in[0], ao, G->K, G->M, G->K);
-    fprintf(L->o, "%s    let bt = load(p%u + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
-            in, G->mm->in[1], bo, G->N, G->K, G->N);
-    fprintf(L->o, "%s    acc = dot(at, bt, acc);\n%s}\n", in, in);
-    fprintf(L->o, "%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *bo = G[i].boff && strcmp(G[i].boff, "0") ? arena_printf(L->a, "%s + ", G[i].boff) : "";
+        fprintf(L->o, "%s    let bt%s = load(p%u + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+                in, sfx[i], G[i].mm->in[1], bo, G[i].N, G[i].K, G[i].N);
+        fprintf(L->o, "%s    acc%s = dot(at, bt%s, acc%s);\n", in, sfx[i], sfx[i], sfx[i]);
+    }
+    fprintf(L->o, "%s}\n%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in, in);
     fprintf(L->o, "%slet mask = (rm2 < %s) & (rn2 < %s);\n%slet z = rm2 * 0 + rn2 * 0;\n", in, G->M, G->N, in);
     scope(L, &G->sp, in);
-    fprintf(L->o, "%slet v%u = acc as %s;\n", in, G->mm->out[0], ename(vt(L, G->mm->out[0])->elem));
-    L->done[G->mm->out[0]] = true;
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(L->o, "%slet v%u = acc%s as %s;\n", in, G[i].mm->out[0], sfx[i], ename(vt(L, G[i].mm->out[0])->elem));
+        L->done[G[i].mm->out[0]] = true;
+    }
     for (uint32_t i = 0; i < L->K->nwrites; i++)
-        if (prod[L->K->writes[i]] == p && !store(L, L->K->writes[i])) return false;
+        if ((p < 0 || prod[L->K->writes[i]] == p) && !store(L, L->K->writes[i])) return false;
     return true;
 }
 
@@ -915,16 +897,16 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     } else {
         fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
     }
-    if (paired) return gemm_paired(L, G, n);
     const char *first = "0";
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && !paired; i++) {   /* each product in its own N blocks */
         const char *end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", first, G[i].N);
         if (n > 1) fprintf(L->o, "    if (q >= %s) && (q < %s) {\n", first, end);
-        if (!gemm_body(L, &G[i], prod, (int)i, arena_printf(L->a, "(q - (%s))", first), n > 1 ? "        " : "    "))
+        if (!gemm_body(L, &G[i], 1, prod, (int)i, arena_printf(L->a, "(q - (%s))", first), n > 1 ? "        " : "    "))
             return false;
         if (n > 1) fputs("    }\n", L->o);
         first = end;
     }
+    if (paired && !gemm_body(L, G, n, prod, -1, "q", "    ")) return false;   /* every product's tile at q */
     fputs("}\n", L->o);
     return true;
 }
@@ -1231,8 +1213,7 @@ static Space flash_space(Low *L, const IrTensorType *o, const char *last, const 
  * the prob ops (dropout at the probabilities' row-major index, as the interpreter's)
  * on the unnormalized probabilities (every prob op is linear in them or a cast), and
  * the weighted sum of v. */
-static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const char *D, const char *Dv,
-                        const Space *sc_sp)
+static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const Space *sc_sp)
 {
     const char *Lk = size_expr(L, vt(L, A->v)->dims[vt(L, A->v)->rank - 2]);
     FILE *o = L->o;
@@ -1240,7 +1221,6 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     uint32_t kr = vt(L, A->k)->rank, vr = vt(L, A->v)->rank;   /* k: [.., Lk, D], or [.., D, Lk] when k_t */
     const char *kj_s = stride_of(L, A->k, A->k_t ? kr - 1 : kr - 2), *dq_s = stride_of(L, A->k, A->k_t ? kr - 2 : kr - 1);
     const char *kidx = arena_printf(L->a, "%s + %s", times(L, "kj[:, None]", kj_s), times(L, "dq[None, :]", dq_s));
-    (void)D;
     fprintf(o, "        let kt = load(p%u + %s + %s, ok[:, None] & dmask[None, :], 0) as f32;\n", A->k, ko, kidx);
     fputs("        let s0 = sum(kt * qv[None, :], 1);\n", o);
     scope(L, sc_sp, "        ");
@@ -1268,7 +1248,6 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         if (!x) return false;
         pd = arena_printf(L->a, "(%s as f32)", x);
     }
-    (void)Dv;
     fprintf(o, "        let vt = load(p%u + %s + %s + %s, ok[:, None] & vmask[None, :], 0) as f32;\n", A->v, vo,
             times(L, "kj[:, None]", stride_of(L, A->v, vr - 2)), times(L, "dv[None, :]", stride_of(L, A->v, vr - 1)));
     fprintf(o, "        acc = acc * alpha + sum(%s[:, None] * vt, 0);\n        m = mn;\n", pd);
@@ -1312,7 +1291,7 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
     fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", size_expr(L, v->dims[v->rank - 2]));
     Space sc = flash_space(L, o, "kj", "ok", "zk");
-    if (!flash_block(L, A, ko, vo, arena_printf(L->a, "%lld", (long long)D), arena_printf(L->a, "%lld", (long long)Dv), &sc))
+    if (!flash_block(L, A, ko, vo, &sc))
         return false;
     fputs("    }\n", L->o);
     Space out = flash_space(L, o, "dv", "vmask", "zv");
@@ -1383,10 +1362,7 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
              .kept = arena_alloc(a, g->values.len + 1)};
     if (module) fprintf(module, "// The kernels of graph '%s' (passes/graph_lower.c).\n", g->name);
     for (uint32_t k = 0; k < plan->nkernels; k++) {
-        if (plan->kernels[k].view) {   /* the operand's memory: no kernel */
-            ks[k].view = true;
-            continue;
-        }
+        if (plan->kernels[k].view) continue;   /* the operand's memory: no kernel */
         ks[k].name = arena_printf(a, "%s_k%u", g->name, k);
         L.K = &plan->kernels[k];
         L.why = NULL;

@@ -19,9 +19,9 @@ typedef struct PassGArg {
 } PassGArg;
 
 typedef struct PassGKernel {
-    const char *name;        /* the Tile kernel's name: "<graph>_k<i>" */
+    const char *name;        /* the Tile kernel's name: "<graph>_k<i>"; NULL for the plan's
+                              * views (IrGKernel.view), which run nothing */
     const char *why;         /* NULL when lowered; else why this plan kernel is not */
-    bool view;               /* the plan's kernel is a view: nothing to run, name NULL */
     uint32_t nargs;
     const PassGArg *args;    /* one per run-time parameter, in order */
 } PassGKernel;

@@ -97,7 +97,7 @@ static TrtStatus load_kernels(TrtTensorGraph *G)
     snprintf(name, sizeof name, "graph %s (lowered)", G->g->name);
     TrtStatus s = trt_module_load_string(G->ctx, name, G->low->source, &G->kmod);
     for (uint32_t k = 0; !s && k < G->plan->nkernels; k++)
-        if (!G->low->kernels[k].view) s = trt_module_get_kernel(G->kmod, G->low->kernels[k].name, NULL, 0, &G->kernels[k]);
+        if (!G->plan->kernels[k].view) s = trt_module_get_kernel(G->kmod, G->low->kernels[k].name, NULL, 0, &G->kernels[k]);
     return s;
 }
 
