@@ -93,7 +93,7 @@ def tile_compile(tilec, path, graph):
     return head + "\n" + block, plan, secs
 
 
-def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, triton):
+def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, triton, kernel_times=None, breakdown=None):
     """The graph through libtileRT's tensor-graph API on PyTorch's stream: compile
     (source to every kernel ready, on an empty kernel cache: the first run) and time."""
     import torch
@@ -119,6 +119,8 @@ def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, trit
     if args.dropout == 0 and not err < 2e-2:
         raise RuntimeError("tile's block differs from eager's: relative error %.2e" % err)
     ms = triton.testing.do_bench(g.run)
+    if kernel_times is not None:
+        breakdown.append(("tile", kernel_times(g.run)))
     return ("tile", ms, g.num_kernels(), f"{moved / 1e9:.2f} GB", f"{compile_s:.2f} (plan {plan_secs:.2f})", f"{err:.2e}")
 
 
@@ -131,6 +133,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="leave out torch.compile max-autotune (minutes of tuning)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--lib", default=None, help="libtileRT.so (default TILE_LIB, else build-gpu's)")
+    ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
     args = ap.parse_args()
 
     import torch
@@ -177,6 +180,23 @@ def main():
             torch.cuda.synchronize()
         return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
 
+    def kernel_times(fn, reps=5):
+        """(kernel name, launches per call, GPU ms per call), the slowest first."""
+        from torch.profiler import ProfilerActivity, profile
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+        acc = {}
+        for e in prof.events():
+            if e.device_type.name == "CUDA":
+                n, t = acc.get(e.name, (0, 0.0))
+                acc[e.name] = (n + 1, t + e.device_time_total / 1e3)
+        return sorted(((k[:70], n // reps, t / reps) for k, (n, t) in acc.items()), key=lambda r: -r[2])
+
+    breakdown = []
     rows = []
     ref = block(**params)
     modes = (("eager", None), ("torch.compile", "default"), ("torch.compile max-autotune", "max-autotune"))
@@ -191,6 +211,8 @@ def main():
         ms = triton.testing.do_bench(lambda: fn(**params))
         rows.append((name, ms, kernels_per_call(lambda: fn(**params)), "-",
                      f"{first:.1f}" if mode else "-", f"{err:.2e}"))
+        if args.kernels and mode:
+            breakdown.append((name, kernel_times(lambda: fn(**params))))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "block.tile")
@@ -200,7 +222,8 @@ def main():
         nk = int(re.search(r"graph @%s: (\d+) kernel" % graph, plan).group(1))
         moved = plan_bytes(typed, {"T": T})
         try:
-            rows.append(tile_row(args, path, graph, params, mask, ref, T, nk, moved, secs, triton))
+            rows.append(tile_row(args, path, graph, params, mask, ref, T, nk, moved, secs, triton,
+                                 kernel_times if args.kernels else None, breakdown))
         except Exception as e:  # the PyTorch rows still print
             rows.append(("tile (failed: %s)" % str(e).splitlines()[0][:120], float("nan"), nk,
                          f"{moved / 1e9:.2f} GB", f"{secs:.2f} (plan)", "-"))
@@ -210,6 +233,9 @@ def main():
              "| | time (ms) | kernels | bytes moved | compile (s) | max err vs eager |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| %s | %.3f | %d | %s | %s | %s |" % r)
+    for name, ks in breakdown:
+        lines += ["", f"{name}: GPU time per call by kernel", "", "| kernel | launches | ms |", "|---|---|---|"]
+        lines += ["| %s | %d | %.3f |" % k for k in ks]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -1197,32 +1197,58 @@ static bool lower_conv(Low *L, Sig *s, const char *name)
     return store_writes(L);
 }
 
-/* ---- flash_attention: one program per query row, online softmax over key blocks ------------ */
+/* ---- flash_attention: a block of query rows per program, dots over key blocks ------------- */
 
-/* The score space (b..., i, kj over a key block) and the output space (b..., i, dv). */
+/* A block of BM query rows of one batch index per program (program_id: the row block,
+ * then the batch axes), as FlashAttention's forward: S = Q K^T and P V are dots over
+ * key blocks of BN (bf16/f16 inputs accumulate in f32 on tensor cores; f32 in f32), the
+ * online softmax keeps per-row statistics m and l in f32. The score space is
+ * (b..., rm2, kj2), [BM, BN] tiles: the score ops and the prob ops are element-wise on
+ * it (dropout at the probabilities' row-major index, the interpreter's rand stream);
+ * the prob ops act on the unnormalized probabilities (every prob op is linear in them
+ * or a cast), and the output space (b..., rm2, dv2) divides by l. A causal attention
+ * op with a constant `causal = true` stops at the last key block a row of the program
+ * sees. */
 static Space flash_space(Low *L, const IrTensorType *o, const char *last, const char *mask, const char *zero)
 {
     const char **c = arena_alloc(L->a, (o->rank + 1) * sizeof *c);
     for (uint32_t d = 0; d + 2 < o->rank; d++) c[d] = arena_printf(L->a, "b%u", d);
-    c[o->rank - 2] = "i";
+    c[o->rank - 2] = "rm2";
     c[o->rank - 1] = last;
     return (Space){.rank = o->rank, .coord = c, .mask = mask, .zero = zero};
 }
 
-/* One key block: the scores (q . k per key), the score ops, the online max and sum,
- * the prob ops (dropout at the probabilities' row-major index, as the interpreter's)
- * on the unnormalized probabilities (every prob op is linear in them or a cast), and
- * the weighted sum of v. */
-static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const Space *sc_sp)
+/* An operand tile at rows `rows` and the head axis `cols`: its two last axes' strides
+ * (swapped: axis `ax_r` holds the rows). */
+static const char *tile_at(Low *L, uint32_t v, uint32_t ax_r, uint32_t ax_c, const char *rows, const char *cols)
 {
-    const char *Lk = size_expr(L, vt(L, A->v)->dims[vt(L, A->v)->rank - 2]);
+    return arena_printf(L->a, "%s + %s", times(L, rows, stride_of(L, v, ax_r)), times(L, cols, stride_of(L, v, ax_c)));
+}
+
+static bool causal_const(const Low *L, const IrGAttention *A)
+{
+    const IrGOp *c = A->op == IR_GNONE ? NULL : defop(L, A->causal);
+    return c && c->kind == IR_GOP_CONST && c->attr.c.i != 0;
+}
+
+/* One key block: S, the score ops, the online max and sum, the prob ops, P V. */
+static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const char *dot_in, const Space *sc_sp)
+{
+    const IrTensorType *k = vt(L, A->k), *v = vt(L, A->v);
+    const char *Lk = size_expr(L, v->dims[v->rank - 2]);
     FILE *o = L->o;
-    fprintf(o, "        let kj = j + arange(0, BN);\n        let zk = kj * 0;\n        let ok = kj < %s;\n", Lk);
-    uint32_t kr = vt(L, A->k)->rank, vr = vt(L, A->v)->rank;   /* k: [.., Lk, D], or [.., D, Lk] when k_t */
-    const char *kj_s = stride_of(L, A->k, A->k_t ? kr - 1 : kr - 2), *dq_s = stride_of(L, A->k, A->k_t ? kr - 2 : kr - 1);
-    const char *kidx = arena_printf(L->a, "%s + %s", times(L, "kj[:, None]", kj_s), times(L, "dq[None, :]", dq_s));
-    fprintf(o, "        let kt = load(p%u + %s + %s, ok[:, None] & dmask[None, :], 0) as f32;\n", A->k, ko, kidx);
-    fputs("        let s0 = sum(kt * qv[None, :], 1);\n", o);
+    fprintf(o, "        let kj = j + arange(0, BN);\n        let kin = kj < %s;\n", Lk);
+    fputs("        let kj2 = kj[None, :];\n        let ok = rows_in[:, None] & kin[None, :];\n        let zk = rm2 * 0 + kj2 * 0;\n", o);
+    uint32_t kr = k->rank, vr = v->rank;   /* k: [.., Lk, D], or [.., D, Lk] when k_t */
+    if (A->k_t) {
+        fprintf(o, "        let kt = load(p%u + %s + %s, dmask[:, None] & kin[None, :], 0)%s;\n", A->k, ko,
+                tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]"), dot_in);
+        fputs("        let s0 = dot(qt, kt);\n", o);
+    } else {
+        fprintf(o, "        let kt = load(p%u + %s + %s, kin[:, None] & dmask[None, :], 0)%s;\n", A->k, ko,
+                tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]"), dot_in);
+        fputs("        let s0 = dot(qt, trans(kt));\n", o);
+    }
     scope(L, sc_sp, "        ");
     const char *sm = "s0";
     if (A->op == IR_GNONE) {
@@ -1232,46 +1258,47 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     } else {
         const char *causal = val(L, A->causal), *scale = val(L, A->scale);
         if (!causal || !scale) return false;
-        fprintf(o, "        let cz = (kj <= i + %s - %s) | !%s;\n", Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]),
+        fprintf(o, "        let cz = (kj2 <= rm2 + %s - %s) | !%s;\n", Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]),
                 causal);
         sm = arena_printf(L->a, "where(cz, s0 * (%s as f32), -inf)", scale);
     }
     fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
-    fputs("        let mn = maximum(m, max(sc, 0));\n        let pj = where(sc == -inf, 0.0, exp(sc - mn));\n", o);
-    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 0);\n", o);
+    fputs("        let mn = maximum(m, max(sc, 1));\n        let pj = where(sc == -inf, 0.0, exp(sc - mn[:, None]));\n", o);
+    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 1);\n", o);
     const char *pd = "pj";
     if (A->op == IR_GNONE) {
         uint32_t sv = L->g->ops.data[A->softmax].out[0];
         fprintf(o, "        let v%u = pj as %s;\n", sv, ename(vt(L, sv)->elem));
         L->done[sv] = true;
-        const char *x = val(L, L->g->ops.data[A->pv].in[0]);
-        if (!x) return false;
-        pd = arena_printf(L->a, "(%s as f32)", x);
+        if (!(pd = val(L, L->g->ops.data[A->pv].in[0]))) return false;
     }
-    fprintf(o, "        let vt = load(p%u + %s + %s + %s, ok[:, None] & vmask[None, :], 0) as f32;\n", A->v, vo,
-            times(L, "kj[:, None]", stride_of(L, A->v, vr - 2)), times(L, "dv[None, :]", stride_of(L, A->v, vr - 1)));
-    fprintf(o, "        acc = acc * alpha + sum(%s[:, None] * vt, 0);\n        m = mn;\n", pd);
+    fprintf(o, "        let vt = load(p%u + %s + %s, kin[:, None] & vmask[None, :], 0)%s;\n", A->v, vo,
+            tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]"), dot_in);
+    fprintf(o, "        acc = dot(%s as %s, vt, acc * alpha[:, None]);\n        m = mn;\n", pd, *dot_in ? "f32" : ename(v->elem));
     return true;
 }
 
 static bool lower_flash(Low *L, Sig *s, const char *name)
 {
     const IrGAttention *A = L->K->attn;
-    const IrTensorType *q = vt(L, A->q), *v = vt(L, A->v), *o = vt(L, A->out);
+    const IrTensorType *q = vt(L, A->q), *k = vt(L, A->k), *v = vt(L, A->v), *o = vt(L, A->out);
     int64_t D, Dv;
     if (o->rank < 2 || q->rank < 2 || v->rank < 2) return fail(L, "attention of vectors");
-    if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
-        return fail(L, "attention whose head sizes are not known constants up to 1024");
-    IrSize rows;
-    if (!ir_size_mul(L->a, numel(L, o, 0, o->rank - 2), q->dims[q->rank - 2], &rows)) return fail(L, "a size that overflows");
-    const char *Lq = size_expr(L, q->dims[q->rank - 2]);
-    int64_t bd = pow2_at_least(D, 16, 1024), bdv = pow2_at_least(Dv, 16, 1024), bn = block_for(v->dims[v->rank - 2], 16, 64);
-    autotune(L, "BN: [16, 32, 64, 128], warps: [1, 2, 4, 8]", "BN >= 4 * warps",
-             arena_printf(L->a, "BN: %lld, warps: 4", (long long)bn));
+    if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 512 || Dv > 512)
+        return fail(L, "attention whose head sizes are not known constants up to 512");
+    /* one element type into both dots, else both in f32 */
+    const char *dot_in = q->elem == k->elem && k->elem == v->elem && ir_elem_is_float(q->elem) ? "" : " as f32";
+    const char *Lq = size_expr(L, q->dims[q->rank - 2]), *Lk = size_expr(L, v->dims[v->rank - 2]);
+    int64_t bd = pow2_at_least(D, 16, 512), bdv = pow2_at_least(Dv, 16, 512);
+    int64_t bm = block_for(q->dims[q->rank - 2], 16, bdv > 256 ? 32 : 64), bn = block_for(v->dims[v->rank - 2], 16, 32);
+    autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]", "BM * BN <= 128 * 128",
+             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: 2", (long long)bm, (long long)bn, bm >= 64 ? 8 : 4));
     signature(L, s, name);
-    fprintf(L->o, ", const BN: i32 = %lld)\n    grid(%s)\n{\n    let row = program_id(0) as i64;\n", (long long)bn,
-            size_expr(L, rows));
-    fprintf(L->o, "    let i = row %% %s;\n    let bt = row / %s;\n", Lq, Lq);
+    IrSize nb = numel(L, o, 0, o->rank - 2);
+    fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld)\n    grid(cdiv(%s, BM as i64) * %s)\n{\n", (long long)bm,
+            (long long)bn, Lq, size_expr(L, nb));
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nqb = cdiv(%s, BM as i64);\n", Lq);
+    fputs("    let pm = pid % nqb;\n    let bt = pid / nqb;\n", L->o);
     IrSize st = ir_size_const(1);
     for (uint32_t d = o->rank - 2; d-- > 0;) {
         fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "bt", st, o->dims[d]));
@@ -1280,23 +1307,24 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     Space base = flash_space(L, o, "0", NULL, NULL);
     ((const char **)base.coord)[o->rank - 2] = "0";
     scope(L, &base, "    ");
-    const char *ko = offset(L, A->k), *vo = offset(L, A->v);
-    ((const char **)base.coord)[o->rank - 2] = "i";
-    const char *qo = offset(L, A->q);
+    const char *ko = offset(L, A->k), *vo = offset(L, A->v), *qo = offset(L, A->q);
     if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
+    fprintf(L->o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rows_in = rm < %s;\n    let rm2 = rm[:, None];\n", Lq);
     fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
-    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n    let zv = dv * 0 + bt * 0;\n", (long long)bdv,
-            (long long)Dv);
-    fprintf(L->o, "    let qv = load(p%u + %s + %s, dmask, 0) as f32;\n", A->q, qo, times(L, "dq", stride_of(L, A->q, q->rank - 1)));
-    fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
-    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", size_expr(L, v->dims[v->rank - 2]));
-    Space sc = flash_space(L, o, "kj", "ok", "zk");
-    if (!flash_block(L, A, ko, vo, &sc))
-        return false;
-    fputs("    }\n", L->o);
-    Space out = flash_space(L, o, "dv", "vmask", "zv");
+    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n", (long long)bdv, (long long)Dv);
+    fprintf(L->o, "    let qt = load(p%u + %s + %s, rows_in[:, None] & dmask[None, :], 0)%s;\n", A->q, qo,
+            tile_at(L, A->q, q->rank - 2, q->rank - 1, "rm[:, None]", "dq[None, :]"), dot_in);
+    fprintf(L->o, "    var m = full([BM], -inf, f32);\n    var l = zeros([BM], f32);\n    var acc = zeros([BM, %lld], f32);\n",
+            (long long)bdv);
+    const char *hi = causal_const(L, A)
+        ? arena_printf(L->a, "minimum(%s, (pm + 1) * (BM as i64) + %s - %s)", Lk, Lk, Lq) : Lk;
+    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", hi);
+    Space sc = flash_space(L, o, "kj2", "ok", "zk");
+    if (!flash_block(L, A, ko, vo, dot_in, &sc)) return false;
+    fputs("    }\n    let dv2 = dv[None, :];\n    let omask = rows_in[:, None] & vmask[None, :];\n    let zv = rm2 * 0 + dv2 * 0;\n", L->o);
+    Space out = flash_space(L, o, "dv2", "omask", "zv");
     scope(L, &out, "    ");
-    fprintf(L->o, "    let v%u = where(l > 0.0, acc / l, 0.0) as %s;\n", A->out, ename(o->elem));
+    fprintf(L->o, "    let v%u = where(l[:, None] > 0.0, acc / l[:, None], 0.0) as %s;\n", A->out, ename(o->elem));
     L->done[A->out] = true;
     return store_writes(L);
 }

@@ -11,7 +11,9 @@ place, f64: relative 1e-13 and no absolute slack), math functions (a few ulp) an
 cases listed in NONDETERMINISTIC, whose
 results depend on the order in which programs run (atomics' old values).
 
-    python3 tests/gpu/lit_on_gpu.py TILEC [--out report.txt]
+    python3 tests/gpu/lit_on_gpu.py TILEC [--out report.txt] [--only NAME]
+
+--only NAME runs the files whose name contains NAME (a quick check of one area).
 """
 import math
 import os
@@ -153,6 +155,8 @@ def main():
         for name in sorted(os.listdir(os.path.join(ROOT, d))):
             path = os.path.join(ROOT, d, name)
             if not name.endswith(".tile"):
+                continue
+            if "--only" in sys.argv and sys.argv[sys.argv.index("--only") + 1] not in name:
                 continue
             for line in run_lines(path):
                 args = shlex.split(line.replace("%tilec", tilec))
