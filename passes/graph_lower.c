@@ -870,6 +870,9 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     bool vec = b->rank == 1;
     int64_t bm = block_for(m, 16, 128), bn = vec ? 16 : block_for(b->dims[b->rank - 1], 16, 128);
     int64_t bk = block_for(b->dims[vec ? 0 : b->rank - 2], 16, 64);
+    /* one product over 128 rows: up to 256 columns (measured on the H200, 4096 x 4096 x
+     * 11008 bf16: 128 x 256 is 1.13x 128 x 128; docs/PERFORMANCE.md) */
+    if (!paired && !vec && bm == 128) bn = block_for(b->dims[b->rank - 1], 16, 256);
     /* paired products: an accumulator each, so their tiles together stay at one
      * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled) */
     if (paired && bn / (int64_t)n >= 16) bn /= (int64_t)n;
@@ -1225,32 +1228,43 @@ static const char *tile_at(Low *L, uint32_t v, uint32_t ax_r, uint32_t ax_c, con
     return arena_printf(L->a, "%s + %s", times(L, rows, stride_of(L, v, ax_r)), times(L, cols, stride_of(L, v, ax_c)));
 }
 
-static bool causal_const(const Low *L, const IrGAttention *A)
+/* The attention op's `causal` operand: 1 a constant true, 0 a constant false, -1 known
+ * only at run time (so no key block is known to be unmasked). */
+static int causal_const(const Low *L, const IrGAttention *A)
 {
     const IrGOp *c = A->op == IR_GNONE ? NULL : defop(L, A->causal);
-    return c && c->kind == IR_GOP_CONST && c->attr.c.i != 0;
+    if (A->op == IR_GNONE) return 0;
+    return c && c->kind == IR_GOP_CONST ? c->attr.c.i != 0 : -1;
 }
 
-/* One key block: S, the score ops, the online max and sum, the prob ops, P V. */
-static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const char *dot_in, const Space *sc_sp)
+/* One key block: S, the score ops, the online max and sum, the prob ops, P V. A masked
+ * block checks every key against Lk, every row against Lq and the causal diagonal; an
+ * unmasked one (the keys all in range and, if causal, seen by every row of the
+ * program) loads K and V whole and masks only the reads of graph values by row. */
+static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const char *vo, const char *dot_in, bool dfull,
+                        bool masked)
 {
-    const IrTensorType *k = vt(L, A->k), *v = vt(L, A->v);
+    const IrTensorType *o_t = vt(L, A->out), *k = vt(L, A->k), *v = vt(L, A->v);
     const char *Lk = size_expr(L, v->dims[v->rank - 2]);
     FILE *o = L->o;
-    fprintf(o, "        let kj = j + arange(0, BN);\n        let kin = kj < %s;\n", Lk);
-    fputs("        let kj2 = kj[None, :];\n        let ok = rows_in[:, None] & kin[None, :];\n        let zk = rm2 * 0 + kj2 * 0;\n", o);
+    fputs("        let kj = j + arange(0, BN);\n", o);
+    if (masked) fprintf(o, "        let kin = kj < %s;\n", Lk);
+    fputs("        let kj2 = kj[None, :];\n", o);
+    if (masked) fputs("        let ok = rows_in[:, None] & kin[None, :];\n", o);
+    fputs("        let zk = rm2 * 0 + kj2 * 0;\n", o);
     uint32_t kr = k->rank, vr = v->rank;   /* k: [.., Lk, D], or [.., D, Lk] when k_t */
-    if (A->k_t) {
-        fprintf(o, "        let kt = load(p%u + %s + %s, dmask[:, None] & kin[None, :], 0)%s;\n", A->k, ko,
-                tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]"), dot_in);
-        fputs("        let s0 = dot(qt, kt);\n", o);
-    } else {
-        fprintf(o, "        let kt = load(p%u + %s + %s, kin[:, None] & dmask[None, :], 0)%s;\n", A->k, ko,
-                tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]"), dot_in);
-        fputs("        let s0 = dot(qt, trans(kt));\n", o);
-    }
-    scope(L, sc_sp, "        ");
+    const char *kmask = masked ? (dfull ? (A->k_t ? "kin[None, :]" : "kin[:, None]")
+                                        : (A->k_t ? "dmask[:, None] & kin[None, :]" : "kin[:, None] & dmask[None, :]"))
+                               : (dfull ? NULL : A->k_t ? "dmask[:, None]" : "dmask[None, :]");
+    const char *kt_at = A->k_t ? tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]")
+                               : tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]");
+    if (kmask) fprintf(o, "        let kt = load(p%u + %s + %s, %s, 0)%s;\n", A->k, ko, kt_at, kmask, dot_in);
+    else fprintf(o, "        let kt = load(p%u + %s + %s)%s;\n", A->k, ko, kt_at, dot_in);
+    fprintf(o, "        let s0 = dot(qt, %s);\n", A->k_t ? "kt" : "trans(kt)");
+    Space sp = flash_space(L, o_t, "kj2", masked ? "ok" : "okr", "zk");
+    scope(L, &sp, "        ");
     const char *sm = "s0";
+    bool finite = false;   /* the scores cannot be -inf: no guards on the online max */
     if (A->op == IR_GNONE) {
         fprintf(o, "        let v%u = s0 as %s;\n", L->g->ops.data[A->qk].out[0], ename(vt(L, L->g->ops.data[A->qk].out[0])->elem));
         L->done[L->g->ops.data[A->qk].out[0]] = true;
@@ -1258,13 +1272,22 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     } else {
         const char *causal = val(L, A->causal), *scale = val(L, A->scale);
         if (!causal || !scale) return false;
-        fprintf(o, "        let cz = (kj2 <= rm2 + %s - %s) | !%s;\n", Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]),
-                causal);
-        sm = arena_printf(L->a, "where(cz, s0 * (%s as f32), -inf)", scale);
+        if (masked) {
+            fprintf(o, "        let cz = (kj2 <= rm2 + %s - %s) | !%s;\n", Lk,
+                    size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]), causal);
+            sm = arena_printf(L->a, "where(cz, s0 * (%s as f32), -inf)", scale);
+        } else {
+            sm = arena_printf(L->a, "s0 * (%s as f32)", scale);
+            finite = true;
+        }
     }
-    fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
-    fputs("        let mn = maximum(m, max(sc, 1));\n        let pj = where(sc == -inf, 0.0, exp(sc - mn[:, None]));\n", o);
-    fputs("        let alpha = where(m == -inf, 0.0, exp(m - mn));\n        l = l * alpha + sum(pj, 1);\n", o);
+    if (masked) fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
+    else fprintf(o, "        let sc = (%s) as f32;\n", sm);
+    fputs("        let mn = maximum(m, max(sc, 1));\n", o);
+    if (finite) fputs("        let pj = exp(sc - mn[:, None]);\n        let alpha = exp(m - mn);\n", o);
+    else fputs("        let pj = where(sc == -inf, 0.0, exp(sc - mn[:, None]));\n"
+               "        let alpha = where(m == -inf, 0.0, exp(m - mn));\n", o);
+    fputs("        l = l * alpha + sum(pj, 1);\n", o);
     const char *pd = "pj";
     if (A->op == IR_GNONE) {
         uint32_t sv = L->g->ops.data[A->softmax].out[0];
@@ -1272,8 +1295,10 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         L->done[sv] = true;
         if (!(pd = val(L, L->g->ops.data[A->pv].in[0]))) return false;
     }
-    fprintf(o, "        let vt = load(p%u + %s + %s, kin[:, None] & vmask[None, :], 0)%s;\n", A->v, vo,
-            tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]"), dot_in);
+    const char *vmask = masked ? (dfull ? "kin[:, None]" : "kin[:, None] & vmask[None, :]") : dfull ? NULL : "vmask[None, :]";
+    const char *vt_at = tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]");
+    if (vmask) fprintf(o, "        let vt = load(p%u + %s + %s, %s, 0)%s;\n", A->v, vo, vt_at, vmask, dot_in);
+    else fprintf(o, "        let vt = load(p%u + %s + %s)%s;\n", A->v, vo, vt_at, dot_in);
     fprintf(o, "        acc = dot(%s as %s, vt, acc * alpha[:, None]);\n        m = mn;\n", pd, *dot_in ? "f32" : ename(v->elem));
     return true;
 }
@@ -1290,9 +1315,13 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     const char *dot_in = q->elem == k->elem && k->elem == v->elem && ir_elem_is_float(q->elem) ? "" : " as f32";
     const char *Lq = size_expr(L, q->dims[q->rank - 2]), *Lk = size_expr(L, v->dims[v->rank - 2]);
     int64_t bd = pow2_at_least(D, 16, 512), bdv = pow2_at_least(Dv, 16, 512);
-    int64_t bm = block_for(q->dims[q->rank - 2], 16, bdv > 256 ? 32 : 64), bn = block_for(v->dims[v->rank - 2], 16, 32);
+    bool dfull = bd == D && bdv == Dv;   /* the head axes need no mask */
+    /* measured on the H200 (docs/PERFORMANCE.md): 128 x 64 with 8 warps for heads up to
+     * 128; 64 query rows with 8 warps is 4x slower than with 4 */
+    bool wide = bd <= 128 && bdv <= 128;
+    int64_t bm = block_for(q->dims[q->rank - 2], 16, wide ? 128 : 64), bn = block_for(v->dims[v->rank - 2], 16, wide ? 64 : 32);
     autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]", "BM * BN <= 128 * 128",
-             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: 2", (long long)bm, (long long)bn, bm >= 64 ? 8 : 4));
+             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: 2", (long long)bm, (long long)bn, bm >= 128 ? 8 : 4));
     signature(L, s, name);
     IrSize nb = numel(L, o, 0, o->rank - 2);
     fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld)\n    grid(cdiv(%s, BM as i64) * %s)\n{\n", (long long)bm,
@@ -1310,18 +1339,30 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     const char *ko = offset(L, A->k), *vo = offset(L, A->v), *qo = offset(L, A->q);
     if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
     fprintf(L->o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rows_in = rm < %s;\n    let rm2 = rm[:, None];\n", Lq);
-    fprintf(L->o, "    let dq = arange(0, %lld);\n    let dmask = dq < %lld;\n", (long long)bd, (long long)D);
-    fprintf(L->o, "    let dv = arange(0, %lld);\n    let vmask = dv < %lld;\n", (long long)bdv, (long long)Dv);
-    fprintf(L->o, "    let qt = load(p%u + %s + %s, rows_in[:, None] & dmask[None, :], 0)%s;\n", A->q, qo,
-            tile_at(L, A->q, q->rank - 2, q->rank - 1, "rm[:, None]", "dq[None, :]"), dot_in);
+    fprintf(L->o, "    let okr = rows_in[:, None] & (arange(0, BN)[None, :] >= 0);\n");
+    fprintf(L->o, "    let dq = arange(0, %lld);\n    let dv = arange(0, %lld);\n", (long long)bd, (long long)bdv);
+    if (!dfull) fprintf(L->o, "    let dmask = dq < %lld;\n    let vmask = dv < %lld;\n", (long long)D, (long long)Dv);
+    fprintf(L->o, "    let qt = load(p%u + %s + %s, %s, 0)%s;\n", A->q, qo,
+            tile_at(L, A->q, q->rank - 2, q->rank - 1, "rm[:, None]", "dq[None, :]"),
+            dfull ? "rows_in[:, None]" : "rows_in[:, None] & dmask[None, :]", dot_in);
     fprintf(L->o, "    var m = full([BM], -inf, f32);\n    var l = zeros([BM], f32);\n    var acc = zeros([BM, %lld], f32);\n",
             (long long)bdv);
-    const char *hi = causal_const(L, A)
-        ? arena_printf(L->a, "minimum(%s, (pm + 1) * (BM as i64) + %s - %s)", Lk, Lk, Lq) : Lk;
-    fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n", hi);
-    Space sc = flash_space(L, o, "kj2", "ok", "zk");
-    if (!flash_block(L, A, ko, vo, dot_in, &sc)) return false;
-    fputs("    }\n    let dv2 = dv[None, :];\n    let omask = rows_in[:, None] & vmask[None, :];\n    let zv = rm2 * 0 + dv2 * 0;\n", L->o);
+    /* the key blocks before `mid` need no mask (inside Lk and, if causal, wholly seen by
+     * the program's first row), those from `mid` to `hi` do */
+    int causal = causal_const(L, A);
+    const char *full = arena_printf(L->a, "(%s / (BN as i64)) * (BN as i64)", Lk);
+    const char *mid = causal < 0 ? "0"
+        : causal ? arena_printf(L->a, "minimum(%s, maximum(0, (pm * (BM as i64) + %s - %s + 1) / (BN as i64) * (BN as i64)))",
+                                full, Lk, Lq)
+                 : full;
+    const char *hi = causal == 1 ? arena_printf(L->a, "minimum(%s, (pm + 1) * (BM as i64) + %s - %s)", Lk, Lk, Lq) : Lk;
+    fprintf(L->o, "    let mid = %s;\n    for j in range(0, mid, BN as i64) {\n", mid);
+    if (!flash_block(L, A, ko, vo, dot_in, dfull, false)) return false;
+    fprintf(L->o, "    }\n    for j in range(mid, %s, BN as i64) {\n", hi);
+    if (!flash_block(L, A, ko, vo, dot_in, dfull, true)) return false;
+    fputs("    }\n    let dv2 = dv[None, :];\n", L->o);
+    fprintf(L->o, "    let omask = %s;\n    let zv = rm2 * 0 + dv2 * 0;\n",
+            dfull ? "rows_in[:, None] & (dv2 >= 0)" : "rows_in[:, None] & vmask[None, :]");
     Space out = flash_space(L, o, "dv2", "omask", "zv");
     scope(L, &out, "    ");
     fprintf(L->o, "    let v%u = where(l[:, None] > 0.0, acc / l[:, None], 0.0) as %s;\n", A->out, ename(o->elem));
