@@ -499,6 +499,22 @@ TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
 /* The argument kind that a parameter of element type e takes (f8 as its bits: U8). */
 TrtArgKind rt_arg_kind(IrElem e);
+/* What a launch of k with these arguments and its own grid runs: the kernel (for an
+ * @autotune kernel, the config the context's mode chooses: max-autotune tunes here) and
+ * its variant's class; ready when that variant is built or the grid is empty. */
+typedef struct RtLaunchTarget {
+    TrtKernel *k;
+    uint64_t mask;
+    bool checked, ready;
+} RtLaunchTarget;
+TrtStatus rt_launch_target(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs, CUstream stream,
+                           RtLaunchTarget *t);
+/* Builds t's variant without launching (once, under its kernel's lock: a no-op when
+ * another thread got there first); thread-safe, as the tuner's compiles are. */
+TrtStatus rt_launch_target_build(const RtLaunchTarget *t);
+/* How many variants the last trt_tgraph_run built before its launches, and on how many
+ * threads (rt_tgraph.c), for tests. */
+void rt_tgraph_prebuilt(const TrtTensorGraph *g, uint32_t *variants, uint32_t *threads);
 /* The inner module of a tensor graph's lowered kernels (rt_tgraph.c), for tests that
  * replace its compile function. */
 TrtModule *rt_tgraph_module(TrtTensorGraph *g);

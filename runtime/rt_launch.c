@@ -344,6 +344,27 @@ static TrtStatus launch_checked(TrtKernel *k, const RtVariant *v, const TrtArg *
     return s;
 }
 
+TrtStatus rt_launch_target(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs, CUstream stream,
+                           RtLaunchTarget *t)
+{
+    TrtStatus s = rt_check_args(k, args, nargs);
+    if (s) return s;
+    if (k->tune && ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
+                    (s = rt_tune_select(k, args, bytes, nargs, stream, rt_class_mask(k, args), &k))))
+        return s;
+    uint32_t g[3];
+    if ((s = rt_kernel_grid(k, args, g))) return s;
+    *t = (RtLaunchTarget){k, rt_class_mask(k, args), rt_kernel_checked(k), false};
+    t->ready = rt_grid_empty(g) || find_variant(k, t->mask, t->checked) >= 0;
+    return TRT_SUCCESS;
+}
+
+TrtStatus rt_launch_target_build(const RtLaunchTarget *t)
+{
+    unsigned index;
+    return resolve_variant(t->k, t->mask, t->checked, &index);
+}
+
 static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs,
                         const uint32_t grid[3], CUstream stream)
 {

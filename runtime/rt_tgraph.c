@@ -6,10 +6,15 @@
  * they compile, cache and tune as hand-written kernels do. A run evaluates the memory
  * plan's buffer sizes for the bound sizes, (re)allocates what grew, and launches the
  * kernels in plan order, each with pointers to its reads and writes, its scalars and
- * the sizes. (Not rt_graph.c, which captures CUDA graphs.) */
+ * the sizes. Before the launches of a run whose kernels need variants not built yet
+ * (the first run, a size or pointer of a new class), those variants are built at once,
+ * a thread per kernel up to the cores: a cold graph compiles in about the time of its
+ * slowest kernel, not the sum. (Not rt_graph.c, which captures CUDA graphs.) */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "frontend/ast.h"
 #include "frontend/frontend.h"
@@ -35,6 +40,7 @@ struct TrtTensorGraph {
     bool *size_set, *param_set, *out_set;
     TrtDevicePtr *bufs;      /* per buffer of the plan */
     uint64_t *buf_bytes;
+    uint32_t prebuilt, prebuild_threads;   /* the last run's (rt_tgraph_prebuilt) */
 };
 
 static const AstItem *find_graph(const AstProgram *p, const char *name)
@@ -278,11 +284,11 @@ static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
     return false;
 }
 
-static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
+/* Kernel k's arguments: pointers to its writes and reads (with the bytes from each to
+ * the end of its memory), its scalars, the sizes. */
+static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, uint64_t *bytes)
 {
     const PassGKernel *pk = &G->low->kernels[k];
-    TrtArg args[TRT_MAX_ARGS];
-    uint64_t bytes[TRT_MAX_ARGS];
     if (pk->nargs > TRT_MAX_ARGS)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s has more than %d arguments", G->g->name,
                        pk->name, TRT_MAX_ARGS);
@@ -296,8 +302,73 @@ static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s: a value has no memory", G->g->name, pk->name);
         else args[i] = trt_arg_ptr(p);
     }
-    if (!G->ctx->drv) return trt_launch_host(G->kernels[k], args, bytes, pk->nargs, NULL);
-    return trt_launch_sized(G->kernels[k], args, bytes, pk->nargs, NULL, stream);
+    return TRT_SUCCESS;
+}
+
+static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
+{
+    TrtArg args[TRT_MAX_ARGS];
+    uint64_t bytes[TRT_MAX_ARGS];
+    TrtStatus s = kernel_args(G, k, args, bytes);
+    uint32_t n = G->low->kernels[k].nargs;
+    if (s) return s;
+    if (!G->ctx->drv) return trt_launch_host(G->kernels[k], args, bytes, n, NULL);
+    return trt_launch_sized(G->kernels[k], args, bytes, n, NULL, stream);
+}
+
+typedef struct Prebuild {
+    RtLaunchTarget *todo;
+    uint32_t n;
+    atomic_uint next;
+} Prebuild;
+
+static void *prebuild_thread(void *p)
+{
+    Prebuild *b = p;
+    for (uint32_t i; (i = atomic_fetch_add(&b->next, 1)) < b->n;)
+        (void)rt_launch_target_build(&b->todo[i]);   /* a failure is the launch's to report */
+    return NULL;
+}
+
+/* The variants this run's launches need and that are not built, built at once (a GPU
+ * context, no capture in progress: a capture's launches report their own errors).
+ * Choosing the configs stays serial (max-autotune benchmarks on the stream); any error
+ * here is left for the launch, which retries and reports it. */
+static void prebuild(TrtTensorGraph *G, TrtStream stream)
+{
+    G->prebuilt = G->prebuild_threads = 0;
+    if (!G->ctx->drv || atomic_load(&G->ctx->capturing)) return;
+    RtLaunchTarget todo[64];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < G->plan->nkernels && n < 64; k++) {
+        TrtArg args[TRT_MAX_ARGS];
+        uint64_t bytes[TRT_MAX_ARGS];
+        RtLaunchTarget t;
+        if (G->plan->kernels[k].view || kernel_args(G, k, args, bytes) ||
+            rt_launch_target(G->kernels[k], args, bytes, G->low->kernels[k].nargs, stream, &t) || t.ready)
+            continue;
+        bool dup = false;   /* two plan kernels never share a TrtKernel, but stay safe */
+        for (uint32_t i = 0; i < n; i++) dup |= todo[i].k == t.k && todo[i].mask == t.mask && todo[i].checked == t.checked;
+        if (!dup) todo[n++] = t;
+    }
+    if (n < 2) return;   /* one: its launch builds it */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t nt = cores < 1 ? 1 : cores < (long)n ? (uint32_t)cores : n;
+    Prebuild b = {todo, n, 0};
+    pthread_t th[64];
+    uint32_t started = 0;
+    for (; started + 1 < nt; started++)
+        if (pthread_create(&th[started], NULL, prebuild_thread, &b)) break;
+    prebuild_thread(&b);   /* this thread works too */
+    for (uint32_t i = 0; i < started; i++) pthread_join(th[i], NULL);
+    G->prebuilt = n;
+    G->prebuild_threads = started + 1;
+}
+
+void rt_tgraph_prebuilt(const TrtTensorGraph *g, uint32_t *variants, uint32_t *threads)
+{
+    *variants = g ? g->prebuilt : 0;
+    *threads = g ? g->prebuild_threads : 0;
 }
 
 TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
@@ -305,6 +376,7 @@ TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
     if (!g) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_run: g is NULL");
     TrtStatus s = check_bound(g);
     if (!s) s = plan_buffers(g);
+    if (!s) prebuild(g, stream);
     for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)
         if (!g->plan->kernels[k].view) s = launch(g, k, stream);
     return s;

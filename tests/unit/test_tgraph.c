@@ -224,7 +224,19 @@ static void test_gpu_launches(void **state)
     assert_ok(trt_tgraph_bind_output(g, 0, out));
     assert_ok(trt_tgraph_bind_size(g, "T", 20));
     TrtStream stream = (TrtStream)0x5000;
+    MockCounts cold;
+    mock_counts(&cold);
     assert_ok(trt_tgraph_run(g, stream));
+    /* the first run built its three kernels' variants before launching, in threads
+     * (one per kernel up to the cores), each once */
+    uint32_t built = 0, threads = 0;
+    rt_tgraph_prebuilt(g, &built, &threads);
+    assert_int_equal(built, 3);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_int_equal(threads, cores >= 3 ? 3 : cores < 1 ? 1 : (uint32_t)cores);
+    MockCounts warm;
+    mock_counts(&warm);
+    assert_int_equal(warm.ptx_loads + warm.cubin_loads, cold.ptx_loads + cold.cubin_loads + 3);
     MockLaunch log[8];
     assert_int_equal(mock_log(log, 8), 3);
     for (int k = 0; k < 3; k++) {
@@ -247,6 +259,8 @@ static void test_gpu_launches(void **state)
     mock_counts(&after);
     assert_int_equal(after.ptx_loads + after.cubin_loads, before.ptx_loads + before.cubin_loads);
     assert_int_equal(after.launches, before.launches + 3);
+    rt_tgraph_prebuilt(g, &built, &threads);
+    assert_int_equal(built, 0);                             /* nothing new to build */
     trt_mem_free(cur.ctx, x);
     trt_mem_free(cur.ctx, w);
     trt_mem_free(cur.ctx, out);
