@@ -241,20 +241,50 @@ static AxisInfo op_info(const Ctx *c, const IrOp *op, const IrType *t)
     }
 }
 
-static void visit(IrOp *op, void *ud)
+/* What holds for both of two values: the weaker contiguity and constancy, and the
+ * divisibility both have at the group starts of that contiguity (an arange, contiguous
+ * from a multiple of 64, or 64 * arange: contiguous by 1, so divisible by 1). */
+static AxisInfo meet(const AxisInfo *x, const AxisInfo *y)
 {
-    Ctx *c = ud;
-    for (uint32_t r = 0; r < op->nregions; r++) {
-        const IrBlock *blk = &op->regions[r];
-        for (uint32_t i = 0; i < blk->nargs; i++) c->ai[blk->args[i]] = neutral(ir_value_type(c->f, blk->args[i]));
+    AxisInfo a;
+    for (int d = 0; d < IR_MAX_RANK; d++) {
+        a.contiguity[d] = gcd2(x->contiguity[d], y->contiguity[d]);
+        a.divisibility[d] = gcd2(axisinfo_div_at(x, d, a.contiguity[d]), axisinfo_div_at(y, d, a.contiguity[d]));
+        a.constancy[d] = gcd2(x->constancy[d], y->constancy[d]);
     }
-    if (op->code == IR_OP_FOR && op->regions[0].nargs > 0) {   /* iv = lo + k * step */
-        int64_t dv = gcd2(opnd(c, op, 0)->divisibility[0], opnd(c, op, 2)->divisibility[0]);
-        c->ai[op->regions[0].args[0]].divisibility[0] = dv;
-    }
-    for (uint32_t i = 0; i < op->nresults; i++) {
-        const IrType *t = ir_value_type(c->f, op->results[i]);
-        c->ai[op->results[i]] = op->nresults == 1 && !(ir_op_info[op->code].flags & IR_K) ? op_info(c, op, t) : neutral(t);
+    return a;
+}
+
+/* Result i of an `if`: what holds for the values both regions yield (a pointer chosen
+ * among aligned parameters stays aligned: a horizontal GEMM's weight, graph_lower.c). */
+static AxisInfo if_result(const Ctx *c, const IrOp *op, uint32_t i, const IrType *t)
+{
+    const IrOp *y0 = op->regions[0].last, *y1 = op->nregions > 1 ? op->regions[1].last : NULL;
+    if (!y0 || !y1 || y0->code != IR_OP_YIELD || y1->code != IR_OP_YIELD || i >= y0->noperands || i >= y1->noperands)
+        return neutral(t);
+    return meet(&c->ai[y0->operands[i]], &c->ai[y1->operands[i]]);
+}
+
+/* In program order: a control-flow op's region arguments (neutral, but a for loop's
+ * induction variable), its regions, then its results (an `if`'s from its yields). */
+static void walk(Ctx *c, const IrBlock *body)
+{
+    for (const IrOp *op = body->first; op; op = op->next) {
+        for (uint32_t r = 0; r < op->nregions; r++) {
+            const IrBlock *blk = &op->regions[r];
+            for (uint32_t i = 0; i < blk->nargs; i++) c->ai[blk->args[i]] = neutral(ir_value_type(c->f, blk->args[i]));
+        }
+        if (op->code == IR_OP_FOR && op->regions[0].nargs > 0) {   /* iv = lo + k * step */
+            int64_t dv = gcd2(opnd(c, op, 0)->divisibility[0], opnd(c, op, 2)->divisibility[0]);
+            c->ai[op->regions[0].args[0]].divisibility[0] = dv;
+        }
+        for (uint32_t r = 0; r < op->nregions; r++) walk(c, &op->regions[r]);
+        for (uint32_t i = 0; i < op->nresults; i++) {
+            const IrType *t = ir_value_type(c->f, op->results[i]);
+            c->ai[op->results[i]] = op->code == IR_OP_IF ? if_result(c, op, i, t)
+                                    : op->nresults == 1 && !(ir_op_info[op->code].flags & IR_K) ? op_info(c, op, t)
+                                                                                                 : neutral(t);
+        }
     }
 }
 
@@ -269,6 +299,6 @@ AxisInfo *axisinfo_analyze(const IrFunc *f, uint64_t aligned_params)
             ai[p].divisibility[0] = 16;
     }
     Ctx c = {f, ai};
-    ir_walk((IrBlock *)&f->body, visit, &c);
+    walk(&c, &f->body);
     return ai;
 }

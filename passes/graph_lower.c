@@ -50,6 +50,7 @@ typedef struct Low {
     bool top;                /* the current scope is that top level: what it names is kept */
     bool multi;              /* lowering a kernel of several row ops (lower_rows_multi) */
     const bool *chan;        /* conv2d: per value, a per-channel vector (at offset rn2), else NULL */
+    const char *const *ptr;  /* per value: the name of the pointer it is at, else NULL: p<v> */
     const Space *sp;
     const char *why;
     const char *indent;
@@ -143,6 +144,13 @@ static const char *stride_of(Low *L, uint32_t v, uint32_t d)
 static const char *times(Low *L, const char *x, const char *s)
 {
     return strcmp(s, "1") ? arena_printf(L->a, "%s * %s", x, s) : x;
+}
+
+/* The pointer value v is read from or written to: its parameter p<v>, or the variable a
+ * uniform horizontal GEMM selects it into (L->ptr). */
+static const char *pname(const Low *L, uint32_t v)
+{
+    return L->ptr && L->ptr[v] ? L->ptr[v] : arena_printf(L->a, "p%u", v);
 }
 
 /* The element offset of value v at the scope's coordinates, through its strides; NULL
@@ -304,7 +312,7 @@ static bool store(Low *L, uint32_t v)
     if (!off) return fail(L, "a written value with more axes than its kernel's space");
     const IrTensorType *t = vt(L, v);
     if (!L->sp->zero) {
-        fprintf(L->o, "%sstore(p%u + %s, %s);\n", L->indent, v, off, x);
+        fprintf(L->o, "%sstore(%s + %s, %s);\n", L->indent, pname(L, v), off, x);
         return true;
     }
     const char *m = L->sp->mask;
@@ -312,7 +320,7 @@ static bool store(Low *L, uint32_t v)
         int64_t vd = (int64_t)d - (int64_t)(L->sp->rank - t->rank);
         if (vd < 0 || is_one(t->dims[vd])) m = arena_printf(L->a, "%s & (%s == 0)", m, L->sp->coord[d]);
     }
-    fprintf(L->o, "%sstore(p%u + %s + %s, %s, %s);\n", L->indent, v, L->sp->zero, off, x, m);
+    fprintf(L->o, "%sstore(%s + %s + %s, %s, %s);\n", L->indent, pname(L, v), L->sp->zero, off, x, m);
     return true;
 }
 
@@ -838,8 +846,8 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
             in, G->mm->in[0], ao, G->K, G->M, G->K);
     for (uint32_t i = 0; i < n; i++) {
         const char *bo = G[i].boff && strcmp(G[i].boff, "0") ? arena_printf(L->a, "%s + ", G[i].boff) : "";
-        fprintf(L->o, "%s    let bt%s = load(p%u + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
-                in, sfx[i], G[i].mm->in[1], bo, G[i].N, G[i].K, G[i].N);
+        fprintf(L->o, "%s    let bt%s = load(%s + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
+                in, sfx[i], pname(L, G[i].mm->in[1]), bo, G[i].N, G[i].K, G[i].N);
         fprintf(L->o, "%s    acc%s = dot(at, bt%s, acc%s);\n", in, sfx[i], sfx[i], sfx[i]);
     }
     fprintf(L->o, "%s}\n%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in, in);
@@ -851,6 +859,41 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
     }
     for (uint32_t i = 0; i < L->K->nwrites; i++)
         if ((p < 0 || prod[L->K->writes[i]] == p) && !store(L, L->K->writes[i])) return false;
+    return true;
+}
+
+/* Horizontal products that differ only in their weight and output: one shape, no
+ * epilogue but the cast of the accumulator, one output type (the Q, K, V projections of
+ * one x with heads of one size). One GEMM body serves them all, the program selecting
+ * its weight and output pointers by its product index: a third of the code of three
+ * bodies (compile time), the loop and its layouts as one product's. */
+static bool uniform(const Low *L, const Gemm *G, uint32_t n)
+{
+    if (n < 2 || L->K->nops != n || L->K->nwrites != n) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        if (G[i].nbatch || strcmp(G[i].M, G[0].M) || strcmp(G[i].N, G[0].N) || strcmp(G[i].K, G[0].K)) return false;
+        if (L->K->writes[i] != G[i].mm->out[0]) return false;
+        if (vt(L, G[i].mm->out[0])->elem != vt(L, G[0].mm->out[0])->elem) return false;
+        if (vt(L, G[i].mm->in[1])->rank != 2) return false;
+    }
+    return true;
+}
+
+static bool uniform_body(Low *L, Gemm *G, uint32_t n, const int *prod)
+{
+    const char **ptr = arena_alloc(L->a, (L->g->values.len + 1) * sizeof *ptr);
+    memset(ptr, 0, (L->g->values.len + 1) * sizeof *ptr);
+    fprintf(L->o, "    let nq = cdiv(%s, BN as i64);\n    let pb = q / nq;\n", G[0].N);
+    fprintf(L->o, "    var wp = p%u;\n    var op = p%u;\n", G[0].mm->in[1], G[0].mm->out[0]);
+    for (uint32_t i = 1; i < n; i++)
+        fprintf(L->o, "    if pb == %u {\n        wp = p%u;\n        op = p%u;\n    }\n", i, G[i].mm->in[1], G[i].mm->out[0]);
+    ptr[G[0].mm->in[1]] = "wp";
+    ptr[G[0].mm->out[0]] = "op";
+    L->ptr = ptr;
+    bool ok = gemm_body(L, &G[0], 1, prod, 0, "(q % nq)", "    ");
+    L->ptr = NULL;
+    if (!ok) return false;
+    fputs("}\n", L->o);
     return true;
 }
 
@@ -900,6 +943,7 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     } else {
         fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
     }
+    if (!paired && uniform(L, G, n)) return uniform_body(L, G, n, prod);
     const char *first = "0";
     for (uint32_t i = 0; i < n && !paired; i++) {   /* each product in its own N blocks */
         const char *end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", first, G[i].N);

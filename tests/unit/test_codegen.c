@@ -459,6 +459,54 @@ static void test_axisinfo_facts(void **state)
     fx_free(&x);
 }
 
+/* An `if`'s results hold what both regions yield: a pointer chosen between two aligned
+ * parameters stays aligned (a uniform horizontal GEMM's weight, graph_lower.c), one
+ * that may be the unaligned %c does not; tiles keep the weaker of each fact. */
+static const char *const if_ir =
+    "kernel @k(%a: *f32, %b: *f32, %c: *f32, %n: i32) launch {warps = 4, stages = 2} {\n"
+    "  %pid = program_id 0 : i32\n"
+    "  %one = const 1 : i32\n"
+    "  %is1 = cmp eq %pid, %one : i1\n"
+    "  %pab = if %is1 : *f32 {\n"
+    "    yield %b\n"
+    "  } else {\n"
+    "    yield %a\n"
+    "  }\n"
+    "  %pac = if %is1 : *f32 {\n"
+    "    yield %c\n"
+    "  } else {\n"
+    "    yield %a\n"
+    "  }\n"
+    "  %r = arange 0 : i32[64]\n"
+    "  %c64 = const 64 : i32[64]\n"
+    "  %r64 = mul %r, %c64 : i32[64]\n"
+    "  %t = if %is1 : i32[64] {\n"
+    "    yield %r\n"
+    "  } else {\n"
+    "    yield %r64\n"
+    "  }\n"
+    "  return\n"
+    "}\n";
+
+static const AxisInfo *fact_of(const IrFunc *f, const AxisInfo *ai, const char *name);
+
+static void test_axisinfo_if(void **state)
+{
+    (void)state;
+    Fx x;
+    parse(&x, if_ir);
+    IrFunc *f = ir_module_find(x.m, "k");
+    AxisInfo *ai = axisinfo_analyze(f, UINT64_C(1) << 0 | UINT64_C(1) << 1);   /* %a, %b aligned; %c not */
+    assert_non_null(ai);
+    assert_int_equal(fact_of(f, ai, "pab")->divisibility[0], 16);
+    assert_int_equal(fact_of(f, ai, "pac")->divisibility[0], 1);
+    const AxisInfo *t = fact_of(f, ai, "t");   /* arange (contiguous 64) or 64 * arange (div 64) */
+    assert_int_equal(t->contiguity[0], 1);
+    assert_int_equal(t->divisibility[0], 1);
+    tl_free(ai);
+    fx_free(&x);
+}
+
 /* The facts behind the 2-D causal-mask miscompile (issue 6), one op at a time. */
 static const char *const mask2d_ir =
     "kernel @k(%out: *i32, %n: i32) launch {warps = 4, stages = 2} {\n"
@@ -631,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_mma_tiles_and_owners),
         cmocka_unit_test(test_tf32_rounding_as_the_interpreter),
         cmocka_unit_test(test_axisinfo_facts),
+        cmocka_unit_test(test_axisinfo_if),
         cmocka_unit_test(test_axisinfo_new_axis_and_compare),
         cmocka_unit_test(test_axisinfo_checker),
         cmocka_unit_test(test_layouts_in_the_interpreter),
