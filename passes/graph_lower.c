@@ -1327,10 +1327,13 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     }
     if (masked) fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
     else fprintf(o, "        let sc = (%s) as f32;\n", sm);
-    fputs("        let mn = maximum(m, max(sc, 1));\n", o);
-    if (finite) fputs("        let pj = exp(sc - mn[:, None]);\n        let alpha = exp(m - mn);\n", o);
-    else fputs("        let pj = where(sc == -inf, 0.0, exp(sc - mn[:, None]));\n"
-               "        let alpha = where(m == -inf, 0.0, exp(m - mn));\n", o);
+    /* e^x as 2^(x log2 e): one MUFU.EX2 an element (exp is eight instructions, for its
+     * last ulps; FlashAttention and Triton's tutorial do the same) */
+    fputs("        let mn = maximum(m, max(sc, 1));\n        let ml = mn * 1.4426950408889634;\n", o);
+    if (finite) fputs("        let pj = exp2(sc * 1.4426950408889634 - ml[:, None]);\n"
+                      "        let alpha = exp2(m * 1.4426950408889634 - ml);\n", o);
+    else fputs("        let pj = where(sc == -inf, 0.0, exp2(sc * 1.4426950408889634 - ml[:, None]));\n"
+               "        let alpha = where(m == -inf, 0.0, exp2(m * 1.4426950408889634 - ml));\n", o);
     fputs("        l = l * alpha + sum(pj, 1);\n", o);
     const char *pd = "pj";
     if (A->op == IR_GNONE) {
