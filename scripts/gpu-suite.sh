@@ -66,6 +66,8 @@ if [ "$what" != tests ]; then
   step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/attention.md" $quick
   # The transformer block as a tile graph against eager and torch.compile (issue 10).
   step graph_block python3 bench/graph_block.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --kernels --out "$OUT/graph_block.md" $quick
+  # The FFN of LANGUAGE.md section 7 as a graph against eager and torch.compile.
+  step graph_ffn python3 bench/graph_ffn.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --kernels --out "$OUT/graph_ffn.md" $quick
   # Its attention kernel alone over configs, against flash_attn_fwd.tile and SDPA.
   step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --out "$OUT/graph_attention.md"
 fi
