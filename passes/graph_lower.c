@@ -1307,33 +1307,35 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     fprintf(o, "        let s0 = dot(qt, %s);\n", A->k_t ? "kt" : "trans(kt)");
     Space sp = flash_space(L, o_t, "kj2", masked ? "ok" : "okr", "zk");
     scope(L, &sp, "        ");
+    /* The scores in log2 units (times log2 e), so that e^x is exp2: one MUFU.EX2 an
+     * element (exp is eight instructions, for its last ulps; FlashAttention and Triton's
+     * tutorial do the same); the attention op's scale folds into that factor. */
     const char *sm = "s0";
     bool finite = false;   /* the scores cannot be -inf: no guards on the online max */
     if (A->op == IR_GNONE) {
         fprintf(o, "        let v%u = s0 as %s;\n", L->g->ops.data[A->qk].out[0], ename(vt(L, L->g->ops.data[A->qk].out[0])->elem));
         L->done[L->g->ops.data[A->qk].out[0]] = true;
         if (!(sm = val(L, L->g->ops.data[A->softmax].in[0]))) return false;
+        sm = arena_printf(L->a, "(%s as f32) * 1.4426950408889634", sm);
     } else {
         const char *causal = val(L, A->causal), *scale = val(L, A->scale);
         if (!causal || !scale) return false;
+        const char *s2 = arena_printf(L->a, "s0 * ((%s as f32) * 1.4426950408889634)", scale);
         if (masked) {
             fprintf(o, "        let cz = (kj2 <= rm2 + %s - %s) | !%s;\n", Lk,
                     size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]), causal);
-            sm = arena_printf(L->a, "where(cz, s0 * (%s as f32), -inf)", scale);
+            sm = arena_printf(L->a, "where(cz, %s, -inf)", s2);
         } else {
-            sm = arena_printf(L->a, "s0 * (%s as f32)", scale);
+            sm = s2;
             finite = true;
         }
     }
-    if (masked) fprintf(o, "        let sc = where(ok, %s as f32, -inf);\n", sm);
-    else fprintf(o, "        let sc = (%s) as f32;\n", sm);
-    /* e^x as 2^(x log2 e): one MUFU.EX2 an element (exp is eight instructions, for its
-     * last ulps; FlashAttention and Triton's tutorial do the same) */
-    fputs("        let mn = maximum(m, max(sc, 1));\n        let ml = mn * 1.4426950408889634;\n", o);
-    if (finite) fputs("        let pj = exp2(sc * 1.4426950408889634 - ml[:, None]);\n"
-                      "        let alpha = exp2(m * 1.4426950408889634 - ml);\n", o);
-    else fputs("        let pj = where(sc == -inf, 0.0, exp2(sc * 1.4426950408889634 - ml[:, None]));\n"
-               "        let alpha = where(m == -inf, 0.0, exp2(m * 1.4426950408889634 - ml));\n", o);
+    if (masked) fprintf(o, "        let sc = where(ok, %s, -inf);\n", sm);
+    else fprintf(o, "        let sc = %s;\n", sm);
+    fputs("        let mn = maximum(m, max(sc, 1));\n", o);
+    if (finite) fputs("        let pj = exp2(sc - mn[:, None]);\n        let alpha = exp2(m - mn);\n", o);
+    else fputs("        let pj = where(sc == -inf, 0.0, exp2(sc - mn[:, None]));\n"
+               "        let alpha = where(m == -inf, 0.0, exp2(m - mn));\n", o);
     fputs("        l = l * alpha + sum(pj, 1);\n", o);
     const char *pd = "pj";
     if (A->op == IR_GNONE) {
