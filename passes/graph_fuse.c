@@ -790,11 +790,30 @@ static bool is_view(const Fuse *F, const IrGKernel *K)
     return lone_op(F, K, IR_GOP_RESHAPE, IR_GOP_RESHAPE) && !is_returned(F, K->writes[0]) && in_memory(F, K->reads[0]);
 }
 
+/* Does GEMM kernel K use value v only as the right operand of its 2-D matmuls (which
+ * graph_lower.c loads through v's strides: a transposed weight as torch.nn.Linear's,
+ * [N, K] row-major, is read K-major, the layout wgmma takes without a copy)? */
+static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
+{
+    if (K->attn || K->conv || vtype(F, v)->rank != 2) return false;
+    bool used = false;
+    for (uint32_t i = 0; i < K->nops; i++) {
+        const IrGOp *op = opat(F, K->ops[i]);
+        for (uint32_t j = 0; j < op->nin; j++) {
+            if (op->in[j] != v) continue;
+            if (op->kind != IR_GOP_MATMUL || j != 1) return false;
+            used = true;
+        }
+    }
+    return used;
+}
+
 /* Is kernel k a view made by a transposition: one trans of a value in memory, not
- * returned, read only by flash_attention kernels as their q, k or v (which read their
- * operands through strides, graph_lower.c stride_of)? Its result is the operand's
- * memory with permuted strides. Other readers (a GEMM's tiles, a reshape, which needs
- * row-major memory) keep it a gather kernel. */
+ * returned, read only by flash_attention kernels as their q, k or v, or by GEMM
+ * kernels as a matmul's right operand (both read their operands through strides,
+ * graph_lower.c stride_of)? Its result is the operand's memory with permuted strides.
+ * Other readers (an element-wise kernel, a reshape, which needs row-major memory) keep
+ * it a gather kernel. */
 static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
 {
     const IrGKernel *K = &ks[k];
@@ -804,7 +823,7 @@ static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
         for (uint32_t i = 0; i < ks[r].nreads; i++) {
             if (ks[r].reads[i] != v) continue;
             const IrGAttention *A = ks[r].attn;
-            if (!A || (v != A->q && v != A->k && v != A->v)) return false;
+            if (A ? v != A->q && v != A->k && v != A->v : !gemm_weight_only(F, &ks[r], v)) return false;
         }
     return true;
 }

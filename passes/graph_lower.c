@@ -846,8 +846,18 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
             in, G->mm->in[0], ao, G->K, G->M, G->K);
     for (uint32_t i = 0; i < n; i++) {
         const char *bo = G[i].boff && strcmp(G[i].boff, "0") ? arena_printf(L->a, "%s + ", G[i].boff) : "";
-        fprintf(L->o, "%s    let bt%s = load(%s + %ska[:, None] * %s + rn[None, :], mask = (ka[:, None] < %s) & (rn[None, :] < %s), other = 0);\n",
-                in, sfx[i], pname(L, G[i].mm->in[1]), bo, G[i].N, G[i].K, G[i].N);
+        uint32_t b = G[i].mm->in[1], br = vt(L, b)->rank;
+        const char *sk = br >= 2 ? stride_of(L, b, br - 2) : "1", *sn = br >= 2 ? stride_of(L, b, br - 1) : "1";
+        const char *bmask = arena_printf(L->a, "(ka[:, None] < %s) & (rn[None, :] < %s)", G[i].K, G[i].N);
+        if (strcmp(sn, "1") && !strcmp(sk, "1"))   /* a transposed weight ([N, K] rows): K-major tiles */
+            fprintf(L->o, "%s    let bt%s = trans(load(%s + %s%s + ka[None, :], mask = (rn[:, None] < %s) & (ka[None, :] < %s), other = 0));\n",
+                    in, sfx[i], pname(L, b), bo, times(L, "rn[:, None]", sn), G[i].N, G[i].K);
+        else if (br < 2)   /* a column: N = 1 */
+            fprintf(L->o, "%s    let bt%s = load(%s + %ska[:, None] * 1 + rn[None, :], mask = %s, other = 0);\n", in, sfx[i],
+                    pname(L, b), bo, bmask);
+        else
+            fprintf(L->o, "%s    let bt%s = load(%s + %s%s + %s, mask = %s, other = 0);\n", in, sfx[i], pname(L, b), bo,
+                    times(L, "ka[:, None]", sk), times(L, "rn[None, :]", sn), bmask);
         fprintf(L->o, "%s    acc%s = dot(at, bt%s, acc%s);\n", in, sfx[i], sfx[i], sfx[i]);
     }
     fprintf(L->o, "%s}\n%slet rm2 = rm[:, None];\n%slet rn2 = rn[None, :];\n", in, in, in);
