@@ -997,17 +997,28 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     memset(F.attn_broken, 0, n + 1);
     memset(F.gmark, 0, (n + 1) * sizeof *F.gmark);
     memset(F.vmark, 0, (nv + 1) * sizeof *F.vmark);
-    /* The uses of each value, in op order (CSR). */
+    /* The live ops: those the return needs (ops are in definition order, the return
+     * last). A value nothing returned depends on (`let h = ...` never used) gets no
+     * kernel, and its uses count for no fusion decision. */
+    bool *live = arena_alloc(a, n + 1);
+    memset(live, 0, n + 1);
+    if (n) live[n - 1] = true;
+    for (uint32_t o = n; o-- > 0;)
+        for (uint32_t i = 0; live[o] && i < g->ops.data[o].nin; i++) {
+            uint32_t d = def_of(&F, g->ops.data[o].in[i]);
+            if (d != NONE) live[d] = true;
+        }
+    /* The uses of each value by live ops, in op order (CSR). */
     F.use_at = arena_alloc(a, (nv + 2) * sizeof *F.use_at);
     memset(F.use_at, 0, (nv + 2) * sizeof *F.use_at);
     for (uint32_t o = 0; o < n; o++)
-        for (uint32_t i = 0; i < g->ops.data[o].nin; i++) F.use_at[g->ops.data[o].in[i] + 1]++, nuses++;
+        for (uint32_t i = 0; live[o] && i < g->ops.data[o].nin; i++) F.use_at[g->ops.data[o].in[i] + 1]++, nuses++;
     for (uint32_t v = 0; v < nv; v++) F.use_at[v + 1] += F.use_at[v];
     F.uses = arena_alloc(a, (nuses + 1) * sizeof *F.uses);
     uint32_t *fill = arena_alloc(a, (nv + 1) * sizeof *fill);
     memcpy(fill, F.use_at, nv * sizeof *fill);
     for (uint32_t o = 0; o < n; o++)
-        for (uint32_t i = 0; i < g->ops.data[o].nin; i++) {
+        for (uint32_t i = 0; live[o] && i < g->ops.data[o].nin; i++) {
             uint32_t v = g->ops.data[o].in[i];
             if (fill[v] == F.use_at[v] || F.uses[fill[v] - 1] != o) F.uses[fill[v]++] = o;
         }
@@ -1021,7 +1032,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     F.use_at[nv] = w;
     find_attention(&F);
     for (uint32_t o = 0; o < n; o++)
-        if (!immediate(g->ops.data[o].kind)) place(&F, o);
+        if (live[o] && !immediate(g->ops.data[o].kind)) place(&F, o);
     IrGPlan *plan = make_plan(&F);
     plan_memory(&F, plan);
     return plan;

@@ -885,6 +885,8 @@ static bool uniform(const Low *L, const Gemm *G, uint32_t n)
         if (L->K->writes[i] != G[i].mm->out[0]) return false;
         if (vt(L, G[i].mm->out[0])->elem != vt(L, G[0].mm->out[0])->elem) return false;
         if (vt(L, G[i].mm->in[1])->rank != 2) return false;
+        for (uint32_t d = 0; d < 2; d++)   /* one load for all: the weights' strides alike */
+            if (strcmp(stride_of((Low *)L, G[i].mm->in[1], d), stride_of((Low *)L, G[0].mm->in[1], d))) return false;
     }
     return true;
 }
@@ -928,7 +930,8 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     if (!paired && !vec && bm == 128) bn = block_for(b->dims[b->rank - 1], 16, 256);
     /* paired products: an accumulator each, so their tiles together stay at one
      * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled) */
-    if (paired && bn / (int64_t)n >= 16) bn /= (int64_t)n;
+    if (paired)   /* a power of two: n * BN within the one accumulator's columns */
+        while (bn * (int64_t)n > block_for(b->dims[b->rank - 1], 16, 128) && bn > 16) bn /= 2;
     autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
              paired ? arena_printf(L->a, "%u * BM * BN <= 128 * 128", n) : "BM * BN <= 128 * 256",
              arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: 3", (long long)bm, (long long)bn,
@@ -1317,35 +1320,37 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     fprintf(o, "        let s0 = dot(qt, %s);\n", A->k_t ? "kt" : "trans(kt)");
     Space sp = flash_space(L, o_t, "kj2", masked ? "ok" : "okr", "zk");
     scope(L, &sp, "        ");
-    /* The scores in log2 units (times log2 e), so that e^x is exp2: one MUFU.EX2 an
-     * element (exp is eight instructions, for its last ulps; FlashAttention and Triton's
-     * tutorial do the same); the attention op's scale folds into that factor. */
+    /* e^(s - m) as exp2((s - m) log2 e): one MUFU.EX2 an element (exp is eight
+     * instructions, for its last ulps). The difference is taken first, in the scores'
+     * own units: folding log2 e into the scores (Triton's tutorial) rounds large scores
+     * to an absolute error that exp2 turns into relative errors of 1e-5 and more. */
     const char *sm = "s0";
     bool finite = false;   /* the scores cannot be -inf: no guards on the online max */
     if (A->op == IR_GNONE) {
         fprintf(o, "        let v%u = s0 as %s;\n", L->g->ops.data[A->qk].out[0], ename(vt(L, L->g->ops.data[A->qk].out[0])->elem));
         L->done[L->g->ops.data[A->qk].out[0]] = true;
         if (!(sm = val(L, L->g->ops.data[A->softmax].in[0]))) return false;
-        sm = arena_printf(L->a, "(%s as f32) * 1.4426950408889634", sm);
+        sm = arena_printf(L->a, "%s as f32", sm);
     } else {
         const char *causal = val(L, A->causal), *scale = val(L, A->scale);
         if (!causal || !scale) return false;
-        const char *s2 = arena_printf(L->a, "s0 * ((%s as f32) * 1.4426950408889634)", scale);
+        const char *s1 = arena_printf(L->a, "s0 * (%s as f32)", scale);
         if (masked) {
             fprintf(o, "        let cz = (kj2 <= rm2 + %s - %s) | !%s;\n", Lk,
                     size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]), causal);
-            sm = arena_printf(L->a, "where(cz, %s, -inf)", s2);
+            sm = arena_printf(L->a, "where(cz, %s, -inf)", s1);
         } else {
-            sm = s2;
+            sm = s1;
             finite = true;
         }
     }
     if (masked) fprintf(o, "        let sc = where(ok, %s, -inf);\n", sm);
     else fprintf(o, "        let sc = %s;\n", sm);
     fputs("        let mn = maximum(m, max(sc, 1));\n", o);
-    if (finite) fputs("        let pj = exp2(sc - mn[:, None]);\n        let alpha = exp2(m - mn);\n", o);
-    else fputs("        let pj = where(sc == -inf, 0.0, exp2(sc - mn[:, None]));\n"
-               "        let alpha = where(m == -inf, 0.0, exp2(m - mn));\n", o);
+    if (finite) fputs("        let pj = exp2((sc - mn[:, None]) * 1.4426950408889634);\n"
+                      "        let alpha = exp2((m - mn) * 1.4426950408889634);\n", o);
+    else fputs("        let pj = where(sc == -inf, 0.0, exp2((sc - mn[:, None]) * 1.4426950408889634));\n"
+               "        let alpha = where(m == -inf, 0.0, exp2((m - mn) * 1.4426950408889634));\n", o);
     fputs("        l = l * alpha + sum(pj, 1);\n", o);
     const char *pd = "pj";
     if (A->op == IR_GNONE) {

@@ -51,6 +51,9 @@ if [ "$what" != bench ]; then
   # The same generator with the GPU running the checked variants (TILE_DEBUG=bounds):
   # checked codegen against the interpreter; failures under $OUT/checked/difftest.
   step difftest_checked env TILE_DEBUG=bounds DIFFTEST_SEED=1 OUT="$OUT/checked" bash scripts/difftest.sh "${DIFFTEST_CHECKED_SECONDS:-60}"
+  # Random graphs on the GPU: op by op in the interpreter against their lowered kernels
+  # on the GPU (tests/difftest/graph_fuzz.py; failures kept in $OUT/graph-fuzz).
+  step graph_fuzz python3 tests/difftest/graph_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${GRAPH_FUZZ_SECONDS:-60}" --out "$OUT/graph-fuzz"
 fi
 if [ "$what" != tests ]; then
   step launch_overhead build-gpu/launch_overhead
