@@ -29,10 +29,11 @@ import time
 
 SIZES_T = [1, 5, 16, 37, 130]
 DIMS = [1, 3, 8, 16, 20, 33, 64, 100]
-# Attention's scales: the inputs are in [0, 1), so q . k grows with the width; scores of
-# hundreds make exp's relative error 1e-5 from an absolute rounding of the scores, which
-# f32's tolerance cannot tell from a bug (real attention scales q . k to a few units).
-SCALES = [0.01, 0.02, 0.05]
+# The inputs are in [0, 1) and GEMMs grow them by their K; scores of hundreds make exp's
+# relative error 1e-5 from an absolute rounding of the scores, which f32's tolerance
+# cannot tell from a bug. So the generator follows each value's magnitude (Gen.mag) and
+# scales attention's scores (and softmax's input) to a few units, as real models do.
+SCALES = [0.5, 1.0, 2.0, 4.0]
 
 
 class Gen:
@@ -41,6 +42,7 @@ class Gen:
         self.params = []   # (name, shape)
         self.lets = []     # text lines
         self.vals = []     # (name, shape) of [T, ...] values to build on
+        self.mag = {}      # name: about the largest |value| (inputs are in [0, 1))
         self.n = 0
 
     def fresh(self, p="v"):
@@ -52,14 +54,19 @@ class Gen:
         self.params.append((name, shape))
         return name
 
-    def let(self, expr, shape):
+    def let(self, expr, shape, mag):
         name = self.fresh()
         self.lets.append("    let %s = %s;" % (name, expr))
         self.vals.append((name, shape))
+        self.mag[name] = mag
         return name
 
+    def m(self, name):
+        return self.mag.get(name, 1.0)
+
     def pick(self, rank=None):
-        c = [v for v in self.vals if rank is None or len(v[1]) == rank]
+        c = [v for v in self.vals if (rank is None or len(v[1]) == rank) and v[1][0] == "T"
+             and all(isinstance(d, int) for d in v[1][1:])]
         return self.r.choice(c) if c else None
 
     # ---- the steps -------------------------------------------------------------------
@@ -77,7 +84,7 @@ class Gen:
             e = e.replace("%s", x)
         else:
             e = "%s * %s" % (x, self.param(["T", 1], "c"))
-        return self.let(e, s)
+        return self.let(e, s, 2 * self.m(x) + 1)
 
     def gemm(self):
         x, s = self.pick(2)
@@ -92,7 +99,7 @@ class Gen:
             e = "maximum(%s + %s, 0.0)" % (e, self.param([N], "b"))
         elif r < 0.5:
             e = "(%s) * 0.5" % e
-        return self.let(e, ["T", N])
+        return self.let(e, ["T", N], self.m(x) * K * 0.5 + 1)
 
     def horizontal(self):
         x, s = self.pick(2)
@@ -103,50 +110,83 @@ class Gen:
         for i in range(self.r.choice([2, 3])):
             N = N0 if same else self.r.choice(DIMS[2:])
             w = "trans(%s)" % self.param([N, K]) if self.r.random() < 0.3 else self.param([K, N])
-            out.append(self.let("%s @ %s" % (x, w), ["T", N]))
+            out.append(self.let("%s @ %s" % (x, w), ["T", N], self.m(x) * K * 0.5))
         return out[-1]
 
     def swiglu(self):
         x, s = self.pick(2)
         K, N = s[1], self.r.choice(DIMS[2:])
         a, b = self.param([K, N]), self.param([K, N])
-        return self.let("(%s @ %s) * sigmoid(%s @ %s) * (%s @ %s)" % (x, a, x, a, x, b), ["T", N])
+        return self.let("(%s @ %s) * sigmoid(%s @ %s) * (%s @ %s)" % (x, a, x, a, x, b), ["T", N],
+                        (self.m(x) * K * 0.5) ** 2)
 
     def rows(self):
         x, s = self.pick(2)
         D = s[1]
         r = self.r.random()
-        if r < 0.25:
-            return self.let("softmax(%s, -1)" % x, s)
+        mx = self.m(x)
+        if r < 0.25:   # scaled to a few units: exp turns a large input's rounding into relative error
+            return self.let("softmax(%s * %r, -1)" % (x, 2.0 / mx), s, 1.0)
         if r < 0.45:
-            return self.let("layer_norm(%s, %s, %s, 1e-5)" % (x, self.param([D], "g"), self.param([D], "b")), s)
+            return self.let("layer_norm(%s, %s, %s, 1e-5)" % (x, self.param([D], "g"), self.param([D], "b")), s, 4.0)
         if r < 0.65:
-            return self.let("rms_norm(%s, %s, 1e-5) * 2.0" % (x, self.param([D], "g")), s)
+            return self.let("rms_norm(%s, %s, 1e-5) * 2.0" % (x, self.param([D], "g")), s, 8.0)
         if r < 0.85:
-            m = self.let("%s(%s, 1)" % (self.r.choice(["sum", "max", "mean"]), x), ["T"])
-            return self.let("%s - %s[:, None]" % (x, m), s)
-        return self.let("%s - max(%s, 1)[:, None]" % (x, x), s)
+            red = self.r.choice(["sum", "max", "mean"])
+            m = self.let("%s(%s, 1)" % (red, x), ["T"], mx * (D if red == "sum" else 1))
+            return self.let("%s - %s[:, None]" % (x, m), s, mx * (D + 1))
+        return self.let("%s - max(%s, 1)[:, None]" % (x, x), s, 2 * mx)
 
     def attention(self):
         x, s = self.pick(2)
         K = s[1]
         H, E = self.r.choice([(1, 8), (2, 8), (2, 16), (4, 16)])
         heads = []
+        mp = self.m(x) * K * 0.5
         for _ in range(3):
-            p = self.let("%s @ %s" % (x, self.param([K, H * E])), ["T", H * E])
-            heads.append(self.let("trans(reshape(%s, [T, %d, %d]), [1, 0, 2])" % (p, H, E), [H, "T", E]))
+            p = self.let("%s @ %s" % (x, self.param([K, H * E])), ["T", H * E], mp)
+            heads.append(self.let("trans(reshape(%s, [T, %d, %d]), [1, 0, 2])" % (p, H, E), [H, "T", E], mp))
         q, k, v = heads
+        # scores of a few units, as real attention's (q . k is about E mp^2 / 4 here)
+        scale = float("%.3g" % (self.r.choice(SCALES) / (E * mp * mp)))
         if self.r.random() < 0.5:
             a = self.let("attention(%s, %s, %s, causal = %s, scale = %r)"
-                         % (q, k, v, self.r.choice(["true", "false"]), self.r.choice(SCALES)), [H, "T", E])
+                         % (q, k, v, self.r.choice(["true", "false"]), scale), [H, "T", E], mp)
         else:
             mask = self.param(["T", "T"], "m")
-            sc = "%s @ trans(%s) * %r + %s" % (q, k, self.r.choice(SCALES), mask)
+            sc = "%s @ trans(%s) * %r + %s" % (q, k, scale, mask)
             p = "softmax(%s, -1)" % sc
             if self.r.random() < 0.4:
                 p = "dropout(%s, 0.25, %s)" % (p, self.param_scalar())
-            a = self.let("%s @ %s" % (p, v), [H, "T", E])
-        return self.let("reshape(trans(%s, [1, 0, 2]), [T, %d])" % (a, H * E), ["T", H * E])
+            a = self.let("%s @ %s" % (p, v), [H, "T", E], 2 * mp)
+        return self.let("reshape(trans(%s, [1, 0, 2]), [T, %d])" % (a, H * E), ["T", H * E], 2 * mp)
+
+    def shapes(self):
+        """Shape changes: a transposition or a reshape into heads and back (gathers or
+        views), concat and split along the last axis, a returned reshape (written
+        straight into the caller's memory), cumsum along the rows."""
+        x, s = self.pick(2)
+        D = s[1]
+        mx = self.m(x)
+        r = self.r.random()
+        if r < 0.2:
+            t = self.let("trans(%s)" % x, [D, "T"], mx)
+            return self.let("trans(%s * 2.0)" % t, s, 2 * mx)
+        if r < 0.4:
+            other = self.pick(2)
+            return self.let("concat([%s, %s], 1)" % (x, other[0]), ["T", D + other[1][1]], max(mx, self.m(other[0])))
+        if r < 0.6 and D >= 2:
+            a = self.r.randint(1, D - 1)
+            name = self.fresh()
+            b = self.fresh()
+            self.lets.append("    let (%s, %s) = split(%s, [%d, %d], 1);" % (name, b, x, a, D - a))
+            self.vals.append((name, ["T", a]))
+            self.vals.append((b, ["T", D - a]))
+            self.mag[name] = self.mag[b] = mx
+            return name
+        if r < 0.8 and D % 2 == 0:
+            return self.let("reshape(%s + 1.0, [T, 2, %d])" % (x, D // 2), ["T", 2, D // 2], mx + 1)
+        return self.let("cumsum(%s, 1) * 0.1" % x, s, mx * D * 0.1)
 
     def param_scalar(self):
         name = self.fresh("seed")
@@ -156,8 +196,8 @@ class Gen:
     def build(self):
         D = self.r.choice(DIMS[1:])
         self.vals.append((self.param(["T", D], "x"), ["T", D]))
-        steps = [self.elementwise, self.gemm, self.horizontal, self.swiglu, self.rows, self.attention]
-        weights = [3, 3, 2, 1, 3, 2]
+        steps = [self.elementwise, self.gemm, self.horizontal, self.swiglu, self.rows, self.attention, self.shapes]
+        weights = [3, 3, 2, 1, 3, 2, 2]
         for _ in range(self.r.randint(1, 5)):
             self.r.choices(steps, weights)[0]()
         made = [v for v in self.vals if v not in self.vals[:1]] or self.vals
