@@ -39,6 +39,8 @@ if [ "$what" != bench ]; then
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
   # The Python package: CUDA tensors, the current stream, torch.compile (docs/PYTHON.md).
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v
+  # examples/graphs/ through the tensor-graph API against PyTorch (f64 references).
+  step graph_examples env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_graph_examples_gpu.py
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
   # The checked mode (TILE_DEBUG=bounds, tilec run --check-bounds): a store far outside
   # its buffer is reported in the interpreter's words without a fault, and the process
