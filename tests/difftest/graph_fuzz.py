@@ -231,17 +231,18 @@ class Gen:
 
 
 def program(seed):
-    """(text, args, the element count of each result)."""
+    """(text, args, the element count of each result, each result's magnitude)."""
     g = Gen(seed)
     text = g.text()
     T = g.r.choice(SIZES_T)
     counts = []
+    mags = [g.m(n) for n, _ in g.rets]
     for _, shp in g.rets:
         n = 1
         for d in shp:
             n *= T if d == "T" else d
         counts.append(n)
-    return text, g.args(T), counts
+    return text, g.args(T), counts, mags
 
 
 def floats(out):
@@ -254,13 +255,16 @@ def floats(out):
     return vals
 
 
-def check(tilec, path, args, counts, device):
+def check(tilec, path, args, counts, mags, device):
     """None, or what went wrong: --compare-fused's own verdict on everything but the
     lowered kernels' rounding (the plan interpreter must give the op-by-op bits), then
     the kernels' results against the op-by-op ones, normwise per result (max |a - b|
     within 1e-4 of max |a|): a subtraction of near-equal values (x - max(x)) leaves the
     GEMMs' reordered sums' rounding in a small result, which an elementwise f32
-    tolerance would call a bug; a wrong index or mask is off by the data's own size."""
+    tolerance would call a bug; a wrong index or mask is off by the data's own size.
+    The scale is at least the generator's estimate of the result's magnitude, so a
+    result that is all cancellation (sum(x - mean(x))) is noise against its inputs'
+    size, not against its own."""
     prints = []
     for i in range(len(counts)):
         prints += ["--print", "ret%d" % i]
@@ -278,7 +282,7 @@ def check(tilec, path, args, counts, device):
     for i, n in enumerate(counts):
         x, y = a[at:at + n], b[at:at + n]
         at += n
-        big = max([abs(v) for v in x if v == v and abs(v) != float("inf")] + [1e-30])
+        big = max([abs(v) for v in x if v == v and abs(v) != float("inf")] + [mags[i]])
         for j, (u, v) in enumerate(zip(x, y)):
             if u != v and not (u != u and v != v) and not abs(u - v) <= 1e-4 * big:
                 return "ret%d[%d]: op by op %r, the kernels %r (max |ret%d| %g)" % (i, j, u, v, i, big)
@@ -299,7 +303,7 @@ def main():
     def opt(name, default):
         return argv[argv.index(name) + 1] if name in argv else default
     if "--print" in argv:
-        text, args, _ = program(int(opt("--print", "1")))
+        text, args, _, _ = program(int(opt("--print", "1")))
         print(text)
         print(" ".join(args))
         return 0
@@ -313,11 +317,11 @@ def main():
         for seed in range(a, b + 1):
             if limit and time.time() - t0 > limit:
                 break
-            text, args, counts = program(seed)
+            text, args, counts, mags = program(seed)
             path = os.path.join(tmp, "g%d.tile" % seed)
             with open(path, "w") as f:
                 f.write(text)
-            why = check(tilec, path, args, counts, device)
+            why = check(tilec, path, args, counts, mags, device)
             ran += 1
             if why:
                 bad += 1
