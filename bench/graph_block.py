@@ -100,6 +100,8 @@ def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, trit
     sys.path.insert(0, HERE)
     import tilert
     lib = args.lib or os.environ.get("TILE_LIB") or os.path.join(ROOT, "build-gpu", "runtime", "libtileRT.so")
+    if kernel_times is not None:   # where the compile time goes, kernel by kernel, on stderr
+        os.environ["TILE_LOG_RECOMPILES"] = "1"
     rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-graph-block-"))
     out = torch.empty_like(params["x"])
     t0 = time.perf_counter()
