@@ -12,7 +12,9 @@ torch.nn.Linear's) weights; horizontal GEMMs sharing their left operand, of one 
 or not, and SwiGLU's paired product; row reductions, softmax, layer_norm and rms_norm
 with their producers and consumers; reshapes and transpositions of heads; attention,
 the op (causal or not) or written out (scale, additive mask, dropout). It returns one
-to three of its values. Everything is f32 (the comparison's tolerance is f32's).
+to three of its values. A program is f32, or (one in four) bf16 throughout: its GEMMs
+and attention then run on tensor cores on the GPU (mma.sync, wgmma), compared within
+bf16's tolerance.
 
     python3 tests/difftest/graph_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
                                           [--time-limit S] [--out DIR] [--print SEED]
@@ -43,6 +45,7 @@ class Gen:
         self.lets = []     # text lines
         self.vals = []     # (name, shape) of [T, ...] values to build on
         self.mag = {}      # name: about the largest |value| (inputs are in [0, 1))
+        self.elem = "bf16" if self.r.random() < 0.25 else "f32"
         self.n = 0
 
     def fresh(self, p="v"):
@@ -208,7 +211,7 @@ class Gen:
     def text(self):
         rets = self.build()
         def ty(s):
-            return "i64" if s == "i64" else "f32[%s]" % ", ".join(str(d) for d in s)
+            return "i64" if s == "i64" else "%s[%s]" % (self.elem, ", ".join(str(d) for d in s))
         ps = ", ".join("%s: %s" % (n, ty(s)) for n, s in self.params)
         rt = ", ".join(ty(s) for _, s in rets)
         body = "\n".join(self.lets)
@@ -231,7 +234,8 @@ class Gen:
 
 
 def program(seed):
-    """(text, args, the element count of each result, each result's magnitude)."""
+    """(text, args, the element count of each result, each result's magnitude, the
+    element type)."""
     g = Gen(seed)
     text = g.text()
     T = g.r.choice(SIZES_T)
@@ -242,7 +246,7 @@ def program(seed):
         for d in shp:
             n *= T if d == "T" else d
         counts.append(n)
-    return text, g.args(T), counts, mags
+    return text, g.args(T), counts, mags, g.elem
 
 
 def floats(out):
@@ -255,7 +259,10 @@ def floats(out):
     return vals
 
 
-def check(tilec, path, args, counts, mags, device):
+TOL = {"f32": 1e-4, "bf16": 3e-2}
+
+
+def check(tilec, path, args, counts, mags, elem, device):
     """None, or what went wrong: --compare-fused's own verdict on everything but the
     lowered kernels' rounding (the plan interpreter must give the op-by-op bits), then
     the kernels' results against the op-by-op ones, normwise per result (max |a - b|
@@ -284,7 +291,7 @@ def check(tilec, path, args, counts, mags, device):
         at += n
         big = max([abs(v) for v in x if v == v and abs(v) != float("inf")] + [mags[i]])
         for j, (u, v) in enumerate(zip(x, y)):
-            if u != v and not (u != u and v != v) and not abs(u - v) <= 1e-4 * big:
+            if u != v and not (u != u and v != v) and not abs(u - v) <= TOL[elem] * big:
                 return "ret%d[%d]: op by op %r, the kernels %r (max |ret%d| %g)" % (i, j, u, v, i, big)
     cf = subprocess.run([tilec, "run", path, "--compare-fused", "--graph", "g"] + args, capture_output=True, text=True,
                         timeout=300)
@@ -303,7 +310,7 @@ def main():
     def opt(name, default):
         return argv[argv.index(name) + 1] if name in argv else default
     if "--print" in argv:
-        text, args, _, _ = program(int(opt("--print", "1")))
+        text, args, _, _, _ = program(int(opt("--print", "1")))
         print(text)
         print(" ".join(args))
         return 0
@@ -317,11 +324,11 @@ def main():
         for seed in range(a, b + 1):
             if limit and time.time() - t0 > limit:
                 break
-            text, args, counts, mags = program(seed)
+            text, args, counts, mags, elem = program(seed)
             path = os.path.join(tmp, "g%d.tile" % seed)
             with open(path, "w") as f:
                 f.write(text)
-            why = check(tilec, path, args, counts, mags, device)
+            why = check(tilec, path, args, counts, mags, elem, device)
             ran += 1
             if why:
                 bad += 1
