@@ -26,7 +26,8 @@ Graph) on PyTorch's stream: its compile is the first run on an empty kernel cach
 nothing). Needs a CUDA GPU, torch and triton.
 
     python3 bench/graph_block.py [--tilec build-gpu/tilec] [--lib LIBTILERT] [--tokens 4096]
-                                 [--dropout 0.0] [--ncu] [--quick] [--out graph_block.md]
+                                 [--dropout 0.0] [--ncu] [--quick] [--kernels] [--tune]
+                                 [--out graph_block.md]
 """
 import argparse
 import os
@@ -93,16 +94,21 @@ def tile_compile(tilec, path, graph):
     return head + "\n" + block, plan, secs
 
 
-def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, triton, kernel_times=None, breakdown=None):
+def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, triton, kernel_times=None, breakdown=None,
+             tune=False):
     """The graph through libtileRT's tensor-graph API on PyTorch's stream: compile
-    (source to every kernel ready, on an empty kernel cache: the first run) and time."""
+    (source to every kernel ready, on an empty kernel cache: the first run) and time.
+    tune: in max-autotune mode, so the first run tunes every kernel over its @autotune
+    space (its compile column is then the tuning's time; the winners are in the log)."""
     import torch
     sys.path.insert(0, HERE)
     import tilert
     lib = args.lib or os.environ.get("TILE_LIB") or os.path.join(ROOT, "build-gpu", "runtime", "libtileRT.so")
     if kernel_times is not None:   # where the compile time goes, kernel by kernel, on stderr
         os.environ["TILE_LOG_RECOMPILES"] = "1"
-    rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-graph-block-"))
+    rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-graph-block-"),
+                        mode=tilert.MODE_MAX_AUTOTUNE if tune else 0)
+    label = "tile, max-autotune" if tune else "tile"
     out = torch.empty_like(params["x"])
     t0 = time.perf_counter()
     g = rt.graph(path, graph)
@@ -122,8 +128,8 @@ def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, trit
         raise RuntimeError("tile's block differs from eager's: relative error %.2e" % err)
     ms = triton.testing.do_bench(g.run)
     if kernel_times is not None:
-        breakdown.append(("tile", kernel_times(g.run)))
-    return ("tile", ms, g.num_kernels(), f"{moved / 1e9:.2f} GB", f"{compile_s:.2f} (plan {plan_secs:.2f})", f"{err:.2e}")
+        breakdown.append((label, kernel_times(g.run)))
+    return (label, ms, g.num_kernels(), f"{moved / 1e9:.2f} GB", f"{compile_s:.2f} (plan {plan_secs:.2f})", f"{err:.2e}")
 
 
 def main():
@@ -136,6 +142,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--lib", default=None, help="libtileRT.so (default TILE_LIB, else build-gpu's)")
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
+    ap.add_argument("--tune", action="store_true", help="also a tile row in max-autotune mode (tunes every kernel)")
     args = ap.parse_args()
 
     import torch
@@ -226,6 +233,9 @@ def main():
         try:
             rows.append(tile_row(args, path, graph, params, mask, ref, T, nk, moved, secs, triton,
                                  kernel_times if args.kernels else None, breakdown))
+            if args.tune:
+                rows.append(tile_row(args, path, graph, params, mask, ref, T, nk, moved, secs, triton,
+                                     kernel_times if args.kernels else None, breakdown, tune=True))
         except Exception as e:  # the PyTorch rows still print
             rows.append(("tile (failed: %s)" % str(e).splitlines()[0][:120], float("nan"), nk,
                          f"{moved / 1e9:.2f} GB", f"{secs:.2f} (plan)", "-"))
