@@ -191,6 +191,19 @@ class Gen:
             return self.let("reshape(%s + 1.0, [T, 2, %d])" % (x, D // 2), ["T", 2, D // 2], mx + 1)
         return self.let("cumsum(%s, 1) * 0.1" % x, s, mx * D * 0.1)
 
+    def batched(self):
+        """Heads split from rows, a batched GEMM per head ([H, T, E] @ [H, E, F]), back to
+        rows; or dropout of an element-wise value."""
+        x, s = self.pick(2)
+        D, mx = s[1], self.m(x)
+        if self.r.random() < 0.4:
+            return self.let("dropout(%s * 2.0, 0.3, %s)" % (x, self.param_scalar()), s, 4 * mx)
+        H = next((h for h in (4, 2, 1) if D % h == 0), 1)
+        E, F = D // H, self.r.choice([8, 16, 20])
+        hx = self.let("trans(reshape(%s, [T, %d, %d]), [1, 0, 2])" % (x, H, E), [H, "T", E], mx)
+        y = self.let("%s @ %s" % (hx, self.param([H, E, F])), [H, "T", F], mx * E * 0.5)
+        return self.let("reshape(trans(%s, [1, 0, 2]), [T, %d])" % (y, H * F), ["T", H * F], mx * E * 0.5)
+
     def param_scalar(self):
         name = self.fresh("seed")
         self.params.append((name, "i64"))
@@ -199,8 +212,9 @@ class Gen:
     def build(self):
         D = self.r.choice(DIMS[1:])
         self.vals.append((self.param(["T", D], "x"), ["T", D]))
-        steps = [self.elementwise, self.gemm, self.horizontal, self.swiglu, self.rows, self.attention, self.shapes]
-        weights = [3, 3, 2, 1, 3, 2, 2]
+        steps = [self.elementwise, self.gemm, self.horizontal, self.swiglu, self.rows, self.attention, self.shapes,
+                 self.batched]
+        weights = [3, 3, 2, 1, 3, 2, 2, 2]
         for _ in range(self.r.randint(1, 5)):
             self.r.choices(steps, weights)[0]()
         made = [v for v in self.vals if v not in self.vals[:1]] or self.vals
