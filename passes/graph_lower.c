@@ -873,40 +873,43 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
 }
 
 /* Horizontal products that differ only in their weight and output: one shape, no
- * epilogue but the cast of the accumulator, one output type (the Q, K, V projections of
- * one x with heads of one size). One GEMM body serves them all, the program selecting
- * its weight and output pointers by its product index: a third of the code of three
- * bodies (compile time), the loop and its layouts as one product's. */
-static bool uniform(const Low *L, const Gemm *G, uint32_t n)
+ * epilogue but the cast of the accumulator (the kernel is its matmuls), one output
+ * type, weights of the same strides (the Q, K, V projections of one x with heads of one
+ * size; with grouped-query attention, K and V of one width and Q of another). A run of
+ * such neighbours shares ONE GEMM body, the program selecting its weight and output
+ * pointers by its product index within the run: a third of the code of three bodies
+ * (compile time), the loop and its layouts as one product's. */
+static bool alike(const Low *L, const Gemm *G, uint32_t i, uint32_t j)
 {
-    if (n < 2 || L->K->nops != n || L->K->nwrites != n) return false;
-    for (uint32_t i = 0; i < n; i++) {
-        if (G[i].nbatch || strcmp(G[i].M, G[0].M) || strcmp(G[i].N, G[0].N) || strcmp(G[i].K, G[0].K)) return false;
-        if (L->K->writes[i] != G[i].mm->out[0]) return false;
-        if (vt(L, G[i].mm->out[0])->elem != vt(L, G[0].mm->out[0])->elem) return false;
-        if (vt(L, G[i].mm->in[1])->rank != 2) return false;
-        for (uint32_t d = 0; d < 2; d++)   /* one load for all: the weights' strides alike */
-            if (strcmp(stride_of((Low *)L, G[i].mm->in[1], d), stride_of((Low *)L, G[0].mm->in[1], d))) return false;
-    }
+    if (L->K->nops != L->K->nwrites) return false;
+    const Gemm *x = &G[i], *y = &G[j];
+    if (x->nbatch || y->nbatch || strcmp(x->M, y->M) || strcmp(x->N, y->N) || strcmp(x->K, y->K)) return false;
+    if (L->K->writes[i] != x->mm->out[0] || L->K->writes[j] != y->mm->out[0]) return false;
+    if (vt(L, x->mm->out[0])->elem != vt(L, y->mm->out[0])->elem) return false;
+    if (vt(L, x->mm->in[1])->rank != 2 || vt(L, y->mm->in[1])->rank != 2) return false;
+    for (uint32_t d = 0; d < 2; d++)   /* one load for all: the weights' strides alike */
+        if (strcmp(stride_of((Low *)L, x->mm->in[1], d), stride_of((Low *)L, y->mm->in[1], d))) return false;
     return true;
 }
 
-static bool uniform_body(Low *L, Gemm *G, uint32_t n, const int *prod)
+/* Products [i, i + cnt) of one run, in the N blocks from `first` on ("0": the whole
+ * kernel is the run), at indentation `in`. */
+static bool uniform_run(Low *L, Gemm *G, uint32_t i, uint32_t cnt, const int *prod, const char *first, const char *in)
 {
     const char **ptr = arena_alloc(L->a, (L->g->values.len + 1) * sizeof *ptr);
     memset(ptr, 0, (L->g->values.len + 1) * sizeof *ptr);
-    fprintf(L->o, "    let nq = cdiv(%s, BN as i64);\n    let pb = q / nq;\n", G[0].N);
-    fprintf(L->o, "    var wp = p%u;\n    var op = p%u;\n", G[0].mm->in[1], G[0].mm->out[0]);
-    for (uint32_t i = 1; i < n; i++)
-        fprintf(L->o, "    if pb == %u {\n        wp = p%u;\n        op = p%u;\n    }\n", i, G[i].mm->in[1], G[i].mm->out[0]);
-    ptr[G[0].mm->in[1]] = "wp";
-    ptr[G[0].mm->out[0]] = "op";
+    const char *qr = strcmp(first, "0") ? arena_printf(L->a, "(q - (%s))", first) : "q";
+    fprintf(L->o, "%slet nq = cdiv(%s, BN as i64);\n%slet pb = %s / nq;\n", in, G[i].N, in, qr);
+    fprintf(L->o, "%svar wp = p%u;\n%svar op = p%u;\n", in, G[i].mm->in[1], in, G[i].mm->out[0]);
+    for (uint32_t j = 1; j < cnt; j++)
+        fprintf(L->o, "%sif pb == %u {\n%s    wp = p%u;\n%s    op = p%u;\n%s}\n", in, j, in, G[i + j].mm->in[1], in,
+                G[i + j].mm->out[0], in);
+    ptr[G[i].mm->in[1]] = "wp";
+    ptr[G[i].mm->out[0]] = "op";
     L->ptr = ptr;
-    bool ok = gemm_body(L, &G[0], 1, prod, 0, "(q % nq)", "    ");
+    bool ok = gemm_body(L, &G[i], 1, prod, (int)i, arena_printf(L->a, "(%s %% nq)", qr), in);
     L->ptr = NULL;
-    if (!ok) return false;
-    fputs("}\n", L->o);
-    return true;
+    return ok;
 }
 
 static bool lower_matmul(Low *L, Sig *s, const char *name)
@@ -956,14 +959,18 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     } else {
         fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
     }
-    if (!paired && uniform(L, G, n)) return uniform_body(L, G, n, prod);
     const char *first = "0";
-    for (uint32_t i = 0; i < n && !paired; i++) {   /* each product in its own N blocks */
-        const char *end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", first, G[i].N);
-        if (n > 1) fprintf(L->o, "    if (q >= %s) && (q < %s) {\n", first, end);
-        if (!gemm_body(L, &G[i], 1, prod, (int)i, arena_printf(L->a, "(q - (%s))", first), n > 1 ? "        " : "    "))
+    for (uint32_t i = 0, run; i < n && !paired; i += run) {   /* each product in its own N blocks */
+        for (run = 1; i + run < n && alike(L, G, i, i + run);) run++;
+        const char *end = first;
+        for (uint32_t j = 0; j < run; j++) end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", end, G[i].N);
+        bool whole = run == n;   /* one run: no test of q */
+        if (n > 1 && !whole) fprintf(L->o, "    if (q >= %s) && (q < %s) {\n", first, end);
+        const char *in = n > 1 && !whole ? "        " : "    ";
+        if (run > 1 ? !uniform_run(L, G, i, run, prod, first, in)
+                    : !gemm_body(L, &G[i], 1, prod, (int)i, arena_printf(L->a, "(q - (%s))", first), in))
             return false;
-        if (n > 1) fputs("    }\n", L->o);
+        if (n > 1 && !whole) fputs("    }\n", L->o);
         first = end;
     }
     if (paired && !gemm_body(L, G, n, prod, -1, "q", "    ")) return false;   /* every product's tile at q */
