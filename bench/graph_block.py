@@ -132,6 +132,63 @@ def tile_row(args, path, graph, params, mask, ref, T, nk, moved, plan_secs, trit
     return (label, ms, g.num_kernels(), f"{moved / 1e9:.2f} GB", f"{compile_s:.2f} (plan {plan_secs:.2f})", f"{err:.2e}")
 
 
+def cuda_events(fn, reps):
+    """The CUDA kernels (torch.profiler events) of reps calls of fn, after one warm call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    return [e for e in prof.events() if e.device_type.name == "CUDA"]
+
+
+def kernel_times(fn, reps=5):
+    """(kernel name, launches per call, GPU ms per call), the slowest first."""
+    acc = {}
+    for e in cuda_events(fn, reps):
+        n, t = acc.get(e.name, (0, 0.0))
+        acc[e.name] = (n + 1, t + e.device_time_total / 1e3)
+    return sorted(((k[:70], n // reps, t / reps) for k, (n, t) in acc.items()), key=lambda r: -r[2])
+
+
+def pytorch_rows(fn_eager, params, ref, quick, kernels, rows, breakdown):
+    """Rows for eager, torch.compile and (without quick) its max-autotune: median time,
+    kernels per call, the first call's time (the compile), the error against ref."""
+    import torch
+    import triton
+    modes = (("eager", None), ("torch.compile", "default"), ("torch.compile max-autotune", "max-autotune"))
+    for name, mode in modes[:2] if quick else modes:
+        torch._dynamo.reset()
+        fn = fn_eager if mode is None else torch.compile(fn_eager, mode=mode)
+        t0 = time.perf_counter()
+        out = fn(**params)
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t0
+        err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+        ms = triton.testing.do_bench(lambda: fn(**params))
+        rows.append((name, ms, len(cuda_events(lambda: fn(**params), 1)), "-", f"{first:.1f}" if mode else "-",
+                     f"{err:.2e}"))
+        if kernels and mode:
+            breakdown.append((name, kernel_times(lambda: fn(**params))))
+
+
+def report(title, rows, breakdown, out):
+    """The table (and each breakdown), printed and written to out."""
+    lines = [title, "", "| | time (ms) | kernels | bytes moved | compile (s) | max err vs eager |", "|---|---|---|---|---|---|"]
+    lines += ["| %s | %.3f | %d | %s | %s | %s |" % r for r in rows]
+    for name, ks in breakdown:
+        lines += ["", f"{name}: GPU time per call by kernel", "", "| kernel | launches | ms |", "|---|---|---|"]
+        lines += ["| %s | %d | %.3f |" % k for k in ks]
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tilec", default=os.path.join(ROOT, "build-gpu", "tilec"))
@@ -180,48 +237,10 @@ def main():
         up = h2 @ wg
         return x1 + ((up * torch.sigmoid(up)) * (h2 @ wu)) @ wd
 
-    def kernels_per_call(fn):
-        from torch.profiler import ProfilerActivity, profile
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            fn()
-            torch.cuda.synchronize()
-        return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
-
-    def kernel_times(fn, reps=5):
-        """(kernel name, launches per call, GPU ms per call), the slowest first."""
-        from torch.profiler import ProfilerActivity, profile
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(reps):
-                fn()
-            torch.cuda.synchronize()
-        acc = {}
-        for e in prof.events():
-            if e.device_type.name == "CUDA":
-                n, t = acc.get(e.name, (0, 0.0))
-                acc[e.name] = (n + 1, t + e.device_time_total / 1e3)
-        return sorted(((k[:70], n // reps, t / reps) for k, (n, t) in acc.items()), key=lambda r: -r[2])
-
     breakdown = []
     rows = []
     ref = block(**params)
-    modes = (("eager", None), ("torch.compile", "default"), ("torch.compile max-autotune", "max-autotune"))
-    for name, mode in modes[:2] if args.quick else modes:
-        torch._dynamo.reset()
-        fn = block if mode is None else torch.compile(block, mode=mode)
-        t0 = time.perf_counter()
-        out = fn(**params)
-        torch.cuda.synchronize()
-        first = time.perf_counter() - t0
-        err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-        ms = triton.testing.do_bench(lambda: fn(**params))
-        rows.append((name, ms, kernels_per_call(lambda: fn(**params)), "-",
-                     f"{first:.1f}" if mode else "-", f"{err:.2e}"))
-        if args.kernels and mode:
-            breakdown.append((name, kernel_times(lambda: fn(**params))))
+    pytorch_rows(block, params, ref, args.quick, args.kernels, rows, breakdown)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "block.tile")
@@ -240,19 +259,8 @@ def main():
             rows.append(("tile (failed: %s)" % str(e).splitlines()[0][:120], float("nan"), nk,
                          f"{moved / 1e9:.2f} GB", f"{secs:.2f} (plan)", "-"))
 
-    lines = [f"Transformer block forward, T = {T}, D = {D}, {H} heads of {E}, SwiGLU {F}, bf16, "
-             f"dropout {args.dropout} ({torch.cuda.get_device_name()})", "",
-             "| | time (ms) | kernels | bytes moved | compile (s) | max err vs eager |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append("| %s | %.3f | %d | %s | %s | %s |" % r)
-    for name, ks in breakdown:
-        lines += ["", f"{name}: GPU time per call by kernel", "", "| kernel | launches | ms |", "|---|---|---|"]
-        lines += ["| %s | %d | %.3f |" % k for k in ks]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    report(f"Transformer block forward, T = {T}, D = {D}, {H} heads of {E}, SwiGLU {F}, bf16, "
+           f"dropout {args.dropout} ({torch.cuda.get_device_name()})", rows, breakdown, args.out)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from graph_block import plan_bytes, tile_compile, tile_row  # noqa: E402
+from graph_block import kernel_times, plan_bytes, pytorch_rows, report, tile_compile, tile_row  # noqa: E402
 
 
 def ffn_source(D, F):
@@ -48,7 +48,6 @@ def main():
 
     import torch
     import triton
-    from torch.profiler import ProfilerActivity, profile
 
     T, D, F = args.tokens, args.model, args.hidden
     torch.manual_seed(0)
@@ -62,37 +61,9 @@ def main():
         h = 0.5 * a * (1.0 + torch.erf(a * 0.7071067811865476))
         return h @ w2 + b2
 
-    def events(fn, reps):
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(reps):
-                fn()
-            torch.cuda.synchronize()
-        return [e for e in prof.events() if e.device_type.name == "CUDA"]
-
-    def kernel_times(fn, reps=5):
-        acc = {}
-        for e in events(fn, reps):
-            n, t = acc.get(e.name, (0, 0.0))
-            acc[e.name] = (n + 1, t + e.device_time_total / 1e3)
-        return sorted(((k[:70], n // reps, t / reps) for k, (n, t) in acc.items()), key=lambda r: -r[2])
-
     rows, breakdown = [], []
     ref = ffn(**params)
-    modes = (("eager", None), ("torch.compile", "default"), ("torch.compile max-autotune", "max-autotune"))
-    for name, mode in modes[:2] if args.quick else modes:
-        torch._dynamo.reset()
-        fn = ffn if mode is None else torch.compile(ffn, mode=mode)
-        t0 = time.perf_counter()
-        out = fn(**params)
-        torch.cuda.synchronize()
-        first = time.perf_counter() - t0
-        err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-        ms = triton.testing.do_bench(lambda: fn(**params))
-        rows.append((name, ms, len(events(lambda: fn(**params), 1)), "-", f"{first:.1f}" if mode else "-", f"{err:.2e}"))
-        if args.kernels and mode:
-            breakdown.append((name, kernel_times(lambda: fn(**params))))
+    pytorch_rows(ffn, params, ref, args.quick, args.kernels, rows, breakdown)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "ffn.tile")
@@ -109,18 +80,8 @@ def main():
                          f"{moved / 1e9:.2f} GB", f"{secs:.2f} (plan)", "-"))
 
     flops = 2 * 2 * T * D * F
-    lines = [f"FFN forward (GEMM, bias, GELU, GEMM, bias), T = {T}, model {D}, hidden {F}, bf16 "
-             f"({torch.cuda.get_device_name()}; {flops / 1e12:.2f} TFLOP a forward)", "",
-             "| | time (ms) | kernels | bytes moved | compile (s) | max err vs eager |", "|---|---|---|---|---|---|"]
-    lines += ["| %s | %.3f | %d | %s | %s | %s |" % r for r in rows]
-    for name, ks in breakdown:
-        lines += ["", f"{name}: GPU time per call by kernel", "", "| kernel | launches | ms |", "|---|---|---|"]
-        lines += ["| %s | %d | %.3f |" % k for k in ks]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    report(f"FFN forward (GEMM, bias, GELU, GEMM, bias), T = {T}, model {D}, hidden {F}, bf16 "
+           f"({torch.cuda.get_device_name()}; {flops / 1e12:.2f} TFLOP a forward)", rows, breakdown, args.out)
 
 
 if __name__ == "__main__":
