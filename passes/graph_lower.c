@@ -879,9 +879,9 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
  * such neighbours shares ONE GEMM body, the program selecting its weight and output
  * pointers by its product index within the run: a third of the code of three bodies
  * (compile time), the loop and its layouts as one product's. */
-static bool alike(const Low *L, const Gemm *G, uint32_t i, uint32_t j)
+static bool alike(const Low *L, const Gemm *G, uint32_t n, uint32_t i, uint32_t j)
 {
-    if (L->K->nops != L->K->nwrites) return false;
+    if (L->K->nops != n || L->K->nwrites != n) return false;   /* the kernel is its n matmuls */
     const Gemm *x = &G[i], *y = &G[j];
     if (x->nbatch || y->nbatch || strcmp(x->M, y->M) || strcmp(x->N, y->N) || strcmp(x->K, y->K)) return false;
     if (L->K->writes[i] != x->mm->out[0] || L->K->writes[j] != y->mm->out[0]) return false;
@@ -961,7 +961,7 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     }
     const char *first = "0";
     for (uint32_t i = 0, run; i < n && !paired; i += run) {   /* each product in its own N blocks */
-        for (run = 1; i + run < n && alike(L, G, i, i + run);) run++;
+        for (run = 1; i + run < n && alike(L, G, n, i, i + run);) run++;
         const char *end = first;
         for (uint32_t j = 0; j < run; j++) end = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", end, G[i].N);
         bool whole = run == n;   /* one run: no test of q */

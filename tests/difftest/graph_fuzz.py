@@ -204,6 +204,34 @@ class Gen:
         y = self.let("%s @ %s" % (hx, self.param([H, E, F])), [H, "T", F], mx * E * 0.5)
         return self.let("reshape(trans(%s, [1, 0, 2]), [T, %d])" % (y, H * F), ["T", H * F], mx * E * 0.5)
 
+    def images(self):
+        """Rows of a [T, D] value as images [T, 1, S, S] (D = S * S): conv2d (stride 1 or
+        2, padding 0 or 1, NCHW), BatchNorm's folded per-channel scale and shift and a
+        ReLU; or a row op over the last axis of a 3-D view of the rows."""
+        x, s = self.pick(2)
+        D, mx = s[1], self.m(x)
+        S = {16: 4, 64: 8, 100: 10}.get(D)
+        if S and self.r.random() < 0.6:
+            C, R = self.r.choice([2, 4]), 3
+            st, pad = self.r.choice([1, 2]), self.r.choice([0, 1])
+            P = (S + 2 * pad - R) // st + 1
+            img = self.let("reshape(%s, [T, 1, %d, %d])" % (x, S, S), ["T", 1, S, S], mx)
+            y = self.let("conv2d(%s, %s, stride = %d, padding = %d)" % (img, self.param([C, 1, R, R]), st, pad),
+                         ["T", C, P, P], mx * R * R * 0.5)
+            sc, sh = self.param([C], "g"), self.param([C], "b")
+            z = self.let("maximum(%s * %s[:, None, None] + %s[:, None, None], 0.0)" % (y, sc, sh), ["T", C, P, P],
+                         mx * R * R * 0.5 + 1)
+            return self.let("reshape(%s, [T, %d])" % (z, C * P * P), ["T", C * P * P], mx * R * R * 0.5 + 1)
+        if D % 2:
+            return self.let("%s * 0.5" % x, s, mx)
+        h = self.let("reshape(%s, [T, 2, %d])" % (x, D // 2), ["T", 2, D // 2], mx)
+        if self.r.random() < 0.5:
+            r = self.let("softmax(%s * %r, -1)" % (h, 2.0 / mx), ["T", 2, D // 2], 1.0)
+        else:
+            r = self.let("layer_norm(%s, %s, %s, 1e-5)" % (h, self.param([D // 2], "g"), self.param([D // 2], "b")),
+                         ["T", 2, D // 2], 4.0)
+        return self.let("reshape(%s, [T, %d])" % (r, D), s, self.m(r))
+
     def param_scalar(self):
         name = self.fresh("seed")
         self.params.append((name, "i64"))
@@ -213,8 +241,8 @@ class Gen:
         D = self.r.choice(DIMS[1:])
         self.vals.append((self.param(["T", D], "x"), ["T", D]))
         steps = [self.elementwise, self.gemm, self.horizontal, self.swiglu, self.rows, self.attention, self.shapes,
-                 self.batched]
-        weights = [3, 3, 2, 1, 3, 2, 2, 2]
+                 self.batched, self.images]
+        weights = [3, 3, 2, 1, 3, 2, 2, 2, 2]
         for _ in range(self.r.randint(1, 5)):
             self.r.choices(steps, weights)[0]()
         made = [v for v in self.vals if v not in self.vals[:1]] or self.vals
