@@ -46,6 +46,7 @@ class Gen:
         self.vals = []     # (name, shape) of [T, ...] values to build on
         self.mag = {}      # name: about the largest |value| (inputs are in [0, 1))
         self.elem = "bf16" if self.r.random() < 0.25 else "f32"
+        self.ints = set()  # values of i32 (argmax)
         self.n = 0
 
     def fresh(self, p="v"):
@@ -134,10 +135,14 @@ class Gen:
             return self.let("layer_norm(%s, %s, %s, 1e-5)" % (x, self.param([D], "g"), self.param([D], "b")), s, 4.0)
         if r < 0.65:
             return self.let("rms_norm(%s, %s, 1e-5) * 2.0" % (x, self.param([D], "g")), s, 8.0)
-        if r < 0.85:
+        if r < 0.75:
             red = self.r.choice(["sum", "max", "mean"])
             m = self.let("%s(%s, 1)" % (red, x), ["T"], mx * (D if red == "sum" else 1))
             return self.let("%s - %s[:, None]" % (x, m), s, mx * (D + 1))
+        if r < 0.85:   # an index per row (i32), and the row's maximum through it
+            a = self.let("argmax(%s, 1)" % x, ["T"], float(D))
+            self.ints.add(a)
+            return a
         return self.let("%s - max(%s, 1)[:, None]" % (x, x), s, 2 * mx)
 
     def attention(self):
@@ -162,6 +167,8 @@ class Gen:
             if self.r.random() < 0.4:
                 p = "dropout(%s, 0.25, %s)" % (p, self.param_scalar())
             a = self.let("%s @ %s" % (p, v), [H, "T", E], 2 * mp)
+        if self.r.random() < 0.3:   # the heads back to [T, H, E] (a store view when returned alone)
+            self.let("trans(%s, [1, 0, 2])" % a, ["T", H, E], 2 * mp)
         return self.let("reshape(trans(%s, [1, 0, 2]), [T, %d])" % (a, H * E), ["T", H * E], 2 * mp)
 
     def shapes(self):
@@ -255,7 +262,7 @@ class Gen:
         def ty(s):
             return "i64" if s == "i64" else "%s[%s]" % (self.elem, ", ".join(str(d) for d in s))
         ps = ", ".join("%s: %s" % (n, ty(s)) for n, s in self.params)
-        rt = ", ".join(ty(s) for _, s in rets)
+        rt = ", ".join(ty(s).replace(self.elem, "i32", 1) if n in self.ints else ty(s) for n, s in rets)
         body = "\n".join(self.lets)
         ret = ", ".join(n for n, _ in rets)
         if len(rets) > 1:
