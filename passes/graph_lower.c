@@ -1294,6 +1294,12 @@ static const char *tile_at(Low *L, uint32_t v, uint32_t ax_r, uint32_t ax_c, con
 
 /* The attention op's `causal` operand: 1 a constant true, 0 a constant false, -1 known
  * only at run time (so no key block is known to be unmasked). */
+/* The conjunction of two masks, either of which may be absent (NULL). */
+static const char *both(Low *L, const char *a, const char *b)
+{
+    return !a ? b : !b ? a : arena_printf(L->a, "%s & %s", a, b);
+}
+
 static int causal_const(const Low *L, const IrGAttention *A)
 {
     const IrGOp *c = A->op == IR_GNONE ? NULL : defop(L, A->causal);
@@ -1317,9 +1323,10 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     if (masked) fputs("        let ok = rows_in[:, None] & kin[None, :];\n", o);
     fputs("        let zk = rm2 * 0 + kj2 * 0;\n", o);
     uint32_t kr = k->rank, vr = v->rank;   /* k: [.., Lk, D], or [.., D, Lk] when k_t */
-    const char *kmask = masked ? (dfull ? (A->k_t ? "kin[None, :]" : "kin[:, None]")
-                                        : (A->k_t ? "dmask[:, None] & kin[None, :]" : "kin[:, None] & dmask[None, :]"))
-                               : (dfull ? NULL : A->k_t ? "dmask[:, None]" : "dmask[None, :]");
+    /* K's mask: the keys in range (masked blocks), the head axis' lanes (a padded head) */
+    const char *kin_k = masked ? (A->k_t ? "kin[None, :]" : "kin[:, None]") : NULL;
+    const char *dm_k = dfull ? NULL : A->k_t ? "dmask[:, None]" : "dmask[None, :]";
+    const char *kmask = A->k_t ? both(L, dm_k, kin_k) : both(L, kin_k, dm_k);
     const char *kt_at = A->k_t ? tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]")
                                : tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]");
     if (kmask) fprintf(o, "        let kt = load(p%u + %s + %s, %s, 0)%s;\n", A->k, ko, kt_at, kmask, dot_in);
@@ -1366,7 +1373,7 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         L->done[sv] = true;
         if (!(pd = val(L, L->g->ops.data[A->pv].in[0]))) return false;
     }
-    const char *vmask = masked ? (dfull ? "kin[:, None]" : "kin[:, None] & vmask[None, :]") : dfull ? NULL : "vmask[None, :]";
+    const char *vmask = both(L, masked ? "kin[:, None]" : NULL, dfull ? NULL : "vmask[None, :]");
     const char *vt_at = tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]");
     if (vmask) fprintf(o, "        let vt = load(p%u + %s + %s, %s, 0)%s;\n", A->v, vo, vt_at, vmask, dot_in);
     else fprintf(o, "        let vt = load(p%u + %s + %s)%s;\n", A->v, vo, vt_at, dot_in);
@@ -1410,7 +1417,8 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     const char *ko = offset(L, A->k), *vo = offset(L, A->v), *qo = offset(L, A->q);
     if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
     fprintf(L->o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rows_in = rm < %s;\n    let rm2 = rm[:, None];\n", Lq);
-    fprintf(L->o, "    let okr = rows_in[:, None] & (arange(0, BN)[None, :] >= 0);\n");
+    if (A->op == IR_GNONE)   /* the row mask of graph values read in the unmasked blocks */
+        fputs("    let okr = rows_in[:, None] & (arange(0, BN)[None, :] >= 0);\n", L->o);
     fprintf(L->o, "    let dq = arange(0, %lld);\n    let dv = arange(0, %lld);\n", (long long)bd, (long long)bdv);
     if (!dfull) fprintf(L->o, "    let dmask = dq < %lld;\n    let vmask = dv < %lld;\n", (long long)D, (long long)Dv);
     fprintf(L->o, "    let qt = load(p%u + %s + %s, %s, 0)%s;\n", A->q, qo,

@@ -41,6 +41,7 @@ struct TrtTensorGraph {
     TrtDevicePtr *bufs;      /* per buffer of the plan */
     uint64_t *buf_bytes;
     uint32_t prebuilt, prebuild_threads;   /* the last run's (rt_tgraph_prebuilt) */
+    bool rebound;            /* a binding changed since the last prebuild: classes may be new */
 };
 
 static const AstItem *find_graph(const AstProgram *p, const char *name)
@@ -174,7 +175,7 @@ TrtStatus trt_tgraph_bind(TrtTensorGraph *g, const char *name, TrtArg value)
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind: parameter '%s' of graph '%s' takes a %s", name,
                            g->g->name, v->type.rank ? "pointer (TRT_ARG_PTR)" : "scalar of its type's kind");
         g->params[p] = value;
-        g->param_set[p] = true;
+        g->param_set[p] = g->rebound = true;
         return TRT_SUCCESS;
     }
     return rt_fail(TRT_ERROR_NOT_FOUND, "graph '%s' has no parameter '%s'", g->g->name, name);
@@ -189,7 +190,7 @@ TrtStatus trt_tgraph_bind_size(TrtTensorGraph *g, const char *name, int64_t valu
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_size: size '%s' must be in 1 .. 2^40, not %lld",
                            name, (long long)value);
         g->sizes[i] = value;
-        g->size_set[i] = true;
+        g->size_set[i] = g->rebound = true;
         return TRT_SUCCESS;
     }
     return rt_fail(TRT_ERROR_NOT_FOUND, "graph '%s' has no size named '%s'", g->g->name, name);
@@ -202,7 +203,7 @@ TrtStatus trt_tgraph_bind_output(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p)
     if (!g || i >= g->ret->nin)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_output: no graph or no result %u", i);
     g->outs[i] = p;
-    g->out_set[i] = true;
+    g->out_set[i] = g->rebound = true;
     return TRT_SUCCESS;
 }
 
@@ -266,6 +267,7 @@ static TrtStatus plan_buffers(TrtTensorGraph *G)
             G->bufs[b] = (TrtDevicePtr)(uintptr_t)p;
         }
         G->buf_bytes[b] = need;
+        G->rebound = true;   /* a new pointer for the kernels that use the buffer */
     }
     return TRT_SUCCESS;
 }
@@ -337,7 +339,10 @@ static void *prebuild_thread(void *p)
 static void prebuild(TrtTensorGraph *G, TrtStream stream)
 {
     G->prebuilt = G->prebuild_threads = 0;
-    if (!G->ctx->drv || atomic_load(&G->ctx->capturing)) return;
+    /* the same bindings as the last run: its launches built what they need (a run
+     * repeated in a loop pays nothing here) */
+    if (!G->rebound || !G->ctx->drv || atomic_load(&G->ctx->capturing)) return;
+    G->rebound = false;
     RtLaunchTarget todo[64];
     uint32_t n = 0;
     for (uint32_t k = 0; k < G->plan->nkernels && n < 64; k++) {

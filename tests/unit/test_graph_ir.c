@@ -72,6 +72,23 @@ static void graph_fx_free(GraphFx *x)
     source_free(x->src);
 }
 
+/* Runs g op by op into o1 (nouts results, kept for the caller's own checks) and through
+ * plan, and checks that both give the same bits everywhere. */
+static void assert_plan_same(const IrGraph *g, const IrGPlan *plan, const IrGTensor *params, const int64_t *sizes,
+                             IrGTensor *o1, uint32_t nouts)
+{
+    IrGTensor o2[8] = {{0}};
+    char err[200];
+    assert_true(nouts <= 8);
+    assert_true(ir_graph_interp(g, params, sizes, o1, err, sizeof err));
+    assert_true(ir_graph_interp_plan(g, plan, params, sizes, o2, err, sizeof err));
+    for (uint32_t r = 0; r < nouts; r++) {
+        assert_int_equal(o1[r].n, o2[r].n);
+        for (int64_t i = 0; i < o1[r].n; i++) assert_true(o1[r].f ? o1[r].f[i] == o2[r].f[i] : o1[r].i[i] == o2[r].i[i]);
+        ir_gtensor_free(&o2[r]);
+    }
+}
+
 /* 16*T*4 and T*64 are one size; T*S and S*T too; T+S-T is S. */
 static void test_size_normal_form(void **state)
 {
@@ -202,16 +219,11 @@ static void test_plan_interp(void **state)
     assert_true(ir_gtensor_alloc(&x, IR_F32, 1, &n));
     for (int i = 0; i < 3; i++) x.f[i] = i;
     char err[200];
-    assert_true(ir_graph_interp(g, &x, sizes, &o1, err, sizeof err));
-    assert_true(ir_graph_interp_plan(g, plan, &x, sizes, &o2, err, sizeof err));
+    assert_plan_same(g, plan, &x, sizes, &o1, 1);
     double s = exp(0.0) + exp(1.0) + exp(2.0);
-    for (int i = 0; i < 3; i++) {
-        assert_true(o1.f[i] == o2.f[i]);
-        assert_true(fabs(o1.f[i] - (double)(float)(exp((double)i) + s)) < 1e-5);
-    }
+    for (int i = 0; i < 3; i++) assert_true(fabs(o1.f[i] - (double)(float)(exp((double)i) + s)) < 1e-5);
     IrGKernel bad = plan->kernels[1];          /* the add alone, before the others ran */
     IrGPlan wrong = {.nkernels = 1, .kernels = &bad};
-    ir_gtensor_free(&o2);
     assert_false(ir_graph_interp_plan(g, &wrong, &x, sizes, &o2, err, sizeof err));
     assert_non_null(strstr(err, "which no earlier kernel wrote"));
     ir_gtensor_free(&x);
@@ -257,10 +269,7 @@ static void test_plan_buffers(void **state)
     assert_true(ir_gtensor_alloc(&x, IR_F32, 2, n));
     for (int i = 0; i < 9; i++) x.f[i] = (float)i / 4;
     char err[200];
-    assert_true(ir_graph_interp(g, &x, sizes, &o1, err, sizeof err));
-    assert_true(ir_graph_interp_plan(g, plan, &x, sizes, &o2, err, sizeof err));
-    for (int i = 0; i < 9; i++) assert_true(o1.f[i] == o2.f[i]);
-    ir_gtensor_free(&o2);
+    assert_plan_same(g, plan, &x, sizes, &o1, 1);
     uint32_t v0[] = {a, r2}, v1[] = {r1, r3, r4}, k[] = {0, 0, 0};   /* %r2 overwrites %a */
     IrGBuffer bufs[] = {{plan->buffers[0].bytes, 2, v0, k, k}, {plan->buffers[0].bytes, 3, v1, k, k}};
     IrGPlan wrong = *plan;
@@ -329,11 +338,7 @@ static void test_plan_views(void **state)
     assert_true(ir_gtensor_alloc(&xs, IR_F32, 2, n));
     for (int i = 0; i < 24; i++) xs.f[i] = (float)(i % 7) / 8;
     char err[200];
-    assert_true(ir_graph_interp(g, &xs, sizes, o1, err, sizeof err));
-    assert_true(ir_graph_interp_plan(g, plan, &xs, sizes, o2, err, sizeof err));
-    for (int j = 0; j < 2; j++)
-        for (int i = 0; i < 24; i++) assert_true(o1[j].f[i] == o2[j].f[i]);
-    for (int j = 0; j < 2; j++) ir_gtensor_free(&o2[j]);
+    assert_plan_same(g, plan, &xs, sizes, o1, 2);
     /* %a's buffer given to a later value of the same size while %b (a view of %a) is
      * still to be read by %c's kernel */
     uint32_t ka = 0, kc = 0;
@@ -380,11 +385,7 @@ static void test_plan_horizontal(void **state)
     for (int i = 0; i < 4; i++) p[0].f[i] = i, p[1].f[i] = 3 - i;
     for (int i = 0; i < 6; i++) p[2].f[i] = i;
     char err[200];
-    assert_true(ir_graph_interp(g, p, sizes, o1, err, sizeof err));
-    assert_true(ir_graph_interp_plan(g, plan, p, sizes, o2, err, sizeof err));
-    for (int r = 0; r < 3; r++)
-        for (int i = 0; i < 6; i++) assert_true(o1[r].f[i] == o2[r].f[i]);
-    for (int r = 0; r < 3; r++) ir_gtensor_free(&o2[r]);
+    assert_plan_same(g, plan, p, sizes, o1, 3);
     uint32_t ops[] = {0, 1, 2}, writes[] = {g->ops.data[0].out[0], g->ops.data[1].out[0], g->ops.data[2].out[0]};
     IrGKernel one = {.kind = "horizontal_matmul", .nops = 3, .nreads = 0, .nwrites = 3, .ops = ops, .writes = writes};
     IrGPlan wrong = {.nkernels = 1, .kernels = &one};
@@ -504,7 +505,7 @@ static void test_plan_attention(void **state)
     assert_int_equal(K->nwrites, 1);
     assert_int_equal(K->writes[0], ir_graph_result(g, 8, 0));
     int64_t sizes[] = {3}, dq[] = {3, 4}, dv[] = {3, 2}, dm[] = {3, 3};
-    IrGTensor p[6], o1 = {0}, o2 = {0};
+    IrGTensor p[6], o1 = {0};
     assert_true(ir_gtensor_alloc(&p[0], IR_F32, 2, dq) && ir_gtensor_alloc(&p[1], IR_F32, 2, dq) &&
                 ir_gtensor_alloc(&p[2], IR_F32, 2, dv) && ir_gtensor_alloc(&p[3], IR_F32, 2, dm) &&
                 ir_gtensor_alloc(&p[4], IR_F32, 0, NULL) && ir_gtensor_alloc(&p[5], IR_I64, 0, NULL));
@@ -513,16 +514,12 @@ static void test_plan_attention(void **state)
     for (int i = 0; i < 9; i++) p[3].f[i] = i % 3 > i / 3 ? -INFINITY : 0;   /* causal */
     p[4].f[0] = 0.25;
     p[5].i[0] = 7;
-    char err[200];
-    assert_true(ir_graph_interp(g, p, sizes, &o1, err, sizeof err));
-    assert_true(ir_graph_interp_plan(g, plan, p, sizes, &o2, err, sizeof err));
-    for (int i = 0; i < 6; i++) assert_true(o1.f[i] == o2.f[i]);
+    assert_plan_same(g, plan, p, sizes, &o1, 1);
     /* Row 0 sees key 0 only (the causal mask): its output is -v[0] / (1 - p) = [0, -4/3]
      * unless dropout drops that one probability. */
     assert_true(o1.f[0] == 0 && (o1.f[1] == 0 || fabs(o1.f[1] + 4.0 / 3) < 1e-6));
     for (int r = 0; r < 6; r++) ir_gtensor_free(&p[r]);
     ir_gtensor_free(&o1);
-    ir_gtensor_free(&o2);
     graph_fx_free(&fx);
 }
 
