@@ -191,6 +191,56 @@ static Val bi_load(Lower *L, const Builtin *bi, const AstExpr *call, const AstEx
     return lw_val(L, ir_build1(&L->b, IR_OP_LOAD, lw_like(L, p.t, p.t->pointee), ops, n));
 }
 
+/* load_block(ptr, shape, strides, offsets, block): the tile of `block` elements at
+ * `offsets` of the tensor of `shape` and `strides` (in elements) at ptr, zeros outside
+ * the tensor (LANGUAGE-REFERENCE.md "Block loads"). shape, strides and offsets are
+ * lists of scalar integers, in i64 if any is i64, else i32; block is a shape. */
+static Val bi_load_block(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    static const char *what[3] = {"shape", "strides", "offsets"};
+    Val p = ptr_arg(L, bi, args[0]);
+    if (!p.t) return VERR;
+    if (p.t->rank) {
+        lw_error(L, args[0]->loc, "the pointer of load_block must be a scalar (the tensor's start), got %s",
+                 lw_tstr(L, p.t));
+        return VERR;
+    }
+    int rank;
+    int32_t block[IR_MAX_RANK];
+    if (!ce_shape(L, args[4], "load_block's block", &rank, block)) return VERR;
+    Val vs[3][IR_MAX_RANK];
+    bool wide = false;
+    for (int a = 0; a < 3; a++) {
+        const AstExpr *e = args[1 + a];
+        if (e->kind != AST_LIST || e->nargs != (uint32_t)rank) {
+            lw_error(L, e->loc, "the %s of load_block must be a list of %d integers, one per axis of the block %s",
+                     what[a], rank, lw_shape_str(L, rank, block));
+            return VERR;
+        }
+        for (int d = 0; d < rank; d++) {
+            Val v = lower_expr(L, e->args[d]);
+            if (!v.t) return VERR;
+            if (v.t->rank || !ir_elem_is_int(v.t->elem) || v.t->elem == IR_I1) {
+                lw_error(L, e->args[d]->loc, "the %s of load_block are scalar integers, got %s", what[a], val_str(L, &v));
+                return VERR;
+            }
+            wide |= v.lit ? (v.big || v.i > INT32_MAX || v.i < INT32_MIN) : ir_elem_bytes(v.t->elem) == 8;
+            vs[a][d] = v;
+        }
+    }
+    IrElem ie = wide ? IR_I64 : IR_I32;
+    IrValue ops[1 + 3 * IR_MAX_RANK];
+    ops[0] = p.v;
+    for (int a = 0; a < 3; a++)
+        for (int d = 0; d < rank; d++) {
+            Val v = lw_convert(L, vs[a][d], ie);
+            ops[1 + a * rank + d] = lw_ir(L, &v);
+        }
+    L->b.loc = call->loc;
+    const IrType *t = ir_type_tile(L->ctx, lw_scalar(L, p.t->pointee), rank, block);
+    return lw_val(L, ir_build1(&L->b, IR_OP_BLOCK_LOAD, t, ops, 1 + 3 * (uint32_t)rank));
+}
+
 static Val bi_store(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
 {
     Val p = ptr_arg(L, bi, args[0]);
@@ -1048,6 +1098,7 @@ static const Builtin builtins[] = {
     {"zeros", 2, 2, {"shape", "dtype"}, bi_zeros, IR_OP_CONST},
     {"full", 3, 3, {"shape", "value", "dtype"}, bi_zeros, IR_OP_CONST},
     {"load", 1, 3, {"ptr", "mask", "other"}, bi_load, IR_OP_LOAD},
+    {"load_block", 5, 5, {"ptr", "shape", "strides", "offsets", "block"}, bi_load_block, IR_OP_BLOCK_LOAD},
     {"store", 2, 3, {"ptr", "value", "mask"}, bi_store, IR_OP_STORE},
     ATOMIC("atomic_add", ADD), ATOMIC("atomic_max", MAX), ATOMIC("atomic_min", MIN),
     ATOMIC("atomic_xchg", XCHG), ATOMIC("atomic_and", AND), ATOMIC("atomic_or", OR),
@@ -1132,7 +1183,7 @@ static bool slot_named(Lower *L, const Builtin *bi, const AstExpr *call, uint32_
 {
     const char *name = call->arg_names[i];
     Loc loc = call->arg_name_locs ? call->arg_name_locs[i] : call->args[i]->loc;
-    for (int j = bi->nreq; j < bi->nmax && j < MAX_SLOTS; j++) {
+    for (int j = bi->fn == bi_load_block ? 0 : bi->nreq; j < bi->nmax && j < MAX_SLOTS; j++) {
         if (strcmp(bi->params[j], name)) continue;
         if (slots[j]) {
             lw_error(L, loc, "argument '%s' of %s is given twice", name, bi->name);

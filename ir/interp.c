@@ -237,6 +237,44 @@ static bool exec_load(Interp *I, const IrOp *op, Tile *res)
     return true;
 }
 
+/* block_load: element i is ptr[sum (offsets[d] + i[d]) * strides[d]] where every
+ * coordinate lies in [0, shape[d]), else 0; coordinates, the test and the index in the
+ * operands' integer type, wrapping as its arithmetic does (LANGUAGE-REFERENCE.md). */
+static bool exec_block_load(Interp *I, const IrOp *op, Tile *res)
+{
+    const Tile *p = interp_opnd(I, op, 0);
+    int r = res->type->rank;
+    IrElem ie = interp_opnd(I, op, 1)->type->elem;
+    int64_t shape[IR_MAX_RANK], stride[IR_MAX_RANK], off[IR_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        shape[d] = interp_opnd(I, op, 1 + d)->s[0].i;
+        stride[d] = interp_opnd(I, op, 1 + r + d)->s[0].i;
+        off[d] = interp_opnd(I, op, 1 + 2 * r + d)->s[0].i;
+    }
+    IrElem e = res->type->elem;
+    for (int64_t k = 0; k < res->n; k++) {
+        int64_t rest = k, elem = 0;
+        bool in = true;
+        for (int d = r - 1; d >= 0; d--) {
+            int64_t c = interp_int_norm(ie, (int64_t)((uint64_t)off[d] + (uint64_t)(rest % res->type->shape[d])));
+            rest /= res->type->shape[d];
+            in &= c >= 0 && c < shape[d];
+            elem = interp_int_norm(ie, (int64_t)((uint64_t)elem + (uint64_t)c * (uint64_t)stride[d]));
+        }
+        if (!in) {
+            res->s[k] = (Slot){0};
+            continue;
+        }
+        Tile lane = *p;                 /* the element's pointer: p's, moved by elem */
+        Slot s = {.i = p->s[0].i + elem};
+        lane.s = &s;
+        void *a = lane_addr(I, op, &lane, k, "reads");
+        if (!a) return false;
+        res->s[k] = mem_read(e, a);
+    }
+    return true;
+}
+
 static bool exec_store(Interp *I, const IrOp *op)
 {
     const Tile *p = interp_opnd(I, op, 0), *v = interp_opnd(I, op, 1);
@@ -645,6 +683,7 @@ static bool exec_result_op(Interp *I, const IrOp *op)
     if (fl & IR_R) {
         if (!tile_alloc(I, op, interp_result_type(I, op, 0), &res)) return false;
         ok = op->code == IR_OP_LOAD ? exec_load(I, op, &res)
+           : op->code == IR_OP_BLOCK_LOAD ? exec_block_load(I, op, &res)
            : op->code == IR_OP_LOCAL_LOAD ? exec_local_load(I, op, &res) : exec_atomic(I, op, &res);
     } else {
         res = (Tile){0};

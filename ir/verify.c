@@ -277,6 +277,24 @@ static bool check_load(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* block_load (ptr, shape x R, strides x R, offsets x R): ptr a scalar pointer to the
+ * result's elements, the rest scalar integers of one type, R the result's rank. */
+static bool check_block_load(Verifier *v, const IrOp *op)
+{
+    const IrType *p = opt(v, op, 0), *r = rty(v, op);
+    if (r->rank < 1 || op->noperands != 1 + 3u * (uint32_t)r->rank)
+        return fail(v, op, "needs a pointer and a shape, strides and offsets of the result's rank, got %u operands for %s",
+                    op->noperands, tstr(r).s);
+    if (!is_ptr(p) || p->rank || p->pointee != r->elem)
+        return fail(v, op, "needs a scalar pointer to the result's %s, got %s", ir_elem_name(r->elem), tstr(p).s);
+    const IrType *i0 = opt(v, op, 1);
+    for (uint32_t i = 1; i < op->noperands; i++)
+        if (!is_scalar_int(opt(v, op, i)) || opt(v, op, i) != i0)
+            return fail(v, op, "shape, strides and offsets must be scalar integers of one type, got %s and %s",
+                        tstr(i0).s, tstr(opt(v, op, i)).s);
+    return true;
+}
+
 static bool check_store(Verifier *v, const IrOp *op)
 {
     if (!check_count(v, op, 2, 3)) return false;
@@ -708,6 +726,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_SELECT: return check_select(v, op);
     case IR_OP_ADDPTR: return check_addptr(v, op);
     case IR_OP_LOAD: return check_load(v, op);
+    case IR_OP_BLOCK_LOAD: return check_block_load(v, op);
     case IR_OP_STORE: return check_store(v, op);
     case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
     case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:

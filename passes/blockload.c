@@ -1,0 +1,158 @@
+/* Block loads as loads of pointer tiles (the first GPU pass).
+ *
+ * require:   Tile IR without layouts
+ * guarantee: no block_load is left; each became the load of a pointer tile with the
+ *            mask of the coordinates inside the tensor and zeros elsewhere, which
+ *            computes the same values (ops.def: block_load). The rest of the GPU
+ *            pipeline (layouts, the shared-memory rings of K loops, cp.async with
+ *            zero-filled edges) then treats it as the load a user would write.
+ *
+ *   %t = block_load %p, %M, %K, %sm, %sk, %om, %ok : bf16[128, 64]
+ * ->
+ *   %cm = add (splat %om), (arange 0 : i32[128])         one per axis: coordinates
+ *   %in = and (cmp ge %cm, 0), (cmp lt %cm, %M)          the axis' mask, on the vector
+ *   %pt = addptr (splat %p), (broadcast %cm[:, None] * %sm + broadcast %ck[None, :] * %sk)
+ *   %t  = load %pt, broadcast %in_m[:, None] & broadcast %in_k[None, :], 0
+ *
+ * A stride of constant 1 multiplies nothing, an offset of constant 0 adds nothing, and
+ * an offset that cannot be negative (a program id, a K loop's induction variable
+ * from 0) drops the `>= 0` test, so the contiguous axis of a block
+ * looks to the axis analysis as a hand-written `k + arange(0, BK)` does. The index
+ * math is in the operands' integer type, as the op's meaning says. */
+#include "passes.h"
+
+#include "ir/arena.h"
+
+static bool const_of(const IrFunc *f, IrValue v, int64_t *out)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || d->code != IR_OP_CONST || ir_value_type(f, v)->rank) return false;
+    *out = d->attr.i;
+    return true;
+}
+
+/* v is never negative: a constant >= 0, a program id or count, an induction variable
+ * from a value >= 0 by a positive constant step (it stays below the loop's end, so it
+ * never wraps), quotients, remainders and minima/maxima of such. Not sums or products:
+ * those may wrap (pid * BM in i32 past 2^24 programs), and the test must then stay. */
+static bool nonneg(const IrFunc *f, IrValue v, int depth)
+{
+    if (depth > 16) return false;
+    const IrValueInfo *vi = &f->values[v];
+    const IrOp *d = vi->def;
+    if (!d) {          /* a block argument: the induction variable of a for? */
+        const IrOp *loop = vi->block ? vi->block->parent_op : NULL;
+        int64_t step;
+        return loop && loop->code == IR_OP_FOR && vi->block == &loop->regions[0] && vi->block->args[0] == v &&
+               const_of(f, loop->operands[2], &step) && step > 0 && nonneg(f, loop->operands[0], depth + 1);
+    }
+    switch (d->code) {
+    case IR_OP_CONST: return d->attr.i >= 0;
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: return true;
+    case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return nonneg(f, d->operands[0], depth + 1);
+    case IR_OP_REM: return nonneg(f, d->operands[0], depth + 1);      /* the dividend's sign */
+    case IR_OP_MAXIMUM: return nonneg(f, d->operands[0], depth + 1) || nonneg(f, d->operands[1], depth + 1);
+    case IR_OP_DIV: case IR_OP_MINIMUM:
+        return nonneg(f, d->operands[0], depth + 1) && nonneg(f, d->operands[1], depth + 1);
+    default: return false;
+    }
+}
+
+static IrValue build1(IrBuilder *b, IrOpcode code, const IrType *t, IrValue *ops, uint32_t n, int64_t attr)
+{
+    IrOp *op = ir_build(b, code, ops, n, &t, 1, 0);
+    op->attr.i = attr;
+    return op->results[0];
+}
+
+static IrValue splat(IrBuilder *b, IrValue s, const IrType *t) { return build1(b, IR_OP_SPLAT, t, &s, 1, 0); }
+
+static IrValue bin(IrBuilder *b, IrOpcode code, IrValue x, IrValue y)
+{
+    IrValue ops[2] = {x, y};
+    return build1(b, code, ir_value_type(b->func, x), ops, 2, 0);
+}
+
+static IrValue cmp(IrBuilder *b, IrCmp how, IrValue x, IrValue y)
+{
+    IrCtx *c = b->func->module->ctx;
+    IrValue ops[2] = {x, y};
+    const IrType *t = ir_type_like(c, ir_value_type(b->func, x), ir_type_scalar(c, IR_I1));
+    return build1(b, IR_OP_CMP, t, ops, 2, how);
+}
+
+/* v, a vector along axis d, as a tile of `shape` (rank r): size-1 axes around it, then
+ * broadcast. */
+static IrValue along(IrBuilder *b, IrValue v, int d, int r, const int32_t *shape)
+{
+    IrCtx *c = b->func->module->ctx;
+    const IrType *el = ir_type_elem(c, ir_value_type(b->func, v));
+    int32_t cur[IR_MAX_RANK];
+    int n = 1;
+    cur[0] = shape[d];
+    for (int e = 0; e < r; e++) {
+        if (e == d) continue;
+        int at = e;                        /* the axes before e are in place already */
+        for (int i = n; i > at; i--) cur[i] = cur[i - 1];
+        cur[at] = 1;
+        n++;
+        v = build1(b, IR_OP_EXPAND_DIMS, ir_type_tile(c, el, n, cur), &v, 1, at);
+    }
+    if (r == 1) return v;
+    return build1(b, IR_OP_BROADCAST, ir_type_tile(c, el, r, shape), &v, 1, 0);
+}
+
+static void expand(IrFunc *f, IrOp *op)
+{
+    IrCtx *c = f->module->ctx;
+    IrBuilder b;
+    ir_builder_before(&b, op);
+    b.loc = op->loc;
+    const IrType *rt = ir_value_type(f, op->results[0]);
+    int r = rt->rank;
+    IrValue ptr = op->operands[0];
+    const IrType *it = ir_value_type(f, op->operands[1]);
+    IrValue off = IR_NO_VALUE, mask = IR_NO_VALUE;
+    for (int d = 0; d < r; d++) {
+        IrValue shape = op->operands[1 + d], stride = op->operands[1 + r + d], o = op->operands[1 + 2 * r + d];
+        const IrType *vt = ir_type_tile(c, it, 1, &rt->shape[d]);
+        IrValue co = build1(&b, IR_OP_ARANGE, ir_type_tile(c, ir_type_scalar(c, IR_I32), 1, &rt->shape[d]), NULL, 0, 0);
+        if (it->elem != IR_I32) co = build1(&b, IR_OP_CONVERT, vt, &co, 1, 0);
+        int64_t k;
+        bool zero_origin = const_of(f, o, &k) && k == 0;
+        if (!zero_origin) co = bin(&b, IR_OP_ADD, splat(&b, o, vt), co);
+        IrValue in = cmp(&b, IR_CMP_LT, co, splat(&b, shape, vt));
+        if (!nonneg(f, o, 0)) in = bin(&b, IR_OP_AND, cmp(&b, IR_CMP_GE, co, splat(&b, ir_const_int(&b, it, 0), vt)), in);
+        IrValue term = along(&b, co, d, r, rt->shape);
+        if (!(const_of(f, stride, &k) && k == 1))
+            term = bin(&b, IR_OP_MUL, term, splat(&b, stride, ir_value_type(f, term)));
+        off = off == IR_NO_VALUE ? term : bin(&b, IR_OP_ADD, off, term);
+        IrValue m = along(&b, in, d, r, rt->shape);
+        mask = mask == IR_NO_VALUE ? m : bin(&b, IR_OP_AND, mask, m);
+    }
+    const IrType *pt = ir_type_like(c, rt, ir_value_type(f, ptr));
+    IrValue ops[3] = {bin(&b, IR_OP_ADDPTR, splat(&b, ptr, pt), off), mask, IR_NO_VALUE};
+    ops[2] = ir_elem_is_float(rt->elem) ? ir_const_float(&b, rt, 0) : ir_const_int(&b, rt, 0);
+    IrValue ld = build1(&b, IR_OP_LOAD, rt, ops, 3, 0);
+    ir_replace_all_uses(f, op->results[0], ld);
+    ir_op_remove(op);
+}
+
+typedef struct Found {
+    VEC(IrOp *) ops;
+} Found;
+
+static void collect(IrOp *op, void *ud)
+{
+    if (op->code == IR_OP_BLOCK_LOAD) vec_push(&((Found *)ud)->ops, op);
+}
+
+bool pass_block_load(IrFunc *f)
+{
+    Found s = {{0}};
+    ir_walk(&f->body, collect, &s);
+    for (size_t i = 0; i < s.ops.len; i++) expand(f, s.ops.data[i]);
+    bool changed = s.ops.len > 0;
+    vec_free(&s.ops);
+    return changed;
+}
