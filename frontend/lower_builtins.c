@@ -2,7 +2,7 @@
  *
  * One table row per built-in: its name, how many arguments it needs and takes, the
  * names of its parameters (only the optional ones may be passed by name, as in
- * `load(p, mask = m)`), and the handler that checks and builds it. Compile-time
+ * `load(p, mask = m)`, except load_block's, five lists that read better named), and the handler that checks and builds it. Compile-time
  * arguments (axes, shapes, element types, hint values) are read from the AST with
  * consteval; the rest are lowered as values. */
 #include <math.h>
@@ -1165,11 +1165,14 @@ static void arity_error(Lower *L, const Builtin *bi, const AstExpr *call)
         lw_error(L, call->loc, "%s takes %d to %d arguments, got %u", bi->name, bi->nreq, bi->nmax, call->nargs);
 }
 
+/* The first parameter that may be passed by name. */
+static int first_named(const Builtin *bi) { return bi->fn == bi_load_block ? 0 : bi->nreq; }
+
 static void unknown_arg(Lower *L, const Builtin *bi, const char *name, Loc loc)
 {
     const char *best = NULL;
     int bd = 99;
-    for (int j = bi->nreq; j < bi->nmax && j < MAX_SLOTS; j++) {
+    for (int j = first_named(bi); j < bi->nmax && j < MAX_SLOTS; j++) {
         int d = lw_edit_distance(bi->params[j], name);
         if (d < bd) bd = d, best = bi->params[j];
     }
@@ -1177,13 +1180,13 @@ static void unknown_arg(Lower *L, const Builtin *bi, const char *name, Loc loc)
     else lw_error(L, loc, "unknown argument '%s' to %s", name, bi->name);
 }
 
-/* Places positional arguments first, then named ones (only optional parameters may be
- * named) into slots; false after an error. */
+/* Places positional arguments first, then named ones (from first_named on) into slots;
+ * false after an error. */
 static bool slot_named(Lower *L, const Builtin *bi, const AstExpr *call, uint32_t i, const AstExpr **slots)
 {
     const char *name = call->arg_names[i];
     Loc loc = call->arg_name_locs ? call->arg_name_locs[i] : call->args[i]->loc;
-    for (int j = bi->fn == bi_load_block ? 0 : bi->nreq; j < bi->nmax && j < MAX_SLOTS; j++) {
+    for (int j = first_named(bi); j < bi->nmax && j < MAX_SLOTS; j++) {
         if (strcmp(bi->params[j], name)) continue;
         if (slots[j]) {
             lw_error(L, loc, "argument '%s' of %s is given twice", name, bi->name);
