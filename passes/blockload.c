@@ -33,7 +33,7 @@ static bool const_of(const IrFunc *f, IrValue v, int64_t *out)
 
 /* v is never negative: a constant >= 0, a program id or count, an induction variable
  * from a value >= 0 by a positive constant step (it stays below the loop's end, so it
- * never wraps), quotients, remainders and minima/maxima of such. Not sums or products:
+ * never wraps), widening conversions, quotients, remainders and minima/maxima of such. Not sums or products:
  * those may wrap (pid * BM in i32 past 2^24 programs), and the test must then stay. */
 static bool nonneg(const IrFunc *f, IrValue v, int depth)
 {
@@ -51,6 +51,11 @@ static bool nonneg(const IrFunc *f, IrValue v, int depth)
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: return true;
     case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return nonneg(f, d->operands[0], depth + 1);
     case IR_OP_REM: return nonneg(f, d->operands[0], depth + 1);      /* the dividend's sign */
+    case IR_OP_CONVERT: {   /* widening (or same-width) integers keep a value >= 0 */
+        const IrType *from = ir_value_type(f, d->operands[0]), *to = ir_value_type(f, v);
+        return ir_elem_is_int(from->elem) && ir_elem_is_int(to->elem) && from->elem != IR_I1 &&
+               ir_elem_bytes(to->elem) >= ir_elem_bytes(from->elem) && nonneg(f, d->operands[0], depth + 1);
+    }
     case IR_OP_MAXIMUM: return nonneg(f, d->operands[0], depth + 1) || nonneg(f, d->operands[1], depth + 1);
     case IR_OP_DIV: case IR_OP_MINIMUM:
         return nonneg(f, d->operands[0], depth + 1) && nonneg(f, d->operands[1], depth + 1);
@@ -92,11 +97,10 @@ static IrValue along(IrBuilder *b, IrValue v, int d, int r, const int32_t *shape
     cur[0] = shape[d];
     for (int e = 0; e < r; e++) {
         if (e == d) continue;
-        int at = e;                        /* the axes before e are in place already */
-        for (int i = n; i > at; i--) cur[i] = cur[i - 1];
-        cur[at] = 1;
+        for (int i = n; i > e; i--) cur[i] = cur[i - 1];   /* the axes before e are in place */
+        cur[e] = 1;
         n++;
-        v = build1(b, IR_OP_EXPAND_DIMS, ir_type_tile(c, el, n, cur), &v, 1, at);
+        v = build1(b, IR_OP_EXPAND_DIMS, ir_type_tile(c, el, n, cur), &v, 1, e);
     }
     if (r == 1) return v;
     return build1(b, IR_OP_BROADCAST, ir_type_tile(c, el, r, shape), &v, 1, 0);
