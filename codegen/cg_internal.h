@@ -91,6 +91,9 @@ typedef struct Cg {
     uint32_t nmemo, memo_cap;
     LLVMBuilderRef entry_b;
     LLVMValueRef anchor;
+    /* The kernel's tensor maps (cg_tma.c), hidden parameters after the run-time ones. */
+    CgTmaDesc tma[CG_MAX_TMA];
+    uint32_t ntma;
 } Cg;
 
 typedef struct CgMemo {
@@ -214,6 +217,9 @@ void cg_reads_memory_only(Cg *c, LLVMValueRef call);
 void cg_convergent(Cg *c, LLVMValueRef call);
 /* cg_shared.c: local_alloc, async_copy, async_commit, async_wait, local_load. */
 bool cg_shared(Cg *c, const IrOp *op);
+/* cg_tma.c: mbarrier_init, tma_copy, tma_wait; the tensor-map parameters' attributes. */
+bool cg_tma(Cg *c, const IrOp *op);
+void cg_tma_params(Cg *c);
 /* A local_load into an mma operand emits its ldmatrix when the dot needs it: step ks of
  * K (cg_shared_fill), or everything still missing (cg_shared_fill_all, which cg_get
  * calls). Values that are not such loads are left alone. */

@@ -353,7 +353,9 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
     SmemPlan p = smem_plan(k);
     out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32;
     out->shared_bytes = smem_total(&p);
-    return true;
+    int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
+    out->ntma = n > 0 ? (uint32_t)n : 0;
+    return n >= 0;
 }
 
 /* ---- kernels ------------------------------------------------------------------------------ */
@@ -428,10 +430,21 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->f = k;
     c->warps = k->warps > 0 ? k->warps : 4;
     c->threads = c->warps * 32;
+    int ntma = cg_tma_descs(k, c->tma, CG_MAX_TMA);
+    if (ntma < 0) {
+        tl_free(pts);
+        return cg_error(c, NULL, "internal error: kernel '%s' copies by TMA from a tensor not known on the host, or "
+                        "from more than %d", k->name, CG_MAX_TMA);
+    }
+    c->ntma = (uint32_t)ntma;
+    pts = tl_realloc(pts, (np + c->ntma + 1) * sizeof *pts);
+    if (!pts) tl_oom();
     for (uint32_t i = 0; i < np; i++) pts[i] = param_type(c, cg_type(c, k->body.args[i]));
-    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(c->ctx), pts, np, 0);
+    for (uint32_t j = 0; j < c->ntma; j++) pts[np + j] = LLVMPointerTypeInContext(c->ctx, 0);
+    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(c->ctx), pts, np + c->ntma, 0);
     tl_free(pts);
     c->fn = LLVMAddFunction(c->mod, k->name, fty);
+    cg_tma_params(c);
     LLVMSetFunctionCallConv(c->fn, LLVMPTXKernelCallConv);
     cg_annotate(c->mod, c->fn, "kernel", 1);
     cg_annotate(c->mod, c->fn, "maxntidx", c->threads);

@@ -523,7 +523,7 @@ int cg_ring_distance(Cg *c, const IrOp *ll)
     int64_t d0, S0, d, S;
     if (!is_rem_of(f, ll->operands[1], &x, &d0, &S0)) return 0;
     for (const IrOp *op = ll->parent ? ll->parent->first : NULL; op; op = op->next)
-        if (op->code == IR_OP_ASYNC_COPY && op->operands[0] == ll->operands[0] &&
+        if ((op->code == IR_OP_ASYNC_COPY || op->code == IR_OP_TMA_COPY) && op->operands[0] == ll->operands[0] &&
             is_rem_of(f, op->operands[1], &y, &d, &S) && y == x && S == S0)
             return (int)(d - d0);
     return 0;

@@ -165,7 +165,7 @@ static bool barrier_before_copy(const IrOp *dot, IrValue buf)
     bool bar = false;
     for (const IrOp *u = dot->next; u; u = u->next) {
         if (u->code == IR_OP_BARRIER) bar = true;
-        if (u->code == IR_OP_ASYNC_COPY && u->operands[0] == buf) return bar;
+        if ((u->code == IR_OP_ASYNC_COPY || u->code == IR_OP_TMA_COPY) && u->operands[0] == buf) return bar;
     }
     return false;
 }

@@ -47,10 +47,34 @@ char *cg_emit_llvm(const IrModule *m, const CgOptions *o, DiagList *d);
 /* The PTX of every kernel of m (text, malloc'd); NULL with a diagnostic on failure. */
 char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d);
 
+/* A tensor map (CUtensorMap) that a kernel takes as a hidden parameter: how the
+ * launcher encodes it from the arguments (cuTensorMapEncodeTiled; codegen/cg_tma.c).
+ * Dimensions innermost (contiguous) first, as TMA numbers them. Each extent and stride
+ * is the run-time parameter *_param when that is >= 0, else the constant *_value.
+ * 128 bytes, no padding: the runtime stores it in cache entries as it is. */
+#define CG_MAX_TMA 8
+typedef struct CgTmaDesc {
+    uint32_t ptr_param;          /* the pointer parameter: the tensor's address */
+    uint32_t elem_bytes;         /* 2 (f16, bf16) */
+    uint32_t rank;               /* 2 */
+    uint32_t swizzle;            /* bytes: 32, 64 or 128 (the stages' NVMMA swizzle) */
+    uint32_t box[4];             /* the box: swizzle / elem_bytes, then the stage's rows */
+    int32_t dim_param[4];
+    int32_t stride_param[4];     /* element strides; dimension 0's is the constant 1 */
+    int64_t dim_value[4];
+    int64_t stride_value[4];
+} CgTmaDesc;
+
 typedef struct CgKernelInfo {
     uint32_t threads;            /* block size along x: warps * 32 */
     uint32_t shared_bytes;       /* dynamic shared memory to launch with */
+    uint32_t ntma;               /* hidden tensor-map parameters after the run-time ones */
+    CgTmaDesc tma[CG_MAX_TMA];
 } CgKernelInfo;
+
+/* The tensor maps of laid-out kernel k's tma_copy ops, in parameter order, into out
+ * (at most max); their count, or -1 if one cannot be described on the host. */
+int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max);
 
 /* Launch facts of a kernel (false if k is not a kernel). */
 bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out);

@@ -240,16 +240,18 @@ static bool exec_load(Interp *I, const IrOp *op, Tile *res)
 /* block_load: element i is ptr[sum (offsets[d] + i[d]) * strides[d]] where every
  * coordinate lies in [0, shape[d]), else 0; coordinates, the test and the index in the
  * operands' integer type, wrapping as its arithmetic does (LANGUAGE-REFERENCE.md). */
-static bool exec_block_load(Interp *I, const IrOp *op, Tile *res)
+/* The block whose operands (ptr, shape x R, strides x R, offsets x R) begin at operand
+ * `at` of op (block_load: 0; tma_copy: 3), into res. */
+static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *res)
 {
-    const Tile *p = interp_opnd(I, op, 0);
+    const Tile *p = interp_opnd(I, op, at);
     int r = res->type->rank;
-    IrElem ie = interp_opnd(I, op, 1)->type->elem;
+    IrElem ie = interp_opnd(I, op, at + 1)->type->elem;
     int64_t shape[IR_MAX_RANK], stride[IR_MAX_RANK], off[IR_MAX_RANK];
     for (int d = 0; d < r; d++) {
-        shape[d] = interp_opnd(I, op, 1 + d)->s[0].i;
-        stride[d] = interp_opnd(I, op, 1 + r + d)->s[0].i;
-        off[d] = interp_opnd(I, op, 1 + 2 * r + d)->s[0].i;
+        shape[d] = interp_opnd(I, op, at + 1 + d)->s[0].i;
+        stride[d] = interp_opnd(I, op, at + 1 + r + d)->s[0].i;
+        off[d] = interp_opnd(I, op, at + 1 + 2 * r + d)->s[0].i;
     }
     IrElem e = res->type->elem;
     for (int64_t k = 0; k < res->n; k++) {
@@ -274,6 +276,8 @@ static bool exec_block_load(Interp *I, const IrOp *op, Tile *res)
     }
     return true;
 }
+
+static bool exec_block_load(Interp *I, const IrOp *op, Tile *res) { return block_at(I, op, 0, res); }
 
 static bool exec_store(Interp *I, const IrOp *op)
 {
@@ -375,6 +379,25 @@ static bool exec_async_copy(Interp *I, const IrOp *op)
         b->s[first + k] = mem_read(b->type->elem, a);
     }
     return true;
+}
+
+/* tma_copy: the block into one stage at once, as async_copy (the barrier that a GPU
+ * waits on changes nothing here: tma_wait and mbarrier_init do nothing). */
+static bool exec_tma_copy(Interp *I, const IrOp *op)
+{
+    int64_t first = 0, n = 0;
+    if (!stage_of(I, op, &first, &n)) return false;
+    Tile *b = &I->vals[op->operands[0]];
+    const IrType *bt = b->type;
+    if (op->noperands == 5 + 3u * (bt->rank - 1u) && !interp_opnd(I, op, op->noperands - 1)->s[0].i) return true;
+    IrCtx *c = I->fn->module->ctx;
+    Tile blk;
+    const IrType *st = ir_type_tile(c, ir_type_scalar(c, bt->elem), (int)bt->rank - 1, bt->shape + 1);
+    if (!tile_alloc(I, op, st, &blk)) return false;
+    bool ok = block_at(I, op, 3, &blk);
+    if (ok) memcpy(b->s + first, blk.s, (size_t)n * sizeof *b->s);
+    tile_free(&blk);
+    return ok;
 }
 
 static bool exec_local_load(Interp *I, const IrOp *op, Tile *res)
@@ -743,6 +766,8 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_LOCAL_ALLOC: ok = exec_local_alloc(I, op); break;
     case IR_OP_ASYNC_COPY: ok = exec_async_copy(I, op); break;
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: ok = true; break;
+    case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
+    case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT: ok = true; break;
     default: ok = exec_result_op(I, op); break;
     }
     return ok ? EX_OK : EX_ERROR;

@@ -185,6 +185,10 @@ struct IrFunc {
     int warps, stages;           /* @launch, or the config; defaults 4 and 2 */
     IrFunc *grid;                /* a kernel's grid(...) as a function: same params,
                                     returns 1..3 i32/i64 scalars; NULL if none */
+    /* Bit i: pointer parameter i is 16-byte aligned (pass_specialize, for the variant
+     * being compiled); the GPU passes may copy through the tensor-memory accelerator
+     * only from such pointers. */
+    uint64_t aligned_params;
     IrValueInfo *values;         /* the value table */
     uint32_t nvalues, cap_values;
     struct IrModule *module;
@@ -197,6 +201,9 @@ typedef struct IrModule {
     /* What the GPU passes compile for (ir/target.h), set by the compile driver before
      * pass_run_gpu; NULL: the default target. */
     const struct TileTarget *target;
+    /* The GPU passes copy dot operands with cp.async only, never by TMA (the checked
+     * mode, TILE_TMA=0). */
+    bool no_tma;
 } IrModule;
 
 /* ---- building --------------------------------------------------------------------- */

@@ -612,6 +612,56 @@ static bool check_local_load(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* The mbarriers of a TMA ring: an i64 buffer [stages, 1, 1]. */
+static bool is_barriers(const IrType *t)
+{
+    return is_buffer(t) && t->elem == IR_I64 && t->rank == 3 && t->shape[1] == 1 && t->shape[2] == 1;
+}
+
+static bool check_mbarrier_init(Verifier *v, const IrOp *op)
+{
+    if (!is_barriers(opt(v, op, 0)))
+        return fail(v, op, "initializes an i64 buffer of barriers [stages, 1, 1], got %s", tstr(opt(v, op, 0)).s);
+    if (op->attr.i < 1 || op->attr.i > 1024) return fail(v, op, "expects 1 to 1024 arrivals, got %" PRId64, op->attr.i);
+    return true;
+}
+
+/* tma_copy (buf, stage, bars, ptr, shape x R, strides x R, offsets x R): a block_load's
+ * operands after the buffer, its stage and the ring's barriers (one per stage). */
+static bool check_tma_copy(Verifier *v, const IrOp *op)
+{
+    if (op->noperands < 4) return fail(v, op, "needs a buffer, a stage, barriers and a block");
+    if (!check_stage_operands(v, op)) return false;
+    const IrType *b = opt(v, op, 0), *bars = opt(v, op, 2), *p = opt(v, op, 3);
+    uint32_t r = b->rank - 1u;
+    bool pred = op->noperands == 5 + 3 * r;
+    if (op->noperands != 4 + 3 * r && !pred)
+        return fail(v, op, "copies a block of the stage's rank %u: a pointer and %u shapes, strides and offsets (and "
+                    "an i1 that says whether to copy), got %u operands", r, r, op->noperands);
+    if (pred && !is_i1_scalar(opt(v, op, op->noperands - 1)))
+        return fail(v, op, "the last operand says whether to copy: an i1 scalar, got %s", tstr(opt(v, op, op->noperands - 1)).s);
+    if (!is_barriers(bars) || bars->shape[0] != b->shape[0])
+        return fail(v, op, "needs one barrier per stage of %s, got %s", tstr(b).s, tstr(bars).s);
+    if (!is_ptr(p) || p->rank || p->pointee != b->elem)
+        return fail(v, op, "needs a scalar pointer to the buffer's %s, got %s", ir_elem_name(b->elem), tstr(p).s);
+    const IrType *i0 = opt(v, op, 4);
+    for (uint32_t i = 4; i < 4 + 3 * r; i++)
+        if (!is_scalar_int(opt(v, op, i)) || opt(v, op, i) != i0)
+            return fail(v, op, "shape, strides and offsets must be scalar integers of one type, got %s and %s",
+                        tstr(i0).s, tstr(opt(v, op, i)).s);
+    return true;
+}
+
+static bool check_tma_wait(Verifier *v, const IrOp *op)
+{
+    if (!is_barriers(opt(v, op, 0)))
+        return fail(v, op, "waits on an i64 buffer of barriers [stages, 1, 1], got %s", tstr(opt(v, op, 0)).s);
+    for (uint32_t i = 1; i < 3; i++)
+        if (!is_scalar_int(opt(v, op, i)))
+            return fail(v, op, "the stage and the phase must be integer scalars, got %s", tstr(opt(v, op, i)).s);
+    return true;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------- */
 static bool is_float_t(const IrType *t) { return is_float(t); }
 static bool is_int_t(const IrType *t) { return is_int(t); }
@@ -746,6 +796,9 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_LOCAL_ALLOC: return check_local_alloc(v, op);
     case IR_OP_ASYNC_COPY: return check_async_copy(v, op);
     case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
+    case IR_OP_MBARRIER_INIT: return check_mbarrier_init(v, op);
+    case IR_OP_TMA_COPY: return check_tma_copy(v, op);
+    case IR_OP_TMA_WAIT: return check_tma_wait(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
     case IR_OP_CHECK_BOUNDS: return check_check_bounds(v, op);
     case IR_OP_ASSERT: return check_assert(v, op);

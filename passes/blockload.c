@@ -22,6 +22,8 @@
 #include "passes.h"
 
 #include "ir/arena.h"
+#include "ir/layout.h"
+#include "ir/target.h"
 
 static bool const_of(const IrFunc *f, IrValue v, int64_t *out)
 {
@@ -106,7 +108,7 @@ static IrValue along(IrBuilder *b, IrValue v, int d, int r, const int32_t *shape
     return build1(b, IR_OP_BROADCAST, ir_type_tile(c, el, r, shape), &v, 1, 0);
 }
 
-static void expand(IrFunc *f, IrOp *op)
+static IrValue expand(IrFunc *f, IrOp *op)
 {
     IrCtx *c = f->module->ctx;
     IrBuilder b;
@@ -140,6 +142,133 @@ static void expand(IrFunc *f, IrOp *op)
     IrValue ld = build1(&b, IR_OP_LOAD, rt, ops, 3, 0);
     ir_replace_all_uses(f, op->results[0], ld);
     ir_op_remove(op);
+    return ld;
+}
+
+/* ---- which block loads the tensor-memory accelerator copies ----------------------------
+ * A block load stays for passes/shared.c to copy by TMA into a ring of NVMMA stages when
+ * the target has TMA and all of this holds (else it becomes a pointer load here):
+ *   - it is in the body of an innermost `for` with a positive constant step, whose body
+ *     writes no memory, and every dot operand loaded in that body is such a block load
+ *     (a loop's ring is all TMA or all cp.async);
+ *   - its only uses are dot operands a or b, directly or through one trans;
+ *   - rank 2, 2-byte elements, i32 shape, strides and offsets (TMA coordinates are
+ *     32-bit);
+ *   - the tensor is describable on the host at launch (the runtime encodes the
+ *     descriptor, cuTensorMapEncodeTiled): the pointer a kernel parameter that the
+ *     variant's class makes 16-byte aligned, each shape and stride a constant or a
+ *     parameter (through the specialization's multiple_of);
+ *   - one stride is the constant 1 (the contiguous axis), the other a multiple of 16
+ *     bytes (a constant, or a parameter the class makes a multiple of 16);
+ *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
+ *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows). */
+/* A constant (>= 1 when `positive`) or a parameter (through the specialization's
+ * multiple_of hints), and what it is a multiple of. */
+static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
+{
+    *mult = 1;
+    const IrOp *d = f->values[v].def;
+    while (d && d->code == IR_OP_MULTIPLE_OF) {
+        if (d->attr.i > *mult) *mult = d->attr.i;
+        v = d->operands[0];
+        d = f->values[v].def;
+    }
+    if (!d) return f->values[v].block == &f->body;     /* a parameter */
+    if (d->code != IR_OP_CONST || ir_value_type(f, v)->rank) return false;
+    *mult = d->attr.i;
+    return !positive || d->attr.i >= 1;
+}
+
+/* The axis whose stride is the constant 1, or -1. */
+int blockload_fast_axis(const IrFunc *f, const IrOp *op)
+{
+    int r = ir_value_type(f, op->results[0])->rank, fast = -1;
+    for (int d = 0; d < r; d++) {
+        int64_t k;
+        if (const_of(f, op->operands[1 + r + d], &k) && k == 1 && fast < 0) fast = d;
+    }
+    return fast;
+}
+
+static bool tma_block(const IrFunc *f, const IrOp *op)
+{
+    const IrType *t = ir_value_type(f, op->results[0]);
+    if (t->rank != 2 || ir_elem_bytes(t->elem) != 2 || ir_value_type(f, op->operands[1])->elem != IR_I32) return false;
+    IrValue ptr = op->operands[0];
+    const IrValueInfo *pi = &f->values[ptr];
+    if (pi->def || pi->block != &f->body || pi->index >= 64 || !(f->aligned_params >> pi->index & 1)) return false;
+    int fast = blockload_fast_axis(f, op), slow = 1 - fast;
+    if (fast < 0) return false;
+    int64_t m;
+    for (int d = 0; d < 2; d++)
+        if (!host_known(f, op->operands[1 + d], &m, true)) return false;
+    if (!host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * 2) % 16) return false;
+    int32_t row_bytes = t->shape[fast] * 2;
+    return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256;
+}
+
+/* u uses v as a dot's operand a or b (not the accumulator). */
+static bool dot_operand_use(const IrOp *u, IrValue v)
+{
+    return u->code == IR_OP_DOT && (u->operands[0] == v || u->operands[1] == v) && u->operands[2] != v;
+}
+
+static bool uses_ok(const IrFunc *f, const IrBlock *body, IrValue v, int depth)
+{
+    int n = 0;
+    for (const IrOp *u = body->first; u; u = u->next) {
+        bool uses = false;
+        for (uint32_t i = 0; i < u->noperands; i++) uses |= u->operands[i] == v;
+        for (uint32_t r = 0; r < u->nregions; r++)
+            for (const IrOp *w = u->regions[r].first; w; w = w->next)
+                for (uint32_t i = 0; i < w->noperands; i++)
+                    if (w->operands[i] == v) return false;
+        if (!uses) continue;
+        n++;
+        if (dot_operand_use(u, v)) continue;
+        if (u->code == IR_OP_TRANS && depth == 0 && uses_ok(f, body, u->results[0], 1)) continue;
+        return false;
+    }
+    return n > 0;
+}
+
+static bool has_loop_or_write(const IrBlock *blk)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (op->code == IR_OP_FOR || op->code == IR_OP_WHILE || (ir_op_info[op->code].flags & IR_W)) return true;
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (has_loop_or_write(&op->regions[r])) return true;
+    }
+    return false;
+}
+
+/* The load or block load behind a dot operand (through trans and converts), or NULL. */
+static const IrOp *operand_source(const IrFunc *f, IrValue v)
+{
+    const IrOp *d = f->values[v].def;
+    while (d && (d->code == IR_OP_TRANS || d->code == IR_OP_CONVERT)) d = f->values[d->operands[0]].def;
+    return d && (d->code == IR_OP_LOAD || d->code == IR_OP_BLOCK_LOAD) ? d : NULL;
+}
+
+static bool kept_for_tma(const IrFunc *f, const IrOp *op)
+{
+    const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
+    if (!tg->tma || f->module->no_tma || f->kind != IR_FUNC_KERNEL || f->stages < 2) return false;
+    const IrBlock *body = op->parent;
+    const IrOp *loop = body->parent_op;
+    int64_t step;
+    if (!loop || loop->code != IR_OP_FOR || !const_of(f, loop->operands[2], &step) || step <= 0) return false;
+    if (has_loop_or_write(body) || !tma_block(f, op) || !uses_ok(f, body, op->results[0], 0)) return false;
+    for (const IrOp *u = body->first; u; u = u->next) {
+        if (u->code != IR_OP_DOT) continue;
+        for (int i = 0; i < 2; i++) {
+            const IrOp *src = operand_source(f, u->operands[i]);
+            if (!src || src->parent != body) continue;      /* loaded outside the loop: not copied */
+            if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src) || !uses_ok(f, body, src->results[0], 0))
+                return false;
+        }
+    }
+    return true;
 }
 
 typedef struct Found {
@@ -155,8 +284,36 @@ bool pass_block_load(IrFunc *f)
 {
     Found s = {{0}};
     ir_walk(&f->body, collect, &s);
-    for (size_t i = 0; i < s.ops.len; i++) expand(f, s.ops.data[i]);
-    bool changed = s.ops.len > 0;
+    bool changed = false;
+    for (size_t i = 0; i < s.ops.len; i++)
+        if (!kept_for_tma(f, s.ops.data[i])) expand(f, s.ops.data[i]), changed = true;
     vec_free(&s.ops);
     return changed;
+}
+
+/* After the layout pass: every value the expansion made gets the blocked layout of its
+ * shape (what layout assignment starts from), and a convert_layout gives the users the
+ * block load's own layout where that is another. */
+void blockload_expand_laid_out(IrFunc *f, IrOp *op)
+{
+    IrCtx *c = f->module->ctx;
+    uint32_t first = f->nvalues;
+    const IrLayout *l = ir_value_type(f, op->results[0])->layout;
+    IrValue ld = expand(f, op);
+    int warps = f->warps > 0 ? f->warps : 4;
+    for (uint32_t v = first; v < f->nvalues; v++) {
+        const IrType *t = f->values[v].type;
+        if (t && t->rank && !t->layout) f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t));
+    }
+    const IrType *lt = ir_value_type(f, ld);
+    if (!l || lt->layout == l) return;
+    IrOp *ldop = f->values[ld].def;
+    IrBuilder b;
+    if (ldop->next) ir_builder_before(&b, ldop->next);
+    else ir_builder_at_end(&b, ldop->parent);
+    b.loc = ldop->loc;
+    const IrType *want = ir_type_with_layout(c, lt, l);
+    IrValue cv = ir_build1(&b, IR_OP_CONVERT_LAYOUT, want, &ld, 1);
+    ir_replace_all_uses(f, ld, cv);
+    f->values[cv].def->operands[0] = ld;
 }

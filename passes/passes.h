@@ -45,6 +45,11 @@ extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;
 /* The blocked layout pass_layout gives tiles of t's shape in a kernel of `warps`. */
 const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t);
+/* A block load (passes/blockload.c) that the GPU pipeline kept for TMA but did not
+ * copy by TMA, expanded after the layout pass into a pointer load in blocked layouts. */
+void blockload_expand_laid_out(IrFunc *f, IrOp *op);
+/* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
+int blockload_fast_axis(const IrFunc *f, const IrOp *op);
 const PassInfo *pass_find(const char *name);
 
 typedef struct PassOptions {

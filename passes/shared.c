@@ -51,6 +51,8 @@
 
 #define MAX_VIEWS 4
 
+typedef VEC(IrOp *) BlockLoads;
+
 /* A load and the dot operands read from it: convert_layout(load), or
  * convert_layout(trans(load)) (trans set). */
 typedef struct View {
@@ -151,8 +153,9 @@ static IrOp *only_use(const IrFunc *f, IrValue v, const IrBlock *body)
 static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
 {
     IrFunc *f = p->f;
-    if (ld->code != IR_OP_LOAD || ld->parent != p->body) return false;
-    if (ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return false;
+    bool block = ld->code == IR_OP_BLOCK_LOAD;
+    if ((ld->code != IR_OP_LOAD && !block) || ld->parent != p->body) return false;
+    if (!block && ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return false;
     IrValue v = ld->results[0];
     int n = 0;
     for (IrOp *op = p->body->first; op; op = op->next) {
@@ -174,6 +177,13 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
     }
     if (n == 0) return false;
     if (writes_memory(p->body)) return false;      /* a copy could overtake a store */
+    if (block) {
+        for (uint32_t i = 0; i < ld->noperands; i++)
+            if (!mark_slice(p, ld->operands[i])) return false;
+        out->load = ld;
+        out->nviews = n;
+        return true;
+    }
     if (ld->noperands > 1 && ir_value_type(f, ld->operands[1])->layout != ir_value_type(f, ld->operands[0])->layout)
         return false;
     if (!mark_slice(p, ld->operands[0]) || (ld->noperands > 1 && !mark_slice(p, ld->operands[1]))) return false;
@@ -202,10 +212,9 @@ static int32_t nvmma_swizzle(const IrType *t, int fast)
  * `swizzle` bytes, each the swizzle of that width (chunk ^= row / per_phase %
  * max_phase, per_phase = 128 / swizzle, max_phase = swizzle / 16), which is what the
  * wgmma descriptors of that swizzle mode read. */
-static const IrLayout *shared_layout(IrCtx *c, const IrType *t, bool nvmma)
+static const IrLayout *shared_layout(IrCtx *c, const IrType *t, int fast, bool nvmma)
 {
-    const IrLayout *src = t->layout;                /* the load's: its fastest axis stays fastest */
-    int fast = src->order[0], slow = 1 - fast;
+    int slow = 1 - fast;
     int32_t row_bytes = t->shape[fast] * ir_elem_bytes(t->elem);
     IrLayout k;
     memset(&k, 0, sizeof k);
@@ -235,9 +244,18 @@ static bool is_wgmma_layout(const IrLayout *l)
 
 /* A candidate read by wgmma (through any of its views) gets an NVMMA ring, when its
  * tile has a swizzle that fits. */
+/* The axis of the candidate's tile that is contiguous in memory: the register layout's
+ * fastest for a load, the stride-1 axis for a block load. */
+static int fast_axis(const IrFunc *f, const Cand *cd)
+{
+    if (cd->load->code == IR_OP_BLOCK_LOAD) return blockload_fast_axis(f, cd->load);
+    return ir_value_type(f, cd->load->results[0])->layout->order[0];
+}
+
 static bool wants_nvmma(const IrFunc *f, const Cand *cd)
 {
     const IrType *t = ir_value_type(f, cd->load->results[0]);
+    if (cd->load->code == IR_OP_BLOCK_LOAD) return true;      /* TMA writes the NVMMA form */
     bool any = false;
     for (int q = 0; q < cd->nviews; q++) any |= is_wgmma_layout(ir_value_type(f, cd->views[q].cvt->results[0])->layout);
     return any && ir_elem_bytes(t->elem) == 2 && nvmma_swizzle(t, t->layout->order[0]) != 0;
@@ -298,6 +316,41 @@ static void emit_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, IrVa
         ir_build(b, IR_OP_ASYNC_COPY, ops, 4, NULL, 0, 0);
     }
     ir_build(b, IR_OP_ASYNC_COMMIT, NULL, 0, NULL, 0, 0);
+}
+
+/* The TMA copies of every candidate (block loads) for the iteration whose induction
+ * variable is iv into `stage`, each predicated on iv < hi: a copy past the end is not
+ * issued (nothing would wait for it, and it could land after the loop, in memory the
+ * epilogue uses). */
+static void emit_tma_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, IrValue stage, IrValue bars)
+{
+    clone_slices(p, b, iv);
+    IrValue live = cmp_lt(b, iv, p->loop->operands[1]);
+    for (int i = 0; i < n; i++) {
+        const IrOp *ld = cs[i].load;
+        IrValue ops[4 + 3 * IR_MAX_RANK + 1] = {cs[i].buf, stage, bars};
+        uint32_t k = 3;
+        for (uint32_t j = 0; j < ld->noperands; j++) ops[k++] = p->map[ld->operands[j]];
+        ops[k++] = live;
+        ir_build(b, IR_OP_TMA_COPY, ops, k, NULL, 0, 0);
+    }
+}
+
+/* The mbarriers of a TMA ring: i64 [stages, 1, 1] in a plain shared layout. */
+static const IrType *barriers_type(IrCtx *c, int stages)
+{
+    IrLayout k;
+    memset(&k, 0, sizeof k);
+    k.kind = IR_LAYOUT_SHARED;
+    k.rank = 3;
+    k.order[0] = 2;
+    k.order[1] = 1;
+    k.order[2] = 0;
+    k.vec = 1;
+    k.per_phase = 1;
+    k.max_phase = 1;
+    int32_t shape[3] = {stages, 1, 1};
+    return ir_type_with_layout(c, ir_type_tile(c, ir_type_scalar(c, IR_I64), 3, shape), ir_layout_intern(c, &k));
 }
 
 static int64_t const_value(const IrFunc *f, IrValue v, bool *ok)
@@ -387,6 +440,78 @@ static const IrLayout *stage_view_layout(IrCtx *c, const IrLayout *bl, bool tran
     return ir_layout_intern(c, &k);
 }
 
+/* The ring of a loop whose candidates are all block loads, by TMA (b is before the
+ * loop, after the buffers and the barriers `bars`):
+ *
+ *   tma_copy %buf, 0, %bars, ... (iteration 0), ... (iterations 1 .. S-2)
+ *   for %k ... {
+ *     %s = rem (div (sub %k, %lo), step), S      %ph = rem (div (j, S)), 2
+ *     tma_wait %bars, %s, %ph                    the copy of iteration j has landed
+ *     %ao = local_load %buf, %s ... dot ...
+ *     barrier                                    every warp is done with iteration j-1's stage
+ *     tma_copy %buf, (j + S-1) % S, %bars, ... (iteration j + S-1, if < hi)
+ *   }
+ *   async_wait 0                                 (settles a wgmma group left in flight)
+ *
+ * The copies of iteration j+S-1 go into the stage that iteration j-1 read, after the
+ * dot and a barrier: then every warp has finished with it (a wgmma dot kept in flight
+ * retires iteration j-1's group before it ends, cg_wgmma.c). */
+static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrValue bars)
+{
+    IrFunc *f = p->f;
+    IrCtx *c = f->module->ctx;
+    IrOp *loop = p->loop;
+    bool ok;
+    int64_t step = const_value(f, loop->operands[2], &ok);
+    int dist = stages - 1;
+    IrValue lo = loop->operands[0];
+    const IrType *ivt = ir_value_type(f, lo), *st = ir_type_scalar(c, IR_I32);
+    for (int d = 0; d < dist; d++) {
+        IrValue iv = d ? binop(b, IR_OP_ADD, lo, iconst(b, ivt, d * step)) : lo;
+        emit_tma_copies(p, b, cs, n, iv, iconst(b, st, d), bars);
+    }
+    ir_builder_before(b, p->body->first);
+    IrValue iv = p->body->args[0];
+    IrValue j = binop(b, IR_OP_DIV, binop(b, IR_OP_SUB, iv, lo), iconst(b, ivt, step));
+    if (ivt->elem != IR_I32) j = ir_build1(b, IR_OP_CONVERT, st, &j, 1);
+    IrValue stage = binop(b, IR_OP_REM, j, iconst(b, st, stages));
+    IrValue phase = binop(b, IR_OP_REM, binop(b, IR_OP_DIV, j, iconst(b, st, stages)), iconst(b, st, 2));
+    IrValue wops[3] = {bars, stage, phase};
+    ir_build(b, IR_OP_TMA_WAIT, wops, 3, NULL, 0, 0);
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < cs[i].nviews; q++) {
+            const View *vw = &cs[i].views[q];
+            IrValue ops[2] = {cs[i].buf, stage};
+            const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
+            const IrLayout *bl = ir_value_type(f, cs[i].buf)->layout;
+            if (is_wgmma_layout(lt->layout)) lt = ir_type_with_layout(c, lt, stage_view_layout(c, bl, vw->trans != NULL));
+            IrOp *ll = ir_build(b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){lt}, 1, 0);
+            ll->attr.i = vw->trans != NULL;
+            ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
+        }
+    IrOp *y = p->body->last;
+    IrBuilder e;
+    if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
+    else ir_builder_at_end(&e, p->body);
+    e.loc = loop->loc;
+    ir_build(&e, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+    IrValue next = binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step));
+    IrValue next_stage = binop(&e, IR_OP_REM, binop(&e, IR_OP_ADD, j, iconst(&e, st, dist)), iconst(&e, st, stages));
+    emit_tma_copies(p, &e, cs, n, next, next_stage, bars);
+    for (int i = 0; i < n; i++) {
+        for (int q = 0; q < cs[i].nviews; q++) {
+            ir_op_remove(cs[i].views[q].cvt);
+            if (cs[i].views[q].trans) ir_op_remove(cs[i].views[q].trans);
+        }
+        ir_op_remove(cs[i].load);
+    }
+    ir_builder_before(b, loop->next);
+    ir_build(b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = 0;
+    tl_free(p->in_slice);
+    tl_free(p->map);
+    return true;
+}
+
 static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin)
 {
     bool ok;
@@ -400,6 +525,10 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     int n = 0;
     for (IrOp *op = p.body->first; op && n < MAX_CANDS; op = op->next)
         if (is_candidate(&p, op, &cs[n])) n++;
+    int nblock = 0;
+    for (int i = 0; i < n; i++) nblock += cs[i].load->code == IR_OP_BLOCK_LOAD;
+    bool tma = nblock > 0;
+    if (nblock && nblock != n) n = 0;   /* a ring is all TMA or all cp.async (blockload keeps such loops) */
     uint32_t bytes = 0, align_slack = 0;
     for (int i = 0; i < n; i++) {
         bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
@@ -407,8 +536,9 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     }
     uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
     uint32_t smem_limit = scratch + align_slack < smem_optin ? smem_optin - (uint32_t)scratch - align_slack : 0;
-    while (stages > 2 && bytes * (uint32_t)stages > smem_limit) stages--;
-    if (n == 0 || stages < 2 || bytes * (uint32_t)stages > smem_limit) {
+    uint32_t bar_bytes = tma ? 128 : 0;   /* the ring's mbarriers: 8 bytes a stage */
+    while (stages > 2 && bytes * (uint32_t)stages + bar_bytes > smem_limit) stages--;
+    if (n == 0 || stages < 2 || bytes * (uint32_t)stages + bar_bytes > smem_limit) {
         tl_free(p.in_slice);
         tl_free(p.map);
         return false;
@@ -423,12 +553,21 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         int32_t shape[3] = {stages, t->shape[0], t->shape[1]};
         bool nvmma = wants_nvmma(f, &cs[i]);
         const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, t), 3, shape),
-                                               shared_layout(c, t, nvmma));
+                                               shared_layout(c, t, fast_axis(f, &cs[i]), nvmma));
         IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
         if (nvmma) offset = (offset + 1023) & ~1023u;   /* a swizzle's repeat starts each stage */
         a->attr.i = offset;
         offset += buffer_bytes(t, stages);
         cs[i].buf = a->results[0];
+    }
+    if (tma) {
+        const IrType *bt = barriers_type(c, stages);
+        IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        a->attr.i = offset;
+        offset += 128;
+        IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, a->results, 1, NULL, 0, 0);
+        init->attr.i = n;        /* one arrival per copy of a stage (each with its bytes) */
+        return pipeline_tma(&p, &b, cs, n, stages, a->results[0]);
     }
     /* How far ahead the copies run: S-1 iterations. A loop of one wgmma dot with at
      * least 3 stages keeps the tensor-core group of iteration j in flight while
@@ -631,6 +770,23 @@ static bool settle_wgmma(IrFunc *f)
     return true;
 }
 
+static void collect_block_loads(IrOp *op, void *ud)
+{
+    if (op->code == IR_OP_BLOCK_LOAD) vec_push((BlockLoads *)ud, op);
+}
+
+/* Block loads that blockload kept for TMA but no ring took (the loop's ring did not
+ * fit, its dot is not on tensor cores): pointer loads now, in blocked layouts. */
+static bool expand_leftovers(IrFunc *f)
+{
+    BlockLoads v = {0};
+    ir_walk(&f->body, collect_block_loads, &v);
+    for (size_t i = 0; i < v.len; i++) blockload_expand_laid_out(f, v.data[i]);
+    bool any = v.len > 0;
+    vec_free(&v);
+    return any;
+}
+
 bool pass_shared(IrFunc *f)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
@@ -643,5 +799,6 @@ bool pass_shared(IrFunc *f)
         tl_free(loops.v);
     }
     changed |= settle_wgmma(f);
+    changed |= expand_leftovers(f);
     return changed;
 }

@@ -58,6 +58,7 @@ uint64_t pass_specialize(IrFunc *f, const SpecClass *classes)
             replace_param(f, p, h);
         }
     }
+    f->aligned_params = aligned;
     return aligned;
 }
 

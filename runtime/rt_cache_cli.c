@@ -171,8 +171,10 @@ static void label_of(const RtCacheEntryInfo *e, char *out, size_t n)
     size_t len = 0;
     unsigned char *p = read_payload(e->path, e->kind == RT_ENTRY_CUBIN ? (size_t)64 << 20 : (size_t)1 << 20, &len);
     if (!p) return;
-    if (e->kind == RT_ENTRY_PTX && len > RT_META_BYTES) ptx_label((const char *)p + RT_META_BYTES, out, n);
-    else if (e->kind == RT_ENTRY_CUBIN && len > RT_META_BYTES) cubin_label(p + RT_META_BYTES, len - RT_META_BYTES, out, n);
+    RtBlob b = {p, len};
+    size_t head = rt_meta_size(&b);
+    if (e->kind == RT_ENTRY_PTX && head) ptx_label((const char *)p + head, out, n);
+    else if (e->kind == RT_ENTRY_CUBIN && head) cubin_label(p + head, len - head, out, n);
     else if (e->kind == RT_ENTRY_TUNE) tune_label((const char *)p, out, n);
     tl_free(p);
 }

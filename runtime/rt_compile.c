@@ -78,7 +78,12 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     if (bt) bt->llvm_ms += ct.lower_ms, bt->opt_ms += ct.opt_ms, bt->emit_ms += ct.emit_ms;
     CgKernelInfo info;
     if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
-    else if (cg->kernel_info(f, &info)) *meta = (RtKernelMeta){info.threads, info.shared_bytes};
+    else if (cg->kernel_info(f, &info)) {
+        meta->threads = info.threads;
+        meta->shared_bytes = info.shared_bytes;
+        meta->ntma = info.ntma;
+        memcpy(meta->tma, info.tma, sizeof meta->tma);
+    }
     return ptx ? with_config_line(f, ptx, st) : NULL;
 }
 
@@ -259,20 +264,39 @@ static void make_keys(Job *j)
     rt_hasher_destroy(h);
 }
 
-/* Payloads: RT_META_BYTES of launch facts, then the PTX (with its NUL) or the cubin. */
+/* Payloads (rt_internal.h): the launch facts and tensor-map recipes, then the PTX (with
+ * its NUL) or the cubin. */
 static bool put_payload(RtBlob *out, const RtKernelMeta *meta, const void *p, size_t n)
 {
-    if (!(out->data = tl_calloc(1, RT_META_BYTES + n))) return false;
-    memcpy(out->data, meta, sizeof *meta);
-    memcpy((char *)out->data + RT_META_BYTES, p, n);
-    out->len = RT_META_BYTES + n;
+    size_t head = RT_META_BYTES + (size_t)meta->ntma * sizeof(CgTmaDesc);
+    if (!(out->data = tl_calloc(1, head + n))) return false;
+    uint32_t w[4] = {meta->threads, meta->shared_bytes, meta->ntma, 0};
+    memcpy(out->data, w, sizeof w);
+    memcpy((char *)out->data + RT_META_BYTES, meta->tma, (size_t)meta->ntma * sizeof(CgTmaDesc));
+    memcpy((char *)out->data + head, p, n);
+    out->len = head + n;
     return true;
+}
+
+size_t rt_meta_size(const RtBlob *b)
+{
+    uint32_t w[4];
+    if (b->len <= RT_META_BYTES) return 0;
+    memcpy(w, b->data, sizeof w);
+    size_t head = RT_META_BYTES + (size_t)w[2] * sizeof(CgTmaDesc);
+    return w[2] <= CG_MAX_TMA && b->len > head ? head : 0;
 }
 
 static bool get_meta(const RtBlob *b, RtKernelMeta *meta)
 {
-    if (b->len <= RT_META_BYTES) return false;
-    memcpy(meta, b->data, sizeof *meta);
+    uint32_t w[4];
+    if (!rt_meta_size(b)) return false;
+    memcpy(w, b->data, sizeof w);
+    memset(meta, 0, sizeof *meta);
+    meta->threads = w[0];
+    meta->shared_bytes = w[1];
+    meta->ntma = w[2];
+    memcpy(meta->tma, (const char *)b->data + RT_META_BYTES, (size_t)meta->ntma * sizeof(CgTmaDesc));
     return meta->threads > 0 && meta->threads <= 1024;
 }
 
@@ -280,7 +304,7 @@ static TrtStatus build_ptx(void *ud, RtBlob *out)
 {
     Job *j = ud;
     TrtStatus s = TRT_SUCCESS;
-    RtKernelMeta meta = {j->k->block, 0};
+    RtKernelMeta meta = {.threads = j->k->block};
     j->origin = RT_FROM_COMPILER;
     char *ptx = j->k->module->compile(j->k, j->mask, j->checked, &meta, &s);
     if (!ptx) return s;
@@ -302,14 +326,14 @@ static TrtStatus build_cubin(void *ud, RtBlob *out)
 {
     Job *j = ud;
     RtBlob ptx = {0}, cubin = {0};
-    RtKernelMeta meta = {0, 0};
+    RtKernelMeta meta = {0};
     RtTier from;
     j->origin = RT_FROM_DISK_PTX;
     TrtStatus s = rt_cache_get_or_build_from(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
                                              build_ptx, j, &ptx, &from);
     if (s) return s;
     if (from == RT_TIER_REMOTE) j->origin = RT_FROM_REMOTE_PTX;
-    const char *text = (const char *)ptx.data + RT_META_BYTES;
+    const char *text = (const char *)ptx.data + rt_meta_size(&ptx);
     if (!get_meta(&ptx, &meta) || ((char *)ptx.data)[ptx.len - 1])
         s = rt_fail(TRT_ERROR_CACHE_IO, "a cached PTX entry of '%s' is malformed", j->k->name);
     if (!s) s = link_timed(j->k, text, &cubin);
@@ -335,7 +359,7 @@ static TrtStatus variant_image(Job *j, RtBlob *img)
     TrtContext *ctx = j->k->module->ctx;
     if (!use_disk(ctx)) {
         TrtStatus s = build_ptx(j, img);
-        char *text = s ? NULL : (char *)img->data + RT_META_BYTES;
+        char *text = s ? NULL : (char *)img->data + rt_meta_size(img);
         double t0 = tl_now_ms();
         if (text) drop_if_spilling(ctx, j->k, text, text);
         if (j->k->building) j->k->building->jit_ms += tl_now_ms() - t0, j->k->building->links++;
@@ -360,14 +384,25 @@ TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, bool checked, RtBlob *im
 TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
 {
     TrtContext *ctx = k->module->ctx;
-    RtKernelMeta meta = {0, 0};
+    RtKernelMeta meta = {0};
     if (!get_meta(img, &meta))
         return rt_fail(TRT_ERROR_CACHE_IO, "the compiled code of '%s' is malformed", k->name);
     double t0 = tl_now_ms();
-    TrtStatus s = rt_load_image(ctx, (const char *)img->data + RT_META_BYTES, &v->mod);
+    TrtStatus s = rt_load_image(ctx, (const char *)img->data + rt_meta_size(img), &v->mod);
     if (s) return s;
     v->threads = meta.threads;
     v->shared_bytes = meta.shared_bytes;
+    v->ntma = 0;
+    v->tma = NULL;
+    if (meta.ntma) {
+        if (!(v->tma = tl_malloc(meta.ntma * sizeof *v->tma))) {
+            ctx->drv->cuModuleUnload(v->mod);
+            v->mod = NULL;
+            return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+        }
+        memcpy(v->tma, meta.tma, meta.ntma * sizeof *v->tma);
+        v->ntma = meta.ntma;
+    }
     CUresult r = ctx->drv->cuModuleGetFunction(&v->fn, v->mod, k->name);
     if (r) s = rt_ctx_driver_error(ctx, r, "cuModuleGetFunction");
     else if (v->shared_bytes > RT_STATIC_SHARED_LIMIT &&
@@ -377,6 +412,9 @@ TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
     if (s) {
         ctx->drv->cuModuleUnload(v->mod);
         v->mod = NULL;
+        tl_free(v->tma);
+        v->tma = NULL;
+        v->ntma = 0;
     }
     v->times.load_ms = tl_now_ms() - t0;
     return s;
@@ -398,7 +436,7 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *
     k->building = &times;
     TrtStatus s = rt_variant_image(k, mask, checked, &img, &origin);
     k->building = NULL;
-    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times};
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL};
     if (!s) s = rt_variant_load(k, &img, &v);
     rt_blob_free(&img);
     v.times.total_ms = tl_now_ms() - t0;

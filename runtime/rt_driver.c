@@ -62,6 +62,10 @@ static bool lookup_all(GetProcFn get)
     }
     RT_DRIVER_GRAPH_FNS(X)
 #undef X
+    /* Optional too: without it kernels that copy by TMA run their cp.async variant. */
+    int found = 0;
+    if (get("cuTensorMapEncodeTiled", (void **)&driver.cuTensorMapEncodeTiled, 12000, 0, &found) != 0)
+        driver.cuTensorMapEncodeTiled = NULL;
     return true;
 }
 

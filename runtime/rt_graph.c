@@ -135,11 +135,24 @@ void rt_graph_discard(TrtContext *ctx)
     atomic_store(&ctx->capturing, 0);
 }
 
-/* The node parameters of launch l with its arguments (params must hold l->nargs). */
-static RtKernelNodeParams node_params(const RtGraphLaunch *l, void **params)
+/* The node parameters of launch l with its arguments (params must hold l->nargs and
+ * the variant's tensor maps, which are encoded into maps; the driver copies both when
+ * it makes or updates the node). False, with the thread's error set, when a map cannot
+ * be encoded for these arguments (an update that needs another variant). */
+static bool node_params(const RtGraphLaunch *l, void **params, RtTmaMaps *maps, RtKernelNodeParams *out)
 {
     const RtVariant *v = &l->k->variants[l->variant];
     for (uint32_t i = 0; i < l->nargs; i++) params[i] = (void *)&l->args[i].v;
+    for (uint32_t j = 0; j < v->ntma; j++) {
+        char why[200];
+        if (!rt_tma_encode_args(l->k->module->ctx->drv, &v->tma[j], l->args, l->nargs, maps->map[j], why, sizeof why)) {
+            rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': argument '%s' cannot be copied by TMA (%s), which the "
+                    "captured variant does: capture the launch again", l->k->name,
+                    l->k->params[v->tma[j].ptr_param].name, why);
+            return false;
+        }
+        params[l->nargs + j] = maps->map[j];
+    }
     RtKernelNodeParams p;
     memset(&p, 0, sizeof p);
     p.func = v->fn;
@@ -150,7 +163,8 @@ static RtKernelNodeParams node_params(const RtGraphLaunch *l, void **params)
     p.block_y = p.block_z = 1;
     p.shared_bytes = v->shared_bytes;
     p.params = params;
-    return p;
+    *out = p;
+    return true;
 }
 
 void trt_graph_destroy(TrtGraph *g)
@@ -198,8 +212,14 @@ TrtStatus trt_graph_end(TrtContext *ctx, TrtStream stream, TrtGraph **out)
     CUresult r = d->cuGraphCreate(&g->graph, 0);
     const char *what = "cuGraphCreate";
     for (uint32_t i = 0; !r && i < g->n; i++) {
-        void *params[TRT_MAX_ARGS];
-        RtKernelNodeParams p = node_params(&g->launches[i], params);
+        void *params[TRT_MAX_ARGS + CG_MAX_TMA];
+        RtTmaMaps maps;
+        RtKernelNodeParams p;
+        if (!node_params(&g->launches[i], params, &maps, &p)) {   /* the launch encoded them: cannot fail */
+            TrtStatus s = TRT_ERROR_INVALID_ARGUMENT;
+            trt_graph_destroy(g);
+            return s;
+        }
         what = "cuGraphAddKernelNode";
         r = d->cuGraphAddKernelNode(&g->nodes[i], g->graph, i ? &g->nodes[i - 1] : NULL, i ? 1 : 0, &p);
     }
@@ -283,8 +303,13 @@ TrtStatus trt_graph_update(TrtGraph *g, uint32_t launch_index, const TrtArg *arg
     }
     RtGraphLaunch next = *l;
     memcpy(next.args, args, nargs * sizeof *args);
-    void *params[TRT_MAX_ARGS];
-    RtKernelNodeParams p = node_params(&next, params);
+    void *params[TRT_MAX_ARGS + CG_MAX_TMA];
+    RtTmaMaps maps;
+    RtKernelNodeParams p;
+    if (!node_params(&next, params, &maps, &p)) {
+        pthread_mutex_unlock(&g->lock);
+        return TRT_ERROR_INVALID_ARGUMENT;
+    }
     CUresult r = g->ctx->drv->cuGraphExecKernelNodeSetParams(g->exec, g->nodes[launch_index], &p);
     if (!r) memcpy(l->args, args, nargs * sizeof *args);
     pthread_mutex_unlock(&g->lock);

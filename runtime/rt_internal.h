@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codegen/codegen.h"   /* CgTmaDesc: plain types */
 #include "ir/ir.h"
 #include "tile/tile_rt.h"
 
@@ -121,6 +122,11 @@ typedef struct RtDriver {
     RT_DRIVER_FNS(X)
     RT_DRIVER_GRAPH_FNS(X)
 #undef X
+    /* Optional (NULL when the driver lacks it): a TMA variant then falls back to cp.async
+     * (rt_tma.c). */
+    CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *address, const uint64_t *dims,
+                                       const uint64_t *strides, const unsigned *box, const unsigned *elem_strides,
+                                       int interleave, int swizzle, int l2_promotion, int oob_fill);
     bool has_graphs;           /* every RT_DRIVER_GRAPH_FNS entry was found */
     char no_graphs_why[160];   /* else which one is missing */
     int version;               /* cuDriverGetVersion, e.g. 13000 */
@@ -393,14 +399,39 @@ typedef struct RtVariant {
     unsigned shared_bytes;     /* dynamic shared memory at launch */
     RtOrigin origin;           /* where its code came from (TILE_LOG_RECOMPILES says) */
     RtBuildTimes times;        /* how long it took to get it */
+    uint32_t ntma;             /* tensor maps encoded at each launch (rt_tma.c) */
+    CgTmaDesc *tma;            /* malloc'd; NULL when ntma is 0 */
 } RtVariant;
 
 /* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm
  * start knows them without compiling. */
 typedef struct RtKernelMeta {
     uint32_t threads, shared_bytes;
+    uint32_t ntma;             /* tensor maps the kernel takes after its arguments */
+    CgTmaDesc tma[CG_MAX_TMA]; /* how to encode each (codegen/codegen.h) */
 } RtKernelMeta;
-#define RT_META_BYTES 16       /* threads, shared_bytes, 8 reserved; keeps images 16-aligned */
+/* A payload begins with threads, shared_bytes, ntma and 4 reserved bytes (16, keeping
+ * images 16-aligned), then ntma recipes of 128 bytes, then the PTX or cubin. Entries
+ * written before tensor maps existed have 0 where ntma is. */
+#define RT_META_BYTES 16
+/* The bytes before the image in payload b (0 if b is malformed). */
+size_t rt_meta_size(const RtBlob *b);
+
+/* ---- tensor maps (rt_tma.c) --------------------------------------------------------- */
+/* Encodes the tensor map of recipe t for a launch with these arguments into out (128
+ * bytes, 64-aligned). False, with the reason in why, when the arguments do not allow
+ * one (an extent below 1 or over 2^32, a stride that is not a positive multiple of 16
+ * bytes, an address not 16-byte aligned) or the driver has no cuTensorMapEncodeTiled:
+ * the caller then runs a variant without TMA. ptr is the pointer argument's address,
+ * ints[i] parameter i's integer value. */
+bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const int64_t *ints, void *out, char *why,
+                   size_t n);
+/* The same from trt_launch's arguments. */
+bool rt_tma_encode_args(const RtDriver *d, const CgTmaDesc *t, const TrtArg *args, uint32_t nargs, void *out,
+                        char *why, size_t n);
+typedef struct RtTmaMaps {   /* the tensor maps of one launch */
+    _Alignas(64) unsigned char map[CG_MAX_TMA][128];
+} RtTmaMaps;
 
 #define RT_MAX_VARIANTS 16
 enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16 = aligned */
@@ -409,6 +440,13 @@ enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16
  * kernel's defaults). Returns a malloc'd string or NULL with *st and the thread's error
  * set. */
 typedef char *(*RtCompileFn)(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st);
+
+struct RtTmaMaps;
+/* The variant for a launch of k with these arguments and its tensor maps encoded
+ * (rt_launch.c): the class *mask, or one with fewer promises where TMA cannot take
+ * the arguments (*mask is then that class). */
+TrtStatus rt_pick_variant(TrtKernel *k, const TrtArg *args, uint32_t nargs, uint64_t *mask, bool checked,
+                          unsigned *index, struct RtTmaMaps *maps);
 
 typedef struct RtParam {
     IrElem elem;               /* IR_PTR for pointers */

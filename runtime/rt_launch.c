@@ -344,6 +344,39 @@ static TrtStatus launch_checked(TrtKernel *k, const RtVariant *v, const TrtArg *
     return s;
 }
 
+/* The variant for a launch: the one of the arguments' class, with its tensor maps
+ * encoded into maps. Where the arguments do not allow a map (rt_tma.c), the class of
+ * its pointer is dropped, which gives the variant that copies that tensor with cp.async
+ * (blockload keeps a block for TMA only from an aligned pointer), until one encodes.
+ * *mask becomes the class used. */
+TrtStatus rt_pick_variant(TrtKernel *k, const TrtArg *args, uint32_t nargs, uint64_t *mask, bool checked,
+                          unsigned *index, RtTmaMaps *maps)
+{
+    for (;;) {
+        int found = find_variant(k, *mask, checked);
+        TrtStatus s;
+        if (found >= 0) *index = (unsigned)found;
+        else if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
+                 (s = resolve_variant(k, *mask, checked, index)))
+            return s;
+        const RtVariant *v = &k->variants[*index];
+        uint32_t j = 0;
+        char why[200];
+        while (j < v->ntma && rt_tma_encode_args(k->module->ctx->drv, &v->tma[j], args, nargs, maps->map[j], why,
+                                                 sizeof why))
+            j++;
+        if (j == v->ntma) return TRT_SUCCESS;
+        uint32_t p = v->tma[j].ptr_param;
+        if (p >= 32 || !(*mask >> (2 * p) & 3))
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "internal error: kernel '%s': a tensor map of argument %u without its class", k->name,
+                           p + 1);
+        if (rt_log_recompiles(k->module->ctx))
+            fprintf(stderr, "tile: kernel '%s': argument '%s' cannot be copied by TMA (%s): running the variant that "
+                            "copies it with cp.async\n", k->name, k->params[p].name, why);
+        *mask &= ~(UINT64_C(3) << (2 * p));
+    }
+}
+
 TrtStatus rt_launch_target(TrtKernel *k, const TrtArg *args, const uint64_t *bytes, uint32_t nargs, CUstream stream,
                            RtLaunchTarget *t)
 {
@@ -400,12 +433,9 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
     if (rt_grid_empty(g)) return TRT_SUCCESS;
     uint64_t mask = rt_class_mask(k, args);
     bool checked = rt_kernel_checked(k);
-    int found = find_variant(k, mask, checked);
     unsigned index;
-    if (found >= 0) index = (unsigned)found;
-    else if ((s = rt_ctx_check_fault(k->module->ctx, "trt_launch")) ||
-             (s = resolve_variant(k, mask, checked, &index)))
-        return s;
+    RtTmaMaps maps;
+    if ((s = rt_pick_variant(k, args, nargs, &mask, checked, &index, &maps))) return s;
     atomic_store_explicit(&k->last, index, memory_order_relaxed);
     const RtVariant *v = &k->variants[index];
     if (capturing) {
@@ -419,8 +449,9 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
             return s;
     }
     if (checked) return launch_checked(k, v, args, bytes, g, stream);
-    void *params[TRT_MAX_ARGS];
+    void *params[TRT_MAX_ARGS + CG_MAX_TMA];
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;
+    for (uint32_t j = 0; j < v->ntma; j++) params[nargs + j] = maps.map[j];
     const RtDriver *d = k->module->ctx->drv;
     CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], v->threads, 1, 1, v->shared_bytes,
                                    stream, params, NULL);

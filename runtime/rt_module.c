@@ -83,6 +83,8 @@ TrtStatus trt_module_load_file(TrtContext *ctx, const char *path, TrtModule **ou
 static void variant_unload(TrtContext *ctx, RtVariant *v)
 {
     if (v->mod) ctx->drv->cuModuleUnload(v->mod);
+    tl_free(v->tma);
+    v->tma = NULL;
 }
 
 static void kernel_destroy(TrtKernel *k)

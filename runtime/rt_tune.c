@@ -601,6 +601,7 @@ static void prepare_candidate(Run *run, uint32_t i)
     ctx->drv->cuFuncGetAttribute(&regs, RT_CU_FUNC_ATTR_NUM_REGS, v.fn);
     ctx->drv->cuFuncGetAttribute(&local, RT_CU_FUNC_ATTR_LOCAL_SIZE_BYTES, v.fn);
     ctx->drv->cuModuleUnload(v.mod);
+    tl_free(v.tma);
     c->regs = (uint32_t)regs;
     c->threads = v.threads;
     c->shared_bytes = v.shared_bytes;
@@ -795,10 +796,15 @@ static TrtStatus write_job(Run *run, TrtStream stream, Job *job)
         int ci = job->cand_of[i];
         const RtBlob *img = &run->images[ci];
         const RtCandidate *c = &run->res->cands[ci];
-        RtJobCand jc = {off, img->len - RT_META_BYTES, {run->grids[ci][0], run->grids[ci][1], run->grids[ci][2]},
-                        c->threads, c->shared_bytes, 0};
+        size_t head = rt_meta_size(img);
+        uint32_t ntma = 0;
+        if (head > RT_META_BYTES) memcpy(&ntma, (const char *)img->data + 8, sizeof ntma);
+        RtJobCand jc = {off + ntma * sizeof(CgTmaDesc), img->len - head,
+                        {run->grids[ci][0], run->grids[ci][1], run->grids[ci][2]}, c->threads, c->shared_bytes, ntma,
+                        off};
         ok = put(job->fd, &jc, sizeof jc, &hoff) &&
-             put(job->fd, (const char *)img->data + RT_META_BYTES, jc.image_len, &off);
+             put(job->fd, (const char *)img->data + RT_META_BYTES, ntma * sizeof(CgTmaDesc), &off) &&
+             put(job->fd, (const char *)img->data + head, jc.image_len, &off);
     }
     job->size = off;
     if (!ok) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "tuning: cannot write the job file");

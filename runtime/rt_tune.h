@@ -170,7 +170,8 @@ typedef struct RtJobRegion {
 typedef struct RtJobCand {
     uint64_t image, image_len; /* offset and length of the cubin (or PTX) in the job file */
     uint32_t grid[3], threads, shared_bytes;
-    uint32_t pad;
+    uint32_t ntma;             /* tensor maps the worker encodes for each launch */
+    uint64_t tma;              /* offset of their ntma recipes (CgTmaDesc) in the job file */
 } RtJobCand;
 
 /* Whether a parameter of f is stored through (a store or atomic whose address derives

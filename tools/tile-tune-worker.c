@@ -73,14 +73,43 @@ static CUresult reset_buffers(W *w)
     return r;
 }
 
+/* An integer argument's value from its bits (as trt_launch's union holds them). */
+static int64_t int_value(const RtJobArg *a)
+{
+    switch (a->kind) {
+    case TRT_ARG_BOOL: case TRT_ARG_I8: return (int8_t)a->bits;
+    case TRT_ARG_I16: return (int16_t)a->bits;
+    case TRT_ARG_I32: return (int32_t)a->bits;
+    case TRT_ARG_U8: return (uint8_t)a->bits;
+    case TRT_ARG_U16: return (uint16_t)a->bits;
+    case TRT_ARG_U32: return (uint32_t)a->bits;
+    default: return (int64_t)a->bits;
+    }
+}
+
+/* A candidate's tensor maps (codegen/cg_tma.c) are encoded here, for this worker's
+ * copies of the buffers; the parent checked that the arguments allow them (it launched
+ * the default config, or would have fallen back). */
 static CUresult launch(W *w, CUfunction f, const RtJobCand *c)
 {
     uint64_t vals[TRT_MAX_ARGS];
-    void *params[TRT_MAX_ARGS];
+    int64_t ints[TRT_MAX_ARGS];
+    void *params[TRT_MAX_ARGS + CG_MAX_TMA];
     for (uint32_t i = 0; i < w->h->nargs; i++) {
         const RtJobArg *a = &w->args[i];
         vals[i] = a->region >= 0 ? w->dptr[a->region] + a->offset : a->bits;
+        ints[i] = int_value(a);
         params[i] = &vals[i];
+    }
+    RtTmaMaps maps;
+    const CgTmaDesc *t = (const CgTmaDesc *)(w->base + c->tma);
+    for (uint32_t j = 0; j < c->ntma && j < CG_MAX_TMA; j++) {
+        char why[200];
+        CgTmaDesc d;
+        memcpy(&d, &t[j], sizeof d);
+        if (d.ptr_param >= w->h->nargs || !rt_tma_encode(w->d, &d, vals[d.ptr_param], ints, maps.map[j], why, sizeof why))
+            return 1;   /* CUDA_ERROR_INVALID_VALUE: reported as a launch failure */
+        params[w->h->nargs + j] = maps.map[j];
     }
     return w->d->cuLaunchKernel(f, c->grid[0], c->grid[1], c->grid[2], c->threads, 1, 1,
                                 c->shared_bytes, NULL, params, NULL);
@@ -247,6 +276,8 @@ static bool map_job(int fd, W *w)
         if (w->regions[j].data > size || w->regions[j].size > size - w->regions[j].data) return false;
     for (uint32_t i = 0; i < w->h->ncands; i++)
         if (w->cands[i].image > size || w->cands[i].image_len > size - w->cands[i].image ||
+            w->cands[i].ntma > CG_MAX_TMA || w->cands[i].tma > size ||
+            w->cands[i].ntma * sizeof(CgTmaDesc) > size - w->cands[i].tma ||
             !w->cands[i].image_len || w->cands[i].threads == 0 || w->cands[i].threads > 1024)
             return false;
     for (uint32_t i = 0; i < w->h->nargs; i++)

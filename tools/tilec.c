@@ -803,6 +803,13 @@ static bool run_checked(const Options *o, IrFunc *k, const InterpArg *args, cons
     return ok && !bounds_report_diag(report, k->name, k->param_names, nuser, o->src, diags);
 }
 
+/* tilec's GPU code is the variant whose pointer arguments are 16-byte aligned (the
+ * runtime's allocations, tilec run's buffers): the GPU passes may then copy by TMA. */
+static void assume_aligned(IrModule *m)
+{
+    for (uint32_t i = 0; i < m->nfuncs; i++) m->funcs[i]->aligned_params = ~UINT64_C(0);
+}
+
 /* The grid of a run, from --grid or grid(...), on either device: what a GPU can
  * launch, or empty (*empty set: a size 0, as a grid(cdiv(n, B)) of n = 0 gives; the
  * run is then a no-op, as a Triton launch of an empty grid is). A negative size or
@@ -845,7 +852,7 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     bool empty = false;
     if (!rc) rc = check_grid(k, grid, &empty);
     InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations, .max_work = o->max_ops};
-    if (!rc && o->gpu_ir) pass_run_gpu(m, &(PassOptions){0});   /* the interpreter ignores layouts */
+    if (!rc && o->gpu_ir) assume_aligned(m), pass_run_gpu(m, &(PassOptions){0});   /* the interpreter ignores layouts */
     bool go = !rc && !empty;
     if (go && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
     else if (go && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;
@@ -911,6 +918,7 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     }
     PassOptions po = o->passes;
     po.dump = stderr;
+    assume_aligned(m);
     pass_run_gpu(m, &po);
     CgTimes ct = {0};
     if (po.time_passes) co.times = &ct;
@@ -1387,7 +1395,7 @@ static int compile(Options *o, const Source *src, FILE *out)
     if (optimize) pass_run_default(m, o->opt_level, &po);
     if (o->run) rc = run_kernel(o, m, diags, out);
     else if (!strcmp(o->emit, "ir") || !strcmp(o->emit, "ir-opt")) ir_print_module(m, out);
-    else if (gpu_ir && pass_run_gpu(m, &po)) ir_print_module(m, out);
+    else if (gpu_ir && (assume_aligned(m), pass_run_gpu(m, &po))) ir_print_module(m, out);
     else if (gpu) rc = emit_gpu(o, m, diags, out);
 done:
     print_diags(o, diags);

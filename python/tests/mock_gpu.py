@@ -97,7 +97,8 @@ class MockLaunch(ctypes.Structure):
     _fields_ = [("func", ctypes.c_char * 64), ("grid", ctypes.c_uint * 3),
                 ("block", ctypes.c_uint * 3), ("shmem", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("nparams", ctypes.c_int),
-                ("param_bytes", ctypes.c_int * 64), ("params", ctypes.c_uint64 * 64)]
+                ("param_bytes", ctypes.c_int * 64), ("params", ctypes.c_uint64 * 64),
+                ("ntma", ctypes.c_int), ("tma", (ctypes.c_uint64 * 16) * 4)]   # MockTensorMap: 128 bytes
 
 
 mock = ctypes.CDLL(os.environ["TILE_CUDA_LIBRARY"])

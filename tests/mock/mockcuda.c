@@ -447,7 +447,11 @@ static void record(const Func *f, const unsigned g[3], const unsigned b[3], unsi
     l->nparams = f->nparams;
     for (int i = 0; i < f->nparams; i++) {
         l->param_bytes[i] = f->bytes[i];
-        memcpy(&l->params[i], params[i], (size_t)f->bytes[i]);
+        if (f->bytes[i] == 128) {
+            if (l->ntma < MOCK_MAX_TMA) memcpy(&l->tma[l->ntma++], params[i], sizeof l->tma[0]);
+        } else if (f->bytes[i] <= 8) {
+            memcpy(&l->params[i], params[i], (size_t)f->bytes[i]);
+        }
     }
     if (l != &last_launch) last_launch = *l;
 }
@@ -503,7 +507,7 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
 typedef struct {
     Func *f;
     unsigned g[3], b[3], shmem;
-    uint64_t vals[MOCK_MAX_PARAMS];
+    unsigned char vals[MOCK_MAX_PARAMS][128];   /* each parameter's bytes */
 } Node;
 #define MOCK_GRAPH_NODES 1024
 typedef struct {
@@ -532,7 +536,8 @@ static int set_node(Node *n, const NodeParams *p)
     memcpy(n->b, p->b, sizeof n->b);
     n->shmem = p->shmem;
     memset(n->vals, 0, sizeof n->vals);
-    for (int i = 0; i < p->f->nparams; i++) memcpy(&n->vals[i], p->params[i], (size_t)p->f->bytes[i]);
+    for (int i = 0; i < p->f->nparams; i++)
+        memcpy(n->vals[i], p->params[i], (size_t)(p->f->bytes[i] <= 128 ? p->f->bytes[i] : 128));
     return OK;
 }
 
@@ -593,7 +598,7 @@ static int m_cuGraphLaunch(Exec *e, void *stream)
     for (int i = 0; i < e->n; i++) {
         Node *n = &e->nodes[i];
         void *params[MOCK_MAX_PARAMS];
-        for (int j = 0; j < n->f->nparams; j++) params[j] = &n->vals[j];
+        for (int j = 0; j < n->f->nparams; j++) params[j] = n->vals[j];
         int r = m_cuLaunchKernel(n->f, n->g[0], n->g[1], n->g[2], n->b[0], n->b[1], n->b[2], n->shmem, stream,
                                  params, NULL);
         if (r) return r;
@@ -739,6 +744,44 @@ static int m_cuGetErrorName(int r, const char **s)
     }
 }
 
+/* ---- tensor maps ------------------------------------------------------------------ */
+static int m_cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *address, const uint64_t *dims,
+                                    const uint64_t *strides, const unsigned *box, const unsigned *elem_strides,
+                                    int interleave, int swizzle, int l2, int oob)
+{
+    static const int bytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+    if (getenv("MOCKCUDA_TMA_ERROR")) return E_INVALID_VALUE;
+    if (!map || ((uintptr_t)map % 64) || rank < 1 || rank > 3 || dtype < 0 || dtype > 12 || (uintptr_t)address % 16 ||
+        swizzle < 0 || swizzle > 3)
+        return E_INVALID_VALUE;
+    unsigned sw = swizzle ? 16u << swizzle : 0;
+    for (unsigned i = 0; i < rank; i++) {
+        if (!dims[i] || dims[i] > (UINT64_C(1) << 32) || !box[i] || box[i] > 256 || elem_strides[i] != 1)
+            return E_INVALID_VALUE;
+        if (i && (strides[i - 1] % 16 || strides[i - 1] >= (UINT64_C(1) << 40))) return E_INVALID_VALUE;
+    }
+    if (sw && box[0] * (unsigned)bytes[dtype] > sw) return E_INVALID_VALUE;
+    MockTensorMap m;
+    memset(&m, 0, sizeof m);
+    memcpy(m.magic, "mocktma", 8);
+    m.address = (uint64_t)(uintptr_t)address;
+    m.dtype = (uint32_t)dtype;
+    m.rank = rank;
+    m.interleave = (uint32_t)interleave;
+    m.swizzle = (uint32_t)swizzle;
+    m.l2_promotion = (uint32_t)l2;
+    m.oob_fill = (uint32_t)oob;
+    for (unsigned i = 0; i < rank; i++) {
+        m.dims[i] = dims[i];
+        m.box[i] = box[i];
+        m.elem_strides[i] = elem_strides[i];
+        if (i) m.strides[i - 1] = strides[i - 1];
+    }
+    memset(map, 0, 128);
+    memcpy(map, &m, sizeof m);
+    return OK;
+}
+
 /* ---- the entry point table ---------------------------------------------------------- */
 #define FN(name) {#name, (void *)m_##name}
 static const struct { const char *name; void *fn; } table[] = {
@@ -752,6 +795,7 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuEventCreate), FN(cuEventRecord), FN(cuEventSynchronize), FN(cuEventElapsedTime),
     FN(cuEventDestroy), FN(cuGraphCreate), FN(cuGraphAddKernelNode), FN(cuGraphInstantiateWithFlags),
     FN(cuGraphExecKernelNodeSetParams), FN(cuGraphLaunch), FN(cuGraphExecDestroy), FN(cuGraphDestroy),
+    FN(cuTensorMapEncodeTiled),
 };
 
 /* Like the real driver, an unknown symbol gives success and a NULL pointer. */

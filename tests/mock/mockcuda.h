@@ -9,13 +9,30 @@
 
 #define MOCK_MAX_PARAMS 64
 
+#define MOCK_MAX_TMA 4
+
+/* What the mock's cuTensorMapEncodeTiled writes into a CUtensorMap's 128 bytes: its
+ * arguments, after the checks the real driver makes (an address 16-byte aligned, strides
+ * multiples of 16, extents in 1..2^32, boxes of 1..256 whose inner extent fits the
+ * swizzle). */
+typedef struct MockTensorMap {
+    char magic[8];                       /* "mocktma" */
+    uint64_t address;
+    uint32_t dtype, rank, interleave, swizzle, l2_promotion, oob_fill;
+    uint64_t dims[3], strides[2];
+    uint32_t box[3], elem_strides[3];
+    uint8_t unused[24];                  /* to the 128 bytes of a CUtensorMap */
+} MockTensorMap;
+
 typedef struct MockLaunch {
     char func[64];                       /* the kernel's .entry name */
     unsigned grid[3], block[3], shmem;
     void *stream;
     int nparams;                         /* from the .entry's .param list */
     int param_bytes[MOCK_MAX_PARAMS];
-    uint64_t params[MOCK_MAX_PARAMS];    /* each value, zero-extended */
+    uint64_t params[MOCK_MAX_PARAMS];    /* each value, zero-extended (0 for the 128-byte ones) */
+    int ntma;                            /* parameters of 128 bytes (tensor maps), in order */
+    MockTensorMap tma[MOCK_MAX_TMA];
 } MockLaunch;
 
 typedef struct MockCounts {

@@ -1,0 +1,251 @@
+/* The tensor-memory accelerator (sm_90a): the rings that passes/shared.c fills by TMA.
+ *
+ *   mbarrier_init %bars     thread 0 initializes each stage's mbarrier (one arrival),
+ *                           fence.mbarrier_init, a barrier of the program
+ *   tma_copy %buf, %s, ...  thread 0 (when the predicate holds): mbarrier.arrive.
+ *                           expect_tx of the stage's bytes on bars[s], then one
+ *                           cp.async.bulk.tensor.2d per box, completing on bars[s]
+ *   tma_wait %bars, %s, %ph every thread: mbarrier.try_wait.parity until bars[s] has
+ *                           completed the phase of parity ph
+ *
+ * Descriptors. Each distinct (pointer, shape, strides, box, swizzle) of the kernel's
+ * tma_copy ops is one tensor map (CUtensorMap, 128 bytes), passed as a hidden kernel
+ * parameter after the run-time ones, in the order cg_tma_descs gives (the order of first
+ * use), as `.param .align 64 .b8 [128]`: an LLVM byval [128 x i8] parameter that the
+ * nvvm annotation grid_constant keeps in parameter space (without it LLVM copies it to
+ * local memory, and TMA cannot read a descriptor there). The runtime encodes each map at
+ * launch from the kernel's arguments (cuTensorMapEncodeTiled, runtime/rt_tma.c) by the
+ * CgTmaDesc recipe that cg_kernel_info returns.
+ *
+ * Boxes. A stage in the NVMMA form of swizzle SW (ir/layout.h) is the tile's contiguous
+ * axis cut into blocks of SW bytes, each block [rows x SW], one after another; a TMA box
+ * of SW / element bytes by rows with the map's swizzle mode writes one such block exactly
+ * (both XOR 16-byte chunk bits 4-6 with address bits 7-9, for 128 B; stages are
+ * 1024-aligned), so box j goes to stage + j * rows * SW, from coordinate offset + j * SW
+ * / element bytes along the contiguous axis. Coordinates outside the tensor (a negative
+ * offset, past an edge) are filled with zeros by the copy, which is block_load's meaning;
+ * the mbarrier still counts the whole box's bytes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/cg_internal.h"
+#include "codegen/codegen.h"
+#include "ir/layout.h"
+#include "ir/target.h"
+
+/* A scalar operand as the host sees it: a constant, or a parameter (through
+ * multiple_of hints). */
+static bool host_value(const IrFunc *f, IrValue v, int32_t *param, int64_t *value)
+{
+    const IrOp *d = f->values[v].def;
+    while (d && d->code == IR_OP_MULTIPLE_OF) {
+        v = d->operands[0];
+        d = f->values[v].def;
+    }
+    *param = -1;
+    *value = 0;
+    if (!d) {
+        if (f->values[v].block != &f->body) return false;
+        *param = (int32_t)f->values[v].index;
+        return true;
+    }
+    if (d->code != IR_OP_CONST) return false;
+    *value = d->attr.i;
+    return true;
+}
+
+/* The recipe of one tma_copy's map; false if an operand is not known on the host. */
+static bool recipe_of(const IrFunc *f, const IrOp *op, CgTmaDesc *out)
+{
+    const IrType *bt = ir_value_type(f, op->operands[0]);
+    const IrLayout *l = bt->layout;
+    int fast = l->order[0] - 1, slow = 1 - fast, eb = ir_elem_bytes(bt->elem);
+    memset(out, 0, sizeof *out);
+    const IrValueInfo *pi = &f->values[op->operands[3]];
+    if (pi->def || pi->block != &f->body || bt->rank != 3 || !l->swizzle_bytes) return false;
+    out->ptr_param = pi->index;
+    out->elem_bytes = (uint32_t)eb;
+    out->rank = 2;
+    out->swizzle = (uint32_t)l->swizzle_bytes;
+    out->box[0] = (uint32_t)(l->swizzle_bytes / eb);
+    out->box[1] = (uint32_t)bt->shape[1 + slow];
+    int axes[2] = {fast, slow};
+    for (int d = 0; d < 2; d++) {
+        if (!host_value(f, op->operands[4 + axes[d]], &out->dim_param[d], &out->dim_value[d]) ||
+            !host_value(f, op->operands[6 + axes[d]], &out->stride_param[d], &out->stride_value[d]))
+            return false;
+    }
+    return out->stride_param[0] < 0 && out->stride_value[0] == 1;
+}
+
+static void collect_copies(const IrBlock *blk, const IrOp **out, uint32_t *n, uint32_t max)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (op->code == IR_OP_TMA_COPY && *n < max) out[(*n)++] = op;
+        for (uint32_t r = 0; r < op->nregions; r++) collect_copies(&op->regions[r], out, n, max);
+    }
+}
+
+#define MAX_COPIES 64
+
+int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max)
+{
+    const IrOp *ops[MAX_COPIES];
+    uint32_t n = 0, nd = 0;
+    collect_copies(&k->body, ops, &n, MAX_COPIES);
+    for (uint32_t i = 0; i < n; i++) {
+        CgTmaDesc d;
+        if (!recipe_of(k, ops[i], &d)) return -1;
+        bool seen = false;
+        for (uint32_t j = 0; j < nd && !seen; j++) seen = !memcmp(&out[j], &d, sizeof d);
+        if (seen) continue;
+        if (nd == max) return -1;
+        out[nd++] = d;
+    }
+    return (int)nd;
+}
+
+/* The hidden parameter of op's map. */
+static LLVMValueRef desc_param(Cg *c, const IrOp *op)
+{
+    CgTmaDesc d;
+    if (!recipe_of(c->f, op, &d)) return NULL;
+    for (uint32_t j = 0; j < c->ntma; j++)
+        if (!memcmp(&c->tma[j], &d, sizeof d)) return LLVMGetParam(c->fn, c->f->body.nargs + j);
+    return NULL;
+}
+
+static void asm_void(Cg *c, LLVMValueRef *args, unsigned n, const char *text, const char *cons)
+{
+    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, n, text, cons, true);
+}
+
+/* Branches to a new block where `cond` holds (thread 0, and a predicate); returns the
+ * block after, for cg_tma_end_if. */
+static LLVMBasicBlockRef begin_if(Cg *c, LLVMValueRef cond)
+{
+    LLVMBasicBlockRef then = cg_block_new(c, "tma.issue"), after = cg_block_new(c, "tma.after");
+    LLVMBuildCondBr(c->b, cond, then, after);
+    LLVMPositionBuilderAtEnd(c->b, then);
+    return after;
+}
+
+static void end_if(Cg *c, LLVMBasicBlockRef after)
+{
+    LLVMBuildBr(c->b, after);
+    LLVMPositionBuilderAtEnd(c->b, after);
+}
+
+static LLVMValueRef thread0(Cg *c)
+{
+    return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
+}
+
+/* The i32 shared address of barrier s of bars. */
+static LLVMValueRef barrier_addr(Cg *c, IrValue bars, LLVMValueRef s)
+{
+    return cg_add(c->b, cg_get(c, bars).v[0], cg_mul(c->b, s, cg_i32c(c, 8)));
+}
+
+static LLVMValueRef as_i32(Cg *c, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v);
+    if (LLVMGetIntTypeWidth(t) == 32) return v;
+    return LLVMGetIntTypeWidth(t) > 32 ? LLVMBuildTrunc(c->b, v, cg_i32(c), "") : LLVMBuildSExt(c->b, v, cg_i32(c), "");
+}
+
+static bool lower_init(Cg *c, const IrOp *op)
+{
+    const IrType *t = cg_type(c, op->operands[0]);
+    LLVMBasicBlockRef after = begin_if(c, thread0(c));
+    for (int32_t s = 0; s < t->shape[0]; s++) {
+        LLVMValueRef args[2] = {barrier_addr(c, op->operands[0], cg_i32c(c, s)), cg_i32c(c, op->attr.i)};
+        asm_void(c, args, 2, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}");
+    }
+    asm_void(c, NULL, 0, "fence.mbarrier_init.release.cluster;", "~{memory}");
+    end_if(c, after);
+    cg_barrier(c);
+    return true;
+}
+
+static bool lower_copy(Cg *c, const IrOp *op)
+{
+    const IrType *bt = cg_type(c, op->operands[0]);
+    const IrLayout *l = bt->layout;
+    int fast = l->order[0] - 1, slow = 1 - fast, eb = ir_elem_bytes(bt->elem);
+    uint32_t r = bt->rank - 1u;
+    LLVMValueRef desc = desc_param(c, op);
+    if (!desc) return cg_error(c, op, "internal error: a tma_copy whose tensor is not known on the host");
+    LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
+    int32_t rows = bt->shape[1 + slow], sw = l->swizzle_bytes, boxw = sw / eb;
+    int32_t nbox = bt->shape[1 + fast] / boxw;
+    uint32_t stage_bytes = (uint32_t)(bt->shape[1] * bt->shape[2] * eb);
+    LLVMValueRef cond = thread0(c);
+    if (op->noperands == 5 + 3 * r) cond = LLVMBuildAnd(c->b, cond, cg_get(c, op->operands[op->noperands - 1]).v[0], "");
+    LLVMValueRef of = as_i32(c, cg_get(c, op->operands[4 + 2 * r + fast]).v[0]);
+    LLVMValueRef os = as_i32(c, cg_get(c, op->operands[4 + 2 * r + slow]).v[0]);
+    LLVMValueRef dst0 = cg_add(c->b, cg_get(c, op->operands[0]).v[0], cg_mul(c->b, stage, cg_i32c(c, stage_bytes)));
+    LLVMValueRef bar = barrier_addr(c, op->operands[2], stage);
+    LLVMValueRef map = LLVMBuildPtrToInt(c->b, desc, LLVMInt64TypeInContext(c->ctx), "");
+    LLVMBasicBlockRef after = begin_if(c, cond);
+    /* the stage was last read by ldmatrix or wgmma before the barrier that precedes
+     * this copy; order those reads before the async proxy's writes */
+    asm_void(c, NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}");
+    LLVMValueRef ex[2] = {bar, cg_i32c(c, stage_bytes)};
+    asm_void(c, ex, 2, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}");
+    for (int32_t j = 0; j < nbox; j++) {
+        LLVMValueRef args[5] = {cg_add(c->b, dst0, cg_i32c(c, (int64_t)j * rows * sw)), map,
+                                cg_add(c->b, of, cg_i32c(c, (int64_t)j * boxw)), os, bar};
+        asm_void(c, args, 5,
+                 "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+                 "r,l,r,r,r,~{memory}");
+    }
+    end_if(c, after);
+    return true;
+}
+
+static bool lower_wait(Cg *c, const IrOp *op)
+{
+    LLVMValueRef args[2] = {barrier_addr(c, op->operands[0], cg_get(c, op->operands[1]).v[0]),
+                            as_i32(c, cg_get(c, op->operands[2]).v[0])};
+    asm_void(c, args, 2,
+             "{\n.reg .pred tile_p;\ntile_tma_wait_${:uid}:\n"
+             "mbarrier.try_wait.parity.shared::cta.b64 tile_p, [$0], $1;\n"
+             "@!tile_p bra tile_tma_wait_${:uid};\n}",
+             "r,r,~{memory}");
+    return true;
+}
+
+bool cg_tma(Cg *c, const IrOp *op)
+{
+    if (!c->target->tma) return cg_error(c, op, "%s needs the tensor-memory accelerator (sm_90a)", ir_op_info[op->code].text);
+    switch (op->code) {
+    case IR_OP_MBARRIER_INIT: return lower_init(c, op);
+    case IR_OP_TMA_COPY: return lower_copy(c, op);
+    case IR_OP_TMA_WAIT: return lower_wait(c, op);
+    default: return cg_error(c, op, "not a TMA op");
+    }
+}
+
+/* The hidden parameters' attributes: byval [128 x i8], align 64, grid_constant. */
+void cg_tma_params(Cg *c)
+{
+    if (!c->ntma) return;
+    LLVMTypeRef map = LLVMArrayType2(LLVMInt8TypeInContext(c->ctx), 128);
+    unsigned byval = LLVMGetEnumAttributeKindForName("byval", 5), align = LLVMGetEnumAttributeKindForName("align", 5);
+    LLVMMetadataRef idx[CG_MAX_TMA];
+    for (uint32_t j = 0; j < c->ntma; j++) {
+        unsigned at = c->f->body.nargs + j;
+        LLVMAddAttributeAtIndex(c->fn, at + 1, LLVMCreateTypeAttribute(c->ctx, byval, map));
+        LLVMAddAttributeAtIndex(c->fn, at + 1, LLVMCreateEnumAttribute(c->ctx, align, 64));
+        char name[24];
+        snprintf(name, sizeof name, "tma.map%u", j);
+        LLVMSetValueName2(LLVMGetParam(c->fn, at), name, strlen(name));
+        /* grid_constant counts parameters from 1 */
+        idx[j] = LLVMValueAsMetadata(LLVMConstInt(cg_i32(c), at + 1, 0));
+    }
+    LLVMMetadataRef ops[3] = {LLVMValueAsMetadata(c->fn), LLVMMDStringInContext2(c->ctx, "grid_constant", 13),
+                              LLVMMDNodeInContext2(c->ctx, idx, c->ntma)};
+    LLVMAddNamedMetadataOperand(c->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(c->ctx, LLVMMDNodeInContext2(c->ctx, ops, 3)));
+}

@@ -1,0 +1,103 @@
+/* Tensor maps at launch: a kernel that copies by TMA (codegen/cg_tma.c) takes one
+ * CUtensorMap per tensor after its arguments, and the launcher encodes each from the
+ * arguments by the kernel's recipe (CgTmaDesc) with cuTensorMapEncodeTiled, a host-only
+ * driver call (no GPU work, no synchronization).
+ *
+ * What TMA requires and the variant's class does not already promise is checked here:
+ * extents from 1 to 2^32, element strides whose byte counts are positive multiples of 16
+ * below 2^40 (a class divisible by 16 admits 0 and negative values), the address
+ * 16-byte aligned. When a check fails the launch runs the variant without TMA
+ * (rt_launch.c), which computes the same values with cp.async. */
+#include <stdio.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+enum {
+    TMA_UINT8 = 0, TMA_UINT16 = 1, TMA_UINT32 = 2,          /* CUtensorMapDataType */
+    TMA_INTERLEAVE_NONE = 0,
+    TMA_SWIZZLE_NONE = 0, TMA_SWIZZLE_32B = 1, TMA_SWIZZLE_64B = 2, TMA_SWIZZLE_128B = 3,
+    TMA_L2_256B = 3,                                        /* CU_TENSOR_MAP_L2_PROMOTION_L2_256B */
+    TMA_OOB_ZERO = 0,                                       /* CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros */
+};
+
+static int64_t value_of(int32_t param, int64_t value, const int64_t *ints) { return param >= 0 ? ints[param] : value; }
+
+bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const int64_t *ints, void *out, char *why,
+                   size_t n)
+{
+    if (!d || !d->cuTensorMapEncodeTiled) {
+        snprintf(why, n, "the CUDA driver has no cuTensorMapEncodeTiled");
+        return false;
+    }
+    if (ptr % 16) {
+        snprintf(why, n, "the address 0x%llx is not 16-byte aligned", (unsigned long long)ptr);
+        return false;
+    }
+    uint64_t dims[4], strides[4];
+    unsigned box[4], estr[4] = {1, 1, 1, 1};
+    for (uint32_t i = 0; i < t->rank; i++) {
+        int64_t e = value_of(t->dim_param[i], t->dim_value[i], ints);
+        int64_t s = value_of(t->stride_param[i], t->stride_value[i], ints);
+        if (e < 1 || e > (INT64_C(1) << 32)) {
+            snprintf(why, n, "extent %lld of dimension %u is outside 1 .. 2^32", (long long)e, i);
+            return false;
+        }
+        dims[i] = (uint64_t)e;
+        box[i] = t->box[i];
+        if (i == 0) continue;
+        uint64_t bytes = (uint64_t)s * t->elem_bytes;
+        if (s < 1 || bytes % 16 || bytes >= (UINT64_C(1) << 40)) {
+            snprintf(why, n, "the stride %lld of dimension %u is not a positive multiple of 16 bytes", (long long)s, i);
+            return false;
+        }
+        strides[i - 1] = bytes;
+    }
+    int dtype = t->elem_bytes == 1 ? TMA_UINT8 : t->elem_bytes == 2 ? TMA_UINT16 : TMA_UINT32;
+    int swz = t->swizzle == 128 ? TMA_SWIZZLE_128B : t->swizzle == 64 ? TMA_SWIZZLE_64B
+            : t->swizzle == 32 ? TMA_SWIZZLE_32B : TMA_SWIZZLE_NONE;
+    memset(out, 0, 128);
+    CUresult r = d->cuTensorMapEncodeTiled(out, dtype, t->rank, (void *)(uintptr_t)ptr, dims, strides, box, estr,
+                                           TMA_INTERLEAVE_NONE, swz, TMA_L2_256B, TMA_OOB_ZERO);
+    if (r) {
+        const char *name = NULL;
+        if (d->cuGetErrorName(r, &name) || !name) name = "CUDA_ERROR_UNKNOWN";
+        snprintf(why, n, "cuTensorMapEncodeTiled failed: %s (%d)", name, r);
+        return false;
+    }
+    return true;
+}
+
+/* An integer argument's value (pointers and floats give 0: recipes never name them). */
+static int64_t int_of(const TrtArg *a)
+{
+    switch (a->kind) {
+    case TRT_ARG_BOOL: case TRT_ARG_I8: return a->v.i8;
+    case TRT_ARG_I16: return a->v.i16;
+    case TRT_ARG_I32: return a->v.i32;
+    case TRT_ARG_I64: return a->v.i64;
+    case TRT_ARG_U8: return a->v.u8;
+    case TRT_ARG_U16: return a->v.u16;
+    case TRT_ARG_U32: return a->v.u32;
+    case TRT_ARG_U64: return (int64_t)a->v.u64;
+    default: return 0;
+    }
+}
+
+bool rt_tma_encode_args(const RtDriver *d, const CgTmaDesc *t, const TrtArg *args, uint32_t nargs, void *out,
+                        char *why, size_t n)
+{
+    int64_t ints[TRT_MAX_ARGS];
+    for (uint32_t i = 0; i < nargs && i < TRT_MAX_ARGS; i++) ints[i] = int_of(&args[i]);
+    if (t->ptr_param >= nargs || args[t->ptr_param].kind != TRT_ARG_PTR) {
+        snprintf(why, n, "internal error: a tensor map's pointer is not a pointer argument");
+        return false;
+    }
+    for (uint32_t i = 0; i < t->rank; i++)
+        if ((t->dim_param[i] >= (int32_t)nargs) || (t->stride_param[i] >= (int32_t)nargs)) {
+            snprintf(why, n, "internal error: a tensor map names argument %d of %u",
+                     t->dim_param[i] > t->stride_param[i] ? t->dim_param[i] : t->stride_param[i], nargs);
+            return false;
+        }
+    return rt_tma_encode(d, t, args[t->ptr_param].v.ptr, ints, out, why, n);
+}
