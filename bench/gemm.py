@@ -50,6 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EX = os.path.join(ROOT, "examples")
 MATMUL = os.path.join(EX, "matmul.tile")
 MATMUL_BF16 = os.path.join(EX, "matmul_bf16.tile")
+MATMUL_POINTERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matmul_pointers.tile")
 GEMM_GELU = os.path.join(EX, "gemm_bias_gelu.tile")
 QKV = os.path.join(EX, "qkv_proj.tile")
 PEAK = 989e12  # H200 SXM, dense bf16 / f16 on tensor cores
@@ -149,11 +150,11 @@ def tile_consts(cfg):
     return dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
 
 
-def tile_gemm_bf16(rt, cfg, a, b):
+def tile_gemm_bf16(rt, cfg, a, b, path=MATMUL_BF16):
     M, K = a.shape
     N = b.shape[1]
     c = nan_like((M, N), torch.bfloat16)
-    k = rt.kernel(MATMUL_BF16, "matmul_bf16", **tile_consts(cfg))
+    k = rt.kernel(path, "matmul_bf16", **tile_consts(cfg))
     run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     return c, run
 
@@ -230,7 +231,8 @@ def progress(lines):
 def section_bf16(rt):
     shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK and not CUSTOM_SHAPES else BF16_SHAPES
     configs = BF16_CONFIGS[2:3] if QUICK and not CUSTOM else BF16_CONFIGS
-    lines = ["## bf16 GEMM (examples/matmul_bf16.tile: f32 accumulation, bf16 out)", "",
+    lines = ["## bf16 GEMM (examples/matmul_bf16.tile: block loads, by TMA where the arguments allow; "
+             "bench/matmul_pointers.tile: the same with pointer loads, by cp.async; f32 accumulation, bf16 out)", "",
              "tile configs are (BM, BN, BK, warps, stages); Triton's are the autotuner's pick, same order. "
              "check: relative error against f64 (tile: on %dx%dx%d, then at the shape)." % ODD, "",
              "| M x N x K | implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs cuBLAS |",
@@ -261,6 +263,15 @@ def section_bf16(rt):
                 lines.append("| %s | tile | %s | %.1e, %.1e | %s |" % (shape, cfg, e1, e2, figures(flops, bench(run), t_cublas)))
             except Exception as e:
                 lines.append("| %s | tile | %s | %s | | | | |" % (shape, cfg, failed(e)))
+            try:   # the same kernel with pointer loads: cp.async instead of TMA
+                c, run = tile_gemm_bf16(rt, cfg, a, b, MATMUL_POINTERS)
+                run()
+                torch.cuda.synchronize()
+                e2 = check("pointer-load config %s at %s" % (cfg, shape), rel_err(c, ref), TOL_BF16_OUT)
+                lines.append("| %s | tile, pointer loads (cp.async) | %s | %.1e | %s |" % (
+                    shape, cfg, e2, figures(flops, bench(run), t_cublas)))
+            except Exception as e:
+                lines.append("| %s | tile, pointer loads (cp.async) | %s | %s | | | | |" % (shape, cfg, failed(e)))
         t_tuned = None
         if not NO_TUNE:
             row, t_tuned = tuned_row(shape, flops, a, b, ref, t_cublas)
@@ -269,7 +280,7 @@ def section_bf16(rt):
             against_triton.append("| %s | %.1f | %.1f | %.3fx |" % (shape, flops / t_tuned / 1e12,
                                                                     flops / t_triton / 1e12, t_triton / t_tuned))
         del ref
-        progress(lines[-len(configs) - 3:])
+        progress(lines[-2 * len(configs) - 3:])
         torch.cuda.empty_cache()
     if against_triton:
         lines += ["", "Tuned against tuned: tile's max-autotune winner against Triton's autotuned tutorial kernel", "",

@@ -34,6 +34,10 @@ if [ "$what" != bench ]; then
   # wgmma (sm_90a): every descriptor form and swizzle at aligned and ragged shapes
   # against float64, and each kernel's PTX checked to use wgmma.
   step wgmma python3 tests/gpu/test_wgmma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  # TMA (sm_90a): block loads copied by the tensor-memory accelerator, every swizzle,
+  # zero-filled edges, the cp.async variant for strides TMA cannot take, and the
+  # fall-back at launch for a stride the class admits but a tensor map refuses.
+  step tma env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_tma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   step examples build-gpu/tile-examples --device gpu examples
   # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
