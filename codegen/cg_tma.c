@@ -192,7 +192,7 @@ static bool lower_copy(Cg *c, const IrOp *op)
      * this copy; order those reads before the async proxy's writes */
     asm_void(c, NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}");
     LLVMValueRef ex[2] = {bar, cg_i32c(c, stage_bytes)};
-    asm_void(c, ex, 2, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}");
+    asm_void(c, ex, 2, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,n,~{memory}");
     for (int32_t j = 0; j < nbox; j++) {
         LLVMValueRef args[5] = {cg_add(c->b, dst0, cg_i32c(c, (int64_t)j * rows * sw)), map,
                                 cg_add(c->b, of, cg_i32c(c, (int64_t)j * boxw)), os, bar};

@@ -1,0 +1,288 @@
+/* Tensor maps at launch (runtime/rt_tma.c) against the mock driver, with the real code
+ * generator: a GEMM whose operands are block loads (examples/matmul_bf16.tile) compiles,
+ * for 16-byte aligned pointers and row strides that are multiples of 16, to the variant
+ * that copies by TMA, and every launch passes, after the arguments, one CUtensorMap per
+ * operand that the mock's cuTensorMapEncodeTiled filled (its arguments recorded:
+ * address, extents innermost first, byte strides, box, swizzle, zero fill). Where the
+ * class forbids TMA (a stride of 1000) the variant has no maps; where the class allows
+ * it but the map cannot be made (a negative stride, a driver that refuses, a driver
+ * without the entry point) the launch runs the cp.async variant instead. The recipes
+ * survive the disk cache (a new context loads the cubin and still passes the maps),
+ * and a captured CUDA graph replays its launch with the maps. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/mock/mockcuda.h"
+#include "rt_internal.h"
+#include "tests/unit/rt_test.h"
+
+static MockLastLaunchFn mock_last;
+static MockResetFn mock_reset;
+static MockLaunchLogFn mock_log;
+
+static struct {
+    TrtContext *ctx;
+    TrtModule *mod;
+    char dir[256];
+} cur;
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&cur, 0, sizeof cur);
+    snprintf(cur.dir, sizeof cur.dir, "/tmp/tile-tma-test-XXXXXX");
+    if (!mkdtemp(cur.dir)) return -1;
+    mock_reset();
+    unsetenv("MOCKCUDA_TMA_ERROR");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    cur.mod = NULL;
+    cur.ctx = NULL;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", cur.dir);
+    return system(cmd);
+}
+
+enum { M = 1024, N = 768, K = 512, BM = 128, BN = 256, BK = 64 };
+
+static TrtKernel *gemm(void)
+{
+    if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
+    TrtConst consts[5] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}};
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 5, &k));
+    return k;
+}
+
+/* c, a, b, M, N, K, stride_am, stride_bk, stride_cm */
+static void gemm_args(TrtArg a[9], uint64_t pa, int32_t sa, int32_t sb)
+{
+    a[0] = trt_arg_ptr(0x100000);
+    a[1] = trt_arg_ptr(pa);
+    a[2] = trt_arg_ptr(0x300000);
+    a[3] = trt_arg_i32(M);
+    a[4] = trt_arg_i32(N);
+    a[5] = trt_arg_i32(K);
+    a[6] = trt_arg_i32(sa);
+    a[7] = trt_arg_i32(sb);
+    a[8] = trt_arg_i32(N);
+}
+
+static void launch(TrtKernel *k, uint64_t pa, int32_t sa, int32_t sb, MockLaunch *l)
+{
+    TrtArg a[9];
+    gemm_args(a, pa, sa, sb);
+    assert_ok(trt_launch(k, a, 9, NULL, NULL));
+    mock_last(l);
+}
+
+static void assert_maps(const MockLaunch *l, int32_t sa, int32_t sb)
+{
+    assert_int_equal(l->nparams, 11);
+    assert_int_equal(l->param_bytes[9], 128);
+    assert_int_equal(l->param_bytes[10], 128);
+    assert_int_equal(l->ntma, 2);
+    const MockTensorMap *ta = &l->tma[0], *tb = &l->tma[1];
+    assert_string_equal(ta->magic, "mocktma");
+    /* A [M, K], K contiguous: extents (K, M), the row's bytes, boxes of 64 x BM, 128 B */
+    assert_int_equal(ta->address, 0x200000);
+    assert_int_equal(ta->rank, 2);
+    assert_int_equal(ta->dtype, 1);                  /* 16-bit elements */
+    assert_int_equal(ta->dims[0], K);
+    assert_int_equal(ta->dims[1], M);
+    assert_int_equal(ta->strides[0], 2 * sa);
+    assert_int_equal(ta->box[0], 64);
+    assert_int_equal(ta->box[1], BM);
+    assert_int_equal(ta->swizzle, 3);                /* CU_TENSOR_MAP_SWIZZLE_128B */
+    assert_int_equal(ta->oob_fill, 0);               /* zeros outside */
+    /* B [K, N], N contiguous: boxes of 64 columns by BK rows, four to a stage */
+    assert_int_equal(tb->address, 0x300000);
+    assert_int_equal(tb->dims[0], N);
+    assert_int_equal(tb->dims[1], K);
+    assert_int_equal(tb->strides[0], 2 * sb);
+    assert_int_equal(tb->box[0], 64);
+    assert_int_equal(tb->box[1], BK);
+    assert_int_equal(tb->swizzle, 3);
+}
+
+static void test_aligned_launch_passes_tensor_maps(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    MockLaunch l;
+    launch(k, 0x200000, K, N, &l);
+    assert_string_equal(l.func, "matmul_bf16");
+    assert_maps(&l, K, N);
+    assert_int_equal(l.grid[0], (M / BM) * (N / BN));
+    /* a new tensor (another address, another stride) gets new maps from the same variant */
+    launch(k, 0x400000, 2 * K, N, &l);
+    assert_int_equal(l.ntma, 2);
+    assert_int_equal(l.tma[0].address, 0x400000);
+    assert_int_equal(l.tma[0].strides[0], 4 * K);
+    assert_int_equal(k->nvariants, 1);
+}
+
+static void test_class_without_tma_has_no_maps(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    MockLaunch l;
+    launch(k, 0x200000, 1000, N, &l);      /* 1000 is no multiple of 16: the cp.async variant */
+    assert_int_equal(l.nparams, 9);
+    assert_int_equal(l.ntma, 0);
+    launch(k, 0x200008, K, N, &l);         /* a pointer 8-byte aligned: likewise */
+    assert_int_equal(l.ntma, 0);
+}
+
+/* The class promises what TMA needs except the sign: a negative stride (rows read
+ * bottom-up) is a multiple of 16, and no tensor map takes it. */
+static void test_refused_map_falls_back(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    MockLaunch l;
+    launch(k, 0x200000 + (uint64_t)(M - 1) * K * 2, -K, N, &l);
+    assert_int_equal(l.nparams, 9);
+    assert_int_equal(l.ntma, 0);
+    assert_int_equal(k->nvariants, 2);     /* the TMA variant, then the one without A's promise */
+    /* a later launch the maps take runs the TMA variant again */
+    launch(k, 0x200000, K, N, &l);
+    assert_maps(&l, K, N);
+}
+
+static void test_driver_refusal_falls_back(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    setenv("MOCKCUDA_TMA_ERROR", "1", 1);
+    MockLaunch l;
+    launch(k, 0x200000, K, N, &l);
+    unsetenv("MOCKCUDA_TMA_ERROR");
+    assert_int_equal(l.nparams, 9);
+    assert_int_equal(l.ntma, 0);
+}
+
+static void test_recipes_survive_the_disk_cache(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    MockLaunch l;
+    launch(k, 0x200000, K, N, &l);
+    assert_maps(&l, K, N);
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    cur.mod = NULL;
+    cur.ctx = NULL;
+    mock_reset();
+    setenv("TILE_CODEGEN_LIBRARY", "/nonexistent/libtileCG.so", 1);   /* a warm start compiles nothing */
+    k = gemm();
+    launch(k, 0x200000, K, N, &l);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 1);
+    assert_int_equal(k->variants[0].origin, RT_FROM_DISK_CUBIN);
+    assert_maps(&l, K, N);
+}
+
+static void test_graph_replay_passes_maps(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    TrtArg a[9];
+    gemm_args(a, 0x200000, K, N);
+    assert_ok(trt_launch(k, a, 9, NULL, NULL));    /* build the variant outside the capture */
+    CUstream s = (CUstream)0x77;
+    TrtGraph *g = NULL;
+    assert_ok(trt_graph_begin(cur.ctx, s));
+    assert_ok(trt_launch(k, a, 9, NULL, s));
+    assert_ok(trt_graph_end(cur.ctx, s, &g));
+    mock_reset();
+    assert_ok(trt_graph_launch(g, s));
+    MockLaunch l;
+    assert_int_equal(mock_log(&l, 1), 1);
+    assert_maps(&l, K, N);
+    /* an update to another tensor re-encodes its map; one no map takes is refused */
+    gemm_args(a, 0x500000, K, N);
+    assert_ok(trt_graph_update(g, 0, a, 9));
+    mock_reset();
+    assert_ok(trt_graph_launch(g, s));
+    assert_int_equal(mock_log(&l, 1), 1);
+    assert_int_equal(l.tma[0].address, 0x500000);
+    gemm_args(a, 0x500000 + (uint64_t)(M - 1) * K * 2, -K, N);
+    assert_int_equal(trt_graph_update(g, 0, a, 9), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "cannot be copied by TMA"));
+    trt_graph_destroy(g);
+}
+
+/* Without cuTensorMapEncodeTiled (an old driver) every launch takes cp.async; in a
+ * child, since the driver table is read once per process. */
+static int child_no_encoder(void)
+{
+    setenv("MOCKCUDA_MISSING", "cuTensorMapEncodeTiled", 1);
+    snprintf(cur.dir, sizeof cur.dir, "/tmp/tile-tma-test-XXXXXX");
+    if (!mkdtemp(cur.dir)) return 2;
+    TrtKernel *k = gemm();
+    MockLaunch l;
+    launch(k, 0x200000, K, N, &l);
+    int rc = l.ntma == 0 && l.nparams == 9 ? 0 : 1;
+    teardown(NULL);
+    return rc;
+}
+
+static void test_driver_without_encoder(void **state)
+{
+    (void)state;
+    char cmd[512], self[256];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' --child-no-encoder", self);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void bind_mock(void)
+{
+    void *h = dlopen(getenv("TILE_CUDA_LIBRARY"), RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "cannot open the mock driver: %s\n", dlerror());
+        exit(1);
+    }
+    mock_last = (MockLastLaunchFn)dlsym(h, "mockcuda_last_launch");
+    mock_reset = (MockResetFn)dlsym(h, "mockcuda_reset");
+    mock_log = (MockLaunchLogFn)dlsym(h, "mockcuda_launch_log");
+}
+
+int main(int argc, char **argv)
+{
+    setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 0);
+    unsetenv("TILE_LOG_RECOMPILES");
+    unsetenv("TILE_TMA");
+    bind_mock();
+    if (argc == 2 && !strcmp(argv[1], "--child-no-encoder")) return child_no_encoder();
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_aligned_launch_passes_tensor_maps), T(test_class_without_tma_has_no_maps),
+        T(test_refused_map_falls_back), T(test_driver_refusal_falls_back),
+        T(test_recipes_survive_the_disk_cache), T(test_graph_replay_passes_maps),
+        T(test_driver_without_encoder),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
