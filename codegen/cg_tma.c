@@ -33,23 +33,32 @@
 #include "ir/layout.h"
 #include "ir/target.h"
 
-/* A scalar operand as the host sees it: a constant, or a parameter (through
- * multiple_of hints). */
+/* A scalar operand as the host sees it (passes/blockload.c host_known): a constant, a
+ * parameter (through multiple_of hints), or a parameter times a constant; for a
+ * parameter, *value is the factor. */
 static bool host_value(const IrFunc *f, IrValue v, int32_t *param, int64_t *value)
 {
     const IrOp *d = f->values[v].def;
+    *param = -1;
+    *value = 1;
+    if (d && d->code == IR_OP_MUL) {
+        const IrOp *k = f->values[d->operands[1]].def;
+        if (!k || k->code != IR_OP_CONST) return false;
+        *value = k->attr.i;
+        v = d->operands[0];
+        d = f->values[v].def;
+        if (d && d->code == IR_OP_CONST) return false;
+    }
     while (d && d->code == IR_OP_MULTIPLE_OF) {
         v = d->operands[0];
         d = f->values[v].def;
     }
-    *param = -1;
-    *value = 0;
     if (!d) {
         if (f->values[v].block != &f->body) return false;
         *param = (int32_t)f->values[v].index;
         return true;
     }
-    if (d->code != IR_OP_CONST) return false;
+    if (d->code != IR_OP_CONST || *value != 1) return false;
     *value = d->attr.i;
     return true;
 }

@@ -50,7 +50,8 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d);
 /* A tensor map (CUtensorMap) that a kernel takes as a hidden parameter: how the
  * launcher encodes it from the arguments (cuTensorMapEncodeTiled; codegen/cg_tma.c).
  * Dimensions innermost (contiguous) first, as TMA numbers them. Each extent and stride
- * is the run-time parameter *_param when that is >= 0, else the constant *_value.
+ * is *_value times run-time parameter *_param when that is >= 0 (3 * hidden), wrapped
+ * to 32 bits as the kernel's i32 arithmetic does, else the constant *_value.
  * 128 bytes, no padding: the runtime stores it in cache entries as it is. */
 #define CG_MAX_TMA 8
 typedef struct CgTmaDesc {

@@ -162,9 +162,9 @@ static IrValue expand(IrFunc *f, IrOp *op)
  *     bytes (a constant, or a parameter the class makes a multiple of 16);
  *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
  *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows). */
-/* A constant (>= 1 when `positive`) or a parameter (through the specialization's
- * multiple_of hints), and what it is a multiple of. */
-static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
+/* A parameter, through the specialization's multiple_of hints; *mult is what it is a
+ * multiple of. */
+static bool param_of(const IrFunc *f, IrValue v, int64_t *mult)
 {
     *mult = 1;
     const IrOp *d = f->values[v].def;
@@ -173,8 +173,24 @@ static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
         v = d->operands[0];
         d = f->values[v].def;
     }
-    if (!d) return f->values[v].block == &f->body;     /* a parameter */
-    if (d->code != IR_OP_CONST || ir_value_type(f, v)->rank) return false;
+    return !d && f->values[v].block == &f->body;
+}
+
+/* A value the host knows at launch (codegen/cg_tma.c describes it to the runtime): a
+ * constant (>= 1 when `positive`), a parameter, or a parameter times a positive
+ * constant (3 * hidden); *mult is what it is a multiple of. */
+static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
+{
+    const IrOp *d = f->values[v].def;
+    int64_t k;
+    if (ir_value_type(f, v)->rank) return false;
+    if (d && d->code == IR_OP_MUL && const_of(f, d->operands[1], &k) && k >= 1 && k <= (INT64_C(1) << 20)) {
+        if (!param_of(f, d->operands[0], mult)) return false;
+        *mult *= k;
+        return true;
+    }
+    if (param_of(f, v, mult)) return true;
+    if (!d || d->code != IR_OP_CONST) return false;
     *mult = d->attr.i;
     return !positive || d->attr.i >= 1;
 }

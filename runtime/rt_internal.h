@@ -18,7 +18,9 @@
 #include "ir/ir.h"
 #include "tile/tile_rt.h"
 
-#define RT_COMPILER_VERSION "tile 0.1.0"
+/* Part of every cache key: changed when the same IR would give other code (cached PTX
+ * from before that stays valid, but would not be the current compiler's). */
+#define RT_COMPILER_VERSION "tile 0.1.0+tma"
 #define RT_DEFAULT_ARCH "sm_90a"
 #define RT_PTX_VERSION "8.3"
 

@@ -21,7 +21,11 @@ enum {
     TMA_OOB_ZERO = 0,                                       /* CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros */
 };
 
-static int64_t value_of(int32_t param, int64_t value, const int64_t *ints) { return param >= 0 ? ints[param] : value; }
+/* codegen.h: value times the parameter, in the kernel's 32-bit arithmetic; or value. */
+static int64_t value_of(int32_t param, int64_t value, const int64_t *ints)
+{
+    return param >= 0 ? (int64_t)(int32_t)(uint32_t)((uint64_t)ints[param] * (uint64_t)value) : value;
+}
 
 bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const int64_t *ints, void *out, char *why,
                    size_t n)

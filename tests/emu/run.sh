@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The address checker of tests/emu on one config of examples/matmul_bf16.tile:
+# The address checker of tests/emu on one config of the GEMM (bench/matmul_pointers.tile,
+# examples/matmul_bf16.tile with pointer loads: its cp.async and ldmatrix addresses and
+# wgmma descriptors; the emulator has no TMA, whose copies tests/gpu/test_tma_gpu.py
+# checks on the H200):
 #   run.sh TILEC BM,BN,BK,warps,stages M N K
 # Builds the kernel's LLVM IR (div16 when M, N and K are multiples of 16, as the
 # runtime does), rewrites it for the host, runs every block and thread, and fails on
@@ -11,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 llc=${LLC:-$(command -v llc-19 || echo /usr/lib/llvm-19/bin/llc)}
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0 ] && spec=div16
-"$tilec" "$root/examples/matmul_bf16.tile" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
+"$tilec" "$root/bench/matmul_pointers.tile" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
     --spec=$spec --emit=llvm -o "$t/k.ll"
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
 "$llc" -O1 -mtriple=x86_64-pc-linux-gnu -relocation-model=pic -filetype=obj "$t/host.ll" -o "$t/k.o"
