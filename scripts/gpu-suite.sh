@@ -59,6 +59,8 @@ if [ "$what" != bench ]; then
   step difftest_checked env TILE_DEBUG=bounds DIFFTEST_SEED=1 OUT="$OUT/checked" bash scripts/difftest.sh "${DIFFTEST_CHECKED_SECONDS:-60}"
   # Random graphs on the GPU: op by op in the interpreter against their lowered kernels
   # on the GPU (tests/difftest/graph_fuzz.py; failures kept in $OUT/graph-fuzz).
+  # block-load K loops (TMA rings) on the GPU against the interpreter, bit for bit
+  step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${TMA_FUZZ_SECONDS:-60}" --out "$OUT/tma-fuzz"
   step graph_fuzz python3 tests/difftest/graph_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${GRAPH_FUZZ_SECONDS:-60}" --out "$OUT/graph-fuzz"
 fi
 if [ "$what" != tests ]; then

@@ -1,0 +1,190 @@
+"""The differential tester of block-load K loops (docs/DIFFTEST.md "Block loads"): random
+GEMM kernels whose operands are load_block's, the form that sm_90a copies by TMA
+(passes/shared.c pipeline_tma) when the arguments allow and by cp.async otherwise, run
+in the interpreter as written and against either
+  - on the CPU (default): the interpreter running the GPU-level IR the runtime compiles
+    for the arguments' class (`tilec run --check-axis-info`: the TMA ring's tma_copy,
+    tma_wait and stage arithmetic, every axis fact checked), and for some seeds the
+    PTX through ptxas; or
+  - with --device gpu: the kernel on the GPU through libtileRT (`tilec run --device gpu`).
+The inputs are small integers (-4..4) in bf16 or f16 and C is f32, so every product and
+sum is exact and the results must agree bit for bit, whatever the order of the sums.
+
+A program is drawn from a seed: the block (BM, BN, BK), warps and stages; A as [M, K]
+or read transposed from [K, M], B as [K, N] or read transposed from [N, K] (the
+stages' layouts and wgmma's trans bits); M, N, K (multiples of 16 or not: TMA or
+cp.async), row strides with padding (a multiple of 16 elements or not), the first K
+step, and offsets shifted before the tensor (negative coordinates read zeros).
+
+    python3 tests/difftest/tma_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
+                                        [--time-limit S] [--ptxas PATH] [--out DIR]
+
+A failure prints the seed and keeps the program and its command in DIR (default
+./tma-fuzz-failures); the exit status is 1 if any program failed.
+"""
+import argparse
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def half_bits(v, elem):
+    f = struct.unpack("<I", struct.pack("<f", float(v)))[0]
+    if elem == "bf16":
+        return f >> 16                     # small integers are exact in bf16
+    return struct.unpack("<H", struct.pack("<e", float(v)))[0]
+
+
+class Prog:
+    def __init__(self, seed):
+        r = random.Random(seed)
+        self.seed = seed
+        self.elem = r.choice(["bf16", "f16"])
+        self.BM = r.choice([64, 64, 128])
+        self.BN = r.choice([32, 64, 128, 256] if self.BM == 64 else [64, 128])
+        self.BK = r.choice([16, 32, 64])
+        self.warps = r.choice([4, 4, 8]) if self.BM >= 128 else 4
+        self.stages = r.choice([2, 3, 3, 4])
+        self.at = r.random() < 0.25          # A read transposed from [K, M]
+        self.bt = r.random() < 0.35          # B read transposed from [N, K]
+        aligned = r.random() < 0.7
+        def size(lo, hi):
+            v = r.randint(lo, hi)
+            return (v + 15) // 16 * 16 if aligned else v
+        self.M, self.N, self.K = size(1, 300), size(1, 300), size(1, 200)
+        def stride(inner):
+            pad = r.choice([0, 0, 0, 16, 32]) if aligned else r.choice([0, 3, 8, 16])
+            return inner + pad
+        self.sa = stride(self.M if self.at else self.K)
+        self.sb = stride(self.K if self.bt else self.N)
+        self.k0 = self.BK if r.random() < 0.2 and self.K > self.BK else 0
+        self.shift_m = 0 if r.random() < 0.8 else r.choice([-8, -16, 8])
+        self.shift_n = 0 if r.random() < 0.85 else r.choice([-8, -32])
+        self.fill_a = [r.randint(-4, 4) for _ in range(self.rows_a() * self.sa)]
+        self.fill_b = [r.randint(-4, 4) for _ in range(self.rows_b() * self.sb)]
+
+    def rows_a(self):
+        return self.K if self.at else self.M
+
+    def rows_b(self):
+        return self.N if self.bt else self.K
+
+    def source(self):
+        e, BM, BN, BK = self.elem, self.BM, self.BN, self.BK
+        om = "pm * %d%s" % (BM, " + (%d)" % self.shift_m if self.shift_m else "")
+        on = "pn * %d%s" % (BN, " + (%d)" % self.shift_n if self.shift_n else "")
+        if self.at:
+            a = "trans(load_block(a, [K, M], [sa, 1], [k, %s], [%d, %d]))" % (om, BK, BM)
+        else:
+            a = "load_block(a, [M, K], [sa, 1], [%s, k], [%d, %d])" % (om, BM, BK)
+        if self.bt:
+            b = "trans(load_block(b, [N, K], [sb, 1], [%s, k], [%d, %d]))" % (on, BN, BK)
+        else:
+            b = "load_block(b, [K, N], [sb, 1], [k, %s], [%d, %d])" % (on, BK, BN)
+        return """// tma_fuzz seed %d
+@launch(warps = %d, stages = %d)
+kernel gemm(c: *f32, a: *%s, b: *%s, M: i32, N: i32, K: i32, sa: i32, sb: i32)
+    grid(cdiv(M, %d), cdiv(N, %d))
+{
+    let pm = program_id(0);
+    let pn = program_id(1);
+    var acc = zeros([%d, %d], f32);
+    for k in range(%d, K, %d) {
+        acc = dot(%s, %s, acc);
+    }
+    let rm = %s + arange(0, %d);
+    let rn = %s + arange(0, %d);
+    store(c + rm[:, None] * N + rn[None, :], acc, mask = (rm[:, None] >= 0) & (rm[:, None] < M) & (rn[None, :] >= 0) & (rn[None, :] < N));
+}
+""" % (self.seed, self.warps, self.stages, e, e, BM, BN, BM, BN, self.k0, BK, a, b, om, BM, on, BN)
+
+    def write(self, d):
+        src = os.path.join(d, "gemm.tile")
+        with open(src, "w") as f:
+            f.write(self.source())
+        for name, vals in (("a", self.fill_a), ("b", self.fill_b)):
+            with open(os.path.join(d, name + ".bin"), "wb") as f:
+                f.write(b"".join(struct.pack("<H", half_bits(v, self.elem)) for v in vals))
+        return src
+
+    def args(self, d):
+        return ["--kernel", "gemm", "--arg", "c=zeros:%d" % (self.M * self.N),
+                "--arg", "a=@" + os.path.join(d, "a.bin"), "--arg", "b=@" + os.path.join(d, "b.bin"),
+                "--arg", "M=%d" % self.M, "--arg", "N=%d" % self.N, "--arg", "K=%d" % self.K,
+                "--arg", "sa=%d" % self.sa, "--arg", "sb=%d" % self.sb, "--print", "c"]
+
+
+def run(cmd, timeout=300):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(tilec, prog, device, ptxas, d):
+    src = prog.write(d)
+    base = [tilec, "run", src] + prog.args(d)
+    rc, ref, err = run(base)
+    if rc:
+        return "the interpreter failed: " + err.strip()[-400:]
+    other = base + (["--device", "gpu"] if device == "gpu" else ["--check-axis-info"])
+    rc, got, err = run(other)
+    if rc:
+        return "%s failed: %s" % (device, err.strip()[-400:])
+    if got != ref:
+        return "%s differs from the interpreter" % ("the GPU" if device == "gpu" else "the GPU-level IR")
+    eligible = all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
+    if eligible:   # the runtime's variant for these arguments copies by TMA: no silent fall-back
+        rc, ir, err = run([tilec, src, "--emit=ir-gpu", "--spec=div16"])
+        if rc or "tma_copy" not in ir:
+            return "the div16 variant does not copy by TMA" + (": " + err.strip()[-400:] if rc else "")
+    if not prog.shift_m and not prog.shift_n and not any(x not in "0. \n[],-" for x in ref):
+        return "C is all zeros: the program tests nothing"
+    if ptxas and prog.seed % 8 == 0:
+        ptx = os.path.join(d, "k.ptx")
+        spec = "div16" if eligible else "none"
+        rc, _, err = run([tilec, src, "--emit=ptx", "--spec=" + spec, "-o", ptx])
+        if rc:
+            return "PTX failed: " + err.strip()[-400:]
+        rc, _, err = run([ptxas, "-arch=sm_90a", ptx, "-o", os.path.join(d, "k.cubin")])
+        if rc or "C75" in err:
+            return "ptxas: " + err.strip()[-400:]
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tilec")
+    ap.add_argument("--seeds", default="1..40")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--time-limit", type=float, default=0)
+    ap.add_argument("--ptxas")
+    ap.add_argument("--out", default="tma-fuzz-failures")
+    o = ap.parse_args()
+    lo, hi = (int(x) for x in o.seeds.split(".."))
+    t0 = time.time()
+    n = failed = tma = 0
+    for seed in range(lo, hi + 1):
+        if o.time_limit and time.time() - t0 > o.time_limit:
+            break
+        prog = Prog(seed)
+        with tempfile.TemporaryDirectory() as d:
+            why = check(o.tilec, prog, o.device, o.ptxas, d)
+            n += 1
+            tma += all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
+            if why:
+                failed += 1
+                keep = os.path.join(o.out, "seed%d" % seed)
+                os.makedirs(keep, exist_ok=True)
+                for f in os.listdir(d):
+                    os.replace(os.path.join(d, f), os.path.join(keep, f))
+                print("FAIL seed %d: %s (kept in %s)" % (seed, why, keep))
+    print("tma-fuzz: %d programs (%d with TMA-eligible arguments), %d failed (seeds %d.., %s, %.0f s)"
+          % (n, tma, failed, lo, o.device, time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
