@@ -76,8 +76,9 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, CgTmaDesc *out)
     out->elem_bytes = (uint32_t)eb;
     out->rank = 2;
     out->swizzle = (uint32_t)l->swizzle_bytes;
-    out->box[0] = (uint32_t)(l->swizzle_bytes / eb);
-    out->box[1] = (uint32_t)bt->shape[1 + slow];
+    out->box[0] = (uint16_t)(l->swizzle_bytes / eb);
+    out->box[1] = (uint16_t)bt->shape[1 + slow];
+    out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[4])->elem) * 8;
     int axes[2] = {fast, slow};
     for (int d = 0; d < 2; d++) {
         if (!host_value(f, op->operands[4 + axes[d]], &out->dim_param[d], &out->dim_value[d]) ||
@@ -156,11 +157,19 @@ static LLVMValueRef barrier_addr(Cg *c, IrValue bars, LLVMValueRef s)
     return cg_add(c->b, cg_get(c, bars).v[0], cg_mul(c->b, s, cg_i32c(c, 8)));
 }
 
+/* A coordinate as TMA takes it (s32). An i64 one is clamped to the s32 range first:
+ * the runtime admits extents below 2^31 only for i64 maps, so a clamped coordinate lies
+ * outside the tensor exactly when the original does, and its box reads zeros. */
 static LLVMValueRef as_i32(Cg *c, LLVMValueRef v)
 {
     LLVMTypeRef t = LLVMTypeOf(v);
-    if (LLVMGetIntTypeWidth(t) == 32) return v;
-    return LLVMGetIntTypeWidth(t) > 32 ? LLVMBuildTrunc(c->b, v, cg_i32(c), "") : LLVMBuildSExt(c->b, v, cg_i32(c), "");
+    unsigned w = LLVMGetIntTypeWidth(t);
+    if (w == 32) return v;
+    if (w < 32) return LLVMBuildSExt(c->b, v, cg_i32(c), "");
+    LLVMValueRef hi = LLVMConstInt(t, INT32_MAX, 1), lo = LLVMConstInt(t, (unsigned long long)(int64_t)INT32_MIN, 1);
+    v = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, v, hi, ""), hi, v, "");
+    v = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, v, lo, ""), lo, v, "");
+    return LLVMBuildTrunc(c->b, v, cg_i32(c), "");
 }
 
 static bool lower_init(Cg *c, const IrOp *op)

@@ -51,7 +51,7 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d);
  * launcher encodes it from the arguments (cuTensorMapEncodeTiled; codegen/cg_tma.c).
  * Dimensions innermost (contiguous) first, as TMA numbers them. Each extent and stride
  * is *_value times run-time parameter *_param when that is >= 0 (3 * hidden), wrapped
- * to 32 bits as the kernel's i32 arithmetic does, else the constant *_value.
+ * to index_bits as the kernel's arithmetic does, else the constant *_value.
  * 128 bytes, no padding: the runtime stores it in cache entries as it is. */
 #define CG_MAX_TMA 8
 typedef struct CgTmaDesc {
@@ -59,7 +59,9 @@ typedef struct CgTmaDesc {
     uint32_t elem_bytes;         /* 2 (f16, bf16) */
     uint32_t rank;               /* 2 */
     uint32_t swizzle;            /* bytes: 32, 64 or 128 (the stages' NVMMA swizzle) */
-    uint32_t box[4];             /* the box: swizzle / elem_bytes, then the stage's rows */
+    uint16_t box[4];             /* the box: swizzle / elem_bytes, then the stage's rows */
+    uint32_t index_bits;         /* 32 or 64: the block load's integer type */
+    uint32_t reserved;
     int32_t dim_param[4];
     int32_t stride_param[4];     /* element strides; dimension 0's is the constant 1 */
     int64_t dim_value[4];

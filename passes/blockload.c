@@ -152,8 +152,8 @@ static IrValue expand(IrFunc *f, IrOp *op)
  *     writes no memory, and every dot operand loaded in that body is such a block load
  *     (a loop's ring is all TMA or all cp.async);
  *   - its only uses are dot operands a or b, directly or through one trans;
- *   - rank 2, 2-byte elements, i32 shape, strides and offsets (TMA coordinates are
- *     32-bit);
+ *   - rank 2, 2-byte elements, i32 or i64 shape, strides and offsets (TMA's coordinates
+ *     are 32-bit: codegen clamps i64 ones, the runtime keeps their extents below 2^31);
  *   - the tensor is describable on the host at launch (the runtime encodes the
  *     descriptor, cuTensorMapEncodeTiled): the pointer a kernel parameter that the
  *     variant's class makes 16-byte aligned, each shape and stride a constant or a
@@ -209,7 +209,8 @@ int blockload_fast_axis(const IrFunc *f, const IrOp *op)
 static bool tma_block(const IrFunc *f, const IrOp *op)
 {
     const IrType *t = ir_value_type(f, op->results[0]);
-    if (t->rank != 2 || ir_elem_bytes(t->elem) != 2 || ir_value_type(f, op->operands[1])->elem != IR_I32) return false;
+    IrElem ie = ir_value_type(f, op->operands[1])->elem;
+    if (t->rank != 2 || ir_elem_bytes(t->elem) != 2 || (ie != IR_I32 && ie != IR_I64)) return false;
     IrValue ptr = op->operands[0];
     const IrValueInfo *pi = &f->values[ptr];
     if (pi->def || pi->block != &f->body || pi->index >= 64 || !(f->aligned_params >> pi->index & 1)) return false;

@@ -21,10 +21,13 @@ enum {
     TMA_OOB_ZERO = 0,                                       /* CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros */
 };
 
-/* codegen.h: value times the parameter, in the kernel's 32-bit arithmetic; or value. */
-static int64_t value_of(int32_t param, int64_t value, const int64_t *ints)
+/* codegen.h: value times the parameter, in the kernel's arithmetic (wrapping at 32 or
+ * 64 bits); or value. */
+static int64_t value_of(int32_t param, int64_t value, const int64_t *ints, uint32_t bits)
 {
-    return param >= 0 ? (int64_t)(int32_t)(uint32_t)((uint64_t)ints[param] * (uint64_t)value) : value;
+    if (param < 0) return value;
+    uint64_t v = (uint64_t)ints[param] * (uint64_t)value;
+    return bits == 32 ? (int64_t)(int32_t)(uint32_t)v : (int64_t)v;
 }
 
 bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const int64_t *ints, void *out, char *why,
@@ -41,10 +44,13 @@ bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const in
     uint64_t dims[4], strides[4];
     unsigned box[4], estr[4] = {1, 1, 1, 1};
     for (uint32_t i = 0; i < t->rank; i++) {
-        int64_t e = value_of(t->dim_param[i], t->dim_value[i], ints);
-        int64_t s = value_of(t->stride_param[i], t->stride_value[i], ints);
-        if (e < 1 || e > (INT64_C(1) << 32)) {
-            snprintf(why, n, "extent %lld of dimension %u is outside 1 .. 2^32", (long long)e, i);
+        int64_t e = value_of(t->dim_param[i], t->dim_value[i], ints, t->index_bits);
+        int64_t s = value_of(t->stride_param[i], t->stride_value[i], ints, t->index_bits);
+        /* i32 coordinates cannot leave an extent of 2^32; i64 ones are clamped to s32
+         * (cg_tma.c), which keeps their meaning below 2^31 */
+        int64_t most = t->index_bits == 64 ? INT32_MAX : (INT64_C(1) << 32);
+        if (e < 1 || e > most) {
+            snprintf(why, n, "extent %lld of dimension %u is outside 1 .. %lld", (long long)e, i, (long long)most);
             return false;
         }
         dims[i] = (uint64_t)e;

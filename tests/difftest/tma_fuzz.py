@@ -12,7 +12,8 @@ sum is exact and the results must agree bit for bit, whatever the order of the s
 
 A program is drawn from a seed: the block (BM, BN, BK), warps and stages; A as [M, K]
 or read transposed from [K, M], B as [K, N] or read transposed from [N, K] (the
-stages' layouts and wgmma's trans bits); M, N, K (multiples of 16 or not: TMA or
+stages' layouts and wgmma's trans bits); i32 or i64 sizes (i64 coordinates are
+clamped to TMA's s32); M, N, K (multiples of 16 or not: TMA or
 cp.async), row strides with padding (a multiple of 16 elements or not), the first K
 step, and offsets shifted before the tensor (negative coordinates read zeros).
 
@@ -51,6 +52,7 @@ class Prog:
         self.stages = r.choice([2, 3, 3, 4])
         self.at = r.random() < 0.25          # A read transposed from [K, M]
         self.bt = r.random() < 0.35          # B read transposed from [N, K]
+        self.index = "i64" if r.random() < 0.25 else "i32"   # i64: coordinates clamped to s32
         aligned = r.random() < 0.7
         def size(lo, hi):
             v = r.randint(lo, hi)
@@ -87,7 +89,7 @@ class Prog:
             b = "load_block(b, [K, N], [sb, 1], [k, %s], [%d, %d])" % (on, BK, BN)
         return """// tma_fuzz seed %d
 @launch(warps = %d, stages = %d)
-kernel gemm(c: *f32, a: *%s, b: *%s, M: i32, N: i32, K: i32, sa: i32, sb: i32)
+kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     grid(cdiv(M, %d), cdiv(N, %d))
 {
     let pm = program_id(0);
@@ -100,7 +102,8 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: i32, N: i32, K: i32, sa: i32, sb: i32)
     let rn = %s + arange(0, %d);
     store(c + rm[:, None] * N + rn[None, :], acc, mask = (rm[:, None] >= 0) & (rm[:, None] < M) & (rn[None, :] >= 0) & (rn[None, :] < N));
 }
-""" % (self.seed, self.warps, self.stages, e, e, BM, BN, BM, BN, self.k0, BK, a, b, om, BM, on, BN)
+""" % ((self.seed, self.warps, self.stages, e, e) + (self.index,) * 5 +
+       (BM, BN, BM, BN, self.k0, BK, a, b, om, BM, on, BN))
 
     def write(self, d):
         src = os.path.join(d, "gemm.tile")
