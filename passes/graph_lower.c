@@ -836,22 +836,39 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
             return fail(L, "paired products of different shapes");
     const char **sfx = arena_alloc(L->a, (n + 1) * sizeof *sfx);
     for (uint32_t i = 0; i < n; i++) sfx[i] = n == 1 ? "" : arena_printf(L->a, "%u", i);
-    fprintf(L->o, "%slet rm = pm * (BM as i64) + arange(0, BM);\n%slet rn = %s * (BN as i64) + arange(0, BN);\n", in, in, pn);
+    fprintf(L->o, "%slet om = pm * (BM as i64);\n%slet on = %s * (BN as i64);\n", in, in, pn);
+    fprintf(L->o, "%slet rm = om + arange(0, BM);\n%slet rn = on + arange(0, BN);\n", in, in);
     fprintf(L->o, "%slet rk = arange(0, BK);\n", in);
     for (uint32_t i = 0; i < n; i++)
         fprintf(L->o, "%svar acc%s = zeros([BM, BN], %s);\n", in, sfx[i], vt(L, G[i].mm->in[0])->elem == IR_F64 ? "f64" : "f32");
     fprintf(L->o, "%sfor k in range(0, %s, BK as i64) {\n%s    let ka = k + rk;\n", in, G->K, in);
-    const char *ao = G->aoff && strcmp(G->aoff, "0") ? arena_printf(L->a, "%s + ", G->aoff) : "";
-    fprintf(L->o, "%s    let at = load(p%u + %srm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
-            in, G->mm->in[0], ao, G->K, G->M, G->K);
+    /* Operands that start at a parameter are block loads (zeros outside, the same
+     * values as the masked loads): TMA copies them on sm_90a where the arguments allow
+     * (docs/CODEGEN.md section 9); an operand at an offset (a batch's slice) stays a
+     * pointer load. */
+    bool a_plain = !G->aoff || !strcmp(G->aoff, "0");
+    const char *ao = a_plain ? "" : arena_printf(L->a, "%s + ", G->aoff);
+    if (a_plain)
+        fprintf(L->o, "%s    let at = load_block(p%u, [%s, %s], [%s, 1], [om, k], [BM, BK]);\n", in, G->mm->in[0], G->M, G->K,
+                G->K);
+    else
+        fprintf(L->o, "%s    let at = load(p%u + %srm[:, None] * %s + ka[None, :], mask = (rm[:, None] < %s) & (ka[None, :] < %s), other = 0);\n",
+                in, G->mm->in[0], ao, G->K, G->M, G->K);
     for (uint32_t i = 0; i < n; i++) {
-        const char *bo = G[i].boff && strcmp(G[i].boff, "0") ? arena_printf(L->a, "%s + ", G[i].boff) : "";
+        bool b_plain = !G[i].boff || !strcmp(G[i].boff, "0");
+        const char *bo = b_plain ? "" : arena_printf(L->a, "%s + ", G[i].boff);
         uint32_t b = G[i].mm->in[1], br = vt(L, b)->rank;
         const char *sk = br >= 2 ? stride_of(L, b, br - 2) : "1", *sn = br >= 2 ? stride_of(L, b, br - 1) : "1";
         const char *bmask = arena_printf(L->a, "(ka[:, None] < %s) & (rn[None, :] < %s)", G[i].K, G[i].N);
-        if (strcmp(sn, "1") && !strcmp(sk, "1"))   /* a transposed weight ([N, K] rows): K-major tiles */
+        if (strcmp(sn, "1") && !strcmp(sk, "1") && b_plain)   /* a transposed weight ([N, K] rows): K-major tiles */
+            fprintf(L->o, "%s    let bt%s = trans(load_block(%s, [%s, %s], [%s, 1], [on, k], [BN, BK]));\n", in, sfx[i],
+                    pname(L, b), G[i].N, G[i].K, sn);
+        else if (strcmp(sn, "1") && !strcmp(sk, "1"))
             fprintf(L->o, "%s    let bt%s = trans(load(%s + %s%s + ka[None, :], mask = (rn[:, None] < %s) & (ka[None, :] < %s), other = 0));\n",
                     in, sfx[i], pname(L, b), bo, times(L, "rn[:, None]", sn), G[i].N, G[i].K);
+        else if (br >= 2 && b_plain)
+            fprintf(L->o, "%s    let bt%s = load_block(%s, [%s, %s], [%s, %s], [k, on], [BK, BN]);\n", in, sfx[i], pname(L, b),
+                    G[i].K, G[i].N, sk, sn);
         else if (br < 2)   /* a column: N = 1 */
             fprintf(L->o, "%s    let bt%s = load(%s + %ska[:, None] * 1 + rn[None, :], mask = %s, other = 0);\n", in, sfx[i],
                     pname(L, b), bo, bmask);
