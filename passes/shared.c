@@ -440,6 +440,25 @@ static const IrLayout *stage_view_layout(IrCtx *c, const IrLayout *bl, bool tran
     return ir_layout_intern(c, &k);
 }
 
+/* The local_loads that replace the views of every candidate: stage `stage` of its
+ * buffer, in place (a wgmma view of an NVMMA stage) or into the operand's registers. */
+static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage)
+{
+    IrCtx *c = f->module->ctx;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < cs[i].nviews; q++) {
+            const View *vw = &cs[i].views[q];
+            IrValue ops[2] = {cs[i].buf, stage};
+            const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
+            const IrLayout *bl = ir_value_type(f, cs[i].buf)->layout;
+            if (bl->swizzle_bytes && is_wgmma_layout(lt->layout))
+                lt = ir_type_with_layout(c, lt, stage_view_layout(c, bl, vw->trans != NULL));
+            IrOp *ll = ir_build(b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){lt}, 1, 0);
+            ll->attr.i = vw->trans != NULL;       /* 1: the stage read transposed */
+            ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
+        }
+}
+
 /* The ring of a loop whose candidates are all block loads, by TMA (b is before the
  * loop, after the buffers and the barriers `bars`):
  *
@@ -478,17 +497,7 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     IrValue phase = binop(b, IR_OP_REM, binop(b, IR_OP_DIV, j, iconst(b, st, stages)), iconst(b, st, 2));
     IrValue wops[3] = {bars, stage, phase};
     ir_build(b, IR_OP_TMA_WAIT, wops, 3, NULL, 0, 0);
-    for (int i = 0; i < n; i++)
-        for (int q = 0; q < cs[i].nviews; q++) {
-            const View *vw = &cs[i].views[q];
-            IrValue ops[2] = {cs[i].buf, stage};
-            const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
-            const IrLayout *bl = ir_value_type(f, cs[i].buf)->layout;
-            if (is_wgmma_layout(lt->layout)) lt = ir_type_with_layout(c, lt, stage_view_layout(c, bl, vw->trans != NULL));
-            IrOp *ll = ir_build(b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){lt}, 1, 0);
-            ll->attr.i = vw->trans != NULL;
-            ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
-        }
+    emit_views(f, b, cs, n, stage);
     IrOp *y = p->body->last;
     IrBuilder e;
     if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
@@ -613,18 +622,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         pre.loc = loop->loc;
         ir_build(&pre, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = dist - 1;
     }
-    for (int i = 0; i < n; i++)
-        for (int q = 0; q < cs[i].nviews; q++) {
-            const View *vw = &cs[i].views[q];
-            IrValue ops[2] = {cs[i].buf, stage};
-            const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
-            const IrLayout *bl = ir_value_type(f, cs[i].buf)->layout;
-            if (bl->swizzle_bytes && is_wgmma_layout(lt->layout))
-                lt = ir_type_with_layout(c, lt, stage_view_layout(c, bl, vw->trans != NULL));
-            IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){lt}, 1, 0);
-            ll->attr.i = vw->trans != NULL;       /* 1: the stage read transposed */
-            ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
-        }
+    emit_views(f, &b, cs, n, stage);
     if (async_dot) {   /* the copies after the dot and a barrier (above) */
         IrOp *dot = NULL;
         for (IrOp *op = p.body->first; op; op = op->next)

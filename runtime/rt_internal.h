@@ -428,6 +428,8 @@ size_t rt_meta_size(const RtBlob *b);
  * ints[i] parameter i's integer value. */
 bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const int64_t *ints, void *out, char *why,
                    size_t n);
+/* An integer argument's value (false for pointers and floats). */
+bool rt_arg_int(const TrtArg *a, int64_t *v);
 /* The same from trt_launch's arguments. */
 bool rt_tma_encode_args(const RtDriver *d, const CgTmaDesc *t, const TrtArg *args, uint32_t nargs, void *out,
                         char *why, size_t n);

@@ -48,8 +48,8 @@ static const char *kind_name(TrtArgKind k)
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "an unknown kind";
 }
 
-/* An integer argument's value, for specialization and grid evaluation. */
-static bool int_value(const TrtArg *a, int64_t *v)
+/* An integer argument's value, for specialization, grid evaluation and tensor maps. */
+bool rt_arg_int(const TrtArg *a, int64_t *v)
 {
     switch (a->kind) {
     case TRT_ARG_BOOL: *v = a->v.i8 != 0; return true;
@@ -100,7 +100,7 @@ static uint64_t class_bits(const TrtArg *a)
 {
     int64_t v;
     if (a->kind == TRT_ARG_PTR) return a->v.ptr % 16 == 0 ? RT_SPEC_DIV16 : 0;
-    if (a->kind == TRT_ARG_BOOL || !int_value(a, &v)) return 0;
+    if (a->kind == TRT_ARG_BOOL || !rt_arg_int(a, &v)) return 0;
     if (v == 1) return RT_SPEC_ONE;
     return v % 16 == 0 ? RT_SPEC_DIV16 : 0;
 }
@@ -204,7 +204,7 @@ static bool memo_matches(const TrtKernel *k, const TrtArg *args)
     if (!k->grid_memo_valid) return false;
     for (uint32_t i = 0; i < k->nparams; i++) {
         int64_t v = 0;
-        if (args[i].kind != TRT_ARG_PTR && !int_value(&args[i], &v)) memcpy(&v, &args[i].v, 8);
+        if (args[i].kind != TRT_ARG_PTR && !rt_arg_int(&args[i], &v)) memcpy(&v, &args[i].v, 8);
         if (args[i].kind != TRT_ARG_PTR && v != k->grid_memo_args[i]) return false;
     }
     return true;
@@ -214,7 +214,7 @@ static void memo_store(TrtKernel *k, const TrtArg *args, const int64_t g[3])
 {
     for (uint32_t i = 0; i < k->nparams; i++) {
         int64_t v = 0;
-        if (args[i].kind != TRT_ARG_PTR && !int_value(&args[i], &v)) memcpy(&v, &args[i].v, 8);
+        if (args[i].kind != TRT_ARG_PTR && !rt_arg_int(&args[i], &v)) memcpy(&v, &args[i].v, 8);
         k->grid_memo_args[i] = v;
     }
     for (int i = 0; i < 3; i++) k->grid_memo[i] = (uint32_t)g[i];
@@ -230,7 +230,7 @@ static void to_interp(const TrtArg *a, const RtParam *p, InterpArg *out)
         out->u.buf.elem = p->pointee;
     } else if (p->elem == IR_F32) out->u.f = a->v.f32;
     else if (p->elem == IR_F64) out->u.f = a->v.f64;
-    else int_value(a, &out->u.i);
+    else rt_arg_int(a, &out->u.i);
 }
 
 static TrtStatus eval_grid(TrtKernel *k, const TrtArg *args, int64_t g[3])

@@ -78,27 +78,12 @@ bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const in
     return true;
 }
 
-/* An integer argument's value (pointers and floats give 0: recipes never name them). */
-static int64_t int_of(const TrtArg *a)
-{
-    switch (a->kind) {
-    case TRT_ARG_BOOL: case TRT_ARG_I8: return a->v.i8;
-    case TRT_ARG_I16: return a->v.i16;
-    case TRT_ARG_I32: return a->v.i32;
-    case TRT_ARG_I64: return a->v.i64;
-    case TRT_ARG_U8: return a->v.u8;
-    case TRT_ARG_U16: return a->v.u16;
-    case TRT_ARG_U32: return a->v.u32;
-    case TRT_ARG_U64: return (int64_t)a->v.u64;
-    default: return 0;
-    }
-}
-
 bool rt_tma_encode_args(const RtDriver *d, const CgTmaDesc *t, const TrtArg *args, uint32_t nargs, void *out,
                         char *why, size_t n)
 {
     int64_t ints[TRT_MAX_ARGS];
-    for (uint32_t i = 0; i < nargs && i < TRT_MAX_ARGS; i++) ints[i] = int_of(&args[i]);
+    for (uint32_t i = 0; i < nargs && i < TRT_MAX_ARGS; i++)
+        if (!rt_arg_int(&args[i], &ints[i])) ints[i] = 0;   /* pointers and floats: recipes never name them */
     if (t->ptr_param >= nargs || args[t->ptr_param].kind != TRT_ARG_PTR) {
         snprintf(why, n, "internal error: a tensor map's pointer is not a pointer argument");
         return false;
