@@ -88,31 +88,29 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, CgTmaDesc *out)
     return out->stride_param[0] < 0 && out->stride_value[0] == 1;
 }
 
-static void collect_copies(const IrBlock *blk, const IrOp **out, uint32_t *n, uint32_t max)
+/* Adds the maps of blk's tma_copy ops (in order, nested regions included) to out[0..*nd)
+ * that are not there yet; false if one cannot be described or there are more than max. */
+static bool collect_maps(const IrFunc *k, const IrBlock *blk, CgTmaDesc *out, uint32_t *nd, uint32_t max)
 {
     for (const IrOp *op = blk->first; op; op = op->next) {
-        if (op->code == IR_OP_TMA_COPY && *n < max) out[(*n)++] = op;
-        for (uint32_t r = 0; r < op->nregions; r++) collect_copies(&op->regions[r], out, n, max);
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (!collect_maps(k, &op->regions[r], out, nd, max)) return false;
+        if (op->code != IR_OP_TMA_COPY) continue;
+        CgTmaDesc d;
+        if (!recipe_of(k, op, &d)) return false;
+        bool seen = false;
+        for (uint32_t j = 0; j < *nd && !seen; j++) seen = !memcmp(&out[j], &d, sizeof d);
+        if (seen) continue;
+        if (*nd == max) return false;
+        out[(*nd)++] = d;
     }
+    return true;
 }
-
-#define MAX_COPIES 64
 
 int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max)
 {
-    const IrOp *ops[MAX_COPIES];
-    uint32_t n = 0, nd = 0;
-    collect_copies(&k->body, ops, &n, MAX_COPIES);
-    for (uint32_t i = 0; i < n; i++) {
-        CgTmaDesc d;
-        if (!recipe_of(k, ops[i], &d)) return -1;
-        bool seen = false;
-        for (uint32_t j = 0; j < nd && !seen; j++) seen = !memcmp(&out[j], &d, sizeof d);
-        if (seen) continue;
-        if (nd == max) return -1;
-        out[nd++] = d;
-    }
-    return (int)nd;
+    uint32_t nd = 0;
+    return collect_maps(k, &k->body, out, &nd, max) ? (int)nd : -1;
 }
 
 /* The hidden parameter of op's map. */

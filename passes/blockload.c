@@ -297,13 +297,34 @@ static void collect(IrOp *op, void *ud)
     if (op->code == IR_OP_BLOCK_LOAD) vec_push(&((Found *)ud)->ops, op);
 }
 
+/* A kernel takes at most CG_MAX_TMA tensor maps (hidden parameters, codegen/cg_tma.c):
+ * loops are kept for TMA in order while their block loads (each counted as a map of its
+ * own) fit; the rest are expanded. */
+#define MAX_MAPS 8   /* CG_MAX_TMA */
+
 bool pass_block_load(IrFunc *f)
 {
     Found s = {{0}};
     ir_walk(&f->body, collect, &s);
+    size_t n = s.ops.len;
+    int *state = tl_calloc(n + 1, sizeof *state);   /* 0: expand, 1: TMA if its loop fits, 2: TMA */
+    if (!state) tl_oom();
+    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma(f, s.ops.data[i]);   /* all decided first */
+    uint32_t maps = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (state[i] != 1) continue;
+        const IrBlock *loop = s.ops.data[i]->parent;
+        uint32_t here = 0;
+        for (size_t j = i; j < n; j++) here += state[j] == 1 && s.ops.data[j]->parent == loop;
+        bool fits = maps + here <= MAX_MAPS;
+        maps += fits ? here : 0;
+        for (size_t j = i; j < n; j++)
+            if (state[j] == 1 && s.ops.data[j]->parent == loop) state[j] = fits ? 2 : 0;
+    }
     bool changed = false;
-    for (size_t i = 0; i < s.ops.len; i++)
-        if (!kept_for_tma(f, s.ops.data[i])) expand(f, s.ops.data[i]), changed = true;
+    for (size_t i = 0; i < n; i++)
+        if (!state[i]) expand(f, s.ops.data[i]), changed = true;
+    tl_free(state);
     vec_free(&s.ops);
     return changed;
 }
