@@ -385,7 +385,7 @@ static bool an_leaf(const DtProgram *p, DtNode *n)
 {
     int total = p->grid[0] * p->grid[1] * p->grid[2];
     switch (dt_forms[n->form].kind) {
-    case K_LOAD: return an_load(p, n);
+    case K_LOAD: case K_BLOCK: return an_load(p, n);
     case K_AXIS: set_iv(n, 0, n->j ? (double)p->grid[0] * n->t.shape[n->i] - 1 : n->t.shape[n->i] - 1); break;
     case K_PID: set_iv(n, 0, p->grid[n->i] - 1); break;
     case K_PLIN: set_iv(n, 0, total - 1); break;
@@ -546,7 +546,7 @@ static void mark_tree(const DtProgram *p, int n, bool *live, bool *live_buf)
     if (n < 0) return;
     const DtNode *x = &p->nodes[n];
     int kind = dt_forms[x->form].kind;
-    if (kind == K_LOAD) live_buf[x->i] = true;
+    if (kind == K_LOAD || kind == K_BLOCK) live_buf[x->i] = true;
     if ((kind == K_REF || kind == K_LOOPVAR) && !live[x->i]) {
         const DtStmt *s = &p->stmts[x->i];
         live[x->i] = true;

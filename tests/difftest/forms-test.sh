@@ -16,4 +16,5 @@ need "a rank-5 tile" 'full\(\[[0-9]+(, [0-9]+){4}\]|\[(None|:)(, (None|:)){4}\]'
 need "full([], v, T)" 'full\(\[\], '
 need "zeros([], T)" 'zeros\(\[\], '
 need "s[None]" '\)\[None\]'
+need "a block load at a program-dependent offset" 'load_block\(in_[a-z0-9]+, \[[0-9, ]+\], \[[0-9, ]+\], \[program_id\(0\) \+ '
 echo "forms-test: ok"

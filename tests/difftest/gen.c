@@ -700,6 +700,47 @@ static int gen_load(DtGen *g, const DtForm *f, DtType t, int depth)
     return n;
 }
 
+DtBlock dt_block_of(DtType t, int64_t seed)
+{
+    uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15u + 1;
+    DtBlock b;
+    memset(&b, 0, sizeof b);
+#define NEXT(n) (x ^= x << 13, x ^= x >> 7, x ^= x << 17, (int64_t)(x % (uint64_t)(n)))
+    for (int d = 0; d < t.rank; d++) b.dims[d] = 1 + NEXT(2 * t.shape[d] + 3);
+    for (;;) {   /* row-major strides, sometimes padded; shrink until the tensor fits */
+        int64_t span = 0, s = 1 + (NEXT(6) == 0);
+        for (int d = t.rank - 1; d >= 0; d--) {
+            b.strides[d] = s;
+            span += (b.dims[d] - 1) * s;
+            s = s * b.dims[d] + (NEXT(4) == 0 ? NEXT(3) : 0);
+        }
+        if (span < DT_NIN) break;
+        for (int d = 0; d < t.rank; d++) b.dims[d] = b.dims[d] > 1 ? b.dims[d] / 2 : 1;
+    }
+    for (int d = 0; d < t.rank; d++) b.offs[d] = NEXT(b.dims[d] + t.shape[d] + 1) - t.shape[d];
+    b.pid = NEXT(3) == 0;
+#undef NEXT
+    return b;
+}
+
+/* load_block(in_T, [dims], [strides], [offsets], [shape]): a block of a tensor in an
+ * input buffer, zeros outside it (LANGUAGE-REFERENCE.md "Block loads"). */
+static int gen_block(DtGen *g, const DtForm *f, DtType t, int depth)
+{
+    if (t.rank < 1) return -1;
+    char name[16];
+    snprintf(name, sizeof name, "in_%s", ir_elem_name(t.elem));
+    int b = buf_find(g->p, DT_BUF_IN, t.elem, name);
+    if (b < 0) return -1;
+    int n = node_new(g, f->kind, f->text, t);
+    if (n >= 0) {
+        g->p->nodes[n].i = b;
+        g->p->nodes[n].j = (int64_t)(rnd(g, 1 << 30));
+        dt_check_node(g->p, n);
+    }
+    return n;
+}
+
 static int gen_axis(DtGen *g, const DtForm *f, DtType t, int depth)
 {
     int ax = -1, wide = 0;
@@ -838,6 +879,7 @@ const DtForm dt_forms[] = {
     {"randn",      K_RAND,      F32,             1, IR_OP_RANDN,          gen_rand},
     /* leaves */
     {"load",       K_LOAD,      ALL,            10, IR_OP_LOAD,           gen_load},
+    {"load_block", K_BLOCK,     ALL,             3, IR_OP_BLOCK_LOAD,     gen_block},
     {"arange",     K_AXIS,      ALL,             6, IR_OP_ARANGE,         gen_axis},
     {"program_id", K_PID,       I32,             2, IR_OP_PROGRAM_ID,     gen_scalar_leaf},
     {"plin",       K_PLIN,      I32,             0, IR_OP_PROGRAM_ID,     gen_scalar_leaf},

@@ -29,7 +29,18 @@ enum {
     K_CONST,               /* f: value; full([shape], f, T) */
     K_REF,                 /* i: the LET/FOR statement */
     K_LIT,                 /* f: value; an untyped literal beside a typed operand */
+    K_BLOCK,               /* load_block: i buffer, j the seed of its tensor (dt_block_of) */
 };
+
+/* A block load's tensor, from its node's seed (so the printer and the analysis agree
+ * without storing it): per axis of the block the tensor's extent, stride and the
+ * block's offset (negative or past the end at times: zeros), and whether axis 0's
+ * offset adds program_id(0). Every element of the tensor lies in the buffer. */
+typedef struct DtBlock {
+    int64_t dims[IR_MAX_RANK], strides[IR_MAX_RANK], offs[IR_MAX_RANK];
+    bool pid;
+} DtBlock;
+DtBlock dt_block_of(DtType t, int64_t seed);
 
 /* DtNode.j of K_REDUCE and K_SCAN: options printed as keyword arguments that keep the
  * value (the axis counted from the end; keep_dims with a reshape back; no axis for a

@@ -76,6 +76,21 @@ static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
         }
         dt_str_add(o, ")");
         break;
+    case K_BLOCK: {
+        DtBlock b = dt_block_of(x->t, x->j);
+        dt_str_add(o, "load_block(%s", p->bufs[x->i].name);
+        for (int q = 0; q < 3; q++) {
+            const int64_t *v = q == 0 ? b.dims : q == 1 ? b.strides : b.offs;
+            dt_str_add(o, ", [");
+            for (int d = 0; d < x->t.rank; d++)
+                dt_str_add(o, "%s%s%lld", d ? ", " : "", q == 2 && d == 0 && b.pid ? "program_id(0) + " : "", (long long)v[d]);
+            dt_str_add(o, "]");
+        }
+        dt_str_add(o, ", [");
+        for (int d = 0; d < x->t.rank; d++) dt_str_add(o, "%s%d", d ? ", " : "", x->t.shape[d]);
+        dt_str_add(o, "])");
+        break;
+    }
     case K_AXIS:
         if (x->j) dt_str_add(o, "(program_id(0) * %d + arange(0, %d))", x->t.shape[x->i], x->t.shape[x->i]);
         else dt_str_add(o, "arange(0, %d)", x->t.shape[x->i]);
