@@ -263,8 +263,12 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
         asm_through(c, "wgmma.fence.sync.aligned;", v, nv);
         aw = v;
         for (uint32_t q = 0; q < out.n; q++) out.v[q] = v[nw + q];
-    } else {
-        simple_asm(c, "wgmma.fence.sync.aligned;");
+    } else {   /* the accumulators are final before the fence (a constant initial value,
+                * once a loop of one trip is folded away, is otherwise copied into them
+                * between the wgmmas: C7519); in tied groups of at most 128 */
+        for (uint32_t q = 0; q < out.n; q += 128)
+            asm_through(c, "wgmma.fence.sync.aligned;", out.v + q, out.n - q < 128 ? out.n - q : 128);
+        if (!out.n) simple_asm(c, "wgmma.fence.sync.aligned;");
     }
     for (uint32_t ks = 0; ks < KS; ks++)
         for (uint32_t rm = 0; rm < RM; rm++) {
