@@ -224,11 +224,31 @@ static bool lower_wait(Cg *c, const IrOp *op)
 {
     LLVMValueRef args[2] = {barrier_addr(c, op->operands[0], cg_get(c, op->operands[1]).v[0]),
                             as_i32(c, cg_get(c, op->operands[2]).v[0])};
+    LLVMValueRef cond = op->attr.i == 1 ? thread0(c) : NULL;
+    if (op->noperands > 3) {
+        LLVMValueRef p = cg_get(c, op->operands[3]).v[0];
+        cond = cond ? LLVMBuildAnd(c->b, cond, p, "") : p;
+    }
+    LLVMBasicBlockRef after = cond ? begin_if(c, cond) : NULL;
     asm_void(c, args, 2,
              "{\n.reg .pred tile_p;\ntile_tma_wait_${:uid}:\n"
              "mbarrier.try_wait.parity.shared::cta.b64 tile_p, [$0], $1;\n"
              "@!tile_p bra tile_tma_wait_${:uid};\n}",
              "r,r,~{memory}");
+    if (after) end_if(c, after);
+    return true;
+}
+
+/* Each warp's lane 0 arrives once (the warp is done with the stage: its reads came
+ * before, and a wgmma's were retired by its wait_group). */
+static bool lower_arrive(Cg *c, const IrOp *op)
+{
+    LLVMValueRef cond = LLVMBuildICmp(c->b, LLVMIntEQ, c->lane, cg_i32c(c, 0), "");
+    if (op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_get(c, op->operands[2]).v[0], "");
+    LLVMValueRef addr = barrier_addr(c, op->operands[0], cg_get(c, op->operands[1]).v[0]);
+    LLVMBasicBlockRef after = begin_if(c, cond);
+    asm_void(c, &addr, 1, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}");
+    end_if(c, after);
     return true;
 }
 
@@ -239,6 +259,7 @@ bool cg_tma(Cg *c, const IrOp *op)
     case IR_OP_MBARRIER_INIT: return lower_init(c, op);
     case IR_OP_TMA_COPY: return lower_copy(c, op);
     case IR_OP_TMA_WAIT: return lower_wait(c, op);
+    case IR_OP_MBARRIER_ARRIVE: return lower_arrive(c, op);
     default: return cg_error(c, op, "not a TMA op");
     }
 }

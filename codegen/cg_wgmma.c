@@ -159,12 +159,14 @@ static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
     asm_through(c, text, d, R);
 }
 
-/* Does a barrier come between the dot and the first copy into ring `buf` after it? */
+/* Does a barrier come between the dot and the first copy into ring `buf` after it (a
+ * barrier of the program, or the issuing thread's wait for every warp's release of the
+ * stage: passes/shared.c's TMA rings)? */
 static bool barrier_before_copy(const IrOp *dot, IrValue buf)
 {
     bool bar = false;
     for (const IrOp *u = dot->next; u; u = u->next) {
-        if (u->code == IR_OP_BARRIER) bar = true;
+        if (u->code == IR_OP_BARRIER || (u->code == IR_OP_TMA_WAIT && u->attr.i == 1)) bar = true;
         if ((u->code == IR_OP_ASYNC_COPY || u->code == IR_OP_TMA_COPY) && u->operands[0] == buf) return bar;
     }
     return false;

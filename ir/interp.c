@@ -767,7 +767,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_ASYNC_COPY: ok = exec_async_copy(I, op); break;
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: ok = true; break;
     case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
-    case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT: ok = true; break;
+    case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: ok = true; break;
     default: ok = exec_result_op(I, op); break;
     }
     return ok ? EX_OK : EX_ERROR;

@@ -654,11 +654,20 @@ static bool check_tma_copy(Verifier *v, const IrOp *op)
 
 static bool check_tma_wait(Verifier *v, const IrOp *op)
 {
+    bool wait = op->code == IR_OP_TMA_WAIT;
+    uint32_t n = wait ? 3 : 2;
+    if (!check_count(v, op, n, n + 1)) return false;
     if (!is_barriers(opt(v, op, 0)))
-        return fail(v, op, "waits on an i64 buffer of barriers [stages, 1, 1], got %s", tstr(opt(v, op, 0)).s);
-    for (uint32_t i = 1; i < 3; i++)
+        return fail(v, op, "%s an i64 buffer of barriers [stages, 1, 1], got %s", wait ? "waits on" : "arrives on",
+                    tstr(opt(v, op, 0)).s);
+    for (uint32_t i = 1; i < n; i++)
         if (!is_scalar_int(opt(v, op, i)))
             return fail(v, op, "the stage and the phase must be integer scalars, got %s", tstr(opt(v, op, i)).s);
+    if (op->noperands > n && !is_i1_scalar(opt(v, op, n)))
+        return fail(v, op, "the last operand says whether to %s: an i1 scalar, got %s", wait ? "wait" : "arrive",
+                    tstr(opt(v, op, n)).s);
+    if (wait && op->attr.i != 0 && op->attr.i != 1)
+        return fail(v, op, "waits in every thread (0) or in the one that issues copies (1), got %" PRId64, op->attr.i);
     return true;
 }
 
@@ -798,7 +807,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
     case IR_OP_MBARRIER_INIT: return check_mbarrier_init(v, op);
     case IR_OP_TMA_COPY: return check_tma_copy(v, op);
-    case IR_OP_TMA_WAIT: return check_tma_wait(v, op);
+    case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: return check_tma_wait(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
     case IR_OP_CHECK_BOUNDS: return check_check_bounds(v, op);
     case IR_OP_ASSERT: return check_assert(v, op);

@@ -41,6 +41,7 @@
 #include "passes.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/arena.h"
@@ -475,7 +476,7 @@ static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage)
  * The copies of iteration j+S-1 go into the stage that iteration j-1 read, after the
  * dot and a barrier: then every warp has finished with it (a wgmma dot kept in flight
  * retires iteration j-1's group before it ends, cg_wgmma.c). */
-static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrValue bars)
+static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrValue bars, IrValue empty)
 {
     IrFunc *f = p->f;
     IrCtx *c = f->module->ctx;
@@ -503,10 +504,27 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
     else ir_builder_at_end(&e, p->body);
     e.loc = loop->loc;
-    ir_build(&e, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
-    IrValue next = binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step));
+    /* iteration j-1's stage (the one j+S-1's copies refill): every warp releases it
+     * (its reads are done: a wgmma dot has retired j-1's group before it ends), and the
+     * issuing thread waits for all of them before the copies (from iteration 1 on; the
+     * stage of iteration -1 was never read) */
     IrValue next_stage = binop(&e, IR_OP_REM, binop(&e, IR_OP_ADD, j, iconst(&e, st, dist)), iconst(&e, st, stages));
+    const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
+    if (rel && !strcmp(rel, "barrier")) {
+        ir_build(&e, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+        emit_tma_copies(p, &e, cs, n, binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step)), next_stage, bars);
+        goto done;
+    }
+    IrValue after_first = cmp_lt(&e, iconst(&e, st, 0), j);
+    IrValue aops[3] = {empty, next_stage, after_first};
+    ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 3, NULL, 0, 0);
+    IrValue jm1 = binop(&e, IR_OP_SUB, j, iconst(&e, st, 1));
+    IrValue ephase = binop(&e, IR_OP_REM, binop(&e, IR_OP_DIV, jm1, iconst(&e, st, stages)), iconst(&e, st, 2));
+    IrValue eops[4] = {empty, next_stage, ephase, after_first};
+    ir_build(&e, IR_OP_TMA_WAIT, eops, 4, NULL, 0, 0)->attr.i = 1;
+    IrValue next = binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step));
     emit_tma_copies(p, &e, cs, n, next, next_stage, bars);
+done:
     for (int i = 0; i < n; i++) {
         for (int q = 0; q < cs[i].nviews; q++) {
             ir_op_remove(cs[i].views[q].cvt);
@@ -545,7 +563,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     }
     uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
     uint32_t smem_limit = scratch + align_slack < smem_optin ? smem_optin - (uint32_t)scratch - align_slack : 0;
-    uint32_t bar_bytes = tma ? 128 : 0;   /* the ring's mbarriers: 8 bytes a stage */
+    /* the ring's mbarriers: full and empty, 8 bytes a stage each */
+    uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u, bar_bytes = tma ? (2 * bar_half + 127) & ~127u : 0;
     while (stages > 2 && bytes * (uint32_t)stages + bar_bytes > smem_limit) stages--;
     if (n == 0 || stages < 2 || bytes * (uint32_t)stages + bar_bytes > smem_limit) {
         tl_free(p.in_slice);
@@ -571,12 +590,16 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     }
     if (tma) {
         const IrType *bt = barriers_type(c, stages);
-        IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
-        a->attr.i = offset;
-        offset += 128;
-        IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, a->results, 1, NULL, 0, 0);
+        IrOp *full = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        full->attr.i = offset;
+        IrOp *empty = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        empty->attr.i = offset + bar_half;
+        offset += bar_bytes;
+        IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, full->results, 1, NULL, 0, 0);
         init->attr.i = n;        /* one arrival per copy of a stage (each with its bytes) */
-        return pipeline_tma(&p, &b, cs, n, stages, a->results[0]);
+        init = ir_build(&b, IR_OP_MBARRIER_INIT, empty->results, 1, NULL, 0, 0);
+        init->attr.i = f->warps > 0 ? f->warps : 4;   /* every warp releases the stage */
+        return pipeline_tma(&p, &b, cs, n, stages, full->results[0], empty->results[0]);
     }
     /* How far ahead the copies run: S-1 iterations. A loop of one wgmma dot with at
      * least 3 stages keeps the tensor-core group of iteration j in flight while
