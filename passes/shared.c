@@ -461,21 +461,25 @@ static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage)
 }
 
 /* The ring of a loop whose candidates are all block loads, by TMA (b is before the
- * loop, after the buffers and the barriers `bars`):
+ * loop, after the buffers and the barriers: `bars`, full, one arrival per copy with its
+ * bytes; `empty`, one arrival per warp):
  *
  *   tma_copy %buf, 0, %bars, ... (iteration 0), ... (iterations 1 .. S-2)
  *   for %k ... {
  *     %s = rem (div (sub %k, %lo), step), S      %ph = rem (div (j, S)), 2
- *     tma_wait %bars, %s, %ph                    the copy of iteration j has landed
+ *     tma_wait 0 %bars, %s, %ph                  the copy of iteration j has landed
  *     %ao = local_load %buf, %s ... dot ...
- *     barrier                                    every warp is done with iteration j-1's stage
- *     tma_copy %buf, (j + S-1) % S, %bars, ... (iteration j + S-1, if < hi)
+ *     mbarrier_arrive %empty, %sp, j > 0          each warp is done with iteration j-1's stage sp
+ *     tma_wait 1 %empty, %sp, (j-1)/S % 2, j > 0  the issuing thread waits for every warp
+ *     tma_copy %buf, %sp, %bars, ... (iteration j + S-1, if < hi)
  *   }
  *   async_wait 0                                 (settles a wgmma group left in flight)
  *
- * The copies of iteration j+S-1 go into the stage that iteration j-1 read, after the
- * dot and a barrier: then every warp has finished with it (a wgmma dot kept in flight
- * retires iteration j-1's group before it ends, cg_wgmma.c). */
+ * The copies of iteration j+S-1 go into the stage sp = (j-1) % S that iteration j-1
+ * read, once every warp has released it (a wgmma dot kept in flight retires iteration
+ * j-1's group before it ends, cg_wgmma.c); only the issuing thread waits, the other
+ * warps go on (TILE_TMA_RELEASE=barrier: a barrier of the program instead, the first
+ * form, kept for measurements). */
 static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrValue bars, IrValue empty)
 {
     IrFunc *f = p->f;
