@@ -510,6 +510,10 @@ typedef struct Run {
     uint32_t (*grids)[3];
     atomic_uint next;
     const RtTuneOptions *opts;
+    /* Bit p: a candidate's tensor map of pointer parameter p cannot take these
+     * arguments (rt_tma.c); the candidates are compiled again without p's class, as a
+     * launch falls back to (rt_pick_variant). */
+    _Atomic uint64_t tma_refused;
 } Run;
 
 static void merge_consts(const TrtKernel *k, const RtCandidate *c, TrtConst *out, uint32_t *n)
@@ -596,6 +600,15 @@ static void prepare_candidate(Run *run, uint32_t i)
         drop(c, RT_CAND_LAUNCH, "%s", why);
         rt_blob_free(&img);
         goto out;
+    }
+    for (uint32_t j = 0; j < v.ntma; j++) {
+        RtTmaMaps maps;
+        char tw[200];
+        if (!rt_tma_encode_args(ctx->drv, &v.tma[j], run->args, run->nargs, maps.map[j], tw, sizeof tw)) {
+            atomic_fetch_or(&run->tma_refused, UINT64_C(1) << (v.tma[j].ptr_param & 63));
+            drop(c, RT_CAND_LAUNCH, "argument '%s' cannot be copied by TMA (%s)",
+                 child->params[v.tma[j].ptr_param].name, tw);
+        }
     }
     int regs = 0, local = 0;
     ctx->drv->cuFuncGetAttribute(&regs, RT_CU_FUNC_ATTR_NUM_REGS, v.fn);
@@ -1059,7 +1072,24 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     if (!s) s = device_limits(ctx, &run.lim);
     if (!s && !own_names(out)) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     if (!s) {
+        RtCandStatus *before = tl_calloc(out->ncands + 1, sizeof *before);
+        if (!before) tl_oom();
+        for (uint32_t i = 0; i < out->ncands; i++) before[i] = out->cands[i].status;
         compile_all(&run, o->jobs);
+        uint64_t refused = atomic_load(&run.tma_refused);
+        if (refused) {   /* again, for the class a launch with these arguments runs */
+            for (uint32_t p = 0; p < 32; p++)
+                if (refused >> p & 1) run.mask &= ~(UINT64_C(3) << (2 * p));
+            for (uint32_t i = 0; i < out->ncands; i++) {
+                rt_blob_free(&run.images[i]);
+                out->cands[i].status = before[i];
+                out->cands[i].why[0] = 0;
+            }
+            atomic_store(&run.next, 0);
+            atomic_store(&run.tma_refused, 0);
+            compile_all(&run, o->jobs);
+        }
+        tl_free(before);
         apply_known(out, o);
         ctx->drv->cuCtxSetCurrent(ctx->cuctx);
         s = benchmark(&run, stream, o, path);

@@ -689,6 +689,51 @@ static void test_missing_worker_falls_back(void **state)
     assert_non_null(strstr(trt_last_error(), "/nonexistent/tile-tune-worker"));
 }
 
+/* A kernel that copies by TMA, tuned with arguments its class admits but no tensor map
+ * takes (A read bottom-up: a negative row stride, a multiple of 16): the candidates are
+ * compiled again for the class a launch falls back to (cp.async), and the tuning runs
+ * instead of failing at the worker's first launch. */
+static const char tma_src[] =
+    "@autotune(key = [K], space = {BM: [64, 128], warps: [4, 8]}, default = {BM: 64, warps: 4})\n"
+    "kernel mm(c: *f32, a: *bf16, b: *bf16, K: i32, sa: i32, const BM: i32 = 64)\n"
+    "    grid(1)\n"
+    "{\n"
+    "    var acc = zeros([BM, 64], f32);\n"
+    "    for k in range(0, K, 32) {\n"
+    "        acc = dot(load_block(a, [BM, K], [sa, 1], [0, k], [BM, 32]),\n"
+    "                  load_block(b, [K, 64], [64, 1], [k, 0], [32, 64]), acc);\n"
+    "    }\n"
+    "    store(c + arange(0, BM)[:, None] * 64 + arange(0, 64)[None, :], acc);\n"
+    "}\n";
+
+static void test_tma_refused_args_retune_without_tma(void **state)
+{
+    (void)state;
+    assert_ok(trt_context_create(0, TRT_MODE_MAX_AUTOTUNE, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "mm.tile", tma_src, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "mm", NULL, 0, &cur.k));
+    enum { K = 64 };
+    assert_ok(trt_mem_alloc(cur.ctx, 128 * 64 * sizeof(float), &cur.y));
+    assert_ok(trt_mem_alloc(cur.ctx, 128 * K * 2 + 64 * K * 2, &cur.x));
+    TrtArg a[5] = {trt_arg_ptr(cur.y), trt_arg_ptr(cur.x + 127 * K * 2), trt_arg_ptr(cur.x + 128 * K * 2),
+                   trt_arg_i32(K), trt_arg_i32(-K)};
+    RtTuneOptions o;
+    rt_tune_options_from_env(&o);
+    assert_ok(rt_tune_run(cur.k, a, 5, NULL, &o, &cur.r));
+    assert_true(cur.r.winner >= 0);
+    for (uint32_t i = 0; i < cur.r.ncands; i++) {
+        assert_int_equal(cur.r.cands[i].status, RT_CAND_OK);
+        assert_null(strstr(cur.r.cands[i].why, "TMA"));
+    }
+    /* the same kernel with a stride a map takes keeps its TMA variants: no candidate dropped */
+    rt_tune_result_free(&cur.r);
+    memset(&cur.r, 0, sizeof cur.r);
+    a[1] = trt_arg_ptr(cur.x);
+    a[4] = trt_arg_i32(K);
+    assert_ok(rt_tune_run(cur.k, a, 5, NULL, &o, &cur.r));
+    for (uint32_t i = 0; i < cur.r.ncands; i++) assert_int_equal(cur.r.cands[i].status, RT_CAND_OK);
+}
+
 int main(void)
 {
     setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
@@ -716,7 +761,7 @@ int main(void)
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
         T(test_two_processes_tune_once), T(test_threads_tune_once), T(test_max_configs),
         T(test_copies_only_the_given_bytes),
-        T(test_log_says_why), T(test_missing_worker_falls_back),
+        T(test_log_says_why), T(test_missing_worker_falls_back), T(test_tma_refused_args_retune_without_tma),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
