@@ -32,6 +32,7 @@
 #include "codegen/codegen.h"
 #include "ir/layout.h"
 #include "ir/target.h"
+#include "passes/passes.h"
 
 /* A scalar operand as the host sees it (passes/blockload.c host_known): a constant, a
  * parameter (through multiple_of hints), or a parameter times a constant; for a
@@ -63,16 +64,16 @@ static bool host_value(const IrFunc *f, IrValue v, int32_t *param, int64_t *valu
     return true;
 }
 
-/* The recipe of one tma_copy's map; false if an operand is not known on the host. */
-static bool recipe_of(const IrFunc *f, const IrOp *op, CgTmaDesc *out)
+/* The recipe of one tma_copy's map for pointer parameter `param` (one of those its
+ * pointer may be); false if an operand is not known on the host. */
+static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc *out)
 {
     const IrType *bt = ir_value_type(f, op->operands[0]);
     const IrLayout *l = bt->layout;
     int fast = l->order[0] - 1, slow = 1 - fast, eb = ir_elem_bytes(bt->elem);
     memset(out, 0, sizeof *out);
-    const IrValueInfo *pi = &f->values[op->operands[3]];
-    if (pi->def || pi->block != &f->body || bt->rank != 3 || !l->swizzle_bytes) return false;
-    out->ptr_param = pi->index;
+    if (bt->rank != 3 || !l->swizzle_bytes) return false;
+    out->ptr_param = param;
     out->elem_bytes = (uint32_t)eb;
     out->rank = 2;
     out->swizzle = (uint32_t)l->swizzle_bytes;
@@ -96,13 +97,18 @@ static bool collect_maps(const IrFunc *k, const IrBlock *blk, CgTmaDesc *out, ui
         for (uint32_t r = 0; r < op->nregions; r++)
             if (!collect_maps(k, &op->regions[r], out, nd, max)) return false;
         if (op->code != IR_OP_TMA_COPY) continue;
-        CgTmaDesc d;
-        if (!recipe_of(k, op, &d)) return false;
-        bool seen = false;
-        for (uint32_t j = 0; j < *nd && !seen; j++) seen = !memcmp(&out[j], &d, sizeof d);
-        if (seen) continue;
-        if (*nd == max) return false;
-        out[(*nd)++] = d;
+        uint32_t ps[4];
+        int np = blockload_ptr_params(k, op->operands[3], ps, 4);
+        if (!np) return false;
+        for (int p = 0; p < np; p++) {
+            CgTmaDesc d;
+            if (!recipe_of(k, op, ps[p], &d)) return false;
+            bool seen = false;
+            for (uint32_t j = 0; j < *nd && !seen; j++) seen = !memcmp(&out[j], &d, sizeof d);
+            if (seen) continue;
+            if (*nd == max) return false;
+            out[(*nd)++] = d;
+        }
     }
     return true;
 }
@@ -113,14 +119,32 @@ int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max)
     return collect_maps(k, &k->body, out, &nd, max) ? (int)nd : -1;
 }
 
-/* The hidden parameter of op's map. */
-static LLVMValueRef desc_param(Cg *c, const IrOp *op)
+/* The address (i64, generic) of op's map: its hidden parameter, or, for a pointer that
+ * may be one of several parameters, the map of the one whose address it holds (a
+ * select chain; two parameters with one address have the same map but the base). */
+static LLVMValueRef desc_addr(Cg *c, const IrOp *op)
 {
-    CgTmaDesc d;
-    if (!recipe_of(c->f, op, &d)) return NULL;
-    for (uint32_t j = 0; j < c->ntma; j++)
-        if (!memcmp(&c->tma[j], &d, sizeof d)) return LLVMGetParam(c->fn, c->f->body.nargs + j);
-    return NULL;
+    uint32_t ps[4];
+    int np = blockload_ptr_params(c->f, op->operands[3], ps, 4);
+    LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
+    LLVMValueRef addr = NULL, ptr = NULL;
+    if (np > 1) ptr = LLVMBuildPtrToInt(c->b, cg_get(c, op->operands[3]).v[0], i64, "");
+    for (int p = np - 1; p >= 0; p--) {
+        CgTmaDesc d;
+        if (!recipe_of(c->f, op, ps[p], &d)) return NULL;
+        LLVMValueRef m = NULL;
+        for (uint32_t j = 0; j < c->ntma && !m; j++)
+            if (!memcmp(&c->tma[j], &d, sizeof d))
+                m = LLVMBuildPtrToInt(c->b, LLVMGetParam(c->fn, c->f->body.nargs + j), i64, "");
+        if (!m) return NULL;
+        if (!addr) {
+            addr = m;
+            continue;
+        }
+        LLVMValueRef base = LLVMBuildPtrToInt(c->b, LLVMGetParam(c->fn, ps[p]), i64, "");
+        addr = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, ptr, base, ""), m, addr, "");
+    }
+    return addr;
 }
 
 static void asm_void(Cg *c, LLVMValueRef *args, unsigned n, const char *text, const char *cons)
@@ -190,8 +214,8 @@ static bool lower_copy(Cg *c, const IrOp *op)
     const IrLayout *l = bt->layout;
     int fast = l->order[0] - 1, slow = 1 - fast, eb = ir_elem_bytes(bt->elem);
     uint32_t r = bt->rank - 1u;
-    LLVMValueRef desc = desc_param(c, op);
-    if (!desc) return cg_error(c, op, "internal error: a tma_copy whose tensor is not known on the host");
+    LLVMValueRef map = desc_addr(c, op);
+    if (!map) return cg_error(c, op, "internal error: a tma_copy whose tensor is not known on the host");
     LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
     int32_t rows = bt->shape[1 + slow], sw = l->swizzle_bytes, boxw = sw / eb;
     int32_t nbox = bt->shape[1 + fast] / boxw;
@@ -202,7 +226,6 @@ static bool lower_copy(Cg *c, const IrOp *op)
     LLVMValueRef os = as_i32(c, cg_get(c, op->operands[4 + 2 * r + slow]).v[0]);
     LLVMValueRef dst0 = cg_add(c->b, cg_get(c, op->operands[0]).v[0], cg_mul(c->b, stage, cg_i32c(c, stage_bytes)));
     LLVMValueRef bar = barrier_addr(c, op->operands[2], stage);
-    LLVMValueRef map = LLVMBuildPtrToInt(c->b, desc, LLVMInt64TypeInContext(c->ctx), "");
     LLVMBasicBlockRef after = begin_if(c, cond);
     /* the stage was last read by ldmatrix or wgmma before the barrier that precedes
      * this copy; order those reads before the async proxy's writes */

@@ -156,8 +156,10 @@ static IrValue expand(IrFunc *f, IrOp *op)
  *     are 32-bit: codegen clamps i64 ones, the runtime keeps their extents below 2^31);
  *   - the tensor is describable on the host at launch (the runtime encodes the
  *     descriptor, cuTensorMapEncodeTiled): the pointer a kernel parameter that the
- *     variant's class makes 16-byte aligned, each shape and stride a constant or a
- *     parameter (through the specialization's multiple_of);
+ *     variant's class makes 16-byte aligned, or one of up to 4 such parameters that
+ *     `if`s or selects choose (a map each; codegen picks the one whose address the
+ *     pointer holds), each shape and stride a constant or a parameter (through the
+ *     specialization's multiple_of);
  *   - one stride is the constant 1 (the contiguous axis), the other a multiple of 16
  *     bytes (a constant, or a parameter the class makes a multiple of 16);
  *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
@@ -206,14 +208,50 @@ int blockload_fast_axis(const IrFunc *f, const IrOp *op)
     return fast;
 }
 
+/* The parameters a pointer may be: a parameter, or a result of `if`s (and selects)
+ * whose every branch yields one; their count (at most max), or 0 if it may be
+ * anything else. */
+int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max)
+{
+    const IrValueInfo *vi = &f->values[v];
+    if (!vi->def) return vi->block == &f->body && max >= 1 ? (out[0] = vi->index, 1) : 0;
+    const IrOp *d = vi->def;
+    IrValue alt[2];
+    if (d->code == IR_OP_SELECT && !ir_value_type(f, v)->rank) alt[0] = d->operands[1], alt[1] = d->operands[2];
+    else if (d->code == IR_OP_IF && d->nregions == 2) {
+        for (int r = 0; r < 2; r++) {
+            const IrOp *y = d->regions[r].last;
+            if (!y || y->code != IR_OP_YIELD || vi->index >= y->noperands) return 0;
+            alt[r] = y->operands[vi->index];
+        }
+    } else
+        return 0;
+    int n = 0;
+    for (int r = 0; r < 2; r++) {
+        uint32_t got[4];
+        int m = blockload_ptr_params(f, alt[r], got, 4);
+        if (!m) return 0;
+        for (int i = 0; i < m; i++) {
+            bool seen = false;
+            for (int j = 0; j < n; j++) seen |= out[j] == got[i];
+            if (seen) continue;
+            if (n == max) return 0;
+            out[n++] = got[i];
+        }
+    }
+    return n;
+}
+
 static bool tma_block(const IrFunc *f, const IrOp *op)
 {
     const IrType *t = ir_value_type(f, op->results[0]);
     IrElem ie = ir_value_type(f, op->operands[1])->elem;
     if (t->rank != 2 || ir_elem_bytes(t->elem) != 2 || (ie != IR_I32 && ie != IR_I64)) return false;
-    IrValue ptr = op->operands[0];
-    const IrValueInfo *pi = &f->values[ptr];
-    if (pi->def || pi->block != &f->body || pi->index >= 64 || !(f->aligned_params >> pi->index & 1)) return false;
+    uint32_t ps[4];
+    int np = blockload_ptr_params(f, op->operands[0], ps, 4);
+    if (!np) return false;
+    for (int i = 0; i < np; i++)
+        if (ps[i] >= 64 || !(f->aligned_params >> ps[i] & 1)) return false;
     int fast = blockload_fast_axis(f, op), slow = 1 - fast;
     if (fast < 0) return false;
     int64_t m;
@@ -314,8 +352,10 @@ bool pass_block_load(IrFunc *f)
     for (size_t i = 0; i < n; i++) {
         if (state[i] != 1) continue;
         const IrBlock *loop = s.ops.data[i]->parent;
-        uint32_t here = 0;
-        for (size_t j = i; j < n; j++) here += state[j] == 1 && s.ops.data[j]->parent == loop;
+        uint32_t here = 0, ps[4];       /* a map per parameter the pointer may be */
+        for (size_t j = i; j < n; j++)
+            if (state[j] == 1 && s.ops.data[j]->parent == loop)
+                here += (uint32_t)blockload_ptr_params(f, s.ops.data[j]->operands[0], ps, 4);
         bool fits = maps + here <= MAX_MAPS;
         maps += fits ? here : 0;
         for (size_t j = i; j < n; j++)

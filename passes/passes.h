@@ -48,6 +48,9 @@ const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t);
 /* A block load (passes/blockload.c) that the GPU pipeline kept for TMA but did not
  * copy by TMA, expanded after the layout pass into a pointer load in blocked layouts. */
 void blockload_expand_laid_out(IrFunc *f, IrOp *op);
+/* The parameters pointer v may be (a parameter, or `if` results and selects of them),
+ * at most max, into out; 0 if it may be anything else. */
+int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);
 const PassInfo *pass_find(const char *name);
