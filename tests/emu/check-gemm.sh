@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ctest codegen/gemm-addresses: the pipelined bf16 GEMM's every cp.async, ldmatrix,
 # store and shared access, for tile configs and shapes (masked edges, the unspecialized
-# variant) run on the host (tests/emu). Exit 77 without LLVM's llc or a C compiler.
+# variant) run on the host (tests/emu); `sm_90a-tma` rows run examples/matmul_bf16.tile's
+# TMA ring (every box's map, destination and block, every mbarrier, and which operand
+# each wgmma row holds). Exit 77 without LLVM's llc or a C compiler.
 #   check-gemm.sh TILEC
 set -u
 tilec=$1; here=$(cd "$(dirname "$0")" && pwd)
@@ -9,7 +11,9 @@ command -v cc >/dev/null && { command -v llc-19 >/dev/null || [ -x /usr/lib/llvm
 status=0
 # arch   config            M    N    K   (sm_90a: wgmma, its descriptors' reads checked)
 while read -r arch cfg M N K; do
-  out=$(ARCH=$arch bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
+  tma=0; [ "$arch" = sm_90a-tma ] && arch=sm_90a tma=1
+  out=$(ARCH=$arch TMA=$tma bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
+  [ $tma = 1 ] && arch=sm_90a-tma
   echo "$arch $cfg ${M}x${N}x${K}: $(echo "$out" | tr '\n' ' ')"
   [ $rc -eq 0 ] || status=1
 done <<'CONFIGS'
@@ -24,5 +28,9 @@ sm_90a 128,256,64,8,4 256 512 256
 sm_90a 128,128,32,4,4 300 200 520
 sm_90a 128,64,16,4,4  256 128 100
 sm_90a 256,128,64,8,5 512 256 320
+sm_90a-tma 128,256,64,8,4 256 512 256
+sm_90a-tma 128,128,32,4,4 384 256 320
+sm_90a-tma 64,128,16,4,3  192 256 160
+sm_90a-tma 128,64,64,4,2  256 192 256
 CONFIGS
 exit $status

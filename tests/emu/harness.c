@@ -5,7 +5,8 @@
  * ldmatrix rows aligned and inside the block's shared memory, stores inside C, shared
  * loads and stores inside the shared memory and aligned to their size.
  *
- *     harness M N K threads grid shared_bytes   (exit status 1 on any finding) */
+ *     harness M N K threads grid shared_bytes [BM BN BK]   (exit status 1 on any finding;
+ *     BM BN BK: the tensor maps of a TMA build, -DTMA=1) */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,14 +109,72 @@ void chk_st(uint32_t pred, uint64_t addr, uint32_t sz) {
     if (addr % sz) report("st.global misaligned", addr);
     if (!in(addr, C, szC, sz)) report("st.global outside C", addr);
 }
+/* TMA (harness built with -DTMA=1 for examples/matmul_bf16.tile's div16 variant): the
+ * kernel takes two tensor maps after its arguments, A's and B's, which the harness
+ * makes as the runtime would from the recipe (rt_tma.c): extents innermost first, the
+ * row's bytes, the box (swizzle / 2 elements by the stage's rows). chk_tma checks a
+ * copy: the map is one of the two, the destination inside the shared memory and on a
+ * 1024-byte swizzle repeat when the box fills whole atoms, the box's inner coordinate a
+ * multiple of its width, and it marks the box's bytes as copied from A or B, so the
+ * wgmma descriptor check sees which operand each row holds. */
+typedef struct Map {
+    _Alignas(64) uint64_t base;
+    uint64_t dims[2], stride;
+    uint32_t box[2], which;
+    unsigned char pad[128 - 44];
+} Map;
+_Static_assert(sizeof(Map) == 128, "a CUtensorMap is 128 bytes");
+void chk_mbar(uint32_t a);
+static Map map_a, map_b;
+void chk_tma(uint32_t dst, uint64_t map, uint32_t c0, uint32_t c1, uint32_t bar)
+{
+    const Map *m = (const Map *)(uintptr_t)map;
+    if (!m || (m->which != 1 && m->which != 2)) {
+        report("TMA copy through an unknown tensor map", map);
+        return;
+    }
+    uint32_t o = off_of(dst), bytes = m->box[0] * 2 * m->box[1];
+    extent(&buf_lo, &buf_hi, o, bytes);
+    if (o % 128) report("TMA destination not 128-byte aligned", o);
+    if (m->box[1] % 8 == 0 && o % 1024) report("TMA destination of whole swizzle atoms not 1024-byte aligned", o);
+    if (o + bytes > smem_bytes) report("TMA box past the shared memory", o);
+    if ((int32_t)c0 % (int32_t)m->box[0]) report("TMA inner coordinate not a multiple of the box width", c0);
+    if ((int64_t)(int32_t)c1 >= (int64_t)m->dims[1] + m->box[1]) report("TMA outer coordinate past the tensor", c1);
+    for (uint32_t b = 0; b < bytes; b += 16)
+        if ((o + b) / 16 < sizeof chunk_from) chunk_from[(o + b) / 16] = (unsigned char)m->which;
+    /* the boxes of one tma_copy (one map and outer coordinate, inner coordinates
+     * rising: one thread issues them in a row) go to disjoint blocks of the stage */
+    static const Map *gm;
+    static uint32_t g1, g0, gn, glo[16], ghi[16];
+    if (m != gm || c1 != g1 || (int32_t)c0 <= (int32_t)g0 || gn == 16) gm = m, g1 = c1, gn = 0;
+    for (uint32_t i = 0; i < gn; i++)
+        if (o < ghi[i] && glo[i] < o + bytes) report("TMA boxes of one copy overlap in the stage", o);
+    glo[gn] = o, ghi[gn++] = o + bytes, g0 = c0;
+    chk_mbar(bar);
+}
+void chk_mbar(uint32_t a)
+{
+    uint32_t o = off_of(a);
+    if (o % 8) report("mbarrier misaligned", o);
+    if (o + 8 > smem_bytes) report("mbarrier past the shared memory", o);
+}
+#if TMA
+extern void matmul_bf16(void *c, void *a, void *b, int M, int N, int K, int sam, int sbk, int scm, Map ma, Map mb);
+#else
 extern void matmul_bf16(void *c, void *a, void *b, int M, int N, int K, int sam, int sbk, int scm);
+#endif
 static int M, N, K, cta;
 static void *run(void *p) {
     tid_ = (int)(intptr_t)p;
     ctaid_ = cta;
+#if TMA
+    matmul_bf16((void *)C, (void *)A, (void *)B, M, N, K, K, N, N, map_a, map_b);
+#else
     matmul_bf16((void *)C, (void *)A, (void *)B, M, N, K, K, N, N);
+#endif
     return NULL;
 }
+static uint32_t swizzle_of(uint32_t row_bytes) { return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : 32; }
 int main(int argc, char **argv) {
     M = atoi(argv[1]); N = atoi(argv[2]); K = atoi(argv[3]);
     int nt = atoi(argv[4]), grid = atoi(argv[5]);
@@ -123,6 +182,13 @@ int main(int argc, char **argv) {
     szA = (size_t)M * K * 2; szB = (size_t)K * N * 2; szC = (size_t)M * N * 2;
     A = (uintptr_t)aligned_alloc(256, szA); B = (uintptr_t)aligned_alloc(256, szB); C = (uintptr_t)aligned_alloc(256, szC);
     memset((void *)A, 0, szA); memset((void *)B, 0, szB);
+    if (argc > 9) {   /* BM BN BK: the maps */
+        uint32_t BM = (uint32_t)atoi(argv[7]), BN = (uint32_t)atoi(argv[8]), BK = (uint32_t)atoi(argv[9]);
+        map_a = (Map){.base = A, .dims = {(uint64_t)K, (uint64_t)M}, .stride = (uint64_t)K * 2,
+                      .box = {swizzle_of(BK * 2) / 2, BM}, .which = 1};
+        map_b = (Map){.base = B, .dims = {(uint64_t)N, (uint64_t)K}, .stride = (uint64_t)N * 2,
+                      .box = {swizzle_of(BN * 2) / 2, BK}, .which = 2};
+    }
     pthread_barrier_init(&bar, NULL, (unsigned)nt);
     if (nt < 1 || nt > NT_MAX) {
         fprintf(stderr, "threads must be 1..%d\n", NT_MAX);

@@ -1,6 +1,6 @@
 """Rewrites the LLVM IR of a tile kernel (tilec --emit=llvm) so that it runs on the host:
 each inline-asm instruction becomes a function that checks the addresses it is given
-(cp.async, ldmatrix, predicated global stores) and returns zeros (mma passes its
+(cp.async, TMA's bulk tensor copies and mbarriers, ldmatrix, predicated global stores) and returns zeros (mma passes its
 accumulator through), the thread and block indices and the barrier call the harness
 (harness.c, one pthread per GPU thread), and every shared-memory load and store is
 preceded by a check of its address. Values are not computed; addresses are, exactly as
@@ -92,6 +92,12 @@ def emu_for(asm, cons, args, ret):
         body = ["  call void @chk_st(i32 %p0, i64 %p1, i32 4)", "  ret void"]
     elif asm.startswith("cp.async.commit") or asm.startswith("cp.async.wait"):
         body = ["  ret void"]
+    elif asm.startswith("cp.async.bulk.tensor.2d"):   # [dst], [map, {c0, c1}], [bar]
+        body = ["  call void @chk_tma(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4)", "  ret void"]
+    elif asm.startswith("mbarrier.") or "mbarrier.try_wait" in asm:   # init, arrive(.expect_tx), try_wait
+        body = ["  call void @chk_mbar(i32 %p0)", "  ret void"]
+    elif asm.startswith("fence.mbarrier_init"):
+        body = ["  ret void"]
     else:
         sys.exit("unknown asm: " + asm)
     decls[key] = (name, "define internal %s @%s(%s) {\n%s\n}\n" % (ret, name, params, "\n".join(body)))
@@ -106,12 +112,23 @@ def split_args(s):
         else: cur += ch
     if cur.strip(): parts.append(cur)
     return parts
-pat = re.compile(r'call (\{[^}]*\}|[a-z0-9]+) asm (?:sideeffect )?"((?:[^"\\]|\\.)*)", "((?:[^"\\]|\\.)*)"\(([^)]*)\)')
-def rep(m):
-    ret, asm, cons, args = m.groups()
-    name = emu_for(asm, cons, args, ret)
-    return "call %s @%s(%s)" % (ret, name, args)
-src = pat.sub(rep, src)
+# the asm call's arguments may hold constant expressions with parentheses (a shared
+# address folded to ptrtoint (...)): they end at the matching parenthesis
+pat = re.compile(r'call (\{[^}]*\}|[a-z0-9]+) asm (?:sideeffect )?"((?:[^"\\]|\\.)*)", "((?:[^"\\]|\\.)*)"\(')
+pieces, at = [], 0
+for m in pat.finditer(src):
+    if m.start() < at: continue
+    depth, j = 1, m.end()
+    while depth:
+        depth += {"(": 1, ")": -1}.get(src[j], 0)
+        j += 1
+    ret, asm, cons = m.groups()
+    args = src[m.end():j - 1]
+    pieces.append(src[at:m.start()])
+    pieces.append("call %s @%s(%s)" % (ret, emu_for(asm, cons, args, ret), args))
+    at = j
+pieces.append(src[at:])
+src = "".join(pieces)
 src = re.sub(r'^target (datalayout|triple).*$', '', src, flags=re.M)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
@@ -128,6 +145,7 @@ src = re.sub(r'"target-features"="[^"]*"', '', src)
 src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)
 src = re.sub(r'declare void @emu_barrier\(\) #\d+', 'declare void @emu_barrier()', src)
 src += "\ndeclare void @chk_wgmma(i64, i64, i32, i32, i32)\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\n"
+src += "declare void @chk_tma(i32, i64, i32, i32, i32)\ndeclare void @chk_mbar(i32)\n"
 src += "\n".join(d for _, d in decls.values())
 open(sys.argv[2], "w").write(src)
 # instrument shared loads and stores: a check of the address before each

@@ -14,12 +14,16 @@ here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 llc=${LLC:-$(command -v llc-19 || echo /usr/lib/llvm-19/bin/llc)}
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0 ] && spec=div16
-"$tilec" "$root/bench/matmul_pointers.tile" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
+# TMA=1: examples/matmul_bf16.tile (block loads) in its div16 variant, copied by TMA
+kernel=$root/bench/matmul_pointers.tile; maps=""; tma=0
+if [ "${TMA:-0}" = 1 ]; then kernel=$root/examples/matmul_bf16.tile; maps="$BM $BN $BK"; tma=1; fi
+"$tilec" "$kernel" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
     --spec=$spec --emit=llvm -o "$t/k.ll"
+[ $tma = 0 ] || grep -q "cp.async.bulk.tensor" "$t/k.ll" || { echo "run.sh: the kernel does not copy by TMA"; exit 1; }
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
 "$llc" -O1 -mtriple=x86_64-pc-linux-gnu -relocation-model=pic -filetype=obj "$t/host.ll" -o "$t/k.o"
-cc -O1 -pthread "$here/harness.c" "$t/k.o" -o "$t/run"
+cc -O1 -pthread -Wno-psabi -DTMA=$tma "$here/harness.c" "$t/k.o" -o "$t/run"
 grid=$(( ((M + BM - 1) / BM) * ((N + BN - 1) / BN) ))
 # shared memory: every buffer the kernel allocates plus the largest scratch, bounded
 # above by what a block may have on sm_90a
-"$t/run" "$M" "$N" "$K" $((W * 32)) "$grid" 232448
+"$t/run" "$M" "$N" "$K" $((W * 32)) "$grid" 232448 $maps
