@@ -500,6 +500,29 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     if (ivt->elem != IR_I32) j = ir_build1(b, IR_OP_CONVERT, st, &j, 1);
     IrValue stage = binop(b, IR_OP_REM, j, iconst(b, st, stages));
     IrValue phase = binop(b, IR_OP_REM, binop(b, IR_OP_DIV, j, iconst(b, st, stages)), iconst(b, st, 2));
+    /* A dot that can stay in flight into the next iteration (one wgmma dot, 3 stages or
+     * more: cg_wgmma.c) releases iteration j-1's stage only once its wait has retired
+     * that group, at the end of iteration j: the copies come after the dot. Otherwise
+     * the dots are done with stage j when iteration j ends: each warp releases it there,
+     * and the copies of iteration j+S-1 go at the top of iteration j, into the stage
+     * iteration j-1 read, as early as they can (a ring of 2 stages then still overlaps
+     * a whole iteration). */
+    bool wgmma_views = true;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < cs[i].nviews; q++)
+            wgmma_views &= is_wgmma_layout(ir_value_type(f, cs[i].views[q].cvt->results[0])->layout);
+    bool late = stages >= 3 && count_dots(p->body) == 1 && wgmma_views;
+    const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
+    bool barrier = rel && !strcmp(rel, "barrier");
+    if (!late && !barrier) {
+        IrValue prev_stage = binop(b, IR_OP_REM, binop(b, IR_OP_ADD, j, iconst(b, st, dist)), iconst(b, st, stages));
+        IrValue after_first = cmp_lt(b, iconst(b, st, 0), j);
+        IrValue jm1 = binop(b, IR_OP_SUB, j, iconst(b, st, 1));
+        IrValue ephase = binop(b, IR_OP_REM, binop(b, IR_OP_DIV, jm1, iconst(b, st, stages)), iconst(b, st, 2));
+        IrValue eops[4] = {empty, prev_stage, ephase, after_first};
+        ir_build(b, IR_OP_TMA_WAIT, eops, 4, NULL, 0, 0)->attr.i = 1;
+        emit_tma_copies(p, b, cs, n, binop(b, IR_OP_ADD, iv, iconst(b, ivt, dist * step)), prev_stage, bars);
+    }
     IrValue wops[3] = {bars, stage, phase};
     ir_build(b, IR_OP_TMA_WAIT, wops, 3, NULL, 0, 0);
     emit_views(f, b, cs, n, stage);
@@ -508,13 +531,17 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
     else ir_builder_at_end(&e, p->body);
     e.loc = loop->loc;
+    if (!late && !barrier) {
+        IrValue aops[2] = {empty, stage};
+        ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 2, NULL, 0, 0);
+        goto done;
+    }
     /* iteration j-1's stage (the one j+S-1's copies refill): every warp releases it
      * (its reads are done: a wgmma dot has retired j-1's group before it ends), and the
      * issuing thread waits for all of them before the copies (from iteration 1 on; the
      * stage of iteration -1 was never read) */
     IrValue next_stage = binop(&e, IR_OP_REM, binop(&e, IR_OP_ADD, j, iconst(&e, st, dist)), iconst(&e, st, stages));
-    const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
-    if (rel && !strcmp(rel, "barrier")) {
+    if (barrier) {
         ir_build(&e, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
         emit_tma_copies(p, &e, cs, n, binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step)), next_stage, bars);
         goto done;
