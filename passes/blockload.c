@@ -21,6 +21,9 @@
  * math is in the operands' integer type, as the op's meaning says. */
 #include "passes.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "ir/arena.h"
 #include "ir/layout.h"
 #include "ir/target.h"
@@ -319,8 +322,10 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
     /* (a loop of two dots, the graph compiler's paired SwiGLU GEMM, ran 13% slower by TMA
      * than by cp.async on the H200, 2.078 against 1.839 ms, while its copies were issued
      * after the dots: with 2 stages nothing overlapped them; they now go at the top of
-     * the body, passes/shared.c, not yet measured) */
-    if (dots < 1) return false;
+     * the body under TILE_TMA_EARLY=1, passes/shared.c, not yet measured: until then
+     * such loops stay on cp.async) */
+    const char *early = getenv("TILE_TMA_EARLY");
+    if (dots < 1 || (dots > 1 && !(early && !strcmp(early, "1")))) return false;
     for (const IrOp *u = body->first; u; u = u->next) {
         if (u->code != IR_OP_DOT) continue;
         for (int i = 0; i < 2; i++) {
