@@ -34,36 +34,6 @@
 #include "ir/target.h"
 #include "passes/passes.h"
 
-/* A scalar operand as the host sees it (passes/blockload.c host_known): a constant, a
- * parameter (through multiple_of hints), or a parameter times a constant; for a
- * parameter, *value is the factor. */
-static bool host_value(const IrFunc *f, IrValue v, int32_t *param, int64_t *value)
-{
-    const IrOp *d = f->values[v].def;
-    *param = -1;
-    *value = 1;
-    if (d && d->code == IR_OP_MUL) {
-        const IrOp *k = f->values[d->operands[1]].def;
-        if (!k || k->code != IR_OP_CONST) return false;
-        *value = k->attr.i;
-        v = d->operands[0];
-        d = f->values[v].def;
-        if (d && d->code == IR_OP_CONST) return false;
-    }
-    while (d && d->code == IR_OP_MULTIPLE_OF) {
-        v = d->operands[0];
-        d = f->values[v].def;
-    }
-    if (!d) {
-        if (f->values[v].block != &f->body) return false;
-        *param = (int32_t)f->values[v].index;
-        return true;
-    }
-    if (d->code != IR_OP_CONST || *value != 1) return false;
-    *value = d->attr.i;
-    return true;
-}
-
 /* The recipe of one tma_copy's map for pointer parameter `param` (one of those its
  * pointer may be); false if an operand is not known on the host. */
 static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc *out)
@@ -82,8 +52,9 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc
     out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[4])->elem) * 8;
     int axes[2] = {fast, slow};
     for (int d = 0; d < 2; d++) {
-        if (!host_value(f, op->operands[4 + axes[d]], &out->dim_param[d], &out->dim_value[d]) ||
-            !host_value(f, op->operands[6 + axes[d]], &out->stride_param[d], &out->stride_value[d]))
+        int64_t mult;
+        if (!blockload_host_scalar(f, op->operands[4 + axes[d]], &out->dim_param[d], &out->dim_value[d], &mult) ||
+            !blockload_host_scalar(f, op->operands[6 + axes[d]], &out->stride_param[d], &out->stride_value[d], &mult))
             return false;
     }
     return out->stride_param[0] < 0 && out->stride_value[0] == 1;

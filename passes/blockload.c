@@ -167,9 +167,9 @@ static IrValue expand(IrFunc *f, IrOp *op)
  *     bytes (a constant, or a parameter the class makes a multiple of 16);
  *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
  *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows). */
-/* A parameter, through the specialization's multiple_of hints; *mult is what it is a
- * multiple of. */
-static bool param_of(const IrFunc *f, IrValue v, int64_t *mult)
+/* A parameter, through the specialization's multiple_of hints; *index is its position,
+ * *mult what it is a multiple of. */
+static bool param_of(const IrFunc *f, IrValue v, uint32_t *index, int64_t *mult)
 {
     *mult = 1;
     const IrOp *d = f->values[v].def;
@@ -178,26 +178,40 @@ static bool param_of(const IrFunc *f, IrValue v, int64_t *mult)
         v = d->operands[0];
         d = f->values[v].def;
     }
+    *index = f->values[v].index;
     return !d && f->values[v].block == &f->body;
 }
 
-/* A value the host knows at launch (codegen/cg_tma.c describes it to the runtime): a
- * constant (>= 1 when `positive`), a parameter, or a parameter times a positive
- * constant (3 * hidden); *mult is what it is a multiple of. */
-static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
+bool blockload_host_scalar(const IrFunc *f, IrValue v, int32_t *param, int64_t *value, int64_t *mult)
 {
     const IrOp *d = f->values[v].def;
     int64_t k;
+    uint32_t index;
+    *param = -1;
+    *value = 1;
     if (ir_value_type(f, v)->rank) return false;
     if (d && d->code == IR_OP_MUL && const_of(f, d->operands[1], &k) && k >= 1 && k <= (INT64_C(1) << 20)) {
-        if (!param_of(f, d->operands[0], mult)) return false;
+        if (!param_of(f, d->operands[0], &index, mult)) return false;
+        *param = (int32_t)index;
+        *value = k;
         *mult *= k;
         return true;
     }
-    if (param_of(f, v, mult)) return true;
+    if (param_of(f, v, &index, mult)) {
+        *param = (int32_t)index;
+        return true;
+    }
     if (!d || d->code != IR_OP_CONST) return false;
-    *mult = d->attr.i;
-    return !positive || d->attr.i >= 1;
+    *value = *mult = d->attr.i;
+    return true;
+}
+
+/* blockload_host_scalar, and >= 1 when `positive` and a constant. */
+static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
+{
+    int32_t param;
+    int64_t value;
+    return blockload_host_scalar(f, v, &param, &value, mult) && (param >= 0 || !positive || value >= 1);
 }
 
 /* The axis whose stride is the constant 1, or -1. */

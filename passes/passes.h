@@ -51,6 +51,11 @@ void blockload_expand_laid_out(IrFunc *f, IrOp *op);
 /* The parameters pointer v may be (a parameter, or `if` results and selects of them),
  * at most max, into out; 0 if it may be anything else. */
 int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);
+/* A scalar the host knows at launch (a tensor map's extent or stride): the constant
+ * *value (*param -1), or *value times parameter *param (through the specialization's
+ * multiple_of hints; 3 * hidden); *mult is what it is a multiple of. False otherwise.
+ * blockload decides by it and codegen/cg_tma.c describes by it. */
+bool blockload_host_scalar(const IrFunc *f, IrValue v, int32_t *param, int64_t *value, int64_t *mult);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);
 const PassInfo *pass_find(const char *name);

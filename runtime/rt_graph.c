@@ -143,16 +143,17 @@ static bool node_params(const RtGraphLaunch *l, void **params, RtTmaMaps *maps, 
 {
     const RtVariant *v = &l->k->variants[l->variant];
     for (uint32_t i = 0; i < l->nargs; i++) params[i] = (void *)&l->args[i].v;
-    for (uint32_t j = 0; j < v->ntma; j++) {
-        char why[200];
-        if (!rt_tma_encode_args(l->k->module->ctx->drv, &v->tma[j], l->args, l->nargs, maps->map[j], why, sizeof why)) {
-            rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': argument '%s' cannot be copied by TMA (%s), which the "
-                    "captured variant does: capture the launch again", l->k->name,
-                    l->k->params[v->tma[j].ptr_param].name, why);
-            return false;
-        }
-        params[l->nargs + j] = maps->map[j];
+    char why[200];
+    uint64_t refused = v->ntma ? rt_tma_encode_all(l->k->module->ctx->drv, v->tma, v->ntma, l->args, l->nargs, maps,
+                                                   why, sizeof why) : 0;
+    if (refused) {
+        uint32_t p = 0;
+        while (!(refused >> p & 1)) p++;
+        rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s': argument '%s' cannot be copied by TMA (%s), which the "
+                "captured variant does: capture the launch again", l->k->name, l->k->params[p].name, why);
+        return false;
     }
+    for (uint32_t j = 0; j < v->ntma; j++) params[l->nargs + j] = maps->map[j];
     RtKernelNodeParams p;
     memset(&p, 0, sizeof p);
     p.func = v->fn;

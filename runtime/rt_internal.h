@@ -430,12 +430,14 @@ bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const in
                    size_t n);
 /* An integer argument's value (false for pointers and floats). */
 bool rt_arg_int(const TrtArg *a, int64_t *v);
-/* The same from trt_launch's arguments. */
-bool rt_tma_encode_args(const RtDriver *d, const CgTmaDesc *t, const TrtArg *args, uint32_t nargs, void *out,
-                        char *why, size_t n);
 typedef struct RtTmaMaps {   /* the tensor maps of one launch */
     _Alignas(64) unsigned char map[CG_MAX_TMA][128];
 } RtTmaMaps;
+/* The n maps of recipes t (at most CG_MAX_TMA) from trt_launch's arguments into maps;
+ * returns the pointer parameters (bit p) whose map was refused, 0 when all encoded,
+ * and the first refusal's reason in why. */
+uint64_t rt_tma_encode_all(const RtDriver *d, const CgTmaDesc *t, uint32_t n, const TrtArg *args, uint32_t nargs,
+                           RtTmaMaps *maps, char *why, size_t wn);
 
 #define RT_MAX_VARIANTS 16
 enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16 = aligned */

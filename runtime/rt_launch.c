@@ -360,20 +360,20 @@ TrtStatus rt_pick_variant(TrtKernel *k, const TrtArg *args, uint32_t nargs, uint
                  (s = resolve_variant(k, *mask, checked, index)))
             return s;
         const RtVariant *v = &k->variants[*index];
-        uint32_t j = 0;
+        if (!v->ntma) return TRT_SUCCESS;
         char why[200];
-        while (j < v->ntma && rt_tma_encode_args(k->module->ctx->drv, &v->tma[j], args, nargs, maps->map[j], why,
-                                                 sizeof why))
-            j++;
-        if (j == v->ntma) return TRT_SUCCESS;
-        uint32_t p = v->tma[j].ptr_param;
-        if (p >= 32 || !(*mask >> (2 * p) & 3))
-            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "internal error: kernel '%s': a tensor map of argument %u without its class", k->name,
-                           p + 1);
-        if (rt_log_recompiles(k->module->ctx))
-            fprintf(stderr, "tile: kernel '%s': argument '%s' cannot be copied by TMA (%s): running the variant that "
-                            "copies it with cp.async\n", k->name, k->params[p].name, why);
-        *mask &= ~(UINT64_C(3) << (2 * p));
+        uint64_t refused = rt_tma_encode_all(k->module->ctx->drv, v->tma, v->ntma, args, nargs, maps, why, sizeof why);
+        if (!refused) return TRT_SUCCESS;
+        for (uint32_t p = 0; p < 64; p++) {
+            if (!(refused >> p & 1)) continue;
+            if (p >= 32 || !(*mask >> (2 * p) & 3))
+                return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                               "internal error: kernel '%s': a tensor map of argument %u without its class", k->name, p + 1);
+            if (rt_log_recompiles(k->module->ctx))
+                fprintf(stderr, "tile: kernel '%s': argument '%s' cannot be copied by TMA (%s): running the variant "
+                                "that copies it with cp.async\n", k->name, k->params[p].name, why);
+            *mask &= ~(UINT64_C(3) << (2 * p));
+        }
     }
 }
 

@@ -78,21 +78,25 @@ bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const in
     return true;
 }
 
-bool rt_tma_encode_args(const RtDriver *d, const CgTmaDesc *t, const TrtArg *args, uint32_t nargs, void *out,
-                        char *why, size_t n)
+uint64_t rt_tma_encode_all(const RtDriver *d, const CgTmaDesc *t, uint32_t n, const TrtArg *args, uint32_t nargs,
+                           RtTmaMaps *maps, char *why, size_t wn)
 {
-    int64_t ints[TRT_MAX_ARGS];
+    int64_t ints[TRT_MAX_ARGS];   /* once for every map */
     for (uint32_t i = 0; i < nargs && i < TRT_MAX_ARGS; i++)
         if (!rt_arg_int(&args[i], &ints[i])) ints[i] = 0;   /* pointers and floats: recipes never name them */
-    if (t->ptr_param >= nargs || args[t->ptr_param].kind != TRT_ARG_PTR) {
-        snprintf(why, n, "internal error: a tensor map's pointer is not a pointer argument");
-        return false;
+    uint64_t refused = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        char w[200];
+        bool ok = t[j].ptr_param < nargs && t[j].ptr_param < 64 && args[t[j].ptr_param].kind == TRT_ARG_PTR;
+        if (!ok) snprintf(w, sizeof w, "internal error: a tensor map's pointer is not a pointer argument");
+        for (uint32_t i = 0; ok && i < t[j].rank; i++)
+            if (t[j].dim_param[i] >= (int32_t)nargs || t[j].stride_param[i] >= (int32_t)nargs) {
+                snprintf(w, sizeof w, "internal error: a tensor map names an argument past the %u given", nargs);
+                ok = false;
+            }
+        if (ok && rt_tma_encode(d, &t[j], args[t[j].ptr_param].v.ptr, ints, maps->map[j], w, sizeof w)) continue;
+        if (!refused) snprintf(why, wn, "%s", w);
+        refused |= UINT64_C(1) << (t[j].ptr_param & 63);
     }
-    for (uint32_t i = 0; i < t->rank; i++)
-        if ((t->dim_param[i] >= (int32_t)nargs) || (t->stride_param[i] >= (int32_t)nargs)) {
-            snprintf(why, n, "internal error: a tensor map names argument %d of %u",
-                     t->dim_param[i] > t->stride_param[i] ? t->dim_param[i] : t->stride_param[i], nargs);
-            return false;
-        }
-    return rt_tma_encode(d, t, args[t->ptr_param].v.ptr, ints, out, why, n);
+    return refused;
 }

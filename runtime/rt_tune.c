@@ -601,13 +601,13 @@ static void prepare_candidate(Run *run, uint32_t i)
         rt_blob_free(&img);
         goto out;
     }
-    for (uint32_t j = 0; j < v.ntma; j++) {
+    if (v.ntma) {
         RtTmaMaps maps;
         char tw[200];
-        if (!rt_tma_encode_args(ctx->drv, &v.tma[j], run->args, run->nargs, maps.map[j], tw, sizeof tw)) {
-            atomic_fetch_or(&run->tma_refused, UINT64_C(1) << (v.tma[j].ptr_param & 63));
-            drop(c, RT_CAND_LAUNCH, "argument '%s' cannot be copied by TMA (%s)",
-                 child->params[v.tma[j].ptr_param].name, tw);
+        uint64_t refused = rt_tma_encode_all(ctx->drv, v.tma, v.ntma, run->args, run->nargs, &maps, tw, sizeof tw);
+        if (refused) {
+            atomic_fetch_or(&run->tma_refused, refused);
+            drop(c, RT_CAND_LAUNCH, "arguments cannot be copied by TMA (%s)", tw);
         }
     }
     int regs = 0, local = 0;

@@ -12,16 +12,9 @@ to copy by TMA (cp.async.bulk.tensor), so a silent fall-back fails the test.
     LD_LIBRARY_PATH=build-gpu/runtime python3 tests/gpu/test_tma_gpu.py [LIB]
 """
 import os
-import sys
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-import subprocess
 import torch
-import tilert
-
-here = os.path.dirname(os.path.abspath(__file__))
-root = os.path.join(here, "..", "..")
-lib = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TILE_LIB", "build-gpu/runtime/libtileRT.so")
-rt = tilert.Runtime(lib)
+import gemm_check as g
+from gemm_check import check, here, root, rt
 
 NN = os.path.join(root, "examples", "matmul_bf16.tile")
 NT = os.path.join(here, "matmul_tma_nt.tile")
@@ -29,22 +22,10 @@ NT = os.path.join(here, "matmul_tma_nt.tile")
 CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (128, 128, 32, 4, 4),
            (64, 128, 16, 4, 4), (256, 128, 64, 8, 3), (64, 64, 64, 4, 2), (128, 64, 32, 4, 3)]
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
-failed = 0
-tilec = os.environ.get("TILEC", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib))), "tilec"))
 
 
-def check(name, c, ref, what):
-    global failed
-    err = ((c.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    ok = err < 1e-2 and torch.isfinite(c).all().item()
-    failed += not ok
-    print("%s %s rel err %.2e%s" % ("OK  " if ok else "FAIL", what, err, "" if ok else "  <-- " + name))
-
-
-def copies_by_tma(path, BM, BN, BK, w, s):
-    ptx = subprocess.run([tilec, path, "--emit=ptx", "--spec=div16", "-D", "BM=%d" % BM, "-D", "BN=%d" % BN,
-                          "-D", "BK=%d" % BK, "-D", "warps=%d" % w, "-D", "stages=%d" % s],
-                         capture_output=True, text=True, check=True).stdout
+def copies_by_tma(path, *cfg):
+    ptx = g.ptx_of(path, cfg, "--spec=div16")
     return "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
 
 
@@ -61,8 +42,7 @@ def run_nn(cfg, a, b, M, N, K, stride_am=None):
 for cfg in CONFIGS:
     for path in (NN, NT):
         if not copies_by_tma(path, *cfg):
-            failed += 1
-            print("FAIL %s %s does not copy by TMA" % (os.path.basename(path), cfg))
+            g.fail("%s %s does not copy by TMA" % (os.path.basename(path), cfg))
     for (M, N, K) in SHAPES:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
@@ -83,5 +63,5 @@ b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
 last_row = a[M - 1:]                      # a tensor whose data pointer is A's last row
 c = run_nn((128, 128, 64, 8, 3), last_row, b, M, N, K, stride_am=-K)
 check("matmul_bf16 (negative stride)", c, a.double().flip(0) @ b.double(), "fall-back, stride -%d" % K)
-print("tma: %d failed" % failed)
-sys.exit(1 if failed else 0)
+print("tma: %d failed" % g.failed)
+raise SystemExit(1 if g.failed else 0)

@@ -8,16 +8,9 @@ wgmma (so a silent fall-back to mma.sync fails the test).
     LD_LIBRARY_PATH=build-gpu/runtime python3 tests/gpu/test_wgmma_gpu.py [LIB]
 """
 import os
-import sys
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-import subprocess
 import torch
-import tilert
-
-here = os.path.dirname(os.path.abspath(__file__))
-root = os.path.join(here, "..", "..")
-lib = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TILE_LIB", "build-gpu/runtime/libtileRT.so")
-rt = tilert.Runtime(lib)
+import gemm_check as g
+from gemm_check import check, here, root, rt
 
 NN = os.path.join(root, "examples", "matmul_bf16.tile")
 NT = os.path.join(here, "matmul_nt.tile")
@@ -26,31 +19,16 @@ CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (64
            (128, 128, 64, 4, 3), (128, 128, 32, 4, 3), (128, 64, 16, 4, 4), (256, 128, 64, 8, 3),
            (64, 256, 64, 4, 2)]
 SHAPES = [(1024, 1024, 1024), (1000, 1030, 999), (64, 200, 72)]
-failed = 0
-
-
-def check(name, c, ref, what):
-    global failed
-    err = ((c.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-    ok = err < 1e-2 and torch.isfinite(c).all().item()
-    failed += not ok
-    print("%s %s rel err %.2e%s" % ("OK  " if ok else "FAIL", what, err, "" if ok else "  <-- " + name))
-
-
-tilec = os.environ.get("TILEC", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib))), "tilec"))
 
 
 def uses_wgmma(path, BM, BN, BK, w, s):
-    ptx = subprocess.run([tilec, path, "--emit=ptx", "-D", "BM=%d" % BM, "-D", "BN=%d" % BN, "-D", "BK=%d" % BK,
-                          "-D", "warps=%d" % w, "-D", "stages=%d" % s], capture_output=True, text=True, check=True).stdout
-    return "wgmma.mma_async" in ptx
+    return "wgmma.mma_async" in g.ptx_of(path, (BM, BN, BK, w, s))
 
 
 for (BM, BN, BK, w, s) in CONFIGS:
     for path in (NN, NT):
         if not uses_wgmma(path, BM, BN, BK, w, s):
-            failed += 1
-            print("FAIL %s %s does not use wgmma" % (os.path.basename(path), (BM, BN, BK, w, s)))
+            g.fail("%s %s does not use wgmma" % (os.path.basename(path), (BM, BN, BK, w, s)))
     for (M, N, K) in SHAPES:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
@@ -65,5 +43,5 @@ for (BM, BN, BK, w, s) in CONFIGS:
         k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, bt, M, N, K, a.stride(0), bt.stride(0), c.stride(0))()
         torch.cuda.synchronize()
         check("matmul_nt", c, a.double() @ bt.double().t(), "nt %s %s" % ((BM, BN, BK, w, s), (M, N, K)))
-print("wgmma: %d failed" % failed)
-sys.exit(1 if failed else 0)
+print("wgmma: %d failed" % g.failed)
+raise SystemExit(1 if g.failed else 0)
