@@ -6,6 +6,9 @@ one run on one GPU:
 - bf16 GEMM (examples/matmul_bf16.tile: bf16 in, f32 accumulation, bf16 out) at 4096^3,
   8192^3 and the 7B training shapes M = 16384 tokens, K = 4096 hidden, N = 4096, 11008,
   3 * 4096, for several tile configs;
+- fp8 GEMM (examples/matmul_fp8.tile: f8e4m3 in, rowwise scales, bf16 out) at 4096^3,
+  8192^3 and 16384 x 11008 x 4096 against torch._scaled_mm (rowwise scales, with and
+  without fast accumulation);
 - C = gelu(A @ B + bias) (examples/gemm_bias_gelu.tile, erf GELU, bf16 out) at
   16384 x 11008 x 4096 against torch eager and torch.compile;
 - the fused QKV projection (examples/qkv_proj.tile) at T = 16384, hidden = 4096
@@ -289,6 +292,93 @@ def section_bf16(rt):
     return lines
 
 
+# ---- fp8: examples/matmul_fp8.tile against torch._scaled_mm ---------------------------------
+MATMUL_FP8 = os.path.join(EX, "matmul_fp8.tile")
+PEAK_FP8 = 1979e12   # H200 SXM, dense fp8 on tensor cores
+FP8_CONFIGS = [  # BM, BN, BK, warps, stages
+    (128, 256, 128, 8, 4), (128, 256, 128, 8, 3), (128, 128, 128, 8, 4), (128, 256, 64, 8, 5),
+]
+FP8_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 11008, 4096)]
+TOL_FP8 = 1e-2   # bf16 output plus Hopper's fast f8 accumulation
+
+
+def fp8_inputs(M, N, K):
+    """f8e4m3 A [M, K] and W [N, K] with rowwise f32 scales (amax / 448 per row, as a
+    quantizer would make them), and the f64 product of what they represent."""
+    def quant(x):
+        s = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 448.0
+        return (x / s).to(torch.float8_e4m3fn), s.float()
+    a, sa = quant(torch.randn(M, K, device="cuda"))
+    w, sw = quant(torch.randn(N, K, device="cuda"))
+    ref = (a.double() * sa.double()) @ (w.double() * sw.double()).t()
+    return a, sa, w, sw, ref
+
+
+def tile_gemm_fp8(rt, cfg, a, w, sa, sw, rowwise=True):
+    M, K = a.shape
+    N = w.shape[0]
+    c = nan_like((M, N), torch.bfloat16)
+    k = rt.kernel(MATMUL_FP8, "matmul_fp8", ROWWISE=1 if rowwise else 0, **tile_consts(cfg))
+    run = k.prepare("ptr ptr ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, w, sa, sw, M, N, K,
+                    a.stride(0), w.stride(0), c.stride(0))
+    return c, run
+
+
+def figures_fp8(flops, t, t_ref=None):
+    vs = "" if t_ref is None else "%.3fx" % (t_ref / t)
+    return "%.3f | %.1f | %.1f%% | %s" % (t * 1e3, flops / t / 1e12, 100 * flops / t / PEAK_FP8, vs)
+
+
+def section_fp8(rt):
+    shapes = FP8_SHAPES[:1] if QUICK and not CUSTOM_SHAPES else (BF16_SHAPES if CUSTOM_SHAPES else FP8_SHAPES)
+    configs = FP8_CONFIGS[:2] if QUICK and not CUSTOM_FP8 else FP8_CONFIGS
+    lines = ["## fp8 GEMM (examples/matmul_fp8.tile: f8e4m3 A [M, K] and W [N, K], rowwise f32 scales in the "
+             "epilogue, bf16 out; wgmma k32, TMA)", "",
+             "Peers: torch._scaled_mm with the same operands and rowwise scales, with fast accumulation (as tile and "
+             "Triton on sm_90 add f8 products) and without. %% of peak: of %.0f TFLOP/s (dense fp8). check: relative "
+             "error against f64 of the dequantized operands (tile: on %dx%dx%d, then at the shape)." % (
+                 PEAK_FP8 / 1e12, ODD[0], ODD[1], ODD[2] - ODD[2] % 16), "",
+             "| M x N x K | implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs _scaled_mm |",
+             "|---|---|---|---|---|---|---|---|"]
+    Mo, No, Ko = ODD[0], ODD[1], ODD[2] - ODD[2] % 16
+    odd = fp8_inputs(Mo, No, Ko)
+    for (M, N, K) in shapes:
+        shape = "%dx%dx%d" % (M, N, K)
+        flops = 2.0 * M * N * K
+        progress(lines)
+        a, sa, w, sw, ref = fp8_inputs(M, N, K)
+        t_ref = None
+        for fast in (True, False):
+            name = "torch._scaled_mm%s" % (" (fast accum)" if fast else "")
+            try:
+                f = lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sw.t().contiguous(), out_dtype=torch.bfloat16,
+                                             use_fast_accum=fast)
+                e = rel_err(f(), ref)
+                t = bench(f)
+                t_ref = t_ref or t
+                lines.append("| %s | %s | | %.1e | %s |" % (shape, name, e, figures_fp8(flops, t, t_ref)))
+            except Exception as e:
+                lines.append("| %s | %s | | %s | | | | |" % (shape, name, failed(e)))
+        for cfg in configs:
+            try:
+                c, run = tile_gemm_fp8(rt, cfg, odd[0], odd[2], odd[1], odd[3])
+                run()
+                torch.cuda.synchronize()
+                e1 = check("fp8 config %s at %dx%dx%d" % (cfg, Mo, No, Ko), rel_err(c, odd[4]), TOL_FP8)
+                c, run = tile_gemm_fp8(rt, cfg, a, w, sa, sw)
+                run()
+                torch.cuda.synchronize()
+                e2 = check("fp8 config %s at %s" % (cfg, shape), rel_err(c, ref), TOL_FP8)
+                lines.append("| %s | tile | %s | %.1e, %.1e | %s |" % (shape, cfg, e1, e2,
+                                                                        figures_fp8(flops, bench(run), t_ref)))
+            except Exception as e:
+                lines.append("| %s | tile | %s | %s | | | | |" % (shape, cfg, failed(e)))
+        del ref, a, w
+        progress(lines[-len(configs) - 2:])
+        torch.cuda.empty_cache()
+    return lines
+
+
 # ---- gelu(A @ B + bias): examples/gemm_bias_gelu.tile ------------------------------------------
 def tile_gemm_gelu(rt, cfg, a, b, bias):
     M, K = a.shape
@@ -438,6 +528,7 @@ def section_mma_peak(rt):
 LIB = None
 CUSTOM = False
 CUSTOM_SHAPES = False
+CUSTOM_FP8 = False
 
 
 def main():
@@ -446,11 +537,12 @@ def main():
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and configs, shorter timing")
-    ap.add_argument("--sections", help="run only these sections (comma-separated: cold, peak, f16, bf16, gelu, qkv)")
+    ap.add_argument("--sections", help="run only these sections (comma-separated: cold, peak, f16, bf16, fp8, gelu, qkv)")
     ap.add_argument("--configs", help="tile configs to time instead of the built-in ones (every one, also "
                     "with --quick): 'BM,BN,BK,warps,stages;...'")
     ap.add_argument("--no-tune", action="store_true", help="leave out the max-autotune rows (about 100 s a shape)")
-    ap.add_argument("--shapes", help="bf16 shapes instead of the built-in ones: 'M,N,K;...'")
+    ap.add_argument("--shapes", help="bf16 (and fp8) shapes instead of the built-in ones: 'M,N,K;...'")
+    ap.add_argument("--fp8-configs", help="fp8 tile configs instead of the built-in ones: 'BM,BN,BK,warps,stages;...'")
     a_ = ap.parse_args()
     QUICK = a_.quick
     global NO_TUNE
@@ -463,12 +555,16 @@ def main():
         global F16_CONFIGS, BF16_CONFIGS, CUSTOM
         F16_CONFIGS = BF16_CONFIGS = [tuple(int(v) for v in c.split(",")) for c in a_.configs.split(";") if c]
         CUSTOM = True
+    if a_.fp8_configs:
+        global FP8_CONFIGS, CUSTOM_FP8
+        FP8_CONFIGS = [tuple(int(v) for v in c.split(",")) for c in a_.fp8_configs.split(";") if c]
+        CUSTOM_FP8 = True
     LIB = a_.lib
     torch.manual_seed(0)
     rt = tilert.Runtime(a_.lib)
     lines = ["GPU: %s; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)" % (
         torch.cuda.get_device_name(), " (--quick)" if QUICK else "", PEAK / 1e12), ""]
-    sections = [section_cold_compile, section_mma_peak, section_f16, section_bf16, section_gelu] + (
+    sections = [section_cold_compile, section_mma_peak, section_f16, section_bf16, section_fp8, section_gelu] + (
         [] if QUICK else [section_qkv])
     if a_.sections:
         wanted = set(a_.sections.split(","))

@@ -74,12 +74,13 @@ CgLayout cg_layout_of(const IrType *t)
  * register: the verifier's rule); shared-memory buffers (cg_shared.c). */
 static bool supported(const IrLayout *l, bool wgmma)
 {
-    if (l->kind == IR_LAYOUT_MMA && l->version == 3) return wgmma && l->instr[0] == 64 && l->instr[2] == 16;
+    if (l->kind == IR_LAYOUT_MMA && l->version == 3) return wgmma && l->instr[0] == 64 && (l->instr[2] == 16 || l->instr[2] == 32);
     if (l->kind == IR_LAYOUT_MMA) return l->version == 2 && (l->instr[2] == 8 || l->instr[2] == 16 || l->instr[2] == 32);
     if (l->kind == IR_LAYOUT_SLICE) return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent, wgmma);
     if (l->kind == IR_LAYOUT_DOT_OPERAND)   /* registers: mma.sync's operands, wgmma's A */
         return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent, wgmma) &&
-               (l->parent->version == 2 ? l->kwidth * 8 == l->parent->instr[2] : l->op == 0 && l->kwidth == 2);
+               (l->parent->version == 2 ? l->kwidth * 8 == l->parent->instr[2]
+                                        : l->op == 0 && l->kwidth == 2 && l->parent->instr[2] == 16);
     /* buffers (cg_shared.c), and with an NVMMA swizzle the views of their stages */
     if (l->kind == IR_LAYOUT_SHARED) return !l->pad && (l->rank == 3 || (l->rank == 2 && l->swizzle_bytes));
     if (l->kind != IR_LAYOUT_BLOCKED) return false;

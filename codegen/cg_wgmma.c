@@ -5,8 +5,8 @@
  *
  * The accumulator's element order is mma.sync's with the warps along M (cg_mma.c,
  * wpc = [W, 1]): warpgroup g (warps 4g..4g+3) owns, in each band of 16*W rows, the 64
- * rows from 64g, and one wgmma.mma_async m64nNk16 per band and K step of 16 computes
- * them: its register j is element (rm * N/8 + j/4) * 4 + j % 4 of the thread, which
+ * rows from 64g, and one wgmma.mma_async m64nNkK per band and K step (K = 16 for f16
+ * and bf16, 32 for f8 e4m3/e5m2, the layout's instr[2]) computes them: its register j is element (rm * N/8 + j/4) * 4 + j % 4 of the thread, which
  * is what PTX's m64nNk16 D fragment holds (row 16*(warp%4) + lane/4 + 8*(j/2 % 2), col
  * 8*(j/4) + 2*(lane%4) + j%2).
  *
@@ -16,7 +16,7 @@
  * B). A stage in the NVMMA form of swizzle SW keeps rows of SW bytes, its fast axis cut
  * into blocks of SW bytes, each block [rows x SW] after the other. An operand whose
  * fast axis is K (K-major: A as loaded, B = W^T) steps along K inside a block by
- * moving the start (32 bytes per k16) and jumps blocks by rows * SW; 8 rows are SW * 8
+ * moving the start (32 bytes per K step) and jumps blocks by rows * SW; 8 rows are SW * 8
  * bytes apart (SBO), LBO is unused. An operand whose fast axis is M or N (MN-major: B
  * as loaded, trans-b; A transposed, trans-a) has 8-row groups of K SW * 8 bytes apart
  * (SBO) and its 64-wide blocks of M or N K * SW bytes apart (LBO).
@@ -91,10 +91,12 @@ static void simple_asm(Cg *c, const char *text)
     cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
 }
 
-/* d[0..R) = A * B + d by one wgmma.mma_async m64nNk16: A by descriptor da, or (ra
- * not NULL) from 4 registers of the mma.sync A fragment (then no trans-a). */
-static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, const LLVMValueRef *ra, LLVMValueRef db, int ta,
-                  int tb, LLVMValueRef *d)
+/* d[0..R) = A * B + d by one wgmma.mma_async m64nNkK: A by descriptor da, or (ra not
+ * NULL) from 4 registers of the mma.sync A fragment (then no trans-a). K = 16 for f16
+ * and bf16; K = 32 for f8 (e4m3, e5m2), whose form has no transpose immediates: both
+ * operands are K-major (the shared pass and the verifier see to it). */
+static void wgmma(Cg *c, int32_t N, int32_t K, const char *in, LLVMValueRef da, const LLVMValueRef *ra, LLVMValueRef db,
+                  int ta, int tb, LLVMValueRef *d)
 {
     uint32_t R = (uint32_t)N / 2, na = ra ? 4 : 1, nargs = na + 2 + R;
     LLVMTypeRef f32 = LLVMFloatTypeInContext(c->ctx), i64 = LLVMInt64TypeInContext(c->ctx);
@@ -107,11 +109,13 @@ static void wgmma(Cg *c, int32_t N, const char *in, LLVMValueRef da, const LLVMV
     for (uint32_t j = 0; j < R; j++) args[na + 2 + j] = d[j], argt[na + 2 + j] = f32;
     size_t tn = 96 + 6 * R + 160, cn = 4 * R + 8 * R + 24;
     char *text = arena_alloc(c->arena, tn), *cons = arena_alloc(c->arena, cn);
-    int at = snprintf(text, tn, "{ .reg .pred p; setp.ne.b32 p, $%u, 0; wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
-                      R + na + 1, N, in, in);
+    int at = snprintf(text, tn, "{ .reg .pred p; setp.ne.b32 p, $%u, 0; wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {",
+                      R + na + 1, N, K, in, in);
     for (uint32_t j = 0; j < R; j++) at += snprintf(text + at, tn - (size_t)at, "%s$%u", j ? ", " : "", j);
     if (ra)
         snprintf(text + at, tn - (size_t)at, "}, {$%u, $%u, $%u, $%u}, $%u, p, 1, 1, %d; }", R, R + 1, R + 2, R + 3, R + 4, tb);
+    else if (K == 32)
+        snprintf(text + at, tn - (size_t)at, "}, $%u, $%u, p, 1, 1; }", R, R + 1);
     else
         snprintf(text + at, tn - (size_t)at, "}, $%u, $%u, p, 1, 1, %d, %d; }", R, R + 1, ta, tb);
     int cat = 0;
@@ -248,8 +252,11 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     }
     Operand a = {0}, b = operand(c, op, 1);
     if (!a_regs) a = operand(c, op, 0);
-    uint32_t KS = (uint32_t)(K / 16);
-    const char *in = at->elem == IR_BF16 ? "bf16" : "f16";
+    int32_t IK = m->instr[2];     /* 16, or 32 for f8 */
+    uint32_t KS = (uint32_t)(K / IK);
+    const char *in = at->elem == IR_BF16 ? "bf16" : at->elem == IR_F16 ? "f16" : at->elem == IR_F8E4M3 ? "e4m3" : "e5m2";
+    if (IK == 32 && (a_regs || !k_major(&a) || !k_major(&b)))
+        return cg_error(c, op, "internal error: an f8 wgmma dot whose operands are not K-major views");
     CgVal acc = cg_get(c, op->operands[2]);
     CgVal out = cg_val_new(c, RM * R);
     for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q);
@@ -274,11 +281,11 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     }
     for (uint32_t ks = 0; ks < KS; ks++)
         for (uint32_t rm = 0; rm < RM; rm++) {
-            int32_t k0 = (int32_t)ks * 16;
+            int32_t k0 = (int32_t)ks * IK;
             LLVMValueRef o0 = cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W));
             LLVMValueRef db = descriptor(c, &b, cg_i32c(c, 0), k0);
-            if (a_regs) wgmma(c, N, in, NULL, aw + (rm * KS + ks) * 4, db, 0, !k_major(&b), out.v + rm * R);
-            else wgmma(c, N, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), out.v + rm * R);
+            if (a_regs) wgmma(c, N, IK, in, NULL, aw + (rm * KS + ks) * 4, db, 0, !k_major(&b), out.v + rm * R);
+            else wgmma(c, N, IK, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), out.v + rm * R);
         }
     simple_asm(c, "wgmma.commit_group.sync.aligned;");
     int keep = in_flight_ok(c, op) ? 1 : 0;

@@ -356,8 +356,10 @@ static bool dot_out_dtype(Lower *L, const Builtin *bi, const AstExpr *e, IrElem 
     return false;
 }
 
-/* max_num_imprecise_acc: a constant >= 0, for f8 inputs only. tile's f8 dots add every
- * product in full f32 (as max_num_imprecise_acc = K would), which meets any bound. */
+/* max_num_imprecise_acc: a constant >= 0, for f8 inputs only. Checked, not used yet:
+ * f8 dots on wgmma sum in the tensor core's accumulator across the K loop (Triton's
+ * default on Hopper), on mma.sync and in the interpreter every product in full f32
+ * (LANGUAGE-REFERENCE.md). */
 static bool dot_imprecise(Lower *L, const Builtin *bi, const AstExpr *e, IrElem in)
 {
     int64_t n;

@@ -75,6 +75,13 @@ int ir_mma_sync_k(IrElem in, IrElem acc, int precision)
     }
 }
 
+int ir_wgmma_k(IrElem in, IrElem acc)
+{
+    if (acc != IR_F32) return 0;
+    if (in == IR_F16 || in == IR_BF16) return 16;
+    return in == IR_F8E4M3 || in == IR_F8E5M2 ? 32 : 0;
+}
+
 /* ---- text ---------------------------------------------------------------------------- */
 typedef struct Out {
     char *buf;
@@ -187,9 +194,9 @@ static bool check_mma(const IrLayout *l, char *why, size_t n)
         return fail(why, n, "mma version 2 (mma.sync) has instr = [16, 8, K] with K 8 (tf32), 16 (16-bit floats) "
                             "or 32 (8-bit integers)");
     if (l->version == 3 && (l->instr[0] != 64 || l->instr[1] < 8 || l->instr[1] > 256 || l->instr[1] % 8 ||
-                            l->wpc[0] % 4))
+                            (l->instr[2] != 16 && l->instr[2] != 32) || l->wpc[0] % 4))
         return fail(why, n, "mma version 3 (wgmma) has instr = [64, N, K] with N a multiple of 8 up to 256, "
-                            "and warps along M in groups of 4");
+                            "K 16 (16-bit floats) or 32 (f8), and warps along M in groups of 4");
     if (l->version != 2 && l->version != 3) return fail(why, n, "mma version must be 2 (mma.sync) or 3 (wgmma)");
     return true;
 }

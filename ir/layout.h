@@ -19,7 +19,8 @@
  *                mma.sync, instr = [16, 8, K] per warp (c_i at row g + 8*(i>=2), col
  *                2t + (i&1), g = lane/4, t = lane%4), K = 8 (tf32), 16 (f16, bf16, and
  *                f8 converted to f16) or 32 (i8, u8); version 3: wgmma, instr =
- *                [64, N, K] per warpgroup. wpc: warps (v2) along M and N.
+ *                [64, N, K] per warpgroup, K = 16 (f16, bf16) or 32 (f8, native).
+ *                wpc: warps (v2) along M and N.
  *   dot_operand  registers: operand op (0: A, 1: B) of a parent mma (or of a blocked
  *                parent, for dots on FMAs), kwidth consecutive K elements per thread
  *                and 32-bit register; with an mma v2 parent kwidth = K / 8 (1 tf32, 2
@@ -86,6 +87,10 @@ char *ir_layout_str(const IrLayout *l, const char *parent_name, char *buf, size_
  * f32 with precision tf32, 32 for i8/u8 into i32. f32 without tf32 has no mma: it
  * stays exact. */
 int ir_mma_sync_k(IrElem in, IrElem acc, int precision);
+/* The K of the wgmma.mma_async m64nNkK instruction for `in` elements into an `acc`
+ * accumulator, or 0 when wgmma takes none: 16 for f16/bf16, 32 for f8e4m3/f8e5m2
+ * (natively, both operands K-major in shared memory), into f32. */
+int ir_wgmma_k(IrElem in, IrElem acc);
 /* Checks a layout on its own and against a tile shape of the given rank, for warps
  * warps; on failure writes the broken rule to why and returns false. */
 bool ir_layout_check(const IrLayout *l, int rank, int warps, char *why, size_t n);

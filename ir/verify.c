@@ -714,12 +714,17 @@ static bool check_mma_dot(Verifier *v, const IrOp *op)
     return true;
 }
 
-/* A dot on wgmma (mma version 3): f16 or bf16 into f32 (K = 16), each operand either
- * in its dot_operand layout (until the shared pass makes it a view) or a view of a
- * stage in an NVMMA shared layout. */
+/* A dot on wgmma (mma version 3): f16 or bf16 (K = 16) or f8 (K = 32) into f32, each
+ * operand either in its dot_operand layout (until the shared pass makes it a view) or a
+ * view of a stage in an NVMMA shared layout; an f8 view K-major (its contiguous axis,
+ * order[0], the operand's K axis: wgmma transposes only 16-bit operands). */
 static bool check_wgmma_dot(Verifier *v, const IrOp *op)
 {
     const IrLayout *m = rty(v, op)->layout;
+    IrElem in = opt(v, op, 0)->elem;
+    if (ir_wgmma_k(in, rty(v, op)->elem) != m->instr[2] || m->instr[1] != rty(v, op)->shape[1])
+        return fail(v, op, "on wgmma takes f16 or bf16 (instr = [64, N, 16]) or f8 (instr = [64, N, 32]) into f32, "
+                    "N the result's columns; got %s into %s", ir_elem_name(in), tstr(rty(v, op)).s);
     for (uint32_t i = 0; i < 2; i++) {
         const IrLayout *l = opt(v, op, i)->layout;
         bool reg = l && l->kind == IR_LAYOUT_DOT_OPERAND && l->op == (int32_t)i && l->parent == m;
@@ -727,12 +732,10 @@ static bool check_wgmma_dot(Verifier *v, const IrOp *op)
         if (!reg && !view)
             return fail(v, op, "in an mma layout of version 3 (wgmma) takes operand %u in its dot_operand layout or as "
                         "a view of a stage in an NVMMA shared layout, got %s", i, tstr(opt(v, op, i)).s);
+        if (view && ir_elem_bytes(in) == 1 && l->order[0] != (i == 0 ? 1 : 0))
+            return fail(v, op, "on wgmma reads 8-bit operand %u K-major only (order[0] = %u), got %s", i, i == 0 ? 1 : 0,
+                        tstr(opt(v, op, i)).s);
     }
-    IrElem in = opt(v, op, 0)->elem;
-    if ((in != IR_F16 && in != IR_BF16) || rty(v, op)->elem != IR_F32 || m->instr[2] != 16 ||
-        m->instr[1] != rty(v, op)->shape[1])
-        return fail(v, op, "on wgmma takes f16 or bf16 into f32 with instr = [64, N, 16], N the result's columns; got "
-                    "%s into %s", ir_elem_name(in), tstr(rty(v, op)).s);
     return true;
 }
 

@@ -155,8 +155,10 @@ static IrValue expand(IrFunc *f, IrOp *op)
  *     writes no memory and holds one dot, and every dot operand loaded in that body is
  *     such a block load (a loop's ring is all TMA or all cp.async);
  *   - its only uses are dot operands a or b, directly or through one trans;
- *   - rank 2, 2-byte elements, i32 or i64 shape, strides and offsets (TMA's coordinates
- *     are 32-bit: codegen clamps i64 ones, the runtime keeps their extents below 2^31);
+ *   - rank 2, 2-byte or 1-byte elements, i32 or i64 shape, strides and offsets (TMA's
+ *     coordinates are 32-bit: codegen clamps i64 ones, the runtime keeps their extents
+ *     below 2^31); a 1-byte (f8) block only where its dot reads it K-major, the one
+ *     order wgmma takes 8-bit operands in;
  *   - the tensor is describable on the host at launch (the runtime encodes the
  *     descriptor, cuTensorMapEncodeTiled): the pointer a kernel parameter that the
  *     variant's class makes 16-byte aligned, or one of up to 4 such parameters that
@@ -263,7 +265,8 @@ static bool tma_block(const IrFunc *f, const IrOp *op)
 {
     const IrType *t = ir_value_type(f, op->results[0]);
     IrElem ie = ir_value_type(f, op->operands[1])->elem;
-    if (t->rank != 2 || ir_elem_bytes(t->elem) != 2 || (ie != IR_I32 && ie != IR_I64)) return false;
+    int eb = ir_elem_bytes(t->elem);
+    if (t->rank != 2 || (eb != 2 && eb != 1) || (ie != IR_I32 && ie != IR_I64)) return false;
     uint32_t ps[4];
     int np = blockload_ptr_params(f, op->operands[0], ps, 4);
     if (!np) return false;
@@ -274,8 +277,8 @@ static bool tma_block(const IrFunc *f, const IrOp *op)
     int64_t m;
     for (int d = 0; d < 2; d++)
         if (!host_known(f, op->operands[1 + d], &m, true)) return false;
-    if (!host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * 2) % 16) return false;
-    int32_t row_bytes = t->shape[fast] * 2;
+    if (!host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * eb) % 16) return false;
+    int32_t row_bytes = t->shape[fast] * eb;
     return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256;
 }
 
@@ -314,11 +317,16 @@ static bool has_loop_or_write(const IrBlock *blk)
     return false;
 }
 
-/* The load or block load behind a dot operand (through trans and converts), or NULL. */
-static const IrOp *operand_source(const IrFunc *f, IrValue v)
+/* The load or block load behind a dot operand (through trans and converts), or NULL;
+ * *trans counts the transposes on the way. */
+static const IrOp *operand_source(const IrFunc *f, IrValue v, int *trans)
 {
     const IrOp *d = f->values[v].def;
-    while (d && (d->code == IR_OP_TRANS || d->code == IR_OP_CONVERT)) d = f->values[d->operands[0]].def;
+    *trans = 0;
+    while (d && (d->code == IR_OP_TRANS || d->code == IR_OP_CONVERT)) {
+        *trans += d->code == IR_OP_TRANS;
+        d = f->values[d->operands[0]].def;
+    }
     return d && (d->code == IR_OP_LOAD || d->code == IR_OP_BLOCK_LOAD) ? d : NULL;
 }
 
@@ -343,9 +351,15 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
     for (const IrOp *u = body->first; u; u = u->next) {
         if (u->code != IR_OP_DOT) continue;
         for (int i = 0; i < 2; i++) {
-            const IrOp *src = operand_source(f, u->operands[i]);
+            int trans;
+            const IrOp *src = operand_source(f, u->operands[i], &trans);
             if (!src || src->parent != body) continue;      /* loaded outside the loop: not copied */
             if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src) || !uses_ok(f, body, src->results[0], 0))
+                return false;
+            /* wgmma reads 8-bit operands K-major only (passes/shared.c); other 8-bit
+             * blocks stay pointer loads, which the dot reads through f16 on mma.sync */
+            if (ir_elem_bytes(ir_value_type(f, src->results[0])->elem) == 1 &&
+                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0))
                 return false;
         }
     }

@@ -124,27 +124,29 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
     return wpc[0] >= 1;
 }
 
-/* A dot that wgmma (mma version 3) may compute on sm_90a: f16 or bf16 into f32, every
- * warpgroup of 4 warps owning whole m64 blocks of rows (warps along M only: M a
- * multiple of 16 * warps), the whole of N in one instruction (N <= 256), K in steps of
- * 16, and operand tiles whose rows the 32/64/128-byte swizzles can hold (every extent
- * a multiple of 16). Its B must then come from a shared-memory ring, its A from a ring
- * or from registers (a Q loaded once): the shared pass makes ring operands views of
- * their stages, or, where B cannot be one, turns the dot back into mma.sync (version 2
- * with the same warps has the same accumulator layout, and A in registers the same
- * operand layout). Row-wise dots (attention) stay on mma.sync for now: the rows
+/* A dot that wgmma (mma version 3) may compute on sm_90a: f16 or bf16 (K steps of 16)
+ * or f8e4m3/f8e5m2 (K steps of 32) into f32, every warpgroup of 4 warps owning whole
+ * m64 blocks of rows (warps along M only: M a multiple of 16 * warps), the whole of N in
+ * one instruction (N <= 256), and operand tiles whose rows the 32/64/128-byte swizzles
+ * can hold (every extent a multiple of 16). Returns the instruction's K, or 0. Its B
+ * must then come from a shared-memory ring, its A from a ring or (16-bit) from
+ * registers (a Q loaded once); f8 operands must be K-major in their stages (wgmma
+ * transposes only 16-bit ones). The shared pass makes ring operands views of their
+ * stages, or, where one cannot be, turns the dot back into mma.sync (version 2 with the
+ * same warps has the same accumulator layout, and A in registers the same operand
+ * layout; f8 then goes through f16 again). Row-wise dots (attention) stay on mma.sync for now: the rows
  * rewrite below finds P in place by comparing layouts, and version 3 layouts of S and
  * O differ in their instruction's N (codegen does take A from registers, for when it
  * does not).
  * TILE_WGMMA=0 in the environment keeps every dot on mma.sync (a switch for measuring
  * one against the other; the kernel cache does not know it: use a fresh cache). */
-static bool wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps)
+static int32_t wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
     const char *env = getenv("TILE_WGMMA");
-    if (!t->wgmma || (env && !strcmp(env, "0"))) return false;
-    if ((in != IR_BF16 && in != IR_F16) || acc != IR_F32 || warps % 4) return false;
-    return M % (16 * warps) == 0 && N % 16 == 0 && N <= 256 && K % 16 == 0;
+    int32_t ik = ir_wgmma_k(in, acc);
+    if (!t->wgmma || (env && !strcmp(env, "0")) || !ik || warps % 4) return 0;
+    return M % (16 * warps) == 0 && N % 16 == 0 && N <= 256 && K % ik == 0 ? ik : 0;
 }
 
 /* dot(a, b, acc) runs on mma.sync m16n8kK when an instruction takes its element types
@@ -166,13 +168,14 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
     k.rank = 2;
-    if (!rows && wgmma_fits(f, a->elem, r->elem, M, N, K, warps)) {
+    int32_t wk = rows ? 0 : wgmma_fits(f, a->elem, r->elem, M, N, K, warps);
+    if (wk) {
         k.version = 3;
         k.wpc[0] = warps;
         k.wpc[1] = 1;
         k.instr[0] = 64;
         k.instr[1] = N;
-        k.instr[2] = 16;
+        k.instr[2] = wk;
         return ir_layout_intern(c, &k);
     }
     if (!(rows && rowwise_warps(warps, M, wpc) && N / (8 * wpc[1]) >= 1) && !mma_warps(warps, M, N, wpc)) return NULL;

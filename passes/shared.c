@@ -122,7 +122,13 @@ static bool writes_memory(const IrBlock *blk)
     return false;
 }
 
-/* v converted into an mma operand layout (rank 2, 16- or 32-bit elements)? */
+static bool is_wgmma_layout(const IrLayout *l)
+{
+    return l && l->kind == IR_LAYOUT_DOT_OPERAND && l->parent->kind == IR_LAYOUT_MMA && l->parent->version == 3;
+}
+
+/* v converted into an mma operand layout (rank 2; 16- or 32-bit elements, or 8-bit ones
+ * for wgmma: is_candidate checks that they are K-major)? */
 static bool is_operand_convert(const IrFunc *f, const IrOp *u, IrValue v)
 {
     if (u->code != IR_OP_CONVERT_LAYOUT || u->operands[0] != v) return false;
@@ -130,7 +136,20 @@ static bool is_operand_convert(const IrFunc *f, const IrOp *u, IrValue v)
     const IrLayout *l = rt->layout;
     int bytes = ir_elem_bytes(rt->elem);
     return rt->rank == 2 && l->kind == IR_LAYOUT_DOT_OPERAND && l->parent->kind == IR_LAYOUT_MMA &&
-           (bytes == 2 || bytes == 4);
+           (bytes == 2 || bytes == 4 || (bytes == 1 && is_wgmma_layout(l)));
+}
+
+static int fast_axis(const IrFunc *f, const Cand *cd);
+
+/* wgmma reads 8-bit operands only K-major (no transpose bit for them): the view's
+ * contiguous axis (the load's, swapped by a trans) must be its operand's K axis (1 for
+ * A, 0 for B). */
+static bool view_k_major(const IrFunc *f, const Cand *cd, const View *vw)
+{
+    const IrLayout *l = ir_value_type(f, vw->cvt->results[0])->layout;
+    int fast = fast_axis(f, cd);
+    if (vw->trans) fast = 1 - fast;
+    return fast == (l->op == 0 ? 1 : 0);
 }
 
 /* The only use of v in the body (NULL if it has none, several, or one in a region). */
@@ -178,6 +197,11 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
     }
     if (n == 0) return false;
     if (writes_memory(p->body)) return false;      /* a copy could overtake a store */
+    out->load = ld;
+    out->nviews = n;
+    if (ir_elem_bytes(ir_value_type(f, v)->elem) == 1)
+        for (int q = 0; q < n; q++)
+            if (!view_k_major(f, out, &out->views[q])) return false;
     if (block) {
         for (uint32_t i = 0; i < ld->noperands; i++)
             if (!mark_slice(p, ld->operands[i])) return false;
@@ -238,11 +262,6 @@ static const IrLayout *shared_layout(IrCtx *c, const IrType *t, int fast, bool n
     return ir_layout_intern(c, &k);
 }
 
-static bool is_wgmma_layout(const IrLayout *l)
-{
-    return l && l->kind == IR_LAYOUT_DOT_OPERAND && l->parent->kind == IR_LAYOUT_MMA && l->parent->version == 3;
-}
-
 /* A candidate read by wgmma (through any of its views) gets an NVMMA ring, when its
  * tile has a swizzle that fits. */
 /* The axis of the candidate's tile that is contiguous in memory: the register layout's
@@ -259,7 +278,8 @@ static bool wants_nvmma(const IrFunc *f, const Cand *cd)
     if (cd->load->code == IR_OP_BLOCK_LOAD) return true;      /* TMA writes the NVMMA form */
     bool any = false;
     for (int q = 0; q < cd->nviews; q++) any |= is_wgmma_layout(ir_value_type(f, cd->views[q].cvt->results[0])->layout);
-    return any && ir_elem_bytes(t->elem) == 2 && nvmma_swizzle(t, t->layout->order[0]) != 0;
+    int bytes = ir_elem_bytes(t->elem);
+    return any && (bytes == 2 || bytes == 1) && nvmma_swizzle(t, t->layout->order[0]) != 0;
 }
 
 static IrValue iconst(IrBuilder *b, const IrType *t, int64_t v) { return ir_const_int(b, t, v); }
@@ -752,13 +772,15 @@ static void wgmma_visit(IrOp *op, void *ud)
     for (int i = 0; i < 2; i++) {
         const IrLayout *ol = ir_value_type(w->f, op->operands[i])->layout;
         bool view = ol && ol->kind == IR_LAYOUT_SHARED && ol->swizzle_bytes;
-        bool regs = i == 0 && ol && ol->kind == IR_LAYOUT_DOT_OPERAND && ol->parent == l;   /* wgmma's A may be registers */
+        bool regs = i == 0 && ol && ol->kind == IR_LAYOUT_DOT_OPERAND && ol->parent == l &&
+                    ir_elem_bytes(ir_value_type(w->f, op->operands[i])->elem) == 2;   /* 16-bit A may be registers */
         if (!view && !regs) w->all = false;
     }
 }
 
 /* l with every mma version 3 in it (itself or a parent) made version 2 with the same
- * warps: the same accumulator layout, computed by mma.sync m16n8k16. */
+ * warps: the same accumulator layout, computed by mma.sync m16n8k16 (f8's k32 becomes
+ * k16 through f16, its operands 2 elements per register). */
 static const IrLayout *to_mma_sync(IrCtx *c, const IrLayout *l)
 {
     if (!l) return NULL;
@@ -767,6 +789,7 @@ static const IrLayout *to_mma_sync(IrCtx *c, const IrLayout *l)
         k.version = 2;
         k.instr[0] = 16;
         k.instr[1] = 8;
+        k.instr[2] = 16;
         return ir_layout_intern(c, &k);
     }
     if ((l->kind == IR_LAYOUT_SLICE || l->kind == IR_LAYOUT_DOT_OPERAND) && l->parent) {
@@ -774,6 +797,7 @@ static const IrLayout *to_mma_sync(IrCtx *c, const IrLayout *l)
         if (p == l->parent) return l;
         IrLayout k = *l;
         k.parent = p;
+        if (l->kind == IR_LAYOUT_DOT_OPERAND) k.kwidth = p->instr[2] / 8;
         return ir_layout_intern(c, &k);
     }
     return l;

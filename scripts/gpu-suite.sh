@@ -38,6 +38,9 @@ if [ "$what" != bench ]; then
   # zero-filled edges, the cp.async variant for strides TMA cannot take, and the
   # fall-back at launch for a stride the class admits but a tensor map refuses.
   step tma env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_tma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  # fp8 (f8e4m3) GEMMs on wgmma k32 fed by TMA, per-row and per-tensor scales, against
+  # float64 and torch._scaled_mm; the NN form falls back to mma.sync.
+  step fp8 env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   step examples build-gpu/tile-examples --device gpu examples
   # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
   step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples

@@ -52,6 +52,7 @@ static double buf_get(const Buf *b, int64_t i)
     case IR_BF16: memcpy(&h, p, 2); return fp_bf16_to_f32(h);
     case IR_F32: memcpy(&f, p, 4); return f;
     case IR_I32: memcpy(&w, p, 4); return w;
+    case IR_F8E4M3: return fp_f8e4m3_to_f32(*p);
     default: abort();
     }
 }
@@ -67,6 +68,7 @@ static void buf_set(Buf *b, int64_t i, double v)
     case IR_BF16: h = fp_f32_to_bf16(f); memcpy(p, &h, 2); break;
     case IR_F32: memcpy(p, &f, 4); break;
     case IR_I32: memcpy(p, &w, 4); break;
+    case IR_F8E4M3: *p = fp_f32_to_f8e4m3(f); break;
     default: abort();
     }
 }
@@ -468,6 +470,55 @@ static void case_gemm_bias_gelu(Case *c)
     snprintf(c->shape, sizeof c->shape, "%dx%dx%d", M, N, K);
 }
 
+/* matmul_fp8: C = (A @ W^T) * sa[m] * sb[n] (rowwise) or * sa[0] * sb[0] (per tensor),
+ * f8e4m3 operands with W given [N, K]. Beyond the bf16 rounding of the result, each
+ * element may be off by 2^-12 of the sum of |a| |w| over K (scaled): wgmma adds f8
+ * products with fewer bits than f32 (Hopper's fast accumulation; tests/difftest allows
+ * the same). */
+static void case_matmul_fp8(Case *c, int rowwise)
+{
+    int M, N, K;
+    gemm_sizes(c, &M, &N, &K);
+    def(c, "ROWWISE", rowwise);
+    int sa = K + 16, sw = K + 16, sc = N + 8;
+    Buf a = buf_rand(IR_F8E4M3, (int64_t)M * sa, -2, 2), w = buf_rand(IR_F8E4M3, (int64_t)N * sw, -2, 2);
+    Buf scale_a = buf_rand(IR_F32, rowwise ? M : 1, 0.25, 2), scale_b = buf_rand(IR_F32, rowwise ? N : 1, 0.25, 2);
+    Buf want = gapped_bf16(M, sc);
+    double *ad = buf_doubles(&a), *wd = buf_doubles(&w);
+    double *tol = calloc((size_t)want.n, sizeof *tol);
+    if (!tol) abort();
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double p = ad[(int64_t)i * sa + k] * wd[(int64_t)j * sw + k];
+                s += p;
+                mag += fabs(p);
+            }
+            double scale = buf_get(&scale_a, rowwise ? i : 0) * buf_get(&scale_b, rowwise ? j : 0);
+            buf_set(&want, (int64_t)i * sc + j, s * scale);
+            tol[(int64_t)i * sc + j] = mag * scale * ldexp(1.0, -12);
+        }
+    free(ad);
+    free(wd);
+    arg_buf(c, buf_new(IR_BF16, want.n));
+    arg_buf(c, a);
+    arg_buf(c, w);
+    arg_buf(c, scale_a);
+    arg_buf(c, scale_b);
+    arg_int(c, M);
+    arg_int(c, N);
+    arg_int(c, K);
+    arg_int(c, sa);
+    arg_int(c, sw);
+    arg_int(c, sc);
+    expect(c, 0, want, 1e-4, 1.0 / 128);
+    c->etol[0] = tol;
+    snprintf(c->shape, sizeof c->shape, "%dx%dx%d %s", M, N, K, rowwise ? "rowwise" : "tensor");
+}
+static void case_matmul_fp8_rowwise(Case *c) { case_matmul_fp8(c, 1); }
+static void case_matmul_fp8_tensor(Case *c) { case_matmul_fp8(c, 0); }
+
 static void case_qkv_proj(Case *c)
 {
     /* hidden = 80 with 32-column tiles: the tiles at columns 64 and 160 straddle q|k
@@ -817,6 +868,8 @@ static const Example examples[] = {
     {"adamw.tile", "adamw", case_adamw},
     {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16},
     {"gemm_bias_gelu.tile", "gemm_bias_gelu", case_gemm_bias_gelu},
+    {"matmul_fp8.tile", "matmul_fp8", case_matmul_fp8_rowwise},
+    {"matmul_fp8.tile", "matmul_fp8", case_matmul_fp8_tensor},
     {"qkv_proj.tile", "qkv_proj", case_qkv_proj},
     {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_full},
     {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_causal},
