@@ -7,8 +7,11 @@ in the interpreter as written and against either
     tma_wait and stage arithmetic, every axis fact checked), and for some seeds the
     PTX through ptxas; or
   - with --device gpu: the kernel on the GPU through libtileRT (`tilec run --device gpu`).
-The inputs are small integers (-4..4) in bf16 or f16 and C is f32, so every product and
-sum is exact and the results must agree bit for bit, whatever the order of the sums.
+The inputs are small integers (-4..4) in bf16, f16 or f8e4m3 and C is f32, so every
+product and sum is exact and the results must agree bit for bit, whatever the order of
+the sums. f8 operands are copied by TMA into wgmma's k32 f8 form only when both are
+K-major (A [M, K], B read transposed from [N, K]) and BK >= 32; other f8 programs check
+the fall-back (pointer loads, mma.sync through f16).
 
 A program is drawn from a seed: the block (BM, BN, BK), warps and stages; A as [M, K]
 or read transposed from [K, M], B as [K, N] or read transposed from [N, K] (the
@@ -33,6 +36,14 @@ import tempfile
 import time
 
 
+def f8e4m3_bits(v):
+    """an integer of magnitude <= 8 as f8e4m3 (sign, 4 exponent bits biased by 7, 3 mantissa bits)"""
+    if v == 0:
+        return 0
+    a, e = abs(v), abs(v).bit_length() - 1
+    return (0x80 if v < 0 else 0) | (e + 7) << 3 | (a * 8 >> e) - 8
+
+
 def half_bits(v, elem):
     f = struct.unpack("<I", struct.pack("<f", float(v)))[0]
     if elem == "bf16":
@@ -44,7 +55,7 @@ class Prog:
     def __init__(self, seed):
         r = random.Random(seed)
         self.seed = seed
-        self.elem = r.choice(["bf16", "f16"])
+        self.elem = r.choice(["bf16", "f16", "f8e4m3"])
         self.BM = r.choice([64, 64, 128])
         self.BN = r.choice([32, 64, 128, 256] if self.BM == 64 else [64, 128])
         self.BK = r.choice([16, 32, 64])
@@ -111,7 +122,10 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
             f.write(self.source())
         for name, vals in (("a", self.fill_a), ("b", self.fill_b)):
             with open(os.path.join(d, name + ".bin"), "wb") as f:
-                f.write(b"".join(struct.pack("<H", half_bits(v, self.elem)) for v in vals))
+                if self.elem == "f8e4m3":
+                    f.write(bytes(f8e4m3_bits(v) for v in vals))
+                else:
+                    f.write(b"".join(struct.pack("<H", half_bits(v, self.elem)) for v in vals))
         return src
 
     def args(self, d):
@@ -119,6 +133,13 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
                 "--arg", "a=@" + os.path.join(d, "a.bin"), "--arg", "b=@" + os.path.join(d, "b.bin"),
                 "--arg", "M=%d" % self.M, "--arg", "N=%d" % self.N, "--arg", "K=%d" % self.K,
                 "--arg", "sa=%d" % self.sa, "--arg", "sb=%d" % self.sb, "--print", "c"]
+
+
+def tma_eligible(prog):
+    """the runtime's variant for these arguments copies by TMA"""
+    if prog.elem == "f8e4m3" and (prog.at or not prog.bt or prog.BK < 32):
+        return False   # 8-bit: K-major operands and 32-byte rows only (docs/CODEGEN.md section 9)
+    return all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
 
 
 def run(cmd, timeout=300):
@@ -138,7 +159,7 @@ def check(tilec, prog, device, ptxas, d):
         return "%s failed: %s" % (device, err.strip()[-400:])
     if got != ref:
         return "%s differs from the interpreter" % ("the GPU" if device == "gpu" else "the GPU-level IR")
-    eligible = all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
+    eligible = tma_eligible(prog)
     if eligible:   # the runtime's variant for these arguments copies by TMA: no silent fall-back
         rc, ir, err = run([tilec, src, "--emit=ir-gpu", "--spec=div16"])
         if rc or "tma_copy" not in ir:
@@ -176,7 +197,7 @@ def main():
         with tempfile.TemporaryDirectory() as d:
             why = check(o.tilec, prog, o.device, o.ptxas, d)
             n += 1
-            tma += all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
+            tma += tma_eligible(prog)
             if why:
                 failed += 1
                 keep = os.path.join(o.out, "seed%d" % seed)
