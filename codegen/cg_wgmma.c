@@ -6,8 +6,9 @@
  * The accumulator's element order is mma.sync's with the warps along M (cg_mma.c,
  * wpc = [W, 1]): warpgroup g (warps 4g..4g+3) owns, in each band of 16*W rows, the 64
  * rows from 64g, and one wgmma.mma_async m64nNkK per band and K step (K = 16 for f16
- * and bf16, 32 for f8 e4m3/e5m2, the layout's instr[2]) computes them: its register j is element (rm * N/8 + j/4) * 4 + j % 4 of the thread, which
- * is what PTX's m64nNk16 D fragment holds (row 16*(warp%4) + lane/4 + 8*(j/2 % 2), col
+ * and bf16, 32 for f8 e4m3/e5m2: the layout's instr[2]) computes them: its register j
+ * is element (rm * N/8 + j/4) * 4 + j % 4 of the thread, which
+ * is what PTX's m64nNkK D fragment holds (row 16*(warp%4) + lane/4 + 8*(j/2 % 2), col
  * 8*(j/4) + 2*(lane%4) + j%2).
  *
  * Shared-memory descriptors (PTX ISA "Matrix Descriptor Format", ../shared/TENSOR-
