@@ -149,8 +149,12 @@ def section_f16(rt):
 
 # ---- bf16: examples/matmul_bf16.tile --------------------------------------------------------
 def tile_consts(cfg):
-    BM, BN, BK, warps, stages = cfg
-    return dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
+    """(BM, BN, BK, warps, stages[, ws]): ws 1 gives the TMA copies a producer warpgroup"""
+    BM, BN, BK, warps, stages = cfg[:5]
+    d = dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
+    if len(cfg) > 5 and cfg[5]:
+        d["ws"] = 1
+    return d
 
 
 def tile_gemm_bf16(rt, cfg, a, b, path=MATMUL_BF16):

@@ -94,6 +94,11 @@ typedef struct Cg {
     /* The kernel's tensor maps (cg_tma.c), hidden parameters after the run-time ones. */
     CgTmaDesc tma[CG_MAX_TMA];
     uint32_t ntma;
+    /* Warp specialization (a `producer` op, cg_tma.c): the producer warpgroup's threads
+     * come after `threads`; after the split the program's barriers count the consumers
+     * only (`consumers`), and inside the producer region one thread runs (`in_producer`). */
+    uint32_t producer_threads;
+    bool consumers, in_producer;
 } Cg;
 
 typedef struct CgMemo {
@@ -261,6 +266,10 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op);
 void cg_wgmma_settle(Cg *c, const IrOp *wait);
 /* cg_shared.c: how many iterations ahead local_load ll's ring is copied (0: unknown). */
 int cg_ring_distance(Cg *c, const IrOp *ll);
+/* For a warp-specialized ring (no copies in the loop, passes/warpspec.c): how many
+ * iterations after the one local_load `ll` reads the mbarrier_arrive after `after`
+ * releases (mod S: S-1 is the previous iteration's stage); -1 if none. */
+int cg_release_distance(Cg *c, const IrOp *ll, const IrOp *after);
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 /* cg_occupancy.c: after LLVM's pipeline, asks for 2048 resident threads per SM

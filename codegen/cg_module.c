@@ -145,7 +145,30 @@ LLVMValueRef cg_call(Cg *c, LLVMValueRef fn, LLVMValueRef *args, unsigned n)
 
 LLVMBasicBlockRef cg_block_new(Cg *c, const char *name) { return LLVMAppendBasicBlockInContext(c->ctx, c->fn, name); }
 
-void cg_barrier(Cg *c) { cg_intrinsic(c, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
+/* A barrier of the program: every thread, or after a producer warpgroup split off
+ * (cg_tma.c) the consumers' named barrier 1. */
+void cg_barrier(Cg *c)
+{
+    if (!c->consumers) {
+        cg_intrinsic(c, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+        return;
+    }
+    LLVMValueRef args[2] = {cg_i32c(c, 1), cg_i32c(c, c->threads)};
+    cg_intrinsic(c, "llvm.nvvm.barrier.sync.cnt", NULL, 0, args, 2);
+}
+
+static void find_producer(IrOp *op, void *ud)
+{
+    if (op->code == IR_OP_PRODUCER) *(bool *)ud = true;
+}
+
+/* The producer warpgroup's threads: 128 when the kernel has a producer op, else 0. */
+static uint32_t producer_threads(const IrFunc *k)
+{
+    bool has = false;
+    ir_walk((IrBlock *)&k->body, find_producer, &has);
+    return has ? 128 : 0;
+}
 
 LLVMValueRef cg_thread_value(Cg *c, const int32_t key[8])
 {
@@ -351,7 +374,7 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
 {
     if (!k || k->kind != IR_FUNC_KERNEL) return false;
     SmemPlan p = smem_plan(k);
-    out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32;
+    out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32 + producer_threads(k);
     out->shared_bytes = smem_total(&p);
     int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
     out->ntma = n > 0 ? (uint32_t)n : 0;
@@ -430,6 +453,8 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->f = k;
     c->warps = k->warps > 0 ? k->warps : 4;
     c->threads = c->warps * 32;
+    c->producer_threads = producer_threads(k);
+    c->consumers = c->in_producer = false;
     int ntma = cg_tma_descs(k, c->tma, CG_MAX_TMA);
     if (ntma < 0) {
         tl_free(pts);
@@ -447,7 +472,9 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     cg_tma_params(c);
     LLVMSetFunctionCallConv(c->fn, LLVMPTXKernelCallConv);
     cg_annotate(c->mod, c->fn, "kernel", 1);
-    cg_annotate(c->mod, c->fn, "maxntidx", c->threads);
+    cg_annotate(c->mod, c->fn, "maxntidx", c->threads + (int)c->producer_threads);
+    /* setmaxnreg needs .maxntid with .minnctapersm (ptxas drops it otherwise) */
+    if (c->producer_threads) cg_annotate(c->mod, c->fn, "minctasm", 1);
     c->vals = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->vals);
     c->lazy = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->lazy);
     c->ai = axisinfo_analyze(k, aligned);

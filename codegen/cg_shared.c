@@ -529,6 +529,18 @@ int cg_ring_distance(Cg *c, const IrOp *ll)
     return 0;
 }
 
+int cg_release_distance(Cg *c, const IrOp *ll, const IrOp *after)
+{
+    const IrFunc *f = c->f;
+    IrValue x, y;
+    int64_t d0, S0, d, S;
+    if (!is_rem_of(f, ll->operands[1], &x, &d0, &S0)) return -1;
+    for (const IrOp *op = after->next; op; op = op->next)
+        if (op->code == IR_OP_MBARRIER_ARRIVE && is_rem_of(f, op->operands[1], &y, &d, &S) && y == x && S == S0)
+            return (int)(((d - d0) % S + S) % S);
+    return -1;
+}
+
 bool cg_prefetch_begin(Cg *c, const IrOp *loop, CgPrefetch *pf)
 {
     const IrFunc *f = c->f;

@@ -139,8 +139,11 @@ static void end_if(Cg *c, LLVMBasicBlockRef after)
     LLVMPositionBuilderAtEnd(c->b, after);
 }
 
+/* The thread that issues copies: thread 0, or in a producer region the one thread
+ * that runs it. */
 static LLVMValueRef thread0(Cg *c)
 {
+    if (c->in_producer) return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
     return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
 }
 
@@ -246,6 +249,35 @@ static bool lower_arrive(Cg *c, const IrOp *op)
     return true;
 }
 
+/* The split (passes/warpspec.c): threads from c->threads on are the producer
+ * warpgroup; it gives registers back (setmaxnreg.dec, every warp of the warpgroup), one
+ * of its threads runs the region, and all of them leave. The consumers take the
+ * registers (setmaxnreg.inc) and go on with the ops after the producer, their barriers
+ * now the named barrier 1 of c->threads threads (cg_barrier). */
+static bool lower_producer(Cg *c, const IrOp *op)
+{
+    if (c->producer_threads != 128 || c->in_producer || c->consumers)
+        return cg_error(c, op, "internal error: a producer the kernel's launch does not provide for");
+    char text[64];
+    LLVMBasicBlockRef prod = cg_block_new(c, "ws.producer"), run = cg_block_new(c, "ws.issue"),
+                      cons = cg_block_new(c, "ws.consumer");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->tid, cg_i32c(c, c->threads), ""), prod, cons);
+    LLVMPositionBuilderAtEnd(c->b, prod);
+    snprintf(text, sizeof text, "setmaxnreg.dec.sync.aligned.u32 %d;", (int)(op->attr.i & 0xffff));
+    asm_void(c, NULL, 0, text, "~{memory}");
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, c->threads), ""), run, c->exit_bb);
+    LLVMPositionBuilderAtEnd(c->b, run);
+    c->in_producer = true;
+    bool ok = cg_body(c, &op->regions[0]);
+    c->in_producer = false;
+    if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);
+    LLVMPositionBuilderAtEnd(c->b, cons);
+    snprintf(text, sizeof text, "setmaxnreg.inc.sync.aligned.u32 %d;", (int)(op->attr.i >> 16));
+    asm_void(c, NULL, 0, text, "~{memory}");
+    c->consumers = true;
+    return ok;
+}
+
 bool cg_tma(Cg *c, const IrOp *op)
 {
     if (!c->target->tma) return cg_error(c, op, "%s needs the tensor-memory accelerator (sm_90a)", ir_op_info[op->code].text);
@@ -254,6 +286,7 @@ bool cg_tma(Cg *c, const IrOp *op)
     case IR_OP_TMA_COPY: return lower_copy(c, op);
     case IR_OP_TMA_WAIT: return lower_wait(c, op);
     case IR_OP_MBARRIER_ARRIVE: return lower_arrive(c, op);
+    case IR_OP_PRODUCER: return lower_producer(c, op);
     default: return cg_error(c, op, "not a TMA op");
     }
 }

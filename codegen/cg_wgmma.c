@@ -194,6 +194,12 @@ static bool in_flight_ok(Cg *c, const IrOp *op)
         if (!ll || ll->code != IR_OP_LOCAL_LOAD) return false;
         int64_t S = cg_type(c, ll->operands[0])->shape[0];
         int d = cg_ring_distance(c, ll);
+        /* a producer warpgroup's ring: the stage iteration j-1 read is released after this
+         * dot, whose wait has retired j-1's group */
+        if (!d && c->consumers) {
+            if (S < 2 || cg_release_distance(c, ll, op) != S - 1) return false;
+            continue;
+        }
         if (S < 3 || d != (barrier_before_copy(op, ll->operands[0]) ? S - 1 : S - 2)) return false;
     }
     IrValue r = op->results[0];

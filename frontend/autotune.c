@@ -130,7 +130,7 @@ static bool eval(At *t, const AstExpr *e, const FeConfig *c, int depth, int64_t 
 
 static bool key_ok(At *t, const char *name, Loc loc, const char *what)
 {
-    if (strcmp(name, "warps") == 0 || strcmp(name, "stages") == 0) return true;
+    if (ir_launch_key(name)) return true;
     const AstParam *p = find_param(t->k, name);
     if (p && p->is_const) return true;
     ERR(t, loc, "autotune %s key '%s' is not a const parameter of kernel '%s'", what, name, t->k->name);

@@ -211,7 +211,7 @@ static const AstParam *find_param(const AstItem *k, const char *name)
 static bool is_config_key(const AstItem *k, const char *name)
 {
     const AstParam *p = find_param(k, name);
-    return (p && p->is_const) || !strcmp(name, "warps") || !strcmp(name, "stages");
+    return (p && p->is_const) || ir_launch_key(name);
 }
 
 static const AstExpr *attr_arg(const AstAttr *a, const char *name)
@@ -228,10 +228,8 @@ static Loc attr_arg_loc(const AstAttr *a, uint32_t i)
 
 static void check_launch_value(Lower *L, const char *key, Loc loc, int64_t v)
 {
-    if (!strcmp(key, "warps") && (v < 1 || v > 32 || (v & (v - 1))))
-        lw_error(L, loc, "warps must be a power of two from 1 to 32, got %lld", (long long)v);
-    if (!strcmp(key, "stages") && (v < 1 || v > 8))
-        lw_error(L, loc, "stages must be from 1 to 8, got %lld", (long long)v);
+    const char *bad = ir_launch_check(key, v);
+    if (bad) lw_error(L, loc, "%s, got %lld", bad, (long long)v);
 }
 
 static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
@@ -239,8 +237,8 @@ static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
     for (uint32_t i = 0; i < a->nargs; i++) {
         const char *key = a->arg_names ? a->arg_names[i] : NULL;
         int64_t v;
-        if (!key || (strcmp(key, "warps") && strcmp(key, "stages"))) {
-            lw_error(L, attr_arg_loc(a, i), "@launch takes warps = N and stages = S%s%s%s",
+        if (!key || !ir_launch_key(key)) {
+            lw_error(L, attr_arg_loc(a, i), "@launch takes warps = N, stages = S and ws = true|false%s%s%s",
                      key ? "; unknown key '" : "", key ? key : "", key ? "'" : "");
             continue;
         }
@@ -249,7 +247,7 @@ static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
             continue;
         }
         check_launch_value(L, key, a->args[i]->loc, v);
-        *(strcmp(key, "warps") ? &f->stages : &f->warps) = (int)v;
+        ir_launch_set(f, key, v);
     }
 }
 
@@ -265,7 +263,7 @@ static void check_config_map(Lower *L, const AstItem *k, const AstExpr *m, bool 
         int64_t x;
         Loc kl = m->arg_name_locs ? m->arg_name_locs[i] : v->loc;
         if (!is_config_key(k, m->arg_names[i]))
-            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor warps or stages)",
+            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor warps, stages or ws)",
                      m->arg_names[i], k->name);
         if (lists && v->kind != AST_LIST) {
             lw_error(L, v->loc, "the values of '%s' must be a list of integers", m->arg_names[i]);
@@ -298,7 +296,7 @@ static void check_where_names(Lower *L, const AstItem *k, const AstExpr *e)
 {
     if (!e) return;
     if (e->kind == AST_NAME && !is_config_key(k, e->name))
-        lw_error(L, e->loc, "'where' may only use const parameters, warps and stages; '%s' is neither",
+        lw_error(L, e->loc, "'where' may only use const parameters, warps, stages and ws; '%s' is neither",
                  e->name);
     check_where_names(L, k, e->lhs);
     check_where_names(L, k, e->rhs);
@@ -360,15 +358,15 @@ static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
         else if (!strcmp(a->name, "autotune")) check_autotune(L, k, a);
         else lw_error(L, a->loc, "unknown attribute '@%s'", a->name);
     }
-    static const char *const keys[] = {"warps", "stages"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const keys[] = {"warps", "stages", "ws"};
+    for (int i = 0; i < 3; i++) {
         const AstExpr *e = default_config_value(k, keys[i]);
         const FeDefine *d = find_define(L, keys[i]);
         int64_t v;
         if (d) v = d->value;
         else if (!e || !ce_eval(L, e, &v)) continue;
         check_launch_value(L, keys[i], e && !d ? e->loc : k->loc, v);
-        *(i ? &f->stages : &f->warps) = (int)v;
+        ir_launch_set(f, keys[i], v);
     }
 }
 
@@ -596,7 +594,7 @@ static void check_item_names(Lower *L)
 
 static bool names_a_const(const Lower *L, const char *name)
 {
-    if (!strcmp(name, "warps") || !strcmp(name, "stages")) return true;
+    if (ir_launch_key(name)) return true;
     for (uint32_t i = 0; i < L->prog->nitems; i++) {
         const AstItem *it = &L->prog->items[i];
         const AstParam *p = it->kind == AST_KERNEL ? find_param(it, name) : NULL;

@@ -601,6 +601,48 @@ static ExecStatus exec_while(Interp *I, const IrOp *op)
 /* ---- reduce and scan with a combine region ---------------------------------------------- */
 
 /* Element `at` of operand i as a scalar of the region's argument type. */
+/* ---- warp specialization ------------------------------------------------------------------
+ * `producer` runs its region's scalar ops and keeps its loop for later; each consumer
+ * `tma_wait 0` first runs the loop's next iteration, which copies the stage the wait is
+ * for (the producer is S stages ahead on a GPU, never behind: the copies land before
+ * the wait passes). A wait with no iteration left waits for a copy that never comes. */
+static ExecStatus exec_producer(Interp *I, const IrOp *op)
+{
+    const IrBlock *blk = &op->regions[0];
+    for (const IrOp *o = blk->first; o && o->code != IR_OP_YIELD; o = o->next) {
+        if (o->code != IR_OP_FOR) {
+            ExecStatus st = exec_op(I, o);
+            if (st != EX_OK) return st;
+            continue;
+        }
+        I->prod.loop = o;
+        I->prod.iv = interp_opnd(I, o, 0)->s[0].i;
+        I->prod.hi = interp_opnd(I, o, 1)->s[0].i;
+        I->prod.step = interp_opnd(I, o, 2)->s[0].i;
+        I->prod.count = 0;
+        if (I->prod.step <= 0) return interp_fail(I, o, "a producer loop needs a positive step"), EX_ERROR;
+    }
+    return EX_OK;
+}
+
+static ExecStatus producer_step(Interp *I, const IrOp *wait)
+{
+    const IrOp *loop = I->prod.loop;
+    if (I->prod.iv >= I->prod.hi) {
+        char w[160];
+        return interp_fail(I, wait, "waits for a copy that the producer never issues (its loop has ended)%s",
+                           interp_where(I, w, sizeof w)), EX_ERROR;
+    }
+    if (!count_iteration(I, loop, &I->prod.count) || !bind_iv(I, loop, loop->regions[0].args[0], I->prod.iv))
+        return EX_ERROR;
+    Tile *none = NULL;
+    uint32_t n = 0;
+    ExecStatus st = run_region(I, loop, &loop->regions[0], 1, &none, &n, 0);
+    free_tiles(none, n);
+    I->prod.iv += I->prod.step;
+    return st;
+}
+
 static bool scalar_at(Interp *I, const IrOp *op, uint32_t i, int64_t at, Tile *out)
 {
     const IrBlock *blk = &op->regions[0];
@@ -767,7 +809,12 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_ASYNC_COPY: ok = exec_async_copy(I, op); break;
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: ok = true; break;
     case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
-    case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: ok = true; break;
+    case IR_OP_PRODUCER: return exec_producer(I, op);
+    case IR_OP_TMA_WAIT:
+        if (op->attr.i == 0 && I->prod.loop) return producer_step(I, op);
+        ok = true;
+        break;
+    case IR_OP_MBARRIER_INIT: case IR_OP_MBARRIER_ARRIVE: ok = true; break;
     default: ok = exec_result_op(I, op); break;
     }
     return ok ? EX_OK : EX_ERROR;
@@ -841,6 +888,7 @@ static bool run_program(Interp *I)
 {
     const IrOp *term;
     I->work++;
+    I->prod.loop = NULL;
     bool ok = bind_params(I) && exec_block(I, &I->fn->body, &term) != EX_ERROR;
     clear_values(I);
     return ok;

@@ -33,6 +33,13 @@ typedef struct Interp {
     DiagList *diags;
     const IrOp *ret;             /* the return op that ended the run */
     const IrOp *term;            /* the terminator of the region run last */
+    /* A warp-specialized kernel's producer loop (passes/warpspec.c), run one iteration
+     * (one stage's copies) at each consumer `tma_wait 0`: the order in which a GPU may
+     * run them, with the copies as late as they can be. */
+    struct {
+        const IrOp *loop;        /* NULL: none in this program */
+        int64_t iv, hi, step, count;
+    } prod;
 } Interp;
 
 /* Records "msg" at the op's location (or the function's when op is NULL); returns

@@ -292,6 +292,34 @@ IrFunc *ir_module_find(const IrModule *m, const char *name)
     return NULL;
 }
 
+bool ir_launch_key(const char *name)
+{
+    return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws");
+}
+
+int64_t ir_launch_value(const IrFunc *f, const char *name)
+{
+    if (!strcmp(name, "warps")) return f->warps > 0 ? f->warps : 4;
+    if (!strcmp(name, "stages")) return f->stages > 0 ? f->stages : 2;
+    return f->ws;
+}
+
+void ir_launch_set(IrFunc *f, const char *name, int64_t v)
+{
+    if (!strcmp(name, "warps")) f->warps = (int)v;
+    else if (!strcmp(name, "stages")) f->stages = (int)v;
+    else if (!strcmp(name, "ws")) f->ws = (int)v;
+}
+
+const char *ir_launch_check(const char *name, int64_t v)
+{
+    if (!strcmp(name, "warps") && (v < 1 || v > 32 || (v & (v - 1))))
+        return "warps must be a power of two from 1 to 32";
+    if (!strcmp(name, "stages") && (v < 1 || v > 8)) return "stages must be from 1 to 8";
+    if (!strcmp(name, "ws") && v != 0 && v != 1) return "ws must be 0 or 1 (false or true)";
+    return NULL;
+}
+
 IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name)
 {
     IrFunc *f = blk->func;

@@ -576,6 +576,13 @@ static bool parse_attr(Parser *ps, OpText *o)
         if (!parse_int(ps, &o->attr.i)) return false;
         if (accept(ps, TK_IDENT, "reverse")) o->attr.i |= IR_SCAN_REVERSE;
         return true;
+    case IR_OP_PRODUCER: {            /* the producer's and the consumers' registers */
+        int64_t p = 0, c = 0;
+        if (!parse_int(ps, &p) || !parse_int(ps, &c)) return false;
+        if (p < 0 || p > 0xffff || c < 0 || c > 0xffff) return error_at(ps, o->loc, "register counts out of range");
+        o->attr.i = p | c << 16;
+        return true;
+    }
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
@@ -791,16 +798,20 @@ static bool parse_consts(Parser *ps, IrFunc *f)
     return ok;
 }
 
-/* launch {warps = N, stages = N} */
+/* launch {warps = N, stages = N[, ws = 0|1]} */
 static bool parse_launch(Parser *ps, IrFunc *f)
 {
-    int64_t w = 0, s = 0;
+    int64_t w = 0, s = 0, ws = 0;
     bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
               parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
-              expect(ps, TK_PUNCT, "=") && parse_int(ps, &s) && expect(ps, TK_PUNCT, "}");
-    if (!ok) return false;
-    if (w < 1 || w > 64 || s < 1 || s > 16)
-        return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 "} is out of range", w, s);
+              expect(ps, TK_PUNCT, "=") && parse_int(ps, &s);
+    if (ok && accept(ps, TK_PUNCT, ","))
+        ok = expect(ps, TK_IDENT, "ws") && expect(ps, TK_PUNCT, "=") && parse_int(ps, &ws);
+    if (!ok || !expect(ps, TK_PUNCT, "}")) return false;
+    if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1))
+        return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 ", ws = %" PRId64 "} is out of range",
+                        w, s, ws);
+    f->ws = (int)ws;
     f->warps = (int)w;
     f->stages = (int)s;
     return true;

@@ -291,6 +291,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:      /* cumsum 0 reverse %x */
         fprintf(out, " %" PRId64 "%s", op->attr.i & IR_AXIS_MASK, op->attr.i & IR_SCAN_REVERSE ? " reverse" : "");
         break;
+    case IR_OP_PRODUCER:              /* producer 40 232 { ... }: the two register counts */
+        fprintf(out, " %" PRId64 " %" PRId64, op->attr.i & 0xffff, op->attr.i >> 16);
+        break;
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
@@ -373,6 +376,10 @@ static void print_op_line(Namer *n, const IrOp *op)
     fputs(op->code < IR_NUM_OPS ? ir_op_info[op->code].text : "<bad-op>", out);
     print_attr(n->f, op, out);
     if (op->nregions) {          /* for, if, while; reduce and scan with their combine region */
+        if (op->code == IR_OP_PRODUCER) {
+            print_region(n, &op->regions[0]);
+            return;
+        }
         fputc(' ', out);
         if (op->code == IR_OP_FOR) print_for(n, op);
         else print_two_regions(n, op, op->code == IR_OP_IF ? "else" : "do");
@@ -413,7 +420,7 @@ static void print_header(Namer *n, const IrFunc *f)
             fprintf(out, "%s%s = %" PRId64, i ? ", " : "", f->consts[i].name, f->consts[i].value);
         fputc('}', out);
     }
-    fprintf(out, " launch {warps = %d, stages = %d}", f->warps, f->stages);
+    fprintf(out, " launch {warps = %d, stages = %d%s}", f->warps, f->stages, f->ws ? ", ws = 1" : "");
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }
 

@@ -543,7 +543,8 @@ static bool check_terminator(Verifier *v, const IrOp *op)
     if (op->code == IR_OP_CONDITION && !(owner && owner->code == IR_OP_WHILE && blk == &owner->regions[0]))
         return fail(v, op, "may only end a while's before-region");
     if (op->code == IR_OP_YIELD && (!owner || (owner->code == IR_OP_WHILE && blk == &owner->regions[0])))
-        return fail(v, op, "may only end a for body, an if region, a while's after-region or a combine region");
+        return fail(v, op, "may only end a for body, an if region, a while's after-region, a combine region or a "
+                    "producer region");
     if (op->code != IR_OP_RETURN) return true;
     if (v->f->kind == IR_FUNC_KERNEL) {
         if (op->noperands) return fail(v, op, "of a kernel takes no operands, got %u", op->noperands);
@@ -668,6 +669,61 @@ static bool check_tma_wait(Verifier *v, const IrOp *op)
                     tstr(opt(v, op, n)).s);
     if (wait && op->attr.i != 0 && op->attr.i != 1)
         return fail(v, op, "waits in every thread (0) or in the one that issues copies (1), got %" PRId64, op->attr.i);
+    return true;
+}
+
+/* ---- warp specialization (passes/warpspec.c) ------------------------------------------ */
+static bool setmaxnreg_ok(int64_t r) { return r >= 24 && r <= 256 && r % 8 == 0; }
+
+/* What the producer's one thread may run: scalar arithmetic, loops and ifs of it, and
+ * the copies with their empty-slot waits. */
+static bool producer_op_ok(const IrFunc *f, const IrOp *op)
+{
+    if (op->code == IR_OP_TMA_COPY || op->code == IR_OP_YIELD) return true;
+    if (op->code == IR_OP_TMA_WAIT) return op->attr.i == 1;
+    if (op->code == IR_OP_FOR || op->code == IR_OP_IF) {
+        for (uint32_t r = 0; r < op->nregions; r++)
+            for (const IrOp *o = op->regions[r].first; o; o = o->next)
+                if (!producer_op_ok(f, o)) return false;
+        return !op->nresults;
+    }
+    if (!(ir_op_info[op->code].flags & IR_P)) return false;
+    for (uint32_t i = 0; i < op->nresults; i++)
+        if (ir_value_type(f, op->results[i])->rank) return false;
+    return true;
+}
+
+/* One producer per kernel, in its body, after ops that every thread may run (pure ones,
+ * the buffers and their barriers); its region: scalar ops, one `for` of the copies,
+ * `yield`. */
+static bool check_producer(Verifier *v, const IrOp *op)
+{
+    int64_t p = op->attr.i & 0xffff, c = op->attr.i >> 16;
+    if (!setmaxnreg_ok(p) || !setmaxnreg_ok(c))
+        return fail(v, op, "register counts must be multiples of 8 from 24 to 256, got %" PRId64 " and %" PRId64, p, c);
+    if (op->parent != &v->f->body || v->f->kind != IR_FUNC_KERNEL) return fail(v, op, "may only stand in a kernel's body");
+    for (const IrOp *o = v->f->body.first; o != op; o = o->next) {
+        unsigned fl = ir_op_info[o->code].flags;
+        if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT)
+            return fail(v, op, "must come before every op but pure ones, local_alloc and mbarrier_init; '%s' at %u:%u "
+                        "comes before it", ir_op_info[o->code].text, o->loc.line, o->loc.col);
+    }
+    for (const IrOp *o = op->next; o; o = o->next)
+        if (o->code == IR_OP_PRODUCER) return fail(v, o, "a kernel has at most one producer");
+    const IrBlock *blk = &op->regions[0];
+    if (blk->nargs) return fail(v, op, "the region takes no arguments");
+    const IrOp *loop = NULL;
+    for (const IrOp *o = blk->first; o; o = o->next) {
+        if (!producer_op_ok(v->f, o))
+            return fail(v, o, "a producer region holds scalar arithmetic, loops, tma_wait 1 and tma_copy only");
+        if (o->code == IR_OP_IF || (o->code == IR_OP_FOR && loop))
+            return fail(v, o, "a producer region is scalar ops, one for loop, then yield");
+        if (o->code == IR_OP_FOR) loop = o;
+        if ((o->code == IR_OP_TMA_COPY || o->code == IR_OP_TMA_WAIT) && !loop)
+            return fail(v, o, "a producer's copies are in its for loop");
+    }
+    if (!loop || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands || loop->next != blk->last)
+        return fail(v, op, "a producer region is scalar ops, one for loop, then yield");
     return true;
 }
 
@@ -811,6 +867,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_MBARRIER_INIT: return check_mbarrier_init(v, op);
     case IR_OP_TMA_COPY: return check_tma_copy(v, op);
     case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: return check_tma_wait(v, op);
+    case IR_OP_PRODUCER: return check_producer(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
     case IR_OP_CHECK_BOUNDS: return check_check_bounds(v, op);
     case IR_OP_ASSERT: return check_assert(v, op);

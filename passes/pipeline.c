@@ -22,6 +22,7 @@ const PassInfo pass_gpu_table[] = {
     {"hoist",        "loop-invariant code out of loops (GPU level)",         pass_hoist},
     {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},
     {"shared",       "dot operands through shared memory, stages deep",      pass_shared},
+    {"warpspec",     "a producer warpgroup issues the TMA copies (ws = 1)",  pass_warpspec},
     {"licm",         "loop invariants (conversions the GPU passes made) out", pass_hoist_invariants},
 };
 const unsigned pass_gpu_count = sizeof pass_gpu_table / sizeof *pass_gpu_table;

@@ -290,7 +290,7 @@ static TrtStatus no_kernel(const TrtModule *m, const char *name)
 
 static bool names_const(const AstItem *it, const char *name)
 {
-    if (!strcmp(name, "warps") || !strcmp(name, "stages")) return true;
+    if (ir_launch_key(name)) return true;
     for (uint32_t i = 0; i < it->nparams; i++)
         if (it->params[i].is_const && !strcmp(it->params[i].name, name)) return true;
     return false;
@@ -304,7 +304,7 @@ static TrtStatus no_const(const AstItem *it, const char *name)
     if (!f) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     for (uint32_t i = 0; i < it->nparams; i++)
         if (it->params[i].is_const) fprintf(f, "%s, ", it->params[i].name);
-    fputs("warps, stages", f);
+    fputs(IR_LAUNCH_KEYS, f);
     fclose(f);
     TrtStatus s = rt_fail(TRT_ERROR_NOT_FOUND,
                           "trt_module_get_kernel: const '%s' is not a parameter of kernel '%s' "

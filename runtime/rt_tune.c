@@ -143,8 +143,7 @@ static const TrtConst *user_const(const TrtKernel *k, const char *name)
 /* The value k was lowered with for a config key (a const, warps or stages). */
 static bool own_value(const TrtKernel *k, const char *name, int64_t *v)
 {
-    if (!strcmp(name, "warps")) return *v = k->func->warps > 0 ? k->func->warps : 4, true;
-    if (!strcmp(name, "stages")) return *v = k->func->stages > 0 ? k->func->stages : 2, true;
+    if (ir_launch_key(name)) return *v = ir_launch_value(k->func, name), true;
     for (uint32_t i = 0; i < k->func->nconsts; i++)
         if (!strcmp(k->func->consts[i].name, name)) return *v = k->func->consts[i].value, true;
     return false;

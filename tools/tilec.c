@@ -704,7 +704,7 @@ static uint32_t gpu_consts(const Options *o, const IrFunc *k, TrtConst *out)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < o->ndefines; i++) {
-        bool mine = !strcmp(o->defines[i].name, "warps") || !strcmp(o->defines[i].name, "stages");
+        bool mine = ir_launch_key(o->defines[i].name);
         for (uint32_t c = 0; c < k->nconsts; c++) mine |= !strcmp(k->consts[c].name, o->defines[i].name);
         if (mine) out[n++] = (TrtConst){o->defines[i].name, o->defines[i].value};
     }

@@ -17,9 +17,10 @@ from gemm_check import check, here, root, rt
 
 FP8 = os.path.join(root, "examples", "matmul_fp8.tile")
 NN = os.path.join(here, "matmul_fp8_nn.tile")
-# BM, BN, BK, warps, stages
+# BM, BN, BK, warps, stages[, ws]: ws 1 gives the copies a producer warpgroup
 CONFIGS = [(128, 256, 128, 8, 4), (128, 256, 128, 8, 3), (128, 128, 128, 8, 4), (128, 256, 64, 8, 5),
-           (64, 128, 128, 4, 4), (128, 128, 64, 4, 4), (64, 64, 32, 4, 3), (256, 128, 128, 8, 3)]
+           (64, 128, 128, 4, 4), (128, 128, 64, 4, 4), (64, 64, 32, 4, 3), (256, 128, 128, 8, 3),
+           (128, 256, 128, 8, 4, 1), (64, 128, 128, 4, 3, 1)]
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 96), (1000, 1030, 1000)]
 
 
@@ -32,7 +33,10 @@ for cfg in CONFIGS:
     ptx = g.ptx_of(FP8, cfg, "--spec=div16")
     if "cp.async.bulk.tensor" not in ptx or "k32.f32.e4m3.e4m3" not in ptx:
         g.fail("matmul_fp8 %s does not copy by TMA into an f8 wgmma" % (cfg,))
-    BM, BN, BK, w, s = cfg
+    if len(cfg) > 5 and "setmaxnreg.dec" not in ptx:
+        g.fail("matmul_fp8 %s has no producer warpgroup" % (cfg,))
+    BM, BN, BK, w, s = cfg[:5]
+    ws = {"ws": cfg[5]} if len(cfg) > 5 else {}
     for (M, N, K) in SHAPES:
         a, sa = quant(torch.randn(M, K, device="cuda"))
         wt, sw = quant(torch.randn(N, K, device="cuda"))
@@ -42,7 +46,7 @@ for cfg in CONFIGS:
             ref = (ad @ wd.t()) * (sa_.double() if rowwise else sa_.double()[0]) * \
                   (sw_.double().t() if rowwise else sw_.double()[0])
             c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            k = rt.kernel(FP8, "matmul_fp8", ROWWISE=rowwise, BM=BM, BN=BN, BK=BK, warps=w, stages=s)
+            k = rt.kernel(FP8, "matmul_fp8", ROWWISE=rowwise, BM=BM, BN=BN, BK=BK, warps=w, stages=s, **ws)
             k.prepare("ptr ptr ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, wt, sa_, sw_, M, N, K,
                       a.stride(0), wt.stride(0), c.stride(0))()
             torch.cuda.synchronize()

@@ -18,21 +18,30 @@ from gemm_check import check, here, root, rt
 
 NN = os.path.join(root, "examples", "matmul_bf16.tile")
 NT = os.path.join(here, "matmul_tma_nt.tile")
-# BM, BN, BK, warps, stages
+# BM, BN, BK, warps, stages[, ws]: ws 1 gives the copies a producer warpgroup
 CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (128, 128, 32, 4, 4),
-           (64, 128, 16, 4, 4), (256, 128, 64, 8, 3), (64, 64, 64, 4, 2), (128, 64, 32, 4, 3)]
+           (64, 128, 16, 4, 4), (256, 128, 64, 8, 3), (64, 64, 64, 4, 2), (128, 64, 32, 4, 3),
+           (128, 256, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 4, 4, 1), (64, 64, 64, 4, 2, 1),
+           (128, 128, 32, 4, 3, 1)]
+
+
+def consts(cfg):
+    d = dict(BM=cfg[0], BN=cfg[1], BK=cfg[2], warps=cfg[3], stages=cfg[4])
+    if len(cfg) > 5:
+        d["ws"] = cfg[5]
+    return d
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
 
 
 def copies_by_tma(path, *cfg):
     ptx = g.ptx_of(path, cfg, "--spec=div16")
-    return "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
+    ok = "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
+    return ok and (len(cfg) < 6 or not cfg[5] or "setmaxnreg.dec" in ptx)
 
 
 def run_nn(cfg, a, b, M, N, K, stride_am=None):
-    BM, BN, BK, w, s = cfg
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    k = rt.kernel(NN, "matmul_bf16", BM=BM, BN=BN, BK=BK, warps=w, stages=s)
+    k = rt.kernel(NN, "matmul_bf16", **consts(cfg))
     k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K,
               a.stride(0) if stride_am is None else stride_am, b.stride(0), c.stride(0))()
     torch.cuda.synchronize()
@@ -49,8 +58,7 @@ for cfg in CONFIGS:
         check("matmul_bf16", run_nn(cfg, a, b, M, N, K), a.double() @ b.double(), "nn %s %s" % (cfg, (M, N, K)))
         bt = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        BM, BN, BK, w, s = cfg
-        k = rt.kernel(NT, "matmul_tma_nt", BM=BM, BN=BN, BK=BK, warps=w, stages=s)
+        k = rt.kernel(NT, "matmul_tma_nt", **consts(cfg))
         k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, bt, M, N, K, a.stride(0), bt.stride(0), c.stride(0))()
         torch.cuda.synchronize()
         check("matmul_tma_nt", c, a.double() @ bt.double().t(), "nt %s %s" % (cfg, (M, N, K)))
