@@ -148,20 +148,11 @@ def section_f16(rt):
 
 
 # ---- bf16: examples/matmul_bf16.tile --------------------------------------------------------
-def tile_consts(cfg):
-    """(BM, BN, BK, warps, stages[, ws]): ws 1 gives the TMA copies a producer warpgroup"""
-    BM, BN, BK, warps, stages = cfg[:5]
-    d = dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
-    if len(cfg) > 5 and cfg[5]:
-        d["ws"] = 1
-    return d
-
-
 def tile_gemm_bf16(rt, cfg, a, b, path=MATMUL_BF16):
     M, K = a.shape
     N = b.shape[1]
     c = nan_like((M, N), torch.bfloat16)
-    k = rt.kernel(path, "matmul_bf16", **tile_consts(cfg))
+    k = rt.kernel(path, "matmul_bf16", **tilert.gemm_consts(cfg))
     run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     return c, run
 
@@ -322,7 +313,7 @@ def tile_gemm_fp8(rt, cfg, a, w, sa, sw, rowwise=True):
     M, K = a.shape
     N = w.shape[0]
     c = nan_like((M, N), torch.bfloat16)
-    k = rt.kernel(MATMUL_FP8, "matmul_fp8", ROWWISE=1 if rowwise else 0, **tile_consts(cfg))
+    k = rt.kernel(MATMUL_FP8, "matmul_fp8", ROWWISE=1 if rowwise else 0, **tilert.gemm_consts(cfg))
     run = k.prepare("ptr ptr ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, w, sa, sw, M, N, K,
                     a.stride(0), w.stride(0), c.stride(0))
     return c, run
@@ -388,7 +379,7 @@ def tile_gemm_gelu(rt, cfg, a, b, bias):
     M, K = a.shape
     N = b.shape[1]
     c = nan_like((M, N), torch.bfloat16)
-    k = rt.kernel(GEMM_GELU, "gemm_bias_gelu", **tile_consts(cfg))
+    k = rt.kernel(GEMM_GELU, "gemm_bias_gelu", **tilert.gemm_consts(cfg))
     run = k.prepare("ptr ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, bias, M, N, K,
                     a.stride(0), b.stride(0), c.stride(0))
     return c, run
@@ -445,7 +436,7 @@ def section_gelu(rt):
 def tile_qkv(rt, cfg, x, w):
     T, H = x.shape
     outs = [nan_like((T, H), torch.bfloat16) for _ in range(3)]
-    k = rt.kernel(QKV, "qkv_proj", **tile_consts(cfg))
+    k = rt.kernel(QKV, "qkv_proj", **tilert.gemm_consts(cfg))
     run = k.prepare("ptr ptr ptr ptr ptr i32 i32 i32 i32 i32", *outs, x, w, T, H,
                     x.stride(0), w.stride(0), outs[0].stride(0))
     return outs, run

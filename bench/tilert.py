@@ -14,6 +14,20 @@ _KINDS = {  # TrtArgKind
 }
 
 
+def gemm_consts(cfg):
+    """The launch constants of a GEMM config tuple (BM, BN, BK, warps, stages[, ws[,
+    persistent]]), as the benchmarks and the GPU tests name them; ws 1 gives the TMA
+    copies a producer warpgroup, persistent 1 runs one program per SM slot walking the
+    tiles."""
+    BM, BN, BK, warps, stages = cfg[:5]
+    d = dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
+    if len(cfg) > 5 and cfg[5]:
+        d["ws"] = 1
+    if len(cfg) > 6 and cfg[6]:
+        d["persistent"] = 1
+    return d
+
+
 class _Val(ctypes.Union):
     _fields_ = [("ptr", ctypes.c_uint64), ("i32", ctypes.c_int32), ("i64", ctypes.c_int64),
                 ("u16", ctypes.c_uint16), ("f32", ctypes.c_float), ("f64", ctypes.c_double)]

@@ -264,12 +264,12 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op);
 /* At the async_wait 0 after a loop whose wgmma dot left its last group in flight: waits
  * for it, the loop's accumulators passed through the wait. */
 void cg_wgmma_settle(Cg *c, const IrOp *wait);
-/* cg_shared.c: how many iterations ahead local_load ll's ring is copied (0: unknown). */
-int cg_ring_distance(Cg *c, const IrOp *ll);
-/* For a warp-specialized ring (no copies in the loop, passes/warpspec.c): how many
- * iterations after the one local_load `ll` reads the mbarrier_arrive after `after`
- * releases (mod S: S-1 is the previous iteration's stage); -1 if none. */
-int cg_release_distance(Cg *c, const IrOp *ll, const IrOp *after);
+/* cg_shared.c: may a wgmma group reading local_load ll's ring stage stay in flight
+ * (wait_group 1) past `dot` until the next iteration's dot retires it? Only when the stage
+ * is refilled no sooner than that: by a copy S-1 iterations ahead behind a barrier or S-2
+ * ahead before it (passes/shared.c), or released S-1 iterations later to a producer
+ * warpgroup (passes/warpspec.c). */
+bool cg_stage_outlives_group(Cg *c, const IrOp *ll, const IrOp *dot);
 bool cg_misc(Cg *c, const IrOp *op);                 /* cg_misc.c: rand print assert hints */
 bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 /* cg_occupancy.c: after LLVM's pipeline, asks for 2048 resident threads per SM

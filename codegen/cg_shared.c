@@ -516,9 +516,8 @@ static LLVMValueRef *first_step_words(Cg *c, const IrOp *ll, LLVMValueRef stage,
 /* How many iterations ahead the ring that local_load ll reads is copied: the copy into
  * ll's buffer in ll's block at stage rem(add(x, d), S) against ll's rem(x, S); 0 when
  * there is none or it is not of that form. */
-int cg_ring_distance(Cg *c, const IrOp *ll)
+static int ring_distance(const IrFunc *f, const IrOp *ll)
 {
-    const IrFunc *f = c->f;
     IrValue x, y;
     int64_t d0, S0, d, S;
     if (!is_rem_of(f, ll->operands[1], &x, &d0, &S0)) return 0;
@@ -529,9 +528,11 @@ int cg_ring_distance(Cg *c, const IrOp *ll)
     return 0;
 }
 
-int cg_release_distance(Cg *c, const IrOp *ll, const IrOp *after)
+/* For a warp-specialized ring (no copies in the loop, passes/warpspec.c): how many
+ * iterations after the one ll reads the first mbarrier_arrive after `after` releases
+ * (mod S: S-1 is the previous iteration's stage); -1 if none. */
+static int release_distance(const IrFunc *f, const IrOp *ll, const IrOp *after)
 {
-    const IrFunc *f = c->f;
     IrValue x, y;
     int64_t d0, S0, d, S;
     if (!is_rem_of(f, ll->operands[1], &x, &d0, &S0)) return -1;
@@ -539,6 +540,31 @@ int cg_release_distance(Cg *c, const IrOp *ll, const IrOp *after)
         if (op->code == IR_OP_MBARRIER_ARRIVE && is_rem_of(f, op->operands[1], &y, &d, &S) && y == x && S == S0)
             return (int)(((d - d0) % S + S) % S);
     return -1;
+}
+
+/* Does a barrier come between the dot and the first copy into ring `buf` after it (a
+ * barrier of the program, or the issuing thread's wait for every warp's release of the
+ * stage: passes/shared.c's TMA rings)? */
+static bool barrier_before_copy(const IrOp *dot, IrValue buf)
+{
+    bool bar = false;
+    for (const IrOp *u = dot->next; u; u = u->next) {
+        if (u->code == IR_OP_BARRIER || (u->code == IR_OP_TMA_WAIT && u->attr.i == 1)) bar = true;
+        if ((u->code == IR_OP_ASYNC_COPY || u->code == IR_OP_TMA_COPY) && u->operands[0] == buf) return bar;
+    }
+    return false;
+}
+
+bool cg_stage_outlives_group(Cg *c, const IrOp *ll, const IrOp *dot)
+{
+    int64_t S = cg_type(c, ll->operands[0])->shape[0];
+    int d = ring_distance(c->f, ll);
+    /* a producer warpgroup's ring: the stage iteration j-1 read is released after this
+     * dot, whose wait has retired j-1's group */
+    if (!d && c->consumers) return S >= 2 && release_distance(c->f, ll, dot) == S - 1;
+    /* copied S-1 iterations ahead after the dot and a barrier (every warpgroup has then
+     * retired the previous iteration's group), or S-2 ahead before it */
+    return S >= 3 && d == (barrier_before_copy(dot, ll->operands[0]) ? S - 1 : S - 2);
 }
 
 bool cg_prefetch_begin(Cg *c, const IrOp *loop, CgPrefetch *pf)

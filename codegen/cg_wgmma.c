@@ -164,25 +164,11 @@ static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
     asm_through(c, text, d, R);
 }
 
-/* Does a barrier come between the dot and the first copy into ring `buf` after it (a
- * barrier of the program, or the issuing thread's wait for every warp's release of the
- * stage: passes/shared.c's TMA rings)? */
-static bool barrier_before_copy(const IrOp *dot, IrValue buf)
-{
-    bool bar = false;
-    for (const IrOp *u = dot->next; u; u = u->next) {
-        if (u->code == IR_OP_BARRIER || (u->code == IR_OP_TMA_WAIT && u->attr.i == 1)) bar = true;
-        if ((u->code == IR_OP_ASYNC_COPY || u->code == IR_OP_TMA_COPY) && u->operands[0] == buf) return bar;
-    }
-    return false;
-}
-
 /* The dot may leave its group in flight (wait_group 1): it is the only dot of a for
- * loop's body, its result is only yielded, both views read rings whose copies reuse a
- * stage no sooner than the next iteration's wait has retired this group (passes/
- * shared.c): copied S-1 iterations ahead after the dot and a barrier (every warpgroup
- * has then retired the previous iteration's group), or S-2 ahead before it; and the
- * loop is followed by the async_wait 0 that settles it (cg_wgmma_settle). */
+ * loop's body, its result is only yielded, both views read ring stages that are reused
+ * no sooner than the next iteration's wait has retired this group (cg_shared.c,
+ * cg_stage_outlives_group); and the loop is followed by the async_wait 0 that settles
+ * it (cg_wgmma_settle). */
 static bool in_flight_ok(Cg *c, const IrOp *op)
 {
     const IrBlock *body = op->parent;
@@ -192,15 +178,7 @@ static bool in_flight_ok(Cg *c, const IrOp *op)
     for (int i = 0; i < 2; i++) {
         const IrOp *ll = c->f->values[op->operands[i]].def;
         if (!ll || ll->code != IR_OP_LOCAL_LOAD) return false;
-        int64_t S = cg_type(c, ll->operands[0])->shape[0];
-        int d = cg_ring_distance(c, ll);
-        /* a producer warpgroup's ring: the stage iteration j-1 read is released after this
-         * dot, whose wait has retired j-1's group */
-        if (!d && c->consumers) {
-            if (S < 2 || cg_release_distance(c, ll, op) != S - 1) return false;
-            continue;
-        }
-        if (S < 3 || d != (barrier_before_copy(op, ll->operands[0]) ? S - 1 : S - 2)) return false;
+        if (!cg_stage_outlives_group(c, ll, op)) return false;
     }
     IrValue r = op->results[0];
     for (const IrOp *u = body->first; u; u = u->next)

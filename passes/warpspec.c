@@ -39,7 +39,6 @@
  * more than one, warps not a multiple of 4 (setmaxnreg is per warpgroup), a copy side
  * that reads a value the loop carries, or an op before the ring that is not pure,
  * local_alloc or mbarrier_init (the producer's warps run everything before it). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -66,6 +65,7 @@ typedef struct Ws {
     IrFunc *f;
     IrOp *loop;
     bool *need;                  /* per value: the copy side computes it (in the body) */
+    bool *before;                /* per value: defined in the kernel body before the producer */
     IrValue *map;                /* per value: its clone in the producer */
 } Ws;
 
@@ -97,13 +97,13 @@ static bool available(Ws *w, IrValue v, IrOp *at)
     if (!vi->def) return vi->block == &w->f->body;               /* a parameter */
     IrOp *d = vi->def;
     if (d->parent != &w->f->body) return false;
-    for (IrOp *o = w->f->body.first; o && o != at; o = o->next)
-        if (o == d) return true;
+    if (w->before[v]) return true;
     if (!(ir_op_info[d->code].flags & IR_P) || d->nregions || ir_value_type(w->f, v)->rank) return false;
     for (uint32_t i = 0; i < d->noperands; i++)
         if (!available(w, d->operands[i], at)) return false;
     ir_op_remove(d);
     ir_op_insert_before(d, at);
+    for (uint32_t i = 0; i < d->nresults; i++) w->before[d->results[i]] = true;
     return true;
 }
 
@@ -124,18 +124,21 @@ static void clone_into(Ws *w, IrBuilder *b, const IrOp *op)
 static bool specialize(IrFunc *f, IrOp *loop)
 {
     IrBlock *body = &loop->regions[0];
-    const IrOp *first_copy = NULL;
-    for (const IrOp *o = body->first; o; o = o->next) {
-        if (o->code == IR_OP_BARRIER || o->noperands > 32 || o->nresults > 4) return false;
-        if (o->code == IR_OP_TMA_COPY && !first_copy) first_copy = o;
-    }
-    IrValue bars = first_copy->operands[2];
-    int slots = ir_value_type(f, first_copy->operands[0])->shape[0];
-    /* the prologue: the copies into the same barriers before the loop, S-1 iterations' */
+    /* one ring: every copy in the loop fills the barriers of the first, and the issuing
+     * thread waits for an empty slot once per iteration */
+    IrValue bars = IR_NO_VALUE;
+    int slots = 0;
     uint32_t nloop = 0, npro = 0, nwait = 0;
     for (const IrOp *o = body->first; o; o = o->next) {
-        if (o->code == IR_OP_TMA_COPY) nloop += o->operands[2] == bars;
-        if (o->code == IR_OP_TMA_COPY && o->operands[2] != bars) return false;
+        if (o->code == IR_OP_BARRIER || o->noperands > 32 || o->nresults > 4) return false;
+        if (o->code == IR_OP_TMA_COPY) {
+            if (bars == IR_NO_VALUE) {
+                bars = o->operands[2];
+                slots = ir_value_type(f, o->operands[0])->shape[0];
+            }
+            if (o->operands[2] != bars) return false;
+            nloop++;
+        }
         nwait += o->code == IR_OP_TMA_WAIT && o->attr.i == 1;
     }
     IrOp *last_init = NULL;
@@ -151,15 +154,18 @@ static bool specialize(IrFunc *f, IrOp *loop)
         unsigned fl = ir_op_info[o->code].flags;
         if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT) return false;
     }
-    Ws w = {f, loop, tl_calloc(f->nvalues, sizeof(bool)), tl_malloc(f->nvalues * sizeof(IrValue))};
-    if (!w.need || !w.map) tl_oom();
+    IrOp *at = last_init->next;
+    Ws w = {f, loop, tl_calloc(f->nvalues, sizeof(bool)), tl_calloc(f->nvalues, sizeof(bool)),
+            tl_malloc(f->nvalues * sizeof(IrValue))};
+    if (!w.need || !w.before || !w.map) tl_oom();
     memset(w.map, 0xff, f->nvalues * sizeof(IrValue));
+    for (const IrOp *o = f->body.first; o != at; o = o->next)
+        for (uint32_t i = 0; i < o->nresults; i++) w.before[o->results[i]] = true;
     bool ok = true;
     for (const IrOp *o = body->first; o && ok; o = o->next)
         if (copy_side(o))
             for (uint32_t i = 0; i < o->noperands && ok; i++) ok = mark(&w, o->operands[i]);
     /* the values from outside: the bounds, and what the marked ops and the copies read */
-    IrOp *at = last_init->next;
     for (uint32_t i = 0; i < 3 && ok; i++) ok = available(&w, loop->operands[i], at);
     for (const IrOp *o = body->first; o && ok; o = o->next) {
         if (!copy_side(o) && !(o->nresults && w.need[o->results[0]])) continue;
@@ -171,6 +177,7 @@ static bool specialize(IrFunc *f, IrOp *loop)
     }
     if (!ok) {
         tl_free(w.need);
+        tl_free(w.before);
         tl_free(w.map);
         return false;
     }
@@ -207,6 +214,7 @@ static bool specialize(IrFunc *f, IrOp *loop)
         if (o->code == IR_OP_TMA_COPY) ir_op_remove(o);
     }
     tl_free(w.need);
+    tl_free(w.before);
     tl_free(w.map);
     return true;
 }

@@ -26,11 +26,9 @@ def check(name, c, ref, what):
 
 
 def ptx_of(path, cfg, *extra):
-    """(BM, BN, BK, warps, stages[, ws])"""
-    BM, BN, BK, w, s = cfg[:5]
-    ws = ["-D", "ws=%d" % cfg[5]] if len(cfg) > 5 else []
-    return subprocess.run([tilec, path, "--emit=ptx", "-D", "BM=%d" % BM, "-D", "BN=%d" % BN, "-D", "BK=%d" % BK,
-                           "-D", "warps=%d" % w, "-D", "stages=%d" % s] + ws + list(extra),
+    """The PTX of config cfg (BM, BN, BK, warps, stages[, ws]: tilert.gemm_consts)."""
+    defs = [a for k, v in tilert.gemm_consts(cfg).items() for a in ("-D", "%s=%d" % (k, v))]
+    return subprocess.run([tilec, path, "--emit=ptx"] + defs + list(extra),
                           capture_output=True, text=True, check=True).stdout
 
 

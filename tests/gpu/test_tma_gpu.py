@@ -14,6 +14,7 @@ to copy by TMA (cp.async.bulk.tensor), so a silent fall-back fails the test.
 import os
 import torch
 import gemm_check as g
+import tilert  # noqa: E402  (on the path gemm_check sets)
 from gemm_check import check, here, root, rt
 
 NN = os.path.join(root, "examples", "matmul_bf16.tile")
@@ -25,11 +26,6 @@ CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (12
            (128, 128, 32, 4, 3, 1)]
 
 
-def consts(cfg):
-    d = dict(BM=cfg[0], BN=cfg[1], BK=cfg[2], warps=cfg[3], stages=cfg[4])
-    if len(cfg) > 5:
-        d["ws"] = cfg[5]
-    return d
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
 
 
@@ -41,7 +37,7 @@ def copies_by_tma(path, *cfg):
 
 def run_nn(cfg, a, b, M, N, K, stride_am=None):
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    k = rt.kernel(NN, "matmul_bf16", **consts(cfg))
+    k = rt.kernel(NN, "matmul_bf16", **tilert.gemm_consts(cfg))
     k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K,
               a.stride(0) if stride_am is None else stride_am, b.stride(0), c.stride(0))()
     torch.cuda.synchronize()
@@ -58,7 +54,7 @@ for cfg in CONFIGS:
         check("matmul_bf16", run_nn(cfg, a, b, M, N, K), a.double() @ b.double(), "nn %s %s" % (cfg, (M, N, K)))
         bt = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        k = rt.kernel(NT, "matmul_tma_nt", **consts(cfg))
+        k = rt.kernel(NT, "matmul_tma_nt", **tilert.gemm_consts(cfg))
         k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, bt, M, N, K, a.stride(0), bt.stride(0), c.stride(0))()
         torch.cuda.synchronize()
         check("matmul_tma_nt", c, a.double() @ bt.double().t(), "nt %s %s" % (cfg, (M, N, K)))
