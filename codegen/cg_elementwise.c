@@ -372,6 +372,7 @@ static LLVMValueRef constant(Cg *c, const IrOp *op, IrElem e)
 
 static LLVMValueRef program_axis(Cg *c, const IrOp *op)
 {
+    if (op->code == IR_OP_LAUNCHED_PROGRAMS) return cg_sreg(c, "nctaid.x");
     static const char *const ids[2][3] = {{"ctaid.x", "ctaid.y", "ctaid.z"}, {"nctaid.x", "nctaid.y", "nctaid.z"}};
     return cg_sreg(c, ids[op->code == IR_OP_NUM_PROGRAMS][op->attr.i]);
 }
@@ -450,7 +451,8 @@ bool cg_elementwise(Cg *c, const IrOp *op)
     const IrType *rt = cg_type(c, op->results[0]);
     CgLayout l = cg_layout_of(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
-    if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS) {
+    if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS ||
+        op->code == IR_OP_LAUNCHED_PROGRAMS) {
         LLVMValueRef v = op->code == IR_OP_CONST ? constant(c, op, rt->elem) : program_axis(c, op);
         for (uint32_t k = 0; k < out.n; k++) out.v[k] = v;
     } else if (op->code == IR_OP_ARANGE) {

@@ -378,6 +378,9 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
     out->shared_bytes = smem_total(&p);
     int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
     out->ntma = n > 0 ? (uint32_t)n : 0;
+    out->persistent = false;
+    for (const IrOp *o = k->body.first; o; o = o->next)
+        if (o->code == IR_OP_LAUNCHED_PROGRAMS) out->persistent = true;
     return n >= 0;
 }
 

@@ -72,6 +72,9 @@ typedef struct CgKernelInfo {
     uint32_t threads;            /* block size along x: warps * 32 */
     uint32_t shared_bytes;       /* dynamic shared memory to launch with */
     uint32_t ntma;               /* hidden tensor-map parameters after the run-time ones */
+    /* The kernel walks its grid's programs (passes/persistent.c: it reads
+     * launched_programs): launch at most as many as the device holds at once, along x. */
+    bool persistent;
     CgTmaDesc tma[CG_MAX_TMA];
 } CgKernelInfo;
 

@@ -383,6 +383,54 @@ static bool exec_async_copy(Interp *I, const IrOp *op)
 
 /* tma_copy: the block into one stage at once, as async_copy (the barrier that a GPU
  * waits on changes nothing here: tma_wait and mbarrier_init do nothing). */
+/* ---- mbarriers --------------------------------------------------------------------------
+ * Each slot of a barrier buffer (i64[S, 1, 1]) holds the phases it has completed (bits
+ * 0..31) and whether copies have landed in its current phase (bit 32). A TMA copy marks
+ * its slot; the consumers' wait on it completes that phase (the copies land at once
+ * here) and an mbarrier_arrive completes one (it stands for every consumer warp's
+ * arrival). A wait for parity p passes when the slot's current phase has the other
+ * parity, as mbarrier.try_wait.parity does; any other wait would never pass on a GPU,
+ * and the interpreter says so: a ring whose stages or phases are numbered wrongly
+ * (passes/shared.c, passes/warpspec.c, passes/persistent.c) fails here. */
+#define BAR_LANDED (INT64_C(1) << 32)
+
+static int64_t *bar_slot(Interp *I, const IrOp *op, uint32_t bars, uint32_t slot)
+{
+    Tile *b = &I->vals[op->operands[bars]];
+    int64_t k = interp_opnd(I, op, slot)->s[0].i;
+    if (k < 0 || k >= b->n) {
+        interp_fail(I, op, "barrier slot %" PRId64 " of %" PRId64, k, b->n);
+        return NULL;
+    }
+    return &b->s[k].i;
+}
+
+static bool pred_of(Interp *I, const IrOp *op, uint32_t i) { return op->noperands <= i || interp_opnd(I, op, i)->s[0].i; }
+
+static bool exec_mbarrier(Interp *I, const IrOp *op)
+{
+    if (op->code == IR_OP_MBARRIER_INIT) {
+        Tile *b = &I->vals[op->operands[0]];
+        for (int64_t k = 0; k < b->n; k++) b->s[k].i = 0;
+        return true;
+    }
+    bool wait = op->code == IR_OP_TMA_WAIT;
+    if (!pred_of(I, op, wait ? 3 : 2)) return true;
+    int64_t *s = bar_slot(I, op, 0, 1);
+    if (!s) return false;
+    if (!wait) {
+        *s = (*s & ~(BAR_LANDED - 1)) | ((*s + 1) & (BAR_LANDED - 1));
+        return true;
+    }
+    if (op->attr.i == 0 && (*s & BAR_LANDED)) *s = ((*s & (BAR_LANDED - 1)) + 1) & (BAR_LANDED - 1);
+    int64_t done = *s & (BAR_LANDED - 1), parity = interp_opnd(I, op, 2)->s[0].i;
+    if (done % 2 != parity % 2) return true;
+    char w[160];
+    return interp_fail(I, op, "waits for phase parity %" PRId64 " of barrier slot %" PRId64 ", which has completed %"
+                       PRId64 " phases: on a GPU it would wait forever%s", parity, interp_opnd(I, op, 1)->s[0].i, done,
+                       interp_where(I, w, sizeof w));
+}
+
 static bool exec_tma_copy(Interp *I, const IrOp *op)
 {
     int64_t first = 0, n = 0;
@@ -390,6 +438,9 @@ static bool exec_tma_copy(Interp *I, const IrOp *op)
     Tile *b = &I->vals[op->operands[0]];
     const IrType *bt = b->type;
     if (op->noperands == 5 + 3u * (bt->rank - 1u) && !interp_opnd(I, op, op->noperands - 1)->s[0].i) return true;
+    int64_t *slot = bar_slot(I, op, 2, 1);
+    if (!slot) return false;
+    *slot |= BAR_LANDED;
     IrCtx *c = I->fn->module->ctx;
     Tile blk;
     const IrType *st = ir_type_tile(c, ir_type_scalar(c, bt->elem), (int)bt->rank - 1, bt->shape + 1);
@@ -811,10 +862,13 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
     case IR_OP_PRODUCER: return exec_producer(I, op);
     case IR_OP_TMA_WAIT:
-        if (op->attr.i == 0 && I->prod.loop) return producer_step(I, op);
-        ok = true;
+        if (op->attr.i == 0 && I->prod.loop) {
+            ExecStatus st = producer_step(I, op);
+            if (st != EX_OK) return st;
+        }
+        ok = exec_mbarrier(I, op);
         break;
-    case IR_OP_MBARRIER_INIT: case IR_OP_MBARRIER_ARRIVE: ok = true; break;
+    case IR_OP_MBARRIER_INIT: case IR_OP_MBARRIER_ARRIVE: ok = exec_mbarrier(I, op); break;
     default: ok = exec_result_op(I, op); break;
     }
     return ok ? EX_OK : EX_ERROR;
@@ -894,9 +948,29 @@ static bool run_program(Interp *I)
     return ok;
 }
 
-bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
-                const int64_t grid[3], const InterpOptions *opt, DiagList *diags)
+/* A persistent kernel (passes/persistent.c: its body asks for launched_programs) walks
+ * the grid's programs itself: the interpreter launches INTERP_PERSISTENT_PROGRAMS of
+ * them (fewer for a smaller grid), so that each walks several, as on a GPU. */
+#define INTERP_PERSISTENT_PROGRAMS 3
+
+static bool is_persistent(const IrFunc *k)
 {
+    for (const IrOp *o = k->body.first; o; o = o->next)
+        if (o->code == IR_OP_LAUNCHED_PROGRAMS) return true;
+    return false;
+}
+
+bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
+                const int64_t given[3], const InterpOptions *opt, DiagList *diags)
+{
+    int64_t grid[3] = {given[0], given[1], given[2]};
+    if (is_persistent(kernel) && grid[0] > 0 && grid[1] > 0 && grid[2] > 0) {
+        int64_t n = grid[0];
+        if (n <= INTERP_PERSISTENT_PROGRAMS) n *= grid[1] < INTERP_PERSISTENT_PROGRAMS ? grid[1] : INTERP_PERSISTENT_PROGRAMS;
+        if (n <= INTERP_PERSISTENT_PROGRAMS) n *= grid[2] < INTERP_PERSISTENT_PROGRAMS ? grid[2] : INTERP_PERSISTENT_PROGRAMS;
+        grid[0] = n < INTERP_PERSISTENT_PROGRAMS ? n : INTERP_PERSISTENT_PROGRAMS;
+        grid[1] = grid[2] = 1;
+    }
     Interp I;
     if (!interp_setup(&I, kernel, args, nargs, diags, true)) return false;
     I.out = opt && opt->print_out ? opt->print_out : stdout;

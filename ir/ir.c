@@ -294,14 +294,14 @@ IrFunc *ir_module_find(const IrModule *m, const char *name)
 
 bool ir_launch_key(const char *name)
 {
-    return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws");
+    return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws") || !strcmp(name, "persistent");
 }
 
 int64_t ir_launch_value(const IrFunc *f, const char *name)
 {
     if (!strcmp(name, "warps")) return f->warps > 0 ? f->warps : 4;
     if (!strcmp(name, "stages")) return f->stages > 0 ? f->stages : 2;
-    return f->ws;
+    return !strcmp(name, "ws") ? f->ws : f->persistent;
 }
 
 void ir_launch_set(IrFunc *f, const char *name, int64_t v)
@@ -309,6 +309,7 @@ void ir_launch_set(IrFunc *f, const char *name, int64_t v)
     if (!strcmp(name, "warps")) f->warps = (int)v;
     else if (!strcmp(name, "stages")) f->stages = (int)v;
     else if (!strcmp(name, "ws")) f->ws = (int)v;
+    else if (!strcmp(name, "persistent")) f->persistent = (int)v;
 }
 
 const char *ir_launch_check(const char *name, int64_t v)
@@ -317,6 +318,7 @@ const char *ir_launch_check(const char *name, int64_t v)
         return "warps must be a power of two from 1 to 32";
     if (!strcmp(name, "stages") && (v < 1 || v > 8)) return "stages must be from 1 to 8";
     if (!strcmp(name, "ws") && v != 0 && v != 1) return "ws must be 0 or 1 (false or true)";
+    if (!strcmp(name, "persistent") && v != 0 && v != 1) return "persistent must be 0 or 1 (false or true)";
     return NULL;
 }
 

@@ -798,20 +798,28 @@ static bool parse_consts(Parser *ps, IrFunc *f)
     return ok;
 }
 
-/* launch {warps = N, stages = N[, ws = 0|1]} */
+/* launch {warps = N, stages = N[, ws = 0|1][, persistent = 0|1]} */
 static bool parse_launch(Parser *ps, IrFunc *f)
 {
-    int64_t w = 0, s = 0, ws = 0;
+    int64_t w = 0, s = 0, ws = 0, pe = 0;
     bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
               parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
               expect(ps, TK_PUNCT, "=") && parse_int(ps, &s);
-    if (ok && accept(ps, TK_PUNCT, ","))
-        ok = expect(ps, TK_IDENT, "ws") && expect(ps, TK_PUNCT, "=") && parse_int(ps, &ws);
+    if (ok && accept(ps, TK_PUNCT, ",")) {
+        if (accept(ps, TK_IDENT, "ws")) {
+            ok = expect(ps, TK_PUNCT, "=") && parse_int(ps, &ws);
+            if (ok && accept(ps, TK_PUNCT, ","))
+                ok = expect(ps, TK_IDENT, "persistent") && expect(ps, TK_PUNCT, "=") && parse_int(ps, &pe);
+        } else {
+            ok = expect(ps, TK_IDENT, "persistent") && expect(ps, TK_PUNCT, "=") && parse_int(ps, &pe);
+        }
+    }
     if (!ok || !expect(ps, TK_PUNCT, "}")) return false;
-    if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1))
-        return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 ", ws = %" PRId64 "} is out of range",
-                        w, s, ws);
+    if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1) || (pe != 0 && pe != 1))
+        return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 ", ws = %" PRId64
+                        ", persistent = %" PRId64 "} is out of range", w, s, ws, pe);
     f->ws = (int)ws;
+    f->persistent = (int)pe;
     f->warps = (int)w;
     f->stages = (int)s;
     return true;

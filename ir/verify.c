@@ -823,6 +823,9 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     switch (op->code) {
     case IR_OP_CONST: return check_const(v, op);
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: return check_program_id(v, op);
+    case IR_OP_LAUNCHED_PROGRAMS:
+        if (rty(v, op)->rank || rty(v, op)->elem != IR_I32) return fail(v, op, "result must be i32, got %s", tstr(rty(v, op)).s);
+        return v->f->kind == IR_FUNC_KERNEL ? true : fail(v, op, "may only stand in a kernel");
     case IR_OP_ARANGE: return check_arange(v, op);
     case IR_OP_SPLAT: return check_splat(v, op);
     case IR_OP_BROADCAST: return check_broadcast(v, op);

@@ -53,7 +53,7 @@ static bool nonneg(const IrFunc *f, IrValue v, int depth)
     }
     switch (d->code) {
     case IR_OP_CONST: return d->attr.i >= 0;
-    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: return true;
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_LAUNCHED_PROGRAMS: return true;
     case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: return nonneg(f, d->operands[0], depth + 1);
     case IR_OP_REM: return nonneg(f, d->operands[0], depth + 1);      /* the dividend's sign */
     case IR_OP_CONVERT: {   /* widening (or same-width) integers keep a value >= 0 */

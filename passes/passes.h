@@ -41,6 +41,7 @@ bool pass_hoist_invariants(IrFunc *f);   /* hoist.c: only the loop-invariant cod
 bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
 bool pass_warpspec(IrFunc *f);     /* warpspec.c: a producer warpgroup issues a TMA ring's copies (ws) */
+bool pass_persistent(IrFunc *f);   /* persistent.c: each program walks tiles of the grid (persistent) */
 bool pass_bounds(IrFunc *f);       /* bounds.c: checked mode; bounds checks from hidden size parameters */
 extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;

@@ -23,6 +23,7 @@ const PassInfo pass_gpu_table[] = {
     {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},
     {"shared",       "dot operands through shared memory, stages deep",      pass_shared},
     {"warpspec",     "a producer warpgroup issues the TMA copies (ws = 1)",  pass_warpspec},
+    {"persistent",   "each program walks tiles of the grid (persistent = 1)", pass_persistent},
     {"licm",         "loop invariants (conversions the GPU passes made) out", pass_hoist_invariants},
 };
 const unsigned pass_gpu_count = sizeof pass_gpu_table / sizeof *pass_gpu_table;

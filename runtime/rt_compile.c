@@ -50,8 +50,8 @@ static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
     fputs("// tile-config:", out);
     for (uint32_t i = 0; i < f->nconsts; i++)
         fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
-    fprintf(out, " warps=%d stages=%d%s\n%s", f->warps > 0 ? f->warps : 4,
-            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", ptx);
+    fprintf(out, " warps=%d stages=%d%s%s\n%s", f->warps > 0 ? f->warps : 4,
+            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "", ptx);
     fclose(out);
     tl_free(ptx);
     char *r = text ? tl_strdup(text) : NULL;
@@ -82,6 +82,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
         meta->threads = info.threads;
         meta->shared_bytes = info.shared_bytes;
         meta->ntma = info.ntma;
+        meta->flags = info.persistent ? RT_META_PERSISTENT : 0;
         memcpy(meta->tma, info.tma, sizeof meta->tma);
     }
     return ptx ? with_config_line(f, ptx, st) : NULL;
@@ -270,7 +271,7 @@ static bool put_payload(RtBlob *out, const RtKernelMeta *meta, const void *p, si
 {
     size_t head = RT_META_BYTES + (size_t)meta->ntma * sizeof(CgTmaDesc);
     if (!(out->data = tl_calloc(1, head + n))) return false;
-    uint32_t w[4] = {meta->threads, meta->shared_bytes, meta->ntma, 0};
+    uint32_t w[4] = {meta->threads, meta->shared_bytes, meta->ntma, meta->flags};
     memcpy(out->data, w, sizeof w);
     memcpy((char *)out->data + RT_META_BYTES, meta->tma, (size_t)meta->ntma * sizeof(CgTmaDesc));
     memcpy((char *)out->data + head, p, n);
@@ -296,6 +297,7 @@ static bool get_meta(const RtBlob *b, RtKernelMeta *meta)
     meta->threads = w[0];
     meta->shared_bytes = w[1];
     meta->ntma = w[2];
+    meta->flags = w[3];
     memcpy(meta->tma, (const char *)b->data + RT_META_BYTES, (size_t)meta->ntma * sizeof(CgTmaDesc));
     return meta->threads > 0 && meta->threads <= 1024;
 }
@@ -381,6 +383,32 @@ TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, bool checked, RtBlob *im
     return s;
 }
 
+/* A persistent variant's launch: as many programs as the device holds at once (at
+ * least one per SM). */
+static TrtStatus persistent_size(TrtContext *ctx, RtVariant *v)
+{
+    RtLimits l;
+    int regs = 0;
+    TrtStatus s = rt_device_limits(ctx, &l);
+    if (s) return s;
+    CUresult r = ctx->drv->cuFuncGetAttribute(&regs, RT_CU_FUNC_ATTR_NUM_REGS, v->fn);
+    if (r) return rt_ctx_driver_error(ctx, r, "cuFuncGetAttribute(NUM_REGS)");
+    uint32_t per_sm = rt_blocks_per_sm(&l, v->threads, (uint32_t)regs, v->shared_bytes);
+    v->max_programs = (uint32_t)(l.sms > 0 ? l.sms : 1) * (per_sm ? per_sm : 1);
+    return TRT_SUCCESS;
+}
+
+void rt_variant_grid(const RtVariant *v, const uint32_t g[3], uint32_t out[3])
+{
+    if (!v->max_programs) {
+        memcpy(out, g, 3 * sizeof *g);
+        return;
+    }
+    uint64_t n = (uint64_t)g[0] * g[1] * g[2];
+    out[0] = (uint32_t)(n < v->max_programs ? n : v->max_programs);
+    out[1] = out[2] = 1;
+}
+
 TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
 {
     TrtContext *ctx = k->module->ctx;
@@ -394,6 +422,7 @@ TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
     v->shared_bytes = meta.shared_bytes;
     v->ntma = 0;
     v->tma = NULL;
+    v->max_programs = 0;
     if (meta.ntma) {
         if (!(v->tma = tl_malloc(meta.ntma * sizeof *v->tma))) {
             ctx->drv->cuModuleUnload(v->mod);
@@ -409,6 +438,7 @@ TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
              (r = ctx->drv->cuFuncSetAttribute(v->fn, RT_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED,
                                                (int)v->shared_bytes)))
         s = rt_ctx_driver_error(ctx, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    if (!s && (meta.flags & RT_META_PERSISTENT)) s = persistent_size(ctx, v);
     if (s) {
         ctx->drv->cuModuleUnload(v->mod);
         v->mod = NULL;
@@ -436,7 +466,7 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *
     k->building = &times;
     TrtStatus s = rt_variant_image(k, mask, checked, &img, &origin);
     k->building = NULL;
-    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL};
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL, 0};
     if (!s) s = rt_variant_load(k, &img, &v);
     rt_blob_free(&img);
     v.times.total_ms = tl_now_ms() - t0;

@@ -69,6 +69,42 @@ static TrtStatus open_device(TrtContext *c, int ordinal)
     return TRT_SUCCESS;
 }
 
+TrtStatus rt_device_limits(TrtContext *ctx, RtLimits *l)
+{
+    struct { int *v; int attr; } q[] = {
+        {&l->max_threads, RT_CU_ATTR_MAX_THREADS_PER_BLOCK},
+        {&l->smem_optin, RT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN},
+        {&l->regs_per_block, RT_CU_ATTR_MAX_REGS_PER_BLOCK},
+        {&l->threads_per_sm, RT_CU_ATTR_MAX_THREADS_PER_SM},
+        {&l->smem_per_sm, RT_CU_ATTR_MAX_SHARED_PER_SM},
+        {&l->regs_per_sm, RT_CU_ATTR_MAX_REGS_PER_SM},
+        {&l->blocks_per_sm, RT_CU_ATTR_MAX_BLOCKS_PER_SM},
+        {&l->sms, RT_CU_ATTR_MULTIPROCESSOR_COUNT},
+    };
+    for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
+        CUresult r = ctx->drv->cuDeviceGetAttribute(q[i].v, q[i].attr, ctx->dev);
+        if (r) return rt_ctx_driver_error(ctx, r, "cuDeviceGetAttribute");
+    }
+    return TRT_SUCCESS;
+}
+
+uint32_t rt_blocks_per_sm(const RtLimits *l, uint32_t threads, uint32_t regs, uint32_t shared)
+{
+    uint32_t warps = (threads + 31) / 32;
+    uint32_t regs_warp = (regs * 32 + 255) / 256 * 256;
+    uint32_t b = (uint32_t)l->blocks_per_sm;
+    if (threads) b = b < (uint32_t)l->threads_per_sm / threads ? b : (uint32_t)l->threads_per_sm / threads;
+    if (regs_warp && warps) {
+        uint32_t by = (uint32_t)l->regs_per_sm / (regs_warp * warps);
+        b = b < by ? b : by;
+    }
+    if (shared) {
+        uint32_t by = (uint32_t)l->smem_per_sm / (shared + 1024);
+        b = b < by ? b : by;
+    }
+    return b;
+}
+
 /* The code generator's targets: sm_90 (Hopper) gets sm_90a (wgmma, TMA); every other
  * device since Ampere gets sm_80 PTX, which its driver compiles forward. */
 static void pick_arch(TrtContext *c)

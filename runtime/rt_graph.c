@@ -157,9 +157,11 @@ static bool node_params(const RtGraphLaunch *l, void **params, RtTmaMaps *maps, 
     RtKernelNodeParams p;
     memset(&p, 0, sizeof p);
     p.func = v->fn;
-    p.grid_x = l->grid[0];
-    p.grid_y = l->grid[1];
-    p.grid_z = l->grid[2];
+    uint32_t g[3];
+    rt_variant_grid(v, l->grid, g);
+    p.grid_x = g[0];
+    p.grid_y = g[1];
+    p.grid_z = g[2];
     p.block_x = v->threads;
     p.block_y = p.block_z = 1;
     p.shared_bytes = v->shared_bytes;

@@ -50,6 +50,7 @@ enum {
     RT_CU_ATTR_MAX_REGS_PER_SM = 82,
     RT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
     RT_CU_ATTR_MAX_BLOCKS_PER_SM = 106,
+    RT_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
     RT_STATIC_SHARED_LIMIT = 48 * 1024,   /* more dynamic shared memory needs an opt-in */
 };
 
@@ -392,6 +393,17 @@ typedef struct RtBuildTimes {
     unsigned links;            /* assembler runs (2 when the occupancy request spilled) */
 } RtBuildTimes;
 
+/* The device's limits (rt_context.c), for the tuner's resource model and the size of a
+ * persistent kernel's launch. */
+typedef struct RtLimits {
+    int max_threads, smem_optin, regs_per_block, threads_per_sm, smem_per_sm, regs_per_sm,
+        blocks_per_sm, sms, l2_bytes;
+} RtLimits;
+TrtStatus rt_device_limits(TrtContext *ctx, RtLimits *l);
+/* Blocks of a kernel resident on an SM at once: threads, registers (allocated per warp
+ * in units of 256) and shared memory (1 KiB reserved per block) each bound it. */
+uint32_t rt_blocks_per_sm(const RtLimits *l, uint32_t threads, uint32_t regs, uint32_t shared);
+
 typedef struct RtVariant {
     uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
     bool checked;              /* the checked mode's variant (passes/bounds.c) */
@@ -403,18 +415,27 @@ typedef struct RtVariant {
     RtBuildTimes times;        /* how long it took to get it */
     uint32_t ntma;             /* tensor maps encoded at each launch (rt_tma.c) */
     CgTmaDesc *tma;            /* malloc'd; NULL when ntma is 0 */
+    /* A persistent kernel's (passes/persistent.c) most programs at once: SMs x resident
+     * blocks per SM; its launches run min(this, the grid's programs) along x. 0: not
+     * persistent. */
+    uint32_t max_programs;
 } RtVariant;
+/* The grid a launch of v runs for grid g: g, or a persistent kernel's capped 1-D grid. */
+void rt_variant_grid(const RtVariant *v, const uint32_t g[3], uint32_t out[3]);
 
 /* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm
  * start knows them without compiling. */
 typedef struct RtKernelMeta {
     uint32_t threads, shared_bytes;
     uint32_t ntma;             /* tensor maps the kernel takes after its arguments */
+    uint32_t flags;            /* RT_META_PERSISTENT */
     CgTmaDesc tma[CG_MAX_TMA]; /* how to encode each (codegen/codegen.h) */
 } RtKernelMeta;
-/* A payload begins with threads, shared_bytes, ntma and 4 reserved bytes (16, keeping
+#define RT_META_PERSISTENT 1u  /* the kernel walks the grid's programs (launched_programs) */
+/* A payload begins with threads, shared_bytes, ntma and flags (16 bytes, keeping
  * images 16-aligned), then ntma recipes of 128 bytes, then the PTX or cubin. Entries
- * written before tensor maps existed have 0 where ntma is. */
+ * written before tensor maps existed have 0 where ntma is, before persistent kernels
+ * 0 where flags is. */
 #define RT_META_BYTES 16
 /* The bytes before the image in payload b (0 if b is malformed). */
 size_t rt_meta_size(const RtBlob *b);

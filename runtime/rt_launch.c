@@ -448,12 +448,14 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
             taken)
             return s;
     }
-    if (checked) return launch_checked(k, v, args, bytes, g, stream);
+    uint32_t lg[3];            /* a persistent kernel runs fewer programs, each walking */
+    rt_variant_grid(v, g, lg);
+    if (checked) return launch_checked(k, v, args, bytes, lg, stream);
     void *params[TRT_MAX_ARGS + CG_MAX_TMA];
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;
     for (uint32_t j = 0; j < v->ntma; j++) params[nargs + j] = maps.map[j];
     const RtDriver *d = k->module->ctx->drv;
-    CUresult r = d->cuLaunchKernel(v->fn, g[0], g[1], g[2], v->threads, 1, 1, v->shared_bytes,
+    CUresult r = d->cuLaunchKernel(v->fn, lg[0], lg[1], lg[2], v->threads, 1, 1, v->shared_bytes,
                                    stream, params, NULL);
     if (r) return rt_ctx_driver_error(k->module->ctx, r, "cuLaunchKernel");
     rt_ctx_note_launch(k->module->ctx, k);

@@ -452,49 +452,6 @@ bool rt_tune_result_parse(const char *text, size_t len, RtTuneResult *out)
     return ok;
 }
 
-/* ---- the device's limits ------------------------------------------------------------- */
-typedef struct Limits {
-    int max_threads, smem_optin, regs_per_block, threads_per_sm, smem_per_sm, regs_per_sm,
-        blocks_per_sm, l2_bytes;
-} Limits;
-
-static TrtStatus device_limits(TrtContext *ctx, Limits *l)
-{
-    struct { int *v; int attr; } q[] = {
-        {&l->max_threads, RT_CU_ATTR_MAX_THREADS_PER_BLOCK},
-        {&l->smem_optin, RT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN},
-        {&l->regs_per_block, RT_CU_ATTR_MAX_REGS_PER_BLOCK},
-        {&l->threads_per_sm, RT_CU_ATTR_MAX_THREADS_PER_SM},
-        {&l->smem_per_sm, RT_CU_ATTR_MAX_SHARED_PER_SM},
-        {&l->regs_per_sm, RT_CU_ATTR_MAX_REGS_PER_SM},
-        {&l->blocks_per_sm, RT_CU_ATTR_MAX_BLOCKS_PER_SM},
-    };
-    for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
-        CUresult r = ctx->drv->cuDeviceGetAttribute(q[i].v, q[i].attr, ctx->dev);
-        if (r) return rt_ctx_driver_error(ctx, r, "cuDeviceGetAttribute");
-    }
-    return TRT_SUCCESS;
-}
-
-/* Blocks of one candidate resident on an SM at once: threads, registers (allocated per
- * warp in units of 256) and shared memory (1 KiB reserved per block) each bound it. */
-static uint32_t blocks_per_sm(const Limits *l, uint32_t threads, uint32_t regs, uint32_t shared)
-{
-    uint32_t warps = (threads + 31) / 32;
-    uint32_t regs_warp = (regs * 32 + 255) / 256 * 256;
-    uint32_t b = (uint32_t)l->blocks_per_sm;
-    if (threads) b = b < (uint32_t)l->threads_per_sm / threads ? b : (uint32_t)l->threads_per_sm / threads;
-    if (regs_warp && warps) {
-        uint32_t by = (uint32_t)l->regs_per_sm / (regs_warp * warps);
-        b = b < by ? b : by;
-    }
-    if (shared) {
-        uint32_t by = (uint32_t)l->smem_per_sm / (shared + 1024);
-        b = b < by ? b : by;
-    }
-    return b;
-}
-
 #define RT_MAX_REGS_PER_THREAD 255   /* sm_80 and sm_90 */
 
 /* ---- one run's state ----------------------------------------------------------------- */
@@ -503,7 +460,7 @@ typedef struct Run {
     const TrtArg *args;
     uint32_t nargs;
     uint64_t mask;
-    Limits lim;
+    RtLimits lim;
     RtTuneResult *res;
     RtBlob *images;            /* per candidate, the loaded image (RT_META_BYTES + code) */
     uint32_t (*grids)[3];
@@ -617,7 +574,7 @@ static void prepare_candidate(Run *run, uint32_t i)
     c->regs = (uint32_t)regs;
     c->threads = v.threads;
     c->shared_bytes = v.shared_bytes;
-    c->blocks_per_sm = blocks_per_sm(&run->lim, c->threads, c->regs, c->shared_bytes);
+    c->blocks_per_sm = rt_blocks_per_sm(&run->lim, c->threads, c->regs, c->shared_bytes);
     /* The default config stays even when it spills: it is the reference the others are
      * checked against, and what runs when nothing is tuned. */
     if (local > 0 && c->is_default)
@@ -1068,7 +1025,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     run.images = tl_calloc(out->ncands, sizeof *run.images);
     run.grids = tl_calloc(out->ncands, sizeof *run.grids);
     if (!run.images || !run.grids) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
-    if (!s) s = device_limits(ctx, &run.lim);
+    if (!s) s = rt_device_limits(ctx, &run.lim);
     if (!s && !own_names(out)) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     if (!s) {
         RtCandStatus *before = tl_calloc(out->ncands + 1, sizeof *before);

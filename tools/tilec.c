@@ -803,6 +803,8 @@ static bool run_checked(const Options *o, IrFunc *k, const InterpArg *args, cons
     return ok && !bounds_report_diag(report, k->name, k->param_names, nuser, o->src, diags);
 }
 
+static void specialize_div16(IrModule *m);
+
 /* tilec's GPU code is the variant whose pointer arguments are 16-byte aligned (the
  * runtime's allocations, tilec run's buffers): the GPU passes may then copy by TMA. */
 static void assume_aligned(IrModule *m)
@@ -852,7 +854,11 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     bool empty = false;
     if (!rc) rc = check_grid(k, grid, &empty);
     InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations, .max_work = o->max_ops};
-    if (!rc && o->gpu_ir) assume_aligned(m), pass_run_gpu(m, &(PassOptions){0});   /* the interpreter ignores layouts */
+    if (!rc && o->gpu_ir) {                    /* the interpreter ignores layouts */
+        if (o->spec_div16) specialize_div16(m);
+        assume_aligned(m);
+        pass_run_gpu(m, &(PassOptions){0});
+    }
     bool go = !rc && !empty;
     if (go && !strcmp(o->device, "gpu")) rc = run_on_gpu(o, k, args, grid);
     else if (go && o->check_axis_info) rc = run_checking_axis_info(k, args, grid, &io, diags) ? 0 : EXIT_INPUT;

@@ -13,7 +13,9 @@ the sums. f8 operands are copied by TMA into wgmma's k32 f8 form only when both 
 K-major (A [M, K], B read transposed from [N, K]) and BK >= 32; other f8 programs check
 the fall-back (pointer loads, mma.sync through f16).
 
-A program is drawn from a seed: the block (BM, BN, BK), warps, stages and ws; A as [M, K]
+A program is drawn from a seed: the block (BM, BN, BK), warps, stages, ws and persistent
+(the interpreter launches 3 programs of a persistent kernel, each walking several tiles:
+the TMA ring's stages and phases across tiles, with its mbarrier model); A as [M, K]
 or read transposed from [K, M], B as [K, N] or read transposed from [N, K] (the
 stages' layouts and wgmma's trans bits); i32 or i64 sizes (i64 coordinates are
 clamped to TMA's s32); M, N, K (multiples of 16 or not: TMA or
@@ -79,8 +81,9 @@ class Prog:
         self.shift_n = 0 if r.random() < 0.85 else r.choice([-8, -32])
         self.fill_a = [r.randint(-4, 4) for _ in range(self.rows_a() * self.sa)]
         self.fill_b = [r.randint(-4, 4) for _ in range(self.rows_b() * self.sb)]
-        self.ws = r.random() < 0.4           # a producer warpgroup issues the copies (drawn last:
-                                             # the seeds before it keep their programs)
+        self.ws = r.random() < 0.4           # a producer warpgroup issues the copies (drawn after
+                                             # the rest: earlier seeds keep their programs)
+        self.persistent = r.random() < 0.4   # each program walks tiles (drawn last, likewise)
 
     def rows_a(self):
         return self.K if self.at else self.M
@@ -101,7 +104,7 @@ class Prog:
         else:
             b = "load_block(b, [K, N], [sb, 1], [k, %s], [%d, %d])" % (on, BK, BN)
         return """// tma_fuzz seed %d
-@launch(warps = %d, stages = %d%s)
+@launch(warps = %d, stages = %d%s%s)
 kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     grid(cdiv(M, %d), cdiv(N, %d))
 {
@@ -115,7 +118,8 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     let rn = %s + arange(0, %d);
     store(c + rm[:, None] * N + rn[None, :], acc, mask = (rm[:, None] >= 0) & (rm[:, None] < M) & (rn[None, :] >= 0) & (rn[None, :] < N));
 }
-""" % ((self.seed, self.warps, self.stages, ", ws = true" if self.ws else "", e, e) + (self.index,) * 5 +
+""" % ((self.seed, self.warps, self.stages, ", ws = true" if self.ws else "",
+        ", persistent = true" if self.persistent else "", e, e) + (self.index,) * 5 +
        (BM, BN, BM, BN, self.k0, BK, a, b, om, BM, on, BN))
 
     def write(self, d):
@@ -168,6 +172,8 @@ def check(tilec, prog, device, ptxas, d):
             return "the div16 variant does not copy by TMA" + (": " + err.strip()[-400:] if rc else "")
         if prog.ws and "producer" not in ir:
             return "ws = true, but the div16 variant has no producer warpgroup"
+        if prog.ws and prog.persistent and "launched_programs" not in ir:
+            return "ws and persistent, but the div16 variant does not walk tiles"
     if not prog.shift_m and not prog.shift_n and not any(x not in "0. \n[],-" for x in ref):
         return "C is all zeros: the program tests nothing"
     if ptxas and prog.seed % 8 == 0:

@@ -13,15 +13,18 @@ mma.sync fails the test. Then the fall-back itself: tests/gpu/matmul_fp8_nn.tile
 import os
 import torch
 import gemm_check as g
+import tilert  # noqa: E402  (on the path gemm_check sets)
 from gemm_check import check, here, root, rt
 
 FP8 = os.path.join(root, "examples", "matmul_fp8.tile")
 NN = os.path.join(here, "matmul_fp8_nn.tile")
-# BM, BN, BK, warps, stages[, ws]: ws 1 gives the copies a producer warpgroup
+# BM, BN, BK, warps, stages[, ws[, persistent]]: ws 1 gives the copies a producer
+# warpgroup, persistent 1 has each program walk tiles
 CONFIGS = [(128, 256, 128, 8, 4), (128, 256, 128, 8, 3), (128, 128, 128, 8, 4), (128, 256, 64, 8, 5),
            (64, 128, 128, 4, 4), (128, 128, 64, 4, 4), (64, 64, 32, 4, 3), (256, 128, 128, 8, 3),
-           (128, 256, 128, 8, 4, 1), (64, 128, 128, 4, 3, 1)]
+           (128, 256, 128, 8, 4, 1), (64, 128, 128, 4, 3, 1), (128, 256, 128, 8, 4, 1, 1)]
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 96), (1000, 1030, 1000)]
+WALK = [(4096, 4096, 1024)]   # more tiles than SMs: persistent programs walk several
 
 
 def quant(x):
@@ -35,9 +38,11 @@ for cfg in CONFIGS:
         g.fail("matmul_fp8 %s does not copy by TMA into an f8 wgmma" % (cfg,))
     if len(cfg) > 5 and "setmaxnreg.dec" not in ptx:
         g.fail("matmul_fp8 %s has no producer warpgroup" % (cfg,))
+    if len(cfg) > 6 and "nctaid.x" not in ptx:
+        g.fail("matmul_fp8 %s is not persistent" % (cfg,))
     BM, BN, BK, w, s = cfg[:5]
-    ws = {"ws": cfg[5]} if len(cfg) > 5 else {}
-    for (M, N, K) in SHAPES:
+    ws = {k: v for k, v in tilert.gemm_consts(cfg).items() if k in ("ws", "persistent")}
+    for (M, N, K) in SHAPES + (WALK if len(cfg) > 6 else []):
         a, sa = quant(torch.randn(M, K, device="cuda"))
         wt, sw = quant(torch.randn(N, K, device="cuda"))
         ad, wd = a.double(), wt.double()

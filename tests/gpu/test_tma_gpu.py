@@ -19,20 +19,26 @@ from gemm_check import check, here, root, rt
 
 NN = os.path.join(root, "examples", "matmul_bf16.tile")
 NT = os.path.join(here, "matmul_tma_nt.tile")
-# BM, BN, BK, warps, stages[, ws]: ws 1 gives the copies a producer warpgroup
+# BM, BN, BK, warps, stages[, ws[, persistent]]: ws 1 gives the copies a producer
+# warpgroup, persistent 1 has each program walk tiles
 CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (128, 128, 32, 4, 4),
            (64, 128, 16, 4, 4), (256, 128, 64, 8, 3), (64, 64, 64, 4, 2), (128, 64, 32, 4, 3),
            (128, 256, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 4, 4, 1), (64, 64, 64, 4, 2, 1),
-           (128, 128, 32, 4, 3, 1)]
+           (128, 128, 32, 4, 3, 1),
+           # ws and persistent: one program per SM walks the tiles (passes/persistent.c)
+           (128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 4, 4, 1, 1), (64, 64, 64, 4, 2, 1, 1)]
 
 
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
+# more tiles than the H200's 132 SMs, so that persistent programs walk several
+WALK = [(2064, 4096, 528), (4096, 4096, 1024)]
 
 
 def copies_by_tma(path, *cfg):
     ptx = g.ptx_of(path, cfg, "--spec=div16")
     ok = "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx
-    return ok and (len(cfg) < 6 or not cfg[5] or "setmaxnreg.dec" in ptx)
+    ok = ok and (len(cfg) < 6 or not cfg[5] or "setmaxnreg.dec" in ptx)
+    return ok and (len(cfg) < 7 or not cfg[6] or "nctaid.x" in ptx)
 
 
 def run_nn(cfg, a, b, M, N, K, stride_am=None):
@@ -48,7 +54,7 @@ for cfg in CONFIGS:
     for path in (NN, NT):
         if not copies_by_tma(path, *cfg):
             g.fail("%s %s does not copy by TMA" % (os.path.basename(path), cfg))
-    for (M, N, K) in SHAPES:
+    for (M, N, K) in SHAPES + (WALK if len(cfg) > 6 else []):
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
         check("matmul_bf16", run_nn(cfg, a, b, M, N, K), a.double() @ b.double(), "nn %s %s" % (cfg, (M, N, K)))

@@ -226,6 +226,7 @@ static int m_cuDeviceGetAttribute(int *v, int attr, int dev)
     case 82: *v = 65536; return OK;                                   /* registers per SM */
     case 97: *v = env_int("MOCKCUDA_SMEM_OPTIN", 232448); return OK;  /* shared per block, opt-in */
     case 106: *v = 32; return OK;                                     /* blocks per SM */
+    case 16: *v = env_int("MOCKCUDA_SMS", 132); return OK;            /* SMs */
     default: return E_INVALID_VALUE;
     }
 }

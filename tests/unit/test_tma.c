@@ -230,6 +230,79 @@ static void test_graph_replay_passes_maps(void **state)
     trt_graph_destroy(g);
 }
 
+/* A persistent kernel (passes/persistent.c) launches at most SMs x resident programs
+ * per SM along x, each walking the grid's tiles: the GEMM of 128 x 16 tiles (2048) on
+ * the mock's 132 SMs (one 196 KiB program each) runs 132, on 4 SMs 4, a grid of 24
+ * tiles 24, the same config without the key its whole grid; the flag survives the disk
+ * cache, and a captured graph replays the capped grid. */
+static TrtKernel *persistent_gemm(int persistent)
+{
+    if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
+    if (!cur.mod) assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
+    TrtConst consts[7] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 1},
+                          {"persistent", persistent}};
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 7, &k));
+    return k;
+}
+
+static void launch_mn(TrtKernel *k, int32_t m, int32_t n, CUstream s, MockLaunch *l)
+{
+    TrtArg a[9];
+    gemm_args(a, 0x200000, K, n);
+    a[3] = trt_arg_i32(m);
+    a[4] = trt_arg_i32(n);
+    a[8] = trt_arg_i32(n);
+    assert_ok(trt_launch(k, a, 9, NULL, s));
+    if (l) mock_last(l);
+}
+
+static void assert_grid(const MockLaunch *l, unsigned x, unsigned y, unsigned z)
+{
+    assert_int_equal(l->grid[0], x);
+    assert_int_equal(l->grid[1], y);
+    assert_int_equal(l->grid[2], z);
+}
+
+static void test_persistent_launch_caps_the_grid(void **state)
+{
+    (void)state;
+    MockLaunch l;
+    TrtKernel *k = persistent_gemm(1);
+    launch_mn(k, 16384, 4096, NULL, &l);
+    assert_grid(&l, 132, 1, 1);
+    assert_int_equal(l.ntma, 2);
+    assert_int_equal(k->variants[0].max_programs, 132);
+    launch_mn(k, 1024, 768, NULL, &l);           /* 8 x 3 tiles: fewer than the SMs */
+    assert_grid(&l, 24, 1, 1);
+    launch_mn(persistent_gemm(0), 16384, 4096, NULL, &l);
+    assert_grid(&l, 2048, 1, 1);
+    /* a warm start keeps the flag (the cache entry's meta) */
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    cur.mod = NULL;
+    cur.ctx = NULL;
+    setenv("MOCKCUDA_SMS", "4", 1);
+    setenv("TILE_CODEGEN_LIBRARY", "/nonexistent/libtileCG.so", 1);
+    k = persistent_gemm(1);
+    launch_mn(k, 16384, 4096, NULL, &l);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 1);
+    unsetenv("MOCKCUDA_SMS");
+    assert_int_equal(k->variants[0].origin, RT_FROM_DISK_CUBIN);
+    assert_grid(&l, 4, 1, 1);
+    /* a graph replays the capped grid */
+    CUstream s = (CUstream)0x77;
+    TrtGraph *g = NULL;
+    assert_ok(trt_graph_begin(cur.ctx, s));
+    launch_mn(k, 16384, 4096, s, NULL);
+    assert_ok(trt_graph_end(cur.ctx, s, &g));
+    mock_reset();
+    assert_ok(trt_graph_launch(g, s));
+    assert_int_equal(mock_log(&l, 1), 1);
+    assert_grid(&l, 4, 1, 1);
+    trt_graph_destroy(g);
+}
+
 /* Without cuTensorMapEncodeTiled (an old driver) every launch takes cp.async; in a
  * child, since the driver table is read once per process. */
 static int child_no_encoder(void)
@@ -281,7 +354,7 @@ int main(int argc, char **argv)
         T(test_aligned_launch_passes_tensor_maps), T(test_class_without_tma_has_no_maps),
         T(test_refused_map_falls_back), T(test_driver_refusal_falls_back),
         T(test_recipes_survive_the_disk_cache), T(test_graph_replay_passes_maps),
-        T(test_driver_without_encoder),
+        T(test_driver_without_encoder), T(test_persistent_launch_caps_the_grid),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,488 @@
+/* Persistent kernels: the launch runs one program per SM slot, and each walks the
+ * programs of the grid (@launch(persistent = true)).
+ *
+ * requires:   the GPU-level IR after passes/warpspec.c; a kernel with a grid(...) clause
+ * guarantees: the kernel's body runs once per program t of the clause's grid that this
+ *             program is given: t = launched id, + launched_programs, ... (in grid order,
+ *             x fastest, so that the programs running at one time are the grid's
+ *             consecutive ones, as without the pass). program_id(a) becomes t's
+ *             coordinate a and num_programs(a) the clause's size a. What does not depend
+ *             on the program (constants, the shared buffers and their barriers, the
+ *             arithmetic of the parameters) is done once, before the walk.
+ *
+ *   before                                   after
+ *   %0 = program_id 0                        %g = (the grid clause, inlined)
+ *   ... body ...                             %p = program_id 0
+ *                                            %n = launched_programs
+ *                                            %my = (%g - %p + %n - 1) / %n
+ *                                            for %i = 0, %my, 1 {
+ *                                              %t = %p + %i * %n
+ *                                              ... body, program_id 0 -> %t ...
+ *                                            }
+ *
+ * A TMA ring (mbarriers) must have a producer warpgroup (passes/warpspec.c, ws = true):
+ * its phases then run on across tiles. The producer walks the same tiles in one flat
+ * loop of tiles x K steps (so that it copies the next tile's first stages while the
+ * consumers run this tile's epilogue), and both sides number the ring's iterations
+ * from the kernel's start: the stage, phase and predicates of every ring op are
+ * rebased by the tiles walked before times the K loop's trip count. That needs the
+ * ring loop's bounds not to depend on the program.
+ *
+ * Not made persistent (the kernel compiles as without the key, and the printed launch
+ * keys drop it): no grid clause, one that is not plain scalar arithmetic, a `return`
+ * inside a region, a TMA ring without a producer or with bounds that depend on the
+ * program, or a kernel already persistent. The runtime launches min(programs,
+ * SMs x resident programs per SM) programs along x for a kernel with launched_programs
+ * (codegen.h: CgKernelInfo.persistent). */
+#include <string.h>
+
+#include "passes/passes.h"
+#include "ir/arena.h"
+
+typedef struct Pk {
+    IrFunc *f;
+    bool *vary;                  /* per value: depends on the program */
+    IrValue *map;                /* per value of the kernel as it was: its clone (producer) */
+    uint32_t nmap;
+    IrValue g[3];                /* the clause's sizes, i32 */
+    int ng;
+    IrValue total, pid, nprog, my, trip;
+    const IrType *i32;
+    const IrType *rt;            /* the ring loop's integer type (i32 or i64) */
+} Pk;
+
+static bool any_op(const IrBlock *b, bool (*pred)(const IrOp *))
+{
+    for (const IrOp *o = b->first; o; o = o->next) {
+        if (pred(o)) return true;
+        for (uint32_t r = 0; r < o->nregions; r++)
+            if (any_op(&o->regions[r], pred)) return true;
+    }
+    return false;
+}
+
+static bool is_launched(const IrOp *o) { return o->code == IR_OP_LAUNCHED_PROGRAMS; }
+static bool is_return(const IrOp *o) { return o->code == IR_OP_RETURN; }
+static bool is_init(const IrOp *o) { return o->code == IR_OP_MBARRIER_INIT; }
+
+/* Marks the results of ops that depend on the program: program_id, num_programs, ops
+ * reading such a value, and ops whose regions hold one. */
+static bool mark_vary(Pk *p, const IrBlock *b)
+{
+    bool any = false;
+    for (const IrOp *o = b->first; o; o = o->next) {
+        bool v = o->code == IR_OP_PROGRAM_ID || o->code == IR_OP_NUM_PROGRAMS;
+        for (uint32_t i = 0; i < o->noperands; i++) v |= p->vary[o->operands[i]];
+        for (uint32_t r = 0; r < o->nregions; r++) v |= mark_vary(p, &o->regions[r]);
+        for (uint32_t i = 0; i < o->nresults; i++) p->vary[o->results[i]] = v;
+        any |= v;
+    }
+    return any;
+}
+
+/* x code y, of x's type (y's is the same) */
+static IrValue bin(IrBuilder *b, Pk *p, IrOpcode code, IrValue x, IrValue y)
+{
+    return ir_build1(b, code, ir_value_type(p->f, x), (IrValue[]){x, y}, 2);
+}
+
+/* v as type t (a conversion between integer widths where they differ) */
+static IrValue as(IrBuilder *b, Pk *p, IrValue v, const IrType *t)
+{
+    return ir_value_type(p->f, v) == t ? v : ir_build1(b, IR_OP_CONVERT, t, &v, 1);
+}
+
+/* The grid clause's ops, cloned at the builder (its parameters are the kernel's). */
+static void inline_grid(Pk *p, IrBuilder *b)
+{
+    const IrFunc *g = p->f->grid;
+    IrValue *map = tl_malloc((g->nvalues ? g->nvalues : 1) * sizeof *map);
+    if (!map) tl_oom();
+    for (uint32_t i = 0; i < g->body.nargs; i++) map[g->body.args[i]] = p->f->body.args[i];
+    for (const IrOp *o = g->body.first; o; o = o->next) {
+        if (o->code == IR_OP_RETURN) {
+            p->ng = (int)o->noperands;
+            for (uint32_t i = 0; i < o->noperands; i++) {
+                IrValue v = map[o->operands[i]];
+                p->g[i] = ir_value_type(p->f, v)->elem == IR_I32 ? v : ir_build1(b, IR_OP_CONVERT, p->i32, &v, 1);
+            }
+            break;
+        }
+        IrValue ops[8];
+        const IrType *rt[2];
+        for (uint32_t i = 0; i < o->noperands; i++) ops[i] = map[o->operands[i]];
+        for (uint32_t i = 0; i < o->nresults; i++) rt[i] = ir_value_type(g, o->results[i]);
+        IrOp *n = ir_build(b, o->code, ops, o->noperands, rt, o->nresults, 0);
+        n->attr = o->attr;
+        for (uint32_t i = 0; i < o->nresults; i++) map[o->results[i]] = n->results[i];
+    }
+    tl_free(map);
+}
+
+static bool grid_ok(const IrFunc *g, const IrFunc *k)
+{
+    if (g->body.nargs != k->body.nargs) return false;
+    for (const IrOp *o = g->body.first; o; o = o->next) {
+        if (o->code == IR_OP_RETURN) {
+            if (o->next || o->noperands < 1 || o->noperands > 3) return false;
+            for (uint32_t i = 0; i < o->noperands; i++)
+                if (!ir_elem_is_int(ir_value_type(g, o->operands[i])->elem) || ir_value_type(g, o->operands[i])->rank)
+                    return false;
+            return true;
+        }
+        if (!(ir_op_info[o->code].flags & IR_P) || o->nregions || o->noperands > 8 || o->nresults > 2) return false;
+        for (uint32_t i = 0; i < o->nresults; i++)
+            if (ir_value_type(g, o->results[i])->rank) return false;
+    }
+    return false;
+}
+
+/* Program t's coordinates (x fastest) for program_id 0..2. */
+static void coords(Pk *p, IrBuilder *b, IrValue t, IrValue out[3])
+{
+    out[0] = p->ng > 1 ? bin(b, p, IR_OP_REM, t, p->g[0]) : t;
+    if (p->ng > 1) {
+        IrValue q = bin(b, p, IR_OP_DIV, t, p->g[0]);
+        out[1] = p->ng > 2 ? bin(b, p, IR_OP_REM, q, p->g[1]) : q;
+        if (p->ng > 2) out[2] = bin(b, p, IR_OP_DIV, q, p->g[1]);
+    }
+}
+
+/* The ring loop of a block: the `for` with a consumer's tma_wait 0 in its body. */
+static IrOp *ring_loop(IrBlock *b)
+{
+    for (IrOp *o = b->first; o; o = o->next)
+        if (o->code == IR_OP_FOR)
+            for (const IrOp *u = o->regions[0].first; u; u = u->next)
+                if (u->code == IR_OP_TMA_WAIT && u->attr.i == 0) return o;
+    return NULL;
+}
+
+/* ---- rebasing a ring's iteration numbers ---------------------------------------------- */
+typedef struct Rebase {
+    Pk *p;
+    IrBlock *body;
+    IrValue lo, step, base;
+    IrValue *memo;               /* per value: its rebased value (IR_NO_VALUE: not yet) */
+} Rebase;
+
+/* a and b are the same value, or equal integer constants */
+static bool same_value(const IrFunc *f, IrValue a, IrValue b)
+{
+    if (a == b) return true;
+    const IrOp *x = f->values[a].def, *y = f->values[b].def;
+    return x && y && x->code == IR_OP_CONST && y->code == IR_OP_CONST && x->attr.i == y->attr.i &&
+           ir_value_type(f, a) == ir_value_type(f, b);
+}
+
+/* v with the loop's iteration number (div(sub(x, lo), step), passes/shared.c's) counted
+ * from the kernel's start: the ops of the body between it and v cloned after their
+ * originals with the number plus base. */
+static IrValue rebased(Rebase *r, IrValue v)
+{
+    IrFunc *f = r->p->f;
+    IrOp *d = f->values[v].def;
+    if (!d || d->parent != r->body || d->nresults != 1 || d->nregions) return v;
+    if (r->memo[v] != IR_NO_VALUE) return r->memo[v];
+    r->memo[v] = v;
+    IrBuilder b;
+    ir_builder_before(&b, d->next);
+    b.loc = d->loc;
+    const IrOp *s = d->code == IR_OP_DIV ? f->values[d->operands[0]].def : NULL;
+    if (s && s->code == IR_OP_SUB && same_value(f, s->operands[1], r->lo) && same_value(f, d->operands[1], r->step)) {
+        r->memo[v] = bin(&b, r->p, IR_OP_ADD, v, r->base);
+        return r->memo[v];
+    }
+    IrValue ops[8];
+    bool changed = false;
+    if (d->noperands > 8) return v;
+    for (uint32_t i = 0; i < d->noperands; i++) {
+        ops[i] = rebased(r, d->operands[i]);
+        changed |= ops[i] != d->operands[i];
+    }
+    if (!changed) return v;
+    const IrType *t = ir_value_type(f, v);
+    IrOp *n = ir_build(&b, d->code, ops, d->noperands, &t, 1, 0);
+    n->attr = d->attr;
+    r->memo[v] = n->results[0];
+    return r->memo[v];
+}
+
+/* Rebases the stage, phase and predicate operands of the ring ops of loop's body. */
+static void rebase_ring(Pk *p, IrOp *loop, IrValue lo, IrValue step, IrValue base)
+{
+    Rebase r = {p, &loop->regions[0], lo, step, base, tl_malloc(p->f->nvalues * sizeof(IrValue))};
+    if (!r.memo) tl_oom();
+    uint32_t nvalues = p->f->nvalues;
+    memset(r.memo, 0xff, nvalues * sizeof(IrValue));
+    for (IrOp *o = r.body->first; o; o = o->next) {
+        uint32_t from, to;
+        switch (o->code) {
+        case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: from = 1, to = o->noperands; break;
+        case IR_OP_LOCAL_LOAD: case IR_OP_TMA_COPY: from = 1, to = 2; break;
+        default: continue;
+        }
+        for (uint32_t i = from; i < to; i++)
+            if (o->operands[i] < nvalues) o->operands[i] = rebased(&r, o->operands[i]);
+    }
+    tl_free(r.memo);
+}
+
+/* ---- the producer's flat walk --------------------------------------------------------- */
+static IrValue mapped(const Pk *p, IrValue v) { return v < p->nmap && p->map[v] != IR_NO_VALUE ? p->map[v] : v; }
+
+static void clone_op(Pk *p, IrBuilder *b, const IrOp *o)
+{
+    IrValue ops[32];
+    const IrType *rt[4];
+    for (uint32_t i = 0; i < o->noperands; i++) ops[i] = mapped(p, o->operands[i]);
+    for (uint32_t i = 0; i < o->nresults; i++) rt[i] = ir_value_type(p->f, o->results[i]);
+    IrOp *n = ir_build(b, o->code, ops, o->noperands, rt, o->nresults, 0);
+    n->attr = o->attr;
+    n->loc = o->loc;
+    for (uint32_t i = 0; i < o->nresults; i++) p->map[o->results[i]] = n->results[i];
+}
+
+static bool small_scalar_op(const IrFunc *f, const IrOp *o)
+{
+    if (o->nregions || o->noperands > 32 || o->nresults > 4) return false;
+    for (uint32_t i = 0; i < o->nresults; i++)
+        if (ir_value_type(f, o->results[i])->rank) return false;
+    return true;
+}
+
+/* Marks in need the varying values of the kernel's body that block b's ops read. */
+static void need_outer(Pk *p, const IrBlock *b, bool *need)
+{
+    for (const IrOp *o = b->first; o; o = o->next) {
+        for (uint32_t i = 0; i < o->noperands; i++) {
+            const IrOp *d = p->f->values[o->operands[i]].def;
+            if (p->vary[o->operands[i]] && d && d->parent == &p->f->body) need[o->operands[i]] = true;
+        }
+        for (uint32_t r = 0; r < o->nregions; r++) need_outer(p, &o->regions[r], need);
+    }
+}
+
+static IrOp *producer_loop(IrOp *prod)
+{
+    IrOp *loop = NULL;
+    for (IrOp *o = prod->regions[0].first; o; o = o->next)
+        if (o->code == IR_OP_FOR) loop = o;
+    return loop;
+}
+
+/* The program-dependent values of the kernel's body that the producer reads, and the
+ * ones those read, into need; false if one is not a pure scalar op. */
+static bool producer_needs(Pk *p, const IrOp *prod, bool *need)
+{
+    IrFunc *f = p->f;
+    need_outer(p, &prod->regions[0], need);
+    for (const IrOp *o = f->body.last; o; o = o->prev) {
+        if (o->nresults != 1 || !need[o->results[0]]) continue;
+        if (!small_scalar_op(f, o) || !(ir_op_info[o->code].flags & IR_P)) return false;
+        for (uint32_t i = 0; i < o->noperands; i++) {
+            const IrOp *d = f->values[o->operands[i]].def;
+            if (p->vary[o->operands[i]] && d && d->parent == &f->body) need[o->operands[i]] = true;
+        }
+    }
+    return true;
+}
+
+/* Whether rebuild_producer can walk the producer: scalars, then one loop of i32 bounds
+ * whose body has no regions, reading program-dependent values that are pure scalars. */
+static bool producer_ok(Pk *p, IrOp *prod)
+{
+    IrFunc *f = p->f;
+    IrOp *loop = producer_loop(prod);
+    if (!loop || loop->nresults || ir_value_type(f, loop->operands[0]) != p->rt) return false;
+    for (const IrOp *o = prod->regions[0].first; o; o = o->next)
+        if (o != loop && o->code != IR_OP_YIELD && !small_scalar_op(f, o)) return false;
+    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
+        if (o->code != IR_OP_YIELD && (o->nregions || o->noperands > 32 || o->nresults > 4)) return false;
+    bool *need = tl_calloc(f->nvalues, sizeof(bool));
+    if (!need) tl_oom();
+    bool ok = producer_needs(p, prod, need);
+    tl_free(need);
+    return ok;
+}
+
+/* The producer's region again: its scalars, then one loop over the my * trip steps of
+ * the tiles this program walks (nt = i / trip, k = lo + (i % trip) * step), each with
+ * the program-dependent values of the kernel's body it reads computed for tile nt and
+ * the old loop's body for k, the ring rebased by nt * trip (producer_ok holds). */
+static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
+{
+    IrFunc *f = p->f;
+    IrBlock *pr = &prod->regions[0];
+    IrOp *loop = producer_loop(prod);
+    bool *need = tl_calloc(f->nvalues, sizeof(bool));
+    if (!need) tl_oom();
+    producer_needs(p, prod, need);
+    IrBuilder b;
+    ir_builder_before(&b, prod);
+    b.loc = prod->loc;
+    IrOp *np = ir_build(&b, IR_OP_PRODUCER, NULL, 0, NULL, 0, 1);
+    np->attr = prod->attr;
+    IrBuilder pb;
+    ir_builder_at_end(&pb, &np->regions[0]);
+    pb.loc = loop->loc;
+    for (const IrOp *o = pr->first; o != loop; o = o->next) clone_op(p, &pb, o);
+    IrValue steps = bin(&pb, p, IR_OP_MUL, as(&pb, p, p->my, p->rt), p->trip);
+    IrValue bounds[3] = {ir_const_int(&pb, p->rt, 0), steps, ir_const_int(&pb, p->rt, 1)};
+    IrOp *fl = ir_build(&pb, IR_OP_FOR, bounds, 3, NULL, 0, 1);
+    IrValue i = ir_block_add_arg(&fl->regions[0], p->rt, "i");
+    IrBuilder lb;
+    ir_builder_at_end(&lb, &fl->regions[0]);
+    lb.loc = loop->loc;
+    IrValue nt = bin(&lb, p, IR_OP_DIV, i, p->trip), kk = bin(&lb, p, IR_OP_REM, i, p->trip);
+    IrValue t = bin(&lb, p, IR_OP_ADD, p->pid, bin(&lb, p, IR_OP_MUL, as(&lb, p, nt, p->i32), p->nprog)), pc[3];
+    coords(p, &lb, t, pc);
+    IrValue base = bin(&lb, p, IR_OP_MUL, nt, p->trip);
+    for (const IrOp *o = f->body.first; o; o = o->next) {
+        if (o->nresults != 1 || !need[o->results[0]]) continue;
+        if (o->code == IR_OP_PROGRAM_ID) p->map[o->results[0]] = pc[o->attr.i];
+        else if (o->code == IR_OP_NUM_PROGRAMS) p->map[o->results[0]] = p->g[o->attr.i];
+        else clone_op(p, &lb, o);
+    }
+    p->map[loop->regions[0].args[0]] = bin(&lb, p, IR_OP_ADD, lo, bin(&lb, p, IR_OP_MUL, kk, step));
+    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
+        if (o->code != IR_OP_YIELD) clone_op(p, &lb, o);
+    ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    ir_op_remove(prod);
+    rebase_ring(p, fl, lo, step, base);
+    tl_free(need);
+}
+
+/* ---- the pass -------------------------------------------------------------------------- */
+static bool applicable(const IrFunc *f)
+{
+    if (f->kind != IR_FUNC_KERNEL || !f->persistent || !f->grid || !grid_ok(f->grid, f)) return false;
+    if (!f->body.last || f->body.last->code != IR_OP_RETURN || f->body.last->noperands) return false;
+    if (any_op(&f->body, is_launched)) return false;
+    for (const IrOp *o = f->body.first; o; o = o->next)
+        for (uint32_t r = 0; r < o->nregions; r++)
+            if (any_op(&o->regions[r], is_return)) return false;
+    return true;
+}
+
+/* Done once before the walk: ops of the kernel's body that do not depend on the
+ * program and have no effect (or make the shared buffers and their barriers), reading
+ * only parameters and such ops. */
+static bool is_setup(const Pk *p, const IrOp *o, const bool *setup_val)
+{
+    unsigned fl = ir_op_info[o->code].flags;
+    if (o->nregions || (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT)) return false;
+    for (uint32_t i = 0; i < o->nresults; i++)
+        if (p->vary[o->results[i]]) return false;
+    for (uint32_t i = 0; i < o->noperands; i++) {
+        IrValue v = o->operands[i];
+        if (p->vary[v] || (p->f->values[v].def && !setup_val[v])) return false;
+    }
+    return true;
+}
+
+static bool walk(Pk *p)
+{
+    IrFunc *f = p->f;
+    IrOp *prod = NULL, *ring = ring_loop(&f->body), *ret = f->body.last;
+    for (IrOp *o = f->body.first; o; o = o->next)
+        if (o->code == IR_OP_PRODUCER) prod = o;
+    IrValue lo = IR_NO_VALUE, step = IR_NO_VALUE;
+    if (any_op(&f->body, is_init)) {
+        /* a TMA ring: its phases run on across tiles, which needs the producer and bounds
+         * of the ring loop that are the same for every tile */
+        if (!prod || !ring || ring->operands[0] != prod->regions[0].last->prev->operands[0]) return false;
+        for (int i = 0; i < 3; i++)
+            if (p->vary[ring->operands[i]]) return false;
+        p->rt = ir_value_type(f, ring->operands[0]);
+        if (p->rt != p->i32 && p->rt != ir_type_scalar(f->module->ctx, IR_I64)) return false;
+        lo = ring->operands[0], step = ring->operands[2];
+        if (!producer_ok(p, prod)) return false;
+    } else if (prod) {
+        return false;
+    }
+    /* which ops walk the tiles (in order), which are set up once */
+    uint32_t nvalues = f->nvalues, nmoved = 0, cap = 0;
+    bool *setup_val = tl_calloc(nvalues, sizeof(bool));
+    if (!setup_val) tl_oom();
+    for (IrOp *o = f->body.first; o != ret; o = o->next) cap++;
+    IrOp **moved = tl_malloc((cap ? cap : 1) * sizeof *moved);
+    if (!moved) tl_oom();
+    for (IrOp *o = f->body.first; o != ret; o = o->next) {
+        if (o == prod) continue;
+        if (is_setup(p, o, setup_val))
+            for (uint32_t i = 0; i < o->nresults; i++) setup_val[o->results[i]] = true;
+        else moved[nmoved++] = o;
+    }
+    tl_free(setup_val);
+    /* the clause's grid, this program's id and the launched count, the tiles it walks */
+    IrBuilder b;
+    ir_builder_before(&b, f->body.first);
+    b.loc = f->loc;
+    inline_grid(p, &b);
+    p->total = p->g[0];
+    for (int i = 1; i < p->ng; i++) p->total = bin(&b, p, IR_OP_MUL, p->total, p->g[i]);
+    p->pid = ir_build1(&b, IR_OP_PROGRAM_ID, p->i32, NULL, 0);
+    f->values[p->pid].def->attr.i = 0;
+    p->nprog = ir_build1(&b, IR_OP_LAUNCHED_PROGRAMS, p->i32, NULL, 0);
+    IrValue one = ir_const_int(&b, p->i32, 1);
+    p->my = bin(&b, p, IR_OP_DIV, bin(&b, p, IR_OP_SUB, bin(&b, p, IR_OP_ADD, p->total, p->nprog),
+                                      bin(&b, p, IR_OP_ADD, p->pid, one)), p->nprog);
+    if (prod) {
+        /* the ring loop's trip count: max(0, cdiv(hi - lo, step)) */
+        IrBuilder tb;
+        ir_builder_before(&tb, prod);
+        tb.loc = ring->loc;
+        IrValue span = bin(&tb, p, IR_OP_SUB, ring->operands[1], lo);
+        IrValue c = bin(&tb, p, IR_OP_DIV, bin(&tb, p, IR_OP_SUB, bin(&tb, p, IR_OP_ADD, span, step),
+                                               ir_const_int(&tb, p->rt, 1)), step);
+        p->trip = bin(&tb, p, IR_OP_MAXIMUM, c, ir_const_int(&tb, p->rt, 0));
+        rebuild_producer(p, prod, lo, step);
+    }
+    /* the consumers' walk */
+    IrBuilder cb;
+    ir_builder_before(&cb, ret);
+    cb.loc = f->loc;
+    IrValue bounds[3] = {ir_const_int(&cb, p->i32, 0), p->my, one};
+    IrOp *tl = ir_build(&cb, IR_OP_FOR, bounds, 3, NULL, 0, 1);
+    IrValue n = ir_block_add_arg(&tl->regions[0], p->i32, "tile");
+    IrBuilder lb;
+    ir_builder_at_end(&lb, &tl->regions[0]);
+    lb.loc = f->loc;
+    IrValue t = bin(&lb, p, IR_OP_ADD, p->pid, bin(&lb, p, IR_OP_MUL, n, p->nprog)), cc[3];
+    coords(p, &lb, t, cc);
+    IrValue base = prod ? bin(&lb, p, IR_OP_MUL, as(&lb, p, n, p->rt), p->trip) : IR_NO_VALUE;
+    IrOp *y = ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    for (uint32_t i = 0; i < nmoved; i++) {
+        IrOp *o = moved[i];
+        ir_op_remove(o);
+        if (o->code == IR_OP_PROGRAM_ID || o->code == IR_OP_NUM_PROGRAMS) {
+            ir_replace_all_uses(f, o->results[0], o->code == IR_OP_PROGRAM_ID ? cc[o->attr.i] : p->g[o->attr.i]);
+            continue;
+        }
+        ir_op_insert_before(o, y);
+    }
+    if (prod) rebase_ring(p, ring, lo, step, base);
+    tl_free(moved);
+    return true;
+}
+
+bool pass_persistent(IrFunc *f)
+{
+    if (!applicable(f)) {
+        /* the key is dropped where the kernel is not walked: the printed IR says so */
+        if (f->kind == IR_FUNC_KERNEL && f->persistent && !any_op(&f->body, is_launched)) f->persistent = 0;
+        return false;
+    }
+    Pk p = {f, tl_calloc(f->nvalues, sizeof(bool)), tl_malloc(f->nvalues * sizeof(IrValue)), f->nvalues, {0}, 0,
+            IR_NO_VALUE, IR_NO_VALUE, IR_NO_VALUE, IR_NO_VALUE, IR_NO_VALUE, ir_type_scalar(f->module->ctx, IR_I32), NULL};
+    if (!p.vary || !p.map) tl_oom();
+    memset(p.map, 0xff, f->nvalues * sizeof(IrValue));
+    mark_vary(&p, &f->body);
+    bool ok = walk(&p);
+    if (!ok) f->persistent = 0;
+    tl_free(p.vary);
+    tl_free(p.map);
+    return ok;
+}
