@@ -656,7 +656,25 @@ static ExecStatus exec_while(Interp *I, const IrOp *op)
  * `producer` runs its region's scalar ops and keeps its loop for later; each consumer
  * `tma_wait 0` first runs the loop's next iteration, which copies the stage the wait is
  * for (the producer is S stages ahead on a GPU, never behind: the copies land before
- * the wait passes). A wait with no iteration left waits for a copy that never comes. */
+ * the wait passes). A wait with no iteration left waits for a copy that never comes.
+ * A persistent kernel's producer loop walks tiles, each with its own inner loop of
+ * copies: an iteration of it runs the tile's scalar ops and starts the inner loop,
+ * whose iterations are then the steps. */
+static bool loop_bounds(Interp *I, const IrOp *o, int64_t *iv, int64_t *hi, int64_t *step)
+{
+    *iv = interp_opnd(I, o, 0)->s[0].i;
+    *hi = interp_opnd(I, o, 1)->s[0].i;
+    *step = interp_opnd(I, o, 2)->s[0].i;
+    return *step > 0 || interp_fail(I, o, "a producer loop needs a positive step");
+}
+
+static const IrOp *inner_loop(const IrOp *loop)
+{
+    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
+        if (o->code == IR_OP_FOR) return o;
+    return NULL;
+}
+
 static ExecStatus exec_producer(Interp *I, const IrOp *op)
 {
     const IrBlock *blk = &op->regions[0];
@@ -666,19 +684,49 @@ static ExecStatus exec_producer(Interp *I, const IrOp *op)
             if (st != EX_OK) return st;
             continue;
         }
-        I->prod.loop = o;
-        I->prod.iv = interp_opnd(I, o, 0)->s[0].i;
-        I->prod.hi = interp_opnd(I, o, 1)->s[0].i;
-        I->prod.step = interp_opnd(I, o, 2)->s[0].i;
-        I->prod.count = 0;
-        if (I->prod.step <= 0) return interp_fail(I, o, "a producer loop needs a positive step"), EX_ERROR;
+        I->prod.count = I->prod.ocount = 0;
+        I->prod.outer = NULL;
+        if (inner_loop(o)) {
+            I->prod.outer = o;
+            I->prod.loop = inner_loop(o);
+            if (!loop_bounds(I, o, &I->prod.oiv, &I->prod.ohi, &I->prod.ostep)) return EX_ERROR;
+            I->prod.iv = I->prod.hi = 0;           /* no tile started */
+            I->prod.step = 1;
+        } else {
+            I->prod.loop = o;
+            if (!loop_bounds(I, o, &I->prod.iv, &I->prod.hi, &I->prod.step)) return EX_ERROR;
+        }
     }
     return EX_OK;
+}
+
+/* The outer loop's next iteration, up to its inner loop, whose bounds it takes. */
+static ExecStatus next_tile(Interp *I, const IrOp *wait)
+{
+    const IrOp *outer = I->prod.outer;
+    if (I->prod.oiv >= I->prod.ohi) {
+        char w[160];
+        return interp_fail(I, wait, "waits for a copy that the producer never issues (its loop has ended)%s",
+                           interp_where(I, w, sizeof w)), EX_ERROR;
+    }
+    if (!count_iteration(I, outer, &I->prod.ocount) || !bind_iv(I, outer, outer->regions[0].args[0], I->prod.oiv))
+        return EX_ERROR;
+    I->prod.oiv += I->prod.ostep;
+    for (const IrOp *o = outer->regions[0].first; o != I->prod.loop; o = o->next) {
+        ExecStatus st = exec_op(I, o);
+        if (st != EX_OK) return st;
+    }
+    I->prod.count = 0;
+    return loop_bounds(I, I->prod.loop, &I->prod.iv, &I->prod.hi, &I->prod.step) ? EX_OK : EX_ERROR;
 }
 
 static ExecStatus producer_step(Interp *I, const IrOp *wait)
 {
     const IrOp *loop = I->prod.loop;
+    while (I->prod.outer && I->prod.iv >= I->prod.hi) {
+        ExecStatus st = next_tile(I, wait);
+        if (st != EX_OK) return st;
+    }
     if (I->prod.iv >= I->prod.hi) {
         char w[160];
         return interp_fail(I, wait, "waits for a copy that the producer never issues (its loop has ended)%s",
@@ -942,7 +990,7 @@ static bool run_program(Interp *I)
 {
     const IrOp *term;
     I->work++;
-    I->prod.loop = NULL;
+    I->prod.loop = I->prod.outer = NULL;
     bool ok = bind_params(I) && exec_block(I, &I->fn->body, &term) != EX_ERROR;
     clear_values(I);
     return ok;

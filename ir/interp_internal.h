@@ -39,6 +39,10 @@ typedef struct Interp {
     struct {
         const IrOp *loop;        /* NULL: none in this program */
         int64_t iv, hi, step, count;
+        /* a persistent kernel's producer (passes/persistent.c): loop is then the tile
+         * loop's inner loop, run for each iteration of `outer` in turn */
+        const IrOp *outer;
+        int64_t oiv, ohi, ostep, ocount;
     } prod;
 } Interp;
 

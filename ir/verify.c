@@ -693,6 +693,23 @@ static bool producer_op_ok(const IrFunc *f, const IrOp *op)
     return true;
 }
 
+/* Block blk of op is scalar ops, one for loop, then yield (the copies in the loop); the
+ * loop, or NULL after a diagnostic. */
+static const IrOp *producer_loop_of(Verifier *v, const IrOp *op, const IrBlock *blk, const char *what)
+{
+    const IrOp *loop = NULL;
+    for (const IrOp *o = blk->first; o; o = o->next) {
+        if (o->code == IR_OP_IF || (o->code == IR_OP_FOR && loop))
+            return fail(v, o, "%s is scalar ops, one for loop, then yield", what), NULL;
+        if (o->code == IR_OP_FOR) loop = o;
+        if ((o->code == IR_OP_TMA_COPY || o->code == IR_OP_TMA_WAIT) && !loop)
+            return fail(v, o, "a producer's copies are in its for loop"), NULL;
+    }
+    if (!loop || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands || loop->next != blk->last)
+        return fail(v, op, "%s is scalar ops, one for loop, then yield", what), NULL;
+    return loop;
+}
+
 /* One producer per kernel, in its body, after ops that every thread may run (pure ones,
  * the buffers and their barriers); its region: scalar ops, one `for` of the copies,
  * `yield`. */
@@ -712,18 +729,21 @@ static bool check_producer(Verifier *v, const IrOp *op)
         if (o->code == IR_OP_PRODUCER) return fail(v, o, "a kernel has at most one producer");
     const IrBlock *blk = &op->regions[0];
     if (blk->nargs) return fail(v, op, "the region takes no arguments");
-    const IrOp *loop = NULL;
-    for (const IrOp *o = blk->first; o; o = o->next) {
+    for (const IrOp *o = blk->first; o; o = o->next)
         if (!producer_op_ok(v->f, o))
             return fail(v, o, "a producer region holds scalar arithmetic, loops, tma_wait 1 and tma_copy only");
-        if (o->code == IR_OP_IF || (o->code == IR_OP_FOR && loop))
-            return fail(v, o, "a producer region is scalar ops, one for loop, then yield");
-        if (o->code == IR_OP_FOR) loop = o;
-        if ((o->code == IR_OP_TMA_COPY || o->code == IR_OP_TMA_WAIT) && !loop)
-            return fail(v, o, "a producer's copies are in its for loop");
-    }
-    if (!loop || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands || loop->next != blk->last)
-        return fail(v, op, "a producer region is scalar ops, one for loop, then yield");
+    /* scalars, a loop, yield; the loop's body: the copies, or (a persistent kernel's
+     * tiles, passes/persistent.c) scalars, a loop of the copies, yield */
+    const IrOp *loop = producer_loop_of(v, op, blk, "a producer region");
+    if (!loop) return false;
+    const IrOp *inner = NULL;
+    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
+        if (o->code == IR_OP_FOR) inner = o;
+    if (inner && !producer_loop_of(v, loop, &loop->regions[0], "a producer's tile loop")) return false;
+    const IrBlock *copies = inner ? &inner->regions[0] : &loop->regions[0];
+    for (const IrOp *o = copies->first; o; o = o->next)
+        if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
+            return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
     return true;
 }
 

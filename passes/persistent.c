@@ -21,8 +21,8 @@
  *                                            }
  *
  * A TMA ring (mbarriers) must have a producer warpgroup (passes/warpspec.c, ws = true):
- * its phases then run on across tiles. The producer walks the same tiles in one flat
- * loop of tiles x K steps (so that it copies the next tile's first stages while the
+ * its phases then run on across tiles. The producer walks the same tiles, each with its
+ * own loop of copies (so that it copies the next tile's first stages while the
  * consumers run this tile's epilogue), and both sides number the ring's iterations
  * from the kernel's start: the stage, phase and predicates of every ring op are
  * rebased by the tiles walked before times the K loop's trip count. That needs the
@@ -306,10 +306,10 @@ static bool producer_ok(Pk *p, IrOp *prod)
     return ok;
 }
 
-/* The producer's region again: its scalars, then one loop over the my * trip steps of
- * the tiles this program walks (nt = i / trip, k = lo + (i % trip) * step), each with
- * the program-dependent values of the kernel's body it reads computed for tile nt and
- * the old loop's body for k, the ring rebased by nt * trip (producer_ok holds). */
+/* The producer's region again: its scalars, then a loop over the my tiles this program
+ * walks, each computing the program-dependent values of the kernel's body it reads
+ * for its tile and base = tile * trip, then the old loop of copies with the ring
+ * rebased by base (producer_ok holds). */
 static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
 {
     IrFunc *f = p->f;
@@ -327,27 +327,31 @@ static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
     ir_builder_at_end(&pb, &np->regions[0]);
     pb.loc = loop->loc;
     for (const IrOp *o = pr->first; o != loop; o = o->next) clone_op(p, &pb, o);
-    IrValue steps = bin(&pb, p, IR_OP_MUL, as(&pb, p, p->my, p->rt), p->trip);
-    IrValue bounds[3] = {ir_const_int(&pb, p->rt, 0), steps, ir_const_int(&pb, p->rt, 1)};
-    IrOp *fl = ir_build(&pb, IR_OP_FOR, bounds, 3, NULL, 0, 1);
-    IrValue i = ir_block_add_arg(&fl->regions[0], p->rt, "i");
-    IrBuilder lb;
-    ir_builder_at_end(&lb, &fl->regions[0]);
-    lb.loc = loop->loc;
-    IrValue nt = bin(&lb, p, IR_OP_DIV, i, p->trip), kk = bin(&lb, p, IR_OP_REM, i, p->trip);
-    IrValue t = bin(&lb, p, IR_OP_ADD, p->pid, bin(&lb, p, IR_OP_MUL, as(&lb, p, nt, p->i32), p->nprog)), pc[3];
-    coords(p, &lb, t, pc);
-    IrValue base = bin(&lb, p, IR_OP_MUL, nt, p->trip);
+    IrValue tb[3] = {ir_const_int(&pb, p->i32, 0), p->my, ir_const_int(&pb, p->i32, 1)};
+    IrOp *tiles = ir_build(&pb, IR_OP_FOR, tb, 3, NULL, 0, 1);
+    IrValue n = ir_block_add_arg(&tiles->regions[0], p->i32, "tile");
+    IrBuilder tl;
+    ir_builder_at_end(&tl, &tiles->regions[0]);
+    tl.loc = loop->loc;
+    IrValue t = bin(&tl, p, IR_OP_ADD, p->pid, bin(&tl, p, IR_OP_MUL, n, p->nprog)), pc[3];
+    coords(p, &tl, t, pc);
+    IrValue base = bin(&tl, p, IR_OP_MUL, as(&tl, p, n, p->rt), p->trip);
     for (const IrOp *o = f->body.first; o; o = o->next) {
         if (o->nresults != 1 || !need[o->results[0]]) continue;
         if (o->code == IR_OP_PROGRAM_ID) p->map[o->results[0]] = pc[o->attr.i];
         else if (o->code == IR_OP_NUM_PROGRAMS) p->map[o->results[0]] = p->g[o->attr.i];
-        else clone_op(p, &lb, o);
+        else clone_op(p, &tl, o);
     }
-    p->map[loop->regions[0].args[0]] = bin(&lb, p, IR_OP_ADD, lo, bin(&lb, p, IR_OP_MUL, kk, step));
+    IrValue kb[3] = {mapped(p, loop->operands[0]), mapped(p, loop->operands[1]), mapped(p, loop->operands[2])};
+    IrOp *fl = ir_build(&tl, IR_OP_FOR, kb, 3, NULL, 0, 1);
+    p->map[loop->regions[0].args[0]] = ir_block_add_arg(&fl->regions[0], p->rt, "k");
+    IrBuilder lb;
+    ir_builder_at_end(&lb, &fl->regions[0]);
+    lb.loc = loop->loc;
     for (const IrOp *o = loop->regions[0].first; o; o = o->next)
         if (o->code != IR_OP_YIELD) clone_op(p, &lb, o);
     ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    ir_build(&tl, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_op_remove(prod);
     rebase_ring(p, fl, lo, step, base);
