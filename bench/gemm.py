@@ -61,8 +61,9 @@ PEAK = 989e12  # H200 SXM, dense bf16 / f16 on tensor cores
 F16_CONFIGS = [  # BM, BN, BK, warps, stages
     (64, 64, 32, 4, 2), (128, 128, 32, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 3),
 ]
-BF16_CONFIGS = [  # BM, BN, BK, warps, stages
+BF16_CONFIGS = [  # BM, BN, BK, warps, stages[, ws[, persistent]]
     (128, 128, 32, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 3),
+    (128, 256, 64, 8, 4, 1, 1),
 ]
 BF16_SHAPES = [  # M, N, K
     (4096, 4096, 4096), (8192, 8192, 8192),
@@ -392,7 +393,10 @@ def gelu_ref(a, b, bias):
 def section_gelu(rt):
     M, N, K = 16384, 11008, 4096
     flops = 2.0 * M * N * K
-    configs = [(128, 256, 64, 8, 3)] if QUICK else [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (128, 256, 32, 8, 3)]
+    configs = [(128, 256, 64, 8, 3)] if QUICK else [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3),
+                                                    (128, 256, 32, 8, 3), (128, 256, 64, 8, 4, 1, 1)]
+    if CUSTOM:
+        configs = BF16_CONFIGS
     a, b, bias = rand_bf16(M, K), rand_bf16(K, N), rand_bf16(N)
     ref = gelu_ref(a, b, bias)
     lines = ["## gelu(A @ B + bias), erf GELU, bf16 in and out, %dx%dx%d (TFLOP/s count the GEMM)" % (M, N, K), "",

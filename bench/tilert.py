@@ -20,12 +20,9 @@ def gemm_consts(cfg):
     copies a producer warpgroup, persistent 1 runs one program per SM slot walking the
     tiles."""
     BM, BN, BK, warps, stages = cfg[:5]
-    d = dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages)
-    if len(cfg) > 5 and cfg[5]:
-        d["ws"] = 1
-    if len(cfg) > 6 and cfg[6]:
-        d["persistent"] = 1
-    return d
+    # ws and persistent always given: a kernel's default config may set them
+    return dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages, ws=cfg[5] if len(cfg) > 5 else 0,
+                persistent=cfg[6] if len(cfg) > 6 else 0)
 
 
 class _Val(ctypes.Union):

@@ -386,6 +386,20 @@ static bool is_setup(const Pk *p, const IrOp *o, const bool *setup_val)
     return true;
 }
 
+typedef struct Ids {
+    Pk *p;
+    const IrValue *cc;
+} Ids;
+
+static void replace_ids(IrOp *o, void *ud)
+{
+    const Ids *ids = ud;
+    if (o->code != IR_OP_PROGRAM_ID && o->code != IR_OP_NUM_PROGRAMS) return;
+    IrValue to = o->code == IR_OP_PROGRAM_ID ? ids->cc[o->attr.i] : ids->p->g[o->attr.i];
+    ir_replace_all_uses(ids->p->f, o->results[0], to);
+    ir_op_remove(o);
+}
+
 static bool walk(Pk *p)
 {
     IrFunc *f = p->f;
@@ -459,14 +473,13 @@ static bool walk(Pk *p)
     IrValue base = prod ? bin(&lb, p, IR_OP_MUL, as(&lb, p, n, p->rt), p->trip) : IR_NO_VALUE;
     IrOp *y = ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     for (uint32_t i = 0; i < nmoved; i++) {
-        IrOp *o = moved[i];
-        ir_op_remove(o);
-        if (o->code == IR_OP_PROGRAM_ID || o->code == IR_OP_NUM_PROGRAMS) {
-            ir_replace_all_uses(f, o->results[0], o->code == IR_OP_PROGRAM_ID ? cc[o->attr.i] : p->g[o->attr.i]);
-            continue;
-        }
-        ir_op_insert_before(o, y);
+        ir_op_remove(moved[i]);
+        ir_op_insert_before(moved[i], y);
     }
+    /* every program_id and num_programs of the walked body, also inside its regions, now
+     * asks for the walked program's (the loop's own ids come from before it) */
+    Ids ids = {p, cc};
+    ir_walk(&tl->regions[0], replace_ids, &ids);
     if (prod) rebase_ring(p, ring, lo, step, base);
     tl_free(moved);
     return true;

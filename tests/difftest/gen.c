@@ -1067,6 +1067,8 @@ void dt_generate(DtProgram *p, uint64_t seed)
     int nstores = 1 + rnd(&g, 3);
     for (int i = 0; i < nstores; i++) gen_store(&g);
     if (chance(&g, 25)) gen_atomic(&g);
+    /* drawn last, so that the seeds before it keep their programs */
+    p->persistent = chance(&g, 20);
     dt_analyze(p);
 }
 

@@ -84,6 +84,7 @@ typedef struct DtProgram {
     DtBuf bufs[DT_MAX_BUFS];
     int nbufs;
     int grid[3], ngrid, warps;
+    bool persistent;         /* @launch(persistent = true): the GPU-level IR walks the grid */
     int32_t L, M;            /* run-time scalar parameters */
     double fs;
 } DtProgram;

@@ -317,7 +317,7 @@ char *dt_print(const DtProgram *p)
     }
     for (int i = 0; i < DT_NFNS; i++)
         if (used[i]) dt_str_add(&o, "%s\n", dt_fns[i].text);
-    dt_str_add(&o, "@launch(warps = %d)\nkernel k(", p->warps);
+    dt_str_add(&o, "@launch(warps = %d%s)\nkernel k(", p->warps, p->persistent ? ", persistent = true" : "");
     for (int b = 0; b < p->nbufs; b++)
         if (live_buf[b]) dt_str_add(&o, "%s: *%s, ", p->bufs[b].name, ir_elem_name(p->bufs[b].elem));
     dt_str_add(&o, "L: i32, M: i32, fs: f32)\n    grid(");

@@ -17,7 +17,7 @@ spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0
 # TMA=1: examples/matmul_bf16.tile (block loads) in its div16 variant, copied by TMA
 kernel=$root/bench/matmul_pointers.tile; maps=""; tma=0
 if [ "${TMA:-0}" = 1 ]; then kernel=$root/examples/matmul_bf16.tile; maps="$BM $BN $BK"; tma=1; fi
-"$tilec" "$kernel" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S \
+"$tilec" "$kernel" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S -Dws=0 -Dpersistent=0 \
     --spec=$spec --emit=llvm -o "$t/k.ll"
 [ $tma = 0 ] || grep -q "cp.async.bulk.tensor" "$t/k.ll" || { echo "run.sh: the kernel does not copy by TMA"; exit 1; }
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"

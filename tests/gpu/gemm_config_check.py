@@ -19,7 +19,7 @@ a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
 c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
 BM, BN, BK, w, s = cfg
-k = rt.kernel(src, "matmul_bf16", BM=BM, BN=BN, BK=BK, warps=w, stages=s)
+k = rt.kernel(src, "matmul_bf16", BM=BM, BN=BN, BK=BK, warps=w, stages=s, ws=0, persistent=0)
 run = k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))
 run()
 torch.cuda.synchronize()

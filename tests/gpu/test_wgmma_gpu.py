@@ -33,7 +33,7 @@ for (BM, BN, BK, w, s) in CONFIGS:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        k = rt.kernel(NN, "matmul_bf16", BM=BM, BN=BN, BK=BK, warps=w, stages=s)
+        k = rt.kernel(NN, "matmul_bf16", BM=BM, BN=BN, BK=BK, warps=w, stages=s, ws=0, persistent=0)
         k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))()
         torch.cuda.synchronize()
         check("matmul_bf16", c, a.double() @ b.double(), "nn %s %s" % ((BM, BN, BK, w, s), (M, N, K)))

@@ -66,9 +66,10 @@ static TrtKernel *gemm(void)
 {
     if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
     assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
-    TrtConst consts[5] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}};
+    TrtConst consts[7] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 0},
+                          {"persistent", 0}};   /* the plain ring (the example's default has both) */
     TrtKernel *k = NULL;
-    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 5, &k));
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 7, &k));
     return k;
 }
 
