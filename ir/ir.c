@@ -445,6 +445,23 @@ static void replace_in_block(IrBlock *blk, IrValue from, IrValue to)
 
 void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to) { replace_in_block(&f->body, from, to); }
 
+IrOp *ir_clone_op(IrBuilder *b, const IrFunc *src, const IrOp *op, IrValue *map, uint32_t nmap)
+{
+    IrValue ops[32];
+    const IrType *rt[4];
+    for (uint32_t i = 0; i < op->noperands && i < 32; i++) {
+        IrValue v = op->operands[i];
+        ops[i] = v < nmap && map[v] != IR_NO_VALUE ? map[v] : v;
+    }
+    for (uint32_t i = 0; i < op->nresults && i < 4; i++) rt[i] = ir_value_type(src, op->results[i]);
+    IrOp *n = ir_build(b, op->code, ops, op->noperands, rt, op->nresults, 0);
+    n->attr = op->attr;
+    n->loc = op->loc;
+    for (uint32_t i = 0; i < op->nresults; i++)
+        if (op->results[i] < nmap) map[op->results[i]] = n->results[i];
+    return n;
+}
+
 void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud)
 {
     for (IrOp *op = blk->first, *next; op; op = next) {

@@ -275,6 +275,11 @@ IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name);
 void ir_op_remove(IrOp *op);                 /* unlinks; its memory stays in the arena */
 void ir_op_insert_before(IrOp *op, IrOp *before);
 void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to);
+/* A copy of op (of function src; no regions, at most 32 operands and 4 results) at the
+ * builder: each operand v is map[v] where v < nmap and map[v] is not IR_NO_VALUE, else v
+ * itself; map[result] becomes the copy's result. The passes that clone loop bodies and
+ * grid clauses (warpspec.c, persistent.c) share it. */
+IrOp *ir_clone_op(IrBuilder *b, const IrFunc *src, const IrOp *op, IrValue *map, uint32_t nmap);
 /* Calls fn on every op of the block and, depth-first, of its regions (pre-order).
  * fn may not remove the op it is given; collect first, then remove. */
 void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud);

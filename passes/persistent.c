@@ -98,6 +98,7 @@ static void inline_grid(Pk *p, IrBuilder *b)
     const IrFunc *g = p->f->grid;
     IrValue *map = tl_malloc((g->nvalues ? g->nvalues : 1) * sizeof *map);
     if (!map) tl_oom();
+    memset(map, 0xff, (g->nvalues ? g->nvalues : 1) * sizeof *map);
     for (uint32_t i = 0; i < g->body.nargs; i++) map[g->body.args[i]] = p->f->body.args[i];
     for (const IrOp *o = g->body.first; o; o = o->next) {
         if (o->code == IR_OP_RETURN) {
@@ -108,13 +109,7 @@ static void inline_grid(Pk *p, IrBuilder *b)
             }
             break;
         }
-        IrValue ops[8];
-        const IrType *rt[2];
-        for (uint32_t i = 0; i < o->noperands; i++) ops[i] = map[o->operands[i]];
-        for (uint32_t i = 0; i < o->nresults; i++) rt[i] = ir_value_type(g, o->results[i]);
-        IrOp *n = ir_build(b, o->code, ops, o->noperands, rt, o->nresults, 0);
-        n->attr = o->attr;
-        for (uint32_t i = 0; i < o->nresults; i++) map[o->results[i]] = n->results[i];
+        ir_clone_op(b, g, o, map, g->nvalues);
     }
     tl_free(map);
 }
@@ -231,17 +226,7 @@ static void rebase_ring(Pk *p, IrOp *loop, IrValue lo, IrValue step, IrValue bas
 /* ---- the producer's flat walk --------------------------------------------------------- */
 static IrValue mapped(const Pk *p, IrValue v) { return v < p->nmap && p->map[v] != IR_NO_VALUE ? p->map[v] : v; }
 
-static void clone_op(Pk *p, IrBuilder *b, const IrOp *o)
-{
-    IrValue ops[32];
-    const IrType *rt[4];
-    for (uint32_t i = 0; i < o->noperands; i++) ops[i] = mapped(p, o->operands[i]);
-    for (uint32_t i = 0; i < o->nresults; i++) rt[i] = ir_value_type(p->f, o->results[i]);
-    IrOp *n = ir_build(b, o->code, ops, o->noperands, rt, o->nresults, 0);
-    n->attr = o->attr;
-    n->loc = o->loc;
-    for (uint32_t i = 0; i < o->nresults; i++) p->map[o->results[i]] = n->results[i];
-}
+static void clone_op(Pk *p, IrBuilder *b, const IrOp *o) { ir_clone_op(b, p->f, o, p->map, p->nmap); }
 
 static bool small_scalar_op(const IrFunc *f, const IrOp *o)
 {

@@ -67,6 +67,7 @@ typedef struct Ws {
     bool *need;                  /* per value: the copy side computes it (in the body) */
     bool *before;                /* per value: defined in the kernel body before the producer */
     IrValue *map;                /* per value: its clone in the producer */
+    uint32_t nmap;               /* the values of the kernel as it was (map's length) */
 } Ws;
 
 /* The map and the marks are indexed by the values of the loop as it was (clones get
@@ -107,20 +108,6 @@ static bool available(Ws *w, IrValue v, IrOp *at)
     return true;
 }
 
-static IrValue mapped(const Ws *w, IrValue v) { return w->map[v] != IR_NO_VALUE ? w->map[v] : v; }
-
-static void clone_into(Ws *w, IrBuilder *b, const IrOp *op)
-{
-    IrValue ops[32];
-    const IrType *rt[4];
-    for (uint32_t i = 0; i < op->noperands; i++) ops[i] = mapped(w, op->operands[i]);
-    for (uint32_t i = 0; i < op->nresults; i++) rt[i] = ir_value_type(w->f, op->results[i]);
-    IrOp *n = ir_build(b, op->code, ops, op->noperands, rt, op->nresults, 0);
-    n->attr = op->attr;
-    n->loc = op->loc;
-    for (uint32_t i = 0; i < op->nresults; i++) w->map[op->results[i]] = n->results[i];
-}
-
 static bool specialize(IrFunc *f, IrOp *loop)
 {
     IrBlock *body = &loop->regions[0];
@@ -156,7 +143,7 @@ static bool specialize(IrFunc *f, IrOp *loop)
     }
     IrOp *at = last_init->next;
     Ws w = {f, loop, tl_calloc(f->nvalues, sizeof(bool)), tl_calloc(f->nvalues, sizeof(bool)),
-            tl_malloc(f->nvalues * sizeof(IrValue))};
+            tl_malloc(f->nvalues * sizeof(IrValue)), f->nvalues};
     if (!w.need || !w.before || !w.map) tl_oom();
     memset(w.map, 0xff, f->nvalues * sizeof(IrValue));
     for (const IrOp *o = f->body.first; o != at; o = o->next)
@@ -204,7 +191,7 @@ static bool specialize(IrFunc *f, IrOp *loop)
     for (IrOp *o = body->first, *next; o; o = next) {
         next = o->next;
         if (!copy_side(o) && !(o->nresults && w.need[o->results[0]])) continue;
-        clone_into(&w, &lb, o);
+        ir_clone_op(&lb, f, o, w.map, w.nmap);
         if (copy_side(o)) ir_op_remove(o);
     }
     ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
