@@ -449,6 +449,11 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
             return s;
     }
     uint32_t lg[3];            /* a persistent kernel runs fewer programs, each walking */
+    uint64_t programs = (uint64_t)g[0] * g[1] * g[2];
+    if (v->max_programs && programs > INT32_MAX)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' is persistent (it walks its grid's programs in "
+                       "i32) and its grid of %ux%ux%u has %llu programs: at most 2147483647", k->name, g[0], g[1],
+                       g[2], (unsigned long long)programs);
     rt_variant_grid(v, g, lg);
     if (checked) return launch_checked(k, v, args, bytes, lg, stream);
     void *params[TRT_MAX_ARGS + CG_MAX_TMA];

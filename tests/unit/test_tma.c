@@ -304,6 +304,30 @@ static void test_persistent_launch_caps_the_grid(void **state)
     trt_graph_destroy(g);
 }
 
+/* A persistent kernel counts its walk in i32: a grid of more programs is refused at
+ * launch, with the sizes, rather than walked wrong. */
+static void test_persistent_grid_too_large(void **state)
+{
+    (void)state;
+    static const char src[] =
+        "@launch(persistent = true)\n"
+        "kernel fill(y: *f32, n: i32) grid(n, n) {\n"
+        "    store(y + program_id(0), 1.0);\n"
+        "}\n";
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "fill.tile", src, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "fill", NULL, 0, &k));
+    TrtArg a[2] = {trt_arg_ptr(0x100000), trt_arg_i32(1000)};
+    MockLaunch l;
+    assert_ok(trt_launch(k, a, 2, NULL, NULL));       /* 10^6 programs: 16 of 128 threads per SM */
+    mock_last(&l);
+    assert_grid(&l, 132 * 16, 1, 1);
+    a[1] = trt_arg_i32(65535);
+    assert_int_equal(trt_launch(k, a, 2, NULL, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "its grid of 65535x65535x1 has 4294836225 programs"));
+}
+
 /* Without cuTensorMapEncodeTiled (an old driver) every launch takes cp.async; in a
  * child, since the driver table is read once per process. */
 static int child_no_encoder(void)
@@ -356,6 +380,7 @@ int main(int argc, char **argv)
         T(test_refused_map_falls_back), T(test_driver_refusal_falls_back),
         T(test_recipes_survive_the_disk_cache), T(test_graph_replay_passes_maps),
         T(test_driver_without_encoder), T(test_persistent_launch_caps_the_grid),
+        T(test_persistent_grid_too_large),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
