@@ -223,7 +223,23 @@ static void rebase_ring(Pk *p, IrOp *loop, IrValue lo, IrValue step, IrValue bas
     tl_free(r.memo);
 }
 
-/* ---- the producer's flat walk --------------------------------------------------------- */
+/* At b: `for %tile = 0, my, 1` with, at the start of its body (*lb builds on at its
+ * end), the walked program t = pid + tile * launched_programs, its coordinates into
+ * pc, and into *base (if asked) the ring iterations of the tiles before, tile * trip. */
+static IrOp *tile_loop(Pk *p, IrBuilder *b, Loc loc, IrBuilder *lb, IrValue pc[3], IrValue *base)
+{
+    IrValue bounds[3] = {ir_const_int(b, p->i32, 0), p->my, ir_const_int(b, p->i32, 1)};
+    IrOp *loop = ir_build(b, IR_OP_FOR, bounds, 3, NULL, 0, 1);
+    IrValue n = ir_block_add_arg(&loop->regions[0], p->i32, "tile");
+    ir_builder_at_end(lb, &loop->regions[0]);
+    lb->loc = loc;
+    IrValue t = bin(lb, p, IR_OP_ADD, p->pid, bin(lb, p, IR_OP_MUL, n, p->nprog));
+    coords(p, lb, t, pc);
+    if (base) *base = bin(lb, p, IR_OP_MUL, as(lb, p, n, p->rt), p->trip);
+    return loop;
+}
+
+/* ---- the producer's walk --------------------------------------------------------- */
 static IrValue mapped(const Pk *p, IrValue v) { return v < p->nmap && p->map[v] != IR_NO_VALUE ? p->map[v] : v; }
 
 static void clone_op(Pk *p, IrBuilder *b, const IrOp *o) { ir_clone_op(b, p->f, o, p->map, p->nmap); }
@@ -312,15 +328,9 @@ static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
     ir_builder_at_end(&pb, &np->regions[0]);
     pb.loc = loop->loc;
     for (const IrOp *o = pr->first; o != loop; o = o->next) clone_op(p, &pb, o);
-    IrValue tb[3] = {ir_const_int(&pb, p->i32, 0), p->my, ir_const_int(&pb, p->i32, 1)};
-    IrOp *tiles = ir_build(&pb, IR_OP_FOR, tb, 3, NULL, 0, 1);
-    IrValue n = ir_block_add_arg(&tiles->regions[0], p->i32, "tile");
     IrBuilder tl;
-    ir_builder_at_end(&tl, &tiles->regions[0]);
-    tl.loc = loop->loc;
-    IrValue t = bin(&tl, p, IR_OP_ADD, p->pid, bin(&tl, p, IR_OP_MUL, n, p->nprog)), pc[3];
-    coords(p, &tl, t, pc);
-    IrValue base = bin(&tl, p, IR_OP_MUL, as(&tl, p, n, p->rt), p->trip);
+    IrValue pc[3], base = IR_NO_VALUE;
+    tile_loop(p, &pb, loop->loc, &tl, pc, &base);
     for (const IrOp *o = f->body.first; o; o = o->next) {
         if (o->nresults != 1 || !need[o->results[0]]) continue;
         if (o->code == IR_OP_PROGRAM_ID) p->map[o->results[0]] = pc[o->attr.i];
@@ -444,18 +454,11 @@ static bool walk(Pk *p)
         rebuild_producer(p, prod, lo, step);
     }
     /* the consumers' walk */
-    IrBuilder cb;
+    IrBuilder cb, lb;
     ir_builder_before(&cb, ret);
     cb.loc = f->loc;
-    IrValue bounds[3] = {ir_const_int(&cb, p->i32, 0), p->my, one};
-    IrOp *tl = ir_build(&cb, IR_OP_FOR, bounds, 3, NULL, 0, 1);
-    IrValue n = ir_block_add_arg(&tl->regions[0], p->i32, "tile");
-    IrBuilder lb;
-    ir_builder_at_end(&lb, &tl->regions[0]);
-    lb.loc = f->loc;
-    IrValue t = bin(&lb, p, IR_OP_ADD, p->pid, bin(&lb, p, IR_OP_MUL, n, p->nprog)), cc[3];
-    coords(p, &lb, t, cc);
-    IrValue base = prod ? bin(&lb, p, IR_OP_MUL, as(&lb, p, n, p->rt), p->trip) : IR_NO_VALUE;
+    IrValue cc[3], base = IR_NO_VALUE;
+    IrOp *tl = tile_loop(p, &cb, f->loc, &lb, cc, prod ? &base : NULL);
     IrOp *y = ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     for (uint32_t i = 0; i < nmoved; i++) {
         ir_op_remove(moved[i]);
