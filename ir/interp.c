@@ -700,14 +700,19 @@ static ExecStatus exec_producer(Interp *I, const IrOp *op)
     return EX_OK;
 }
 
+static ExecStatus never_issued(Interp *I, const IrOp *wait)
+{
+    char w[160];
+    return interp_fail(I, wait, "waits for a copy that the producer never issues (its loop has ended)%s",
+                       interp_where(I, w, sizeof w)), EX_ERROR;
+}
+
 /* The outer loop's next iteration, up to its inner loop, whose bounds it takes. */
 static ExecStatus next_tile(Interp *I, const IrOp *wait)
 {
     const IrOp *outer = I->prod.outer;
     if (I->prod.oiv >= I->prod.ohi) {
-        char w[160];
-        return interp_fail(I, wait, "waits for a copy that the producer never issues (its loop has ended)%s",
-                           interp_where(I, w, sizeof w)), EX_ERROR;
+        return never_issued(I, wait);
     }
     if (!count_iteration(I, outer, &I->prod.ocount) || !bind_iv(I, outer, outer->regions[0].args[0], I->prod.oiv))
         return EX_ERROR;
@@ -728,9 +733,7 @@ static ExecStatus producer_step(Interp *I, const IrOp *wait)
         if (st != EX_OK) return st;
     }
     if (I->prod.iv >= I->prod.hi) {
-        char w[160];
-        return interp_fail(I, wait, "waits for a copy that the producer never issues (its loop has ended)%s",
-                           interp_where(I, w, sizeof w)), EX_ERROR;
+        return never_issued(I, wait);
     }
     if (!count_iteration(I, loop, &I->prod.count) || !bind_iv(I, loop, loop->regions[0].args[0], I->prod.iv))
         return EX_ERROR;
