@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ir/interp.h"
+#include "ir/layout.h"
 #include "ir/scalar.h"
 
 /* ---- a small kernel-building kit ------------------------------------------------- */
@@ -259,6 +260,53 @@ static void test_division_by_zero(void **state)
     a[2] = ival(0);
     assert_false(run(k, a, 1));
     expect_error(k, "integer division by zero in kernel 'divz', program (0, 0, 0)");
+}
+
+/* The mbarrier model (docs/INTERPRETER.md "Memory"): a slot counts its completed phases;
+ * a wait for a parity the slot's current phase has would never pass on a GPU. */
+static void bar_op(K *k, IrOpcode c, int64_t attr, const IrValue *o, uint32_t n)
+{
+    IrOp *op = ir_build(&k->b, c, o, n, NULL, 0, 0);
+    op->attr.i = attr;
+}
+
+static void build_barriers(K *k, int64_t wait_parity)
+{
+    const char *nm[] = {"out"};
+    const IrType *tp[] = {pt(k, IR_I32)};
+    k_begin(k, "bars", 1, nm, tp);
+    int32_t sh[3] = {2, 1, 1};
+    IrLayout l;                       /* the barriers' layout, as passes/shared.c gives it */
+    memset(&l, 0, sizeof l);
+    l.kind = IR_LAYOUT_SHARED;
+    l.rank = 3;
+    l.order[0] = 2, l.order[1] = 1, l.order[2] = 0;
+    l.vec = l.per_phase = l.max_phase = 1;
+    const IrType *bt = ir_type_with_layout(k->ctx, ir_type_tile(k->ctx, sc(k, IR_I64), 3, sh),
+                                           ir_layout_intern(k->ctx, &l));
+    IrValue bars = op_attr(k, IR_OP_LOCAL_ALLOC, bt, NULL, 0, 0);
+    bar_op(k, IR_OP_MBARRIER_INIT, 1, &bars, 1);
+    IrValue s1 = ci(k, sc(k, IR_I32), 1), p0 = ci(k, sc(k, IR_I32), 0), p1 = ci(k, sc(k, IR_I32), wait_parity);
+    bar_op(k, IR_OP_TMA_WAIT, 1, (IrValue[]){bars, s1, s1}, 3);          /* fresh: parity 1 passes */
+    bar_op(k, IR_OP_MBARRIER_ARRIVE, 0, (IrValue[]){bars, s1}, 2);       /* slot 1 completes phase 0 */
+    bar_op(k, IR_OP_TMA_WAIT, 1, (IrValue[]){bars, s1, p0}, 3);          /* so parity 0 passes */
+    bar_op(k, IR_OP_TMA_WAIT, 1, (IrValue[]){bars, s1, p1}, 3);          /* parity 1 again: never */
+    store(k, P(k, 0), s1, NONE);
+    ret(k);
+}
+
+static void test_mbarrier_phases(void **state)
+{
+    K *k = *state;
+    int32_t out[1] = {0};
+    InterpArg a[] = {buf(IR_I32, out, 1)};
+    build_barriers(k, 0);
+    assert_true(run(k, a, 1));
+    assert_int_equal(out[0], 1);
+    build_barriers(k, 1);
+    assert_false(run(k, a, 1));
+    expect_error(k, "waits for phase parity 1 of barrier slot 1, which has completed 1 phases: on a GPU it would "
+                    "wait forever in kernel 'bars', program (0, 0, 0)");
 }
 
 static void test_assert_failure(void **state)
@@ -1143,7 +1191,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_vector_add),        T(test_masked_load_other),  T(test_out_of_bounds_message),
-        T(test_store_out_of_bounds), T(test_division_by_zero), T(test_assert_failure),
+        T(test_store_out_of_bounds), T(test_division_by_zero), T(test_mbarrier_phases), T(test_assert_failure),
         T(test_integer_semantics), T(test_f16_add_rounds),     T(test_convert),
         T(test_float_math),        T(test_dot_f32),            T(test_dot_tf32),
         T(test_dot_f16),           T(test_tiled_matmul),       T(test_reductions_and_scans),
