@@ -393,6 +393,7 @@ static bool exec_async_copy(Interp *I, const IrOp *op)
  * and the interpreter says so: a ring whose stages or phases are numbered wrongly
  * (passes/shared.c, passes/warpspec.c, passes/persistent.c) fails here. */
 #define BAR_LANDED (INT64_C(1) << 32)
+#define BAR_PHASES (BAR_LANDED - 1)
 
 static int64_t *bar_slot(Interp *I, const IrOp *op, uint32_t bars, uint32_t slot)
 {
@@ -418,12 +419,14 @@ static bool exec_mbarrier(Interp *I, const IrOp *op)
     if (!pred_of(I, op, wait ? 3 : 2)) return true;
     int64_t *s = bar_slot(I, op, 0, 1);
     if (!s) return false;
-    if (!wait) {
-        *s = (*s & ~(BAR_LANDED - 1)) | ((*s + 1) & (BAR_LANDED - 1));
-        return true;
+    int64_t done = *s & BAR_PHASES;
+    if (!wait || (op->attr.i == 0 && (*s & BAR_LANDED))) {
+        /* an arrival, or the landed copies of a consumer's wait, complete the phase */
+        done = (done + 1) & BAR_PHASES;
+        *s = (wait ? 0 : *s & BAR_LANDED) | done;
+        if (!wait) return true;
     }
-    if (op->attr.i == 0 && (*s & BAR_LANDED)) *s = ((*s & (BAR_LANDED - 1)) + 1) & (BAR_LANDED - 1);
-    int64_t done = *s & (BAR_LANDED - 1), parity = interp_opnd(I, op, 2)->s[0].i;
+    int64_t parity = interp_opnd(I, op, 2)->s[0].i;
     if (done % 2 != parity % 2) return true;
     char w[160];
     return interp_fail(I, op, "waits for phase parity %" PRId64 " of barrier slot %" PRId64 ", which has completed %"

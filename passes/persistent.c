@@ -42,6 +42,7 @@
 typedef struct Pk {
     IrFunc *f;
     bool *vary;                  /* per value: depends on the program */
+    bool *need;                  /* per value of the kernel as it was: the producer reads it */
     IrValue *map;                /* per value of the kernel as it was: its clone (producer) */
     uint32_t nmap;
     IrValue g[3];                /* the clause's sizes, i32 */
@@ -252,14 +253,18 @@ static bool small_scalar_op(const IrFunc *f, const IrOp *o)
     return true;
 }
 
+/* Marks v in need if it is a program-dependent value of the kernel's body. */
+static void need_value(const Pk *p, IrValue v, bool *need)
+{
+    const IrOp *d = p->f->values[v].def;
+    if (p->vary[v] && d && d->parent == &p->f->body) need[v] = true;
+}
+
 /* Marks in need the varying values of the kernel's body that block b's ops read. */
 static void need_outer(Pk *p, const IrBlock *b, bool *need)
 {
     for (const IrOp *o = b->first; o; o = o->next) {
-        for (uint32_t i = 0; i < o->noperands; i++) {
-            const IrOp *d = p->f->values[o->operands[i]].def;
-            if (p->vary[o->operands[i]] && d && d->parent == &p->f->body) need[o->operands[i]] = true;
-        }
+        for (uint32_t i = 0; i < o->noperands; i++) need_value(p, o->operands[i], need);
         for (uint32_t r = 0; r < o->nregions; r++) need_outer(p, &o->regions[r], need);
     }
 }
@@ -281,17 +286,15 @@ static bool producer_needs(Pk *p, const IrOp *prod, bool *need)
     for (const IrOp *o = f->body.last; o; o = o->prev) {
         if (o->nresults != 1 || !need[o->results[0]]) continue;
         if (!small_scalar_op(f, o) || !(ir_op_info[o->code].flags & IR_P)) return false;
-        for (uint32_t i = 0; i < o->noperands; i++) {
-            const IrOp *d = f->values[o->operands[i]].def;
-            if (p->vary[o->operands[i]] && d && d->parent == &f->body) need[o->operands[i]] = true;
-        }
+        for (uint32_t i = 0; i < o->noperands; i++) need_value(p, o->operands[i], need);
     }
     return true;
 }
 
-/* Whether rebuild_producer can walk the producer: scalars, then one loop of i32 bounds
- * whose body has no regions, reading program-dependent values that are pure scalars. */
-static bool producer_ok(Pk *p, IrOp *prod)
+/* Whether rebuild_producer can walk the producer: scalars, then one loop of the ring's
+ * integer type whose body has no regions, reading program-dependent values that are pure
+ * scalars (those, into need: producer_needs). */
+static bool producer_ok(Pk *p, IrOp *prod, bool *need)
 {
     IrFunc *f = p->f;
     IrOp *loop = producer_loop(prod);
@@ -300,25 +303,18 @@ static bool producer_ok(Pk *p, IrOp *prod)
         if (o != loop && o->code != IR_OP_YIELD && !small_scalar_op(f, o)) return false;
     for (const IrOp *o = loop->regions[0].first; o; o = o->next)
         if (o->code != IR_OP_YIELD && (o->nregions || o->noperands > 32 || o->nresults > 4)) return false;
-    bool *need = tl_calloc(f->nvalues, sizeof(bool));
-    if (!need) tl_oom();
-    bool ok = producer_needs(p, prod, need);
-    tl_free(need);
-    return ok;
+    return producer_needs(p, prod, need);
 }
 
 /* The producer's region again: its scalars, then a loop over the my tiles this program
  * walks, each computing the program-dependent values of the kernel's body it reads
  * for its tile and base = tile * trip, then the old loop of copies with the ring
- * rebased by base (producer_ok holds). */
-static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
+ * rebased by base (producer_ok holds and filled need). */
+static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step, const bool *need)
 {
     IrFunc *f = p->f;
     IrBlock *pr = &prod->regions[0];
     IrOp *loop = producer_loop(prod);
-    bool *need = tl_calloc(f->nvalues, sizeof(bool));
-    if (!need) tl_oom();
-    producer_needs(p, prod, need);
     IrBuilder b;
     ir_builder_before(&b, prod);
     b.loc = prod->loc;
@@ -332,7 +328,7 @@ static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
     IrValue pc[3], base = IR_NO_VALUE;
     tile_loop(p, &pb, loop->loc, &tl, pc, &base);
     for (const IrOp *o = f->body.first; o; o = o->next) {
-        if (o->nresults != 1 || !need[o->results[0]]) continue;
+        if (o->nresults != 1 || o->results[0] >= p->nmap || !need[o->results[0]]) continue;
         if (o->code == IR_OP_PROGRAM_ID) p->map[o->results[0]] = pc[o->attr.i];
         else if (o->code == IR_OP_NUM_PROGRAMS) p->map[o->results[0]] = p->g[o->attr.i];
         else clone_op(p, &tl, o);
@@ -350,7 +346,6 @@ static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step)
     ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_op_remove(prod);
     rebase_ring(p, fl, lo, step, base);
-    tl_free(need);
 }
 
 /* ---- the pass -------------------------------------------------------------------------- */
@@ -405,13 +400,13 @@ static bool walk(Pk *p)
     if (any_op(&f->body, is_init)) {
         /* a TMA ring: its phases run on across tiles, which needs the producer and bounds
          * of the ring loop that are the same for every tile */
-        if (!prod || !ring || ring->operands[0] != prod->regions[0].last->prev->operands[0]) return false;
+        if (!prod || !ring || ring->operands[0] != producer_loop(prod)->operands[0]) return false;
         for (int i = 0; i < 3; i++)
             if (p->vary[ring->operands[i]]) return false;
         p->rt = ir_value_type(f, ring->operands[0]);
         if (p->rt != p->i32 && p->rt != ir_type_scalar(f->module->ctx, IR_I64)) return false;
         lo = ring->operands[0], step = ring->operands[2];
-        if (!producer_ok(p, prod)) return false;
+        if (!producer_ok(p, prod, p->need)) return false;
     } else if (prod) {
         return false;
     }
@@ -451,7 +446,7 @@ static bool walk(Pk *p)
         IrValue c = bin(&tb, p, IR_OP_DIV, bin(&tb, p, IR_OP_SUB, bin(&tb, p, IR_OP_ADD, span, step),
                                                ir_const_int(&tb, p->rt, 1)), step);
         p->trip = bin(&tb, p, IR_OP_MAXIMUM, c, ir_const_int(&tb, p->rt, 0));
-        rebuild_producer(p, prod, lo, step);
+        rebuild_producer(p, prod, lo, step, p->need);
     }
     /* the consumers' walk */
     IrBuilder cb, lb;
@@ -480,14 +475,16 @@ bool pass_persistent(IrFunc *f)
         if (f->kind == IR_FUNC_KERNEL && f->persistent && !any_op(&f->body, is_launched)) f->persistent = 0;
         return false;
     }
-    Pk p = {f, tl_calloc(f->nvalues, sizeof(bool)), tl_malloc(f->nvalues * sizeof(IrValue)), f->nvalues, {0}, 0,
-            IR_NO_VALUE, IR_NO_VALUE, IR_NO_VALUE, IR_NO_VALUE, IR_NO_VALUE, ir_type_scalar(f->module->ctx, IR_I32), NULL};
-    if (!p.vary || !p.map) tl_oom();
+    Pk p = {.f = f, .vary = tl_calloc(f->nvalues, sizeof(bool)), .need = tl_calloc(f->nvalues, sizeof(bool)),
+            .map = tl_malloc(f->nvalues * sizeof(IrValue)), .nmap = f->nvalues,
+            .i32 = ir_type_scalar(f->module->ctx, IR_I32)};
+    if (!p.vary || !p.need || !p.map) tl_oom();
     memset(p.map, 0xff, f->nvalues * sizeof(IrValue));
     mark_vary(&p, &f->body);
     bool ok = walk(&p);
     if (!ok) f->persistent = 0;
     tl_free(p.vary);
+    tl_free(p.need);
     tl_free(p.map);
     return ok;
 }

@@ -398,17 +398,6 @@ static TrtStatus persistent_size(TrtContext *ctx, RtVariant *v)
     return TRT_SUCCESS;
 }
 
-void rt_variant_grid(const RtVariant *v, const uint32_t g[3], uint32_t out[3])
-{
-    if (!v->max_programs) {
-        memcpy(out, g, 3 * sizeof *g);
-        return;
-    }
-    uint64_t n = (uint64_t)g[0] * g[1] * g[2];
-    out[0] = (uint32_t)(n < v->max_programs ? n : v->max_programs);
-    out[1] = out[2] = 1;
-}
-
 TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
 {
     TrtContext *ctx = k->module->ctx;

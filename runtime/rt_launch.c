@@ -272,6 +272,17 @@ TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
 /* ---- launching ---------------------------------------------------------------------- */
 /* An empty grid (a size 0, as cdiv(n, BLOCK) gives for n = 0) launches nothing: it is
  * checked like any other, then the launch returns before building a variant. */
+void rt_variant_grid(const RtVariant *v, const uint32_t g[3], uint32_t out[3])
+{
+    if (!v->max_programs) {
+        memcpy(out, g, 3 * sizeof *g);
+        return;
+    }
+    uint64_t n = (uint64_t)g[0] * g[1] * g[2];
+    out[0] = (uint32_t)(n < v->max_programs ? n : v->max_programs);
+    out[1] = out[2] = 1;
+}
+
 bool rt_grid_empty(const uint32_t g[3])
 {
     return !g[0] || !g[1] || !g[2];
