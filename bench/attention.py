@@ -14,6 +14,7 @@ the forward; "% of peak" is the fraction of the H200 SXM's dense bf16 peak (989
 TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
+                               [--fwd-configs 'BM,BN,warps[,stages];...'] [--no-bwd]
 """
 import argparse
 import math
@@ -85,13 +86,14 @@ def strides(t):
 def tile_fwd(rt, cfg, causal, q, k, v, scale):
     """(o, lse, run): run() computes o and lse (poisoned until then)."""
     B, H, L, D = q.shape
-    BM, BN, warps = cfg
+    BM, BN, warps = cfg[:3]
+    extra = {"stages": cfg[3]} if len(cfg) > 3 else {}
     o = nan_like(q.shape, torch.bfloat16)
     lse = nan_like((B, H, L), torch.float32)
     sbh, sl = strides(q)
     for t in (k, v, o):
         assert strides(t) == (sbh, sl)
-    kern = rt.kernel(FWD, "attn_fwd", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps)
+    kern = rt.kernel(FWD, "attn_fwd", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
     run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", o, lse, q, k, v, B * H, L, scale, sbh, sl)
     return o, lse, run
 
@@ -217,6 +219,25 @@ def run_mode(rt, causal):
     except Exception as e:
         o_s = grads_s = None
         lines.append("| fwd/bwd | %s | SDPA flash | | %s | | | | |" % (mode, failed(e)))
+    # SDPA's other Hopper backends (cuDNN; and what it picks by itself): the ratio column
+    # stays against flash, the fastest SDPA row is the peer (bench/attention.py's note).
+    for name, backends in (("SDPA cuDNN", [SDPBackend.CUDNN_ATTENTION]), ("SDPA default", None)):
+        try:
+            def fwd_other(q=q, k=k, v=v):
+                if backends is None:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+                with sdpa_kernel(backends):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+            e = rel_err(fwd_other(), o_s) if o_s is not None else float("nan")
+            t_of = bench(fwd_other)
+            lines.append("| fwd | %s | %s | | %.1e (vs flash) | %s |" % (mode, name, e, figures(flops_fwd, t_of, t_sf)))
+            qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+            og = fwd_other(qg, kg, vg)
+            t_ob = bench(lambda: og.backward(do, retain_graph=True), grad_to_none=[qg, kg, vg])
+            lines.append("| bwd | %s | %s | | | %s |" % (mode, name, figures(flops_bwd, t_ob, t_sb)))
+            del og, qg, kg, vg
+        except Exception as e:
+            lines.append("| fwd/bwd | %s | %s | | %s | | | | |" % (mode, name, failed(e)))
 
     for fcfg in fcfgs:
         try:
@@ -252,8 +273,14 @@ def main():
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="one config per pass, shorter timing")
+    ap.add_argument("--fwd-configs", help="forward configs 'BM,BN,warps[,stages];...' instead of the built-in ones")
+    ap.add_argument("--no-bwd", action="store_true", help="the forward pass only")
     a_ = ap.parse_args()
     QUICK = a_.quick
+    if a_.fwd_configs:
+        FWD_CONFIGS[:] = [tuple(int(x) for x in c.split(",")) for c in a_.fwd_configs.split(";") if c]
+    if a_.no_bwd:
+        BWD_CONFIGS[:] = []
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False  # the f32 reference in f32
     rt = tilert.Runtime(a_.lib)

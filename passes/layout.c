@@ -134,12 +134,13 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
  * transposes only 16-bit ones). The shared pass makes ring operands views of their
  * stages, or, where one cannot be, turns the dot back into mma.sync (version 2 with the
  * same warps has the same accumulator layout, and A in registers the same operand
- * layout; f8 then goes through f16 again). Row-wise dots (attention) stay on mma.sync for now: the rows
- * rewrite below finds P in place by comparing layouts, and version 3 layouts of S and
- * O differ in their instruction's N (codegen does take A from registers, for when it
- * does not).
- * TILE_WGMMA=0 in the environment keeps every dot on mma.sync (a switch for measuring
- * one against the other; the kernel cache does not know it: use a fresh cache). */
+ * layout; f8 then goes through f16 again). Row-wise dots (attention's S = Q K^T and
+ * O = P V) run on wgmma too: S's layout (N = BN) and O's (N = D) are alike (rows_alike:
+ * the same element in the same thread and register), so the rows rewrite below keeps
+ * the softmax in S's layout and P, A from registers, converts to O's operand in place.
+ * TILE_WGMMA=0 in the environment keeps every dot on mma.sync, TILE_WGMMA_ROWS=0 only
+ * the row-wise ones (switches for measuring one against the other; the kernel cache
+ * does not know them: use a fresh cache). */
 static int32_t wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
@@ -168,7 +169,8 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
     k.rank = 2;
-    int32_t wk = rows ? 0 : wgmma_fits(f, a->elem, r->elem, M, N, K, warps);
+    const char *rows_env = getenv("TILE_WGMMA_ROWS");
+    int32_t wk = rows && rows_env && !strcmp(rows_env, "0") ? 0 : wgmma_fits(f, a->elem, r->elem, M, N, K, warps);
     if (wk) {
         k.version = 3;
         k.wpc[0] = warps;
@@ -279,8 +281,34 @@ static void carry_visit(IrOp *op, void *ud)
     for (uint32_t i = 0; i < op->nresults; i++) carry_layout(f, op, i);
 }
 
-/* convert_layout(convert_layout(x)) back to x's layout is x; a conversion to the same
- * layout is its operand; a constant converts by taking the new layout. */
+/* An mma layout that keeps each row in one warp (WN = 1). */
+static bool rows_layout(const IrLayout *l)
+{
+    return l && l->kind == IR_LAYOUT_MMA && (l->version == 2 || l->version == 3) && l->wpc[1] == 1;
+}
+
+/* Two rows layouts that give every thread the same elements of a tile: equal, or
+ * version 3 with the same warps differing only in the instruction's N (a wgmma
+ * accumulator's element (r, c) belongs to the same thread and register slot whatever
+ * N is: cg_wgmma.c). */
+static bool rows_alike(const IrLayout *a, const IrLayout *b)
+{
+    if (a == b) return true;
+    return rows_layout(a) && rows_layout(b) && a->version == 3 && b->version == 3 &&
+           a->wpc[0] == b->wpc[0] && a->instr[0] == b->instr[0] && a->instr[2] == b->instr[2];
+}
+
+/* ... and their slices along the same axis. */
+static bool layouts_alike(const IrLayout *a, const IrLayout *b)
+{
+    if (!a || !b || a == b) return false;
+    if (a->kind == IR_LAYOUT_SLICE && b->kind == IR_LAYOUT_SLICE)
+        return a->dim == b->dim && a->parent != b->parent && rows_alike(a->parent, b->parent);
+    return rows_alike(a, b);
+}
+
+/* convert_layout(convert_layout(x)) back to x's layout is x, and into a layout alike
+ * x's it converts x itself; a conversion to the same layout is its operand; a constant converts by taking the new layout. */
 static void fold_visit(IrOp *op, void *ud)
 {
     IrFunc *f = ud;
@@ -292,6 +320,8 @@ static void fold_visit(IrOp *op, void *ud)
         ir_replace_all_uses(f, r, x);
     } else if (d && d->code == IR_OP_CONVERT_LAYOUT && ir_value_type(f, d->operands[0]) == rt) {
         ir_replace_all_uses(f, r, d->operands[0]);
+    } else if (d && d->code == IR_OP_CONVERT_LAYOUT && layouts_alike(ir_value_type(f, d->operands[0])->layout, rt->layout)) {
+        op->operands[0] = d->operands[0];   /* in place, not through d's layout */
     } else if (d && (d->code == IR_OP_CONST || d->code == IR_OP_SPLAT)) {
         IrBuilder b;
         ir_builder_before(&b, op);
@@ -349,6 +379,7 @@ typedef struct Node {
     uint32_t nops;
     bool through;                /* def is a convert_layout: v in l is its operand in l */
     bool moved;                  /* every use wants v in l: def is retyped in place */
+    bool alike;                  /* v's layout is alike l (rows_alike): a conversion in place */
     IrValue done;                /* v in l, once applied */
 } Node;
 
@@ -457,6 +488,15 @@ static bool plan_value(Remat *r, IrValue v, const IrLayout *l, int depth)
 {
     const IrType *t = ir_value_type(r->f, v);
     if (t->rank == 0 || t->layout == l || find_node(r, v, l)) return true;
+    if (layouts_alike(t->layout, l) && r->n < REMAT_MAX_NODES) {
+        Node *n = &r->nodes[r->n++];
+        memset(n, 0, sizeof *n);
+        n->v = v;
+        n->l = l;
+        n->alike = true;
+        n->done = IR_NO_VALUE;
+        return true;
+    }
     IrOp *d = r->f->values[v].def;
     bool through = d && d->code == IR_OP_CONVERT_LAYOUT;
     if (!d || depth > 64 || r->n == REMAT_MAX_NODES || d->nresults != 1 || d->noperands > 3 ||
@@ -526,6 +566,7 @@ static void decide_moves(Remat *r)
         changed = false;
         for (uint32_t i = 0; i < r->n; i++) {
             Node *n = &r->nodes[i];
+            n->moved &= !n->alike;
             for (uint32_t u = r->use_at[n->v]; n->moved && u < r->use_at[n->v + 1]; u++)
                 if (!use_wants(r, r->use[u], n->l)) {
                     n->moved = false;
@@ -545,6 +586,7 @@ static int64_t balance(Remat *r)
     for (uint32_t i = 0; i < r->n; i++) {
         Node *n = &r->nodes[i];
         const IrType *t = ir_value_type(r->f, n->v);
+        if (n->alike) continue;
         if (n->through) {
             if (n->moved) gain += convert_cost(r, n->def);
             continue;
@@ -566,6 +608,16 @@ static IrValue value_in(Remat *r, IrValue v, const IrLayout *l)
     Node *n = find_node(r, v, l);
     if (n->done != IR_NO_VALUE) return n->done;
     if (n->through) return n->done = value_in(r, n->ops[0], l);
+    if (n->alike) {
+        IrBuilder b;
+        IrOp *d = f->values[v].def;
+        IrBlock *blk = d ? d->parent : f->values[v].block;
+        IrOp *next = d ? d->next : blk->first;
+        if (next) ir_builder_before(&b, next);
+        else ir_builder_at_end(&b, blk);
+        const IrType *t = ir_type_with_layout(f->module->ctx, ir_value_type(f, v), l);
+        return n->done = ir_build1(&b, IR_OP_CONVERT_LAYOUT, t, &v, 1);
+    }
     IrValue ops[3];
     for (uint32_t i = 0; i < n->nops; i++) {
         bool expand = n->def->code == IR_OP_EXPAND_DIMS;
@@ -704,11 +756,6 @@ typedef struct RowsCache {
     int n;
 } RowsCache;
 
-static bool rows_layout(const IrLayout *l)
-{
-    return l && l->kind == IR_LAYOUT_MMA && (l->version == 2 || l->version == 3) && l->wpc[1] == 1;
-}
-
 /* No store, atomic or barrier from ld to at (at in ld's block, later; or in a block
  * nested in it): a second load of ld's pointers at `at` reads what ld read. */
 static bool no_store_between(const IrOp *ld, const IrOp *at)
@@ -739,7 +786,9 @@ static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l,
     ir_builder_before(&b, at);
     b.loc = d ? d->loc : at->loc;
     IrValue r = IR_NO_VALUE;
-    if (d && d->code == IR_OP_CONVERT_LAYOUT) {
+    if (layouts_alike(t->layout, l)) {
+        r = ir_build1(&b, IR_OP_CONVERT_LAYOUT, nt, &v, 1);   /* in place: no data moves */
+    } else if (d && d->code == IR_OP_CONVERT_LAYOUT) {
         r = in_layout(f, rc, d->operands[0], l, at, depth + 1);
     } else if (d && (d->code == IR_OP_CONST || d->code == IR_OP_SPLAT)) {
         IrOp *n = ir_build(&b, d->code, d->operands, d->noperands, &nt, 1, 0);
@@ -837,10 +886,15 @@ static bool rows_rewrite(IrFunc *f, IrOp *op, RowsCache *rc)
     if (op->code == IR_OP_CONVERT_LAYOUT) {
         const IrLayout *to = ir_value_type(f, op->results[0])->layout;
         const IrLayout *p = to->kind == IR_LAYOUT_DOT_OPERAND && to->op == 0 ? to->parent : to;
-        if (!rows_layout(p) || ir_value_type(f, op->operands[0])->layout == p) return false;
-        IrValue x = in_layout(f, rc, op->operands[0], p, op, 0);
+        if (!rows_layout(p)) return false;
+        /* P of attention on wgmma: S's layout and O's differ only in the instruction's N
+         * (the same element of each thread); P is computed in S's and converted in place */
+        const IrLayout *src = rows_source(f, op->operands[0], 0);
+        const IrLayout *q = src && rows_alike(src, p) ? src : p;
+        if (ir_value_type(f, op->operands[0])->layout == q) return false;
+        IrValue x = in_layout(f, rc, op->operands[0], q, op, 0);
         if (x == IR_NO_VALUE) return false;
-        if (p == to) ir_replace_all_uses(f, op->results[0], x);
+        if (q == to) ir_replace_all_uses(f, op->results[0], x);
         else op->operands[0] = x;
         return true;
     }
