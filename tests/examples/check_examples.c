@@ -850,6 +850,106 @@ static void case_attn_bwd_dq(Case *c, int causal)
 static void case_attn_bwd_dq_full(Case *c) { case_attn_bwd_dq(c, 0); }
 static void case_attn_bwd_dq_causal(Case *c) { case_attn_bwd_dq(c, 1); }
 
+/* Paged decoding attention: a few sequences of odd lengths (one empty, one shorter than
+ * a page, one over several pages) whose pages are scattered over a cache with spare
+ * pages of random data (a wrong page read shows), grouped-query heads. */
+static void case_paged_attn_decode(Case *c, int packed)
+{
+    enum { NS = 5 };
+    const int lens_gpu[NS] = {1, 300, 0, 129, 64}, lens_cpu[NS] = {1, 45, 0, 33, 16};
+    const int *lens = on_gpu ? lens_gpu : lens_cpu;
+    int H = on_gpu ? 8 : 4, GROUP = on_gpu ? 4 : 2, D = on_gpu ? 128 : 32, PAGE = 16, BN = on_gpu ? 64 : 32;
+    int HKV = H / GROUP, max_pages = 0, used = 0, max_len = 1;
+    for (int b = 0; b < NS; b++) {
+        int np = (lens[b] + PAGE - 1) / PAGE;
+        if (lens[b] > max_len) max_len = lens[b];
+        used += np;
+        if (np > max_pages) max_pages = np;
+    }
+    max_pages += 1;                       /* a row longer than any sequence needs */
+    int npages = used + 3;                /* spare pages hold random data too */
+    int64_t page_elems = (int64_t)PAGE * HKV * D;
+    Buf q = buf_rand(IR_BF16, (int64_t)NS * H * D, -2, 2);
+    Buf kc = buf_rand(IR_BF16, npages * page_elems, -2, 2), vc = buf_rand(IR_BF16, npages * page_elems, -1, 1);
+    Buf table = buf_new(IR_I32, (int64_t)NS * max_pages), seq = buf_new(IR_I32, NS);
+    /* a shuffled assignment of physical pages; unused table entries point anywhere */
+    int *perm = malloc((size_t)npages * sizeof *perm);
+    if (!perm) abort();
+    for (int i = 0; i < npages; i++) perm[i] = i;
+    for (int i = npages - 1; i > 0; i--) {
+        int j = (int)uniform(0, i + 1);
+        if (j > i) j = i;
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int next = 0;
+    for (int b = 0; b < NS; b++) {
+        buf_set(&seq, b, lens[b]);
+        for (int i = 0; i < max_pages; i++)
+            buf_set(&table, (int64_t)b * max_pages + i, i * PAGE < lens[b] ? perm[next++] : perm[npages - 1 - i % 3]);
+    }
+    free(perm);
+    double *qd = buf_doubles(&q), *kd = buf_doubles(&kc), *vd = buf_doubles(&vc);
+    double scale = (float)(1 / sqrt(D));
+    Buf want = buf_new(IR_BF16, (int64_t)NS * H * D);
+    double *otol = packed ? tol_new(want.n) : NULL;
+    double *s = malloc((size_t)max_len * sizeof *s);
+    if (!s) abort();
+    for (int b = 0; b < NS; b++)
+        for (int h = 0; h < H; h++) {
+            const double *qr = qd + ((int64_t)b * H + h) * D;
+            double mx = -INFINITY, l = 0;
+            for (int t = 0; t < lens[b]; t++) {
+                int64_t pg = (int64_t)buf_get(&table, (int64_t)b * max_pages + t / PAGE);
+                const double *kr = kd + pg * page_elems + ((int64_t)(t % PAGE) * HKV + h / GROUP) * D;
+                double dot = 0;
+                for (int d = 0; d < D; d++) dot += qr[d] * kr[d];
+                s[t] = scale * dot;
+                mx = fmax(mx, s[t]);
+            }
+            for (int t = 0; t < lens[b]; t++) l += exp(s[t] - mx);
+            for (int d = 0; d < D; d++) {
+                double acc = 0, mag = 0;
+                for (int t = 0; t < lens[b]; t++) {
+                    int64_t pg = (int64_t)buf_get(&table, (int64_t)b * max_pages + t / PAGE);
+                    double term = exp(s[t] - mx) * vd[pg * page_elems + ((int64_t)(t % PAGE) * HKV + h / GROUP) * D + d];
+                    acc += term;
+                    mag += fabs(term);
+                }
+                int64_t at = ((int64_t)b * H + h) * D + d;
+                buf_set(&want, at, lens[b] ? acc / l : 0);
+                if (otol) otol[at] = lens[b] ? BF16_TERM * mag / l : 0;
+            }
+        }
+    free(s);
+    free(qd);
+    free(kd);
+    free(vd);
+    arg_buf(c, buf_new(IR_BF16, want.n));
+    arg_buf(c, q);
+    arg_buf(c, kc);
+    arg_buf(c, vc);
+    arg_buf(c, table);
+    arg_buf(c, seq);
+    arg_int(c, NS);
+    arg_int(c, max_pages);
+    arg_float(c, scale);
+    def(c, "H", H);
+    def(c, "GROUP", GROUP);
+    def(c, "D", D);
+    def(c, "PAGE", PAGE);
+    def(c, "BN", BN);
+    /* f32 softmax and sums: O's own bf16 rounding (half an ulp, twice for safety); the
+     * packed kernel's dot also rounds P to bf16 (as attention does: BF16_TERM) */
+    expect(c, 0, want, 1e-4, 1.0 / 128);
+    c->etol[0] = otol;
+    snprintf(c->shape, sizeof c->shape, "%d seqs H%d/%d D%d", NS, H, HKV, D);
+}
+
+static void case_paged_attn_decode_heads(Case *c) { case_paged_attn_decode(c, 0); }
+static void case_paged_attn_decode_packed(Case *c) { case_paged_attn_decode(c, 1); }
+
 typedef struct Example {
     const char *file, *kernel;
     void (*make)(Case *c);
@@ -878,6 +978,8 @@ static const Example examples[] = {
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_causal},
     {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_full},
     {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_causal},
+    {"paged_attn_decode.tile", "paged_attn_decode", case_paged_attn_decode_heads},
+    {"paged_attn_decode.tile", "paged_attn_decode_gqa", case_paged_attn_decode_packed},
 };
 
 /* ---- running and comparing ------------------------------------------------------------ */
