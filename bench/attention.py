@@ -14,7 +14,9 @@ the forward; "% of peak" is the fraction of the H200 SXM's dense bf16 peak (989
 TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
-                               [--fwd-configs 'BM,BN,warps[,stages];...'] [--no-bwd]
+                               [--fwd-configs '[tma:]BM,BN,warps[,stages];...'] [--no-bwd]
+(tma: names attn_fwd_tma, the block-load form; TILE_TMA_EARLY=1 gives its two-dot loops
+TMA rings.)
 """
 import argparse
 import math
@@ -86,6 +88,9 @@ def strides(t):
 def tile_fwd(rt, cfg, causal, q, k, v, scale):
     """(o, lse, run): run() computes o and lse (poisoned until then)."""
     B, H, L, D = q.shape
+    tma = cfg[0] == "tma"     # attn_fwd_tma: the heads as one [B * H * L, D] tensor
+    if tma:
+        cfg = cfg[1:]
     BM, BN, warps = cfg[:3]
     extra = {"stages": cfg[3]} if len(cfg) > 3 else {}
     o = nan_like(q.shape, torch.bfloat16)
@@ -93,6 +98,11 @@ def tile_fwd(rt, cfg, causal, q, k, v, scale):
     sbh, sl = strides(q)
     for t in (k, v, o):
         assert strides(t) == (sbh, sl)
+    if tma:
+        assert sbh == L * sl
+        kern = rt.kernel(FWD, "attn_fwd_tma", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
+        run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", o, lse, q, k, v, B * H, L, scale, sl, B * H * L)
+        return o, lse, run
     kern = rt.kernel(FWD, "attn_fwd", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
     run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", o, lse, q, k, v, B * H, L, scale, sbh, sl)
     return o, lse, run
@@ -277,8 +287,10 @@ def main():
     ap.add_argument("--no-bwd", action="store_true", help="the forward pass only")
     a_ = ap.parse_args()
     QUICK = a_.quick
-    if a_.fwd_configs:
-        FWD_CONFIGS[:] = [tuple(int(x) for x in c.split(",")) for c in a_.fwd_configs.split(";") if c]
+    if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma
+        FWD_CONFIGS[:] = [(("tma",) if c.startswith("tma:") else ()) +
+                          tuple(int(x) for x in c[4 if c.startswith("tma:") else 0:].split(","))
+                          for c in a_.fwd_configs.split(";") if c]
     if a_.no_bwd:
         BWD_CONFIGS[:] = []
     torch.manual_seed(0)

@@ -740,6 +740,42 @@ static void case_attn_fwd(Case *c, int causal)
     c->etol[0] = otol;
     expect(c, 1, want_lse, 1e-5, 1e-5);
 }
+/* attn_fwd_tma: the heads of Q, K and V one after the other (no gap between them: the
+ * kernel reads [BH * L, D] blocks), the rows still strided. */
+static void case_attn_fwd_tma(Case *c, int causal)
+{
+    Attn a;
+    attn_init(c, &a, causal, on_gpu ? 128 : 32, 16);
+    a.sbh = (int64_t)a.L * a.sl;              /* the buffers stay as allocated, larger */
+    free(a.qd);
+    free(a.kd);
+    free(a.vd);
+    a.qd = buf_doubles(&a.q);
+    a.kd = buf_doubles(&a.k);
+    a.vd = buf_doubles(&a.v);
+    Buf want_o = attn_out(&a), want_lse = buf_new(IR_F32, (int64_t)a.BH * a.L);
+    double *otol = tol_new(want_o.n);
+    attn_forward(&a, &want_o, &want_lse, otol);
+    Buf out = buf_new(IR_BF16, want_o.n);
+    arg_buf(c, out);
+    arg_buf(c, buf_new(IR_F32, want_lse.n));
+    arg_buf(c, a.q);
+    arg_buf(c, a.k);
+    arg_buf(c, a.v);
+    arg_int(c, a.BH);
+    arg_int(c, a.L);
+    arg_float(c, a.scale);
+    arg_int(c, a.sl);
+    arg_int(c, (int64_t)a.BH * a.L);
+    free(a.dout.data);
+    attn_free(&a);
+    expect(c, 0, want_o, 1e-5, 1.0 / 128);
+    c->etol[0] = otol;
+    expect(c, 1, want_lse, 1e-5, 1e-5);
+}
+static void case_attn_fwd_tma_full(Case *c) { case_attn_fwd_tma(c, 0); }
+static void case_attn_fwd_tma_causal(Case *c) { case_attn_fwd_tma(c, 1); }
+
 static void case_attn_fwd_full(Case *c) { case_attn_fwd(c, 0); }
 static void case_attn_fwd_causal(Case *c) { case_attn_fwd(c, 1); }
 
@@ -973,6 +1009,8 @@ static const Example examples[] = {
     {"qkv_proj.tile", "qkv_proj", case_qkv_proj},
     {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_full},
     {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_causal},
+    {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_full},
+    {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_causal},
     {"flash_attn_bwd.tile", "attn_bwd_preprocess", case_attn_bwd_preprocess},
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_full},
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_causal},
