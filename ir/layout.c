@@ -60,6 +60,27 @@ int ir_layout_warps(const IrLayout *l)
     }
 }
 
+static bool rows_v3(const IrLayout *l)
+{
+    return l && l->kind == IR_LAYOUT_MMA && l->version == 3 && l->wpc[1] == 1;
+}
+
+static bool mma_alike(const IrLayout *a, const IrLayout *b)
+{
+    return rows_v3(a) && rows_v3(b) && a->wpc[0] == b->wpc[0] && a->instr[0] == b->instr[0] &&
+           a->instr[2] == b->instr[2];
+}
+
+bool ir_layout_alike(const IrLayout *a, const IrLayout *b)
+{
+    if (!a || !b || a == b) return false;
+    if (a->kind == IR_LAYOUT_SLICE && b->kind == IR_LAYOUT_SLICE)
+        return a->dim == b->dim && a->parent != b->parent && mma_alike(a->parent, b->parent);
+    if (a->kind == IR_LAYOUT_MMA && b->kind == IR_LAYOUT_DOT_OPERAND)
+        return b->op == 0 && b->kwidth == 2 && (b->parent == a || mma_alike(a, b->parent));
+    return mma_alike(a, b);
+}
+
 /*   a, b              acc   instruction          K   kwidth (layout.h)
  *   f16, bf16         f32   m16n8k16.f16/.bf16   16  2
  *   f8e4m3, f8e5m2    f32   m16n8k16.f16         16  2 (each element converted)

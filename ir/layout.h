@@ -78,6 +78,14 @@ const IrLayout *ir_layout_slice(IrCtx *c, const IrLayout *parent, int dim);
 
 /* Threads a register layout spreads over (warps * 32), or 0 for shared layouts. */
 int ir_layout_warps(const IrLayout *l);
+/* Whether a and b give every thread the same elements of a tile in the same registers,
+ * so that converting one into the other moves nothing: different mma layouts of
+ * version 3 with the same warps along M only that differ in the instruction's N (a
+ * wgmma accumulator's element (r, c) lives in the same thread and register slot whatever
+ * N is), their slices along the same axis, and such an accumulator of 16-bit elements
+ * as the A operand (op 0, two per register) of a dot whose accumulator layout is alike
+ * (attention's P). Equal layouts are not "alike" (nothing to convert). */
+bool ir_layout_alike(const IrLayout *a, const IrLayout *b);
 /* Writes the layout's body, e.g. "blocked<spt = [1, 8], tpw = [4, 8], wpc = [4, 1],
  * order = [1, 0]>", with a parent written as parent_name (or inline when NULL). */
 char *ir_layout_str(const IrLayout *l, const char *parent_name, char *buf, size_t n);

@@ -288,23 +288,17 @@ static bool rows_layout(const IrLayout *l)
 }
 
 /* Two rows layouts that give every thread the same elements of a tile: equal, or
- * version 3 with the same warps differing only in the instruction's N (a wgmma
- * accumulator's element (r, c) belongs to the same thread and register slot whatever
- * N is: cg_wgmma.c). */
+ * alike (ir_layout_alike: version 3 differing only in the instruction's N). */
 static bool rows_alike(const IrLayout *a, const IrLayout *b)
 {
-    if (a == b) return true;
-    return rows_layout(a) && rows_layout(b) && a->version == 3 && b->version == 3 &&
-           a->wpc[0] == b->wpc[0] && a->instr[0] == b->instr[0] && a->instr[2] == b->instr[2];
+    return a == b || (rows_layout(a) && rows_layout(b) && ir_layout_alike(a, b));
 }
 
-/* ... and their slices along the same axis. */
+/* Alike and not the same: a conversion that moves nothing (mma or slice layouts; the A
+ * operand case is the rows rewrite's own). */
 static bool layouts_alike(const IrLayout *a, const IrLayout *b)
 {
-    if (!a || !b || a == b) return false;
-    if (a->kind == IR_LAYOUT_SLICE && b->kind == IR_LAYOUT_SLICE)
-        return a->dim == b->dim && a->parent != b->parent && rows_alike(a->parent, b->parent);
-    return rows_alike(a, b);
+    return a && b && a->kind == b->kind && ir_layout_alike(a, b);
 }
 
 /* convert_layout(convert_layout(x)) back to x's layout is x, and into a layout alike

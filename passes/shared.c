@@ -411,6 +411,18 @@ static bool is_view(const IrOp *op, const Cand *cs, int n)
 
 /* The conversions that read the operands from the ring (cs[0..n)) are replaced by
  * local_loads and need none. */
+/* A shape op or conversion that codegen does in registers: a conversion between alike
+ * layouts (attention's P and row statistics on wgmma, ir_layout_alike), an expand_dims
+ * or broadcast from an mma layout or its slice into that mma layout. */
+static bool in_registers(const IrOp *op, const IrType *a, const IrType *res)
+{
+    const IrLayout *from = a->layout, *to = res->layout;
+    if (!from || !to) return false;
+    if (op->code == IR_OP_CONVERT_LAYOUT) return ir_layout_alike(from, to);
+    if (op->code != IR_OP_BROADCAST && op->code != IR_OP_EXPAND_DIMS) return false;
+    return to->kind == IR_LAYOUT_MMA && (from == to || (from->kind == IR_LAYOUT_SLICE && from->parent == to));
+}
+
 static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *cs, int n)
 {
     uint64_t worst = 0, warps = (uint64_t)(f->warps > 0 ? f->warps : 4);
@@ -421,10 +433,15 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
         }
         if (op->noperands == 0 || op->nresults == 0 || is_view(op, cs, n)) continue;
         const IrType *a = ir_value_type(f, op->operands[0]), *res = ir_value_type(f, op->results[0]);
+        if (in_registers(op, a, res)) continue;
         uint64_t b = 0;
         switch (op->code) {
         case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
-        case IR_OP_CONVERT_LAYOUT: case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:
+        case IR_OP_CONVERT_LAYOUT:
+            /* the tile through shared memory in its own element size (cg_op_smem_bytes) */
+            b = ir_type_numel(a) * (uint64_t)(a->elem == IR_PTR ? 8 : ir_elem_bytes(a->elem));
+            break;
+        case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:
             b = ir_type_numel(a) * 8;
             break;
         case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
