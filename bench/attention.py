@@ -15,6 +15,7 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
                                [--fwd-configs '[tma:]BM,BN,warps[,stages];...'] [--no-bwd]
+                               [--bwd-configs 'BM,BN,warps/BM,BN,warps;...']
 (tma: names attn_fwd_tma, the block-load form; TILE_TMA_EARLY=1 gives its two-dot loops
 TMA rings.)
 """
@@ -285,12 +286,16 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one config per pass, shorter timing")
     ap.add_argument("--fwd-configs", help="forward configs 'BM,BN,warps[,stages];...' instead of the built-in ones")
     ap.add_argument("--no-bwd", action="store_true", help="the forward pass only")
+    ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
     a_ = ap.parse_args()
     QUICK = a_.quick
     if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma
         FWD_CONFIGS[:] = [(("tma",) if c.startswith("tma:") else ()) +
                           tuple(int(x) for x in c[4 if c.startswith("tma:") else 0:].split(","))
                           for c in a_.fwd_configs.split(";") if c]
+    if a_.bwd_configs:
+        BWD_CONFIGS[:] = [tuple(tuple(int(x) for x in half.split(",")) for half in c.split("/"))
+                          for c in a_.bwd_configs.split(";") if c]
     if a_.no_bwd:
         BWD_CONFIGS[:] = []
     torch.manual_seed(0)

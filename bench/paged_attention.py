@@ -35,8 +35,8 @@ D = 128
 # (label, batch, query heads, group, max length, lengths: "full" or "mixed")
 CASES = [("MHA 7B", 32, 32, 1, 4096, "full"), ("MHA 7B", 32, 32, 1, 4096, "mixed"),
          ("GQA 8B", 32, 32, 4, 8192, "full"), ("GQA 8B", 64, 32, 4, 2048, "mixed")]
-CONFIGS = [(128, 4), (64, 4), (256, 4), (128, 2)]   # BN, warps
-GQA_CONFIGS = [(64, 8), (64, 4), (128, 8), (32, 4)]
+CONFIGS = [(128, 2), (256, 2), (128, 4), (256, 4)]   # BN, warps
+GQA_CONFIGS = [(32, 4), (64, 4), (64, 8)]
 TOL = 1e-2
 QUICK = False
 
