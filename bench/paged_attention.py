@@ -36,7 +36,7 @@ D = 128
 CASES = [("MHA 7B", 32, 32, 1, 4096, "full"), ("MHA 7B", 32, 32, 1, 4096, "mixed"),
          ("GQA 8B", 32, 32, 4, 8192, "full"), ("GQA 8B", 64, 32, 4, 2048, "mixed")]
 CONFIGS = [(128, 2), (256, 2), (128, 4), (256, 4)]   # BN, warps
-GQA_CONFIGS = [(32, 4), (64, 4), (64, 8)]
+GQA_CONFIGS = [(32, 4), (16, 4), (32, 8), (64, 8), (16, 2)]
 TOL = 1e-2
 QUICK = False
 
@@ -128,11 +128,11 @@ def run_case(rt, label, B, H, group, Lmax, lens_kind, gen):
     except Exception as ex:  # noqa: BLE001
         rows.append("| %s | SDPA | | FAILED: %s | | | | |" % (name, str(ex).splitlines()[0][:120]))
     runs = [("paged_attn_decode", c) for c in (CONFIGS[:1] if QUICK else CONFIGS)]
-    if group > 1:   # the group's heads packed into one tile's rows, dots on tensor cores
+    if group > 1:   # one program per key/value head and its GROUP query heads
         runs += [("paged_attn_decode_gqa", c) for c in (GQA_CONFIGS[:1] if QUICK else GQA_CONFIGS)]
     for kname, (BN, warps) in runs:
         cfg = "BN=%d, %d warps" % (BN, warps)
-        impl = "tile" if kname == "paged_attn_decode" else "tile, packed GQA"
+        impl = "tile" if kname == "paged_attn_decode" else "tile, group per program"
         try:
             o = torch.full((B, H, D), float("nan"), dtype=torch.bfloat16, device="cuda")
             k = rt.kernel(SRC, kname, H=H, GROUP=group, D=D, PAGE=PAGE, BN=BN, warps=warps)
