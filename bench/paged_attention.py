@@ -14,6 +14,7 @@ gathered data. The figure of merit is bandwidth: the bytes of K and V the sequen
 hold (plus q and o) over the time, as a fraction of the H200's 4.8 TB/s.
 
     python3 bench/paged_attention.py [--lib build-gpu/runtime/libtileRT.so] [--out paged.md] [--quick]
+                                     [--only MHA|GQA]
 """
 import argparse
 import math
@@ -36,7 +37,6 @@ D = 128
 CASES = [("MHA 7B", 32, 32, 1, 4096, "full"), ("MHA 7B", 32, 32, 1, 4096, "mixed"),
          ("GQA 8B", 32, 32, 4, 8192, "full"), ("GQA 8B", 64, 32, 4, 2048, "mixed")]
 CONFIGS = [(128, 2), (256, 2), (128, 4), (256, 4)]   # BN, warps
-GQA_CONFIGS = [(32, 4), (16, 4), (32, 8), (64, 8), (16, 2)]
 TOL = 1e-2
 QUICK = False
 
@@ -127,12 +127,8 @@ def run_case(rt, label, B, H, group, Lmax, lens_kind, gen):
         del kgc, vgc
     except Exception as ex:  # noqa: BLE001
         rows.append("| %s | SDPA | | FAILED: %s | | | | |" % (name, str(ex).splitlines()[0][:120]))
-    runs = [("paged_attn_decode", c) for c in (CONFIGS[:1] if QUICK else CONFIGS)]
-    if group > 1:   # one program per key/value head and its GROUP query heads
-        runs += [("paged_attn_decode_gqa", c) for c in (GQA_CONFIGS[:1] if QUICK else GQA_CONFIGS)]
-    for kname, (BN, warps) in runs:
-        cfg = "BN=%d, %d warps" % (BN, warps)
-        impl = "tile" if kname == "paged_attn_decode" else "tile, group per program"
+    for BN, warps in (CONFIGS[:1] if QUICK else CONFIGS):
+        kname, impl, cfg = "paged_attn_decode", "tile", "BN=%d, %d warps" % (BN, warps)
         try:
             o = torch.full((B, H, D), float("nan"), dtype=torch.bfloat16, device="cuda")
             k = rt.kernel(SRC, kname, H=H, GROUP=group, D=D, PAGE=PAGE, BN=BN, warps=warps)
@@ -154,6 +150,7 @@ def main():
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", help="the cases whose label starts with this (MHA, GQA)")
     a = ap.parse_args()
     QUICK = a.quick
     rt = tilert.Runtime(a.lib)
@@ -165,6 +162,8 @@ def main():
              "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     for c in CASES[:2] if QUICK else CASES:
+        if a.only and not c[0].startswith(a.only):
+            continue
         part = run_case(rt, *c, gen)
         print("\n".join(part), flush=True)
         lines += part

@@ -886,8 +886,7 @@ static void case_attn_bwd_dq(Case *c, int causal)
 static void case_attn_bwd_dq_full(Case *c) { case_attn_bwd_dq(c, 0); }
 static void case_attn_bwd_dq_causal(Case *c) { case_attn_bwd_dq(c, 1); }
 
-/* Paged decoding attention, both kernels (one program per query head, or per group): a
- * few sequences of odd lengths (one empty, one shorter than a page, one over several
+/* Paged decoding attention: a few sequences of odd lengths (one empty, one shorter than a page, one over several
  * pages) whose pages are scattered over a cache with spare pages of random data (a
  * wrong page read shows), grouped-query heads. */
 static void case_paged_attn_decode(Case *c)
@@ -1008,7 +1007,6 @@ static const Example examples[] = {
     {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_full},
     {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_causal},
     {"paged_attn_decode.tile", "paged_attn_decode", case_paged_attn_decode},
-    {"paged_attn_decode.tile", "paged_attn_decode_gqa", case_paged_attn_decode},
 };
 
 /* ---- running and comparing ------------------------------------------------------------ */
