@@ -477,18 +477,24 @@ static Node *find_node(Remat *r, IrValue v, const IrLayout *l)
     return NULL;
 }
 
+/* A new node: v wanted in l (the caller has checked there is room). */
+static Node *add_node(Remat *r, IrValue v, const IrLayout *l)
+{
+    Node *n = &r->nodes[r->n++];
+    memset(n, 0, sizeof *n);
+    n->v = v;
+    n->l = l;
+    n->done = IR_NO_VALUE;
+    return n;
+}
+
 /* Plans v in layout l; false if some value on the way cannot be produced there. */
 static bool plan_value(Remat *r, IrValue v, const IrLayout *l, int depth)
 {
     const IrType *t = ir_value_type(r->f, v);
     if (t->rank == 0 || t->layout == l || find_node(r, v, l)) return true;
     if (layouts_alike(t->layout, l) && r->n < REMAT_MAX_NODES) {
-        Node *n = &r->nodes[r->n++];
-        memset(n, 0, sizeof *n);
-        n->v = v;
-        n->l = l;
-        n->alike = true;
-        n->done = IR_NO_VALUE;
+        add_node(r, v, l)->alike = true;
         return true;
     }
     IrOp *d = r->f->values[v].def;
@@ -496,14 +502,10 @@ static bool plan_value(Remat *r, IrValue v, const IrLayout *l, int depth)
     if (!d || depth > 64 || r->n == REMAT_MAX_NODES || d->nresults != 1 || d->noperands > 3 ||
         (!through && !cheap(d, l)))
         return false;
-    Node *n = &r->nodes[r->n++];
-    memset(n, 0, sizeof *n);
-    n->v = v;
-    n->l = l;
+    Node *n = add_node(r, v, l);
     n->def = d;
     n->through = through;
     n->nops = d->noperands;
-    n->done = IR_NO_VALUE;
     memcpy(n->ops, d->operands, d->noperands * sizeof *d->operands);
     for (uint32_t i = 0; i < d->noperands; i++) {
         const IrLayout *wl = want(r, d, i, l);
