@@ -1,0 +1,201 @@
+"""The differential tester of row-wise dot loops (docs/DIFFTEST.md "Attention loops"):
+random kernels shaped like FlashAttention's forward (S = Q K^T, a row maximum, P from S,
+row statistics carried across the key blocks, the output rescaled per row and
+accumulated by P V), the form that passes/layout.c lays out with rows in one warp and,
+on sm_90a, puts on wgmma with S's and O's alike layouts (P converted in place into O's
+A operand, the statistics between the two slices). Run in the interpreter as written
+and against either
+  - on the CPU (default): the interpreter running the GPU-level IR the runtime compiles
+    (`tilec run --check-axis-info`: the layouts, the rings, every axis fact checked),
+    and for some seeds the PTX through ptxas (no serialized wgmma); or
+  - with --device gpu: the kernel on the GPU through libtileRT (`tilec run --device gpu`).
+
+Every value is exact, so the results must agree bit for bit (a zero's sign aside: tensor
+cores may add products to -0 where IEEE gives +0): Q and K hold -1, 0 or 1 and D <= 64,
+so |S| <= 64 and P = S - rowmax + 1 (0 where masked; the 1 keeps a row that sees one
+key from being all zeros) is an integer in [-127, 1], exact in bf16 and f16; V holds -2..2, so P V sums stay integers far below 2^24; the per-row
+rescale is by -1 or 1 (where the row maximum grew), which is exact, and still moves
+every row's own value: a statistic or a factor on the wrong row changes the result.
+
+A program is drawn from a seed: BM, BN, D (of Q and K), DV (of V and O), warps, stages,
+bf16 or f16, a causal mask or not, the length L (a multiple of BN or not: masked
+tails), padded row strides.
+
+    python3 tests/difftest/attn_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
+                                         [--time-limit S] [--ptxas PATH] [--out DIR]
+
+A failure prints the seed and keeps the program and its command in DIR (default
+./attn-fuzz-failures); the exit status is 1 if any program failed.
+"""
+import argparse
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def half_bits(v, elem):
+    if elem == "bf16":
+        return struct.unpack("<I", struct.pack("<f", float(v)))[0] >> 16   # small integers: exact
+    return struct.unpack("<H", struct.pack("<e", float(v)))[0]
+
+
+class Prog:
+    def __init__(self, seed):
+        r = random.Random(seed)
+        self.seed = seed
+        self.elem = r.choice(["bf16", "f16"])
+        self.BM = r.choice([64, 64, 128])
+        self.warps = r.choice([4, 8]) if self.BM == 128 else 4
+        self.BN = r.choice([16, 32, 64, 64, 128] if self.BM == 64 else [32, 64, 64, 128])
+        self.D = r.choice([16, 32, 64, 64])
+        self.DV = r.choice([16, 32, 64, 128])
+        self.stages = r.choice([1, 2, 2, 3])
+        self.causal = r.random() < 0.4
+        aligned = r.random() < 0.7
+        self.L = r.randint(1, 300)
+        if aligned:
+            self.L = (self.L + 15) // 16 * 16
+        self.sq = self.D + (r.choice([0, 0, 16]) if aligned else r.choice([0, 8, 3]))
+        self.sv = self.DV + (r.choice([0, 0, 16]) if aligned else r.choice([0, 8, 5]))
+        self.q = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
+        self.k = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
+        self.v = [r.randint(-2, 2) for _ in range(self.L * self.sv)]
+
+    def source(self):
+        e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
+        seen = "(rn[None, :] < L)" + (" & (rn[None, :] <= rm[:, None])" if self.causal else "")
+        hi = "minimum(L, (pm + 1) * %d)" % BM if self.causal else "L"
+        return """// attn_fuzz seed %d
+@launch(warps = %d, stages = %d)
+kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
+    grid(cdiv(L, %d))
+{
+    let pm = program_id(0);
+    let rm = pm * %d + arange(0, %d);
+    let rd = arange(0, %d);
+    let rv = arange(0, %d);
+    let qt = load(q + rm[:, None] * sq + rd[None, :], mask = rm[:, None] < L, other = 0.0);
+    var m = full([%d], -1000.0, f32);
+    var l = zeros([%d], f32);
+    var acc = zeros([%d, %d], f32);
+    for j in range(0, %s, %d) {
+        let rn = j + arange(0, %d);
+        let kt = load(k + rn[:, None] * sq + rd[None, :], mask = rn[:, None] < L, other = 0.0);
+        let vt = load(v + rn[:, None] * sv + rv[None, :], mask = rn[:, None] < L, other = 0.0);
+        let seen = %s;
+        let s = where(seen, dot(qt, trans(kt)), -1000.0);
+        let mn = maximum(m, max(s, 1));
+        let p = where(seen, s - mn[:, None] + 1.0, 0.0);
+        let alpha = where(mn > m, -1.0, 1.0);
+        l = l * alpha + sum(p, 1);
+        acc = dot(p as %s, vt, acc * alpha[:, None]);
+        m = mn;
+    }
+    let rows_in = rm < L;
+    store(o + rm[:, None] * %d + rv[None, :], acc, mask = rows_in[:, None]);
+    store(st + rm, m * 1024.0 + l, mask = rows_in);
+}
+""" % (self.seed, self.warps, self.stages, e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
+       hi, BN, BN, seen, e, DV)
+
+    def write(self, d):
+        src = os.path.join(d, "attn.tile")
+        with open(src, "w") as f:
+            f.write(self.source())
+        for name, vals in (("q", self.q), ("k", self.k), ("v", self.v)):
+            with open(os.path.join(d, name + ".bin"), "wb") as f:
+                f.write(b"".join(struct.pack("<H", half_bits(x, self.elem)) for x in vals))
+        return src
+
+    def args(self, d):
+        return ["--kernel", "attn", "--arg", "o=zeros:%d" % (self.L * self.DV),
+                "--arg", "st=zeros:%d" % self.L] + \
+               [a for n in "qkv" for a in ("--arg", "%s=@%s" % (n, os.path.join(d, n + ".bin")))] + \
+               ["--arg", "L=%d" % self.L, "--arg", "sq=%d" % self.sq, "--arg", "sv=%d" % self.sv,
+                "--print", "o", "--print", "st"]
+
+    def div16(self):
+        return all(x % 16 == 0 for x in (self.L, self.sq, self.sv))
+
+
+def run(cmd, timeout=300):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def unsigned_zeros(text):
+    return "\n".join("0" if line.strip() in ("-0", "-0.0") else line for line in text.split("\n"))
+
+
+def check(tilec, prog, device, ptxas, d):
+    src = prog.write(d)
+    base = [tilec, "run", src] + prog.args(d)
+    rc, ref, err = run(base)
+    if rc:
+        return "the interpreter failed: " + err.strip()[-400:]
+    other = base + (["--device", "gpu"] if device == "gpu" else ["--check-axis-info"])
+    rc, got, err = run(other)
+    if rc:
+        return "%s failed: %s" % (device, err.strip()[-400:])
+    if unsigned_zeros(got) != unsigned_zeros(ref):
+        return "%s differs from the interpreter" % ("the GPU" if device == "gpu" else "the GPU-level IR")
+    o_lines = ref.split("\n")[:prog.L * prog.DV]   # --print o, then st, a value a line
+    if all(x.strip() in ("0", "-0") for x in o_lines):
+        return "O is all zeros: the program tests nothing"
+    if ptxas and prog.seed % 6 == 0:
+        ptx = os.path.join(d, "k.ptx")
+        spec = "div16" if prog.div16() else "none"
+        rc, _, err = run([tilec, src, "--emit=ptx", "--spec=" + spec, "-o", ptx])
+        if rc:
+            return "PTX failed: " + err.strip()[-400:]
+        rc, _, err = run([ptxas, "-arch=sm_90a", ptx, "-o", os.path.join(d, "k.cubin")])
+        if rc or any(c in err for c in ("C7514", "C7517", "C7519")):
+            return "ptxas: " + err.strip()[-400:]
+    return None
+
+
+def on_wgmma(tilec, prog, d):
+    """whether the div16 (or plain) variant computes both dots on wgmma"""
+    rc, ir, _ = run([tilec, os.path.join(d, "attn.tile"), "--emit=ir-gpu",
+                     "--spec=" + ("div16" if prog.div16() else "none")])
+    return rc == 0 and ir.count("mma<version = 3") >= 1 and "version = 2" not in ir
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tilec")
+    ap.add_argument("--seeds", default="1..40")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--time-limit", type=float, default=0)
+    ap.add_argument("--ptxas")
+    ap.add_argument("--out", default="attn-fuzz-failures")
+    o = ap.parse_args()
+    lo, hi = (int(x) for x in o.seeds.split(".."))
+    t0 = time.time()
+    n = failed = wg = 0
+    for seed in range(lo, hi + 1):
+        if o.time_limit and time.time() - t0 > o.time_limit:
+            break
+        prog = Prog(seed)
+        with tempfile.TemporaryDirectory() as d:
+            why = check(o.tilec, prog, o.device, o.ptxas, d)
+            n += 1
+            wg += on_wgmma(o.tilec, prog, d)
+            if why:
+                failed += 1
+                keep = os.path.join(o.out, "seed%d" % seed)
+                os.makedirs(keep, exist_ok=True)
+                for f in os.listdir(d):
+                    os.replace(os.path.join(d, f), os.path.join(keep, f))
+                print("FAIL seed %d: %s (kept in %s)" % (seed, why, keep))
+    print("attn-fuzz: %d programs (%d on wgmma), %d failed (seeds %d.., %s, %.0f s)"
+          % (n, wg, failed, lo, o.device, time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
