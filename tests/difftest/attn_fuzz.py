@@ -19,7 +19,10 @@ every row's own value: a statistic or a factor on the wrong row changes the resu
 
 A program is drawn from a seed: BM, BN, D (of Q and K), DV (of V and O), warps, stages,
 bf16 or f16, a causal mask or not, the length L (a multiple of BN or not: masked
-tails), padded row strides.
+tails), padded row strides; a third are shaped like the backward's dK/dV kernel
+instead (one program per key block; S^T = K Q^T and dP^T = V dO^T per query block, dK
++= (P^T - dP^T) Q and dV += P^T dO: A operands computed by dots, Q and dO read as they
+are and transposed; all inputs in -1..1, so every value stays exact).
 
     python3 tests/difftest/attn_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
                                          [--time-limit S] [--ptxas PATH] [--out DIR]
@@ -64,6 +67,14 @@ class Prog:
         self.q = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
         self.k = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
         self.v = [r.randint(-2, 2) for _ in range(self.L * self.sv)]
+        # drawn last, so that earlier seeds keep their forward programs: a third are
+        # shaped like the backward's dK/dV kernel (its own inputs in -1..1)
+        self.bwd = r.random() < 0.33
+        if self.bwd:
+            self.DV = self.D                  # dO and dV have the width of V, here D
+            self.sv = self.sq
+            self.v = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
+            self.do = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
 
     def source(self):
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
@@ -102,19 +113,57 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
 """ % (self.seed, self.warps, self.stages, e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
        hi, BN, BN, seen, e, DV)
 
+    def source_bwd(self):
+        # one program per key block: S^T = K Q^T and dP^T = V dO^T against each query
+        # block, dS^T = P^T - dP^T, dK += dS^T Q and dV += P^T dO (A operands computed
+        # by dots, Q and dO read both as they are and transposed); |P^T|, |dP^T| <= 64
+        e, BM, BN, D = self.elem, self.BM, self.BN, self.D
+        seen = "(rm[None, :] < L)" + (" & (rm[None, :] >= rn[:, None])" if self.causal else "")
+        lo = "pn * %d" % BN if self.causal else "0"
+        return """// attn_fuzz seed %d (backward)
+@launch(warps = %d, stages = %d)
+kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i32, sv: i32)
+    grid(cdiv(L, %d))
+{
+    let pn = program_id(0);
+    let rn = pn * %d + arange(0, %d);
+    let rd = arange(0, %d);
+    let keys_in = rn < L;
+    let kt = load(k + rn[:, None] * sq + rd[None, :], mask = keys_in[:, None], other = 0.0);
+    let vt = load(v + rn[:, None] * sq + rd[None, :], mask = keys_in[:, None], other = 0.0);
+    var dk = zeros([%d, %d], f32);
+    var dv = zeros([%d, %d], f32);
+    for i in range(%s, L, %d) {
+        let rm = i + arange(0, %d);
+        let qt = load(q + rm[:, None] * sq + rd[None, :], mask = rm[:, None] < L, other = 0.0);
+        let dot_ = load(dout + rm[:, None] * sq + rd[None, :], mask = rm[:, None] < L, other = 0.0);
+        let pt = where(%s, dot(kt, trans(qt)), 0.0);
+        let dpt = dot(vt, trans(dot_));
+        let dst = pt - dpt;
+        dk = dot(dst as %s, qt, dk);
+        dv = dot(pt as %s, dot_, dv);
+    }
+    store(o + rn[:, None] * %d + rd[None, :], dk, mask = keys_in[:, None]);
+    store(st + rn, sum(dv, 1), mask = keys_in);
+}
+""" % (self.seed, self.warps, self.stages, e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
+       seen, e, e, D)
+
     def write(self, d):
         src = os.path.join(d, "attn.tile")
         with open(src, "w") as f:
-            f.write(self.source())
-        for name, vals in (("q", self.q), ("k", self.k), ("v", self.v)):
+            f.write(self.source_bwd() if self.bwd else self.source())
+        inputs = [("q", self.q), ("k", self.k), ("v", self.v)] + ([("do", self.do)] if self.bwd else [])
+        for name, vals in inputs:
             with open(os.path.join(d, name + ".bin"), "wb") as f:
                 f.write(b"".join(struct.pack("<H", half_bits(x, self.elem)) for x in vals))
         return src
 
     def args(self, d):
+        ins = [("q", "q"), ("k", "k"), ("v", "v")] + ([("dout", "do")] if self.bwd else [])
         return ["--kernel", "attn", "--arg", "o=zeros:%d" % (self.L * self.DV),
                 "--arg", "st=zeros:%d" % self.L] + \
-               [a for n in "qkv" for a in ("--arg", "%s=@%s" % (n, os.path.join(d, n + ".bin")))] + \
+               [a for n, f in ins for a in ("--arg", "%s=@%s" % (n, os.path.join(d, f + ".bin")))] + \
                ["--arg", "L=%d" % self.L, "--arg", "sq=%d" % self.sq, "--arg", "sv=%d" % self.sv,
                 "--print", "o", "--print", "st"]
 
