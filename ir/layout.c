@@ -77,7 +77,7 @@ bool ir_layout_alike(const IrLayout *a, const IrLayout *b)
     if (a->kind == IR_LAYOUT_SLICE && b->kind == IR_LAYOUT_SLICE)
         return a->dim == b->dim && a->parent != b->parent && mma_alike(a->parent, b->parent);
     if (a->kind == IR_LAYOUT_MMA && b->kind == IR_LAYOUT_DOT_OPERAND)
-        return b->op == 0 && b->kwidth == 2 && (b->parent == a || mma_alike(a, b->parent));
+        return b->op == 0 && b->kwidth == 2 && rows_v3(a) && (b->parent == a || mma_alike(a, b->parent));
     return mma_alike(a, b);
 }
 

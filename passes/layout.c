@@ -302,7 +302,8 @@ static bool layouts_alike(const IrLayout *a, const IrLayout *b)
 }
 
 /* convert_layout(convert_layout(x)) back to x's layout is x, and into a layout alike
- * x's it converts x itself; a conversion to the same layout is its operand; a constant converts by taking the new layout. */
+ * x's it converts x itself; a conversion to the same layout is its operand; a constant
+ * converts by taking the new layout. */
 static void fold_visit(IrOp *op, void *ud)
 {
     IrFunc *f = ud;

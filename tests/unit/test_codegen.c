@@ -403,6 +403,99 @@ static void test_mma_tiles_and_owners(void **state)
     ir_ctx_destroy(c);
 }
 
+static const IrLayout *mma_v3(IrCtx *c, int warps, int n)
+{
+    IrLayout k;
+    memset(&k, 0, sizeof k);
+    k.kind = IR_LAYOUT_MMA;
+    k.rank = 2;
+    k.version = 3;
+    k.wpc[0] = warps;
+    k.wpc[1] = 1;
+    k.instr[0] = 64;
+    k.instr[1] = n;
+    k.instr[2] = 16;
+    return ir_layout_intern(c, &k);
+}
+
+static CgLayout tile_layout(IrCtx *c, const IrLayout *l, IrElem e, int rank, int32_t rows, int32_t cols)
+{
+    const int32_t shape[2] = {rows, cols};
+    const IrType *t = ir_type_tile(c, ir_type_scalar(c, e), rank, rank == 1 ? &rows : shape);
+    return cg_layout_of(ir_type_with_layout(c, t, l));
+}
+
+/* Whether thread th holds element coords of layout l (in any slot). */
+static bool thread_holds(const CgLayout *l, uint32_t th, const int64_t coords[2], int rank)
+{
+    for (uint32_t k = 0; k < cg_layout_elems(l); k++) {
+        int64_t got[IR_MAX_RANK] = {0};
+        cg_layout_coords_at(l, th, k, got);
+        if (got[0] == coords[0] && (rank == 1 || got[1] == coords[1])) return true;
+    }
+    return false;
+}
+
+/* ir_layout_alike's promise, checked on codegen's element maps: two version-3
+ * accumulators that differ only in N hold every element of a tile in the same thread
+ * and slot, so do their row slices, and every element of P as the A operand of a dot
+ * with the other accumulator is in the thread that holds it in the first (attention's
+ * conversions that move nothing); layouts with other warps, warps along N or version 2
+ * are not alike. */
+static void test_alike_layouts_hold_the_same_elements(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    static const int pairs[][2] = {{64, 128}, {32, 64}, {128, 256}, {64, 16}};
+    for (int warps = 4; warps <= 8; warps += 4)
+        for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
+            const IrLayout *a = mma_v3(c, warps, pairs[p][0]), *b = mma_v3(c, warps, pairs[p][1]);
+            int32_t M = 16 * warps * 2, N = pairs[p][0];
+            assert_true(ir_layout_alike(a, b));
+            assert_true(ir_layout_alike(b, a));
+            assert_false(ir_layout_alike(a, a));
+            assert_true(ir_layout_alike(ir_layout_slice(c, a, 1), ir_layout_slice(c, b, 1)));
+            assert_false(ir_layout_alike(ir_layout_slice(c, a, 1), ir_layout_slice(c, b, 0)));
+            assert_true(ir_layout_alike(a, operand_of(c, b, 0)));
+            assert_true(ir_layout_alike(a, operand_of(c, a, 0)));
+            assert_false(ir_layout_alike(a, operand_of(c, b, 1)));
+            CgLayout la = tile_layout(c, a, IR_F32, 2, M, N), lb = tile_layout(c, b, IR_F32, 2, M, N);
+            CgLayout sa = tile_layout(c, ir_layout_slice(c, a, 1), IR_F32, 1, M, 0);
+            CgLayout sb = tile_layout(c, ir_layout_slice(c, b, 1), IR_F32, 1, M, 0);
+            CgLayout pa = tile_layout(c, a, IR_BF16, 2, M, N), pb = tile_layout(c, operand_of(c, b, 0), IR_BF16, 2, M, N);
+            assert_int_equal(cg_layout_elems(&la), cg_layout_elems(&lb));
+            assert_int_equal(cg_layout_elems(&sa), cg_layout_elems(&sb));
+            for (uint32_t th = 0; th < (uint32_t)(32 * warps); th++) {
+                for (uint32_t k = 0; k < cg_layout_elems(&la); k++) {
+                    int64_t x[IR_MAX_RANK] = {0}, y[IR_MAX_RANK] = {0};
+                    cg_layout_coords_at(&la, th, k, x);
+                    cg_layout_coords_at(&lb, th, k, y);
+                    if (x[0] != y[0] || x[1] != y[1])
+                        fail_msg("N %d vs %d, %d warps: thread %u slot %u holds (%lld, %lld) and (%lld, %lld)",
+                                 pairs[p][0], pairs[p][1], warps, th, k, (long long)x[0], (long long)x[1],
+                                 (long long)y[0], (long long)y[1]);
+                }
+                for (uint32_t k = 0; k < cg_layout_elems(&sa); k++) {
+                    int64_t x[IR_MAX_RANK] = {0}, y[IR_MAX_RANK] = {0};
+                    cg_layout_coords_at(&sa, th, k, x);
+                    cg_layout_coords_at(&sb, th, k, y);
+                    assert_int_equal(x[0], y[0]);
+                }
+                for (uint32_t k = 0; k < cg_layout_elems(&pb); k++) {
+                    int64_t x[IR_MAX_RANK] = {0};
+                    cg_layout_coords_at(&pb, th, k, x);
+                    if (!thread_holds(&pa, th, x, 2))
+                        fail_msg("P as A of N = %d: thread %u needs (%lld, %lld), which N = %d puts elsewhere",
+                                 pairs[p][1], th, (long long)x[0], (long long)x[1], pairs[p][0]);
+                }
+            }
+        }
+    assert_false(ir_layout_alike(mma_v3(c, 4, 64), mma_v3(c, 8, 128)));
+    assert_false(ir_layout_alike(mma_v2(c, 4, 1, 16), mma_v2(c, 8, 1, 16)));
+    assert_false(ir_layout_alike(mma_v2(c, 4, 1, 16), operand_of(c, mma_v2(c, 4, 1, 16), 0)));
+    assert_false(ir_layout_alike(mma_v2(c, 2, 2, 16), operand_of(c, mma_v2(c, 2, 2, 16), 0)));
+    ir_ctx_destroy(c);
+}
+
 /* cg_round_tf32's integer rounding, modelled in C, against the interpreter's
  * fp_round_tf32 (nearest even): every 4099th bit pattern, every tie and neighbour
  * of one, around the overflow to inf and the subnormals; NaNs stay NaN. */
@@ -677,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_mma_layouts_own_each_element_once),
         cmocka_unit_test(test_mma_fragments_match_the_isa),
         cmocka_unit_test(test_mma_tiles_and_owners),
+        cmocka_unit_test(test_alike_layouts_hold_the_same_elements),
         cmocka_unit_test(test_tf32_rounding_as_the_interpreter),
         cmocka_unit_test(test_axisinfo_facts),
         cmocka_unit_test(test_axisinfo_if),
