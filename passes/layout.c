@@ -605,15 +605,9 @@ static IrValue value_in(Remat *r, IrValue v, const IrLayout *l)
     Node *n = find_node(r, v, l);
     if (n->done != IR_NO_VALUE) return n->done;
     if (n->through) return n->done = value_in(r, n->ops[0], l);
-    if (n->alike) {
-        IrBuilder b;
+    if (n->alike) {   /* right after v's definition (a block argument: the block's start) */
         IrOp *d = f->values[v].def;
-        IrBlock *blk = d ? d->parent : f->values[v].block;
-        IrOp *next = d ? d->next : blk->first;
-        if (next) ir_builder_before(&b, next);
-        else ir_builder_at_end(&b, blk);
-        const IrType *t = ir_type_with_layout(f->module->ctx, ir_value_type(f, v), l);
-        return n->done = ir_build1(&b, IR_OP_CONVERT_LAYOUT, t, &v, 1);
+        return n->done = convert_before(f, d ? d->next : f->values[v].block->first, v, l);
     }
     IrValue ops[3];
     for (uint32_t i = 0; i < n->nops; i++) {

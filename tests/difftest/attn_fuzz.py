@@ -30,20 +30,12 @@ are and transposed; all inputs in -1..1, so every value stays exact).
 A failure prints the seed and keeps the program and its command in DIR (default
 ./attn-fuzz-failures); the exit status is 1 if any program failed.
 """
-import argparse
 import os
 import random
 import struct
-import subprocess
 import sys
-import tempfile
-import time
 
-
-def half_bits(v, elem):
-    if elem == "bf16":
-        return struct.unpack("<I", struct.pack("<f", float(v)))[0] >> 16   # small integers: exact
-    return struct.unpack("<H", struct.pack("<e", float(v)))[0]
+from fuzz_common import half_bits, main as fuzz_main, ptxas_check, run, run_both
 
 
 class Prog:
@@ -171,39 +163,20 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i3
         return all(x % 16 == 0 for x in (self.L, self.sq, self.sv))
 
 
-def run(cmd, timeout=300):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
 def unsigned_zeros(text):
     return "\n".join("0" if line.strip() in ("-0", "-0.0") else line for line in text.split("\n"))
 
 
 def check(tilec, prog, device, ptxas, d):
     src = prog.write(d)
-    base = [tilec, "run", src] + prog.args(d)
-    rc, ref, err = run(base)
-    if rc:
-        return "the interpreter failed: " + err.strip()[-400:]
-    other = base + (["--device", "gpu"] if device == "gpu" else ["--check-axis-info"])
-    rc, got, err = run(other)
-    if rc:
-        return "%s failed: %s" % (device, err.strip()[-400:])
-    if unsigned_zeros(got) != unsigned_zeros(ref):
-        return "%s differs from the interpreter" % ("the GPU" if device == "gpu" else "the GPU-level IR")
+    why, ref = run_both(tilec, src, prog.args(d), device, lambda a, b: unsigned_zeros(a) == unsigned_zeros(b))
+    if why:
+        return why
     o_lines = ref.split("\n")[:prog.L * prog.DV]   # --print o, then st, a value a line
     if all(x.strip() in ("0", "-0") for x in o_lines):
         return "O is all zeros: the program tests nothing"
-    if ptxas and prog.seed % 6 == 0:
-        ptx = os.path.join(d, "k.ptx")
-        spec = "div16" if prog.div16() else "none"
-        rc, _, err = run([tilec, src, "--emit=ptx", "--spec=" + spec, "-o", ptx])
-        if rc:
-            return "PTX failed: " + err.strip()[-400:]
-        rc, _, err = run([ptxas, "-arch=sm_90a", ptx, "-o", os.path.join(d, "k.cubin")])
-        if rc or any(c in err for c in ("C7514", "C7517", "C7519")):
-            return "ptxas: " + err.strip()[-400:]
+    if ptxas and prog.seed % 6 == 0:   # serialized wgmma fails; C7512 (registers) is the config's
+        return ptxas_check(tilec, src, "div16" if prog.div16() else "none", ptxas, d, ("C7514", "C7517", "C7519"))
     return None
 
 
@@ -214,37 +187,5 @@ def on_wgmma(tilec, prog, d):
     return rc == 0 and ir.count("mma<version = 3") >= 1 and "version = 2" not in ir
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tilec")
-    ap.add_argument("--seeds", default="1..40")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    ap.add_argument("--time-limit", type=float, default=0)
-    ap.add_argument("--ptxas")
-    ap.add_argument("--out", default="attn-fuzz-failures")
-    o = ap.parse_args()
-    lo, hi = (int(x) for x in o.seeds.split(".."))
-    t0 = time.time()
-    n = failed = wg = 0
-    for seed in range(lo, hi + 1):
-        if o.time_limit and time.time() - t0 > o.time_limit:
-            break
-        prog = Prog(seed)
-        with tempfile.TemporaryDirectory() as d:
-            why = check(o.tilec, prog, o.device, o.ptxas, d)
-            n += 1
-            wg += on_wgmma(o.tilec, prog, d)
-            if why:
-                failed += 1
-                keep = os.path.join(o.out, "seed%d" % seed)
-                os.makedirs(keep, exist_ok=True)
-                for f in os.listdir(d):
-                    os.replace(os.path.join(d, f), os.path.join(keep, f))
-                print("FAIL seed %d: %s (kept in %s)" % (seed, why, keep))
-    print("attn-fuzz: %d programs (%d on wgmma), %d failed (seeds %d.., %s, %.0f s)"
-          % (n, wg, failed, lo, o.device, time.time() - t0))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fuzz_main("attn-fuzz", Prog, check, on_wgmma, "on wgmma", "attn-fuzz-failures"))

@@ -28,14 +28,12 @@ step, and offsets shifted before the tensor (negative coordinates read zeros).
 A failure prints the seed and keeps the program and its command in DIR (default
 ./tma-fuzz-failures); the exit status is 1 if any program failed.
 """
-import argparse
 import os
 import random
 import struct
-import subprocess
 import sys
-import tempfile
-import time
+
+from fuzz_common import half_bits, main as fuzz_main, ptxas_check, run, run_both
 
 
 def f8e4m3_bits(v):
@@ -44,13 +42,6 @@ def f8e4m3_bits(v):
         return 0
     a, e = abs(v), abs(v).bit_length() - 1
     return (0x80 if v < 0 else 0) | (e + 7) << 3 | (a * 8 >> e) - 8
-
-
-def half_bits(v, elem):
-    f = struct.unpack("<I", struct.pack("<f", float(v)))[0]
-    if elem == "bf16":
-        return f >> 16                     # small integers are exact in bf16
-    return struct.unpack("<H", struct.pack("<e", float(v)))[0]
 
 
 class Prog:
@@ -148,23 +139,11 @@ def tma_eligible(prog):
     return all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
 
 
-def run(cmd, timeout=300):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
 def check(tilec, prog, device, ptxas, d):
     src = prog.write(d)
-    base = [tilec, "run", src] + prog.args(d)
-    rc, ref, err = run(base)
-    if rc:
-        return "the interpreter failed: " + err.strip()[-400:]
-    other = base + (["--device", "gpu"] if device == "gpu" else ["--check-axis-info"])
-    rc, got, err = run(other)
-    if rc:
-        return "%s failed: %s" % (device, err.strip()[-400:])
-    if got != ref:
-        return "%s differs from the interpreter" % ("the GPU" if device == "gpu" else "the GPU-level IR")
+    why, ref = run_both(tilec, src, prog.args(d), device)
+    if why:
+        return why
     eligible = tma_eligible(prog)
     if eligible:   # the runtime's variant for these arguments copies by TMA: no silent fall-back
         rc, ir, err = run([tilec, src, "--emit=ir-gpu", "--spec=div16"])
@@ -177,48 +156,10 @@ def check(tilec, prog, device, ptxas, d):
     if not prog.shift_m and not prog.shift_n and not any(x not in "0. \n[],-" for x in ref):
         return "C is all zeros: the program tests nothing"
     if ptxas and prog.seed % 8 == 0:
-        ptx = os.path.join(d, "k.ptx")
-        spec = "div16" if eligible else "none"
-        rc, _, err = run([tilec, src, "--emit=ptx", "--spec=" + spec, "-o", ptx])
-        if rc:
-            return "PTX failed: " + err.strip()[-400:]
-        rc, _, err = run([ptxas, "-arch=sm_90a", ptx, "-o", os.path.join(d, "k.cubin")])
-        if rc or "C75" in err:
-            return "ptxas: " + err.strip()[-400:]
+        return ptxas_check(tilec, src, "div16" if eligible else "none", ptxas, d, ("C75",))
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tilec")
-    ap.add_argument("--seeds", default="1..40")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    ap.add_argument("--time-limit", type=float, default=0)
-    ap.add_argument("--ptxas")
-    ap.add_argument("--out", default="tma-fuzz-failures")
-    o = ap.parse_args()
-    lo, hi = (int(x) for x in o.seeds.split(".."))
-    t0 = time.time()
-    n = failed = tma = 0
-    for seed in range(lo, hi + 1):
-        if o.time_limit and time.time() - t0 > o.time_limit:
-            break
-        prog = Prog(seed)
-        with tempfile.TemporaryDirectory() as d:
-            why = check(o.tilec, prog, o.device, o.ptxas, d)
-            n += 1
-            tma += tma_eligible(prog)
-            if why:
-                failed += 1
-                keep = os.path.join(o.out, "seed%d" % seed)
-                os.makedirs(keep, exist_ok=True)
-                for f in os.listdir(d):
-                    os.replace(os.path.join(d, f), os.path.join(keep, f))
-                print("FAIL seed %d: %s (kept in %s)" % (seed, why, keep))
-    print("tma-fuzz: %d programs (%d with TMA-eligible arguments), %d failed (seeds %d.., %s, %.0f s)"
-          % (n, tma, failed, lo, o.device, time.time() - t0))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fuzz_main("tma-fuzz", Prog, check, lambda tilec, prog, d: tma_eligible(prog),
+                       "with TMA-eligible arguments", "tma-fuzz-failures"))

@@ -288,20 +288,25 @@ static void isa_fragment(int K, FragKind f, int lane, int i, int64_t rc[2])
     }
 }
 
-static const IrLayout *mma_v2(IrCtx *c, int wm, int wn, int K)
+static const IrLayout *mma_of(IrCtx *c, int version, int wm, int wn, int im, int in, int ik)
 {
     IrLayout k;
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
     k.rank = 2;
-    k.version = 2;
+    k.version = version;
     k.wpc[0] = wm;
     k.wpc[1] = wn;
-    k.instr[0] = 16;
-    k.instr[1] = 8;
-    k.instr[2] = K;
+    k.instr[0] = im;
+    k.instr[1] = in;
+    k.instr[2] = ik;
     return ir_layout_intern(c, &k);
 }
+
+static const IrLayout *mma_v2(IrCtx *c, int wm, int wn, int K) { return mma_of(c, 2, wm, wn, 16, 8, K); }
+
+/* wgmma's accumulator: warps along M, m64nNk16 */
+static const IrLayout *mma_v3(IrCtx *c, int warps, int n) { return mma_of(c, 3, warps, 1, 64, n, 16); }
 
 static const IrLayout *operand_of(IrCtx *c, const IrLayout *mma, int op)
 {
@@ -401,21 +406,6 @@ static void test_mma_tiles_and_owners(void **state)
         check_tiles(c, 1, 1, K, 16, 8, K);
     }
     ir_ctx_destroy(c);
-}
-
-static const IrLayout *mma_v3(IrCtx *c, int warps, int n)
-{
-    IrLayout k;
-    memset(&k, 0, sizeof k);
-    k.kind = IR_LAYOUT_MMA;
-    k.rank = 2;
-    k.version = 3;
-    k.wpc[0] = warps;
-    k.wpc[1] = 1;
-    k.instr[0] = 64;
-    k.instr[1] = n;
-    k.instr[2] = 16;
-    return ir_layout_intern(c, &k);
 }
 
 static CgLayout tile_layout(IrCtx *c, const IrLayout *l, IrElem e, int rank, int32_t rows, int32_t cols)
