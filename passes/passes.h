@@ -60,6 +60,15 @@ int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);
 bool blockload_host_scalar(const IrFunc *f, IrValue v, int32_t *param, int64_t *value, int64_t *mult);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);
+/* A block_store the tensor-memory accelerator stores (passes/tmastore.c): blockload
+ * leaves it for the shared pass, which gives it a staging buffer (tma_store); every
+ * other block_store becomes a masked pointer store in blockload. */
+bool tmastore_kept(const IrFunc *f, const IrOp *op);
+/* After the layout pass (from passes/shared.c): each kept block_store becomes a tma_store
+ * through a staging buffer placed at *offset in the buffer area (advanced past it), or,
+ * where none fits under `limit` bytes or the value's layout cannot be staged, a masked
+ * pointer store in blocked layouts. */
+bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit);
 const PassInfo *pass_find(const char *name);
 
 typedef struct PassOptions {
