@@ -2,7 +2,8 @@
  *
  * One table row per built-in: its name, how many arguments it needs and takes, the
  * names of its parameters (only the optional ones may be passed by name, as in
- * `load(p, mask = m)`, except load_block's, five lists that read better named), and the handler that checks and builds it. Compile-time
+ * `load(p, mask = m)`, except load_block's and store_block's, five arguments that read
+ * better named), and the handler that checks and builds it. Compile-time
  * arguments (axes, shapes, element types, hint values) are read from the AST with
  * consteval; the rest are lowered as values. */
 #include <math.h>
@@ -69,21 +70,27 @@ static Val bool_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *w
     return lw_broadcast_like(L, m, like, e->loc, arena_printf(L->arena, "the %s of %s", what, bi->name));
 }
 
-/* A value stored through p: converted to the pointee and broadcast to p's shape. */
-static Val stored_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *what, const IrType *p)
+/* v (the lowered e), a value stored as `pointee`: a number, converted to it. */
+static Val stored_elem(Lower *L, const Builtin *bi, const AstExpr *e, Val v, const char *what, IrElem pointee)
 {
-    Val v = lower_expr(L, e);
     if (!v.t) return VERR;
     if (v.t->elem == IR_PTR) {
         lw_error(L, e->loc, "the %s of %s must be a number, got %s", what, bi->name, lw_tstr(L, v.t));
         return VERR;
     }
-    if (v.lit && ir_elem_is_int(p->pointee) && v.lit == LIT_INT) {
+    if (v.lit && ir_elem_is_int(pointee) && v.lit == LIT_INT) {
         IrElem el;
-        Val probe = {.t = lw_scalar(L, p->pointee), .v = 0};
+        Val probe = {.t = lw_scalar(L, pointee), .v = 0};
         if (!lw_join_elems(L, (Val[]){v, probe}, 2, e->loc, &el)) return VERR;
     }
-    v = lw_convert(L, v, p->pointee);
+    return lw_convert(L, v, pointee);
+}
+
+/* A value stored through p: converted to the pointee and broadcast to p's shape. */
+static Val stored_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *what, const IrType *p)
+{
+    Val v = stored_elem(L, bi, e, lower_expr(L, e), what, p->pointee);
+    if (!v.t) return VERR;
     return lw_broadcast_like(L, v, p, e->loc, arena_printf(L->arena, "the %s of %s", what, bi->name));
 }
 
@@ -191,54 +198,106 @@ static Val bi_load(Lower *L, const Builtin *bi, const AstExpr *call, const AstEx
     return lw_val(L, ir_build1(&L->b, IR_OP_LOAD, lw_like(L, p.t, p.t->pointee), ops, n));
 }
 
-/* load_block(ptr, shape, strides, offsets, block): the tile of `block` elements at
- * `offsets` of the tensor of `shape` and `strides` (in elements) at ptr, zeros outside
- * the tensor (LANGUAGE-REFERENCE.md "Block loads"). shape, strides and offsets are
- * lists of scalar integers, in i64 if any is i64, else i32; block is a shape. */
-static Val bi_load_block(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+/* The pointer of load_block and store_block: a scalar, the tensor's start. */
+static Val block_ptr_arg(Lower *L, const Builtin *bi, const AstExpr *e)
 {
-    static const char *what[3] = {"shape", "strides", "offsets"};
-    Val p = ptr_arg(L, bi, args[0]);
+    Val p = ptr_arg(L, bi, e);
     if (!p.t) return VERR;
     if (p.t->rank) {
-        lw_error(L, args[0]->loc, "the pointer of load_block must be a scalar (the tensor's start), got %s",
+        lw_error(L, e->loc, "the pointer of %s must be a scalar (the tensor's start), got %s", bi->name,
                  lw_tstr(L, p.t));
         return VERR;
     }
-    int rank;
-    int32_t block[IR_MAX_RANK];
-    if (!ce_shape(L, args[4], "load_block's block", &rank, block)) return VERR;
+    return p;
+}
+
+/* The shape, strides and offsets of a block of `rank` axes (args[1..3] of load_block and
+ * store_block) into ops[1 .. 3 * rank]: lists of scalar integers, converted to i64 if any
+ * is i64 (or a literal outside i32), else to i32. `per` says what a list has one entry
+ * for (the error of a list of another length). */
+static bool block_lists(Lower *L, const Builtin *bi, const AstExpr **args, int rank, const char *per, IrValue *ops)
+{
+    static const char *what[3] = {"shape", "strides", "offsets"};
     Val vs[3][IR_MAX_RANK];
     bool wide = false;
     for (int a = 0; a < 3; a++) {
         const AstExpr *e = args[1 + a];
         if (e->kind != AST_LIST || e->nargs != (uint32_t)rank) {
-            lw_error(L, e->loc, "the %s of load_block must be a list of %d integers, one per axis of the block %s",
-                     what[a], rank, lw_shape_str(L, rank, block));
-            return VERR;
+            lw_error(L, e->loc, "the %s of %s must be a list of %d integers, one per %s", what[a], bi->name, rank, per);
+            return false;
         }
         for (int d = 0; d < rank; d++) {
             Val v = lower_expr(L, e->args[d]);
-            if (!v.t) return VERR;
+            if (!v.t) return false;
             if (v.t->rank || !ir_elem_is_int(v.t->elem) || v.t->elem == IR_I1) {
-                lw_error(L, e->args[d]->loc, "the %s of load_block are scalar integers, got %s", what[a], val_str(L, &v));
-                return VERR;
+                lw_error(L, e->args[d]->loc, "the %s of %s are scalar integers, got %s", what[a], bi->name,
+                         val_str(L, &v));
+                return false;
             }
             wide |= v.lit ? (v.big || v.i > INT32_MAX || v.i < INT32_MIN) : ir_elem_bytes(v.t->elem) == 8;
             vs[a][d] = v;
         }
     }
     IrElem ie = wide ? IR_I64 : IR_I32;
-    IrValue ops[1 + 3 * IR_MAX_RANK];
-    ops[0] = p.v;
     for (int a = 0; a < 3; a++)
         for (int d = 0; d < rank; d++) {
             Val v = lw_convert(L, vs[a][d], ie);
             ops[1 + a * rank + d] = lw_ir(L, &v);
         }
+    return true;
+}
+
+/* load_block(ptr, shape, strides, offsets, block): the tile of `block` elements at
+ * `offsets` of the tensor of `shape` and `strides` (in elements) at ptr, zeros outside
+ * the tensor (LANGUAGE-REFERENCE.md "Block loads"). shape, strides and offsets are
+ * lists of scalar integers, in i64 if any is i64, else i32; block is a shape. */
+static Val bi_load_block(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val p = block_ptr_arg(L, bi, args[0]);
+    if (!p.t) return VERR;
+    int rank;
+    int32_t block[IR_MAX_RANK];
+    if (!ce_shape(L, args[4], "load_block's block", &rank, block)) return VERR;
+    IrValue ops[1 + 3 * IR_MAX_RANK];
+    ops[0] = p.v;
+    const char *per = arena_printf(L->arena, "axis of the block %s", lw_shape_str(L, rank, block));
+    if (!block_lists(L, bi, args, rank, per, ops)) return VERR;
     L->b.loc = call->loc;
     const IrType *t = ir_type_tile(L->ctx, lw_scalar(L, p.t->pointee), rank, block);
     return lw_val(L, ir_build1(&L->b, IR_OP_BLOCK_LOAD, t, ops, 1 + 3 * (uint32_t)rank));
+}
+
+/* store_block(ptr, shape, strides, offsets, value): stores the tile `value` as the block
+ * at `offsets` of the tensor of `shape` and `strides` at ptr, dropping the elements
+ * outside the tensor (LANGUAGE-REFERENCE.md "Block stores"). The lists are load_block's,
+ * shape's length the rank, which the value must have; the value is converted to the
+ * pointee as store converts it. */
+static Val bi_store_block(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    Val p = block_ptr_arg(L, bi, args[0]);
+    if (!p.t) return VERR;
+    const AstExpr *sh = args[1];
+    if (sh->kind != AST_LIST || sh->nargs < 1 || sh->nargs > IR_MAX_RANK) {
+        lw_error(L, sh->loc, "the shape of store_block must be a list of 1 to %d integers, one per axis of the value",
+                 IR_MAX_RANK);
+        return VERR;
+    }
+    int rank = (int)sh->nargs;
+    IrValue ops[2 + 3 * IR_MAX_RANK];
+    ops[0] = p.v;
+    if (!block_lists(L, bi, args, rank, "entry of shape", ops)) return VERR;
+    Val v = lower_expr(L, args[4]);
+    if (!v.t) return VERR;
+    if (v.lit || v.t->rank != rank) {
+        lw_error(L, args[4]->loc, "the value of store_block must be a tile of rank %d, one axis per entry of shape, got %s",
+                 rank, val_str(L, &v));
+        return VERR;
+    }
+    if (!(v = stored_elem(L, bi, args[4], v, "value", p.t->pointee)).t) return VERR;
+    ops[1 + 3 * rank] = v.v;
+    L->b.loc = call->loc;
+    ir_build(&L->b, IR_OP_BLOCK_STORE, ops, 2 + 3 * (uint32_t)rank, NULL, 0, 0);
+    return VVOID;
 }
 
 static Val bi_store(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
@@ -1102,6 +1161,7 @@ static const Builtin builtins[] = {
     {"load", 1, 3, {"ptr", "mask", "other"}, bi_load, IR_OP_LOAD},
     {"load_block", 5, 5, {"ptr", "shape", "strides", "offsets", "block"}, bi_load_block, IR_OP_BLOCK_LOAD},
     {"store", 2, 3, {"ptr", "value", "mask"}, bi_store, IR_OP_STORE},
+    {"store_block", 5, 5, {"ptr", "shape", "strides", "offsets", "value"}, bi_store_block, IR_OP_BLOCK_STORE},
     ATOMIC("atomic_add", ADD), ATOMIC("atomic_max", MAX), ATOMIC("atomic_min", MIN),
     ATOMIC("atomic_xchg", XCHG), ATOMIC("atomic_and", AND), ATOMIC("atomic_or", OR),
     ATOMIC("atomic_xor", XOR),
@@ -1168,7 +1228,7 @@ static void arity_error(Lower *L, const Builtin *bi, const AstExpr *call)
 }
 
 /* The first parameter that may be passed by name. */
-static int first_named(const Builtin *bi) { return bi->fn == bi_load_block ? 0 : bi->nreq; }
+static int first_named(const Builtin *bi) { return bi->fn == bi_load_block || bi->fn == bi_store_block ? 0 : bi->nreq; }
 
 static void unknown_arg(Lower *L, const Builtin *bi, const char *name, Loc loc)
 {

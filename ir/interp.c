@@ -239,13 +239,16 @@ static bool exec_load(Interp *I, const IrOp *op, Tile *res)
 
 /* block_load: element i is ptr[sum (offsets[d] + i[d]) * strides[d]] where every
  * coordinate lies in [0, shape[d]), else 0; coordinates, the test and the index in the
- * operands' integer type, wrapping as its arithmetic does (LANGUAGE-REFERENCE.md). */
+ * operands' integer type, wrapping as its arithmetic does (LANGUAGE-REFERENCE.md).
+ * block_store writes element i there under the same test and drops it elsewhere. */
 /* The block whose operands (ptr, shape x R, strides x R, offsets x R) begin at operand
- * `at` of op (block_load: 0; tma_copy: 3), into res. */
-static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *res)
+ * `at` of op (block_load and block_store: 0; tma_copy: 3), of io's type: read into io
+ * (zeros outside the tensor), or with `write` written from io (nothing outside). */
+static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *io, bool write)
 {
     const Tile *p = interp_opnd(I, op, at);
-    int r = res->type->rank;
+    const IrType *t = io->type;
+    int r = t->rank;
     IrElem ie = interp_opnd(I, op, at + 1)->type->elem;
     int64_t shape[IR_MAX_RANK], stride[IR_MAX_RANK], off[IR_MAX_RANK];
     for (int d = 0; d < r; d++) {
@@ -253,31 +256,38 @@ static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *res)
         stride[d] = interp_opnd(I, op, at + 1 + r + d)->s[0].i;
         off[d] = interp_opnd(I, op, at + 1 + 2 * r + d)->s[0].i;
     }
-    IrElem e = res->type->elem;
-    for (int64_t k = 0; k < res->n; k++) {
+    IrElem e = t->elem;
+    for (int64_t k = 0, n = ir_type_numel(t); k < n; k++) {
         int64_t rest = k, elem = 0;
         bool in = true;
         for (int d = r - 1; d >= 0; d--) {
-            int64_t c = interp_int_norm(ie, (int64_t)((uint64_t)off[d] + (uint64_t)(rest % res->type->shape[d])));
-            rest /= res->type->shape[d];
+            int64_t c = interp_int_norm(ie, (int64_t)((uint64_t)off[d] + (uint64_t)(rest % t->shape[d])));
+            rest /= t->shape[d];
             in &= c >= 0 && c < shape[d];
             elem = interp_int_norm(ie, (int64_t)((uint64_t)elem + (uint64_t)c * (uint64_t)stride[d]));
         }
         if (!in) {
-            res->s[k] = (Slot){0};
+            if (!write) io->s[k] = (Slot){0};
             continue;
         }
         Tile lane = *p;                 /* the element's pointer: p's, moved by elem */
         Slot s = {.i = p->s[0].i + elem};
         lane.s = &s;
-        void *a = lane_addr(I, op, &lane, k, "reads");
+        void *a = lane_addr(I, op, &lane, k, write ? "writes" : "reads");
         if (!a) return false;
-        res->s[k] = mem_read(e, a);
+        if (write) mem_write(e, a, io->s[bidx(io, k)]);
+        else io->s[k] = mem_read(e, a);
     }
     return true;
 }
 
-static bool exec_block_load(Interp *I, const IrOp *op, Tile *res) { return block_at(I, op, 0, res); }
+static bool exec_block_load(Interp *I, const IrOp *op, Tile *res) { return block_at(I, op, 0, res, false); }
+
+static bool exec_block_store(Interp *I, const IrOp *op)
+{
+    Tile v = *interp_opnd(I, op, op->noperands - 1);   /* the value, which block_at only reads */
+    return block_at(I, op, 0, &v, true);
+}
 
 static bool exec_store(Interp *I, const IrOp *op)
 {
@@ -448,7 +458,7 @@ static bool exec_tma_copy(Interp *I, const IrOp *op)
     Tile blk;
     const IrType *st = ir_type_tile(c, ir_type_scalar(c, bt->elem), (int)bt->rank - 1, bt->shape + 1);
     if (!tile_alloc(I, op, st, &blk)) return false;
-    bool ok = block_at(I, op, 3, &blk);
+    bool ok = block_at(I, op, 3, &blk, false);
     if (ok) memcpy(b->s + first, blk.s, (size_t)n * sizeof *b->s);
     tile_free(&blk);
     return ok;
@@ -884,6 +894,7 @@ static int64_t op_elements(const Interp *I, const IrOp *op)
         return ir_type_numel(a) * (b->rank ? b->shape[b->rank - 1] : 1);
     }
     if (op->nresults) return ir_type_numel(interp_result_type(I, op, 0));
+    if (op->code == IR_OP_BLOCK_STORE) return ir_type_numel(interp_opnd(I, op, op->noperands - 1)->type);
     return op->noperands ? interp_opnd(I, op, 0)->n : 1;
 }
 
@@ -906,6 +917,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_WHILE: return exec_while(I, op);
     case IR_OP_REDUCE: case IR_OP_SCAN: return exec_combine(I, op);
     case IR_OP_STORE: ok = exec_store(I, op); break;
+    case IR_OP_BLOCK_STORE: ok = exec_block_store(I, op); break;
     case IR_OP_ASSERT: ok = exec_assert(I, op); break;
     case IR_OP_CHECK_BOUNDS: ok = exec_check_bounds(I, op); break;
     case IR_OP_PRINT: exec_print(I, op); ok = true; break;

@@ -277,6 +277,18 @@ static bool check_load(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* Operands [from, to) of a block op (its shape, strides and offsets): scalar integers
+ * of one type. */
+static bool check_block_ints(Verifier *v, const IrOp *op, uint32_t from, uint32_t to)
+{
+    const IrType *i0 = opt(v, op, from);
+    for (uint32_t i = from; i < to; i++)
+        if (!is_scalar_int(opt(v, op, i)) || opt(v, op, i) != i0)
+            return fail(v, op, "shape, strides and offsets must be scalar integers of one type, got %s and %s",
+                        tstr(i0).s, tstr(opt(v, op, i)).s);
+    return true;
+}
+
 /* block_load (ptr, shape x R, strides x R, offsets x R): ptr a scalar pointer to the
  * result's elements, the rest scalar integers of one type, R the result's rank. */
 static bool check_block_load(Verifier *v, const IrOp *op)
@@ -287,12 +299,21 @@ static bool check_block_load(Verifier *v, const IrOp *op)
                     op->noperands, tstr(r).s);
     if (!is_ptr(p) || p->rank || p->pointee != r->elem)
         return fail(v, op, "needs a scalar pointer to the result's %s, got %s", ir_elem_name(r->elem), tstr(p).s);
-    const IrType *i0 = opt(v, op, 1);
-    for (uint32_t i = 1; i < op->noperands; i++)
-        if (!is_scalar_int(opt(v, op, i)) || opt(v, op, i) != i0)
-            return fail(v, op, "shape, strides and offsets must be scalar integers of one type, got %s and %s",
-                        tstr(i0).s, tstr(opt(v, op, i)).s);
-    return true;
+    return check_block_ints(v, op, 1, op->noperands);
+}
+
+/* block_store (ptr, shape x R, strides x R, offsets x R, value): block_load's operands
+ * for the block of the value, R the value's rank, ptr a scalar pointer to its elements. */
+static bool check_block_store(Verifier *v, const IrOp *op)
+{
+    if (op->noperands < 2) return fail(v, op, "needs a pointer, a shape, strides and offsets, and a value");
+    const IrType *p = opt(v, op, 0), *x = opt(v, op, op->noperands - 1);
+    if (x->rank < 1 || op->noperands != 2 + 3u * (uint32_t)x->rank)
+        return fail(v, op, "needs a pointer, a shape, strides and offsets of the value's rank and the value, got %u "
+                    "operands for %s", op->noperands, tstr(x).s);
+    if (!is_ptr(p) || p->rank || p->pointee != x->elem)
+        return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);
+    return check_block_ints(v, op, 1, op->noperands - 1);
 }
 
 static bool check_store(Verifier *v, const IrOp *op)
@@ -645,12 +666,7 @@ static bool check_tma_copy(Verifier *v, const IrOp *op)
         return fail(v, op, "needs one barrier per stage of %s, got %s", tstr(b).s, tstr(bars).s);
     if (!is_ptr(p) || p->rank || p->pointee != b->elem)
         return fail(v, op, "needs a scalar pointer to the buffer's %s, got %s", ir_elem_name(b->elem), tstr(p).s);
-    const IrType *i0 = opt(v, op, 4);
-    for (uint32_t i = 4; i < 4 + 3 * r; i++)
-        if (!is_scalar_int(opt(v, op, i)) || opt(v, op, i) != i0)
-            return fail(v, op, "shape, strides and offsets must be scalar integers of one type, got %s and %s",
-                        tstr(i0).s, tstr(opt(v, op, i)).s);
-    return true;
+    return check_block_ints(v, op, 4, 4 + 3 * r);
 }
 
 static bool check_tma_wait(Verifier *v, const IrOp *op)
@@ -868,6 +884,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_ADDPTR: return check_addptr(v, op);
     case IR_OP_LOAD: return check_load(v, op);
     case IR_OP_BLOCK_LOAD: return check_block_load(v, op);
+    case IR_OP_BLOCK_STORE: return check_block_store(v, op);
     case IR_OP_STORE: return check_store(v, op);
     case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
     case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:

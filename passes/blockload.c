@@ -1,11 +1,15 @@
-/* Block loads as loads of pointer tiles (the first GPU pass).
+/* Block loads as loads of pointer tiles, block stores as stores (the first GPU pass).
  *
  * require:   Tile IR without layouts
- * guarantee: no block_load is left; each became the load of a pointer tile with the
- *            mask of the coordinates inside the tensor and zeros elsewhere, which
- *            computes the same values (ops.def: block_load). The rest of the GPU
- *            pipeline (layouts, the shared-memory rings of K loops, cp.async with
- *            zero-filled edges) then treats it as the load a user would write.
+ * guarantee: no block_load is left but those kept for TMA; each other became the load
+ *            of a pointer tile with the mask of the coordinates inside the tensor and
+ *            zeros elsewhere, which computes the same values (ops.def: block_load).
+ *            No block_store is left but those tmastore_kept (passes/tmastore.c) keeps;
+ *            each other became the store of a pointer tile under the same mask, which
+ *            writes the same elements and drops the same ones (ops.def: block_store).
+ *            The rest of the GPU pipeline (layouts, the shared-memory rings of K loops,
+ *            cp.async with zero-filled edges) then treats them as the loads and stores
+ *            a user would write.
  *
  *   %t = block_load %p, %M, %K, %sm, %sk, %om, %ok : bf16[128, 64]
  * ->
@@ -14,11 +18,19 @@
  *   %pt = addptr (splat %p), (broadcast %cm[:, None] * %sm + broadcast %ck[None, :] * %sk)
  *   %t  = load %pt, broadcast %in_m[:, None] & broadcast %in_k[None, :], 0
  *
+ *   block_store %p, %M, %N, %sm, %sn, %om, %on, %v       (%v : f32[128, 64])
+ * ->
+ *   (%pt and the mask %in as above, of %v's shape)
+ *   store %pt, %v, %in
+ *
  * A stride of constant 1 multiplies nothing, an offset of constant 0 adds nothing, and
  * an offset that cannot be negative (a program id, a K loop's induction variable
  * from 0) drops the `>= 0` test, so the contiguous axis of a block
  * looks to the axis analysis as a hand-written `k + arange(0, BK)` does. The index
- * math is in the operands' integer type, as the op's meaning says. */
+ * math is in the operands' integer type, as the op's meaning says. The loads and the
+ * stores share it (block_ptrs). After the layout pass (passes/shared.c, the blocks no
+ * ring or staging buffer took), blockload_expand_laid_out and blockstore_expand_laid_out
+ * make the same code in blocked layouts. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -111,41 +123,69 @@ static IrValue along(IrBuilder *b, IrValue v, int d, int r, const int32_t *shape
     return build1(b, IR_OP_BROADCAST, ir_type_tile(c, el, r, shape), &v, 1, 0);
 }
 
-static IrValue expand(IrFunc *f, IrOp *op)
+/* The pointer tile and the mask of a block op's elements (ptr, shape x R, strides x R,
+ * offsets x R from operand 0, the block of type t, rank R), built at b: the coordinates
+ * of each axis, their test against [0, shape), and the sum of coordinate times stride,
+ * as the header says. Shared by the block loads and the block stores. */
+static IrValue block_ptrs(IrBuilder *b, const IrOp *op, const IrType *t, IrValue *mask)
 {
+    IrFunc *f = b->func;
     IrCtx *c = f->module->ctx;
+    int r = t->rank;
+    IrValue ptr = op->operands[0];
+    const IrType *it = ir_value_type(f, op->operands[1]);
+    IrValue off = IR_NO_VALUE;
+    *mask = IR_NO_VALUE;
+    for (int d = 0; d < r; d++) {
+        IrValue shape = op->operands[1 + d], stride = op->operands[1 + r + d], o = op->operands[1 + 2 * r + d];
+        const IrType *vt = ir_type_tile(c, it, 1, &t->shape[d]);
+        IrValue co = build1(b, IR_OP_ARANGE, ir_type_tile(c, ir_type_scalar(c, IR_I32), 1, &t->shape[d]), NULL, 0, 0);
+        if (it->elem != IR_I32) co = build1(b, IR_OP_CONVERT, vt, &co, 1, 0);
+        int64_t k;
+        bool zero_origin = const_of(f, o, &k) && k == 0;
+        if (!zero_origin) co = bin(b, IR_OP_ADD, splat(b, o, vt), co);
+        IrValue in = cmp(b, IR_CMP_LT, co, splat(b, shape, vt));
+        if (!nonneg(f, o, 0)) in = bin(b, IR_OP_AND, cmp(b, IR_CMP_GE, co, splat(b, ir_const_int(b, it, 0), vt)), in);
+        IrValue term = along(b, co, d, r, t->shape);
+        if (!(const_of(f, stride, &k) && k == 1))
+            term = bin(b, IR_OP_MUL, term, splat(b, stride, ir_value_type(f, term)));
+        off = off == IR_NO_VALUE ? term : bin(b, IR_OP_ADD, off, term);
+        IrValue m = along(b, in, d, r, t->shape);
+        *mask = *mask == IR_NO_VALUE ? m : bin(b, IR_OP_AND, *mask, m);
+    }
+    const IrType *pt = ir_type_like(c, t, ir_value_type(f, ptr));
+    return bin(b, IR_OP_ADDPTR, splat(b, ptr, pt), off);
+}
+
+/* block_load as `load ptrs, mask, 0`; the load's result. */
+static IrValue expand_load(IrFunc *f, IrOp *op)
+{
     IrBuilder b;
     ir_builder_before(&b, op);
     b.loc = op->loc;
     const IrType *rt = ir_value_type(f, op->results[0]);
-    int r = rt->rank;
-    IrValue ptr = op->operands[0];
-    const IrType *it = ir_value_type(f, op->operands[1]);
-    IrValue off = IR_NO_VALUE, mask = IR_NO_VALUE;
-    for (int d = 0; d < r; d++) {
-        IrValue shape = op->operands[1 + d], stride = op->operands[1 + r + d], o = op->operands[1 + 2 * r + d];
-        const IrType *vt = ir_type_tile(c, it, 1, &rt->shape[d]);
-        IrValue co = build1(&b, IR_OP_ARANGE, ir_type_tile(c, ir_type_scalar(c, IR_I32), 1, &rt->shape[d]), NULL, 0, 0);
-        if (it->elem != IR_I32) co = build1(&b, IR_OP_CONVERT, vt, &co, 1, 0);
-        int64_t k;
-        bool zero_origin = const_of(f, o, &k) && k == 0;
-        if (!zero_origin) co = bin(&b, IR_OP_ADD, splat(&b, o, vt), co);
-        IrValue in = cmp(&b, IR_CMP_LT, co, splat(&b, shape, vt));
-        if (!nonneg(f, o, 0)) in = bin(&b, IR_OP_AND, cmp(&b, IR_CMP_GE, co, splat(&b, ir_const_int(&b, it, 0), vt)), in);
-        IrValue term = along(&b, co, d, r, rt->shape);
-        if (!(const_of(f, stride, &k) && k == 1))
-            term = bin(&b, IR_OP_MUL, term, splat(&b, stride, ir_value_type(f, term)));
-        off = off == IR_NO_VALUE ? term : bin(&b, IR_OP_ADD, off, term);
-        IrValue m = along(&b, in, d, r, rt->shape);
-        mask = mask == IR_NO_VALUE ? m : bin(&b, IR_OP_AND, mask, m);
-    }
-    const IrType *pt = ir_type_like(c, rt, ir_value_type(f, ptr));
-    IrValue ops[3] = {bin(&b, IR_OP_ADDPTR, splat(&b, ptr, pt), off), mask, IR_NO_VALUE};
+    IrValue ops[3];
+    ops[0] = block_ptrs(&b, op, rt, &ops[1]);
     ops[2] = ir_elem_is_float(rt->elem) ? ir_const_float(&b, rt, 0) : ir_const_int(&b, rt, 0);
     IrValue ld = build1(&b, IR_OP_LOAD, rt, ops, 3, 0);
     ir_replace_all_uses(f, op->results[0], ld);
     ir_op_remove(op);
     return ld;
+}
+
+/* block_store as `store ptrs, value, mask`: the elements outside the tensor are masked
+ * off, so nothing is written there; the store. */
+static IrOp *expand_store(IrFunc *f, IrOp *op)
+{
+    IrBuilder b;
+    ir_builder_before(&b, op);
+    b.loc = op->loc;
+    IrValue v = op->operands[op->noperands - 1], ops[3];
+    ops[0] = block_ptrs(&b, op, ir_value_type(f, v), &ops[2]);
+    ops[1] = v;
+    IrOp *st = ir_build(&b, IR_OP_STORE, ops, 3, NULL, 0, 0);
+    ir_op_remove(op);
+    return st;
 }
 
 /* ---- which block loads the tensor-memory accelerator copies ----------------------------
@@ -367,12 +407,14 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
 }
 
 typedef struct Found {
-    VEC(IrOp *) ops;
+    VEC(IrOp *) ops;             /* the block loads */
+    VEC(IrOp *) stores;          /* the block stores */
 } Found;
 
 static void collect(IrOp *op, void *ud)
 {
     if (op->code == IR_OP_BLOCK_LOAD) vec_push(&((Found *)ud)->ops, op);
+    if (op->code == IR_OP_BLOCK_STORE) vec_push(&((Found *)ud)->stores, op);
 }
 
 /* A kernel takes at most CG_MAX_TMA tensor maps (hidden parameters, codegen/cg_tma.c):
@@ -382,12 +424,13 @@ static void collect(IrOp *op, void *ud)
 
 bool pass_block_load(IrFunc *f)
 {
-    Found s = {{0}};
+    Found s = {{0}, {0}};
     ir_walk(&f->body, collect, &s);
-    size_t n = s.ops.len;
-    int *state = tl_calloc(n + 1, sizeof *state);   /* 0: expand, 1: TMA if its loop fits, 2: TMA */
+    size_t n = s.ops.len, ns = s.stores.len;
+    int *state = tl_calloc(n + ns + 1, sizeof *state);   /* 0: expand, 1: TMA if its loop fits, 2: TMA */
     if (!state) tl_oom();
     for (size_t i = 0; i < n; i++) state[i] = kept_for_tma(f, s.ops.data[i]);   /* all decided first */
+    for (size_t i = 0; i < ns; i++) state[n + i] = tmastore_kept(f, s.stores.data[i]) ? 2 : 0;
     uint32_t maps = 0;
     for (size_t i = 0; i < n; i++) {
         if (state[i] != 1) continue;
@@ -403,26 +446,37 @@ bool pass_block_load(IrFunc *f)
     }
     bool changed = false;
     for (size_t i = 0; i < n; i++)
-        if (!state[i]) expand(f, s.ops.data[i]), changed = true;
+        if (!state[i]) expand_load(f, s.ops.data[i]), changed = true;
+    for (size_t i = 0; i < ns; i++)
+        if (!state[n + i]) expand_store(f, s.stores.data[i]), changed = true;
     tl_free(state);
     vec_free(&s.ops);
+    vec_free(&s.stores);
     return changed;
 }
 
-/* After the layout pass: every value the expansion made gets the blocked layout of its
- * shape (what layout assignment starts from), and a convert_layout gives the users the
- * block load's own layout where that is another. */
-void blockload_expand_laid_out(IrFunc *f, IrOp *op)
+/* After the layout pass: the values an expansion made (from value `first` on) get the
+ * blocked layout of their shapes, what layout assignment starts from. */
+static void lay_out_blocked(IrFunc *f, uint32_t first)
 {
     IrCtx *c = f->module->ctx;
-    uint32_t first = f->nvalues;
-    const IrLayout *l = ir_value_type(f, op->results[0])->layout;
-    IrValue ld = expand(f, op);
     int warps = f->warps > 0 ? f->warps : 4;
     for (uint32_t v = first; v < f->nvalues; v++) {
         const IrType *t = f->values[v].type;
         if (t && t->rank && !t->layout) f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t));
     }
+}
+
+/* After the layout pass: every value the expansion made gets the blocked layout of its
+ * shape (lay_out_blocked), and a convert_layout gives the users the block load's own
+ * layout where that is another. */
+void blockload_expand_laid_out(IrFunc *f, IrOp *op)
+{
+    IrCtx *c = f->module->ctx;
+    uint32_t first = f->nvalues;
+    const IrLayout *l = ir_value_type(f, op->results[0])->layout;
+    IrValue ld = expand_load(f, op);
+    lay_out_blocked(f, first);
     const IrType *lt = ir_value_type(f, ld);
     if (!l || lt->layout == l) return;
     IrOp *ldop = f->values[ld].def;
@@ -434,4 +488,22 @@ void blockload_expand_laid_out(IrFunc *f, IrOp *op)
     IrValue cv = ir_build1(&b, IR_OP_CONVERT_LAYOUT, want, &ld, 1);
     ir_replace_all_uses(f, ld, cv);
     f->values[cv].def->operands[0] = ld;
+}
+
+/* After the layout pass: as blockload_expand_laid_out, and the stored value goes
+ * through a convert_layout to the blocked layout of its shape where it has another (an
+ * accumulator's), so that the store's pointers, value and mask have one layout. */
+void blockstore_expand_laid_out(IrFunc *f, IrOp *op)
+{
+    IrCtx *c = f->module->ctx;
+    uint32_t first = f->nvalues;
+    IrOp *st = expand_store(f, op);
+    lay_out_blocked(f, first);
+    const IrType *vt = ir_value_type(f, st->operands[1]);
+    const IrLayout *l = ir_value_type(f, st->operands[0])->layout;
+    if (!vt->layout || vt->layout == l) return;
+    IrBuilder b;
+    ir_builder_before(&b, st);
+    b.loc = st->loc;
+    st->operands[1] = ir_build1(&b, IR_OP_CONVERT_LAYOUT, ir_type_with_layout(c, vt, l), &st->operands[1], 1);
 }

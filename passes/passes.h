@@ -34,7 +34,7 @@ extern const PassInfo pass_table[];
 extern const unsigned pass_count;
 
 /* The GPU level (after specialization, before codegen): */
-bool pass_block_load(IrFunc *f);   /* blockload.c: block_load as the load of a pointer tile */
+bool pass_block_load(IrFunc *f);   /* blockload.c: block_load (block_store) as the load (store) of a pointer tile */
 bool pass_dot_pad(IrFunc *f);      /* dotpad.c: dots below 16 in a dimension padded to 16 */
 bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, shape ops to the leaves */
 bool pass_hoist_invariants(IrFunc *f);   /* hoist.c: only the loop-invariant code motion */
@@ -50,6 +50,10 @@ const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t);
 /* A block load (passes/blockload.c) that the GPU pipeline kept for TMA but did not
  * copy by TMA, expanded after the layout pass into a pointer load in blocked layouts. */
 void blockload_expand_laid_out(IrFunc *f, IrOp *op);
+/* A block store (passes/blockload.c) that tmastore_kept kept for TMA but that is not
+ * stored by TMA, expanded after the layout pass into a masked pointer store in blocked
+ * layouts (the stored value converted to the blocked layout of its shape). */
+void blockstore_expand_laid_out(IrFunc *f, IrOp *op);
 /* The parameters pointer v may be (a parameter, or `if` results and selects of them),
  * at most max, into out; 0 if it may be anything else. */
 int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);

@@ -17,7 +17,7 @@ const unsigned pass_count = sizeof pass_table / sizeof *pass_table;
 
 /* The GPU level, in pipeline order. */
 const PassInfo pass_gpu_table[] = {
-    {"blockload",    "block_load as the load of a pointer tile (GPU, first)", pass_block_load},
+    {"blockload",    "block loads and stores through pointer tiles (GPU, first)", pass_block_load},
     {"dotpad",       "dots below 16 in a dimension padded to 16",            pass_dot_pad},
     {"hoist",        "loop-invariant code out of loops (GPU level)",         pass_hoist},
     {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},

@@ -12,6 +12,7 @@
 
 #include "ir/interp.h"
 #include "ir/ir.h"
+#include "ir/layout.h"
 #include "passes/passes.h"
 
 typedef struct Fx {
@@ -361,6 +362,76 @@ static void test_dotpad_keeps_values(void **state)
     ir_ctx_destroy(x.c);
 }
 
+/* ---- blockload after the layouts ----------------------------------------------------------- */
+/* A block_store of a 64 x 64 dot's accumulator (an mma layout after pass_layout) into a
+ * 20 x 24 tensor at (8, -4) (rows 8..19 written, every column), expanded by
+ * blockstore_expand_laid_out as passes/tmastore.c asks: a masked store whose pointers,
+ * value (through a convert_layout) and mask share the blocked layout of the shape; the
+ * IR verifies and writes the same elements. */
+static const char blockstore_ir[] =
+    "kernel @k(%c: *f32, %a: *f16, %M: i32, %N: i32, %om: i32, %on: i32) {\n"
+    "  %0 = arange 0 : i32[4096]\n"
+    "  %1 = reshape %0 : i32[64, 64]\n"
+    "  %2 = splat %a : *f16[64, 64]\n"
+    "  %3 = addptr %2, %1 : *f16[64, 64]\n"
+    "  %4 = load %3 : f16[64, 64]\n"
+    "  %5 = const 0.0 : f32[64, 64]\n"
+    "  %6 = dot default %4, %4, %5 : f32[64, 64]\n"
+    "  %7 = const 1 : i32\n"
+    "  block_store %c, %M, %N, %N, %7, %om, %on, %6\n"
+    "  return\n"
+    "}\n";
+
+static void run_blockstore(IrFunc *f, float *c, uint16_t *a)
+{
+    InterpArg args[6] = {{.is_buffer = true, .u.buf = {IR_F32, c, 480}}, {.is_buffer = true, .u.buf = {IR_F16, a, 4096}},
+                         {.u.i = 20}, {.u.i = 24}, {.u.i = 8}, {.u.i = -4}};
+    DiagList d;
+    diag_init(&d);
+    assert_true(interp_run(f, args, 6, (int64_t[3]){1, 1, 1}, NULL, &d));
+    diag_free(&d);
+}
+
+static void test_blockstore_expand_laid_out(void **state)
+{
+    IrCtx *c = ir_ctx_create();
+    Source *src = source_from_string("blockstore.tir", blockstore_ir);
+    IrModule *m = ir_parse(c, src);
+    assert_non_null(m);
+    IrFunc *f = m->funcs[0];
+    static float before[480], after[480];
+    static const uint16_t halves[7] = {0xC200, 0xC000, 0xBC00, 0, 0x3C00, 0x4000, 0x4200};   /* -3 .. 3 */
+    static uint16_t a[4096];
+    for (int i = 0; i < 4096; i++) a[i] = halves[i % 7];
+    run_blockstore(f, before, a);
+    pass_layout(f);
+    assert_true(ir_verify_func(f));
+    IrOp *bs = f->body.last->prev;
+    assert_int_equal(bs->code, IR_OP_BLOCK_STORE);
+    const IrOp *cv = f->values[bs->operands[7]].def;      /* store the accumulator itself */
+    if (cv->code == IR_OP_CONVERT_LAYOUT) bs->operands[7] = cv->operands[0];
+    assert_int_equal(ir_value_type(f, bs->operands[7])->layout->kind, IR_LAYOUT_MMA);
+    blockstore_expand_laid_out(f, bs);
+    assert_true(ir_verify_func(f));
+    assert_int_equal(count_ops(&f->body, IR_OP_BLOCK_STORE), 0);
+    IrOp *st = f->body.last->prev;
+    assert_int_equal(st->code, IR_OP_STORE);
+    const IrLayout *l = ir_value_type(f, st->operands[0])->layout;
+    assert_non_null(l);
+    assert_int_equal(l->kind, IR_LAYOUT_BLOCKED);
+    assert_ptr_equal(ir_value_type(f, st->operands[1])->layout, l);
+    assert_ptr_equal(ir_value_type(f, st->operands[2])->layout, l);
+    assert_int_equal(f->values[st->operands[1]].def->code, IR_OP_CONVERT_LAYOUT);
+    run_blockstore(f, after, a);
+    assert_memory_equal(before, after, sizeof before);
+    int written = 0;
+    for (int i = 0; i < 480; i++) written += before[i] != 0;
+    assert_true(written > 12 * 20 && written <= 12 * 24);
+    for (int i = 0; i < 8 * 24; i++) assert_true(before[i] == 0);
+    ir_ctx_destroy(c);
+    source_free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_dce_fixed_point),
         cmocka_unit_test(test_pipeline_O2),
         cmocka_unit_test(test_dotpad_keeps_values),
+        cmocka_unit_test(test_blockstore_expand_laid_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
