@@ -34,8 +34,14 @@
 #include "ir/target.h"
 #include "passes/passes.h"
 
-/* The recipe of one tma_copy's map for pointer parameter `param` (one of those its
- * pointer may be); false if an operand is not known on the host. */
+/* Where the pointer operand of a tma_copy or tma_store is; its shapes, strides and
+ * offsets follow it (x 2 each). */
+static uint32_t ptr_operand(const IrOp *op) { return op->code == IR_OP_TMA_STORE ? 2 : 3; }
+
+/* The recipe of one tma_copy's or tma_store's map for pointer parameter `param` (one of
+ * those its pointer may be); false if an operand is not known on the host. The
+ * buffer's NVMMA form gives the box: swizzle / element bytes along the contiguous axis,
+ * all of the buffer's rows across it (a store's staging chunk is one box). */
 static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc *out)
 {
     const IrType *bt = ir_value_type(f, op->operands[0]);
@@ -49,27 +55,28 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc
     out->swizzle = (uint32_t)l->swizzle_bytes;
     out->box[0] = (uint16_t)(l->swizzle_bytes / eb);
     out->box[1] = (uint16_t)bt->shape[1 + slow];
-    out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[4])->elem) * 8;
+    uint32_t sh = ptr_operand(op) + 1;
+    out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[sh])->elem) * 8;
     int axes[2] = {fast, slow};
     for (int d = 0; d < 2; d++) {
         int64_t mult;
-        if (!blockload_host_scalar(f, op->operands[4 + axes[d]], &out->dim_param[d], &out->dim_value[d], &mult) ||
-            !blockload_host_scalar(f, op->operands[6 + axes[d]], &out->stride_param[d], &out->stride_value[d], &mult))
+        if (!blockload_host_scalar(f, op->operands[sh + axes[d]], &out->dim_param[d], &out->dim_value[d], &mult) ||
+            !blockload_host_scalar(f, op->operands[sh + 2 + axes[d]], &out->stride_param[d], &out->stride_value[d], &mult))
             return false;
     }
     return out->stride_param[0] < 0 && out->stride_value[0] == 1;
 }
 
-/* Adds the maps of blk's tma_copy ops (in order, nested regions included) to out[0..*nd)
+/* Adds the maps of blk's tma_copy and tma_store ops (in order, nested regions included) to out[0..*nd)
  * that are not there yet; false if one cannot be described or there are more than max. */
 static bool collect_maps(const IrFunc *k, const IrBlock *blk, CgTmaDesc *out, uint32_t *nd, uint32_t max)
 {
     for (const IrOp *op = blk->first; op; op = op->next) {
         for (uint32_t r = 0; r < op->nregions; r++)
             if (!collect_maps(k, &op->regions[r], out, nd, max)) return false;
-        if (op->code != IR_OP_TMA_COPY) continue;
+        if (op->code != IR_OP_TMA_COPY && op->code != IR_OP_TMA_STORE) continue;
         uint32_t ps[4];
-        int np = blockload_ptr_params(k, op->operands[3], ps, 4);
+        int np = blockload_ptr_params(k, op->operands[ptr_operand(op)], ps, 4);
         if (!np) return false;
         for (int p = 0; p < np; p++) {
             CgTmaDesc d;
@@ -95,11 +102,11 @@ int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max)
  * select chain; two parameters with one address have the same map but the base). */
 static LLVMValueRef desc_addr(Cg *c, const IrOp *op)
 {
-    uint32_t ps[4];
-    int np = blockload_ptr_params(c->f, op->operands[3], ps, 4);
+    uint32_t ps[4], po = ptr_operand(op);
+    int np = blockload_ptr_params(c->f, op->operands[po], ps, 4);
     LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
     LLVMValueRef addr = NULL, ptr = NULL;
-    if (np > 1) ptr = LLVMBuildPtrToInt(c->b, cg_get(c, op->operands[3]).v[0], i64, "");
+    if (np > 1) ptr = LLVMBuildPtrToInt(c->b, cg_get(c, op->operands[po]).v[0], i64, "");
     for (int p = np - 1; p >= 0; p--) {
         CgTmaDesc d;
         if (!recipe_of(c->f, op, ps[p], &d)) return NULL;
@@ -249,6 +256,157 @@ static bool lower_arrive(Cg *c, const IrOp *op)
     return true;
 }
 
+/* Each element of the value where it lies inside the tensor, stored by its own
+ * instruction (the index math in the operands' integer type, as block_store's meaning
+ * says). */
+static void store_by_element(Cg *c, const IrOp *op, const CgLayout *l, CgVal v, LLVMValueRef orow, LLVMValueRef ocol)
+{
+    IrElem ie = ir_value_type(c->f, op->operands[3])->elem;
+    LLVMTypeRef it = LLVMTypeOf(orow), mt = cg_mem_type(c, cg_type(c, op->operands[1])->elem);
+    LLVMValueRef ptr = cg_get(c, op->operands[2]).v[0], zero = LLVMConstInt(it, 0, 0);
+    LLVMValueRef dim[2] = {cg_get(c, op->operands[3]).v[0], cg_get(c, op->operands[4]).v[0]};
+    LLVMValueRef str[2] = {cg_get(c, op->operands[5]).v[0], cg_get(c, op->operands[6]).v[0]};
+    LLVMValueRef off[2] = {orow, ocol};
+    for (uint32_t k = 0; k < cg_layout_elems(l); k++) {
+        LLVMValueRef co[IR_MAX_RANK], in = cg_layout_owner_at(c, l, k), idx = zero;
+        cg_layout_coords(c, l, k, co);
+        for (int d = 0; d < 2; d++) {   /* coordinates inside the tile: i32, >= 0 */
+            LLVMValueRef cd = LLVMGetIntTypeWidth(it) == 32 ? co[d] : LLVMBuildZExt(c->b, co[d], it, "");
+            LLVMValueRef x = LLVMBuildAdd(c->b, off[d], cd, "");
+            in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSGE, x, zero, ""), "");
+            in = LLVMBuildAnd(c->b, in, LLVMBuildICmp(c->b, LLVMIntSLT, x, dim[d], ""), "");
+            idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, x, str[d], ""), "");
+        }
+        idx = cg_convert_scalar(c, idx, ie, IR_I64);
+        LLVMBasicBlockRef after = begin_if(c, in);
+        LLVMBuildStore(c->b, cg_at(v, k), LLVMBuildGEP2(c->b, mt, ptr, &idx, 1, ""));
+        end_if(c, after);
+    }
+}
+
+/* tma_store %buf, %v, %p, shapes, strides, offsets: the value's columns in chunks of
+ * the staging buffer's width (cols = swizzle / element bytes), chunk j into buf[j % 2]:
+ *   the issuing thread waits until at most one bulk group still reads (the one of the
+ *   other half), a barrier; every thread writes its elements of chunk j at their
+ *   swizzled addresses (row r, byte b: r * SW + b, the 16-byte chunk XORed with address
+ *   bits 7-9, as TMA's swizzle of that width reads them; column pairs as one store),
+ *   fence.proxy.async (generic writes visible to TMA), a barrier; the issuing thread
+ *   stores the box at (offset + j * cols, row offset) and commits its bulk group.
+ * Coordinates outside the tensor are not written by the copy, which is block_store's
+ * meaning. Which chunk an element is in is known at compile time where it is the same
+ * for every thread (accumulator layouts); elsewhere the store is predicated. */
+static bool lower_store(Cg *c, const IrOp *op)
+{
+    const IrType *bt = cg_type(c, op->operands[0]), *vt = cg_type(c, op->operands[1]);
+    const IrOp *alloc = c->f->values[op->operands[0]].def;
+    if (!alloc || alloc->code != IR_OP_LOCAL_ALLOC || bt->rank != 3 || vt->rank != 2 || !bt->layout->swizzle_bytes)
+        return cg_error(c, op, "internal error: a tma_store without its staging buffer");
+    LLVMValueRef map = desc_addr(c, op);
+    if (!map) return cg_error(c, op, "internal error: a tma_store whose tensor is not known on the host");
+    CgLayout l = cg_layout_of(vt);
+    CgVal v = cg_get(c, op->operands[1]);
+    IrElem e = vt->elem;
+    LLVMTypeRef mt = cg_mem_type(c, e), i8 = LLVMInt8TypeInContext(c->ctx);
+    int32_t eb = ir_elem_bytes(e), sw = bt->layout->swizzle_bytes, cols = sw / eb, rows = bt->shape[1];
+    int32_t nchunk = vt->shape[1] / cols;
+    uint32_t half = (uint32_t)rows * (uint32_t)sw, base = c->smem_buffers + (uint32_t)alloc->attr.i;
+    uint32_t run = cg_layout_run(&l), n = cg_layout_elems(&l), threads = c->threads;
+    if (run * (uint32_t)eb > 16 || (run & (run - 1))) run = 1;
+    LLVMValueRef orow = cg_get(c, op->operands[7]).v[0], ocol = cg_get(c, op->operands[8]).v[0];
+    LLVMValueRef row0 = as_i32(c, orow), col0 = as_i32(c, ocol);
+    /* TMA stores take no box that starts before the tensor (the H200 faults on a
+     * negative coordinate): such a block, part of which lies before row 0 or column 0,
+     * is stored element by element, each inside the tensor (uniform: the offsets are
+     * scalars) */
+    LLVMTypeRef it = LLVMTypeOf(orow);
+    LLVMValueRef zero = LLVMConstInt(it, 0, 0);
+    LLVMValueRef neg = LLVMBuildOr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, orow, zero, ""),
+                                   LLVMBuildICmp(c->b, LLVMIntSLT, ocol, zero, ""), "");
+    LLVMBasicBlockRef slow = cg_block_new(c, "tma.store.edge"), fast = cg_block_new(c, "tma.store"),
+                      done = cg_block_new(c, "tma.store.done");
+    LLVMBuildCondBr(c->b, neg, slow, fast);
+    LLVMPositionBuilderAtEnd(c->b, slow);
+    store_by_element(c, op, &l, v, orow, ocol);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, fast);
+    /* each element's chunk for every thread: lo..hi */
+    int32_t *lo = tl_malloc(n * sizeof *lo), *hi = tl_malloc(n * sizeof *hi);
+    if (!lo || !hi) tl_oom();
+    for (uint32_t k = 0; k < n; k++) {
+        lo[k] = INT32_MAX, hi[k] = -1;
+        for (uint32_t t = 0; t < threads; t++) {
+            int64_t co[IR_MAX_RANK];
+            cg_layout_coords_at(&l, t, k, co);
+            int32_t j = (int32_t)(co[1] / cols);
+            if (j < lo[k]) lo[k] = j;
+            if (j > hi[k]) hi[k] = j;
+        }
+    }
+    for (int32_t j = 0; j < nchunk; j++) {
+        uint32_t at = base + (uint32_t)(j % 2) * half;
+        LLVMBasicBlockRef after = begin_if(c, thread0(c));
+        asm_void(c, NULL, 0, "cp.async.bulk.wait_group.read 1;", "~{memory}");
+        end_if(c, after);
+        cg_barrier(c);
+        for (uint32_t k = 0; k < n; k += run) {
+            uint32_t w = run;
+            for (uint32_t i = 1; i < run; i++)      /* a pair only where both sit in one chunk */
+                if (lo[k + i] != lo[k] || hi[k + i] != hi[k]) w = 1;
+            for (uint32_t k2 = k; k2 < k + run; k2 += w) {
+                if (j < lo[k2] || j > hi[k2]) continue;
+                LLVMValueRef co[IR_MAX_RANK];
+                cg_layout_coords(c, &l, k2, co);
+                LLVMValueRef cb = cg_mul(c->b, LLVMBuildSub(c->b, co[1], cg_i32c(c, (int64_t)j * cols), ""), cg_i32c(c, eb));
+                LLVMValueRef o = cg_add(c->b, cg_mul(c->b, co[0], cg_i32c(c, sw)), cb);
+                LLVMValueRef x = cg_shl(c->b, cg_and(c->b, LLVMBuildLShr(c->b, o, cg_i32c(c, 7), ""),
+                                                     cg_i32c(c, sw / 16 - 1)), cg_i32c(c, 4));
+                o = cg_add(c->b, LLVMBuildXor(c->b, o, x, ""), cg_i32c(c, at));
+                LLVMValueRef val;
+                if (w == 1) {
+                    val = cg_at(v, k2);
+                } else {
+                    val = LLVMGetUndef(LLVMVectorType(mt, w));
+                    for (uint32_t i = 0; i < w; i++)
+                        val = LLVMBuildInsertElement(c->b, val, cg_at(v, k2 + i), cg_i32c(c, i), "");
+                }
+                LLVMBasicBlockRef skip = NULL;
+                if (lo[k2] != hi[k2]) {   /* this element is in chunk j for some threads only */
+                    LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildUDiv(c->b, co[1], cg_i32c(c, cols), ""),
+                                                    cg_i32c(c, j), "");
+                    skip = begin_if(c, in);
+                }
+                LLVMValueRef st = LLVMBuildStore(c->b, val, cg_smem_ptr(c, o, i8, 0));
+                LLVMSetAlignment(st, w * (unsigned)eb);
+                if (skip) end_if(c, skip);
+            }
+        }
+        asm_void(c, NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}");
+        cg_barrier(c);
+        after = begin_if(c, thread0(c));
+        LLVMValueRef args[4] = {map, cg_add(c->b, col0, cg_i32c(c, (int64_t)j * cols)), row0,
+                                cg_add(c->b, cg_get(c, op->operands[0]).v[0], cg_i32c(c, (int64_t)(j % 2) * half))};
+        asm_void(c, args, 4, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
+                 "l,r,r,r,~{memory}");
+        asm_void(c, NULL, 0, "cp.async.bulk.commit_group;", "~{memory}");
+        end_if(c, after);
+    }
+    tl_free(lo);
+    tl_free(hi);
+    LLVMBuildBr(c->b, done);
+    LLVMPositionBuilderAtEnd(c->b, done);
+    return true;
+}
+
+/* The issuing thread waits for its bulk groups: the stores are written and their
+ * buffers read before the program ends. */
+static bool lower_store_wait(Cg *c)
+{
+    LLVMBasicBlockRef after = begin_if(c, thread0(c));
+    asm_void(c, NULL, 0, "cp.async.bulk.wait_group 0;", "~{memory}");
+    end_if(c, after);
+    return true;
+}
+
 /* The split (passes/warpspec.c): threads from c->threads on are the producer
  * warpgroup; it gives registers back (setmaxnreg.dec, every warp of the warpgroup), one
  * of its threads runs the region, and all of them leave. The consumers take the
@@ -287,6 +445,8 @@ bool cg_tma(Cg *c, const IrOp *op)
     case IR_OP_TMA_WAIT: return lower_wait(c, op);
     case IR_OP_MBARRIER_ARRIVE: return lower_arrive(c, op);
     case IR_OP_PRODUCER: return lower_producer(c, op);
+    case IR_OP_TMA_STORE: return lower_store(c, op);
+    case IR_OP_TMA_STORE_WAIT: return lower_store_wait(c);
     default: return cg_error(c, op, "not a TMA op");
     }
 }

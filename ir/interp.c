@@ -242,7 +242,7 @@ static bool exec_load(Interp *I, const IrOp *op, Tile *res)
  * operands' integer type, wrapping as its arithmetic does (LANGUAGE-REFERENCE.md).
  * block_store writes element i there under the same test and drops it elsewhere. */
 /* The block whose operands (ptr, shape x R, strides x R, offsets x R) begin at operand
- * `at` of op (block_load and block_store: 0; tma_copy: 3), of io's type: read into io
+ * `at` of op (block_load and block_store: 0; tma_store: 2; tma_copy: 3), of io's type: read into io
  * (zeros outside the tensor), or with `write` written from io (nothing outside). */
 static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *io, bool write)
 {
@@ -287,6 +287,14 @@ static bool exec_block_store(Interp *I, const IrOp *op)
 {
     Tile v = *interp_opnd(I, op, op->noperands - 1);   /* the value, which block_at only reads */
     return block_at(I, op, 0, &v, true);
+}
+
+/* tma_store (buf, value, ptr, ...): the block_store of the value (the staging buffer
+ * and the order of its chunks are the GPU's business). */
+static bool exec_tma_store(Interp *I, const IrOp *op)
+{
+    Tile v = *interp_opnd(I, op, 1);
+    return block_at(I, op, 2, &v, true);
 }
 
 static bool exec_store(Interp *I, const IrOp *op)
@@ -895,6 +903,7 @@ static int64_t op_elements(const Interp *I, const IrOp *op)
     }
     if (op->nresults) return ir_type_numel(interp_result_type(I, op, 0));
     if (op->code == IR_OP_BLOCK_STORE) return ir_type_numel(interp_opnd(I, op, op->noperands - 1)->type);
+    if (op->code == IR_OP_TMA_STORE) return ir_type_numel(interp_opnd(I, op, 1)->type);
     return op->noperands ? interp_opnd(I, op, 0)->n : 1;
 }
 
@@ -926,6 +935,8 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_ASYNC_COPY: ok = exec_async_copy(I, op); break;
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: ok = true; break;
     case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
+    case IR_OP_TMA_STORE: ok = exec_tma_store(I, op); break;
+    case IR_OP_TMA_STORE_WAIT: ok = true; break;   /* stores are done when they are executed */
     case IR_OP_PRODUCER: return exec_producer(I, op);
     case IR_OP_TMA_WAIT:
         if (op->attr.i == 0 && I->prod.loop) {

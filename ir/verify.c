@@ -669,6 +669,27 @@ static bool check_tma_copy(Verifier *v, const IrOp *op)
     return check_block_ints(v, op, 4, 4 + 3 * r);
 }
 
+/* tma_store (buf, value, ptr, shape x 2, strides x 2, offsets x 2): a staging buffer
+ * [2, rows, cols] in the NVMMA form (swizzle_bytes = cols x element bytes) of the
+ * value's element type and rows, a value of a whole number of chunks of cols columns,
+ * and a block_store's operands for it. */
+static bool check_tma_store(Verifier *v, const IrOp *op)
+{
+    if (op->noperands != 9)
+        return fail(v, op, "needs a staging buffer, a value of rank 2, a pointer, 2 shapes, strides and offsets, got %u "
+                    "operands", op->noperands);
+    const IrType *b = opt(v, op, 0), *x = opt(v, op, 1), *p = opt(v, op, 2);
+    if (!is_buffer(b) || b->rank != 3 || b->shape[0] != 2 || !b->layout || !b->layout->swizzle_bytes)
+        return fail(v, op, "stages through a buffer [2, rows, cols] in the NVMMA form, got %s", tstr(b).s);
+    if (x->rank != 2 || x->elem != b->elem || x->shape[0] != b->shape[1] || x->shape[1] % b->shape[2] ||
+        b->shape[2] * ir_elem_bytes(b->elem) != b->layout->swizzle_bytes)
+        return fail(v, op, "stores a value of the buffer's element type and rows in whole chunks of its columns, got %s "
+                    "through %s", tstr(x).s, tstr(b).s);
+    if (!is_ptr(p) || p->rank || p->pointee != x->elem)
+        return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);
+    return check_block_ints(v, op, 3, 9);
+}
+
 static bool check_tma_wait(Verifier *v, const IrOp *op)
 {
     bool wait = op->code == IR_OP_TMA_WAIT;
@@ -906,6 +927,8 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
     case IR_OP_MBARRIER_INIT: return check_mbarrier_init(v, op);
     case IR_OP_TMA_COPY: return check_tma_copy(v, op);
+    case IR_OP_TMA_STORE: return check_tma_store(v, op);
+    case IR_OP_TMA_STORE_WAIT: return true;
     case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: return check_tma_wait(v, op);
     case IR_OP_PRODUCER: return check_producer(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");

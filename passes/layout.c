@@ -691,7 +691,7 @@ typedef struct Roots {
 static void collect_roots(IrOp *op, void *ud)
 {
     Roots *rs = ud;
-    if (op->code != IR_OP_STORE && op->code != IR_OP_CONVERT_LAYOUT) return;
+    if (op->code != IR_OP_STORE && op->code != IR_OP_BLOCK_STORE && op->code != IR_OP_CONVERT_LAYOUT) return;
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 16;
         rs->ops = tl_realloc(rs->ops, rs->cap * sizeof *rs->ops);
@@ -700,7 +700,15 @@ static void collect_roots(IrOp *op, void *ud)
     rs->ops[rs->n++] = op;
 }
 
-/* One round over the kernel's conversions into mma layouts and its stores: the stores
+/* The value a store or block_store writes (NO_VALUE for other roots). */
+static IrValue stored_value(const IrOp *op)
+{
+    if (op->code == IR_OP_STORE) return op->operands[1];
+    return op->code == IR_OP_BLOCK_STORE ? op->operands[op->noperands - 1] : IR_NO_VALUE;
+}
+
+/* One round over the kernel's conversions into mma layouts and its stores (a
+ * block_store's value too: passes/tmastore.c stages an accumulator layout): the stores
  * of values converted from one mma layout together (an epilogue that stores twice
  * keeps its shared ops in that layout only if both stores move), else one by one. */
 static bool propagate(IrFunc *f)
@@ -717,11 +725,14 @@ static bool propagate(IrFunc *f)
         if (in_mma_family(l)) changed |= try_roots(f, &op, 1, l);
     }
     for (uint32_t i = 0; i < rs.n; i++) {
-        const IrLayout *l = rs.ops[i]->code == IR_OP_STORE ? converted_from(f, rs.ops[i]->operands[1], 0) : NULL;
+        IrValue sv = stored_value(rs.ops[i]);
+        const IrLayout *l = sv != IR_NO_VALUE ? converted_from(f, sv, 0) : NULL;
         if (!l) continue;
         uint32_t n = 0;
-        for (uint32_t j = i; j < rs.n; j++)
-            if (rs.ops[j]->code == IR_OP_STORE && converted_from(f, rs.ops[j]->operands[1], 0) == l) group[n++] = rs.ops[j];
+        for (uint32_t j = i; j < rs.n; j++) {
+            IrValue w = stored_value(rs.ops[j]);
+            if (w != IR_NO_VALUE && converted_from(f, w, 0) == l) group[n++] = rs.ops[j];
+        }
         if (try_roots(f, group, n, l)) changed = true;
         else if (n > 1)
             for (uint32_t j = 0; j < n; j++) changed |= try_roots(f, &group[j], 1, l);

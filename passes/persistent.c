@@ -394,6 +394,9 @@ static bool walk(Pk *p)
 {
     IrFunc *f = p->f;
     IrOp *prod = NULL, *ring = ring_loop(&f->body), *ret = f->body.last;
+    /* the wait for the TMA stores (passes/tmastore.c) stays after the walk: the stores
+     * of one tile drain while the next is computed */
+    if (ret->prev && ret->prev->code == IR_OP_TMA_STORE_WAIT) ret = ret->prev;
     for (IrOp *o = f->body.first; o; o = o->next)
         if (o->code == IR_OP_PRODUCER) prod = o;
     IrValue lo = IR_NO_VALUE, step = IR_NO_VALUE;

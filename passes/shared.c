@@ -894,5 +894,17 @@ bool pass_shared(IrFunc *f)
     }
     changed |= settle_wgmma(f);
     changed |= expand_leftovers(f);
+    /* the staging buffers of the TMA stores, after the rings' buffers and barriers */
+    uint32_t end = 0;
+    for (uint32_t v = 0; v < f->nvalues; v++) {
+        const IrOp *d = f->values[v].def;
+        if (!d || d->code != IR_OP_LOCAL_ALLOC) continue;
+        const IrType *bt = f->values[v].type;
+        uint32_t e = (uint32_t)d->attr.i + buffer_bytes(bt, 1);
+        if (e > end) end = e;
+    }
+    uint64_t scratch = (scratch_bound(f, &f->body, NULL, 0) + 127) & ~(uint64_t)127;
+    uint32_t limit = scratch + 1024 < t->smem_optin ? t->smem_optin - (uint32_t)scratch - 1024 : 0;
+    changed |= tmastore_lower(f, &end, limit);
     return changed;
 }

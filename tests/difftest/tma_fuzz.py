@@ -17,7 +17,8 @@ A program is drawn from a seed: the block (BM, BN, BK), warps, stages, ws and pe
 (the interpreter launches 3 programs of a persistent kernel, each walking several tiles:
 the TMA ring's stages and phases across tiles, with its mbarrier model); A as [M, K]
 or read transposed from [K, M], B as [K, N] or read transposed from [N, K] (the
-stages' layouts and wgmma's trans bits); i32 or i64 sizes (i64 coordinates are
+stages' layouts and wgmma's trans bits); the epilogue a masked store or store_block
+(stored by TMA through a staging buffer: passes/tmastore.c); i32 or i64 sizes (i64 coordinates are
 clamped to TMA's s32); M, N, K (multiples of 16 or not: TMA or
 cp.async), row strides with padding (a multiple of 16 elements or not), the first K
 step, and offsets shifted before the tensor (negative coordinates read zeros).
@@ -74,7 +75,8 @@ class Prog:
         self.fill_b = [r.randint(-4, 4) for _ in range(self.rows_b() * self.sb)]
         self.ws = r.random() < 0.4           # a producer warpgroup issues the copies (drawn after
                                              # the rest: earlier seeds keep their programs)
-        self.persistent = r.random() < 0.4   # each program walks tiles (drawn last, likewise)
+        self.persistent = r.random() < 0.4   # each program walks tiles (drawn after the rest)
+        self.store_block = r.random() < 0.5  # the epilogue as store_block: TMA stores (drawn last)
 
     def rows_a(self):
         return self.K if self.at else self.M
@@ -105,13 +107,18 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     for k in range(%d, K, %d) {
         acc = dot(%s, %s, acc);
     }
-    let rm = %s + arange(0, %d);
-    let rn = %s + arange(0, %d);
-    store(c + rm[:, None] * N + rn[None, :], acc, mask = (rm[:, None] >= 0) & (rm[:, None] < M) & (rn[None, :] >= 0) & (rn[None, :] < N));
-}
+%s}
 """ % ((self.seed, self.warps, self.stages, ", ws = true" if self.ws else "",
         ", persistent = true" if self.persistent else "", e, e) + (self.index,) * 5 +
-       (BM, BN, BM, BN, self.k0, BK, a, b, om, BM, on, BN))
+       (BM, BN, BM, BN, self.k0, BK, a, b, self.epilogue(om, on)))
+
+    def epilogue(self, om, on):
+        if self.store_block:
+            return "    store_block(c, [M, N], [N, 1], [%s, %s], acc);\n" % (om, on)
+        return """    let rm = %s + arange(0, %d);
+    let rn = %s + arange(0, %d);
+    store(c + rm[:, None] * N + rn[None, :], acc, mask = (rm[:, None] >= 0) & (rm[:, None] < M) & (rn[None, :] >= 0) & (rn[None, :] < N));
+""" % (om, self.BM, on, self.BN)
 
     def write(self, d):
         src = os.path.join(d, "gemm.tile")
@@ -153,6 +160,8 @@ def check(tilec, prog, device, ptxas, d):
             return "ws = true, but the div16 variant has no producer warpgroup"
         if prog.ws and prog.persistent and "launched_programs" not in ir:
             return "ws and persistent, but the div16 variant does not walk tiles"
+        if prog.store_block and "tma_store" not in ir:
+            return "store_block, but the div16 variant does not store by TMA"
     if not prog.shift_m and not prog.shift_n and not any(x not in "0. \n[],-" for x in ref):
         return "C is all zeros: the program tests nothing"
     if ptxas and prog.seed % 8 == 0:

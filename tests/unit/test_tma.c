@@ -95,13 +95,28 @@ static void launch(TrtKernel *k, uint64_t pa, int32_t sa, int32_t sb, MockLaunch
     mock_last(l);
 }
 
+/* C [M, N] (store_block, passes/tmastore.c): boxes of one staging chunk, 64 columns
+ * (128 bytes, the 128-byte swizzle) by BM rows. */
+static void assert_c_map(const MockTensorMap *tc)
+{
+    assert_int_equal(tc->address, 0x100000);
+    assert_int_equal(tc->dims[0], N);
+    assert_int_equal(tc->dims[1], M);
+    assert_int_equal(tc->strides[0], 2 * N);
+    assert_int_equal(tc->box[0], 64);
+    assert_int_equal(tc->box[1], BM);
+    assert_int_equal(tc->swizzle, 3);
+}
+
 static void assert_maps(const MockLaunch *l, int32_t sa, int32_t sb)
 {
-    assert_int_equal(l->nparams, 11);
+    assert_int_equal(l->nparams, 12);
     assert_int_equal(l->param_bytes[9], 128);
     assert_int_equal(l->param_bytes[10], 128);
-    assert_int_equal(l->ntma, 2);
+    assert_int_equal(l->param_bytes[11], 128);
+    assert_int_equal(l->ntma, 3);
     const MockTensorMap *ta = &l->tma[0], *tb = &l->tma[1];
+    assert_c_map(&l->tma[2]);
     assert_string_equal(ta->magic, "mocktma");
     /* A [M, K], K contiguous: extents (K, M), the row's bytes, boxes of 64 x BM, 128 B */
     assert_int_equal(ta->address, 0x200000);
@@ -135,7 +150,7 @@ static void test_aligned_launch_passes_tensor_maps(void **state)
     assert_int_equal(l.grid[0], (M / BM) * (N / BN));
     /* a new tensor (another address, another stride) gets new maps from the same variant */
     launch(k, 0x400000, 2 * K, N, &l);
-    assert_int_equal(l.ntma, 2);
+    assert_int_equal(l.ntma, 3);
     assert_int_equal(l.tma[0].address, 0x400000);
     assert_int_equal(l.tma[0].strides[0], 4 * K);
     assert_int_equal(k->nvariants, 1);
@@ -146,11 +161,12 @@ static void test_class_without_tma_has_no_maps(void **state)
     (void)state;
     TrtKernel *k = gemm();
     MockLaunch l;
-    launch(k, 0x200000, 1000, N, &l);      /* 1000 is no multiple of 16: the cp.async variant */
-    assert_int_equal(l.nparams, 9);
-    assert_int_equal(l.ntma, 0);
+    launch(k, 0x200000, 1000, N, &l);      /* 1000 is no multiple of 16: the cp.async ring */
+    assert_int_equal(l.nparams, 10);       /* C's store keeps its map */
+    assert_int_equal(l.ntma, 1);
+    assert_c_map(&l.tma[0]);
     launch(k, 0x200008, K, N, &l);         /* a pointer 8-byte aligned: likewise */
-    assert_int_equal(l.ntma, 0);
+    assert_int_equal(l.ntma, 1);
 }
 
 /* The class promises what TMA needs except the sign: a negative stride (rows read
@@ -161,8 +177,8 @@ static void test_refused_map_falls_back(void **state)
     TrtKernel *k = gemm();
     MockLaunch l;
     launch(k, 0x200000 + (uint64_t)(M - 1) * K * 2, -K, N, &l);
-    assert_int_equal(l.nparams, 9);
-    assert_int_equal(l.ntma, 0);
+    assert_int_equal(l.nparams, 10);       /* C's map only */
+    assert_int_equal(l.ntma, 1);
     assert_int_equal(k->nvariants, 2);     /* the TMA variant, then the one without A's promise */
     /* a later launch the maps take runs the TMA variant again */
     launch(k, 0x200000, K, N, &l);
@@ -272,7 +288,7 @@ static void test_persistent_launch_caps_the_grid(void **state)
     TrtKernel *k = persistent_gemm(1);
     launch_mn(k, 16384, 4096, NULL, &l);
     assert_grid(&l, 132, 1, 1);
-    assert_int_equal(l.ntma, 2);
+    assert_int_equal(l.ntma, 3);
     assert_int_equal(k->variants[0].max_programs, 132);
     launch_mn(k, 1024, 768, NULL, &l);           /* 8 x 3 tiles: fewer than the SMs */
     assert_grid(&l, 24, 1, 1);
