@@ -229,7 +229,7 @@ def progress(lines):
 
 def section_bf16(rt):
     shapes = [BF16_SHAPES[0], BF16_SHAPES[3]] if QUICK and not CUSTOM_SHAPES else BF16_SHAPES
-    configs = BF16_CONFIGS[2:3] if QUICK and not CUSTOM else BF16_CONFIGS
+    configs = BF16_CONFIGS[4:5] if QUICK and not CUSTOM else BF16_CONFIGS   # quick: the example's default
     lines = ["## bf16 GEMM (examples/matmul_bf16.tile: block loads, by TMA where the arguments allow; "
              "bench/matmul_pointers.tile: the same with pointer loads, by cp.async; f32 accumulation, bf16 out)", "",
              "tile configs are (BM, BN, BK, warps, stages); Triton's are the autotuner's pick, same order. "
