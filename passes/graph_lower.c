@@ -829,6 +829,20 @@ static int *products(Low *L, const IrGOp **mms, uint32_t *nmm, bool *paired)
  * the epilogue and the stores of the kernel's writes that derive from product p (all
  * of them when p < 0: paired products, rule 4b, whose shapes are one). One product's
  * names have no suffix (acc, bt), several are numbered (acc0, bt0, acc1, ...). */
+/* A value the GEMM's epilogue writes whole as the block (om, on) of a row-major
+ * [M, N]: the product's own shape (no batch, not broadcast, not a per-channel vector),
+ * every axis at its row-major stride (so the leading axes fold into M rows of N). Such
+ * a write is a store_block, which sm_90a stores by TMA from shared memory
+ * (passes/tmastore.c); the other writes are masked stores. */
+static bool block_write(Low *L, const Gemm *G, uint32_t v)
+{
+    const IrTensorType *t = vt(L, v), *o = vt(L, G->mm->out[0]);
+    if (G->nbatch || (L->chan && L->chan[v]) || t->rank != o->rank || t->rank < 2) return false;
+    for (uint32_t d = 0; d < t->rank; d++)
+        if (!ir_size_eq(t->dims[d], o->dims[d]) || strcmp(stride_of(L, v, d), numel_expr(L, t, d + 1))) return false;
+    return true;
+}
+
 static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const char *pn, const char *in)
 {
     for (uint32_t i = 1; i < n; i++)
@@ -884,8 +898,17 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
         fprintf(L->o, "%slet v%u = acc%s as %s;\n", in, G[i].mm->out[0], sfx[i], ename(vt(L, G[i].mm->out[0])->elem));
         L->done[G[i].mm->out[0]] = true;
     }
-    for (uint32_t i = 0; i < L->K->nwrites; i++)
-        if ((p < 0 || prod[L->K->writes[i]] == p) && !store(L, L->K->writes[i])) return false;
+    for (uint32_t i = 0; i < L->K->nwrites; i++) {
+        uint32_t v = L->K->writes[i];
+        if (p >= 0 && prod[v] != p) continue;
+        if (block_write(L, G, v)) {   /* the tile as a block of the [M, N] output: TMA stores on sm_90a */
+            const char *x = val(L, v);
+            if (!x) return fail(L, "a written value the epilogue cannot compute");
+            fprintf(L->o, "%sstore_block(%s, [%s, %s], [%s, 1], [om, on], %s);\n", in, pname(L, v), G->M, G->N, G->N, x);
+        } else if (!store(L, v)) {
+            return false;
+        }
+    }
     return true;
 }
 
