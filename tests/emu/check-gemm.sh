@@ -3,7 +3,9 @@
 # store and shared access, for tile configs and shapes (masked edges, the unspecialized
 # variant) run on the host (tests/emu); `sm_90a-tma` rows run examples/matmul_bf16.tile's
 # TMA ring (every box's map, destination and block, every mbarrier, and which operand
-# each wgmma row holds). Exit 77 without LLVM's llc or a C compiler.
+# each wgmma row holds) and its TMA stores of C (C's map, the staging half's alignment,
+# the box's coordinates, every staged byte written by the threads before the store
+# reads it). Exit 77 without LLVM's llc or a C compiler.
 #   check-gemm.sh TILEC
 set -u
 tilec=$1; here=$(cd "$(dirname "$0")" && pwd)

@@ -110,7 +110,7 @@ void chk_st(uint32_t pred, uint64_t addr, uint32_t sz) {
     if (!in(addr, C, szC, sz)) report("st.global outside C", addr);
 }
 /* TMA (harness built with -DTMA=1 for examples/matmul_bf16.tile's div16 variant): the
- * kernel takes two tensor maps after its arguments, A's and B's, which the harness
+ * kernel takes three tensor maps after its arguments, A's, B's and C's (its store), which the harness
  * makes as the runtime would from the recipe (rt_tma.c): extents innermost first, the
  * row's bytes, the box (swizzle / 2 elements by the stage's rows). chk_tma checks a
  * copy: the map is one of the two, the destination inside the shared memory and on a
@@ -152,6 +152,32 @@ void chk_tma(uint32_t dst, uint64_t map, uint32_t c0, uint32_t c1, uint32_t bar)
     glo[gn] = o, ghi[gn++] = o + bytes, g0 = c0;
     chk_mbar(bar);
 }
+/* A TMA store (store_block, passes/tmastore.c): through C's map, from a staging half
+ * inside the shared memory on a 1024-byte swizzle repeat, at a column that is a
+ * multiple of the box's width and a row inside C, and every byte of the box written by
+ * the threads (chk_sh) since the last store of that half read it. */
+static Map map_c;
+static unsigned char written[256 * 1024];
+void chk_tma_st(uint64_t map, uint32_t c0, uint32_t c1, uint32_t src)
+{
+    const Map *m = (const Map *)(uintptr_t)map;
+    if (!m || m->which != 3) {
+        report("TMA store through a map that is not C's", map);
+        return;
+    }
+    uint32_t o = off_of(src), bytes = m->box[0] * 2 * m->box[1];
+    extent(&buf_lo, &buf_hi, o, bytes);
+    if (o % 1024) report("TMA store source not 1024-byte aligned", o);
+    if (o + bytes > smem_bytes) report("TMA store box past the shared memory", o);
+    if ((int32_t)c0 % (int32_t)m->box[0] || c0 >= m->dims[0]) report("TMA store column not a box of C", c0);
+    if (c1 >= m->dims[1]) report("TMA store row past C", c1);
+    pthread_mutex_lock(&mu);
+    uint32_t missing = 0;
+    for (uint32_t b = 0; b < bytes && o + b < sizeof written; b++) missing += !written[o + b], written[o + b] = 0;
+    pthread_mutex_unlock(&mu);
+    if (missing) report("TMA store of staging bytes the threads did not write", missing);
+}
+
 void chk_mbar(uint32_t a)
 {
     uint32_t o = off_of(a);
@@ -159,7 +185,7 @@ void chk_mbar(uint32_t a)
     if (o + 8 > smem_bytes) report("mbarrier past the shared memory", o);
 }
 #if TMA
-extern void matmul_bf16(void *c, void *a, void *b, int M, int N, int K, int sam, int sbk, int scm, Map ma, Map mb);
+extern void matmul_bf16(void *c, void *a, void *b, int M, int N, int K, int sam, int sbk, int scm, Map ma, Map mb, Map mc);
 #else
 extern void matmul_bf16(void *c, void *a, void *b, int M, int N, int K, int sam, int sbk, int scm);
 #endif
@@ -168,7 +194,7 @@ static void *run(void *p) {
     tid_ = (int)(intptr_t)p;
     ctaid_ = cta;
 #if TMA
-    matmul_bf16((void *)C, (void *)A, (void *)B, M, N, K, K, N, N, map_a, map_b);
+    matmul_bf16((void *)C, (void *)A, (void *)B, M, N, K, K, N, N, map_a, map_b, map_c);
 #else
     matmul_bf16((void *)C, (void *)A, (void *)B, M, N, K, K, N, N);
 #endif
@@ -188,6 +214,8 @@ int main(int argc, char **argv) {
                       .box = {swizzle_of(BK * 2) / 2, BM}, .which = 1};
         map_b = (Map){.base = B, .dims = {(uint64_t)N, (uint64_t)K}, .stride = (uint64_t)N * 2,
                       .box = {swizzle_of(BN * 2) / 2, BK}, .which = 2};
+        map_c = (Map){.base = C, .dims = {(uint64_t)N, (uint64_t)M}, .stride = (uint64_t)N * 2,
+                      .box = {swizzle_of(BN * 2) / 2, BM}, .which = 3};
     }
     pthread_barrier_init(&bar, NULL, (unsigned)nt);
     if (nt < 1 || nt > NT_MAX) {
@@ -214,6 +242,9 @@ int main(int argc, char **argv) {
 void chk_sh(void *p, uint32_t sz) {
     uintptr_t o = (uintptr_t)p - (uintptr_t)__tile_smem;
     extent(NULL, &scratch_hi, (uint32_t)o, sz);
+#if TMA
+    if (o + sz <= sizeof written) memset(written + o, 1, sz);   /* loads mark too: only stores reach a staging half */
+#endif
     if (o % sz) report("shared access misaligned", o);
     if (o + sz > smem_bytes) report("shared access past the shared memory", o);
 }

@@ -1,6 +1,6 @@
 """Rewrites the LLVM IR of a tile kernel (tilec --emit=llvm) so that it runs on the host:
 each inline-asm instruction becomes a function that checks the addresses it is given
-(cp.async, TMA's bulk tensor copies and mbarriers, ldmatrix, predicated global stores) and returns zeros (mma passes its
+(cp.async, TMA's bulk tensor copies and stores and mbarriers, ldmatrix, predicated global stores) and returns zeros (mma passes its
 accumulator through), the thread and block indices and the barrier call the harness
 (harness.c, one pthread per GPU thread), and every shared-memory load and store is
 preceded by a check of its address. Values are not computed; addresses are, exactly as
@@ -92,6 +92,10 @@ def emu_for(asm, cons, args, ret):
         body = ["  call void @chk_st(i32 %p0, i64 %p1, i32 4)", "  ret void"]
     elif asm.startswith("cp.async.commit") or asm.startswith("cp.async.wait"):
         body = ["  ret void"]
+    elif asm.startswith("cp.async.bulk.tensor.2d.global.shared"):   # a TMA store: [map, {c0, c1}], [src]
+        body = ["  call void @chk_tma_st(i64 %p0, i32 %p1, i32 %p2, i32 %p3)", "  ret void"]
+    elif asm.startswith("cp.async.bulk.wait_group") or asm.startswith("cp.async.bulk.commit_group"):
+        body = ["  ret void"]
     elif asm.startswith("cp.async.bulk.tensor.2d"):   # [dst], [map, {c0, c1}], [bar]
         body = ["  call void @chk_tma(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4)", "  ret void"]
     elif asm.startswith("mbarrier.") or "mbarrier.try_wait" in asm:   # init, arrive(.expect_tx), try_wait
@@ -144,7 +148,7 @@ src = re.sub(r'"target-cpu"="[^"]*"', '', src)
 src = re.sub(r'"target-features"="[^"]*"', '', src)
 src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)
 src = re.sub(r'declare void @emu_barrier\(\) #\d+', 'declare void @emu_barrier()', src)
-src += "\ndeclare void @chk_wgmma(i64, i64, i32, i32, i32)\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\n"
+src += "\ndeclare void @chk_wgmma(i64, i64, i32, i32, i32)\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\ndeclare void @chk_tma_st(i64, i32, i32, i32)\n"
 src += "declare void @chk_tma(i32, i64, i32, i32, i32)\ndeclare void @chk_mbar(i32)\n"
 src += "\n".join(d for _, d in decls.values())
 open(sys.argv[2], "w").write(src)
