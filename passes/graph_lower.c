@@ -975,10 +975,14 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
      * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled) */
     if (paired)   /* a power of two: n * BN within the one accumulator's columns */
         while (bn * (int64_t)n > block_for(b->dims[b->rank - 1], 16, 128) && bn > 16) bn /= 2;
+    /* one product of a 128 x 256 tile: 4 stages (with its TMA stores' staging, 230 KB of
+     * shared memory; 0.98-0.99x cuBLAS on the H200 against 0.85-0.91x with 3,
+     * docs/PERFORMANCE.md 2026-12-04); the shared pass takes fewer where they do not fit */
+    int stages = !paired && !vec && bm * bn >= 128 * 256 ? 4 : 3;
     autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
              paired ? arena_printf(L->a, "%u * BM * BN <= 128 * 128", n) : "BM * BN <= 128 * 256",
-             arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: 3", (long long)bm, (long long)bn,
-                          (long long)bk, bm * bn * (paired ? (int64_t)n : 1) >= 128 * 128 ? 8 : 4));
+             arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)bm, (long long)bn,
+                          (long long)bk, bm * bn * (paired ? (int64_t)n : 1) >= 128 * 128 ? 8 : 4, stages));
     signature(L, s, name);
     const char *nb = "0";
     for (uint32_t i = 0; i < (paired ? 1 : n); i++) nb = arena_printf(L->a, "%s + cdiv(%s, BN as i64)", nb, G[i].N);
