@@ -248,8 +248,7 @@ bool blockload_host_scalar(const IrFunc *f, IrValue v, int32_t *param, int64_t *
     return true;
 }
 
-/* blockload_host_scalar, and >= 1 when `positive` and a constant. */
-static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
+bool blockload_host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
 {
     int32_t param;
     int64_t value;
@@ -316,8 +315,8 @@ static bool tma_block(const IrFunc *f, const IrOp *op)
     if (fast < 0) return false;
     int64_t m;
     for (int d = 0; d < 2; d++)
-        if (!host_known(f, op->operands[1 + d], &m, true)) return false;
-    if (!host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * eb) % 16) return false;
+        if (!blockload_host_known(f, op->operands[1 + d], &m, true)) return false;
+    if (!blockload_host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * eb) % 16) return false;
     int32_t row_bytes = t->shape[fast] * eb;
     return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256;
 }

@@ -62,6 +62,14 @@ int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);
  * multiple_of hints; 3 * hidden); *mult is what it is a multiple of. False otherwise.
  * blockload decides by it and codegen/cg_tma.c describes by it. */
 bool blockload_host_scalar(const IrFunc *f, IrValue v, int32_t *param, int64_t *value, int64_t *mult);
+/* blockload_host_scalar, and >= 1 when `positive` and a constant. */
+bool blockload_host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive);
+/* passes/shared.c: the widest swizzle (128, 64 or 32 bytes) that divides a row of tile t
+ * along its contiguous axis `fast`, 0 if none or if the other extent is no multiple of
+ * 8; and the NVMMA shared layout of buffers [n, ...t] of that swizzle (what wgmma's
+ * descriptors and TMA's boxes of that width read). */
+int32_t pass_nvmma_swizzle(const IrType *t, int fast);
+const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);
 /* A block_store the tensor-memory accelerator stores (passes/tmastore.c): blockload

@@ -222,7 +222,7 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
 /* The swizzle of a wgmma operand's rows (the NVMMA form): the widest of 128, 64 and 32
  * bytes that divides a row, or 0 when none does or the other extent is not a multiple
  * of 8 rows (a swizzle atom). */
-static int32_t nvmma_swizzle(const IrType *t, int fast)
+int32_t pass_nvmma_swizzle(const IrType *t, int fast)
 {
     int32_t row_bytes = t->shape[fast] * ir_elem_bytes(t->elem);
     if (t->shape[1 - fast] % 8) return 0;
@@ -250,7 +250,7 @@ static const IrLayout *shared_layout(IrCtx *c, const IrType *t, int fast, bool n
     k.order[2] = 0;
     k.vec = 16 / ir_elem_bytes(t->elem);
     if (nvmma) {
-        k.swizzle_bytes = nvmma_swizzle(t, fast);
+        k.swizzle_bytes = pass_nvmma_swizzle(t, fast);
         k.per_phase = 128 / k.swizzle_bytes;
         k.max_phase = k.swizzle_bytes / 16;
         return ir_layout_intern(c, &k);
@@ -261,6 +261,8 @@ static const IrLayout *shared_layout(IrCtx *c, const IrType *t, int fast, bool n
     if (k.per_phase < 1) k.per_phase = 1;
     return ir_layout_intern(c, &k);
 }
+
+const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast) { return shared_layout(c, t, fast, true); }
 
 /* A candidate read by wgmma (through any of its views) gets an NVMMA ring, when its
  * tile has a swizzle that fits. */
@@ -279,7 +281,7 @@ static bool wants_nvmma(const IrFunc *f, const Cand *cd)
     bool any = false;
     for (int q = 0; q < cd->nviews; q++) any |= is_wgmma_layout(ir_value_type(f, cd->views[q].cvt->results[0])->layout);
     int bytes = ir_elem_bytes(t->elem);
-    return any && (bytes == 2 || bytes == 1) && nvmma_swizzle(t, t->layout->order[0]) != 0;
+    return any && (bytes == 2 || bytes == 1) && pass_nvmma_swizzle(t, t->layout->order[0]) != 0;
 }
 
 static IrValue iconst(IrBuilder *b, const IrType *t, int64_t v) { return ir_const_int(b, t, v); }

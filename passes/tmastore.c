@@ -34,7 +34,6 @@
  * it are expanded too. */
 #include "passes.h"
 
-#include <string.h>
 
 #include "ir/arena.h"
 #include "ir/layout.h"
@@ -46,21 +45,6 @@ static bool const_is(const IrFunc *f, IrValue v, int64_t k)
 {
     const IrOp *d = f->values[v].def;
     return d && d->code == IR_OP_CONST && !ir_value_type(f, v)->rank && d->attr.i == k;
-}
-
-static bool host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positive)
-{
-    int32_t param;
-    int64_t value;
-    return blockload_host_scalar(f, v, &param, &value, mult) && (param >= 0 || !positive || value >= 1);
-}
-
-/* The swizzle width of the staging buffer's rows for a block row of `row_bytes`. */
-static int32_t stage_swizzle(int32_t row_bytes)
-{
-    for (int32_t sw = 128; sw >= 32; sw /= 2)
-        if (row_bytes % sw == 0) return sw;
-    return 0;
 }
 
 bool tmastore_kept(const IrFunc *f, const IrOp *op)
@@ -80,9 +64,9 @@ bool tmastore_kept(const IrFunc *f, const IrOp *op)
     int64_t m;
     if (!const_is(f, op->operands[4], 1)) return false;                      /* the last axis contiguous */
     for (int d = 0; d < 2; d++)
-        if (!host_known(f, op->operands[1 + d], &m, true)) return false;
-    if (!host_known(f, op->operands[3], &m, false) || m < 1 || (m * eb) % 16) return false;
-    if (!stage_swizzle(vt->shape[1] * eb) || vt->shape[0] % 8 || vt->shape[0] > 256) return false;
+        if (!blockload_host_known(f, op->operands[1 + d], &m, true)) return false;
+    if (!blockload_host_known(f, op->operands[3], &m, false) || m < 1 || (m * eb) % 16) return false;
+    if (!pass_nvmma_swizzle(vt, 1) || vt->shape[0] > 256) return false;
     for (const IrBlock *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
         if (b->parent_op->code != IR_OP_FOR) return false;
     return true;
@@ -141,7 +125,7 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         IrValue v = op->operands[7];
         const IrType *vt = ir_value_type(f, v);
         int eb = ir_elem_bytes(vt->elem);
-        int32_t sw = stage_swizzle(vt->shape[1] * eb);
+        int32_t sw = pass_nvmma_swizzle(vt, 1);
         uint32_t ps[4], np = (uint32_t)blockload_ptr_params(f, op->operands[0], ps, 4);
         uint32_t at = (*offset + 1023) & ~1023u, bytes = 2u * (uint32_t)vt->shape[0] * (uint32_t)sw;
         if (!stageable(vt) || maps + np > MAX_MAPS || at + bytes > limit) {
@@ -152,18 +136,12 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         IrBuilder b;
         ir_builder_before(&b, op);
         b.loc = op->loc;
-        /* the buffer: [2, rows, sw / eb] in the NVMMA form, contiguous along its last axis */
+        /* the buffer: [2, rows, sw / eb] in the NVMMA form of one chunk, contiguous along
+         * its last axis (a ring stage's layout: TMA boxes of that swizzle) */
         int32_t shape[3] = {2, vt->shape[0], sw / eb};
-        IrLayout k;
-        memset(&k, 0, sizeof k);
-        k.kind = IR_LAYOUT_SHARED;
-        k.rank = 3;
-        k.order[0] = 2, k.order[1] = 1, k.order[2] = 0;
-        k.vec = 16 / eb;
-        k.swizzle_bytes = sw;
-        k.per_phase = 128 / sw;
-        k.max_phase = sw / 16;
-        const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 3, shape), ir_layout_intern(c, &k));
+        const IrType *chunk = ir_type_tile(c, ir_type_elem(c, vt), 2, shape + 1);
+        const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 3, shape),
+                                               pass_nvmma_layout(c, chunk, 1));
         IrOp *alloc = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
         alloc->attr.i = at;
         *offset = at + bytes;
