@@ -284,14 +284,16 @@ static void store_by_element(Cg *c, const IrOp *op, const CgLayout *l, CgVal v, 
     }
 }
 
-/* tma_store %buf, %v, %p, shapes, strides, offsets: the value's columns in chunks of
- * the staging buffer's width (cols = swizzle / element bytes), chunk j into buf[j % 2]:
+/* tma_store %buf, %v, %p, shapes, strides, offsets: the value in chunks of the staging
+ * buffer's shape (rows R of the buffer, cols = swizzle / element bytes; chunk q = the
+ * column block q / NR and the row block q % NR), chunk q into buf[q % 2]:
  *   the issuing thread waits until at most one bulk group still reads (the one of the
- *   other half), a barrier; every thread writes its elements of chunk j at their
+ *   other half), a barrier; every thread writes its elements of chunk q at their
  *   swizzled addresses (row r, byte b: r * SW + b, the 16-byte chunk XORed with address
  *   bits 7-9, as TMA's swizzle of that width reads them; column pairs as one store),
  *   fence.proxy.async (generic writes visible to TMA), a barrier; the issuing thread
- *   stores the box at (offset + j * cols, row offset) and commits its bulk group.
+ *   stores the box at (col offset + its columns, row offset + its rows) and commits its
+ *   bulk group.
  * Coordinates outside the tensor are not written by the copy, which is block_store's
  * meaning. Which chunk an element is in is known at compile time where it is the same
  * for every thread (accumulator layouts); elsewhere the store is predicated. */
@@ -308,7 +310,7 @@ static bool lower_store(Cg *c, const IrOp *op)
     IrElem e = vt->elem;
     LLVMTypeRef mt = cg_mem_type(c, e), i8 = LLVMInt8TypeInContext(c->ctx);
     int32_t eb = ir_elem_bytes(e), sw = bt->layout->swizzle_bytes, cols = sw / eb, rows = bt->shape[1];
-    int32_t nchunk = vt->shape[1] / cols;
+    int32_t nr = vt->shape[0] / rows, nchunk = nr * (vt->shape[1] / cols);
     uint32_t half = (uint32_t)rows * (uint32_t)sw, base = c->smem_buffers + (uint32_t)alloc->attr.i;
     uint32_t run = cg_layout_run(&l), n = cg_layout_elems(&l), threads = c->threads;
     if (run * (uint32_t)eb > 16 || (run & (run - 1))) run = 1;
@@ -337,13 +339,14 @@ static bool lower_store(Cg *c, const IrOp *op)
         for (uint32_t t = 0; t < threads; t++) {
             int64_t co[IR_MAX_RANK];
             cg_layout_coords_at(&l, t, k, co);
-            int32_t j = (int32_t)(co[1] / cols);
+            int32_t j = (int32_t)(co[1] / cols * nr + co[0] / rows);
             if (j < lo[k]) lo[k] = j;
             if (j > hi[k]) hi[k] = j;
         }
     }
     for (int32_t j = 0; j < nchunk; j++) {
         uint32_t at = base + (uint32_t)(j % 2) * half;
+        int64_t r0 = (int64_t)(j % nr) * rows, c0 = (int64_t)(j / nr) * cols;   /* the chunk's corner */
         LLVMBasicBlockRef after = begin_if(c, thread0(c));
         asm_void(c, NULL, 0, "cp.async.bulk.wait_group.read 1;", "~{memory}");
         end_if(c, after);
@@ -356,8 +359,8 @@ static bool lower_store(Cg *c, const IrOp *op)
                 if (j < lo[k2] || j > hi[k2]) continue;
                 LLVMValueRef co[IR_MAX_RANK];
                 cg_layout_coords(c, &l, k2, co);
-                LLVMValueRef cb = cg_mul(c->b, LLVMBuildSub(c->b, co[1], cg_i32c(c, (int64_t)j * cols), ""), cg_i32c(c, eb));
-                LLVMValueRef o = cg_add(c->b, cg_mul(c->b, co[0], cg_i32c(c, sw)), cb);
+                LLVMValueRef cb = cg_mul(c->b, LLVMBuildSub(c->b, co[1], cg_i32c(c, c0), ""), cg_i32c(c, eb));
+                LLVMValueRef o = cg_add(c->b, cg_mul(c->b, LLVMBuildSub(c->b, co[0], cg_i32c(c, r0), ""), cg_i32c(c, sw)), cb);
                 LLVMValueRef x = cg_shl(c->b, cg_and(c->b, LLVMBuildLShr(c->b, o, cg_i32c(c, 7), ""),
                                                      cg_i32c(c, sw / 16 - 1)), cg_i32c(c, 4));
                 o = cg_add(c->b, LLVMBuildXor(c->b, o, x, ""), cg_i32c(c, at));
@@ -371,8 +374,9 @@ static bool lower_store(Cg *c, const IrOp *op)
                 }
                 LLVMBasicBlockRef skip = NULL;
                 if (lo[k2] != hi[k2]) {   /* this element is in chunk j for some threads only */
-                    LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildUDiv(c->b, co[1], cg_i32c(c, cols), ""),
-                                                    cg_i32c(c, j), "");
+                    LLVMValueRef q = cg_add(c->b, cg_mul(c->b, LLVMBuildUDiv(c->b, co[1], cg_i32c(c, cols), ""), cg_i32c(c, nr)),
+                                            LLVMBuildUDiv(c->b, co[0], cg_i32c(c, rows), ""));
+                    LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntEQ, q, cg_i32c(c, j), "");
                     skip = begin_if(c, in);
                 }
                 LLVMValueRef st = LLVMBuildStore(c->b, val, cg_smem_ptr(c, o, i8, 0));
@@ -383,7 +387,7 @@ static bool lower_store(Cg *c, const IrOp *op)
         asm_void(c, NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}");
         cg_barrier(c);
         after = begin_if(c, thread0(c));
-        LLVMValueRef args[4] = {map, cg_add(c->b, col0, cg_i32c(c, (int64_t)j * cols)), row0,
+        LLVMValueRef args[4] = {map, cg_add(c->b, col0, cg_i32c(c, c0)), cg_add(c->b, row0, cg_i32c(c, r0)),
                                 cg_add(c->b, cg_get(c, op->operands[0]).v[0], cg_i32c(c, (int64_t)(j % 2) * half))};
         asm_void(c, args, 4, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
                  "l,r,r,r,~{memory}");

@@ -671,8 +671,8 @@ static bool check_tma_copy(Verifier *v, const IrOp *op)
 
 /* tma_store (buf, value, ptr, shape x 2, strides x 2, offsets x 2): a staging buffer
  * [2, rows, cols] in the NVMMA form (swizzle_bytes = cols x element bytes) of the
- * value's element type and rows, a value of a whole number of chunks of cols columns,
- * and a block_store's operands for it. */
+ * value's element type, a value of a whole number of chunks of rows x cols, and a
+ * block_store's operands for it. */
 static bool check_tma_store(Verifier *v, const IrOp *op)
 {
     if (op->noperands != 9)
@@ -681,9 +681,9 @@ static bool check_tma_store(Verifier *v, const IrOp *op)
     const IrType *b = opt(v, op, 0), *x = opt(v, op, 1), *p = opt(v, op, 2);
     if (!is_buffer(b) || b->rank != 3 || b->shape[0] != 2 || !b->layout || !b->layout->swizzle_bytes)
         return fail(v, op, "stages through a buffer [2, rows, cols] in the NVMMA form, got %s", tstr(b).s);
-    if (x->rank != 2 || x->elem != b->elem || x->shape[0] != b->shape[1] || x->shape[1] % b->shape[2] ||
+    if (x->rank != 2 || x->elem != b->elem || x->shape[0] % b->shape[1] || x->shape[1] % b->shape[2] ||
         b->shape[2] * ir_elem_bytes(b->elem) != b->layout->swizzle_bytes)
-        return fail(v, op, "stores a value of the buffer's element type and rows in whole chunks of its columns, got %s "
+        return fail(v, op, "stores a value of the buffer's element type in whole chunks of its rows and columns, got %s "
                     "through %s", tstr(x).s, tstr(b).s);
     if (!is_ptr(p) || p->rank || p->pointee != x->elem)
         return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);

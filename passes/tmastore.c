@@ -25,9 +25,9 @@
  *   ...
  *   tma_store_wait                      (once, before the kernel's return)
  *
- * The staging buffer holds two chunks of the value's columns (a row of one chunk is
- * the swizzle's width: 128, 64 or 32 bytes), so that the threads write chunk j + 1
- * while TMA reads chunk j (codegen/cg_tma.c). It goes after the buffers the rings
+ * The staging buffer holds two chunks of the value (a row of one chunk is the
+ * swizzle's width: 128, 64 or 32 bytes; its rows the value's, halved above 128), so
+ * that the threads write chunk j + 1 while TMA reads chunk j (codegen/cg_tma.c). It goes after the buffers the rings
  * took; where it does not fit under the shared-memory limit, or the value's layout is
  * another, the store becomes the masked pointer store that blockload makes of every
  * other block_store. A kernel holds at most CG_MAX_TMA maps; stores that would exceed
@@ -127,7 +127,10 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         int eb = ir_elem_bytes(vt->elem);
         int32_t sw = pass_nvmma_swizzle(vt, 1);
         uint32_t ps[4], np = (uint32_t)blockload_ptr_params(f, op->operands[0], ps, 4);
-        uint32_t at = (*offset + 1023) & ~1023u, bytes = 2u * (uint32_t)vt->shape[0] * (uint32_t)sw;
+        /* chunks of at most 128 rows: a 256-row tile's two halves of 128 x 128 bytes fit
+         * beside a ring of 4 stages of 48 KB, as a 128-row tile's do */
+        int32_t rows = vt->shape[0] > 128 && vt->shape[0] % 16 == 0 ? vt->shape[0] / 2 : vt->shape[0];
+        uint32_t at = (*offset + 1023) & ~1023u, bytes = 2u * (uint32_t)rows * (uint32_t)sw;
         if (!stageable(vt) || maps + np > MAX_MAPS || at + bytes > limit) {
             blockstore_expand_laid_out(f, op);
             continue;
@@ -138,7 +141,7 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         b.loc = op->loc;
         /* the buffer: [2, rows, sw / eb] in the NVMMA form of one chunk, contiguous along
          * its last axis (a ring stage's layout: TMA boxes of that swizzle) */
-        int32_t shape[3] = {2, vt->shape[0], sw / eb};
+        int32_t shape[3] = {2, rows, sw / eb};
         const IrType *chunk = ir_type_tile(c, ir_type_elem(c, vt), 2, shape + 1);
         const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 3, shape),
                                                pass_nvmma_layout(c, chunk, 1));

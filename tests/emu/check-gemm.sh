@@ -5,7 +5,7 @@
 # TMA ring (every box's map, destination and block, every mbarrier, and which operand
 # each wgmma row holds) and its TMA stores of C (C's map, the staging half's alignment,
 # the box's coordinates, every staged byte written by the threads before the store
-# reads it). Exit 77 without LLVM's llc or a C compiler.
+# reads it, every element of C stored exactly once). Exit 77 without LLVM's llc or a C compiler.
 #   check-gemm.sh TILEC
 set -u
 tilec=$1; here=$(cd "$(dirname "$0")" && pwd)
@@ -34,5 +34,6 @@ sm_90a-tma 128,256,64,8,4 256 512 256
 sm_90a-tma 128,128,32,4,4 384 256 320
 sm_90a-tma 64,128,16,4,3  192 256 160
 sm_90a-tma 128,64,64,4,2  256 192 256
+sm_90a-tma 256,128,64,8,4 512 256 256
 CONFIGS
 exit $status

@@ -158,6 +158,7 @@ void chk_tma(uint32_t dst, uint64_t map, uint32_t c0, uint32_t c1, uint32_t bar)
  * the threads (chk_sh) since the last store of that half read it. */
 static Map map_c;
 static unsigned char written[256 * 1024];
+static unsigned char *c_stores;                     /* per element of C: TMA stores of it */
 void chk_tma_st(uint64_t map, uint32_t c0, uint32_t c1, uint32_t src)
 {
     const Map *m = (const Map *)(uintptr_t)map;
@@ -176,6 +177,14 @@ void chk_tma_st(uint64_t map, uint32_t c0, uint32_t c1, uint32_t src)
     for (uint32_t b = 0; b < bytes && o + b < sizeof written; b++) missing += !written[o + b], written[o + b] = 0;
     pthread_mutex_unlock(&mu);
     if (missing) report("TMA store of staging bytes the threads did not write", missing);
+    /* the box's elements inside C, counted: each must be stored exactly once */
+    pthread_mutex_lock(&mu);
+    for (uint32_t r = 0; r < m->box[1]; r++)
+        for (uint32_t q = 0; q < m->box[0]; q++) {
+            uint64_t row = (uint64_t)c1 + r, col = (uint64_t)c0 + q;
+            if (row < m->dims[1] && col < m->dims[0]) c_stores[row * m->dims[0] + col]++;
+        }
+    pthread_mutex_unlock(&mu);
 }
 
 void chk_mbar(uint32_t a)
@@ -208,6 +217,9 @@ int main(int argc, char **argv) {
     szA = (size_t)M * K * 2; szB = (size_t)K * N * 2; szC = (size_t)M * N * 2;
     A = (uintptr_t)aligned_alloc(256, szA); B = (uintptr_t)aligned_alloc(256, szB); C = (uintptr_t)aligned_alloc(256, szC);
     memset((void *)A, 0, szA); memset((void *)B, 0, szB);
+#if TMA
+    c_stores = calloc((size_t)M * N, 1);
+#endif
     if (argc > 9) {   /* BM BN BK: the maps */
         uint32_t BM = (uint32_t)atoi(argv[7]), BN = (uint32_t)atoi(argv[8]), BK = (uint32_t)atoi(argv[9]);
         map_a = (Map){.base = A, .dims = {(uint64_t)K, (uint64_t)M}, .stride = (uint64_t)K * 2,
@@ -215,7 +227,7 @@ int main(int argc, char **argv) {
         map_b = (Map){.base = B, .dims = {(uint64_t)N, (uint64_t)K}, .stride = (uint64_t)N * 2,
                       .box = {swizzle_of(BN * 2) / 2, BK}, .which = 2};
         map_c = (Map){.base = C, .dims = {(uint64_t)N, (uint64_t)M}, .stride = (uint64_t)N * 2,
-                      .box = {swizzle_of(BN * 2) / 2, BM}, .which = 3};
+                      .box = {swizzle_of(BN * 2) / 2, BM > 128 && BM % 16 == 0 ? BM / 2 : BM}, .which = 3};   /* a staging chunk */
     }
     pthread_barrier_init(&bar, NULL, (unsigned)nt);
     if (nt < 1 || nt > NT_MAX) {
@@ -234,6 +246,13 @@ int main(int argc, char **argv) {
             }
         for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
     }
+#if TMA
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        if (c_stores[i] != 1) {
+            report("an element of C not stored exactly once by the TMA stores", i);
+            break;
+        }
+#endif
     printf("shared memory touched: buffers [%u, %u), scratch [0, %u)\n", buf_lo == UINT32_MAX ? 0 : buf_lo, buf_hi,
            scratch_hi);
     printf("%d errors\n", errors);
