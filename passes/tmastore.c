@@ -14,7 +14,8 @@
  * class makes 16-byte aligned, shapes and strides constants or parameters, the row
  * stride a multiple of 16 bytes); a row of the block a multiple of 32 bytes, at most 256
  * rows, a multiple of 8; and the store not inside an `if` or `while` (its barriers need
- * every thread of the program).
+ * every thread of the program), in a kernel without a `return` inside a region (the
+ * stores must be waited for before the program ends).
  *
  * How (tmastore_lower, from passes/shared.c once the layouts and rings are placed): a
  * kept store whose value is in a tensor-core accumulator layout (every thread's
@@ -47,6 +48,18 @@ static bool const_is(const IrFunc *f, IrValue v, int64_t k)
     return d && d->code == IR_OP_CONST && !ir_value_type(f, v)->rank && d->attr.i == k;
 }
 
+/* A `return` inside a region of blk: a way out of the kernel that would pass by the
+ * tma_store_wait before the final return. */
+static bool inner_return(const IrBlock *blk, bool nested)
+{
+    for (const IrOp *o = blk->first; o; o = o->next) {
+        if (o->code == IR_OP_RETURN && nested) return true;
+        for (uint32_t r = 0; r < o->nregions; r++)
+            if (inner_return(&o->regions[r], true)) return true;
+    }
+    return false;
+}
+
 bool tmastore_kept(const IrFunc *f, const IrOp *op)
 {
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
@@ -69,7 +82,7 @@ bool tmastore_kept(const IrFunc *f, const IrOp *op)
     if (!pass_nvmma_swizzle(vt, 1) || vt->shape[0] > 256) return false;
     for (const IrBlock *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
         if (b->parent_op->code != IR_OP_FOR) return false;
-    return true;
+    return !inner_return(&f->body, false);
 }
 
 /* The value's layout is a tensor-core accumulator's (not a slice, not an operand). */
