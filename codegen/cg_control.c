@@ -332,6 +332,7 @@ static bool cg_op(Cg *c, const IrOp *op)
     case IR_OP_REDUCE: return cg_reduce_region(c, op);
     case IR_OP_SCAN: return cg_scan_region(c, op);
     case IR_OP_DOT: return cg_dot(c, op);
+    case IR_OP_DOT_WAIT: return cg_wgmma_wait(c, op);
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_COPY: case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT:
     case IR_OP_LOCAL_LOAD:
         return cg_shared(c, op);

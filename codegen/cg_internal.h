@@ -261,6 +261,9 @@ LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l);
 bool cg_mma_dot(Cg *c, const IrOp *op);
 /* cg_wgmma.c: dot on wgmma.mma_async (mma version 3, operands views of NVMMA stages). */
 bool cg_wgmma_dot(Cg *c, const IrOp *op);
+/* dot_wait n (values...): wgmma.wait_group n with every wgmma accumulator among the
+ * values passed through it (the others, and every value off wgmma, pass unchanged). */
+bool cg_wgmma_wait(Cg *c, const IrOp *op);
 /* At the async_wait 0 after a loop whose wgmma dot left its last group in flight: waits
  * for it, the loop's accumulators passed through the wait. */
 void cg_wgmma_settle(Cg *c, const IrOp *wait);

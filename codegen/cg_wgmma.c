@@ -222,6 +222,64 @@ static LLVMValueRef warpgroup_row(Cg *c)
     return cg_thread_remember(c, key, v);
 }
 
+/* Counts in *waits the dot_waits of blk (and its regions) that read r; false if
+ * another op reads it. */
+static bool waits_only(const IrBlock *blk, IrValue r, int *waits)
+{
+    for (const IrOp *u = blk->first; u; u = u->next) {
+        for (uint32_t i = 0; i < u->noperands; i++)
+            if (u->operands[i] == r) {
+                if (u->code != IR_OP_DOT_WAIT) return false;
+                (*waits)++;
+            }
+        for (uint32_t g = 0; g < u->nregions; g++)
+            if (!waits_only(&u->regions[g], r, waits)) return false;
+    }
+    return true;
+}
+
+/* Every use of the dot's result is a dot_wait (passes/rotate.c): its group stays in
+ * flight, the waits retire it. */
+static bool only_waited(Cg *c, const IrOp *op)
+{
+    int waits = 0;
+    return waits_only(&c->f->body, op->results[0], &waits) && waits > 0;
+}
+
+bool cg_wgmma_wait(Cg *c, const IrOp *op)
+{
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        const IrLayout *l = cg_type(c, op->operands[i])->layout;
+        if (c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3) total += cg_get(c, op->operands[i]).n;
+    }
+    LLVMValueRef *regs = arena_alloc(c->arena, (total ? total : 1) * sizeof *regs);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        const IrLayout *l = cg_type(c, op->operands[i])->layout;
+        CgVal v = cg_get(c, op->operands[i]);
+        if (!(c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3)) continue;
+        for (uint32_t q = 0; q < v.n; q++) regs[at++] = v.v[q];
+    }
+    if (total) {
+        char text[64];
+        snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", (int)op->attr.i);
+        for (uint32_t q = 0; q < total; q += 128) asm_through(c, text, regs + q, total - q < 128 ? total - q : 128);
+    }
+    at = 0;
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        const IrLayout *l = cg_type(c, op->operands[i])->layout;
+        CgVal v = cg_get(c, op->operands[i]);
+        if (c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3) {
+            CgVal w = cg_val_new(c, v.n);
+            for (uint32_t q = 0; q < v.n; q++) w.v[q] = regs[at++];
+            v = w;
+        }
+        cg_set(c, op->results[i], v);
+    }
+    return true;
+}
+
 bool cg_wgmma_dot(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
@@ -273,6 +331,10 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
             else wgmma(c, N, IK, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), out.v + rm * R);
         }
     simple_asm(c, "wgmma.commit_group.sync.aligned;");
+    if (only_waited(c, op)) {   /* the dot_waits retire the group (passes/rotate.c) */
+        cg_set(c, op->results[0], out);
+        return true;
+    }
     int keep = in_flight_ok(c, op) ? 1 : 0;
     for (uint32_t rm = 0; rm < RM; rm++) wait_through(c, keep, out.v + rm * R, R);
     c->wgmma_in_flight |= keep;

@@ -937,6 +937,14 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
     case IR_OP_TMA_STORE: ok = exec_tma_store(I, op); break;
     case IR_OP_TMA_STORE_WAIT: ok = true; break;   /* stores are done when they are executed */
+    case IR_OP_DOT_WAIT: {   /* dots are done when they are executed: the values pass through */
+        Tile *ts = collect(I, op, op->operands, op->noperands);
+        if (!ts) return EX_ERROR;
+        bind(I, op->results, ts, op->nresults);
+        tl_free(ts);
+        ok = true;
+        break;
+    }
     case IR_OP_PRODUCER: return exec_producer(I, op);
     case IR_OP_TMA_WAIT:
         if (op->attr.i == 0 && I->prod.loop) {

@@ -690,6 +690,21 @@ static bool check_tma_store(Verifier *v, const IrOp *op)
     return check_block_ints(v, op, 3, 9);
 }
 
+/* dot_wait n (values...) -> the values: as many results as operands, each of its
+ * operand's type; 0 <= n <= 7 (wgmma.wait_group's range). */
+static bool check_dot_wait(Verifier *v, const IrOp *op)
+{
+    if (op->attr.i < 0 || op->attr.i > 7) return fail(v, op, "waits for 0 to 7 groups in flight, got %" PRId64, op->attr.i);
+    if (op->noperands == 0 || op->nresults != op->noperands)
+        return fail(v, op, "passes its values through: as many results as operands (at least one), got %u and %u",
+                    op->nresults, op->noperands);
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (opt(v, op, i) != ir_value_type(v->f, op->results[i]))
+            return fail(v, op, "result %u must have its operand's type %s, got %s", i, tstr(opt(v, op, i)).s,
+                        tstr(ir_value_type(v->f, op->results[i])).s);
+    return true;
+}
+
 static bool check_tma_wait(Verifier *v, const IrOp *op)
 {
     bool wait = op->code == IR_OP_TMA_WAIT;
@@ -929,6 +944,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_TMA_COPY: return check_tma_copy(v, op);
     case IR_OP_TMA_STORE: return check_tma_store(v, op);
     case IR_OP_TMA_STORE_WAIT: return true;
+    case IR_OP_DOT_WAIT: return check_dot_wait(v, op);
     case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: return check_tma_wait(v, op);
     case IR_OP_PRODUCER: return check_producer(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
