@@ -14,14 +14,17 @@ the forward; "% of peak" is the fraction of the H200 SXM's dense bf16 peak (989
 TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
-                               [--fwd-configs '[tma:]BM,BN,warps[,stages];...'] [--no-bwd]
+                               [--fwd-configs '[tma:|rot:]BM,BN,warps[,stages];...'] [--no-bwd]
                                [--bwd-configs 'BM,BN,warps/BM,BN,warps;...']
 (tma: names attn_fwd_tma, the block-load form; TILE_TMA_EARLY=1 gives its two-dot loops
-TMA rings.)
+TMA rings. rot: attn_fwd with its loops rotated, passes/rotate.c: compiled under
+TILE_ATTN_ROTATE=1 by a runtime with a kernel cache of its own, since the cache does not
+see the switch; so rows with and without it come from one run.)
 """
 import argparse
 import math
 import os
+import tempfile
 import sys
 
 import torch
@@ -86,8 +89,29 @@ def strides(t):
     return t.stride(1), t.stride(2)
 
 
+rt_lib_path = None
+_rotated_rt = []
+
+
+def rotated(rt):
+    """A runtime whose kernels compile with TILE_ATTN_ROTATE=1, on its own cache."""
+    if not _rotated_rt:
+        _rotated_rt.append(tilert.Runtime(rt_lib_path or os.environ.get("TILE_LIB"), cache_dir=tempfile.mkdtemp()))
+    return _rotated_rt[0]
+
+
 def tile_fwd(rt, cfg, causal, q, k, v, scale):
     """(o, lse, run): run() computes o and lse (poisoned until then)."""
+    if cfg[0] == "rot":      # compiled (its first run) with the loops rotated
+        rrt = rotated(rt)
+        os.environ["TILE_ATTN_ROTATE"] = "1"
+        try:
+            o, lse, run = tile_fwd(rrt, cfg[1:], causal, q, k, v, scale)
+            run()
+            torch.cuda.synchronize()
+        finally:
+            del os.environ["TILE_ATTN_ROTATE"]
+        return o, lse, run
     B, H, L, D = q.shape
     tma = cfg[0] == "tma"     # attn_fwd_tma: the heads as one [B * H * L, D] tensor
     if tma:
@@ -289,9 +313,9 @@ def main():
     ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
     a_ = ap.parse_args()
     QUICK = a_.quick
-    if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma
-        FWD_CONFIGS[:] = [(("tma",) if c.startswith("tma:") else ()) +
-                          tuple(int(x) for x in c[4 if c.startswith("tma:") else 0:].split(","))
+    if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops
+        FWD_CONFIGS[:] = [((c[:3],) if c[:4] in ("tma:", "rot:") else ()) +
+                          tuple(int(x) for x in c[4 if c[:4] in ("tma:", "rot:") else 0:].split(","))
                           for c in a_.fwd_configs.split(";") if c]
     if a_.bwd_configs:
         BWD_CONFIGS[:] = [tuple(tuple(int(x) for x in half.split(",")) for half in c.split("/"))
@@ -300,6 +324,8 @@ def main():
         BWD_CONFIGS[:] = []
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False  # the f32 reference in f32
+    global rt_lib_path
+    rt_lib_path = a_.lib
     rt = tilert.Runtime(a_.lib)
     B, H, L, D = SHAPE
     lines = ["GPU: %s; attention B=%d H=%d L=%d D=%d, bf16; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)"
