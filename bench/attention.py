@@ -17,14 +17,12 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
                                [--fwd-configs '[tma:|rot:]BM,BN,warps[,stages];...'] [--no-bwd]
                                [--bwd-configs 'BM,BN,warps/BM,BN,warps;...']
 (tma: names attn_fwd_tma, the block-load form; TILE_TMA_EARLY=1 gives its two-dot loops
-TMA rings. rot: attn_fwd with its loops rotated, passes/rotate.c: compiled under
-TILE_ATTN_ROTATE=1 by a runtime with a kernel cache of its own, since the cache does not
-see the switch; so rows with and without it come from one run.)
+TMA rings. rot: attn_fwd launched with overlap = 1, its loops rotated so that the
+softmax runs under the tensor cores' P V, passes/rotate.c.)
 """
 import argparse
 import math
 import os
-import tempfile
 import sys
 
 import torch
@@ -89,29 +87,11 @@ def strides(t):
     return t.stride(1), t.stride(2)
 
 
-rt_lib_path = None
-_rotated_rt = []
-
-
-def rotated(rt):
-    """A runtime whose kernels compile with TILE_ATTN_ROTATE=1, on its own cache."""
-    if not _rotated_rt:
-        _rotated_rt.append(tilert.Runtime(rt_lib_path or os.environ.get("TILE_LIB"), cache_dir=tempfile.mkdtemp()))
-    return _rotated_rt[0]
-
-
 def tile_fwd(rt, cfg, causal, q, k, v, scale):
     """(o, lse, run): run() computes o and lse (poisoned until then)."""
-    if cfg[0] == "rot":      # compiled (its first run) with the loops rotated
-        rrt = rotated(rt)
-        os.environ["TILE_ATTN_ROTATE"] = "1"
-        try:
-            o, lse, run = tile_fwd(rrt, cfg[1:], causal, q, k, v, scale)
-            run()
-            torch.cuda.synchronize()
-        finally:
-            del os.environ["TILE_ATTN_ROTATE"]
-        return o, lse, run
+    overlap = cfg[0] == "rot"   # attn_fwd with its loops rotated (overlap = 1)
+    if overlap:
+        cfg = cfg[1:]
     B, H, L, D = q.shape
     tma = cfg[0] == "tma"     # attn_fwd_tma: the heads as one [B * H * L, D] tensor
     if tma:
@@ -128,6 +108,8 @@ def tile_fwd(rt, cfg, causal, q, k, v, scale):
         kern = rt.kernel(FWD, "attn_fwd_tma", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
         run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", o, lse, q, k, v, B * H, L, scale, sl, B * H * L)
         return o, lse, run
+    if overlap:
+        extra["overlap"] = 1
     kern = rt.kernel(FWD, "attn_fwd", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
     run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", o, lse, q, k, v, B * H, L, scale, sbh, sl)
     return o, lse, run
@@ -324,8 +306,6 @@ def main():
         BWD_CONFIGS[:] = []
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False  # the f32 reference in f32
-    global rt_lib_path
-    rt_lib_path = a_.lib
     rt = tilert.Runtime(a_.lib)
     B, H, L, D = SHAPE
     lines = ["GPU: %s; attention B=%d H=%d L=%d D=%d, bf16; medians of do_bench%s; peak %.0f TFLOP/s (H200 SXM dense bf16)"

@@ -294,13 +294,15 @@ IrFunc *ir_module_find(const IrModule *m, const char *name)
 
 bool ir_launch_key(const char *name)
 {
-    return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws") || !strcmp(name, "persistent");
+    return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws") || !strcmp(name, "persistent") ||
+           !strcmp(name, "overlap");
 }
 
 int64_t ir_launch_value(const IrFunc *f, const char *name)
 {
     if (!strcmp(name, "warps")) return f->warps > 0 ? f->warps : 4;
     if (!strcmp(name, "stages")) return f->stages > 0 ? f->stages : 2;
+    if (!strcmp(name, "overlap")) return f->overlap;
     return !strcmp(name, "ws") ? f->ws : f->persistent;
 }
 
@@ -310,6 +312,7 @@ void ir_launch_set(IrFunc *f, const char *name, int64_t v)
     else if (!strcmp(name, "stages")) f->stages = (int)v;
     else if (!strcmp(name, "ws")) f->ws = (int)v;
     else if (!strcmp(name, "persistent")) f->persistent = (int)v;
+    else if (!strcmp(name, "overlap")) f->overlap = (int)v;
 }
 
 const char *ir_launch_check(const char *name, int64_t v)
@@ -319,6 +322,7 @@ const char *ir_launch_check(const char *name, int64_t v)
     if (!strcmp(name, "stages") && (v < 1 || v > 8)) return "stages must be from 1 to 8";
     if (!strcmp(name, "ws") && v != 0 && v != 1) return "ws must be 0 or 1 (false or true)";
     if (!strcmp(name, "persistent") && v != 0 && v != 1) return "persistent must be 0 or 1 (false or true)";
+    if (!strcmp(name, "overlap") && v != 0 && v != 1) return "overlap must be 0 or 1 (false or true)";
     return NULL;
 }
 

@@ -188,6 +188,8 @@ struct IrFunc {
     int persistent;              /* @launch(persistent = 1): the launch runs one program
                                     per SM slot, each walking the grid's tiles
                                     (passes/persistent.c); default 0 */
+    int overlap;                 /* @launch(overlap = 1): attention's next block's softmax
+                                    under this block's P V (passes/rotate.c); default 0 */
     IrFunc *grid;                /* a kernel's grid(...) as a function: same params,
                                     returns 1..3 i32/i64 scalars; NULL if none */
     /* Bit i: pointer parameter i is 16-byte aligned (pass_specialize, for the variant
@@ -219,15 +221,16 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
                        uint32_t nparams);
 IrFunc *ir_module_find(const IrModule *m, const char *name);
 /* The launch keys every kernel has beside its const parameters: "warps", "stages", "ws"
- * (warp specialization) and "persistent" (a persistent grid). ir_launch_key says whether `name` is one;
- * ir_launch_value gives a kernel's value of one (with the defaults 4, 2, 0 and 0);
+ * (warp specialization), "persistent" (a persistent grid) and "overlap" (attention's
+ * softmax under the tensor cores, passes/rotate.c). ir_launch_key says whether `name` is one;
+ * ir_launch_value gives a kernel's value of one (with the defaults 4, 2, 0, 0 and 0);
  * ir_launch_set sets it. ir_launch_check returns NULL if `v` is a valid value of the
  * key, else what is wrong ("warps must be a power of two from 1 to 32"). */
 bool ir_launch_key(const char *name);
 int64_t ir_launch_value(const IrFunc *f, const char *name);
 void ir_launch_set(IrFunc *f, const char *name, int64_t v);
 const char *ir_launch_check(const char *name, int64_t v);
-#define IR_LAUNCH_KEYS "warps, stages, ws, persistent"
+#define IR_LAUNCH_KEYS "warps, stages, ws, persistent, overlap"
 
 /* The hidden parameters that passes/bounds.c appended to a checked kernel: one i64
  * element count `%NAME.n` per pointer parameter NAME, then the report `%bounds.report:

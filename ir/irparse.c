@@ -799,28 +799,29 @@ static bool parse_consts(Parser *ps, IrFunc *f)
     return ok;
 }
 
-/* launch {warps = N, stages = N[, ws = 0|1][, persistent = 0|1]} */
+/* launch {warps = N, stages = N[, ws = 0|1][, persistent = 0|1][, overlap = 0|1]} (in
+ * that order, as the printer writes them) */
 static bool parse_launch(Parser *ps, IrFunc *f)
 {
-    int64_t w = 0, s = 0, ws = 0, pe = 0;
+    int64_t w = 0, s = 0, flag[3] = {0, 0, 0};
+    static const char *const names[3] = {"ws", "persistent", "overlap"};
     bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
               parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
               expect(ps, TK_PUNCT, "=") && parse_int(ps, &s);
-    if (ok && accept(ps, TK_PUNCT, ",")) {
-        if (accept(ps, TK_IDENT, "ws")) {
-            ok = expect(ps, TK_PUNCT, "=") && parse_int(ps, &ws);
-            if (ok && accept(ps, TK_PUNCT, ","))
-                ok = expect(ps, TK_IDENT, "persistent") && expect(ps, TK_PUNCT, "=") && parse_int(ps, &pe);
-        } else {
-            ok = expect(ps, TK_IDENT, "persistent") && expect(ps, TK_PUNCT, "=") && parse_int(ps, &pe);
-        }
+    for (int k = 0; ok && accept(ps, TK_PUNCT, ",");) {
+        while (k < 3 && !tok_is(ps, TK_IDENT, names[k])) k++;
+        if (k == 3) return error_at(ps, ps->tok.loc, "expected ws, persistent or overlap (in that order) in launch {...}");
+        ok = expect(ps, TK_IDENT, names[k]) && expect(ps, TK_PUNCT, "=") && parse_int(ps, &flag[k]);
+        k++;
     }
     if (!ok || !expect(ps, TK_PUNCT, "}")) return false;
-    if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1) || (pe != 0 && pe != 1))
+    int64_t ws = flag[0], pe = flag[1], ov = flag[2];
+    if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1) || (pe != 0 && pe != 1) || (ov != 0 && ov != 1))
         return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 ", ws = %" PRId64
-                        ", persistent = %" PRId64 "} is out of range", w, s, ws, pe);
+                        ", persistent = %" PRId64 ", overlap = %" PRId64 "} is out of range", w, s, ws, pe, ov);
     f->ws = (int)ws;
     f->persistent = (int)pe;
+    f->overlap = (int)ov;
     f->warps = (int)w;
     f->stages = (int)s;
     return true;

@@ -421,8 +421,8 @@ static void print_header(Namer *n, const IrFunc *f)
             fprintf(out, "%s%s = %" PRId64, i ? ", " : "", f->consts[i].name, f->consts[i].value);
         fputc('}', out);
     }
-    fprintf(out, " launch {warps = %d, stages = %d%s%s}", f->warps, f->stages, f->ws ? ", ws = 1" : "",
-            f->persistent ? ", persistent = 1" : "");
+    fprintf(out, " launch {warps = %d, stages = %d%s%s%s}", f->warps, f->stages, f->ws ? ", ws = 1" : "",
+            f->persistent ? ", persistent = 1" : "", f->overlap ? ", overlap = 1" : "");
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }
 

@@ -39,7 +39,7 @@ bool pass_dot_pad(IrFunc *f);      /* dotpad.c: dots below 16 in a dimension pad
 bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, shape ops to the leaves */
 bool pass_hoist_invariants(IrFunc *f);   /* hoist.c: only the loop-invariant code motion */
 bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
-bool pass_rotate(IrFunc *f);       /* rotate.c: attention's next S under this block's softmax (TILE_ATTN_ROTATE=1) */
+bool pass_rotate(IrFunc *f);       /* rotate.c: attention's softmax under the tensor cores (overlap = 1) */
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
 bool pass_warpspec(IrFunc *f);     /* warpspec.c: a producer warpgroup issues a TMA ring's copies (ws) */
 bool pass_persistent(IrFunc *f);   /* persistent.c: each program walks tiles of the grid (persistent) */

@@ -21,7 +21,7 @@ const PassInfo pass_gpu_table[] = {
     {"dotpad",       "dots below 16 in a dimension padded to 16",            pass_dot_pad},
     {"hoist",        "loop-invariant code out of loops (GPU level)",         pass_hoist},
     {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},
-    {"rotate",       "attention's next scores under the softmax (opt-in)",   pass_rotate},
+    {"rotate",       "attention's softmax under the next P V (overlap = 1)", pass_rotate},
     {"shared",       "dot operands through shared memory, stages deep",      pass_shared},
     {"warpspec",     "a producer warpgroup issues the TMA copies (ws = 1)",  pass_warpspec},
     {"persistent",   "each program walks tiles of the grid (persistent = 1)", pass_persistent},

@@ -1,6 +1,9 @@
 /* Attention's K loop rotated, so that the tensor cores compute one block's P V while
  * the warps compute the next block's softmax (FlashAttention-3's overlap within a
- * warpgroup), on wgmma (sm_90a). Opt-in while it is measured: TILE_ATTN_ROTATE=1.
+ * warpgroup), on wgmma (sm_90a), for kernels launched with overlap = 1 (a launch key
+ * like ws and persistent: `@launch(overlap = true)`, `-D overlap=1`, tuner spaces; off
+ * by default until the H200 says when it pays). A kernel whose loops do not have the
+ * shape below compiles as without it, and its printed launch keys drop it.
  *
  * require:   the GPU-level IR after passes/layout.c, before passes/shared.c
  * guarantee: a loop of the form
@@ -30,7 +33,6 @@
  *            both alike, bit for bit. */
 #include "passes.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "ir/arena.h"
@@ -377,15 +379,17 @@ static void collect(IrOp *op, void *ud)
 bool pass_rotate(IrFunc *f)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
-    const char *on = getenv("TILE_ATTN_ROTATE");
-    if (!on || strcmp(on, "1") || !t->wgmma || !t->cp_async || f->kind != IR_FUNC_KERNEL || f->stages < 3) return false;
-    Loops loops = {0};
-    ir_walk(&f->body, collect, &loops);
+    if (!f->overlap || f->kind != IR_FUNC_KERNEL) return false;
     bool changed = false;
-    for (uint32_t i = 0; i < loops.n; i++) {
-        Rot r;
-        if (matches(f, loops.v[i], &r)) changed |= rotate(&r);
+    if (t->wgmma && t->cp_async && f->stages >= 2) {   /* wgmma needs the ring's views */
+        Loops loops = {0};
+        ir_walk(&f->body, collect, &loops);
+        for (uint32_t i = 0; i < loops.n; i++) {
+            Rot r;
+            if (matches(f, loops.v[i], &r)) changed |= rotate(&r);
+        }
+        tl_free(loops.v);
     }
-    tl_free(loops.v);
+    if (!changed) f->overlap = 0;   /* the printed launch keys say what was done */
     return changed;
 }

@@ -50,8 +50,9 @@ static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
     fputs("// tile-config:", out);
     for (uint32_t i = 0; i < f->nconsts; i++)
         fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
-    fprintf(out, " warps=%d stages=%d%s%s\n%s", f->warps > 0 ? f->warps : 4,
-            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "", ptx);
+    fprintf(out, " warps=%d stages=%d%s%s%s\n%s", f->warps > 0 ? f->warps : 4,
+            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "",
+            f->overlap ? " overlap=1" : "", ptx);
     fclose(out);
     tl_free(ptx);
     char *r = text ? tl_strdup(text) : NULL;

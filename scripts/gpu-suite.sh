@@ -64,11 +64,9 @@ if [ "$what" != bench ]; then
   # on the GPU (tests/difftest/graph_fuzz.py; failures kept in $OUT/graph-fuzz).
   # block-load K loops (TMA rings) on the GPU against the interpreter, bit for bit
   step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${TMA_FUZZ_SECONDS:-60}" --out "$OUT/tma-fuzz"
-  # attention-shaped loops (two row-wise dots, wgmma on sm_90a) on the GPU, bit for bit
+  # attention-shaped loops (two row-wise dots, wgmma on sm_90a; half of them rotated,
+  # overlap = true) on the GPU, bit for bit
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${ATTN_FUZZ_SECONDS:-60}" --out "$OUT/attn-fuzz"
-  # the same loops rotated (passes/rotate.c: TILE_ATTN_ROTATE=1, the softmax under P V),
-  # on a cache of their own (the cache does not see TILE_* switches)
-  step attn_fuzz_rotated env TILE_ATTN_ROTATE=1 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${ATTN_FUZZ_SECONDS:-60}" --out "$OUT/attn-fuzz-rotated"
   step graph_fuzz python3 tests/difftest/graph_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${GRAPH_FUZZ_SECONDS:-60}" --out "$OUT/graph-fuzz"
 fi
 if [ "$what" != tests ]; then

@@ -48,7 +48,7 @@ def register(qualname, kernel, mutates_args, grid=None, **consts):
     if not ns or not name:
         raise ValueError("register: the name must be 'namespace::op', got %r" % qualname)
     for c in consts:
-        if c not in ("warps", "stages", "ws", "persistent") and not any(p.name == c and p.is_const for p in kernel.params):
+        if c not in ("warps", "stages", "ws", "persistent", "overlap") and not any(p.name == c and p.is_const for p in kernel.params):
             raise ValueError("register: %s has no const parameter '%s'" % (kernel.name, c))
     sig = schema(kernel, list(mutates_args), consts)
     try:

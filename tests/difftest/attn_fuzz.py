@@ -67,13 +67,16 @@ class Prog:
             self.sv = self.sq
             self.v = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
             self.do = [r.randint(-1, 1) for _ in range(self.L * self.sq)]
+        # drawn after everything else, likewise: half the programs ask for the rotated
+        # loop (@launch(overlap = true), passes/rotate.c)
+        self.overlap = r.random() < 0.5
 
     def source(self):
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
         seen = "(rn[None, :] < L)" + (" & (rn[None, :] <= rm[:, None])" if self.causal else "")
         hi = "minimum(L, (pm + 1) * %d)" % BM if self.causal else "L"
         return """// attn_fuzz seed %d
-@launch(warps = %d, stages = %d)
+@launch(warps = %d, stages = %d%s)
 kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
     grid(cdiv(L, %d))
 {
@@ -102,7 +105,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
     store(o + rm[:, None] * %d + rv[None, :], acc, mask = rows_in[:, None]);
     store(st + rm, m * 1024.0 + l, mask = rows_in);
 }
-""" % (self.seed, self.warps, self.stages, e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
+""" % (self.seed, self.warps, self.stages, ", overlap = true" if self.overlap else "", e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
        hi, BN, BN, seen, e, DV)
 
     def source_bwd(self):
@@ -113,7 +116,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
         seen = "(rm[None, :] < L)" + (" & (rm[None, :] >= rn[:, None])" if self.causal else "")
         lo = "pn * %d" % BN if self.causal else "0"
         return """// attn_fuzz seed %d (backward)
-@launch(warps = %d, stages = %d)
+@launch(warps = %d, stages = %d%s)
 kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i32, sv: i32)
     grid(cdiv(L, %d))
 {
@@ -138,7 +141,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i3
     store(o + rn[:, None] * %d + rd[None, :], dk, mask = keys_in[:, None]);
     store(st + rn, sum(dv, 1), mask = keys_in);
 }
-""" % (self.seed, self.warps, self.stages, e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
+""" % (self.seed, self.warps, self.stages, ", overlap = true" if self.overlap else "", e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
        seen, e, e, D)
 
     def write(self, d):
