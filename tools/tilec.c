@@ -104,7 +104,7 @@ static const char help_compile[] =
     "         their fusion plans (fusion: one line per kernel, then the buffers),\n"
     "         or the Tile kernels the plans lower to (graph-kernels, a program);\n"
     "         without --emit the file is only checked\n"
-    "-D       set a const parameter (or warps/stages) of the kernels\n"
+    "-D       set a const parameter (or a launch key: " IR_LAUNCH_KEYS ") of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
     "         code; also spelled --arch=X, -arch=X, -arch X\n"
     "--spec   the variant to compile (ir-gpu, llvm, ptx, cubin): none (default)\n"
@@ -699,7 +699,7 @@ static TrtArg gpu_scalar(IrElem e, const InterpArg *a)
     return t;
 }
 
-/* The -D values that name consts of k (or warps/stages), for trt_module_get_kernel. */
+/* The -D values that name consts of k (or launch keys), for trt_module_get_kernel. */
 static uint32_t gpu_consts(const Options *o, const IrFunc *k, TrtConst *out)
 {
     uint32_t n = 0;
