@@ -248,6 +248,37 @@ static void print_store_offsets(const DtProgram *p, const DtStmt *s, const DtTyp
     }
 }
 
+/* A row-major store without a mask is printed, for a third of them (picked by the
+ * program's seed and the statement's index, so that no draw of the generator changes),
+ * as store_block of the program's block of a [programs * shape[0], shape[1], ...]
+ * tensor: the same elements at the same places (passes/blockload.c expands it, sm_90a
+ * stores an accumulator's by TMA). */
+static bool as_block_store(const DtProgram *p, int i, const DtType *t)
+{
+    const DtStmt *s = &p->stmts[i];
+    return s->kind == DT_STORE && t->rank > 0 && s->perm == 0 && !s->rm_form && s->mask < 0 &&
+           (p->seed + (uint64_t)i) % 3 == 0;
+}
+
+static void print_block_store(const DtProgram *p, int i, const DtType *t, DtStr *o)
+{
+    const DtStmt *s = &p->stmts[i];
+    int64_t programs = 1, stride[DT_MAX_RANK], acc = 1;
+    for (int d = 0; d < p->ngrid; d++) programs *= p->grid[d];
+    for (int k = t->rank - 1; k >= 0; k--) stride[k] = acc, acc *= t->shape[k];
+    dt_str_add(o, "    store_block(%s, [", p->bufs[s->buf].name);
+    for (int k = 0; k < t->rank; k++) dt_str_add(o, "%s%lld", k ? ", " : "", (long long)(k ? t->shape[k] : programs * t->shape[0]));
+    dt_str_add(o, "], [");
+    for (int k = 0; k < t->rank; k++) dt_str_add(o, "%s%lld", k ? ", " : "", (long long)stride[k]);
+    dt_str_add(o, "], [");
+    print_plin(p, o);
+    dt_str_add(o, " * %d", t->shape[0]);
+    for (int k = 1; k < t->rank; k++) dt_str_add(o, ", 0");
+    dt_str_add(o, "], ");
+    print_node(p, s->node, o);
+    dt_str_add(o, ");\n");
+}
+
 static void print_stmt(const DtProgram *p, int i, DtStr *o)
 {
     const DtStmt *s = &p->stmts[i];
@@ -271,6 +302,10 @@ static void print_stmt(const DtProgram *p, int i, DtStr *o)
         break;
     }
     case DT_STORE:
+        if (as_block_store(p, i, t)) {
+            print_block_store(p, i, t, o);
+            return;
+        }
         dt_str_add(o, "    store(%s + ", p->bufs[s->buf].name);
         print_store_offsets(p, s, t, o);
         dt_str_add(o, ", ");
