@@ -246,31 +246,32 @@ static bool only_waited(Cg *c, const IrOp *op)
     return waits_only(&c->f->body, op->results[0], &waits) && waits > 0;
 }
 
+/* A value a wgmma wait concerns: a version-3 accumulator on a wgmma target. */
+static bool in_wgmma(Cg *c, IrValue v)
+{
+    const IrLayout *l = cg_type(c, v)->layout;
+    return c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3;
+}
+
 bool cg_wgmma_wait(Cg *c, const IrOp *op)
 {
     uint32_t total = 0;
-    for (uint32_t i = 0; i < op->noperands; i++) {
-        const IrLayout *l = cg_type(c, op->operands[i])->layout;
-        if (c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3) total += cg_get(c, op->operands[i]).n;
-    }
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (in_wgmma(c, op->operands[i])) total += cg_get(c, op->operands[i]).n;
     LLVMValueRef *regs = arena_alloc(c->arena, (total ? total : 1) * sizeof *regs);
     uint32_t at = 0;
-    for (uint32_t i = 0; i < op->noperands; i++) {
-        const IrLayout *l = cg_type(c, op->operands[i])->layout;
-        CgVal v = cg_get(c, op->operands[i]);
-        if (!(c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3)) continue;
-        for (uint32_t q = 0; q < v.n; q++) regs[at++] = v.v[q];
-    }
-    if (total) {
-        char text[64];
-        snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", (int)op->attr.i);
-        for (uint32_t q = 0; q < total; q += 128) asm_through(c, text, regs + q, total - q < 128 ? total - q : 128);
-    }
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (in_wgmma(c, op->operands[i])) {
+            CgVal v = cg_get(c, op->operands[i]);
+            for (uint32_t q = 0; q < v.n; q++) regs[at++] = v.v[q];
+        }
+    char text[64];
+    snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", (int)op->attr.i);
+    for (uint32_t q = 0; q < total; q += 128) asm_through(c, text, regs + q, total - q < 128 ? total - q : 128);
     at = 0;
     for (uint32_t i = 0; i < op->noperands; i++) {
-        const IrLayout *l = cg_type(c, op->operands[i])->layout;
         CgVal v = cg_get(c, op->operands[i]);
-        if (c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3) {
+        if (in_wgmma(c, op->operands[i])) {   /* the tied registers, in the same order */
             CgVal w = cg_val_new(c, v.n);
             for (uint32_t q = 0; q < v.n; q++) w.v[q] = regs[at++];
             v = w;

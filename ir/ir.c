@@ -421,6 +421,24 @@ IrValue ir_build1(IrBuilder *b, IrOpcode code, const IrType *t, const IrValue *o
     return ir_build(b, code, ops, n, &t, 1, 0)->results[0];
 }
 
+IrValue ir_build_binary(IrBuilder *b, IrOpcode code, IrValue x, IrValue y)
+{
+    IrValue ops[2] = {x, y};
+    return ir_build1(b, code, ir_value_type(b->func, x), ops, 2);
+}
+
+IrValue ir_build_cmp(IrBuilder *b, IrCmp how, IrValue x, IrValue y)
+{
+    IrCtx *c = b->func->module->ctx;
+    const IrType *xt = ir_value_type(b->func, x);
+    const IrType *t = ir_type_like(c, xt, ir_type_scalar(c, IR_I1));
+    if (xt->layout) t = ir_type_with_layout(c, t, xt->layout);
+    IrValue ops[2] = {x, y};
+    IrOp *op = ir_build(b, IR_OP_CMP, ops, 2, &t, 1, 0);
+    op->attr.i = how;
+    return op->results[0];
+}
+
 IrValue ir_const_int(IrBuilder *b, const IrType *t, int64_t v)
 {
     IrOp *op = ir_build(b, IR_OP_CONST, NULL, 0, &t, 1, 0);

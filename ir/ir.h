@@ -271,6 +271,10 @@ IrOp *ir_build(IrBuilder *b, IrOpcode code, const IrValue *operands, uint32_t no
 /* Shorthands for single-result ops. */
 IrValue ir_build1(IrBuilder *b, IrOpcode code, const IrType *t, const IrValue *ops, uint32_t n);
 IrValue ir_const_int(IrBuilder *b, const IrType *t, int64_t v);   /* scalar or splat tile */
+/* `code` (an element-wise binary op) of x and y, of x's type; and the comparison `how`
+ * of x and y, i1 of x's shape and layout. The passes that build index math share them. */
+IrValue ir_build_binary(IrBuilder *b, IrOpcode code, IrValue x, IrValue y);
+IrValue ir_build_cmp(IrBuilder *b, IrCmp how, IrValue x, IrValue y);
 IrValue ir_const_float(IrBuilder *b, const IrType *t, double v);
 IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name);
 

@@ -89,20 +89,6 @@ static IrValue build1(IrBuilder *b, IrOpcode code, const IrType *t, IrValue *ops
 
 static IrValue splat(IrBuilder *b, IrValue s, const IrType *t) { return build1(b, IR_OP_SPLAT, t, &s, 1, 0); }
 
-static IrValue bin(IrBuilder *b, IrOpcode code, IrValue x, IrValue y)
-{
-    IrValue ops[2] = {x, y};
-    return build1(b, code, ir_value_type(b->func, x), ops, 2, 0);
-}
-
-static IrValue cmp(IrBuilder *b, IrCmp how, IrValue x, IrValue y)
-{
-    IrCtx *c = b->func->module->ctx;
-    IrValue ops[2] = {x, y};
-    const IrType *t = ir_type_like(c, ir_value_type(b->func, x), ir_type_scalar(c, IR_I1));
-    return build1(b, IR_OP_CMP, t, ops, 2, how);
-}
-
 /* v, a vector along axis d, as a tile of `shape` (rank r): size-1 axes around it, then
  * broadcast. */
 static IrValue along(IrBuilder *b, IrValue v, int d, int r, const int32_t *shape)
@@ -143,18 +129,18 @@ static IrValue block_ptrs(IrBuilder *b, const IrOp *op, const IrType *t, IrValue
         if (it->elem != IR_I32) co = build1(b, IR_OP_CONVERT, vt, &co, 1, 0);
         int64_t k;
         bool zero_origin = const_of(f, o, &k) && k == 0;
-        if (!zero_origin) co = bin(b, IR_OP_ADD, splat(b, o, vt), co);
-        IrValue in = cmp(b, IR_CMP_LT, co, splat(b, shape, vt));
-        if (!nonneg(f, o, 0)) in = bin(b, IR_OP_AND, cmp(b, IR_CMP_GE, co, splat(b, ir_const_int(b, it, 0), vt)), in);
+        if (!zero_origin) co = ir_build_binary(b, IR_OP_ADD, splat(b, o, vt), co);
+        IrValue in = ir_build_cmp(b, IR_CMP_LT, co, splat(b, shape, vt));
+        if (!nonneg(f, o, 0)) in = ir_build_binary(b, IR_OP_AND, ir_build_cmp(b, IR_CMP_GE, co, splat(b, ir_const_int(b, it, 0), vt)), in);
         IrValue term = along(b, co, d, r, t->shape);
         if (!(const_of(f, stride, &k) && k == 1))
-            term = bin(b, IR_OP_MUL, term, splat(b, stride, ir_value_type(f, term)));
-        off = off == IR_NO_VALUE ? term : bin(b, IR_OP_ADD, off, term);
+            term = ir_build_binary(b, IR_OP_MUL, term, splat(b, stride, ir_value_type(f, term)));
+        off = off == IR_NO_VALUE ? term : ir_build_binary(b, IR_OP_ADD, off, term);
         IrValue m = along(b, in, d, r, t->shape);
-        *mask = *mask == IR_NO_VALUE ? m : bin(b, IR_OP_AND, *mask, m);
+        *mask = *mask == IR_NO_VALUE ? m : ir_build_binary(b, IR_OP_AND, *mask, m);
     }
     const IrType *pt = ir_type_like(c, t, ir_value_type(f, ptr));
-    return bin(b, IR_OP_ADDPTR, splat(b, ptr, pt), off);
+    return ir_build_binary(b, IR_OP_ADDPTR, splat(b, ptr, pt), off);
 }
 
 /* block_load as `load ptrs, mask, 0`; the load's result. */

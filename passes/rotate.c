@@ -77,21 +77,6 @@ static IrValue splat_to(IrBuilder *b, IrValue s, const IrType *like, IrElem e)
     return ir_build1(b, IR_OP_SPLAT, t, &s, 1);
 }
 
-static IrValue bin(IrBuilder *b, IrOpcode code, IrValue x, IrValue y)
-{
-    IrValue ops[2] = {x, y};
-    return ir_build1(b, code, ir_value_type(b->func, x), ops, 2);
-}
-
-static IrValue cmp(IrBuilder *b, IrCmp how, IrValue x, IrValue y)
-{
-    IrCtx *c = b->func->module->ctx;
-    IrValue ops[2] = {x, y};
-    IrOp *op = ir_build(b, IR_OP_CMP, ops, 2, (const IrType *[]){ir_type_scalar(c, IR_I1)}, 1, 0);
-    op->attr.i = how;
-    return op->results[0];
-}
-
 /* ld (a load of the body) masked further by the scalar i1 `cond`: its mask and cond,
  * zeros where either is false. */
 static void mask_load(IrFunc *f, IrOp *ld, IrValue cond)
@@ -101,7 +86,7 @@ static void mask_load(IrFunc *f, IrOp *ld, IrValue cond)
     b.loc = ld->loc;
     const IrType *t = ir_value_type(f, ld->results[0]);
     IrValue m = splat_to(&b, cond, t, IR_I1);
-    if (ld->noperands >= 2) m = bin(&b, IR_OP_AND, ld->operands[1], m);
+    if (ld->noperands >= 2) m = ir_build_binary(&b, IR_OP_AND, ld->operands[1], m);
     IrValue other = ld->noperands >= 3 ? ld->operands[2]
                   : ir_elem_is_float(t->elem) ? ir_const_float(&b, t, 0) : ir_const_int(&b, t, 0);
     IrValue ops[3] = {ld->operands[0], m, other};
@@ -113,7 +98,7 @@ static void mask_load(IrFunc *f, IrOp *ld, IrValue cond)
 
 typedef struct Rot {
     IrFunc *f;
-    IrOp *loop, *d1, *d2, *scale;   /* scale: acc * X feeding d2 (NULL: d2 reads acc itself) */
+    IrOp *loop, *d1, *d2;
     int ka;                          /* the yield operand (iter index) that d2's result is */
     IrValue bp, ba;                  /* what B reads of A: P (before its conversion) and alpha */
     bool *inA, *inB;                 /* per value (an op's first result): the op is in A, B */
@@ -196,12 +181,11 @@ static bool matches(IrFunc *f, IrOp *loop, Rot *r)
     /* B: d2, V's chain (the induction variable and invariants only), acc's rescale by a
      * broadcast row vector alpha, P's conversion */
     IrValue bp = d2->operands[0], ba = IR_NO_VALUE;
-    IrOp *pc = def_in(f, bp, body), *scale = NULL;
+    IrOp *pc = def_in(f, bp, body);
     if (pc && pc->code == IR_OP_CONVERT_LAYOUT) bp = pc->operands[0];
-    else pc = NULL;
     IrValue a2 = d2->operands[2];
     if (a2 != acc) {
-        scale = def_in(f, a2, body);
+        IrOp *scale = def_in(f, a2, body);
         if (!scale || scale->code != IR_OP_MUL || (scale->operands[0] != acc && scale->operands[1] != acc)) return false;
         ba = scale->operands[scale->operands[0] == acc ? 1 : 0];
         for (IrOp *d; (d = def_in(f, ba, body)) &&
@@ -232,7 +216,7 @@ static bool matches(IrFunc *f, IrOp *loop, Rot *r)
         tl_free(inB);
         return false;
     }
-    *r = (Rot){f, loop, d1, d2, scale, ka, bp, ba, inA, inB};
+    *r = (Rot){f, loop, d1, d2, ka, bp, ba, inA, inB};
     return true;
 }
 
@@ -251,7 +235,7 @@ static bool rotate(Rot *r)
     IrBuilder b;
     ir_builder_before(&b, loop);
     b.loc = loop->loc;
-    IrValue lo2 = bin(&b, IR_OP_SUB, lo, step);
+    IrValue lo2 = ir_build_binary(&b, IR_OP_SUB, lo, step);
     const IrType *pt = ir_value_type(f, r->bp);
     IrValue p0 = ir_elem_is_float(pt->elem) ? ir_const_float(&b, pt, 0) : ir_const_int(&b, pt, 0);
     IrValue a0 = r->ba != IR_NO_VALUE ? ir_const_float(&b, ir_value_type(f, r->ba), 1.0) : IR_NO_VALUE;
@@ -283,8 +267,8 @@ static bool rotate(Rot *r)
     IrBuilder e;
     ir_builder_at_end(&e, nb);
     e.loc = loop->loc;
-    IrValue ivn = bin(&e, IR_OP_ADD, iv, step);
-    IrValue more = cmp(&e, IR_CMP_LT, ivn, hi), later = cmp(&e, IR_CMP_GE, iv, lo);
+    IrValue ivn = ir_build_binary(&e, IR_OP_ADD, iv, step);
+    IrValue more = ir_build_cmp(&e, IR_CMP_LT, ivn, hi), later = ir_build_cmp(&e, IR_CMP_GE, iv, lo);
     mapA[ob->args[0]] = ivn;
     /* A's part up to S(j + 1), then B (block j), then the rest of A */
     bool *inS = tl_calloc(nold + 1, sizeof *inS);

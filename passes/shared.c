@@ -286,21 +286,6 @@ static bool wants_nvmma(const IrFunc *f, const Cand *cd)
 
 static IrValue iconst(IrBuilder *b, const IrType *t, int64_t v) { return ir_const_int(b, t, v); }
 
-static IrValue binop(IrBuilder *b, IrOpcode code, IrValue x, IrValue y)
-{
-    IrValue ops[2] = {x, y};
-    return ir_build1(b, code, ir_value_type(b->func, x), ops, 2);
-}
-
-static IrValue cmp_lt(IrBuilder *b, IrValue x, IrValue y)
-{
-    IrCtx *c = b->func->module->ctx;
-    IrValue ops[2] = {x, y};
-    IrOp *op = ir_build(b, IR_OP_CMP, ops, 2, (const IrType *[]){ir_type_scalar(c, IR_I1)}, 1, 0);
-    op->attr.i = IR_CMP_LT;
-    return op->results[0];
-}
-
 /* Clones the marked ops of the body, in order, at b, with the induction variable
  * standing for iv; fills p->map. */
 static void clone_slices(Pipe *p, IrBuilder *b, IrValue iv)
@@ -327,14 +312,14 @@ static void emit_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, IrVa
     IrFunc *f = p->f;
     IrCtx *c = f->module->ctx;
     clone_slices(p, b, iv);
-    IrValue live = cmp_lt(b, iv, p->loop->operands[1]);
+    IrValue live = ir_build_cmp(b, IR_CMP_LT, iv, p->loop->operands[1]);
     for (int i = 0; i < n; i++) {
         const IrOp *ld = cs[i].load;
         IrValue ptr = p->map[ld->operands[0]];
         const IrType *mt = ir_type_like(c, ir_value_type(f, ptr), ir_type_scalar(c, IR_I1));
         mt = ir_type_with_layout(c, mt, ir_value_type(f, ptr)->layout);
         IrValue mask = ir_build1(b, IR_OP_SPLAT, mt, &live, 1);
-        if (ld->noperands > 1) mask = binop(b, IR_OP_AND, p->map[ld->operands[1]], mask);
+        if (ld->noperands > 1) mask = ir_build_binary(b, IR_OP_AND, p->map[ld->operands[1]], mask);
         IrValue ops[4] = {cs[i].buf, stage, ptr, mask};
         ir_build(b, IR_OP_ASYNC_COPY, ops, 4, NULL, 0, 0);
     }
@@ -348,7 +333,7 @@ static void emit_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, IrVa
 static void emit_tma_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, IrValue stage, IrValue bars)
 {
     clone_slices(p, b, iv);
-    IrValue live = cmp_lt(b, iv, p->loop->operands[1]);
+    IrValue live = ir_build_cmp(b, IR_CMP_LT, iv, p->loop->operands[1]);
     for (int i = 0; i < n; i++) {
         const IrOp *ld = cs[i].load;
         IrValue ops[4 + 3 * IR_MAX_RANK + 1] = {cs[i].buf, stage, bars};
@@ -530,15 +515,15 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     IrValue lo = loop->operands[0];
     const IrType *ivt = ir_value_type(f, lo), *st = ir_type_scalar(c, IR_I32);
     for (int d = 0; d < dist; d++) {
-        IrValue iv = d ? binop(b, IR_OP_ADD, lo, iconst(b, ivt, d * step)) : lo;
+        IrValue iv = d ? ir_build_binary(b, IR_OP_ADD, lo, iconst(b, ivt, d * step)) : lo;
         emit_tma_copies(p, b, cs, n, iv, iconst(b, st, d), bars);
     }
     ir_builder_before(b, p->body->first);
     IrValue iv = p->body->args[0];
-    IrValue j = binop(b, IR_OP_DIV, binop(b, IR_OP_SUB, iv, lo), iconst(b, ivt, step));
+    IrValue j = ir_build_binary(b, IR_OP_DIV, ir_build_binary(b, IR_OP_SUB, iv, lo), iconst(b, ivt, step));
     if (ivt->elem != IR_I32) j = ir_build1(b, IR_OP_CONVERT, st, &j, 1);
-    IrValue stage = binop(b, IR_OP_REM, j, iconst(b, st, stages));
-    IrValue phase = binop(b, IR_OP_REM, binop(b, IR_OP_DIV, j, iconst(b, st, stages)), iconst(b, st, 2));
+    IrValue stage = ir_build_binary(b, IR_OP_REM, j, iconst(b, st, stages));
+    IrValue phase = ir_build_binary(b, IR_OP_REM, ir_build_binary(b, IR_OP_DIV, j, iconst(b, st, stages)), iconst(b, st, 2));
     /* A dot that can stay in flight into the next iteration (one wgmma dot, 3 stages or
      * more: cg_wgmma.c) releases iteration j-1's stage only once its wait has retired
      * that group, at the end of iteration j: the copies come after the dot. Otherwise
@@ -555,13 +540,13 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
     bool barrier = rel && !strcmp(rel, "barrier");
     if (!late && !barrier) {
-        IrValue prev_stage = binop(b, IR_OP_REM, binop(b, IR_OP_ADD, j, iconst(b, st, dist)), iconst(b, st, stages));
-        IrValue after_first = cmp_lt(b, iconst(b, st, 0), j);
-        IrValue jm1 = binop(b, IR_OP_SUB, j, iconst(b, st, 1));
-        IrValue ephase = binop(b, IR_OP_REM, binop(b, IR_OP_DIV, jm1, iconst(b, st, stages)), iconst(b, st, 2));
+        IrValue prev_stage = ir_build_binary(b, IR_OP_REM, ir_build_binary(b, IR_OP_ADD, j, iconst(b, st, dist)), iconst(b, st, stages));
+        IrValue after_first = ir_build_cmp(b, IR_CMP_LT, iconst(b, st, 0), j);
+        IrValue jm1 = ir_build_binary(b, IR_OP_SUB, j, iconst(b, st, 1));
+        IrValue ephase = ir_build_binary(b, IR_OP_REM, ir_build_binary(b, IR_OP_DIV, jm1, iconst(b, st, stages)), iconst(b, st, 2));
         IrValue eops[4] = {empty, prev_stage, ephase, after_first};
         ir_build(b, IR_OP_TMA_WAIT, eops, 4, NULL, 0, 0)->attr.i = 1;
-        emit_tma_copies(p, b, cs, n, binop(b, IR_OP_ADD, iv, iconst(b, ivt, dist * step)), prev_stage, bars);
+        emit_tma_copies(p, b, cs, n, ir_build_binary(b, IR_OP_ADD, iv, iconst(b, ivt, dist * step)), prev_stage, bars);
     }
     IrValue wops[3] = {bars, stage, phase};
     ir_build(b, IR_OP_TMA_WAIT, wops, 3, NULL, 0, 0);
@@ -580,20 +565,20 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
      * (its reads are done: a wgmma dot has retired j-1's group before it ends), and the
      * issuing thread waits for all of them before the copies (from iteration 1 on; the
      * stage of iteration -1 was never read) */
-    IrValue next_stage = binop(&e, IR_OP_REM, binop(&e, IR_OP_ADD, j, iconst(&e, st, dist)), iconst(&e, st, stages));
+    IrValue next_stage = ir_build_binary(&e, IR_OP_REM, ir_build_binary(&e, IR_OP_ADD, j, iconst(&e, st, dist)), iconst(&e, st, stages));
     if (barrier) {
         ir_build(&e, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
-        emit_tma_copies(p, &e, cs, n, binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step)), next_stage, bars);
+        emit_tma_copies(p, &e, cs, n, ir_build_binary(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step)), next_stage, bars);
         goto done;
     }
-    IrValue after_first = cmp_lt(&e, iconst(&e, st, 0), j);
+    IrValue after_first = ir_build_cmp(&e, IR_CMP_LT, iconst(&e, st, 0), j);
     IrValue aops[3] = {empty, next_stage, after_first};
     ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 3, NULL, 0, 0);
-    IrValue jm1 = binop(&e, IR_OP_SUB, j, iconst(&e, st, 1));
-    IrValue ephase = binop(&e, IR_OP_REM, binop(&e, IR_OP_DIV, jm1, iconst(&e, st, stages)), iconst(&e, st, 2));
+    IrValue jm1 = ir_build_binary(&e, IR_OP_SUB, j, iconst(&e, st, 1));
+    IrValue ephase = ir_build_binary(&e, IR_OP_REM, ir_build_binary(&e, IR_OP_DIV, jm1, iconst(&e, st, stages)), iconst(&e, st, 2));
     IrValue eops[4] = {empty, next_stage, ephase, after_first};
     ir_build(&e, IR_OP_TMA_WAIT, eops, 4, NULL, 0, 0)->attr.i = 1;
-    IrValue next = binop(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step));
+    IrValue next = ir_build_binary(&e, IR_OP_ADD, iv, iconst(&e, ivt, dist * step));
     emit_tma_copies(p, &e, cs, n, next, next_stage, bars);
 done:
     for (int i = 0; i < n; i++) {
@@ -687,15 +672,15 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     IrValue lo = loop->operands[0];
     const IrType *ivt = ir_value_type(f, lo), *st = ir_type_scalar(c, IR_I32);
     for (int d = 0; d < dist; d++) {
-        IrValue iv = d ? binop(&b, IR_OP_ADD, lo, iconst(&b, ivt, d * step)) : lo;
+        IrValue iv = d ? ir_build_binary(&b, IR_OP_ADD, lo, iconst(&b, ivt, d * step)) : lo;
         emit_copies(&p, &b, cs, n, iv, iconst(&b, st, d));
     }
     /* the body: wait for this iteration's copy, read it, start iteration j+S-1's */
     ir_builder_before(&b, p.body->first);
     IrValue iv = p.body->args[0];
-    IrValue j = binop(&b, IR_OP_DIV, binop(&b, IR_OP_SUB, iv, lo), iconst(&b, ivt, step));
+    IrValue j = ir_build_binary(&b, IR_OP_DIV, ir_build_binary(&b, IR_OP_SUB, iv, lo), iconst(&b, ivt, step));
     if (ivt->elem != IR_I32) j = ir_build1(&b, IR_OP_CONVERT, st, &j, 1);
-    IrValue stage = binop(&b, IR_OP_REM, j, iconst(&b, st, stages));
+    IrValue stage = ir_build_binary(&b, IR_OP_REM, j, iconst(&b, st, stages));
     /* A loop of one dot (a GEMM's) waits at the end of its body, for the next
      * iteration, and once before the loop for the first: the dot's last step of K may
      * then run after the barrier, while the next stage's first step is read (codegen:
@@ -728,8 +713,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         ir_build(&after, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
         b = after;
     }
-    IrValue next = binop(&b, IR_OP_ADD, iv, iconst(&b, ivt, dist * step));
-    IrValue next_stage = binop(&b, IR_OP_REM, binop(&b, IR_OP_ADD, j, iconst(&b, st, dist)), iconst(&b, st, stages));
+    IrValue next = ir_build_binary(&b, IR_OP_ADD, iv, iconst(&b, ivt, dist * step));
+    IrValue next_stage = ir_build_binary(&b, IR_OP_REM, ir_build_binary(&b, IR_OP_ADD, j, iconst(&b, st, dist)), iconst(&b, st, stages));
     emit_copies(&p, &b, cs, n, next, next_stage);
     for (int i = 0; i < n; i++) {
         for (int q = 0; q < cs[i].nviews; q++) {
@@ -883,6 +868,16 @@ static bool expand_leftovers(IrFunc *f)
     return any;
 }
 
+static bool contains(const IrBlock *blk, IrOpcode code)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (op->code == code) return true;
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (contains(&op->regions[r], code)) return true;
+    }
+    return false;
+}
+
 bool pass_shared(IrFunc *f)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
@@ -896,6 +891,7 @@ bool pass_shared(IrFunc *f)
     }
     changed |= settle_wgmma(f);
     changed |= expand_leftovers(f);
+    if (!contains(&f->body, IR_OP_BLOCK_STORE)) return changed;
     /* the staging buffers of the TMA stores, after the rings' buffers and barriers */
     uint32_t end = 0;
     for (uint32_t v = 0; v < f->nvalues; v++) {

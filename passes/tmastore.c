@@ -92,13 +92,11 @@ static bool stageable(const IrType *vt)
     return l && l->kind == IR_LAYOUT_MMA && (l->version == 2 || l->version == 3);
 }
 
-typedef struct Stores {
-    VEC(IrOp *) ops;
-} Stores;
+typedef VEC(IrOp *) Stores;
 
 static void collect(IrOp *op, void *ud)
 {
-    if (op->code == IR_OP_BLOCK_STORE) vec_push(&((Stores *)ud)->ops, op);
+    if (op->code == IR_OP_BLOCK_STORE) vec_push((Stores *)ud, op);
 }
 
 /* The maps of blk's tma_copy ops: one per ring buffer and parameter its pointer may be
@@ -125,16 +123,16 @@ static void copy_maps(const IrFunc *f, const IrBlock *blk, Maps *m)
 
 bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
 {
-    Stores s = {{0}};
+    Stores s = {0};
     ir_walk(&f->body, collect, &s);
-    if (!s.ops.len) return false;
+    if (!s.len) return false;
     IrCtx *c = f->module->ctx;
     Maps cm = {{0}, {0}, 0};
     copy_maps(f, &f->body, &cm);
     uint32_t maps = cm.n;
     bool any = false;
-    for (size_t i = 0; i < s.ops.len; i++) {
-        IrOp *op = s.ops.data[i];
+    for (size_t i = 0; i < s.len; i++) {
+        IrOp *op = s.data[i];
         IrValue v = op->operands[7];
         const IrType *vt = ir_value_type(f, v);
         int eb = ir_elem_bytes(vt->elem);
@@ -167,7 +165,7 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         ir_op_remove(op);
         any = true;
     }
-    vec_free(&s.ops);
+    vec_free(&s);
     if (any) {   /* the stores complete before the kernel returns */
         IrOp *ret = f->body.last;
         IrBuilder b;
