@@ -14,11 +14,12 @@ the forward; "% of peak" is the fraction of the H200 SXM's dense bf16 peak (989
 TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
-                               [--fwd-configs '[tma:|rot:]BM,BN,warps[,stages];...'] [--no-bwd]
+                               [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd]
                                [--bwd-configs 'BM,BN,warps/BM,BN,warps;...']
-(tma: names attn_fwd_tma, the block-load form; TILE_TMA_EARLY=1 gives its two-dot loops
-TMA rings. rot: attn_fwd launched with overlap = 1, its loops rotated so that the
-softmax runs under the tensor cores' P V, passes/rotate.c.)
+(flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
+loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
+passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
+runs under the tensor cores' P V, passes/rotate.c.)
 """
 import argparse
 import math
@@ -89,27 +90,27 @@ def strides(t):
 
 def tile_fwd(rt, cfg, causal, q, k, v, scale):
     """(o, lse, run): run() computes o and lse (poisoned until then)."""
-    overlap = cfg[0] == "rot"   # attn_fwd with its loops rotated (overlap = 1)
-    if overlap:
-        cfg = cfg[1:]
+    flags = [x for x in cfg if isinstance(x, str)]
+    cfg = tuple(x for x in cfg if not isinstance(x, str))
+    overlap = "rot" in flags   # the loops rotated (overlap = 1)
     B, H, L, D = q.shape
-    tma = cfg[0] == "tma"     # attn_fwd_tma: the heads as one [B * H * L, D] tensor
-    if tma:
-        cfg = cfg[1:]
+    tma = "tma" in flags       # attn_fwd_tma: the heads as one [B * H * L, D] tensor
     BM, BN, warps = cfg[:3]
     extra = {"stages": cfg[3]} if len(cfg) > 3 else {}
+    if "ws" in flags:          # a producer warpgroup issues the TMA copies (attn_fwd_tma)
+        extra["ws"] = 1
     o = nan_like(q.shape, torch.bfloat16)
     lse = nan_like((B, H, L), torch.float32)
     sbh, sl = strides(q)
     for t in (k, v, o):
         assert strides(t) == (sbh, sl)
+    if overlap:
+        extra["overlap"] = 1
     if tma:
         assert sbh == L * sl
         kern = rt.kernel(FWD, "attn_fwd_tma", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
         run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", o, lse, q, k, v, B * H, L, scale, sl, B * H * L)
         return o, lse, run
-    if overlap:
-        extra["overlap"] = 1
     kern = rt.kernel(FWD, "attn_fwd", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps, **extra)
     run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", o, lse, q, k, v, B * H, L, scale, sbh, sl)
     return o, lse, run
@@ -295,9 +296,10 @@ def main():
     ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
     a_ = ap.parse_args()
     QUICK = a_.quick
-    if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops
-        FWD_CONFIGS[:] = [((c[:3],) if c[:4] in ("tma:", "rot:") else ()) +
-                          tuple(int(x) for x in c[4 if c[:4] in ("tma:", "rot:") else 0:].split(","))
+    if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops,
+        # 'ws:' a producer warpgroup; flags combine with '+' ('tma+ws:128,64,8,3')
+        FWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
+                          tuple(int(x) for x in c.split(":")[-1].split(","))
                           for c in a_.fwd_configs.split(";") if c]
     if a_.bwd_configs:
         BWD_CONFIGS[:] = [tuple(tuple(int(x) for x in half.split(",")) for half in c.split("/"))

@@ -3,7 +3,9 @@ catch, and writes tile's SASS from its cache (OUT, default /tmp):
 
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section SourceCounters -k regex:attn -c 1 \
-        python3 bench/attn_probe.py [rot:|tma:]BM,BN,warps[,stages] [causal]
+        python3 bench/attn_probe.py [FLAG[+FLAG...]:]BM,BN,warps[,stages] [causal]
+
+(flags as bench/attention.py's --fwd-configs: tma, ws, rot)
 
 B 4, H 32, L 4096, D 128 as bench/attention.py.
 """
@@ -24,10 +26,8 @@ import tilert  # noqa: E402
 def main():
     spec = sys.argv[1] if len(sys.argv) > 1 else "128,64,8,3"
     causal = len(sys.argv) > 2 and sys.argv[2] == "causal"
-    pre = ()
-    if spec[:4] in ("rot:", "tma:"):
-        pre, spec = (spec[:3],), spec[4:]
-    cfg = pre + tuple(int(x) for x in spec.split(","))
+    flags = tuple(spec.split(":")[0].split("+")) if ":" in spec else ()
+    cfg = flags + tuple(int(x) for x in spec.split(":")[-1].split(","))
     out = os.environ.get("OUT", "/tmp")
     rt = tilert.Runtime(os.environ.get("TILE_LIB", "libtileRT.so"))
     q, k, v, _ = attention.inputs(attention.SHAPE)

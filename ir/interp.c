@@ -696,17 +696,20 @@ static const IrOp *inner_loop(const IrOp *loop)
     return NULL;
 }
 
-static ExecStatus exec_producer(Interp *I, const IrOp *op)
+/* Runs the producer region's ops from `from` up to its next loop, which becomes the
+ * loop under way (none if the region ends first). */
+static ExecStatus producer_next_loop(Interp *I, const IrOp *from)
 {
-    const IrBlock *blk = &op->regions[0];
-    for (const IrOp *o = blk->first; o && o->code != IR_OP_YIELD; o = o->next) {
+    I->prod.loop = I->prod.outer = NULL;
+    I->prod.rest = NULL;
+    for (const IrOp *o = from; o && o->code != IR_OP_YIELD; o = o->next) {
         if (o->code != IR_OP_FOR) {
             ExecStatus st = exec_op(I, o);
             if (st != EX_OK) return st;
             continue;
         }
         I->prod.count = I->prod.ocount = 0;
-        I->prod.outer = NULL;
+        I->prod.rest = o->next;
         if (inner_loop(o)) {
             I->prod.outer = o;
             I->prod.loop = inner_loop(o);
@@ -717,8 +720,14 @@ static ExecStatus exec_producer(Interp *I, const IrOp *op)
             I->prod.loop = o;
             if (!loop_bounds(I, o, &I->prod.iv, &I->prod.hi, &I->prod.step)) return EX_ERROR;
         }
+        return EX_OK;
     }
     return EX_OK;
+}
+
+static ExecStatus exec_producer(Interp *I, const IrOp *op)
+{
+    return producer_next_loop(I, op->regions[0].first);
 }
 
 static ExecStatus never_issued(Interp *I, const IrOp *wait)
@@ -748,14 +757,18 @@ static ExecStatus next_tile(Interp *I, const IrOp *wait)
 
 static ExecStatus producer_step(Interp *I, const IrOp *wait)
 {
-    const IrOp *loop = I->prod.loop;
-    while (I->prod.outer && I->prod.iv >= I->prod.hi) {
-        ExecStatus st = next_tile(I, wait);
+    for (;;) {
+        while (I->prod.outer && I->prod.iv >= I->prod.hi && I->prod.oiv < I->prod.ohi) {
+            ExecStatus st = next_tile(I, wait);
+            if (st != EX_OK) return st;
+        }
+        if (I->prod.loop && I->prod.iv < I->prod.hi) break;
+        /* this loop is done: the region's next one, if any */
+        if (!I->prod.rest) return never_issued(I, wait);
+        ExecStatus st = producer_next_loop(I, I->prod.rest);
         if (st != EX_OK) return st;
     }
-    if (I->prod.iv >= I->prod.hi) {
-        return never_issued(I, wait);
-    }
+    const IrOp *loop = I->prod.loop;
     if (!count_iteration(I, loop, &I->prod.count) || !bind_iv(I, loop, loop->regions[0].args[0], I->prod.iv))
         return EX_ERROR;
     Tile *none = NULL;
@@ -1028,6 +1041,7 @@ static bool run_program(Interp *I)
     const IrOp *term;
     I->work++;
     I->prod.loop = I->prod.outer = NULL;
+    I->prod.rest = NULL;
     bool ok = bind_params(I) && exec_block(I, &I->fn->body, &term) != EX_ERROR;
     clear_values(I);
     return ok;

@@ -43,6 +43,9 @@ typedef struct Interp {
          * loop's inner loop, run for each iteration of `outer` in turn */
         const IrOp *outer;
         int64_t oiv, ohi, ostep, ocount;
+        /* the region's ops after the loop under way (passes/warpspec.c gives loops that
+         * share one ring a loop each, in order): run when it has no iteration left */
+        const IrOp *rest;
     } prod;
 } Interp;
 

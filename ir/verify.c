@@ -745,21 +745,21 @@ static bool producer_op_ok(const IrFunc *f, const IrOp *op)
     return true;
 }
 
-/* Block blk of op is scalar ops, one for loop, then yield (the copies in the loop); the
- * loop, or NULL after a diagnostic. */
-static const IrOp *producer_loop_of(Verifier *v, const IrOp *op, const IrBlock *blk, const char *what)
+/* Block blk of op is scalar ops and for loops (at most `max` of them), then yield (the
+ * copies in the loops); the number of loops, or 0 after a diagnostic. */
+static int producer_loops_of(Verifier *v, const IrOp *op, const IrBlock *blk, int max, const char *what)
 {
-    const IrOp *loop = NULL;
+    int n = 0;
     for (const IrOp *o = blk->first; o; o = o->next) {
-        if (o->code == IR_OP_IF || (o->code == IR_OP_FOR && loop))
-            return fail(v, o, "%s is scalar ops, one for loop, then yield", what), NULL;
-        if (o->code == IR_OP_FOR) loop = o;
-        if ((o->code == IR_OP_TMA_COPY || o->code == IR_OP_TMA_WAIT) && !loop)
-            return fail(v, o, "a producer's copies are in its for loop"), NULL;
+        if (o->code == IR_OP_IF || (o->code == IR_OP_FOR && n == max))
+            return fail(v, o, "%s is scalar ops, %s, then yield", what, max == 1 ? "one for loop" : "for loops"), 0;
+        if (o->code == IR_OP_FOR) n++;
+        if ((o->code == IR_OP_TMA_COPY || o->code == IR_OP_TMA_WAIT) && !n)
+            return fail(v, o, "a producer's copies are in its for loop"), 0;
     }
-    if (!loop || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands || loop->next != blk->last)
-        return fail(v, op, "%s is scalar ops, one for loop, then yield", what), NULL;
-    return loop;
+    if (!n || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands)
+        return fail(v, op, "%s is scalar ops, %s, then yield", what, max == 1 ? "one for loop" : "for loops"), 0;
+    return n;
 }
 
 /* One producer per kernel, in its body, after ops that every thread may run (pure ones,
@@ -784,18 +784,21 @@ static bool check_producer(Verifier *v, const IrOp *op)
     for (const IrOp *o = blk->first; o; o = o->next)
         if (!producer_op_ok(v->f, o))
             return fail(v, o, "a producer region holds scalar arithmetic, loops, tma_wait 1 and tma_copy only");
-    /* scalars, a loop, yield; the loop's body: the copies, or (a persistent kernel's
-     * tiles, passes/persistent.c) scalars, a loop of the copies, yield */
-    const IrOp *loop = producer_loop_of(v, op, blk, "a producer region");
-    if (!loop) return false;
-    const IrOp *inner = NULL;
-    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
-        if (o->code == IR_OP_FOR) inner = o;
-    if (inner && !producer_loop_of(v, loop, &loop->regions[0], "a producer's tile loop")) return false;
-    const IrBlock *copies = inner ? &inner->regions[0] : &loop->regions[0];
-    for (const IrOp *o = copies->first; o; o = o->next)
-        if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
-            return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
+    /* scalars and loops, yield (one loop per ring loop of the consumers, in their order,
+     * passes/warpspec.c); a loop's body: the copies, or (a persistent kernel's tiles,
+     * passes/persistent.c) scalars, a loop of the copies, yield */
+    if (!producer_loops_of(v, op, blk, 64, "a producer region")) return false;
+    for (const IrOp *loop = blk->first; loop; loop = loop->next) {
+        if (loop->code != IR_OP_FOR) continue;
+        const IrOp *inner = NULL;
+        for (const IrOp *o = loop->regions[0].first; o; o = o->next)
+            if (o->code == IR_OP_FOR) inner = o;
+        if (inner && !producer_loops_of(v, loop, &loop->regions[0], 1, "a producer's tile loop")) return false;
+        const IrBlock *copies = inner ? &inner->regions[0] : &loop->regions[0];
+        for (const IrOp *o = copies->first; o; o = o->next)
+            if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
+                return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
+    }
     return true;
 }
 

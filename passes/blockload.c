@@ -370,9 +370,9 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
      * than by cp.async on the H200, 2.078 against 1.839 ms, while its copies were issued
      * after the dots: with 2 stages nothing overlapped them; they now go at the top of
      * the body under TILE_TMA_EARLY=1, passes/shared.c, not yet measured: until then
-     * such loops stay on cp.async) */
+     * such loops stay on cp.async, unless a producer warpgroup issues the copies, ws) */
     const char *early = getenv("TILE_TMA_EARLY");
-    if (dots < 1 || (dots > 1 && !(early && !strcmp(early, "1")))) return false;
+    if (dots < 1 || (dots > 1 && !f->ws && !(early && !strcmp(early, "1")))) return false;
     for (const IrOp *u = body->first; u; u = u->next) {
         if (u->code != IR_OP_DOT) continue;
         for (int i = 0; i < 2; i++) {

@@ -43,6 +43,9 @@ bool pass_rotate(IrFunc *f);       /* rotate.c: attention's softmax under the te
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
 bool pass_warpspec(IrFunc *f);     /* warpspec.c: a producer warpgroup issues a TMA ring's copies (ws) */
 bool pass_persistent(IrFunc *f);   /* persistent.c: each program walks tiles of the grid (persistent) */
+/* passes/ring.c: the stage, phase and predicate operands of the TMA ring ops in loop's
+ * body (built by passes/shared.c from j = (iv - lo) / step) computed from j + base. */
+void pass_ring_rebase(IrFunc *f, IrOp *loop, IrValue lo, IrValue step, IrValue base);
 bool pass_bounds(IrFunc *f);       /* bounds.c: checked mode; bounds checks from hidden size parameters */
 extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;

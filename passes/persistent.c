@@ -154,76 +154,6 @@ static IrOp *ring_loop(IrBlock *b)
     return NULL;
 }
 
-/* ---- rebasing a ring's iteration numbers ---------------------------------------------- */
-typedef struct Rebase {
-    Pk *p;
-    IrBlock *body;
-    IrValue lo, step, base;
-    IrValue *memo;               /* per value: its rebased value (IR_NO_VALUE: not yet) */
-} Rebase;
-
-/* a and b are the same value, or equal integer constants */
-static bool same_value(const IrFunc *f, IrValue a, IrValue b)
-{
-    if (a == b) return true;
-    const IrOp *x = f->values[a].def, *y = f->values[b].def;
-    return x && y && x->code == IR_OP_CONST && y->code == IR_OP_CONST && x->attr.i == y->attr.i &&
-           ir_value_type(f, a) == ir_value_type(f, b);
-}
-
-/* v with the loop's iteration number (div(sub(x, lo), step), passes/shared.c's) counted
- * from the kernel's start: the ops of the body between it and v cloned after their
- * originals with the number plus base. */
-static IrValue rebased(Rebase *r, IrValue v)
-{
-    IrFunc *f = r->p->f;
-    IrOp *d = f->values[v].def;
-    if (!d || d->parent != r->body || d->nresults != 1 || d->nregions) return v;
-    if (r->memo[v] != IR_NO_VALUE) return r->memo[v];
-    r->memo[v] = v;
-    IrBuilder b;
-    ir_builder_before(&b, d->next);
-    b.loc = d->loc;
-    const IrOp *s = d->code == IR_OP_DIV ? f->values[d->operands[0]].def : NULL;
-    if (s && s->code == IR_OP_SUB && same_value(f, s->operands[1], r->lo) && same_value(f, d->operands[1], r->step)) {
-        r->memo[v] = bin(&b, r->p, IR_OP_ADD, v, r->base);
-        return r->memo[v];
-    }
-    IrValue ops[8];
-    bool changed = false;
-    if (d->noperands > 8) return v;
-    for (uint32_t i = 0; i < d->noperands; i++) {
-        ops[i] = rebased(r, d->operands[i]);
-        changed |= ops[i] != d->operands[i];
-    }
-    if (!changed) return v;
-    const IrType *t = ir_value_type(f, v);
-    IrOp *n = ir_build(&b, d->code, ops, d->noperands, &t, 1, 0);
-    n->attr = d->attr;
-    r->memo[v] = n->results[0];
-    return r->memo[v];
-}
-
-/* Rebases the stage, phase and predicate operands of the ring ops of loop's body. */
-static void rebase_ring(Pk *p, IrOp *loop, IrValue lo, IrValue step, IrValue base)
-{
-    Rebase r = {p, &loop->regions[0], lo, step, base, tl_malloc(p->f->nvalues * sizeof(IrValue))};
-    if (!r.memo) tl_oom();
-    uint32_t nvalues = p->f->nvalues;
-    memset(r.memo, 0xff, nvalues * sizeof(IrValue));
-    for (IrOp *o = r.body->first; o; o = o->next) {
-        uint32_t from, to;
-        switch (o->code) {
-        case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: from = 1, to = o->noperands; break;
-        case IR_OP_LOCAL_LOAD: case IR_OP_TMA_COPY: from = 1, to = 2; break;
-        default: continue;
-        }
-        for (uint32_t i = from; i < to; i++)
-            if (o->operands[i] < nvalues) o->operands[i] = rebased(&r, o->operands[i]);
-    }
-    tl_free(r.memo);
-}
-
 /* At b: `for %tile = 0, my, 1` with, at the start of its body (*lb builds on at its
  * end), the walked program t = pid + tile * launched_programs, its coordinates into
  * pc, and into *base (if asked) the ring iterations of the tiles before, tile * trip. */
@@ -293,12 +223,15 @@ static bool producer_needs(Pk *p, const IrOp *prod, bool *need)
 
 /* Whether rebuild_producer can walk the producer: scalars, then one loop of the ring's
  * integer type whose body has no regions, reading program-dependent values that are pure
- * scalars (those, into need: producer_needs). */
+ * scalars (those, into need: producer_needs). Not yet: a producer of several loops (one
+ * ring shared by consecutive loops, passes/warpspec.c: attention's two key loops). */
 static bool producer_ok(Pk *p, IrOp *prod, bool *need)
 {
     IrFunc *f = p->f;
     IrOp *loop = producer_loop(prod);
-    if (!loop || loop->nresults || ir_value_type(f, loop->operands[0]) != p->rt) return false;
+    int loops = 0;
+    for (const IrOp *o = prod->regions[0].first; o; o = o->next) loops += o->code == IR_OP_FOR;
+    if (!loop || loops != 1 || loop->nresults || ir_value_type(f, loop->operands[0]) != p->rt) return false;
     for (const IrOp *o = prod->regions[0].first; o; o = o->next)
         if (o != loop && o->code != IR_OP_YIELD && !small_scalar_op(f, o)) return false;
     for (const IrOp *o = loop->regions[0].first; o; o = o->next)
@@ -345,7 +278,7 @@ static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step, const 
     ir_build(&tl, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_op_remove(prod);
-    rebase_ring(p, fl, lo, step, base);
+    pass_ring_rebase(p->f, fl, lo, step, base);
 }
 
 /* ---- the pass -------------------------------------------------------------------------- */
@@ -466,7 +399,7 @@ static bool walk(Pk *p)
      * asks for the walked program's (the loop's own ids come from before it) */
     Ids ids = {p, cc};
     ir_walk(&tl->regions[0], replace_ids, &ids);
-    if (prod) rebase_ring(p, ring, lo, step, base);
+    if (prod) pass_ring_rebase(p->f, ring, lo, step, base);
     tl_free(moved);
     return true;
 }

@@ -535,8 +535,13 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     for (int i = 0; i < n; i++)
         for (int q = 0; q < cs[i].nviews; q++)
             wgmma_views &= is_wgmma_layout(ir_value_type(f, cs[i].views[q].cvt->results[0])->layout);
-    const char *early = getenv("TILE_TMA_EARLY");   /* "1": the top form (not yet measured: off) */
-    bool late = !(early && !strcmp(early, "1")) || (stages >= 3 && count_dots(p->body) == 1 && wgmma_views);
+    /* The top form is the one for a loop of several dots whose copies a producer
+     * warpgroup issues (ws: the consumers release each stage as soon as their dots are
+     * done with it); without a producer it is opt-in (TILE_TMA_EARLY=1: the issuing
+     * thread's wait for the release holds up its warpgroup, 10% slower in attention) */
+    const char *early = getenv("TILE_TMA_EARLY");
+    bool top = (early && !strcmp(early, "1")) || (f->ws && count_dots(p->body) > 1);
+    bool late = !top || (stages >= 3 && count_dots(p->body) == 1 && wgmma_views);
     const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
     bool barrier = rel && !strcmp(rel, "barrier");
     if (!late && !barrier) {

@@ -39,6 +39,7 @@
  * more than one, warps not a multiple of 4 (setmaxnreg is per warpgroup), a copy side
  * that reads a value the loop carries, or an op before the ring that is not pure,
  * local_alloc or mbarrier_init (the producer's warps run everything before it). */
+#include <assert.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -67,6 +68,8 @@ typedef struct Ws {
     bool *need;                  /* per value: the copy side computes it (in the body) */
     bool *before;                /* per value: defined in the kernel body before the producer */
     IrValue *map;                /* per value: its clone in the producer */
+    IrOp *tail;                  /* the producer goes after it (the last mbarrier_init, then
+                                  * the last op moved before the producer) */
     uint32_t nmap;               /* the values of the kernel as it was (map's length) */
 } Ws;
 
@@ -90,9 +93,11 @@ static bool mark(Ws *w, IrValue v)
 
 static bool copy_side(const IrOp *op) { return op->code == IR_OP_TMA_COPY || (op->code == IR_OP_TMA_WAIT && op->attr.i == 1); }
 
-/* A value the producer reads from outside the loop must be defined before `at` (the
- * producer's place); a pure scalar op of the kernel body after it moves before it. */
-static bool available(Ws *w, IrValue v, IrOp *at)
+/* A value the producer reads from outside the loop must be defined before the producer,
+ * which goes right after w->tail; a pure scalar op of the kernel body after it moves
+ * there (after the ops moved before it, so that operands come first) and becomes the
+ * tail. */
+static bool available(Ws *w, IrValue v)
 {
     const IrValueInfo *vi = &w->f->values[v];
     if (!vi->def) return vi->block == &w->f->body;               /* a parameter */
@@ -101,102 +106,293 @@ static bool available(Ws *w, IrValue v, IrOp *at)
     if (w->before[v]) return true;
     if (!(ir_op_info[d->code].flags & IR_P) || d->nregions || ir_value_type(w->f, v)->rank) return false;
     for (uint32_t i = 0; i < d->noperands; i++)
-        if (!available(w, d->operands[i], at)) return false;
-    ir_op_remove(d);
-    ir_op_insert_before(d, at);
+        if (!available(w, d->operands[i])) return false;
+    if (w->tail->next != d) {
+        ir_op_remove(d);
+        ir_op_insert_before(d, w->tail->next);
+    }
+    w->tail = d;
     for (uint32_t i = 0; i < d->nresults; i++) w->before[d->results[i]] = true;
     return true;
 }
 
-static bool specialize(IrFunc *f, IrOp *loop)
+/* ---- one ring per loop ------------------------------------------------------------- */
+#define MAX_RINGS 8
+#define MAX_COPIES 8
+
+typedef struct Ring {
+    IrOp *loop;
+    IrValue bars, empty;             /* the full and the empty barriers */
+    IrValue bufs[MAX_COPIES];        /* the stages' buffers, in the order of the copies */
+    int ncopy, slots;
+} Ring;
+
+/* The ring of a loop: every copy in it fills the barriers of the first, and the issuing
+ * thread waits for an empty slot once per iteration. */
+static bool ring_of(const IrFunc *f, IrOp *loop, Ring *r)
 {
-    IrBlock *body = &loop->regions[0];
-    /* one ring: every copy in the loop fills the barriers of the first, and the issuing
-     * thread waits for an empty slot once per iteration */
-    IrValue bars = IR_NO_VALUE;
-    int slots = 0;
-    uint32_t nloop = 0, npro = 0, nwait = 0;
-    for (const IrOp *o = body->first; o; o = o->next) {
+    memset(r, 0, sizeof *r);
+    r->loop = loop;
+    r->bars = r->empty = IR_NO_VALUE;
+    int nwait = 0;
+    for (const IrOp *o = loop->regions[0].first; o; o = o->next) {
         if (o->code == IR_OP_BARRIER || o->noperands > 32 || o->nresults > 4) return false;
         if (o->code == IR_OP_TMA_COPY) {
-            if (bars == IR_NO_VALUE) {
-                bars = o->operands[2];
-                slots = ir_value_type(f, o->operands[0])->shape[0];
+            if (r->bars == IR_NO_VALUE) {
+                r->bars = o->operands[2];
+                r->slots = ir_value_type(f, o->operands[0])->shape[0];
             }
-            if (o->operands[2] != bars) return false;
-            nloop++;
+            if (o->operands[2] != r->bars || r->ncopy == MAX_COPIES) return false;
+            r->bufs[r->ncopy++] = o->operands[0];
         }
-        nwait += o->code == IR_OP_TMA_WAIT && o->attr.i == 1;
+        if (o->code == IR_OP_TMA_WAIT && o->attr.i == 1) {
+            nwait++;
+            r->empty = o->operands[0];
+        }
     }
-    IrOp *last_init = NULL;
-    for (IrOp *o = f->body.first; o && o != loop; o = o->next) {
+    return nwait == 1 && r->ncopy > 0;
+}
+
+/* Ring r uses the same buffers and barriers as ring r0 could: as many copies, into
+ * buffers of the same types, with as many stages. */
+static bool same_shape(const IrFunc *f, const Ring *r0, const Ring *r)
+{
+    if (r->ncopy != r0->ncopy || r->slots != r0->slots) return false;
+    for (int i = 0; i < r->ncopy; i++)
+        if (ir_value_type(f, r->bufs[i]) != ir_value_type(f, r0->bufs[i])) return false;
+    return ir_value_type(f, r->bars) == ir_value_type(f, r0->bars) &&
+           ir_value_type(f, r->empty) == ir_value_type(f, r0->empty);
+}
+
+/* The copies before ring k's loop that fill its first S-1 stages (its prologue): those
+ * between the loop before it (or the kernel's start) and it. */
+static uint32_t prologue_copies(const IrFunc *f, const Ring *rs, int k, bool *ok)
+{
+    const IrOp *from = k ? rs[k - 1].loop->next : f->body.first;
+    uint32_t n = 0;
+    for (const IrOp *o = from; o && o != rs[k].loop; o = o->next)
         if (o->code == IR_OP_TMA_COPY) {
-            if (o->operands[2] != bars) return false;
-            npro++;
+            n++;
+            *ok &= o->operands[2] == rs[k].bars;
         }
-        if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
+    return n;
+}
+
+/* v is a buffer or barrier of one of the rings (of the first after merge_rings). */
+static bool ring_value(const Ring *rs, int n, IrValue v)
+{
+    for (int k = 0; k < n; k++) {
+        if (v == rs[k].bars || v == rs[k].empty) return true;
+        for (int i = 0; i < rs[k].ncopy; i++)
+            if (v == rs[k].bufs[i]) return true;
     }
-    if (!last_init || nwait != 1 || npro != nloop * (uint32_t)(slots - 1)) return false;
-    for (IrOp *o = f->body.first; o != last_init->next; o = o->next) {
+    return false;
+}
+
+/* Marks the copy side of every ring loop and makes what it reads from outside available
+ * before the producer; false if it cannot compute it. The rings' buffers and barriers
+ * count as available: the first ring's are before the producer, and merge_rings gives
+ * the others' uses the first's. */
+static bool mark_rings(Ws *w, Ring *rs, int n)
+{
+    memset(w->need, 0, w->nmap * sizeof(bool));
+    for (int k = 0; k < n; k++) {
+        IrOp *loop = rs[k].loop;
+        IrBlock *body = &loop->regions[0];
+        w->loop = loop;
+        for (const IrOp *o = body->first; o; o = o->next)
+            if (copy_side(o))
+                for (uint32_t i = 0; i < o->noperands; i++)
+                    if (!mark(w, o->operands[i])) return false;
+        /* the values from outside: the bounds, and what the marked ops and the copies read */
+        for (uint32_t i = 0; i < 3; i++)
+            if (!available(w, loop->operands[i])) return false;
+        for (const IrOp *o = body->first; o; o = o->next) {
+            if (!copy_side(o) && !(o->nresults && w->need[o->results[0]])) continue;
+            for (uint32_t i = 0; i < o->noperands; i++) {
+                const IrValueInfo *vi = &w->f->values[o->operands[i]];
+                bool inside = vi->def ? vi->def->parent == body : vi->block == body;
+                if (!inside && !ring_value(rs, n, o->operands[i]) && !available(w, o->operands[i])) return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* max(0, cdiv(hi - lo, step)), the loop's trip count, built at b */
+static IrValue trip_count(IrBuilder *b, const IrOp *loop)
+{
+    const IrType *t = ir_value_type(b->func, loop->operands[0]);
+    IrValue lo = loop->operands[0], hi = loop->operands[1], step = loop->operands[2];
+    IrValue span = ir_build_binary(b, IR_OP_ADD, ir_build_binary(b, IR_OP_SUB, hi, lo),
+                                   ir_build_binary(b, IR_OP_SUB, step, ir_const_int(b, t, 1)));
+    return ir_build_binary(b, IR_OP_MAXIMUM, ir_build_binary(b, IR_OP_DIV, span, step), ir_const_int(b, t, 0));
+}
+
+/* Every loop after the first takes the first loop's ring: its ring ops number their
+ * iterations after those of the loops before it (pass_ring_rebase by the trip counts
+ * before it), and its own buffers, barriers and their initialization go. The stages
+ * then run on from loop to loop, as the producer's copies do. */
+static void merge_rings(IrFunc *f, Ring *rs, int n)
+{
+    IrValue base = IR_NO_VALUE;
+    for (int k = 1; k < n; k++) {
+        IrBuilder b;
+        ir_builder_before(&b, rs[k].loop);
+        b.loc = rs[k].loop->loc;
+        IrValue t = trip_count(&b, rs[k - 1].loop);
+        base = k == 1 ? t : ir_build_binary(&b, IR_OP_ADD, base, t);
+        pass_ring_rebase(f, rs[k].loop, rs[k].loop->operands[0], rs[k].loop->operands[2], base);
+        IrValue from[MAX_COPIES + 2], to[MAX_COPIES + 2];
+        int m = 0;
+        for (int i = 0; i < rs[k].ncopy; i++) from[m] = rs[k].bufs[i], to[m++] = rs[0].bufs[i];
+        from[m] = rs[k].bars, to[m++] = rs[0].bars;
+        from[m] = rs[k].empty, to[m++] = rs[0].empty;
+        for (int i = 0; i < m; i++) {
+            if (from[i] == to[i]) continue;
+            IrOp *def = f->values[from[i]].def;
+            for (IrOp *o = f->body.first, *next; o; o = next) {   /* its initialization */
+                next = o->next;
+                if (o->code == IR_OP_MBARRIER_INIT && o->operands[0] == from[i]) ir_op_remove(o);
+            }
+            ir_replace_all_uses(f, from[i], to[i]);
+            if (def && def->code == IR_OP_LOCAL_ALLOC) ir_op_remove(def);
+        }
+    }
+}
+
+/* The ops before `at` are pure, local_allocs or mbarrier_inits: every warp may run them,
+ * the producer's too. */
+static bool pure_before(const IrOp *at)
+{
+    const IrBlock *body = at->parent;
+    for (const IrOp *o = body->first; o != at; o = o->next) {
         unsigned fl = ir_op_info[o->code].flags;
         if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT) return false;
     }
-    IrOp *at = last_init->next;
-    Ws w = {f, loop, tl_calloc(f->nvalues, sizeof(bool)), tl_calloc(f->nvalues, sizeof(bool)),
-            tl_malloc(f->nvalues * sizeof(IrValue)), f->nvalues};
-    if (!w.need || !w.before || !w.map) tl_oom();
-    memset(w.map, 0xff, f->nvalues * sizeof(IrValue));
-    for (const IrOp *o = f->body.first; o != at; o = o->next)
-        for (uint32_t i = 0; i < o->nresults; i++) w.before[o->results[i]] = true;
-    bool ok = true;
-    for (const IrOp *o = body->first; o && ok; o = o->next)
-        if (copy_side(o))
-            for (uint32_t i = 0; i < o->noperands && ok; i++) ok = mark(&w, o->operands[i]);
-    /* the values from outside: the bounds, and what the marked ops and the copies read */
-    for (uint32_t i = 0; i < 3 && ok; i++) ok = available(&w, loop->operands[i], at);
-    for (const IrOp *o = body->first; o && ok; o = o->next) {
-        if (!copy_side(o) && !(o->nresults && w.need[o->results[0]])) continue;
-        for (uint32_t i = 0; i < o->noperands && ok; i++) {
-            const IrValueInfo *vi = &f->values[o->operands[i]];
-            bool inside = vi->def ? vi->def->parent == body : vi->block == body;
-            if (!inside) ok = available(&w, o->operands[i], at);
+    return true;
+}
+
+/* The ring's buffers and barriers to the kernel's start, so that the producer can start
+ * there, before the consumers' loads and conversions (attention's Q): those then run
+ * while the ring is live, and codegen places their scratch before the ring's area
+ * instead of over it (cg_module.c, smem_plan). */
+static void hoist_ring(IrFunc *f, const Ring *r)
+{
+    IrOp *first = f->body.first;
+    IrValue vs[MAX_COPIES + 2];
+    int n = 0;
+    for (int i = 0; i < r->ncopy; i++) vs[n++] = r->bufs[i];
+    vs[n++] = r->bars;
+    vs[n++] = r->empty;
+    for (int i = 0; i < n; i++) {
+        IrOp *d = f->values[vs[i]].def;
+        if (!d || d->code != IR_OP_LOCAL_ALLOC || d->parent != &f->body) continue;
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen |= vs[j] == vs[i];
+        if (seen) continue;
+        if (d != first) {
+            ir_op_remove(d);
+            ir_op_insert_before(d, first);
+        } else {
+            first = d->next;
         }
+    }
+    for (IrOp *o = first, *next; o; o = next) {
+        next = o->next;
+        if (o->code == IR_OP_MBARRIER_INIT && (o->operands[0] == r->bars || o->operands[0] == r->empty)) {
+            ir_op_remove(o);
+            ir_op_insert_before(o, first);
+        }
+    }
+}
+
+static bool specialize(IrFunc *f, Ring *rs, int n)
+{
+    for (int k = 1; k < n; k++)
+        if (!same_shape(f, &rs[0], &rs[k]) ||
+            ir_value_type(f, rs[k].loop->operands[0]) != ir_value_type(f, rs[0].loop->operands[0]))
+            return false;
+    /* each loop's prologue fills its first S-1 stages */
+    for (int k = 0; k < n; k++) {
+        bool ok = true;
+        if (prologue_copies(f, rs, k, &ok) != (uint32_t)(rs[k].ncopy * (rs[k].slots - 1)) || !ok) return false;
+    }
+    IrOp *last_init = NULL;
+    for (IrOp *o = f->body.first; o && o != rs[0].loop; o = o->next)
+        if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
+    if (!last_init) return false;
+    if (!pure_before(last_init->next)) {
+        hoist_ring(f, &rs[0]);
+        last_init = NULL;
+        for (IrOp *o = f->body.first; o && o != rs[0].loop; o = o->next)
+            if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
+        if (!pure_before(last_init->next)) return false;
+    }
+    Ws w = {.f = f, .loop = rs[0].loop, .need = tl_calloc(f->nvalues, sizeof(bool)),
+            .before = tl_calloc(f->nvalues, sizeof(bool)), .nmap = f->nvalues, .tail = last_init};
+    if (!w.need || !w.before) tl_oom();
+    for (const IrOp *o = f->body.first; o != last_init->next; o = o->next)
+        for (uint32_t i = 0; i < o->nresults; i++) w.before[o->results[i]] = true;
+    bool ok = mark_rings(&w, rs, n);
+    if (ok && n > 1) {
+        /* the loops share the first's ring; then mark again (the rebased ring ops and the
+         * trip counts are new values: the marks and the map grow with them) */
+        merge_rings(f, rs, n);
+        tl_free(w.need);
+        bool *before = tl_calloc(f->nvalues, sizeof(bool));
+        if (!before) tl_oom();
+        memcpy(before, w.before, w.nmap * sizeof(bool));
+        tl_free(w.before);
+        w.before = before;
+        w.nmap = f->nvalues;
+        w.need = tl_calloc(f->nvalues, sizeof(bool));
+        if (!w.need) tl_oom();
+        ok = mark_rings(&w, rs, n);
+        assert(ok);   /* the rebased ops compute from what the originals did */
     }
     if (!ok) {
         tl_free(w.need);
         tl_free(w.before);
-        tl_free(w.map);
         return false;
     }
+    w.map = tl_malloc(w.nmap * sizeof(IrValue));
+    if (!w.map) tl_oom();
+    memset(w.map, 0xff, w.nmap * sizeof(IrValue));
     IrBuilder b;
-    ir_builder_before(&b, at);
-    b.loc = loop->loc;
+    ir_builder_before(&b, w.tail->next);
+    b.loc = rs[0].loop->loc;
     IrOp *prod = ir_build(&b, IR_OP_PRODUCER, NULL, 0, NULL, 0, 1);
     prod->attr.i = PRODUCER_REGS | (int64_t)consumer_regs(f->warps) << 16;
     IrBlock *pr = &prod->regions[0];
     IrBuilder pb;
     ir_builder_at_end(&pb, pr);
-    pb.loc = loop->loc;
-    IrValue bounds[3] = {loop->operands[0], loop->operands[1], loop->operands[2]};
-    IrOp *pf = ir_build(&pb, IR_OP_FOR, bounds, 3, NULL, 0, 1);
-    IrBlock *pbody = &pf->regions[0];
-    const IrType *ivt = ir_value_type(f, loop->operands[0]);
-    IrValue iv2 = ir_block_add_arg(pbody, ivt, "k");
-    IrBuilder lb;
-    ir_builder_at_end(&lb, pbody);
-    lb.loc = loop->loc;
-    /* the consumers' iteration this one refills for: %k = %k2 - (S-1) * step */
-    IrValue back = ir_build1(&lb, IR_OP_MUL, ivt, (IrValue[]){loop->operands[2], ir_const_int(&lb, ivt, slots - 1)}, 2);
-    w.map[body->args[0]] = ir_build1(&lb, IR_OP_SUB, ivt, (IrValue[]){iv2, back}, 2);
-    for (IrOp *o = body->first, *next; o; o = next) {
-        next = o->next;
-        if (!copy_side(o) && !(o->nresults && w.need[o->results[0]])) continue;
-        ir_clone_op(&lb, f, o, w.map, w.nmap);
-        if (copy_side(o)) ir_op_remove(o);
+    pb.loc = rs[0].loop->loc;
+    for (int k = 0; k < n; k++) {
+        IrOp *loop = rs[k].loop;
+        IrBlock *body = &loop->regions[0];
+        IrValue bounds[3] = {loop->operands[0], loop->operands[1], loop->operands[2]};
+        IrOp *pf = ir_build(&pb, IR_OP_FOR, bounds, 3, NULL, 0, 1);
+        IrBlock *pbody = &pf->regions[0];
+        const IrType *ivt = ir_value_type(f, loop->operands[0]);
+        IrValue iv2 = ir_block_add_arg(pbody, ivt, "k");
+        IrBuilder lb;
+        ir_builder_at_end(&lb, pbody);
+        lb.loc = loop->loc;
+        /* the consumers' iteration this one refills for: %k = %k2 - (S-1) * step */
+        IrValue back = ir_build1(&lb, IR_OP_MUL, ivt, (IrValue[]){loop->operands[2], ir_const_int(&lb, ivt, rs[k].slots - 1)}, 2);
+        w.map[body->args[0]] = ir_build1(&lb, IR_OP_SUB, ivt, (IrValue[]){iv2, back}, 2);
+        for (IrOp *o = body->first, *next; o; o = next) {
+            next = o->next;
+            if (!copy_side(o) && !(o->nresults && w.need[o->results[0]])) continue;
+            ir_clone_op(&lb, f, o, w.map, w.nmap);
+            if (copy_side(o)) ir_op_remove(o);
+        }
+        ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     }
-    ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
-    for (IrOp *o = f->body.first, *next; o && o != loop; o = next) {
+    /* the prologues' copies: the producer's loops issue every iteration's */
+    for (IrOp *o = f->body.first, *next; o && o != rs[n - 1].loop; o = next) {
         next = o->next;
         if (o->code == IR_OP_TMA_COPY) ir_op_remove(o);
     }
@@ -209,12 +405,13 @@ static bool specialize(IrFunc *f, IrOp *loop)
 bool pass_warpspec(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL || !f->ws || (f->warps > 0 ? f->warps : 4) % 4) return false;
-    IrOp *loop = NULL;
+    Ring rs[MAX_RINGS];
+    int n = 0;
     for (IrOp *o = f->body.first; o; o = o->next) {
         if (o->code == IR_OP_PRODUCER) return false;
         if (o->code != IR_OP_FOR || !has_copy(o)) continue;
-        if (loop) return false;          /* two rings: not yet */
-        loop = o;
+        if (n == MAX_RINGS || !ring_of(f, o, &rs[n])) return false;
+        n++;
     }
-    return loop && specialize(f, loop);
+    return n && specialize(f, rs, n);
 }
