@@ -25,7 +25,8 @@
  *                  yield O', select(j + s < hi, x'', x)..., P', alpha' }
  *            The loop starts one block early: that iteration's B adds P = 0 times a V of
  *            zeros to acc scaled by 1, exactly nothing; its last iteration's A is of a
- *            block past hi, whose statistics the selects drop. Nothing is in flight
+ *            block past hi, whose statistics the selects drop. A masked block_load
+ *            (the TMA form) reads past the tensor's end instead: zeros as well. Nothing is in flight
  *            between iterations, so the ring (passes/shared.c) is as for any loop of two
  *            dots. A dot whose result only dot_waits read leaves its group in flight
  *            (codegen/cg_wgmma.c). Every value is the one the original computes, in the
@@ -96,6 +97,26 @@ static void mask_load(IrFunc *f, IrOp *ld, IrValue cond)
     ld->noperands = 3;
 }
 
+/* A block_load (bl, of the body) masked further by the scalar i1 `cond`: where cond is
+ * false its first offset is the tensor's first extent, so that the whole block lies
+ * past the tensor's end and is zeros (block_load's rule; TMA fills such a box with
+ * zeros), as a masked load gives. */
+static void mask_block_load(IrFunc *f, IrOp *bl, IrValue cond)
+{
+    IrBuilder b;
+    ir_builder_before(&b, bl);
+    b.loc = bl->loc;
+    uint32_t rank = (uint32_t)ir_value_type(f, bl->results[0])->rank;
+    IrValue off = bl->operands[1 + 2 * rank], end = bl->operands[1];
+    const IrType *ot = ir_value_type(f, off);
+    if (ir_value_type(f, end) != ot) end = ir_build1(&b, IR_OP_CONVERT, ot, &end, 1);
+    IrValue so[3] = {cond, off, end};
+    IrValue *mem = arena_alloc(ir_ctx_arena(f->module->ctx), bl->noperands * sizeof *mem);
+    memcpy(mem, bl->operands, bl->noperands * sizeof *mem);
+    mem[1 + 2 * rank] = ir_build1(&b, IR_OP_SELECT, ot, so, 3);
+    bl->operands = mem;
+}
+
 typedef struct Rot {
     IrFunc *f;
     IrOp *loop, *d1, *d2;
@@ -160,8 +181,7 @@ static bool matches(IrFunc *f, IrOp *loop, Rot *r)
     const IrOp *y = body->last;
     if (!y || y->code != IR_OP_YIELD) return false;
     for (IrOp *op = body->first; op; op = op->next) {
-        if (op->nregions || (ir_op_info[op->code].flags & IR_W) || op->code == IR_OP_BLOCK_LOAD ||
-            op->code == IR_OP_DOT_WAIT)
+        if (op->nregions || (ir_op_info[op->code].flags & IR_W) || op->code == IR_OP_DOT_WAIT)
             return false;
         if (op->code == IR_OP_DOT && nd < 3) dots[nd++] = op;
     }
@@ -296,8 +316,9 @@ static bool rotate(Rot *r)
                       : phase == 3 ? a && !inS[k] && op != plast : op == plast;
             if (!take) continue;
             IrOp *cl = ir_clone_op(&e, f, op, b_side ? mapB : mapA, nold);
-            if (cl->code == IR_OP_LOAD) {
-                mask_load(f, cl, b_side ? later : more);
+            if (cl->code == IR_OP_LOAD || cl->code == IR_OP_BLOCK_LOAD) {
+                if (cl->code == IR_OP_LOAD) mask_load(f, cl, b_side ? later : more);
+                else mask_block_load(f, cl, b_side ? later : more);
                 ir_builder_at_end(&e, nb);
             }
             if (op == r->d1) sn = cl->results[0];

@@ -70,10 +70,20 @@ class Prog:
         # drawn after everything else, likewise: half the programs ask for the rotated
         # loop (@launch(overlap = true), passes/rotate.c)
         self.overlap = r.random() < 0.5
+        # drawn after that (earlier seeds keep their programs): the forward's K and V as
+        # block loads (load_block: TMA rings on sm_90a where strides allow), half of those
+        # with a producer warpgroup (ws), and the key loop cut in two at `mid` (the
+        # unmasked and masked loops of the examples: one ring shared across both)
+        self.tma = not self.bwd and r.random() < 0.5
+        self.ws = self.tma and self.warps % 4 == 0 and r.random() < 0.5
+        self.split = not self.bwd and r.random() < 0.5
+
+    def keys(self):
+        """the @launch keys after warps and stages"""
+        return (", overlap = true" if self.overlap else "") + (", ws = true" if self.ws else "")
 
     def source(self):
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
-        seen = "(rn[None, :] < L)" + (" & (rn[None, :] <= rm[:, None])" if self.causal else "")
         hi = "minimum(L, (pm + 1) * %d)" % BM if self.causal else "L"
         return """// attn_fuzz seed %d
 @launch(warps = %d, stages = %d%s)
@@ -88,11 +98,27 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
     var m = full([%d], -1000.0, f32);
     var l = zeros([%d], f32);
     var acc = zeros([%d, %d], f32);
-    for j in range(0, %s, %d) {
-        let rn = j + arange(0, %d);
-        let kt = load(k + rn[:, None] * sq + rd[None, :], mask = rn[:, None] < L, other = 0.0);
+%s    let rows_in = rm < L;
+    store(o + rm[:, None] * %d + rv[None, :], acc, mask = rows_in[:, None]);
+    store(st + rm, m * 1024.0 + l, mask = rows_in);
+}
+""" % (self.seed, self.warps, self.stages, self.keys(), e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
+       self.loops(hi), DV)
+
+    def loops(self, hi):
+        """the key loop over [0, hi), or two loops over [0, mid) and [mid, hi)"""
+        BM, BN, D, DV = self.BM, self.BN, self.D, self.DV
+        if self.tma:
+            kv = """        let kt = load_block(k, shape = [L, %d], strides = [sq, 1], offsets = [j, 0], block = [%d, %d]);
+        let vt = load_block(v, shape = [L, %d], strides = [sv, 1], offsets = [j, 0], block = [%d, %d]);
+""" % (D, BN, D, DV, BN, DV)
+        else:
+            kv = """        let kt = load(k + rn[:, None] * sq + rd[None, :], mask = rn[:, None] < L, other = 0.0);
         let vt = load(v + rn[:, None] * sv + rv[None, :], mask = rn[:, None] < L, other = 0.0);
-        let seen = %s;
+"""
+        seen = "(rn[None, :] < L)" + (" & (rn[None, :] <= rm[:, None])" if self.causal else "")
+        body = """        let rn = j + arange(0, %d);
+%s        let seen = %s;
         let s = where(seen, dot(qt, trans(kt)), -1000.0);
         let mn = maximum(m, max(s, 1));
         let p = where(seen, s - mn[:, None] + 1.0, 0.0);
@@ -100,13 +126,12 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
         l = l * alpha + sum(p, 1);
         acc = dot(p as %s, vt, acc * alpha[:, None]);
         m = mn;
-    }
-    let rows_in = rm < L;
-    store(o + rm[:, None] * %d + rv[None, :], acc, mask = rows_in[:, None]);
-    store(st + rm, m * 1024.0 + l, mask = rows_in);
-}
-""" % (self.seed, self.warps, self.stages, ", overlap = true" if self.overlap else "", e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
-       hi, BN, BN, seen, e, DV)
+""" % (BN, kv, seen, self.elem)
+        if not self.split:
+            return "    for j in range(0, %s, %d) {\n%s    }\n" % (hi, BN, body)
+        mid = "minimum(pm * %d, %s)" % (BM, hi) if self.causal else "(L / %d) * %d" % (BN, BN)
+        return ("    let mid = %s;\n    for j in range(0, mid, %d) {\n%s    }\n"
+                "    for j in range(mid, %s, %d) {\n%s    }\n" % (mid, BN, body, hi, BN, body))
 
     def source_bwd(self):
         # one program per key block: S^T = K Q^T and dP^T = V dO^T against each query
@@ -141,7 +166,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i3
     store(o + rn[:, None] * %d + rd[None, :], dk, mask = keys_in[:, None]);
     store(st + rn, sum(dv, 1), mask = keys_in);
 }
-""" % (self.seed, self.warps, self.stages, ", overlap = true" if self.overlap else "", e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
+""" % (self.seed, self.warps, self.stages, self.keys(), e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
        seen, e, e, D)
 
     def write(self, d):
