@@ -440,6 +440,39 @@ static bool lower_producer(Cg *c, const IrOp *op)
     return ok;
 }
 
+/* The consumers' ping-pong (passes/warpspec.c): named barriers 2 and 3 of the two
+ * consumer warpgroups (256 threads), one per warpgroup's turn. wait: bar.sync on this
+ * warpgroup's (it completes when the other warpgroup has passed); pass: bar.arrive on
+ * the other's; start: warpgroup 1 passes to warpgroup 0 once; end: warpgroup 0 takes
+ * the last pass of warpgroup 1, so that both barriers are left complete. */
+static bool lower_turn(Cg *c, const IrOp *op)
+{
+    if (!c->consumers || c->threads != 256) return cg_error(c, op, "internal error: a turn without two consumer warpgroups");
+    LLVMValueRef wg = LLVMBuildUDiv(c->b, c->tid, cg_i32c(c, 128), "");
+    LLVMValueRef mine = LLVMBuildAdd(c->b, wg, cg_i32c(c, 2), ""), other = LLVMBuildSub(c->b, cg_i32c(c, 3), wg, "");
+    LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, wg, cg_i32c(c, 0), "");
+    switch (op->attr.i) {
+    case IR_TURN_WAIT:
+        asm_void(c, &mine, 1, "bar.sync $0, 256;", "r,~{memory}");
+        return true;
+    case IR_TURN_PASS:
+        asm_void(c, &other, 1, "bar.arrive $0, 256;", "r,~{memory}");
+        return true;
+    case IR_TURN_START: {
+        LLVMBasicBlockRef after = begin_if(c, LLVMBuildNot(c->b, first, ""));
+        asm_void(c, NULL, 0, "bar.arrive 2, 256;", "~{memory}");
+        end_if(c, after);
+        return true;
+    }
+    default: {
+        LLVMBasicBlockRef after = begin_if(c, first);
+        asm_void(c, NULL, 0, "bar.sync 2, 256;", "~{memory}");
+        end_if(c, after);
+        return true;
+    }
+    }
+}
+
 bool cg_tma(Cg *c, const IrOp *op)
 {
     if (!c->target->tma) return cg_error(c, op, "%s needs the tensor-memory accelerator (sm_90a)", ir_op_info[op->code].text);
@@ -449,6 +482,7 @@ bool cg_tma(Cg *c, const IrOp *op)
     case IR_OP_TMA_WAIT: return lower_wait(c, op);
     case IR_OP_MBARRIER_ARRIVE: return lower_arrive(c, op);
     case IR_OP_PRODUCER: return lower_producer(c, op);
+    case IR_OP_TURN: return lower_turn(c, op);
     case IR_OP_TMA_STORE: return lower_store(c, op);
     case IR_OP_TMA_STORE_WAIT: return lower_store_wait(c);
     default: return cg_error(c, op, "not a TMA op");

@@ -959,6 +959,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
         break;
     }
     case IR_OP_PRODUCER: return exec_producer(I, op);
+    case IR_OP_TURN: return EX_OK;   /* it orders the warpgroups' dots; computes nothing */
     case IR_OP_TMA_WAIT:
         if (op->attr.i == 0 && I->prod.loop) {
             ExecStatus st = producer_step(I, op);

@@ -47,6 +47,7 @@ const IrOpInfo ir_op_info[IR_NUM_OPS] = {
 
 const char *const ir_cmp_names[6] = {"eq", "ne", "lt", "le", "gt", "ge"};
 const char *const ir_precision_names[3] = {"default", "tf32", "ieee"};
+const char *const ir_turn_names[4] = {"wait", "pass", "start", "end"};
 const char *const ir_sem_names[4] = {"acq_rel", "relaxed", "acquire", "release"};
 
 uint32_t ir_func_hidden_params(const IrFunc *f)

@@ -124,6 +124,9 @@ bool ir_op_is_atomic(IrOpcode code);
 /* The attr.i of a scan (cumsum, cumprod, scan): the axis, plus IR_SCAN_REVERSE for a
  * scan from the last element to the first. */
 enum { IR_AXIS_MASK = 0xff, IR_SCAN_REVERSE = 0x100 };
+/* turn's attr.i (ops.def): the warpgroups' ping-pong */
+enum { IR_TURN_WAIT = 0, IR_TURN_PASS = 1, IR_TURN_START = 2, IR_TURN_END = 3 };
+extern const char *const ir_turn_names[4];   /* "wait", "pass", "start", "end" */
 typedef uint32_t IrValue;
 #define IR_NO_VALUE UINT32_MAX
 

@@ -576,6 +576,13 @@ static bool parse_attr(Parser *ps, OpText *o)
         if (!parse_int(ps, &o->attr.i)) return false;
         if (accept(ps, TK_IDENT, "reverse")) o->attr.i |= IR_SCAN_REVERSE;
         return true;
+    case IR_OP_TURN:                  /* wait, pass, start or end */
+        for (int i = 0; i < 4; i++)
+            if (accept(ps, TK_IDENT, ir_turn_names[i])) {
+                o->attr.i = i;
+                return true;
+            }
+        return error_at(ps, o->loc, "turn takes wait, pass, start or end");
     case IR_OP_PRODUCER: {            /* the producer's and the consumers' registers */
         int64_t p = 0, c = 0;
         if (!parse_int(ps, &p) || !parse_int(ps, &c)) return false;

@@ -291,6 +291,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:      /* cumsum 0 reverse %x */
         fprintf(out, " %" PRId64 "%s", op->attr.i & IR_AXIS_MASK, op->attr.i & IR_SCAN_REVERSE ? " reverse" : "");
         break;
+    case IR_OP_TURN:                  /* turn wait */
+        fprintf(out, " %s", op->attr.i >= 0 && op->attr.i < 4 ? ir_turn_names[op->attr.i] : "?");
+        break;
     case IR_OP_PRODUCER:              /* producer 40 232 { ... }: the two register counts */
         fprintf(out, " %" PRId64 " %" PRId64, op->attr.i & 0xffff, op->attr.i >> 16);
         break;

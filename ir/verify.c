@@ -705,6 +705,18 @@ static bool check_dot_wait(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* turn: one of its four kinds, in a kernel of two consumer warpgroups (8 warps) beside a
+ * producer, outside the producer's region. */
+static bool check_turn(Verifier *v, const IrOp *op)
+{
+    if (op->attr.i < 0 || op->attr.i > 3) return fail(v, op, "is wait, pass, start or end, got %" PRId64, op->attr.i);
+    if (v->f->kind != IR_FUNC_KERNEL || v->f->warps != 8)
+        return fail(v, op, "orders two consumer warpgroups: needs a kernel of 8 warps");
+    for (const IrBlock *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
+        if (b->parent_op->code == IR_OP_PRODUCER) return fail(v, op, "is for the consumers, not in a producer region");
+    return true;
+}
+
 static bool check_tma_wait(Verifier *v, const IrOp *op)
 {
     bool wait = op->code == IR_OP_TMA_WAIT;
@@ -950,6 +962,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_DOT_WAIT: return check_dot_wait(v, op);
     case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: return check_tma_wait(v, op);
     case IR_OP_PRODUCER: return check_producer(v, op);
+    case IR_OP_TURN: return check_turn(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");
     case IR_OP_CHECK_BOUNDS: return check_check_bounds(v, op);
     case IR_OP_ASSERT: return check_assert(v, op);

@@ -40,6 +40,7 @@
  * that reads a value the loop carries, or an op before the ring that is not pure,
  * local_alloc or mbarrier_init (the producer's warps run everything before it). */
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -307,6 +308,48 @@ static void hoist_ring(IrFunc *f, const Ring *r)
     }
 }
 
+/* The ping-pong of two consumer warpgroups (FlashAttention-3's): in loops rotated by
+ * passes/rotate.c each warpgroup issues both dots of an iteration (S of the next block,
+ * P V of this one), then computes its softmax while they run; with `turn wait` before
+ * the first dot and `turn pass` after the last, the two warpgroups issue in turns, so
+ * that one's softmax runs while the other's dots use the tensor cores. `turn start`
+ * after the producer lets warpgroup 0 go first; `turn end` after the last loop takes
+ * back warpgroup 1's last pass. Only for 8 warps (two consumer warpgroups) and loops
+ * with no barrier of the program (that would put the warpgroups in step again);
+ * TILE_PINGPONG=0 leaves it out (for measuring). */
+static void ping_pong(IrFunc *f, IrOp *prod, Ring *rs, int n)
+{
+    const char *env = getenv("TILE_PINGPONG");
+    if (f->warps != 8 || (env && !strcmp(env, "0"))) return;
+    for (int k = 0; k < n; k++) {
+        bool rotated = false;
+        for (const IrOp *o = rs[k].loop->regions[0].first; o; o = o->next) {
+            if (o->code == IR_OP_BARRIER) return;
+            rotated |= o->code == IR_OP_DOT_WAIT;
+        }
+        if (!rotated) return;
+    }
+    IrBuilder b;
+    for (int k = 0; k < n; k++) {
+        IrOp *first = NULL, *last = NULL;
+        for (IrOp *o = rs[k].loop->regions[0].first; o; o = o->next)
+            if (o->code == IR_OP_DOT) {
+                if (!first) first = o;
+                last = o;
+            }
+        ir_builder_before(&b, first);
+        b.loc = first->loc;
+        ir_build(&b, IR_OP_TURN, NULL, 0, NULL, 0, 0)->attr.i = IR_TURN_WAIT;
+        ir_builder_before(&b, last->next);
+        ir_build(&b, IR_OP_TURN, NULL, 0, NULL, 0, 0)->attr.i = IR_TURN_PASS;
+    }
+    ir_builder_before(&b, prod->next);
+    b.loc = prod->loc;
+    ir_build(&b, IR_OP_TURN, NULL, 0, NULL, 0, 0)->attr.i = IR_TURN_START;
+    ir_builder_before(&b, rs[n - 1].loop->next);
+    ir_build(&b, IR_OP_TURN, NULL, 0, NULL, 0, 0)->attr.i = IR_TURN_END;
+}
+
 static bool specialize(IrFunc *f, Ring *rs, int n)
 {
     for (int k = 1; k < n; k++)
@@ -399,6 +442,7 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
     tl_free(w.need);
     tl_free(w.before);
     tl_free(w.map);
+    ping_pong(f, prod, rs, n);
     return true;
 }
 
