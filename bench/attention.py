@@ -15,7 +15,7 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
                                [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd]
-                               [--bwd-configs 'BM,BN,warps/BM,BN,warps;...']
+                               [--bwd-configs '[tma:]BM,BN,warps/BM,BN,warps;...']
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
 loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
@@ -117,8 +117,13 @@ def tile_fwd(rt, cfg, causal, q, k, v, scale):
 
 
 def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
-    """((dq, dk, dv), run): run() launches the three kernels of the backward."""
+    """((dq, dk, dv), run): run() launches the three kernels of the backward. A config
+    ('tma', (dK/dV), (dQ)) runs attn_bwd_dkdv_tma and attn_bwd_dq_tma (the heads as one
+    [B * H * L, D] tensor: TMA rings that a producer warpgroup fills)."""
     B, H, L, D = q.shape
+    tma = cfg[0] == "tma"
+    if tma:
+        cfg = cfg[1:]
     (kbm, kbn, kw), (qbm, qbn, qw) = cfg
     sbh, sl = strides(q)
     for t in (k, v, o, do):
@@ -127,10 +132,20 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
     dq, dk, dv = (nan_like(q.shape, torch.bfloat16) for _ in range(3))
     pre = rt.kernel(BWD, "attn_bwd_preprocess", BM=32, D=D).prepare(
         "ptr ptr ptr i32 i32 i64 i32", delta, o, do, B * H, L, sbh, sl)
-    dkdv = rt.kernel(BWD, "attn_bwd_dkdv", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw).prepare(
-        "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale, sbh, sl)
-    dqk = rt.kernel(BWD, "attn_bwd_dq", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw).prepare(
-        "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dq, q, k, v, do, lse, delta, B * H, L, scale, sbh, sl)
+    if tma:
+        assert sbh == L * sl
+        dkdv = rt.kernel(BWD, "attn_bwd_dkdv_tma", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw).prepare(
+            "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale,
+            sl, B * H * L)
+        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw).prepare(
+            "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dq, q, k, v, do, lse, delta, B * H, L, scale,
+            sl, B * H * L)
+    else:
+        dkdv = rt.kernel(BWD, "attn_bwd_dkdv", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw).prepare(
+            "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale,
+            sbh, sl)
+        dqk = rt.kernel(BWD, "attn_bwd_dq", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw).prepare(
+            "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dq, q, k, v, do, lse, delta, B * H, L, scale, sbh, sl)
 
     def run():
         pre()
@@ -301,8 +316,9 @@ def main():
         FWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
                           tuple(int(x) for x in c.split(":")[-1].split(","))
                           for c in a_.fwd_configs.split(";") if c]
-    if a_.bwd_configs:
-        BWD_CONFIGS[:] = [tuple(tuple(int(x) for x in half.split(",")) for half in c.split("/"))
+    if a_.bwd_configs:   # 'tma:' runs the _tma kernels (TMA rings, a producer warpgroup)
+        BWD_CONFIGS[:] = [(("tma",) if c.startswith("tma:") else ()) +
+                          tuple(tuple(int(x) for x in half.split(",")) for half in c.split(":")[-1].split("/"))
                           for c in a_.bwd_configs.split(";") if c]
     if a_.no_bwd:
         BWD_CONFIGS[:] = []

@@ -740,19 +740,36 @@ static void case_attn_fwd(Case *c, int causal)
     c->etol[0] = otol;
     expect(c, 1, want_lse, 1e-5, 1e-5);
 }
-/* attn_fwd_tma: the heads of Q, K and V one after the other (no gap between them: the
- * kernel reads [BH * L, D] blocks), the rows still strided. */
+/* The _tma kernels' layout: the heads one after the other (no gap between them: the
+ * kernels read [BH * L, D] blocks), the rows still strided. */
+static void attn_pack_heads(Attn *a)
+{
+    a->sbh = (int64_t)a->L * a->sl;           /* the buffers stay as allocated, larger */
+    free(a->qd);
+    free(a->kd);
+    free(a->vd);
+    free(a->dod);
+    a->qd = buf_doubles(&a->q);
+    a->kd = buf_doubles(&a->k);
+    a->vd = buf_doubles(&a->v);
+    a->dod = buf_doubles(&a->dout);
+}
+
+/* The scalars of a _tma kernel: BH, L, scale, the row stride, the rows of all heads. */
+static void attn_args_packed(Case *c, const Attn *a)
+{
+    arg_int(c, a->BH);
+    arg_int(c, a->L);
+    arg_float(c, a->scale);
+    arg_int(c, a->sl);
+    arg_int(c, (int64_t)a->BH * a->L);
+}
+
 static void case_attn_fwd_tma(Case *c, int causal)
 {
     Attn a;
     attn_init(c, &a, causal, on_gpu ? 128 : 32, 16);
-    a.sbh = (int64_t)a.L * a.sl;              /* the buffers stay as allocated, larger */
-    free(a.qd);
-    free(a.kd);
-    free(a.vd);
-    a.qd = buf_doubles(&a.q);
-    a.kd = buf_doubles(&a.k);
-    a.vd = buf_doubles(&a.v);
+    attn_pack_heads(&a);
     Buf want_o = attn_out(&a), want_lse = buf_new(IR_F32, (int64_t)a.BH * a.L);
     double *otol = tol_new(want_o.n);
     attn_forward(&a, &want_o, &want_lse, otol);
@@ -762,11 +779,7 @@ static void case_attn_fwd_tma(Case *c, int causal)
     arg_buf(c, a.q);
     arg_buf(c, a.k);
     arg_buf(c, a.v);
-    arg_int(c, a.BH);
-    arg_int(c, a.L);
-    arg_float(c, a.scale);
-    arg_int(c, a.sl);
-    arg_int(c, (int64_t)a.BH * a.L);
+    attn_args_packed(c, &a);
     free(a.dout.data);
     attn_free(&a);
     expect(c, 0, want_o, 1e-5, 1.0 / 128);
@@ -799,11 +812,13 @@ static void case_attn_bwd_preprocess(Case *c)
     expect(c, 0, want, 1e-5, 1e-5);  /* exact products, f32 sums of D of them */
 }
 
-static void case_attn_bwd_dkdv(Case *c, int causal)
+/* tma: attn_bwd_dkdv_tma (the heads packed, ws on the GPU and in the checked GPU IR) */
+static void attn_bwd_dkdv(Case *c, int causal, int tma)
 {
     Attn a;
     Buf lse, delta;
-    attn_init(c, &a, causal, 16, 32);
+    attn_init(c, &a, causal, tma && on_gpu ? 64 : 16, tma && on_gpu ? 64 : 32);
+    if (tma) attn_pack_heads(&a);
     attn_backward_inputs(&a, &lse, &delta);
     Buf want_dk = attn_out(&a), want_dv = attn_out(&a);
     double *ktol = tol_new(want_dk.n), *vtol = tol_new(want_dv.n);
@@ -837,20 +852,24 @@ static void case_attn_bwd_dkdv(Case *c, int causal)
     arg_buf(c, a.dout);
     arg_buf(c, lse);
     arg_buf(c, delta);
-    attn_args(c, &a);
+    if (tma) attn_args_packed(c, &a);
+    else attn_args(c, &a);
     expect(c, 0, want_dk, 1e-5, 1.0 / 128);
     expect(c, 1, want_dv, 1e-5, 1.0 / 128);
     c->etol[0] = ktol;
     c->etol[1] = vtol;
 }
-static void case_attn_bwd_dkdv_full(Case *c) { case_attn_bwd_dkdv(c, 0); }
-static void case_attn_bwd_dkdv_causal(Case *c) { case_attn_bwd_dkdv(c, 1); }
+static void case_attn_bwd_dkdv_full(Case *c) { attn_bwd_dkdv(c, 0, 0); }
+static void case_attn_bwd_dkdv_causal(Case *c) { attn_bwd_dkdv(c, 1, 0); }
+static void case_attn_bwd_dkdv_tma_full(Case *c) { attn_bwd_dkdv(c, 0, 1); }
+static void case_attn_bwd_dkdv_tma_causal(Case *c) { attn_bwd_dkdv(c, 1, 1); }
 
-static void case_attn_bwd_dq(Case *c, int causal)
+static void attn_bwd_dq(Case *c, int causal, int tma)
 {
     Attn a;
     Buf lse, delta;
-    attn_init(c, &a, causal, 32, 16);
+    attn_init(c, &a, causal, tma && on_gpu ? 64 : 32, tma && on_gpu ? 64 : 16);
+    if (tma) attn_pack_heads(&a);
     attn_backward_inputs(&a, &lse, &delta);
     Buf want = attn_out(&a);
     double *qtol = tol_new(want.n);
@@ -879,12 +898,15 @@ static void case_attn_bwd_dq(Case *c, int causal)
     arg_buf(c, a.dout);
     arg_buf(c, lse);
     arg_buf(c, delta);
-    attn_args(c, &a);
+    if (tma) attn_args_packed(c, &a);
+    else attn_args(c, &a);
     expect(c, 0, want, 1e-5, 1.0 / 128);
     c->etol[0] = qtol;
 }
-static void case_attn_bwd_dq_full(Case *c) { case_attn_bwd_dq(c, 0); }
-static void case_attn_bwd_dq_causal(Case *c) { case_attn_bwd_dq(c, 1); }
+static void case_attn_bwd_dq_full(Case *c) { attn_bwd_dq(c, 0, 0); }
+static void case_attn_bwd_dq_causal(Case *c) { attn_bwd_dq(c, 1, 0); }
+static void case_attn_bwd_dq_tma_full(Case *c) { attn_bwd_dq(c, 0, 1); }
+static void case_attn_bwd_dq_tma_causal(Case *c) { attn_bwd_dq(c, 1, 1); }
 
 /* Paged decoding attention: a few sequences of odd lengths (one empty, one shorter than a page, one over several
  * pages) whose pages are scattered over a cache with spare pages of random data (a
@@ -1006,6 +1028,10 @@ static const Example examples[] = {
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_causal},
     {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_full},
     {"flash_attn_bwd.tile", "attn_bwd_dq", case_attn_bwd_dq_causal},
+    {"flash_attn_bwd.tile", "attn_bwd_dkdv_tma", case_attn_bwd_dkdv_tma_full},
+    {"flash_attn_bwd.tile", "attn_bwd_dkdv_tma", case_attn_bwd_dkdv_tma_causal},
+    {"flash_attn_bwd.tile", "attn_bwd_dq_tma", case_attn_bwd_dq_tma_full},
+    {"flash_attn_bwd.tile", "attn_bwd_dq_tma", case_attn_bwd_dq_tma_causal},
     {"paged_attn_decode.tile", "paged_attn_decode", case_paged_attn_decode},
 };
 
