@@ -40,8 +40,13 @@ BWD = os.path.join(ROOT, "examples", "flash_attn_bwd.tile")
 PEAK = 989e12  # H200 SXM, dense bf16 on tensor cores
 SHAPE = (4, 32, 4096, 128)       # B, H, L, D
 CHECK_SHAPE = (1, 16, 1008, 128)
-FWD_CONFIGS = [(128, 64, 8), (128, 32, 8), (64, 32, 4), (64, 64, 4)]          # BM, BN, warps
-BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ((32, 64, 8), (64, 32, 8))]  # (dK/dV), (dQ)
+# BM, BN, warps[, stages], after flags: tma (attn_fwd_tma), ws (a producer warpgroup),
+# rot (overlap = 1: softmax under P V; with ws and 8 warps the warpgroups ping-pong)
+FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws", 128, 64, 8, 3),
+               ("rot", 128, 64, 8, 3), (128, 32, 8), (64, 64, 4)]
+# (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)
+BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (32, 64, 4), (64, 64, 4)),
+               ("tma", (64, 32, 4), (64, 64, 4))]
 TOL_O = 1e-2      # relative error (norm) of bf16 outputs
 TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
 TOL_LSE = 1e-3    # absolute, f32 statistics
@@ -233,8 +238,8 @@ def run_mode(rt, causal):
     mode = "causal" if causal else "full"
     q, k, v, do = inputs(SHAPE)
     lines = []
-    fcfgs = FWD_CONFIGS[:1] if QUICK else FWD_CONFIGS
-    bcfgs = BWD_CONFIGS[:1] if QUICK else BWD_CONFIGS
+    fcfgs = FWD_CONFIGS[:2] if QUICK else FWD_CONFIGS     # --quick: the plain and the fastest forms
+    bcfgs = [BWD_CONFIGS[0], BWD_CONFIGS[2]] if QUICK else BWD_CONFIGS
     sdpa_small = small_case(causal)[8]
 
     # SDPA flash: the reference outputs at this shape, and its times.
@@ -305,7 +310,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=os.environ.get("TILE_LIB", "libtileRT.so"))
     ap.add_argument("--out")
-    ap.add_argument("--quick", action="store_true", help="one config per pass, shorter timing")
+    ap.add_argument("--quick", action="store_true", help="two configs per pass (plain, TMA + ws), shorter timing")
     ap.add_argument("--fwd-configs", help="forward configs 'BM,BN,warps[,stages];...' instead of the built-in ones")
     ap.add_argument("--no-bwd", action="store_true", help="the forward pass only")
     ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
