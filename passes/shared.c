@@ -600,7 +600,7 @@ done:
     return true;
 }
 
-static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin)
+static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin, uint32_t base)
 {
     bool ok;
     int64_t step = const_value(f, loop->operands[2], &ok);
@@ -636,7 +636,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     IrBuilder b;
     ir_builder_before(&b, loop);
     b.loc = loop->loc;
-    uint32_t offset = 0;
+    uint32_t offset = base;
     for (int i = 0; i < n; i++) {
         const IrType *t = ir_value_type(f, cs[i].load->results[0]);
         int32_t shape[3] = {stages, t->shape[0], t->shape[1]};
@@ -761,6 +761,162 @@ static void collect_loops(IrOp *op, void *ud)
         if (!l->v) tl_oom();
     }
     l->v[l->n++] = op;
+}
+
+/* ---- loop-invariant A operands in shared memory ---------------------------------------------
+ * A wgmma dot reads A from registers (the dot_operand layout) or from an NVMMA view of
+ * shared memory. An A operand loaded once before a loop (attention's Q; the backward's K
+ * and V, against which it walks the query blocks) is kept in registers by default: it
+ * costs no shared-memory bandwidth. Where a loop's registers would not fit, such an
+ * operand moves to shared memory instead (FlashAttention-3 keeps all of them there): a
+ * buffer of one stage, filled once after the load by async copies (masked lanes zeros,
+ * as the load's +0 `other`), and a view of it as the dots' A:
+ *
+ *   %k  = load %pk, %mk : bf16[64, 128] #blocked    %k = load ...   (dead if nothing else reads it)
+ *   %ka = convert_layout %k : #dot_operand     ->   %r = local_alloc 0 : bf16[1, 64, 128] #nvmma
+ *   for ... { dot %ka, ... }                        async_copy %r, 0, %pk, %mk; async_commit; async_wait 0
+ *                                                   %kv = local_load 0 %r, 0 : bf16[64, 128] #nvmma-view
+ *                                                   for ... { dot %kv, ... }
+ *
+ * The loop's pressure, in 32-bit registers per thread: its carried values, the
+ * invariant A operands in registers, and the results of its dots that do not update a
+ * carried value in place (S and dP, not the accumulators). Operands move, the largest
+ * first, while it exceeds the registers a thread may have (255; with a producer
+ * warpgroup, ws, what setmaxnreg gives the consumers) less 48 for the loop's other
+ * temporaries. The buffers take the start of the buffer area; the rings follow them.
+ * TILE_RESIDENT_A=0 keeps every such operand in registers, =1 moves every one (for
+ * measuring). */
+static uint32_t words_per_thread(const IrType *t, int threads)
+{
+    uint64_t bytes = ir_type_numel(t) * (uint64_t)(t->elem == IR_PTR ? 8 : ir_elem_bytes(t->elem));
+    return (uint32_t)((bytes + 4 * (uint64_t)threads - 1) / (4 * (uint64_t)threads));
+}
+
+/* v is a carried value of body, or computed from one by the op that defines v */
+static bool from_carried(const IrFunc *f, const IrBlock *body, IrValue v)
+{
+    for (uint32_t i = 1; i < body->nargs; i++)
+        if (body->args[i] == v) return true;
+    const IrOp *d = f->values[v].def;
+    if (!d || d->parent != body) return false;
+    for (uint32_t k = 0; k < d->noperands; k++)
+        for (uint32_t i = 1; i < body->nargs; i++)
+            if (body->args[i] == d->operands[k]) return true;
+    return false;
+}
+
+/* The load whose conversion a is (the conversion in the loop or before it: licm comes
+ * later), if a is a wgmma dot's A in registers, loaded before the loop (in the kernel's
+ * body) as a K-major 16-bit tile that a one-stage NVMMA buffer can hold and async
+ * copies can fill (a pointer load, its `other` absent or +0). */
+static IrOp *invariant_a_load(const IrFunc *f, const IrBlock *body, IrValue a)
+{
+    const IrOp *cvt = f->values[a].def;
+    if (!cvt || cvt->code != IR_OP_CONVERT_LAYOUT) return NULL;   /* in the loop or before it */
+    (void)body;
+    const IrType *at = ir_value_type(f, a);
+    if (!is_wgmma_layout(at->layout) || at->layout->op != 0 || ir_elem_bytes(at->elem) != 2) return NULL;
+    IrOp *ld = f->values[cvt->operands[0]].def;
+    if (!ld || ld->code != IR_OP_LOAD || ld->parent != &f->body) return NULL;
+    const IrType *lt = ir_value_type(f, ld->results[0]);
+    if (lt->rank != 2 || !lt->layout || lt->layout->kind != IR_LAYOUT_BLOCKED || lt->layout->order[0] != 1) return NULL;
+    if (ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return NULL;
+    if (ld->noperands > 1 && ir_value_type(f, ld->operands[1])->layout != lt->layout) return NULL;
+    return pass_nvmma_swizzle(lt, 1) ? ld : NULL;
+}
+
+typedef struct Resident {
+    IrOp *load;
+    uint32_t words;
+    bool moved;
+} Resident;
+
+static uint32_t resident_operands(IrFunc *f, const Loops *loops)
+{
+    const char *env = getenv("TILE_RESIDENT_A");
+    if (env && !strcmp(env, "0")) return 0;
+    bool all = env && !strcmp(env, "1");
+    int warps = f->warps > 0 ? f->warps : 4, threads = 32 * warps;
+    uint32_t limit = f->ws ? (warps == 4 ? 240 : 232) : 255;
+    Resident rs[MAX_CANDS];
+    int nr = 0;
+    for (uint32_t li = 0; li < loops->n; li++) {
+        IrOp *loop = loops->v[li];
+        IrBlock *body = &loop->regions[0];
+        uint32_t pressure = 0;
+        for (uint32_t i = 0; i < loop->nresults; i++) pressure += words_per_thread(ir_value_type(f, loop->results[i]), threads);
+        Resident mine[MAX_CANDS];
+        int nm = 0;
+        for (IrOp *op = body->first; op; op = op->next) {
+            if (op->code != IR_OP_DOT) continue;
+            const IrType *rt = ir_value_type(f, op->results[0]);
+            if (!rt->layout || rt->layout->kind != IR_LAYOUT_MMA || rt->layout->version != 3) continue;
+            if (!(op->noperands > 2 && from_carried(f, body, op->operands[2]))) pressure += words_per_thread(rt, threads);
+            IrOp *ld = invariant_a_load(f, body, op->operands[0]);
+            if (!ld) continue;
+            bool seen = false;
+            for (int k = 0; k < nm; k++) seen |= mine[k].load == ld;
+            if (seen || nm == MAX_CANDS) continue;
+            mine[nm++] = (Resident){ld, words_per_thread(ir_value_type(f, op->operands[0]), threads), false};
+            pressure += mine[nm - 1].words;
+        }
+        /* the largest first, while the loop does not fit */
+        while (all || pressure + 48 > limit) {
+            int best = -1;
+            for (int k = 0; k < nm; k++)
+                if (!mine[k].moved && (best < 0 || mine[k].words > mine[best].words)) best = k;
+            if (best < 0) break;
+            mine[best].moved = true;
+            pressure -= mine[best].words;
+            bool seen = false;
+            for (int k = 0; k < nr; k++) seen |= rs[k].load == mine[best].load;
+            if (!seen && nr < MAX_CANDS) rs[nr++] = mine[best];
+        }
+    }
+    if (!nr) return 0;
+    IrCtx *c = f->module->ctx;
+    uint32_t offset = 0;
+    for (int k = 0; k < nr; k++) {
+        IrOp *ld = rs[k].load;
+        const IrType *lt = ir_value_type(f, ld->results[0]);
+        int32_t shape[3] = {1, lt->shape[0], lt->shape[1]};
+        const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, lt), 3, shape),
+                                               shared_layout(c, lt, 1, true));
+        IrBuilder b;
+        ir_builder_before(&b, ld->next);
+        b.loc = ld->loc;
+        IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        offset = (offset + 1023) & ~1023u;
+        a->attr.i = offset;
+        offset += buffer_bytes(lt, 1);
+        IrValue zero = iconst(&b, ir_type_scalar(c, IR_I32), 0);
+        IrValue ops[4] = {a->results[0], zero, ld->operands[0], ld->noperands > 1 ? ld->operands[1] : IR_NO_VALUE};
+        ir_build(&b, IR_OP_ASYNC_COPY, ops, ld->noperands > 1 ? 4 : 3, NULL, 0, 0);
+        ir_build(&b, IR_OP_ASYNC_COMMIT, NULL, 0, NULL, 0, 0);
+        ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = 0;
+        /* every wgmma dot reading the load's conversion as A reads the view instead */
+        IrValue view = IR_NO_VALUE;
+        for (uint32_t v = 0; v < f->nvalues; v++) {
+            IrOp *d = f->values[v].def;
+            if (!d || d->code != IR_OP_DOT || d->results[0] != v) continue;
+            const IrOp *cvt = f->values[d->operands[0]].def;
+            if (!cvt || cvt->code != IR_OP_CONVERT_LAYOUT || cvt->operands[0] != ld->results[0]) continue;
+            const IrType *at = ir_value_type(f, d->operands[0]);
+            if (!is_wgmma_layout(at->layout) || at->layout->op != 0) continue;
+            if (view == IR_NO_VALUE) {
+                const IrType *vt = ir_type_with_layout(c, at, stage_view_layout(c, bt->layout, false));
+                IrValue lops[2] = {a->results[0], zero};
+                IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, lops, 2, &vt, 1, 0);
+                ll->attr.i = 0;
+                view = ll->results[0];
+            }
+            IrValue *mem = arena_alloc(ir_ctx_arena(c), d->noperands * sizeof *mem);
+            memcpy(mem, d->operands, d->noperands * sizeof *mem);
+            mem[0] = view;
+            d->operands = mem;
+        }
+    }
+    return (offset + 1023) & ~1023u;
 }
 
 /* ---- wgmma or mma.sync ------------------------------------------------------------------ */
@@ -891,7 +1047,10 @@ bool pass_shared(IrFunc *f)
     if (t->cp_async && f->stages >= 2) {
         Loops loops = {0};
         ir_walk(&f->body, collect_loops, &loops);
-        for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin);
+        /* the loop-invariant A operands that stay in shared memory: the rings after them */
+        uint32_t resident = t->wgmma ? resident_operands(f, &loops) : 0;
+        changed |= resident > 0;
+        for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin - resident, resident);
         tl_free(loops.v);
     }
     changed |= settle_wgmma(f);
