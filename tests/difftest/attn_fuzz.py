@@ -77,6 +77,16 @@ class Prog:
         self.tma = not self.bwd and r.random() < 0.5
         self.ws = self.tma and self.warps % 4 == 0 and r.random() < 0.5
         self.split = not self.bwd and r.random() < 0.5
+        # last: a third compile with every loop-invariant A operand in shared memory
+        # (TILE_RESIDENT_A=1, passes/shared.c; by itself the pass moves them only where a
+        # loop's registers would not fit, which these small tiles never reach)
+        self.resident = r.random() < 0.33
+
+    def env(self):
+        return {"TILE_RESIDENT_A": "1"} if self.resident else None
+
+    def env_note(self):
+        return "; compiled with TILE_RESIDENT_A=1" if self.resident else ""
 
     def keys(self):
         """the @launch keys after warps and stages"""
@@ -85,7 +95,7 @@ class Prog:
     def source(self):
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
         hi = "minimum(L, (pm + 1) * %d)" % BM if self.causal else "L"
-        return """// attn_fuzz seed %d
+        return """// attn_fuzz seed %d%s
 @launch(warps = %d, stages = %d%s)
 kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
     grid(cdiv(L, %d))
@@ -102,7 +112,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
     store(o + rm[:, None] * %d + rv[None, :], acc, mask = rows_in[:, None]);
     store(st + rm, m * 1024.0 + l, mask = rows_in);
 }
-""" % (self.seed, self.warps, self.stages, self.keys(), e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
+""" % (self.seed, self.env_note(), self.warps, self.stages, self.keys(), e, e, e, BM, BM, BM, D, DV, BM, BM, BM, DV,
        self.loops(hi), DV)
 
     def loops(self, hi):
@@ -140,7 +150,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
         e, BM, BN, D = self.elem, self.BM, self.BN, self.D
         seen = "(rm[None, :] < L)" + (" & (rm[None, :] >= rn[:, None])" if self.causal else "")
         lo = "pn * %d" % BN if self.causal else "0"
-        return """// attn_fuzz seed %d (backward)
+        return """// attn_fuzz seed %d (backward)%s
 @launch(warps = %d, stages = %d%s)
 kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i32, sv: i32)
     grid(cdiv(L, %d))
@@ -166,7 +176,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i3
     store(o + rn[:, None] * %d + rd[None, :], dk, mask = keys_in[:, None]);
     store(st + rn, sum(dv, 1), mask = keys_in);
 }
-""" % (self.seed, self.warps, self.stages, self.keys(), e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
+""" % (self.seed, self.env_note(), self.warps, self.stages, self.keys(), e, e, e, e, BN, BN, BN, D, BN, D, BN, D, lo, BM, BM,
        seen, e, e, D)
 
     def write(self, d):
@@ -197,14 +207,16 @@ def unsigned_zeros(text):
 
 def check(tilec, prog, device, ptxas, d):
     src = prog.write(d)
-    why, ref = run_both(tilec, src, prog.args(d), device, lambda a, b: unsigned_zeros(a) == unsigned_zeros(b))
+    why, ref = run_both(tilec, src, prog.args(d), device, lambda a, b: unsigned_zeros(a) == unsigned_zeros(b),
+                        env=prog.env())
     if why:
         return why
     o_lines = ref.split("\n")[:prog.L * prog.DV]   # --print o, then st, a value a line
     if all(x.strip() in ("0", "-0") for x in o_lines):
         return "O is all zeros: the program tests nothing"
     if ptxas and prog.seed % 6 == 0:   # serialized wgmma fails; C7512 (registers) is the config's
-        return ptxas_check(tilec, src, "div16" if prog.div16() else "none", ptxas, d, ("C7514", "C7517", "C7519"))
+        return ptxas_check(tilec, src, "div16" if prog.div16() else "none", ptxas, d, ("C7514", "C7517", "C7519"),
+                           env=prog.env())
     return None
 
 

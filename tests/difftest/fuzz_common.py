@@ -18,20 +18,22 @@ def half_bits(v, elem):
     return struct.unpack("<H", struct.pack("<e", float(v)))[0]
 
 
-def run(cmd, timeout=300):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd, timeout=300, env=None):
+    """env: variables set for the command beside the environment's"""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **env) if env else None)
     return p.returncode, p.stdout, p.stderr
 
 
-def run_both(tilec, src, args, device, same=None):
+def run_both(tilec, src, args, device, same=None, env=None):
     """(why, the interpreter's output): why is None when the GPU-level IR (device "cpu",
     every axis fact checked) or the GPU gives what the interpreter gives (same(a, b)
-    decides, default equality)"""
+    decides, default equality); env: variables for the compiling run (a pass's switch)"""
     base = [tilec, "run", src] + args
     rc, ref, err = run(base)
     if rc:
         return "the interpreter failed: " + err.strip()[-400:], ref
-    rc, got, err = run(base + (["--device", "gpu"] if device == "gpu" else ["--check-axis-info"]))
+    rc, got, err = run(base + (["--device", "gpu"] if device == "gpu" else ["--check-axis-info"]), env=env)
     if rc:
         return "%s failed: %s" % (device, err.strip()[-400:]), ref
     if not (same(got, ref) if same else got == ref):
@@ -39,10 +41,10 @@ def run_both(tilec, src, args, device, same=None):
     return None, ref
 
 
-def ptxas_check(tilec, src, spec, ptxas, d, fatal):
+def ptxas_check(tilec, src, spec, ptxas, d, fatal, env=None):
     """None when the kernel's PTX for `spec` assembles and ptxas says none of `fatal`"""
     ptx = os.path.join(d, "k.ptx")
-    rc, _, err = run([tilec, src, "--emit=ptx", "--spec=" + spec, "-o", ptx])
+    rc, _, err = run([tilec, src, "--emit=ptx", "--spec=" + spec, "-o", ptx], env=env)
     if rc:
         return "PTX failed: " + err.strip()[-400:]
     rc, _, err = run([ptxas, "-arch=sm_90a", ptx, "-o", os.path.join(d, "k.cubin")])
