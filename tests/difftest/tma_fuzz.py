@@ -21,7 +21,8 @@ stages' layouts and wgmma's trans bits); the epilogue a masked store or store_bl
 (stored by TMA through a staging buffer: passes/tmastore.c); i32 or i64 sizes (i64 coordinates are
 clamped to TMA's s32); M, N, K (multiples of 16 or not: TMA or
 cp.async), row strides with padding (a multiple of 16 elements or not), the first K
-step, and offsets shifted before the tensor (negative coordinates read zeros).
+step, offsets shifted before the tensor (negative coordinates read zeros), and the K
+loop whole or cut in two (the loops sharing one ring under ws).
 
     python3 tests/difftest/tma_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
                                         [--time-limit S] [--ptxas PATH] [--out DIR]
@@ -76,7 +77,11 @@ class Prog:
         self.ws = r.random() < 0.4           # a producer warpgroup issues the copies (drawn after
                                              # the rest: earlier seeds keep their programs)
         self.persistent = r.random() < 0.4   # each program walks tiles (drawn after the rest)
-        self.store_block = r.random() < 0.5  # the epilogue as store_block: TMA stores (drawn last)
+        self.store_block = r.random() < 0.5  # the epilogue as store_block: TMA stores
+        # drawn last: the K loop cut in two at mid = k0 + BK * split_at (under ws the two
+        # loops share one ring: passes/warpspec.c merge_rings)
+        self.split = r.random() < 0.3
+        self.split_at = r.randint(0, 4)
 
     def rows_a(self):
         return self.K if self.at else self.M
@@ -104,13 +109,18 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     let pm = program_id(0);
     let pn = program_id(1);
     var acc = zeros([%d, %d], f32);
-    for k in range(%d, K, %d) {
-        acc = dot(%s, %s, acc);
-    }
-%s}
+%s%s}
 """ % ((self.seed, self.warps, self.stages, ", ws = true" if self.ws else "",
         ", persistent = true" if self.persistent else "", e, e) + (self.index,) * 5 +
-       (BM, BN, BM, BN, self.k0, BK, a, b, self.epilogue(om, on)))
+       (BM, BN, BM, BN, self.loops(a, b), self.epilogue(om, on)))
+
+    def loops(self, a, b):
+        body = "        acc = dot(%s, %s, acc);\n" % (a, b)
+        if not self.split:
+            return "    for k in range(%d, K, %d) {\n%s    }\n" % (self.k0, self.BK, body)
+        return ("    let mid = minimum(K, %d);\n    for k in range(%d, mid, %d) {\n%s    }\n"
+                "    for k in range(mid, K, %d) {\n%s    }\n"
+                % (self.k0 + self.BK * self.split_at, self.k0, self.BK, body, self.BK, body))
 
     def epilogue(self, om, on):
         if self.store_block:
