@@ -278,11 +278,24 @@ static bool pure_before(const IrOp *at)
  * there, before the consumers' loads and conversions (attention's Q): those then run
  * while the ring is live, and codegen places their scratch before the ring's area
  * instead of over it (cg_module.c, smem_plan). */
-static void hoist_ring(IrFunc *f, const Ring *r)
+/* An op hoist_ring moved, and the op it stood before (to put it back). */
+typedef struct Moved {
+    IrOp *op, *next;
+} Moved;
+
+static void move_to(IrOp *op, IrOp *before, Moved *log, int *n)
+{
+    log[*n].op = op;
+    log[(*n)++].next = op->next;
+    ir_op_remove(op);
+    ir_op_insert_before(op, before);
+}
+
+static int hoist_ring(IrFunc *f, const Ring *r, Moved *log)
 {
     IrOp *first = f->body.first;
     IrValue vs[MAX_COPIES + 2];
-    int n = 0;
+    int n = 0, nlog = 0;
     for (int i = 0; i < r->ncopy; i++) vs[n++] = r->bufs[i];
     vs[n++] = r->bars;
     vs[n++] = r->empty;
@@ -292,19 +305,24 @@ static void hoist_ring(IrFunc *f, const Ring *r)
         bool seen = false;
         for (int j = 0; j < i; j++) seen |= vs[j] == vs[i];
         if (seen) continue;
-        if (d != first) {
-            ir_op_remove(d);
-            ir_op_insert_before(d, first);
-        } else {
-            first = d->next;
-        }
+        if (d != first) move_to(d, first, log, &nlog);
+        else first = d->next;
     }
     for (IrOp *o = first, *next; o; o = next) {
         next = o->next;
-        if (o->code == IR_OP_MBARRIER_INIT && (o->operands[0] == r->bars || o->operands[0] == r->empty)) {
-            ir_op_remove(o);
-            ir_op_insert_before(o, first);
-        }
+        if (o->code == IR_OP_MBARRIER_INIT && (o->operands[0] == r->bars || o->operands[0] == r->empty))
+            move_to(o, first, log, &nlog);
+    }
+    return nlog;
+}
+
+/* Puts the ops hoist_ring moved back where they were (the pass gives up: the kernel
+ * keeps the ring's place, and with it the shared-memory plan it was sized for). */
+static void unhoist_ring(Moved *log, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        ir_op_remove(log[i].op);  /* its old next may have moved too: restored first */
+        ir_op_insert_before(log[i].op, log[i].next);
     }
 }
 
@@ -365,12 +383,17 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
     for (IrOp *o = f->body.first; o && o != rs[0].loop; o = o->next)
         if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
     if (!last_init) return false;
+    Moved moved[MAX_COPIES + 4];
+    int nmoved = 0;
     if (!pure_before(last_init->next)) {
-        hoist_ring(f, &rs[0]);
+        nmoved = hoist_ring(f, &rs[0], moved);
         last_init = NULL;
         for (IrOp *o = f->body.first; o && o != rs[0].loop; o = o->next)
             if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
-        if (!pure_before(last_init->next)) return false;
+        if (!pure_before(last_init->next)) {
+            unhoist_ring(moved, nmoved);
+            return false;
+        }
     }
     Ws w = {.f = f, .loop = rs[0].loop, .need = tl_calloc(f->nvalues, sizeof(bool)),
             .before = tl_calloc(f->nvalues, sizeof(bool)), .nmap = f->nvalues, .tail = last_init};
@@ -395,6 +418,7 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
         assert(ok);   /* the rebased ops compute from what the originals did */
     }
     if (!ok) {
+        unhoist_ring(moved, nmoved);
         tl_free(w.need);
         tl_free(w.before);
         return false;
