@@ -674,13 +674,16 @@ static ExecStatus exec_while(Interp *I, const IrOp *op)
 
 /* Element `at` of operand i as a scalar of the region's argument type. */
 /* ---- warp specialization ------------------------------------------------------------------
- * `producer` runs its region's scalar ops and keeps its loop for later; each consumer
- * `tma_wait 0` first runs the loop's next iteration, which copies the stage the wait is
- * for (the producer is S stages ahead on a GPU, never behind: the copies land before
- * the wait passes). A wait with no iteration left waits for a copy that never comes.
- * A persistent kernel's producer loop walks tiles, each with its own inner loop of
- * copies: an iteration of it runs the tile's scalar ops and starts the inner loop,
- * whose iterations are then the steps. */
+ * `producer` runs its region's scalar ops and keeps its first loop for later; each
+ * consumer `tma_wait 0` first runs that loop's next iteration, which copies the stage
+ * the wait is for (the producer is S stages ahead on a GPU, never behind: the copies
+ * land before the wait passes). A loop with no iteration left gives way to the next
+ * loop of its block (loops that share one ring, passes/warpspec.c), the scalar ops
+ * before it run first; a wait with no iteration left anywhere waits for a copy that
+ * never comes. A persistent kernel's producer loop walks tiles, each with its own inner
+ * loops of copies: an iteration of it runs the tile's scalar ops and starts its first
+ * inner loop, whose iterations are then the steps, then the next inner loop, then the
+ * next tile; after the last tile, the region's ops after the tile loop. */
 static bool loop_bounds(Interp *I, const IrOp *o, int64_t *iv, int64_t *hi, int64_t *step)
 {
     *iv = interp_opnd(I, o, 0)->s[0].i;
@@ -689,18 +692,20 @@ static bool loop_bounds(Interp *I, const IrOp *o, int64_t *iv, int64_t *hi, int6
     return *step > 0 || interp_fail(I, o, "a producer loop needs a positive step");
 }
 
-static const IrOp *inner_loop(const IrOp *loop)
+static bool has_inner_loop(const IrOp *loop)
 {
     for (const IrOp *o = loop->regions[0].first; o; o = o->next)
-        if (o->code == IR_OP_FOR) return o;
-    return NULL;
+        if (o->code == IR_OP_FOR) return true;
+    return false;
 }
 
-/* Runs the producer region's ops from `from` up to its next loop, which becomes the
- * loop under way (none if the region ends first). */
-static ExecStatus producer_next_loop(Interp *I, const IrOp *from)
+/* Runs the ops of a block from `from` up to its next loop of copies, which becomes the
+ * loop under way (rest: the op after it); none (loop NULL) if the block ends first. In
+ * the producer's region (tiles true) a loop holding loops is the tile loop: it becomes
+ * the outer loop, no tile started yet. */
+static ExecStatus next_loop_from(Interp *I, const IrOp *from, bool tiles)
 {
-    I->prod.loop = I->prod.outer = NULL;
+    I->prod.loop = NULL;
     I->prod.rest = NULL;
     for (const IrOp *o = from; o && o->code != IR_OP_YIELD; o = o->next) {
         if (o->code != IR_OP_FOR) {
@@ -708,26 +713,24 @@ static ExecStatus producer_next_loop(Interp *I, const IrOp *from)
             if (st != EX_OK) return st;
             continue;
         }
-        I->prod.count = I->prod.ocount = 0;
         I->prod.rest = o->next;
-        if (inner_loop(o)) {
+        I->prod.count = 0;
+        if (tiles && has_inner_loop(o)) {
             I->prod.outer = o;
-            I->prod.loop = inner_loop(o);
+            I->prod.ocount = 0;
             if (!loop_bounds(I, o, &I->prod.oiv, &I->prod.ohi, &I->prod.ostep)) return EX_ERROR;
-            I->prod.iv = I->prod.hi = 0;           /* no tile started */
-            I->prod.step = 1;
-        } else {
-            I->prod.loop = o;
-            if (!loop_bounds(I, o, &I->prod.iv, &I->prod.hi, &I->prod.step)) return EX_ERROR;
+            return EX_OK;
         }
-        return EX_OK;
+        I->prod.loop = o;
+        return loop_bounds(I, o, &I->prod.iv, &I->prod.hi, &I->prod.step) ? EX_OK : EX_ERROR;
     }
     return EX_OK;
 }
 
 static ExecStatus exec_producer(Interp *I, const IrOp *op)
 {
-    return producer_next_loop(I, op->regions[0].first);
+    I->prod.outer = NULL;
+    return next_loop_from(I, op->regions[0].first, true);
 }
 
 static ExecStatus never_issued(Interp *I, const IrOp *wait)
@@ -737,36 +740,40 @@ static ExecStatus never_issued(Interp *I, const IrOp *wait)
                        interp_where(I, w, sizeof w)), EX_ERROR;
 }
 
-/* The outer loop's next iteration, up to its inner loop, whose bounds it takes. */
-static ExecStatus next_tile(Interp *I, const IrOp *wait)
+/* The tile loop's next iteration: its scalar ops up to its first loop of copies. */
+static ExecStatus next_tile(Interp *I)
 {
     const IrOp *outer = I->prod.outer;
-    if (I->prod.oiv >= I->prod.ohi) {
-        return never_issued(I, wait);
-    }
     if (!count_iteration(I, outer, &I->prod.ocount) || !bind_iv(I, outer, outer->regions[0].args[0], I->prod.oiv))
         return EX_ERROR;
     I->prod.oiv += I->prod.ostep;
-    for (const IrOp *o = outer->regions[0].first; o != I->prod.loop; o = o->next) {
-        ExecStatus st = exec_op(I, o);
-        if (st != EX_OK) return st;
-    }
-    I->prod.count = 0;
-    return loop_bounds(I, I->prod.loop, &I->prod.iv, &I->prod.hi, &I->prod.step) ? EX_OK : EX_ERROR;
+    return next_loop_from(I, outer->regions[0].first, false);
 }
 
 static ExecStatus producer_step(Interp *I, const IrOp *wait)
 {
-    for (;;) {
-        while (I->prod.outer && I->prod.iv >= I->prod.hi && I->prod.oiv < I->prod.ohi) {
-            ExecStatus st = next_tile(I, wait);
-            if (st != EX_OK) return st;
+    while (!(I->prod.loop && I->prod.iv < I->prod.hi)) {
+        ExecStatus st = EX_OK;
+        if (I->prod.outer) {
+            if (I->prod.loop) {                      /* a loop of the tile is done: its next one */
+                if (I->prod.rest) st = next_loop_from(I, I->prod.rest, false);
+                else I->prod.loop = NULL;
+                if (st != EX_OK) return st;
+                if (I->prod.loop) continue;
+            }
+            if (I->prod.oiv < I->prod.ohi) {         /* the tile is done: the next tile */
+                if ((st = next_tile(I)) != EX_OK) return st;
+                continue;
+            }
+            const IrOp *after = I->prod.outer->next; /* the tiles are done: the region goes on */
+            I->prod.outer = NULL;
+            st = next_loop_from(I, after, true);
+        } else {
+            if (!I->prod.loop) return never_issued(I, wait);
+            st = next_loop_from(I, I->prod.rest, true);   /* the region's next loop */
         }
-        if (I->prod.loop && I->prod.iv < I->prod.hi) break;
-        /* this loop is done: the region's next one, if any */
-        if (!I->prod.rest) return never_issued(I, wait);
-        ExecStatus st = producer_next_loop(I, I->prod.rest);
         if (st != EX_OK) return st;
+        if (!I->prod.loop && !I->prod.outer) return never_issued(I, wait);
     }
     const IrOp *loop = I->prod.loop;
     if (!count_iteration(I, loop, &I->prod.count) || !bind_iv(I, loop, loop->regions[0].args[0], I->prod.iv))
@@ -961,7 +968,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_PRODUCER: return exec_producer(I, op);
     case IR_OP_TURN: return EX_OK;   /* it orders the warpgroups' dots; computes nothing */
     case IR_OP_TMA_WAIT:
-        if (op->attr.i == 0 && I->prod.loop) {
+        if (op->attr.i == 0 && (I->prod.loop || I->prod.outer)) {
             ExecStatus st = producer_step(I, op);
             if (st != EX_OK) return st;
         }

@@ -798,18 +798,19 @@ static bool check_producer(Verifier *v, const IrOp *op)
             return fail(v, o, "a producer region holds scalar arithmetic, loops, tma_wait 1 and tma_copy only");
     /* scalars and loops, yield (one loop per ring loop of the consumers, in their order,
      * passes/warpspec.c); a loop's body: the copies, or (a persistent kernel's tiles,
-     * passes/persistent.c) scalars, a loop of the copies, yield */
+     * passes/persistent.c) scalars, the loops of the copies, yield */
     if (!producer_loops_of(v, op, blk, 64, "a producer region")) return false;
     for (const IrOp *loop = blk->first; loop; loop = loop->next) {
         if (loop->code != IR_OP_FOR) continue;
-        const IrOp *inner = NULL;
-        for (const IrOp *o = loop->regions[0].first; o; o = o->next)
-            if (o->code == IR_OP_FOR) inner = o;
-        if (inner && !producer_loops_of(v, loop, &loop->regions[0], 1, "a producer's tile loop")) return false;
-        const IrBlock *copies = inner ? &inner->regions[0] : &loop->regions[0];
-        for (const IrOp *o = copies->first; o; o = o->next)
-            if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
-                return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
+        bool tiles = false;
+        for (const IrOp *o = loop->regions[0].first; o; o = o->next) tiles |= o->code == IR_OP_FOR;
+        if (tiles && !producer_loops_of(v, loop, &loop->regions[0], 64, "a producer's tile loop")) return false;
+        for (const IrOp *cl = tiles ? loop->regions[0].first : loop; cl; cl = tiles ? cl->next : NULL) {
+            if (cl->code != IR_OP_FOR) continue;
+            for (const IrOp *o = cl->regions[0].first; o; o = o->next)
+                if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
+                    return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
+        }
     }
     return true;
 }

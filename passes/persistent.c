@@ -144,14 +144,24 @@ static void coords(Pk *p, IrBuilder *b, IrValue t, IrValue out[3])
     }
 }
 
-/* The ring loop of a block: the `for` with a consumer's tma_wait 0 in its body. */
-static IrOp *ring_loop(IrBlock *b)
+#define MAX_RINGS 8
+
+/* The ring loops of a block, in order: the `for`s with a consumer's tma_wait 0 in their
+ * bodies (several when they share one ring: passes/warpspec.c). At most max; -1 if
+ * there are more. */
+static int ring_loops(IrBlock *b, IrOp **out, int max)
 {
-    for (IrOp *o = b->first; o; o = o->next)
-        if (o->code == IR_OP_FOR)
-            for (const IrOp *u = o->regions[0].first; u; u = u->next)
-                if (u->code == IR_OP_TMA_WAIT && u->attr.i == 0) return o;
-    return NULL;
+    int n = 0;
+    for (IrOp *o = b->first; o; o = o->next) {
+        if (o->code != IR_OP_FOR) continue;
+        for (const IrOp *u = o->regions[0].first; u; u = u->next)
+            if (u->code == IR_OP_TMA_WAIT && u->attr.i == 0) {
+                if (n == max) return -1;
+                out[n++] = o;
+                break;
+            }
+    }
+    return n;
 }
 
 /* At b: `for %tile = 0, my, 1` with, at the start of its body (*lb builds on at its
@@ -199,12 +209,17 @@ static void need_outer(Pk *p, const IrBlock *b, bool *need)
     }
 }
 
-static IrOp *producer_loop(IrOp *prod)
+/* The producer's loops, in order (one per ring loop of the consumers), at most max;
+ * -1 if there are more. */
+static int producer_loops(IrOp *prod, IrOp **out, int max)
 {
-    IrOp *loop = NULL;
+    int n = 0;
     for (IrOp *o = prod->regions[0].first; o; o = o->next)
-        if (o->code == IR_OP_FOR) loop = o;
-    return loop;
+        if (o->code == IR_OP_FOR) {
+            if (n == max) return -1;
+            out[n++] = o;
+        }
+    return n;
 }
 
 /* The program-dependent values of the kernel's body that the producer reads, and the
@@ -221,33 +236,39 @@ static bool producer_needs(Pk *p, const IrOp *prod, bool *need)
     return true;
 }
 
-/* Whether rebuild_producer can walk the producer: scalars, then one loop of the ring's
- * integer type whose body has no regions, reading program-dependent values that are pure
- * scalars (those, into need: producer_needs). Not yet: a producer of several loops (one
- * ring shared by consecutive loops, passes/warpspec.c: attention's two key loops). */
+/* Whether rebuild_producer can walk the producer: scalars, then its loops (one per
+ * ring loop: several share one ring, passes/warpspec.c) of the ring's integer type whose
+ * bodies have no regions, reading program-dependent values that are pure scalars (those,
+ * into need: producer_needs). */
 static bool producer_ok(Pk *p, IrOp *prod, bool *need)
 {
     IrFunc *f = p->f;
-    IrOp *loop = producer_loop(prod);
-    int loops = 0;
-    for (const IrOp *o = prod->regions[0].first; o; o = o->next) loops += o->code == IR_OP_FOR;
-    if (!loop || loops != 1 || loop->nresults || ir_value_type(f, loop->operands[0]) != p->rt) return false;
-    for (const IrOp *o = prod->regions[0].first; o; o = o->next)
-        if (o != loop && o->code != IR_OP_YIELD && !small_scalar_op(f, o)) return false;
-    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
-        if (o->code != IR_OP_YIELD && (o->nregions || o->noperands > 32 || o->nresults > 4)) return false;
-    return producer_needs(p, prod, need);
+    bool loops = false;
+    for (const IrOp *o = prod->regions[0].first; o; o = o->next) {
+        if (o->code == IR_OP_YIELD) continue;
+        if (o->code != IR_OP_FOR) {
+            if (loops || !small_scalar_op(f, o)) return false;   /* scalars only before the loops */
+            continue;
+        }
+        loops = true;
+        if (o->nresults || ir_value_type(f, o->operands[0]) != p->rt) return false;
+        for (const IrOp *u = o->regions[0].first; u; u = u->next)
+            if (u->code != IR_OP_YIELD && (u->nregions || u->noperands > 32 || u->nresults > 4)) return false;
+    }
+    return loops && producer_needs(p, prod, need);
 }
 
 /* The producer's region again: its scalars, then a loop over the my tiles this program
  * walks, each computing the program-dependent values of the kernel's body it reads
- * for its tile and base = tile * trip, then the old loop of copies with the ring
+ * for its tile and base = tile * trip, then the old loops of copies with the ring
  * rebased by base (producer_ok holds and filled need). */
-static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step, const bool *need)
+static void rebuild_producer(Pk *p, IrOp *prod, const bool *need)
 {
     IrFunc *f = p->f;
     IrBlock *pr = &prod->regions[0];
-    IrOp *loop = producer_loop(prod);
+    IrOp *loops[MAX_RINGS];
+    int nl = producer_loops(prod, loops, MAX_RINGS);
+    IrOp *loop = loops[0];
     IrBuilder b;
     ir_builder_before(&b, prod);
     b.loc = prod->loc;
@@ -266,19 +287,22 @@ static void rebuild_producer(Pk *p, IrOp *prod, IrValue lo, IrValue step, const 
         else if (o->code == IR_OP_NUM_PROGRAMS) p->map[o->results[0]] = p->g[o->attr.i];
         else clone_op(p, &tl, o);
     }
-    IrValue kb[3] = {mapped(p, loop->operands[0]), mapped(p, loop->operands[1]), mapped(p, loop->operands[2])};
-    IrOp *fl = ir_build(&tl, IR_OP_FOR, kb, 3, NULL, 0, 1);
-    p->map[loop->regions[0].args[0]] = ir_block_add_arg(&fl->regions[0], p->rt, "k");
-    IrBuilder lb;
-    ir_builder_at_end(&lb, &fl->regions[0]);
-    lb.loc = loop->loc;
-    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
-        if (o->code != IR_OP_YIELD) clone_op(p, &lb, o);
-    ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    for (int k = 0; k < nl; k++) {
+        IrOp *pl = loops[k];
+        IrValue kb[3] = {mapped(p, pl->operands[0]), mapped(p, pl->operands[1]), mapped(p, pl->operands[2])};
+        IrOp *fl = ir_build(&tl, IR_OP_FOR, kb, 3, NULL, 0, 1);
+        p->map[pl->regions[0].args[0]] = ir_block_add_arg(&fl->regions[0], p->rt, "k");
+        IrBuilder lb;
+        ir_builder_at_end(&lb, &fl->regions[0]);
+        lb.loc = pl->loc;
+        for (const IrOp *o = pl->regions[0].first; o; o = o->next)
+            if (o->code != IR_OP_YIELD) clone_op(p, &lb, o);
+        ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+        pass_ring_rebase(p->f, fl, kb[0], kb[2], base);
+    }
     ir_build(&tl, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_op_remove(prod);
-    pass_ring_rebase(p->f, fl, lo, step, base);
 }
 
 /* ---- the pass -------------------------------------------------------------------------- */
@@ -326,22 +350,28 @@ static void replace_ids(IrOp *o, void *ud)
 static bool walk(Pk *p)
 {
     IrFunc *f = p->f;
-    IrOp *prod = NULL, *ring = ring_loop(&f->body), *ret = f->body.last;
+    IrOp *prod = NULL, *rings[MAX_RINGS], *ret = f->body.last;
+    int nr = ring_loops(&f->body, rings, MAX_RINGS);
     /* the wait for the TMA stores (passes/tmastore.c) stays after the walk: the stores
      * of one tile drain while the next is computed */
     if (ret->prev && ret->prev->code == IR_OP_TMA_STORE_WAIT) ret = ret->prev;
     for (IrOp *o = f->body.first; o; o = o->next)
         if (o->code == IR_OP_PRODUCER) prod = o;
-    IrValue lo = IR_NO_VALUE, step = IR_NO_VALUE;
     if (any_op(&f->body, is_init)) {
-        /* a TMA ring: its phases run on across tiles, which needs the producer and bounds
-         * of the ring loop that are the same for every tile */
-        if (!prod || !ring || ring->operands[0] != producer_loop(prod)->operands[0]) return false;
-        for (int i = 0; i < 3; i++)
-            if (p->vary[ring->operands[i]]) return false;
-        p->rt = ir_value_type(f, ring->operands[0]);
+        /* a TMA ring: its phases run on across tiles, which needs the producer (a loop for
+         * each ring loop, in order) and bounds of the ring loops that are the same for
+         * every tile */
+        IrOp *pls[MAX_RINGS];
+        int np = prod ? producer_loops(prod, pls, MAX_RINGS) : 0;
+        if (!prod || nr < 1 || np != nr) return false;
+        p->rt = ir_value_type(f, rings[0]->operands[0]);
+        for (int k = 0; k < nr; k++) {
+            if (rings[k]->operands[0] != pls[k]->operands[0] || ir_value_type(f, rings[k]->operands[0]) != p->rt)
+                return false;
+            for (int i = 0; i < 3; i++)
+                if (p->vary[rings[k]->operands[i]]) return false;
+        }
         if (p->rt != p->i32 && p->rt != ir_type_scalar(f->module->ctx, IR_I64)) return false;
-        lo = ring->operands[0], step = ring->operands[2];
         if (!producer_ok(p, prod, p->need)) return false;
     } else if (prod) {
         return false;
@@ -374,15 +404,20 @@ static bool walk(Pk *p)
     p->my = bin(&b, p, IR_OP_DIV, bin(&b, p, IR_OP_SUB, bin(&b, p, IR_OP_ADD, p->total, p->nprog),
                                       bin(&b, p, IR_OP_ADD, p->pid, one)), p->nprog);
     if (prod) {
-        /* the ring loop's trip count: max(0, cdiv(hi - lo, step)) */
+        /* a tile's ring iterations: the ring loops' trip counts max(0, cdiv(hi - lo, step)) */
         IrBuilder tb;
         ir_builder_before(&tb, prod);
-        tb.loc = ring->loc;
-        IrValue span = bin(&tb, p, IR_OP_SUB, ring->operands[1], lo);
-        IrValue c = bin(&tb, p, IR_OP_DIV, bin(&tb, p, IR_OP_SUB, bin(&tb, p, IR_OP_ADD, span, step),
-                                               ir_const_int(&tb, p->rt, 1)), step);
-        p->trip = bin(&tb, p, IR_OP_MAXIMUM, c, ir_const_int(&tb, p->rt, 0));
-        rebuild_producer(p, prod, lo, step, p->need);
+        tb.loc = rings[0]->loc;
+        p->trip = IR_NO_VALUE;
+        for (int k = 0; k < nr; k++) {
+            IrValue lo = rings[k]->operands[0], step = rings[k]->operands[2];
+            IrValue span = bin(&tb, p, IR_OP_SUB, rings[k]->operands[1], lo);
+            IrValue c = bin(&tb, p, IR_OP_DIV, bin(&tb, p, IR_OP_SUB, bin(&tb, p, IR_OP_ADD, span, step),
+                                                   ir_const_int(&tb, p->rt, 1)), step);
+            c = bin(&tb, p, IR_OP_MAXIMUM, c, ir_const_int(&tb, p->rt, 0));
+            p->trip = k ? bin(&tb, p, IR_OP_ADD, p->trip, c) : c;
+        }
+        rebuild_producer(p, prod, p->need);
     }
     /* the consumers' walk */
     IrBuilder cb, lb;
@@ -399,7 +434,7 @@ static bool walk(Pk *p)
      * asks for the walked program's (the loop's own ids come from before it) */
     Ids ids = {p, cc};
     ir_walk(&tl->regions[0], replace_ids, &ids);
-    if (prod) pass_ring_rebase(p->f, ring, lo, step, base);
+    for (int k = 0; prod && k < nr; k++) pass_ring_rebase(p->f, rings[k], rings[k]->operands[0], rings[k]->operands[2], base);
     tl_free(moved);
     return true;
 }
