@@ -19,7 +19,7 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
 loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
-runs under the tensor cores' P V, passes/rotate.c.)
+runs under the tensor cores' P V, passes/rotate.c; pers with persistent = 1.)
 """
 import argparse
 import math
@@ -41,9 +41,11 @@ PEAK = 989e12  # H200 SXM, dense bf16 on tensor cores
 SHAPE = (4, 32, 4096, 128)       # B, H, L, D
 CHECK_SHAPE = (1, 16, 1008, 128)
 # BM, BN, warps[, stages], after flags: tma (attn_fwd_tma), ws (a producer warpgroup),
-# rot (overlap = 1: softmax under P V; with ws and 8 warps the warpgroups ping-pong)
+# rot (overlap = 1: softmax under P V; with ws and 8 warps the warpgroups ping-pong),
+# pers (persistent = 1)
 FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws", 128, 64, 8, 3),
-               ("rot", 128, 64, 8, 3), (128, 32, 8), (64, 64, 4)]
+               ("tma", "ws", "rot", "pers", 128, 64, 8, 3), ("tma", "ws", "rot", 128, 128, 8, 2),
+               ("rot", 128, 64, 8, 3), (128, 32, 8)]
 # (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)
 BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (32, 64, 4), (64, 64, 4)),
                ("tma", (64, 32, 4), (64, 64, 4))]
@@ -104,6 +106,8 @@ def tile_fwd(rt, cfg, causal, q, k, v, scale):
     extra = {"stages": cfg[3]} if len(cfg) > 3 else {}
     if "ws" in flags:          # a producer warpgroup issues the TMA copies (attn_fwd_tma)
         extra["ws"] = 1
+    if "pers" in flags:        # persistent programs (with ws; dropped where causal)
+        extra["persistent"] = 1
     o = nan_like(q.shape, torch.bfloat16)
     lse = nan_like((B, H, L), torch.float32)
     sbh, sl = strides(q)
