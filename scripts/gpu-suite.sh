@@ -81,6 +81,9 @@ if [ "$what" != tests ]; then
   quick=; [ "${BENCH_QUICK:-0}" = 1 ] && quick=--quick
   step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/gemm.md" $quick
   step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --out "$OUT/attention.md" $quick
+  # What the ping-pong and the resident operands are worth: the same forms without them
+  # (docs/CODEGEN.md section 9; the switches change the IR, so the cache keys differ).
+  step attention_ablation env TILE_PINGPONG=0 TILE_RESIDENT_A=0 python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --no-bwd --fwd-configs 'tma+ws+rot:128,64,8,3;tma+ws+rot:128,128,8,2' --out "$OUT/attention_ablation.md"
   # The transformer block as a tile graph against eager and torch.compile (issue 10).
   step graph_block python3 bench/graph_block.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --kernels --out "$OUT/graph_block.md" $quick
   # The FFN of LANGUAGE.md section 7 as a graph against eager and torch.compile.
