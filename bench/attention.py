@@ -48,7 +48,7 @@ FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws
                ("rot", 128, 64, 8, 3), (128, 32, 8)]
 # (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)
 BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (32, 64, 4), (64, 64, 4)),
-               ("tma", (64, 32, 4), (64, 64, 4))]
+               ("tma", (32, 128, 8), (128, 64, 8)), ("tma", (64, 32, 4), (64, 64, 4))]
 TOL_O = 1e-2      # relative error (norm) of bf16 outputs
 TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
 TOL_LSE = 1e-3    # absolute, f32 statistics
