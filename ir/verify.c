@@ -774,6 +774,15 @@ static int producer_loops_of(Verifier *v, const IrOp *op, const IrBlock *blk, in
     return n;
 }
 
+/* A producer's loop of copies: scalar ops and the copies, no loops or ifs. */
+static bool copy_loop_ok(Verifier *v, const IrOp *loop)
+{
+    for (const IrOp *o = loop->regions[0].first; o; o = o->next)
+        if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
+            return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
+    return true;
+}
+
 /* One producer per kernel, in its body, after ops that every thread may run (pure ones,
  * the buffers and their barriers); its region: scalar ops, one `for` of the copies,
  * `yield`. */
@@ -804,13 +813,13 @@ static bool check_producer(Verifier *v, const IrOp *op)
         if (loop->code != IR_OP_FOR) continue;
         bool tiles = false;
         for (const IrOp *o = loop->regions[0].first; o; o = o->next) tiles |= o->code == IR_OP_FOR;
-        if (tiles && !producer_loops_of(v, loop, &loop->regions[0], 64, "a producer's tile loop")) return false;
-        for (const IrOp *cl = tiles ? loop->regions[0].first : loop; cl; cl = tiles ? cl->next : NULL) {
-            if (cl->code != IR_OP_FOR) continue;
-            for (const IrOp *o = cl->regions[0].first; o; o = o->next)
-                if (o->code == IR_OP_FOR || o->code == IR_OP_IF)
-                    return fail(v, o, "a producer's copy loop holds scalar ops and the copies only");
+        if (!tiles) {
+            if (!copy_loop_ok(v, loop)) return false;
+            continue;
         }
+        if (!producer_loops_of(v, loop, &loop->regions[0], 64, "a producer's tile loop")) return false;
+        for (const IrOp *cl = loop->regions[0].first; cl; cl = cl->next)
+            if (cl->code == IR_OP_FOR && !copy_loop_ok(v, cl)) return false;
     }
     return true;
 }

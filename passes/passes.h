@@ -46,6 +46,8 @@ bool pass_persistent(IrFunc *f);   /* persistent.c: each program walks tiles of 
 /* passes/ring.c: the stage, phase and predicate operands of the TMA ring ops in loop's
  * body (built by passes/shared.c from j = (iv - lo) / step) computed from j + base. */
 void pass_ring_rebase(IrFunc *f, IrOp *loop, IrValue lo, IrValue step, IrValue base);
+/* passes/ring.c: a `for` loop's trip count, max(0, cdiv(hi - lo, step)), built at b. */
+IrValue pass_ring_trip_count(IrBuilder *b, const IrOp *loop);
 bool pass_bounds(IrFunc *f);       /* bounds.c: checked mode; bounds checks from hidden size parameters */
 extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;

@@ -410,11 +410,7 @@ static bool walk(Pk *p)
         tb.loc = rings[0]->loc;
         p->trip = IR_NO_VALUE;
         for (int k = 0; k < nr; k++) {
-            IrValue lo = rings[k]->operands[0], step = rings[k]->operands[2];
-            IrValue span = bin(&tb, p, IR_OP_SUB, rings[k]->operands[1], lo);
-            IrValue c = bin(&tb, p, IR_OP_DIV, bin(&tb, p, IR_OP_SUB, bin(&tb, p, IR_OP_ADD, span, step),
-                                                   ir_const_int(&tb, p->rt, 1)), step);
-            c = bin(&tb, p, IR_OP_MAXIMUM, c, ir_const_int(&tb, p->rt, 0));
+            IrValue c = pass_ring_trip_count(&tb, rings[k]);
             p->trip = k ? bin(&tb, p, IR_OP_ADD, p->trip, c) : c;
         }
         rebuild_producer(p, prod, p->need);

@@ -62,6 +62,15 @@ static IrValue rebased(Rebase *r, IrValue v)
     return r->memo[v];
 }
 
+IrValue pass_ring_trip_count(IrBuilder *b, const IrOp *loop)
+{
+    const IrType *t = ir_value_type(b->func, loop->operands[0]);
+    IrValue lo = loop->operands[0], hi = loop->operands[1], step = loop->operands[2];
+    IrValue span = ir_build_binary(b, IR_OP_ADD, ir_build_binary(b, IR_OP_SUB, hi, lo), step);
+    IrValue c = ir_build_binary(b, IR_OP_DIV, ir_build_binary(b, IR_OP_SUB, span, ir_const_int(b, t, 1)), step);
+    return ir_build_binary(b, IR_OP_MAXIMUM, c, ir_const_int(b, t, 0));
+}
+
 void pass_ring_rebase(IrFunc *f, IrOp *loop, IrValue lo, IrValue step, IrValue base)
 {
     Rebase r = {f, &loop->regions[0], lo, step, base, tl_malloc(f->nvalues * sizeof(IrValue))};

@@ -540,8 +540,9 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
      * done with it); without a producer it is opt-in (TILE_TMA_EARLY=1: the issuing
      * thread's wait for the release holds up its warpgroup, 10% slower in attention) */
     const char *early = getenv("TILE_TMA_EARLY");
-    bool top = (early && !strcmp(early, "1")) || (f->ws && count_dots(p->body) > 1);
-    bool late = !top || (stages >= 3 && count_dots(p->body) == 1 && wgmma_views);
+    int ndots = count_dots(p->body);
+    bool top = (early && !strcmp(early, "1")) || (f->ws && ndots > 1);
+    bool late = !top || (stages >= 3 && ndots == 1 && wgmma_views);
     const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
     bool barrier = rel && !strcmp(rel, "barrier");
     if (!late && !barrier) {

@@ -179,14 +179,23 @@ static uint32_t prologue_copies(const IrFunc *f, const Ring *rs, int k, bool *ok
     return n;
 }
 
+/* A ring's buffers, then its full and empty barriers, into out; their number. */
+static int ring_values(const Ring *r, IrValue out[MAX_COPIES + 2])
+{
+    int n = 0;
+    for (int i = 0; i < r->ncopy; i++) out[n++] = r->bufs[i];
+    out[n++] = r->bars;
+    out[n++] = r->empty;
+    return n;
+}
+
 /* v is a buffer or barrier of one of the rings (of the first after merge_rings). */
 static bool ring_value(const Ring *rs, int n, IrValue v)
 {
-    for (int k = 0; k < n; k++) {
-        if (v == rs[k].bars || v == rs[k].empty) return true;
-        for (int i = 0; i < rs[k].ncopy; i++)
-            if (v == rs[k].bufs[i]) return true;
-    }
+    IrValue vs[MAX_COPIES + 2];
+    for (int k = 0; k < n; k++)
+        for (int i = 0, m = ring_values(&rs[k], vs); i < m; i++)
+            if (v == vs[i]) return true;
     return false;
 }
 
@@ -220,16 +229,6 @@ static bool mark_rings(Ws *w, Ring *rs, int n)
     return true;
 }
 
-/* max(0, cdiv(hi - lo, step)), the loop's trip count, built at b */
-static IrValue trip_count(IrBuilder *b, const IrOp *loop)
-{
-    const IrType *t = ir_value_type(b->func, loop->operands[0]);
-    IrValue lo = loop->operands[0], hi = loop->operands[1], step = loop->operands[2];
-    IrValue span = ir_build_binary(b, IR_OP_ADD, ir_build_binary(b, IR_OP_SUB, hi, lo),
-                                   ir_build_binary(b, IR_OP_SUB, step, ir_const_int(b, t, 1)));
-    return ir_build_binary(b, IR_OP_MAXIMUM, ir_build_binary(b, IR_OP_DIV, span, step), ir_const_int(b, t, 0));
-}
-
 /* Every loop after the first takes the first loop's ring: its ring ops number their
  * iterations after those of the loops before it (pass_ring_rebase by the trip counts
  * before it), and its own buffers, barriers and their initialization go. The stages
@@ -241,14 +240,12 @@ static void merge_rings(IrFunc *f, Ring *rs, int n)
         IrBuilder b;
         ir_builder_before(&b, rs[k].loop);
         b.loc = rs[k].loop->loc;
-        IrValue t = trip_count(&b, rs[k - 1].loop);
+        IrValue t = pass_ring_trip_count(&b, rs[k - 1].loop);
         base = k == 1 ? t : ir_build_binary(&b, IR_OP_ADD, base, t);
         pass_ring_rebase(f, rs[k].loop, rs[k].loop->operands[0], rs[k].loop->operands[2], base);
         IrValue from[MAX_COPIES + 2], to[MAX_COPIES + 2];
-        int m = 0;
-        for (int i = 0; i < rs[k].ncopy; i++) from[m] = rs[k].bufs[i], to[m++] = rs[0].bufs[i];
-        from[m] = rs[k].bars, to[m++] = rs[0].bars;
-        from[m] = rs[k].empty, to[m++] = rs[0].empty;
+        int m = ring_values(&rs[k], from);
+        ring_values(&rs[0], to);                 /* same_shape: as many, in the same order */
         for (int i = 0; i < m; i++) {
             if (from[i] == to[i]) continue;
             IrOp *def = f->values[from[i]].def;
@@ -274,10 +271,6 @@ static bool pure_before(const IrOp *at)
     return true;
 }
 
-/* The ring's buffers and barriers to the kernel's start, so that the producer can start
- * there, before the consumers' loads and conversions (attention's Q): those then run
- * while the ring is live, and codegen places their scratch before the ring's area
- * instead of over it (cg_module.c, smem_plan). */
 /* An op hoist_ring moved, and the op it stood before (to put it back). */
 typedef struct Moved {
     IrOp *op, *next;
@@ -291,14 +284,16 @@ static void move_to(IrOp *op, IrOp *before, Moved *log, int *n)
     ir_op_insert_before(op, before);
 }
 
+/* The ring's buffers and barriers to the kernel's start, so that the producer can start
+ * there, before the consumers' loads and conversions (attention's Q): those then run
+ * while the ring is live, and codegen places their scratch before the ring's area
+ * instead of over it (cg_module.c, smem_plan). Returns the moves, logged for
+ * unhoist_ring. */
 static int hoist_ring(IrFunc *f, const Ring *r, Moved *log)
 {
     IrOp *first = f->body.first;
     IrValue vs[MAX_COPIES + 2];
-    int n = 0, nlog = 0;
-    for (int i = 0; i < r->ncopy; i++) vs[n++] = r->bufs[i];
-    vs[n++] = r->bars;
-    vs[n++] = r->empty;
+    int n = ring_values(r, vs), nlog = 0;
     for (int i = 0; i < n; i++) {
         IrOp *d = f->values[vs[i]].def;
         if (!d || d->code != IR_OP_LOCAL_ALLOC || d->parent != &f->body) continue;
@@ -368,6 +363,15 @@ static void ping_pong(IrFunc *f, IrOp *prod, Ring *rs, int n)
     ir_build(&b, IR_OP_TURN, NULL, 0, NULL, 0, 0)->attr.i = IR_TURN_END;
 }
 
+/* The last mbarrier_init of the kernel's body before loop, or NULL. */
+static IrOp *last_init_before(IrFunc *f, const IrOp *loop)
+{
+    IrOp *last = NULL;
+    for (IrOp *o = f->body.first; o && o != loop; o = o->next)
+        if (o->code == IR_OP_MBARRIER_INIT) last = o;
+    return last;
+}
+
 static bool specialize(IrFunc *f, Ring *rs, int n)
 {
     for (int k = 1; k < n; k++)
@@ -379,17 +383,13 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
         bool ok = true;
         if (prologue_copies(f, rs, k, &ok) != (uint32_t)(rs[k].ncopy * (rs[k].slots - 1)) || !ok) return false;
     }
-    IrOp *last_init = NULL;
-    for (IrOp *o = f->body.first; o && o != rs[0].loop; o = o->next)
-        if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
+    IrOp *last_init = last_init_before(f, rs[0].loop);
     if (!last_init) return false;
     Moved moved[MAX_COPIES + 4];
     int nmoved = 0;
     if (!pure_before(last_init->next)) {
         nmoved = hoist_ring(f, &rs[0], moved);
-        last_init = NULL;
-        for (IrOp *o = f->body.first; o && o != rs[0].loop; o = o->next)
-            if (o->code == IR_OP_MBARRIER_INIT) last_init = o;
+        last_init = last_init_before(f, rs[0].loop);
         if (!pure_before(last_init->next)) {
             unhoist_ring(moved, nmoved);
             return false;

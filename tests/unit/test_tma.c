@@ -95,17 +95,25 @@ static void launch(TrtKernel *k, uint64_t pa, int32_t sa, int32_t sb, MockLaunch
     mock_last(l);
 }
 
+/* A 2-D map: its address, extents (contiguous first), the row's stride in bytes, its
+ * box and swizzle mode (3: CU_TENSOR_MAP_SWIZZLE_128B). */
+static void assert_map2d(const MockTensorMap *t, uint64_t address, int64_t d0, int64_t d1, int64_t stride,
+                         int32_t box0, int32_t box1, int swizzle)
+{
+    assert_int_equal(t->address, address);
+    assert_int_equal(t->dims[0], d0);
+    assert_int_equal(t->dims[1], d1);
+    assert_int_equal(t->strides[0], stride);
+    assert_int_equal(t->box[0], box0);
+    assert_int_equal(t->box[1], box1);
+    assert_int_equal(t->swizzle, swizzle);
+}
+
 /* C [M, N] (store_block, passes/tmastore.c): boxes of one staging chunk, 64 columns
  * (128 bytes, the 128-byte swizzle) by BM rows. */
 static void assert_c_map(const MockTensorMap *tc)
 {
-    assert_int_equal(tc->address, 0x100000);
-    assert_int_equal(tc->dims[0], N);
-    assert_int_equal(tc->dims[1], M);
-    assert_int_equal(tc->strides[0], 2 * N);
-    assert_int_equal(tc->box[0], 64);
-    assert_int_equal(tc->box[1], BM);
-    assert_int_equal(tc->swizzle, 3);
+    assert_map2d(tc, 0x100000, N, M, 2 * N, 64, BM, 3);
 }
 
 static void assert_maps(const MockLaunch *l, int32_t sa, int32_t sb)
@@ -119,24 +127,12 @@ static void assert_maps(const MockLaunch *l, int32_t sa, int32_t sb)
     assert_c_map(&l->tma[2]);
     assert_string_equal(ta->magic, "mocktma");
     /* A [M, K], K contiguous: extents (K, M), the row's bytes, boxes of 64 x BM, 128 B */
-    assert_int_equal(ta->address, 0x200000);
+    assert_map2d(ta, 0x200000, K, M, 2 * sa, 64, BM, 3);
     assert_int_equal(ta->rank, 2);
     assert_int_equal(ta->dtype, 1);                  /* 16-bit elements */
-    assert_int_equal(ta->dims[0], K);
-    assert_int_equal(ta->dims[1], M);
-    assert_int_equal(ta->strides[0], 2 * sa);
-    assert_int_equal(ta->box[0], 64);
-    assert_int_equal(ta->box[1], BM);
-    assert_int_equal(ta->swizzle, 3);                /* CU_TENSOR_MAP_SWIZZLE_128B */
     assert_int_equal(ta->oob_fill, 0);               /* zeros outside */
     /* B [K, N], N contiguous: boxes of 64 columns by BK rows, four to a stage */
-    assert_int_equal(tb->address, 0x300000);
-    assert_int_equal(tb->dims[0], N);
-    assert_int_equal(tb->dims[1], K);
-    assert_int_equal(tb->strides[0], 2 * sb);
-    assert_int_equal(tb->box[0], 64);
-    assert_int_equal(tb->box[1], BK);
-    assert_int_equal(tb->swizzle, 3);
+    assert_map2d(tb, 0x300000, N, K, 2 * sb, 64, BK, 3);
 }
 
 static void test_aligned_launch_passes_tensor_maps(void **state)
