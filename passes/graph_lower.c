@@ -1488,7 +1488,11 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
             dfull ? "rows_in[:, None] & (dv2 >= 0)" : "rows_in[:, None] & vmask[None, :]");
     Space out = flash_space(L, o, "dv2", "omask", "zv");
     scope(L, &out, "    ");
-    fprintf(L->o, "    let v%u = where(l[:, None] > 0.0, acc / l[:, None], 0.0) as %s;\n", A->out, ename(o->elem));
+    /* one reciprocal a row and a multiply an element: a division an element is a
+     * dozen instructions and a slow path each (64 of them a thread at d = 128), the
+     * largest part of the kernel ptxas assembles; a row that saw no key (l = 0) is 0 */
+    fputs("    let rl = where(l > 0.0, 1.0 / l, 0.0);\n", L->o);
+    fprintf(L->o, "    let v%u = (acc * rl[:, None]) as %s;\n", A->out, ename(o->elem));
     L->done[A->out] = true;
     return store_writes(L);
 }
