@@ -338,7 +338,7 @@ static bool cg_op(Cg *c, const IrOp *op)
         return cg_shared(c, op);
     case IR_OP_MBARRIER_INIT: case IR_OP_TMA_COPY: case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE:
     case IR_OP_TMA_STORE: case IR_OP_TMA_STORE_WAIT:
-    case IR_OP_PRODUCER: case IR_OP_TURN:
+    case IR_OP_PRODUCER: case IR_OP_TURN: case IR_OP_CLUSTER_SYNC:
         return cg_tma(c, op);
     case IR_OP_RAND: case IR_OP_RANDN: case IR_OP_PRINT: case IR_OP_ASSERT: case IR_OP_MULTIPLE_OF:
     case IR_OP_MAX_CONTIGUOUS:

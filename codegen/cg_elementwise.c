@@ -370,9 +370,14 @@ static LLVMValueRef constant(Cg *c, const IrOp *op, IrElem e)
     return LLVMConstInt(t, (unsigned long long)op->attr.i, 1);
 }
 
+/* A program is a CTA, or in a kernel of clusters (passes/cluster.c) a cluster of CTAs
+ * along x: its id along x is the cluster's, its rank among them cluster_rank. */
 static LLVMValueRef program_axis(Cg *c, const IrOp *op)
 {
-    if (op->code == IR_OP_LAUNCHED_PROGRAMS) return cg_sreg(c, "nctaid.x");
+    bool cl = ir_cluster_size(c->f) > 1;
+    if (op->code == IR_OP_CLUSTER_RANK) return cg_sreg(c, "cluster.ctarank");
+    if (op->code == IR_OP_LAUNCHED_PROGRAMS) return cg_sreg(c, cl ? "nclusterid.x" : "nctaid.x");
+    if (cl && op->attr.i == 0) return cg_sreg(c, op->code == IR_OP_NUM_PROGRAMS ? "nclusterid.x" : "clusterid.x");
     static const char *const ids[2][3] = {{"ctaid.x", "ctaid.y", "ctaid.z"}, {"nctaid.x", "nctaid.y", "nctaid.z"}};
     return cg_sreg(c, ids[op->code == IR_OP_NUM_PROGRAMS][op->attr.i]);
 }
@@ -452,7 +457,7 @@ bool cg_elementwise(Cg *c, const IrOp *op)
     CgLayout l = cg_layout_of(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS ||
-        op->code == IR_OP_LAUNCHED_PROGRAMS) {
+        op->code == IR_OP_LAUNCHED_PROGRAMS || op->code == IR_OP_CLUSTER_RANK) {
         LLVMValueRef v = op->code == IR_OP_CONST ? constant(c, op, rt->elem) : program_axis(c, op);
         for (uint32_t k = 0; k < out.n; k++) out.v[k] = v;
     } else if (op->code == IR_OP_ARANGE) {

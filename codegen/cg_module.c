@@ -379,6 +379,7 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
     int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
     out->ntma = n > 0 ? (uint32_t)n : 0;
     out->persistent = false;
+    out->cluster = (uint32_t)ir_cluster_size(k);
     for (const IrOp *o = k->body.first; o; o = o->next)
         if (o->code == IR_OP_LAUNCHED_PROGRAMS) out->persistent = true;
     return n >= 0;
@@ -662,6 +663,9 @@ static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
     const char *arch = o->arch ? o->arch : "sm_90a";
     double t0 = tl_now_ms();
     *j = (Job){0};
+    /* a GPU pass refused what the kernel asks for (passes/cluster.c: rows that do not
+     * split): the error stands, and there is no code for the kernel */
+    if (d->nerrors) return false;
     if (!cg_arch_supported(arch)) {
         diag_error(d, (Loc){0}, "unknown GPU architecture '%s' (supported: sm_90a, sm_80)", arch);
         return false;

@@ -191,24 +191,39 @@ void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta)
     }
 }
 
-/* Writes `.minnctapersm N` after the `.maxntid` line of each chosen entry. */
+/* ptx with `line` (which begins with a newline) after the `.maxntid` line of entry
+ * `name` (ptx itself, freed, when it has none). */
+static char *after_maxntid(char *ptx, const char *name, const char *line)
+{
+    char head[256];
+    snprintf(head, sizeof head, ".entry %s(", name);
+    char *entry = strstr(ptx, head), *at = entry ? strstr(entry, "\n.maxntid") : NULL;
+    if (!at || !(at = strchr(at + 1, '\n'))) return ptx;
+    size_t pre = (size_t)(at - ptx), len = strlen(ptx), n = strlen(line);
+    char *out = tl_malloc(len + n + 1);
+    if (!out) tl_oom();
+    memcpy(out, ptx, pre);
+    memcpy(out + pre, line, n);
+    memcpy(out + pre + n, at, len - pre + 1);
+    tl_free(ptx);
+    return out;
+}
+
+/* Writes `.minnctapersm N` after the `.maxntid` line of each chosen entry, and a
+ * kernel of clusters' `.reqnctapercluster N, 1, 1` (passes/cluster.c: its CTAs along x;
+ * LLVM 19 writes no such directive). */
 char *cg_occupancy_directives(char *ptx, const IrModule *m, const int *mincta)
 {
     for (uint32_t i = 0; i < m->nfuncs; i++) {
-        if (!mincta[i]) continue;
-        char head[256], line[64];
-        snprintf(head, sizeof head, ".entry %s(", m->funcs[i]->name);
-        char *entry = strstr(ptx, head), *at = entry ? strstr(entry, "\n.maxntid") : NULL;
-        if (!at || !(at = strchr(at + 1, '\n'))) continue;
-        int n = snprintf(line, sizeof line, "\n.minnctapersm %d", mincta[i]);
-        size_t pre = (size_t)(at - ptx), len = strlen(ptx);
-        char *out = tl_malloc(len + (size_t)n + 1);
-        if (!out) tl_oom();
-        memcpy(out, ptx, pre);
-        memcpy(out + pre, line, (size_t)n);
-        memcpy(out + pre + (size_t)n, at, len - pre + 1);
-        tl_free(ptx);
-        ptx = out;
+        char line[64];
+        if (mincta[i]) {
+            snprintf(line, sizeof line, "\n.minnctapersm %d", mincta[i]);
+            ptx = after_maxntid(ptx, m->funcs[i]->name, line);
+        }
+        if (m->funcs[i]->kind == IR_FUNC_KERNEL && ir_cluster_size(m->funcs[i]) > 1) {
+            snprintf(line, sizeof line, "\n.reqnctapercluster %d, 1, 1", ir_cluster_size(m->funcs[i]));
+            ptx = after_maxntid(ptx, m->funcs[i]->name, line);
+        }
     }
     return ptx;
 }

@@ -8,6 +8,17 @@
  *   tma_wait %bars, %s, %ph every thread: mbarrier.try_wait.parity until bars[s] has
  *                           completed the phase of parity ph
  *
+ * Clusters (passes/cluster.c). A `multicast` tma_copy's boxes are shared among the
+ * cluster's CTAs: CTA r issues boxes r, r + n, ... with .multicast::cluster to every CTA,
+ * each landing at the same stage offset of every CTA and completing the transaction on
+ * the same barrier there; each CTA's thread still expects the whole block's bytes on its
+ * own barrier (a peer's bytes may land before that expectation: the phase cannot
+ * complete before the arrival that carries it). A `cluster` mbarrier_arrive arrives on
+ * the barrier of every CTA (lane q of each warp on CTA q's, through mapa), so a stage
+ * is refilled only when every CTA's warps are done with it: the empty barriers count
+ * every CTA's warps. cluster_sync is barrier.cluster (arrive.release, wait.acquire) of
+ * every thread; a producer warpgroup's threads arrive on a final one before they leave.
+ *
  * Descriptors. Each distinct (pointer, shape, strides, box, swizzle) of the kernel's
  * tma_copy ops is one tensor map (CUtensorMap, 128 bytes), passed as a hidden kernel
  * parameter after the run-time ones, in the order cg_tma_descs gives (the order of first
@@ -213,6 +224,23 @@ static bool lower_copy(Cg *c, const IrOp *op)
     asm_void(c, NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}");
     LLVMValueRef ex[2] = {bar, cg_i32c(c, stage_bytes)};
     asm_void(c, ex, 2, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,n,~{memory}");
+    int32_t n = ir_cluster_size(c->f);
+    if (op->attr.i && n > 1 && nbox % n == 0) {     /* this CTA's share of the boxes, to every CTA */
+        LLVMValueRef rank = cg_sreg(c, "cluster.ctarank");
+        LLVMValueRef mask = LLVMConstInt(LLVMInt16TypeInContext(c->ctx), (1u << n) - 1, 0);
+        for (int32_t t = 0; t < nbox / n; t++) {
+            LLVMValueRef j = cg_add(c->b, rank, cg_i32c(c, (int64_t)t * n));
+            LLVMValueRef args[6] = {cg_add(c->b, dst0, cg_mul(c->b, j, cg_i32c(c, (int64_t)rows * sw))), map,
+                                    cg_add(c->b, of, cg_mul(c->b, j, cg_i32c(c, boxw))), os, bar, mask};
+            asm_void(c, args, 6,
+                     "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                     "[$0], [$1, {$2, $3}], [$4], $5;",
+                     "r,l,r,r,r,h,~{memory}");
+        }
+        end_if(c, after);
+        return true;
+    }
+    if (op->attr.i) return cg_error(c, op, "internal error: a multicast copy of %d boxes among %d CTAs", nbox, n);
     for (int32_t j = 0; j < nbox; j++) {
         LLVMValueRef args[5] = {cg_add(c->b, dst0, cg_i32c(c, (int64_t)j * rows * sw)), map,
                                 cg_add(c->b, of, cg_i32c(c, (int64_t)j * boxw)), os, bar};
@@ -247,13 +275,40 @@ static bool lower_wait(Cg *c, const IrOp *op)
  * before, and a wgmma's were retired by its wait_group). */
 static bool lower_arrive(Cg *c, const IrOp *op)
 {
-    LLVMValueRef cond = LLVMBuildICmp(c->b, LLVMIntEQ, c->lane, cg_i32c(c, 0), "");
+    int32_t n = op->attr.i ? ir_cluster_size(c->f) : 1;
+    LLVMValueRef cond = n > 1 ? LLVMBuildICmp(c->b, LLVMIntULT, c->lane, cg_i32c(c, n), "")
+                              : LLVMBuildICmp(c->b, LLVMIntEQ, c->lane, cg_i32c(c, 0), "");
     if (op->noperands > 2) cond = LLVMBuildAnd(c->b, cond, cg_get(c, op->operands[2]).v[0], "");
     LLVMValueRef addr = barrier_addr(c, op->operands[0], cg_get(c, op->operands[1]).v[0]);
     LLVMBasicBlockRef after = begin_if(c, cond);
-    asm_void(c, &addr, 1, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}");
+    if (n > 1) {   /* lane q: on CTA q's barrier */
+        LLVMValueRef args[2] = {addr, c->lane};
+        asm_void(c, args, 2,
+                 "{\n.reg .b32 tile_remote;\nmapa.shared::cluster.u32 tile_remote, $0, $1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [tile_remote];\n}",
+                 "r,r,~{memory}");
+    } else {
+        asm_void(c, &addr, 1, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}");
+    }
     end_if(c, after);
     return true;
+}
+
+/* Every thread of the cluster: arrive (release: this thread's writes and arrivals before
+ * it), then wait (acquire) until every thread of every CTA has arrived. */
+static bool lower_cluster_sync(Cg *c)
+{
+    asm_void(c, NULL, 0, "barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", "~{memory}");
+    return true;
+}
+
+/* cluster_syncs after the producer op at its level: its warpgroup's threads, which leave
+ * after the region, arrive on the one that ends the kernel (at most one). */
+static int syncs_after(const IrOp *op)
+{
+    int n = 0;
+    for (const IrOp *o = op->next; o; o = o->next) n += o->code == IR_OP_CLUSTER_SYNC;
+    return n;
 }
 
 /* Each element of the value where it lies inside the tensor, stored by its own
@@ -421,18 +476,28 @@ static bool lower_producer(Cg *c, const IrOp *op)
     if (c->producer_threads != 128 || c->in_producer || c->consumers)
         return cg_error(c, op, "internal error: a producer the kernel's launch does not provide for");
     char text[64];
+    int syncs = syncs_after(op);
+    if (syncs > 1) return cg_error(c, op, "internal error: %d cluster_syncs after a producer (at most one)", syncs);
     LLVMBasicBlockRef prod = cg_block_new(c, "ws.producer"), run = cg_block_new(c, "ws.issue"),
-                      cons = cg_block_new(c, "ws.consumer");
+                      cons = cg_block_new(c, "ws.consumer"), leave = c->exit_bb;
+    if (syncs) {   /* the producer's threads arrive on the final cluster barrier as they leave */
+        leave = cg_block_new(c, "ws.leave");
+        LLVMBasicBlockRef here = LLVMGetInsertBlock(c->b);
+        LLVMPositionBuilderAtEnd(c->b, leave);
+        asm_void(c, NULL, 0, "barrier.cluster.arrive.release;", "~{memory}");
+        LLVMBuildBr(c->b, c->exit_bb);
+        LLVMPositionBuilderAtEnd(c->b, here);
+    }
     LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->tid, cg_i32c(c, c->threads), ""), prod, cons);
     LLVMPositionBuilderAtEnd(c->b, prod);
     snprintf(text, sizeof text, "setmaxnreg.dec.sync.aligned.u32 %d;", (int)(op->attr.i & 0xffff));
     asm_void(c, NULL, 0, text, "~{memory}");
-    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, c->threads), ""), run, c->exit_bb);
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, c->threads), ""), run, leave);
     LLVMPositionBuilderAtEnd(c->b, run);
     c->in_producer = true;
     bool ok = cg_body(c, &op->regions[0]);
     c->in_producer = false;
-    if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);
+    if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, leave);
     LLVMPositionBuilderAtEnd(c->b, cons);
     snprintf(text, sizeof text, "setmaxnreg.inc.sync.aligned.u32 %d;", (int)(op->attr.i >> 16));
     asm_void(c, NULL, 0, text, "~{memory}");
@@ -485,6 +550,7 @@ bool cg_tma(Cg *c, const IrOp *op)
     case IR_OP_TURN: return lower_turn(c, op);
     case IR_OP_TMA_STORE: return lower_store(c, op);
     case IR_OP_TMA_STORE_WAIT: return lower_store_wait(c);
+    case IR_OP_CLUSTER_SYNC: return lower_cluster_sync(c);
     default: return cg_error(c, op, "not a TMA op");
     }
 }

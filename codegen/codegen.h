@@ -75,6 +75,10 @@ typedef struct CgKernelInfo {
     /* The kernel walks its grid's programs (passes/persistent.c: it reads
      * launched_programs): launch at most as many as the device holds at once, along x. */
     bool persistent;
+    /* CTAs of a cluster (the launch key cluster, passes/cluster.c): the PTX requires
+     * that many along x (.reqnctapercluster); the grid's programs are clusters, so a
+     * launch runs this many CTAs a program. 1: no cluster. */
+    uint32_t cluster;
     CgTmaDesc tma[CG_MAX_TMA];
 } CgKernelInfo;
 

@@ -967,6 +967,7 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     }
     case IR_OP_PRODUCER: return exec_producer(I, op);
     case IR_OP_TURN: return EX_OK;   /* it orders the warpgroups' dots; computes nothing */
+    case IR_OP_CLUSTER_SYNC: return EX_OK;   /* the CTAs of a cluster run one after another here */
     case IR_OP_TMA_WAIT:
         if (op->attr.i == 0 && (I->prod.loop || I->prod.outer)) {
             ExecStatus st = producer_step(I, op);
@@ -1067,6 +1068,17 @@ static bool is_persistent(const IrFunc *k)
     return false;
 }
 
+/* The CTAs each program runs on: a kernel whose rows passes/cluster.c split among the
+ * CTAs of a cluster (it reads cluster_rank) runs each program once per rank, one after
+ * another: each CTA computes its share, and what the CTAs share (a multicast block,
+ * barriers counting every CTA's arrivals) the interpreter's model gives each whole. */
+static int64_t cluster_ranks(const IrFunc *k)
+{
+    for (const IrOp *o = k->body.first; o; o = o->next)
+        if (o->code == IR_OP_CLUSTER_RANK) return ir_cluster_size(k);
+    return 1;
+}
+
 bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
                 const int64_t given[3], const InterpOptions *opt, DiagList *diags)
 {
@@ -1080,6 +1092,7 @@ bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
     }
     Interp I;
     if (!interp_setup(&I, kernel, args, nargs, diags, true)) return false;
+    int64_t ranks = cluster_ranks(kernel);
     I.out = opt && opt->print_out ? opt->print_out : stdout;
     if (opt && opt->max_loop_iterations > 0) I.max_iters = opt->max_loop_iterations;
     if (opt) {
@@ -1101,7 +1114,8 @@ bool interp_run(const IrFunc *kernel, const InterpArg *args, uint32_t nargs,
                          kernel->name, grid[0], grid[1], grid[2], I.max_work);
     for (I.pid[2] = 0; ok && I.pid[2] < grid[2]; I.pid[2]++)
         for (I.pid[1] = 0; ok && I.pid[1] < grid[1]; I.pid[1]++)
-            for (I.pid[0] = 0; ok && I.pid[0] < grid[0]; I.pid[0]++) ok = run_program(&I);
+            for (I.pid[0] = 0; ok && I.pid[0] < grid[0]; I.pid[0]++)
+                for (I.rank = 0; ok && I.rank < ranks; I.rank++) ok = run_program(&I);
     tl_free(I.vals);
     return ok;
 }

@@ -25,6 +25,7 @@ typedef struct Interp {
     const InterpArg *args;
     Tile *vals;                  /* fn->nvalues entries */
     int64_t pid[3], grid[3];
+    int64_t rank;                /* cluster_rank: the CTA of the program's cluster running */
     int64_t max_iters;
     InterpObserver observe;
     void *observe_ud;

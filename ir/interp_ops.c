@@ -739,6 +739,7 @@ bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res)
     case IR_OP_CONST: return op_const(I, op, res);
     case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: return op_program_axis(I, op, res);
     case IR_OP_LAUNCHED_PROGRAMS: res->s[0].i = I->grid[0]; return true;
+    case IR_OP_CLUSTER_RANK: res->s[0].i = I->rank; return true;
     case IR_OP_ARANGE: op_arange(I, op, res); return true;
     case IR_OP_SPLAT: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: op_copy_data(I, op, res); return true;
     case IR_OP_BROADCAST: op_broadcast(I, op, res); return true;

@@ -127,6 +127,11 @@ enum { IR_AXIS_MASK = 0xff, IR_SCAN_REVERSE = 0x100 };
 /* turn's attr.i (ops.def): the warpgroups' ping-pong */
 enum { IR_TURN_WAIT = 0, IR_TURN_PASS = 1, IR_TURN_START = 2, IR_TURN_END = 3 };
 extern const char *const ir_turn_names[4];   /* "wait", "pass", "start", "end" */
+/* The cluster flags (passes/cluster.c): block_load's attr.i IR_BLOCK_MULTICAST, printed
+ * `multicast` (the block is the same in every CTA of the cluster), tma_copy's 1 (printed
+ * `multicast`: the CTAs copy shares of it into every CTA), mbarrier_arrive's 1 (printed
+ * `cluster`: the arrival is on the barrier of every CTA of the cluster). */
+enum { IR_BLOCK_MULTICAST = 1 };
 typedef uint32_t IrValue;
 #define IR_NO_VALUE UINT32_MAX
 
@@ -193,6 +198,10 @@ struct IrFunc {
                                     (passes/persistent.c); default 0 */
     int overlap;                 /* @launch(overlap = 1): attention's next block's softmax
                                     under this block's P V (passes/rotate.c); default 0 */
+    int cluster;                 /* @launch(cluster = 2): each program runs on a cluster of
+                                    that many CTAs, its rows split among them, the operands
+                                    they share multicast by TMA (passes/cluster.c);
+                                    0 or 1: one CTA a program */
     IrFunc *grid;                /* a kernel's grid(...) as a function: same params,
                                     returns 1..3 i32/i64 scalars; NULL if none */
     /* Bit i: pointer parameter i is 16-byte aligned (pass_specialize, for the variant
@@ -224,16 +233,19 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
                        uint32_t nparams);
 IrFunc *ir_module_find(const IrModule *m, const char *name);
 /* The launch keys every kernel has beside its const parameters: "warps", "stages", "ws"
- * (warp specialization), "persistent" (a persistent grid) and "overlap" (attention's
- * softmax under the tensor cores, passes/rotate.c). ir_launch_key says whether `name` is one;
- * ir_launch_value gives a kernel's value of one (with the defaults 4, 2, 0, 0 and 0);
+ * (warp specialization), "persistent" (a persistent grid), "overlap" (attention's
+ * softmax under the tensor cores, passes/rotate.c) and "cluster" (CTAs a program, passes/
+ * cluster.c). ir_launch_key says whether `name` is one; ir_launch_value gives a
+ * kernel's value of one (with the defaults 4, 2, 0, 0, 0 and 1);
  * ir_launch_set sets it. ir_launch_check returns NULL if `v` is a valid value of the
  * key, else what is wrong ("warps must be a power of two from 1 to 32"). */
 bool ir_launch_key(const char *name);
 int64_t ir_launch_value(const IrFunc *f, const char *name);
 void ir_launch_set(IrFunc *f, const char *name, int64_t v);
 const char *ir_launch_check(const char *name, int64_t v);
-#define IR_LAUNCH_KEYS "warps, stages, ws, persistent, overlap"
+#define IR_LAUNCH_KEYS "warps, stages, ws, persistent, overlap, cluster"
+/* CTAs a program of f runs on: its cluster key, 1 when unset */
+int ir_cluster_size(const IrFunc *f);
 
 /* The hidden parameters that passes/bounds.c appended to a checked kernel: one i64
  * element count `%NAME.n` per pointer parameter NAME, then the report `%bounds.report:

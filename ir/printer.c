@@ -291,6 +291,12 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:      /* cumsum 0 reverse %x */
         fprintf(out, " %" PRId64 "%s", op->attr.i & IR_AXIS_MASK, op->attr.i & IR_SCAN_REVERSE ? " reverse" : "");
         break;
+    case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* block_load multicast %p, ... */
+        if (op->attr.i & IR_BLOCK_MULTICAST) fputs(" multicast", out);
+        break;
+    case IR_OP_MBARRIER_ARRIVE:       /* mbarrier_arrive cluster %bars, %s */
+        if (op->attr.i) fputs(" cluster", out);
+        break;
     case IR_OP_TURN:                  /* turn wait */
         fprintf(out, " %s", op->attr.i >= 0 && op->attr.i < 4 ? ir_turn_names[op->attr.i] : "?");
         break;
@@ -424,8 +430,10 @@ static void print_header(Namer *n, const IrFunc *f)
             fprintf(out, "%s%s = %" PRId64, i ? ", " : "", f->consts[i].name, f->consts[i].value);
         fputc('}', out);
     }
-    fprintf(out, " launch {warps = %d, stages = %d%s%s%s}", f->warps, f->stages, f->ws ? ", ws = 1" : "",
+    fprintf(out, " launch {warps = %d, stages = %d%s%s%s", f->warps, f->stages, f->ws ? ", ws = 1" : "",
             f->persistent ? ", persistent = 1" : "", f->overlap ? ", overlap = 1" : "");
+    if (ir_cluster_size(f) > 1) fprintf(out, ", cluster = %d", ir_cluster_size(f));
+    fputc('}', out);
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }
 

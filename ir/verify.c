@@ -705,6 +705,31 @@ static bool check_dot_wait(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* The cluster ops and flags (passes/cluster.c) belong to kernels of a cluster of CTAs;
+ * cluster_sync is a barrier of every thread, outside a producer's region. */
+static bool in_producer(const IrOp *op)
+{
+    for (const IrBlock *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
+        if (b->parent_op->code == IR_OP_PRODUCER) return true;
+    return false;
+}
+
+static bool check_cluster(Verifier *v, const IrOp *op)
+{
+    bool flagged = op->code == IR_OP_CLUSTER_RANK || op->code == IR_OP_CLUSTER_SYNC || op->attr.i != 0;
+    if (op->code == IR_OP_CLUSTER_RANK && (rty(v, op)->rank || rty(v, op)->elem != IR_I32))
+        return fail(v, op, "result must be i32, got %s", tstr(rty(v, op)).s);
+    if ((op->code == IR_OP_MBARRIER_ARRIVE || op->code == IR_OP_TMA_COPY || op->code == IR_OP_BLOCK_LOAD) &&
+        op->attr.i != 0 && op->attr.i != 1)
+        return fail(v, op, "has the flag 0 or 1, got %" PRId64, op->attr.i);
+    if (flagged && (v->f->kind != IR_FUNC_KERNEL || ir_cluster_size(v->f) < 2))
+        return fail(v, op, "%s a kernel whose programs run on clusters of CTAs (launch {cluster = 2})",
+                    op->code == IR_OP_CLUSTER_SYNC || op->code == IR_OP_CLUSTER_RANK ? "stands only in" : "is flagged for");
+    if (op->code == IR_OP_CLUSTER_SYNC && in_producer(op))
+        return fail(v, op, "is a barrier of every thread, not in a producer region");
+    return true;
+}
+
 /* turn: one of its four kinds, in a kernel of two consumer warpgroups (8 warps) beside a
  * producer, outside the producer's region. */
 static bool check_turn(Verifier *v, const IrOp *op)
@@ -712,8 +737,7 @@ static bool check_turn(Verifier *v, const IrOp *op)
     if (op->attr.i < 0 || op->attr.i > 3) return fail(v, op, "is wait, pass, start or end, got %" PRId64, op->attr.i);
     if (v->f->kind != IR_FUNC_KERNEL || v->f->warps != 8)
         return fail(v, op, "orders two consumer warpgroups: needs a kernel of 8 warps");
-    for (const IrBlock *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
-        if (b->parent_op->code == IR_OP_PRODUCER) return fail(v, op, "is for the consumers, not in a producer region");
+    if (in_producer(op)) return fail(v, op, "is for the consumers, not in a producer region");
     return true;
 }
 
@@ -784,8 +808,8 @@ static bool copy_loop_ok(Verifier *v, const IrOp *loop)
 }
 
 /* One producer per kernel, in its body, after ops that every thread may run (pure ones,
- * the buffers and their barriers); its region: scalar ops, one `for` of the copies,
- * `yield`. */
+ * the buffers and their barriers, the cluster's barrier); its region: scalar ops, one
+ * `for` of the copies, `yield`. */
 static bool check_producer(Verifier *v, const IrOp *op)
 {
     int64_t p = op->attr.i & 0xffff, c = op->attr.i >> 16;
@@ -794,8 +818,8 @@ static bool check_producer(Verifier *v, const IrOp *op)
     if (op->parent != &v->f->body || v->f->kind != IR_FUNC_KERNEL) return fail(v, op, "may only stand in a kernel's body");
     for (const IrOp *o = v->f->body.first; o != op; o = o->next) {
         unsigned fl = ir_op_info[o->code].flags;
-        if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT)
-            return fail(v, op, "must come before every op but pure ones, local_alloc and mbarrier_init; '%s' at %u:%u "
+        if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT && o->code != IR_OP_CLUSTER_SYNC)
+            return fail(v, op, "must come before every op but pure ones, local_alloc, mbarrier_init and cluster_sync; '%s' at %u:%u "
                         "comes before it", ir_op_info[o->code].text, o->loc.line, o->loc.col);
     }
     for (const IrOp *o = op->next; o; o = o->next)
@@ -944,7 +968,8 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_SELECT: return check_select(v, op);
     case IR_OP_ADDPTR: return check_addptr(v, op);
     case IR_OP_LOAD: return check_load(v, op);
-    case IR_OP_BLOCK_LOAD: return check_block_load(v, op);
+    case IR_OP_BLOCK_LOAD: return check_cluster(v, op) && check_block_load(v, op);
+    case IR_OP_CLUSTER_RANK: case IR_OP_CLUSTER_SYNC: return check_cluster(v, op);
     case IR_OP_BLOCK_STORE: return check_block_store(v, op);
     case IR_OP_STORE: return check_store(v, op);
     case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
@@ -966,11 +991,12 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_ASYNC_COPY: return check_async_copy(v, op);
     case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
     case IR_OP_MBARRIER_INIT: return check_mbarrier_init(v, op);
-    case IR_OP_TMA_COPY: return check_tma_copy(v, op);
+    case IR_OP_TMA_COPY: return check_cluster(v, op) && check_tma_copy(v, op);
     case IR_OP_TMA_STORE: return check_tma_store(v, op);
     case IR_OP_TMA_STORE_WAIT: return true;
     case IR_OP_DOT_WAIT: return check_dot_wait(v, op);
-    case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE: return check_tma_wait(v, op);
+    case IR_OP_TMA_WAIT: return check_tma_wait(v, op);
+    case IR_OP_MBARRIER_ARRIVE: return check_cluster(v, op) && check_tma_wait(v, op);
     case IR_OP_PRODUCER: return check_producer(v, op);
     case IR_OP_TURN: return check_turn(v, op);
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: return op->attr.i >= 0 ? true : fail(v, op, "counts groups: at least 0");

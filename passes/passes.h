@@ -34,6 +34,7 @@ extern const PassInfo pass_table[];
 extern const unsigned pass_count;
 
 /* The GPU level (after specialization, before codegen): */
+bool pass_cluster(IrFunc *f);      /* cluster.c: a program's rows split among the CTAs of a cluster (cluster = n) */
 bool pass_block_load(IrFunc *f);   /* blockload.c: block_load (block_store) as the load (store) of a pointer tile */
 bool pass_dot_pad(IrFunc *f);      /* dotpad.c: dots below 16 in a dimension padded to 16 */
 bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, shape ops to the leaves */

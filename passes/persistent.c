@@ -318,12 +318,14 @@ static bool applicable(const IrFunc *f)
 }
 
 /* Done once before the walk: ops of the kernel's body that do not depend on the
- * program and have no effect (or make the shared buffers and their barriers), reading
- * only parameters and such ops. */
+ * program and have no effect (or make the shared buffers and their barriers, and the
+ * cluster's barrier after them), reading only parameters and such ops. */
 static bool is_setup(const Pk *p, const IrOp *o, const bool *setup_val)
 {
     unsigned fl = ir_op_info[o->code].flags;
-    if (o->nregions || (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT)) return false;
+    if (o->nregions || (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT &&
+                        o->code != IR_OP_CLUSTER_SYNC))
+        return false;
     for (uint32_t i = 0; i < o->nresults; i++)
         if (p->vary[o->results[i]]) return false;
     for (uint32_t i = 0; i < o->noperands; i++) {
@@ -353,8 +355,9 @@ static bool walk(Pk *p)
     IrOp *prod = NULL, *rings[MAX_RINGS], *ret = f->body.last;
     int nr = ring_loops(&f->body, rings, MAX_RINGS);
     /* the wait for the TMA stores (passes/tmastore.c) stays after the walk: the stores
-     * of one tile drain while the next is computed */
-    if (ret->prev && ret->prev->code == IR_OP_TMA_STORE_WAIT) ret = ret->prev;
+     * of one tile drain while the next is computed; so does the cluster's last barrier
+     * (passes/shared.c) */
+    while (ret->prev && (ret->prev->code == IR_OP_TMA_STORE_WAIT || ret->prev->code == IR_OP_CLUSTER_SYNC)) ret = ret->prev;
     for (IrOp *o = f->body.first; o; o = o->next)
         if (o->code == IR_OP_PRODUCER) prod = o;
     if (any_op(&f->body, is_init)) {

@@ -65,6 +65,7 @@ typedef struct Cand {
     View views[MAX_VIEWS];
     int nviews;
     IrValue buf;
+    bool multicast;              /* the CTAs of the cluster copy shares of it into every CTA */
 } Cand;
 
 typedef struct Pipe {
@@ -340,7 +341,7 @@ static void emit_tma_copies(Pipe *p, IrBuilder *b, Cand *cs, int n, IrValue iv, 
         uint32_t k = 3;
         for (uint32_t j = 0; j < ld->noperands; j++) ops[k++] = p->map[ld->operands[j]];
         ops[k++] = live;
-        ir_build(b, IR_OP_TMA_COPY, ops, k, NULL, 0, 0);
+        ir_build(b, IR_OP_TMA_COPY, ops, k, NULL, 0, 0)->attr.i = cs[i].multicast;
     }
 }
 
@@ -544,7 +545,9 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     bool top = (early && !strcmp(early, "1")) || (f->ws && ndots > 1);
     bool late = !top || (stages >= 3 && ndots == 1 && wgmma_views);
     const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
-    bool barrier = rel && !strcmp(rel, "barrier");
+    bool cluster = false;   /* a multicast ring: each CTA's warps release the stage in every CTA */
+    for (int i = 0; i < n; i++) cluster |= cs[i].multicast;
+    bool barrier = rel && !strcmp(rel, "barrier") && !cluster;
     if (!late && !barrier) {
         IrValue prev_stage = ir_build_binary(b, IR_OP_REM, ir_build_binary(b, IR_OP_ADD, j, iconst(b, st, dist)), iconst(b, st, stages));
         IrValue after_first = ir_build_cmp(b, IR_CMP_LT, iconst(b, st, 0), j);
@@ -564,7 +567,7 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     e.loc = loop->loc;
     if (!late && !barrier) {
         IrValue aops[2] = {empty, stage};
-        ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 2, NULL, 0, 0);
+        ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 2, NULL, 0, 0)->attr.i = cluster;
         goto done;
     }
     /* iteration j-1's stage (the one j+S-1's copies refill): every warp releases it
@@ -579,7 +582,7 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     }
     IrValue after_first = ir_build_cmp(&e, IR_CMP_LT, iconst(&e, st, 0), j);
     IrValue aops[3] = {empty, next_stage, after_first};
-    ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 3, NULL, 0, 0);
+    ir_build(&e, IR_OP_MBARRIER_ARRIVE, aops, 3, NULL, 0, 0)->attr.i = cluster;
     IrValue jm1 = ir_build_binary(&e, IR_OP_SUB, j, iconst(&e, st, 1));
     IrValue ephase = ir_build_binary(&e, IR_OP_REM, ir_build_binary(&e, IR_OP_DIV, jm1, iconst(&e, st, stages)), iconst(&e, st, 2));
     IrValue eops[4] = {empty, next_stage, ephase, after_first};
@@ -599,6 +602,42 @@ done:
     tl_free(p->in_slice);
     tl_free(p->map);
     return true;
+}
+
+/* In a kernel of clusters (passes/cluster.c), the ring's block loads that are the same
+ * in every CTA (`multicast`) are copied by TMA multicast: CTA r issues boxes r, r + n,
+ * ... of each into every CTA (codegen/cg_tma.c), where the block's boxes (the NVMMA
+ * stage's blocks of swizzle bytes) divide among the n CTAs; true if any is (cs[i].
+ * multicast set). Such a ring's stages are released by every CTA's warps. */
+static bool multicast_ring(const IrFunc *f, Cand *cs, int n, const IrType *bars)
+{
+    (void)bars;
+    int ctas = ir_cluster_size(f);
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        const IrType *bt = ir_value_type(f, cs[i].buf);
+        const IrLayout *l = bt->layout;
+        int fast = l->order[0] - 1, eb = ir_elem_bytes(bt->elem);
+        int32_t boxes = l->swizzle_bytes ? bt->shape[1 + fast] * eb / l->swizzle_bytes : 0;
+        cs[i].multicast = ctas > 1 && (cs[i].load->attr.i & IR_BLOCK_MULTICAST) && boxes > 0 && boxes % ctas == 0;
+        any |= cs[i].multicast;
+    }
+    return any;
+}
+
+/* A barrier of the cluster after a multicast ring's mbarrier_inits (every CTA's barriers
+ * are ready before a peer arrives on them or copies into them, its prologue's copies
+ * included) and one before the kernel returns (no CTA leaves while a peer may still do
+ * either), that one once. */
+static void cluster_syncs(IrFunc *f, IrBuilder *b)
+{
+    IrOp *ret = f->body.last;
+    ir_build(b, IR_OP_CLUSTER_SYNC, NULL, 0, NULL, 0, 0);
+    if (ret && ret->code == IR_OP_RETURN && !(ret->prev && ret->prev->code == IR_OP_CLUSTER_SYNC)) {
+        IrBuilder e;
+        ir_builder_before(&e, ret);
+        ir_build(&e, IR_OP_CLUSTER_SYNC, NULL, 0, NULL, 0, 0);
+    }
 }
 
 static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin, uint32_t base)
@@ -657,10 +696,12 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         IrOp *empty = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
         empty->attr.i = offset + bar_half;
         offset += bar_bytes;
+        int ctas = multicast_ring(f, cs, n, bt) ? ir_cluster_size(f) : 1;
         IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, full->results, 1, NULL, 0, 0);
         init->attr.i = n;        /* one arrival per copy of a stage (each with its bytes) */
         init = ir_build(&b, IR_OP_MBARRIER_INIT, empty->results, 1, NULL, 0, 0);
-        init->attr.i = f->warps > 0 ? f->warps : 4;   /* every warp releases the stage */
+        init->attr.i = (f->warps > 0 ? f->warps : 4) * ctas;   /* every warp (of every CTA) releases the stage */
+        if (ctas > 1) cluster_syncs(f, &b);
         return pipeline_tma(&p, &b, cs, n, stages, full->results[0], empty->results[0]);
     }
     /* How far ahead the copies run: S-1 iterations. A loop of one wgmma dot with at

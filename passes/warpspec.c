@@ -259,14 +259,15 @@ static void merge_rings(IrFunc *f, Ring *rs, int n)
     }
 }
 
-/* The ops before `at` are pure, local_allocs or mbarrier_inits: every warp may run them,
- * the producer's too. */
+/* The ops before `at` are pure, local_allocs, mbarrier_inits or the cluster barriers
+ * after them (passes/shared.c): every warp may run them, the producer's too. */
 static bool pure_before(const IrOp *at)
 {
     const IrBlock *body = at->parent;
     for (const IrOp *o = body->first; o != at; o = o->next) {
         unsigned fl = ir_op_info[o->code].flags;
-        if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT) return false;
+        if (!(fl & IR_P) && o->code != IR_OP_LOCAL_ALLOC && o->code != IR_OP_MBARRIER_INIT && o->code != IR_OP_CLUSTER_SYNC)
+            return false;
     }
     return true;
 }
@@ -303,11 +304,15 @@ static int hoist_ring(IrFunc *f, const Ring *r, Moved *log)
         if (d != first) move_to(d, first, log, &nlog);
         else first = d->next;
     }
+    IrOp *sync = NULL;   /* a multicast ring's cluster barrier after its inits goes with them */
     for (IrOp *o = first, *next; o; o = next) {
         next = o->next;
-        if (o->code == IR_OP_MBARRIER_INIT && (o->operands[0] == r->bars || o->operands[0] == r->empty))
+        if (o->code == IR_OP_MBARRIER_INIT && (o->operands[0] == r->bars || o->operands[0] == r->empty)) {
+            if (next && next->code == IR_OP_CLUSTER_SYNC) sync = next;
             move_to(o, first, log, &nlog);
+        }
     }
+    if (sync) move_to(sync, first, log, &nlog);
     return nlog;
 }
 
@@ -363,12 +368,14 @@ static void ping_pong(IrFunc *f, IrOp *prod, Ring *rs, int n)
     ir_build(&b, IR_OP_TURN, NULL, 0, NULL, 0, 0)->attr.i = IR_TURN_END;
 }
 
-/* The last mbarrier_init of the kernel's body before loop, or NULL. */
+/* The last mbarrier_init of the kernel's body before loop (or the cluster barrier
+ * right after it: the producer starts after both), or NULL. */
 static IrOp *last_init_before(IrFunc *f, const IrOp *loop)
 {
     IrOp *last = NULL;
     for (IrOp *o = f->body.first; o && o != loop; o = o->next)
         if (o->code == IR_OP_MBARRIER_INIT) last = o;
+    while (last && last->next && last->next->code == IR_OP_CLUSTER_SYNC) last = last->next;
     return last;
 }
 

@@ -444,6 +444,16 @@ static void case_matmul_bf16(Case *c)
     snprintf(c->shape, sizeof c->shape, "%dx%dx%d", M, N, K);
 }
 
+/* The same GEMM with each program on a cluster of two CTAs (passes/cluster.c): each CTA
+ * computes half of the program's rows, B's blocks multicast between them by TMA. */
+static void case_matmul_bf16_cluster(Case *c)
+{
+    def(c, "cluster", 2);
+    if (on_gpu) def(c, "BM", 256);   /* 128 rows a CTA: the default's per-CTA tile */
+    else def(c, "BN", 128);          /* B's stages two boxes of 128 bytes: one from each CTA */
+    case_matmul_bf16(c);
+}
+
 static void case_gemm_bias_gelu(Case *c)
 {
     int M, N, K;
@@ -1015,6 +1025,7 @@ static const Example examples[] = {
     {"histogram.tile", "histogram", case_histogram},
     {"adamw.tile", "adamw", case_adamw},
     {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16},
+    {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16_cluster},
     {"gemm_bias_gelu.tile", "gemm_bias_gelu", case_gemm_bias_gelu},
     {"matmul_fp8.tile", "matmul_fp8", case_matmul_fp8_rowwise},
     {"matmul_fp8.tile", "matmul_fp8", case_matmul_fp8_tensor},
