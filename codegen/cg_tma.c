@@ -45,6 +45,11 @@
 #include "ir/target.h"
 #include "passes/passes.h"
 
+/* A multicast tma_copy of a block of nbox boxes among n CTAs: each CTA issues nbox / n
+ * whole boxes, or (where they do not divide) each box's rows r * rows / n .. with a box
+ * of rows / n rows (whole 8-row swizzle atoms: passes/shared.c multicast_ring). */
+static bool multicast_rows(int32_t nbox, int n) { return nbox % n != 0; }
+
 /* Where the pointer operand of a tma_copy or tma_store is; its shapes, strides and
  * offsets follow it (x 2 each). */
 static uint32_t ptr_operand(const IrOp *op) { return op->code == IR_OP_TMA_STORE ? 2 : 3; }
@@ -66,6 +71,9 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc
     out->swizzle = (uint32_t)l->swizzle_bytes;
     out->box[0] = (uint16_t)(l->swizzle_bytes / eb);
     out->box[1] = (uint16_t)bt->shape[1 + slow];
+    int n = ir_cluster_size(f);
+    if (op->code == IR_OP_TMA_COPY && op->attr.i && n > 1 && multicast_rows(bt->shape[1 + fast] / out->box[0], n))
+        out->box[1] = (uint16_t)(out->box[1] / n);
     uint32_t sh = ptr_operand(op) + 1;
     out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[sh])->elem) * 8;
     int axes[2] = {fast, slow};
@@ -225,13 +233,19 @@ static bool lower_copy(Cg *c, const IrOp *op)
     LLVMValueRef ex[2] = {bar, cg_i32c(c, stage_bytes)};
     asm_void(c, ex, 2, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,n,~{memory}");
     int32_t n = ir_cluster_size(c->f);
-    if (op->attr.i && n > 1 && nbox % n == 0) {     /* this CTA's share of the boxes, to every CTA */
+    if (op->attr.i && n > 1) {     /* this CTA's share of the block, to every CTA */
         LLVMValueRef rank = cg_sreg(c, "cluster.ctarank");
         LLVMValueRef mask = LLVMConstInt(LLVMInt16TypeInContext(c->ctx), (1u << n) - 1, 0);
-        for (int32_t t = 0; t < nbox / n; t++) {
-            LLVMValueRef j = cg_add(c->b, rank, cg_i32c(c, (int64_t)t * n));
-            LLVMValueRef args[6] = {cg_add(c->b, dst0, cg_mul(c->b, j, cg_i32c(c, (int64_t)rows * sw))), map,
-                                    cg_add(c->b, of, cg_mul(c->b, j, cg_i32c(c, boxw))), os, bar, mask};
+        bool by_rows = multicast_rows(nbox, n);
+        if (by_rows && rows % (8 * n)) return cg_error(c, op, "internal error: a multicast copy of %d rows among %d CTAs", rows, n);
+        /* by boxes: boxes rank + t n; by rows: every box, rows rank * rows / n .. */
+        LLVMValueRef sub = by_rows ? cg_mul(c->b, rank, cg_i32c(c, rows / n)) : NULL;
+        LLVMValueRef dsub = by_rows ? cg_add(c->b, dst0, cg_mul(c->b, sub, cg_i32c(c, sw))) : dst0;
+        LLVMValueRef osub = by_rows ? cg_add(c->b, os, sub) : os;
+        for (int32_t t = 0; t < (by_rows ? nbox : nbox / n); t++) {
+            LLVMValueRef j = by_rows ? cg_i32c(c, t) : cg_add(c->b, rank, cg_i32c(c, (int64_t)t * n));
+            LLVMValueRef args[6] = {cg_add(c->b, dsub, cg_mul(c->b, j, cg_i32c(c, (int64_t)rows * sw))), map,
+                                    cg_add(c->b, of, cg_mul(c->b, j, cg_i32c(c, boxw))), osub, bar, mask};
             asm_void(c, args, 6,
                      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
                      "[$0], [$1, {$2, $3}], [$4], $5;",
@@ -240,7 +254,6 @@ static bool lower_copy(Cg *c, const IrOp *op)
         end_if(c, after);
         return true;
     }
-    if (op->attr.i) return cg_error(c, op, "internal error: a multicast copy of %d boxes among %d CTAs", nbox, n);
     for (int32_t j = 0; j < nbox; j++) {
         LLVMValueRef args[5] = {cg_add(c->b, dst0, cg_i32c(c, (int64_t)j * rows * sw)), map,
                                 cg_add(c->b, of, cg_i32c(c, (int64_t)j * boxw)), os, bar};

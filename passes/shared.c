@@ -605,10 +605,11 @@ done:
 }
 
 /* In a kernel of clusters (passes/cluster.c), the ring's block loads that are the same
- * in every CTA (`multicast`) are copied by TMA multicast: CTA r issues boxes r, r + n,
- * ... of each into every CTA (codegen/cg_tma.c), where the block's boxes (the NVMMA
- * stage's blocks of swizzle bytes) divide among the n CTAs; true if any is (cs[i].
- * multicast set). Such a ring's stages are released by every CTA's warps. */
+ * in every CTA (`multicast`) are copied by TMA multicast: each CTA issues a share of
+ * every box into every CTA (codegen/cg_tma.c: boxes r, r + n, ... where the block's boxes
+ * divide among the n CTAs, else rows r * R / n .. of each box, where those are whole
+ * swizzle atoms of 8 rows); true if any is (cs[i].multicast set). Such a ring's stages
+ * are released by every CTA's warps. */
 static bool multicast_ring(const IrFunc *f, Cand *cs, int n, const IrType *bars)
 {
     (void)bars;
@@ -618,8 +619,9 @@ static bool multicast_ring(const IrFunc *f, Cand *cs, int n, const IrType *bars)
         const IrType *bt = ir_value_type(f, cs[i].buf);
         const IrLayout *l = bt->layout;
         int fast = l->order[0] - 1, eb = ir_elem_bytes(bt->elem);
-        int32_t boxes = l->swizzle_bytes ? bt->shape[1 + fast] * eb / l->swizzle_bytes : 0;
-        cs[i].multicast = ctas > 1 && (cs[i].load->attr.i & IR_BLOCK_MULTICAST) && boxes > 0 && boxes % ctas == 0;
+        int32_t boxes = l->swizzle_bytes ? bt->shape[1 + fast] * eb / l->swizzle_bytes : 0, rows = bt->shape[2 - fast];
+        cs[i].multicast = ctas > 1 && (cs[i].load->attr.i & IR_BLOCK_MULTICAST) && boxes > 0 &&
+                          (boxes % ctas == 0 || rows % (8 * ctas) == 0);
         any |= cs[i].multicast;
     }
     return any;

@@ -229,6 +229,20 @@ static bool mark_rings(Ws *w, Ring *rs, int n)
     return true;
 }
 
+/* A cluster barrier that followed the inits merge_rings removed (passes/shared.c put
+ * one after each multicast ring's): the first ring's is enough. The last one, before
+ * the kernel returns, stays. */
+static void drop_orphan_syncs(IrFunc *f)
+{
+    for (IrOp *o = f->body.first, *next; o; o = next) {
+        next = o->next;
+        if (o->code != IR_OP_CLUSTER_SYNC || (o->prev && o->prev->code == IR_OP_MBARRIER_INIT)) continue;
+        const IrOp *after = o->next;
+        while (after && after->code == IR_OP_TMA_STORE_WAIT) after = after->next;
+        if (!after || after->code != IR_OP_RETURN) ir_op_remove(o);
+    }
+}
+
 /* Every loop after the first takes the first loop's ring: its ring ops number their
  * iterations after those of the loops before it (pass_ring_rebase by the trip counts
  * before it), and its own buffers, barriers and their initialization go. The stages
@@ -257,6 +271,7 @@ static void merge_rings(IrFunc *f, Ring *rs, int n)
             if (def && def->code == IR_OP_LOCAL_ALLOC) ir_op_remove(def);
         }
     }
+    drop_orphan_syncs(f);
 }
 
 /* The ops before `at` are pure, local_allocs, mbarrier_inits or the cluster barriers

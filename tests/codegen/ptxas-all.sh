@@ -3,8 +3,9 @@
 # their graphs lower to (--emit=graph-kernels), to PTX for
 # sm_90a and sm_80 and checks each PTX with ptxas (ptxas-check.sh: also a wgmma that
 # ptxas had to serialize fails). Files whose kernels the front end rejects (error
-# tests) or that hold no kernel are skipped; a codegen failure or a ptxas rejection
-# fails the script.
+# tests) or that hold no kernel are skipped, and so are files with a line
+# `// ptxas-all: none` (kernels the GPU passes must refuse, whose own RUN lines check
+# the others with ptxas); a codegen failure or a ptxas rejection fails the script.
 # Usage: ptxas-all.sh TILEC FILE...   (PTXAS: the assembler, default from CUDA)
 set -u
 tilec=$1
@@ -30,6 +31,7 @@ check() {
 }
 for f in "$@"; do
   "$tilec" "$f" --emit=ir >/dev/null 2>&1 || continue          # not a valid program
+  grep -q '^// ptxas-all: none' "$f" && continue
   # The Tile kernels that the file's graphs lower to (passes/graph_lower.c).
   if "$tilec" "$f" --emit=graph-kernels -o "$tmp/g.tile" 2>/dev/null && grep -q '^kernel' "$tmp/g.tile"; then
     check "$tmp/g.tile" "$f (its graphs' kernels)"
