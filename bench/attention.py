@@ -45,6 +45,7 @@ CHECK_SHAPE = (1, 16, 1008, 128)
 # pers (persistent = 1)
 FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws", 128, 64, 8, 3),
                ("tma", "ws", "rot", "pers", 128, 64, 8, 3), ("tma", "ws", "rot", 128, 128, 8, 2),
+               ("tma", "ws", "cl", 256, 64, 8, 3), ("tma", "ws", "rot", "cl", 256, 64, 8, 3),
                ("rot", 128, 64, 8, 3), (128, 32, 8)]
 # (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)
 BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (32, 64, 4), (64, 64, 4)),
@@ -108,6 +109,8 @@ def tile_fwd(rt, cfg, causal, q, k, v, scale):
         extra["ws"] = 1
     if "pers" in flags:        # persistent programs (with ws; dropped where causal)
         extra["persistent"] = 1
+    if "cl" in flags:          # each program (BM rows) on two CTAs, K and V multicast
+        extra["cluster"] = 2
     o = nan_like(q.shape, torch.bfloat16)
     lse = nan_like((B, H, L), torch.float32)
     sbh, sl = strides(q)
@@ -321,7 +324,7 @@ def main():
     a_ = ap.parse_args()
     QUICK = a_.quick
     if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops,
-        # 'ws:' a producer warpgroup; flags combine with '+' ('tma+ws:128,64,8,3')
+        # 'ws:' a producer warpgroup, 'cl:' clusters of two CTAs; flags combine with '+' ('tma+ws:128,64,8,3')
         FWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
                           tuple(int(x) for x in c.split(":")[-1].split(","))
                           for c in a_.fwd_configs.split(";") if c]

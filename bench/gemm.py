@@ -61,9 +61,12 @@ PEAK = 989e12  # H200 SXM, dense bf16 / f16 on tensor cores
 F16_CONFIGS = [  # BM, BN, BK, warps, stages
     (64, 64, 32, 4, 2), (128, 128, 32, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 3),
 ]
-BF16_CONFIGS = [  # BM, BN, BK, warps, stages[, ws[, persistent]]
+BF16_CONFIGS = [  # BM, BN, BK, warps, stages[, ws[, persistent[, cluster]]]
     (128, 128, 32, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 3),
     (128, 256, 64, 8, 4, 1, 1),
+    # clusters of two CTAs of 128 rows each, B multicast (cuBLAS's 4096^3 kernel runs in
+    # clusters of 2)
+    (256, 256, 64, 8, 4, 1, 1, 2), (256, 128, 64, 8, 4, 1, 1, 2), (256, 256, 64, 8, 4, 0, 0, 2),
 ]
 BF16_SHAPES = [  # M, N, K
     (4096, 4096, 4096), (8192, 8192, 8192),

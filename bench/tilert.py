@@ -16,13 +16,14 @@ _KINDS = {  # TrtArgKind
 
 def gemm_consts(cfg):
     """The launch constants of a GEMM config tuple (BM, BN, BK, warps, stages[, ws[,
-    persistent]]), as the benchmarks and the GPU tests name them; ws 1 gives the TMA
-    copies a producer warpgroup, persistent 1 runs one program per SM slot walking the
-    tiles."""
+    persistent[, cluster]]]), as the benchmarks and the GPU tests name them; ws 1 gives
+    the TMA copies a producer warpgroup, persistent 1 runs one program per SM slot
+    walking the tiles, cluster 2 runs each program (BM rows) on two CTAs of BM / 2 rows
+    with B multicast between them."""
     BM, BN, BK, warps, stages = cfg[:5]
-    # ws and persistent always given: a kernel's default config may set them
+    # ws, persistent and cluster always given: a kernel's default config may set them
     return dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages, ws=cfg[5] if len(cfg) > 5 else 0,
-                persistent=cfg[6] if len(cfg) > 6 else 0)
+                persistent=cfg[6] if len(cfg) > 6 else 0, cluster=cfg[7] if len(cfg) > 7 else 1)
 
 
 class _Val(ctypes.Union):

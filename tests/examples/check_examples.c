@@ -798,6 +798,15 @@ static void case_attn_fwd_tma(Case *c, int causal)
 }
 static void case_attn_fwd_tma_full(Case *c) { case_attn_fwd_tma(c, 0); }
 static void case_attn_fwd_tma_causal(Case *c) { case_attn_fwd_tma(c, 1); }
+/* Each program's query rows on a cluster of two CTAs, K and V multicast between them
+ * (passes/cluster.c), with a producer warpgroup. */
+static void case_attn_fwd_tma_cluster(Case *c)
+{
+    def(c, "cluster", 2);
+    def(c, "ws", 1);
+    def(c, "BM", on_gpu ? 256 : 64);
+    case_attn_fwd_tma(c, 1);
+}
 
 static void case_attn_fwd_full(Case *c) { case_attn_fwd(c, 0); }
 static void case_attn_fwd_causal(Case *c) { case_attn_fwd(c, 1); }
@@ -1034,6 +1043,7 @@ static const Example examples[] = {
     {"flash_attn_fwd.tile", "attn_fwd", case_attn_fwd_causal},
     {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_full},
     {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_causal},
+    {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_cluster},
     {"flash_attn_bwd.tile", "attn_bwd_preprocess", case_attn_bwd_preprocess},
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_full},
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_causal},

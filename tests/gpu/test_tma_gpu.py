@@ -21,14 +21,18 @@ from gemm_check import check, here, root, rt
 
 NN = os.path.join(root, "examples", "matmul_bf16.tile")
 NT = os.path.join(here, "matmul_tma_nt.tile")
-# BM, BN, BK, warps, stages[, ws[, persistent]]: ws 1 gives the copies a producer
-# warpgroup, persistent 1 has each program walk tiles
+# BM, BN, BK, warps, stages[, ws[, persistent[, cluster]]]: ws 1 gives the copies a
+# producer warpgroup, persistent 1 has each program walk tiles, cluster 2 runs each
+# program on two CTAs (its rows split, B multicast: passes/cluster.c)
 CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (128, 128, 32, 4, 4),
            (64, 128, 16, 4, 4), (256, 128, 64, 8, 3), (64, 64, 64, 4, 2), (128, 64, 32, 4, 3),
            (128, 256, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 4, 4, 1), (64, 64, 64, 4, 2, 1),
            (128, 128, 32, 4, 3, 1),
            # ws and persistent: one program per SM walks the tiles (passes/persistent.c)
-           (128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 4, 4, 1, 1), (64, 64, 64, 4, 2, 1, 1)]
+           (128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 4, 4, 1, 1), (64, 64, 64, 4, 2, 1, 1),
+           # clusters: B's boxes shared out (BN 256, 128), or its rows (BN 64; nt's K-major B)
+           (256, 256, 64, 8, 4, 1, 1, 2), (256, 128, 64, 8, 4, 1, 1, 2), (256, 256, 64, 8, 4, 0, 0, 2),
+           (256, 128, 64, 8, 3, 1, 0, 2), (128, 64, 64, 4, 3, 0, 0, 2), (128, 128, 64, 4, 4, 1, 1, 2)]
 
 
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
@@ -42,7 +46,8 @@ def copies_by_tma(path, *cfg):
     # matmul_bf16 writes C with store_block: stored by TMA from a staging buffer
     ok = ok and (path != NN or "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx)
     ok = ok and (len(cfg) < 6 or not cfg[5] or "setmaxnreg.dec" in ptx)
-    return ok and (len(cfg) < 7 or not cfg[6] or "nctaid.x" in ptx)
+    ok = ok and (len(cfg) < 8 or cfg[7] < 2 or (".reqnctapercluster" in ptx and ".multicast::cluster" in ptx))
+    return ok and (len(cfg) < 7 or not cfg[6] or "nctaid.x" in ptx or "nclusterid.x" in ptx)
 
 
 def run_nn(cfg, a, b, M, N, K, stride_am=None):
