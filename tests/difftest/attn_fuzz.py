@@ -81,6 +81,9 @@ class Prog:
         # (TILE_RESIDENT_A=1, passes/shared.c; by itself the pass moves them only where a
         # loop's registers would not fit, which these small tiles never reach)
         self.resident = r.random() < 0.33
+        # after that: the forward's query rows on a cluster of two CTAs (passes/cluster.c:
+        # 64 rows each; K and V multicast where they come by TMA)
+        self.cluster = 2 if not self.bwd and self.BM == 128 and r.random() < 0.35 else 1
 
     def env(self):
         return {"TILE_RESIDENT_A": "1"} if self.resident else None
@@ -90,7 +93,8 @@ class Prog:
 
     def keys(self):
         """the @launch keys after warps and stages"""
-        return (", overlap = true" if self.overlap else "") + (", ws = true" if self.ws else "")
+        return ((", overlap = true" if self.overlap else "") + (", ws = true" if self.ws else "") +
+                (", cluster = 2" if self.cluster == 2 else ""))
 
     def source(self):
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
