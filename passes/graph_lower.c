@@ -1344,6 +1344,14 @@ static const char *both(Low *L, const char *a, const char *b)
     return !a ? b : !b ? a : arena_printf(L->a, "%s & %s", a, b);
 }
 
+/* " + Lk - Lq", the causal diagonal's offset (a query row sees the keys up to its own
+ * row plus Lk - Lq), or "" when both lengths are one size (self-attention): the masked
+ * loop then compares the indices without 64-bit arithmetic around them. */
+static const char *diag_offset(Low *L, const char *Lk, const char *Lq)
+{
+    return strcmp(Lk, Lq) ? arena_printf(L->a, " + %s - %s", Lk, Lq) : "";
+}
+
 static int causal_const(const Low *L, const IrGAttention *A)
 {
     const IrGOp *c = A->op == IR_GNONE ? NULL : defop(L, A->causal);
@@ -1393,17 +1401,18 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         const char *causal = val(L, A->causal), *scale = val(L, A->scale);
         if (!causal || !scale) return false;
         const char *s1 = arena_printf(L->a, "s0 * (%s as f32)", scale);
-        if (masked) {
-            fprintf(o, "        let cz = (kj2 <= rm2 + %s - %s) | !%s;\n", Lk,
-                    size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2]), causal);
-            sm = arena_printf(L->a, "where(cz, %s, -inf)", s1);
+        if (masked) {   /* one select: the causal mask and the bounds' together */
+            fprintf(o, "        let cz = ok & ((kj2 <= rm2%s) | !%s);\n",
+                    diag_offset(L, Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2])), causal);
+            fprintf(o, "        let sc = where(cz, %s, -inf);\n", s1);
+            sm = NULL;
         } else {
             sm = s1;
             finite = true;
         }
     }
-    if (masked) fprintf(o, "        let sc = where(ok, %s, -inf);\n", sm);
-    else fprintf(o, "        let sc = %s;\n", sm);
+    if (sm && masked) fprintf(o, "        let sc = where(ok, %s, -inf);\n", sm);
+    else if (sm) fprintf(o, "        let sc = %s;\n", sm);   /* (a causal op's masked sc is written above) */
     fputs("        let mn = maximum(m, max(sc, 1));\n", o);
     if (finite) fputs("        let pj = exp2((sc - mn[:, None]) * 1.4426950408889634);\n"
                       "        let alpha = exp2((m - mn) * 1.4426950408889634);\n", o);
@@ -1475,10 +1484,10 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     int causal = causal_const(L, A);
     const char *full = arena_printf(L->a, "(%s / (BN as i64)) * (BN as i64)", Lk);
     const char *mid = causal < 0 ? "0"
-        : causal ? arena_printf(L->a, "minimum(%s, maximum(0, (pm * (BM as i64) + %s - %s + 1) / (BN as i64) * (BN as i64)))",
-                                full, Lk, Lq)
+        : causal ? arena_printf(L->a, "minimum(%s, maximum(0, (pm * (BM as i64)%s + 1) / (BN as i64) * (BN as i64)))",
+                                full, diag_offset(L, Lk, Lq))
                  : full;
-    const char *hi = causal == 1 ? arena_printf(L->a, "minimum(%s, (pm + 1) * (BM as i64) + %s - %s)", Lk, Lk, Lq) : Lk;
+    const char *hi = causal == 1 ? arena_printf(L->a, "minimum(%s, (pm + 1) * (BM as i64)%s)", Lk, diag_offset(L, Lk, Lq)) : Lk;
     fprintf(L->o, "    let mid = %s;\n    for j in range(0, mid, BN as i64) {\n", mid);
     if (!flash_block(L, A, ko, vo, dot_in, dfull, false)) return false;
     fprintf(L->o, "    }\n    for j in range(mid, %s, BN as i64) {\n", hi);
