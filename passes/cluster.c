@@ -361,19 +361,24 @@ typedef struct Uses {
     IrValue v;
 } Uses;
 
+static void push_op(Uses *u, IrOp *op)
+{
+    if (u->n == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 16;
+        IrOp **m = tl_realloc(u->ops, u->cap * sizeof *m);
+        if (!m) tl_oom();
+        u->ops = m;
+    }
+    u->ops[u->n++] = op;
+}
+
 static void find_uses(IrOp *op, void *ud)
 {
     Uses *u = ud;
     for (uint32_t i = 0; i < op->noperands; i++)
         if (op->operands[i] == u->v) {
-            if (u->n == u->cap) {
-                u->cap = u->cap ? 2 * u->cap : 8;
-                IrOp **m = tl_realloc(u->ops, u->cap * sizeof *m);
-                if (!m) tl_oom();
-                u->ops = m;
-            }
-            u->ops[u->n++] = op;
-            break;
+            push_op(u, op);
+            return;
         }
 }
 
@@ -387,17 +392,7 @@ static bool index_tile(const IrFunc *f, const IrOp *op, const bool *index)
     return true;
 }
 
-static void collect_ops(IrOp *op, void *ud)
-{
-    Uses *u = ud;
-    if (u->n == u->cap) {
-        u->cap = u->cap ? 2 * u->cap : 64;
-        IrOp **m = tl_realloc(u->ops, u->cap * sizeof *m);
-        if (!m) tl_oom();
-        u->ops = m;
-    }
-    u->ops[u->n++] = op;
-}
+static void collect_ops(IrOp *op, void *ud) { push_op(ud, op); }
 
 static void unshare_indices(IrFunc *f)
 {
