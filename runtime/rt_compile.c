@@ -50,9 +50,11 @@ static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
     fputs("// tile-config:", out);
     for (uint32_t i = 0; i < f->nconsts; i++)
         fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
-    fprintf(out, " warps=%d stages=%d%s%s%s\n%s", f->warps > 0 ? f->warps : 4,
+    fprintf(out, " warps=%d stages=%d%s%s%s", f->warps > 0 ? f->warps : 4,
             f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "",
-            f->overlap ? " overlap=1" : "", ptx);
+            f->overlap ? " overlap=1" : "");
+    if (ir_cluster_size(f) > 1) fprintf(out, " cluster=%d", ir_cluster_size(f));
+    fprintf(out, "\n%s", ptx);
     fclose(out);
     tl_free(ptx);
     char *r = text ? tl_strdup(text) : NULL;
@@ -84,6 +86,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
         meta->shared_bytes = info.shared_bytes;
         meta->ntma = info.ntma;
         meta->flags = info.persistent ? RT_META_PERSISTENT : 0;
+        meta->cluster = info.cluster;
         memcpy(meta->tma, info.tma, sizeof meta->tma);
     }
     return ptx ? with_config_line(f, ptx, st) : NULL;
@@ -267,12 +270,14 @@ static void make_keys(Job *j)
 }
 
 /* Payloads (rt_internal.h): the launch facts and tensor-map recipes, then the PTX (with
- * its NUL) or the cubin. */
+ * its NUL) or the cubin. The cluster size rides in the flags word's bits 8..15, so the
+ * header keeps its 16 bytes and older entries (0 there) read as no cluster. */
 static bool put_payload(RtBlob *out, const RtKernelMeta *meta, const void *p, size_t n)
 {
     size_t head = RT_META_BYTES + (size_t)meta->ntma * sizeof(CgTmaDesc);
     if (!(out->data = tl_calloc(1, head + n))) return false;
-    uint32_t w[4] = {meta->threads, meta->shared_bytes, meta->ntma, meta->flags};
+    uint32_t cluster = meta->cluster > 1 ? meta->cluster << RT_META_CLUSTER_SHIFT & RT_META_CLUSTER_MASK : 0;
+    uint32_t w[4] = {meta->threads, meta->shared_bytes, meta->ntma, (meta->flags & ~RT_META_CLUSTER_MASK) | cluster};
     memcpy(out->data, w, sizeof w);
     memcpy((char *)out->data + RT_META_BYTES, meta->tma, (size_t)meta->ntma * sizeof(CgTmaDesc));
     memcpy((char *)out->data + head, p, n);
@@ -298,9 +303,11 @@ static bool get_meta(const RtBlob *b, RtKernelMeta *meta)
     meta->threads = w[0];
     meta->shared_bytes = w[1];
     meta->ntma = w[2];
-    meta->flags = w[3];
+    meta->flags = w[3] & ~RT_META_CLUSTER_MASK;
+    meta->cluster = (w[3] & RT_META_CLUSTER_MASK) >> RT_META_CLUSTER_SHIFT;
+    if (!meta->cluster) meta->cluster = 1;
     memcpy(meta->tma, (const char *)b->data + RT_META_BYTES, (size_t)meta->ntma * sizeof(CgTmaDesc));
-    return meta->threads > 0 && meta->threads <= 1024;
+    return meta->threads > 0 && meta->threads <= 1024 && meta->cluster <= 16;
 }
 
 static TrtStatus build_ptx(void *ud, RtBlob *out)
@@ -384,8 +391,28 @@ TrtStatus rt_variant_image(TrtKernel *k, uint64_t mask, bool checked, RtBlob *im
     return s;
 }
 
+/* The clusters of v the device runs at once, as the driver counts them: a cluster's
+ * CTAs must share a GPC, so this can be less than the resident CTAs over the cluster
+ * size. 0 when the driver cannot say (it lacks cuOccupancyMaxActiveClusters, or the
+ * query failed). */
+static uint32_t active_clusters(const TrtContext *ctx, const RtVariant *v)
+{
+    if (!ctx->drv->cuOccupancyMaxActiveClusters) return 0;
+    RtLaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = RT_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.cluster_dim.x = v->cluster;
+    attr.value.cluster_dim.y = attr.value.cluster_dim.z = 1;
+    /* the grid only has to be a multiple of the cluster: one cluster asks the question */
+    RtLaunchConfig c = {v->cluster, 1, 1, v->threads, 1, 1, v->shared_bytes, NULL, &attr, 1};
+    int n = 0;
+    return ctx->drv->cuOccupancyMaxActiveClusters(&n, v->fn, &c) || n <= 0 ? 0 : (uint32_t)n;
+}
+
 /* A persistent variant's launch: as many programs as the device holds at once (at
- * least one per SM). */
+ * least one per SM). A cluster kernel's programs are clusters: the driver's count, else
+ * the resident CTAs over the cluster size (at least one), which may overestimate it
+ * (the clusters beyond run later: the walk is still right). */
 static TrtStatus persistent_size(TrtContext *ctx, RtVariant *v)
 {
     RtLimits l;
@@ -396,6 +423,10 @@ static TrtStatus persistent_size(TrtContext *ctx, RtVariant *v)
     if (r) return rt_ctx_driver_error(ctx, r, "cuFuncGetAttribute(NUM_REGS)");
     uint32_t per_sm = rt_blocks_per_sm(&l, v->threads, (uint32_t)regs, v->shared_bytes);
     v->max_programs = (uint32_t)(l.sms > 0 ? l.sms : 1) * (per_sm ? per_sm : 1);
+    if (v->cluster > 1) {
+        uint32_t n = active_clusters(ctx, v);
+        v->max_programs = n ? n : v->max_programs / v->cluster ? v->max_programs / v->cluster : 1;
+    }
     return TRT_SUCCESS;
 }
 
@@ -413,6 +444,7 @@ TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
     v->ntma = 0;
     v->tma = NULL;
     v->max_programs = 0;
+    v->cluster = meta.cluster;
     if (meta.ntma) {
         if (!(v->tma = tl_malloc(meta.ntma * sizeof *v->tma))) {
             ctx->drv->cuModuleUnload(v->mod);
@@ -456,7 +488,7 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *
     k->building = &times;
     TrtStatus s = rt_variant_image(k, mask, checked, &img, &origin);
     k->building = NULL;
-    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL, 0};
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL, 0, 1};
     if (!s) s = rt_variant_load(k, &img, &v);
     rt_blob_free(&img);
     v.times.total_ms = tl_now_ms() - t0;

@@ -62,10 +62,14 @@ static bool lookup_all(GetProcFn get)
     }
     RT_DRIVER_GRAPH_FNS(X)
 #undef X
-    /* Optional too: without it kernels that copy by TMA run their cp.async variant. */
-    int found = 0;
-    if (get("cuTensorMapEncodeTiled", (void **)&driver.cuTensorMapEncodeTiled, 12000, 0, &found) != 0)
-        driver.cuTensorMapEncodeTiled = NULL;
+    /* Optional too (RT_DRIVER_OPTIONAL_FNS): NULL when missing, and the runtime does without. */
+#define X(name, ver, params)                                                                  \
+    {                                                                                         \
+        int found_ = 0;                                                                       \
+        if (get(#name, (void **)&driver.name, ver, 0, &found_) != 0) driver.name = NULL;      \
+    }
+    RT_DRIVER_OPTIONAL_FNS(X)
+#undef X
     return true;
 }
 

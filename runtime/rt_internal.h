@@ -120,16 +120,47 @@ typedef struct RtKernelNodeParams {   /* CUDA_KERNEL_NODE_PARAMS_v2 */
     X(cuGraphExecDestroy, 10000, (CUgraphExec e))                                             \
     X(cuGraphDestroy, 10000, (CUgraph g))
 
+/* cuLaunchConfig and its attributes (cuda.h's CUlaunchConfig, CUlaunchAttribute), for
+ * cuOccupancyMaxActiveClusters: the layout is the ABI, checked below. */
+typedef struct RtLaunchAttribute {   /* CUlaunchAttribute */
+    int id;                            /* RT_CU_LAUNCH_ATTRIBUTE_* */
+    char pad[4];
+    union {                            /* CUlaunchAttributeValue: 64 bytes, 8-aligned */
+        char bytes[64];
+        uint64_t align_;
+        struct { unsigned x, y, z; } cluster_dim;
+    } value;
+} RtLaunchAttribute;
+typedef struct RtLaunchConfig {      /* CUlaunchConfig */
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    CUstream stream;
+    RtLaunchAttribute *attrs;
+    unsigned nattrs;
+} RtLaunchConfig;
+_Static_assert(sizeof(RtLaunchAttribute) == 72 && offsetof(RtLaunchAttribute, value) == 8,
+               "CUlaunchAttribute's layout");
+_Static_assert(sizeof(RtLaunchConfig) == 56 && offsetof(RtLaunchConfig, attrs) == 40 &&
+               offsetof(RtLaunchConfig, nattrs) == 48, "CUlaunchConfig's layout (LP64)");
+enum { RT_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
+
+/* Optional entry points: NULL when the driver lacks one, and the runtime does without.
+ * X(name, version, parameters), as RT_DRIVER_FNS. Without cuTensorMapEncodeTiled a TMA
+ * variant falls back to cp.async (rt_tma.c); without cuOccupancyMaxActiveClusters a
+ * persistent cluster kernel's launch is sized from the device's limits (rt_compile.c). */
+#define RT_DRIVER_OPTIONAL_FNS(X)                                                             \
+    X(cuTensorMapEncodeTiled, 12000, (void *map, int dtype, unsigned rank, void *address,     \
+                                      const uint64_t *dims, const uint64_t *strides,          \
+                                      const unsigned *box, const unsigned *elem_strides,      \
+                                      int interleave, int swizzle, int l2_promotion,          \
+                                      int oob_fill))                                          \
+    X(cuOccupancyMaxActiveClusters, 11070, (int *n, CUfunction f, const RtLaunchConfig *config))
+
 typedef struct RtDriver {
 #define X(name, ver, params) CUresult (*name) params;
     RT_DRIVER_FNS(X)
     RT_DRIVER_GRAPH_FNS(X)
+    RT_DRIVER_OPTIONAL_FNS(X)
 #undef X
-    /* Optional (NULL when the driver lacks it): a TMA variant then falls back to cp.async
-     * (rt_tma.c). */
-    CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *address, const uint64_t *dims,
-                                       const uint64_t *strides, const unsigned *box, const unsigned *elem_strides,
-                                       int interleave, int swizzle, int l2_promotion, int oob_fill);
     bool has_graphs;           /* every RT_DRIVER_GRAPH_FNS entry was found */
     char no_graphs_why[160];   /* else which one is missing */
     int version;               /* cuDriverGetVersion, e.g. 13000 */
@@ -416,12 +447,21 @@ typedef struct RtVariant {
     uint32_t ntma;             /* tensor maps encoded at each launch (rt_tma.c) */
     CgTmaDesc *tma;            /* malloc'd; NULL when ntma is 0 */
     /* A persistent kernel's (passes/persistent.c) most programs at once: SMs x resident
-     * blocks per SM; its launches run min(this, the grid's programs) along x. 0: not
-     * persistent. */
+     * blocks per SM, or for a cluster kernel the clusters resident at once; its
+     * launches run min(this, the grid's programs) programs along x. 0: not persistent. */
     uint32_t max_programs;
+    /* CTAs a program runs on (the launch key cluster: a thread-block cluster along x,
+     * .reqnctapercluster in the PTX): a launch runs this many CTAs a program along x,
+     * and program_id(0) is the cluster's index. 1: no cluster. */
+    uint32_t cluster;
 } RtVariant;
-/* The grid a launch of v runs for grid g: g, or a persistent kernel's capped 1-D grid. */
+/* The CUDA grid a launch of v runs for the programs g: g, or a persistent kernel's
+ * capped 1-D grid; x times v's cluster. rt_launch_grid checks that it fits first. */
 void rt_variant_grid(const RtVariant *v, const uint32_t g[3], uint32_t out[3]);
+/* rt_variant_grid of a launch of k, refused (TRT_ERROR_INVALID_ARGUMENT, with the sizes)
+ * when the CUDA grid would not fit: a persistent kernel walks at most 2147483647
+ * programs (in i32), and a cluster kernel's x times its cluster is at most 2147483647. */
+TrtStatus rt_launch_grid(const TrtKernel *k, const RtVariant *v, const uint32_t g[3], uint32_t out[3]);
 
 /* Launch facts of a variant, stored before its PTX or cubin in cache entries, so a warm
  * start knows them without compiling. */
@@ -429,14 +469,19 @@ typedef struct RtKernelMeta {
     uint32_t threads, shared_bytes;
     uint32_t ntma;             /* tensor maps the kernel takes after its arguments */
     uint32_t flags;            /* RT_META_PERSISTENT */
+    uint32_t cluster;          /* CTAs a program (CgKernelInfo.cluster); 0 or 1: none */
     CgTmaDesc tma[CG_MAX_TMA]; /* how to encode each (codegen/codegen.h) */
 } RtKernelMeta;
 #define RT_META_PERSISTENT 1u  /* the kernel walks the grid's programs (launched_programs) */
 /* A payload begins with threads, shared_bytes, ntma and flags (16 bytes, keeping
- * images 16-aligned), then ntma recipes of 128 bytes, then the PTX or cubin. Entries
- * written before tensor maps existed have 0 where ntma is, before persistent kernels
- * 0 where flags is. */
+ * images 16-aligned), then ntma recipes of 128 bytes, then the PTX or cubin. The
+ * payload's flags word holds the cluster size in bits 8..15 (RT_META_CLUSTER_SHIFT; 0
+ * meaning 1). Entries written before tensor maps existed have 0 where ntma is, before
+ * persistent kernels 0 where flags is, before clusters 0 in bits 8..15: they read as
+ * they were. */
 #define RT_META_BYTES 16
+#define RT_META_CLUSTER_SHIFT 8
+#define RT_META_CLUSTER_MASK 0xff00u
 /* The bytes before the image in payload b (0 if b is malformed). */
 size_t rt_meta_size(const RtBlob *b);
 

@@ -271,16 +271,36 @@ TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3])
 
 /* ---- launching ---------------------------------------------------------------------- */
 /* An empty grid (a size 0, as cdiv(n, BLOCK) gives for n = 0) launches nothing: it is
- * checked like any other, then the launch returns before building a variant. */
+ * checked like any other, then the launch returns before building a variant. The grid
+ * counts programs; a cluster kernel runs each on `cluster` CTAs along x (its
+ * program_id(0) is the cluster's index), so the CUDA grid's x is that many times
+ * larger. */
 void rt_variant_grid(const RtVariant *v, const uint32_t g[3], uint32_t out[3])
 {
-    if (!v->max_programs) {
-        memcpy(out, g, 3 * sizeof *g);
-        return;
+    uint32_t cluster = v->cluster > 1 ? v->cluster : 1;
+    if (!v->max_programs) memcpy(out, g, 3 * sizeof *g);
+    else {
+        uint64_t n = (uint64_t)g[0] * g[1] * g[2];
+        out[0] = (uint32_t)(n < v->max_programs ? n : v->max_programs);
+        out[1] = out[2] = 1;
     }
-    uint64_t n = (uint64_t)g[0] * g[1] * g[2];
-    out[0] = (uint32_t)(n < v->max_programs ? n : v->max_programs);
-    out[1] = out[2] = 1;
+    out[0] *= cluster;
+}
+
+TrtStatus rt_launch_grid(const TrtKernel *k, const RtVariant *v, const uint32_t g[3], uint32_t out[3])
+{
+    uint64_t programs = (uint64_t)g[0] * g[1] * g[2];
+    if (v->max_programs && programs > INT32_MAX)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' is persistent (it walks its grid's programs in "
+                       "i32) and its grid of %ux%ux%u has %llu programs: at most 2147483647", k->name, g[0], g[1],
+                       g[2], (unsigned long long)programs);
+    uint64_t x = v->max_programs ? (programs < v->max_programs ? programs : v->max_programs) : g[0];
+    if (v->cluster > 1 && x * v->cluster > INT32_MAX)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' runs each program on a cluster of %u CTAs along x: "
+                       "its grid of %ux%ux%u is %llu CTAs along x, more than a GPU launches (2147483647)", k->name,
+                       v->cluster, g[0], g[1], g[2], (unsigned long long)(x * v->cluster));
+    rt_variant_grid(v, g, out);
+    return TRT_SUCCESS;
 }
 
 bool rt_grid_empty(const uint32_t g[3])
@@ -449,6 +469,8 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
     if ((s = rt_pick_variant(k, args, nargs, &mask, checked, &index, &maps))) return s;
     atomic_store_explicit(&k->last, index, memory_order_relaxed);
     const RtVariant *v = &k->variants[index];
+    uint32_t lg[3];            /* a persistent kernel runs fewer programs, each walking */
+    if ((s = rt_launch_grid(k, v, g, lg))) return s;
     if (capturing) {
         if (checked)
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
@@ -459,13 +481,6 @@ static TrtStatus launch(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
             taken)
             return s;
     }
-    uint32_t lg[3];            /* a persistent kernel runs fewer programs, each walking */
-    uint64_t programs = (uint64_t)g[0] * g[1] * g[2];
-    if (v->max_programs && programs > INT32_MAX)
-        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "kernel '%s' is persistent (it walks its grid's programs in "
-                       "i32) and its grid of %ux%ux%u has %llu programs: at most 2147483647", k->name, g[0], g[1],
-                       g[2], (unsigned long long)programs);
-    rt_variant_grid(v, g, lg);
     if (checked) return launch_checked(k, v, args, bytes, lg, stream);
     void *params[TRT_MAX_ARGS + CG_MAX_TMA];
     for (uint32_t i = 0; i < nargs; i++) params[i] = (void *)&args[i].v;

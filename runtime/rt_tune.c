@@ -589,7 +589,11 @@ static void prepare_candidate(Run *run, uint32_t i)
     else if (!c->blocks_per_sm)
         drop(c, RT_CAND_OCCUPANCY, "no block fits on an SM (%u threads, %u registers, %u bytes shared)",
              c->threads, c->regs, c->shared_bytes);
-    if (c->status == RT_CAND_OK && (s = rt_kernel_grid(child, run->args, run->grids[i]))) {
+    /* the worker launches the grid a launch of this config runs: a persistent one's
+     * capped grid, a cluster kernel's CTAs */
+    uint32_t g[3];
+    if (c->status == RT_CAND_OK &&
+        ((s = rt_kernel_grid(child, run->args, g)) || (s = rt_launch_grid(child, &v, g, run->grids[i])))) {
         last_error_line(why, sizeof why);
         drop(c, RT_CAND_LAUNCH, "%s", why);
     }

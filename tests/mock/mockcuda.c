@@ -21,8 +21,13 @@
  *                             1, w1, w2, ... (i64 words) to the buffer that the last
  *                             parameter points at, as a checked kernel (passes/bounds.c)
  *                             writes its report
+ *   MOCKCUDA_ACTIVE_CLUSTERS=N  what cuOccupancyMaxActiveClusters reports (default: the
+ *                             SMs over the cluster size, as if an SM held one CTA)
+ *   MOCKCUDA_ACTIVE_CLUSTERS_ERROR=N  cuOccupancyMaxActiveClusters returns N
  * A PTX text containing MOCK_SYNTAX_ERROR fails to load or link with error 218 and a
- * ptxas-like log.
+ * ptxas-like log. An .entry with .reqnctapercluster X, 1, 1 (a thread-block cluster)
+ * launches only with a grid x that is a multiple of X (else 912, as the driver), and
+ * cuOccupancyMaxActiveClusters checks its cluster dimension against X.
  *
  * The tuner's view (docs/TUNING.md). A module's config is the "// tile-config: A=1 B=2"
  * line the runtime writes at the top of the PTX of a .tile kernel. The variables below
@@ -56,7 +61,7 @@
 
 #define CUBIN_MAGIC "MOCKCUBIN\n"
 enum { OK = 0, E_INVALID_VALUE = 1, E_NO_DEVICE = 100, E_INVALID_DEVICE = 101,
-       E_INVALID_IMAGE = 200, E_INVALID_PTX = 218, E_NOT_FOUND = 500 };
+       E_INVALID_IMAGE = 200, E_INVALID_PTX = 218, E_NOT_FOUND = 500, E_INVALID_CLUSTER_SIZE = 912 };
 
 typedef struct Module Module;
 
@@ -64,6 +69,7 @@ typedef struct Func {
     char name[64];
     int nparams;
     int bytes[MOCK_MAX_PARAMS];
+    unsigned cluster;         /* its .reqnctapercluster's x; 0: none */
     const Module *module;
 } Func;
 
@@ -87,6 +93,7 @@ typedef struct Link {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static MockCounts counts;
 static MockLaunch last_launch;
+static MockClusterQuery last_cluster_query;
 static int primary_ctx;   /* the address is the one context there is */
 static int sticky;        /* a kernel fault's error, returned by later calls (0: none) */
 static double fake_clock; /* ms of fake kernel time so far (MOCKCUDA_TIMES) */
@@ -311,6 +318,9 @@ static bool parse_ptx(const char *ptx, Module *m)
         size_t n = strcspn(p, " \t(\n");
         snprintf(f->name, sizeof f->name, "%.*s", (int)n, p);
         if (!(p = parse_params(p + n, f))) return false;
+        /* the directives between the parameters and the body */
+        const char *body = strchr(p, '{'), *c = strstr(p, ".reqnctapercluster");
+        if (c && (!body || c < body)) f->cluster = (unsigned)atoi(c + strlen(".reqnctapercluster"));
     }
     return m->nfuncs > 0;
 }
@@ -442,6 +452,7 @@ static void record(const Func *f, const unsigned g[3], const unsigned b[3], unsi
     memset(l, 0, sizeof *l);
     snprintf(l->func, sizeof l->func, "%s", f->name);
     memcpy(l->grid, g, sizeof l->grid);
+    l->cluster = f->cluster;
     memcpy(l->block, b, sizeof l->block);
     l->shmem = shmem;
     l->stream = stream;
@@ -466,6 +477,7 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (err) return err;
     if (!f || bx * by * bz > 1024 || !bx || !gx || !gy || !gz) return E_INVALID_VALUE;
     if (f->nparams && !params) return E_INVALID_VALUE;
+    if (f->cluster > 1 && gx % f->cluster) return E_INVALID_CLUSTER_SIZE;
     unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
     Module *m = (Module *)f->module;
     const char *config = m ? m->config : "";
@@ -497,6 +509,45 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
             if (end == rep && *rep) break;
         }
     }
+    return OK;
+}
+
+/* ---- occupancy --------------------------------------------------------------------- */
+typedef struct {   /* CUlaunchAttribute */
+    int id;
+    char pad[4];
+    union { char bytes[64]; uint64_t align; struct { unsigned x, y, z; } cluster_dim; } value;
+} LaunchAttribute;
+typedef struct {   /* CUlaunchConfig */
+    unsigned gx, gy, gz, bx, by, bz, shmem;
+    void *stream;
+    LaunchAttribute *attrs;
+    unsigned nattrs;
+} LaunchConfig;
+
+/* The checks the driver makes of the query (a cluster dimension given, the grid's x a
+ * multiple of it, the function's .reqnctapercluster matching it, a block that launches),
+ * then MOCKCUDA_ACTIVE_CLUSTERS. The query is recorded (mockcuda_last_cluster_query). */
+static int m_cuOccupancyMaxActiveClusters(int *n, Func *f, const LaunchConfig *c)
+{
+    if (!n || !f || !c || (c->nattrs && !c->attrs)) return E_INVALID_VALUE;
+    unsigned x = f->cluster, y = 1, z = 1;
+    for (unsigned i = 0; i < c->nattrs; i++)
+        if (c->attrs[i].id == 4) {   /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+            const LaunchAttribute *a = &c->attrs[i];
+            if (f->cluster && a->value.cluster_dim.x != f->cluster) return E_INVALID_CLUSTER_SIZE;
+            x = a->value.cluster_dim.x, y = a->value.cluster_dim.y, z = a->value.cluster_dim.z;
+        }
+    if (!x || x > 8 || y != 1 || z != 1 || !c->gx || c->gx % x || c->gy != 1 || c->gz != 1)
+        return E_INVALID_CLUSTER_SIZE;
+    if (!c->bx || c->bx * c->by * c->bz > 1024 || c->shmem > 232448) return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    counts.cluster_queries++;
+    last_cluster_query = (MockClusterQuery){x, c->gx, c->bx, c->shmem};
+    pthread_mutex_unlock(&mu);
+    int err = env_int("MOCKCUDA_ACTIVE_CLUSTERS_ERROR", 0);
+    if (err) return err;
+    *n = env_int("MOCKCUDA_ACTIVE_CLUSTERS", env_int("MOCKCUDA_SMS", 132) / (int)x);
     return OK;
 }
 
@@ -732,6 +783,7 @@ static int m_cuGetErrorName(int r, const char **s)
     case E_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; return OK;
     case E_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; return OK;
     case E_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; return OK;
+    case E_INVALID_CLUSTER_SIZE: *s = "CUDA_ERROR_INVALID_CLUSTER_SIZE"; return OK;
     case 700: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
     case 702: *s = "CUDA_ERROR_LAUNCH_TIMEOUT"; return OK;
     case 710: *s = "CUDA_ERROR_ASSERT"; return OK;
@@ -796,7 +848,7 @@ static const struct { const char *name; void *fn; } table[] = {
     FN(cuEventCreate), FN(cuEventRecord), FN(cuEventSynchronize), FN(cuEventElapsedTime),
     FN(cuEventDestroy), FN(cuGraphCreate), FN(cuGraphAddKernelNode), FN(cuGraphInstantiateWithFlags),
     FN(cuGraphExecKernelNodeSetParams), FN(cuGraphLaunch), FN(cuGraphExecDestroy), FN(cuGraphDestroy),
-    FN(cuTensorMapEncodeTiled),
+    FN(cuTensorMapEncodeTiled), FN(cuOccupancyMaxActiveClusters),
 };
 
 /* Like the real driver, an unknown symbol gives success and a NULL pointer. */
@@ -826,6 +878,13 @@ void mockcuda_last_launch(MockLaunch *out)
     pthread_mutex_unlock(&mu);
 }
 
+void mockcuda_last_cluster_query(MockClusterQuery *out)
+{
+    pthread_mutex_lock(&mu);
+    *out = last_cluster_query;
+    pthread_mutex_unlock(&mu);
+}
+
 int mockcuda_launch_log(MockLaunch *out, int max)
 {
     pthread_mutex_lock(&mu);
@@ -841,6 +900,7 @@ void mockcuda_reset(void)
     nlog = 0;
     memset(&counts, 0, sizeof counts);
     memset(&last_launch, 0, sizeof last_launch);
+    memset(&last_cluster_query, 0, sizeof last_cluster_query);
     sticky = 0;
     hang_next = false;
     fake_clock = 0;

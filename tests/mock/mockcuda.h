@@ -27,6 +27,7 @@ typedef struct MockTensorMap {
 typedef struct MockLaunch {
     char func[64];                       /* the kernel's .entry name */
     unsigned grid[3], block[3], shmem;
+    unsigned cluster;                    /* the .entry's .reqnctapercluster x (0: none) */
     void *stream;
     int nparams;                         /* from the .entry's .param list */
     int param_bytes[MOCK_MAX_PARAMS];
@@ -39,12 +40,20 @@ typedef struct MockCounts {
     int init, retains, releases, set_current;
     int ptx_loads, cubin_loads, unloads, links, launches;
     int graph_launches;                  /* cuGraphLaunch calls (each node counts in launches) */
+    int cluster_queries;                 /* cuOccupancyMaxActiveClusters calls that passed its checks */
 } MockCounts;
+
+/* What the last cuOccupancyMaxActiveClusters that passed its checks was asked. */
+typedef struct MockClusterQuery {
+    unsigned cluster;                    /* the cluster dimension's x */
+    unsigned grid_x, block_x, shmem;
+} MockClusterQuery;
 
 typedef void (*MockCountsFn)(MockCounts *out);
 typedef void (*MockLastLaunchFn)(MockLaunch *out);
 typedef void (*MockResetFn)(void);
 typedef int (*MockLaunchLogFn)(MockLaunch *out, int max);
+typedef void (*MockLastClusterQueryFn)(MockClusterQuery *out);
 
 /* Exported by the mock as mockcuda_counts, mockcuda_last_launch, mockcuda_launch_log, mockcuda_reset
  * (which also ends a sticky fault made by MOCKCUDA_SYNC_ERROR). */
@@ -54,5 +63,8 @@ void mockcuda_reset(void);
 /* Copies the first launches since the last reset (at most max, the log keeps 256) to
  * out and returns how many launches there were. */
 int mockcuda_launch_log(MockLaunch *out, int max);
+/* The last cuOccupancyMaxActiveClusters query that passed the mock's checks (zeros after
+ * a reset). */
+void mockcuda_last_cluster_query(MockClusterQuery *out);
 
 #endif

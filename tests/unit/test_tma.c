@@ -8,7 +8,10 @@
  * it but the map cannot be made (a negative stride, a driver that refuses, a driver
  * without the entry point) the launch runs the cp.async variant instead. The recipes
  * survive the disk cache (a new context loads the cubin and still passes the maps),
- * and a captured CUDA graph replays its launch with the maps. */
+ * and a captured CUDA graph replays its launch with the maps. Persistent kernels launch
+ * a capped grid; cluster kernels (the launch key cluster) `cluster` CTAs a program along
+ * x, a persistent one as many clusters as cuOccupancyMaxActiveClusters says (or the
+ * device's limits without it). */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +33,8 @@
 static MockLastLaunchFn mock_last;
 static MockResetFn mock_reset;
 static MockLaunchLogFn mock_log;
+static MockCountsFn mock_counts;
+static MockLastClusterQueryFn mock_cluster_query;
 
 static struct {
     TrtContext *ctx;
@@ -45,6 +50,8 @@ static int setup(void **state)
     if (!mkdtemp(cur.dir)) return -1;
     mock_reset();
     unsetenv("MOCKCUDA_TMA_ERROR");
+    unsetenv("MOCKCUDA_ACTIVE_CLUSTERS");
+    unsetenv("MOCKCUDA_ACTIVE_CLUSTERS_ERROR");
     return 0;
 }
 
@@ -66,10 +73,12 @@ static TrtKernel *gemm(void)
 {
     if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
     assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
-    TrtConst consts[7] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 0},
-                          {"persistent", 0}};   /* the plain ring (the example's default has both) */
+    /* the plain ring (the example's default has ws and persistent); every key of the
+     * space fixed, so the handle runs this config */
+    TrtConst consts[8] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 0},
+                          {"persistent", 0}, {"cluster", 1}};
     TrtKernel *k = NULL;
-    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 7, &k));
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 8, &k));
     return k;
 }
 
@@ -252,10 +261,10 @@ static TrtKernel *persistent_gemm(int persistent)
 {
     if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
     if (!cur.mod) assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
-    TrtConst consts[7] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 1},
-                          {"persistent", persistent}};
+    TrtConst consts[8] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 1},
+                          {"persistent", persistent}, {"cluster", 1}};
     TrtKernel *k = NULL;
-    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 7, &k));
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 8, &k));
     return k;
 }
 
@@ -366,6 +375,338 @@ static void test_driver_without_encoder(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- clusters ---------------------------------------------------------------------- */
+/* A GEMM whose dot the cluster pass can split: each program's BM = 128 rows of C, 64 a
+ * CTA in a cluster of 2 (passes/cluster.c), over a 2-D grid of programs. The launch
+ * keys cluster, persistent and ws come as consts. */
+static const char cluster_src[] =
+    "@launch(warps = 8, stages = 3, cluster = 2)\n"
+    "kernel gemm_cluster(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32,\n"
+    "                    const BM: i32 = 128, const BN: i32 = 128, const BK: i32 = 64)\n"
+    "    grid(cdiv(M, BM), cdiv(N, BN))\n"
+    "{\n"
+    "    let pm = program_id(0);\n"
+    "    let pn = program_id(1);\n"
+    "    var acc = zeros([BM, BN], f32);\n"
+    "    for k in range(0, K, BK) {\n"
+    "        let a_tile = load_block(a, [M, K], [K, 1], [pm * BM, k], [BM, BK]);\n"
+    "        let b_tile = load_block(b, [K, N], [N, 1], [k, pn * BN], [BK, BN]);\n"
+    "        acc = dot(a_tile, b_tile, acc);\n"
+    "    }\n"
+    "    store_block(c, [M, N], [N, 1], [pm * BM, pn * BN], acc as bf16);\n"
+    "}\n";
+
+static TrtKernel *cluster_gemm(int cluster, int persistent)
+{
+    if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
+    if (!cur.mod) assert_ok(trt_module_load_string(cur.ctx, "gemm_cluster.tile", cluster_src, &cur.mod));
+    /* a persistent TMA ring needs a producer warpgroup (passes/persistent.c) */
+    TrtConst consts[3] = {{"cluster", cluster}, {"persistent", persistent}, {"ws", persistent}};
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "gemm_cluster", consts, 3, &k));
+    return k;
+}
+
+/* Launches C [m, n] = A [m, K] B [K, n]: a grid of cdiv(m, 128) x cdiv(n, 128) programs. */
+static TrtStatus cluster_launch(TrtKernel *k, int32_t m, int32_t n, const uint32_t *grid, CUstream s)
+{
+    TrtArg a[6] = {trt_arg_ptr(0x100000), trt_arg_ptr(0x200000), trt_arg_ptr(0x300000),
+                   trt_arg_i32(m), trt_arg_i32(n), trt_arg_i32(K)};
+    return trt_launch(k, a, 6, grid, s);
+}
+
+static void cluster_launch_ok(TrtKernel *k, int32_t m, int32_t n, MockLaunch *l)
+{
+    assert_ok(cluster_launch(k, m, n, NULL, NULL));
+    mock_last(l);
+}
+
+static void drop_context(void)
+{
+    trt_module_destroy(cur.mod);
+    trt_context_destroy(cur.ctx);
+    cur.mod = NULL;
+    cur.ctx = NULL;
+}
+
+/* The grid counts programs; each runs on `cluster` CTAs along x: 8 x 6 programs launch
+ * 16 x 6 CTAs in clusters of 2, 32 x 6 in clusters of 4, 8 x 6 without a cluster; an
+ * explicit grid likewise. */
+static void test_cluster_launch_runs_cluster_ctas_a_program(void **state)
+{
+    (void)state;
+    MockLaunch l;
+    TrtKernel *k = cluster_gemm(2, 0);
+    cluster_launch_ok(k, 1024, 768, &l);
+    assert_string_equal(l.func, "gemm_cluster");
+    assert_grid(&l, 16, 6, 1);
+    assert_int_equal(l.block[0], k->variants[0].threads);
+    assert_int_equal(k->variants[0].cluster, 2);
+    assert_int_equal(k->variants[0].max_programs, 0);
+    assert_int_equal(l.ntma, 3);                  /* the launch is otherwise the same */
+    assert_int_equal(l.cluster, 2);               /* the PTX's .reqnctapercluster: the mock checks the grid */
+    uint32_t grid[3] = {3, 2, 1};
+    assert_ok(cluster_launch(k, 1024, 768, grid, NULL));
+    mock_last(&l);
+    assert_grid(&l, 6, 2, 1);
+    cluster_launch_ok(cluster_gemm(4, 0), 1024, 768, &l);
+    assert_grid(&l, 32, 6, 1);
+    k = cluster_gemm(1, 0);
+    cluster_launch_ok(k, 1024, 768, &l);
+    assert_grid(&l, 8, 6, 1);
+    assert_int_equal(k->variants[0].cluster, 1);
+}
+
+/* The mock launches an .entry with .reqnctapercluster as the driver does: only with a
+ * grid x that is a multiple of the cluster (so the tests above would see a launch of
+ * the wrong size fail). */
+static void test_mock_checks_the_cluster_of_the_ptx(void **state)
+{
+    (void)state;
+    static const char ptx[] = ".version 8.3\n.target sm_90a\n.address_size 64\n"
+                              ".visible .entry pair(.param .u64 x)\n.explicitcluster\n"
+                              ".reqnctapercluster 2, 1, 1\n{\n\tret;\n}\n";
+    static const IrElem params[] = {IR_PTR};
+    static const RtPtxKernel pair = {"pair", params, NULL, 1, 128};
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
+    assert_ok(rt_module_load_ptx(cur.ctx, ptx, &pair, 1, &cur.mod));
+    TrtKernel *k = NULL;
+    assert_ok(trt_module_get_kernel(cur.mod, "pair", NULL, 0, &k));
+    TrtArg a = trt_arg_ptr(0x100000);
+    uint32_t odd[3] = {3, 1, 1}, even[3] = {4, 1, 1};
+    assert_int_equal(trt_launch(k, &a, 1, odd, NULL), TRT_ERROR_DRIVER);
+    assert_non_null(strstr(trt_last_error(), "CUDA_ERROR_INVALID_CLUSTER_SIZE (912)"));
+    assert_ok(trt_launch(k, &a, 1, even, NULL));
+    MockLaunch l;
+    mock_last(&l);
+    assert_int_equal(l.cluster, 2);
+}
+
+/* The CTAs along x must fit what a GPU launches, not only the programs. */
+static void test_cluster_grid_too_large(void **state)
+{
+    (void)state;
+    TrtKernel *k = cluster_gemm(2, 0);
+    uint32_t grid[3] = {1u << 30, 1, 1};
+    mock_reset();
+    assert_int_equal(cluster_launch(k, 1024, 768, grid, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "kernel 'gemm_cluster' runs each program on a cluster of 2 CTAs "
+                                             "along x: its grid of 1073741824x1x1 is 2147483648 CTAs along x"));
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.launches, 0);
+    grid[0] = (1u << 30) - 1;
+    assert_ok(cluster_launch(k, 1024, 768, grid, NULL));
+}
+
+/* A persistent cluster kernel launches min(its programs, the clusters the device runs
+ * at once) clusters: the driver's count, asked once when the variant loads with the
+ * variant's block, shared memory and cluster. */
+static void test_persistent_cluster_launch_counts_clusters(void **state)
+{
+    (void)state;
+    MockLaunch l;
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "50", 1);
+    TrtKernel *k = cluster_gemm(2, 1);
+    cluster_launch_ok(k, 16384, 4096, &l);        /* 128 x 32 programs */
+    assert_grid(&l, 100, 1, 1);
+    assert_int_equal(k->variants[0].max_programs, 50);
+    MockClusterQuery q;
+    mock_cluster_query(&q);
+    assert_int_equal(q.cluster, 2);
+    assert_int_equal(q.grid_x % 2, 0);
+    assert_int_equal(q.block_x, k->variants[0].threads);
+    assert_int_equal(q.shmem, k->variants[0].shared_bytes);
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.cluster_queries, 1);
+    cluster_launch_ok(k, 1024, 768, &l);          /* 8 x 6 programs: fewer than 50 */
+    assert_grid(&l, 96, 1, 1);
+    cluster_launch_ok(k, 128, 128, &l);
+    assert_grid(&l, 2, 1, 1);
+    mock_counts(&c);
+    assert_int_equal(c.cluster_queries, 1);       /* asked at load, not at launch */
+    /* clusters of 4: the mock's default count, 132 SMs / 4 */
+    unsetenv("MOCKCUDA_ACTIVE_CLUSTERS");
+    k = cluster_gemm(4, 1);
+    cluster_launch_ok(k, 16384, 4096, &l);
+    assert_grid(&l, 4 * 33, 1, 1);
+}
+
+/* What a persistent cluster launch falls back to: the resident CTAs (SMs x blocks an SM
+ * holds, of `regs` registers a thread as the mock says) over the cluster size. */
+static uint32_t fallback_clusters(const RtVariant *v, uint32_t regs)
+{
+    RtLimits lim;
+    assert_ok(rt_device_limits(cur.ctx, &lim));
+    uint32_t per_sm = rt_blocks_per_sm(&lim, v->threads, regs, v->shared_bytes);
+    uint32_t n = (uint32_t)lim.sms * (per_sm ? per_sm : 1) / v->cluster;
+    return n ? n : 1;
+}
+
+static void test_persistent_cluster_query_fails(void **state)
+{
+    (void)state;
+    MockLaunch l;
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "50", 1);
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS_ERROR", "912", 1);
+    TrtKernel *k = cluster_gemm(2, 1);
+    cluster_launch_ok(k, 16384, 4096, &l);
+    uint32_t n = fallback_clusters(&k->variants[0], 32);
+    assert_int_not_equal(n, 50);
+    assert_int_equal(k->variants[0].max_programs, n);
+    assert_grid(&l, 2 * n, 1, 1);
+    MockCounts c;
+    mock_counts(&c);
+    assert_int_equal(c.cluster_queries, 1);            /* asked, and it failed */
+    /* on a device of 1 SM that holds fewer CTAs than a cluster (255 registers a
+     * thread: one block at most): still one cluster */
+    unsetenv("MOCKCUDA_ACTIVE_CLUSTERS_ERROR");
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "0", 1);   /* the driver says none fits: fall back too */
+    setenv("MOCKCUDA_SMS", "1", 1);
+    setenv("MOCKCUDA_REGS", "*:255", 1);
+    k = cluster_gemm(4, 1);
+    cluster_launch_ok(k, 16384, 4096, &l);
+    assert_int_equal(fallback_clusters(&k->variants[0], 255), 1);
+    unsetenv("MOCKCUDA_SMS");
+    unsetenv("MOCKCUDA_REGS");
+    assert_int_equal(k->variants[0].max_programs, 1);
+    assert_grid(&l, 4, 1, 1);
+}
+
+/* A driver without cuOccupancyMaxActiveClusters still launches
+ * persistent cluster kernels, sized from the device's limits; in a child, since the
+ * driver table is read once per process. */
+static int child_no_cluster_query(void)
+{
+    setenv("MOCKCUDA_MISSING", "cuOccupancyMaxActiveClusters", 1);
+    if (setup(NULL)) return 2;
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "50", 1);   /* not asked */
+    TrtKernel *k = cluster_gemm(2, 1);
+    MockLaunch l;
+    cluster_launch_ok(k, 16384, 4096, &l);
+    MockCounts c;
+    mock_counts(&c);
+    uint32_t n = fallback_clusters(&k->variants[0], 32);
+    int rc = !cur.ctx->drv->cuOccupancyMaxActiveClusters && c.cluster_queries == 0 &&
+                     k->variants[0].max_programs == n && n != 50 && l.grid[0] == 2 * n && l.grid[1] == 1
+                 ? 0 : 1;
+    if (rc) fprintf(stderr, "child: grid %u, %u clusters, %d queries\n", l.grid[0], n, c.cluster_queries);
+    teardown(NULL);
+    return rc;
+}
+
+static void test_cluster_without_the_query(void **state)
+{
+    (void)state;
+    char cmd[512], self[256];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = 0;
+    snprintf(cmd, sizeof cmd, "'%s' --child-no-cluster-query", self);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A captured graph replays the launch's CTAs: a cluster kernel's and a persistent one's. */
+static void test_cluster_graph_replay(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "50", 1);
+    TrtKernel *k = cluster_gemm(2, 0), *p = cluster_gemm(2, 1);
+    MockLaunch direct[2], replay[2];
+    cluster_launch_ok(k, 1024, 768, &direct[0]);  /* builds the variants outside the capture */
+    cluster_launch_ok(p, 16384, 4096, &direct[1]);
+    assert_grid(&direct[0], 16, 6, 1);
+    assert_grid(&direct[1], 100, 1, 1);
+    CUstream s = (CUstream)0x77;
+    TrtGraph *g = NULL;
+    assert_ok(trt_graph_begin(cur.ctx, s));
+    assert_ok(cluster_launch(k, 1024, 768, NULL, s));
+    assert_ok(cluster_launch(p, 16384, 4096, NULL, s));
+    assert_ok(trt_graph_end(cur.ctx, s, &g));
+    mock_reset();
+    assert_ok(trt_graph_launch(g, s));
+    assert_int_equal(mock_log(replay, 2), 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(replay[i].func, direct[i].func);
+        assert_int_equal(replay[i].cluster, 2);
+        assert_grid(&replay[i], direct[i].grid[0], direct[i].grid[1], direct[i].grid[2]);
+        assert_int_equal(replay[i].block[0], direct[i].block[0]);
+    }
+    trt_graph_destroy(g);
+}
+
+/* A warm start (a new context, no code generator) loads the cluster size with the cubin
+ * and launches the same grids, the persistent one sized by the driver's count again. */
+static void test_cluster_survives_the_disk_cache(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "50", 1);
+    MockLaunch cold[2], warm[2];
+    cluster_launch_ok(cluster_gemm(2, 0), 1024, 768, &cold[0]);
+    cluster_launch_ok(cluster_gemm(2, 1), 16384, 4096, &cold[1]);
+    drop_context();
+    mock_reset();
+    setenv("MOCKCUDA_ACTIVE_CLUSTERS", "40", 1);
+    setenv("TILE_CODEGEN_LIBRARY", "/nonexistent/libtileCG.so", 1);   /* a warm start compiles nothing */
+    TrtKernel *k = cluster_gemm(2, 0), *p = cluster_gemm(2, 1);
+    cluster_launch_ok(k, 1024, 768, &warm[0]);
+    cluster_launch_ok(p, 16384, 4096, &warm[1]);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 1);
+    assert_int_equal(k->variants[0].origin, RT_FROM_DISK_CUBIN);
+    assert_int_equal(p->variants[0].origin, RT_FROM_DISK_CUBIN);
+    assert_int_equal(k->variants[0].cluster, 2);
+    assert_grid(&warm[0], cold[0].grid[0], cold[0].grid[1], cold[0].grid[2]);
+    assert_grid(&cold[1], 100, 1, 1);
+    assert_grid(&warm[1], 80, 1, 1);              /* this device's count: 40 clusters */
+}
+
+/* The cluster size is bits 8..15 of the payload's flags word (docs/CACHE.md); an entry
+ * written before clusters (0 there) loads as no cluster. The test rewrites the cached
+ * cubin's flags as an older runtime wrote them and starts again. */
+typedef struct {
+    RtKey key;
+    int n;
+} Found;
+
+static void find_cubin(const RtCacheEntryInfo *e, void *ud)
+{
+    Found *f = ud;
+    if (e->kind == RT_ENTRY_CUBIN) f->key = e->key, f->n++;
+}
+
+static void test_payload_without_cluster_bits(void **state)
+{
+    (void)state;
+    MockLaunch l;
+    cluster_launch_ok(cluster_gemm(2, 1), 16384, 4096, &l);
+    assert_grid(&l, 2 * 66, 1, 1);                /* the mock's 132 SMs / 2 */
+    drop_context();
+    RtCache *c = NULL;
+    assert_ok(rt_cache_open(cur.dir, 0, &c));
+    Found f = {{{0}}, 0};
+    rt_cache_foreach(c, find_cubin, &f);
+    assert_int_equal(f.n, 1);
+    RtBlob b = {0};
+    assert_int_equal(rt_cache_get(c, RT_ENTRY_CUBIN, &f.key, &b), RT_GET_HIT);
+    uint32_t w[4];
+    memcpy(w, b.data, sizeof w);
+    assert_int_equal(w[3], 2u << 8 | RT_META_PERSISTENT);
+    w[3] = RT_META_PERSISTENT;
+    memcpy(b.data, w, sizeof w);
+    assert_ok(rt_cache_put(c, RT_ENTRY_CUBIN, &f.key, b.data, b.len));
+    rt_blob_free(&b);
+    rt_cache_close(c);
+    setenv("TILE_CODEGEN_LIBRARY", "/nonexistent/libtileCG.so", 1);
+    TrtKernel *k = cluster_gemm(2, 1);
+    cluster_launch_ok(k, 16384, 4096, &l);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 1);
+    assert_int_equal(k->variants[0].origin, RT_FROM_DISK_CUBIN);
+    assert_int_equal(k->variants[0].cluster, 1);
+    assert_int_equal(k->variants[0].max_programs, fallback_clusters(&k->variants[0], 32));   /* SMs x blocks */
+    assert_grid(&l, k->variants[0].max_programs, 1, 1);
+}
+
 static void bind_mock(void)
 {
     void *h = dlopen(getenv("TILE_CUDA_LIBRARY"), RTLD_NOW);
@@ -376,6 +717,8 @@ static void bind_mock(void)
     mock_last = (MockLastLaunchFn)dlsym(h, "mockcuda_last_launch");
     mock_reset = (MockResetFn)dlsym(h, "mockcuda_reset");
     mock_log = (MockLaunchLogFn)dlsym(h, "mockcuda_launch_log");
+    mock_counts = (MockCountsFn)dlsym(h, "mockcuda_counts");
+    mock_cluster_query = (MockLastClusterQueryFn)dlsym(h, "mockcuda_last_cluster_query");
 }
 
 int main(int argc, char **argv)
@@ -386,13 +729,19 @@ int main(int argc, char **argv)
     unsetenv("TILE_TMA");
     bind_mock();
     if (argc == 2 && !strcmp(argv[1], "--child-no-encoder")) return child_no_encoder();
+    if (argc == 2 && !strcmp(argv[1], "--child-no-cluster-query")) return child_no_cluster_query();
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_aligned_launch_passes_tensor_maps), T(test_class_without_tma_has_no_maps),
         T(test_refused_map_falls_back), T(test_driver_refusal_falls_back),
         T(test_recipes_survive_the_disk_cache), T(test_graph_replay_passes_maps),
         T(test_driver_without_encoder), T(test_persistent_launch_caps_the_grid),
-        T(test_persistent_grid_too_large),
+        T(test_persistent_grid_too_large), T(test_cluster_launch_runs_cluster_ctas_a_program),
+        T(test_mock_checks_the_cluster_of_the_ptx), T(test_cluster_grid_too_large),
+        T(test_persistent_cluster_launch_counts_clusters),
+        T(test_persistent_cluster_query_fails), T(test_cluster_without_the_query),
+        T(test_cluster_graph_replay), T(test_cluster_survives_the_disk_cache),
+        T(test_payload_without_cluster_bits),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
