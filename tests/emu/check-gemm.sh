@@ -5,18 +5,21 @@
 # TMA ring (every box's map, destination and block, every mbarrier, and which operand
 # each wgmma row holds) and its TMA stores of C (C's map, the staging half's alignment,
 # the box's coordinates, every staged byte written by the threads before the store
-# reads it, every element of C stored exactly once). Exit 77 without LLVM's llc or a C compiler.
+# reads it, every element of C stored exactly once). The last column sets WS,
+# PERSISTENT and CLUSTER (run.sh): a producer warpgroup, programs walking tiles, clusters
+# of two CTAs whose B comes by multicast (their shares must fill every row each CTA's
+# wgmma reads, and land in no chunk of A). Exit 77 without LLVM's llc or a C compiler.
 #   check-gemm.sh TILEC
 set -u
 tilec=$1; here=$(cd "$(dirname "$0")" && pwd)
 command -v cc >/dev/null && { command -v llc-19 >/dev/null || [ -x /usr/lib/llvm-19/bin/llc ]; } || exit 77
 status=0
-# arch   config            M    N    K   (sm_90a: wgmma, its descriptors' reads checked)
-while read -r arch cfg M N K; do
+# arch   config            M    N    K   (sm_90a: wgmma, its descriptors' reads checked)  [keys]
+while read -r arch cfg M N K keys; do
   tma=0; [ "$arch" = sm_90a-tma ] && arch=sm_90a tma=1
-  out=$(ARCH=$arch TMA=$tma bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
+  out=$(env ${keys//,/ } ARCH=$arch TMA=$tma bash "$here/run.sh" "$tilec" "$cfg" "$M" "$N" "$K" 2>&1); rc=$?
   [ $tma = 1 ] && arch=sm_90a-tma
-  echo "$arch $cfg ${M}x${N}x${K}: $(echo "$out" | tr '\n' ' ')"
+  echo "$arch $cfg ${M}x${N}x${K} ${keys}: $(echo "$out" | tr '\n' ' ')"
   [ $rc -eq 0 ] || status=1
 done <<'CONFIGS'
 sm_80  128,128,32,4,4 256 256 256
@@ -35,5 +38,9 @@ sm_90a-tma 128,128,32,4,4 384 256 320
 sm_90a-tma 64,128,16,4,3  192 256 160
 sm_90a-tma 128,64,64,4,2  256 192 256
 sm_90a-tma 256,128,64,8,4 512 256 256
+sm_90a-tma 128,256,64,8,4 512 768 320 WS=1,PERSISTENT=1
+sm_90a-tma 256,256,64,8,4 512 512 256 CLUSTER=2
+sm_90a-tma 256,128,64,8,4 768 256 192 WS=1,PERSISTENT=1,CLUSTER=2
+sm_90a-tma 256,64,64,8,3  512 256 256 CLUSTER=2
 CONFIGS
 exit $status

@@ -6,7 +6,14 @@
  * loads and stores inside the shared memory and aligned to their size.
  *
  *     harness M N K threads grid shared_bytes [BM BN BK]   (exit status 1 on any finding;
- *     BM BN BK: the tensor maps of a TMA build, -DTMA=1) */
+ *     BM BN BK: the tensor maps of a TMA build, -DTMA=1)
+ *
+ * A kernel with a producer warpgroup (ws) runs its threads too (the named barriers of
+ * the consumers are pthread barriers of their count); a persistent one walks the tiles
+ * from `grid` launched programs. CLUSTER=n (the environment): the kernel's programs run
+ * on clusters of n CTAs, one CTA after another, twice: the first pass only marks what
+ * each CTA's copies (multicast ones into every CTA) write, the second checks, so that
+ * a CTA's wgmma reads of the rows its peers copy into it are checked too. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,17 +23,44 @@
 unsigned char __tile_smem[256 * 1024] __attribute__((aligned(1024)));
 static unsigned smem_bytes;
 static __thread int tid_, ctaid_;
-static pthread_barrier_t bar;
+static pthread_barrier_t bar, cbar;
+static int ncluster = 1, rank_, grid_, quiet;
 static uintptr_t A, B, C;
 static size_t szA, szB, szC;
 static int errors;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 int emu_tid(void) { return tid_; }
-int emu_ctaid(void) { return ctaid_; }
+int emu_ctaid(void) { return ctaid_ * ncluster + rank_; }
+int emu_nctaid(void) { return grid_ * ncluster; }
+int emu_rank(void) { return rank_; }
+int emu_clusterid(void) { return ctaid_; }
+int emu_nclusterid(void) { return grid_; }
 void emu_barrier(void) { pthread_barrier_wait(&bar); }
+/* barrier.cluster: every thread of the CTA (the others of the cluster run before or
+ * after it here); a leaving producer thread's arrival counts as its wait */
+void emu_cluster_barrier(void) { pthread_barrier_wait(&cbar); }
+/* bar.sync id, n (the consumers' named barrier): a pthread barrier of n threads per id,
+ * made by the first thread that reaches it in this CTA */
+static pthread_barrier_t named[16];
+static int named_n[16];
+void emu_barrier_cnt(int id, int n)
+{
+    static pthread_mutex_t nm = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&nm);
+    if (id < 0 || id >= 16) id = 15;
+    if (!named_n[id]) pthread_barrier_init(&named[id], NULL, (unsigned)n), named_n[id] = n;
+    pthread_mutex_unlock(&nm);
+    pthread_barrier_wait(&named[id]);
+}
+static void reset_named(void)
+{
+    for (int i = 0; i < 16; i++)
+        if (named_n[i]) pthread_barrier_destroy(&named[i]), named_n[i] = 0;
+}
 static void report(const char *what, uint64_t v) {
+    if (quiet) return;
     pthread_mutex_lock(&mu);
-    if (errors++ < 20) fprintf(stderr, "cta %d tid %d: %s (0x%llx)\n", ctaid_, tid_, what, (unsigned long long)v);
+    if (errors++ < 20) fprintf(stderr, "cta %d rank %d tid %d: %s (0x%llx)\n", ctaid_, rank_, tid_, what, (unsigned long long)v);
     pthread_mutex_unlock(&mu);
 }
 static uint32_t off_of(uint32_t a) { return a - (uint32_t)(uintptr_t)__tile_smem; }
@@ -59,6 +93,10 @@ static void chk_row(uint32_t row, int want, uint32_t sw)
         uint32_t at = (row + c) / 16;
         if (at < sizeof chunk_from && chunk_from[at] && chunk_from[at] != want)
             report(want == 1 ? "wgmma A reads a row copied from B" : "wgmma B reads a row copied from A", row);
+        /* a cluster's second pass: every row of a stage was written by some CTA's copy
+         * in the first (the threads here do not wait for the copies: in a single pass a
+         * read may come before the copy) */
+        if (ncluster > 1 && at < sizeof chunk_from && !chunk_from[at]) report("wgmma reads a row no TMA copy wrote", row);
     }
 }
 static void chk_desc(uint64_t d, uint32_t o, int mn_major, int want)
@@ -140,8 +178,12 @@ void chk_tma(uint32_t dst, uint64_t map, uint32_t c0, uint32_t c1, uint32_t bar)
     if (o + bytes > smem_bytes) report("TMA box past the shared memory", o);
     if ((int32_t)c0 % (int32_t)m->box[0]) report("TMA inner coordinate not a multiple of the box width", c0);
     if ((int64_t)(int32_t)c1 >= (int64_t)m->dims[1] + m->box[1]) report("TMA outer coordinate past the tensor", c1);
-    for (uint32_t b = 0; b < bytes; b += 16)
-        if ((o + b) / 16 < sizeof chunk_from) chunk_from[(o + b) / 16] = (unsigned char)m->which;
+    for (uint32_t b = 0; b < bytes; b += 16) {
+        uint32_t at = (o + b) / 16;
+        if (at >= sizeof chunk_from) continue;
+        if (chunk_from[at] && chunk_from[at] != m->which) report("TMA copies of A and of B land in one chunk", o + b);
+        chunk_from[at] = (unsigned char)m->which;
+    }
     /* the boxes of one tma_copy (one map and outer coordinate, inner coordinates
      * rising: one thread issues them in a row) go to disjoint blocks of the stage */
     static const Map *gm;
@@ -152,6 +194,23 @@ void chk_tma(uint32_t dst, uint64_t map, uint32_t c0, uint32_t c1, uint32_t bar)
     glo[gn] = o, ghi[gn++] = o + bytes, g0 = c0;
     chk_mbar(bar);
 }
+/* A multicast copy (a cluster's share of a block, cg_tma.c): a copy as above, landing at
+ * the same offset of every CTA (one model of their shared memory: the CTAs' layouts are
+ * the same), to every CTA of the cluster. */
+void chk_tma_mc(uint32_t dst, uint64_t map, uint32_t c0, uint32_t c1, uint32_t bar, uint16_t mask)
+{
+    if (ncluster < 2) report("a multicast copy in a kernel without clusters", mask);
+    if (mask != (1u << ncluster) - 1) report("a multicast copy not to every CTA of the cluster", mask);
+    chk_tma(dst, map, c0, c1, bar);
+}
+/* A release of a stage on CTA `rank`'s barrier (mapa): a CTA of the cluster, the
+ * barrier's offset one of this CTA's. */
+void chk_remote_arrive(uint32_t a, uint32_t rank)
+{
+    if (rank >= (uint32_t)ncluster) report("a remote arrival on a CTA outside the cluster", rank);
+    chk_mbar(a);
+}
+
 /* A TMA store (store_block, passes/tmastore.c): through C's map, from a staging half
  * inside the shared memory on a 1024-byte swizzle repeat, at a column that is a
  * multiple of the box's width and a row inside C, and every byte of the box written by
@@ -220,31 +279,50 @@ int main(int argc, char **argv) {
 #if TMA
     c_stores = calloc((size_t)M * N, 1);
 #endif
-    if (argc > 9) {   /* BM BN BK: the maps */
-        uint32_t BM = (uint32_t)atoi(argv[7]), BN = (uint32_t)atoi(argv[8]), BK = (uint32_t)atoi(argv[9]);
+    const char *cl = getenv("CLUSTER");
+    ncluster = cl && atoi(cl) > 1 ? atoi(cl) : 1;
+    grid_ = grid;
+    if (argc > 9) {   /* BM BN BK: the maps (a CTA of a cluster copies and stores BM / n rows) */
+        uint32_t BM = (uint32_t)atoi(argv[7]) / (uint32_t)ncluster, BN = (uint32_t)atoi(argv[8]),
+                 BK = (uint32_t)atoi(argv[9]);
         map_a = (Map){.base = A, .dims = {(uint64_t)K, (uint64_t)M}, .stride = (uint64_t)K * 2,
                       .box = {swizzle_of(BK * 2) / 2, BM}, .which = 1};
+        /* B multicast in a cluster: boxes shared out, or where they do not divide, each
+         * CTA a box of BK / n rows (codegen/cg_tma.c multicast_rows) */
+        uint32_t boxes = BN * 2 / swizzle_of(BN * 2), brows = ncluster > 1 && boxes % ncluster ? BK / ncluster : BK;
         map_b = (Map){.base = B, .dims = {(uint64_t)N, (uint64_t)K}, .stride = (uint64_t)N * 2,
-                      .box = {swizzle_of(BN * 2) / 2, BK}, .which = 2};
+                      .box = {swizzle_of(BN * 2) / 2, brows}, .which = 2};
         map_c = (Map){.base = C, .dims = {(uint64_t)N, (uint64_t)M}, .stride = (uint64_t)N * 2,
                       .box = {swizzle_of(BN * 2) / 2, BM > 128 && BM % 16 == 0 ? BM / 2 : BM}, .which = 3};   /* a staging chunk */
     }
-    pthread_barrier_init(&bar, NULL, (unsigned)nt);
     if (nt < 1 || nt > NT_MAX) {
         fprintf(stderr, "threads must be 1..%d\n", NT_MAX);
         return 2;
     }
+    pthread_barrier_init(&bar, NULL, (unsigned)nt);
+    pthread_barrier_init(&cbar, NULL, (unsigned)nt);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 4u << 20);
-    for (cta = 0; cta < grid; cta++) {
-        pthread_t th[NT_MAX];
-        for (int t = 0; t < nt; t++)
-            if (pthread_create(&th[t], &attr, run, (void *)(intptr_t)t)) {
-                fprintf(stderr, "pthread_create failed\n");
-                return 2;
+    for (int pass = ncluster > 1 ? 0 : 1; pass < 2; pass++) {
+        quiet = pass == 0;   /* the first of a cluster's passes only marks what the copies write */
+        for (cta = 0; cta < grid; cta++)
+            for (rank_ = 0; rank_ < ncluster; rank_++) {
+                pthread_t th[NT_MAX];
+                reset_named();
+                for (int t = 0; t < nt; t++)
+                    if (pthread_create(&th[t], &attr, run, (void *)(intptr_t)t)) {
+                        fprintf(stderr, "pthread_create failed\n");
+                        return 2;
+                    }
+                for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
             }
-        for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
+#if TMA
+        if (pass == 0) {   /* the stores and staging writes again in the second pass */
+            memset(c_stores, 0, (size_t)M * N);
+            memset(written, 0, sizeof written);
+        }
+#endif
     }
 #if TMA
     for (size_t i = 0; i < (size_t)M * N; i++)

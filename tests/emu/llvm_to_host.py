@@ -63,8 +63,10 @@ def emu_for(asm, cons, args, ret):
                 lines.append("  %%s%d = insertvalue %s %s, %s %%p%d, %d" % (i, ret, cur, t, i, i))
                 cur = "%%s%d" % i
             body = lines + ["  ret %s %s" % (ret, cur)]
-    elif asm.startswith("wgmma.commit_group") or asm.startswith("fence.proxy.async"):
+    elif asm.startswith("wgmma.commit_group") or asm.startswith("fence.proxy.async") or asm.startswith("setmaxnreg"):
         body = ["  ret void"]
+    elif asm.startswith("barrier.cluster.arrive"):   # arrive (a leaving producer's) or arrive and wait
+        body = ["  call void @emu_cluster_barrier()", "  ret void"]
     elif "cvt.rn.bf16x2" in asm:
         body = ["  ret i32 0"]
     elif VALUES and re.match(r"\{ \.reg \.pred p; setp\.(gt|lt|ge|le)\.([su])32 p, \$1, \$2; selp\.b32 \$0, \$1, \$2, p; \}$", asm):
@@ -96,8 +98,12 @@ def emu_for(asm, cons, args, ret):
         body = ["  call void @chk_tma_st(i64 %p0, i32 %p1, i32 %p2, i32 %p3)", "  ret void"]
     elif asm.startswith("cp.async.bulk.wait_group") or asm.startswith("cp.async.bulk.commit_group"):
         body = ["  ret void"]
+    elif asm.startswith("cp.async.bulk.tensor.2d") and "multicast::cluster" in asm:   # ..., [bar], mask
+        body = ["  call void @chk_tma_mc(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4, i16 %p5)", "  ret void"]
     elif asm.startswith("cp.async.bulk.tensor.2d"):   # [dst], [map, {c0, c1}], [bar]
         body = ["  call void @chk_tma(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4)", "  ret void"]
+    elif "mapa.shared::cluster" in asm:   # a release on CTA $1's barrier at offset $0
+        body = ["  call void @chk_remote_arrive(i32 %p0, i32 %p1)", "  ret void"]
     elif asm.startswith("mbarrier.") or "mbarrier.try_wait" in asm:   # init, arrive(.expect_tx), try_wait
         body = ["  call void @chk_mbar(i32 %p0)", "  ret void"]
     elif asm.startswith("fence.mbarrier_init"):
@@ -137,6 +143,12 @@ src = re.sub(r'^target (datalayout|triple).*$', '', src, flags=re.M)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
 src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
+# a kernel with a producer warpgroup (ws) or walking tiles (persistent) or of clusters
+for sreg, emu in (("nctaid.x", "nctaid"), ("cluster.ctarank", "rank"), ("clusterid.x", "clusterid"),
+                  ("nclusterid.x", "nclusterid")):
+    src = src.replace("@llvm.nvvm.read.ptx.sreg.%s" % sreg, "@emu_%s" % emu)
+src = src.replace("@llvm.nvvm.barrier.sync.cnt", "@emu_barrier_cnt")
+src = re.sub(r'declare [^\n]*@emu_barrier_cnt\([^\n]*', 'declare void @emu_barrier_cnt(i32, i32)', src)
 if VALUES:
     src = re.sub(r"@llvm\.nvvm\.shfl\.sync\.(bfly|up|down|idx)\.i32", r"@emu_shfl_\1", src)
     src = re.sub(r"declare [^\n]*@emu_shfl_(\w+)\([^\n]*", r"declare i32 @emu_shfl_\1(i32, i32, i32, i32)", src)
@@ -146,10 +158,12 @@ else:   # the GEMM's one shuffle: its warpgroup's row from lane 0, the same in e
     src += "\ndefine internal i32 @emu_shfl_own(i32 %m, i32 %v, i32 %l, i32 %c) {\n  ret i32 %v\n}\n"
 src = re.sub(r'"target-cpu"="[^"]*"', '', src)
 src = re.sub(r'"target-features"="[^"]*"', '', src)
-src = re.sub(r'declare noundef i32 @emu_(tid|ctaid)\(\) #\d+', r'declare i32 @emu_\1()', src)
+src = re.sub(r'declare noundef i32 @emu_(tid|ctaid|nctaid|rank|clusterid|nclusterid)\(\) #\d+', r'declare i32 @emu_\1()', src)
 src = re.sub(r'declare void @emu_barrier\(\) #\d+', 'declare void @emu_barrier()', src)
 src += "\ndeclare void @chk_wgmma(i64, i64, i32, i32, i32)\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\ndeclare void @chk_tma_st(i64, i32, i32, i32)\n"
 src += "declare void @chk_tma(i32, i64, i32, i32, i32)\ndeclare void @chk_mbar(i32)\n"
+src += "declare void @chk_tma_mc(i32, i64, i32, i32, i32, i16)\ndeclare void @chk_remote_arrive(i32, i32)\n"
+src += "declare void @emu_cluster_barrier()\n"
 src += "\n".join(d for _, d in decls.values())
 open(sys.argv[2], "w").write(src)
 # instrument shared loads and stores: a check of the address before each
