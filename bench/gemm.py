@@ -294,8 +294,9 @@ def section_bf16(rt):
 # ---- fp8: examples/matmul_fp8.tile against torch._scaled_mm ---------------------------------
 MATMUL_FP8 = os.path.join(EX, "matmul_fp8.tile")
 PEAK_FP8 = 1979e12   # H200 SXM, dense fp8 on tensor cores
-FP8_CONFIGS = [  # BM, BN, BK, warps, stages
+FP8_CONFIGS = [  # BM, BN, BK, warps, stages[, ws, persistent, cluster]
     (128, 256, 128, 8, 4), (128, 256, 128, 8, 3), (128, 128, 128, 8, 4), (128, 256, 64, 8, 5),
+    (256, 256, 128, 8, 4, 0, 0, 2),   # two CTAs of 128 rows, B multicast
 ]
 FP8_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 11008, 4096)]
 TOL_FP8 = 1e-2   # bf16 output plus Hopper's fast f8 accumulation
@@ -397,7 +398,8 @@ def section_gelu(rt):
     M, N, K = 16384, 11008, 4096
     flops = 2.0 * M * N * K
     configs = [(128, 256, 64, 8, 3)] if QUICK else [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3),
-                                                    (128, 256, 32, 8, 3), (128, 256, 64, 8, 4, 1, 1)]
+                                                    (128, 256, 32, 8, 3), (128, 256, 64, 8, 4, 1, 1),
+                                                    (256, 256, 64, 8, 4, 0, 0, 2), (256, 256, 64, 8, 4, 1, 1, 2)]
     if CUSTOM:
         configs = BF16_CONFIGS
     a, b, bias = rand_bf16(M, K), rand_bf16(K, N), rand_bf16(N)
