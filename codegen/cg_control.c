@@ -214,6 +214,10 @@ static bool lower_for(Cg *c, const IrOp *op)
     LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
     LLVMValueRef lo = widen(c, cg_get(c, op->operands[0]).v[0], e), hi = widen(c, cg_get(c, op->operands[1]).v[0], e);
     LLVMValueRef step = widen(c, cg_get(c, op->operands[2]).v[0], e);
+    if (op->attr.i && c->groups > 1) {   /* `for pingpong`: warpgroup g takes iterations g, g + 2, ... */
+        lo = LLVMBuildAdd(c->b, lo, LLVMBuildMul(c->b, LLVMBuildZExt(c->b, c->group, i64, ""), step, ""), "");
+        step = LLVMBuildMul(c->b, step, LLVMConstInt(i64, (unsigned long long)c->groups, 0), "");
+    }
     LLVMValueRef up = LLVMBuildICmp(c->b, LLVMIntSGT, step, LLVMConstNull(i64), "");
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), head = cg_block_new(c, "for"), bb = cg_block_new(c, "for.body");
     LLVMBasicBlockRef exit = cg_block_new(c, "for.end");

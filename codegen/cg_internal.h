@@ -99,6 +99,14 @@ typedef struct Cg {
      * only (`consumers`), and inside the producer region one thread runs (`in_producer`). */
     uint32_t producer_threads;
     bool consumers, in_producer;
+    /* A pingpong kernel's two consumer warpgroups (passes/persistent.c), each running
+     * programs of `threads` threads: `tid` is the thread's index in its warpgroup,
+     * `raw_tid` the block's, `group` (i32) which warpgroup, `scratch` (i32 bytes) where
+     * its shared-memory scratch starts (cg_smem_ptr adds it); groups 1: NULLs, raw_tid
+     * = tid. */
+    int groups;
+    uint32_t scratch_stride;
+    LLVMValueRef raw_tid, group, scratch;
 } Cg;
 
 typedef struct CgMemo {

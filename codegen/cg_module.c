@@ -153,7 +153,9 @@ void cg_barrier(Cg *c)
         cg_intrinsic(c, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
         return;
     }
-    LLVMValueRef args[2] = {cg_i32c(c, 1), cg_i32c(c, c->threads)};
+    /* a pingpong kernel's warpgroups: named barriers 1 and 2, one each */
+    LLVMValueRef id = c->groups > 1 ? LLVMBuildAdd(c->b, c->group, cg_i32c(c, 1), "") : cg_i32c(c, 1);
+    LLVMValueRef args[2] = {id, cg_i32c(c, c->threads)};
     cg_intrinsic(c, "llvm.nvvm.barrier.sync.cnt", NULL, 0, args, 2);
 }
 
@@ -205,6 +207,7 @@ LLVMValueRef cg_smem_ptr(Cg *c, LLVMValueRef index, LLVMTypeRef elem_ty, uint32_
 {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(c->ctx);
     LLVMValueRef base = c->smem;
+    if (c->scratch) base = LLVMBuildGEP2(c->b, i8, base, &c->scratch, 1, "");   /* this warpgroup's scratch */
     if (byte_base) {
         LLVMValueRef off = cg_i32c(c, byte_base);
         base = LLVMBuildGEP2(c->b, i8, base, &off, 1, "");
@@ -283,6 +286,7 @@ typedef struct SmemPlan {
     uint32_t live, free_, buffers;
     const IrOp *worst;
     bool nvmma;
+    uint32_t stride;             /* a pingpong kernel's warpgroups: their scratch's distance */
 } SmemPlan;
 
 /* A local_alloc of an NVMMA buffer (swizzle_bytes: read by wgmma). */
@@ -330,8 +334,14 @@ static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan 
 
 static SmemPlan smem_plan(const IrFunc *k)
 {
-    SmemPlan p = {0, 0, cg_buffer_area_bytes(k), NULL, has_nvmma_buffer(k)};
+    SmemPlan p = {0, 0, cg_buffer_area_bytes(k), NULL, has_nvmma_buffer(k), 0};
     plan_block(k, &k->body, false, &p);
+    int groups = ir_consumer_groups(k);
+    if (groups > 1) {   /* each warpgroup its own scratch, one after the other */
+        uint32_t s = p.live > p.free_ ? p.live : p.free_;
+        p.stride = (s + 127) & ~127u;
+        p.live = p.free_ = p.stride * (uint32_t)groups;
+    }
     return p;
 }
 
@@ -358,6 +368,7 @@ static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
     ir_walk((IrBlock *)&k->body, smem_visit, &w);
     SmemPlan p = smem_plan(k);
     c->smem_buffers = buffers_at(&p);
+    c->scratch_stride = p.stride;
     uint32_t need = smem_total(&p), limit = smem_limit(arch);
     if (need <= limit) return true;
     if (p.buffers)
@@ -374,7 +385,7 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
 {
     if (!k || k->kind != IR_FUNC_KERNEL) return false;
     SmemPlan p = smem_plan(k);
-    out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32 + producer_threads(k);
+    out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32 * (uint32_t)ir_consumer_groups(k) + producer_threads(k);
     out->shared_bytes = smem_total(&p);
     int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
     out->ntma = n > 0 ? (uint32_t)n : 0;
@@ -459,6 +470,8 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->threads = c->warps * 32;
     c->producer_threads = producer_threads(k);
     c->consumers = c->in_producer = false;
+    c->groups = ir_consumer_groups(k);
+    c->raw_tid = c->group = c->scratch = NULL;
     int ntma = cg_tma_descs(k, c->tma, CG_MAX_TMA);
     if (ntma < 0) {
         tl_free(pts);
@@ -476,7 +489,7 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     cg_tma_params(c);
     LLVMSetFunctionCallConv(c->fn, LLVMPTXKernelCallConv);
     cg_annotate(c->mod, c->fn, "kernel", 1);
-    cg_annotate(c->mod, c->fn, "maxntidx", c->threads + (int)c->producer_threads);
+    cg_annotate(c->mod, c->fn, "maxntidx", c->threads * c->groups + (int)c->producer_threads);
     /* setmaxnreg needs .maxntid with .minnctapersm (ptxas drops it otherwise) */
     if (c->producer_threads) cg_annotate(c->mod, c->fn, "minctasm", 1);
     c->vals = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->vals);
@@ -485,7 +498,13 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     if (!c->vals || !c->lazy || !c->ai) tl_oom();
     LLVMPositionBuilderAtEnd(c->b, cg_block_new(c, "entry"));
     c->exit_bb = cg_block_new(c, "exit");
-    c->tid = cg_sreg(c, "tid.x");
+    c->tid = c->raw_tid = cg_sreg(c, "tid.x");
+    if (c->groups > 1) {   /* warpgroup 0, 1 (the producer's threads with 1: setup ops only) */
+        LLVMValueRef g = LLVMBuildLShr(c->b, c->raw_tid, cg_i32c(c, 7), "");
+        c->group = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntUGT, g, cg_i32c(c, 1), ""), cg_i32c(c, 1), g, "group");
+        c->tid = LLVMBuildAnd(c->b, c->raw_tid, cg_i32c(c, c->threads - 1), "tid");
+        c->scratch = LLVMBuildMul(c->b, c->group, cg_i32c(c, (int32_t)c->scratch_stride), "scratch");
+    }
     c->lane = LLVMBuildAnd(c->b, c->tid, cg_i32c(c, 31), "lane");
     c->warp = LLVMBuildLShr(c->b, c->tid, cg_i32c(c, 5), "warp");
     /* where the thread-index values go (cg_thread_builder): before this dead add, which

@@ -197,7 +197,8 @@ static LLVMValueRef as_i32(Cg *c, LLVMValueRef v)
 static bool lower_init(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
-    LLVMBasicBlockRef after = begin_if(c, thread0(c));
+    /* the block's thread 0 (a pingpong kernel's warpgroups each have a thread 0) */
+    LLVMBasicBlockRef after = begin_if(c, LLVMBuildICmp(c->b, LLVMIntEQ, c->raw_tid, cg_i32c(c, 0), ""));
     for (int32_t s = 0; s < t->shape[0]; s++) {
         LLVMValueRef args[2] = {barrier_addr(c, op->operands[0], cg_i32c(c, s)), cg_i32c(c, op->attr.i)};
         asm_void(c, args, 2, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}");
@@ -380,6 +381,9 @@ static bool lower_store(Cg *c, const IrOp *op)
     int32_t eb = ir_elem_bytes(e), sw = bt->layout->swizzle_bytes, cols = sw / eb, rows = bt->shape[1];
     int32_t nr = vt->shape[0] / rows, nchunk = nr * (vt->shape[1] / cols);
     uint32_t half = (uint32_t)rows * (uint32_t)sw, base = c->smem_buffers + (uint32_t)alloc->attr.i;
+    /* a pingpong kernel's warpgroups each stage through their own two halves */
+    LLVMValueRef goff = bt->shape[0] == 4 && c->groups > 1 ? cg_mul(c->b, c->group, cg_i32c(c, (int64_t)2 * half))
+                                                            : cg_i32c(c, 0);
     uint32_t run = cg_layout_run(&l), n = cg_layout_elems(&l), threads = c->threads;
     if (run * (uint32_t)eb > 16 || (run & (run - 1))) run = 1;
     LLVMValueRef orow = cg_get(c, op->operands[7]).v[0], ocol = cg_get(c, op->operands[8]).v[0];
@@ -447,7 +451,8 @@ static bool lower_store(Cg *c, const IrOp *op)
                     LLVMValueRef in = LLVMBuildICmp(c->b, LLVMIntEQ, q, cg_i32c(c, j), "");
                     skip = begin_if(c, in);
                 }
-                LLVMValueRef st = LLVMBuildStore(c->b, val, cg_smem_ptr(c, o, i8, 0));
+                o = cg_add(c->b, o, goff);   /* the buffer area: not the warpgroup's scratch */
+                LLVMValueRef st = LLVMBuildStore(c->b, val, LLVMBuildGEP2(c->b, i8, c->smem, &o, 1, ""));
                 LLVMSetAlignment(st, w * (unsigned)eb);
                 if (skip) end_if(c, skip);
             }
@@ -456,7 +461,8 @@ static bool lower_store(Cg *c, const IrOp *op)
         cg_barrier(c);
         after = begin_if(c, thread0(c));
         LLVMValueRef args[4] = {map, cg_add(c->b, col0, cg_i32c(c, c0)), cg_add(c->b, row0, cg_i32c(c, r0)),
-                                cg_add(c->b, cg_get(c, op->operands[0]).v[0], cg_i32c(c, (int64_t)(j % 2) * half))};
+                                cg_add(c->b, cg_add(c->b, cg_get(c, op->operands[0]).v[0], goff),
+                                       cg_i32c(c, (int64_t)(j % 2) * half))};
         asm_void(c, args, 4, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
                  "l,r,r,r,~{memory}");
         asm_void(c, NULL, 0, "cp.async.bulk.commit_group;", "~{memory}");
@@ -501,11 +507,12 @@ static bool lower_producer(Cg *c, const IrOp *op)
         LLVMBuildBr(c->b, c->exit_bb);
         LLVMPositionBuilderAtEnd(c->b, here);
     }
-    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->tid, cg_i32c(c, c->threads), ""), prod, cons);
+    uint32_t consumers = (uint32_t)c->threads * (uint32_t)c->groups;
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntUGE, c->raw_tid, cg_i32c(c, consumers), ""), prod, cons);
     LLVMPositionBuilderAtEnd(c->b, prod);
     snprintf(text, sizeof text, "setmaxnreg.dec.sync.aligned.u32 %d;", (int)(op->attr.i & 0xffff));
     asm_void(c, NULL, 0, text, "~{memory}");
-    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, c->threads), ""), run, leave);
+    LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, c->raw_tid, cg_i32c(c, consumers), ""), run, leave);
     LLVMPositionBuilderAtEnd(c->b, run);
     c->in_producer = true;
     bool ok = cg_body(c, &op->regions[0]);
@@ -518,33 +525,53 @@ static bool lower_producer(Cg *c, const IrOp *op)
     return ok;
 }
 
-/* The consumers' ping-pong (passes/warpspec.c): named barriers 2 and 3 of the two
- * consumer warpgroups (256 threads), one per warpgroup's turn. wait: bar.sync on this
- * warpgroup's (it completes when the other warpgroup has passed); pass: bar.arrive on
- * the other's; start: warpgroup 1 passes to warpgroup 0 once; end: warpgroup 0 takes
- * the last pass of warpgroup 1, so that both barriers are left complete. */
+/* The consumers' turns: two consumer warpgroups of 256 threads (FlashAttention-3's
+ * ping-pong, passes/warpspec.c: named barriers 2 and 3) or a pingpong kernel's two of
+ * 128 each (passes/persistent.c: barriers 3 and 4; 1 and 2 are their own), one barrier
+ * per warpgroup's turn, each of both warpgroups' threads. wait: bar.sync on this
+ * warpgroup's (it completes when the other has passed); pass: bar.arrive on the
+ * other's; start: warpgroup 1 passes to warpgroup 0 once; end: the warpgroup owed the
+ * last pass takes it, so that both barriers are left complete (0; with the count n of
+ * a pingpong kernel's turns, warpgroup n % 2). */
 static bool lower_turn(Cg *c, const IrOp *op)
 {
-    if (!c->consumers || c->threads != 256) return cg_error(c, op, "internal error: a turn without two consumer warpgroups");
-    LLVMValueRef wg = LLVMBuildUDiv(c->b, c->tid, cg_i32c(c, 128), "");
-    LLVMValueRef mine = LLVMBuildAdd(c->b, wg, cg_i32c(c, 2), ""), other = LLVMBuildSub(c->b, cg_i32c(c, 3), wg, "");
+    bool pp = c->groups > 1;
+    if (!c->consumers || (pp ? c->threads != 128 : c->threads != 256))
+        return cg_error(c, op, "internal error: a turn without two consumer warpgroups");
+    int base = pp ? 3 : 2;
+    const char *sync = "bar.sync $0, 256;", *arrive = "bar.arrive $0, 256;";
+    LLVMValueRef wg = pp ? c->group : LLVMBuildUDiv(c->b, c->tid, cg_i32c(c, 128), "");
+    LLVMValueRef mine = LLVMBuildAdd(c->b, wg, cg_i32c(c, base), ""), other = LLVMBuildSub(c->b, cg_i32c(c, base + 1), wg, "");
     LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, wg, cg_i32c(c, 0), "");
     switch (op->attr.i) {
     case IR_TURN_WAIT:
-        asm_void(c, &mine, 1, "bar.sync $0, 256;", "r,~{memory}");
+        asm_void(c, &mine, 1, sync, "r,~{memory}");
         return true;
     case IR_TURN_PASS:
-        asm_void(c, &other, 1, "bar.arrive $0, 256;", "r,~{memory}");
+        asm_void(c, &other, 1, arrive, "r,~{memory}");
         return true;
-    case IR_TURN_START: {
+    case IR_TURN_START: {   /* warpgroup 0's barrier, by number */
+        char text[32];
+        snprintf(text, sizeof text, "bar.arrive %d, 256;", base);
         LLVMBasicBlockRef after = begin_if(c, LLVMBuildNot(c->b, first, ""));
-        asm_void(c, NULL, 0, "bar.arrive 2, 256;", "~{memory}");
+        asm_void(c, NULL, 0, text, "~{memory}");
         end_if(c, after);
         return true;
     }
     default: {
-        LLVMBasicBlockRef after = begin_if(c, first);
-        asm_void(c, NULL, 0, "bar.sync 2, 256;", "~{memory}");
+        if (!op->noperands) {   /* warpgroup 0 is owed the last pass (FlashAttention-3's loops) */
+            char text[32];
+            snprintf(text, sizeof text, "bar.sync %d, 256;", base);
+            LLVMBasicBlockRef after = begin_if(c, first);
+            asm_void(c, NULL, 0, text, "~{memory}");
+            end_if(c, after);
+            return true;
+        }
+        /* n turns: the warpgroup n % 2 is owed one more pass than it waited for */
+        LLVMValueRef n = cg_get(c, op->operands[0]).v[0];
+        LLVMValueRef owed = LLVMBuildICmp(c->b, LLVMIntEQ, LLVMBuildAnd(c->b, n, cg_i32c(c, 1), ""), wg, "");
+        LLVMBasicBlockRef after = begin_if(c, owed);
+        asm_void(c, &mine, 1, sync, "r,~{memory}");
         end_if(c, after);
         return true;
     }

@@ -238,7 +238,7 @@ static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
         const char *key = a->arg_names ? a->arg_names[i] : NULL;
         int64_t v;
         if (!key || !ir_launch_key(key)) {
-            lw_error(L, attr_arg_loc(a, i), "@launch takes warps = N, stages = S, ws = true|false, persistent = true|false, overlap = true|false and cluster = 1|2|4%s%s%s",
+            lw_error(L, attr_arg_loc(a, i), "@launch takes warps = N, stages = S, ws = true|false, persistent = true|false, overlap = true|false, cluster = 1|2|4 and pingpong = true|false%s%s%s",
                      key ? "; unknown key '" : "", key ? key : "", key ? "'" : "");
             continue;
         }
@@ -263,7 +263,7 @@ static void check_config_map(Lower *L, const AstItem *k, const AstExpr *m, bool 
         int64_t x;
         Loc kl = m->arg_name_locs ? m->arg_name_locs[i] : v->loc;
         if (!is_config_key(k, m->arg_names[i]))
-            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor warps, stages, ws, persistent, overlap or cluster)",
+            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor warps, stages, ws, persistent, overlap, cluster or pingpong)",
                      m->arg_names[i], k->name);
         if (lists && v->kind != AST_LIST) {
             lw_error(L, v->loc, "the values of '%s' must be a list of integers", m->arg_names[i]);
@@ -296,7 +296,7 @@ static void check_where_names(Lower *L, const AstItem *k, const AstExpr *e)
 {
     if (!e) return;
     if (e->kind == AST_NAME && !is_config_key(k, e->name))
-        lw_error(L, e->loc, "'where' may only use const parameters, warps, stages, ws, persistent, overlap and cluster; '%s' is neither",
+        lw_error(L, e->loc, "'where' may only use const parameters, warps, stages, ws, persistent, overlap, cluster and pingpong; '%s' is neither",
                  e->name);
     check_where_names(L, k, e->lhs);
     check_where_names(L, k, e->rhs);
@@ -358,8 +358,8 @@ static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
         else if (!strcmp(a->name, "autotune")) check_autotune(L, k, a);
         else lw_error(L, a->loc, "unknown attribute '@%s'", a->name);
     }
-    static const char *const keys[] = {"warps", "stages", "ws", "persistent", "overlap", "cluster"};
-    for (int i = 0; i < 6; i++) {
+    static const char *const keys[] = {"warps", "stages", "ws", "persistent", "overlap", "cluster", "pingpong"};
+    for (int i = 0; i < 7; i++) {
         const AstExpr *e = default_config_value(k, keys[i]);
         const FeDefine *d = find_define(L, keys[i]);
         int64_t v;

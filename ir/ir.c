@@ -296,7 +296,7 @@ IrFunc *ir_module_find(const IrModule *m, const char *name)
 bool ir_launch_key(const char *name)
 {
     return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws") || !strcmp(name, "persistent") ||
-           !strcmp(name, "overlap") || !strcmp(name, "cluster");
+           !strcmp(name, "overlap") || !strcmp(name, "cluster") || !strcmp(name, "pingpong");
 }
 
 int64_t ir_launch_value(const IrFunc *f, const char *name)
@@ -305,6 +305,7 @@ int64_t ir_launch_value(const IrFunc *f, const char *name)
     if (!strcmp(name, "stages")) return f->stages > 0 ? f->stages : 2;
     if (!strcmp(name, "overlap")) return f->overlap;
     if (!strcmp(name, "cluster")) return ir_cluster_size(f);
+    if (!strcmp(name, "pingpong")) return f->pingpong;
     return !strcmp(name, "ws") ? f->ws : f->persistent;
 }
 
@@ -316,11 +317,17 @@ void ir_launch_set(IrFunc *f, const char *name, int64_t v)
     else if (!strcmp(name, "persistent")) f->persistent = (int)v;
     else if (!strcmp(name, "overlap")) f->overlap = (int)v;
     else if (!strcmp(name, "cluster")) f->cluster = (int)v;
+    else if (!strcmp(name, "pingpong")) f->pingpong = (int)v;
 }
 
 int ir_cluster_size(const IrFunc *f)
 {
     return f->cluster > 1 ? f->cluster : 1;
+}
+
+int ir_consumer_groups(const IrFunc *f)
+{
+    return f->kind == IR_FUNC_KERNEL && f->pingpong && f->ws && f->persistent && f->warps == 4 && f->grid ? 2 : 1;
 }
 
 const char *ir_launch_check(const char *name, int64_t v)
@@ -332,6 +339,7 @@ const char *ir_launch_check(const char *name, int64_t v)
     if (!strcmp(name, "persistent") && v != 0 && v != 1) return "persistent must be 0 or 1 (false or true)";
     if (!strcmp(name, "overlap") && v != 0 && v != 1) return "overlap must be 0 or 1 (false or true)";
     if (!strcmp(name, "cluster") && v != 1 && v != 2 && v != 4) return "cluster must be 1, 2 or 4 (CTAs a program)";
+    if (!strcmp(name, "pingpong") && v != 0 && v != 1) return "pingpong must be 0 or 1 (false or true)";
     return NULL;
 }
 

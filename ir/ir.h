@@ -198,6 +198,10 @@ struct IrFunc {
                                     (passes/persistent.c); default 0 */
     int overlap;                 /* @launch(overlap = 1): attention's next block's softmax
                                     under this block's P V (passes/rotate.c); default 0 */
+    int pingpong;                /* @launch(pingpong = 1), with ws, persistent and 4 warps: two
+                                    consumer warpgroups walk alternate tiles, one's main
+                                    loop beside the other's epilogue (passes/persistent.c);
+                                    default 0 */
     int cluster;                 /* @launch(cluster = 2): each program runs on a cluster of
                                     that many CTAs, its rows split among them, the operands
                                     they share multicast by TMA (passes/cluster.c);
@@ -234,18 +238,23 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
 IrFunc *ir_module_find(const IrModule *m, const char *name);
 /* The launch keys every kernel has beside its const parameters: "warps", "stages", "ws"
  * (warp specialization), "persistent" (a persistent grid), "overlap" (attention's
- * softmax under the tensor cores, passes/rotate.c) and "cluster" (CTAs a program, passes/
- * cluster.c). ir_launch_key says whether `name` is one; ir_launch_value gives a
- * kernel's value of one (with the defaults 4, 2, 0, 0, 0 and 1);
+ * softmax under the tensor cores, passes/rotate.c), "cluster" (CTAs a program, passes/
+ * cluster.c) and "pingpong" (two consumer warpgroups of alternate tiles, passes/
+ * persistent.c). ir_launch_key says whether `name` is one; ir_launch_value gives a
+ * kernel's value of one (with the defaults 4, 2, 0, 0, 0, 1 and 0);
  * ir_launch_set sets it. ir_launch_check returns NULL if `v` is a valid value of the
  * key, else what is wrong ("warps must be a power of two from 1 to 32"). */
 bool ir_launch_key(const char *name);
 int64_t ir_launch_value(const IrFunc *f, const char *name);
 void ir_launch_set(IrFunc *f, const char *name, int64_t v);
 const char *ir_launch_check(const char *name, int64_t v);
-#define IR_LAUNCH_KEYS "warps, stages, ws, persistent, overlap, cluster"
+#define IR_LAUNCH_KEYS "warps, stages, ws, persistent, overlap, cluster, pingpong"
 /* CTAs a program of f runs on: its cluster key, 1 when unset */
 int ir_cluster_size(const IrFunc *f);
+/* Consumer warpgroups that each run programs of f: 2 for a pingpong kernel (pingpong,
+ * ws and persistent, 4 warps a program, a grid clause: passes/persistent.c), else 1.
+ * Their shared-memory scratch and TMA-store staging are theirs (x 2). */
+int ir_consumer_groups(const IrFunc *f);
 
 /* The hidden parameters that passes/bounds.c appended to a checked kernel: one i64
  * element count `%NAME.n` per pointer parameter NAME, then the report `%bounds.report:

@@ -579,6 +579,9 @@ static bool parse_attr(Parser *ps, OpText *o)
     case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* [multicast] */
         if (accept(ps, TK_IDENT, "multicast")) o->attr.i = IR_BLOCK_MULTICAST;
         return true;
+    case IR_OP_FOR:                   /* [pingpong] */
+        if (accept(ps, TK_IDENT, "pingpong")) o->attr.i = 1;
+        return true;
     case IR_OP_MBARRIER_ARRIVE:       /* [cluster] */
         if (accept(ps, TK_IDENT, "cluster")) o->attr.i = 1;
         return true;
@@ -813,29 +816,31 @@ static bool parse_consts(Parser *ps, IrFunc *f)
 }
 
 /* launch {warps = N, stages = N[, ws = 0|1][, persistent = 0|1][, overlap = 0|1][, cluster =
- * 2|4]} (in that order, as the printer writes them) */
+ * 2|4][, pingpong = 0|1]} (in that order, as the printer writes them) */
 static bool parse_launch(Parser *ps, IrFunc *f)
 {
-    int64_t w = 0, s = 0, flag[4] = {0, 0, 0, 1};
-    static const char *const names[4] = {"ws", "persistent", "overlap", "cluster"};
+    int64_t w = 0, s = 0, flag[5] = {0, 0, 0, 1, 0};
+    static const char *const names[5] = {"ws", "persistent", "overlap", "cluster", "pingpong"};
     bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
               parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
               expect(ps, TK_PUNCT, "=") && parse_int(ps, &s);
     for (int k = 0; ok && accept(ps, TK_PUNCT, ",");) {
-        while (k < 4 && !tok_is(ps, TK_IDENT, names[k])) k++;
-        if (k == 4)
-            return error_at(ps, ps->tok.loc, "expected ws, persistent, overlap or cluster (in that order) in launch {...}");
+        while (k < 5 && !tok_is(ps, TK_IDENT, names[k])) k++;
+        if (k == 5)
+            return error_at(ps, ps->tok.loc,
+                            "expected ws, persistent, overlap, cluster or pingpong (in that order) in launch {...}");
         ok = expect(ps, TK_IDENT, names[k]) && expect(ps, TK_PUNCT, "=") && parse_int(ps, &flag[k]);
         k++;
     }
     if (!ok || !expect(ps, TK_PUNCT, "}")) return false;
-    int64_t ws = flag[0], pe = flag[1], ov = flag[2], cl = flag[3];
+    int64_t ws = flag[0], pe = flag[1], ov = flag[2], cl = flag[3], pp = flag[4];
     if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1) || (pe != 0 && pe != 1) || (ov != 0 && ov != 1) ||
-        (cl != 1 && cl != 2 && cl != 4))
+        (cl != 1 && cl != 2 && cl != 4) || (pp != 0 && pp != 1))
         return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 ", ws = %" PRId64
-                        ", persistent = %" PRId64 ", overlap = %" PRId64 ", cluster = %" PRId64 "} is out of range",
-                        w, s, ws, pe, ov, cl);
+                        ", persistent = %" PRId64 ", overlap = %" PRId64 ", cluster = %" PRId64 ", pingpong = %" PRId64
+                        "} is out of range", w, s, ws, pe, ov, cl, pp);
     f->cluster = (int)cl;
+    f->pingpong = (int)pp;
     f->ws = (int)ws;
     f->persistent = (int)pe;
     f->overlap = (int)ov;

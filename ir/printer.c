@@ -294,6 +294,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* block_load multicast %p, ... */
         if (op->attr.i & IR_BLOCK_MULTICAST) fputs(" multicast", out);
         break;
+    case IR_OP_FOR:                   /* for pingpong %lo, %hi, %step */
+        if (op->attr.i) fputs(" pingpong", out);
+        break;
     case IR_OP_MBARRIER_ARRIVE:       /* mbarrier_arrive cluster %bars, %s */
         if (op->attr.i) fputs(" cluster", out);
         break;
@@ -433,6 +436,7 @@ static void print_header(Namer *n, const IrFunc *f)
     fprintf(out, " launch {warps = %d, stages = %d%s%s%s", f->warps, f->stages, f->ws ? ", ws = 1" : "",
             f->persistent ? ", persistent = 1" : "", f->overlap ? ", overlap = 1" : "");
     if (ir_cluster_size(f) > 1) fprintf(out, ", cluster = %d", ir_cluster_size(f));
+    if (f->pingpong) fputs(", pingpong = 1", out);
     fputc('}', out);
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }

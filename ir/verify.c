@@ -679,8 +679,9 @@ static bool check_tma_store(Verifier *v, const IrOp *op)
         return fail(v, op, "needs a staging buffer, a value of rank 2, a pointer, 2 shapes, strides and offsets, got %u "
                     "operands", op->noperands);
     const IrType *b = opt(v, op, 0), *x = opt(v, op, 1), *p = opt(v, op, 2);
-    if (!is_buffer(b) || b->rank != 3 || b->shape[0] != 2 || !b->layout || !b->layout->swizzle_bytes)
-        return fail(v, op, "stages through a buffer [2, rows, cols] in the NVMMA form, got %s", tstr(b).s);
+    if (!is_buffer(b) || b->rank != 3 || (b->shape[0] != 2 && b->shape[0] != 4) || !b->layout ||
+        !b->layout->swizzle_bytes)   /* 4: two chunks for each of a pingpong kernel's warpgroups */
+        return fail(v, op, "stages through a buffer [2, rows, cols] (or [4, ...]) in the NVMMA form, got %s", tstr(b).s);
     if (x->rank != 2 || x->elem != b->elem || x->shape[0] % b->shape[1] || x->shape[1] % b->shape[2] ||
         b->shape[2] * ir_elem_bytes(b->elem) != b->layout->swizzle_bytes)
         return fail(v, op, "stores a value of the buffer's element type in whole chunks of its rows and columns, got %s "
@@ -735,8 +736,12 @@ static bool check_cluster(Verifier *v, const IrOp *op)
 static bool check_turn(Verifier *v, const IrOp *op)
 {
     if (op->attr.i < 0 || op->attr.i > 3) return fail(v, op, "is wait, pass, start or end, got %" PRId64, op->attr.i);
-    if (v->f->kind != IR_FUNC_KERNEL || v->f->warps != 8)
-        return fail(v, op, "orders two consumer warpgroups: needs a kernel of 8 warps");
+    bool pp = v->f->pingpong && v->f->warps == 4;   /* two consumer warpgroups of a program each */
+    if (v->f->kind != IR_FUNC_KERNEL || (v->f->warps != 8 && !pp))
+        return fail(v, op, "orders two consumer warpgroups: needs a kernel of 8 warps, or of 4 with pingpong");
+    if (op->noperands > (op->attr.i == IR_TURN_END && pp ? 1u : 0u) ||
+        (op->noperands && (opt(v, op, 0)->rank || opt(v, op, 0)->elem != IR_I32)))
+        return fail(v, op, "takes no operand (but `end`, in a pingpong kernel: the i32 count of turns)");
     if (in_producer(op)) return fail(v, op, "is for the consumers, not in a producer region");
     return true;
 }
@@ -1003,7 +1008,10 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_CHECK_BOUNDS: return check_check_bounds(v, op);
     case IR_OP_ASSERT: return check_assert(v, op);
     case IR_OP_PRINT: return op->attr.s ? true : fail(v, op, "needs a message");
-    case IR_OP_FOR: return check_for(v, op);
+    case IR_OP_FOR:
+        if (op->attr.i && (op->attr.i != 1 || !v->f->pingpong || op->nresults))
+            return fail(v, op, "pingpong takes turns of a pingpong kernel's warpgroups, without carried values");
+        return check_for(v, op);
     case IR_OP_IF: return check_if(v, op);
     case IR_OP_WHILE: return check_while(v, op);
     case IR_OP_YIELD: case IR_OP_CONDITION: case IR_OP_RETURN: return check_terminator(v, op);

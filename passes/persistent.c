@@ -28,6 +28,22 @@
  * rebased by the tiles walked before times the K loop's trip count. That needs the
  * ring loop's bounds not to depend on the program.
  *
+ * Ping-pong (pingpong = 1, with a producer and 4 warps a program: CUTLASS's ping-pong
+ * GEMM): two consumer warpgroups run the walk, each its own program: the tile loop is
+ * `for pingpong` (warpgroup g takes the iterations g, g + 2, ...: codegen), and they
+ * take turns at the ring loops (`turn wait` before them, `turn pass` after, `turn
+ * start` before the walk, `turn end %my` after it), so that one's main loop runs while
+ * the other computes its epilogue, and a warpgroup waits on the ring only for the
+ * stages of its own tile (the phases it waits for are then the next ones). The
+ * interpreter runs the loop as a plain one: the iterations in order, as the ring's
+ * order has them. Without a producer or with other than 4 warps the key is dropped.
+ *
+ *   turn start
+ *   for pingpong %i = 0, %my, 1 {
+ *     ... turn wait; the ring loops; turn pass; the epilogue ...
+ *   }
+ *   turn end %my
+ *
  * Not made persistent (the kernel compiles as without the key, and the printed launch
  * keys drop it): no grid clause, one that is not plain scalar arithmetic, a `return`
  * inside a region, a TMA ring without a producer or with bounds that depend on the
@@ -349,6 +365,27 @@ static void replace_ids(IrOp *o, void *ud)
     ir_op_remove(o);
 }
 
+static void turn(IrBuilder *b, int kind, const IrValue *n)
+{
+    ir_build(b, IR_OP_TURN, n, n ? 1 : 0, NULL, 0, 0)->attr.i = kind;
+}
+
+/* The consumers' walk `tl` taken in turns by two warpgroups (pingpong = 1). */
+static void ping_pong(Pk *p, IrOp *tl, IrOp **rings, int nr)
+{
+    IrBuilder b;
+    tl->attr.i = 1;
+    ir_builder_before(&b, tl);
+    b.loc = tl->loc;
+    turn(&b, IR_TURN_START, NULL);
+    ir_builder_before(&b, tl->next);
+    turn(&b, IR_TURN_END, &p->my);
+    ir_builder_before(&b, rings[0]);
+    turn(&b, IR_TURN_WAIT, NULL);
+    ir_builder_before(&b, rings[nr - 1]->next);
+    turn(&b, IR_TURN_PASS, NULL);
+}
+
 static bool walk(Pk *p)
 {
     IrFunc *f = p->f;
@@ -434,6 +471,8 @@ static bool walk(Pk *p)
     Ids ids = {p, cc};
     ir_walk(&tl->regions[0], replace_ids, &ids);
     for (int k = 0; prod && k < nr; k++) pass_ring_rebase(p->f, rings[k], rings[k]->operands[0], rings[k]->operands[2], base);
+    if (f->pingpong && prod && nr > 0 && f->warps == 4) ping_pong(p, tl, rings, nr);
+    else f->pingpong = 0;
     tl_free(moved);
     return true;
 }
@@ -443,6 +482,7 @@ bool pass_persistent(IrFunc *f)
     if (!applicable(f)) {
         /* the key is dropped where the kernel is not walked: the printed IR says so */
         if (f->kind == IR_FUNC_KERNEL && f->persistent && !any_op(&f->body, is_launched)) f->persistent = 0;
+        if (f->kind == IR_FUNC_KERNEL && !any_op(&f->body, is_launched)) f->pingpong = 0;
         return false;
     }
     Pk p = {.f = f, .vary = tl_calloc(f->nvalues, sizeof(bool)), .need = tl_calloc(f->nvalues, sizeof(bool)),
@@ -452,7 +492,7 @@ bool pass_persistent(IrFunc *f)
     memset(p.map, 0xff, f->nvalues * sizeof(IrValue));
     mark_vary(&p, &f->body);
     bool ok = walk(&p);
-    if (!ok) f->persistent = 0;
+    if (!ok) f->persistent = f->pingpong = 0;
     tl_free(p.vary);
     tl_free(p.need);
     tl_free(p.map);

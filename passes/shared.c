@@ -664,7 +664,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
         if (wants_nvmma(f, &cs[i])) align_slack += 1024;
     }
-    uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
+    /* each consumer warpgroup of a pingpong kernel has its own scratch */
+    uint64_t scratch = ((scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127) * (uint64_t)ir_consumer_groups(f);
     uint32_t smem_limit = scratch + align_slack < smem_optin ? smem_optin - (uint32_t)scratch - align_slack : 0;
     /* the ring's mbarriers: full and empty, 8 bytes a stage each */
     uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u, bar_bytes = tma ? (2 * bar_half + 127) & ~127u : 0;
@@ -1109,7 +1110,7 @@ bool pass_shared(IrFunc *f)
         uint32_t e = (uint32_t)d->attr.i + buffer_bytes(bt, 1);
         if (e > end) end = e;
     }
-    uint64_t scratch = (scratch_bound(f, &f->body, NULL, 0) + 127) & ~(uint64_t)127;
+    uint64_t scratch = ((scratch_bound(f, &f->body, NULL, 0) + 127) & ~(uint64_t)127) * (uint64_t)ir_consumer_groups(f);
     uint32_t limit = scratch + 1024 < t->smem_optin ? t->smem_optin - (uint32_t)scratch - 1024 : 0;
     changed |= tmastore_lower(f, &end, limit);
     return changed;

@@ -141,7 +141,9 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         /* chunks of at most 128 rows: a 256-row tile's two halves of 128 x 128 bytes fit
          * beside a ring of 4 stages of 48 KB, as a 128-row tile's do */
         int32_t rows = vt->shape[0] > 128 && vt->shape[0] % 16 == 0 ? vt->shape[0] / 2 : vt->shape[0];
-        uint32_t at = (*offset + 1023) & ~1023u, bytes = 2u * (uint32_t)rows * (uint32_t)sw;
+        /* two chunks for each consumer warpgroup (a pingpong kernel's two store their own tiles) */
+        uint32_t halves = 2u * (uint32_t)ir_consumer_groups(f);
+        uint32_t at = (*offset + 1023) & ~1023u, bytes = halves * (uint32_t)rows * (uint32_t)sw;
         if (!stageable(vt) || maps + np > MAX_MAPS || at + bytes > limit) {
             blockstore_expand_laid_out(f, op);
             continue;
@@ -152,7 +154,7 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         b.loc = op->loc;
         /* the buffer: [2, rows, sw / eb] in the NVMMA form of one chunk, contiguous along
          * its last axis (a ring stage's layout: TMA boxes of that swizzle) */
-        int32_t shape[3] = {2, rows, sw / eb};
+        int32_t shape[3] = {(int32_t)halves, rows, sw / eb};
         const IrType *chunk = ir_type_tile(c, ir_type_elem(c, vt), 2, shape + 1);
         const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 3, shape),
                                                pass_nvmma_layout(c, chunk, 1));

@@ -452,7 +452,7 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
     ir_builder_before(&b, w.tail->next);
     b.loc = rs[0].loop->loc;
     IrOp *prod = ir_build(&b, IR_OP_PRODUCER, NULL, 0, NULL, 0, 1);
-    prod->attr.i = PRODUCER_REGS | (int64_t)consumer_regs(f->warps) << 16;
+    prod->attr.i = PRODUCER_REGS | (int64_t)consumer_regs(f->warps * ir_consumer_groups(f)) << 16;
     IrBlock *pr = &prod->regions[0];
     IrBuilder pb;
     ir_builder_at_end(&pb, pr);

@@ -54,6 +54,7 @@ static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
             f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "",
             f->overlap ? " overlap=1" : "");
     if (ir_cluster_size(f) > 1) fprintf(out, " cluster=%d", ir_cluster_size(f));
+    if (f->pingpong) fputs(" pingpong=1", out);
     fprintf(out, "\n%s", ptx);
     fclose(out);
     tl_free(ptx);

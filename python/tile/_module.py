@@ -21,7 +21,7 @@ _MISSING = object()
 
 class _Never:
     """No value has this type (torch.Tensor's stand-in before torch is loaded)."""
-_LAUNCH_CONSTS = ("warps", "stages", "ws", "persistent", "overlap", "cluster")
+_LAUNCH_CONSTS = ("warps", "stages", "ws", "persistent", "overlap", "cluster", "pingpong")
 
 
 class Param:

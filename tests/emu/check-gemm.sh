@@ -6,9 +6,11 @@
 # each wgmma row holds) and its TMA stores of C (C's map, the staging half's alignment,
 # the box's coordinates, every staged byte written by the threads before the store
 # reads it, every element of C stored exactly once). The last column sets WS,
-# PERSISTENT and CLUSTER (run.sh): a producer warpgroup, programs walking tiles, clusters
-# of two CTAs whose B comes by multicast (their shares must fill every row each CTA's
-# wgmma reads, and land in no chunk of A). Exit 77 without LLVM's llc or a C compiler.
+# PERSISTENT, CLUSTER and PINGPONG (run.sh): a producer warpgroup, programs walking
+# tiles, clusters of two CTAs whose B comes by multicast (their shares must fill every
+# row each CTA's wgmma reads, and land in no chunk of A), two consumer warpgroups taking
+# turns (every named barrier left complete at the block's end, none hung: the harness
+# fails a block that does not finish in 120 s). Exit 77 without LLVM's llc or a C compiler.
 #   check-gemm.sh TILEC
 set -u
 tilec=$1; here=$(cd "$(dirname "$0")" && pwd)
@@ -42,5 +44,7 @@ sm_90a-tma 128,256,64,8,4 512 768 320 WS=1,PERSISTENT=1
 sm_90a-tma 256,256,64,8,4 512 512 256 CLUSTER=2
 sm_90a-tma 256,128,64,8,4 768 256 192 WS=1,PERSISTENT=1,CLUSTER=2
 sm_90a-tma 256,64,64,8,3  512 256 256 CLUSTER=2
+sm_90a-tma 128,128,64,4,4 512 640 256 WS=1,PERSISTENT=1,PINGPONG=1
+sm_90a-tma 256,128,64,4,4 768 640 256 WS=1,PERSISTENT=1,PINGPONG=1,CLUSTER=2
 CONFIGS
 exit $status

@@ -15,6 +15,8 @@
  * each CTA's copies (multicast ones into every CTA) write, the second checks, so that
  * a CTA's wgmma reads of the rows its peers copy into it are checked too. */
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,23 +41,44 @@ void emu_barrier(void) { pthread_barrier_wait(&bar); }
 /* barrier.cluster: every thread of the CTA (the others of the cluster run before or
  * after it here); a leaving producer thread's arrival counts as its wait */
 void emu_cluster_barrier(void) { pthread_barrier_wait(&cbar); }
-/* bar.sync id, n (the consumers' named barrier): a pthread barrier of n threads per id,
- * made by the first thread that reaches it in this CTA */
-static pthread_barrier_t named[16];
-static int named_n[16];
-void emu_barrier_cnt(int id, int n)
+static void report(const char *what, uint64_t v);
+/* Named barriers (bar.sync / barrier.sync id, n; bar.arrive id, n): a count per id; an
+ * arrival counts and goes on, a sync counts and waits until n threads have counted in
+ * this phase, as on the GPU. */
+static struct {
+    int count, n;
+    unsigned phase;
+} named[16];
+static pthread_mutex_t nm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ncv = PTHREAD_COND_INITIALIZER;
+static void named_bar(int id, int n, int wait)
 {
-    static pthread_mutex_t nm = PTHREAD_MUTEX_INITIALIZER;
+    if (id < 0 || id >= 16) {
+        report("a named barrier outside 0..15", (uint64_t)id);
+        return;
+    }
     pthread_mutex_lock(&nm);
-    if (id < 0 || id >= 16) id = 15;
-    if (!named_n[id]) pthread_barrier_init(&named[id], NULL, (unsigned)n), named_n[id] = n;
+    if (named[id].n && named[id].n != n) report("a named barrier used with two thread counts", (uint64_t)n);
+    named[id].n = n;
+    unsigned mine = named[id].phase;
+    if (++named[id].count == n) {
+        named[id].count = 0;
+        named[id].phase++;
+        pthread_cond_broadcast(&ncv);
+    } else if (wait) {
+        while (named[id].phase == mine) pthread_cond_wait(&ncv, &nm);
+    }
     pthread_mutex_unlock(&nm);
-    pthread_barrier_wait(&named[id]);
 }
+void emu_barrier_cnt(int id, int n) { named_bar(id, n, 1); }
+void emu_bar_sync(int id, int n) { named_bar(id, n, 1); }
+void emu_bar_arrive(int id, int n) { named_bar(id, n, 0); }
 static void reset_named(void)
 {
-    for (int i = 0; i < 16; i++)
-        if (named_n[i]) pthread_barrier_destroy(&named[i]), named_n[i] = 0;
+    for (int i = 0; i < 16; i++) {
+        if (named[i].count) report("a named barrier left with arrivals at the block's end", (uint64_t)i);
+        named[i].count = named[i].n = 0;
+    }
 }
 static void report(const char *what, uint64_t v) {
     if (quiet) return;
@@ -269,7 +292,18 @@ static void *run(void *p) {
     return NULL;
 }
 static uint32_t swizzle_of(uint32_t row_bytes) { return row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : 32; }
+/* A block whose threads never finish (a barrier or turn that never completes: on the
+ * GPU a hang) fails the run instead of holding it. */
+static void hung(int sig)
+{
+    (void)sig;
+    static const char msg[] = "the block did not finish in 120 s: a barrier or turn that never completes\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
 int main(int argc, char **argv) {
+    signal(SIGALRM, hung);
+    alarm(120);
     M = atoi(argv[1]); N = atoi(argv[2]); K = atoi(argv[3]);
     int nt = atoi(argv[4]), grid = atoi(argv[5]);
     smem_bytes = (unsigned)atoi(argv[6]);

@@ -65,6 +65,8 @@ def emu_for(asm, cons, args, ret):
             body = lines + ["  ret %s %s" % (ret, cur)]
     elif asm.startswith("wgmma.commit_group") or asm.startswith("fence.proxy.async") or asm.startswith("setmaxnreg"):
         body = ["  ret void"]
+    elif asm in ("bar.sync $0, 256;", "bar.arrive $0, 256;"):   # the warpgroups' turns (named barrier $0)
+        body = ["  call void @emu_bar_%s(i32 %%p0, i32 256)" % ("sync" if "sync" in asm else "arrive"), "  ret void"]
     elif asm.startswith("barrier.cluster.arrive"):   # arrive (a leaving producer's) or arrive and wait
         body = ["  call void @emu_cluster_barrier()", "  ret void"]
     elif "cvt.rn.bf16x2" in asm:
@@ -163,7 +165,7 @@ src = re.sub(r'declare void @emu_barrier\(\) #\d+', 'declare void @emu_barrier()
 src += "\ndeclare void @chk_wgmma(i64, i64, i32, i32, i32)\ndeclare void @chk_ldm(i32)\ndeclare void @chk_cp(i32, i64, i32, i32, i32)\ndeclare void @chk_st(i32, i64, i32)\ndeclare void @chk_tma_st(i64, i32, i32, i32)\n"
 src += "declare void @chk_tma(i32, i64, i32, i32, i32)\ndeclare void @chk_mbar(i32)\n"
 src += "declare void @chk_tma_mc(i32, i64, i32, i32, i32, i16)\ndeclare void @chk_remote_arrive(i32, i32)\n"
-src += "declare void @emu_cluster_barrier()\n"
+src += "declare void @emu_cluster_barrier()\ndeclare void @emu_bar_sync(i32, i32)\ndeclare void @emu_bar_arrive(i32, i32)\n"
 src += "\n".join(d for _, d in decls.values())
 open(sys.argv[2], "w").write(src)
 # instrument shared loads and stores: a check of the address before each

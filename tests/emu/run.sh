@@ -8,7 +8,8 @@
 # runtime does), rewrites it for the host, runs every block and thread, and fails on
 # any access outside its buffer or misaligned. With TMA=1, also WS=1 (a producer
 # warpgroup: 128 more threads), PERSISTENT=1 (3 programs walk the tiles) and CLUSTER=n
-# (each program on n CTAs, B multicast; the harness runs each CTA).
+# (each program on n CTAs, B multicast; the harness runs each CTA), PINGPONG=1 (two
+# consumer warpgroups of alternate tiles, taking turns at the main loop).
 set -euo pipefail
 # ARCH (default sm_80: mma.sync, ldmatrix) or sm_90a (wgmma: its descriptors checked)
 tilec=$1; IFS=, read -r BM BN BK W S <<< "$2"; M=$3; N=$4; K=$5
@@ -19,16 +20,17 @@ spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0
 # TMA=1: examples/matmul_bf16.tile (block loads) in its div16 variant, copied by TMA
 kernel=$root/bench/matmul_pointers.tile; maps=""; tma=0
 if [ "${TMA:-0}" = 1 ]; then kernel=$root/examples/matmul_bf16.tile; maps="$BM $BN $BK"; tma=1; fi
-ws=${WS:-0}; pers=${PERSISTENT:-0}; cl=${CLUSTER:-1}
+ws=${WS:-0}; pers=${PERSISTENT:-0}; cl=${CLUSTER:-1}; pp=${PINGPONG:-0}
 "$tilec" "$kernel" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S -Dws=$ws -Dpersistent=$pers \
-    -Dcluster=$cl --spec=$spec --emit=llvm -o "$t/k.ll"
+    -Dcluster=$cl -Dpingpong=$pp --spec=$spec --emit=llvm -o "$t/k.ll"
 [ $tma = 0 ] || grep -q "cp.async.bulk.tensor" "$t/k.ll" || { echo "run.sh: the kernel does not copy by TMA"; exit 1; }
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
 "$llc" -O1 -mtriple=x86_64-pc-linux-gnu -relocation-model=pic -filetype=obj "$t/host.ll" -o "$t/k.o"
 cc -O1 -pthread -Wno-psabi -DTMA=$tma "$here/harness.c" "$t/k.o" -o "$t/run"
 grid=$(( ((M + BM - 1) / BM) * ((N + BN - 1) / BN) ))
 [ "$pers" = 1 ] && [ "$grid" -gt 3 ] && grid=3      # persistent: 3 programs, each walking several tiles
-threads=$((W * 32)); [ "$ws" = 1 ] && threads=$((threads + 128))
+threads=$((W * 32)); [ "$pp" = 1 ] && threads=$((threads * 2))   # pingpong: two consumer warpgroups
+[ "$ws" = 1 ] && threads=$((threads + 128))
 # shared memory: every buffer the kernel allocates plus the largest scratch, bounded
 # above by what a block may have on sm_90a
 CLUSTER=$cl "$t/run" "$M" "$N" "$K" "$threads" "$grid" 232448 $maps
