@@ -67,6 +67,9 @@ BF16_CONFIGS = [  # BM, BN, BK, warps, stages[, ws[, persistent[, cluster]]]
     # clusters of two CTAs of 128 rows each, B multicast (cuBLAS's 4096^3 kernel runs in
     # clusters of 2)
     (256, 256, 64, 8, 4, 1, 1, 2), (256, 128, 64, 8, 4, 1, 1, 2), (256, 256, 64, 8, 4, 0, 0, 2),
+    # ping-pong: two consumer warpgroups of 128 x 128 tiles, one's main loop beside the
+    # other's epilogue (CUTLASS's ping-pong kernel); and on clusters of two
+    (128, 128, 64, 4, 4, 1, 1, 1, 1), (128, 128, 64, 4, 5, 1, 1, 1, 1), (256, 128, 64, 4, 4, 1, 1, 2, 1),
 ]
 BF16_SHAPES = [  # M, N, K
     (4096, 4096, 4096), (8192, 8192, 8192),
@@ -399,7 +402,11 @@ def section_gelu(rt):
     flops = 2.0 * M * N * K
     configs = [(128, 256, 64, 8, 3)] if QUICK else [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3),
                                                     (128, 256, 32, 8, 3), (128, 256, 64, 8, 4, 1, 1),
-                                                    (256, 256, 64, 8, 4, 0, 0, 2), (256, 256, 64, 8, 4, 1, 1, 2)]
+                                                    (256, 256, 64, 8, 4, 0, 0, 2), (256, 256, 64, 8, 4, 1, 1, 2),
+                                                    # ping-pong: the GELU of one warpgroup's tile
+                                                    # beside the other's main loop
+                                                    (128, 128, 64, 4, 4, 1, 1, 1, 1), (128, 64, 64, 4, 5, 1, 1, 1, 1),
+                                                    (64, 128, 64, 4, 5, 1, 1, 1, 1)]
     if CUSTOM:
         configs = BF16_CONFIGS
     a, b, bias = rand_bf16(M, K), rand_bf16(K, N), rand_bf16(N)

@@ -16,14 +16,17 @@ _KINDS = {  # TrtArgKind
 
 def gemm_consts(cfg):
     """The launch constants of a GEMM config tuple (BM, BN, BK, warps, stages[, ws[,
-    persistent[, cluster]]]), as the benchmarks and the GPU tests name them; ws 1 gives
-    the TMA copies a producer warpgroup, persistent 1 runs one program per SM slot
-    walking the tiles, cluster 2 runs each program (BM rows) on two CTAs of BM / 2 rows
-    with B multicast between them."""
+    persistent[, cluster[, pingpong]]]]), as the benchmarks and the GPU tests name them;
+    ws 1 gives the TMA copies a producer warpgroup, persistent 1 runs one program per SM
+    slot walking the tiles, cluster 2 runs each program (BM rows) on two CTAs of BM / 2
+    rows with B multicast between them, pingpong 1 (with ws, persistent, 4 warps) has two
+    consumer warpgroups take alternate tiles, one's main loop beside the other's
+    epilogue."""
     BM, BN, BK, warps, stages = cfg[:5]
-    # ws, persistent and cluster always given: a kernel's default config may set them
+    # ws, persistent, cluster and pingpong always given: a kernel's default config may set them
     return dict(BM=BM, BN=BN, BK=BK, warps=warps, stages=stages, ws=cfg[5] if len(cfg) > 5 else 0,
-                persistent=cfg[6] if len(cfg) > 6 else 0, cluster=cfg[7] if len(cfg) > 7 else 1)
+                persistent=cfg[6] if len(cfg) > 6 else 0, cluster=cfg[7] if len(cfg) > 7 else 1,
+                pingpong=cfg[8] if len(cfg) > 8 else 0)
 
 
 class _Val(ctypes.Union):

@@ -664,8 +664,13 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
         if (wants_nvmma(f, &cs[i])) align_slack += 1024;
     }
-    /* each consumer warpgroup of a pingpong kernel has its own scratch */
-    uint64_t scratch = ((scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127) * (uint64_t)ir_consumer_groups(f);
+    /* each consumer warpgroup of a pingpong kernel has its own scratch, the largest any
+     * op of the kernel needs (codegen/cg_module.c smem_plan: ops outside the loop too) */
+    uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
+    if (ir_consumer_groups(f) > 1) {
+        uint64_t all = (scratch_bound(f, &f->body, cs, n) + 127) & ~(uint64_t)127;
+        scratch = (all > scratch ? all : scratch) * (uint64_t)ir_consumer_groups(f);
+    }
     uint32_t smem_limit = scratch + align_slack < smem_optin ? smem_optin - (uint32_t)scratch - align_slack : 0;
     /* the ring's mbarriers: full and empty, 8 bytes a stage each */
     uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u, bar_bytes = tma ? (2 * bar_half + 127) & ~127u : 0;

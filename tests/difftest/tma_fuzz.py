@@ -22,8 +22,9 @@ stages' layouts and wgmma's trans bits); the epilogue a masked store or store_bl
 clamped to TMA's s32); M, N, K (multiples of 16 or not: TMA or
 cp.async), row strides with padding (a multiple of 16 elements or not), the first K
 step, offsets shifted before the tensor (negative coordinates read zeros), the K
-loop whole or cut in two (the loops sharing one ring under ws), and clusters of two
-CTAs (the rows split between them, B multicast: the interpreter runs each CTA).
+loop whole or cut in two (the loops sharing one ring under ws), clusters of two CTAs
+(the rows split between them, B multicast: the interpreter runs each CTA), and two
+consumer warpgroups taking alternate tiles in turns (pingpong).
 
     python3 tests/difftest/tma_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
                                         [--time-limit S] [--ptxas PATH] [--out DIR]
@@ -87,6 +88,9 @@ class Prog:
         # them, B's blocks multicast (passes/cluster.c); 64 rows a CTA at least, the
         # warpgroup's wgmma (f8 has no other TMA form)
         self.cluster = 2 if r.random() < 0.4 and self.BM == 128 else 1
+        # last: two consumer warpgroups taking alternate tiles in turns (pingpong: with a
+        # producer, persistent, 4 warps a program)
+        self.pingpong = self.ws and self.persistent and self.warps == 4 and r.random() < 0.6
 
     def rows_a(self):
         return self.K if self.at else self.M
@@ -107,7 +111,7 @@ class Prog:
         else:
             b = "load_block(b, [K, N], [sb, 1], [k, %s], [%d, %d])" % (on, BK, BN)
         return """// tma_fuzz seed %d
-@launch(warps = %d, stages = %d%s%s%s)
+@launch(warps = %d, stages = %d%s%s%s%s)
 kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     grid(cdiv(M, %d), cdiv(N, %d))
 {
@@ -117,7 +121,7 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
 %s%s}
 """ % ((self.seed, self.warps, self.stages, ", ws = true" if self.ws else "",
         ", persistent = true" if self.persistent else "", ", cluster = 2" if self.cluster == 2 else "",
-        e, e) + (self.index,) * 5 +
+        ", pingpong = true" if self.pingpong else "", e, e) + (self.index,) * 5 +
        (BM, BN, BM, BN, self.loops(a, b), self.epilogue(om, on)))
 
     def loops(self, a, b):
@@ -180,6 +184,8 @@ def check(tilec, prog, device, ptxas, d):
             return "store_block, but the div16 variant does not store by TMA"
         if prog.cluster > 1 and "cluster_rank" not in ir:
             return "cluster = 2, but the div16 variant does not split the rows"
+        if prog.pingpong and "for pingpong" not in ir:
+            return "pingpong, but the div16 variant's warpgroups do not take turns"
     if not prog.shift_m and not prog.shift_n and not any(x not in "0. \n[],-" for x in ref):
         return "C is all zeros: the program tests nothing"
     if ptxas and prog.seed % 8 == 0:

@@ -454,6 +454,23 @@ static void case_matmul_bf16_cluster(Case *c)
     case_matmul_bf16(c);
 }
 
+/* Two consumer warpgroups walking alternate tiles, one's main loop beside the other's
+ * epilogue (pingpong: passes/persistent.c), 4 warps a program. */
+static void pingpong_keys(Case *c)
+{
+    def(c, "pingpong", 1);
+    def(c, "ws", 1);
+    def(c, "persistent", 1);
+    def(c, "warps", 4);
+    if (on_gpu) def(c, "BN", 128);   /* 128 x 128 a warpgroup: CUTLASS's ping-pong tile */
+}
+
+static void case_matmul_bf16_pingpong(Case *c)
+{
+    pingpong_keys(c);
+    case_matmul_bf16(c);
+}
+
 static void case_gemm_bias_gelu(Case *c)
 {
     int M, N, K;
@@ -478,6 +495,14 @@ static void case_gemm_bias_gelu(Case *c)
     arg_int(c, sc);
     expect(c, 0, want, 1e-4, 1.0 / 128);
     snprintf(c->shape, sizeof c->shape, "%dx%dx%d", M, N, K);
+}
+
+/* The GELU epilogue of one warpgroup beside the other's main loop: each its own scratch
+ * and staging halves. */
+static void case_gemm_bias_gelu_pingpong(Case *c)
+{
+    pingpong_keys(c);
+    case_gemm_bias_gelu(c);
 }
 
 /* matmul_fp8: C = (A @ W^T) * sa[m] * sb[n] (rowwise) or * sa[0] * sb[0] (per tensor),
@@ -1035,7 +1060,9 @@ static const Example examples[] = {
     {"adamw.tile", "adamw", case_adamw},
     {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16},
     {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16_cluster},
+    {"matmul_bf16.tile", "matmul_bf16", case_matmul_bf16_pingpong},
     {"gemm_bias_gelu.tile", "gemm_bias_gelu", case_gemm_bias_gelu},
+    {"gemm_bias_gelu.tile", "gemm_bias_gelu", case_gemm_bias_gelu_pingpong},
     {"matmul_fp8.tile", "matmul_fp8", case_matmul_fp8_rowwise},
     {"matmul_fp8.tile", "matmul_fp8", case_matmul_fp8_tensor},
     {"qkv_proj.tile", "qkv_proj", case_qkv_proj},

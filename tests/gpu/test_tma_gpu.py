@@ -32,7 +32,9 @@ CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (12
            (128, 256, 64, 8, 4, 1, 1), (128, 128, 64, 4, 4, 1, 1), (64, 64, 64, 4, 2, 1, 1),
            # clusters: B's boxes shared out (BN 256, 128), or its rows (BN 64; nt's K-major B)
            (256, 256, 64, 8, 4, 1, 1, 2), (256, 128, 64, 8, 4, 1, 1, 2), (256, 256, 64, 8, 4, 0, 0, 2),
-           (256, 128, 64, 8, 3, 1, 0, 2), (128, 64, 64, 4, 3, 0, 0, 2), (128, 128, 64, 4, 4, 1, 1, 2)]
+           (256, 128, 64, 8, 3, 1, 0, 2), (128, 64, 64, 4, 3, 0, 0, 2), (128, 128, 64, 4, 4, 1, 1, 2),
+           # ping-pong: two consumer warpgroups walk alternate tiles (alone and on clusters)
+           (128, 128, 64, 4, 4, 1, 1, 1, 1), (64, 128, 64, 4, 3, 1, 1, 1, 1), (256, 128, 64, 4, 4, 1, 1, 2, 1)]
 
 
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
@@ -47,6 +49,7 @@ def copies_by_tma(path, *cfg):
     ok = ok and (path != NN or "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx)
     ok = ok and (len(cfg) < 6 or not cfg[5] or "setmaxnreg.dec" in ptx)
     ok = ok and (len(cfg) < 8 or cfg[7] < 2 or (".reqnctapercluster" in ptx and ".multicast::cluster" in ptx))
+    ok = ok and (len(cfg) < 9 or not cfg[8] or "bar.arrive 3, 256;" in ptx)   # the warpgroups' first turn
     return ok and (len(cfg) < 7 or not cfg[6] or "nctaid.x" in ptx or "nclusterid.x" in ptx)
 
 
