@@ -75,10 +75,10 @@ static TrtKernel *gemm(void)
     assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
     /* the plain ring (the example's default has ws and persistent); every key of the
      * space fixed, so the handle runs this config */
-    TrtConst consts[8] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 0},
-                          {"persistent", 0}, {"cluster", 1}};
+    TrtConst consts[9] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 0},
+                          {"persistent", 0}, {"cluster", 1}, {"pingpong", 0}};
     TrtKernel *k = NULL;
-    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 8, &k));
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 9, &k));
     return k;
 }
 
@@ -261,10 +261,10 @@ static TrtKernel *persistent_gemm(int persistent)
 {
     if (!cur.ctx) assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
     if (!cur.mod) assert_ok(trt_module_load_file(cur.ctx, TILE_EXAMPLES_DIR "/matmul_bf16.tile", &cur.mod));
-    TrtConst consts[8] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 1},
-                          {"persistent", persistent}, {"cluster", 1}};
+    TrtConst consts[9] = {{"BM", BM}, {"BN", BN}, {"BK", BK}, {"warps", 8}, {"stages", 3}, {"ws", 1},
+                          {"persistent", persistent}, {"cluster", 1}, {"pingpong", 0}};
     TrtKernel *k = NULL;
-    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 8, &k));
+    assert_ok(trt_module_get_kernel(cur.mod, "matmul_bf16", consts, 9, &k));
     return k;
 }
 
