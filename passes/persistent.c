@@ -370,10 +370,47 @@ static void turn(IrBuilder *b, int kind, const IrValue *n)
     ir_build(b, IR_OP_TURN, n, n ? 1 : 0, NULL, 0, 0)->attr.i = kind;
 }
 
-/* The consumers' walk `tl` taken in turns by two warpgroups (pingpong = 1). */
-static void ping_pong(Pk *p, IrOp *tl, IrOp **rings, int nr)
+/* The ring loops' releases (mbarrier_arrive: each iteration releases the stage of the
+ * one before it, from the tile's second iteration on), whose predicates ping_pong keeps
+ * per tile. */
+static int ring_releases(IrOp **rings, int nr, IrOp **out, IrValue *preds, int max)
 {
+    int n = 0;
+    for (int k = 0; k < nr; k++)
+        for (IrOp *o = rings[k]->regions[0].first; o && n < max; o = o->next)
+            if (o->code == IR_OP_MBARRIER_ARRIVE && o->noperands == 3) out[n] = o, preds[n++] = o->operands[2];
+    return n;
+}
+
+/* The consumers' walk `tl` taken in turns by two warpgroups (pingpong = 1). A tile's
+ * first iteration does not release the stage of the ring iteration before it, which
+ * the other warpgroup read and whose dots may still read it: each warpgroup releases
+ * its tile's last stage itself once its dots are done (after the async_wait 0 that
+ * follows the ring loops), and the ring loops' releases keep their predicates per tile
+ * (`rel`, `preds`: as before the rebase). */
+static void ping_pong(Pk *p, IrOp *tl, IrOp **rings, int nr, IrOp **rel, const IrValue *preds, int nrel, IrValue base)
+{
+    IrFunc *f = p->f;
     IrBuilder b;
+    for (int i = 0; i < nrel; i++) rel[i]->operands[2] = preds[i];
+    for (int i = 0; i < nrel && i < 1; i++) {   /* one ring: its last stage, released once */
+        IrOp *a = rel[i];
+        const IrType *bt = ir_value_type(f, a->operands[0]);
+        IrOp *settle = rings[nr - 1]->next;
+        while (settle && !(settle->code == IR_OP_ASYNC_WAIT && settle->attr.i == 0)) settle = settle->next;
+        if (!settle) continue;
+        ir_builder_before(&b, settle->next);
+        b.loc = a->loc;
+        /* the tile's last ring iteration: base + trip - 1, its stage, if the tile has one */
+        IrValue one = ir_const_int(&b, p->rt, 1), zero = ir_const_int(&b, p->rt, 0);
+        IrValue last = bin(&b, p, IR_OP_SUB, bin(&b, p, IR_OP_ADD, base, p->trip), one);
+        const IrType *st = ir_value_type(f, a->operands[1]);
+        IrValue s = as(&b, p, last, st);
+        s = ir_build_binary(&b, IR_OP_REM, s, ir_const_int(&b, st, bt->shape[0]));
+        IrValue any = ir_build_cmp(&b, IR_CMP_LT, zero, p->trip);
+        IrValue ops[3] = {a->operands[0], s, any};
+        ir_build(&b, IR_OP_MBARRIER_ARRIVE, ops, 3, NULL, 0, 0)->attr = a->attr;
+    }
     tl->attr.i = 1;
     ir_builder_before(&b, tl);
     b.loc = tl->loc;
@@ -470,8 +507,11 @@ static bool walk(Pk *p)
      * asks for the walked program's (the loop's own ids come from before it) */
     Ids ids = {p, cc};
     ir_walk(&tl->regions[0], replace_ids, &ids);
+    IrOp *rel[2 * MAX_RINGS];
+    IrValue preds[2 * MAX_RINGS];
+    int nrel = prod && nr > 0 ? ring_releases(rings, nr, rel, preds, 2 * MAX_RINGS) : 0;
     for (int k = 0; prod && k < nr; k++) pass_ring_rebase(p->f, rings[k], rings[k]->operands[0], rings[k]->operands[2], base);
-    if (f->pingpong && prod && nr > 0 && f->warps == 4) ping_pong(p, tl, rings, nr);
+    if (f->pingpong && prod && nr > 0 && f->warps == 4) ping_pong(p, tl, rings, nr, rel, preds, nrel, base);
     else f->pingpong = 0;
     tl_free(moved);
     return true;

@@ -67,6 +67,9 @@ def emu_for(asm, cons, args, ret):
         body = ["  ret void"]
     elif asm in ("bar.sync $0, 256;", "bar.arrive $0, 256;"):   # the warpgroups' turns (named barrier $0)
         body = ["  call void @emu_bar_%s(i32 %%p0, i32 256)" % ("sync" if "sync" in asm else "arrive"), "  ret void"]
+    elif re.match(r"bar\.(sync|arrive) \d+, 256;$", asm):   # the same, the barrier by number
+        m = re.match(r"bar\.(sync|arrive) (\d+), 256;$", asm)
+        body = ["  call void @emu_bar_%s(i32 %s, i32 256)" % (m.group(1), m.group(2)), "  ret void"]
     elif asm.startswith("barrier.cluster.arrive"):   # arrive (a leaving producer's) or arrive and wait
         body = ["  call void @emu_cluster_barrier()", "  ret void"]
     elif "cvt.rn.bf16x2" in asm:
