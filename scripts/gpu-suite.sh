@@ -2,9 +2,14 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] scripts/gpu-suite.sh [tests|bench|all]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
+# STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
+# step, and the call goes on). `new`: only the forms built without a GPU and not yet
+# run on one (clusters, ping-pong, the attention forms of 2026-12-04): their GPU tests
+# and fuzzers, then their benchmarks against the defaults, each step at most 150 s
+# unless STEP_TIMEOUT says otherwise; about 9 minutes.
 set -u
 what=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,12 +23,31 @@ status=0
 step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, remembers a failure
   local name=$1; shift
   echo "=== $name: $*"
-  "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  local limit=()
+  [ -n "${STEP_TIMEOUT:-}" ] && limit=(timeout --signal=KILL "$STEP_TIMEOUT")
+  ${limit[@]+"${limit[@]}"} "$@" > "$OUT/$name.log" 2>&1; local rc=$?
   tail -n 25 "$OUT/$name.log"
   echo "=== $name: exit $rc"
   [ $rc -eq 0 ] || status=1
 }
 nvidia-smi -L
+if [ "$what" = new ]; then
+  : "${STEP_TIMEOUT:=150}"
+  # correctness first: TMA GEMMs on clusters and with ping-pong (nn and nt, every edge),
+  # the examples (matmul_bf16 and attn_fwd_tma on clusters, ping-pong GEMMs), the fuzzers
+  step tma env TMA_NEW_ONLY=1 TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_tma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  step examples build-gpu/tile-examples --device gpu examples
+  step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/tma-fuzz"
+  step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 45 --out "$OUT/attn-fuzz"
+  # then what they are worth, beside the defaults in the same process
+  step gemm_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16 \
+    --shapes "4096,4096,4096;8192,8192,8192" --configs "128,256,64,8,4,1,1;256,256,64,8,4,1,1,2;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1" --out "$OUT/gemm_new.md"
+  step gelu_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu \
+    --configs "128,256,64,8,4;128,128,64,4,4,1,1,1,1;128,64,64,4,5,1,1,1,1;256,256,64,8,4,1,1,2" --out "$OUT/gelu_new.md"
+  step attention_new python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick --no-bwd \
+    --fwd-configs "128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,64,8,3;tma+ws+cl:256,64,8,3" --out "$OUT/attention_new.md"
+  exit $status
+fi
 if [ "$what" != bench ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
   # max-autotune on matmul_bf16: every config's time, the winner against the default,

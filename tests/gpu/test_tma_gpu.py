@@ -37,6 +37,10 @@ CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 64, 8, 3), (12
            (128, 128, 64, 4, 4, 1, 1, 1, 1), (64, 128, 64, 4, 3, 1, 1, 1, 1), (256, 128, 64, 4, 4, 1, 1, 2, 1)]
 
 
+# TMA_NEW_ONLY=1 (scripts/gpu-suite.sh new): only the cluster and ping-pong configs
+if os.environ.get("TMA_NEW_ONLY") == "1":
+    CONFIGS = [c for c in CONFIGS if len(c) > 7]
+
 SHAPES = [(1024, 1024, 1024), (1000, 1040, 1008), (64, 208, 80), (1000, 1030, 999)]
 # more tiles than the H200's 132 SMs, so that persistent programs walk several
 WALK = [(2064, 4096, 528), (4096, 4096, 1024)]
