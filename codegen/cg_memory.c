@@ -401,7 +401,8 @@ static bool lower_check_bounds(Cg *c, const IrOp *op)
     LLVMValueRef pair = LLVMBuildAtomicCmpXchg(c->b, rep, zero, LLVMConstInt(i64, 1, 0), LLVMAtomicOrderingMonotonic,
                                                LLVMAtomicOrderingMonotonic, 0);
     Guard won = guard_begin(c, LLVMBuildExtractValue(c->b, pair, 1, ""));
-    static const char *const ids[3] = {"ctaid.x", "ctaid.y", "ctaid.z"};
+    /* the program's id: a kernel of clusters' programs are its clusters */
+    const char *const ids[3] = {ir_cluster_size(c->f) > 1 ? "clusterid.x" : "ctaid.x", "ctaid.y", "ctaid.z"};
     const IrValueInfo *bv = &c->f->values[op->operands[1]];
     report_word(c, rep, IR_BOUNDS_PARAM, LLVMConstInt(i64, bv->index, 0));
     report_word(c, rep, IR_BOUNDS_OP, LLVMConstInt(i64, (unsigned long long)op->attr.i, 0));

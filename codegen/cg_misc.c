@@ -143,7 +143,8 @@ static const char *escape_percent(Cg *c, const char *s)
 
 static void print_prefix(Cg *c, LLVMValueRef *args, const char **fmt, const IrOp *op)
 {
-    static const char *const ids[3] = {"ctaid.x", "ctaid.y", "ctaid.z"};
+    /* the program's id: a kernel of clusters' programs are its clusters */
+    const char *const ids[3] = {ir_cluster_size(c->f) > 1 ? "clusterid.x" : "ctaid.x", "ctaid.y", "ctaid.z"};
     for (int d = 0; d < 3; d++) args[d] = cg_sreg(c, ids[d]);
     *fmt = arena_printf(c->arena, "pid (%%d, %%d, %%d) %s", escape_percent(c, op->attr.s ? op->attr.s : ""));
 }
