@@ -39,7 +39,9 @@ if [ "$what" = new ]; then
   step examples build-gpu/tile-examples --device gpu examples
   step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/tma-fuzz"
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 45 --out "$OUT/attn-fuzz"
-  # then what they are worth, beside the defaults in the same process
+  # then what they are worth, beside the defaults in the same process; and the GEMM's
+  # cold compile through libtileRT (issue 8's 150 ms), split by the runtime
+  step gemm_cold python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --sections cold --out "$OUT/gemm_cold.md"
   step gemm_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16 \
     --shapes "4096,4096,4096;8192,8192,8192" --configs "128,256,64,8,4,1,1;256,256,64,8,4,1,1,2;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1" --out "$OUT/gemm_new.md"
   step gelu_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu \
