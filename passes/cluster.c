@@ -425,6 +425,8 @@ bool pass_cluster(IrFunc *f)
 {
     int n = ir_cluster_size(f);
     if (f->kind != IR_FUNC_KERNEL || n < 2) return false;
+    for (const IrOp *o = f->body.first; o; o = o->next)   /* split already (it reads its rank) */
+        if (o->code == IR_OP_CLUSTER_RANK) return false;
     DiagList *d = ir_ctx_diags(f->module->ctx);
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
     if (!t->tma) {

@@ -432,6 +432,89 @@ static void test_blockstore_expand_laid_out(void **state)
     source_free(src);
 }
 
+/* passes/cluster.c: a 256-row program on a cluster of two CTAs. */
+static const char cluster_ir[] =
+    "kernel @k(%c: *f32, %a: *bf16, %b: *bf16, %K: i32) launch {warps = 8, stages = 2, cluster = 2} {\n"
+    "  %0 = const 0 : i32\n"
+    "  %1 = const 1 : i32\n"
+    "  %m = const 256 : i32\n"
+    "  %n = const 128 : i32\n"
+    "  %x = block_load %a, %m, %K, %K, %1, %0, %0 : bf16[256, 32]\n"
+    "  %y = block_load %b, %K, %n, %n, %1, %0, %0 : bf16[32, 128]\n"
+    "  %z = const 0.0 : f32[256, 128]\n"
+    "  %d = dot default %x, %y, %z : f32[256, 128]\n"
+    "  %REDUCE\n"
+    "  block_store %c, %m, %n, %n, %1, %0, %0, %d\n"
+    "  return\n"
+    "}\n";
+
+static IrFunc *cluster_kernel(IrCtx *c, Source **src, const char *extra)
+{
+    char text[sizeof cluster_ir + 128];
+    const char *at = strstr(cluster_ir, "%REDUCE");
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - cluster_ir), cluster_ir, extra, at + strlen("%REDUCE"));
+    *src = source_from_string("cluster.tir", text);
+    IrModule *m = ir_parse(c, *src);
+    assert_non_null(m);
+    return m->funcs[0];
+}
+
+static const IrOp *def_named(const IrFunc *f, int index_from_end_of_body)
+{
+    const IrOp *op = f->body.last;
+    for (int i = 0; i < index_from_end_of_body; i++) op = op->prev;
+    return op;
+}
+
+/* The dot's A operand, accumulator and result carry the rows: cut to 128 at this CTA's
+ * offset (cluster_rank * 128 added to A's and the store's row offsets); B is the same in
+ * every CTA: its block load multicast, its shape whole. */
+static void test_cluster_splits_rows(void **state)
+{
+    (void)state;
+    IrCtx *c = ir_ctx_create();
+    Source *src;
+    IrFunc *f = cluster_kernel(c, &src, "");
+    assert_true(pass_cluster(f));
+    assert_true(ir_verify_func(f));
+    assert_int_equal(f->body.first->code, IR_OP_CLUSTER_RANK);
+    const IrOp *st = def_named(f, 1), *dot = f->values[st->operands[7]].def;
+    assert_int_equal(st->code, IR_OP_BLOCK_STORE);
+    assert_int_equal(dot->code, IR_OP_DOT);
+    assert_int_equal(ir_value_type(f, dot->results[0])->shape[0], 128);
+    assert_int_equal(ir_value_type(f, dot->results[0])->shape[1], 128);
+    const IrOp *a = f->values[dot->operands[0]].def, *b = f->values[dot->operands[1]].def;
+    assert_int_equal(ir_value_type(f, a->results[0])->shape[0], 128);
+    assert_int_equal(ir_value_type(f, b->results[0])->shape[0], 32);
+    assert_int_equal(ir_value_type(f, b->results[0])->shape[1], 128);
+    assert_int_equal(a->attr.i & IR_BLOCK_MULTICAST, 0);
+    assert_int_equal(b->attr.i & IR_BLOCK_MULTICAST, IR_BLOCK_MULTICAST);
+    /* row offsets: block_load (ptr, shapes x2, strides x2, offsets x2) operand 5 */
+    assert_int_equal(f->values[a->operands[5]].def->code, IR_OP_ADD);
+    assert_int_equal(f->values[st->operands[5]].def->code, IR_OP_ADD);
+    assert_int_equal(f->values[b->operands[5]].def->code, IR_OP_CONST);
+    assert_false(pass_cluster(f));   /* the kernel's rows are split already: nothing to do */
+    ir_ctx_destroy(c);
+    source_free(src);
+}
+
+/* A reduction over the rows would need the CTAs to talk: refused at the op, with the
+ * kernel left on one CTA a program. */
+static void test_cluster_refuses_row_reduction(void **state)
+{
+    (void)state;
+    IrCtx *c = ir_ctx_create();
+    Source *src;
+    IrFunc *f = cluster_kernel(c, &src, "%s = sum 0 %d : f32[128]\n  block_store %c, %n, %n, %1, %0, %s\n");
+    assert_false(pass_cluster(f));
+    DiagList *d = ir_ctx_diags(c);
+    assert_int_equal(d->nerrors, 1);
+    assert_non_null(strstr(d->items[0].msg, "reduces over the program's rows"));
+    assert_int_equal(ir_cluster_size(f), 1);
+    ir_ctx_destroy(c);
+    source_free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +530,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_O2),
         cmocka_unit_test(test_dotpad_keeps_values),
         cmocka_unit_test(test_blockstore_expand_laid_out),
+        cmocka_unit_test(test_cluster_splits_rows),
+        cmocka_unit_test(test_cluster_refuses_row_reduction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
