@@ -459,7 +459,7 @@ static IrFunc *cluster_kernel(IrCtx *c, Source **src, const char *extra)
     return m->funcs[0];
 }
 
-static const IrOp *def_named(const IrFunc *f, int index_from_end_of_body)
+static const IrOp *op_from_end(const IrFunc *f, int index_from_end_of_body)
 {
     const IrOp *op = f->body.last;
     for (int i = 0; i < index_from_end_of_body; i++) op = op->prev;
@@ -478,7 +478,7 @@ static void test_cluster_splits_rows(void **state)
     assert_true(pass_cluster(f));
     assert_true(ir_verify_func(f));
     assert_int_equal(f->body.first->code, IR_OP_CLUSTER_RANK);
-    const IrOp *st = def_named(f, 1), *dot = f->values[st->operands[7]].def;
+    const IrOp *st = op_from_end(f, 1), *dot = f->values[st->operands[7]].def;
     assert_int_equal(st->code, IR_OP_BLOCK_STORE);
     assert_int_equal(dot->code, IR_OP_DOT);
     assert_int_equal(ir_value_type(f, dot->results[0])->shape[0], 128);
