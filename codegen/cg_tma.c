@@ -45,11 +45,6 @@
 #include "ir/target.h"
 #include "passes/passes.h"
 
-/* A multicast tma_copy of a block of nbox boxes among n CTAs: each CTA issues nbox / n
- * whole boxes, or (where they do not divide) each box's rows r * rows / n .. with a box
- * of rows / n rows (whole 8-row swizzle atoms: passes/shared.c multicast_ring). */
-static bool multicast_rows(int32_t nbox, int n) { return nbox % n != 0; }
-
 /* Where the pointer operand of a tma_copy or tma_store is; its shapes, strides and
  * offsets follow it (x 2 each). */
 static uint32_t ptr_operand(const IrOp *op) { return op->code == IR_OP_TMA_STORE ? 2 : 3; }
@@ -72,8 +67,8 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc
     out->box[0] = (uint16_t)(l->swizzle_bytes / eb);
     out->box[1] = (uint16_t)bt->shape[1 + slow];
     int n = ir_cluster_size(f);
-    if (op->code == IR_OP_TMA_COPY && op->attr.i && n > 1 && multicast_rows(bt->shape[1 + fast] / out->box[0], n))
-        out->box[1] = (uint16_t)(out->box[1] / n);
+    if (op->code == IR_OP_TMA_COPY && op->attr.i && pass_multicast_share(bt, n) == PASS_MULTICAST_ROWS)
+        out->box[1] = (uint16_t)(out->box[1] / n);   /* each CTA's rows of every box */
     uint32_t sh = ptr_operand(op) + 1;
     out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[sh])->elem) * 8;
     int axes[2] = {fast, slow};
@@ -237,8 +232,10 @@ static bool lower_copy(Cg *c, const IrOp *op)
     if (op->attr.i && n > 1) {     /* this CTA's share of the block, to every CTA */
         LLVMValueRef rank = cg_sreg(c, "cluster.ctarank");
         LLVMValueRef mask = LLVMConstInt(LLVMInt16TypeInContext(c->ctx), (1u << n) - 1, 0);
-        bool by_rows = multicast_rows(nbox, n);
-        if (by_rows && rows % (8 * n)) return cg_error(c, op, "internal error: a multicast copy of %d rows among %d CTAs", rows, n);
+        PassMulticast share = pass_multicast_share(bt, n);
+        if (share == PASS_MULTICAST_NONE)
+            return cg_error(c, op, "internal error: a multicast copy of %d boxes of %d rows among %d CTAs", nbox, rows, n);
+        bool by_rows = share == PASS_MULTICAST_ROWS;
         /* by boxes: boxes rank + t n; by rows: every box, rows rank * rows / n .. */
         LLVMValueRef sub = by_rows ? cg_mul(c->b, rank, cg_i32c(c, rows / n)) : NULL;
         LLVMValueRef dsub = by_rows ? cg_add(c->b, dst0, cg_mul(c->b, sub, cg_i32c(c, sw))) : dst0;

@@ -96,8 +96,7 @@ static bool same_axis(Split *s, const IrOp *op, uint32_t first_operand)
 
 /* x and y carry the rows at axes related by `map` (x's axis a is y's map(a)); NONE to
  * NONE in both directions. */
-static bool related(Split *s, const IrOp *op, IrValue x, IrValue y, int (*map)(const IrOp *, int, int, bool),
-                    bool none_back)
+static bool related(Split *s, const IrOp *op, IrValue x, IrValue y, int (*map)(const IrOp *, int, int, bool))
 {
     int ax = s->axis[x], ay = s->axis[y], rank = vtype(s, x)->rank;
     if (ax >= 0) {
@@ -112,7 +111,7 @@ static bool related(Split *s, const IrOp *op, IrValue x, IrValue y, int (*map)(c
         if (m == UNKNOWN) return stop(s, op, "mixes the program's rows with another axis");
         return set(s, op, x, m);
     }
-    return ay == NONE && none_back ? set(s, op, x, NONE) : true;
+    return ay == NONE ? set(s, op, x, NONE) : true;
 }
 
 /* expand_dims at p: x's axis a is the result's a (a < p) or a + 1. */
@@ -132,12 +131,13 @@ static int trans_map(const IrOp *op, int rank, int a, bool fwd)
     return rank - 1 - a;
 }
 
-/* A reduction over axis k (removed): x's axis a is the result's a (a < k) or a - 1. */
+/* A reduction over axis k (removed; visit refuses one over the rows first): x's axis a
+ * is the result's a (a < k) or a - 1. */
 static int reduce_map(const IrOp *op, int rank, int a, bool fwd)
 {
     (void)rank;
     int k = (int)(op->attr.i & IR_AXIS_MASK);
-    if (fwd) return a == k ? UNKNOWN : a < k ? a : a - 1;
+    if (fwd) return a < k ? a : a - 1;
     return a < k ? a : a + 1;
 }
 
@@ -200,19 +200,18 @@ static bool visit(Split *s, const IrOp *op)
         if (s->axis[y] >= 0) return set(s, op, x, vtype(s, x)->shape[s->axis[y]] == 1 ? NONE : s->axis[y]);
         return true;
     }
-    case IR_OP_EXPAND_DIMS: return related(s, op, op->operands[0], op->results[0], expand_map, true);
+    case IR_OP_EXPAND_DIMS: return related(s, op, op->operands[0], op->results[0], expand_map);
     case IR_OP_TRANS:
-        return related(s, op, op->operands[0], op->results[0], trans_map, true);
+        return related(s, op, op->operands[0], op->results[0], trans_map);
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM:
         if (s->axis[op->operands[0]] == (int)(op->attr.i & IR_AXIS_MASK)) return stop(s, op, "reduces over the program's rows");
-        return related(s, op, op->operands[0], op->results[0], reduce_map, true);
+        return related(s, op, op->operands[0], op->results[0], reduce_map);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD:
         if (s->axis[op->operands[0]] == (int)(op->attr.i & IR_AXIS_MASK)) return stop(s, op, "scans over the program's rows");
-        return related(s, op, op->operands[0], op->results[0], same_map, true);
-    case IR_OP_SPLAT: case IR_OP_CONST: case IR_OP_ARANGE: case IR_OP_BLOCK_LOAD:
-    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
-        return true;
-    case IR_OP_BLOCK_STORE: case IR_OP_ASSERT:
+        return related(s, op, op->operands[0], op->results[0], same_map);
+    case IR_OP_SPLAT: case IR_OP_CONST: case IR_OP_ARANGE: case IR_OP_BLOCK_LOAD: case IR_OP_BLOCK_STORE:
+    case IR_OP_ASSERT: case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_MULTIPLE_OF:
+    case IR_OP_MAX_CONTIGUOUS:
         return true;
     case IR_OP_LOAD: case IR_OP_STORE: case IR_OP_RAND: case IR_OP_RANDN:
         return same_axis(s, op, 0);
@@ -240,7 +239,8 @@ static bool visit_block(Split *s, const IrBlock *blk)
 }
 
 /* What the fixpoint leaves that the split cannot do: rows of another extent, an atomic
- * or store of a tile every CTA computes whole (an atomic would apply n times). */
+ * on a tile every CTA computes whole (it would apply n times; a plain store of one
+ * writes the same values n times, which is harmless). */
 static bool check_block(Split *s, const IrBlock *blk)
 {
     for (const IrOp *op = blk->first; op; op = op->next) {
@@ -355,31 +355,18 @@ static void rewrite_block(Rewrite *w, IrBlock *blk)
  * Before the analysis, every tile computed from indices and constants alone (aranges,
  * constant and splat tiles, and pure ops of them and of scalars) gets its own copy for
  * each use; the CSE at the end of the GPU pipeline merges again what stays equal. */
-typedef struct Uses {
-    IrOp **ops;
-    uint32_t n, cap;
-    IrValue v;
-} Uses;
+typedef VEC(IrOp *) OpList;
 
-static void push_op(Uses *u, IrOp *op)
+static void collect_ops(IrOp *op, void *ud) { vec_push((OpList *)ud, op); }
+
+/* op as a user of each of its operands (once per operand value) that the index marks
+ * cover (values below nv) */
+static void add_uses(OpList *uses, uint32_t nv, IrOp *op)
 {
-    if (u->n == u->cap) {
-        u->cap = u->cap ? 2 * u->cap : 16;
-        IrOp **m = tl_realloc(u->ops, u->cap * sizeof *m);
-        if (!m) tl_oom();
-        u->ops = m;
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        IrValue v = op->operands[i];
+        if (v < nv && !(uses[v].len && uses[v].data[uses[v].len - 1] == op)) vec_push(&uses[v], op);
     }
-    u->ops[u->n++] = op;
-}
-
-static void find_uses(IrOp *op, void *ud)
-{
-    Uses *u = ud;
-    for (uint32_t i = 0; i < op->noperands; i++)
-        if (op->operands[i] == u->v) {
-            push_op(u, op);
-            return;
-        }
 }
 
 static bool index_tile(const IrFunc *f, const IrOp *op, const bool *index)
@@ -392,33 +379,36 @@ static bool index_tile(const IrFunc *f, const IrOp *op, const bool *index)
     return true;
 }
 
-static void collect_ops(IrOp *op, void *ud) { push_op(ud, op); }
-
 static void unshare_indices(IrFunc *f)
 {
-    Uses all = {0};
+    OpList all = {0};
     ir_walk(&f->body, collect_ops, &all);   /* every op, defs before uses */
     uint32_t nv = f->nvalues;
     bool *index = tl_calloc(nv ? nv : 1, sizeof *index);
-    if (!index) tl_oom();
-    for (uint32_t i = 0; i < all.n; i++)
-        if (index_tile(f, all.ops[i], index)) index[all.ops[i]->results[0]] = true;
-    for (uint32_t i = all.n; i-- > 0;) {    /* users first: their copies add uses above */
-        IrOp *op = all.ops[i];
-        if (op->nresults != 1 || op->results[0] >= nv || !index[op->results[0]]) continue;
-        Uses u = {.v = op->results[0]};
-        ir_walk(&f->body, find_uses, &u);
-        for (uint32_t k = 1; k < u.n; k++) {
-            IrBuilder b;
-            ir_builder_before(&b, u.ops[k]);
-            IrOp *copy = ir_clone_op(&b, f, op, NULL, 0);
-            for (uint32_t j = 0; j < u.ops[k]->noperands; j++)
-                if (u.ops[k]->operands[j] == u.v) u.ops[k]->operands[j] = copy->results[0];
-        }
-        tl_free(u.ops);
+    OpList *uses = tl_calloc(nv ? nv : 1, sizeof *uses);
+    if (!index || !uses) tl_oom();
+    for (size_t i = 0; i < all.len; i++) {
+        add_uses(uses, nv, all.data[i]);
+        if (index_tile(f, all.data[i], index)) index[all.data[i]->results[0]] = true;
     }
+    for (size_t i = all.len; i-- > 0;) {    /* users first: their copies add uses above */
+        IrOp *op = all.data[i];
+        if (op->nresults != 1 || op->results[0] >= nv || !index[op->results[0]]) continue;
+        IrValue v = op->results[0];
+        for (size_t k = 1; k < uses[v].len; k++) {
+            IrOp *user = uses[v].data[k];
+            IrBuilder b;
+            ir_builder_before(&b, user);
+            IrOp *copy = ir_clone_op(&b, f, op, NULL, 0);
+            for (uint32_t j = 0; j < user->noperands; j++)
+                if (user->operands[j] == v) user->operands[j] = copy->results[0];
+            add_uses(uses, nv, copy);
+        }
+    }
+    for (uint32_t v = 0; v < nv; v++) vec_free(&uses[v]);
+    tl_free(uses);
     tl_free(index);
-    tl_free(all.ops);
+    vec_free(&all);
 }
 
 bool pass_cluster(IrFunc *f)

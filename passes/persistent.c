@@ -393,12 +393,11 @@ static void ping_pong(Pk *p, IrOp *tl, IrOp **rings, int nr, IrOp **rel, const I
     IrFunc *f = p->f;
     IrBuilder b;
     for (int i = 0; i < nrel; i++) rel[i]->operands[2] = preds[i];
-    for (int i = 0; i < nrel && i < 1; i++) {   /* one ring: its last stage, released once */
-        IrOp *a = rel[i];
+    IrOp *settle = rings[nr - 1]->next;
+    while (settle && !(settle->code == IR_OP_ASYNC_WAIT && settle->attr.i == 0)) settle = settle->next;
+    if (nrel && settle) {   /* the loops share one ring: its last stage, released once */
+        const IrOp *a = rel[0];
         const IrType *bt = ir_value_type(f, a->operands[0]);
-        IrOp *settle = rings[nr - 1]->next;
-        while (settle && !(settle->code == IR_OP_ASYNC_WAIT && settle->attr.i == 0)) settle = settle->next;
-        if (!settle) continue;
         ir_builder_before(&b, settle->next);
         b.loc = a->loc;
         /* the tile's last ring iteration: base + trip - 1, its stage, if the tile has one */

@@ -604,24 +604,27 @@ done:
     return true;
 }
 
-/* In a kernel of clusters (passes/cluster.c), the ring's block loads that are the same
- * in every CTA (`multicast`) are copied by TMA multicast: each CTA issues a share of
- * every box into every CTA (codegen/cg_tma.c: boxes r, r + n, ... where the block's boxes
- * divide among the n CTAs, else rows r * R / n .. of each box, where those are whole
- * swizzle atoms of 8 rows); true if any is (cs[i].multicast set). Such a ring's stages
- * are released by every CTA's warps. */
-static bool multicast_ring(const IrFunc *f, Cand *cs, int n, const IrType *bars)
+PassMulticast pass_multicast_share(const IrType *bt, int ctas)
 {
-    (void)bars;
+    const IrLayout *l = bt->layout;
+    if (ctas < 2 || !l || !l->swizzle_bytes) return PASS_MULTICAST_NONE;
+    int fast = l->order[0] - 1, eb = ir_elem_bytes(bt->elem);
+    int32_t boxes = bt->shape[1 + fast] * eb / l->swizzle_bytes, rows = bt->shape[2 - fast];
+    if (boxes > 0 && boxes % ctas == 0) return PASS_MULTICAST_BOXES;
+    return boxes > 0 && rows % (8 * ctas) == 0 ? PASS_MULTICAST_ROWS : PASS_MULTICAST_NONE;
+}
+
+/* In a kernel of clusters (passes/cluster.c), the ring's block loads that are the same
+ * in every CTA (`multicast`) are copied by TMA multicast where their stage splits among
+ * the CTAs (pass_multicast_share); true if any is (cs[i].multicast set). Such a ring's
+ * stages are released by every CTA's warps. */
+static bool multicast_ring(const IrFunc *f, Cand *cs, int n)
+{
     int ctas = ir_cluster_size(f);
     bool any = false;
     for (int i = 0; i < n; i++) {
-        const IrType *bt = ir_value_type(f, cs[i].buf);
-        const IrLayout *l = bt->layout;
-        int fast = l->order[0] - 1, eb = ir_elem_bytes(bt->elem);
-        int32_t boxes = l->swizzle_bytes ? bt->shape[1 + fast] * eb / l->swizzle_bytes : 0, rows = bt->shape[2 - fast];
-        cs[i].multicast = ctas > 1 && (cs[i].load->attr.i & IR_BLOCK_MULTICAST) && boxes > 0 &&
-                          (boxes % ctas == 0 || rows % (8 * ctas) == 0);
+        cs[i].multicast = (cs[i].load->attr.i & IR_BLOCK_MULTICAST) &&
+                          pass_multicast_share(ir_value_type(f, cs[i].buf), ctas) != PASS_MULTICAST_NONE;
         any |= cs[i].multicast;
     }
     return any;
@@ -704,7 +707,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         IrOp *empty = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
         empty->attr.i = offset + bar_half;
         offset += bar_bytes;
-        int ctas = multicast_ring(f, cs, n, bt) ? ir_cluster_size(f) : 1;
+        int ctas = multicast_ring(f, cs, n) ? ir_cluster_size(f) : 1;
         IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, full->results, 1, NULL, 0, 0);
         init->attr.i = n;        /* one arrival per copy of a stage (each with its bytes) */
         init = ir_build(&b, IR_OP_MBARRIER_INIT, empty->results, 1, NULL, 0, 0);
