@@ -9,6 +9,7 @@
 #define TILE_CODEGEN_CG_INTERNAL_H
 
 #include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
 
 #include "codegen/codegen.h"
 #include "ir/arena.h"
@@ -288,6 +289,11 @@ bool cg_body(Cg *c, const IrBlock *body);            /* cg_control.c */
 int cg_register_estimate(LLVMValueRef fn);
 void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta);
 char *cg_occupancy_directives(char *ptx, const IrModule *m, const int *mincta);
+
+/* cg_sink.c: after cg_occupancy, pure instructions into the block that uses them
+ * (LLVM's sink) and, in each block, just before their first use (an element's chain,
+ * then the next's), never across a call with effects. */
+void cg_sink(LLVMModuleRef mod, LLVMTargetMachineRef tm);
 /* cg_ptxfix.c: textual rewrites of the PTX that steer around ptxas bugs; takes and
  * returns tl_malloc'd text. */
 char *cg_ptx_workarounds(char *ptx);

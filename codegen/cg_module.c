@@ -703,7 +703,7 @@ static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
     fix_sitofp_i1(j->mod);
     j->mincta = tl_calloc(m->nfuncs ? m->nfuncs : 1, sizeof *j->mincta);
     if (!j->mincta) tl_oom();
-    if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta);
+    if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta), cg_sink(j->mod, j->tm);
     if (o->times) o->times->lower_ms = t1 - t0, o->times->opt_ms = tl_now_ms() - t1;
     return true;
 }

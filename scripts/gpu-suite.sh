@@ -2,14 +2,16 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
 # step, and the call goes on). `new`: only the forms built without a GPU and not yet
 # run on one (clusters, ping-pong, the attention forms of 2026-12-04): their GPU tests
-# and fuzzers, then their benchmarks against the defaults, each step at most 150 s
-# unless STEP_TIMEOUT says otherwise; about 9 minutes.
+# and fuzzers, each step at most 150 s unless STEP_TIMEOUT says otherwise (about 5
+# minutes); `newbench`: their benchmarks against the defaults, and the arithmetic
+# placement of codegen/cg_sink.c against the optimizer's order (TILE_SINK=0, its own
+# kernel cache: the cache does not see the knob), about 8 minutes.
 set -u
 what=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,13 +41,20 @@ if [ "$what" = new ]; then
   step examples build-gpu/tile-examples --device gpu examples
   step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/tma-fuzz"
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 45 --out "$OUT/attn-fuzz"
-  # then what they are worth, beside the defaults in the same process; and the GEMM's
-  # cold compile through libtileRT (issue 8's 150 ms), split by the runtime
+  exit $status
+fi
+if [ "$what" = newbench ]; then
+  : "${STEP_TIMEOUT:=150}"
+  # what the new forms are worth, beside the defaults in the same process; and the
+  # GEMM's cold compile through libtileRT (issue 8's 150 ms), split by the runtime
   step gemm_cold python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --sections cold --out "$OUT/gemm_cold.md"
   step gemm_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16 \
     --shapes "4096,4096,4096;8192,8192,8192" --configs "128,256,64,8,4,1,1;256,256,64,8,4,1,1,2;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1" --out "$OUT/gemm_new.md"
-  step gelu_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu \
-    --configs "128,256,64,8,4;128,128,64,4,4,1,1,1,1;128,64,64,4,5,1,1,1,1;256,256,64,8,4,1,1,2" --out "$OUT/gelu_new.md"
+  gelu_cfgs="128,256,64,8,4;128,256,64,8,4,1,1;128,128,64,4,4,1,1,1,1;128,64,64,4,5,1,1,1,1;256,256,64,8,4,1,1,2"
+  step gelu_new python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu,fp8 \
+    --configs "$gelu_cfgs" --out "$OUT/gelu_new.md"
+  step gelu_nosink env TILE_SINK=0 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" python3 bench/gemm.py \
+    --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu,fp8 --configs "$gelu_cfgs" --out "$OUT/gelu_nosink.md"
   step attention_new python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick --no-bwd \
     --fwd-configs "128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,64,8,3;tma+ws+cl:256,64,8,3" --out "$OUT/attention_new.md"
   exit $status

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <llvm-c/Analysis.h>
 
 #include "codegen/cg_internal.h"
 #include "codegen/codegen.h"
@@ -748,6 +749,63 @@ static void test_specialize(void **state)
     fx_free(&x);
 }
 
+/* cg_sink (codegen/cg_sink.c): in one block, two element chains whose values two
+ * stores write, an inline-assembly value without a memory attribute (a fence, as a
+ * barrier is), a load, a store to the loaded location. A chain moves to just before its
+ * first use, but no pure instruction crosses a fence (they wait before it); the load,
+ * the stores, the assembly and the barrier keep their order. */
+static void test_sink_orders_chains_not_fences(void **state)
+{
+    (void)state;
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = LLVMModuleCreateWithNameInContext("sink", ctx);
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), ptr = LLVMPointerTypeInContext(ctx, 1);
+    LLVMTypeRef params[3] = {ptr, ptr, f32};
+    LLVMValueRef fn = LLVMAddFunction(mod, "k", LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 3, 0));
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef p = LLVMGetParam(fn, 0), q = LLVMGetParam(fn, 1), x = LLVMGetParam(fn, 2);
+    LLVMValueRef a0 = LLVMBuildFMul(b, x, LLVMConstReal(f32, 2.0), "a0");
+    LLVMValueRef a1 = LLVMBuildFMul(b, x, LLVMConstReal(f32, 3.0), "a1");
+    LLVMValueRef b0 = LLVMBuildFAdd(b, a0, LLVMConstReal(f32, 1.0), "b0");
+    LLVMValueRef b1 = LLVMBuildFAdd(b, a1, LLVMConstReal(f32, 1.0), "b1");
+    LLVMTypeRef asm_ty = LLVMFunctionType(f32, &f32, 1, 0);
+    LLVMValueRef asm_fn = LLVMGetInlineAsm(asm_ty, "mov.b32 $0, $1;", 15, "=f,f", 4, 0, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef s0 = LLVMBuildStore(b, b0, p);
+    LLVMValueRef m = LLVMBuildCall2(b, asm_ty, asm_fn, &x, 1, "m");
+    LLVMValueRef l = LLVMBuildLoad2(b, f32, q, "l");
+    LLVMValueRef s1 = LLVMBuildStore(b, LLVMConstReal(f32, 0.0), q);
+    LLVMValueRef c = LLVMBuildFAdd(b, l, m, "c");
+    unsigned id = LLVMLookupIntrinsicID("llvm.nvvm.barrier0", 18);
+    LLVMValueRef bar_fn = LLVMGetIntrinsicDeclaration(mod, id, NULL, 0);
+    LLVMValueRef bar = LLVMBuildCall2(b, LLVMIntrinsicGetType(ctx, id, NULL, 0), bar_fn, NULL, 0, "");
+    LLVMValueRef one = LLVMConstInt(LLVMInt64TypeInContext(ctx), 1, 0);
+    LLVMValueRef s2 = LLVMBuildStore(b, b1, LLVMBuildGEP2(b, f32, q, &one, 1, "q1"));
+    LLVMValueRef s3 = LLVMBuildStore(b, c, p);
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+
+    cg_sink(mod, NULL);
+    char *err = NULL;
+    assert_false(LLVMVerifyModule(mod, LLVMReturnStatusAction, &err));
+    LLVMDisposeMessage(err);
+    LLVMValueRef order[16];
+    int n = 0;
+    for (LLVMValueRef in = LLVMGetFirstInstruction(LLVMGetEntryBasicBlock(fn)); in && n < 16; in = LLVMGetNextInstruction(in))
+        order[n++] = in;
+    /* chain 0 at its store; chain 1 waits before the first fence after its definition
+     * (the assembly, a call without a memory attribute), c before the barrier; the
+     * gep of s2 stays after the barrier, where it was built */
+    LLVMValueRef want[] = {a0, b0, s0, a1, b1, m, l, s1, c, bar};
+    assert_int_equal(n, 14);   /* and the ret */
+    for (int i = 0; i < 10; i++) assert_ptr_equal(order[i], want[i]);
+    assert_int_equal(LLVMGetInstructionOpcode(order[10]), LLVMGetElementPtr);
+    assert_ptr_equal(order[11], s2);
+    assert_ptr_equal(order[12], s3);
+    LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -768,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_axisinfo_checker),
         cmocka_unit_test(test_layouts_in_the_interpreter),
         cmocka_unit_test(test_specialize),
+        cmocka_unit_test(test_sink_orders_chains_not_fences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
