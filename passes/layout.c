@@ -749,9 +749,11 @@ static bool propagate(IrFunc *f)
  * into slice(#mma, 1); the A operand of the next dot (P of attention) is computed in
  * the accumulator layout, which holds every element of the operand in place; a value
  * converted into #mma (the rescaled O) is computed there. Values are rebuilt through
- * element-wise ops, constants, splats, expand_dims and broadcast; a 1-D value that
- * cannot be rebuilt (a loop-carried row statistic) is converted, and the loop then
- * carries it in the slice layout (carry_layout). */
+ * element-wise ops, constants, splats, aranges, expand_dims, broadcast and rand (a
+ * counter-based function of each element's offset: dropout); loads of rows and tiles
+ * (an additive mask) are issued again in the layout when no store comes between; a
+ * 1-D value that cannot be rebuilt (a loop-carried row statistic) is converted, and
+ * the loop then carries it in the slice layout (carry_layout). */
 typedef struct RowsCache {
     IrValue from[256], to[256];
     const IrLayout *l[256];
@@ -774,7 +776,10 @@ static bool no_store_between(const IrOp *ld, const IrOp *at)
     return top == at || !(ir_op_info[top->code].flags & IR_W);
 }
 
-static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l, IrOp *at, int depth)
+/* v in layout l, built before `at`. `mixed`: v meets another value in an element-wise op
+ * on the way (a tile loaded again there is combined with the accumulator, not a dot's
+ * operand, which keeps its blocked load and its shared-memory path). */
+static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l, IrOp *at, int depth, bool mixed)
 {
     const IrType *t = ir_value_type(f, v);
     if (t->rank == 0 || t->layout == l) return v;
@@ -791,19 +796,21 @@ static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l,
     if (layouts_alike(t->layout, l)) {
         r = ir_build1(&b, IR_OP_CONVERT_LAYOUT, nt, &v, 1);   /* in place: no data moves */
     } else if (d && d->code == IR_OP_CONVERT_LAYOUT) {
-        r = in_layout(f, rc, d->operands[0], l, at, depth + 1);
-    } else if (d && (d->code == IR_OP_CONST || d->code == IR_OP_SPLAT)) {
+        r = in_layout(f, rc, d->operands[0], l, at, depth + 1, mixed);
+    } else if (d && (d->code == IR_OP_CONST || d->code == IR_OP_SPLAT || (d->code == IR_OP_ARANGE && t->rank == 1))) {
         IrOp *n = ir_build(&b, d->code, d->operands, d->noperands, &nt, 1, 0);
         n->attr = d->attr;
         r = n->results[0];
     } else if (d && d->nresults == 1 && !d->nregions && (ir_op_info[d->code].flags & IR_P) &&
                ((ir_op_info[d->code].flags & IR_E) || d->code == IR_OP_BROADCAST ||
+                d->code == IR_OP_RAND || d->code == IR_OP_RANDN ||   /* counter-based: per element */
                 (d->code == IR_OP_EXPAND_DIMS && t->rank == 2))) {
         IrValue ops[3];
         bool ok = d->noperands <= 3;
         for (uint32_t i = 0; ok && i < d->noperands; i++) {
             const IrLayout *want = d->code == IR_OP_EXPAND_DIMS ? ir_layout_slice(c, l, (int)d->attr.i) : l;
-            ops[i] = in_layout(f, rc, d->operands[i], want, at, depth + 1);
+            ops[i] = in_layout(f, rc, d->operands[i], want, at, depth + 1,
+                               mixed || ((ir_op_info[d->code].flags & IR_E) && d->noperands > 1));
             ok = ops[i] != IR_NO_VALUE;
         }
         if (ok) {
@@ -812,16 +819,23 @@ static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l,
             r = n->results[0];
         }
     }
-    if (r == IR_NO_VALUE && t->rank == 1 && d && d->code == IR_OP_LOAD && no_store_between(d, at)) {
-        /* a row of statistics (attention's lse, delta): loaded again, in the layout
-         * its users want, instead of converted through shared memory */
+    if (r == IR_NO_VALUE && (t->rank == 1 || (t->rank == 2 && mixed)) && d && d->code == IR_OP_LOAD &&
+        no_store_between(d, at)) {
+        /* a row of statistics (attention's lse, delta) or a tile combined with the
+         * accumulator (an additive attention mask): loaded again, in the layout its
+         * users want, instead of converting it or the accumulator through shared
+         * memory (the original load goes when nothing else uses it) */
         IrValue ops[3];
         bool ok = true;
         for (uint32_t i = 0; ok && i < d->noperands; i++) {
-            ops[i] = in_layout(f, rc, d->operands[i], l, at, depth + 1);
+            ops[i] = in_layout(f, rc, d->operands[i], l, at, depth + 1, mixed);
             ok = ops[i] != IR_NO_VALUE;
         }
-        if (ok) r = ir_build1(&b, IR_OP_LOAD, nt, ops, d->noperands);
+        if (ok) {
+            IrOp *n = ir_build(&b, IR_OP_LOAD, ops, d->noperands, &nt, 1, 0);
+            n->attr = d->attr;
+            r = n->results[0];
+        }
     }
     if (r == IR_NO_VALUE && t->rank == 1) r = ir_build1(&b, IR_OP_CONVERT_LAYOUT, nt, &v, 1);
     if (r != IR_NO_VALUE) {
@@ -894,7 +908,7 @@ static bool rows_rewrite(IrFunc *f, IrOp *op, RowsCache *rc)
         const IrLayout *src = rows_source(f, op->operands[0], 0);
         const IrLayout *q = src && rows_alike(src, p) ? src : p;
         if (ir_value_type(f, op->operands[0])->layout == q) return false;
-        IrValue x = in_layout(f, rc, op->operands[0], q, op, 0);
+        IrValue x = in_layout(f, rc, op->operands[0], q, op, 0, false);
         if (x == IR_NO_VALUE) return false;
         if (q == to) ir_replace_all_uses(f, op->results[0], x);
         else op->operands[0] = x;
@@ -916,7 +930,7 @@ static bool rows_rewrite(IrFunc *f, IrOp *op, RowsCache *rc)
             if (yt->rank != 1) continue;
             if (!want) want = slice_source(f, op->operands[i], 0);
             if (!want || yt->layout == want) continue;
-            IrValue x = in_layout(f, rc, op->operands[i], want, op, 0);
+            IrValue x = in_layout(f, rc, op->operands[i], want, op, 0, false);
             if (x == IR_NO_VALUE) continue;
             op->operands[i] = convert_before(f, op, x, yt->layout);
             changed = true;
@@ -926,7 +940,7 @@ static bool rows_rewrite(IrFunc *f, IrOp *op, RowsCache *rc)
     /* a row reduction */
     const IrLayout *l = rows_source(f, op->operands[0], 0);
     if (!l || ir_value_type(f, op->operands[0])->layout == l) return false;
-    IrValue x = in_layout(f, rc, op->operands[0], l, op, 0);
+    IrValue x = in_layout(f, rc, op->operands[0], l, op, 0, false);
     if (x == IR_NO_VALUE) return false;
     IrValue r = op->results[0];
     const IrLayout *old = ir_value_type(f, r)->layout;

@@ -178,6 +178,8 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
     if ((ld->code != IR_OP_LOAD && !block) || ld->parent != p->body) return false;
     if (!block && ld->noperands > 2 && !is_plus_zero(f, ld->operands[2])) return false;
     IrValue v = ld->results[0];
+    const IrLayout *ll = ir_value_type(f, v)->layout;   /* async copies take blocked pointers */
+    if (!block && (!ll || ll->kind != IR_LAYOUT_BLOCKED)) return false;
     int n = 0;
     for (IrOp *op = p->body->first; op; op = op->next) {
         for (uint32_t r = 0; r < op->nregions; r++)
