@@ -28,6 +28,7 @@
  * cp.async data visible adds fence.proxy.async before its barrier (cg_shared.c): the
  * copies are generic-proxy writes, wgmma reads through the async proxy. */
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
@@ -92,12 +93,13 @@ static void simple_asm(Cg *c, const char *text)
     cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
 }
 
-/* d[0..R) = A * B + d by one wgmma.mma_async m64nNkK: A by descriptor da, or (ra not
+/* d[0..R) = A * B + d by one wgmma.mma_async m64nNkK (d = A * B, its input unread, when
+ * not `accumulate`: the instruction's scale-d is 0): A by descriptor da, or (ra not
  * NULL) from 4 registers of the mma.sync A fragment (then no trans-a). K = 16 for f16
  * and bf16; K = 32 for f8 (e4m3, e5m2), whose form has no transpose immediates: both
  * operands are K-major (the shared pass and the verifier see to it). */
 static void wgmma(Cg *c, int32_t N, int32_t K, const char *in, LLVMValueRef da, const LLVMValueRef *ra, LLVMValueRef db,
-                  int ta, int tb, LLVMValueRef *d)
+                  int ta, int tb, bool accumulate, LLVMValueRef *d)
 {
     uint32_t R = (uint32_t)N / 2, na = ra ? 4 : 1, nargs = na + 2 + R;
     LLVMTypeRef f32 = LLVMFloatTypeInContext(c->ctx), i64 = LLVMInt64TypeInContext(c->ctx);
@@ -106,7 +108,7 @@ static void wgmma(Cg *c, int32_t N, int32_t K, const char *in, LLVMValueRef da, 
     for (uint32_t j = 0; j < R; j++) fields[j] = f32;
     for (uint32_t i = 0; i < na; i++) args[i] = ra ? ra[i] : da, argt[i] = ra ? cg_i32(c) : i64;
     args[na] = db, argt[na] = i64;
-    args[na + 1] = cg_i32c(c, 1), argt[na + 1] = cg_i32(c);
+    args[na + 1] = cg_i32c(c, accumulate), argt[na + 1] = cg_i32(c);
     for (uint32_t j = 0; j < R; j++) args[na + 2 + j] = d[j], argt[na + 2 + j] = f32;
     size_t tn = 96 + 6 * R + 160, cn = 4 * R + 8 * R + 24;
     char *text = arena_alloc(c->arena, tn), *cons = arena_alloc(c->arena, cn);
@@ -281,6 +283,14 @@ bool cg_wgmma_wait(Cg *c, const IrOp *op)
     return true;
 }
 
+/* An f32 constant +0.0 (a -0.0 start would give -0.0 where every product is +0.0). */
+static bool positive_zero(LLVMValueRef v)
+{
+    LLVMBool lossy;
+    return LLVMIsAConstantFP(v) && LLVMConstRealGetDouble(v, &lossy) == 0.0 &&
+           !signbit(LLVMConstRealGetDouble(v, &lossy));
+}
+
 bool cg_wgmma_dot(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
@@ -303,7 +313,11 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
         return cg_error(c, op, "internal error: an f8 wgmma dot whose operands are not K-major views");
     CgVal acc = cg_get(c, op->operands[2]);
     CgVal out = cg_val_new(c, RM * R);
-    for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q);
+    bool fresh = out.n > 0;   /* zeros: the first step of K ignores them (scale-d 0) */
+    for (uint32_t q = 0; q < out.n; q++) out.v[q] = cg_at(acc, q), fresh &= positive_zero(out.v[q]);
+    /* nothing to copy into the registers: attention's S = Q K^T started from 32 moves of
+     * zero an iteration (a thread of 128 x 64 with 8 warps) */
+    for (uint32_t q = 0; fresh && q < out.n; q++) out.v[q] = LLVMGetUndef(LLVMFloatTypeInContext(c->ctx));
     LLVMValueRef row0 = warpgroup_row(c);
     LLVMValueRef *aw = NULL;
     if (a_regs) {   /* A's words and the accumulators are final before the fence */
@@ -328,8 +342,11 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
             int32_t k0 = (int32_t)ks * IK;
             LLVMValueRef o0 = cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W));
             LLVMValueRef db = descriptor(c, &b, cg_i32c(c, 0), k0);
-            if (a_regs) wgmma(c, N, IK, in, NULL, aw + (rm * KS + ks) * 4, db, 0, !k_major(&b), out.v + rm * R);
-            else wgmma(c, N, IK, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), out.v + rm * R);
+            bool accumulate = ks > 0 || !fresh;
+            if (a_regs) wgmma(c, N, IK, in, NULL, aw + (rm * KS + ks) * 4, db, 0, !k_major(&b), accumulate, out.v + rm * R);
+            else
+                wgmma(c, N, IK, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), accumulate,
+                      out.v + rm * R);
         }
     simple_asm(c, "wgmma.commit_group.sync.aligned;");
     if (only_waited(c, op)) {   /* the dot_waits retire the group (passes/rotate.c) */
