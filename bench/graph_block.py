@@ -26,7 +26,7 @@ Graph) on PyTorch's stream: its compile is the first run on an empty kernel cach
 nothing). Needs a CUDA GPU, torch and triton.
 
     python3 bench/graph_block.py [--tilec build-gpu/tilec] [--lib LIBTILERT] [--tokens 4096]
-                                 [--dropout 0.0] [--ncu] [--quick] [--kernels] [--tune]
+                                 [--dropout 0.0] [--ncu] [--quick] [--kernels] [--tune] [--tile-only]
                                  [--out graph_block.md]
 """
 import argparse
@@ -200,6 +200,8 @@ def main():
     ap.add_argument("--lib", default=None, help="libtileRT.so (default TILE_LIB, else build-gpu's)")
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
     ap.add_argument("--tune", action="store_true", help="also a tile row in max-autotune mode (tunes every kernel)")
+    ap.add_argument("--tile-only", action="store_true",
+                    help="only tile's row (its compile and time; eager still gives the reference)")
     args = ap.parse_args()
 
     import torch
@@ -240,7 +242,8 @@ def main():
     breakdown = []
     rows = []
     ref = block(**params)
-    pytorch_rows(block, params, ref, args.quick, args.kernels, rows, breakdown)
+    if not args.tile_only:
+        pytorch_rows(block, params, ref, args.quick, args.kernels, rows, breakdown)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "block.tile")

@@ -607,6 +607,11 @@ bool rt_kernel_checked(const TrtKernel *k);
 TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 /* Links PTX to a cubin for the current device (cuLink*). */
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
+/* rt_nvjitlink.c: TILE_ASSEMBLER=nvjitlink and the library opens (else one warning); the
+ * library's version (major << 32 | minor) for the cubin key; PTX to a cubin for arch. */
+bool rt_nvjitlink_wanted(void);
+uint64_t rt_nvjitlink_version(void);
+TrtStatus rt_nvjitlink_assemble(const char *arch, const char *ptx, RtBlob *out);
 /* The argument kind that a parameter of element type e takes (f8 as its bits: U8). */
 TrtArgKind rt_arg_kind(IrElem e);
 /* What a launch of k with these arguments and its own grid runs: the kernel (for an

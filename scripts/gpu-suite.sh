@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench|compile]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -11,7 +11,10 @@
 # and fuzzers, each step at most 150 s unless STEP_TIMEOUT says otherwise (about 5
 # minutes); `newbench`: their benchmarks against the defaults, and the arithmetic
 # placement of codegen/cg_sink.c against the optimizer's order (TILE_SINK=0, its own
-# kernel cache: the cache does not see the knob), about 8 minutes.
+# kernel cache: the cache does not see the knob), about 8 minutes. `compile`: where the
+# cold compile goes: the assemblers serial and parallel on the Llama block's kernels
+# (bench/jit_parallel.py: the driver's cuLink, libnvJitLink, ptxas), then the block's
+# cold compile through libtileRT with each (TILE_ASSEMBLER=nvjitlink), about 3 minutes.
 set -u
 what=${1:-all}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +60,15 @@ if [ "$what" = newbench ]; then
     --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu,fp8 --configs "$gelu_cfgs" --out "$OUT/gelu_nosink.md"
   step attention_new python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick --no-bwd \
     --fwd-configs "128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,64,8,3;tma+ws+cl:256,64,8,3" --out "$OUT/attention_new.md"
+  exit $status
+fi
+if [ "$what" = compile ]; then
+  : "${STEP_TIMEOUT:=150}"
+  step jit_parallel env CUDA_CACHE_DISABLE=1 python3 bench/jit_parallel.py --tilec build-gpu/tilec --out "$OUT/jit_parallel.md"
+  for asm in driver nvjitlink; do
+    step "block_cold_$asm" env TILE_ASSEMBLER=$asm CUDA_CACHE_DISABLE=1 python3 bench/graph_block.py --tilec build-gpu/tilec \
+      --lib build-gpu/runtime/libtileRT.so --quick --tile-only --kernels --out "$OUT/block_cold_$asm.md"
+  done
   exit $status
 fi
 if [ "$what" != bench ]; then

@@ -1174,6 +1174,56 @@ static int child_status(const char *var, const char *value, TrtStatus want, cons
     return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
 }
 
+/* rt_nvjitlink.c, in children (the library is opened once per process). The toolkit's
+ * libnvJitLink assembles a PTX into an ELF cubin holding the kernel, and reports a bad
+ * PTX with its log; a TILE_NVJITLINK that does not open leaves the driver to assemble. */
+static bool has_bytes(const void *hay, size_t n, const char *needle)
+{
+    size_t m = strlen(needle);
+    for (size_t i = 0; i + m <= n; i++)
+        if (!memcmp((const char *)hay + i, needle, m)) return true;
+    return false;
+}
+
+static int nvjitlink_child(const char *lib)
+{
+    setenv("TILE_ASSEMBLER", "nvjitlink", 1);
+    if (lib) setenv("TILE_NVJITLINK", lib, 1);
+    else unsetenv("TILE_NVJITLINK");
+    if (!rt_nvjitlink_wanted()) return 10;
+    static const char head[] = ".version 8.0\n.target sm_90a\n.address_size 64\n";
+    char ptx[256];
+    snprintf(ptx, sizeof ptx, "%s.visible .entry tile_probe()\n{\n\tret;\n}\n", head);
+    RtBlob out = {0};
+    if (rt_nvjitlink_assemble("sm_90a", ptx, &out)) return 11;
+    bool elf = out.len > 4 && !memcmp(out.data, "\177ELF", 4) && has_bytes(out.data, out.len, "tile_probe");
+    rt_blob_free(&out);
+    if (!elf) return 12;
+    snprintf(ptx, sizeof ptx, "%s.visible .entry bad()\n{\n\tnot_an_instruction;\n}\n", head);
+    TrtStatus s = rt_nvjitlink_assemble("sm_90a", ptx, &out);
+    if (s != TRT_ERROR_DRIVER || !strstr(trt_last_error(), "nvJitLink could not assemble the PTX")) return 13;
+    return 0;
+}
+
+static int in_child(int (*fn)(const char *), const char *arg)
+{
+    pid_t pid = fork();
+    if (pid == 0) _exit(fn(arg));
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+static void test_nvjitlink_assembler(void **state)
+{
+    (void)state;
+    /* the CUDA toolkit of this machine kind (/usr/local/cuda) carries it; without it,
+     * the fallback is what is checked */
+    bool present = !access("/usr/local/cuda/lib64/libnvJitLink.so.13", R_OK);
+    assert_int_equal(in_child(nvjitlink_child, NULL), present ? 0 : 10);
+    assert_int_equal(in_child(nvjitlink_child, "/nonexistent/libnvJitLink.so.13"), 10);
+}
+
 static void test_no_driver_library(void **state)
 {
     (void)state;
@@ -1280,7 +1330,7 @@ int main(int argc, char **argv)
         T(test_module_introspection), T(test_kernel_param_as_lowered),
         T(test_cpu_context_runs_the_interpreter), T(test_cpu_context_half_scalars),
         T(test_checked_launch_passes_sizes), T(test_checked_launch_reports_out_of_bounds),
-        T(test_checked_mode_from_env),
+        T(test_checked_mode_from_env), T(test_nvjitlink_assembler),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
