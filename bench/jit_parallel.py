@@ -80,7 +80,8 @@ class NvJitLink:
     name = "nvjitlink"
 
     def __init__(self):
-        cands = ["libnvJitLink.so.13", "libnvJitLink.so.12", "/usr/local/cuda/lib64/libnvJitLink.so.13"]
+        cands = ([os.environ["TILE_NVJITLINK"]] if os.environ.get("TILE_NVJITLINK") else []) + \
+            ["libnvJitLink.so.13", "libnvJitLink.so.12", "/usr/local/cuda/lib64/libnvJitLink.so.13"]
         try:
             import nvidia.nvjitlink  # pip's nvidia-nvjitlink, PyTorch's dependency
             cands += glob.glob(os.path.join(os.path.dirname(nvidia.nvjitlink.__file__), "lib", "libnvJitLink.so*"))

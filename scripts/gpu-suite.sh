@@ -64,6 +64,11 @@ if [ "$what" = newbench ]; then
 fi
 if [ "$what" = compile ]; then
   : "${STEP_TIMEOUT:=150}"
+  # libnvJitLink: the toolkit's, else the one PyTorch's wheels bring (nvidia/*/lib)
+  if [ -z "${TILE_NVJITLINK:-}" ] && [ ! -e /usr/local/cuda/lib64/libnvJitLink.so.13 ]; then
+    TILE_NVJITLINK=$(python3 -c "import glob, os, site; print(next(iter(sorted(glob.glob(os.path.join(p, 'nvidia', '**', 'libnvJitLink.so*'), recursive=True) for p in site.getsitepackages() if glob.glob(os.path.join(p, 'nvidia', '**', 'libnvJitLink.so*'), recursive=True))), [''])[-1])" 2>/dev/null)
+    [ -n "$TILE_NVJITLINK" ] && export TILE_NVJITLINK && echo "libnvJitLink: $TILE_NVJITLINK"
+  fi
   step jit_parallel env CUDA_CACHE_DISABLE=1 python3 bench/jit_parallel.py --tilec build-gpu/tilec --out "$OUT/jit_parallel.md"
   for asm in driver nvjitlink; do
     step "block_cold_$asm" env TILE_ASSEMBLER=$asm CUDA_CACHE_DISABLE=1 python3 bench/graph_block.py --tilec build-gpu/tilec \
