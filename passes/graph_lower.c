@@ -1359,6 +1359,19 @@ static int causal_const(const Low *L, const IrGAttention *A)
     return c && c->kind == IR_GOP_CONST ? c->attr.c.i != 0 : -1;
 }
 
+static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *dot_in, bool dfull, bool masked,
+                     uint32_t vr);
+
+/* The attention op's scale when it is a constant > 0 (then max(s * scale) is
+ * max(s) * scale, and the softmax's exponent folds into one fma), else 0. */
+static double scale_positive(const Low *L, const IrGAttention *A)
+{
+    const IrGOp *c = A->op == IR_GNONE ? NULL : defop(L, A->scale);
+    if (!c || c->kind != IR_GOP_CONST) return 0;
+    double x = ir_elem_is_float(vt(L, A->scale)->elem) ? c->attr.c.f : (double)c->attr.c.i;
+    return x > 0 && x < 1e30 ? x : 0;
+}
+
 /* One key block: S, the score ops, the online max and sum, the prob ops, P V. A masked
  * block checks every key against Lk, every row against Lq and the causal diagonal; an
  * unmasked one (the keys all in range and, if causal, seen by every row of the
@@ -1388,10 +1401,33 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     scope(L, &sp, "        ");
     /* e^(s - m) as exp2((s - m) log2 e): one MUFU.EX2 an element (exp is eight
      * instructions, for its last ulps). The difference is taken first, in the scores'
-     * own units: folding log2 e into the scores (Triton's tutorial) rounds large scores
-     * to an absolute error that exp2 turns into relative errors of 1e-5 and more. */
+     * own units: folding log2 e into rounded scores (Triton's tutorial) rounds large
+     * scores to an absolute error that exp2 turns into relative errors of 1e-5 and
+     * more. The attention op with a constant positive scale folds it exactly instead, as
+     * flash_attn_fwd.tile does: the statistics m in log2 units of the scaled scores,
+     * m = max(m, max(s) * qk), p = exp2(fma(s, qk, -m)), the product inside the fma
+     * never rounded: one fma an element where the scale, the difference and log2 e
+     * took three (the graph's attention ran 1.2x slower than the example's). */
     const char *sm = "s0";
     bool finite = false;   /* the scores cannot be -inf: no guards on the online max */
+    if (scale_positive(L, A) > 0) {
+        const char *causal = val(L, A->causal);
+        if (!causal) return false;
+        if (masked) {
+            fprintf(o, "        let cz = ok & ((kj2 <= rm2%s) | !%s);\n",
+                    diag_offset(L, Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2])), causal);
+            fputs("        let sc = where(cz, s0, -inf);\n"
+                  "        let mn = maximum(m, max(sc, 1) * qk);\n"
+                  "        let pj = where(sc == -inf, 0.0, exp2(fma(sc, qk, -mn[:, None])));\n"
+                  "        let alpha = where(m == -inf, 0.0, exp2(m - mn));\n", o);
+        } else {
+            fputs("        let mn = maximum(m, max(s0, 1) * qk);\n"
+                  "        let pj = exp2(fma(s0, qk, -mn[:, None]));\n"
+                  "        let alpha = exp2(m - mn);\n", o);
+        }
+        fputs("        l = l * alpha + sum(pj, 1);\n", o);
+        return flash_pv(L, A, vo, dot_in, dfull, masked, vr);
+    }
     if (A->op == IR_GNONE) {
         fprintf(o, "        let v%u = s0 as %s;\n", L->g->ops.data[A->qk].out[0], ename(vt(L, L->g->ops.data[A->qk].out[0])->elem));
         L->done[L->g->ops.data[A->qk].out[0]] = true;
@@ -1419,6 +1455,15 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     else fputs("        let pj = where(sc == -inf, 0.0, exp2((sc - mn[:, None]) * 1.4426950408889634));\n"
                "        let alpha = where(m == -inf, 0.0, exp2((m - mn) * 1.4426950408889634));\n", o);
     fputs("        l = l * alpha + sum(pj, 1);\n", o);
+    return flash_pv(L, A, vo, dot_in, dfull, masked, vr);
+}
+
+/* The end of a key block: the prob ops on pj, V's load, acc = P V + acc * alpha. */
+static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *dot_in, bool dfull, bool masked,
+                     uint32_t vr)
+{
+    FILE *o = L->o;
+    const IrTensorType *v = vt(L, A->v);
     const char *pd = "pj";
     if (A->op == IR_GNONE) {
         uint32_t sv = L->g->ops.data[A->softmax].out[0];
@@ -1479,6 +1524,9 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
             dfull ? "rows_in[:, None]" : "rows_in[:, None] & dmask[None, :]", dot_in);
     fprintf(L->o, "    var m = full([BM], -inf, f32);\n    var l = zeros([BM], f32);\n    var acc = zeros([BM, %lld], f32);\n",
             (long long)bdv);
+    double sc = scale_positive(L, A);
+    if (sc > 0)   /* the scale and log2 e in one factor (flash_block) */
+        fprintf(L->o, "    let qk = %.17g as f32;\n", sc * 1.4426950408889634);
     /* the key blocks before `mid` need no mask (inside Lk and, if causal, wholly seen by
      * the program's first row), those from `mid` to `hi` do */
     int causal = causal_const(L, A);
