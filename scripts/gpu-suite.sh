@@ -60,6 +60,9 @@ if [ "$what" = newbench ]; then
     --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections gelu,fp8 --configs "$gelu_cfgs" --out "$OUT/gelu_nosink.md"
   step attention_new python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick --no-bwd \
     --fwd-configs "128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,64,8,3;tma+ws+cl:256,64,8,3" --out "$OUT/attention_new.md"
+  # the graph compiler's attention kernel (its exponent now the example's), 2 and 3 stages
+  step graph_attention_new python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
+    --configs "128,64,8,2;128,64,8,3" --out "$OUT/graph_attention_new.md"
   exit $status
 fi
 if [ "$what" = compile ]; then
