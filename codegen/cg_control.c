@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "ir/layout.h"
 
 static bool cg_op(Cg *c, const IrOp *op);
 
@@ -222,6 +223,12 @@ static bool lower_for(Cg *c, const IrOp *op)
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b), head = cg_block_new(c, "for"), bb = cg_block_new(c, "for.body");
     LLVMBasicBlockRef exit = cg_block_new(c, "for.end");
     CgVal *inits = vals_of(c, op->operands + 3, n);
+    for (uint32_t i = 0; i < n; i++) {   /* wgmma accumulators starting from constants */
+        const IrLayout *l = cg_type(c, op->operands[3 + i])->layout;
+        bool consts = c->wgmma && l && l->kind == IR_LAYOUT_MMA && l->version == 3 && inits[i].n > 1;
+        for (uint32_t k = 0; consts && k < inits[i].n; k++) consts = LLVMIsConstant(inits[i].v[k]);
+        if (consts) inits[i] = cg_wgmma_hold(c, inits[i]);
+    }
     CgPrefetch pf, *outer = c->pf;
     bool prefetch = cg_prefetch_begin(c, op, &pf);
     LLVMBuildBr(c->b, head);

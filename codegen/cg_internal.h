@@ -276,6 +276,11 @@ bool cg_wgmma_wait(Cg *c, const IrOp *op);
 /* At the async_wait 0 after a loop whose wgmma dot left its last group in flight: waits
  * for it, the loop's accumulators passed through the wait. */
 void cg_wgmma_settle(Cg *c, const IrOp *wait);
+/* A loop's constant initial wgmma accumulator, in registers before the loop (a new
+ * CgVal): a loop of at most one trip that LLVM folds into an `if` otherwise merges the
+ * constant with the in-flight accumulator after the wgmma, and ptxas serializes it
+ * (C7515: tma_fuzz seeds 1352, 2632). */
+CgVal cg_wgmma_hold(Cg *c, CgVal v);
 /* cg_shared.c: may a wgmma group reading local_load ll's ring stage stay in flight
  * (wait_group 1) past `dot` until the next iteration's dot retires it? Only when the stage
  * is refilled no sooner than that: by a copy S-1 iterations ahead behind a barrier or S-2

@@ -360,6 +360,14 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     return true;
 }
 
+CgVal cg_wgmma_hold(Cg *c, CgVal v)
+{
+    CgVal w = cg_val_new(c, v.n);
+    for (uint32_t q = 0; q < v.n; q++) w.v[q] = v.v[q];
+    for (uint32_t q = 0; q < w.n; q += 128) asm_through(c, "", w.v + q, w.n - q < 128 ? w.n - q : 128);
+    return w;
+}
+
 void cg_wgmma_settle(Cg *c, const IrOp *wait)
 {
     const IrOp *loop = wait->prev;

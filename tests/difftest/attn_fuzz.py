@@ -219,7 +219,7 @@ def check(tilec, prog, device, ptxas, d):
     if all(x.strip() in ("0", "-0") for x in o_lines):
         return "O is all zeros: the program tests nothing"
     if ptxas and prog.seed % 6 == 0:   # serialized wgmma fails; C7512 (registers) is the config's
-        return ptxas_check(tilec, src, "div16" if prog.div16() else "none", ptxas, d, ("C7514", "C7517", "C7519"),
+        return ptxas_check(tilec, src, "div16" if prog.div16() else "none", ptxas, d, ("C7514", "C7515", "C7517", "C7519"),
                            env=prog.env())
     return None
 

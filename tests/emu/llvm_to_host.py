@@ -53,7 +53,9 @@ def emu_for(asm, cons, args, ret):
             lines.append("  %%s%d = insertvalue %s %s, float %%p%d, %d" % (i, ret, cur, k - R + i, i))
             cur = "%%s%d" % i
         body = lines + ["  ret %s %s" % (ret, cur)]
-    elif asm.startswith("wgmma.wait_group") or asm.startswith("wgmma.fence"):
+    elif asm.startswith("wgmma.wait_group") or asm.startswith("wgmma.fence") or asm == "":
+        # (the empty one: a loop's constant initial accumulator held in registers,
+        # codegen/cg_wgmma.c cg_wgmma_hold)
         if ret == "void":
             body = ["  ret void"]
         else:   # the values passed through it
