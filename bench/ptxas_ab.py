@@ -5,11 +5,14 @@ benchmarks time and the graph compiler's kernels of the Llama block and the FFN.
 needed: it is how a code-generation change is checked on a machine without one (the
 GPU suite then times the kernels).
 
-    python3 bench/ptxas_ab.py [--tilec build-release/tools/tilec] [--ptxas PTXAS]
+    python3 bench/ptxas_ab.py [--tilec build-release/tools/tilec] [--tilec-a OTHER] [--ptxas PTXAS]
                               [--a TILE_SINK=0] [--b ''] [--only REGEX] [--jobs 2]
 
 --a and --b are environment settings (NAME=VALUE, comma-separated; '' for none) under
 which tilec compiles each kernel (div16 variant, sm_90a); the table lists A -> B.
+--tilec-a names another tilec for A (a build of an earlier commit: `git worktree add
+/tmp/old REV`, then `cmake -S /tmp/old -B /tmp/old/build -G Ninja
+-DCMAKE_BUILD_TYPE=Release && ninja -C /tmp/old/build tilec`), to compare two builds.
 """
 import argparse
 import concurrent.futures as cf
@@ -83,9 +86,9 @@ def env_of(spec):
     return env
 
 
-def one(args, path, kernel, defs, spec, tmp, tag):
+def one(args, tilec, path, kernel, defs, spec, tmp, tag):
     ptx = os.path.join(tmp, tag + ".ptx")
-    cmd = [args.tilec, path, "--spec=div16", "--emit=ptx", "-o", ptx] + defs.split()
+    cmd = [tilec, path, "--spec=div16", "--emit=ptx", "-o", ptx] + defs.split()
     if kernel:
         cmd += ["--kernel", kernel]
     r = subprocess.run(cmd, env=env_of(spec), capture_output=True, text=True)
@@ -102,6 +105,7 @@ def one(args, path, kernel, defs, spec, tmp, tag):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tilec", default=os.path.join(ROOT, "build-release", "tools", "tilec"))
+    ap.add_argument("--tilec-a", help="the tilec of column A (default: --tilec)")
     ap.add_argument("--ptxas", default="/usr/local/cuda/bin/ptxas")
     ap.add_argument("--a", default="TILE_SINK=0")
     ap.add_argument("--b", default="")
@@ -119,11 +123,13 @@ def main():
                 todo.append((os.path.join(ROOT, path), kernel, defs, f"{os.path.basename(path)} {kernel} {defs}".strip()))
         todo = [t for t in todo if re.search(args.only, t[3])]
         with cf.ThreadPoolExecutor(args.jobs) as ex:
-            futs = [(t, ex.submit(one, args, t[0], t[1], t[2], args.a, tmp, f"a{i}"),
-                     ex.submit(one, args, t[0], t[1], t[2], args.b, tmp, f"b{i}")) for i, t in enumerate(todo)]
+            ta = args.tilec_a or args.tilec
+            futs = [(t, ex.submit(one, args, ta, t[0], t[1], t[2], args.a, tmp, f"a{i}"),
+                     ex.submit(one, args, args.tilec, t[0], t[1], t[2], args.b, tmp, f"b{i}")) for i, t in enumerate(todo)]
             for t, fa, fb in futs:
                 rows.append((t[3], fa.result(), fb.result()))
-    print(f"A: {args.a or '(default)'}   B: {args.b or '(default)'}   (ptxas -arch=sm_90a -O3 -v, div16)")
+    print(f"A: {args.tilec_a or args.tilec} {args.a or '(default)'}   B: {args.tilec} {args.b or '(default)'}"
+          "   (ptxas -arch=sm_90a -O3 -v, div16)")
     print("| kernel | registers A -> B | spill stores A -> B (bytes) | ptxas A -> B (ms) |")
     print("|---|---|---|---|")
     for name, a, b in rows:
