@@ -55,6 +55,7 @@ TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
 TOL_LSE = 1e-3    # absolute, f32 statistics
 
 QUICK = False
+GIVEN_FWD = False   # --fwd-configs given: run every one, also with --quick
 
 
 def bench(fn, grad_to_none=None):
@@ -245,8 +246,9 @@ def run_mode(rt, causal):
     mode = "causal" if causal else "full"
     q, k, v, do = inputs(SHAPE)
     lines = []
-    fcfgs = FWD_CONFIGS[:2] if QUICK else FWD_CONFIGS     # --quick: the plain and the fastest forms
-    bcfgs = [BWD_CONFIGS[0], BWD_CONFIGS[2]] if QUICK else BWD_CONFIGS
+    # --quick: the plain and the fastest built-in forms (configs given are all run)
+    fcfgs = FWD_CONFIGS[:2] if QUICK and not GIVEN_FWD else FWD_CONFIGS
+    bcfgs = [BWD_CONFIGS[0], BWD_CONFIGS[2]] if QUICK and len(BWD_CONFIGS) > 2 else BWD_CONFIGS
     sdpa_small = small_case(causal)[8]
 
     # SDPA flash: the reference outputs at this shape, and its times.
@@ -323,6 +325,8 @@ def main():
     ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
     a_ = ap.parse_args()
     QUICK = a_.quick
+    global GIVEN_FWD
+    GIVEN_FWD = bool(a_.fwd_configs)
     if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops,
         # 'ws:' a producer warpgroup, 'cl:' clusters of two CTAs; flags combine with '+' ('tma+ws:128,64,8,3')
         FWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
