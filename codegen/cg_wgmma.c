@@ -158,6 +158,12 @@ static void asm_through(Cg *c, const char *text, LLVMValueRef *v, uint32_t n)
     for (uint32_t j = 0; j < n; j++) v[j] = LLVMBuildExtractValue(c->b, r, j, "");
 }
 
+/* asm_through over v[0..n) in groups of at most 128 (the operands of one asm). */
+static void all_through(Cg *c, const char *text, LLVMValueRef *v, uint32_t n)
+{
+    for (uint32_t q = 0; q < n; q += 128) asm_through(c, text, v + q, n - q < 128 ? n - q : 128);
+}
+
 /* wgmma.wait_group n, with d[0..R) passed through it. */
 static void wait_through(Cg *c, int n, LLVMValueRef *d, uint32_t R)
 {
@@ -269,7 +275,7 @@ bool cg_wgmma_wait(Cg *c, const IrOp *op)
         }
     char text[64];
     snprintf(text, sizeof text, "wgmma.wait_group.sync.aligned %d;", (int)op->attr.i);
-    for (uint32_t q = 0; q < total; q += 128) asm_through(c, text, regs + q, total - q < 128 ? total - q : 128);
+    all_through(c, text, regs, total);
     at = 0;
     for (uint32_t i = 0; i < op->noperands; i++) {
         CgVal v = cg_get(c, op->operands[i]);
@@ -287,8 +293,9 @@ bool cg_wgmma_wait(Cg *c, const IrOp *op)
 static bool positive_zero(LLVMValueRef v)
 {
     LLVMBool lossy;
-    return LLVMIsAConstantFP(v) && LLVMConstRealGetDouble(v, &lossy) == 0.0 &&
-           !signbit(LLVMConstRealGetDouble(v, &lossy));
+    if (!LLVMIsAConstantFP(v)) return false;
+    double x = LLVMConstRealGetDouble(v, &lossy);
+    return x == 0.0 && !signbit(x);
 }
 
 bool cg_wgmma_dot(Cg *c, const IrOp *op)
@@ -333,8 +340,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     } else {   /* the accumulators are final before the fence (a constant initial value,
                 * once a loop of one trip is folded away, is otherwise copied into them
                 * between the wgmmas: C7519); in tied groups of at most 128 */
-        for (uint32_t q = 0; q < out.n; q += 128)
-            asm_through(c, "wgmma.fence.sync.aligned;", out.v + q, out.n - q < 128 ? out.n - q : 128);
+        all_through(c, "wgmma.fence.sync.aligned;", out.v, out.n);
         if (!out.n) simple_asm(c, "wgmma.fence.sync.aligned;");
     }
     for (uint32_t ks = 0; ks < KS; ks++)
@@ -364,7 +370,7 @@ CgVal cg_wgmma_hold(Cg *c, CgVal v)
 {
     CgVal w = cg_val_new(c, v.n);
     for (uint32_t q = 0; q < v.n; q++) w.v[q] = v.v[q];
-    for (uint32_t q = 0; q < w.n; q += 128) asm_through(c, "", w.v + q, w.n - q < 128 ? w.n - q : 128);
+    all_through(c, "", w.v, w.n);
     return w;
 }
 
@@ -379,7 +385,7 @@ void cg_wgmma_settle(Cg *c, const IrOp *wait)
         if (!l || l->kind != IR_LAYOUT_MMA || l->version != 3) continue;
         CgVal v = cg_get(c, loop->results[i]), w = cg_val_new(c, v.n);
         for (uint32_t q = 0; q < v.n; q++) w.v[q] = v.v[q];
-        for (uint32_t q = 0; q < w.n; q += 128) wait_through(c, 0, w.v + q, w.n - q < 128 ? w.n - q : 128);
+        all_through(c, "wgmma.wait_group.sync.aligned 0;", w.v, w.n);
         cg_set(c, loop->results[i], w);
     }
 }

@@ -1372,6 +1372,15 @@ static double scale_positive(const Low *L, const IrGAttention *A)
     return x > 0 && x < 1e30 ? x : 0;
 }
 
+/* `cz`: a masked key block's keys in range, of rows in range, seen by the causal
+ * diagonal (one select for the attention op's masks). */
+static void causal_select(Low *L, const IrGAttention *A, const char *Lk, const char *causal)
+{
+    const IrTensorType *q = vt(L, A->q);
+    fprintf(L->o, "        let cz = ok & ((kj2 <= rm2%s) | !%s);\n", diag_offset(L, Lk, size_expr(L, q->dims[q->rank - 2])),
+            causal);
+}
+
 /* One key block: S, the score ops, the online max and sum, the prob ops, P V. A masked
  * block checks every key against Lk, every row against Lq and the causal diagonal; an
  * unmasked one (the keys all in range and, if causal, seen by every row of the
@@ -1414,8 +1423,7 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         const char *causal = val(L, A->causal);
         if (!causal) return false;
         if (masked) {
-            fprintf(o, "        let cz = ok & ((kj2 <= rm2%s) | !%s);\n",
-                    diag_offset(L, Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2])), causal);
+            causal_select(L, A, Lk, causal);
             fputs("        let sc = where(cz, s0, -inf);\n"
                   "        let mn = maximum(m, max(sc, 1) * qk);\n"
                   "        let pj = where(sc == -inf, 0.0, exp2(fma(sc, qk, -mn[:, None])));\n"
@@ -1438,8 +1446,7 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
         if (!causal || !scale) return false;
         const char *s1 = arena_printf(L->a, "s0 * (%s as f32)", scale);
         if (masked) {   /* one select: the causal mask and the bounds' together */
-            fprintf(o, "        let cz = ok & ((kj2 <= rm2%s) | !%s);\n",
-                    diag_offset(L, Lk, size_expr(L, vt(L, A->q)->dims[vt(L, A->q)->rank - 2])), causal);
+            causal_select(L, A, Lk, causal);
             fprintf(o, "        let sc = where(cz, %s, -inf);\n", s1);
             sm = NULL;
         } else {
