@@ -6,7 +6,8 @@
  * With a disk cache the variant's cubin is looked up first: a warm start loads it
  * directly (no compilation, no driver PTX JIT, no code generator loaded). On a miss the
  * PTX is looked up, else compiled (loading libtileCG.so the first time), then linked to
- * a cubin with cuLink* (or nvJitLink: rt_nvjitlink.c), and both are stored. Each step runs under the key's lock, so
+ * a cubin by the toolkit's ptxas (rt_ptxas.c: whole-program code; else the driver's
+ * cuLink*, or nvJitLink: rt_nvjitlink.c), and both are stored. Each step runs under the key's lock, so
  * concurrent processes compile and link each key once. Without a disk cache the PTX
  * goes straight to cuModuleLoadDataEx. */
 #include <stdio.h>
@@ -177,7 +178,11 @@ TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out)
 
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out)
 {
-    if (rt_nvjitlink_wanted()) return rt_nvjitlink_assemble(ctx->arch, ptx, out);   /* rt_nvjitlink.c */
+    switch (rt_assembler(ctx)) {
+    case RT_ASM_PTXAS: return rt_ptxas_assemble(ctx->arch, ptx, out);           /* rt_ptxas.c */
+    case RT_ASM_NVJITLINK: return rt_nvjitlink_assemble(ctx->arch, ptx, out);   /* rt_nvjitlink.c */
+    case RT_ASM_DRIVER: break;
+    }
     const RtDriver *d = ctx->drv;
     char log[4096] = "";
     int opts[] = {RT_CU_JIT_ERROR_LOG_BUFFER, RT_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -267,9 +272,16 @@ static void make_keys(Job *j)
     rt_hash_bytes(h, j->ptx_key.b, sizeof j->ptx_key.b);
     rt_hash_u64(h, (uint64_t)ctx->drv->version);
     rt_hash_u64(h, (uint64_t)(ctx->cc_major * 10 + ctx->cc_minor));
-    if (rt_nvjitlink_wanted()) {   /* its cubins never stand in for the driver's (nor the reverse) */
+    switch (rt_assembler(ctx)) {   /* one assembler's cubins never stand in for another's */
+    case RT_ASM_PTXAS:
+        rt_hash_str(h, "ptxas");
+        rt_hash_u64(h, rt_ptxas_version());
+        break;
+    case RT_ASM_NVJITLINK:
         rt_hash_str(h, "nvjitlink");
         rt_hash_u64(h, rt_nvjitlink_version());
+        break;
+    case RT_ASM_DRIVER: break;
     }
     j->cubin_key = rt_hasher_key(h);
     rt_hasher_destroy(h);

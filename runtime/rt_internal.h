@@ -607,6 +607,14 @@ bool rt_kernel_checked(const TrtKernel *k);
 TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
 /* Links PTX to a cubin for the current device (cuLink*). */
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
+/* Who turns a variant's PTX into the cubin the disk cache keeps (rt_ptxas.c): the
+ * toolkit's ptxas when one is found (whole-program code), else the driver's cuLink;
+ * TILE_ASSEMBLER=driver|nvjitlink|ptxas chooses. */
+typedef enum RtAssembler { RT_ASM_DRIVER, RT_ASM_NVJITLINK, RT_ASM_PTXAS } RtAssembler;
+RtAssembler rt_assembler(const TrtContext *ctx);
+/* rt_ptxas.c: the ptxas found's version (major * 1000 + minor * 10); PTX to a cubin. */
+uint64_t rt_ptxas_version(void);
+TrtStatus rt_ptxas_assemble(const char *arch, const char *ptx, RtBlob *out);
 /* rt_nvjitlink.c: TILE_ASSEMBLER=nvjitlink and the library opens (else one warning); the
  * library's version (major << 32 | minor) for the cubin key; PTX to a cubin for arch. */
 bool rt_nvjitlink_wanted(void);

@@ -72,7 +72,34 @@ def candidates():
     return here + [p for p in prefix if os.path.isfile(p)] + ["libtileRT.so.0", "libtileRT.so"]
 
 
+def _triton_ptxas():
+    """The ptxas that Triton's wheel carries, found without importing Triton: libtileRT
+    assembles cached kernels with a toolkit's ptxas (whole-program code; the driver's
+    linker drops setmaxnreg and can serialize wgmma, docs/RUNTIME.md), and a PyTorch
+    install without the CUDA toolkit has this one."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    if not spec or not spec.origin:
+        return None
+    p = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    return str(p) if os.access(p, os.X_OK) else None
+
+
+def _toolkit_ptxas():
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    if any(h and os.access(os.path.join(h, "bin", "ptxas"), os.X_OK) for h in homes):
+        return True
+    return any(os.access(os.path.join(d, "ptxas"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+
+
 def _open():
+    if not os.environ.get("TILE_PTXAS") and not _toolkit_ptxas():
+        p = _triton_ptxas()
+        if p:
+            os.environ["TILE_PTXAS"] = p
     tried = []
     for path in candidates():
         try:

@@ -24,6 +24,10 @@
  *   MOCKCUDA_ACTIVE_CLUSTERS=N  what cuOccupancyMaxActiveClusters reports (default: the
  *                             SMs over the cluster size, as if an SM held one CTA)
  *   MOCKCUDA_ACTIVE_CLUSTERS_ERROR=N  cuOccupancyMaxActiveClusters returns N
+ * Its modules are PTX or its own fake cubins, never a real ELF cubin: so, when loaded,
+ * it sets TILE_ASSEMBLER=driver unless set (libtileRT would otherwise assemble with the
+ * toolkit's ptxas, rt_ptxas.c). A test of the ptxas path sets TILE_ASSEMBLER=ptxas and
+ * a TILE_PTXAS that writes the mock's cubins (tests/mock/fake-ptxas.sh).
  * A PTX text containing MOCK_SYNTAX_ERROR fails to load or link with error 218 and a
  * ptxas-like log. An .entry with .reqnctapercluster X, 1, 1 (a thread-block cluster)
  * launches only with a grid x that is a multiple of X (else 912, as the driver), and
@@ -58,6 +62,8 @@
 #include <unistd.h>
 
 #include "mockcuda.h"
+
+__attribute__((constructor)) static void assemble_with_the_mock(void) { setenv("TILE_ASSEMBLER", "driver", 0); }
 
 #define CUBIN_MAGIC "MOCKCUBIN\n"
 enum { OK = 0, E_INVALID_VALUE = 1, E_NO_DEVICE = 100, E_INVALID_DEVICE = 101,

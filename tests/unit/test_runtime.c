@@ -1224,6 +1224,103 @@ static void test_nvjitlink_assembler(void **state)
     assert_int_equal(in_child(nvjitlink_child, "/nonexistent/libnvJitLink.so.13"), 10);
 }
 
+/* rt_ptxas.c, in children (ptxas is looked for once per process). The toolkit's ptxas
+ * (this machine kind has /usr/local/cuda) assembles a PTX into an ELF cubin holding
+ * the kernel and reports a bad PTX with its log. Through the launch path with a stand-in
+ * (tests/mock/fake-ptxas.sh): the variant is assembled by it, not by cuLink, and cached;
+ * a PTX error carries ptxas's message; a ptxas newer than the driver, or none, leaves
+ * cuLink to assemble. */
+static int ptxas_child(const char *arg)
+{
+    (void)arg;
+    setenv("TILE_ASSEMBLER", "ptxas", 1);
+    unsetenv("TILE_PTXAS");
+    TrtContext *c = NULL;
+    if (trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c)) return 9;
+    if (rt_assembler(c) != RT_ASM_PTXAS) return 10;
+    if (rt_ptxas_version() < 12000) return 14;
+    static const char head[] = ".version 8.0\n.target sm_90a\n.address_size 64\n";
+    char ptx[256];
+    snprintf(ptx, sizeof ptx, "%s.visible .entry tile_probe()\n{\n\tret;\n}\n", head);
+    RtBlob out = {0};
+    if (rt_ptxas_assemble("sm_90a", ptx, &out)) return 11;
+    bool elf = out.len > 4 && !memcmp(out.data, "\177ELF", 4) && has_bytes(out.data, out.len, "tile_probe");
+    rt_blob_free(&out);
+    if (!elf) return 12;
+    snprintf(ptx, sizeof ptx, "%s.visible .entry bad()\n{\n\tnot_an_instruction;\n}\n", head);
+    TrtStatus s = rt_ptxas_assemble("sm_90a", ptx, &out);
+    if (s != TRT_ERROR_DRIVER || !strstr(trt_last_error(), "could not assemble the PTX") ||
+        !strstr(trt_last_error(), "not_an_instruction"))
+        return 13;
+    trt_context_destroy(c);
+    return 0;
+}
+
+static int fake_ptxas_child(const char *release)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/fake-ptxas.log", cur.dir);
+    unlink(log);
+    setenv("TILE_ASSEMBLER", "ptxas", 1);
+    setenv("TILE_PTXAS", TILE_SOURCE_DIR "/tests/mock/fake-ptxas.sh", 1);
+    setenv("FAKE_PTXAS_LOG", log, 1);
+    if (release) setenv("FAKE_PTXAS_RELEASE", release, 1);
+    else unsetenv("FAKE_PTXAS_RELEASE");
+    TrtContext *c = NULL;
+    if (trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c)) return 9;
+    mock_reset();
+    TrtModule *m = NULL;
+    if (rt_module_load_ptx(c, ptx_src, &scale_kernel, 1, &m)) return 10;
+    TrtKernel *k = NULL;
+    if (trt_module_get_kernel(m, "scale", NULL, 0, &k)) return 11;
+    TrtArg a[4];
+    scale_args(a, 0x1000, 64);
+    uint32_t grid[3] = {1, 1, 1};
+    if (trt_launch(k, a, 4, grid, NULL)) return 12;
+    MockCounts n;
+    mock_counts(&n);
+    FILE *f = fopen(log, "r");
+    char line[64] = "";
+    bool ran = f && fgets(line, sizeof line, f) && !strcmp(line, "sm_90a\n");
+    if (f) fclose(f);
+    if (release) return n.links == 1 && !ran ? 0 : 20;   /* too new: cuLink assembled */
+    if (!ran || n.links != 0 || n.cubin_loads != 1) return 13;
+    char bad[sizeof ptx_src + 32];
+    snprintf(bad, sizeof bad, "%s// MOCK_SYNTAX_ERROR\n", ptx_src);
+    TrtModule *m2 = NULL;
+    if (rt_module_load_ptx(c, bad, &scale_kernel, 1, &m2) || trt_module_get_kernel(m2, "scale", NULL, 0, &k)) return 14;
+    if (trt_launch(k, a, 4, grid, NULL) != TRT_ERROR_DRIVER || !strstr(trt_last_error(), "fake-ptxas.sh) could not assemble") ||
+        !strstr(trt_last_error(), "Unknown symbol 'MOCK_SYNTAX_ERROR'"))
+        return 15;
+    trt_module_destroy(m2);
+    trt_module_destroy(m);
+    trt_context_destroy(c);
+    return 0;
+}
+
+static int missing_ptxas_child(const char *arg)
+{
+    (void)arg;
+    unsetenv("TILE_ASSEMBLER");
+    setenv("TILE_PTXAS", "/nonexistent/ptxas", 1);
+    TrtContext *c = NULL;
+    if (trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c)) return 9;
+    unsetenv("TILE_ASSEMBLER");   /* the mock's default (driver) undone: the search decides */
+    RtAssembler a = rt_assembler(c);
+    trt_context_destroy(c);
+    return a == RT_ASM_DRIVER ? 0 : 10;
+}
+
+static void test_ptxas_assembler(void **state)
+{
+    (void)state;
+    bool present = !access("/usr/local/cuda/bin/ptxas", X_OK);
+    if (present) assert_int_equal(in_child(ptxas_child, NULL), 0);
+    assert_int_equal(in_child(fake_ptxas_child, NULL), 0);
+    assert_int_equal(in_child(fake_ptxas_child, "14.0"), 0);
+    assert_int_equal(in_child(missing_ptxas_child, NULL), 0);
+}
+
 static void test_no_driver_library(void **state)
 {
     (void)state;
@@ -1330,7 +1427,7 @@ int main(int argc, char **argv)
         T(test_module_introspection), T(test_kernel_param_as_lowered),
         T(test_cpu_context_runs_the_interpreter), T(test_cpu_context_half_scalars),
         T(test_checked_launch_passes_sizes), T(test_checked_launch_reports_out_of_bounds),
-        T(test_checked_mode_from_env), T(test_nvjitlink_assembler),
+        T(test_checked_mode_from_env), T(test_nvjitlink_assembler), T(test_ptxas_assembler),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
