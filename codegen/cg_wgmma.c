@@ -58,33 +58,49 @@ static Operand operand(Cg *c, const IrOp *op, int i)
 
 static bool k_major(const Operand *o) { return o->fast == o->kax; }
 
-/* The descriptor of the operand's 64 (A) or N (B) rows from o0 (an i32 value) and 16
- * K elements from k0. */
-static LLVMValueRef descriptor(Cg *c, const Operand *o, LLVMValueRef o0, int32_t k0)
+/* The low word of the descriptor of the operand's 64 (A) or N (B) rows from o0 (an
+ * i32 value) at K element 0: the start address >> 4 (14 bits). */
+static LLVMValueRef descriptor_lo(Cg *c, const Operand *o, LLVMValueRef o0)
 {
     LLVMBuilderRef b = c->b;
     int32_t swe = o->sw / o->elem_bytes;          /* elements per block row */
     int shift = 0;
     while ((1 << shift) < swe) shift++;
     LLVMValueRef addr;
-    int64_t lbo, sbo = 8 * (int64_t)o->sw;
     if (k_major(o)) {
-        int32_t rows = o->shape[1 - o->kax];
-        addr = cg_add(b, o->base, cg_i32c(c, (int64_t)(k0 / swe) * rows * o->sw + (int64_t)(k0 % swe) * o->elem_bytes));
-        addr = cg_add(b, addr, cg_mul(b, o0, cg_i32c(c, o->sw)));
-        lbo = 16;
+        addr = cg_add(b, o->base, cg_mul(b, o0, cg_i32c(c, o->sw)));
     } else {
         int32_t krows = o->shape[o->kax];
         LLVMValueRef blk = cg_lshr(b, o0, cg_i32c(c, shift)), in = cg_and(b, o0, cg_i32c(c, swe - 1));
-        addr = cg_add(b, o->base, cg_i32c(c, (int64_t)k0 * o->sw));
-        addr = cg_add(b, addr, cg_mul(b, blk, cg_i32c(c, (int64_t)krows * o->sw)));
+        addr = cg_add(b, o->base, cg_mul(b, blk, cg_i32c(c, (int64_t)krows * o->sw)));
         addr = cg_add(b, addr, cg_mul(b, in, cg_i32c(c, o->elem_bytes)));
+    }
+    return cg_and(b, cg_lshr(b, addr, cg_i32c(c, 4)), cg_i32c(c, 0x3FFF));
+}
+
+/* The descriptor of the same rows at K element k0, from descriptor_lo's lo: the byte
+ * offset of k0 (a multiple of 16) >> 4 added to the start field. Shared addresses stay
+ * below 2^18, so the field never carries and this is the descriptor of base + offset:
+ * one add a K step where recomputing it took four (shift, mask, or, add; SASS of the
+ * attention forward on the H200, as cuDNN's kernel adds to its descriptors). */
+static LLVMValueRef descriptor_at(Cg *c, const Operand *o, LLVMValueRef lo, int32_t k0)
+{
+    LLVMBuilderRef b = c->b;
+    int32_t swe = o->sw / o->elem_bytes;
+    int64_t off, lbo, sbo = 8 * (int64_t)o->sw;
+    if (k_major(o)) {
+        int32_t rows = o->shape[1 - o->kax];
+        off = (int64_t)(k0 / swe) * rows * o->sw + (int64_t)(k0 % swe) * o->elem_bytes;
+        lbo = 16;
+    } else {
+        int32_t krows = o->shape[o->kax];
+        off = (int64_t)k0 * o->sw;
         lbo = (int64_t)krows * o->sw;
     }
     uint64_t mode = o->sw == 128 ? 1 : o->sw == 64 ? 2 : 3;
     uint64_t hi = (((uint64_t)lbo >> 4) & 0x3FFF) << 16 | (((uint64_t)sbo >> 4) & 0x3FFF) << 32 | mode << 62;
     LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
-    LLVMValueRef lo = cg_and(b, cg_lshr(b, addr, cg_i32c(c, 4)), cg_i32c(c, 0x3FFF));
+    if (off) lo = cg_add(b, lo, cg_i32c(c, off >> 4));
     return LLVMBuildOr(b, LLVMBuildZExt(b, lo, i64, ""), LLVMConstInt(i64, hi, 0), "");
 }
 
@@ -343,15 +359,18 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
         all_through(c, "wgmma.fence.sync.aligned;", out.v, out.n);
         if (!out.n) simple_asm(c, "wgmma.fence.sync.aligned;");
     }
+    LLVMValueRef b_lo = descriptor_lo(c, &b, cg_i32c(c, 0));
+    LLVMValueRef *a_lo = arena_alloc(c->arena, RM * sizeof *a_lo);
+    for (uint32_t rm = 0; rm < RM && !a_regs; rm++)
+        a_lo[rm] = descriptor_lo(c, &a, cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W)));
     for (uint32_t ks = 0; ks < KS; ks++)
         for (uint32_t rm = 0; rm < RM; rm++) {
             int32_t k0 = (int32_t)ks * IK;
-            LLVMValueRef o0 = cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W));
-            LLVMValueRef db = descriptor(c, &b, cg_i32c(c, 0), k0);
+            LLVMValueRef db = descriptor_at(c, &b, b_lo, k0);
             bool accumulate = ks > 0 || !fresh;
             if (a_regs) wgmma(c, N, IK, in, NULL, aw + (rm * KS + ks) * 4, db, 0, !k_major(&b), accumulate, out.v + rm * R);
             else
-                wgmma(c, N, IK, in, descriptor(c, &a, o0, k0), NULL, db, !k_major(&a), !k_major(&b), accumulate,
+                wgmma(c, N, IK, in, descriptor_at(c, &a, a_lo[rm], k0), NULL, db, !k_major(&a), !k_major(&b), accumulate,
                       out.v + rm * R);
         }
     simple_asm(c, "wgmma.commit_group.sync.aligned;");
