@@ -788,7 +788,13 @@ LLVMValueRef cg_math(Cg *c, const IrOp *op, IrOpcode code, LLVMValueRef x, IrEle
     case IR_OP_RSQRT: r = fdiv(c, one, intr1(c, "llvm.sqrt", xf)); break;
     case IR_OP_FLOOR: r = intr1(c, "llvm.floor", xf); break;
     case IR_OP_CEIL: r = intr1(c, "llvm.ceil", xf); break;
-    case IR_OP_EXP: case IR_OP_EXP2: case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_TANH:
+    case IR_OP_EXP2:   /* ftz: ex2.approx.ftz (MUFU.EX2 alone; without, a compare and two scalings) */
+        if (e != IR_F64 && op && op->code == IR_OP_EXP2 && op->attr.i) {
+            r = cg_intrinsic(c, "llvm.nvvm.ex2.approx.ftz.f", NULL, 0, &xf, 1);
+            break;
+        }
+        /* fall through */
+    case IR_OP_EXP: case IR_OP_SIGMOID: case IR_OP_ERF: case IR_OP_TANH:
         r = e == IR_F64 ? math64(c, code, xf) : math_f32(c, code, xf);
         break;
     case IR_OP_LOG: case IR_OP_LOG2: case IR_OP_SIN: case IR_OP_COS: {

@@ -912,6 +912,23 @@ static Val bi_math(Lower *L, const Builtin *bi, const AstExpr *call, const AstEx
     return lw_val(L, ir_build1(&L->b, bi->op, vs[0].t, ops, (uint32_t)n));
 }
 
+/* exp2(x, ftz?): ftz = true flushes subnormal results (below 2^-126) and arguments to
+ * zero in f32 math (f16 and bf16 are computed in f32; f64 ignores it): the hardware's
+ * ex2.approx.ftz, one instruction where keeping subnormals takes a compare and two
+ * multiplies more. For softmax-like uses (exp2(s - max) summed with the max's 1), where
+ * such values are below f32's resolution of the sum. */
+static Val bi_exp2(Lower *L, const Builtin *bi, const AstExpr *call, const AstExpr **args)
+{
+    bool ftz;
+    if (!flag_opt(L, bi, args, "ftz", &ftz)) return VERR;
+    Val x = lower_expr(L, args[0]);
+    if (!number_args(L, bi, &x, 1, args) || !lw_unify(L, &x, 1, call->loc, bi->name)) return VERR;
+    if (ir_elem_is_int(x.t->elem)) x = lw_convert(L, x, IR_F32);
+    IrValue v = lw_ir(L, &x);
+    L->b.loc = call->loc;
+    return build_attr(L, IR_OP_EXP2, x.t, &v, 1, ftz);
+}
+
 /* isnan/isinf/isfinite(x): i1 of x's shape, by exact comparisons: x != x, |x| == inf,
  * |x| < inf (f8e4m3 has no infinities: never inf, finite where not NaN). Integers are
  * never NaN or infinite: the constants false, false, true, as in PyTorch. */
@@ -1177,6 +1194,7 @@ static const Builtin builtins[] = {
     {"any", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MAX},
     {"all", 2, 2, {"t", "axis"}, bi_any_all, IR_OP_MIN},
     {"where", 3, 3, {"cond", "a", "b"}, bi_where, IR_OP_SELECT},
+    {"exp2", 1, 2, {"x", "ftz"}, bi_exp2, IR_OP_EXP2},   /* before the table's exp2: found first */
 #define EW(n, ar, top, gop, kind) {n, ar, ar, EW_PARAMS_##ar, kind == 'c' ? bi_classify : bi_math, IR_OP_##top},
 #include "ir/elementwise.def"
 #undef EW

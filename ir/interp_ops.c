@@ -295,6 +295,16 @@ static float float_unary32(IrOpcode c, float x)
     }
 }
 
+/* exp2 ftz (f32 math): a subnormal argument counts as 0, a subnormal result is +0, as
+ * the hardware's ex2.approx.ftz.f32 does. */
+static float exp2_ftz(double xd)
+{
+    float x = (float)xd;
+    if (fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+    float r = exp2f(x);
+    return fpclassify(r) == FP_SUBNORMAL ? 0.0f : r;
+}
+
 static bool int_unary(Interp *I, const IrOp *op, IrElem e, int64_t a, int64_t *out)
 {
     uint64_t ua = (uint64_t)a;
@@ -321,7 +331,7 @@ static bool ew_unary(Interp *I, const IrOp *op, Tile *res)
         } else if (e == IR_F64) {
             res->s[k].f = float_unary64(op->code, x.f);
         } else {
-            res->s[k].f = fp_round(e, float_unary32(op->code, (float)x.f));
+            res->s[k].f = fp_round(e, op->code == IR_OP_EXP2 && op->attr.i ? exp2_ftz(x.f) : float_unary32(op->code, (float)x.f));
         }
     }
     return true;

@@ -579,6 +579,9 @@ static bool parse_attr(Parser *ps, OpText *o)
     case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* [multicast] */
         if (accept(ps, TK_IDENT, "multicast")) o->attr.i = IR_BLOCK_MULTICAST;
         return true;
+    case IR_OP_EXP2:                  /* [ftz] */
+        if (accept(ps, TK_IDENT, "ftz")) o->attr.i = 1;
+        return true;
     case IR_OP_FOR:                   /* [pingpong] */
         if (accept(ps, TK_IDENT, "pingpong")) o->attr.i = 1;
         return true;

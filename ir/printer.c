@@ -294,6 +294,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* block_load multicast %p, ... */
         if (op->attr.i & IR_BLOCK_MULTICAST) fputs(" multicast", out);
         break;
+    case IR_OP_EXP2:                  /* exp2 ftz %x */
+        if (op->attr.i) fputs(" ftz", out);
+        break;
     case IR_OP_FOR:                   /* for pingpong %lo, %hi, %step */
         if (op->attr.i) fputs(" pingpong", out);
         break;
