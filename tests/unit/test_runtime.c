@@ -1185,24 +1185,33 @@ static bool has_bytes(const void *hay, size_t n, const char *needle)
     return false;
 }
 
+/* An assembler (rt_nvjitlink_assemble, rt_ptxas_assemble) turns a PTX into an ELF
+ * cubin holding its kernel, and a bad PTX into TRT_ERROR_DRIVER with `why` and the
+ * assembler's message naming the bad line. 0, or 11..13 for what failed. */
+static int assembles(TrtStatus (*assemble)(const char *, const char *, RtBlob *), const char *why)
+{
+    static const char head[] = ".version 8.0\n.target sm_90a\n.address_size 64\n";
+    char ptx[256];
+    snprintf(ptx, sizeof ptx, "%s.visible .entry tile_probe()\n{\n\tret;\n}\n", head);
+    RtBlob out = {0};
+    if (assemble("sm_90a", ptx, &out)) return 11;
+    bool elf = out.len > 4 && !memcmp(out.data, "\177ELF", 4) && has_bytes(out.data, out.len, "tile_probe");
+    rt_blob_free(&out);
+    if (!elf) return 12;
+    snprintf(ptx, sizeof ptx, "%s.visible .entry bad()\n{\n\tnot_an_instruction;\n}\n", head);
+    TrtStatus s = assemble("sm_90a", ptx, &out);
+    if (s != TRT_ERROR_DRIVER || !strstr(trt_last_error(), why) || !strstr(trt_last_error(), "not_an_instruction"))
+        return 13;
+    return 0;
+}
+
 static int nvjitlink_child(const char *lib)
 {
     setenv("TILE_ASSEMBLER", "nvjitlink", 1);
     if (lib) setenv("TILE_NVJITLINK", lib, 1);
     else unsetenv("TILE_NVJITLINK");
     if (!rt_nvjitlink_wanted()) return 10;
-    static const char head[] = ".version 8.0\n.target sm_90a\n.address_size 64\n";
-    char ptx[256];
-    snprintf(ptx, sizeof ptx, "%s.visible .entry tile_probe()\n{\n\tret;\n}\n", head);
-    RtBlob out = {0};
-    if (rt_nvjitlink_assemble("sm_90a", ptx, &out)) return 11;
-    bool elf = out.len > 4 && !memcmp(out.data, "\177ELF", 4) && has_bytes(out.data, out.len, "tile_probe");
-    rt_blob_free(&out);
-    if (!elf) return 12;
-    snprintf(ptx, sizeof ptx, "%s.visible .entry bad()\n{\n\tnot_an_instruction;\n}\n", head);
-    TrtStatus s = rt_nvjitlink_assemble("sm_90a", ptx, &out);
-    if (s != TRT_ERROR_DRIVER || !strstr(trt_last_error(), "nvJitLink could not assemble the PTX")) return 13;
-    return 0;
+    return assembles(rt_nvjitlink_assemble, "nvJitLink could not assemble the PTX");
 }
 
 static int in_child(int (*fn)(const char *), const char *arg)
@@ -1239,21 +1248,9 @@ static int ptxas_child(const char *arg)
     if (trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c)) return 9;
     if (rt_assembler(c) != RT_ASM_PTXAS) return 10;
     if (rt_ptxas_version() < 12000) return 14;
-    static const char head[] = ".version 8.0\n.target sm_90a\n.address_size 64\n";
-    char ptx[256];
-    snprintf(ptx, sizeof ptx, "%s.visible .entry tile_probe()\n{\n\tret;\n}\n", head);
-    RtBlob out = {0};
-    if (rt_ptxas_assemble("sm_90a", ptx, &out)) return 11;
-    bool elf = out.len > 4 && !memcmp(out.data, "\177ELF", 4) && has_bytes(out.data, out.len, "tile_probe");
-    rt_blob_free(&out);
-    if (!elf) return 12;
-    snprintf(ptx, sizeof ptx, "%s.visible .entry bad()\n{\n\tnot_an_instruction;\n}\n", head);
-    TrtStatus s = rt_ptxas_assemble("sm_90a", ptx, &out);
-    if (s != TRT_ERROR_DRIVER || !strstr(trt_last_error(), "could not assemble the PTX") ||
-        !strstr(trt_last_error(), "not_an_instruction"))
-        return 13;
+    int r = assembles(rt_ptxas_assemble, "could not assemble the PTX");
     trt_context_destroy(c);
-    return 0;
+    return r;
 }
 
 static int fake_ptxas_child(const char *release)
