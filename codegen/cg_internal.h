@@ -276,6 +276,7 @@ bool cg_wgmma_wait(Cg *c, const IrOp *op);
 /* At the async_wait 0 after a loop whose wgmma dot left its last group in flight: waits
  * for it, the loop's accumulators passed through the wait. */
 void cg_wgmma_settle(Cg *c, const IrOp *wait);
+const IrOp *cg_wgmma_loop_before(const IrOp *wait);
 /* A loop's constant initial wgmma accumulator, in registers before the loop (a new
  * CgVal): a loop of at most one trip that LLVM folds into an `if` otherwise merges the
  * constant with the in-flight accumulator after the wgmma, and ptxas serializes it

@@ -421,7 +421,7 @@ bool cg_shared(Cg *c, const IrOp *op)
         return true;
     case IR_OP_ASYNC_WAIT: {
         if (c->pf && c->pf->wait == op && c->pf->waited) return true;   /* done inside the dot */
-        if (c->wgmma_in_flight && op->prev && op->prev->code == IR_OP_FOR) cg_wgmma_settle(c, op);
+        if (c->wgmma_in_flight && cg_wgmma_loop_before(op)) cg_wgmma_settle(c, op);
         char text[48];
         snprintf(text, sizeof text, "cp.async.wait_group %d;", (int)op->attr.i);
         cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, text, "~{memory}", true);
