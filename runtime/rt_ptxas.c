@@ -16,9 +16,10 @@
  * the cached path needed this. Triton runs ptxas the same way.
  *
  * Which ptxas: $TILE_PTXAS (a path: the only one tried), else $CUDA_HOME/bin/ptxas,
- * $CUDA_PATH/bin/ptxas, /usr/local/cuda/bin/ptxas, then `ptxas` on $PATH. It must not be
- * newer than the driver's major version (its cubins would not load); `ptxas --version`
- * is asked once per process. When none fits, cuLink assembles (TILE_ASSEMBLER=driver
+ * $CUDA_PATH/bin/ptxas, /usr/local/cuda/bin/ptxas, then `ptxas` on $PATH. It must read
+ * PTX 8.3 (CUDA 12.3 or later) and not be newer than the driver's major version (its
+ * cubins would not load); `ptxas --version` is asked once per process (about 5 ms, with
+ * a disk cache only: the cubin key names the assembler). When none fits, cuLink assembles (TILE_ASSEMBLER=driver
  * asks for that; =nvjitlink for rt_nvjitlink.c), with one note on stderr. Its cubins
  * carry the assembler and its version in their cache keys. */
 #include <errno.h>
@@ -157,6 +158,11 @@ static void find_ptxas(int driver_version)
         int v = version_of(tries[i]);
         if (!v) {
             snprintf(px.why, sizeof px.why, "%.1000s does not run (--version)", tries[i]);
+            continue;
+        }
+        if (v < 12030) {   /* PTX ISA 8.3 (RT_PTX_VERSION) came with CUDA 12.3 */
+            snprintf(px.why, sizeof px.why, "%.1000s is CUDA %d.%d, too old for PTX %s", tries[i], v / 1000,
+                     v % 1000 / 10, RT_PTX_VERSION);
             continue;
         }
         if (v / 1000 > driver_version / 1000) {

@@ -1263,8 +1263,10 @@ static int fake_ptxas_child(const char *release)
     setenv("FAKE_PTXAS_LOG", log, 1);
     if (release) setenv("FAKE_PTXAS_RELEASE", release, 1);
     else unsetenv("FAKE_PTXAS_RELEASE");
+    char dir[300];   /* a cache of its own: another child's cubin would stand in */
+    snprintf(dir, sizeof dir, "%s/%s", cur.dir, release ? release : "found");
     TrtContext *c = NULL;
-    if (trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &c)) return 9;
+    if (trt_context_create(0, TRT_MODE_DEFAULT, dir, &c)) return 9;
     mock_reset();
     TrtModule *m = NULL;
     if (rt_module_load_ptx(c, ptx_src, &scale_kernel, 1, &m)) return 10;
@@ -1280,7 +1282,7 @@ static int fake_ptxas_child(const char *release)
     char line[64] = "";
     bool ran = f && fgets(line, sizeof line, f) && !strcmp(line, "sm_90a\n");
     if (f) fclose(f);
-    if (release) return n.links == 1 && !ran ? 0 : 20;   /* too new: cuLink assembled */
+    if (release) return n.links == 1 && !ran ? 0 : 20;   /* too new or too old: cuLink assembled */
     if (!ran || n.links != 0 || n.cubin_loads != 1) return 13;
     char bad[sizeof ptx_src + 32];
     snprintf(bad, sizeof bad, "%s// MOCK_SYNTAX_ERROR\n", ptx_src);
@@ -1315,6 +1317,7 @@ static void test_ptxas_assembler(void **state)
     if (present) assert_int_equal(in_child(ptxas_child, NULL), 0);
     assert_int_equal(in_child(fake_ptxas_child, NULL), 0);
     assert_int_equal(in_child(fake_ptxas_child, "14.0"), 0);
+    assert_int_equal(in_child(fake_ptxas_child, "12.2"), 0);   /* too old for PTX 8.3 */
     assert_int_equal(in_child(missing_ptxas_child, NULL), 0);
 }
 
