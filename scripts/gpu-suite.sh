@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench|compile]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench|compile|measure]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -63,6 +63,24 @@ if [ "$what" = newbench ]; then
   # the graph compiler's attention kernel (its exponent now the example's), 2 and 3 stages
   step graph_attention_new python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
     --configs "128,64,8,2;128,64,8,3" --out "$OUT/graph_attention_new.md"
+  exit $status
+fi
+if [ "$what" = measure ]; then
+  # what the fixes of 2026-12-05 (second session: ptxas as the assembler, exp2 ftz,
+  # descriptors, ping-pong in flight, cluster releases, tree reductions) are worth:
+  # correctness first, then attention, the GEMMs, the do_bench gap, the driver's
+  # assembler for comparison, the differential tester, and the profiles (about 9 min)
+  : "${STEP_TIMEOUT:=170}"
+  step examples build-gpu/tile-examples --device gpu examples
+  step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --fwd-configs 'tma+ws:128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,128,8,2;tma+ws+rot:128,128,8,2' --out "$OUT/attention.md"
+  step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16,gelu,fp8,cold \
+    --configs "128,256,64,8,4,1,1;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1" --out "$OUT/gemm.md"
+  step gemm_timing env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 bench/gemm_timing.py
+  step attn_driver env TILE_ASSEMBLER=driver TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" python3 bench/attention.py \
+    --lib build-gpu/runtime/libtileRT.so --quick --no-bwd --fwd-configs 'tma+ws:128,64,8,3' --out "$OUT/attn_driver.md"
+  step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh "${DIFFTEST_SECONDS:-60}"
+  step profile env OUT="$OUT/profile" bash scripts/gpu-profile.sh attn_ws attn_rot gemm_pp gemm_cl cudnn
   exit $status
 fi
 if [ "$what" = compile ]; then
