@@ -69,15 +69,21 @@ static int run(char *const argv[], const char *log)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
-/* A temporary file name (kind names it), created empty (mode 0600). */
+/* A temporary file name (kind names it), created empty (mode 0600): in $TMPDIR, else
+ * (unset, or not writable) in /tmp. */
 static bool temp_file(char *buf, size_t n, const char *kind)
 {
-    const char *dir = getenv("TMPDIR");
-    snprintf(buf, n, "%s/tile-ptxas-%s-XXXXXX", dir && dir[0] ? dir : "/tmp", kind);
-    int fd = mkstemp(buf);
-    if (fd < 0) return false;
-    close(fd);
-    return true;
+    const char *env = getenv("TMPDIR");
+    const char *dirs[2] = {env && env[0] ? env : "/tmp", "/tmp"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(buf, n, "%s/tile-ptxas-%s-XXXXXX", dirs[i], kind);
+        int fd = mkstemp(buf);
+        if (fd >= 0) {
+            close(fd);
+            return true;
+        }
+    }
+    return false;
 }
 
 static char *slurp(const char *path, size_t *len)

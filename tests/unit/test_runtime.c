@@ -1261,6 +1261,7 @@ static int fake_ptxas_child(const char *release)
     setenv("TILE_ASSEMBLER", "ptxas", 1);
     setenv("TILE_PTXAS", TILE_SOURCE_DIR "/tests/mock/fake-ptxas.sh", 1);
     setenv("FAKE_PTXAS_LOG", log, 1);
+    setenv("TMPDIR", "/nonexistent", 1);   /* the temporary files fall back to /tmp */
     if (release) setenv("FAKE_PTXAS_RELEASE", release, 1);
     else unsetenv("FAKE_PTXAS_RELEASE");
     char dir[300];   /* a cache of its own: another child's cubin would stand in */
