@@ -138,8 +138,6 @@ static int32_t stride_of(const int32_t *v, int rank, int d)
     return s;
 }
 
-/* The thread's partials, one per combination of the other axes' local indices (the
- * element order of the collapsed layout). */
 /* The elements e[0..n) combined as a balanced tree that keeps their order (each combine
  * takes an earlier part, then a later one: argmax's first index on ties holds): log2 n
  * dependent steps instead of n - 1 (a row of attention's 64 x 64 scores is 16 elements
@@ -152,6 +150,8 @@ static Pair combine_tree(Cg *c, const Red *r, Pair *e, uint32_t n)
     return e[0];
 }
 
+/* The thread's partials, one per combination of the other axes' local indices (the
+ * element order of the collapsed layout). */
 static Pair *in_thread(Cg *c, const Red *r, const CgLayout *l, int a, CgVal x, IrElem in, uint32_t *nrows)
 {
     uint32_t ea = (uint32_t)(l->spt[a] * l->reps[a]), n = x.n / ea;

@@ -411,7 +411,7 @@ void cg_wgmma_settle(Cg *c, const IrOp *wait)
     const IrOp *loop = cg_wgmma_loop_before(wait);
     c->wgmma_in_flight = false;
     simple_asm(c, "wgmma.wait_group.sync.aligned 0;");
-    if (!loop || loop->code != IR_OP_FOR) return;
+    if (!loop) return;
     for (uint32_t i = 0; i < loop->nresults; i++) {
         const IrLayout *l = cg_type(c, loop->results[i])->layout;
         if (!l || l->kind != IR_LAYOUT_MMA || l->version != 3) continue;

@@ -921,12 +921,9 @@ static Val bi_exp2(Lower *L, const Builtin *bi, const AstExpr *call, const AstEx
 {
     bool ftz;
     if (!flag_opt(L, bi, args, "ftz", &ftz)) return VERR;
-    Val x = lower_expr(L, args[0]);
-    if (!number_args(L, bi, &x, 1, args) || !lw_unify(L, &x, 1, call->loc, bi->name)) return VERR;
-    if (ir_elem_is_int(x.t->elem)) x = lw_convert(L, x, IR_F32);
-    IrValue v = lw_ir(L, &x);
-    L->b.loc = call->loc;
-    return build_attr(L, IR_OP_EXP2, x.t, &v, 1, ftz);
+    Val r = bi_math(L, bi, call, args);   /* x alone (nreq 1), as every element-wise function */
+    if (r.t && ftz) L->b.func->values[r.v].def->attr.i = 1;
+    return r;
 }
 
 /* isnan/isinf/isfinite(x): i1 of x's shape, by exact comparisons: x != x, |x| == inf,

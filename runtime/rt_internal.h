@@ -605,7 +605,7 @@ char *rt_compile_tile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *m
 bool rt_kernel_checked(const TrtKernel *k);
 /* Loads PTX or a cubin image into a module, with the JIT's error log in the message. */
 TrtStatus rt_load_image(TrtContext *ctx, const void *image, CUmodule *out);
-/* Links PTX to a cubin for the current device (cuLink*). */
+/* PTX to a cubin for the current device, by the assembler rt_assembler names. */
 TrtStatus rt_link_cubin(TrtContext *ctx, const char *ptx, RtBlob *out);
 /* Who turns a variant's PTX into the cubin the disk cache keeps (rt_ptxas.c): the
  * toolkit's ptxas when one is found (whole-program code), else the driver's cuLink;

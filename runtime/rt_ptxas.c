@@ -19,9 +19,9 @@
  * $CUDA_PATH/bin/ptxas, /usr/local/cuda/bin/ptxas, then `ptxas` on $PATH. It must read
  * PTX 8.3 (CUDA 12.3 or later) and not be newer than the driver's major version (its
  * cubins would not load); `ptxas --version` is asked once per process (about 5 ms, with
- * a disk cache only: the cubin key names the assembler). When none fits, cuLink assembles (TILE_ASSEMBLER=driver
- * asks for that; =nvjitlink for rt_nvjitlink.c), with one note on stderr. Its cubins
- * carry the assembler and its version in their cache keys. */
+ * a disk cache only: the cubin key names the assembler). When none fits, cuLink
+ * assembles (TILE_ASSEMBLER=driver asks for that; =nvjitlink for rt_nvjitlink.c), with
+ * one note on stderr. Its cubins carry the assembler and its version in their keys. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,10 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ir/diag.h"   /* source_read */
 #include "rt_internal.h"
 
 extern char **environ;
@@ -86,34 +86,6 @@ static bool temp_file(char *buf, size_t n, const char *kind)
     return false;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *d = NULL;
-    size_t cap = 0, n = 0, got;
-    char chunk[16384];
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (n + got + 1 > cap) {
-            size_t ncap = (n + got + 1) * 2;
-            char *nd = tl_realloc(d, ncap);
-            if (!nd) {
-                tl_free(d);
-                fclose(f);
-                return NULL;
-            }
-            d = nd, cap = ncap;
-        }
-        memcpy(d + n, chunk, got);
-        n += got;
-    }
-    fclose(f);
-    if (!d && !(d = tl_malloc(1))) return NULL;
-    d[n] = 0;
-    *len = n;
-    return d;
-}
-
 /* "Cuda compilation tools, release 13.0, V13.0.88" -> 13000; 0 when it does not run. */
 static int version_of(const char *path)
 {
@@ -122,12 +94,11 @@ static int version_of(const char *path)
     char *argv[] = {(char *)path, "--version", NULL};
     int v = 0;
     if (run(argv, log) == 0) {
-        size_t n;
-        char *text = slurp(log, &n);
-        const char *r = text ? strstr(text, "release ") : NULL;
+        Source *text = source_read(log);
+        const char *r = text ? strstr(text->text, "release ") : NULL;
         int major, minor;
         if (r && sscanf(r, "release %d.%d", &major, &minor) == 2) v = major * 1000 + minor * 10;
-        tl_free(text);
+        source_free(text);
     }
     unlink(log);
     return v;
@@ -185,7 +156,6 @@ static void find_ptxas(int driver_version)
                  env && env[0] ? "TILE_PTXAS" : "TILE_PTXAS, CUDA_HOME, CUDA_PATH, /usr/local/cuda, PATH");
 }
 
-
 RtAssembler rt_assembler(const TrtContext *ctx)
 {
     const char *a = getenv("TILE_ASSEMBLER");
@@ -209,44 +179,43 @@ uint64_t rt_ptxas_version(void) { return (uint64_t)px.version; }
 
 TrtStatus rt_ptxas_assemble(const char *arch, const char *ptx, RtBlob *out)
 {
-    char in[512], cubin[512], log[512];
-    if (!temp_file(in, sizeof in, "ptx")) return rt_fail(TRT_ERROR_CACHE_IO, "ptxas: no temporary file (%s)", strerror(errno));
-    if (!temp_file(cubin, sizeof cubin, "cubin")) {
-        unlink(in);
-        return rt_fail(TRT_ERROR_CACHE_IO, "ptxas: no temporary file (%s)", strerror(errno));
-    }
-    if (!temp_file(log, sizeof log, "log")) {
-        unlink(in), unlink(cubin);
-        return rt_fail(TRT_ERROR_CACHE_IO, "ptxas: no temporary file (%s)", strerror(errno));
-    }
+    enum { IN, CUBIN, LOG };
+    static const char *const kinds[3] = {"ptx", "cubin", "log"};
+    char files[3][512];
+    for (int i = 0; i < 3; i++)
+        if (!temp_file(files[i], sizeof files[i], kinds[i])) {
+            TrtStatus e = rt_fail(TRT_ERROR_CACHE_IO, "ptxas: no temporary file (%s)", strerror(errno));
+            while (i-- > 0) unlink(files[i]);
+            return e;
+        }
     TrtStatus s = TRT_SUCCESS;
-    FILE *f = fopen(in, "wb");
+    FILE *f = fopen(files[IN], "wb");
     size_t n = strlen(ptx);
-    if (!f || fwrite(ptx, 1, n, f) != n || fclose(f)) {
-        if (f) fclose(f);
-        s = rt_fail(TRT_ERROR_CACHE_IO, "ptxas: cannot write %s", in);
+    bool written = f && fwrite(ptx, 1, n, f) == n;
+    if (f && fclose(f)) written = false;
+    if (!written) {
+        s = rt_fail(TRT_ERROR_CACHE_IO, "ptxas: cannot write %s", files[IN]);
     } else {
         char a[64];
         snprintf(a, sizeof a, "-arch=%s", arch);
-        char *argv[] = {px.path, a, in, "-o", cubin, NULL};
-        int rc = run(argv, log);
-        size_t len = 0;
-        if (rc != 0) {
-            char *text = slurp(log, &len);
-            if (rc < 0)
-                s = rt_fail(TRT_ERROR_DRIVER, "ptxas (%s) could not be run: %s", px.path, strerror(errno));
-            else
-                s = rt_fail(TRT_ERROR_DRIVER, "ptxas (%s) could not assemble the PTX (exit %d)%s%.4000s", px.path,
-                            rc, text && text[0] ? ":\n" : "", text ? text : "");
-            tl_free(text);
-        } else if (!(out->data = slurp(cubin, &len)) || !len) {
-            tl_free(out->data);
-            out->data = NULL;
+        char *argv[] = {px.path, a, files[IN], "-o", files[CUBIN], NULL};
+        int rc = run(argv, files[LOG]);
+        Source *got = NULL;
+        if (rc < 0) {
+            s = rt_fail(TRT_ERROR_DRIVER, "ptxas (%s) could not be run: %s", px.path, strerror(errno));
+        } else if (rc > 0) {
+            got = source_read(files[LOG]);
+            s = rt_fail(TRT_ERROR_DRIVER, "ptxas (%s) could not assemble the PTX (exit %d)%s%.4000s", px.path, rc,
+                        got && got->len ? ":\n" : "", got ? got->text : "");
+        } else if (!(got = source_read(files[CUBIN])) || !got->len) {
             s = rt_fail(TRT_ERROR_DRIVER, "ptxas (%s) gave no cubin", px.path);
-        } else {
-            out->len = len;
+        } else {   /* the cubin's bytes change owner */
+            out->data = (void *)got->text;
+            out->len = got->len;
+            got->text = NULL;
         }
+        source_free(got);
     }
-    unlink(in), unlink(cubin), unlink(log);
+    for (int i = 0; i < 3; i++) unlink(files[i]);
     return s;
 }
