@@ -124,10 +124,10 @@ static const IrGOp *trans_view(const Low *L, uint32_t v)
 /* The distance in elements between neighbours along axis d of value v in the memory
  * the kernel reads it from: row-major in its shape, or for a transposition view the
  * stride of the operand's axis it came from (views of views compose). */
-static const char *stride_of(Low *L, uint32_t v, uint32_t d)
+static IrSize stride_size(Low *L, uint32_t v, uint32_t d)
 {
     const IrGOp *t = trans_view(L, v);
-    if (t) return stride_of(L, t->in[0], (uint32_t)t->attr.perm[d]);
+    if (t) return stride_size(L, t->in[0], (uint32_t)t->attr.perm[d]);
     for (uint32_t k = 0; L->plan && k < L->plan->nkernels; k++) {
         const IrGKernel *K = &L->plan->kernels[k];
         const IrGOp *op = &L->g->ops.data[K->ops[0]];
@@ -135,9 +135,14 @@ static const char *stride_of(Low *L, uint32_t v, uint32_t d)
         /* v is written into the trans's result: its axis d is the result's axis i with
          * perm[i] = d (a reshape's operand is written row-major in its own shape) */
         for (uint32_t i = 0; i < vt(L, v)->rank; i++)
-            if ((uint32_t)op->attr.perm[i] == d) return stride_of(L, K->writes[0], i);
+            if ((uint32_t)op->attr.perm[i] == d) return stride_size(L, K->writes[0], i);
     }
-    return numel_expr(L, vt(L, v), d + 1);
+    return numel(L, vt(L, v), d + 1, vt(L, v)->rank);
+}
+
+static const char *stride_of(Low *L, uint32_t v, uint32_t d)
+{
+    return size_expr(L, stride_size(L, v, d));
 }
 
 /* x * s, or x when s is 1 */
@@ -1381,6 +1386,32 @@ static void causal_select(Low *L, const IrGAttention *A, const char *Lk, const c
             causal);
 }
 
+/* K or V of a flash kernel as blocks of the 2-D tensor [Lk, W] of its key rows: when
+ * its elements are 16-bit floats that both dots take as they are, its head axis is
+ * whole (no padding lanes) and contiguous, and its memory holds nothing but its Lk key
+ * rows of W elements (numel = Lk * W, W the key rows' stride: every other axis, batch
+ * or head, lies inside a row, at a column offset; a [T, H, D] projection read as
+ * [H, T, D] is such a tensor, [B, H, T, D] is not), a block of BN keys is
+ * load_block(p, [Lk, W], [W, 1], [j, offset], [BN, D]): exactly the masked load, its
+ * zeros past Lk being the tensor's end. On sm_90a TMA copies these blocks into rings
+ * that a producer warpgroup fills (passes/blockload.c, ws = 1: a loop of two dots),
+ * as examples/flash_attn_fwd.tile's attn_fwd_tma. Returns W's expression, or NULL. */
+static const char *flash_rows(Low *L, uint32_t v, bool whole)
+{
+    const IrTensorType *t = vt(L, v);
+    if (!whole || t->rank < 2 || ir_elem_bytes(t->elem) != 2 || !ir_elem_is_float(t->elem)) return NULL;
+    if (!is_one(stride_size(L, v, t->rank - 1))) return NULL;
+    IrSize w = stride_size(L, v, t->rank - 2), n;
+    if (!ir_size_mul(L->a, t->dims[t->rank - 2], w, &n) || !ir_size_eq(n, numel(L, t, 0, t->rank))) return NULL;
+    return size_expr(L, w);
+}
+
+/* Both K and V read as blocks of their key rows (flash_rows), K not transposed. */
+static bool flash_tma(Low *L, const IrGAttention *A, const char *dot_in, bool dfull)
+{
+    return !A->k_t && !*dot_in && flash_rows(L, A->k, dfull) && flash_rows(L, A->v, dfull);
+}
+
 /* One key block: S, the score ops, the online max and sum, the prob ops, P V. A masked
  * block checks every key against Lk, every row against Lq and the causal diagonal; an
  * unmasked one (the keys all in range and, if causal, seen by every row of the
@@ -1403,7 +1434,10 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     const char *kmask = A->k_t ? both(L, dm_k, kin_k) : both(L, kin_k, dm_k);
     const char *kt_at = A->k_t ? tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]")
                                : tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]");
-    if (kmask) fprintf(o, "        let kt = load(p%u + %s + %s, %s, 0)%s;\n", A->k, ko, kt_at, kmask, dot_in);
+    if (flash_tma(L, A, dot_in, dfull))
+        fprintf(o, "        let kt = load_block(p%u, [%s, %s], [%s, 1], [j, %s], [BN, %s]);\n", A->k, Lk,
+                flash_rows(L, A->k, dfull), flash_rows(L, A->k, dfull), ko, size_expr(L, k->dims[kr - 1]));
+    else if (kmask) fprintf(o, "        let kt = load(p%u + %s + %s, %s, 0)%s;\n", A->k, ko, kt_at, kmask, dot_in);
     else fprintf(o, "        let kt = load(p%u + %s + %s)%s;\n", A->k, ko, kt_at, dot_in);
     fprintf(o, "        let s0 = dot(qt, %s);\n", A->k_t ? "kt" : "trans(kt)");
     Space sp = flash_space(L, o_t, "kj2", masked ? "ok" : "okr", "zk");
@@ -1483,7 +1517,11 @@ static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *
     }
     const char *vmask = both(L, masked ? "kin[:, None]" : NULL, dfull ? NULL : "vmask[None, :]");
     const char *vt_at = tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]");
-    if (vmask) fprintf(o, "        let vt = load(p%u + %s + %s, %s, 0)%s;\n", A->v, vo, vt_at, vmask, dot_in);
+    if (flash_tma(L, A, dot_in, dfull))
+        fprintf(o, "        let vt = load_block(p%u, [%s, %s], [%s, 1], [j, %s], [BN, %s]);\n", A->v,
+                size_expr(L, v->dims[vr - 2]), flash_rows(L, A->v, dfull), flash_rows(L, A->v, dfull), vo,
+                size_expr(L, v->dims[vr - 1]));
+    else if (vmask) fprintf(o, "        let vt = load(p%u + %s + %s, %s, 0)%s;\n", A->v, vo, vt_at, vmask, dot_in);
     else fprintf(o, "        let vt = load(p%u + %s + %s)%s;\n", A->v, vo, vt_at, dot_in);
     fprintf(o, "        acc = dot(%s as %s, vt, acc * alpha[:, None]);\n        m = mn;\n", pd, *dot_in ? "f32" : ename(v->elem));
     return true;
@@ -1506,8 +1544,14 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
      * 128; 64 query rows with 8 warps is 4x slower than with 4 */
     bool wide = bd <= 128 && bdv <= 128;
     int64_t bm = block_for(q->dims[q->rank - 2], 16, wide ? 128 : 64), bn = block_for(v->dims[v->rank - 2], 16, wide ? 64 : 32);
-    autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]", "BM * BN <= 128 * 128",
-             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: 2", (long long)bm, (long long)bn, bm >= 128 ? 8 : 4));
+    /* K and V as TMA blocks (flash_tma): their rings filled by a producer warpgroup, 3
+     * stages, as attn_fwd_tma's default */
+    bool tma = flash_tma(L, A, dot_in, dfull);
+    autotune(L, tma ? "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3], ws: [0, 1]"
+                    : "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]",
+             "BM * BN <= 128 * 128",
+             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: %s", (long long)bm, (long long)bn, bm >= 128 ? 8 : 4,
+                          tma ? "3, ws: 1" : "2"));
     signature(L, s, name);
     IrSize nb = numel(L, o, 0, o->rank - 2);
     fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld)\n    grid(cdiv(%s, BM as i64) * %s)\n{\n", (long long)bm,
