@@ -15,7 +15,7 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
                                [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd]
-                               [--bwd-configs '[tma:]BM,BN,warps/BM,BN,warps;...']
+                               [--bwd-configs '[tma[+ov]:]BM,BN,warps/BM,BN,warps;...']
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
 loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
@@ -49,13 +49,16 @@ FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws
                ("rot", 128, 64, 8, 3), (128, 32, 8)]
 # (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)
 BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (32, 64, 4), (64, 64, 4)),
-               ("tma", (32, 128, 8), (128, 64, 8)), ("tma", (64, 32, 4), (64, 64, 4))]
+               ("tma", (32, 128, 8), (128, 64, 8)), ("tma", (64, 32, 4), (64, 64, 4)),
+               ("tma", "ov", (64, 64, 4), (64, 64, 4)), ("tma", "ov", (64, 128, 8), (128, 64, 8)),
+               ("tma", (64, 128, 8), (128, 64, 8))]
 TOL_O = 1e-2      # relative error (norm) of bf16 outputs
 TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
 TOL_LSE = 1e-3    # absolute, f32 statistics
 
 QUICK = False
 GIVEN_FWD = False   # --fwd-configs given: run every one, also with --quick
+GIVEN_BWD = False   # --bwd-configs given: likewise
 
 
 def bench(fn, grad_to_none=None):
@@ -134,9 +137,14 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
     ('tma', (dK/dV), (dQ)) runs attn_bwd_dkdv_tma and attn_bwd_dq_tma (the heads as one
     [B * H * L, D] tensor: TMA rings that a producer warpgroup fills)."""
     B, H, L, D = q.shape
-    tma = cfg[0] == "tma"
-    if tma:
+    flags = []
+    while isinstance(cfg[0], str):
+        flags.append(cfg[0])
         cfg = cfg[1:]
+    tma = "tma" in flags
+    # ov: overlap = 1, the K loops' dots issued together and waited for late
+    # (passes/rotate.c, schedule)
+    ov = {"overlap": 1} if "ov" in flags else {}
     (kbm, kbn, kw), (qbm, qbn, qw) = cfg
     sbh, sl = strides(q)
     for t in (k, v, o, do):
@@ -147,10 +155,10 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
         "ptr ptr ptr i32 i32 i64 i32", delta, o, do, B * H, L, sbh, sl)
     if tma:
         assert sbh == L * sl
-        dkdv = rt.kernel(BWD, "attn_bwd_dkdv_tma", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw).prepare(
+        dkdv = rt.kernel(BWD, "attn_bwd_dkdv_tma", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw, **ov).prepare(
             "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale,
             sl, B * H * L)
-        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw).prepare(
+        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw, **ov).prepare(
             "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dq, q, k, v, do, lse, delta, B * H, L, scale,
             sl, B * H * L)
     else:
@@ -248,7 +256,7 @@ def run_mode(rt, causal):
     lines = []
     # --quick: the plain and the fastest built-in forms (configs given are all run)
     fcfgs = FWD_CONFIGS[:2] if QUICK and not GIVEN_FWD else FWD_CONFIGS
-    bcfgs = [BWD_CONFIGS[0], BWD_CONFIGS[2]] if QUICK and len(BWD_CONFIGS) > 2 else BWD_CONFIGS
+    bcfgs = [BWD_CONFIGS[0], BWD_CONFIGS[2]] if QUICK and not GIVEN_BWD and len(BWD_CONFIGS) > 2 else BWD_CONFIGS
     sdpa_small = small_case(causal)[8]
 
     # SDPA flash: the reference outputs at this shape, and its times.
@@ -325,15 +333,17 @@ def main():
     ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
     a_ = ap.parse_args()
     QUICK = a_.quick
-    global GIVEN_FWD
+    global GIVEN_FWD, GIVEN_BWD
     GIVEN_FWD = bool(a_.fwd_configs)
+    GIVEN_BWD = bool(a_.bwd_configs)
     if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops,
         # 'ws:' a producer warpgroup, 'cl:' clusters of two CTAs; flags combine with '+' ('tma+ws:128,64,8,3')
         FWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
                           tuple(int(x) for x in c.split(":")[-1].split(","))
                           for c in a_.fwd_configs.split(";") if c]
-    if a_.bwd_configs:   # 'tma:' runs the _tma kernels (TMA rings, a producer warpgroup)
-        BWD_CONFIGS[:] = [(("tma",) if c.startswith("tma:") else ()) +
+    if a_.bwd_configs:   # 'tma:' runs the _tma kernels (TMA rings, a producer warpgroup), 'tma+ov:'
+        # with overlap = 1 (their dots issued together, waited for late)
+        BWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
                           tuple(tuple(int(x) for x in half.split(",")) for half in c.split(":")[-1].split("/"))
                           for c in a_.bwd_configs.split(";") if c]
     if a_.no_bwd:

@@ -11,7 +11,11 @@ views it falls back to a slower one). Rows: median ms (triton.testing.do_bench),
 TFLOP/s (4 T^2 E H / 2 for causal) and the max abs error against SDPA.
 
     python3 bench/graph_attention.py [--tilec build-gpu/tilec] [--lib LIBTILERT]
-                                     [--configs "128,64,8,2;64,64,4,2"] [--out FILE]
+                                     [--configs "128,64,8,2;64,64,4,2;128,64,8,3,1"] [--out FILE]
+
+A config's fifth field, when given, is the graph kernel's `ws` (its K and V are TMA
+blocks of the [T, 4096] rows: a producer warpgroup fills their rings; the default of
+its @autotune is ws = 1 with 3 stages); without it the kernel's default holds.
 """
 import argparse
 import os
@@ -22,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_CONFIGS = "128,64,8,2;128,64,8,3;128,32,8,2;128,128,8,2;64,64,4,2;64,32,8,2;128,64,4,2"
+DEFAULT_CONFIGS = "128,64,8,3,1;128,64,8,2,1;128,64,8,2,0;128,64,8,3,0;128,128,8,2,1;64,64,4,3,1;128,32,8,2,0"
 
 
 def main():
@@ -70,11 +74,12 @@ def main():
 
     example = os.path.join(ROOT, "examples", "flash_attn_fwd.tile")
     for c in args.configs.split(";"):
-        BM, BN, w, s = (int(x) for x in c.split(","))
-        cfg = "(%d, %d, %d, %d)" % (BM, BN, w, s)
+        BM, BN, w, s, *ws = (int(x) for x in c.split(","))
+        cfg = "(%d, %d, %d, %d%s)" % (BM, BN, w, s, ", ws %d" % ws[0] if ws else "")
+        wsk = {"ws": ws[0]} if ws else {}
         for label, run in (
                 ("tile graph kernel", lambda: timed("tile graph kernel", cfg,
-                                                    rt.kernel(kernels, name, BM=BM, BN=BN, warps=w, stages=s),
+                                                    rt.kernel(kernels, name, BM=BM, BN=BN, warps=w, stages=s, **wsk),
                                                     "ptr ptr ptr ptr i64", torch.empty_like(q), q, k, v, T)),
                 ("flash_attn_fwd.tile", lambda: timed("flash_attn_fwd.tile", cfg,
                                                       rt.kernel(example, "attn_fwd", BM=BM, BN=BN, D=E, CAUSAL=1,
@@ -89,7 +94,7 @@ def main():
 
     lines = ["Causal attention forward, T = %d, %d heads of %d, bf16 (%s); the graph's kernel %s, its default %s"
              % (T, H, E, torch.cuda.get_device_name(), name, default), "",
-             "| implementation | config (BM, BN, warps, stages) | time (ms) | TFLOP/s | max abs err vs SDPA |",
+             "| implementation | config (BM, BN, warps, stages[, ws]) | time (ms) | TFLOP/s | max abs err vs SDPA |",
              "|---|---|---|---|---|"]
     lines += ["| %s | %s | %.3f | %.1f | %.2e |" % (l, c, ms, flops / ms / 1e9, e) for l, c, ms, e in rows]
     text = "\n".join(lines)

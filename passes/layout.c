@@ -755,10 +755,25 @@ static bool propagate(IrFunc *f)
  * 1-D value that cannot be rebuilt (a loop-carried row statistic) is converted, and
  * the loop then carries it in the slice layout (carry_layout). */
 typedef struct RowsCache {
-    IrValue from[256], to[256];
-    const IrLayout *l[256];
+    IrValue from[1024], to[1024];
+    const IrLayout *l[1024];
     int n;
 } RowsCache;
+
+/* r (built by in_layout before an earlier op) is there at `at`: its definition is in
+ * at's block, or one around it, before at. The cache then serves every later
+ * conversion of the kernel: dV's P and dK's dS of attention's backward share P, whose
+ * exp2 was computed twice (and lse loaded three times) when each conversion rebuilt its
+ * own chain. */
+static bool available_at(const IrFunc *f, IrValue r, const IrOp *at)
+{
+    const IrOp *d = f->values[r].def, *top = at;
+    if (!d) return false;
+    while (top && top->parent != d->parent) top = top->parent ? top->parent->parent_op : NULL;
+    for (const IrOp *o = d->next; top && o; o = o->next)
+        if (o == top) return true;
+    return false;
+}
 
 /* No store, atomic or barrier from ld to at (at in ld's block, later; or in a block
  * nested in it): a second load of ld's pointers at `at` reads what ld read. */
@@ -784,8 +799,8 @@ static IrValue in_layout(IrFunc *f, RowsCache *rc, IrValue v, const IrLayout *l,
     const IrType *t = ir_value_type(f, v);
     if (t->rank == 0 || t->layout == l) return v;
     for (int i = 0; i < rc->n; i++)
-        if (rc->from[i] == v && rc->l[i] == l) return rc->to[i];
-    if (depth > 16 || rc->n == 256) return IR_NO_VALUE;
+        if (rc->from[i] == v && rc->l[i] == l && available_at(f, rc->to[i], at)) return rc->to[i];
+    if (depth > 16 || rc->n == 1024) return IR_NO_VALUE;
     IrCtx *c = f->module->ctx;
     IrOp *d = f->values[v].def;
     const IrType *nt = ir_type_with_layout(c, t, l);
@@ -958,16 +973,15 @@ static bool rows_in_one_warp(IrFunc *f)
     bool changed = false;
     RowsCache *rc = tl_calloc(1, sizeof *rc);
     if (!rc) tl_oom();
-    for (uint32_t i = 0; i < w.n; i++) {      /* reductions and conversions first, then yields */
-        if (w.ops[i]->code == IR_OP_YIELD) continue;
-        rc->n = 0;
-        changed |= rows_rewrite(f, w.ops[i], rc);
-    }
-    for (uint32_t i = 0; i < w.n; i++) {
-        if (w.ops[i]->code != IR_OP_YIELD) continue;
-        rc->n = 0;
-        changed |= rows_rewrite(f, w.ops[i], rc);
-    }
+    /* reductions and conversions first, then yields; the cache is kept from one to the
+     * next (what a later one finds built before it is reused: available_at), emptied
+     * only when it is half full */
+    for (int yields = 0; yields < 2; yields++)
+        for (uint32_t i = 0; i < w.n; i++) {
+            if ((w.ops[i]->code == IR_OP_YIELD) != yields) continue;
+            if (rc->n > 512) rc->n = 0;
+            changed |= rows_rewrite(f, w.ops[i], rc);
+        }
     tl_free(rc);
     tl_free(w.ops);
     return changed;

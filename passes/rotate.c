@@ -34,6 +34,7 @@
  *            both alike, bit for bit. */
 #include "passes.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "ir/arena.h"
@@ -357,6 +358,164 @@ static bool rotate(Rot *r)
     return true;
 }
 
+/* ---- loops of several dots: each issued as soon as its operands are ready, waited for
+ * where its result is first read ------------------------------------------------------
+ *
+ * guarantee: an innermost loop of 3 or more wgmma dots (attention's backward: S and dP
+ *            of a block, then dV and dK, or dQ) that `rotate` does not take, whose body
+ *            writes no memory and has no regions, is reordered, each op moved, none
+ *            changed: a dot goes as soon as its operands are computed; the other ops keep
+ *            their order, except that those a dot not yet issued needs go first (so dV's
+ *            P is converted, and dV issued, before dS is computed under it); an op that
+ *            reads a dot in flight gets `dot_wait n` before it, n the dots issued since
+ *            (they stay in flight; the wait passes every earlier dot still in flight
+ *            through, and later reads take its results); the yield gets `dot_wait 0` of
+ *            the rest, so nothing is in flight between iterations and the ring
+ *            (passes/shared.c) is as for any loop of several dots. Every value is the one
+ *            the original computes (dot_wait is the identity in the interpreter). Loops of
+ *            two dots are rotate's (or ping-pong's: passes/warpspec.c turns only those). */
+typedef struct Sched {
+    IrFunc *f;
+    IrBlock *body;
+    IrOp **ops;                      /* the body's ops but the yield, in order */
+    uint32_t n;
+    bool *placed;                    /* per op index */
+    uint32_t *index;                 /* per value (first result): the op's index + 1, or 0 */
+    IrOp **flight;                   /* dots issued and not yet waited for, in issue order */
+    uint32_t nflight;
+    IrOp *yield;
+} Sched;
+
+static bool placed_value(const Sched *s, IrValue v)
+{
+    uint32_t k = v < s->f->nvalues ? s->index[v] : 0;
+    return !k || s->placed[k - 1];
+}
+
+static bool ready(const Sched *s, const IrOp *op)
+{
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (!placed_value(s, op->operands[i])) return false;
+    return true;
+}
+
+/* Marks in `need` the ops (by index) that the unplaced op k depends on, itself included. */
+static void cone(const Sched *s, uint32_t k, bool *need)
+{
+    if (need[k] || s->placed[k]) return;
+    need[k] = true;
+    for (uint32_t i = 0; i < s->ops[k]->noperands; i++) {
+        uint32_t d = s->ops[k]->operands[i] < s->f->nvalues ? s->index[s->ops[k]->operands[i]] : 0;
+        if (d) cone(s, d - 1, need);
+    }
+}
+
+/* The position in flight of the last dot in flight that op reads, or -1. */
+static int waits(const Sched *s, const IrOp *op)
+{
+    int last = -1;
+    for (uint32_t q = 0; q < s->nflight; q++)
+        for (uint32_t i = 0; i < op->noperands; i++)
+            if (op->operands[i] == s->flight[q]->results[0]) last = (int)q;
+    return last;
+}
+
+/* Before `op` (placed next): a dot_wait for the dots in flight it reads, retiring them
+ * and every dot issued before them. */
+static void wait_for(Sched *s, const IrOp *op)
+{
+    int last = op ? waits(s, op) : (int)s->nflight - 1;
+    if (last < 0) return;
+    IrValue vs[8];
+    const IrType *ts[8];
+    uint32_t n = 0;
+    for (int q = 0; q <= last; q++) {
+        vs[n] = s->flight[q]->results[0];
+        ts[n] = ir_value_type(s->f, vs[n]);
+        n++;
+    }
+    IrBuilder b;
+    ir_builder_before(&b, s->yield);
+    b.loc = op ? op->loc : s->yield->loc;
+    IrOp *w = ir_build(&b, IR_OP_DOT_WAIT, vs, n, ts, n, 0);
+    w->attr.i = (int64_t)s->nflight - 1 - last;
+    for (uint32_t i = 0; i < n; i++) {
+        ir_replace_all_uses(s->f, vs[i], w->results[i]);
+        w->operands[i] = vs[i];
+    }
+    memmove(s->flight, s->flight + last + 1, (s->nflight - (uint32_t)last - 1) * sizeof *s->flight);
+    s->nflight -= (uint32_t)last + 1;
+}
+
+static void place(Sched *s, uint32_t k)
+{
+    IrOp *op = s->ops[k];
+    wait_for(s, op);   /* (a dot reading one in flight, as its accumulator, waits too) */
+    ir_op_remove(op);
+    ir_op_insert_before(op, s->yield);
+    s->placed[k] = true;
+    if (op->code == IR_OP_DOT) s->flight[s->nflight++] = op;
+}
+
+static bool schedule(IrFunc *f, IrOp *loop)
+{
+    IrBlock *body = &loop->regions[0];
+    int64_t step;
+    IrOp *y = body->last;
+    if (!const_of(f, loop->operands[2], &step) || step <= 0 || !y || y->code != IR_OP_YIELD) return false;
+    uint32_t n = 0, ndots = 0;
+    for (IrOp *op = body->first; op != y; op = op->next) {
+        if (op->nregions || (ir_op_info[op->code].flags & IR_W) || op->code == IR_OP_DOT_WAIT || op->nresults > 1)
+            return false;
+        if (op->code == IR_OP_DOT) {
+            if (!wgmma_acc(ir_value_type(f, op->results[0]))) return false;
+            ndots++;
+        }
+        n++;
+    }
+    if (ndots < 3 || ndots > 8) return false;
+    Sched s = {f, body, tl_calloc(n, sizeof(IrOp *)), n, tl_calloc(n, sizeof(bool)),
+               tl_calloc(f->nvalues + 1, sizeof(uint32_t)), tl_calloc(ndots, sizeof(IrOp *)), 0, y};
+    bool *need = tl_calloc(n, sizeof *need);
+    if (!s.ops || !s.placed || !s.index || !s.flight || !need) tl_oom();
+    uint32_t k = 0;
+    for (IrOp *op = body->first; op != y; op = op->next) {
+        s.ops[k] = op;
+        if (op->nresults) s.index[op->results[0]] = k + 1;
+        k++;
+    }
+    for (uint32_t left = n; left > 0; left--) {
+        /* the cone of the dots not yet issued */
+        memset(need, 0, n * sizeof *need);
+        for (uint32_t i = 0; i < n; i++)
+            if (!s.placed[i] && s.ops[i]->code == IR_OP_DOT) cone(&s, i, need);
+        /* in this order: a dot that waits for none in flight; an op of the cone that
+         * waits for none; any op that waits for none; the op of the cone, then any op,
+         * whose wait retires the fewest dots */
+        int pick = -1, best = INT32_MAX;
+        for (int pass = 0; pass < 3 && pick < 0; pass++)
+            for (uint32_t i = 0; i < n && pick < 0; i++)
+                if (!s.placed[i] && ready(&s, s.ops[i]) && waits(&s, s.ops[i]) < 0 &&
+                    (pass == 0 ? s.ops[i]->code == IR_OP_DOT : pass == 1 ? need[i] : true))
+                    pick = (int)i;
+        for (int pass = 0; pass < 2 && pick < 0; pass++)
+            for (uint32_t i = 0; i < n; i++)
+                if (!s.placed[i] && (pass || need[i]) && ready(&s, s.ops[i]) && waits(&s, s.ops[i]) < best) {
+                    best = waits(&s, s.ops[i]);
+                    pick = (int)i;
+                }
+        if (pick < 0) break;   /* (cannot happen: the body is in order) */
+        place(&s, (uint32_t)pick);
+    }
+    wait_for(&s, NULL);
+    tl_free(s.ops);
+    tl_free(s.placed);
+    tl_free(s.index);
+    tl_free(s.flight);
+    tl_free(need);
+    return true;
+}
+
 typedef struct Loops {
     IrOp **v;
     uint32_t n, cap;
@@ -392,6 +551,7 @@ bool pass_rotate(IrFunc *f)
         for (uint32_t i = 0; i < loops.n; i++) {
             Rot r;
             if (matches(f, loops.v[i], &r)) changed |= rotate(&r);
+            else changed |= schedule(f, loops.v[i]);
         }
         tl_free(loops.v);
     }

@@ -356,11 +356,15 @@ static void ping_pong(IrFunc *f, IrOp *prod, Ring *rs, int n)
     if (f->warps != 8 || (env && !strcmp(env, "0"))) return;
     for (int k = 0; k < n; k++) {
         bool rotated = false;
+        int dots = 0;
         for (const IrOp *o = rs[k].loop->regions[0].first; o; o = o->next) {
             if (o->code == IR_OP_BARRIER) return;
             rotated |= o->code == IR_OP_DOT_WAIT;
+            dots += o->code == IR_OP_DOT;
         }
-        if (!rotated) return;
+        /* (a loop of more dots that rotate.c scheduled keeps its warpgroups apart: in
+         * turns, one's softmax between its dots would stall the other's) */
+        if (!rotated || dots != 2) return;
     }
     IrBuilder b;
     for (int k = 0; k < n; k++) {

@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench|compile|measure]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench|compile|measure|measure2]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -73,7 +73,9 @@ if [ "$what" = measure ]; then
   : "${STEP_TIMEOUT:=170}"
   step examples build-gpu/tile-examples --device gpu examples
   step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick \
-    --fwd-configs 'tma+ws:128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,128,8,2;tma+ws+rot:128,128,8,2' --out "$OUT/attention.md"
+    --fwd-configs 'tma+ws:128,64,8,3;tma+ws+rot:128,64,8,3;tma+ws:128,128,8,2;tma+ws+rot:128,128,8,2' \
+    --bwd-configs 'tma:32,64,4/64,64,4;tma:64,128,8/128,64,8;tma+ov:64,128,8/128,64,8;tma+ov:64,64,4/64,64,4' \
+    --out "$OUT/attention.md"
   step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16,gelu,fp8,cold \
     --configs "128,256,64,8,4,1,1;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1" --out "$OUT/gemm.md"
   step gemm_timing env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 bench/gemm_timing.py
@@ -81,6 +83,20 @@ if [ "$what" = measure ]; then
     --lib build-gpu/runtime/libtileRT.so --quick --no-bwd --fwd-configs 'tma+ws:128,64,8,3' --out "$OUT/attn_driver.md"
   step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh "${DIFFTEST_SECONDS:-60}"
   step profile env OUT="$OUT/profile" bash scripts/gpu-profile.sh attn_ws attn_rot gemm_pp gemm_cl cudnn
+  exit $status
+fi
+if [ "$what" = measure2 ]; then
+  # the second call of measure's session (2026-12-05, third): the graph compiler's
+  # attention on TMA rings with a producer warpgroup, the block it runs in, and the
+  # backward with its dots issued together (overlap = 1); the fuzzers that cover them
+  : "${STEP_TIMEOUT:=150}"
+  step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
+    --configs "128,64,8,3,1;128,64,8,2,0;128,128,8,2,1" --out "$OUT/graph_attention.md"
+  step graph_block python3 bench/graph_block.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --quick \
+    --out "$OUT/graph_block.md"
+  step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/attn-fuzz"
+  step graph_fuzz python3 tests/difftest/graph_fuzz.py build-gpu/tilec --device gpu --time-limit 60 --out "$OUT/graph-fuzz"
+  step graph_lit python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --only graph
   exit $status
 fi
 if [ "$what" = compile ]; then
