@@ -501,7 +501,15 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     c->tid = c->raw_tid = cg_sreg(c, "tid.x");
     if (c->groups > 1) {   /* warpgroup 0, 1 (the producer's threads with 1: setup ops only) */
         LLVMValueRef g = LLVMBuildLShr(c->b, c->raw_tid, cg_i32c(c, 7), "");
-        c->group = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntUGT, g, cg_i32c(c, 1), ""), cg_i32c(c, 1), g, "group");
+        g = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntUGT, g, cg_i32c(c, 1), ""), cg_i32c(c, 1), g, "");
+        /* through shfl.sync.idx from lane 0, as cg_wgmma.c's warpgroup_row: ptxas then
+         * knows the group is one value in each warp and keeps what is made from it (the
+         * warpgroup's K iterations, its stages' addresses, the wgmma descriptors) in
+         * uniform registers; from the thread index alone they were vector values and a
+         * ping-pong GEMM's K loop moved 32 descriptors a step to uniform registers
+         * (R2UR), each wgmma waiting for its own */
+        LLVMValueRef args[4] = {cg_i32c(c, -1), g, cg_i32c(c, 0), cg_i32c(c, 31)};
+        c->group = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
         c->tid = LLVMBuildAnd(c->b, c->raw_tid, cg_i32c(c, c->threads - 1), "tid");
         c->scratch = LLVMBuildMul(c->b, c->group, cg_i32c(c, (int32_t)c->scratch_stride), "scratch");
     }
