@@ -77,7 +77,8 @@ if [ "$what" = measure ]; then
     --bwd-configs 'tma:32,64,4/64,64,4;tma:64,128,8/128,64,8;tma+ov:64,128,8/128,64,8;tma+ov:64,64,4/64,64,4' \
     --out "$OUT/attention.md"
   step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16,gelu,fp8,cold \
-    --configs "128,256,64,8,4,1,1;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1" --out "$OUT/gemm.md"
+    --configs "128,256,64,8,4,1,1;256,128,64,8,4,1,1,2;128,128,64,4,4,1,1,1,1;256,128,64,4,4,1,1,2,1;128,256,64,8,4" \
+    --fp8-configs "128,256,128,8,4;128,256,128,8,4,1,1" --out "$OUT/gemm.md"
   step gemm_timing env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 bench/gemm_timing.py
   step attn_driver env TILE_ASSEMBLER=driver TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" python3 bench/attention.py \
     --lib build-gpu/runtime/libtileRT.so --quick --no-bwd --fwd-configs 'tma+ws:128,64,8,3' --out "$OUT/attn_driver.md"
