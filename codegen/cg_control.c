@@ -210,7 +210,7 @@ static void for_latch(Cg *c, IrElem e, LLVMValueRef iv, LLVMValueRef step, CgVal
 /* A K loop that issues its own TMA copies (passes/shared.c without a producer: its
  * warps wait on the ring and one thread refills it), run by every thread of the block
  * (inside no `if` and no producer region: shfl.sync needs every lane). Its index goes
- * through shfl.sync.idx from lane 0 (uniform_value): ptxas then keeps the stage, the
+ * through shfl.sync.idx from lane 0 (cg_lane0): ptxas then keeps the stage, the
  * phase, the stage addresses and the wgmma descriptors made from it in uniform
  * registers. From the loop's phi they were vector values, and each wgmma waited for
  * R2URs of its descriptors: GEMM + GELU's default K loop had 31 R2URs a step (now 2),
@@ -223,22 +223,6 @@ static bool tma_issuing_loop(const IrOp *loop)
     for (const IrOp *op = loop->regions[0].first; op; op = op->next)
         if (op->code == IR_OP_TMA_COPY) return true;
     return false;
-}
-
-/* v (i32 or i64, the same in every lane of the warp) through shfl.sync.idx from lane 0. */
-static LLVMValueRef uniform_value(Cg *c, LLVMValueRef v)
-{
-    LLVMTypeRef t = LLVMTypeOf(v), i32 = LLVMInt32TypeInContext(c->ctx);
-    bool wide = LLVMGetIntTypeWidth(t) == 64;
-    LLVMValueRef parts[2] = {wide ? LLVMBuildTrunc(c->b, v, i32, "") : v,
-                             wide ? LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, v, LLVMConstInt(t, 32, 0), ""), i32, "") : NULL};
-    for (int i = 0; i < (wide ? 2 : 1); i++) {
-        LLVMValueRef args[4] = {cg_i32c(c, -1), parts[i], cg_i32c(c, 0), cg_i32c(c, 31)};
-        parts[i] = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
-    }
-    if (!wide) return parts[0];
-    LLVMValueRef lo = LLVMBuildZExt(c->b, parts[0], t, ""), hi = LLVMBuildZExt(c->b, parts[1], t, "");
-    return LLVMBuildOr(c->b, lo, LLVMBuildShl(c->b, hi, LLVMConstInt(t, 32, 0), ""), "");
 }
 
 static bool lower_for(Cg *c, const IrOp *op)
@@ -281,7 +265,7 @@ static bool lower_for(Cg *c, const IrOp *op)
     LLVMPositionBuilderAtEnd(c->b, bb);
     CgVal ivv = cg_val_new(c, 1);
     ivv.v[0] = ir_elem_bits(e) == 64 ? iv : LLVMBuildTrunc(c->b, iv, cg_elem_type(c, e), "");
-    if (tma_issuing_loop(op)) ivv.v[0] = uniform_value(c, ivv.v[0]);
+    if (tma_issuing_loop(op)) ivv.v[0] = cg_lane0(c, ivv.v[0]);
     cg_set(c, body->args[0], ivv);
     for (uint32_t i = 0; i < n && i + 1 < body->nargs; i++) cg_set(c, body->args[i + 1], it[i]);
     bool ret;

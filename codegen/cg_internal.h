@@ -146,6 +146,7 @@ LLVMValueRef cg_sreg(Cg *c, const char *name);   /* "tid.x", "ctaid.y", ... */
 /* The memoized value for key[0..8) (NULL if none yet), and the builder to build a new
  * one with: in the entry block, after the thread index (cg_thread_remember stores it). */
 LLVMValueRef cg_thread_value(Cg *c, const int32_t key[8]);
+LLVMValueRef cg_lane0(Cg *c, LLVMValueRef v);   /* through shfl.sync.idx from lane 0: uniform to ptxas */
 LLVMBuilderRef cg_thread_builder(Cg *c);
 LLVMValueRef cg_thread_remember(Cg *c, const int32_t key[8], LLVMValueRef v);
 /* The shared memory at byte offset off (i32), typed for element e. */

@@ -508,8 +508,7 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
          * uniform registers; from the thread index alone they were vector values and a
          * ping-pong GEMM's K loop moved 32 descriptors a step to uniform registers
          * (R2UR), each wgmma waiting for its own */
-        LLVMValueRef args[4] = {cg_i32c(c, -1), g, cg_i32c(c, 0), cg_i32c(c, 31)};
-        c->group = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
+        c->group = cg_lane0(c, g);
         c->tid = LLVMBuildAnd(c->b, c->raw_tid, cg_i32c(c, c->threads - 1), "tid");
         c->scratch = LLVMBuildMul(c->b, c->group, cg_i32c(c, (int32_t)c->scratch_stride), "scratch");
     }
@@ -645,6 +644,26 @@ static bool optimize(Job *j, const CgOptions *o, DiagList *d)
     diag_error(d, (Loc){0}, "internal error: the LLVM pipeline failed: %s", msg);
     LLVMDisposeErrorMessage(msg);
     return false;
+}
+
+/* v (an i32 or i64 value that every lane of the warp holds) through shfl.sync.idx from
+ * lane 0, at the builder's position, where every lane of the warp runs: ptxas then
+ * knows it is one value in the warp and keeps it, and what is computed from it, in
+ * uniform registers (wgmma descriptors, ring stages: cg_wgmma.c warpgroup_row, the
+ * ping-pong group, the K index of loops that issue TMA copies). */
+LLVMValueRef cg_lane0(Cg *c, LLVMValueRef v)
+{
+    LLVMTypeRef t = LLVMTypeOf(v), i32 = LLVMInt32TypeInContext(c->ctx);
+    bool wide = LLVMGetIntTypeWidth(t) == 64;
+    LLVMValueRef parts[2] = {wide ? LLVMBuildTrunc(c->b, v, i32, "") : v,
+                             wide ? LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, v, LLVMConstInt(t, 32, 0), ""), i32, "") : NULL};
+    for (int i = 0; i < (wide ? 2 : 1); i++) {
+        LLVMValueRef args[4] = {cg_i32c(c, -1), parts[i], cg_i32c(c, 0), cg_i32c(c, 31)};
+        parts[i] = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
+    }
+    if (!wide) return parts[0];
+    LLVMValueRef lo = LLVMBuildZExt(c->b, parts[0], t, ""), hi = LLVMBuildZExt(c->b, parts[1], t, "");
+    return LLVMBuildOr(c->b, lo, LLVMBuildShl(c->b, hi, LLVMConstInt(t, 32, 0), ""), "");
 }
 
 /* Builds, verifies and optimizes the LLVM module of m's kernels. */

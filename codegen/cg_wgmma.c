@@ -240,10 +240,9 @@ static LLVMValueRef warpgroup_row(Cg *c)
     if (v) return v;
     LLVMBuilderRef b = cg_thread_builder(c);
     LLVMValueRef row = cg_mul(b, cg_lshr(b, c->warp, cg_i32c(c, 2)), cg_i32c(c, 64));
-    LLVMValueRef args[4] = {cg_i32c(c, -1), row, cg_i32c(c, 0), cg_i32c(c, 31)};
     LLVMBuilderRef saved = c->b;
     c->b = b;
-    v = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
+    v = cg_lane0(c, row);
     c->b = saved;
     return cg_thread_remember(c, key, v);
 }
