@@ -197,7 +197,8 @@ struct IrFunc {
                                     per SM slot, each walking the grid's tiles
                                     (passes/persistent.c); default 0 */
     int overlap;                 /* @launch(overlap = 1): attention's next block's softmax
-                                    under this block's P V (passes/rotate.c); default 0 */
+                                    under this block's P V, a loop of several dots issued
+                                    together (passes/rotate.c); default 0 */
     int pingpong;                /* @launch(pingpong = 1), with ws, persistent and 4 warps: two
                                     consumer warpgroups walk alternate tiles, one's main
                                     loop beside the other's epilogue (passes/persistent.c);
