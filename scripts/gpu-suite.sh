@@ -97,6 +97,9 @@ if [ "$what" = measure2 ]; then
     --out "$OUT/graph_block.md"
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/attn-fuzz"
   step graph_fuzz python3 tests/difftest/graph_fuzz.py build-gpu/tilec --device gpu --time-limit 60 --out "$OUT/graph-fuzz"
+  # the K index and the ping-pong group through shfl (codegen/cg_control.c, cg_module.c)
+  step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/tma-fuzz"
+  step tma env TMA_NEW_ONLY=1 TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_tma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   step graph_lit python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --only graph
   exit $status
 fi
