@@ -148,7 +148,20 @@ static AxisInfo cmp_info(const Ctx *c, const IrOp *op, const IrType *t)
 static AxisInfo ew_info(const Ctx *c, const IrOp *op, const IrType *t)
 {
     AxisInfo a = neutral(t);
-    if (t->rank == 0) return a;
+    /* an integer minimum, maximum or select is one of its operands: a multiple of what
+     * both are multiples of (attention's loop bounds, minimum((pn + 1) * BN, ...): the
+     * loop from there keeps its index a multiple of the block, and its loads vectors) */
+    bool pick = ir_elem_is_int(t->elem) && (op->code == IR_OP_MINIMUM || op->code == IR_OP_MAXIMUM);
+    if (t->rank == 0) {
+        if (pick || (op->code == IR_OP_SELECT && ir_elem_is_int(t->elem))) {
+            int k = op->code == IR_OP_SELECT;
+            a.divisibility[0] = gcd2(opnd(c, op, k)->divisibility[0], opnd(c, op, k + 1)->divisibility[0]);
+        }
+        return a;
+    }
+    if (pick)   /* element by element: contiguity none, each element's divisibility */
+        for (int d = 0; d < nax(t); d++)
+            a.divisibility[d] = gcd2(axisinfo_div_at(opnd(c, op, 0), d, 1), axisinfo_div_at(opnd(c, op, 1), d, 1));
     for (int d = 0; d < nax(t); d++) {
         int64_t k = dim(t, d);
         for (uint32_t i = 0; i < op->noperands; i++) k = gcd2(k, opnd(c, op, i)->constancy[d]);

@@ -591,6 +591,57 @@ static void test_axisinfo_if(void **state)
     fx_free(&x);
 }
 
+/* An integer minimum, maximum or select is one of its operands: a multiple of what both
+ * are multiples of, and a loop from there keeps its index so (the backward's loop from
+ * mid = minimum((pn + 1) * BN, ...): its lse and delta loads are vectors of 2). A float
+ * minimum knows nothing; a tile's minimum is no longer contiguous. */
+static const char *const pick_ir =
+    "kernel @k(%n: i32, %x: f32) launch {warps = 4, stages = 2} {\n"
+    "  %pid = program_id 0 : i32\n"
+    "  %c64 = const 64 : i32\n"
+    "  %c32 = const 32 : i32\n"
+    "  %a = mul %pid, %c64 : i32\n"
+    "  %n16 = multiple_of 16 %n : i32\n"
+    "  %b = mul %n16, %c32 : i32\n"
+    "  %mn = minimum %a, %b : i32\n"
+    "  %mx = maximum %a, %n16 : i32\n"
+    "  %mo = minimum %a, %n : i32\n"
+    "  %t = cmp lt %a, %b : i1\n"
+    "  %sel = select %t, %a, %b : i32\n"
+    "  %fm = minimum %x, %x : f32\n"
+    "  %r = arange 0 : i32[64]\n"
+    "  %as = splat %a : i32[64]\n"
+    "  %ra = add %as, %r : i32[64]\n"
+    "  %bs = splat %b : i32[64]\n"
+    "  %tmin = minimum %ra, %bs : i32[64]\n"
+    "  %s = for %mn, %b, %c64 iter(%c64) : i32 {\n"
+    "  ^(%iv: i32, %acc: i32):\n"
+    "    yield %acc\n"
+    "  }\n"
+    "  return\n"
+    "}\n";
+
+static void test_axisinfo_minimum_maximum_select(void **state)
+{
+    (void)state;
+    Fx x;
+    parse(&x, pick_ir);
+    IrFunc *f = ir_module_find(x.m, "k");
+    AxisInfo *ai = axisinfo_analyze(f, 0);
+    assert_non_null(ai);
+    assert_int_equal(fact_of(f, ai, "mn")->divisibility[0], 64);    /* 64 pid and 512 n */
+    assert_int_equal(fact_of(f, ai, "mx")->divisibility[0], 16);
+    assert_int_equal(fact_of(f, ai, "mo")->divisibility[0], 1);     /* n: nothing known */
+    assert_int_equal(fact_of(f, ai, "sel")->divisibility[0], 64);
+    assert_int_equal(fact_of(f, ai, "fm")->divisibility[0], 1);
+    assert_int_equal(fact_of(f, ai, "iv")->divisibility[0], 64);    /* from mn, step 64 */
+    const AxisInfo *t = fact_of(f, ai, "tmin");
+    assert_int_equal(t->contiguity[0], 1);
+    assert_int_equal(t->divisibility[0], 1);   /* element by element: ra's elements are not multiples */
+    tl_free(ai);
+    fx_free(&x);
+}
+
 /* The facts behind the 2-D causal-mask miscompile (issue 6), one op at a time. */
 static const char *const mask2d_ir =
     "kernel @k(%out: *i32, %n: i32) launch {warps = 4, stages = 2} {\n"
@@ -822,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_tf32_rounding_as_the_interpreter),
         cmocka_unit_test(test_axisinfo_facts),
         cmocka_unit_test(test_axisinfo_if),
+        cmocka_unit_test(test_axisinfo_minimum_maximum_select),
         cmocka_unit_test(test_axisinfo_new_axis_and_compare),
         cmocka_unit_test(test_axisinfo_checker),
         cmocka_unit_test(test_layouts_in_the_interpreter),
