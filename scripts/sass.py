@@ -10,7 +10,9 @@ PTXAS overrides the path). The disassembler (NVDISASM, default nvdisasm on the
 PATH) may be CUDA 11.8's from Debian non-free (scripts/get-nvdisasm.sh puts it
 in /usr/local/bin): it reads ptxas 13's cubins once their ELF header says the
 old ABI (OSABI 0x33, ABI version 7, e_flags SM | SM << 16), which this script
-patches in a copy (an old-ABI cubin is left as it is). Per function it prints
+patches in a copy (an old-ABI cubin is left as it is). nvdisasm 11.8 predates the fp8
+wgmma (QGMMA): it prints nothing at their addresses, so fp8 kernels show HGMMA 0 and
+their K loops may not be found; the other counts hold. Per function it prints
 the instruction count, HGMMAs, WARPGROUP.DEPBAR waits (a wait after every
 HGMMA means the wgmmas were serialized), MUFU, spills (STL/LDL) and, with
 --loops, each loop (a backward branch) with its size and opcode histogram.
