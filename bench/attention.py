@@ -100,10 +100,19 @@ def strides(t):
     return t.stride(1), t.stride(2)
 
 
+def split_flags(cfg):
+    """A config tuple's flags (its strings) and the rest."""
+    return [x for x in cfg if isinstance(x, str)], tuple(x for x in cfg if not isinstance(x, str))
+
+
+def parse_flags(text):
+    """The flags of a --fwd-configs/--bwd-configs entry: 'tma+ws:...' -> ('tma', 'ws')."""
+    return tuple(text.split(":")[0].split("+")) if ":" in text else ()
+
+
 def tile_fwd(rt, cfg, causal, q, k, v, scale):
     """(o, lse, run): run() computes o and lse (poisoned until then)."""
-    flags = [x for x in cfg if isinstance(x, str)]
-    cfg = tuple(x for x in cfg if not isinstance(x, str))
+    flags, cfg = split_flags(cfg)
     overlap = "rot" in flags   # the loops rotated (overlap = 1)
     B, H, L, D = q.shape
     tma = "tma" in flags       # attn_fwd_tma: the heads as one [B * H * L, D] tensor
@@ -137,10 +146,7 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
     ('tma', (dK/dV), (dQ)) runs attn_bwd_dkdv_tma and attn_bwd_dq_tma (the heads as one
     [B * H * L, D] tensor: TMA rings that a producer warpgroup fills)."""
     B, H, L, D = q.shape
-    flags = []
-    while isinstance(cfg[0], str):
-        flags.append(cfg[0])
-        cfg = cfg[1:]
+    flags, cfg = split_flags(cfg)
     tma = "tma" in flags
     # ov: overlap = 1, the K loops' dots issued together and waited for late
     # (passes/rotate.c, schedule)
@@ -338,12 +344,11 @@ def main():
     GIVEN_BWD = bool(a_.bwd_configs)
     if a_.fwd_configs:   # 'tma:BM,BN,warps[,stages]' names attn_fwd_tma, 'rot:...' the rotated loops,
         # 'ws:' a producer warpgroup, 'cl:' clusters of two CTAs; flags combine with '+' ('tma+ws:128,64,8,3')
-        FWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
-                          tuple(int(x) for x in c.split(":")[-1].split(","))
+        FWD_CONFIGS[:] = [parse_flags(c) + tuple(int(x) for x in c.split(":")[-1].split(","))
                           for c in a_.fwd_configs.split(";") if c]
     if a_.bwd_configs:   # 'tma:' runs the _tma kernels (TMA rings, a producer warpgroup), 'tma+ov:'
         # with overlap = 1 (their dots issued together, waited for late)
-        BWD_CONFIGS[:] = [tuple(c.split(":")[0].split("+") if ":" in c else ()) +
+        BWD_CONFIGS[:] = [parse_flags(c) +
                           tuple(tuple(int(x) for x in half.split(",")) for half in c.split(":")[-1].split("/"))
                           for c in a_.bwd_configs.split(";") if c]
     if a_.no_bwd:

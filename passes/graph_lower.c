@@ -54,6 +54,8 @@ typedef struct Low {
     const Space *sp;
     const char *why;
     const char *indent;
+    const char *kw, *vw;     /* a flash kernel's K and V as blocks of their key rows
+                                (flash_rows): the rows' width, else NULL (pointer loads) */
 } Low;
 
 /* ---- text helpers ----------------------------------------------------------------------- */
@@ -1406,10 +1408,13 @@ static const char *flash_rows(Low *L, uint32_t v, bool whole)
     return size_expr(L, w);
 }
 
-/* Both K and V read as blocks of their key rows (flash_rows), K not transposed. */
-static bool flash_tma(Low *L, const IrGAttention *A, const char *dot_in, bool dfull)
+/* `let NAME = load_block(...)`: the block of BN keys at j of v's rows of width w (L->kw,
+ * L->vw), at column `col`. */
+static void key_block(Low *L, const char *name, uint32_t v, const char *w, const char *col)
 {
-    return !A->k_t && !*dot_in && flash_rows(L, A->k, dfull) && flash_rows(L, A->v, dfull);
+    const IrTensorType *t = vt(L, v);
+    fprintf(L->o, "        let %s = load_block(p%u, [%s, %s], [%s, 1], [j, %s], [BN, %s]);\n", name, v,
+            size_expr(L, t->dims[t->rank - 2]), w, w, col, size_expr(L, t->dims[t->rank - 1]));
 }
 
 /* One key block: S, the score ops, the online max and sum, the prob ops, P V. A masked
@@ -1434,9 +1439,7 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     const char *kmask = A->k_t ? both(L, dm_k, kin_k) : both(L, kin_k, dm_k);
     const char *kt_at = A->k_t ? tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]")
                                : tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]");
-    if (flash_tma(L, A, dot_in, dfull))
-        fprintf(o, "        let kt = load_block(p%u, [%s, %s], [%s, 1], [j, %s], [BN, %s]);\n", A->k, Lk,
-                flash_rows(L, A->k, dfull), flash_rows(L, A->k, dfull), ko, size_expr(L, k->dims[kr - 1]));
+    if (L->kw) key_block(L, "kt", A->k, L->kw, ko);
     else if (kmask) fprintf(o, "        let kt = load(p%u + %s + %s, %s, 0)%s;\n", A->k, ko, kt_at, kmask, dot_in);
     else fprintf(o, "        let kt = load(p%u + %s + %s)%s;\n", A->k, ko, kt_at, dot_in);
     fprintf(o, "        let s0 = dot(qt, %s);\n", A->k_t ? "kt" : "trans(kt)");
@@ -1517,10 +1520,7 @@ static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *
     }
     const char *vmask = both(L, masked ? "kin[:, None]" : NULL, dfull ? NULL : "vmask[None, :]");
     const char *vt_at = tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]");
-    if (flash_tma(L, A, dot_in, dfull))
-        fprintf(o, "        let vt = load_block(p%u, [%s, %s], [%s, 1], [j, %s], [BN, %s]);\n", A->v,
-                size_expr(L, v->dims[vr - 2]), flash_rows(L, A->v, dfull), flash_rows(L, A->v, dfull), vo,
-                size_expr(L, v->dims[vr - 1]));
+    if (L->vw) key_block(L, "vt", A->v, L->vw, vo);
     else if (vmask) fprintf(o, "        let vt = load(p%u + %s + %s, %s, 0)%s;\n", A->v, vo, vt_at, vmask, dot_in);
     else fprintf(o, "        let vt = load(p%u + %s + %s)%s;\n", A->v, vo, vt_at, dot_in);
     fprintf(o, "        acc = dot(%s as %s, vt, acc * alpha[:, None]);\n        m = mn;\n", pd, *dot_in ? "f32" : ename(v->elem));
@@ -1544,9 +1544,12 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
      * 128; 64 query rows with 8 warps is 4x slower than with 4 */
     bool wide = bd <= 128 && bdv <= 128;
     int64_t bm = block_for(q->dims[q->rank - 2], 16, wide ? 128 : 64), bn = block_for(v->dims[v->rank - 2], 16, wide ? 64 : 32);
-    /* K and V as TMA blocks (flash_tma): their rings filled by a producer warpgroup, 3
-     * stages, as attn_fwd_tma's default */
-    bool tma = flash_tma(L, A, dot_in, dfull);
+    /* K (not transposed) and V as TMA blocks (flash_rows), both or neither: their rings
+     * filled by a producer warpgroup, 3 stages, as attn_fwd_tma's default */
+    L->kw = !A->k_t && !*dot_in ? flash_rows(L, A->k, dfull) : NULL;
+    L->vw = L->kw ? flash_rows(L, A->v, dfull) : NULL;
+    if (!L->vw) L->kw = NULL;
+    bool tma = L->kw != NULL;
     autotune(L, tma ? "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3], ws: [0, 1]"
                     : "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]",
              "BM * BN <= 128 * 128",

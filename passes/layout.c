@@ -760,6 +760,13 @@ typedef struct RowsCache {
     int n;
 } RowsCache;
 
+/* The op of block b that is `at` or holds it in one of its regions; NULL if none. */
+static const IrOp *op_in_block(const IrOp *at, const IrBlock *b)
+{
+    while (at && at->parent != b) at = at->parent ? at->parent->parent_op : NULL;
+    return at;
+}
+
 /* r (built by in_layout before an earlier op) is there at `at`: its definition is in
  * at's block, or one around it, before at. The cache then serves every later
  * conversion of the kernel: dV's P and dK's dS of attention's backward share P, whose
@@ -767,10 +774,8 @@ typedef struct RowsCache {
  * own chain. */
 static bool available_at(const IrFunc *f, IrValue r, const IrOp *at)
 {
-    const IrOp *d = f->values[r].def, *top = at;
-    if (!d) return false;
-    while (top && top->parent != d->parent) top = top->parent ? top->parent->parent_op : NULL;
-    for (const IrOp *o = d->next; top && o; o = o->next)
+    const IrOp *d = f->values[r].def, *top = d ? op_in_block(at, d->parent) : NULL;
+    for (const IrOp *o = d ? d->next : NULL; top && o; o = o->next)
         if (o == top) return true;
     return false;
 }
@@ -779,8 +784,7 @@ static bool available_at(const IrFunc *f, IrValue r, const IrOp *at)
  * nested in it): a second load of ld's pointers at `at` reads what ld read. */
 static bool no_store_between(const IrOp *ld, const IrOp *at)
 {
-    const IrOp *top = at;
-    while (top && top->parent != ld->parent) top = top->parent->parent_op;
+    const IrOp *top = op_in_block(at, ld->parent);
     if (!top) return false;
     for (const IrOp *op = ld->next; op && op != top; op = op->next)
         if ((ir_op_info[op->code].flags & IR_W) && !(ir_op_info[op->code].flags & IR_G)) return false;

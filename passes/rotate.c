@@ -376,9 +376,7 @@ static bool rotate(Rot *r)
  *            two dots are rotate's (or ping-pong's: passes/warpspec.c turns only those). */
 typedef struct Sched {
     IrFunc *f;
-    IrBlock *body;
     IrOp **ops;                      /* the body's ops but the yield, in order */
-    uint32_t n;
     bool *placed;                    /* per op index */
     uint32_t *index;                 /* per value (first result): the op's index + 1, or 0 */
     IrOp **flight;                   /* dots issued and not yet waited for, in issue order */
@@ -474,7 +472,7 @@ static bool schedule(IrFunc *f, IrOp *loop)
         n++;
     }
     if (ndots < 3 || ndots > 8) return false;
-    Sched s = {f, body, tl_calloc(n, sizeof(IrOp *)), n, tl_calloc(n, sizeof(bool)),
+    Sched s = {f, tl_calloc(n, sizeof(IrOp *)), tl_calloc(n, sizeof(bool)),
                tl_calloc(f->nvalues + 1, sizeof(uint32_t)), tl_calloc(ndots, sizeof(IrOp *)), 0, y};
     bool *need = tl_calloc(n, sizeof *need);
     if (!s.ops || !s.placed || !s.index || !s.flight || !need) tl_oom();
@@ -499,11 +497,13 @@ static bool schedule(IrFunc *f, IrOp *loop)
                     (pass == 0 ? s.ops[i]->code == IR_OP_DOT : pass == 1 ? need[i] : true))
                     pick = (int)i;
         for (int pass = 0; pass < 2 && pick < 0; pass++)
-            for (uint32_t i = 0; i < n; i++)
-                if (!s.placed[i] && (pass || need[i]) && ready(&s, s.ops[i]) && waits(&s, s.ops[i]) < best) {
-                    best = waits(&s, s.ops[i]);
+            for (uint32_t i = 0; i < n; i++) {
+                int w = !s.placed[i] && (pass || need[i]) && ready(&s, s.ops[i]) ? waits(&s, s.ops[i]) : INT32_MAX;
+                if (w < best) {
+                    best = w;
                     pick = (int)i;
                 }
+            }
         if (pick < 0) break;   /* (cannot happen: the body is in order) */
         place(&s, (uint32_t)pick);
     }
