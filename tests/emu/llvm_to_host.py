@@ -8,12 +8,19 @@ the kernel computes them.
 
     python3 llvm_to_host.py kernel.ll host.ll [--values]
 
+With --emu (the mock driver's MOCKCUDA_EMULATE=1, tests/emu/emu_rt.c), every instruction
+computes what the GPU's would, through the emulated GPU of emu_rt.c (wgmma, TMA,
+mbarriers, cp.async, shuffles, conversions), and each kernel gets an entry
+`emu_entry_NAME(void **params)` taking the driver's kernel parameters; an instruction
+the emulator does not model fails the translation with its text.
+
 With --values (values.sh), values are computed too: setp/selp pairs compare as
 written, predicated global stores store, and warp shuffles go through the harness
 (values_harness.c), which exchanges them between the threads of a warp.
 """
 import re, sys
-VALUES = "--values" in sys.argv[3:]
+EMU = "--emu" in sys.argv[3:]
+VALUES = "--values" in sys.argv[3:] or EMU
 src = open(sys.argv[1]).read()
 out = []
 decls = {}
@@ -24,7 +31,10 @@ def emu_for(asm, cons, args, ret):
     name = "emu_%d" % len(decls)
     argtypes = [a.strip().split()[0] for a in split_args(args)] if args.strip() else []
     params = ", ".join("%s %%p%d" % (t, i) for i, t in enumerate(argtypes))
-    body = []
+    body = emu_body(asm, cons, argtypes, ret) if EMU else []
+    if body:
+        decls[key] = (name, "define internal %s @%s(%s) {\n%s\n}\n" % (ret, name, params, "\n".join(body)))
+        return name
     if "ldmatrix" in asm:
         body = ["  call void @chk_ldm(i32 %p0)", "  ret %s zeroinitializer" % ret]
     elif asm.startswith("mma.sync"):
@@ -119,6 +129,93 @@ def emu_for(asm, cons, args, ret):
         sys.exit("unknown asm: " + asm)
     decls[key] = (name, "define internal %s @%s(%s) {\n%s\n}\n" % (ret, name, params, "\n".join(body)))
     return name
+def struct_of(ret, vals, ty):
+    """Lines building the struct ret from vals (each of type ty); its name."""
+    cur, lines = "undef", []
+    for i, v in enumerate(vals):
+        lines.append("  %%s%d = insertvalue %s %s, %s %s, %d" % (i, ret, cur, ty, v, i))
+        cur = "%%s%d" % i
+    return lines, cur
+def via_array(n, ty, vals, tag):
+    """Lines storing vals into a fresh [n x ty] array %tag."""
+    lines = ["  %%%s = alloca [%d x %s], align 16" % (tag, n, ty)]
+    for i, v in enumerate(vals):
+        lines.append("  %%%s.%d = getelementptr [%d x %s], ptr %%%s, i32 0, i32 %d" % (tag, i, n, ty, tag, i))
+        lines.append("  store %s %s, ptr %%%s.%d" % (ty, v, tag, i))
+    return lines
+def from_array(n, ty, tag):
+    lines, vals = [], []
+    for i in range(n):
+        lines.append("  %%%s.l%d = load %s, ptr %%%s.%d" % (tag, i, ty, tag, i))
+        vals.append("%%%s.l%d" % (tag, i))
+    return lines, vals
+def emu_body(asm, cons, argtypes, ret):
+    """The body of the emulated instruction (--emu), or [] where the checking one is also
+    the emulating one (no-ops and values passed through)."""
+    k = len(argtypes)
+    p = ["%%p%d" % i for i in range(k)]
+    if "wgmma.mma_async" in asm:
+        m = re.search(r"m64n(\d+)k(16|32)\.f32\.(\w+)\.(\w+) ", asm)
+        if not m or m.group(3) != m.group(4) or m.group(3) not in ("bf16", "f16", "e4m3", "e5m2"):
+            sys.exit("emu: a wgmma the emulator does not model: " + asm[:200])
+        N, R = int(m.group(1)), int(m.group(1)) // 2
+        typ = ("bf16", "f16", "e4m3", "e5m2").index(m.group(3))
+        regs = re.search(r"\}, \{\$", asm) is not None
+        tail = re.search(r"p, 1, 1((?:, \d)*); \}$", asm).group(1)
+        flags = [int(x) for x in re.findall(r"\d", tail)]
+        ta, tb = (0, flags[0] if flags else 0) if regs else ((flags + [0, 0])[0], (flags + [0, 0])[1])
+        acc = p[k - R:]
+        lines = via_array(R, "float", acc, "acc")
+        if regs:
+            lines += via_array(4, "i32", p[:4], "ar")
+            areg, da = "ptr %ar", "i64 0"
+        else:
+            areg, da = "ptr null", "i64 %s" % p[k - R - 3]
+        lines.append("  call void @emu_wgmma(ptr %%acc, %s, %s, i64 %s, i32 %s, i32 %d, i32 %d, i32 %d, i32 %d)"
+                     % (areg, da, p[k - R - 2], p[k - R - 1], N, typ, ta, tb))
+        l2, vals = from_array(R, "float", "acc")
+        l3, res = struct_of(ret, vals, "float")
+        return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
+    if asm.startswith("mma.sync") or "ldmatrix" in asm or "multicast::cluster" in asm or "mapa." in asm \
+            or asm.startswith("barrier.cluster"):
+        sys.exit("emu: not modelled yet (mma.sync, ldmatrix and clusters): " + asm[:120])
+    if asm == "cvt.rn.bf16x2.f32 $0, $1, $2;":
+        return ["  %r = call i32 @emu_cvt_bf16x2(float %p0, float %p1)", "  ret i32 %r"]
+    m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$0, 0; @p st\.global(?:\.v(\d))?\.b32 \[\$1\], ", asm)
+    if m:
+        n = int(m.group(1) or 1)
+        return via_array(n, "i32", p[2:2 + n], "v") + \
+            ["  call void @emu_st_global(i32 %%p0, i64 %%p1, ptr %%v, i32 %d)" % n, "  ret void"]
+    m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$(\d+), 0; @p ld\.global(?:\.v(\d))?\.b32 ", asm)
+    if m:
+        n = int(m.group(2) or 1)   # args: address, predicate, the n values tied to the outputs
+        lines = via_array(n, "i32", p[2:2 + n], "v")
+        lines.append("  call void @emu_ld_global(i32 %%p1, i64 %%p0, ptr %%v, i32 %d)" % n)
+        l2, vals = from_array(n, "i32", "v")
+        if n == 1:
+            return lines + l2 + ["  ret i32 %s" % vals[0]]
+        l3, res = struct_of(ret, vals, "i32")
+        return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
+    m = re.match(r"cp\.async\.c[ga]\.shared\.global \[\$0\], \[\$1\], (\d+)(, \$2)?;$", asm)
+    if m:
+        size = m.group(1)
+        return ["  call void @emu_cp_async(i32 %%p0, i64 %%p1, i32 %s, i32 %s)" % (size, "%p2" if m.group(2) else size),
+                "  ret void"]
+    if asm.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];"):
+        return ["  call void @emu_tma_load(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4)", "  ret void"]
+    if asm == "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];":
+        return ["  call void @emu_tma_store(i64 %p0, i32 %p1, i32 %p2, i32 %p3)", "  ret void"]
+    if asm == "mbarrier.init.shared::cta.b64 [$0], $1;":
+        return ["  call void @emu_mbar_init(i32 %p0, i32 %p1)", "  ret void"]
+    if asm == "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;":
+        return ["  call void @emu_mbar_arrive_tx(i32 %p0, i32 %p1)", "  ret void"]
+    if asm == "mbarrier.arrive.shared::cta.b64 _, [$0];":
+        return ["  call void @emu_mbar_arrive(i32 %p0)", "  ret void"]
+    if "mbarrier.try_wait.parity.shared::cta.b64 tile_p, [$0], $1;" in asm:
+        return ["  call void @emu_mbar_wait(i32 %p0, i32 %p1)", "  ret void"]
+    if asm.startswith("mbarrier."):
+        sys.exit("emu: an mbarrier form the emulator does not model: " + asm)
+    return []
 def split_args(s):
     parts, depth, cur = [], 0, ""
     for ch in s:
@@ -147,6 +244,32 @@ for m in pat.finditer(src):
 pieces.append(src[at:])
 src = "".join(pieces)
 src = re.sub(r'^target (datalayout|triple).*$', '', src, flags=re.M)
+entries = []
+if EMU:
+    # the runtime's "// tile-config:" lines before the module
+    src = "\n".join(l for l in src.split("\n") if not l.startswith("//"))
+    for m in re.finditer(r"^define ptx_kernel void @([\w.$]+)\((.*)\)[^\n]*\{$", src, flags=re.M):
+        name, ps = m.group(1), split_args(m.group(2))
+        lines, args = ["define void @emu_entry_%s(ptr %%params) {" % name], []
+        for i, prm in enumerate(ps):
+            prm = prm.strip()
+            lines.append("  %%q%d = getelementptr ptr, ptr %%params, i64 %d" % (i, i))
+            lines.append("  %%a%d = load ptr, ptr %%q%d" % (i, i))
+            if prm.startswith("ptr byval("):
+                args.append(prm[:prm.rindex("%")] + "%%a%d" % i)
+                continue
+            ty = "ptr addrspace(%s)" % re.match(r"ptr addrspace\((\d+)\)", prm).group(1) if prm.startswith("ptr addrspace") \
+                else prm.split()[0]
+            lines.append("  %%v%d = load %s, ptr %%a%d" % (i, ty, i))
+            args.append("%s %%v%d" % (ty, i))
+        lines += ["  call void @%s(%s)" % (name, ", ".join(args)), "  ret void", "}"]
+        entries.append("\n".join(lines))
+    for sreg in ("ctaid", "nctaid"):
+        for ax in "xyz":
+            src = src.replace("@llvm.nvvm.read.ptx.sreg.%s.%s" % (sreg, ax), "@emu_%s_%s" % (sreg, ax))
+            src = re.sub(r"declare [^\n]*@emu_%s_%s\(\)[^\n]*" % (sreg, ax), "declare i32 @emu_%s_%s()" % (sreg, ax), src)
+    src = src.replace("@llvm.nvvm.ex2.approx.ftz.f(", "@emu_ex2_ftz(").replace("@llvm.nvvm.ex2.approx.f(", "@emu_ex2(")
+    src = re.sub(r"declare [^\n]*@emu_ex2(_ftz)?\([^\n]*", lambda m: "declare float @emu_ex2%s(float)" % (m.group(1) or ""), src)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
 src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
@@ -172,6 +295,19 @@ src += "declare void @chk_tma(i32, i64, i32, i32, i32)\ndeclare void @chk_mbar(i
 src += "declare void @chk_tma_mc(i32, i64, i32, i32, i32, i16)\ndeclare void @chk_remote_arrive(i32, i32)\n"
 src += "declare void @emu_cluster_barrier()\ndeclare void @emu_bar_sync(i32, i32)\ndeclare void @emu_bar_arrive(i32, i32)\n"
 src += "\n".join(d for _, d in decls.values())
+if EMU:
+    src += "\n" + "\n".join(entries) + "\n"
+    src += "declare void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)\ndeclare i32 @emu_cvt_bf16x2(float, float)\n"
+    src += "declare void @emu_st_global(i32, i64, ptr, i32)\ndeclare void @emu_ld_global(i32, i64, ptr, i32)\n"
+    src += "declare void @emu_cp_async(i32, i64, i32, i32)\ndeclare void @emu_tma_load(i32, i64, i32, i32, i32)\n"
+    src += "declare void @emu_tma_store(i64, i32, i32, i32)\ndeclare void @emu_mbar_init(i32, i32)\n"
+    src += "declare void @emu_mbar_arrive_tx(i32, i32)\ndeclare void @emu_mbar_arrive(i32)\ndeclare void @emu_mbar_wait(i32, i32)\n"
+    # fptrunc to bfloat is a libcall on the host; the emulator rounds to nearest even
+    src += "define bfloat @__truncsfbf2(float %x) {\n  %b = call i16 @emu_f2bf(float %x)\n"
+    src += "  %r = bitcast i16 %b to bfloat\n  ret bfloat %r\n}\ndeclare i16 @emu_f2bf(float)\n"
+    left = sorted(set(re.findall(r"@llvm\.nvvm\.[\w.]+", src)))
+    if left:
+        sys.exit("emu: NVVM intrinsics the emulator does not model: " + ", ".join(left))
 open(sys.argv[2], "w").write(src)
 # instrument shared loads and stores: a check of the address before each
 s = open(sys.argv[2]).read()

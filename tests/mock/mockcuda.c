@@ -51,7 +51,15 @@
  *   MOCKCUDA_SPILL_CONFIG=P   matching modules spill 64 bytes (LOCAL_SIZE_BYTES) always
  *   MOCKCUDA_SMEM_OPTIN=N     the device's opt-in shared memory per block (232448)
  *   MOCKCUDA_MAX_THREADS=N    the device's threads per block (1024)
- * The VALUE of the last four is ignored (write "1"). */
+ * The VALUE of the last four is ignored (write "1").
+ *
+ * Emulation (tests/emu): with MOCKCUDA_EMULATE=1, a module whose text is LLVM IR (what
+ * libtileCG_emu.so gives the runtime in place of PTX, tests/emu/emucg.c) really runs:
+ * at its first launch the IR is made host code (tests/emu/llvm_to_host.py --emu, llc,
+ * cc with tests/emu/emu_rt.c, from MOCKCUDA_EMU_DIR) and each launch runs the grid on
+ * the host, one pthread per GPU thread, before returning. A launch whose emulation
+ * finds an error (printed) makes the sticky fault 719, as a kernel fault would. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -85,6 +93,8 @@ struct Module {
     bool occupancy_request;   /* the image asks for .minnctapersm */
     char config[512];         /* its "// tile-config:" line, "" if none */
     unsigned launches;        /* for MOCKCUDA_TIMES lists */
+    char *llvm;               /* the image when it is LLVM IR (emulation), else NULL */
+    void *host;               /* its host build, once launched with MOCKCUDA_EMULATE=1 */
 };
 
 typedef struct Event {
@@ -314,8 +324,34 @@ static const char *parse_params(const char *p, Func *f)
     return end;
 }
 
+/* The kernels of an LLVM IR module ("define ptx_kernel void @NAME(TYPE %x, ...)"): each
+ * parameter's width as the runtime passes it (a tensor map byval: 128 bytes). */
+static bool parse_llvm(const char *ir, Module *m)
+{
+    for (const char *p = ir; (p = strstr(p, "define ptx_kernel void @")) && m->nfuncs < 16;) {
+        Func *f = &m->funcs[m->nfuncs++];
+        memset(f, 0, sizeof *f);
+        p += strlen("define ptx_kernel void @");
+        size_t n = strcspn(p, "(");
+        snprintf(f->name, sizeof f->name, "%.*s", (int)n, p);
+        p += n + 1;
+        while (*p && *p != ')' && f->nparams < MOCK_MAX_PARAMS) {
+            int bytes = !strncmp(p, "ptr byval", 9) ? 128 : !strncmp(p, "ptr", 3) ? 8
+                      : !strncmp(p, "i64", 3) || !strncmp(p, "double", 6) ? 8
+                      : !strncmp(p, "i32", 3) || !strncmp(p, "float", 5) ? 4
+                      : !strncmp(p, "i16", 3) || !strncmp(p, "bfloat", 6) || !strncmp(p, "half", 4) ? 2 : 1;
+            f->bytes[f->nparams++] = bytes;
+            int depth = 0;   /* to the next parameter: the comma outside parentheses */
+            for (; *p && (depth || (*p != ',' && *p != ')')); p++) depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+            if (*p == ',') p += 2;
+        }
+    }
+    return m->nfuncs > 0;
+}
+
 static bool parse_ptx(const char *ptx, Module *m)
 {
+    if (strstr(ptx, "define ptx_kernel")) return parse_llvm(ptx, m);
     for (const char *p = ptx; (p = strstr(p, ".entry")) && m->nfuncs < 16;) {
         Func *f = &m->funcs[m->nfuncs++];
         memset(f, 0, sizeof *f);
@@ -363,6 +399,10 @@ static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int
     count(cubin ? &counts.cubin_loads : &counts.ptx_loads);
     m->occupancy_request = strstr(text, ".minnctapersm") != NULL;
     config_of(text, m->config, sizeof m->config);
+    if (strstr(text, "define ptx_kernel") && !(m->llvm = strdup(cubin ? text + strlen(CUBIN_MAGIC) : text))) {
+        free(m);
+        return 2;
+    }
     for (int i = 0; i < m->nfuncs; i++) m->funcs[i].module = m;
     *out = m;
     return OK;
@@ -371,6 +411,8 @@ static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int
 static int m_cuModuleUnload(Module *m)
 {
     count(&counts.unloads);
+    if (m->host) dlclose(m->host);
+    free(m->llvm);
     free(m);
     return OK;
 }
@@ -443,6 +485,68 @@ static int m_cuLinkDestroy(Link *st)
     return OK;
 }
 
+/* ---- emulation (tests/emu) ------------------------------------------------------------ */
+/* Runs a shell command; false (with its output shown) if it fails. */
+static bool sh(const char *cmd)
+{
+    int r = system(cmd);
+    if (r) fprintf(stderr, "mockcuda: emulation: '%s' failed (%d)\n", cmd, r);
+    return r == 0;
+}
+
+/* m's host build: the IR through llvm_to_host.py --emu, llc and cc with emu_rt.c, in a
+ * directory of its own; NULL (said on stderr) if a step fails. */
+static void *host_build(Module *m)
+{
+    if (m->host) return m->host;
+    const char *dir = getenv("MOCKCUDA_EMU_DIR");
+    const char *llc = getenv("MOCKCUDA_LLC");
+    char tmp[] = "/tmp/mockcuda-emu-XXXXXX", path[600], cmd[3000];
+    if (!dir || !mkdtemp(tmp)) {
+        fprintf(stderr, "mockcuda: MOCKCUDA_EMULATE needs MOCKCUDA_EMU_DIR (tests/emu)\n");
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/k.ll", tmp);
+    FILE *f = fopen(path, "w");
+    if (!f) return NULL;
+    fputs(m->llvm, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "python3 %s/llvm_to_host.py %s/k.ll %s/h.ll --emu && %s -O1 -mtriple=x86_64-pc-linux-gnu "
+             "-relocation-model=pic -filetype=obj %s/h.ll -o %s/h.o && cc -O1 -fPIC -shared %s/h.o %s/emu_rt.c "
+             "-o %s/k.so -lpthread -lm",
+             dir, tmp, tmp, llc && *llc ? llc : "llc-19", tmp, tmp, tmp, dir, tmp);
+    if (sh(cmd)) {
+        snprintf(path, sizeof path, "%s/k.so", tmp);
+        if (!(m->host = dlopen(path, RTLD_NOW | RTLD_LOCAL))) fprintf(stderr, "mockcuda: %s\n", dlerror());
+    }
+    if (!getenv("MOCKCUDA_EMU_KEEP")) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+        sh(cmd);
+    } else {
+        fprintf(stderr, "mockcuda: emulation files in %s\n", tmp);
+    }
+    return m->host;
+}
+
+/* Runs f's launch on the host; 0, or the sticky fault it makes. */
+static int emulate(const Func *f, const unsigned g[3], unsigned threads, unsigned shmem, void **params)
+{
+    Module *m = (Module *)f->module;
+    if (f->cluster > 1) {
+        fprintf(stderr, "mockcuda: emulation of clusters is not modelled (%s)\n", f->name);
+        return 719;
+    }
+    void *h = host_build(m);
+    char sym[96];
+    snprintf(sym, sizeof sym, "emu_entry_%s", f->name);
+    void (*entry)(void **) = h ? (void (*)(void **))dlsym(h, sym) : NULL;
+    int (*run)(void (*)(void **), const unsigned *, unsigned, unsigned, void **) =
+        h ? (int (*)(void (*)(void **), const unsigned *, unsigned, unsigned, void **))dlsym(h, "emu_launch") : NULL;
+    if (!entry || !run) return 719;
+    return run(entry, g, threads, shmem, params) ? 719 : 0;
+}
+
 /* ---- launches and memory ------------------------------------------------------------ */
 #define MOCK_LOG 256
 static MockLaunch launch_log[MOCK_LOG];   /* the first MOCK_LOG launches since reset */
@@ -503,6 +607,14 @@ static int m_cuLaunchKernel(Func *f, unsigned gx, unsigned gy, unsigned gz, unsi
                     for (int k = 0; k < 4; k++) ((unsigned char *)(uintptr_t)p)[k] ^= 0x5a;
         }
     pthread_mutex_unlock(&mu);
+    if (m && m->llvm && getenv("MOCKCUDA_EMULATE")) {
+        int fault = emulate(f, g, bx * by * bz, shmem, params);
+        if (fault) {
+            pthread_mutex_lock(&mu);
+            sticky = fault;
+            pthread_mutex_unlock(&mu);
+        }
+    }
     const char *rep = getenv("MOCKCUDA_BOUNDS_REPORT");
     if (rep && *rep && f->nparams && f->bytes[f->nparams - 1] == 8) {
         int64_t *w;

@@ -1,0 +1,570 @@
+/* The emulated GPU of tests/emu: what a kernel's host build (llvm_to_host.py --emu) calls
+ * in place of the PTX it would run, with values. Linked into each module's shared
+ * object by the mock driver when MOCKCUDA_EMULATE=1 (tests/mock/mockcuda.c), which runs
+ * a launch through emu_launch: one pthread per GPU thread, the CTAs of the grid one
+ * after another, all threads of a CTA at once (so barriers, mbarrier waits, warp
+ * shuffles and warpgroup wgmmas meet as on the GPU).
+ *
+ * What is modelled, and how (the facts of ../shared/TENSOR-CORES.md):
+ * - shared memory: one buffer of the launch's dynamic size, zeroed per CTA; every
+ *   access checked to lie inside it and be aligned;
+ * - wgmma m64nNk16 (f16, bf16) and m64nNk32 (e4m3, e5m2) into f32: the 128 threads of a
+ *   warpgroup meet, thread 0 of it reads A (its descriptor, or the threads' registers in
+ *   the mma A pattern) and B through their descriptors (K-major or, 16-bit, MN-major;
+ *   128/64/32-byte swizzles as address bits 4-6/4-5/4 XOR 7-9/7-8/7), multiplies in
+ *   f32 and hands each thread its accumulators (row 16w + g + 8((i>>1)&1), column
+ *   8(i>>2) + 2t + (i&1)); the copy is done at the instruction, so a missing wait in
+ *   the kernel is not caught here, but every layout and index is;
+ * - TMA (the mock's tensor maps): a 2-D box copied at its issue into the swizzled
+ *   stage, zeros outside the tensor, then complete_tx of the box's bytes on the
+ *   mbarrier; stores from a swizzled staging buffer, clipped at the tensor's edges;
+ * - mbarriers: arrivals, expected transaction bytes and the phase's parity (try_wait
+ *   of parity P passes once the phase of that parity has completed; at once on a
+ *   fresh barrier for P = 1), waits blocking;
+ * - cp.async (copied at issue, zero-filled past its source size), predicated global
+ *   loads and stores, cvt.rn.bf16x2, ex2.approx (exp2f, flushing subnormals where
+ *   ftz), warp shuffles (idx, bfly, up, down over whole warps), barrier 0 over the
+ *   CTA's living threads and named barriers by count.
+ * Anything else fails the translation, never silently. A CTA whose threads have not
+ * finished after EMU_TIMEOUT seconds (default 120) ends the process with a message: on
+ * the GPU a hang. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NT_MAX 1024
+#define SMEM_MAX (228 * 1024)
+
+typedef struct Rdv {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, count;
+    unsigned gen;
+} Rdv;
+
+/* the kernel's @__tile_smem */
+unsigned char __tile_smem[SMEM_MAX] __attribute__((aligned(1024)));
+#define smem __tile_smem
+static unsigned smem_bytes;
+static __thread int tid_ = -1;
+static unsigned cta_[3], grid_[3], nthreads;
+static int errors;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;   /* mbarriers, barrier 0, named barriers */
+static Rdv warp_rdv[NT_MAX / 32], wg_rdv[NT_MAX / 128];
+static uint32_t shfl_slot[NT_MAX];
+static int living;                                     /* threads of the CTA not yet returned */
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&mu);
+    if (errors++ < 20) {
+        fprintf(stderr, "emu: cta (%u, %u, %u) thread %d: ", cta_[0], cta_[1], cta_[2], tid_);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static void rdv_init(Rdv *r, int n)
+{
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->n = n, r->count = 0, r->gen = 0;
+}
+
+static void rdv_wait(Rdv *r)
+{
+    pthread_mutex_lock(&r->mu);
+    unsigned g = r->gen;
+    if (++r->count == r->n) {
+        r->count = 0;
+        r->gen++;
+        pthread_cond_broadcast(&r->cv);
+    } else {
+        while (r->gen == g) pthread_cond_wait(&r->cv, &r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- special registers -------------------------------------------------------------- */
+int emu_tid(void) { return tid_; }
+int emu_ctaid_x(void) { return (int)cta_[0]; }
+int emu_ctaid_y(void) { return (int)cta_[1]; }
+int emu_ctaid_z(void) { return (int)cta_[2]; }
+int emu_nctaid_x(void) { return (int)grid_[0]; }
+int emu_nctaid_y(void) { return (int)grid_[1]; }
+int emu_nctaid_z(void) { return (int)grid_[2]; }
+
+/* ---- shared memory -------------------------------------------------------------------- */
+static uint32_t off_of(uint32_t a) { return a - (uint32_t)(uintptr_t)smem; }
+static unsigned char *sh(uint32_t a, uint32_t n, const char *what)
+{
+    uint32_t o = off_of(a);
+    if (o + (uint64_t)n > smem_bytes) {
+        fail("%s at shared offset %u (+%u) past the %u bytes launched", what, o, n, smem_bytes);
+        return NULL;
+    }
+    return smem + o;
+}
+void *emu_shared_ptr_i32(uint32_t a) { return smem + off_of(a); }
+void *emu_shared_ptr_i64(uint64_t a) { return smem + off_of((uint32_t)a); }
+void chk_sh(void *p, uint32_t sz)
+{
+    uintptr_t o = (uintptr_t)p - (uintptr_t)smem;
+    if (o % sz) fail("shared access misaligned (offset %lu, %u bytes)", (unsigned long)o, sz);
+    if (o + sz > smem_bytes) fail("shared access at offset %lu past the %u bytes launched", (unsigned long)o, smem_bytes);
+}
+void chk_gl(void *p, uint32_t sz)
+{
+    if ((uintptr_t)p % sz) fail("global load misaligned (%p, %u bytes)", p, sz);
+}
+void chk_gs(void *p, uint32_t sz)
+{
+    if ((uintptr_t)p % sz) fail("global store misaligned (%p, %u bytes)", p, sz);
+}
+
+/* ---- barriers ----------------------------------------------------------------------- */
+static struct { int count, n; unsigned phase; } named[16];
+static unsigned bar0_count, bar0_phase;
+
+static void bar0_check_locked(void)
+{
+    if (bar0_count && bar0_count >= (unsigned)living) {
+        bar0_count = 0;
+        bar0_phase++;
+        pthread_cond_broadcast(&cv);
+    }
+}
+
+/* barrier 0 (bar.sync 0 / __syncthreads): every thread of the CTA still running */
+void emu_barrier(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned mine = bar0_phase;
+    bar0_count++;
+    bar0_check_locked();
+    while (bar0_phase == mine) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+static void named_bar(int id, int n, int wait)
+{
+    if (id < 0 || id >= 16) {
+        fail("named barrier %d outside 0..15", id);
+        return;
+    }
+    if (id == 0 && n == (int)nthreads) {
+        if (wait) emu_barrier();
+        else fail("bar.arrive 0 of the whole CTA");
+        return;
+    }
+    pthread_mutex_lock(&mu);
+    if (named[id].n && named[id].n != n) fail("named barrier %d used with %d and %d threads", id, named[id].n, n);
+    named[id].n = n;
+    unsigned mine = named[id].phase;
+    if (++named[id].count == n) {
+        named[id].count = 0;
+        named[id].phase++;
+        pthread_cond_broadcast(&cv);
+    } else if (wait) {
+        while (named[id].phase == mine) pthread_cond_wait(&cv, &mu);
+    }
+    pthread_mutex_unlock(&mu);
+}
+void emu_barrier_cnt(int id, int n) { named_bar(id, n, 1); }
+void emu_bar_sync(int id, int n) { named_bar(id, n, 1); }
+void emu_bar_arrive(int id, int n) { named_bar(id, n, 0); }
+
+/* ---- warp shuffles (whole warps, width 32) ---------------------------------------------- */
+static uint32_t shfl(int mode, uint32_t v, uint32_t b)
+{
+    int lane = tid_ % 32, base = tid_ - lane, src = lane;
+    Rdv *r = &warp_rdv[tid_ / 32];
+    shfl_slot[tid_] = v;
+    rdv_wait(r);
+    switch (mode) {
+    case 0: src = (int)(b & 31); break;                           /* idx */
+    case 1: src = lane ^ (int)(b & 31); break;                    /* bfly */
+    case 2: src = lane - (int)b >= 0 ? lane - (int)b : lane; break;   /* up */
+    case 3: src = lane + (int)b <= 31 ? lane + (int)b : lane; break;  /* down */
+    }
+    uint32_t out = shfl_slot[base + src];
+    rdv_wait(r);
+    return out;
+}
+uint32_t emu_shfl_idx(uint32_t m, uint32_t v, uint32_t b, uint32_t c) { (void)m, (void)c; return shfl(0, v, b); }
+uint32_t emu_shfl_bfly(uint32_t m, uint32_t v, uint32_t b, uint32_t c) { (void)m, (void)c; return shfl(1, v, b); }
+uint32_t emu_shfl_up(uint32_t m, uint32_t v, uint32_t b, uint32_t c) { (void)m, (void)c; return shfl(2, v, b); }
+uint32_t emu_shfl_down(uint32_t m, uint32_t v, uint32_t b, uint32_t c) { (void)m, (void)c; return shfl(3, v, b); }
+
+/* ---- numbers ------------------------------------------------------------------------ */
+static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static uint16_t f_to_bf16(float f)
+{
+    uint32_t u = f_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_f(uint16_t h) { return bits_f((uint32_t)h << 16); }
+static float f16_f(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023;
+    if (e == 31) return bits_f(s | 0x7f800000u | (m << 13));
+    if (e == 0) return (s ? -1.0f : 1.0f) * ldexpf((float)m, -24);
+    return bits_f(s | ((e + 112) << 23) | (m << 13));
+}
+static float e4m3_f(uint8_t b)
+{
+    int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    if (e == 15 && m == 7) return NAN;
+    float v = e ? ldexpf(1.0f + (float)m / 8.0f, e - 7) : ldexpf((float)m / 8.0f, -6);
+    return s ? -v : v;
+}
+static float e5m2_f(uint8_t b)
+{
+    int s = b >> 7, e = (b >> 2) & 31, m = b & 3;
+    float v;
+    if (e == 31) v = m ? NAN : INFINITY;
+    else v = e ? ldexpf(1.0f + (float)m / 4.0f, e - 15) : ldexpf((float)m / 4.0f, -14);
+    return s ? -v : v;
+}
+uint16_t emu_f2bf(float f) { return f_to_bf16(f); }
+/* cvt.rn.bf16x2.f32 d, a, b: a in the upper half, b in the lower */
+uint32_t emu_cvt_bf16x2(float a, float b) { return ((uint32_t)f_to_bf16(a) << 16) | f_to_bf16(b); }
+static float ftz(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
+float emu_ex2_ftz(float x) { return ftz(exp2f(ftz(x))); }
+float emu_ex2(float x) { return exp2f(x); }
+
+/* ---- global memory through asm ---------------------------------------------------------- */
+void emu_st_global(uint32_t pred, uint64_t addr, const uint32_t *v, uint32_t n)
+{
+    if (!pred) return;
+    if (addr % (4u * n)) fail("st.global.v%u misaligned (0x%llx)", n, (unsigned long long)addr);
+    memcpy((void *)(uintptr_t)addr, v, 4u * n);
+}
+void emu_ld_global(uint32_t pred, uint64_t addr, uint32_t *v, uint32_t n)
+{
+    if (!pred) return;   /* the registers keep what they held (tied) */
+    if (addr % (4u * n)) fail("ld.global.v%u misaligned (0x%llx)", n, (unsigned long long)addr);
+    memcpy(v, (const void *)(uintptr_t)addr, 4u * n);
+}
+
+/* ---- cp.async -------------------------------------------------------------------------- */
+void emu_cp_async(uint32_t dst, uint64_t src, uint32_t size, uint32_t src_size)
+{
+    unsigned char *d = sh(dst, size, "cp.async destination");
+    if (!d) return;
+    if (dst % size) fail("cp.async destination misaligned (%u)", off_of(dst));
+    if (src_size > size) src_size = size;
+    if (src_size && src % size) fail("cp.async source misaligned (0x%llx)", (unsigned long long)src);
+    memset(d, 0, size);
+    if (src_size) memcpy(d, (const void *)(uintptr_t)src, src_size);
+}
+
+/* ---- mbarriers --------------------------------------------------------------------------- */
+#define NBAR 256
+static struct Bar { uint32_t off; int used, count, pending; int64_t tx; unsigned phase; } bars[NBAR];
+static int nbars;
+
+static struct Bar *bar_of(uint32_t a, int create)
+{
+    uint32_t o = off_of(a);
+    if (o % 8 || o + 8 > smem_bytes) {
+        fail("mbarrier at shared offset %u misaligned or past the shared memory", o);
+        return NULL;
+    }
+    for (int i = 0; i < nbars; i++)
+        if (bars[i].off == o) return &bars[i];
+    if (!create) {
+        fail("mbarrier at shared offset %u used before mbarrier.init", o);
+        return NULL;
+    }
+    if (nbars == NBAR) {
+        fail("more than %d mbarriers", NBAR);
+        return NULL;
+    }
+    bars[nbars].off = o;
+    return &bars[nbars++];
+}
+static void bar_complete_locked(struct Bar *b)
+{
+    if (b->pending == 0 && b->tx == 0) {
+        b->phase++;
+        b->pending = b->count;
+        pthread_cond_broadcast(&cv);
+    }
+}
+void emu_mbar_init(uint32_t a, uint32_t count)
+{
+    pthread_mutex_lock(&mu);
+    struct Bar *b = bar_of(a, 1);
+    if (b) b->used = 1, b->count = b->pending = (int)count, b->tx = 0, b->phase = 0;
+    pthread_mutex_unlock(&mu);
+}
+static void bar_arrive(uint32_t a, int64_t tx)
+{
+    pthread_mutex_lock(&mu);
+    struct Bar *b = bar_of(a, 0);
+    if (b) {
+        b->tx += tx;
+        if (--b->pending < 0) fail("mbarrier at %u: more arrivals than its count %d", b->off, b->count);
+        bar_complete_locked(b);
+    }
+    pthread_mutex_unlock(&mu);
+}
+void emu_mbar_arrive(uint32_t a) { bar_arrive(a, 0); }
+void emu_mbar_arrive_tx(uint32_t a, uint32_t tx) { bar_arrive(a, tx); }
+static void bar_complete_tx(uint32_t a, uint32_t bytes)
+{
+    pthread_mutex_lock(&mu);
+    struct Bar *b = bar_of(a, 0);
+    if (b) {
+        b->tx -= bytes;
+        bar_complete_locked(b);
+    }
+    pthread_mutex_unlock(&mu);
+}
+void emu_mbar_wait(uint32_t a, uint32_t parity)
+{
+    pthread_mutex_lock(&mu);
+    struct Bar *b = bar_of(a, 0);
+    while (b && (b->phase & 1) == (parity & 1)) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- swizzled shared memory ------------------------------------------------------------ */
+/* The byte offset o (from the 1024-byte aligned buffer) where a swizzle of sw bytes
+ * puts the 16-byte chunk: bits 4.. XORed with bits 7.. */
+static uint32_t swz(uint32_t o, uint32_t sw)
+{
+    uint32_t bits = sw == 128 ? 3 : sw == 64 ? 2 : sw == 32 ? 1 : 0;
+    return o ^ (((o >> 7) & ((1u << bits) - 1)) << 4);
+}
+
+/* ---- TMA ---------------------------------------------------------------------------------- */
+typedef struct Map {   /* tests/mock/mockcuda.h MockTensorMap */
+    char magic[8];
+    uint64_t address;
+    uint32_t dtype, rank, interleave, swizzle, l2_promotion, oob_fill;
+    uint64_t dims[3], strides[2];
+    uint32_t box[3], elem_strides[3];
+    uint8_t unused[24];
+} Map;
+static const int dtype_bytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+
+static const Map *map_of(uint64_t p)
+{
+    const Map *m = (const Map *)(uintptr_t)p;
+    if (!m || memcmp(m->magic, "mocktma", 8) || m->rank != 2) {
+        fail("a TMA copy through something that is not a 2-D tensor map of the mock driver");
+        return NULL;
+    }
+    return m;
+}
+static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store)
+{
+    uint32_t es = (uint32_t)dtype_bytes[m->dtype], sw = m->swizzle ? 16u << m->swizzle : 0;
+    uint32_t row = m->box[0] * es, bytes = row * m->box[1];
+    unsigned char *base = sh(s, bytes, store ? "TMA store source" : "TMA copy destination");
+    if (!base) return;
+    uint32_t o0 = off_of(s);
+    if (sw && o0 % (8 * sw) && m->box[1] >= 8) fail("TMA box at shared offset %u not on a swizzle repeat", o0);
+    for (uint32_t r = 0; r < m->box[1]; r++)
+        for (uint32_t e = 0; e < m->box[0]; e++) {
+            int64_t x = (int64_t)c0 + e, y = (int64_t)c1 + r;
+            uint32_t o = r * row + e * es, at = sw ? swz(o0 + o, sw) - o0 : o;
+            unsigned char *sp = base + at;
+            int inside = x >= 0 && y >= 0 && (uint64_t)x < m->dims[0] && (uint64_t)y < m->dims[1];
+            unsigned char *gp = (unsigned char *)(uintptr_t)(m->address + (uint64_t)y * m->strides[0] + (uint64_t)x * es);
+            if (store) {
+                if (inside) memcpy(gp, sp, es);
+            } else if (inside) {
+                memcpy(sp, gp, es);
+            } else {
+                memset(sp, 0, es);
+            }
+        }
+}
+void emu_tma_load(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar)
+{
+    const Map *m = map_of(map);
+    if (!m) return;
+    box_copy(m, dst, c0, c1, 0);
+    bar_complete_tx(bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
+}
+void emu_tma_store(uint64_t map, int32_t c0, int32_t c1, uint32_t src)
+{
+    const Map *m = map_of(map);
+    if (m) box_copy(m, src, c0, c1, 1);
+}
+
+/* ---- wgmma ---------------------------------------------------------------------------- */
+typedef struct WgSlot {
+    float *acc;
+    const uint32_t *areg;
+    uint64_t da, db;
+    uint32_t pred;
+} WgSlot;
+static WgSlot wg_slot[NT_MAX];
+
+/* element (r, k) of a wgmma operand of `rows` rows (M or N) through descriptor d: its
+ * address, the bytes of an element being es; mn_major: r along the contiguous axis */
+static const unsigned char *desc_elem(uint64_t d, uint32_t r, uint32_t k, uint32_t es, int mn_major)
+{
+    uint32_t start = (uint32_t)(d & 0x3FFF) << 4, lbo = (uint32_t)((d >> 16) & 0x3FFF) << 4;
+    uint32_t sbo = (uint32_t)((d >> 32) & 0x3FFF) << 4, mode = (uint32_t)(d >> 62);
+    uint32_t sw = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+    uint32_t o = (start - ((uint32_t)(uintptr_t)smem & 0x3FFFF)) & 0x3FFFF;
+    if (!sw) {
+        fail("wgmma descriptor without a swizzle (the emulator models the swizzled layouts only)");
+        return smem;
+    }
+    uint32_t at;
+    if (!mn_major) {
+        at = o + r / 8 * sbo + r % 8 * sw + k * es;
+    } else {
+        uint32_t per = sw / es;   /* elements of r in one row of the atom */
+        at = o + r / per * lbo + k / 8 * sbo + k % 8 * sw + r % per * es;
+    }
+    at = swz(at, sw);
+    if (at + es > smem_bytes) {
+        fail("wgmma operand at shared offset %u past the shared memory", at);
+        return smem;
+    }
+    return smem + at;
+}
+static float elem_f(const unsigned char *p, int type)
+{
+    uint16_t h;
+    switch (type) {
+    case 0: memcpy(&h, p, 2); return bf16_f(h);
+    case 1: memcpy(&h, p, 2); return f16_f(h);
+    case 2: return e4m3_f(*p);
+    default: return e5m2_f(*p);
+    }
+}
+
+/* One wgmma of the calling thread's warpgroup: acc (n / 2 floats) in and out; areg: the
+ * A registers (4 x 32 bits) or NULL (A through da); type 0 bf16, 1 f16, 2 e4m3, 3 e5m2;
+ * ta, tb: A, B MN-major (transposed). */
+void emu_wgmma(float *acc, const uint32_t *areg, uint64_t da, uint64_t db, uint32_t pred, uint32_t n, uint32_t type,
+               uint32_t ta, uint32_t tb)
+{
+    int wg = tid_ / 128, first = wg * 128;
+    wg_slot[tid_] = (WgSlot){acc, areg, da, db, pred};
+    rdv_wait(&wg_rdv[wg]);
+    if (tid_ == first) {
+        uint32_t es = type >= 2 ? 1 : 2, K = 32 / es;   /* 16 (16-bit) or 32 (8-bit) */
+        float A[64][32], B[256][32];   /* per warpgroup: two may compute at once */
+        for (uint32_t r = 0; r < 64; r++)
+            for (uint32_t k = 0; k < K; k++) {
+                if (!areg) {
+                    A[r][k] = elem_f(desc_elem(da, r, k, es, (int)ta), (int)type);
+                    continue;
+                }
+                /* the mma A pattern: warp r / 16, lane g = r % 8, t = k % 8 / 2 (16-bit) */
+                uint32_t w = r / 16, g = r % 8, hi = (r % 16) / 8, kh = k / 8, t = (k % 8) / 2;
+                const WgSlot *s = &wg_slot[first + (int)(w * 32 + g * 4 + t)];
+                uint32_t word = s->areg[hi + 2 * kh];
+                uint16_t h = (uint16_t)(k % 2 ? word >> 16 : word);
+                if (es != 2) fail("wgmma with 8-bit A from registers is not modelled");
+                A[r][k] = type == 0 ? bf16_f(h) : f16_f(h);
+            }
+        for (uint32_t c = 0; c < n; c++)
+            for (uint32_t k = 0; k < K; k++) B[c][k] = elem_f(desc_elem(db, c, k, es, (int)tb), (int)type);
+        for (int t = 0; t < 128; t++) {
+            const WgSlot *s = &wg_slot[first + t];
+            uint32_t w = (uint32_t)t / 32, g = ((uint32_t)t % 32) / 4, tt = (uint32_t)t % 4;
+            for (uint32_t i = 0; i < n / 2; i++) {
+                uint32_t r = 16 * w + g + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * tt + (i & 1);
+                float sum = s->pred ? s->acc[i] : 0.0f;
+                for (uint32_t k = 0; k < K; k++) sum = fmaf(A[r][k], B[c][k], sum);
+                s->acc[i] = sum;
+            }
+        }
+    }
+    rdv_wait(&wg_rdv[wg]);
+}
+
+/* ---- the launch ------------------------------------------------------------------------ */
+typedef void (*Entry)(void **params);
+static Entry entry_;
+static void **params_;
+
+static void *run_thread(void *p)
+{
+    tid_ = (int)(intptr_t)p;
+    entry_(params_);
+    pthread_mutex_lock(&mu);
+    living--;
+    bar0_check_locked();   /* a barrier 0 the others wait at no longer waits for this thread */
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+static void *watchdog(void *p)
+{
+    (void)p;
+    const char *t = getenv("EMU_TIMEOUT");
+    int secs = t && atoi(t) > 0 ? atoi(t) : 120;
+    sleep((unsigned)secs);
+    fprintf(stderr, "emu: cta (%u, %u, %u) did not finish in %d s: a barrier, mbarrier wait or turn that never "
+                    "completes (on the GPU, a hang)\n", cta_[0], cta_[1], cta_[2], secs);
+    _exit(3);
+}
+
+/* Runs entry over the grid (CTAs in order) with `threads` threads a CTA and `shared`
+ * bytes of shared memory. Returns the number of errors found (also printed). */
+int emu_launch(Entry entry, const unsigned grid[3], unsigned threads, unsigned shared, void **params)
+{
+    if (threads < 1 || threads > NT_MAX || shared > SMEM_MAX) {
+        fprintf(stderr, "emu: a launch of %u threads and %u bytes of shared memory\n", threads, shared);
+        return 1;
+    }
+    errors = 0;
+    entry_ = entry, params_ = params, nthreads = threads;
+    smem_bytes = shared ? shared : 16;
+    memcpy(grid_, grid, sizeof grid_);
+    for (unsigned i = 0; i < threads / 32 + 1 && i < NT_MAX / 32; i++) rdv_init(&warp_rdv[i], 32);
+    for (unsigned i = 0; i < threads / 128 + 1 && i < NT_MAX / 128; i++) rdv_init(&wg_rdv[i], 128);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8u << 20);
+    for (cta_[2] = 0; cta_[2] < grid[2]; cta_[2]++)
+        for (cta_[1] = 0; cta_[1] < grid[1]; cta_[1]++)
+            for (cta_[0] = 0; cta_[0] < grid[0]; cta_[0]++) {
+                memset(smem, 0, smem_bytes);
+                memset(named, 0, sizeof named);
+                nbars = 0;
+                bar0_count = 0;
+                living = (int)threads;
+                pthread_t dog, th[NT_MAX];
+                pthread_create(&dog, NULL, watchdog, NULL);
+                for (unsigned t = 0; t < threads; t++)
+                    if (pthread_create(&th[t], &attr, run_thread, (void *)(intptr_t)t)) {
+                        fprintf(stderr, "emu: pthread_create failed\n");
+                        return 1;
+                    }
+                for (unsigned t = 0; t < threads; t++) pthread_join(th[t], NULL);
+                pthread_cancel(dog);
+                pthread_join(dog, NULL);
+                for (int i = 0; i < 16; i++)
+                    if (named[i].count) fail("named barrier %d left with %d arrivals at the CTA's end", i, named[i].count);
+            }
+    pthread_attr_destroy(&attr);
+    return errors;
+}

@@ -1,0 +1,45 @@
+/* libtileCG_emu.so: the code generator as the emulating driver wants it. Point
+ * TILE_CODEGEN_LIBRARY at it and TILE_EMU_CODEGEN at the real libtileCG.so: the runtime
+ * then gets, where it asks for a kernel's PTX (cg_emit_ptx), the kernel's LLVM IR as
+ * the NVPTX backend would have compiled it (cg_emit_llvm: the same module after the
+ * same pipeline), which the mock driver runs with MOCKCUDA_EMULATE=1 (tests/emu/
+ * emu_rt.c). Everything else the runtime asks of the code generator is the real
+ * library's answer. Tests only: use a cache directory of its own (the texts are not
+ * PTX). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codegen/codegen.h"
+
+static void *real(const char *sym)
+{
+    static void *h;
+    if (!h) {
+        const char *path = getenv("TILE_EMU_CODEGEN");
+        if (!path || !(h = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+            fprintf(stderr, "libtileCG_emu: cannot load the real code generator (TILE_EMU_CODEGEN=%s): %s\n",
+                    path ? path : "(unset)", dlerror());
+            abort();
+        }
+    }
+    void *f = dlsym(h, sym);
+    if (!f) {
+        fprintf(stderr, "libtileCG_emu: %s has no %s\n", getenv("TILE_EMU_CODEGEN"), sym);
+        abort();
+    }
+    return f;
+}
+
+char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
+{
+    char *(*emit_llvm)(const IrModule *, const CgOptions *, DiagList *) =
+        (char *(*)(const IrModule *, const CgOptions *, DiagList *))real("cg_emit_llvm");
+    return emit_llvm(m, o, d);
+}
+
+bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
+{
+    bool (*info)(const IrFunc *, CgKernelInfo *) = (bool (*)(const IrFunc *, CgKernelInfo *))real("cg_kernel_info");
+    return info(k, out);
+}
