@@ -500,6 +500,63 @@ void emu_wgmma(float *acc, const uint32_t *areg, uint64_t da, uint64_t db, uint3
     rdv_wait(&wg_rdv[wg]);
 }
 
+/* ---- mma.sync and ldmatrix (a warp's) ---------------------------------------------------- */
+static uint32_t warp_addr[NT_MAX];
+static uint32_t warp_regs[NT_MAX][6];
+
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8j..8j+7 give the rows of
+ * matrix j, which lands in register j: lane l holds row l / 4, elements 2(l % 4) and
+ * the next (transposed: column l / 4 of rows 2(l % 4) and the next). */
+void emu_ldmatrix(uint32_t addr, uint32_t trans, uint32_t *out)
+{
+    int lane = tid_ % 32, base = tid_ - lane;
+    Rdv *r = &warp_rdv[tid_ / 32];
+    if (off_of(addr) % 16) fail("ldmatrix row address misaligned (shared offset %u)", off_of(addr));
+    warp_addr[tid_] = addr;
+    rdv_wait(r);
+    for (int j = 0; j < 4; j++) {
+        uint16_t h[2];
+        for (int e = 0; e < 2; e++) {
+            int row = trans ? 2 * (lane % 4) + e : lane / 4, col = trans ? lane / 4 : 2 * (lane % 4) + e;
+            const unsigned char *p = sh(warp_addr[base + 8 * j + row] + 2u * (uint32_t)col, 2, "ldmatrix row");
+            h[e] = 0;
+            if (p) memcpy(&h[e], p, 2);
+        }
+        out[j] = (uint32_t)h[0] | (uint32_t)h[1] << 16;
+    }
+    rdv_wait(r);
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32: a (4), b (2) and the
+ * accumulators c (4, in and out) of each lane, in the fragments of ../shared/
+ * TENSOR-CORES.md (g = lane / 4, t = lane % 4: a_i at row g + 8 (i & 1), k 2t + 8 (i >> 1);
+ * b_i at k 2t + 8i, column g; c_i at row g + 8 (i >> 1), column 2t + (i & 1)). */
+void emu_mma16816(const uint32_t *a, const uint32_t *b, float *c, uint32_t type)
+{
+    int lane = tid_ % 32, base = tid_ - lane;
+    Rdv *r = &warp_rdv[tid_ / 32];
+    memcpy(warp_regs[tid_], a, 16);
+    memcpy(warp_regs[tid_] + 4, b, 8);
+    rdv_wait(r);
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        int row = lane / 4 + 8 * (i >> 1), col = 2 * (lane % 4) + (i & 1);
+        float sum = c[i];
+        for (int k = 0; k < 16; k++) {
+            /* A (row, k): lane 4 (row % 8) + (k % 8) / 2, register (row / 8) + 2 (k / 8) */
+            uint32_t aw = warp_regs[base + 4 * (row % 8) + (k % 8) / 2][(row / 8) + 2 * (k / 8)];
+            /* B (k, col): lane 4 col + (k % 8) / 2, register k / 8 */
+            uint32_t bw = warp_regs[base + 4 * col + (k % 8) / 2][4 + k / 8];
+            uint16_t ah = (uint16_t)(k % 2 ? aw >> 16 : aw), bh = (uint16_t)(k % 2 ? bw >> 16 : bw);
+            float x = type ? f16_f(ah) : bf16_f(ah), y = type ? f16_f(bh) : bf16_f(bh);
+            sum = fmaf(x, y, sum);
+        }
+        out[i] = sum;
+    }
+    rdv_wait(r);
+    memcpy(c, out, sizeof out);
+}
+
 /* ---- the launch ------------------------------------------------------------------------ */
 typedef void (*Entry)(void **params);
 static Entry entry_;

@@ -176,9 +176,25 @@ def emu_body(asm, cons, argtypes, ret):
         l2, vals = from_array(R, "float", "acc")
         l3, res = struct_of(ret, vals, "float")
         return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
+    m = re.match(r"ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16 \{\$0, \$1, \$2, \$3\}, \[\$4\];$", asm)
+    if m:
+        lines = ["  %v = alloca [4 x i32], align 16",
+                 "  call void @emu_ldmatrix(i32 %%p0, i32 %d, ptr %%v)" % (1 if m.group(1) else 0)]
+        lines += ["  %%v.%d = getelementptr [4 x i32], ptr %%v, i32 0, i32 %d" % (i, i) for i in range(4)]
+        l2, vals = from_array(4, "i32", "v")
+        l3, res = struct_of(ret, vals, "i32")
+        return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
+    m = re.match(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.\1\.f32 \{\$0, \$1, \$2, \$3\}, "
+                 r"\{\$4, \$5, \$6, \$7\}, \{\$8, \$9\}, \{\$10, \$11, \$12, \$13\};$", asm)
+    if m:
+        lines = via_array(4, "i32", p[0:4], "a") + via_array(2, "i32", p[4:6], "b") + via_array(4, "float", p[6:10], "c")
+        lines.append("  call void @emu_mma16816(ptr %%a, ptr %%b, ptr %%c, i32 %d)" % (1 if m.group(1) == "f16" else 0))
+        l2, vals = from_array(4, "float", "c")
+        l3, res = struct_of(ret, vals, "float")
+        return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
     if asm.startswith("mma.sync") or "ldmatrix" in asm or "multicast::cluster" in asm or "mapa." in asm \
             or asm.startswith("barrier.cluster"):
-        sys.exit("emu: not modelled yet (mma.sync, ldmatrix and clusters): " + asm[:120])
+        sys.exit("emu: not modelled (clusters, other mma.sync and ldmatrix forms): " + asm[:120])
     if asm == "cvt.rn.bf16x2.f32 $0, $1, $2;":
         return ["  %r = call i32 @emu_cvt_bf16x2(float %p0, float %p1)", "  ret i32 %r"]
     m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$0, 0; @p st\.global(?:\.v(\d))?\.b32 \[\$1\], ", asm)
@@ -301,6 +317,7 @@ if EMU:
     src += "declare void @emu_st_global(i32, i64, ptr, i32)\ndeclare void @emu_ld_global(i32, i64, ptr, i32)\n"
     src += "declare void @emu_cp_async(i32, i64, i32, i32)\ndeclare void @emu_tma_load(i32, i64, i32, i32, i32)\n"
     src += "declare void @emu_tma_store(i64, i32, i32, i32)\ndeclare void @emu_mbar_init(i32, i32)\n"
+    src += "declare void @emu_ldmatrix(i32, i32, ptr)\ndeclare void @emu_mma16816(ptr, ptr, ptr, i32)\n"
     src += "declare void @emu_mbar_arrive_tx(i32, i32)\ndeclare void @emu_mbar_arrive(i32)\ndeclare void @emu_mbar_wait(i32, i32)\n"
     # fptrunc to bfloat is a libcall on the host; the emulator rounds to nearest even
     src += "define bfloat @__truncsfbf2(float %x) {\n  %b = call i16 @emu_f2bf(float %x)\n"

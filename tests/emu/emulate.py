@@ -1,0 +1,209 @@
+"""The GPU code of tile's kernels run on the host, with values, against the interpreter.
+
+Each case runs `tilec run --device gpu` with the mock driver emulating (tests/mock/
+mockcuda.c, MOCKCUDA_EMULATE=1: the kernel's LLVM IR, as the NVPTX backend would get it,
+made host code with tests/emu/emu_rt.c's model of wgmma, TMA, mbarriers, cp.async and
+warp shuffles) through the real libtileRT (its specialization, tensor maps, persistent
+grids, launch), and `tilec run --device cpu` (the interpreter), and compares every
+output element. So CI checks, without a GPU, the values the sm_90a code computes: the
+register layouts, swizzles, descriptors, ring stages and phases, producer warpgroups,
+persistent walks, ping-pong turns and epilogues the GPU suite otherwise checks on the
+H200 only. What the model cannot see: timing (a missing wait is not caught: copies land
+when issued), clusters, mma.sync and ldmatrix (sm_80 code).
+
+    python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list]
+
+Exit status 0 when every case matches; 77 without llc or a C compiler.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+EX = os.path.join(root, "examples")
+
+
+def gemm(M, N, K, seed=1):
+    return ["c=zeros:%d" % (M * N), "a=rand:%d:%d" % (M * K, seed), "b=rand:%d:%d" % (K * N, seed + 1),
+            "M=%d" % M, "N=%d" % N, "K=%d" % K, "stride_am=%d" % K, "stride_bk=%d" % N, "stride_cm=%d" % N]
+
+
+def gelu(M, N, K):
+    return gemm(M, N, K)[:3] + ["bias=rand:%d:9" % N] + gemm(M, N, K)[3:]
+
+
+def fp8(M, N, K):
+    return ["c=zeros:%d" % (M * N), "a=rand:%d:1" % (M * K), "w=rand:%d:2" % (N * K), "scale_a=rand:%d:3" % M,
+            "scale_b=rand:%d:4" % N, "M=%d" % M, "N=%d" % N, "K=%d" % K, "stride_am=%d" % K, "stride_wn=%d" % K,
+            "stride_cm=%d" % N]
+
+
+def attn_fwd(BH, L, D=128):
+    n = BH * L * D
+    return ["o=zeros:%d" % n, "lse=zeros:%d" % (BH * L), "q=rand:%d:1" % n, "k=rand:%d:2" % n, "v=rand:%d:3" % n,
+            "BH=%d" % BH, "L=%d" % L, "scale=0.125", "stride_l=%d" % D, "rows=%d" % (BH * L)]
+
+
+def attn_bwd(out, BH, L, D=128):
+    n = BH * L * D
+    ins = ["q=rand:%d:1" % n, "k=rand:%d:2" % n, "v=rand:%d:3" % n, "do=rand:%d:4" % n,
+           "lse=rand:%d:5" % (BH * L), "delta=rand:%d:6" % (BH * L), "BH=%d" % BH, "L=%d" % L, "scale=0.125",
+           "stride_l=%d" % D, "rows=%d" % (BH * L)]
+    return ["%s=zeros:%d" % (o, n) for o in out] + ins
+
+
+def ptr_form(args, L, D=128):
+    """The pointer kernels' arguments: a head's stride instead of the rows."""
+    return [a for a in args if not a.startswith("rows=")] + ["stride_bh=%d" % (L * D)]
+
+
+# files a case's --arg @NAME reads (raw little-endian i32)
+FILES = {"perm24": [(7 * i + 3) % 24 for i in range(24)], "lens3": [1, 77, 128]}
+FA = os.path.join(EX, "flash_attn_fwd.tile")
+FB = os.path.join(EX, "flash_attn_bwd.tile")
+MM = os.path.join(EX, "matmul_bf16.tile")
+# (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
+# outputs must agree within tol * the output's largest magnitude (0: bit for bit)
+CASES = [
+    ("gemm default", MM, "matmul_bf16", [], gemm(256, 256, 128), ["c"], 0),
+    ("gemm default, odd sizes", MM, "matmul_bf16", [], gemm(200, 136, 72), ["c"], 0),
+    ("gemm no producer", MM, "matmul_bf16", ["ws=0", "persistent=0"], gemm(256, 256, 128), ["c"], 0),
+    ("gemm ping-pong", MM, "matmul_bf16", ["BN=128", "warps=4", "pingpong=1"], gemm(384, 256, 128), ["c"], 0),
+    ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
+                                                 "persistent=0"], gemm(128, 192, 80), ["c"], 0),
+    ("gemm + bias + gelu default", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", [],
+     gelu(256, 256, 128), ["c"], 1e-2),
+    ("gemm + bias + gelu ping-pong", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu",
+     ["BN=128", "warps=4", "pingpong=1", "ws=1", "persistent=1"], gelu(256, 256, 128), ["c"], 1e-2),
+    ("fp8 default", os.path.join(EX, "matmul_fp8.tile"), "matmul_fp8", [], fp8(256, 256, 256), ["c"], 1e-2),
+    ("attention forward tma", FA, "attn_fwd_tma", [], attn_fwd(2, 256), ["o", "lse"], 2e-2),
+    ("attention forward tma causal", FA, "attn_fwd_tma", ["CAUSAL=1"], attn_fwd(2, 256), ["o", "lse"], 2e-2),
+    ("attention forward tma BN 128, no producer", FA, "attn_fwd_tma", ["BN=128", "ws=0"], attn_fwd(1, 256),
+     ["o", "lse"], 2e-2),
+    ("attention forward tma overlap", FA, "attn_fwd_tma", ["overlap=1"], attn_fwd(1, 256), ["o", "lse"], 2e-2),
+    ("attention forward cp.async", FA, "attn_fwd", [], ptr_form(attn_fwd(1, 192), 192), ["o", "lse"], 2e-2),
+    ("attention forward cp.async causal, 4 warps", FA, "attn_fwd", ["CAUSAL=1", "BM=64", "warps=4"],
+     ptr_form(attn_fwd(2, 128), 128), ["o", "lse"], 2e-2),
+    ("attention backward dk/dv cp.async", FB, "attn_bwd_dkdv", [], ptr_form(attn_bwd(["dk", "dv"], 1, 128), 128),
+     ["dk", "dv"], 2e-2),
+    ("attention backward dq cp.async causal", FB, "attn_bwd_dq", ["CAUSAL=1"],
+     ptr_form(attn_bwd(["dq"], 1, 128), 128), ["dq"], 2e-2),
+    ("attention backward preprocess", FB, "attn_bwd_preprocess", [],
+     ["delta=zeros:256", "o=rand:32768:1", "do=rand:32768:2", "BH=2", "L=128", "stride_bh=16384", "stride_l=128"],
+     ["delta"], 1e-5),
+    ("paged attention decode", os.path.join(EX, "paged_attn_decode.tile"), "paged_attn_decode", ["H=4"],
+     ["o=zeros:%d" % (3 * 4 * 128), "q=rand:%d:1" % (3 * 4 * 128), "k_cache=rand:%d:2" % (24 * 16 * 4 * 128),
+      "v_cache=rand:%d:3" % (24 * 16 * 4 * 128), "block_table=@perm24", "seq_lens=@lens3", "num_seqs=3",
+      "max_pages=8", "scale=0.088"], ["o"], 2e-2),
+    ("qkv projection", os.path.join(EX, "qkv_proj.tile"), "qkv_proj", [],
+     ["q=zeros:32768", "k=zeros:32768", "v=zeros:32768", "x=rand:32768:1", "w=rand:%d:2" % (128 * 384),
+      "T=256", "hidden=128", "stride_x=128", "stride_w=384", "stride_o=128"], ["q", "k", "v"], 0),
+    ("softmax", os.path.join(EX, "softmax.tile"), "softmax", [],
+     ["out=zeros:%d" % (8 * 1000), "inp=rand:%d:1" % (8 * 1000), "stride=1000", "n_rows=8", "n_cols=1000"],
+     ["out"], 1e-2),
+    ("rms norm", os.path.join(EX, "rmsnorm.tile"), "rms_norm", [],
+     ["y=zeros:%d" % (4 * 3000), "x=rand:%d:1" % (4 * 3000), "w=rand:3000:2", "n_rows=4", "n_cols=3000",
+      "eps=0.00001"], ["y"], 1e-2),
+    # sm_80 code (cp.async, ldmatrix, mma.sync): the mock driver says compute capability 8.0
+    ("gemm sm_80", MM, "matmul_bf16", ["BN=128", "warps=4", "stages=3"], gemm(256, 256, 128), ["c"], 0, {"MOCKCUDA_CC": "80"}),
+    ("gemm sm_80 odd sizes", MM, "matmul_bf16", ["BN=128", "BM=64", "warps=4", "stages=2"], gemm(200, 136, 72), ["c"],
+     0, {"MOCKCUDA_CC": "80"}),
+    ("attention forward sm_80", FA, "attn_fwd", ["CAUSAL=1"], ptr_form(attn_fwd(1, 192), 192), ["o", "lse"], 2e-2,
+     {"MOCKCUDA_CC": "80"}),
+    ("attention backward dk/dv tma", FB, "attn_bwd_dkdv_tma", [], attn_bwd(["dk", "dv"], 1, 256), ["dk", "dv"], 2e-2),
+    ("attention backward dk/dv tma causal", FB, "attn_bwd_dkdv_tma", ["CAUSAL=1"], attn_bwd(["dk", "dv"], 1, 256),
+     ["dk", "dv"], 2e-2),
+    ("attention backward dq tma", FB, "attn_bwd_dq_tma", [], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
+    ("attention backward dq tma causal", FB, "attn_bwd_dq_tma", ["CAUSAL=1"], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
+]
+
+
+def read_values(path):
+    with open(path) as f:
+        return [float(x) for x in f.read().split()]
+
+
+def main():
+    argv = sys.argv[1:]
+    if len(argv) < 4:
+        sys.exit(__doc__)
+    tilec, mock, cg_emu, cg = (os.path.abspath(a) for a in argv[:4])
+    only = argv[argv.index("--only") + 1] if "--only" in argv else None
+    if "--list" in argv:
+        for c in CASES:
+            print(c[0])
+        return 0
+    llc = shutil.which("llc-19") or ("/usr/lib/llvm-19/bin/llc" if os.path.exists("/usr/lib/llvm-19/bin/llc") else None)
+    if not llc or not shutil.which("cc"):
+        print("emulate.py: needs LLVM 19's llc and a C compiler; skipped")
+        return 77
+    failed = 0
+    with tempfile.TemporaryDirectory() as t:
+        env = dict(os.environ, TILE_CUDA_LIBRARY=mock, MOCKCUDA_EMULATE="1", MOCKCUDA_EMU_DIR=here, MOCKCUDA_LLC=llc,
+                   TILE_CODEGEN_LIBRARY=cg_emu, TILE_EMU_CODEGEN=cg, TILE_CACHE_DIR=os.path.join(t, "cache"))
+        for case in CASES:
+            name, path, kernel, defs, args, outs, tol = case[:7]
+            case_env = dict(env, **(case[7] if len(case) > 7 else {}))
+            if only and only not in name:
+                continue
+            for f, vals in FILES.items():
+                with open(os.path.join(t, f), "wb") as out:
+                    out.write(b"".join(v.to_bytes(4, "little", signed=True) for v in vals))
+            args = [a.replace("=@", "=@" + t + "/") for a in args]
+            common = [path, "--kernel", kernel] + [x for d in defs for x in ("-D", d)] + \
+                     [x for a in args for x in ("--arg", a)]
+            res = {}
+            ok = True
+            for dev in ("gpu", "cpu"):
+                d = os.path.join(t, dev)
+                os.makedirs(d, exist_ok=True)
+                r = subprocess.run([tilec, "run"] + common + ["--device", dev, "--print-to", d],
+                                   env=case_env if dev == "gpu" else None, capture_output=True, text=True)
+                if r.returncode:
+                    print("FAIL %s: tilec run --device %s (%s):\n%s" % (name, dev, "emulated" if dev == "gpu" else
+                                                                          "interpreter", (r.stdout + r.stderr)[-3000:]))
+                    ok = False
+                    break
+                res[dev] = {o: read_bin(os.path.join(d, o + ".bin"), path, kernel, o) for o in outs}
+            worst = 0.0
+            if ok:
+                for o in outs:
+                    g, c = res["gpu"][o], res["cpu"][o]
+                    scale = max((abs(x) for x in c), default=0.0) or 1.0
+                    bad = [i for i, (x, y) in enumerate(zip(g, c)) if not (abs(x - y) <= tol * scale)]
+                    worst = max([worst] + [abs(x - y) / scale for x, y in zip(g, c)])
+                    if len(g) != len(c) or bad:
+                        i = bad[0] if bad else 0
+                        print("FAIL %s: %s differs in %d of %d elements (first at %d: emulated %r, interpreter %r; "
+                              "tolerance %g of %g)" % (name, o, len(bad), len(c), i, g[i], c[i], tol, scale))
+                        ok = False
+            print("%s %s (largest difference %.2g of the output's largest magnitude)" % ("ok  " if ok else "FAIL", name,
+                                                                                   worst), flush=True)
+            failed += not ok
+    print("%d of %d cases failed" % (failed, sum(1 for c in CASES if not only or only in c[0])))
+    return 1 if failed else 0
+
+
+def read_bin(path, src, kernel, name):
+    """The buffer as floats: its element type from the kernel's parameter list."""
+    import struct
+    text = open(src).read()
+    sig = text[text.index("kernel %s(" % kernel):]
+    sig = sig[:sig.index(")")]
+    ty = sig.split(name + ":")[1].split(",")[0].strip().lstrip("*")
+    data = open(path, "rb").read()
+    if ty == "f32":
+        return list(struct.unpack("<%df" % (len(data) // 4), data))
+    if ty == "bf16":
+        return [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                for h in struct.unpack("<%dH" % (len(data) // 2), data)]
+    if ty == "f16":
+        return list(struct.unpack("<%de" % (len(data) // 2), data))
+    sys.exit("emulate.py: no reader for %s buffers" % ty)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
