@@ -23,7 +23,8 @@
  *   fresh barrier for P = 1), waits blocking;
  * - cp.async (copied at issue, zero-filled past its source size), predicated global
  *   loads and stores, cvt.rn.bf16x2, ex2.approx (exp2f, flushing subnormals where
- *   ftz), warp shuffles (idx, bfly, up, down over whole warps), barrier 0 over the
+ *   ftz), rcp.approx.ftz (1 / x), cvt.rn.f16x2, mma.sync (bf16, f16, tf32, s8, u8) and
+ *   ldmatrix (x4, .trans), vprintf and __assertfail, fences (no-ops), warp shuffles (idx, bfly, up, down over whole warps), barrier 0 over the
  *   CTA's living threads and named barriers by count.
  * Anything else fails the translation, never silently. A CTA whose threads have not
  * finished after EMU_TIMEOUT seconds (default 120) ends the process with a message: on
@@ -55,7 +56,7 @@ unsigned char __tile_smem[SMEM_MAX] __attribute__((aligned(1024)));
 static unsigned smem_bytes;
 static __thread int tid_ = -1;
 static unsigned cta_[3], grid_[3], nthreads;
-static int errors;
+static int errors, asserted;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;   /* mbarriers, barrier 0, named barriers */
 static Rdv warp_rdv[NT_MAX / 32], wg_rdv[NT_MAX / 128];
@@ -243,11 +244,28 @@ static float e5m2_f(uint8_t b)
     return s ? -v : v;
 }
 uint16_t emu_f2bf(float f) { return f_to_bf16(f); }
+static uint16_t f_to_f16(float f)
+{
+    uint32_t u = f_bits(f), s = (u >> 16) & 0x8000;
+    float a = fabsf(f);
+    if (a != a) return (uint16_t)(s | 0x7e00);
+    if (a >= 65520.0f) return (uint16_t)(s | 0x7c00);
+    if (a < ldexpf(1.0f, -14)) return (uint16_t)(s | (uint32_t)lrintf(a * ldexpf(1.0f, 24)));   /* subnormal, RNE */
+    int e;
+    float m = frexpf(a, &e);   /* a = m 2^e, m in [0.5, 1) */
+    uint32_t q = (uint32_t)lrintf(m * 2048.0f);   /* 11 bits, RNE */
+    if (q == 2048) q = 1024, e++;
+    if (e + 14 >= 31) return (uint16_t)(s | 0x7c00);
+    return (uint16_t)(s | (uint32_t)(e + 14) << 10 | (q - 1024));
+}
+/* cvt.rn.f16x2.f32 d, a, b: a in the upper half */
+uint32_t emu_cvt_f16x2(float a, float b) { return ((uint32_t)f_to_f16(a) << 16) | f_to_f16(b); }
 /* cvt.rn.bf16x2.f32 d, a, b: a in the upper half, b in the lower */
 uint32_t emu_cvt_bf16x2(float a, float b) { return ((uint32_t)f_to_bf16(a) << 16) | f_to_bf16(b); }
 static float ftz(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
 float emu_ex2_ftz(float x) { return ftz(exp2f(ftz(x))); }
 float emu_ex2(float x) { return exp2f(x); }
+float emu_rcp_ftz(float x) { return ftz(1.0f / ftz(x)); }
 
 /* ---- global memory through asm ---------------------------------------------------------- */
 void emu_st_global(uint32_t pred, uint64_t addr, const uint32_t *v, uint32_t n)
@@ -527,34 +545,117 @@ void emu_ldmatrix(uint32_t addr, uint32_t trans, uint32_t *out)
     rdv_wait(r);
 }
 
-/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32: a (4), b (2) and the
- * accumulators c (4, in and out) of each lane, in the fragments of ../shared/
- * TENSOR-CORES.md (g = lane / 4, t = lane % 4: a_i at row g + 8 (i & 1), k 2t + 8 (i >> 1);
- * b_i at k 2t + 8i, column g; c_i at row g + 8 (i >> 1), column 2t + (i & 1)). */
-void emu_mma16816(const uint32_t *a, const uint32_t *b, float *c, uint32_t type)
+/* mma.sync.aligned.m16n8kK.row.col: a (4 registers), b (2) and the accumulators c (4, in
+ * and out) of each lane, in the fragments of ../shared/TENSOR-CORES.md, for elements of
+ * 32 / e bits (e = 1 tf32, K 8; e = 2 f16/bf16, K 16; e = 4 s8/u8, K 32): with
+ * g = lane / 4, t = lane % 4, a_i holds row g + 8 (i & 1), k 4e (i >> 1) + e t + j for
+ * its j-th element; b_i holds k 4e i + e t + j, column g; c_i is row g + 8 (i >> 1),
+ * column 2t + (i & 1). type: 0 bf16, 1 f16, 2 tf32, 3 s8, 4 u8 (s32 accumulators). */
+static double mma_elem(uint32_t w, int j, uint32_t type)
+{
+    switch (type) {
+    case 0: return bf16_f((uint16_t)(w >> (16 * j)));
+    case 1: return f16_f((uint16_t)(w >> (16 * j)));
+    case 2: return bits_f(w & 0xFFFFE000u);   /* tf32: the top 19 bits */
+    case 3: return (int8_t)(w >> (8 * j));
+    default: return (uint8_t)(w >> (8 * j));
+    }
+}
+void emu_mma(const uint32_t *a, const uint32_t *b, void *c, uint32_t type)
 {
     int lane = tid_ % 32, base = tid_ - lane;
+    int e = type == 2 ? 1 : type <= 1 ? 2 : 4, K = 8 * e;
     Rdv *r = &warp_rdv[tid_ / 32];
     memcpy(warp_regs[tid_], a, 16);
     memcpy(warp_regs[tid_] + 4, b, 8);
     rdv_wait(r);
-    float out[4];
+    uint32_t out[4];
     for (int i = 0; i < 4; i++) {
         int row = lane / 4 + 8 * (i >> 1), col = 2 * (lane % 4) + (i & 1);
-        float sum = c[i];
-        for (int k = 0; k < 16; k++) {
-            /* A (row, k): lane 4 (row % 8) + (k % 8) / 2, register (row / 8) + 2 (k / 8) */
-            uint32_t aw = warp_regs[base + 4 * (row % 8) + (k % 8) / 2][(row / 8) + 2 * (k / 8)];
-            /* B (k, col): lane 4 col + (k % 8) / 2, register k / 8 */
-            uint32_t bw = warp_regs[base + 4 * col + (k % 8) / 2][4 + k / 8];
-            uint16_t ah = (uint16_t)(k % 2 ? aw >> 16 : aw), bh = (uint16_t)(k % 2 ? bw >> 16 : bw);
-            float x = type ? f16_f(ah) : bf16_f(ah), y = type ? f16_f(bh) : bf16_f(bh);
-            sum = fmaf(x, y, sum);
+        float fsum;
+        int32_t isum;
+        memcpy(&fsum, (char *)c + 4 * i, 4);
+        memcpy(&isum, (char *)c + 4 * i, 4);
+        for (int k = 0; k < K; k++) {
+            int q = k % (4 * e), j = q % e;
+            uint32_t aw = warp_regs[base + 4 * (row % 8) + q / e][(row / 8) + 2 * (k / (4 * e))];
+            uint32_t bw = warp_regs[base + 4 * col + q / e][4 + k / (4 * e)];
+            double x = mma_elem(aw, j, type), y = mma_elem(bw, j, type);
+            if (type >= 3) isum += (int32_t)x * (int32_t)y;
+            else fsum = fmaf((float)x, (float)y, fsum);
         }
-        out[i] = sum;
+        if (type >= 3) memcpy(&out[i], &isum, 4);
+        else memcpy(&out[i], &fsum, 4);
     }
     rdv_wait(r);
     memcpy(c, out, sizeof out);
+}
+
+/* ---- device printf and assert ------------------------------------------------------------ */
+/* vprintf(format, args): the GPU's, whose arguments are packed in a buffer, each aligned
+ * to its size (ints 4 bytes unless l/ll, doubles and pointers 8). */
+int emu_vprintf(const char *fmt, const char *args)
+{
+    char out[4096];
+    size_t n = 0, off = 0;
+    for (const char *p = fmt; *p && n < sizeof out - 64; p++) {
+        if (*p != '%') {
+            out[n++] = *p;
+            continue;
+        }
+        if (p[1] == '%') {
+            out[n++] = '%', p++;
+            continue;
+        }
+        char spec[32];
+        size_t k = 0;
+        spec[k++] = *p++;
+        int longs = 0;
+        while (*p && !strchr("diouxXcfeEgGsp", *p) && k < sizeof spec - 2) {
+            if (*p == 'l') longs++;
+            spec[k++] = *p++;
+        }
+        if (!*p) break;
+        spec[k++] = *p;
+        spec[k] = 0;
+        size_t sz = strchr("fFeEgGsp", *p) || longs ? 8 : 4;
+        off = (off + sz - 1) / sz * sz;
+        int w;
+        if (strchr("fFeEgG", *p)) {
+            double d;
+            memcpy(&d, args + off, 8);
+            w = snprintf(out + n, sizeof out - n, spec, d);
+        } else if (*p == 's' || *p == 'p') {
+            void *v;
+            memcpy(&v, args + off, 8);
+            w = snprintf(out + n, sizeof out - n, spec, v);
+        } else if (sz == 8) {
+            long long v;
+            memcpy(&v, args + off, 8);
+            w = snprintf(out + n, sizeof out - n, spec, v);
+        } else {
+            int v;
+            memcpy(&v, args + off, 4);
+            w = snprintf(out + n, sizeof out - n, spec, v);
+        }
+        off += sz;
+        if (w > 0) n += (size_t)w < sizeof out - n ? (size_t)w : sizeof out - n - 1;
+    }
+    out[n] = 0;
+    pthread_mutex_lock(&mu);
+    fputs(out, stdout);
+    fflush(stdout);
+    pthread_mutex_unlock(&mu);
+    return (int)n;
+}
+
+/* __assertfail: the message, as the GPU prints it, and the launch fails (the GPU's trap). */
+void __assertfail(const char *msg, const char *file, unsigned line, const char *func, size_t size)
+{
+    (void)size;
+    fail("%s:%u: %s: block: [%u,%u,%u], thread: [%d,0,0] Assertion `%s` failed.", file, line, func, cta_[0],
+         cta_[1], cta_[2], tid_, msg);
+    asserted = 1;
 }
 
 /* ---- the launch ------------------------------------------------------------------------ */
@@ -585,14 +686,15 @@ static void *watchdog(void *p)
 }
 
 /* Runs entry over the grid (CTAs in order) with `threads` threads a CTA and `shared`
- * bytes of shared memory. Returns the number of errors found (also printed). */
+ * bytes of shared memory. Returns 0, or the CUDA error the GPU would give: 710 (an
+ * assert failed) or 719 (any other error the emulator found, printed). */
 int emu_launch(Entry entry, const unsigned grid[3], unsigned threads, unsigned shared, void **params)
 {
     if (threads < 1 || threads > NT_MAX || shared > SMEM_MAX) {
         fprintf(stderr, "emu: a launch of %u threads and %u bytes of shared memory\n", threads, shared);
         return 1;
     }
-    errors = 0;
+    errors = asserted = 0;
     entry_ = entry, params_ = params, nthreads = threads;
     smem_bytes = shared ? shared : 16;
     memcpy(grid_, grid, sizeof grid_);
@@ -623,5 +725,5 @@ int emu_launch(Entry entry, const unsigned grid[3], unsigned threads, unsigned s
                     if (named[i].count) fail("named barrier %d left with %d arrivals at the CTA's end", i, named[i].count);
             }
     pthread_attr_destroy(&attr);
-    return errors;
+    return asserted ? 710 : errors ? 719 : 0;
 }

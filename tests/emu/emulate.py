@@ -121,6 +121,40 @@ CASES = [
 ]
 
 
+LOWER = os.path.join(root, "tests", "lit", "graph", "lower.tile")
+
+
+def heads(T, dropout=False):
+    a = ["T=%d" % T, "qs=rand:%d:7" % (T * 64), "ks=rand:%d:8" % (T * 64), "vs=rand:%d:9" % (T * 64)]
+    return a + (["mask=rand:%d:4" % (T * T), "pdrop=0.2", "seed=3"] if dropout else [])
+
+
+# Graphs: `tilec run --compare-fused --device gpu` runs each op by op in the interpreter
+# and through its fusion plan's kernels on the (emulated) GPU, and fails if they differ.
+GRAPHS = [
+    ("graph attention, heads as rows (TMA K and V, a producer)", LOWER, "fheads16", heads(256)),
+    ("graph attention with mask and dropout", LOWER, "fheads16d", heads(256, True)),
+    ("graph attention, odd T", LOWER, "fheads16", heads(200)),
+    ("graph block (examples/graphs/block.tile)", os.path.join(EX, "graphs", "block.tile"), "block_op",
+     ["T=64", "x=rand:4096:1", "g1=rand:64:2", "wq=rand:4096:3", "wk=rand:4096:4", "wv=rand:4096:5",
+      "wo=rand:4096:6", "g2=rand:64:7", "wg=rand:8192:8", "wu=rand:8192:9", "wd=rand:8192:10"]),
+]
+
+
+def llama(T, dropout=False):
+    """bench/graph_block.py's Llama block at model size 256, 2 heads of 128, MLP 512."""
+    a = ["T=%d" % T, "x=rand:%d:1" % (T * 256), "g1=rand:256:2", "wq=rand:65536:3", "wk=rand:65536:4",
+         "wv=rand:65536:5", "wo=rand:65536:6", "g2=rand:256:7", "wg=rand:131072:8", "wu=rand:131072:9",
+         "wd=rand:131072:10"]
+    return a + (["mask=rand:%d:11" % (T * T), "pdrop=0.1", "seed=5"] if dropout else [])
+
+
+GRAPHS += [
+    ("graph Llama block, heads of 128", "@llama", "block_op", llama(128)),
+    ("graph Llama block with mask and dropout", "@llama", "block", llama(128, True)),
+]
+
+
 def read_values(path):
     with open(path) as f:
         return [float(x) for x in f.read().split()]
@@ -183,7 +217,24 @@ def main():
             print("%s %s (largest difference %.2g of the output's largest magnitude)" % ("ok  " if ok else "FAIL", name,
                                                                                    worst), flush=True)
             failed += not ok
-    print("%d of %d cases failed" % (failed, sum(1 for c in CASES if not only or only in c[0])))
+        sys.path.insert(0, os.path.join(root, "bench"))
+        from graph_block import block_source
+        with open(os.path.join(t, "llama.tile"), "w") as f:
+            f.write(block_source(256, 2, 128, 512))
+        for name, path, graph, args in GRAPHS:
+            if only and only not in name:
+                continue
+            path = os.path.join(t, "llama.tile") if path == "@llama" else path
+            r = subprocess.run([tilec, "run", path, "--compare-fused", "--device", "gpu", "--graph", graph,
+                                "--max-ops", "4000000000"] + [x for a in args for x in ("--arg", a)],
+                               env=env, capture_output=True, text=True)
+            ok = r.returncode == 0
+            if not ok:
+                print("FAIL %s:\n%s" % (name, (r.stdout + r.stderr)[-3000:]))
+            print("%s %s" % ("ok  " if ok else "FAIL", name), flush=True)
+            failed += not ok
+    total = sum(1 for c in CASES + GRAPHS if not only or only in c[0])
+    print("%d of %d cases failed" % (failed, total))
     return 1 if failed else 0
 
 

@@ -184,14 +184,20 @@ def emu_body(asm, cons, argtypes, ret):
         l2, vals = from_array(4, "i32", "v")
         l3, res = struct_of(ret, vals, "i32")
         return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
-    m = re.match(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.\1\.f32 \{\$0, \$1, \$2, \$3\}, "
-                 r"\{\$4, \$5, \$6, \$7\}, \{\$8, \$9\}, \{\$10, \$11, \$12, \$13\};$", asm)
+    m = re.match(r"mma\.sync\.aligned\.m16n8k(8|16|32)\.row\.col\.(f32|s32)\.(bf16|f16|tf32|s8|u8)\.\3\.\2 "
+                 r"\{\$0, \$1, \$2, \$3\}, \{\$4, \$5, \$6, \$7\}, \{\$8, \$9\}, \{\$10, \$11, \$12, \$13\};$", asm)
     if m:
-        lines = via_array(4, "i32", p[0:4], "a") + via_array(2, "i32", p[4:6], "b") + via_array(4, "float", p[6:10], "c")
-        lines.append("  call void @emu_mma16816(ptr %%a, ptr %%b, ptr %%c, i32 %d)" % (1 if m.group(1) == "f16" else 0))
-        l2, vals = from_array(4, "float", "c")
-        l3, res = struct_of(ret, vals, "float")
+        ct = "float" if m.group(2) == "f32" else "i32"
+        lines = via_array(4, "i32", p[0:4], "a") + via_array(2, "i32", p[4:6], "b") + via_array(4, ct, p[6:10], "c")
+        typ = ("bf16", "f16", "tf32", "s8", "u8").index(m.group(3))
+        lines.append("  call void @emu_mma(ptr %%a, ptr %%b, ptr %%c, i32 %d)" % typ)
+        l2, vals = from_array(4, ct, "c")
+        l3, res = struct_of(ret, vals, ct)
         return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
+    if asm == "cvt.rn.f16x2.f32 $0, $1, $2;":
+        return ["  %r = call i32 @emu_cvt_f16x2(float %p0, float %p1)", "  ret i32 %r"]
+    if re.match(r"fence\.(acq_rel|sc)\.(gpu|sys|cta);$", asm):
+        return ["  ret void"]   # the emulator's threads share memory through its locks
     if asm.startswith("mma.sync") or "ldmatrix" in asm or "multicast::cluster" in asm or "mapa." in asm \
             or asm.startswith("barrier.cluster"):
         sys.exit("emu: not modelled (clusters, other mma.sync and ldmatrix forms): " + asm[:120])
@@ -284,8 +290,10 @@ if EMU:
         for ax in "xyz":
             src = src.replace("@llvm.nvvm.read.ptx.sreg.%s.%s" % (sreg, ax), "@emu_%s_%s" % (sreg, ax))
             src = re.sub(r"declare [^\n]*@emu_%s_%s\(\)[^\n]*" % (sreg, ax), "declare i32 @emu_%s_%s()" % (sreg, ax), src)
-    src = src.replace("@llvm.nvvm.ex2.approx.ftz.f(", "@emu_ex2_ftz(").replace("@llvm.nvvm.ex2.approx.f(", "@emu_ex2(")
-    src = re.sub(r"declare [^\n]*@emu_ex2(_ftz)?\([^\n]*", lambda m: "declare float @emu_ex2%s(float)" % (m.group(1) or ""), src)
+    src = re.sub(r"@vprintf\b", "@emu_vprintf", src)
+    for nv, emu in (("ex2.approx.ftz.f", "ex2_ftz"), ("ex2.approx.f", "ex2"), ("rcp.approx.ftz.f", "rcp_ftz")):
+        src = src.replace("@llvm.nvvm.%s(" % nv, "@emu_%s(" % emu)
+        src = re.sub(r"declare [^\n]*@emu_%s\([^\n]*" % emu, "declare float @emu_%s(float)" % emu, src)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
 src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
@@ -317,7 +325,8 @@ if EMU:
     src += "declare void @emu_st_global(i32, i64, ptr, i32)\ndeclare void @emu_ld_global(i32, i64, ptr, i32)\n"
     src += "declare void @emu_cp_async(i32, i64, i32, i32)\ndeclare void @emu_tma_load(i32, i64, i32, i32, i32)\n"
     src += "declare void @emu_tma_store(i64, i32, i32, i32)\ndeclare void @emu_mbar_init(i32, i32)\n"
-    src += "declare void @emu_ldmatrix(i32, i32, ptr)\ndeclare void @emu_mma16816(ptr, ptr, ptr, i32)\n"
+    src += "declare void @emu_ldmatrix(i32, i32, ptr)\ndeclare void @emu_mma(ptr, ptr, ptr, i32)\n"
+    src += "declare i32 @emu_cvt_f16x2(float, float)\n"
     src += "declare void @emu_mbar_arrive_tx(i32, i32)\ndeclare void @emu_mbar_arrive(i32)\ndeclare void @emu_mbar_wait(i32, i32)\n"
     # fptrunc to bfloat is a libcall on the host; the emulator rounds to nearest even
     src += "define bfloat @__truncsfbf2(float %x) {\n  %b = call i16 @emu_f2bf(float %x)\n"
@@ -335,7 +344,7 @@ for l in lines:
                   r"(?:store (i\d+|float|bfloat|half) [^,]+, ptr addrspace\(([13])\) (%[\w.]+))", l)
     if m:
         ty = m.group(1) or m.group(4); sp = m.group(2) or m.group(5); p = m.group(3) or m.group(6)
-        sz = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "bfloat": 2, "half": 2}[ty]
+        sz = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "bfloat": 2, "half": 2}[ty]
         fn = "chk_sh" if sp == "3" else ("chk_gl" if m.group(1) else "chk_gs")
         outl.append("  call void @%s(ptr addrspace(%s) %s, i32 %d)" % (fn, sp, p, sz))
     outl.append(l)

@@ -58,7 +58,8 @@
  * at its first launch the IR is made host code (tests/emu/llvm_to_host.py --emu, llc,
  * cc with tests/emu/emu_rt.c, from MOCKCUDA_EMU_DIR) and each launch runs the grid on
  * the host, one pthread per GPU thread, before returning. A launch whose emulation
- * finds an error (printed) makes the sticky fault 719, as a kernel fault would. */
+ * finds an error (printed) makes the sticky fault 719 (710 for a failed assert), as a
+ * kernel fault would. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -544,7 +545,7 @@ static int emulate(const Func *f, const unsigned g[3], unsigned threads, unsigne
     int (*run)(void (*)(void **), const unsigned *, unsigned, unsigned, void **) =
         h ? (int (*)(void (*)(void **), const unsigned *, unsigned, unsigned, void **))dlsym(h, "emu_launch") : NULL;
     if (!entry || !run) return 719;
-    return run(entry, g, threads, shmem, params) ? 719 : 0;
+    return run(entry, g, threads, shmem, params);
 }
 
 /* ---- launches and memory ------------------------------------------------------------ */
