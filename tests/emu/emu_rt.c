@@ -42,6 +42,8 @@
 
 #define NT_MAX 1024
 #define SMEM_MAX (228 * 1024)
+#define MAXC 8                 /* CTAs of a cluster */
+#define GT_MAX (NT_MAX * MAXC) /* threads of a cluster */
 
 typedef struct Rdv {
     pthread_mutex_t mu;
@@ -50,18 +52,21 @@ typedef struct Rdv {
     unsigned gen;
 } Rdv;
 
-/* the kernel's @__tile_smem */
+/* The kernel's @__tile_smem: the base of the shared addresses it computes (the same in
+ * every CTA, as on the GPU); what a thread reads and writes there is its CTA's own
+ * memory, cta_mem[rank] (emu_sh, sh). */
 unsigned char __tile_smem[SMEM_MAX] __attribute__((aligned(1024)));
-#define smem __tile_smem
+static unsigned char cta_mem[MAXC][SMEM_MAX] __attribute__((aligned(1024)));
+#define smem (cta_mem[rank_])
 static unsigned smem_bytes;
-static __thread int tid_ = -1;
-static unsigned cta_[3], grid_[3], nthreads;
+static __thread int tid_ = -1, rank_, gtid_;   /* thread in its CTA, CTA in the cluster, thread in the cluster */
+static unsigned cta_[3], grid_[3], nthreads, ncl = 1;
 static int errors, asserted;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;   /* mbarriers, barrier 0, named barriers */
-static Rdv warp_rdv[NT_MAX / 32], wg_rdv[NT_MAX / 128];
-static uint32_t shfl_slot[NT_MAX];
-static int living;                                     /* threads of the CTA not yet returned */
+static Rdv warp_rdv[GT_MAX / 32], wg_rdv[GT_MAX / 128];
+static uint32_t shfl_slot[GT_MAX];
+static int living[MAXC];                               /* threads of each CTA not yet returned */
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
@@ -69,7 +74,7 @@ static void fail(const char *fmt, ...)
     va_list ap;
     pthread_mutex_lock(&mu);
     if (errors++ < 20) {
-        fprintf(stderr, "emu: cta (%u, %u, %u) thread %d: ", cta_[0], cta_[1], cta_[2], tid_);
+        fprintf(stderr, "emu: cta (%u, %u, %u) thread %d: ", cta_[0] * ncl + (unsigned)rank_, cta_[1], cta_[2], tid_);
         va_start(ap, fmt);
         vfprintf(stderr, fmt, ap);
         va_end(ap);
@@ -101,15 +106,18 @@ static void rdv_wait(Rdv *r)
 
 /* ---- special registers -------------------------------------------------------------- */
 int emu_tid(void) { return tid_; }
-int emu_ctaid_x(void) { return (int)cta_[0]; }
+int emu_ctaid_x(void) { return (int)(cta_[0] * ncl) + rank_; }
 int emu_ctaid_y(void) { return (int)cta_[1]; }
 int emu_ctaid_z(void) { return (int)cta_[2]; }
-int emu_nctaid_x(void) { return (int)grid_[0]; }
+int emu_nctaid_x(void) { return (int)(grid_[0] * ncl); }
+int emu_rank(void) { return rank_; }
+int emu_clusterid(void) { return (int)cta_[0]; }
+int emu_nclusterid(void) { return (int)grid_[0]; }
 int emu_nctaid_y(void) { return (int)grid_[1]; }
 int emu_nctaid_z(void) { return (int)grid_[2]; }
 
 /* ---- shared memory -------------------------------------------------------------------- */
-static uint32_t off_of(uint32_t a) { return a - (uint32_t)(uintptr_t)smem; }
+static uint32_t off_of(uint32_t a) { return a - (uint32_t)(uintptr_t)__tile_smem; }
 static unsigned char *sh(uint32_t a, uint32_t n, const char *what)
 {
     uint32_t o = off_of(a);
@@ -119,14 +127,21 @@ static unsigned char *sh(uint32_t a, uint32_t n, const char *what)
     }
     return smem + o;
 }
-void *emu_shared_ptr_i32(uint32_t a) { return smem + off_of(a); }
-void *emu_shared_ptr_i64(uint64_t a) { return smem + off_of((uint32_t)a); }
-void chk_sh(void *p, uint32_t sz)
+void *emu_shared_ptr_i32(uint32_t a) { return __tile_smem + off_of(a); }
+void *emu_shared_ptr_i64(uint64_t a) { return __tile_smem + off_of((uint32_t)a); }
+/* A shared pointer the kernel dereferences (sz bytes): the calling thread's CTA's memory
+ * at its offset, checked. */
+void *emu_sh(void *p, uint32_t sz)
 {
-    uintptr_t o = (uintptr_t)p - (uintptr_t)smem;
-    if (o % sz) fail("shared access misaligned (offset %lu, %u bytes)", (unsigned long)o, sz);
-    if (o + sz > smem_bytes) fail("shared access at offset %lu past the %u bytes launched", (unsigned long)o, smem_bytes);
+    uintptr_t o = (uintptr_t)p - (uintptr_t)__tile_smem;
+    if (sz && o % sz) fail("shared access misaligned (offset %lu, %u bytes)", (unsigned long)o, sz);
+    if (o + sz > smem_bytes) {
+        fail("shared access at offset %lu past the %u bytes launched", (unsigned long)o, smem_bytes);
+        return smem;
+    }
+    return smem + o;
 }
+void chk_sh(void *p, uint32_t sz) { (void)emu_sh(p, sz); }
 void chk_gl(void *p, uint32_t sz)
 {
     if ((uintptr_t)p % sz) fail("global load misaligned (%p, %u bytes)", p, sz);
@@ -137,16 +152,45 @@ void chk_gs(void *p, uint32_t sz)
 }
 
 /* ---- barriers ----------------------------------------------------------------------- */
-static struct { int count, n; unsigned phase; } named[16];
-static unsigned bar0_count, bar0_phase;
+static struct { int count, n; unsigned phase; } named_[MAXC][16];
+#define named (named_[rank_])
+static unsigned bar0_count_[MAXC], bar0_phase_[MAXC];
+#define bar0_count (bar0_count_[rank_])
+#define bar0_phase (bar0_phase_[rank_])
 
 static void bar0_check_locked(void)
 {
-    if (bar0_count && bar0_count >= (unsigned)living) {
+    if (bar0_count && bar0_count >= (unsigned)living[rank_]) {
         bar0_count = 0;
         bar0_phase++;
         pthread_cond_broadcast(&cv);
     }
+}
+
+/* barrier.cluster (arrive, and wait unless a leaving thread's): every thread of the
+ * cluster; a thread that returns counts as arrived from the next phase on (one that
+ * arrived in this phase and returned counts once). */
+static unsigned cl_count, cl_phase, cl_gone, cl_gone_next;
+static __thread unsigned my_cl_phase = ~0u;
+static void cl_check_locked(void)
+{
+    if (cl_count && cl_count + cl_gone >= nthreads * ncl) {
+        cl_count = 0;
+        cl_phase++;
+        cl_gone += cl_gone_next;
+        cl_gone_next = 0;
+        pthread_cond_broadcast(&cv);
+    }
+}
+void emu_cluster_sync(uint32_t wait)
+{
+    pthread_mutex_lock(&mu);
+    unsigned mine = cl_phase;
+    my_cl_phase = mine;
+    cl_count++;
+    cl_check_locked();
+    while (wait && cl_phase == mine) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
 }
 
 /* barrier 0 (bar.sync 0 / __syncthreads): every thread of the CTA still running */
@@ -191,9 +235,9 @@ void emu_bar_arrive(int id, int n) { named_bar(id, n, 0); }
 /* ---- warp shuffles (whole warps, width 32) ---------------------------------------------- */
 static uint32_t shfl(int mode, uint32_t v, uint32_t b)
 {
-    int lane = tid_ % 32, base = tid_ - lane, src = lane;
-    Rdv *r = &warp_rdv[tid_ / 32];
-    shfl_slot[tid_] = v;
+    int lane = tid_ % 32, base = gtid_ - lane, src = lane;
+    Rdv *r = &warp_rdv[gtid_ / 32];
+    shfl_slot[gtid_] = v;
     rdv_wait(r);
     switch (mode) {
     case 0: src = (int)(b & 31); break;                           /* idx */
@@ -295,11 +339,14 @@ void emu_cp_async(uint32_t dst, uint64_t src, uint32_t size, uint32_t src_size)
 
 /* ---- mbarriers --------------------------------------------------------------------------- */
 #define NBAR 256
-static struct Bar { uint32_t off; int used, count, pending; int64_t tx; unsigned phase; } bars[NBAR];
-static int nbars;
+static struct Bar { uint32_t off; int used, count, pending; int64_t tx; unsigned phase; } bars_[MAXC][NBAR];
+static int nbars_[MAXC];
 
-static struct Bar *bar_of(uint32_t a, int create)
+/* the mbarrier at shared address a of CTA `rank` */
+static struct Bar *bar_in(int rank, uint32_t a, int create)
 {
+    struct Bar *bars = bars_[rank];
+    int *pn = &nbars_[rank], nbars = *pn;
     uint32_t o = off_of(a);
     if (o % 8 || o + 8 > smem_bytes) {
         fail("mbarrier at shared offset %u misaligned or past the shared memory", o);
@@ -316,8 +363,10 @@ static struct Bar *bar_of(uint32_t a, int create)
         return NULL;
     }
     bars[nbars].off = o;
-    return &bars[nbars++];
+    ++*pn;
+    return &bars[nbars];
 }
+static struct Bar *bar_of(uint32_t a, int create) { return bar_in(rank_, a, create); }
 static void bar_complete_locked(struct Bar *b)
 {
     if (b->pending == 0 && b->tx == 0) {
@@ -346,10 +395,25 @@ static void bar_arrive(uint32_t a, int64_t tx)
 }
 void emu_mbar_arrive(uint32_t a) { bar_arrive(a, 0); }
 void emu_mbar_arrive_tx(uint32_t a, uint32_t tx) { bar_arrive(a, tx); }
-static void bar_complete_tx(uint32_t a, uint32_t bytes)
+/* an arrival on CTA rank's barrier at a's offset (mapa + mbarrier.arrive.shared::cluster) */
+void emu_mbar_arrive_remote(uint32_t a, uint32_t rank)
+{
+    if (rank >= ncl) {
+        fail("a remote arrival on CTA %u of a cluster of %u", rank, ncl);
+        return;
+    }
+    pthread_mutex_lock(&mu);
+    struct Bar *b = bar_in((int)rank, a, 0);
+    if (b) {
+        if (--b->pending < 0) fail("mbarrier at %u of CTA %u: more arrivals than its count %d", b->off, rank, b->count);
+        bar_complete_locked(b);
+    }
+    pthread_mutex_unlock(&mu);
+}
+static void bar_complete_tx(int rank, uint32_t a, uint32_t bytes)
 {
     pthread_mutex_lock(&mu);
-    struct Bar *b = bar_of(a, 0);
+    struct Bar *b = bar_in(rank, a, 0);
     if (b) {
         b->tx -= bytes;
         bar_complete_locked(b);
@@ -393,12 +457,13 @@ static const Map *map_of(uint64_t p)
     }
     return m;
 }
-static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store)
+static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store, int rank)
 {
     uint32_t es = (uint32_t)dtype_bytes[m->dtype], sw = m->swizzle ? 16u << m->swizzle : 0;
     uint32_t row = m->box[0] * es, bytes = row * m->box[1];
     unsigned char *base = sh(s, bytes, store ? "TMA store source" : "TMA copy destination");
     if (!base) return;
+    base = cta_mem[rank] + (base - smem);
     uint32_t o0 = off_of(s);
     if (sw && o0 % (8 * sw) && m->box[1] >= 8) fail("TMA box at shared offset %u not on a swizzle repeat", o0);
     for (uint32_t r = 0; r < m->box[1]; r++)
@@ -421,13 +486,26 @@ void emu_tma_load(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t b
 {
     const Map *m = map_of(map);
     if (!m) return;
-    box_copy(m, dst, c0, c1, 0);
-    bar_complete_tx(bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
+    box_copy(m, dst, c0, c1, 0, rank_);
+    bar_complete_tx(rank_, bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
+}
+/* a multicast copy: the box into the same offset of every CTA of mask, each CTA's
+ * barrier at bar's offset completing its bytes */
+void emu_tma_load_mc(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar, uint32_t mask)
+{
+    const Map *m = map_of(map);
+    if (!m) return;
+    if (mask >> ncl) fail("a multicast copy to CTAs outside the cluster of %u (mask 0x%x)", ncl, mask);
+    for (int r = 0; r < (int)ncl; r++)
+        if (mask >> r & 1) {
+            box_copy(m, dst, c0, c1, 0, r);
+            bar_complete_tx(r, bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
+        }
 }
 void emu_tma_store(uint64_t map, int32_t c0, int32_t c1, uint32_t src)
 {
     const Map *m = map_of(map);
-    if (m) box_copy(m, src, c0, c1, 1);
+    if (m) box_copy(m, src, c0, c1, 1, rank_);
 }
 
 /* ---- wgmma ---------------------------------------------------------------------------- */
@@ -437,7 +515,7 @@ typedef struct WgSlot {
     uint64_t da, db;
     uint32_t pred;
 } WgSlot;
-static WgSlot wg_slot[NT_MAX];
+static WgSlot wg_slot[GT_MAX];
 
 /* element (r, k) of a wgmma operand of `rows` rows (M or N) through descriptor d: its
  * address, the bytes of an element being es; mn_major: r along the contiguous axis */
@@ -446,7 +524,7 @@ static const unsigned char *desc_elem(uint64_t d, uint32_t r, uint32_t k, uint32
     uint32_t start = (uint32_t)(d & 0x3FFF) << 4, lbo = (uint32_t)((d >> 16) & 0x3FFF) << 4;
     uint32_t sbo = (uint32_t)((d >> 32) & 0x3FFF) << 4, mode = (uint32_t)(d >> 62);
     uint32_t sw = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
-    uint32_t o = (start - ((uint32_t)(uintptr_t)smem & 0x3FFFF)) & 0x3FFFF;
+    uint32_t o = (start - ((uint32_t)(uintptr_t)__tile_smem & 0x3FFFF)) & 0x3FFFF;
     if (!sw) {
         fail("wgmma descriptor without a swizzle (the emulator models the swizzled layouts only)");
         return smem;
@@ -482,10 +560,10 @@ static float elem_f(const unsigned char *p, int type)
 void emu_wgmma(float *acc, const uint32_t *areg, uint64_t da, uint64_t db, uint32_t pred, uint32_t n, uint32_t type,
                uint32_t ta, uint32_t tb)
 {
-    int wg = tid_ / 128, first = wg * 128;
-    wg_slot[tid_] = (WgSlot){acc, areg, da, db, pred};
+    int wg = gtid_ / 128, first = wg * 128;
+    wg_slot[gtid_] = (WgSlot){acc, areg, da, db, pred};
     rdv_wait(&wg_rdv[wg]);
-    if (tid_ == first) {
+    if (gtid_ == first) {
         uint32_t es = type >= 2 ? 1 : 2, K = 32 / es;   /* 16 (16-bit) or 32 (8-bit) */
         float A[64][32], B[256][32];   /* per warpgroup: two may compute at once */
         for (uint32_t r = 0; r < 64; r++)
@@ -519,20 +597,21 @@ void emu_wgmma(float *acc, const uint32_t *areg, uint64_t da, uint64_t db, uint3
 }
 
 /* ---- mma.sync and ldmatrix (a warp's) ---------------------------------------------------- */
-static uint32_t warp_addr[NT_MAX];
-static uint32_t warp_regs[NT_MAX][6];
+static uint32_t warp_addr[GT_MAX];
+static uint32_t warp_regs[GT_MAX][6];
 
-/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8j..8j+7 give the rows of
- * matrix j, which lands in register j: lane l holds row l / 4, elements 2(l % 4) and
+/* ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 (N = nmat: 1, 2 or 4 matrices):
+ * lanes 8j..8j+7 give the rows of matrix j (lanes past the N-th matrix's give nothing),
+ * which lands in register j: lane l holds row l / 4, elements 2(l % 4) and
  * the next (transposed: column l / 4 of rows 2(l % 4) and the next). */
-void emu_ldmatrix(uint32_t addr, uint32_t trans, uint32_t *out)
+void emu_ldmatrix(uint32_t addr, uint32_t trans, uint32_t *out, uint32_t nmat)
 {
-    int lane = tid_ % 32, base = tid_ - lane;
-    Rdv *r = &warp_rdv[tid_ / 32];
+    int lane = tid_ % 32, base = gtid_ - lane;
+    Rdv *r = &warp_rdv[gtid_ / 32];
     if (off_of(addr) % 16) fail("ldmatrix row address misaligned (shared offset %u)", off_of(addr));
-    warp_addr[tid_] = addr;
+    warp_addr[gtid_] = addr;
     rdv_wait(r);
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < (int)nmat; j++) {
         uint16_t h[2];
         for (int e = 0; e < 2; e++) {
             int row = trans ? 2 * (lane % 4) + e : lane / 4, col = trans ? lane / 4 : 2 * (lane % 4) + e;
@@ -563,11 +642,11 @@ static double mma_elem(uint32_t w, int j, uint32_t type)
 }
 void emu_mma(const uint32_t *a, const uint32_t *b, void *c, uint32_t type)
 {
-    int lane = tid_ % 32, base = tid_ - lane;
+    int lane = tid_ % 32, base = gtid_ - lane;
     int e = type == 2 ? 1 : type <= 1 ? 2 : 4, K = 8 * e;
-    Rdv *r = &warp_rdv[tid_ / 32];
-    memcpy(warp_regs[tid_], a, 16);
-    memcpy(warp_regs[tid_] + 4, b, 8);
+    Rdv *r = &warp_rdv[gtid_ / 32];
+    memcpy(warp_regs[gtid_], a, 16);
+    memcpy(warp_regs[gtid_] + 4, b, 8);
     rdv_wait(r);
     uint32_t out[4];
     for (int i = 0; i < 4; i++) {
@@ -665,11 +744,16 @@ static void **params_;
 
 static void *run_thread(void *p)
 {
-    tid_ = (int)(intptr_t)p;
+    gtid_ = (int)(intptr_t)p;
+    tid_ = gtid_ % (int)nthreads;
+    rank_ = gtid_ / (int)nthreads;
     entry_(params_);
     pthread_mutex_lock(&mu);
-    living--;
+    living[rank_]--;
     bar0_check_locked();   /* a barrier 0 the others wait at no longer waits for this thread */
+    if (my_cl_phase == cl_phase) cl_gone_next++;   /* arrived in this phase: gone from the next */
+    else cl_gone++;
+    cl_check_locked();
     pthread_mutex_unlock(&mu);
     return NULL;
 }
@@ -685,44 +769,55 @@ static void *watchdog(void *p)
     _exit(3);
 }
 
-/* Runs entry over the grid (CTAs in order) with `threads` threads a CTA and `shared`
- * bytes of shared memory. Returns 0, or the CUDA error the GPU would give: 710 (an
+/* Runs entry over the grid (in clusters of `cluster` CTAs along x: grid[0] counts
+ * clusters; the clusters in order, the CTAs of one at once) with `threads` threads a CTA
+ * and `shared` bytes of shared memory. Returns 0, or the CUDA error the GPU would give: 710 (an
  * assert failed) or 719 (any other error the emulator found, printed). */
-int emu_launch(Entry entry, const unsigned grid[3], unsigned threads, unsigned shared, void **params)
+int emu_launch(Entry entry, const unsigned grid[3], unsigned threads, unsigned shared, void **params, unsigned cluster)
 {
-    if (threads < 1 || threads > NT_MAX || shared > SMEM_MAX) {
-        fprintf(stderr, "emu: a launch of %u threads and %u bytes of shared memory\n", threads, shared);
-        return 1;
+    if (threads < 1 || threads > NT_MAX || threads % 32 || shared > SMEM_MAX || cluster < 1 || cluster > MAXC) {
+        fprintf(stderr, "emu: a launch of %u threads, %u bytes of shared memory, clusters of %u\n", threads, shared,
+                cluster);
+        return 719;
     }
+    ncl = cluster;
+    unsigned total = threads * cluster;
     errors = asserted = 0;
     entry_ = entry, params_ = params, nthreads = threads;
     smem_bytes = shared ? shared : 16;
     memcpy(grid_, grid, sizeof grid_);
-    for (unsigned i = 0; i < threads / 32 + 1 && i < NT_MAX / 32; i++) rdv_init(&warp_rdv[i], 32);
-    for (unsigned i = 0; i < threads / 128 + 1 && i < NT_MAX / 128; i++) rdv_init(&wg_rdv[i], 128);
+    for (unsigned i = 0; i < total / 32; i++) rdv_init(&warp_rdv[i], 32);
+    for (unsigned i = 0; i < (total + 127) / 128; i++) rdv_init(&wg_rdv[i], 128);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8u << 20);
     for (cta_[2] = 0; cta_[2] < grid[2]; cta_[2]++)
         for (cta_[1] = 0; cta_[1] < grid[1]; cta_[1]++)
             for (cta_[0] = 0; cta_[0] < grid[0]; cta_[0]++) {
-                memset(smem, 0, smem_bytes);
-                memset(named, 0, sizeof named);
-                nbars = 0;
-                bar0_count = 0;
-                living = (int)threads;
-                pthread_t dog, th[NT_MAX];
+                for (unsigned r = 0; r < cluster; r++) {
+                    memset(cta_mem[r], 0, smem_bytes);
+                    living[r] = (int)threads;
+                    bar0_count_[r] = 0;
+                    nbars_[r] = 0;
+                }
+                memset(named_, 0, sizeof named_);
+                cl_count = cl_gone = cl_gone_next = 0;
+                pthread_t dog;
+                static pthread_t th[GT_MAX];
                 pthread_create(&dog, NULL, watchdog, NULL);
-                for (unsigned t = 0; t < threads; t++)
+                for (unsigned t = 0; t < total; t++)
                     if (pthread_create(&th[t], &attr, run_thread, (void *)(intptr_t)t)) {
                         fprintf(stderr, "emu: pthread_create failed\n");
-                        return 1;
+                        return 719;
                     }
-                for (unsigned t = 0; t < threads; t++) pthread_join(th[t], NULL);
+                for (unsigned t = 0; t < total; t++) pthread_join(th[t], NULL);
                 pthread_cancel(dog);
                 pthread_join(dog, NULL);
-                for (int i = 0; i < 16; i++)
-                    if (named[i].count) fail("named barrier %d left with %d arrivals at the CTA's end", i, named[i].count);
+                for (int r = 0; r < (int)cluster; r++)
+                    for (int i = 0; i < 16; i++)
+                        if (named_[r][i].count)
+                            fail("named barrier %d of CTA %d left with %d arrivals at the CTA's end", i, r,
+                                 named_[r][i].count);
             }
     pthread_attr_destroy(&attr);
     return asserted ? 710 : errors ? 719 : 0;

@@ -3,12 +3,14 @@
  * then gets, where it asks for a kernel's PTX (cg_emit_ptx), the kernel's LLVM IR as
  * the NVPTX backend would have compiled it (cg_emit_llvm: the same module after the
  * same pipeline), which the mock driver runs with MOCKCUDA_EMULATE=1 (tests/emu/
- * emu_rt.c). Everything else the runtime asks of the code generator is the real
+ * emu_rt.c), followed by a line "; tile-emu-cluster NAME N" for each kernel of clusters
+ * of N CTAs (what the PTX says in .reqnctapercluster, which the IR does not hold). Everything else the runtime asks of the code generator is the real
  * library's answer. Tests only: use a cache directory of its own (the texts are not
  * PTX). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen/codegen.h"
 
@@ -35,7 +37,17 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
 {
     char *(*emit_llvm)(const IrModule *, const CgOptions *, DiagList *) =
         (char *(*)(const IrModule *, const CgOptions *, DiagList *))real("cg_emit_llvm");
-    return emit_llvm(m, o, d);
+    char *ir = emit_llvm(m, o, d);
+    for (uint32_t i = 0; ir && i < m->nfuncs; i++) {
+        CgKernelInfo info;
+        if (m->funcs[i]->kind != IR_FUNC_KERNEL || !cg_kernel_info(m->funcs[i], &info) || info.cluster <= 1) continue;
+        size_t n = strlen(ir), add = strlen(m->funcs[i]->name) + 48;
+        char *more = realloc(ir, n + add);   /* the runtime frees it with tl_free: free */
+        if (!more) abort();
+        ir = more;
+        snprintf(ir + n, add, "\n; tile-emu-cluster %s %u\n", m->funcs[i]->name, info.cluster);
+    }
+    return ir;
 }
 
 bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)

@@ -8,10 +8,15 @@ grids, launch), and `tilec run --device cpu` (the interpreter), and compares eve
 output element. So CI checks, without a GPU, the values the sm_90a code computes: the
 register layouts, swizzles, descriptors, ring stages and phases, producer warpgroups,
 persistent walks, ping-pong turns and epilogues the GPU suite otherwise checks on the
-H200 only. What the model cannot see: timing (a missing wait is not caught: copies land
-when issued), clusters, mma.sync and ldmatrix (sm_80 code).
+H200 only, clusters (their CTAs run at once, each with its own shared memory; multicast
+copies, remote arrivals and cluster barriers) and sm_80's mma.sync and ldmatrix. What
+the model cannot see: timing (a missing wait or fence is not caught: copies land when
+issued, wgmmas complete at once).
 
-    python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list]
+    python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list] [--lit]
+
+--lit runs tests/gpu/lit_on_gpu.py on the emulated GPU instead: every `tilec run` of
+tests/lit/run and tests/lit/cli with --device gpu against --device cpu (about 480 runs).
 
 Exit status 0 when every case matches; 77 without llc or a C compiler.
 """
@@ -107,6 +112,16 @@ CASES = [
     ("rms norm", os.path.join(EX, "rmsnorm.tile"), "rms_norm", [],
      ["y=zeros:%d" % (4 * 3000), "x=rand:%d:1" % (4 * 3000), "w=rand:3000:2", "n_rows=4", "n_cols=3000",
       "eps=0.00001"], ["y"], 1e-2),
+    # clusters of two CTAs (their rows split, B multicast by TMA, stages released on both)
+    ("gemm cluster 2", MM, "matmul_bf16", ["BM=256", "cluster=2"], gemm(512, 256, 128), ["c"], 0),
+    ("gemm cluster 2, no producer", MM, "matmul_bf16", ["BM=256", "cluster=2", "ws=0", "persistent=0"],
+     gemm(512, 256, 128), ["c"], 0),
+    ("gemm cluster 2, ping-pong", MM, "matmul_bf16", ["BM=256", "BN=128", "warps=4", "cluster=2", "pingpong=1"],
+     gemm(512, 256, 128), ["c"], 0),
+    ("gemm cluster 2, BN 64, odd sizes", MM, "matmul_bf16", ["BM=128", "BN=64", "warps=4", "cluster=2", "ws=0",
+                                                               "persistent=0", "stages=3"], gemm(328, 200, 88), ["c"], 0),
+    ("attention forward tma cluster 2", FA, "attn_fwd_tma", ["BM=256", "cluster=2"], attn_fwd(1, 512), ["o", "lse"],
+     2e-2),
     # sm_80 code (cp.async, ldmatrix, mma.sync): the mock driver says compute capability 8.0
     ("gemm sm_80", MM, "matmul_bf16", ["BN=128", "warps=4", "stages=3"], gemm(256, 256, 128), ["c"], 0, {"MOCKCUDA_CC": "80"}),
     ("gemm sm_80 odd sizes", MM, "matmul_bf16", ["BN=128", "BM=64", "warps=4", "stages=2"], gemm(200, 136, 72), ["c"],
@@ -178,6 +193,9 @@ def main():
     with tempfile.TemporaryDirectory() as t:
         env = dict(os.environ, TILE_CUDA_LIBRARY=mock, MOCKCUDA_EMULATE="1", MOCKCUDA_EMU_DIR=here, MOCKCUDA_LLC=llc,
                    TILE_CODEGEN_LIBRARY=cg_emu, TILE_EMU_CODEGEN=cg, TILE_CACHE_DIR=os.path.join(t, "cache"))
+        if "--lit" in argv:
+            return subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "lit_on_gpu.py"), tilec], env=env,
+                                  cwd=root).returncode
         for case in CASES:
             name, path, kernel, defs, args, outs, tol = case[:7]
             case_env = dict(env, **(case[7] if len(case) > 7 else {}))

@@ -176,12 +176,15 @@ def emu_body(asm, cons, argtypes, ret):
         l2, vals = from_array(R, "float", "acc")
         l3, res = struct_of(ret, vals, "float")
         return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
-    m = re.match(r"ldmatrix\.sync\.aligned\.m8n8\.x4(\.trans)?\.shared\.b16 \{\$0, \$1, \$2, \$3\}, \[\$4\];$", asm)
+    m = re.match(r"ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared\.b16 (\{[$0-9, ]*\}|\$0), \[\$\1\];$", asm)
     if m:
+        n = int(m.group(1))
         lines = ["  %v = alloca [4 x i32], align 16",
-                 "  call void @emu_ldmatrix(i32 %%p0, i32 %d, ptr %%v)" % (1 if m.group(1) else 0)]
-        lines += ["  %%v.%d = getelementptr [4 x i32], ptr %%v, i32 0, i32 %d" % (i, i) for i in range(4)]
-        l2, vals = from_array(4, "i32", "v")
+                 "  call void @emu_ldmatrix(i32 %%p0, i32 %d, ptr %%v, i32 %d)" % (1 if m.group(2) else 0, n)]
+        lines += ["  %%v.%d = getelementptr [4 x i32], ptr %%v, i32 0, i32 %d" % (i, i) for i in range(n)]
+        l2, vals = from_array(n, "i32", "v")
+        if n == 1:
+            return lines + l2 + ["  ret i32 %s" % vals[0]]
         l3, res = struct_of(ret, vals, "i32")
         return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
     m = re.match(r"mma\.sync\.aligned\.m16n8k(8|16|32)\.row\.col\.(f32|s32)\.(bf16|f16|tf32|s8|u8)\.\3\.\2 "
@@ -198,9 +201,19 @@ def emu_body(asm, cons, argtypes, ret):
         return ["  %r = call i32 @emu_cvt_f16x2(float %p0, float %p1)", "  ret i32 %r"]
     if re.match(r"fence\.(acq_rel|sc)\.(gpu|sys|cta);$", asm):
         return ["  ret void"]   # the emulator's threads share memory through its locks
+    if asm == "barrier.cluster.arrive.release;\\0Abarrier.cluster.wait.acquire;":
+        return ["  call void @emu_cluster_sync(i32 1)", "  ret void"]
+    if asm == "barrier.cluster.arrive.release;":
+        return ["  call void @emu_cluster_sync(i32 0)", "  ret void"]
+    if asm.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                      "[$0], [$1, {$2, $3}], [$4], $5;"):
+        return ["  %m = zext i16 %p5 to i32",
+                "  call void @emu_tma_load_mc(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4, i32 %m)", "  ret void"]
+    if "mapa.shared::cluster.u32 tile_remote, $0, $1;" in asm and "mbarrier.arrive.shared::cluster.b64 _, [tile_remote]" in asm:
+        return ["  call void @emu_mbar_arrive_remote(i32 %p0, i32 %p1)", "  ret void"]
     if asm.startswith("mma.sync") or "ldmatrix" in asm or "multicast::cluster" in asm or "mapa." in asm \
             or asm.startswith("barrier.cluster"):
-        sys.exit("emu: not modelled (clusters, other mma.sync and ldmatrix forms): " + asm[:120])
+        sys.exit("emu: not modelled (this cluster, mma.sync or ldmatrix form): " + asm[:120])
     if asm == "cvt.rn.bf16x2.f32 $0, $1, $2;":
         return ["  %r = call i32 @emu_cvt_bf16x2(float %p0, float %p1)", "  ret i32 %r"]
     m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$0, 0; @p st\.global(?:\.v(\d))?\.b32 \[\$1\], ", asm)
@@ -286,6 +299,9 @@ if EMU:
             args.append("%s %%v%d" % (ty, i))
         lines += ["  call void @%s(%s)" % (name, ", ".join(args)), "  ret void", "}"]
         entries.append("\n".join(lines))
+    for sreg, emu in (("cluster.ctarank", "rank"), ("clusterid.x", "clusterid"), ("nclusterid.x", "nclusterid")):
+        src = src.replace("@llvm.nvvm.read.ptx.sreg.%s" % sreg, "@emu_%s" % emu)
+        src = re.sub(r"declare [^\n]*@emu_%s\(\)[^\n]*" % emu, "declare i32 @emu_%s()" % emu, src)
     for sreg in ("ctaid", "nctaid"):
         for ax in "xyz":
             src = src.replace("@llvm.nvvm.read.ptx.sreg.%s.%s" % (sreg, ax), "@emu_%s_%s" % (sreg, ax))
@@ -325,7 +341,9 @@ if EMU:
     src += "declare void @emu_st_global(i32, i64, ptr, i32)\ndeclare void @emu_ld_global(i32, i64, ptr, i32)\n"
     src += "declare void @emu_cp_async(i32, i64, i32, i32)\ndeclare void @emu_tma_load(i32, i64, i32, i32, i32)\n"
     src += "declare void @emu_tma_store(i64, i32, i32, i32)\ndeclare void @emu_mbar_init(i32, i32)\n"
-    src += "declare void @emu_ldmatrix(i32, i32, ptr)\ndeclare void @emu_mma(ptr, ptr, ptr, i32)\n"
+    src += "declare void @emu_cluster_sync(i32)\ndeclare void @emu_tma_load_mc(i32, i64, i32, i32, i32, i32)\n"
+    src += "declare void @emu_mbar_arrive_remote(i32, i32)\n"
+    src += "declare void @emu_ldmatrix(i32, i32, ptr, i32)\ndeclare void @emu_mma(ptr, ptr, ptr, i32)\n"
     src += "declare i32 @emu_cvt_f16x2(float, float)\n"
     src += "declare void @emu_mbar_arrive_tx(i32, i32)\ndeclare void @emu_mbar_arrive(i32)\ndeclare void @emu_mbar_wait(i32, i32)\n"
     # fptrunc to bfloat is a libcall on the host; the emulator rounds to nearest even
@@ -335,6 +353,47 @@ if EMU:
     if left:
         sys.exit("emu: NVVM intrinsics the emulator does not model: " + ", ".join(left))
 open(sys.argv[2], "w").write(src)
+SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "bfloat": 2, "half": 2, "double": 8}
+nremap = [0]
+
+
+def remap_shared(l, outl):
+    """--emu: a load, store or atomic through a shared pointer (an SSA value, @__tile_smem
+    or a constant expression on it) goes through emu_sh, which gives the calling thread's
+    CTA's shared memory at that offset (the CTAs of a cluster run at once, each with its
+    own) after checking it; the line is returned with the pointer replaced."""
+    m = re.match(r"\s*(?:%[\w.]+ = )?(load|store|atomicrmw|cmpxchg)\b", l)
+    at = l.find("ptr addrspace(3) ")
+    if not m or at < 0:
+        return l
+    j = at + len("ptr addrspace(3) ")
+    if l.startswith("%", j) or l.startswith("@", j):
+        k = j + 1
+        while k < len(l) and (l[k].isalnum() or l[k] in "._$"):
+            k += 1
+    else:   # a constant expression: to its closing parenthesis
+        k = l.index("(", j)
+        depth = 0
+        while True:
+            depth += {"(": 1, ")": -1}.get(l[k], 0)
+            k += 1
+            if depth == 0:
+                break
+    ptr = l[j:k]
+    size = 0
+    if m.group(1) == "load":
+        ty = re.match(r"\s*%[\w.]+ = load (?:atomic )?(?:volatile )?(<(\d+) x (\w+)>|\w+),", l)
+    else:
+        ty = re.match(r"\s*(?:%[\w.]+ = )?(?:store|atomicrmw \w+|cmpxchg) (?:atomic )?(?:volatile )?"
+                      r"(?:ptr addrspace\(3\) \S+, )?(<(\d+) x (\w+)>|\w+) ", l)
+    if ty:
+        size = int(ty.group(2)) * SIZES.get(ty.group(3), 0) if ty.group(2) else SIZES.get(ty.group(1), 0)
+    nremap[0] += 1
+    name = "%%emu.sh%d" % nremap[0]
+    outl.append("  %s = call ptr @emu_sh(ptr addrspace(3) %s, i32 %d)" % (name, ptr, size))
+    return l[:at] + "ptr " + name + l[k:]
+
+
 # instrument shared loads and stores: a check of the address before each
 s = open(sys.argv[2]).read()
 lines = s.split("\n")
@@ -346,7 +405,10 @@ for l in lines:
         ty = m.group(1) or m.group(4); sp = m.group(2) or m.group(5); p = m.group(3) or m.group(6)
         sz = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "bfloat": 2, "half": 2}[ty]
         fn = "chk_sh" if sp == "3" else ("chk_gl" if m.group(1) else "chk_gs")
-        outl.append("  call void @%s(ptr addrspace(%s) %s, i32 %d)" % (fn, sp, p, sz))
+        if not (EMU and sp == "3"):
+            outl.append("  call void @%s(ptr addrspace(%s) %s, i32 %d)" % (fn, sp, p, sz))
+    if EMU:
+        l = remap_shared(l, outl)
     outl.append(l)
 s = "\n".join(outl) + "\ndeclare void @chk_sh(ptr addrspace(3), i32)\ndeclare void @chk_gl(ptr addrspace(1), i32)\ndeclare void @chk_gs(ptr addrspace(1), i32)\n"
 # 32-bit shared addresses made pointers (the shared window is 32 bits on the GPU; the
@@ -354,4 +416,6 @@ s = "\n".join(outl) + "\ndeclare void @chk_sh(ptr addrspace(3), i32)\ndeclare vo
 s = re.sub(r"(%[\w.]+) = inttoptr (i32|i64) (%[\w.]+) to ptr addrspace\(3\)",
            r"\1 = call ptr addrspace(3) @emu_shared_ptr_\2(\2 \3)", s)
 s += "declare ptr addrspace(3) @emu_shared_ptr_i32(i32)\ndeclare ptr addrspace(3) @emu_shared_ptr_i64(i64)\n"
+if EMU:
+    s += "declare ptr @emu_sh(ptr addrspace(3), i32)\n"
 open(sys.argv[2], "w").write(s)

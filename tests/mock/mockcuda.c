@@ -346,6 +346,11 @@ static bool parse_llvm(const char *ir, Module *m)
             for (; *p && (depth || (*p != ',' && *p != ')')); p++) depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
             if (*p == ',') p += 2;
         }
+        /* libtileCG_emu's line for a kernel of clusters */
+        char key[96];
+        snprintf(key, sizeof key, "; tile-emu-cluster %s ", f->name);
+        const char *c = strstr(ir, key);
+        if (c) f->cluster = (unsigned)atoi(c + strlen(key));
     }
     return m->nfuncs > 0;
 }
@@ -534,18 +539,15 @@ static void *host_build(Module *m)
 static int emulate(const Func *f, const unsigned g[3], unsigned threads, unsigned shmem, void **params)
 {
     Module *m = (Module *)f->module;
-    if (f->cluster > 1) {
-        fprintf(stderr, "mockcuda: emulation of clusters is not modelled (%s)\n", f->name);
-        return 719;
-    }
+    unsigned cluster = f->cluster > 1 ? f->cluster : 1, clusters[3] = {g[0] / cluster, g[1], g[2]};
     void *h = host_build(m);
     char sym[96];
     snprintf(sym, sizeof sym, "emu_entry_%s", f->name);
     void (*entry)(void **) = h ? (void (*)(void **))dlsym(h, sym) : NULL;
-    int (*run)(void (*)(void **), const unsigned *, unsigned, unsigned, void **) =
-        h ? (int (*)(void (*)(void **), const unsigned *, unsigned, unsigned, void **))dlsym(h, "emu_launch") : NULL;
+    typedef int (*Run)(void (*)(void **), const unsigned *, unsigned, unsigned, void **, unsigned);
+    Run run = h ? (Run)dlsym(h, "emu_launch") : NULL;
     if (!entry || !run) return 719;
-    return run(entry, g, threads, shmem, params);
+    return run(entry, clusters, threads, shmem, params, cluster);
 }
 
 /* ---- launches and memory ------------------------------------------------------------ */
