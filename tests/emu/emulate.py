@@ -13,8 +13,10 @@ copies, remote arrivals and cluster barriers) and sm_80's mma.sync and ldmatrix.
 the model cannot see: timing (a missing wait or fence is not caught: copies land when
 issued, wgmmas complete at once).
 
-    python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list] [--lit]
+    python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list] [--bench] [--lit]
 
+--bench runs, instead of the cases below, every config bench/attention.py and
+bench/gemm.py time (forward and backward, causal or not; bf16, GELU, fp8), at small sizes.
 --lit runs tests/gpu/lit_on_gpu.py on the emulated GPU instead: every `tilec run` of
 tests/lit/run and tests/lit/cli with --device gpu against --device cpu (about 480 runs).
 
@@ -170,6 +172,80 @@ GRAPHS += [
 ]
 
 
+def literal(path, name, func=None):
+    """The list literal assigned to `name` in bench/ file `path` (at the top level, or in
+    function `func`: the list of an `x if QUICK else [...]`), without importing it (the
+    benchmarks import torch)."""
+    import ast
+    tree = ast.parse(open(path).read())
+    body = tree.body
+    if func:
+        body = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func).body
+    for n in body:
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+            v = n.value.orelse if isinstance(n.value, ast.IfExp) else n.value
+            return ast.literal_eval(v)
+    sys.exit("emulate.py: no %s in %s" % (name, path))
+
+
+def function(path, name):
+    """Function `name` of file `path`, alone (its module imports torch)."""
+    import ast
+    tree = ast.parse(open(path).read())
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope = {}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), scope)
+    return scope[name]
+
+
+def bench_cases():
+    """Every config bench/attention.py and bench/gemm.py time, at small sizes: the
+    configs the next GPU session measures must compute the interpreter's values first."""
+    att, gem = os.path.join(root, "bench", "attention.py"), os.path.join(root, "bench", "gemm.py")
+    cases = []
+    for cfg in literal(att, "FWD_CONFIGS"):
+        flags = [x for x in cfg if isinstance(x, str)]
+        BM, BN, warps = [x for x in cfg if not isinstance(x, str)][:3]
+        rest = [x for x in cfg if not isinstance(x, str)][3:]
+        defs = ["BM=%d" % BM, "BN=%d" % BN, "warps=%d" % warps] + (["stages=%d" % rest[0]] if rest else [])
+        defs += (["ws=1"] if "ws" in flags else []) + (["overlap=1"] if "rot" in flags else []) + \
+                (["cluster=2"] if "cl" in flags else [])
+        for causal in (0, 1):
+            d = defs + ["CAUSAL=%d" % causal] + (["persistent=1"] if "pers" in flags and not causal else [])
+            L = 2 * BM
+            args = attn_fwd(1, L) if "tma" in flags else ptr_form(attn_fwd(1, L), L)
+            cases.append(("bench forward %s%s causal %d" % ("+".join(flags) + ":" if flags else "", cfg, causal), FA,
+                          "attn_fwd_tma" if "tma" in flags else "attn_fwd", d, args, ["o", "lse"], 2e-2))
+    for cfg in literal(att, "BWD_CONFIGS"):
+        flags = [x for x in cfg if isinstance(x, str)]
+        (kbm, kbn, kw), (qbm, qbn, qw) = [x for x in cfg if not isinstance(x, str)]
+        ov = ["overlap=1"] if "ov" in flags else []
+        tma = "tma" in flags
+        for causal in (0, 1):
+            L = 256
+            for kern, (bm, bn, w), out in (("attn_bwd_dkdv", (kbm, kbn, kw), ["dk", "dv"]),
+                                           ("attn_bwd_dq", (qbm, qbn, qw), ["dq"])):
+                args = attn_bwd(out, 1, L) if tma else ptr_form(attn_bwd(out, 1, L), L)
+                cases.append(("bench backward %s%s %s causal %d" % ("+".join(flags) + ":" if flags else "",
+                                                                   (bm, bn, w), kern, causal), FB,
+                              kern + ("_tma" if tma else ""),
+                              ["BM=%d" % bm, "BN=%d" % bn, "warps=%d" % w, "CAUSAL=%d" % causal] + (ov if tma else []),
+                              args, out, 2e-2))
+    gemm_consts = function(os.path.join(root, "bench", "tilert.py"), "gemm_consts")   # the benchmarks' reading
+
+    def consts(cfg):
+        return ["%s=%d" % kv for kv in gemm_consts(cfg).items()]
+    for cfg in literal(gem, "BF16_CONFIGS"):
+        cases.append(("bench bf16 %s" % (cfg,), MM, "matmul_bf16", consts(cfg), gemm(512, 512, 192), ["c"], 0))
+    for cfg in literal(gem, "configs", "section_gelu"):
+        cases.append(("bench gelu %s" % (cfg,), os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", consts(cfg),
+                      gelu(512, 512, 192), ["c"], 1e-2))
+    for cfg in literal(gem, "FP8_CONFIGS"):
+        cases.append(("bench fp8 %s" % (cfg,), os.path.join(EX, "matmul_fp8.tile"), "matmul_fp8", consts(cfg),
+                      fp8(512, 512, 256), ["c"], 1e-2))
+    return cases
+
+
 def read_values(path):
     with open(path) as f:
         return [float(x) for x in f.read().split()]
@@ -181,6 +257,9 @@ def main():
         sys.exit(__doc__)
     tilec, mock, cg_emu, cg = (os.path.abspath(a) for a in argv[:4])
     only = argv[argv.index("--only") + 1] if "--only" in argv else None
+    if "--bench" in argv:
+        CASES[:] = bench_cases()
+        GRAPHS[:] = []
     if "--list" in argv:
         for c in CASES:
             print(c[0])
