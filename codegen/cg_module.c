@@ -744,6 +744,13 @@ static char *dup_text(const char *s, size_t n)
     return r;
 }
 
+/* The module's LLVM IR after the pipeline. The NVPTX backend then runs too, its output
+ * dropped: LLVM caches each module's nvvm.annotations (maxntidx, ...) by the Module's
+ * address (NVPTXUtilities), the optimizer fills that cache (nvvm-intr-range) and only the
+ * backend's finalization clears it, so without it a later module allocated at the same
+ * address was optimized with this one's thread count (the emulated differential tester,
+ * tests/emu, compiling kernel after kernel in one process: a kernel of 256 threads given
+ * tid.x's range of 128). */
 char *cg_emit_llvm(const IrModule *m, const CgOptions *o, DiagList *d)
 {
     Job j;
@@ -752,6 +759,10 @@ char *cg_emit_llvm(const IrModule *m, const CgOptions *o, DiagList *d)
         char *s = LLVMPrintModuleToString(j.mod);
         out = dup_text(s, strlen(s));
         LLVMDisposeMessage(s);
+        LLVMMemoryBufferRef buf = NULL;
+        char *err = NULL;
+        if (!LLVMTargetMachineEmitToMemoryBuffer(j.tm, j.mod, LLVMAssemblyFile, &err, &buf)) LLVMDisposeMemoryBuffer(buf);
+        LLVMDisposeMessage(err);
     }
     job_free(&j);
     return out;

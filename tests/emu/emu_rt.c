@@ -129,19 +129,19 @@ static unsigned char *sh(uint32_t a, uint32_t n, const char *what)
 }
 void *emu_shared_ptr_i32(uint32_t a) { return __tile_smem + off_of(a); }
 void *emu_shared_ptr_i64(uint64_t a) { return __tile_smem + off_of((uint32_t)a); }
-/* A shared pointer the kernel dereferences (sz bytes): the calling thread's CTA's memory
- * at its offset, checked. */
-void *emu_sh(void *p, uint32_t sz)
+/* A shared pointer the kernel dereferences (sz bytes, aligned to al as the instruction
+ * says): the calling thread's CTA's memory at its offset, checked. */
+void *emu_sh(void *p, uint32_t sz, uint32_t al)
 {
     uintptr_t o = (uintptr_t)p - (uintptr_t)__tile_smem;
-    if (sz && o % sz) fail("shared access misaligned (offset %lu, %u bytes)", (unsigned long)o, sz);
+    if (al && o % al) fail("shared access misaligned (offset %lu, %u bytes aligned to %u)", (unsigned long)o, sz, al);
     if (o + sz > smem_bytes) {
         fail("shared access at offset %lu past the %u bytes launched", (unsigned long)o, smem_bytes);
         return smem;
     }
     return smem + o;
 }
-void chk_sh(void *p, uint32_t sz) { (void)emu_sh(p, sz); }
+void chk_sh(void *p, uint32_t sz) { (void)emu_sh(p, sz, sz); }
 void chk_gl(void *p, uint32_t sz)
 {
     if ((uintptr_t)p % sz) fail("global load misaligned (%p, %u bytes)", p, sz);

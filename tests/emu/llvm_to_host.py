@@ -388,9 +388,12 @@ def remap_shared(l, outl):
                       r"(?:ptr addrspace\(3\) \S+, )?(<(\d+) x (\w+)>|\w+) ", l)
     if ty:
         size = int(ty.group(2)) * SIZES.get(ty.group(3), 0) if ty.group(2) else SIZES.get(ty.group(1), 0)
+    # the alignment the instruction promises (NVPTX splits an access aligned below its size)
+    al = re.search(r", align (\d+)", l)
+    align = min(size, int(al.group(1))) if al and size else size
     nremap[0] += 1
     name = "%%emu.sh%d" % nremap[0]
-    outl.append("  %s = call ptr @emu_sh(ptr addrspace(3) %s, i32 %d)" % (name, ptr, size))
+    outl.append("  %s = call ptr @emu_sh(ptr addrspace(3) %s, i32 %d, i32 %d)" % (name, ptr, size, align))
     return l[:at] + "ptr " + name + l[k:]
 
 
@@ -417,5 +420,5 @@ s = re.sub(r"(%[\w.]+) = inttoptr (i32|i64) (%[\w.]+) to ptr addrspace\(3\)",
            r"\1 = call ptr addrspace(3) @emu_shared_ptr_\2(\2 \3)", s)
 s += "declare ptr addrspace(3) @emu_shared_ptr_i32(i32)\ndeclare ptr addrspace(3) @emu_shared_ptr_i64(i64)\n"
 if EMU:
-    s += "declare ptr @emu_sh(ptr addrspace(3), i32)\n"
+    s += "declare ptr @emu_sh(ptr addrspace(3), i32, i32)\n"
 open(sys.argv[2], "w").write(s)

@@ -59,7 +59,8 @@
  * cc with tests/emu/emu_rt.c, from MOCKCUDA_EMU_DIR) and each launch runs the grid on
  * the host, one pthread per GPU thread, before returning. A launch whose emulation
  * finds an error (printed) makes the sticky fault 719 (710 for a failed assert), as a
- * kernel fault would. */
+ * kernel fault would. MOCKCUDA_EMU_TRACE=1 prints each emulated launch (its build
+ * directory, grid, threads, shared memory); MOCKCUDA_EMU_KEEP=1 keeps the build files. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -96,6 +97,7 @@ struct Module {
     unsigned launches;        /* for MOCKCUDA_TIMES lists */
     char *llvm;               /* the image when it is LLVM IR (emulation), else NULL */
     void *host;               /* its host build, once launched with MOCKCUDA_EMULATE=1 */
+    char host_dir[64];        /* where the build lies, removed when the module is unloaded */
 };
 
 typedef struct Event {
@@ -414,10 +416,19 @@ static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int
     return OK;
 }
 
+static bool sh(const char *cmd);
+static void forget_dir(const char *d);
+
 static int m_cuModuleUnload(Module *m)
 {
     count(&counts.unloads);
     if (m->host) dlclose(m->host);
+    if (m->host_dir[0] && !getenv("MOCKCUDA_EMU_KEEP")) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", m->host_dir);
+        sh(cmd);
+        forget_dir(m->host_dir);
+    }
     free(m->llvm);
     free(m);
     return OK;
@@ -500,6 +511,33 @@ static bool sh(const char *cmd)
     return r == 0;
 }
 
+/* The build directories of the modules still loaded, removed at exit. */
+static char (*emu_dirs)[64];
+static size_t n_emu_dirs;
+static void remove_dirs(void)
+{
+    for (size_t i = 0; i < n_emu_dirs; i++)
+        if (emu_dirs[i][0]) {
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf %s", emu_dirs[i]);
+            if (system(cmd)) { /* nothing more to do at exit */ }
+        }
+}
+static void remember_dir(const char *d)
+{
+    static bool registered;
+    if (!registered) registered = atexit(remove_dirs) == 0;
+    char (*more)[64] = realloc(emu_dirs, (n_emu_dirs + 1) * sizeof *emu_dirs);
+    if (!more) return;
+    emu_dirs = more;
+    snprintf(emu_dirs[n_emu_dirs++], 64, "%s", d);
+}
+static void forget_dir(const char *d)
+{
+    for (size_t i = 0; i < n_emu_dirs; i++)
+        if (!strcmp(emu_dirs[i], d)) emu_dirs[i][0] = 0;
+}
+
 /* m's host build: the IR through llvm_to_host.py --emu, llc and cc with emu_rt.c, in a
  * directory of its own; NULL (said on stderr) if a step fails. */
 static void *host_build(Module *m)
@@ -526,11 +564,16 @@ static void *host_build(Module *m)
         snprintf(path, sizeof path, "%s/k.so", tmp);
         if (!(m->host = dlopen(path, RTLD_NOW | RTLD_LOCAL))) fprintf(stderr, "mockcuda: %s\n", dlerror());
     }
-    if (!getenv("MOCKCUDA_EMU_KEEP")) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-        sh(cmd);
-    } else {
+    /* The shared object stays while the module is loaded (removed at its unload or the
+     * process's exit): glibc's dlopen knows a library by its device and inode, and a new
+     * build given a freed inode would be taken for the old. */
+    snprintf(m->host_dir, sizeof m->host_dir, "%s", tmp);
+    if (getenv("MOCKCUDA_EMU_KEEP")) {
         fprintf(stderr, "mockcuda: emulation files in %s\n", tmp);
+    } else {
+        snprintf(cmd, sizeof cmd, "rm -f %s/k.ll %s/h.ll %s/h.o", tmp, tmp, tmp);
+        sh(cmd);
+        remember_dir(tmp);
     }
     return m->host;
 }
@@ -547,6 +590,9 @@ static int emulate(const Func *f, const unsigned g[3], unsigned threads, unsigne
     typedef int (*Run)(void (*)(void **), const unsigned *, unsigned, unsigned, void **, unsigned);
     Run run = h ? (Run)dlsym(h, "emu_launch") : NULL;
     if (!entry || !run) return 719;
+    if (getenv("MOCKCUDA_EMU_TRACE"))
+        fprintf(stderr, "mockcuda: emulating %s from %s: grid %u %u %u, %u threads, %u bytes of shared memory\n", f->name,
+                m->host_dir, g[0], g[1], g[2], threads, shmem);
     return run(entry, clusters, threads, shmem, params, cluster);
 }
 

@@ -138,6 +138,31 @@ static void test_llvm_ir_kernel_abi(void **state)
     fx_free(&x);
 }
 
+/* LLVM caches nvvm.annotations by the Module's address (NVPTXUtilities) and only the
+ * NVPTX backend's finalization clears the cache; cg_emit_llvm runs the backend too, so a
+ * module allocated where the last one was gets its own thread count: tid.x's range
+ * (nvvm-intr-range, from maxntidx) is 128 for vadd at 4 warps and 256 at 8, compile after
+ * compile in one process (the same kernel, so that the allocations repeat; under ASan's
+ * quarantine they do not, and only the optimized builds fail here without it). */
+static void test_llvm_ir_thread_count_per_module(void **state)
+{
+    (void)state;
+    Fx x;
+    parse(&x, vadd_ir);
+    pass_run_gpu(x.m, NULL);
+    for (int i = 0; i < 12; i++) {
+        bool wide = i % 2;
+        x.m->funcs[0]->warps = wide ? 8 : 4;   /* the same kernel, so that the allocations repeat */
+        CgOptions o = {.arch = "sm_90a", .opt_level = 3};
+        char *ll = cg_emit_llvm(x.m, &o, &x.d);
+        assert_non_null(ll);
+        assert_non_null(strstr(ll, wide ? "range(i32 0, 256) i32 @llvm.nvvm.read.ptx.sreg.tid.x"
+                                        : "range(i32 0, 128) i32 @llvm.nvvm.read.ptx.sreg.tid.x"));
+        tl_free(ll);
+    }
+    fx_free(&x);
+}
+
 static void test_reduction_shuffles_and_shared_memory(void **state)
 {
     Fx x;
@@ -863,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_vadd_vectorized_when_aligned),
         cmocka_unit_test(test_sm80_and_unknown_arch),
         cmocka_unit_test(test_llvm_ir_kernel_abi),
+        cmocka_unit_test(test_llvm_ir_thread_count_per_module),
         cmocka_unit_test(test_reduction_shuffles_and_shared_memory),
         cmocka_unit_test(test_kernel_info_without_shared_memory),
         cmocka_unit_test(test_layouts_own_each_element_once),
