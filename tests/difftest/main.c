@@ -179,6 +179,19 @@ static void give(Pool *pl, Worker *w)
     w->started = dt_now_s();
 }
 
+/* The worker ends and a new one (a new process, a new CUDA context) takes its place. */
+static void respawn(Pool *pl, Worker *w)
+{
+    kill(-w->pid, SIGKILL);
+    kill(w->pid, SIGKILL);
+    waitpid(w->pid, NULL, 0);
+    close(w->cmd);
+    close(w->res);
+    w->pid = -1;
+    w->item = -1;
+    if (may_start(pl) && spawn(pl, w)) give(pl, w);
+}
+
 /* A worker that died or hung: its item is a failure, and a new worker takes over. */
 static void replace(Pool *pl, Worker *w, DtStatus st)
 {
@@ -186,13 +199,7 @@ static void replace(Pool *pl, Worker *w, DtStatus st)
     if (cf->replay) printf("FAIL %s: %s\n", cf->files[w->item], dt_status_name(st));
     else printf("FAIL seed %llu: %s\n", (unsigned long long)(cf->first + (uint64_t)w->item), dt_status_name(st));
     record(pl, (uint64_t)w->item, st);
-    kill(-w->pid, SIGKILL);
-    kill(w->pid, SIGKILL);
-    waitpid(w->pid, NULL, 0);
-    close(w->cmd);
-    close(w->res);
-    w->pid = -1;
-    if (may_start(pl) && spawn(pl, w)) give(pl, w);
+    respawn(pl, w);
 }
 
 static void on_readable(Pool *pl, Worker *w)
@@ -205,7 +212,10 @@ static void on_readable(Pool *pl, Worker *w)
     }
     record(pl, (uint64_t)answer[0], (DtStatus)answer[1]);
     w->item = -1;
-    give(pl, w);
+    /* a kernel fault leaves the CUDA context unusable for the rest of the process: the
+     * programs after it get a fresh worker, not the same error */
+    if (answer[1] == DT_GPU_ERROR) respawn(pl, w);
+    else give(pl, w);
 }
 
 static int busy(const Pool *pl)
