@@ -15,9 +15,11 @@
  *   f32 and hands each thread its accumulators (row 16w + g + 8((i>>1)&1), column
  *   8(i>>2) + 2t + (i&1)); the copy is done at the instruction, so a missing wait in
  *   the kernel is not caught here, but every layout and index is;
- * - TMA (the mock's tensor maps): a 2-D box copied at its issue into the swizzled
- *   stage, zeros outside the tensor, then complete_tx of the box's bytes on the
- *   mbarrier; stores from a swizzled staging buffer, clipped at the tensor's edges;
+ * - TMA (the mock's tensor maps): a 2-D box into the swizzled stage, zeros outside the
+ *   tensor, complete_tx of the box's bytes on the mbarrier at its issue, the bytes
+ *   landing when a wait on that barrier sees the phase complete (a read without that
+ *   wait sees the stage's old contents); stores from a swizzled staging buffer, clipped
+ *   at the tensor's edges;
  * - mbarriers: arrivals, expected transaction bytes and the phase's parity (try_wait
  *   of parity P passes once the phase of that parity has completed; at once on a
  *   fresh barrier for P = 1), waits blocking;
@@ -62,7 +64,7 @@ static unsigned smem_bytes;
 static __thread int tid_ = -1, rank_, gtid_;   /* thread in its CTA, CTA in the cluster, thread in the cluster */
 static unsigned cta_[3], grid_[3], nthreads, ncl = 1;
 static int errors, asserted;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;   /* fail() may run under it */
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;   /* mbarriers, barrier 0, named barriers */
 static Rdv warp_rdv[GT_MAX / 32], wg_rdv[GT_MAX / 128];
 static uint32_t shfl_slot[GT_MAX];
@@ -288,6 +290,17 @@ static float e5m2_f(uint8_t b)
     return s ? -v : v;
 }
 uint16_t emu_f2bf(float f) { return f_to_bf16(f); }
+/* double to bf16, rounded once: through a float rounded to odd (24 bits keep the bf16
+ * rounding exact), then to nearest even */
+uint16_t emu_d2bf(double d)
+{
+    float f = (float)d;
+    if (d == d && !isinf(f) && (double)f != d) {
+        if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+        f = bits_f(f_bits(f) | 1);
+    }
+    return f_to_bf16(f);
+}
 static uint16_t f_to_f16(float f)
 {
     uint32_t u = f_bits(f), s = (u >> 16) & 0x8000;
@@ -420,11 +433,13 @@ static void bar_complete_tx(int rank, uint32_t a, uint32_t bytes)
     }
     pthread_mutex_unlock(&mu);
 }
+static void tma_land_locked(int rank, const struct Bar *b);
 void emu_mbar_wait(uint32_t a, uint32_t parity)
 {
     pthread_mutex_lock(&mu);
     struct Bar *b = bar_of(a, 0);
     while (b && (b->phase & 1) == (parity & 1)) pthread_cond_wait(&cv, &mu);
+    if (b) tma_land_locked(rank_, b);
     pthread_mutex_unlock(&mu);
 }
 
@@ -482,12 +497,44 @@ static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store
             }
         }
 }
+/* A TMA copy lands when a thread waits for it: its box goes into the stage only once a
+ * wait on its barrier sees the phase it completes (emu_mbar_wait), so a thread that reads
+ * a stage without that wait (a wrong stage, barrier or parity) reads what was there
+ * before, as it may on the GPU, and the result shows it. */
+#define NPEND 4096
+/* the map copied: the issuing thread's parameter may be gone (a producer that returned) */
+static struct Pending { Map m; uint32_t dst, bar; int32_t c0, c1; int rank; unsigned phase; } pend[NPEND];
+static int npend;
+
+static void tma_issue(const Map *m, uint32_t dst, int32_t c0, int32_t c1, uint32_t bar, int rank)
+{
+    pthread_mutex_lock(&mu);
+    struct Bar *b = bar_in(rank, bar, 0);
+    if (b && npend < NPEND) pend[npend++] = (struct Pending){*m, dst, off_of(bar), c0, c1, rank, b->phase};
+    else if (b) fail("more than %d TMA copies in flight", NPEND);
+    pthread_mutex_unlock(&mu);
+    bar_complete_tx(rank, bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
+}
+
+/* under mu: the copies into CTA rank's barrier b whose phase has completed land */
+static void tma_land_locked(int rank, const struct Bar *b)
+{
+    for (int i = 0; i < npend;) {
+        struct Pending *q = &pend[i];
+        if (q->rank == rank && q->bar == b->off && q->phase < b->phase) {
+            struct Pending c = *q;
+            pend[i] = pend[--npend];
+            box_copy(&c.m, c.dst, c.c0, c.c1, 0, c.rank);
+        } else {
+            i++;
+        }
+    }
+}
+
 void emu_tma_load(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar)
 {
     const Map *m = map_of(map);
-    if (!m) return;
-    box_copy(m, dst, c0, c1, 0, rank_);
-    bar_complete_tx(rank_, bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
+    if (m) tma_issue(m, dst, c0, c1, bar, rank_);
 }
 /* a multicast copy: the box into the same offset of every CTA of mask, each CTA's
  * barrier at bar's offset completing its bytes */
@@ -497,10 +544,7 @@ void emu_tma_load_mc(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_
     if (!m) return;
     if (mask >> ncl) fail("a multicast copy to CTAs outside the cluster of %u (mask 0x%x)", ncl, mask);
     for (int r = 0; r < (int)ncl; r++)
-        if (mask >> r & 1) {
-            box_copy(m, dst, c0, c1, 0, r);
-            bar_complete_tx(r, bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
-        }
+        if (mask >> r & 1) tma_issue(m, dst, c0, c1, bar, r);
 }
 void emu_tma_store(uint64_t map, int32_t c0, int32_t c1, uint32_t src)
 {
@@ -802,6 +846,7 @@ int emu_launch(Entry entry, const unsigned grid[3], unsigned threads, unsigned s
                 }
                 memset(named_, 0, sizeof named_);
                 cl_count = cl_gone = cl_gone_next = 0;
+                npend = 0;
                 pthread_t dog;
                 static pthread_t th[GT_MAX];
                 pthread_create(&dog, NULL, watchdog, NULL);

@@ -349,6 +349,8 @@ if EMU:
     # fptrunc to bfloat is a libcall on the host; the emulator rounds to nearest even
     src += "define bfloat @__truncsfbf2(float %x) {\n  %b = call i16 @emu_f2bf(float %x)\n"
     src += "  %r = bitcast i16 %b to bfloat\n  ret bfloat %r\n}\ndeclare i16 @emu_f2bf(float)\n"
+    src += "define bfloat @__truncdfbf2(double %x) {\n  %b = call i16 @emu_d2bf(double %x)\n"
+    src += "  %r = bitcast i16 %b to bfloat\n  ret bfloat %r\n}\ndeclare i16 @emu_d2bf(double)\n"
     left = sorted(set(re.findall(r"@llvm\.nvvm\.[\w.]+", src)))
     if left:
         sys.exit("emu: NVVM intrinsics the emulator does not model: " + ", ".join(left))
