@@ -10,8 +10,9 @@ register layouts, swizzles, descriptors, ring stages and phases, producer warpgr
 persistent walks, ping-pong turns and epilogues the GPU suite otherwise checks on the
 H200 only, clusters (their CTAs run at once, each with its own shared memory; multicast
 copies, remote arrivals and cluster barriers) and sm_80's mma.sync and ldmatrix. What
-the model cannot see: timing (a missing wait or fence is not caught: copies land when
-issued, wgmmas complete at once).
+the model cannot see: timing (a missing wgmma wait or fence is not caught: cp.async
+copies land when issued, wgmmas complete at once; a TMA copy lands when a wait on its
+barrier sees the phase, so a stage read without that wait fails).
 
     python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list] [--bench] [--lit]
 
