@@ -337,20 +337,20 @@ src += "declare void @emu_cluster_barrier()\ndeclare void @emu_bar_sync(i32, i32
 src += "\n".join(d for _, d in decls.values())
 if EMU:
     src += "\n" + "\n".join(entries) + "\n"
-    src += "declare void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)\ndeclare i32 @emu_cvt_bf16x2(float, float)\n"
-    src += "declare void @emu_st_global(i32, i64, ptr, i32)\ndeclare void @emu_ld_global(i32, i64, ptr, i32)\n"
-    src += "declare void @emu_cp_async(i32, i64, i32, i32)\ndeclare void @emu_tma_load(i32, i64, i32, i32, i32)\n"
-    src += "declare void @emu_tma_store(i64, i32, i32, i32)\ndeclare void @emu_mbar_init(i32, i32)\n"
-    src += "declare void @emu_cluster_sync(i32)\ndeclare void @emu_tma_load_mc(i32, i64, i32, i32, i32, i32)\n"
-    src += "declare void @emu_mbar_arrive_remote(i32, i32)\n"
-    src += "declare void @emu_ldmatrix(i32, i32, ptr, i32)\ndeclare void @emu_mma(ptr, ptr, ptr, i32)\n"
-    src += "declare i32 @emu_cvt_f16x2(float, float)\n"
-    src += "declare void @emu_mbar_arrive_tx(i32, i32)\ndeclare void @emu_mbar_arrive(i32)\ndeclare void @emu_mbar_wait(i32, i32)\n"
-    # fptrunc to bfloat is a libcall on the host; the emulator rounds to nearest even
-    src += "define bfloat @__truncsfbf2(float %x) {\n  %b = call i16 @emu_f2bf(float %x)\n"
-    src += "  %r = bitcast i16 %b to bfloat\n  ret bfloat %r\n}\ndeclare i16 @emu_f2bf(float)\n"
-    src += "define bfloat @__truncdfbf2(double %x) {\n  %b = call i16 @emu_d2bf(double %x)\n"
-    src += "  %r = bitcast i16 %b to bfloat\n  ret bfloat %r\n}\ndeclare i16 @emu_d2bf(double)\n"
+    for sig in ("void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)", "i32 @emu_cvt_bf16x2(float, float)",
+                "i32 @emu_cvt_f16x2(float, float)", "void @emu_st_global(i32, i64, ptr, i32)",
+                "void @emu_ld_global(i32, i64, ptr, i32)", "void @emu_cp_async(i32, i64, i32, i32)",
+                "void @emu_tma_load(i32, i64, i32, i32, i32)", "void @emu_tma_load_mc(i32, i64, i32, i32, i32, i32)",
+                "void @emu_tma_store(i64, i32, i32, i32)", "void @emu_mbar_init(i32, i32)",
+                "void @emu_mbar_arrive_tx(i32, i32)", "void @emu_mbar_arrive(i32)", "void @emu_mbar_wait(i32, i32)",
+                "void @emu_mbar_arrive_remote(i32, i32)", "void @emu_cluster_sync(i32)",
+                "void @emu_ldmatrix(i32, i32, ptr, i32)", "void @emu_mma(ptr, ptr, ptr, i32)"):
+        src += "declare %s\n" % sig
+    # truncation to bfloat is a libcall on the host (libgcc 12 has none): the emulator's,
+    # rounded once to nearest even
+    for lib, emu, ty in (("__truncsfbf2", "emu_f2bf", "float"), ("__truncdfbf2", "emu_d2bf", "double")):
+        src += "define bfloat @%s(%s %%x) {\n  %%b = call i16 @%s(%s %%x)\n" % (lib, ty, emu, ty)
+        src += "  %%r = bitcast i16 %%b to bfloat\n  ret bfloat %%r\n}\ndeclare i16 @%s(%s)\n" % (emu, ty)
     left = sorted(set(re.findall(r"@llvm\.nvvm\.[\w.]+", src)))
     if left:
         sys.exit("emu: NVVM intrinsics the emulator does not model: " + ", ".join(left))
