@@ -143,7 +143,6 @@ void *emu_sh(void *p, uint32_t sz, uint32_t al)
     }
     return smem + o;
 }
-void chk_sh(void *p, uint32_t sz) { (void)emu_sh(p, sz, sz); }
 void chk_gl(void *p, uint32_t sz)
 {
     if ((uintptr_t)p % sz) fail("global load misaligned (%p, %u bytes)", p, sz);
