@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|bench|all|new|newbench|compile|measure|measure2]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -30,9 +30,10 @@ step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, remembers a fa
   echo "=== $name: $*"
   local limit=()
   [ -n "${STEP_TIMEOUT:-}" ] && limit=(timeout --signal=KILL "$STEP_TIMEOUT")
+  local t0=$SECONDS
   ${limit[@]+"${limit[@]}"} "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-  tail -n 25 "$OUT/$name.log"
-  echo "=== $name: exit $rc"
+  tail -n 25 "$OUT/$name.log"; echo
+  echo "=== $name: exit $rc ($((SECONDS - t0)) s)"
   [ $rc -eq 0 ] || status=1
 }
 nvidia-smi -L
@@ -117,7 +118,13 @@ if [ "$what" = compile ]; then
   done
   exit $status
 fi
-if [ "$what" != bench ]; then
+# `tests` is the whole GPU suite (over 10 minutes on the H200 of 2026-12-05: longer than
+# one device call), so `tests1` (the runtime, the tuner, the tensor-core paths, the
+# examples, Python and the graphs: under 8 minutes) and `tests2` (the checked examples,
+# lit on the GPU, the bounds checks, the differential tester and the fuzzers, with
+# shorter DIFFTEST_SECONDS and *_FUZZ_SECONDS defaults) split it in two calls. Each step
+# prints its time. Give each call OUT=$OUT, so that the logs of a call cut short come back.
+if [ "$what" = tests1 ] || [ "$what" = tests ] || [ "$what" = all ]; then
   step gpu_runtime build-gpu/test_gpu_runtime
   # max-autotune on matmul_bf16: every config's time, the winner against the default,
   # and its reuse by a second process without benchmarking (docs/TUNING.md).
@@ -135,12 +142,18 @@ if [ "$what" != bench ]; then
   # float64 and torch._scaled_mm; the NN form falls back to mma.sync.
   step fp8 env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   step examples build-gpu/tile-examples --device gpu examples
-  # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
-  step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
   # The Python package: CUDA tensors, the current stream, torch.compile (docs/PYTHON.md).
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v
   # examples/graphs/ through the tensor-graph API against PyTorch (f64 references).
   step graph_examples env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_graph_examples_gpu.py
+fi
+if [ "$what" = tests2 ] || [ "$what" = tests ] || [ "$what" = all ]; then
+  if [ "$what" = tests2 ]; then
+    : "${DIFFTEST_SECONDS:=60}" "${DIFFTEST_CHECKED_SECONDS:=30}"
+    : "${TMA_FUZZ_SECONDS:=30}" "${ATTN_FUZZ_SECONDS:=30}" "${GRAPH_FUZZ_SECONDS:=30}"
+  fi
+  # The checked variants (TILE_DEBUG=bounds) of every example compute the same.
+  step examples_checked build-gpu/tile-examples --device gpu --check-bounds examples
   step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
   # The checked mode (TILE_DEBUG=bounds, tilec run --check-bounds): a store far outside
   # its buffer is reported in the interpreter's words without a fault, and the process
@@ -162,7 +175,7 @@ if [ "$what" != bench ]; then
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${ATTN_FUZZ_SECONDS:-60}" --out "$OUT/attn-fuzz"
   step graph_fuzz python3 tests/difftest/graph_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit "${GRAPH_FUZZ_SECONDS:-60}" --out "$OUT/graph-fuzz"
 fi
-if [ "$what" != tests ]; then
+if [ "$what" = bench ] || [ "$what" = all ]; then
   step launch_overhead build-gpu/launch_overhead
   step graph_replay build-gpu/graph_replay
   # The same from Python: tile.CudaGraph against launches one by one, tile kernels in a
