@@ -19,7 +19,8 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
 loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
-runs under the tensor cores' P V, passes/rotate.c; pers with persistent = 1.)
+runs under the tensor cores' P V, passes/rotate.c; pers with persistent = 1; lpt with
+LPT = 1: a causal head's query blocks longest first.)
 """
 import argparse
 import math
@@ -42,9 +43,11 @@ SHAPE = (4, 32, 4096, 128)       # B, H, L, D
 CHECK_SHAPE = (1, 16, 1008, 128)
 # BM, BN, warps[, stages], after flags: tma (attn_fwd_tma), ws (a producer warpgroup),
 # rot (overlap = 1: softmax under P V; with ws and 8 warps the warpgroups ping-pong),
-# pers (persistent = 1)
+# pers (persistent = 1), lpt (LPT = 1: causal query blocks longest first)
 FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws", 128, 64, 8, 3),
                ("tma", "ws", "rot", "pers", 128, 64, 8, 3), ("tma", "ws", "rot", 128, 128, 8, 2),
+               ("tma", "ws", "rot", "lpt", 128, 128, 8, 2), ("tma", "ws", "rot", "pers", 128, 128, 8, 2),
+               ("tma", "ws", "rot", "pers", "lpt", 128, 128, 8, 2),
                ("tma", "ws", "cl", 256, 64, 8, 3), ("tma", "ws", "rot", "cl", 256, 64, 8, 3),
                ("rot", 128, 64, 8, 3), (128, 32, 8)]
 # (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)
@@ -120,8 +123,10 @@ def tile_fwd(rt, cfg, causal, q, k, v, scale):
     extra = {"stages": cfg[3]} if len(cfg) > 3 else {}
     if "ws" in flags:          # a producer warpgroup issues the TMA copies (attn_fwd_tma)
         extra["ws"] = 1
-    if "pers" in flags:        # persistent programs (with ws; dropped where causal)
+    if "pers" in flags:        # persistent programs (with ws)
         extra["persistent"] = 1
+    if "lpt" in flags:         # a causal head's query blocks longest first (attn_fwd_tma)
+        extra["LPT"] = 1
     if "cl" in flags:          # each program (BM rows) on two CTAs, K and V multicast
         extra["cluster"] = 2
     o = nan_like(q.shape, torch.bfloat16)

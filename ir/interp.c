@@ -740,11 +740,23 @@ static ExecStatus never_issued(Interp *I, const IrOp *wait)
                        interp_where(I, w, sizeof w)), EX_ERROR;
 }
 
-/* The tile loop's next iteration: its scalar ops up to its first loop of copies. */
+/* The tile loop's next iteration: its scalar ops up to its first loop of copies. A
+ * tile loop carrying scalars (the ring iterations of the tiles before, when their
+ * bounds differ: passes/persistent.c) binds its init on the first tile, then what the
+ * yield gives (its operands are computed by the scalar ops before the loops). */
 static ExecStatus next_tile(Interp *I)
 {
     const IrOp *outer = I->prod.outer;
-    if (!count_iteration(I, outer, &I->prod.ocount) || !bind_iv(I, outer, outer->regions[0].args[0], I->prod.oiv))
+    const IrBlock *body = &outer->regions[0];
+    for (uint32_t i = 0; i < outer->nresults; i++) {
+        const IrOp *y = body->last;
+        IrValue from = I->prod.ocount == 0 ? outer->operands[3 + i]
+                                           : (y && y->code == IR_OP_YIELD && i < y->noperands ? y->operands[i] : IR_NO_VALUE);
+        if (from == IR_NO_VALUE || from >= I->fn->nvalues || !I->vals[from].s)
+            return interp_fail(I, outer, "a producer's tile loop carries a value that is not defined"), EX_ERROR;
+        if (!bind_iv(I, outer, body->args[1 + i], I->vals[from].s[0].i)) return EX_ERROR;
+    }
+    if (!count_iteration(I, outer, &I->prod.ocount) || !bind_iv(I, outer, body->args[0], I->prod.oiv))
         return EX_ERROR;
     I->prod.oiv += I->prod.ostep;
     return next_loop_from(I, outer->regions[0].first, false);

@@ -778,7 +778,9 @@ static bool producer_op_ok(const IrFunc *f, const IrOp *op)
         for (uint32_t r = 0; r < op->nregions; r++)
             for (const IrOp *o = op->regions[r].first; o; o = o->next)
                 if (!producer_op_ok(f, o)) return false;
-        return !op->nresults;
+        for (uint32_t i = 0; i < op->nresults; i++)   /* a persistent walk's carried count */
+            if (op->code != IR_OP_FOR || ir_value_type(f, op->results[i])->rank) return false;
+        return true;
     }
     if (!(ir_op_info[op->code].flags & IR_P)) return false;
     for (uint32_t i = 0; i < op->nresults; i++)
@@ -798,7 +800,8 @@ static int producer_loops_of(Verifier *v, const IrOp *op, const IrBlock *blk, in
         if ((o->code == IR_OP_TMA_COPY || o->code == IR_OP_TMA_WAIT) && !n)
             return fail(v, o, "a producer's copies are in its for loop"), 0;
     }
-    if (!n || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands)
+    /* a persistent walk's tile loop yields its carried count (passes/persistent.c) */
+    if (!n || !blk->last || blk->last->code != IR_OP_YIELD || blk->last->noperands != op->nresults)
         return fail(v, op, "%s is scalar ops, %s, then yield", what, max == 1 ? "one for loop" : "for loops"), 0;
     return n;
 }

@@ -25,8 +25,12 @@
  * own loop of copies (so that it copies the next tile's first stages while the
  * consumers run this tile's epilogue), and both sides number the ring's iterations
  * from the kernel's start: the stage, phase and predicates of every ring op are
- * rebased by the tiles walked before times the K loop's trip count. That needs the
- * ring loop's bounds not to depend on the program.
+ * rebased by the ring iterations of the tiles walked before: the tiles times the ring
+ * loops' trip count where their bounds are the same for every tile, else a count that
+ * the walk carries (`for ... iter(%base)`: each tile adds its own trip counts, computed
+ * from its bounds by the producer and the consumers alike; causal attention, whose key
+ * loop ends at the query block's diagonal). Ping-pong needs the same bounds for every
+ * tile (a warpgroup rebases without walking the other's tiles).
  *
  * Ping-pong (pingpong = 1, with a producer and 4 warps a program: CUTLASS's ping-pong
  * GEMM): two consumer warpgroups run the walk, each its own program: the tile loop is
@@ -46,8 +50,7 @@
  *
  * Not made persistent (the kernel compiles as without the key, and the printed launch
  * keys drop it): no grid clause, one that is not plain scalar arithmetic, a `return`
- * inside a region, a TMA ring without a producer or with bounds that depend on the
- * program, or a kernel already persistent. The runtime launches min(programs,
+ * inside a region, a TMA ring without a producer, or a kernel already persistent. The runtime launches min(programs,
  * SMs x resident programs per SM) programs along x for a kernel with launched_programs
  * (codegen.h: CgKernelInfo.persistent). */
 #include <string.h>
@@ -63,7 +66,8 @@ typedef struct Pk {
     uint32_t nmap;
     IrValue g[3];                /* the clause's sizes, i32 */
     int ng;
-    IrValue total, pid, nprog, my, trip;
+    IrValue total, pid, nprog, my, trip;   /* trip: a tile's ring iterations, if the same for all */
+    bool carry;                  /* the ring loops' bounds depend on the tile: the walk carries base */
     const IrType *i32;
     const IrType *rt;            /* the ring loop's integer type (i32 or i64) */
 } Pk;
@@ -182,18 +186,41 @@ static int ring_loops(IrBlock *b, IrOp **out, int max)
 
 /* At b: `for %tile = 0, my, 1` with, at the start of its body (*lb builds on at its
  * end), the walked program t = pid + tile * launched_programs, its coordinates into
- * pc, and into *base (if asked) the ring iterations of the tiles before, tile * trip. */
+ * pc, and into *base (if asked) the ring iterations of the tiles before: tile * trip,
+ * or with p->carry the loop's carried value (from 0), which the body's yield must
+ * advance by the tile's trip count (end_tile). */
 static IrOp *tile_loop(Pk *p, IrBuilder *b, Loc loc, IrBuilder *lb, IrValue pc[3], IrValue *base)
 {
-    IrValue bounds[3] = {ir_const_int(b, p->i32, 0), p->my, ir_const_int(b, p->i32, 1)};
-    IrOp *loop = ir_build(b, IR_OP_FOR, bounds, 3, NULL, 0, 1);
+    bool carry = base && p->carry;
+    IrValue ops[4] = {ir_const_int(b, p->i32, 0), p->my, ir_const_int(b, p->i32, 1)};
+    if (carry) ops[3] = ir_const_int(b, p->rt, 0);
+    IrOp *loop = ir_build(b, IR_OP_FOR, ops, carry ? 4 : 3, carry ? &p->rt : NULL, carry ? 1 : 0, 1);
     IrValue n = ir_block_add_arg(&loop->regions[0], p->i32, "tile");
+    if (carry) *base = ir_block_add_arg(&loop->regions[0], p->rt, "base");
     ir_builder_at_end(lb, &loop->regions[0]);
     lb->loc = loc;
     IrValue t = bin(lb, p, IR_OP_ADD, p->pid, bin(lb, p, IR_OP_MUL, n, p->nprog));
     coords(p, lb, t, pc);
-    if (base) *base = bin(lb, p, IR_OP_MUL, as(lb, p, n, p->rt), p->trip);
+    if (base && !carry) *base = bin(lb, p, IR_OP_MUL, as(lb, p, n, p->rt), p->trip);
     return loop;
+}
+
+/* The tile loop's yield at b (the end of its body, after the ring loops): with
+ * p->carry, base plus this tile's ring iterations, the sum of the loops' trip counts
+ * from their bounds (the tile's own), computed before the first loop in a producer
+ * (its tile is scalars, its loops, yield: all the bounds come before the loops), at
+ * the yield in the consumers (a loop's bounds may be computed after the loop before). */
+static void end_tile(Pk *p, IrBuilder *b, IrOp **loops, int n, IrValue base, bool producer)
+{
+    if (!p->carry || base == IR_NO_VALUE || n == 0) {
+        ir_build(b, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+        return;
+    }
+    IrBuilder tb = *b;
+    if (producer) ir_builder_before(&tb, loops[0]), tb.loc = loops[0]->loc;
+    IrValue next = base;
+    for (int k = 0; k < n; k++) next = bin(&tb, p, IR_OP_ADD, next, pass_ring_trip_count(&tb, loops[k]));
+    ir_build(b, IR_OP_YIELD, &next, 1, NULL, 0, 0);
 }
 
 /* ---- the producer's walk --------------------------------------------------------- */
@@ -303,10 +330,12 @@ static void rebuild_producer(Pk *p, IrOp *prod, const bool *need)
         else if (o->code == IR_OP_NUM_PROGRAMS) p->map[o->results[0]] = p->g[o->attr.i];
         else clone_op(p, &tl, o);
     }
+    IrOp *walked[MAX_RINGS];
     for (int k = 0; k < nl; k++) {
         IrOp *pl = loops[k];
         IrValue kb[3] = {mapped(p, pl->operands[0]), mapped(p, pl->operands[1]), mapped(p, pl->operands[2])};
         IrOp *fl = ir_build(&tl, IR_OP_FOR, kb, 3, NULL, 0, 1);
+        walked[k] = fl;
         p->map[pl->regions[0].args[0]] = ir_block_add_arg(&fl->regions[0], p->rt, "k");
         IrBuilder lb;
         ir_builder_at_end(&lb, &fl->regions[0]);
@@ -316,7 +345,7 @@ static void rebuild_producer(Pk *p, IrOp *prod, const bool *need)
         ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
         pass_ring_rebase(p->f, fl, kb[0], kb[2], base);
     }
-    ir_build(&tl, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    end_tile(p, &tl, walked, nl, base, true);
     ir_build(&pb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
     ir_op_remove(prod);
 }
@@ -444,8 +473,7 @@ static bool walk(Pk *p)
         for (int k = 0; k < nr; k++) {
             if (rings[k]->operands[0] != pls[k]->operands[0] || ir_value_type(f, rings[k]->operands[0]) != p->rt)
                 return false;
-            for (int i = 0; i < 3; i++)
-                if (p->vary[rings[k]->operands[i]]) return false;
+            for (int i = 0; i < 3; i++) p->carry |= p->vary[rings[k]->operands[i]];
         }
         if (p->rt != p->i32 && p->rt != ir_type_scalar(f->module->ctx, IR_I64)) return false;
         if (!producer_ok(p, prod, p->need)) return false;
@@ -479,7 +507,7 @@ static bool walk(Pk *p)
     IrValue one = ir_const_int(&b, p->i32, 1);
     p->my = bin(&b, p, IR_OP_DIV, bin(&b, p, IR_OP_SUB, bin(&b, p, IR_OP_ADD, p->total, p->nprog),
                                       bin(&b, p, IR_OP_ADD, p->pid, one)), p->nprog);
-    if (prod) {
+    if (prod && !p->carry) {
         /* a tile's ring iterations: the ring loops' trip counts max(0, cdiv(hi - lo, step)) */
         IrBuilder tb;
         ir_builder_before(&tb, prod);
@@ -489,19 +517,22 @@ static bool walk(Pk *p)
             IrValue c = pass_ring_trip_count(&tb, rings[k]);
             p->trip = k ? bin(&tb, p, IR_OP_ADD, p->trip, c) : c;
         }
-        rebuild_producer(p, prod, p->need);
     }
+    if (prod) rebuild_producer(p, prod, p->need);
     /* the consumers' walk */
     IrBuilder cb, lb;
     ir_builder_before(&cb, ret);
     cb.loc = f->loc;
     IrValue cc[3], base = IR_NO_VALUE;
     IrOp *tl = tile_loop(p, &cb, f->loc, &lb, cc, prod ? &base : NULL);
-    IrOp *y = ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);
+    IrOp *y = ir_build(&lb, IR_OP_YIELD, NULL, 0, NULL, 0, 0);   /* a place holder */
     for (uint32_t i = 0; i < nmoved; i++) {
         ir_op_remove(moved[i]);
         ir_op_insert_before(moved[i], y);
     }
+    ir_builder_before(&lb, y);
+    end_tile(p, &lb, rings, prod ? nr : 0, base, false);
+    ir_op_remove(y);
     /* every program_id and num_programs of the walked body, also inside its regions, now
      * asks for the walked program's (the loop's own ids come from before it) */
     Ids ids = {p, cc};
@@ -510,7 +541,7 @@ static bool walk(Pk *p)
     IrValue preds[2 * MAX_RINGS];
     int nrel = prod && nr > 0 ? ring_releases(rings, nr, rel, preds, 2 * MAX_RINGS) : 0;
     for (int k = 0; prod && k < nr; k++) pass_ring_rebase(p->f, rings[k], rings[k]->operands[0], rings[k]->operands[2], base);
-    if (f->pingpong && prod && nr > 0 && f->warps == 4) ping_pong(p, tl, rings, nr, rel, preds, nrel, base);
+    if (f->pingpong && prod && nr > 0 && f->warps == 4 && !p->carry) ping_pong(p, tl, rings, nr, rel, preds, nrel, base);
     else f->pingpong = 0;
     tl_free(moved);
     return true;

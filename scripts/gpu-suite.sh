@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -102,6 +102,29 @@ if [ "$what" = measure2 ]; then
   step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 60 --out "$OUT/tma-fuzz"
   step tma env TMA_NEW_ONLY=1 TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_tma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   step graph_lit python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --only graph
+  exit $status
+fi
+if [ "$what" = measure3 ]; then
+  # after the fifth session of 2026-12-05 (new defaults: attn_fwd_tma ws + overlap at
+  # BN 128, the backward _tma kernels at (64, 128) / (128, 64) on 8 warps, GELU's
+  # ping-pong, fp8 with ws + persistent): the candidates beside the defaults (LPT order
+  # for causal heads, persistent forwards, larger backward blocks), every GEMM shape of
+  # the issue (8192^3 and the 7B shapes, which --quick leaves out), and the graphs
+  # (about 9 minutes)
+  : "${STEP_TIMEOUT:=170}"
+  step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --fwd-configs 'tma+ws+rot:128,128,8,2;tma+ws+rot+lpt:128,128,8,2;tma+ws+rot+pers:128,128,8,2;tma+ws+rot+pers+lpt:128,128,8,2;tma+ws+rot+pers:128,64,8,3' \
+    --bwd-configs 'tma:64,128,8/128,64,8;tma:128,128,8/128,128,8;tma:64,128,8/128,128,8' \
+    --out "$OUT/attention.md"
+  step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16,fp8 \
+    --shapes "8192,8192,8192;16384,4096,4096;16384,11008,4096;16384,12288,4096" \
+    --configs "128,256,64,8,4,1,1;128,128,64,4,4,1,1,1,1" --out "$OUT/gemm.md"
+  step graph_block python3 bench/graph_block.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --quick \
+    --kernels --out "$OUT/graph_block.md"
+  step graph_ffn python3 bench/graph_ffn.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --quick \
+    --kernels --out "$OUT/graph_ffn.md"
+  step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
+    --configs "128,64,8,3,1;128,64,8,2,0;128,128,8,2,1" --out "$OUT/graph_attention.md"
   exit $status
 fi
 if [ "$what" = compile ]; then

@@ -84,6 +84,10 @@ class Prog:
         # after that: the forward's query rows on a cluster of two CTAs (passes/cluster.c:
         # 64 rows each; K and V multicast where they come by TMA)
         self.cluster = 2 if not self.bwd and self.BM == 128 and r.random() < 0.35 else 1
+        # then: half the forwards with a producer walk their tiles persistently
+        # (passes/persistent.c; causal tiles' loops differ in length: the walks carry the
+        # ring's count from tile to tile)
+        self.persistent = self.ws and r.random() < 0.5
 
     def env(self):
         return {"TILE_RESIDENT_A": "1"} if self.resident else None
@@ -94,7 +98,7 @@ class Prog:
     def keys(self):
         """the @launch keys after warps and stages"""
         return ((", overlap = true" if self.overlap else "") + (", ws = true" if self.ws else "") +
-                (", cluster = 2" if self.cluster == 2 else ""))
+                (", cluster = 2" if self.cluster == 2 else "") + (", persistent = true" if self.persistent else ""))
 
     def source(self):
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV

@@ -55,7 +55,7 @@ def ptxas_check(tilec, src, spec, ptxas, d, fatal, env=None):
 
 def main(name, make, check, tally, tally_what, default_out):
     """The command line of a tester: TILEC [--seeds A..B] [--device cpu|gpu] [--time-limit S]
-    [--ptxas PATH] [--out DIR]. make(seed) draws a program, check(tilec, prog, device,
+    [--ptxas PATH] [--out DIR] [--where ATTR]. make(seed) draws a program, check(tilec, prog, device,
     ptxas, dir) returns why it failed or None, tally(tilec, prog, dir) counts what the
     summary line reports as tally_what. Exit status 1 if any program failed."""
     ap = argparse.ArgumentParser()
@@ -65,6 +65,8 @@ def main(name, make, check, tally, tally_what, default_out):
     ap.add_argument("--time-limit", type=float, default=0)
     ap.add_argument("--ptxas")
     ap.add_argument("--out", default=default_out)
+    ap.add_argument("--where", metavar="ATTR", help="only the programs whose drawn attribute ATTR is true "
+                    "(attn_fuzz: persistent, ws, tma, causal, ...), the other seeds skipped")
     o = ap.parse_args()
     lo, hi = (int(x) for x in o.seeds.split(".."))
     t0 = time.time()
@@ -73,6 +75,8 @@ def main(name, make, check, tally, tally_what, default_out):
         if o.time_limit and time.time() - t0 > o.time_limit:
             break
         prog = make(seed)
+        if o.where and not getattr(prog, o.where, False):
+            continue
         with tempfile.TemporaryDirectory() as d:
             why = check(o.tilec, prog, o.device, o.ptxas, d)
             n += 1

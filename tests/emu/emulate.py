@@ -92,6 +92,15 @@ CASES = [
     ("attention forward tma BN 128, no producer", FA, "attn_fwd_tma", ["BN=128", "ws=0"], attn_fwd(1, 256),
      ["o", "lse"], 2e-2),
     ("attention forward tma overlap", FA, "attn_fwd_tma", ["overlap=1"], attn_fwd(1, 256), ["o", "lse"], 2e-2),
+    # persistent causal walks: each of 2 programs walks 3 tiles whose key loops differ in
+    # length (1 to 3 blocks), the ring's count carried from tile to tile
+    ("attention forward tma persistent causal", FA, "attn_fwd_tma", ["CAUSAL=1", "persistent=1"],
+     attn_fwd(2, 368), ["o", "lse"], 2e-2, {"MOCKCUDA_SMS": "2"}),
+    ("attention forward tma persistent causal LPT, BN 64", FA, "attn_fwd_tma",
+     ["CAUSAL=1", "persistent=1", "LPT=1", "BN=64", "stages=3"], attn_fwd(2, 368), ["o", "lse"], 2e-2,
+     {"MOCKCUDA_SMS": "2"}),
+    ("attention forward tma persistent, 1 program", FA, "attn_fwd_tma", ["persistent=1"], attn_fwd(2, 256),
+     ["o", "lse"], 2e-2, {"MOCKCUDA_SMS": "1"}),
     ("attention forward cp.async", FA, "attn_fwd", [], ptr_form(attn_fwd(1, 192), 192), ["o", "lse"], 2e-2),
     ("attention forward cp.async causal, 4 warps", FA, "attn_fwd", ["CAUSAL=1", "BM=64", "warps=4"],
      ptr_form(attn_fwd(2, 128), 128), ["o", "lse"], 2e-2),
@@ -210,9 +219,10 @@ def bench_cases():
         rest = [x for x in cfg if not isinstance(x, str)][3:]
         defs = ["BM=%d" % BM, "BN=%d" % BN, "warps=%d" % warps] + (["stages=%d" % rest[0]] if rest else [])
         defs += (["ws=1"] if "ws" in flags else []) + (["overlap=1"] if "rot" in flags else []) + \
-                (["cluster=2"] if "cl" in flags else [])
+                (["cluster=2"] if "cl" in flags else []) + \
+                (["LPT=1"] if "lpt" in flags else [])
         for causal in (0, 1):
-            d = defs + ["CAUSAL=%d" % causal] + (["persistent=1"] if "pers" in flags and not causal else [])
+            d = defs + ["CAUSAL=%d" % causal] + (["persistent=1"] if "pers" in flags else [])
             L = 2 * BM
             args = attn_fwd(1, L) if "tma" in flags else ptr_form(attn_fwd(1, L), L)
             cases.append(("bench forward %s%s causal %d" % ("+".join(flags) + ":" if flags else "", cfg, causal), FA,
@@ -273,6 +283,9 @@ def main():
     with tempfile.TemporaryDirectory() as t:
         env = dict(os.environ, TILE_CUDA_LIBRARY=mock, MOCKCUDA_EMULATE="1", MOCKCUDA_EMU_DIR=here, MOCKCUDA_LLC=llc,
                    TILE_CODEGEN_LIBRARY=cg_emu, TILE_EMU_CODEGEN=cg, TILE_CACHE_DIR=os.path.join(t, "cache"))
+        # a GPU of 3 SMs: persistent kernels launch a few programs, each walking several
+        # of the small grids' tiles (with 132 most would walk one)
+        env.setdefault("MOCKCUDA_SMS", "3")
         if "--lit" in argv:
             return subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "lit_on_gpu.py"), tilec], env=env,
                                   cwd=root).returncode
