@@ -15,7 +15,9 @@ TFLOP/s (4 T^2 E H / 2 for causal) and the max abs error against SDPA.
 
 A config's fifth field, when given, is the graph kernel's `ws` (its K and V are TMA
 blocks of the [T, 4096] rows: a producer warpgroup fills their rings; the default of
-its @autotune is ws = 1 with 3 stages); without it the kernel's default holds.
+its @autotune is ws = 1 with 3 stages); without it the kernel's default holds. A sixth
+is its `overlap` (the softmax under the tensor cores' P V, passes/rotate.c: with ws and
+8 warps the warpgroups take turns), the launch key of attn_fwd_tma's default.
 """
 import argparse
 import os
@@ -75,8 +77,11 @@ def main():
     example = os.path.join(ROOT, "examples", "flash_attn_fwd.tile")
     for c in args.configs.split(";"):
         BM, BN, w, s, *ws = (int(x) for x in c.split(","))
-        cfg = "(%d, %d, %d, %d%s)" % (BM, BN, w, s, ", ws %d" % ws[0] if ws else "")
+        cfg = "(%d, %d, %d, %d%s%s)" % (BM, BN, w, s, ", ws %d" % ws[0] if ws else "",
+                                        ", overlap %d" % ws[1] if len(ws) > 1 else "")
         wsk = {"ws": ws[0]} if ws else {}
+        if len(ws) > 1:
+            wsk["overlap"] = ws[1]
         for label, run in (
                 ("tile graph kernel", lambda: timed("tile graph kernel", cfg,
                                                     rt.kernel(kernels, name, BM=BM, BN=BN, warps=w, stages=s, **wsk),
@@ -94,7 +99,7 @@ def main():
 
     lines = ["Causal attention forward, T = %d, %d heads of %d, bf16 (%s); the graph's kernel %s, its default %s"
              % (T, H, E, torch.cuda.get_device_name(), name, default), "",
-             "| implementation | config (BM, BN, warps, stages[, ws]) | time (ms) | TFLOP/s | max abs err vs SDPA |",
+             "| implementation | config (BM, BN, warps, stages[, ws[, overlap]]) | time (ms) | TFLOP/s | max abs err vs SDPA |",
              "|---|---|---|---|---|"]
     lines += ["| %s | %s | %.3f | %.1f | %.2e |" % (l, c, ms, flops / ms / 1e9, e) for l, c, ms, e in rows]
     text = "\n".join(lines)

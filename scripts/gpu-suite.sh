@@ -124,7 +124,7 @@ if [ "$what" = measure3 ]; then
   step graph_ffn python3 bench/graph_ffn.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so --quick \
     --kernels --out "$OUT/graph_ffn.md"
   step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
-    --configs "128,64,8,3,1;128,64,8,2,0;128,128,8,2,1" --out "$OUT/graph_attention.md"
+    --configs "128,64,8,3,1;128,128,8,2,1;128,128,8,2,1,1;128,64,8,3,1,1" --out "$OUT/graph_attention.md"
   exit $status
 fi
 if [ "$what" = compile ]; then
