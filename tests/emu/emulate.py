@@ -145,6 +145,12 @@ CASES = [
      ["dk", "dv"], 2e-2),
     ("attention backward dq tma", FB, "attn_bwd_dq_tma", [], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
     ("attention backward dq tma causal", FB, "attn_bwd_dq_tma", ["CAUSAL=1"], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
+    # persistent causal backward on one SM: one program walks every key (dK/dV) or query
+    # (dQ) block of two heads, their loops of different lengths
+    ("attention backward dk/dv tma persistent causal", FB, "attn_bwd_dkdv_tma", ["CAUSAL=1", "persistent=1"],
+     attn_bwd(["dk", "dv"], 2, 384), ["dk", "dv"], 2e-2, {"MOCKCUDA_SMS": "1"}),
+    ("attention backward dq tma persistent causal", FB, "attn_bwd_dq_tma", ["CAUSAL=1", "persistent=1"],
+     attn_bwd(["dq"], 2, 384), ["dq"], 2e-2, {"MOCKCUDA_SMS": "1"}),
 ]
 
 
@@ -230,7 +236,7 @@ def bench_cases():
     for cfg in literal(att, "BWD_CONFIGS"):
         flags = [x for x in cfg if isinstance(x, str)]
         (kbm, kbn, kw), (qbm, qbn, qw) = [x for x in cfg if not isinstance(x, str)]
-        ov = ["overlap=1"] if "ov" in flags else []
+        ov = (["overlap=1"] if "ov" in flags else []) + (["persistent=1"] if "pers" in flags else [])
         tma = "tma" in flags
         for causal in (0, 1):
             L = 256
