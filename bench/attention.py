@@ -15,7 +15,7 @@ TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
                                [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd]
-                               [--bwd-configs '[tma[+ov][+pers]:]BM,BN,warps/BM,BN,warps;...']
+                               [--bwd-configs '[tma[+ov][+pers][+lpt]:]BM,BN,warps/BM,BN,warps;...']
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
 loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
@@ -54,7 +54,8 @@ FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws
 BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (32, 64, 4), (64, 64, 4)),
                ("tma", (32, 128, 8), (128, 64, 8)), ("tma", (64, 64, 4), (64, 64, 4)),
                ("tma", "ov", (64, 64, 4), (64, 64, 4)), ("tma", "ov", (64, 128, 8), (128, 64, 8)),
-               ("tma", (64, 128, 8), (128, 64, 8)), ("tma", "pers", (64, 128, 8), (128, 64, 8))]
+               ("tma", (64, 128, 8), (128, 64, 8)), ("tma", "pers", (64, 128, 8), (128, 64, 8)),
+               ("tma", "lpt", (64, 128, 8), (128, 64, 8))]
 TOL_O = 1e-2      # relative error (norm) of bf16 outputs
 TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
 TOL_LSE = 1e-3    # absolute, f32 statistics
@@ -158,6 +159,7 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
     ov = {"overlap": 1} if "ov" in flags else {}
     if "pers" in flags:   # pers: persistent = 1 for both _tma kernels (causal too)
         ov["persistent"] = 1
+    lpt = {"LPT": 1} if "lpt" in flags else {}   # lpt: dQ's causal query blocks longest first
     (kbm, kbn, kw), (qbm, qbn, qw) = cfg
     sbh, sl = strides(q)
     for t in (k, v, o, do):
@@ -171,7 +173,7 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
         dkdv = rt.kernel(BWD, "attn_bwd_dkdv_tma", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw, **ov).prepare(
             "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale,
             sl, B * H * L)
-        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw, **ov).prepare(
+        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw, **ov, **lpt).prepare(
             "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dq, q, k, v, do, lse, delta, B * H, L, scale,
             sl, B * H * L)
     else:

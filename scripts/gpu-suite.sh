@@ -114,7 +114,7 @@ if [ "$what" = measure3 ]; then
   : "${STEP_TIMEOUT:=170}"
   step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick \
     --fwd-configs 'tma+ws+rot:128,128,8,2;tma+ws+rot+lpt:128,128,8,2;tma+ws+rot+pers:128,128,8,2;tma+ws+rot+pers+lpt:128,128,8,2;tma+ws+rot+pers:128,64,8,3' \
-    --bwd-configs 'tma:64,128,8/128,64,8;tma+pers:64,128,8/128,64,8;tma:128,128,8/128,128,8;tma:64,128,8/128,128,8' \
+    --bwd-configs 'tma:64,128,8/128,64,8;tma+pers:64,128,8/128,64,8;tma+lpt:64,128,8/128,64,8;tma:128,128,8/128,128,8;tma:64,128,8/128,128,8' \
     --out "$OUT/attention.md"
   step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16,fp8 \
     --shapes "8192,8192,8192;16384,4096,4096;16384,11008,4096;16384,12288,4096" \

@@ -237,6 +237,7 @@ def bench_cases():
         flags = [x for x in cfg if isinstance(x, str)]
         (kbm, kbn, kw), (qbm, qbn, qw) = [x for x in cfg if not isinstance(x, str)]
         ov = (["overlap=1"] if "ov" in flags else []) + (["persistent=1"] if "pers" in flags else [])
+        lpt = ["LPT=1"] if "lpt" in flags else []
         tma = "tma" in flags
         for causal in (0, 1):
             L = 256
@@ -246,7 +247,8 @@ def bench_cases():
                 cases.append(("bench backward %s%s %s causal %d" % ("+".join(flags) + ":" if flags else "",
                                                                    (bm, bn, w), kern, causal), FB,
                               kern + ("_tma" if tma else ""),
-                              ["BM=%d" % bm, "BN=%d" % bn, "warps=%d" % w, "CAUSAL=%d" % causal] + (ov if tma else []),
+                              ["BM=%d" % bm, "BN=%d" % bn, "warps=%d" % w, "CAUSAL=%d" % causal] + (ov if tma else []) +
+                              (lpt if tma and kern == "attn_bwd_dq" else []),
                               args, out, 2e-2))
     gemm_consts = function(os.path.join(root, "bench", "tilert.py"), "gemm_consts")   # the benchmarks' reading
 
