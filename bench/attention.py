@@ -47,7 +47,7 @@ CHECK_SHAPE = (1, 16, 1008, 128)
 FWD_CONFIGS = [(128, 64, 8, 3), ("tma", "ws", "rot", 128, 64, 8, 3), ("tma", "ws", 128, 64, 8, 3),
                ("tma", "ws", "rot", "pers", 128, 64, 8, 3), ("tma", "ws", "rot", 128, 128, 8, 2),
                ("tma", "ws", "rot", "lpt", 128, 128, 8, 2), ("tma", "ws", "rot", "pers", 128, 128, 8, 2),
-               ("tma", "ws", "rot", "pers", "lpt", 128, 128, 8, 2),
+               ("tma", "ws", "rot", "pers", "lpt", 128, 128, 8, 2), ("tma", "ws", "rot", 128, 128, 8, 3),
                ("tma", "ws", "cl", 256, 64, 8, 3), ("tma", "ws", "rot", "cl", 256, 64, 8, 3),
                ("rot", 128, 64, 8, 3), (128, 32, 8)]
 # (dK/dV), (dQ); "tma": the _tma kernels (TMA rings filled by a producer warpgroup)

@@ -360,10 +360,14 @@ static int64_t find_local(const LocalIndex *ix, int64_t lin)
  * thread; false if some thread lacks an element or the search is too large. Each
  * thread's elements of `from` are indexed once (threads x (ns + nd) coordinate
  * computations, not threads x nd x ns: that search was a fifth of a GEMM's compile). */
-static bool direct_plan(Cg *c, const CgLayout *from, const CgLayout *to, const int64_t w[IR_MAX_RANK], uint32_t *plan)
+static bool direct_plan(Cg *c, const CgLayout *from, const CgLayout *to, const int64_t w[IR_MAX_RANK], uint32_t *plan,
+                        bool planned)
 {
     uint32_t nd = cg_layout_elems(to), ns = cg_layout_elems(from);
-    if ((uint64_t)c->threads * nd * ns > (UINT64_C(1) << 22)) return false;
+    /* a bound on the search for conversions that may well go through shared memory;
+     * one planned in registers (ir_layout_in_registers) is always searched: its work is
+     * threads x (ns + nd) hash lookups */
+    if (!planned && (uint64_t)c->threads * nd * ns > (UINT64_C(1) << 22)) return false;
     uint32_t size = 16;
     while (size < 2 * ns) size *= 2;
     LocalIndex ix = {tl_malloc(size * sizeof *ix.lin), tl_malloc(size * sizeof *ix.k), size - 1};
@@ -418,20 +422,28 @@ static CgVal through_smem(Cg *c, const CgLayout *from, CgVal src, IrElem e, cons
     return out;
 }
 
-CgVal cg_convert(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to, const int64_t w[IR_MAX_RANK])
+/* The conversion in registers (every element from a register of the same thread):
+ * false when some element lives in another thread. */
+static bool convert_direct(Cg *c, const CgLayout *from, CgVal src, const CgLayout *to, const int64_t w[IR_MAX_RANK],
+                           CgVal *out, bool planned)
 {
     uint32_t nd = cg_layout_elems(to);
     uint32_t *plan = tl_calloc(nd, sizeof *plan);
     if (!plan) tl_oom();
-    CgVal out;
-    if (direct_plan(c, from, to, w, plan)) {
-        out = cg_val_new(c, nd);
-        for (uint32_t k = 0; k < nd; k++) out.v[k] = src.v[plan[k]];
-    } else {
-        out = through_smem(c, from, src, e, to, w);
+    bool ok = direct_plan(c, from, to, w, plan, planned);
+    if (ok) {
+        *out = cg_val_new(c, nd);
+        for (uint32_t k = 0; k < nd; k++) out->v[k] = src.v[plan[k]];
     }
     tl_free(plan);
-    return out;
+    return ok;
+}
+
+CgVal cg_convert(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to, const int64_t w[IR_MAX_RANK])
+{
+    CgVal out;
+    if (convert_direct(c, from, src, to, w, &out, false)) return out;
+    return through_smem(c, from, src, e, to, w);
 }
 
 /* ---- shape ops ------------------------------------------------------------------------------ */
@@ -468,6 +480,16 @@ bool cg_shape_op(Cg *c, const IrOp *op)
     CgLayout from = cg_layout_of(st);
     int64_t w[IR_MAX_RANK] = {0};
     shape_weights(op, st, rt, w);
+    if (ir_layout_in_registers((int)op->code, st->layout, rt->layout)) {
+        /* planned without scratch (cg_op_smem_bytes, passes/shared.c): shared memory
+         * here could overlap the rings' buffers */
+        CgVal out;
+        if (!convert_direct(c, &from, src, &to, w, &out, true))
+            return cg_error(c, op, "internal error: a '%s' planned in registers (ir_layout_in_registers) moves "
+                            "elements between threads", ir_op_info[op->code].text);
+        cg_set(c, op->results[0], out);
+        return true;
+    }
     cg_set(c, op->results[0], cg_convert(c, &from, src, st->elem, &to, w));
     return true;
 }
@@ -484,6 +506,7 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
     const IrType *a = ir_value_type(f, op->operands[0]), *r = ir_value_type(f, op->results[0]);
     switch (op->code) {
     case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
+        if (ir_layout_in_registers((int)op->code, a->layout, r->layout)) return 0;   /* cg_shape_op */
         return tile_bytes(a, mem_bytes(a->elem));
     case IR_OP_REDUCE: case IR_OP_SCAN: {      /* the warp exchange (cg_reduce.c), then a reduce's squeeze */
         uint32_t x = cg_combine_smem_bytes(f, op), squeeze = op->code == IR_OP_REDUCE ? tile_bytes(r, 8) : 0;

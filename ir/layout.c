@@ -1,5 +1,6 @@
 /* Layouts (layout.h): constructors, text, and the rules the verifier checks. */
 #include "layout.h"
+#include "ir.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,6 +80,14 @@ bool ir_layout_alike(const IrLayout *a, const IrLayout *b)
     if (a->kind == IR_LAYOUT_MMA && b->kind == IR_LAYOUT_DOT_OPERAND)
         return b->op == 0 && b->kwidth == 2 && rows_v3(a) && (b->parent == a || mma_alike(a, b->parent));
     return mma_alike(a, b);
+}
+
+bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to)
+{
+    if (!from || !to) return false;
+    if (code == IR_OP_CONVERT_LAYOUT) return ir_layout_alike(from, to);
+    if (code != IR_OP_BROADCAST && code != IR_OP_EXPAND_DIMS) return false;
+    return to->kind == IR_LAYOUT_MMA && (from == to || (from->kind == IR_LAYOUT_SLICE && from->parent == to));
 }
 
 /*   a, b              acc   instruction          K   kwidth (layout.h)

@@ -86,6 +86,13 @@ int ir_layout_warps(const IrLayout *l);
  * as the A operand (op 0, two per register) of a dot whose accumulator layout is alike
  * (attention's P). Equal layouts are not "alike" (nothing to convert). */
 bool ir_layout_alike(const IrLayout *a, const IrLayout *b);
+/* Whether a shape op (code: convert_layout, broadcast, expand_dims) from layout `from`
+ * to layout `to` is done in registers, so that it needs no shared memory: a conversion
+ * between alike layouts, an expand_dims or broadcast from an mma layout or its slice
+ * into that mma layout. passes/shared.c budgets the rings' shared memory by it and
+ * codegen plans its scratch by it (cg_op_smem_bytes), and fails, never spills into the
+ * rings, where such an op would need shared memory after all. */
+bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to);
 /* Writes the layout's body, e.g. "blocked<spt = [1, 8], tpw = [4, 8], wpc = [4, 1],
  * order = [1, 0]>", with a parent written as parent_name (or inline when NULL). */
 char *ir_layout_str(const IrLayout *l, const char *parent_name, char *buf, size_t n);

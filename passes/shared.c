@@ -406,11 +406,7 @@ static bool is_view(const IrOp *op, const Cand *cs, int n)
  * or broadcast from an mma layout or its slice into that mma layout. */
 static bool in_registers(const IrOp *op, const IrType *a, const IrType *res)
 {
-    const IrLayout *from = a->layout, *to = res->layout;
-    if (!from || !to) return false;
-    if (op->code == IR_OP_CONVERT_LAYOUT) return ir_layout_alike(from, to);
-    if (op->code != IR_OP_BROADCAST && op->code != IR_OP_EXPAND_DIMS) return false;
-    return to->kind == IR_LAYOUT_MMA && (from == to || (from->kind == IR_LAYOUT_SLICE && from->parent == to));
+    return ir_layout_in_registers((int)op->code, a->layout, res->layout);
 }
 
 static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *cs, int n)
@@ -435,7 +431,20 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
             b = ir_type_numel(a) * 8;
             break;
         case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-        case IR_OP_XOR_SUM: case IR_OP_REDUCE:
+        case IR_OP_XOR_SUM: {
+            /* as codegen plans it (cg_op_smem_bytes): cross-warp partials, 16 bytes per
+             * result element and warp along the axis, where several warps share it (an
+             * mma layout's rows are in one warp; a blocked layout has wpc of them), else
+             * the result's 8-byte squeeze */
+            const IrLayout *al = a->layout;
+            int axis = (int)op->attr.i;
+            uint64_t nw = warps;
+            if (al && al->kind == IR_LAYOUT_MMA) nw = 1;
+            else if (al && al->kind == IR_LAYOUT_BLOCKED && axis >= 0 && axis < al->rank) nw = (uint64_t)al->wpc[axis];
+            b = nw > 1 ? ir_type_numel(res) * 16 * nw : ir_type_numel(res) * 8;
+            break;
+        }
+        case IR_OP_REDUCE:
             b = ir_type_numel(res) * 16 * warps;
             break;
         case IR_OP_DOT:
@@ -647,6 +656,19 @@ static void cluster_syncs(IrFunc *f, IrBuilder *b)
     }
 }
 
+/* Where a ring of `stages` ends: its buffers from base (an NVMMA one 1024-aligned),
+ * then, for TMA, its full and empty barriers; as pipeline_loop places them. */
+static uint64_t ring_end(IrFunc *f, const Cand *cs, int n, int stages, uint32_t base, bool tma)
+{
+    uint64_t offset = base;
+    for (int i = 0; i < n; i++) {
+        if (wants_nvmma(f, &cs[i])) offset = (offset + 1023) & ~(uint64_t)1023;
+        offset += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), stages);
+    }
+    uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u;
+    return offset + (tma ? (2 * bar_half + 127) & ~127u : 0);
+}
+
 static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin, uint32_t base)
 {
     bool ok;
@@ -664,11 +686,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     for (int i = 0; i < n; i++) nblock += cs[i].load->code == IR_OP_BLOCK_LOAD;
     bool tma = nblock > 0;
     if (nblock && nblock != n) n = 0;   /* a ring is all TMA or all cp.async (blockload keeps such loops) */
-    uint32_t bytes = 0, align_slack = 0;
-    for (int i = 0; i < n; i++) {
-        bytes += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), 1);
-        if (wants_nvmma(f, &cs[i])) align_slack += 1024;
-    }
+    bool any_nvmma = false;
+    for (int i = 0; i < n; i++) any_nvmma |= wants_nvmma(f, &cs[i]);
     /* each consumer warpgroup of a pingpong kernel has its own scratch, the largest any
      * op of the kernel needs (codegen/cg_module.c smem_plan: ops outside the loop too) */
     uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
@@ -676,15 +695,17 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         uint64_t all = (scratch_bound(f, &f->body, cs, n) + 127) & ~(uint64_t)127;
         scratch = (all > scratch ? all : scratch) * (uint64_t)ir_consumer_groups(f);
     }
-    uint32_t smem_limit = scratch + align_slack < smem_optin ? smem_optin - (uint32_t)scratch - align_slack : 0;
-    /* the ring's mbarriers: full and empty, 8 bytes a stage each */
-    uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u, bar_bytes = tma ? (2 * bar_half + 127) & ~127u : 0;
-    while (stages > 2 && bytes * (uint32_t)stages + bar_bytes > smem_limit) stages--;
-    if (n == 0 || stages < 2 || bytes * (uint32_t)stages + bar_bytes > smem_limit) {
+    /* codegen puts the buffer area after the scratch, 1024-aligned when it holds NVMMA
+     * stages (cg_module.c buffers_at); the ring goes from base in it as placed below */
+    uint64_t area = any_nvmma ? (scratch + 1023) & ~(uint64_t)1023 : scratch;
+    while (stages > 2 && area + ring_end(f, cs, n, stages, base, tma) > (uint64_t)smem_optin + base) stages--;
+    if (n == 0 || stages < 2 || area + ring_end(f, cs, n, stages, base, tma) > (uint64_t)smem_optin + base) {
         tl_free(p.in_slice);
         tl_free(p.map);
         return false;
     }
+    /* the ring's mbarriers: full and empty, 8 bytes a stage each */
+    uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u, bar_bytes = (2 * bar_half + 127) & ~127u;
     IrCtx *c = f->module->ctx;
     IrBuilder b;
     ir_builder_before(&b, loop);
@@ -971,6 +992,20 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
             d->operands = mem;
         }
     }
+    /* the conversions those dots read before are dead now: removed here, so that the
+     * rings' budget (scratch_bound) plans no scratch for them (a 128 x 128 bf16 Q: 32 KB,
+     * a ring stage of attention at BN = 128) */
+    uint32_t *uses = ir_use_counts(f);
+    for (uint32_t v = 0; v < f->nvalues; v++) {
+        IrOp *d = f->values[v].def;
+        if (!d || !d->parent || d->code != IR_OP_CONVERT_LAYOUT || d->results[0] != v || uses[v]) continue;
+        for (int k = 0; k < nr; k++)
+            if (d->operands[0] == rs[k].load->results[0]) {
+                ir_op_remove(d);
+                break;
+            }
+    }
+    tl_free(uses);
     return (offset + 1023) & ~1023u;
 }
 

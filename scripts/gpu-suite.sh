@@ -113,7 +113,7 @@ if [ "$what" = measure3 ]; then
   # (about 9 minutes)
   : "${STEP_TIMEOUT:=170}"
   step attention python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --quick \
-    --fwd-configs 'tma+ws+rot:128,128,8,2;tma+ws+rot+lpt:128,128,8,2;tma+ws+rot+pers:128,128,8,2;tma+ws+rot+pers+lpt:128,128,8,2;tma+ws+rot+pers:128,64,8,3' \
+    --fwd-configs 'tma+ws+rot:128,128,8,2;tma+ws+rot:128,128,8,3;tma+ws+rot+lpt:128,128,8,2;tma+ws+rot+pers:128,128,8,2;tma+ws+rot+pers+lpt:128,128,8,2;tma+ws+rot+pers:128,64,8,3' \
     --bwd-configs 'tma:64,128,8/128,64,8;tma+pers:64,128,8/128,64,8;tma+lpt:64,128,8/128,64,8;tma:128,128,8/128,128,8;tma:64,128,8/128,128,8' \
     --out "$OUT/attention.md"
   step gemm python3 bench/gemm.py --lib build-gpu/runtime/libtileRT.so --quick --no-tune --sections bf16,fp8 \
