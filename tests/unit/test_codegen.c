@@ -512,6 +512,49 @@ static void test_alike_layouts_hold_the_same_elements(void **state)
     ir_ctx_destroy(c);
 }
 
+/* ir_layout_in_registers' promise (passes/shared.c budgets the rings and codegen plans
+ * its scratch by it, with nothing for such ops): a row or a column of an mma layout (its
+ * slice along 1 or 0) broadcast into that layout needs only elements its own thread
+ * holds, checked on codegen's element maps for wgmma's and mma.sync's layouts; equal
+ * layouts broadcast in place; a conversion is in registers exactly when the layouts are
+ * alike; a slice of another layout, or no layout, is not. */
+static void test_in_register_broadcasts_need_no_other_thread(void **state)
+{
+    (void)state;
+    IrCtx *c = ir_ctx_create();
+    const IrLayout *ms[] = {mma_v3(c, 4, 128), mma_v3(c, 8, 64), mma_v2(c, 4, 1, 16), mma_v2(c, 2, 2, 16)};
+    const int32_t M = 128, N = 128;
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
+        const IrLayout *m = ms[i];
+        CgLayout lm = tile_layout(c, m, IR_F32, 2, M, N);
+        uint32_t threads = 32 * (uint32_t)ir_layout_warps(m);
+        for (int dim = 0; dim < 2; dim++) {
+            const IrLayout *sl = ir_layout_slice(c, m, dim);
+            assert_true(ir_layout_in_registers(IR_OP_BROADCAST, sl, m));
+            assert_true(ir_layout_in_registers(IR_OP_EXPAND_DIMS, sl, m));
+            CgLayout lv = tile_layout(c, sl, IR_F32, 1, dim == 1 ? M : N, 0);
+            for (uint32_t th = 0; th < threads; th++)
+                for (uint32_t k = 0; k < cg_layout_elems(&lm); k++) {
+                    int64_t x[IR_MAX_RANK] = {0};
+                    cg_layout_coords_at(&lm, th, k, x);
+                    const int64_t want[2] = {dim == 1 ? x[0] : x[1], 0};
+                    if (!thread_holds(&lv, th, want, 1))
+                        fail_msg("layout %zu, slice %d: thread %u needs element %lld of the vector, held elsewhere", i,
+                                 dim, th, (long long)want[0]);
+                }
+        }
+        assert_true(ir_layout_in_registers(IR_OP_BROADCAST, m, m));
+        assert_false(ir_layout_in_registers(IR_OP_RESHAPE, m, m));
+        assert_false(ir_layout_in_registers(IR_OP_CONVERT_LAYOUT, m, m));
+    }
+    assert_true(ir_layout_in_registers(IR_OP_CONVERT_LAYOUT, mma_v3(c, 8, 64), mma_v3(c, 8, 128)));
+    assert_true(ir_layout_in_registers(IR_OP_CONVERT_LAYOUT, mma_v3(c, 8, 128), operand_of(c, mma_v3(c, 8, 128), 0)));
+    assert_false(ir_layout_in_registers(IR_OP_CONVERT_LAYOUT, mma_v2(c, 4, 1, 16), operand_of(c, mma_v2(c, 4, 1, 16), 0)));
+    assert_false(ir_layout_in_registers(IR_OP_BROADCAST, ir_layout_slice(c, mma_v3(c, 8, 64), 1), mma_v3(c, 8, 128)));
+    assert_false(ir_layout_in_registers(IR_OP_BROADCAST, NULL, mma_v3(c, 8, 64)));
+    ir_ctx_destroy(c);
+}
+
 /* cg_round_tf32's integer rounding, modelled in C, against the interpreter's
  * fp_round_tf32 (nearest even): every 4099th bit pattern, every tie and neighbour
  * of one, around the overflow to inf and the subnormals; NaNs stay NaN. */
@@ -896,6 +939,7 @@ int main(void)
         cmocka_unit_test(test_mma_fragments_match_the_isa),
         cmocka_unit_test(test_mma_tiles_and_owners),
         cmocka_unit_test(test_alike_layouts_hold_the_same_elements),
+        cmocka_unit_test(test_in_register_broadcasts_need_no_other_thread),
         cmocka_unit_test(test_tf32_rounding_as_the_interpreter),
         cmocka_unit_test(test_axisinfo_facts),
         cmocka_unit_test(test_axisinfo_if),
