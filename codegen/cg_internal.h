@@ -258,7 +258,6 @@ uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op);   /* their warp
  * out gets the n yielded scalars. */
 bool cg_combine(Cg *c, const IrOp *op, const IrBlock *blk, const LLVMValueRef *args, LLVMValueRef *out);
 uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */
-uint32_t cg_reduce_warps(const IrType *t, int axis);      /* warps along the reduced axis */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
 LLVMValueRef cg_round_tf32(Cg *c, LLVMValueRef x);   /* f32 to tf32, as the interpreter rounds */
 /* cg_mma.c: the tensor-core layouts' element coordinates, and dot on mma.sync

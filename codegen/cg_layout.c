@@ -517,7 +517,7 @@ uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
          * element and warp along the reduced axis (cg_reduce.c, across_warps); then the
          * result's conversion to its own layout. Not the whole input tile: shared memory
          * bounds occupancy. */
-        uint32_t nw = a->layout ? cg_reduce_warps(a, (int)op->attr.i) : 1;
+        uint32_t nw = (uint32_t)ir_reduce_warps(a, (int)op->attr.i);
         uint32_t partials = nw > 1 ? tile_bytes(r, 16) * nw : 0, squeeze = tile_bytes(r, 8);
         return partials > squeeze ? partials : squeeze;
     }

@@ -204,13 +204,6 @@ static int32_t warps_along(const CgLayout *l, int a)
     return nw > l->wpc[a] ? l->wpc[a] : nw;
 }
 
-uint32_t cg_reduce_warps(const IrType *t, int a)
-{
-    CgLayout l = cg_layout_of(t);
-    if (l.kind != CG_LAYOUT_BLOCKED) return 1;     /* mma rows in one warp (reduce_mma_rows) */
-    return (uint32_t)warps_along(&l, a);
-}
-
 static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout *cl, int a, Pair *p, uint32_t n)
 {
     int32_t nw = warps_along(l, a);

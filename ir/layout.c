@@ -90,6 +90,15 @@ bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to)
     return to->kind == IR_LAYOUT_MMA && (from == to || (from->kind == IR_LAYOUT_SLICE && from->parent == to));
 }
 
+int ir_reduce_warps(const IrType *t, int axis)
+{
+    const IrLayout *l = t->layout;
+    if (!l || l->kind != IR_LAYOUT_BLOCKED || axis < 0 || axis >= t->rank) return 1;
+    int32_t span = l->spt[axis] * l->tpw[axis];
+    int32_t nw = t->shape[axis] / span < 1 ? 1 : t->shape[axis] / span;
+    return nw > l->wpc[axis] ? l->wpc[axis] : nw;
+}
+
 /*   a, b              acc   instruction          K   kwidth (layout.h)
  *   f16, bf16         f32   m16n8k16.f16/.bf16   16  2
  *   f8e4m3, f8e5m2    f32   m16n8k16.f16         16  2 (each element converted)

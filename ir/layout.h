@@ -93,6 +93,13 @@ bool ir_layout_alike(const IrLayout *a, const IrLayout *b);
  * codegen plans its scratch by it (cg_op_smem_bytes), and fails, never spills into the
  * rings, where such an op would need shared memory after all. */
 bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to);
+/* The warps that share the reduced axis of a tile t (a reduction's cross-warp partials
+ * go through shared memory when there are several): a blocked layout's warps along
+ * `axis` that the tile's extent uses; 1 for an mma layout or its slice (a row is in one
+ * warp) and for a tile without a layout. codegen plans and lowers reductions by it;
+ * passes/shared.c budgets the rings by it. */
+struct IrType;
+int ir_reduce_warps(const struct IrType *t, int axis);
 /* Writes the layout's body, e.g. "blocked<spt = [1, 8], tpw = [4, 8], wpc = [4, 1],
  * order = [1, 0]>", with a parent written as parent_name (or inline when NULL). */
 char *ir_layout_str(const IrLayout *l, const char *parent_name, char *buf, size_t n);

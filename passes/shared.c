@@ -399,16 +399,6 @@ static bool is_view(const IrOp *op, const Cand *cs, int n)
     return false;
 }
 
-/* The conversions that read the operands from the ring (cs[0..n)) are replaced by
- * local_loads and need none. */
-/* A shape op or conversion that codegen does in registers: a conversion between alike
- * layouts (attention's P and row statistics on wgmma, ir_layout_alike), an expand_dims
- * or broadcast from an mma layout or its slice into that mma layout. */
-static bool in_registers(const IrOp *op, const IrType *a, const IrType *res)
-{
-    return ir_layout_in_registers((int)op->code, a->layout, res->layout);
-}
-
 static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *cs, int n)
 {
     uint64_t worst = 0, warps = (uint64_t)(f->warps > 0 ? f->warps : 4);
@@ -417,9 +407,11 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
             uint64_t b = scratch_bound(f, &op->regions[r], cs, n);
             if (b > worst) worst = b;
         }
+        /* the conversions that read the operands from the ring (cs[0..n)) become
+         * local_loads, and those done in registers need none */
         if (op->noperands == 0 || op->nresults == 0 || is_view(op, cs, n)) continue;
         const IrType *a = ir_value_type(f, op->operands[0]), *res = ir_value_type(f, op->results[0]);
-        if (in_registers(op, a, res)) continue;
+        if (ir_layout_in_registers((int)op->code, a->layout, res->layout)) continue;
         uint64_t b = 0;
         switch (op->code) {
         case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
@@ -433,14 +425,9 @@ static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *c
         case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
         case IR_OP_XOR_SUM: {
             /* as codegen plans it (cg_op_smem_bytes): cross-warp partials, 16 bytes per
-             * result element and warp along the axis, where several warps share it (an
-             * mma layout's rows are in one warp; a blocked layout has wpc of them), else
+             * result element and warp along the axis, where several warps share it, else
              * the result's 8-byte squeeze */
-            const IrLayout *al = a->layout;
-            int axis = (int)op->attr.i;
-            uint64_t nw = warps;
-            if (al && al->kind == IR_LAYOUT_MMA) nw = 1;
-            else if (al && al->kind == IR_LAYOUT_BLOCKED && axis >= 0 && axis < al->rank) nw = (uint64_t)al->wpc[axis];
+            uint64_t nw = (uint64_t)ir_reduce_warps(a, (int)op->attr.i);
             b = nw > 1 ? ir_type_numel(res) * 16 * nw : ir_type_numel(res) * 8;
             break;
         }
@@ -656,8 +643,13 @@ static void cluster_syncs(IrFunc *f, IrBuilder *b)
     }
 }
 
+/* A TMA ring's mbarriers: full and empty, 8 bytes a stage each; the empty ones start
+ * at the half, and both take barriers_bytes. */
+static uint32_t barriers_half(int stages) { return ((uint32_t)stages * 8 + 15) & ~15u; }
+static uint32_t barriers_bytes(int stages) { return (2 * barriers_half(stages) + 127) & ~127u; }
+
 /* Where a ring of `stages` ends: its buffers from base (an NVMMA one 1024-aligned),
- * then, for TMA, its full and empty barriers; as pipeline_loop places them. */
+ * then, for TMA, its barriers; as pipeline_loop places them. */
 static uint64_t ring_end(IrFunc *f, const Cand *cs, int n, int stages, uint32_t base, bool tma)
 {
     uint64_t offset = base;
@@ -665,8 +657,7 @@ static uint64_t ring_end(IrFunc *f, const Cand *cs, int n, int stages, uint32_t 
         if (wants_nvmma(f, &cs[i])) offset = (offset + 1023) & ~(uint64_t)1023;
         offset += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), stages);
     }
-    uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u;
-    return offset + (tma ? (2 * bar_half + 127) & ~127u : 0);
+    return offset + (tma ? barriers_bytes(stages) : 0);
 }
 
 static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin, uint32_t base)
@@ -697,15 +688,13 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     }
     /* codegen puts the buffer area after the scratch, 1024-aligned when it holds NVMMA
      * stages (cg_module.c buffers_at); the ring goes from base in it as placed below */
-    uint64_t area = any_nvmma ? (scratch + 1023) & ~(uint64_t)1023 : scratch;
-    while (stages > 2 && area + ring_end(f, cs, n, stages, base, tma) > (uint64_t)smem_optin + base) stages--;
-    if (n == 0 || stages < 2 || area + ring_end(f, cs, n, stages, base, tma) > (uint64_t)smem_optin + base) {
+    uint64_t area = any_nvmma ? (scratch + 1023) & ~(uint64_t)1023 : scratch, limit = (uint64_t)smem_optin + base;
+    while (stages > 2 && area + ring_end(f, cs, n, stages, base, tma) > limit) stages--;
+    if (n == 0 || stages < 2 || area + ring_end(f, cs, n, stages, base, tma) > limit) {
         tl_free(p.in_slice);
         tl_free(p.map);
         return false;
     }
-    /* the ring's mbarriers: full and empty, 8 bytes a stage each */
-    uint32_t bar_half = ((uint32_t)stages * 8 + 15) & ~15u, bar_bytes = (2 * bar_half + 127) & ~127u;
     IrCtx *c = f->module->ctx;
     IrBuilder b;
     ir_builder_before(&b, loop);
@@ -728,8 +717,8 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         IrOp *full = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
         full->attr.i = offset;
         IrOp *empty = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
-        empty->attr.i = offset + bar_half;
-        offset += bar_bytes;
+        empty->attr.i = offset + barriers_half(stages);
+        offset += barriers_bytes(stages);
         int ctas = multicast_ring(f, cs, n) ? ir_cluster_size(f) : 1;
         IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, full->results, 1, NULL, 0, 0);
         init->attr.i = n;        /* one arrival per copy of a stage (each with its bytes) */

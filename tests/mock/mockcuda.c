@@ -416,7 +416,7 @@ static int m_cuModuleLoadDataEx(Module **out, const void *image, unsigned n, int
     return OK;
 }
 
-static bool sh(const char *cmd);
+static void remove_dir(const char *d);
 static void forget_dir(const char *d);
 
 static int m_cuModuleUnload(Module *m)
@@ -424,9 +424,7 @@ static int m_cuModuleUnload(Module *m)
     count(&counts.unloads);
     if (m->host) dlclose(m->host);
     if (m->host_dir[0] && !getenv("MOCKCUDA_EMU_KEEP")) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", m->host_dir);
-        sh(cmd);
+        remove_dir(m->host_dir);
         forget_dir(m->host_dir);
     }
     free(m->llvm);
@@ -514,14 +512,16 @@ static bool sh(const char *cmd)
 /* The build directories of the modules still loaded, removed at exit. */
 static char (*emu_dirs)[64];
 static size_t n_emu_dirs;
+static void remove_dir(const char *d)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    sh(cmd);
+}
 static void remove_dirs(void)
 {
     for (size_t i = 0; i < n_emu_dirs; i++)
-        if (emu_dirs[i][0]) {
-            char cmd[128];
-            snprintf(cmd, sizeof cmd, "rm -rf %s", emu_dirs[i]);
-            if (system(cmd)) { /* nothing more to do at exit */ }
-        }
+        if (emu_dirs[i][0]) remove_dir(emu_dirs[i]);
 }
 static void remember_dir(const char *d)
 {
