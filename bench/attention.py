@@ -154,12 +154,11 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
     B, H, L, D = q.shape
     flags, cfg = split_flags(cfg)
     tma = "tma" in flags
-    # ov: overlap = 1, the K loops' dots issued together and waited for late
-    # (passes/rotate.c, schedule)
-    ov = {"overlap": 1} if "ov" in flags else {}
-    if "pers" in flags:   # pers: persistent = 1 for both _tma kernels (causal too)
-        ov["persistent"] = 1
-    lpt = {"LPT": 1} if "lpt" in flags else {}   # lpt: dQ's causal query blocks longest first
+    # the launch keys of both _tma kernels: ov, overlap = 1 (the K loops' dots issued
+    # together and waited for late, passes/rotate.c schedule); pers, persistent = 1
+    # (causal too); lpt, dQ's causal query blocks longest first (LPT = 1, dQ only)
+    keys = {**({"overlap": 1} if "ov" in flags else {}), **({"persistent": 1} if "pers" in flags else {})}
+    lpt = {"LPT": 1} if "lpt" in flags else {}
     (kbm, kbn, kw), (qbm, qbn, qw) = cfg
     sbh, sl = strides(q)
     for t in (k, v, o, do):
@@ -170,10 +169,10 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
         "ptr ptr ptr i32 i32 i64 i32", delta, o, do, B * H, L, sbh, sl)
     if tma:
         assert sbh == L * sl
-        dkdv = rt.kernel(BWD, "attn_bwd_dkdv_tma", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw, **ov).prepare(
+        dkdv = rt.kernel(BWD, "attn_bwd_dkdv_tma", BM=kbm, BN=kbn, D=D, CAUSAL=int(causal), warps=kw, **keys).prepare(
             "ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dk, dv, q, k, v, do, lse, delta, B * H, L, scale,
             sl, B * H * L)
-        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw, **ov, **lpt).prepare(
+        dqk = rt.kernel(BWD, "attn_bwd_dq_tma", BM=qbm, BN=qbn, D=D, CAUSAL=int(causal), warps=qw, **keys, **lpt).prepare(
             "ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dq, q, k, v, do, lse, delta, B * H, L, scale,
             sl, B * H * L)
     else:
