@@ -299,7 +299,7 @@ char *cg_occupancy_directives(char *ptx, const IrModule *m, const int *mincta);
 /* cg_sink.c: after cg_occupancy, pure instructions into the block that uses them
  * (LLVM's sink) and, in each block, just before their first use (an element's chain,
  * then the next's), never across a call with effects. */
-void cg_sink(LLVMModuleRef mod, LLVMTargetMachineRef tm);
+void cg_sink(LLVMModuleRef mod, LLVMTargetMachineRef tm, const TileKnobs *knobs);
 /* cg_ptxfix.c: textual rewrites of the PTX that steer around ptxas bugs; takes and
  * returns tl_malloc'd text. */
 char *cg_ptx_workarounds(char *ptx);

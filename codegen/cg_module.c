@@ -26,6 +26,8 @@
 /* The targets are ir/target.h's table. */
 bool cg_arch_supported(const char *arch) { return arch && tile_target(arch) != NULL; }
 
+const char *cg_compiler_id(void) { return tile_compiler_id(); }
+
 static uint32_t smem_limit(const char *arch)
 {
     const TileTarget *t = tile_target(arch);
@@ -730,7 +732,7 @@ static bool build(Job *j, const IrModule *m, const CgOptions *o, DiagList *d)
     fix_sitofp_i1(j->mod);
     j->mincta = tl_calloc(m->nfuncs ? m->nfuncs : 1, sizeof *j->mincta);
     if (!j->mincta) tl_oom();
-    if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta), cg_sink(j->mod, j->tm);
+    if (o->opt_level > 0) cg_occupancy(j->mod, m, j->mincta), cg_sink(j->mod, j->tm, &m->knobs);
     if (o->times) o->times->lower_ms = t1 - t0, o->times->opt_ms = tl_now_ms() - t1;
     return true;
 }

@@ -186,10 +186,9 @@ static void sink_block(Sink *s, LLVMBasicBlockRef bb)
     tl_free(s->keys), tl_free(s->vals);
 }
 
-void cg_sink(LLVMModuleRef mod, LLVMTargetMachineRef tm)
+void cg_sink(LLVMModuleRef mod, LLVMTargetMachineRef tm, const TileKnobs *knobs)
 {
-    const char *env = getenv("TILE_SINK");
-    if (env && !strcmp(env, "0")) return;
+    if (!knobs->sink) return;
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMErrorRef e = LLVMRunPasses(mod, "function(sink)", tm, po);
     LLVMDisposePassBuilderOptions(po);

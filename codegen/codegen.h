@@ -88,6 +88,9 @@ int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max);
 
 /* Launch facts of a kernel (false if k is not a kernel). */
 bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out);
+/* The identity of the compiler this library was built from (tile_compiler_id: a hash
+ * of its sources and the LLVM version). The runtime's cache keys name it. */
+const char *cg_compiler_id(void);
 
 /* true for the architectures the generator targets ("sm_90a", "sm_80"). */
 bool cg_arch_supported(const char *arch);

@@ -233,6 +233,7 @@ IrModule *ir_module_create(IrCtx *c)
 {
     IrModule *m = arena_alloc(c->arena, sizeof *m);
     m->ctx = c;
+    m->knobs = tile_knobs_default();
     return m;
 }
 

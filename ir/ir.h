@@ -23,6 +23,7 @@
 
 #include "arena.h"
 #include "diag.h"
+#include "knobs.h"
 
 /* ---- element types ------------------------------------------------------------ */
 /*        NAME       text       bits class */
@@ -226,8 +227,11 @@ typedef struct IrModule {
      * pass_run_gpu; NULL: the default target. */
     const struct TileTarget *target;
     /* The GPU passes copy dot operands with cp.async only, never by TMA (the checked
-     * mode, TILE_TMA=0). */
+     * mode, or the knob tma = 0). */
     bool no_tma;
+    /* The settings that change generated code (ir/knobs.def), set by the compile
+     * driver; ir_module_create gives every knob its default. */
+    TileKnobs knobs;
 } IrModule;
 
 /* ---- building --------------------------------------------------------------------- */

@@ -369,10 +369,9 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
     /* (a loop of two dots, the graph compiler's paired SwiGLU GEMM, ran 13% slower by TMA
      * than by cp.async on the H200, 2.078 against 1.839 ms, while its copies were issued
      * after the dots: with 2 stages nothing overlapped them; they now go at the top of
-     * the body under TILE_TMA_EARLY=1, passes/shared.c, not yet measured: until then
+     * the body with the knob tma_early, passes/shared.c, not yet measured: until then
      * such loops stay on cp.async, unless a producer warpgroup issues the copies, ws) */
-    const char *early = getenv("TILE_TMA_EARLY");
-    if (dots < 1 || (dots > 1 && !f->ws && !(early && !strcmp(early, "1")))) return false;
+    if (dots < 1 || (dots > 1 && !f->ws && !f->module->knobs.tma_early)) return false;
     for (const IrOp *u = body->first; u; u = u->next) {
         if (u->code != IR_OP_DOT) continue;
         for (int i = 0; i < 2; i++) {

@@ -138,15 +138,14 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
  * O = P V) run on wgmma too: S's layout (N = BN) and O's (N = D) are alike (rows_alike:
  * the same element in the same thread and register), so the rows rewrite below keeps
  * the softmax in S's layout and P, A from registers, converts to O's operand in place.
- * TILE_WGMMA=0 in the environment keeps every dot on mma.sync, TILE_WGMMA_ROWS=0 only
- * the row-wise ones (switches for measuring one against the other; the kernel cache
- * does not know them: use a fresh cache). */
+ * The knob wgmma = 0 (TILE_WGMMA=0) keeps every dot on mma.sync, wgmma_rows = 0 only
+ * the row-wise ones (switches for measuring one against the other; cache keys name
+ * every knob). */
 static int32_t wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps)
 {
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
-    const char *env = getenv("TILE_WGMMA");
     int32_t ik = ir_wgmma_k(in, acc);
-    if (!t->wgmma || (env && !strcmp(env, "0")) || !ik || warps % 4) return 0;
+    if (!t->wgmma || !f->module->knobs.wgmma || !ik || warps % 4) return 0;
     return M % (16 * warps) == 0 && N % 16 == 0 && N <= 256 && K % ik == 0 ? ik : 0;
 }
 
@@ -169,8 +168,7 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
     k.rank = 2;
-    const char *rows_env = getenv("TILE_WGMMA_ROWS");
-    int32_t wk = rows && rows_env && !strcmp(rows_env, "0") ? 0 : wgmma_fits(f, a->elem, r->elem, M, N, K, warps);
+    int32_t wk = rows && !f->module->knobs.wgmma_rows ? 0 : wgmma_fits(f, a->elem, r->elem, M, N, K, warps);
     if (wk) {
         k.version = 3;
         k.wpc[0] = warps;

@@ -122,8 +122,7 @@ bool pass_run_gpu(IrModule *m, const PassOptions *opt)
     double ms[sizeof pass_gpu_table / sizeof *pass_gpu_table] = {0};
     PassOptions o = opt ? *opt : (PassOptions){0};
     o.verify_each = true;
-    const char *tma = getenv("TILE_TMA");
-    if (o.check_bounds || (tma && !strcmp(tma, "0"))) m->no_tma = true;   /* bounds checks see pointer loads */
+    if (o.check_bounds || !m->knobs.tma) m->no_tma = true;   /* bounds checks see pointer loads */
     for (unsigned i = 0; i < pass_gpu_count; i++) run_one(m, &pass_gpu_table[i], &o, &ms[i]);
     double clean_ms = 0;
     run_one(m, pass_find("cse"), &o, &clean_ms);   /* copies the layout propagation made twice */

@@ -538,14 +538,13 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
      * warpgroup issues (ws: the consumers release each stage as soon as their dots are
      * done with it); without a producer it is opt-in (TILE_TMA_EARLY=1: the issuing
      * thread's wait for the release holds up its warpgroup, 10% slower in attention) */
-    const char *early = getenv("TILE_TMA_EARLY");
+    const TileKnobs *kn = &f->module->knobs;
     int ndots = count_dots(p->body);
-    bool top = (early && !strcmp(early, "1")) || (f->ws && ndots > 1);
+    bool top = kn->tma_early || (f->ws && ndots > 1);
     bool late = !top || (stages >= 3 && ndots == 1 && wgmma_views);
-    const char *rel = getenv("TILE_TMA_RELEASE");   /* "barrier": every warp waits (the first form) */
     bool cluster = false;   /* a multicast ring: each CTA's warps release the stage in every CTA */
     for (int i = 0; i < n; i++) cluster |= cs[i].multicast;
-    bool barrier = rel && !strcmp(rel, "barrier") && !cluster;
+    bool barrier = kn->tma_release == 1 && !cluster;   /* every warp waits (the first form) */
     if (!late && !barrier) {
         IrValue prev_stage = ir_build_binary(b, IR_OP_REM, ir_build_binary(b, IR_OP_ADD, j, iconst(b, st, dist)), iconst(b, st, stages));
         IrValue after_first = ir_build_cmp(b, IR_CMP_LT, iconst(b, st, 0), j);
@@ -898,9 +897,9 @@ typedef struct Resident {
 
 static uint32_t resident_operands(IrFunc *f, const Loops *loops)
 {
-    const char *env = getenv("TILE_RESIDENT_A");
-    if (env && !strcmp(env, "0")) return 0;
-    bool all = env && !strcmp(env, "1");
+    int knob = f->module->knobs.resident_a;   /* -1: decided here; 0 none; 1 all */
+    if (knob == 0) return 0;
+    bool all = knob == 1;
     int warps = f->warps > 0 ? f->warps : 4, threads = 32 * warps;
     uint32_t limit = f->ws ? (warps == 4 ? 240 : 232) : 255;
     Resident rs[MAX_CANDS];

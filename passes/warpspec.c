@@ -349,11 +349,10 @@ static void unhoist_ring(Moved *log, int n)
  * after the producer lets warpgroup 0 go first; `turn end` after the last loop takes
  * back warpgroup 1's last pass. Only for 8 warps (two consumer warpgroups) and loops
  * with no barrier of the program (that would put the warpgroups in step again);
- * TILE_PINGPONG=0 leaves it out (for measuring). */
+ * the knob pingpong = 0 leaves it out (for measuring). */
 static void ping_pong(IrFunc *f, IrOp *prod, Ring *rs, int n)
 {
-    const char *env = getenv("TILE_PINGPONG");
-    if (f->warps != 8 || (env && !strcmp(env, "0"))) return;
+    if (f->warps != 8 || !f->module->knobs.pingpong) return;
     for (int k = 0; k < n; k++) {
         bool rotated = false;
         int dots = 0;

@@ -9,7 +9,14 @@
  * generator), else next to the library holding this code (libtileRT.so, or the program
  * a static runtime is linked into), else the default search path. If none loads, every
  * compile fails with TRT_ERROR_NO_CODEGEN and a message naming each place tried; cached
- * kernels keep loading. */
+ * kernels keep loading.
+ *
+ * Cache keys name the compiler's identity (tile_compiler_id: a hash of its sources and
+ * LLVM's version, taken at build time). A warm start must not load LLVM to learn it, so
+ * the keys name the runtime's own, which the code generator built beside it shares; one
+ * found by the default search with another identity is refused (its code would be
+ * stored under this build's keys). An explicit $TILE_CODEGEN_LIBRARY may be another
+ * build: it is loaded when the first key is made, and the keys name its identity. */
 #define _GNU_SOURCE   /* dladdr */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -59,7 +66,18 @@ static bool resolve(void *h, const char *path)
     return true;
 }
 
-static bool try_open(const char *path)
+/* A library of another build, found where this build's should be: its code would be
+ * stored under this build's keys. */
+static bool foreign(const char *path)
+{
+    const char *id = codegen.compiler_id();
+    if (id && !strcmp(id, tile_compiler_id())) return false;
+    note("%s was built from other sources (compiler %s) than this runtime (compiler %s); "
+         "rebuild both, or name it in TILE_CODEGEN_LIBRARY", path, id ? id : "(none)", tile_compiler_id());
+    return true;
+}
+
+static bool try_open(const char *path, bool explicit)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -67,7 +85,7 @@ static bool try_open(const char *path)
         note("%s", e ? e : path);
         return false;
     }
-    if (resolve(h, path)) return true;
+    if (resolve(h, path) && (explicit || !foreign(path))) return true;
     dlclose(h);
     return false;
 }
@@ -89,12 +107,21 @@ static void open_codegen(void)
 {
     const char *env = getenv("TILE_CODEGEN_LIBRARY");
     if (env && *env) {
-        codegen_ok = try_open(env);
+        codegen_ok = try_open(env, true);
         return;
     }
     char beside[4096];
     beside_runtime(beside, sizeof beside);
-    codegen_ok = (beside[0] && try_open(beside)) || try_open(RT_CODEGEN_NAME);
+    codegen_ok = (beside[0] && try_open(beside, false)) || try_open(RT_CODEGEN_NAME, false);
+}
+
+const char *rt_compiler_identity(void)
+{
+    const char *env = getenv("TILE_CODEGEN_LIBRARY");
+    if (!env || !*env) return tile_compiler_id();
+    pthread_once(&codegen_once, open_codegen);
+    const char *id = codegen_ok ? codegen.compiler_id() : NULL;
+    return id ? id : tile_compiler_id();   /* none loads: nothing is compiled, hits still serve */
 }
 
 const RtCodegen *rt_codegen(const char *kernel)

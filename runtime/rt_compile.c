@@ -1,7 +1,12 @@
 /* Building a variant: the slow path of a launch, taken once per specialization class.
  *
- *   cubin key = H("cubin", PTX key, driver version, device compute capability)
- *   PTX key   = H("ptx", compiler version, normalized kernel, class bits, arch, PTX version)
+ *   cubin key = H("cubin", PTX key, driver version, device compute capability, assembler)
+ *   PTX key   = H("ptx", compiler identity, knobs, normalized kernel, class bits, arch,
+ *                 PTX version)
+ *
+ * The compiler identity is a hash of the compiler's sources taken at build time
+ * (rt_compiler_identity), the knobs every setting that changes generated code (ir/
+ * knobs.def): no entry of another build or other settings is ever served.
  *
  * With a disk cache the variant's cubin is looked up first: a warm start loads it
  * directly (no compilation, no driver PTX JIT, no code generator loaded). On a miss the
@@ -38,6 +43,17 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
  * tile-config: BM=64 BN=128 warps=4 stages=2"), before the PTX. It names the variant
  * in a cubin dump or a profiler, and the mock driver's tuning tests key their fake
  * timings on it. The cache keys hash the IR, not the PTX, so they do not change. */
+static void print_config(const IrFunc *f, FILE *out)
+{
+    for (uint32_t i = 0; i < f->nconsts; i++)
+        fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
+    fprintf(out, " warps=%d stages=%d%s%s%s", f->warps > 0 ? f->warps : 4,
+            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "",
+            f->overlap ? " overlap=1" : "");
+    if (ir_cluster_size(f) > 1) fprintf(out, " cluster=%d", ir_cluster_size(f));
+    if (f->pingpong) fputs(" pingpong=1", out);
+}
+
 static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
 {
     char *text = NULL;
@@ -49,13 +65,7 @@ static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
         return NULL;
     }
     fputs("// tile-config:", out);
-    for (uint32_t i = 0; i < f->nconsts; i++)
-        fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
-    fprintf(out, " warps=%d stages=%d%s%s%s", f->warps > 0 ? f->warps : 4,
-            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "",
-            f->overlap ? " overlap=1" : "");
-    if (ir_cluster_size(f) > 1) fprintf(out, " cluster=%d", ir_cluster_size(f));
-    if (f->pingpong) fputs(" pingpong=1", out);
+    print_config(f, out);
     fprintf(out, "\n%s", ptx);
     fclose(out);
     tl_free(ptx);
@@ -74,6 +84,7 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     RtBuildTimes *bt = k->building;
     double t0 = tl_now_ms();
     f->module->target = tile_target(k->module->ctx->arch);
+    f->module->knobs = k->module->ctx->knobs;
     uint64_t aligned = pass_prepare_gpu(f, classes, &po);
     if (bt) bt->passes_ms += tl_now_ms() - t0;
     CgTimes ct = {0};
@@ -148,6 +159,7 @@ TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, ui
         classes_of(k, mask, classes);
         PassOptions po = {0};
         f->module->target = tile_target(k->module->ctx->arch);
+        f->module->knobs = k->module->ctx->knobs;
         pass_prepare_gpu(f, classes, &po);
         CgKernelInfo info;
         if (cg->kernel_info(f, &info)) *threads = info.threads, *shared = info.shared_bytes;
@@ -259,7 +271,8 @@ static void make_keys(Job *j)
     RtHasher *h = rt_hasher_create();
     if (!h) return;   /* a zero key still works: only sharing is lost */
     rt_hash_str(h, "ptx");
-    rt_hash_str(h, RT_COMPILER_VERSION);
+    rt_hash_str(h, rt_compiler_identity());
+    rt_hash_str(h, ctx->knobs_text);
     rt_hash_bytes(h, j->k->ir_key.b, sizeof j->k->ir_key.b);
     rt_hash_u64(h, j->mask);
     if (j->checked) rt_hash_str(h, "bounds");   /* unchecked keys stay what they were */
@@ -328,10 +341,31 @@ static bool get_meta(const RtBlob *b, RtKernelMeta *meta)
     return meta->threads > 0 && meta->threads <= 1024 && meta->cluster <= 16;
 }
 
+/* The refusal of a required cache (TRT_CACHE_REQUIRE*): the kernel, its variant (consts
+ * and specialization bits) and both keys, so that whoever warms the cache knows what
+ * was missing, and what `step` (compile, link) the mode forbids. */
+static TrtStatus refuse_miss(const Job *j, const char *step)
+{
+    const TrtKernel *k = j->k;
+    char consts[512] = "", ptx[33], cubin[33];
+    FILE *out = k->func ? fmemopen(consts, sizeof consts, "w") : NULL;
+    if (out) print_config(k->func, out), fclose(out);
+    rt_key_hex(&j->ptx_key, ptx);
+    rt_key_hex(&j->cubin_key, cubin);
+    int mode = atomic_load(&k->module->ctx->cache_mode);
+    return rt_fail(TRT_ERROR_CACHE_MISS,
+                   "kernel '%s' (variant:%s specialization 0x%llx%s) is not in the cache "
+                   "(PTX key %s, cubin key %s), and the cache mode %s forbids %s it; warm the "
+                   "cache with this variant (a run in the default mode, or tilec cache import)",
+                   k->name, consts, (unsigned long long)j->mask, j->checked ? ", checked" : "", ptx, cubin,
+                   mode == TRT_CACHE_REQUIRE_CUBIN ? "require-cubin" : "require", step);
+}
+
 static TrtStatus build_ptx(void *ud, RtBlob *out)
 {
     Job *j = ud;
     TrtStatus s = TRT_SUCCESS;
+    if (atomic_load(&j->k->module->ctx->cache_mode) != TRT_CACHE_DEFAULT) return refuse_miss(j, "compiling");
     RtKernelMeta meta = {.threads = j->k->block};
     j->origin = RT_FROM_COMPILER;
     char *ptx = j->k->module->compile(j->k, j->mask, j->checked, &meta, &s);
@@ -356,6 +390,7 @@ static TrtStatus build_cubin(void *ud, RtBlob *out)
     RtBlob ptx = {0}, cubin = {0};
     RtKernelMeta meta = {0};
     RtTier from;
+    if (atomic_load(&j->k->module->ctx->cache_mode) == TRT_CACHE_REQUIRE_CUBIN) return refuse_miss(j, "linking");
     j->origin = RT_FROM_DISK_PTX;
     TrtStatus s = rt_cache_get_or_build_from(j->k->module->ctx->cache, RT_ENTRY_PTX, &j->ptx_key,
                                              build_ptx, j, &ptx, &from);

@@ -39,6 +39,35 @@ static TrtStatus debug_from_env(unsigned *out)
     return TRT_SUCCESS;
 }
 
+/* TILE_CACHE_MODE: default, require or require-cubin. */
+static TrtStatus cache_mode_from_env(int *out)
+{
+    const char *v = getenv("TILE_CACHE_MODE");
+    if (!v || !*v || !strcmp(v, "default")) *out = TRT_CACHE_DEFAULT;
+    else if (!strcmp(v, "require")) *out = TRT_CACHE_REQUIRE;
+    else if (!strcmp(v, "require-cubin")) *out = TRT_CACHE_REQUIRE_CUBIN;
+    else
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "TILE_CACHE_MODE is '%s'; expected default, require or require-cubin", v);
+    return TRT_SUCCESS;
+}
+
+/* The knobs of the environment (TILE_SINK=0, ...), and TILE_CACHE_MODE. */
+static TrtStatus settings_from_env(TrtContext *c)
+{
+    char why[256];
+    int mode = TRT_CACHE_DEFAULT;
+    c->knobs = tile_knobs_default();
+    if (!tile_knobs_from_env(&c->knobs, why, sizeof why)) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s", why);
+    tile_knobs_text(&c->knobs, c->knobs_text, sizeof c->knobs_text);
+    TrtStatus s = cache_mode_from_env(&mode);
+    if (!s && mode != TRT_CACHE_DEFAULT && !c->cache && c->device != TRT_DEVICE_CPU)
+        s = rt_fail(TRT_ERROR_INVALID_ARGUMENT, "TILE_CACHE_MODE=%s needs a disk cache, and this context has none",
+                    getenv("TILE_CACHE_MODE"));
+    atomic_store(&c->cache_mode, mode);
+    return s;
+}
+
 static TrtStatus check_mode(TrtMode *mode)
 {
     if (*mode == TRT_MODE_FROM_ENV) return mode_from_env(mode);
@@ -129,6 +158,10 @@ static TrtStatus cpu_context_create(TrtMode mode, TrtContext **out)
     c->device = TRT_DEVICE_CPU;
     c->mode = mode;
     snprintf(c->arch, sizeof c->arch, "cpu");
+    if ((s = settings_from_env(c))) {
+        trt_context_destroy(c);
+        return s;
+    }
     *out = c;
     return TRT_SUCCESS;
 }
@@ -156,6 +189,7 @@ TrtStatus trt_context_create(int device, TrtMode mode, const char *cache_dir, Tr
     if (getenv("TILE_LOG_RECOMPILES") && !strcmp(getenv("TILE_LOG_RECOMPILES"), "1"))
         atomic_store(&c->flags, TRT_FLAG_LOG_RECOMPILES);
     if (!cache_dir || *cache_dir) s = rt_cache_open(cache_dir, 0, &c->cache);
+    if (!s) s = settings_from_env(c);
     if (!s) s = open_device(c, device);
     if (s) {
         trt_context_destroy(c);
@@ -187,6 +221,41 @@ TrtStatus trt_context_set_flags(TrtContext *c, unsigned flags)
     atomic_store(&c->flags, flags);
     return TRT_SUCCESS;
 }
+
+TrtStatus trt_context_set_cache_mode(TrtContext *c, TrtCacheMode mode)
+{
+    if (!c) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_cache_mode: ctx is NULL");
+    if (mode < TRT_CACHE_DEFAULT || mode > TRT_CACHE_REQUIRE_CUBIN)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_cache_mode: unknown mode %d", (int)mode);
+    if (mode != TRT_CACHE_DEFAULT && !c->cache && c->device != TRT_DEVICE_CPU)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "trt_context_set_cache_mode: a required cache needs a disk cache, and this context has none");
+    atomic_store(&c->cache_mode, (int)mode);
+    return TRT_SUCCESS;
+}
+
+TrtCacheMode trt_context_cache_mode(const TrtContext *c)
+{
+    return c ? (TrtCacheMode)atomic_load(&((TrtContext *)c)->cache_mode) : TRT_CACHE_DEFAULT;
+}
+
+TrtStatus trt_context_set_knob(TrtContext *c, const char *name, const char *value)
+{
+    char why[256];
+    if (!c || !name || !value) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_knob: a NULL argument");
+    if (atomic_load(&c->modules_loaded))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT,
+                       "trt_context_set_knob: knob %s is set after a module was loaded; set knobs "
+                       "first (variants built before would mix settings)", name);
+    TileKnobs k = c->knobs;
+    if (!tile_knobs_set(&k, name, value, why, sizeof why))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_context_set_knob: %s", why);
+    c->knobs = k;
+    tile_knobs_text(&c->knobs, c->knobs_text, sizeof c->knobs_text);
+    return TRT_SUCCESS;
+}
+
+const char *trt_compiler_id(void) { return rt_compiler_identity(); }
 
 TrtStatus trt_context_set_debug(TrtContext *c, unsigned debug)
 {

@@ -190,6 +190,7 @@ const char *trt_status_name(TrtStatus s)
         "TRT_ERROR_INVALID_ARGUMENT", "TRT_ERROR_NOT_FOUND", "TRT_ERROR_COMPILE",
         "TRT_ERROR_NO_CODEGEN", "TRT_ERROR_CACHE_UNSAFE", "TRT_ERROR_CACHE_IO",
         "TRT_ERROR_DRIVER", "TRT_ERROR_OUT_OF_MEMORY", "TRT_ERROR_KERNEL_FAILED",
+        "TRT_ERROR_CACHE_MISS",
     };
     if ((unsigned)s >= sizeof names / sizeof *names) return "TRT_ERROR_UNKNOWN";
     return names[s];

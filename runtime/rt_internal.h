@@ -18,9 +18,6 @@
 #include "ir/ir.h"
 #include "tile/tile_rt.h"
 
-/* Part of every cache key: changed when the same IR would give other code (cached PTX
- * from before that stays valid, but would not be the current compiler's). */
-#define RT_COMPILER_VERSION "tile 0.1.0+tma"
 #define RT_DEFAULT_ARCH "sm_90a"
 #define RT_PTX_VERSION "8.3"
 
@@ -198,7 +195,8 @@ struct CgKernelInfo;
  * X(field, symbol, return type, parameters). */
 #define RT_CODEGEN_FNS(X)                                                                     \
     X(emit_ptx, cg_emit_ptx, char *, (const IrModule *, const struct CgOptions *, DiagList *)) \
-    X(kernel_info, cg_kernel_info, bool, (const IrFunc *, struct CgKernelInfo *))
+    X(kernel_info, cg_kernel_info, bool, (const IrFunc *, struct CgKernelInfo *))           \
+    X(compiler_id, cg_compiler_id, const char *, (void))
 
 typedef struct RtCodegen {
 #define X(field, sym, ret, params) ret (*field) params;
@@ -210,6 +208,11 @@ typedef struct RtCodegen {
  * else the default search path). Returns its table, or NULL with the thread's error
  * set (TRT_ERROR_NO_CODEGEN, naming `kernel` and every place tried). */
 const RtCodegen *rt_codegen(const char *kernel);
+/* The compiler identity cache keys name: that of the code generator named by
+ * $TILE_CODEGEN_LIBRARY (loaded for the question: an explicit choice may be another
+ * build), else this runtime's own, tile_compiler_id() (a code generator found by the
+ * default search must have the same, or it is refused on loading). */
+const char *rt_compiler_identity(void);
 
 /* ---- errors ----------------------------------------------------------------------- */
 /* Records the thread's message and returns s. */
@@ -355,6 +358,13 @@ struct TrtContext {
     atomic_uint flags;
     RtCache *cache;            /* NULL: memory only */
     char arch[16];             /* the codegen target, "sm_90a" */
+    /* The code generator's settings (ir/knobs.def): the environment's at creation, then
+     * trt_context_set_knob's until the first module is loaded; their text is in every
+     * key. cache_mode: TRT_CACHE_REQUIRE* refuse to compile (TILE_CACHE_MODE). */
+    TileKnobs knobs;
+    char knobs_text[256];
+    atomic_int cache_mode;
+    atomic_uint modules_loaded;
     /* Kernels launched since the last successful cuCtxSynchronize, for the message of a
      * fault (rt_ctx_driver_error): a ring written by trt_launch with relaxed stores
      * (best effort under concurrent launches), a repeat of the last kernel not stored.

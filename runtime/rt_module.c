@@ -40,6 +40,7 @@ static TrtModule *module_new(TrtContext *ctx, RtCompileFn compile)
     if (!m) return NULL;
     m->ctx = ctx;
     m->compile = compile;
+    atomic_fetch_add(&ctx->modules_loaded, 1);   /* the knobs are fixed from now on */
     pthread_mutex_init(&m->lock, NULL);
     return m;
 }

@@ -275,7 +275,8 @@ RtKey rt_tune_cache_key(const TrtKernel *k, const int64_t *kv, uint64_t mask)
     RtHasher *h = rt_hasher_create();
     if (!h) return key;
     rt_hash_str(h, "tune");
-    rt_hash_str(h, RT_COMPILER_VERSION);
+    rt_hash_str(h, rt_compiler_identity());
+    rt_hash_str(h, ctx->knobs_text);   /* the knobs change the code, so its timings */
     rt_hash_bytes(h, k->ir_key.b, sizeof k->ir_key.b);
     rt_hash_bytes(h, k->tune->space_key.b, sizeof k->tune->space_key.b);
     for (uint32_t i = 0; i < k->tune->nkey; i++) rt_hash_u64(h, (uint64_t)kv[i]);
@@ -1139,7 +1140,8 @@ static TrtStatus choose(TrtKernel *k, const TrtArg *args, const uint64_t *bytes,
 {
     TrtContext *ctx = k->module->ctx;
     bool disk = ctx->cache && !(atomic_load(&ctx->flags) & TRT_FLAG_NO_DISK_CACHE);
-    bool tune = ctx->mode == TRT_MODE_MAX_AUTOTUNE;
+    /* a required cache never tunes (that compiles): the tuned config, else the default */
+    bool tune = ctx->mode == TRT_MODE_MAX_AUTOTUNE && atomic_load(&ctx->cache_mode) == TRT_CACHE_DEFAULT;
     bool log = rt_log_recompiles(ctx);
     char *key = key_text(k, kv);
     RtKey ck = rt_tune_cache_key(k, kv, mask);

@@ -77,13 +77,16 @@ typedef struct Options {
     bool color;                        /* diagnostics in colour (--color, a terminal, NO_COLOR) */
     int opt_level;
     PassOptions passes;
+    TileKnobs knobs;                   /* the environment's (TILE_SINK=0, ...), then --knob */
+    const char *knob_args[MAX_LIST];   /* --knob NAME=VALUE, also for run --device gpu */
+    uint32_t nknobs;
 } Options;
 
 static const char usage_compile[] =
     "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
-    "             [-Werror] [-w] [--color=auto|always|never]\n";
+    "             [--knob NAME=VALUE]... [-Werror] [-w] [--color=auto|always|never]\n";
 static const char usage_run[] =
     "tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
     "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]\n"
@@ -113,7 +116,9 @@ static const char help_compile[] =
     "-Werror  warnings are errors; -w  no warnings\n"
     "--check-bounds  compile the checked variant (ir-gpu, llvm, ptx, cubin): the\n"
     "         bounds pass after the GPU passes, with the hidden size parameters\n"
-    "--color  diagnostics in colour: auto (default: on a terminal, unless NO_COLOR is set)\n";
+    "--color  diagnostics in colour: auto (default: on a terminal, unless NO_COLOR is set)\n"
+    "--knob   a setting of the code generator (docs/CACHE.md, ir/knobs.def): NAME=VALUE\n"
+    "         over its environment variable (TILE_SINK=0 is --knob sink=0)\n";
 static const char help_run[] =
     "run      runs one kernel (--kernel may be left out when the file has one); a\n"
     "         scalar argument takes a literal in its type's range, a pointer argument\n"
@@ -200,10 +205,11 @@ static void push(const char **list, uint32_t *n, const char *v, const char *what
 static void print_version(void)
 {
 #ifdef TILE_HAVE_CODEGEN
-    printf("tilec %s (LLVM %s, PTX ISA %s; targets sm_90a, sm_80)\n", TILE_VERSION, LLVM_VERSION_STRING,
-           TILE_PTX_ISA);
+    printf("tilec %s (LLVM %s, PTX ISA %s; targets sm_90a, sm_80; compiler %s)\n", TILE_VERSION,
+           LLVM_VERSION_STRING, TILE_PTX_ISA, tile_compiler_id());
 #else
-    printf("tilec %s (Tile IR interpreter only: built without LLVM)\n", TILE_VERSION);
+    printf("tilec %s (Tile IR interpreter only: built without LLVM; compiler %s)\n", TILE_VERSION,
+           tile_compiler_id());
 #endif
 }
 
@@ -261,6 +267,18 @@ static void set_max_ops(void *o, const char *v)
     if (!parse_i64(v, n) || *n < 1) usage_error("--max-ops takes a positive integer, got '%s'", v);
 }
 
+/* --knob NAME=VALUE: checked now, applied over the environment's values. */
+static void set_knob(void *o, const char *v)
+{
+    Options *opt = o;
+    char name[64], why[256];
+    size_t n = strcspn(v, "=");
+    if (!v[n] || n == 0 || n >= sizeof name) usage_error("--knob takes NAME=VALUE, got '%s'", v);
+    snprintf(name, sizeof name, "%.*s", (int)n, v);
+    if (!tile_knobs_set(&opt->knobs, name, v + n + 1, why, sizeof why)) usage_error("--knob: %s", why);
+    push(opt->knob_args, &opt->nknobs, v, "--knob");
+}
+
 static void set_spec(void *o, const char *v)
 {
     if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
@@ -294,6 +312,7 @@ static const CliOption options[] = {
     {"--verify-each", false, set_verify_each},
     {"--time-passes", false, set_time_passes},
     {"--check-bounds", false, set_check_bounds},
+    {"--knob", true, set_knob},
     {NULL, false, NULL},
 };
 
@@ -755,6 +774,12 @@ static int run_on_gpu(const Options *o, const IrFunc *k, InterpArg *args, const 
     TrtContext *ctx = NULL;
     TrtStatus st = trt_context_create(0, TRT_MODE_FROM_ENV, NULL, &ctx);
     if (!st && o->passes.check_bounds) st = trt_context_set_debug(ctx, TRT_DEBUG_BOUNDS);
+    for (uint32_t i = 0; i < o->nknobs && !st; i++) {   /* checked by set_knob: NAME=VALUE */
+        char name[64];
+        size_t n = strcspn(o->knob_args[i], "=");
+        snprintf(name, sizeof name, "%.*s", (int)n, o->knob_args[i]);
+        st = trt_context_set_knob(ctx, name, o->knob_args[i] + n + 1);
+    }
     if (st) {
         trt_context_destroy(ctx);
         return gpu_fail(st);
@@ -1380,7 +1405,7 @@ static int compile(Options *o, const Source *src, FILE *out)
     if (!o->graph && (rc = select_kernel(o, prog))) goto done;
     FeOptions fo = {o->defines, o->ndefines, o->kernel};
     IrModule *m = fe_lower(ctx, prog, &fo, diags);
-    if (m) m->target = tile_target(o->arch);
+    if (m) m->target = tile_target(o->arch), m->knobs = o->knobs;
     apply_werror(o, diags);
     if (!m || diags->nerrors) {
         rc = EXIT_INPUT;
@@ -1434,6 +1459,9 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "tune")) /* tilec tune MANIFEST (tilec_tune.c) */
         return tilec_tune_main(argc - 1, argv + 1);
     parse_color(&o, "auto");
+    char why[256];
+    o.knobs = tile_knobs_default();
+    if (!tile_knobs_from_env(&o.knobs, why, sizeof why)) usage_error("%s", why);
     parse_args(argc, argv, &o);
     check_options(&o);
     Source *src = read_program(o.file);

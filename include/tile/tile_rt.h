@@ -61,6 +61,8 @@ typedef enum TrtStatus {
     TRT_ERROR_OUT_OF_MEMORY,
     TRT_ERROR_KERNEL_FAILED,    /* a kernel run by the interpreter stopped (out-of-bounds
                                    access, failed assert, ...; the message says where) */
+    TRT_ERROR_CACHE_MISS,       /* the cache mode requires a cached kernel and there is none
+                                   (the message names the kernel, its variant and its keys) */
 } TrtStatus;
 
 /* A short constant name of a status ("TRT_ERROR_NO_DRIVER"). */
@@ -237,6 +239,33 @@ enum { TRT_DEBUG_BOUNDS = 1u << 0 };
 /* Sets the TRT_DEBUG_* bits (replacing the previous ones, TILE_DEBUG's included). */
 TrtStatus trt_context_set_debug(TrtContext *ctx, unsigned debug);
 unsigned trt_context_debug(const TrtContext *ctx);
+
+/* ---- the cache's mode and the compiler's knobs (docs/CACHE.md) ------------------------ */
+/* What a launch may do when its kernel is not in the cache. A deployment that shipped a
+ * warmed cache (tilec cache export / import) requires it, so that a kernel nobody
+ * warmed fails at once, naming itself, instead of compiling silently on every rank. */
+typedef enum TrtCacheMode {
+    TRT_CACHE_DEFAULT = 0,        /* compile and link what is missing, and store it */
+    TRT_CACHE_REQUIRE = 1,        /* never compile: a kernel must have its PTX (or cubin) in
+                                     the cache; a cubin missing for this driver or assembler
+                                     is linked from the cached PTX */
+    TRT_CACHE_REQUIRE_CUBIN = 2,  /* never compile nor link: its cubin must be there */
+} TrtCacheMode;
+/* Sets the mode (TILE_CACHE_MODE=default|require|require-cubin sets it at creation).
+ * The REQUIRE modes need a disk cache: without one (cache_dir "") they are refused with
+ * TRT_ERROR_INVALID_ARGUMENT. In them an @autotune kernel uses its tuned config from the
+ * cache, else its default (max-autotune does not tune: that compiles). */
+TrtStatus trt_context_set_cache_mode(TrtContext *ctx, TrtCacheMode mode);
+TrtCacheMode trt_context_cache_mode(const TrtContext *ctx);
+/* Sets a knob of the code generator (docs/CACHE.md lists them: "sink", "tma", ...;
+ * their environment variables, TILE_SINK=0 and so on, set them at creation). Every
+ * cache key names every knob. Only before the context's first module is loaded (its
+ * kernels' variants would otherwise mix settings): TRT_ERROR_INVALID_ARGUMENT after, or
+ * for an unknown knob or a value out of its range. */
+TrtStatus trt_context_set_knob(TrtContext *ctx, const char *name, const char *value);
+/* "src-<hash>-llvm-<version>": the identity of the compiler whose code this runtime's
+ * cache keys name (a hash of its sources taken at build time; docs/CACHE.md). */
+const char *trt_compiler_id(void);
 
 /* The size of a pointer argument that is not known: that pointer is not checked. */
 #define TRT_BYTES_UNKNOWN UINT64_MAX

@@ -5,8 +5,8 @@
  * same pipeline), which the mock driver runs with MOCKCUDA_EMULATE=1 (tests/emu/
  * emu_rt.c), followed by a line "; tile-emu-cluster NAME N" for each kernel of clusters
  * of N CTAs (what the PTX says in .reqnctapercluster, which the IR does not hold). Everything else the runtime asks of the code generator is the real
- * library's answer. Tests only: use a cache directory of its own (the texts are not
- * PTX). */
+ * library's answer. Tests only; its identity (cg_compiler_id) differs from the real
+ * library's, so its texts (not PTX) never share a cache entry with real PTX. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,4 +54,14 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
 {
     bool (*info)(const IrFunc *, CgKernelInfo *) = (bool (*)(const IrFunc *, CgKernelInfo *))real("cg_kernel_info");
     return info(k, out);
+}
+
+/* Its texts are LLVM IR, not PTX: they must never share a cache entry with the real
+ * code generator's, so its identity is the real one's, marked. */
+const char *cg_compiler_id(void)
+{
+    static char id[256];
+    const char *(*real_id)(void) = (const char *(*)(void))real("cg_compiler_id");
+    snprintf(id, sizeof id, "emu+%s", real_id());
+    return id;
 }

@@ -904,7 +904,8 @@ static void test_sink_orders_chains_not_fences(void **state)
     LLVMBuildRetVoid(b);
     LLVMDisposeBuilder(b);
 
-    cg_sink(mod, NULL);
+    TileKnobs kn = tile_knobs_default();
+    cg_sink(mod, NULL, &kn);
     char *err = NULL;
     assert_false(LLVMVerifyModule(mod, LLVMReturnStatusAction, &err));
     LLVMDisposeMessage(err);

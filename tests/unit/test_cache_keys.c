@@ -1,0 +1,272 @@
+/* What the cache serves (docs/CACHE.md): only code this compiler, with these settings,
+ * built. libtileRT against the mock driver (tests/mock), compiling vector_add for real
+ * through libtileCG.so:
+ * - every knob of ir/knobs.def is in the keys: a setting other than the default never
+ *   shares an entry, whether set through the API or its environment variable;
+ * - a code generator of another build (tests/mock/cg_other.c: the same library with a
+ *   changed output and so another identity) never shares an entry either way;
+ * - a required cache (TRT_CACHE_REQUIRE, TILE_CACHE_MODE=require) never compiles: a
+ *   miss fails naming the kernel, its variant and its keys; require-cubin never links.
+ * Cases that need a fresh code generator state run in a child process. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ir/knobs.h"
+#include "rt_internal.h"
+#include "tests/unit/rt_test.h"
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/tile-keys-test-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+/* The entries of kind `ext` ("ptx", "cubin") in the cache. */
+static int entries(const char *ext)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *dot = strrchr(e->d_name, '.');
+        n += dot && !strcmp(dot + 1, ext);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Removes every entry of kind `ext`. */
+static void remove_entries(const char *ext)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -f %s/*.%s", dir, ext);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Launches vector_add (BLOCK 1024) on c; its status. */
+static TrtStatus launch_on(TrtContext *c)
+{
+    TrtModule *m = NULL;
+    TrtKernel *k = NULL;
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(64)};
+    TrtStatus s = trt_module_load_string(c, "va.tile", vector_add_src, &m);
+    if (!s) s = trt_module_get_kernel(m, "vector_add", NULL, 0, &k);
+    if (!s) s = trt_launch(k, a, 4, NULL, NULL);
+    trt_module_destroy(m);
+    return s;
+}
+
+/* A context on the test's cache with knob name = value (NULL: none set). */
+static TrtContext *context_with(const char *name, const char *value)
+{
+    TrtContext *c = NULL;
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, dir, &c));
+    if (name) assert_ok(trt_context_set_knob(c, name, value));
+    return c;
+}
+
+static TrtStatus launch_with(const char *name, const char *value)
+{
+    TrtContext *c = context_with(name, value);
+    TrtStatus s = launch_on(c);
+    trt_context_destroy(c);
+    return s;
+}
+
+/* ---- knobs ------------------------------------------------------------------------- */
+typedef struct KnobCase {
+    const char *name, *env;
+    int def, other;              /* a value other than the default */
+} KnobCase;
+
+static const KnobCase knobs[] = {
+#define TILE_KNOB(name, env, def, min, max, words, doc) {#name, env, def, (def) == (max) ? (min) : (max)},
+#include "ir/knobs.def"
+#undef TILE_KNOB
+};
+enum { NKNOBS = sizeof knobs / sizeof *knobs };
+
+static void test_each_knob_has_its_own_entries(void **state)
+{
+    (void)state;
+    assert_ok(launch_with(NULL, NULL));
+    assert_int_equal(entries("ptx"), 1);
+    for (int i = 0; i < NKNOBS; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", knobs[i].other);
+        assert_ok(launch_with(knobs[i].name, v));
+        if (entries("ptx") != 2 + i) fail_msg("knob %s=%s was served another setting's entry", knobs[i].name, v);
+        assert_ok(launch_with(knobs[i].name, v));   /* and its own entry serves it again */
+        assert_int_equal(entries("ptx"), 2 + i);
+    }
+    assert_ok(launch_with(NULL, NULL));   /* the defaults' entry is still theirs */
+    assert_int_equal(entries("ptx"), 1 + NKNOBS);
+}
+
+/* The environment's TILE_SINK=0 is the API's sink = 0: the same entry. */
+static void test_knob_from_environment_is_the_same_setting(void **state)
+{
+    (void)state;
+    assert_ok(launch_with("sink", "0"));
+    assert_int_equal(entries("ptx"), 1);
+    setenv("TILE_SINK", "0", 1);
+    TrtContext *c = context_with(NULL, NULL);
+    unsetenv("TILE_SINK");
+    assert_ok(launch_on(c));
+    trt_context_destroy(c);
+    assert_int_equal(entries("ptx"), 1);
+    assert_ok(launch_with(NULL, NULL));
+    assert_int_equal(entries("ptx"), 2);
+}
+
+static void test_knob_errors(void **state)
+{
+    (void)state;
+    TrtContext *c = context_with(NULL, NULL);
+    assert_int_equal(trt_context_set_knob(c, "snk", "0"), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "no knob is named 'snk' (knobs: tma, tma_early"));
+    assert_int_equal(trt_context_set_knob(c, "sink", "2"), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "knob sink is '2'; it takes an integer from 0 to 1"));
+    assert_int_equal(trt_context_set_knob(c, "tma_release", "fence"), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "or one of mbarrier,barrier"));
+    assert_ok(trt_context_set_knob(c, "tma_release", "barrier"));
+    TrtModule *m = NULL;
+    assert_ok(trt_module_load_string(c, "va.tile", vector_add_src, &m));
+    assert_int_equal(trt_context_set_knob(c, "sink", "0"), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "after a module was loaded"));
+    trt_module_destroy(m);
+    trt_context_destroy(c);
+    setenv("TILE_WGMMA", "yes", 1);
+    c = (TrtContext *)&c;
+    assert_int_equal(trt_context_create(0, TRT_MODE_DEFAULT, dir, &c), TRT_ERROR_INVALID_ARGUMENT);
+    unsetenv("TILE_WGMMA");
+    assert_null(c);
+    assert_non_null(strstr(trt_last_error(), "TILE_WGMMA is 'yes'; it takes an integer from 0 to 1"));
+}
+
+/* ---- another build's code generator ----------------------------------------------- */
+/* The child (main's --child-other): TILE_CODEGEN_LIBRARY names libtileCG_other. Its
+ * launch must compile (the parent's entry is another build's) and store an entry whose
+ * PTX is its own; a second launch is served that entry. Exit 0 if so. */
+static int child_other(void)
+{
+    if (!strstr(trt_compiler_id(), "other+")) return 1;
+    if (entries("ptx") != 1 || launch_with(NULL, NULL) || entries("ptx") != 2) return 2;
+    if (launch_with(NULL, NULL) || entries("ptx") != 2) return 3;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "grep -l 'emitted by the other build' %s/*.ptx | wc -l | grep -qx 1", dir);
+    return system(cmd) ? 4 : 0;
+}
+
+static void test_other_build_never_shares_entries(void **state)
+{
+    (void)state;
+    assert_ok(launch_with(NULL, NULL));
+    assert_int_equal(entries("ptx"), 1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TILE_OTHER_CODEGEN", TILECG_PATH, 1);
+        setenv("TILE_CODEGEN_LIBRARY", TILECG_OTHER_PATH, 1);
+        execl("/proc/self/exe", "test_cache_keys", "--child-other", dir, (char *)NULL);
+        _exit(100);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_int_equal(WIFEXITED(st) ? WEXITSTATUS(st) : 101, 0);
+    assert_ok(launch_with(NULL, NULL));   /* this build is still served its own */
+    assert_int_equal(entries("ptx"), 2);
+}
+
+/* ---- a required cache ---------------------------------------------------------------- */
+static TrtStatus launch_required(TrtCacheMode mode)
+{
+    TrtContext *c = context_with(NULL, NULL);
+    assert_ok(trt_context_set_cache_mode(c, mode));
+    assert_int_equal(trt_context_cache_mode(c), mode);
+    TrtStatus s = launch_on(c);
+    trt_context_destroy(c);
+    return s;
+}
+
+static void test_required_cache_never_compiles(void **state)
+{
+    (void)state;
+    assert_int_equal(launch_required(TRT_CACHE_REQUIRE), TRT_ERROR_CACHE_MISS);
+    const char *e = trt_last_error();
+    assert_non_null(strstr(e, "kernel 'vector_add' (variant: BLOCK=1024 warps=4 stages=2 specialization 0x"));
+    assert_non_null(strstr(e, "is not in the cache (PTX key "));
+    assert_non_null(strstr(e, ", cubin key "));
+    assert_non_null(strstr(e, "the cache mode require forbids compiling it"));
+    assert_int_equal(entries("ptx") + entries("cubin"), 0);
+    assert_ok(launch_with(NULL, NULL));            /* warmed in the default mode */
+    assert_ok(launch_required(TRT_CACHE_REQUIRE));
+    assert_ok(launch_required(TRT_CACHE_REQUIRE_CUBIN));
+    remove_entries("cubin");                       /* as on a machine with another driver */
+    assert_int_equal(launch_required(TRT_CACHE_REQUIRE_CUBIN), TRT_ERROR_CACHE_MISS);
+    assert_non_null(strstr(trt_last_error(), "the cache mode require-cubin forbids linking it"));
+    assert_ok(launch_required(TRT_CACHE_REQUIRE));   /* links the cached PTX */
+    assert_int_equal(entries("cubin"), 1);
+}
+
+static void test_required_cache_settings(void **state)
+{
+    (void)state;
+    TrtContext *c = NULL;
+    setenv("TILE_CACHE_MODE", "require", 1);
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, dir, &c));
+    assert_int_equal(trt_context_cache_mode(c), TRT_CACHE_REQUIRE);
+    assert_int_equal(launch_on(c), TRT_ERROR_CACHE_MISS);
+    trt_context_destroy(c);
+    c = (TrtContext *)&c;
+    assert_int_equal(trt_context_create(0, TRT_MODE_DEFAULT, "", &c), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "TILE_CACHE_MODE=require needs a disk cache"));
+    setenv("TILE_CACHE_MODE", "must", 1);
+    assert_int_equal(trt_context_create(0, TRT_MODE_DEFAULT, dir, &c), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "TILE_CACHE_MODE is 'must'; expected default, require or require-cubin"));
+    unsetenv("TILE_CACHE_MODE");
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, "", &c));
+    assert_int_equal(trt_context_set_cache_mode(c, TRT_CACHE_REQUIRE), TRT_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(trt_context_set_cache_mode(c, (TrtCacheMode)7), TRT_ERROR_INVALID_ARGUMENT);
+    trt_context_destroy(c);
+}
+
+int main(int argc, char **argv)
+{
+    setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
+    setenv("TILE_CODEGEN_LIBRARY", TILECG_PATH, 0);
+    unsetenv("TILE_LOG_RECOMPILES");
+    unsetenv("TILE_CACHE_MODE");
+    for (int i = 0; i < NKNOBS; i++) unsetenv(knobs[i].env);
+    if (argc == 3 && !strcmp(argv[1], "--child-other")) {
+        snprintf(dir, sizeof dir, "%s", argv[2]);
+        return child_other();
+    }
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_each_knob_has_its_own_entries), T(test_knob_from_environment_is_the_same_setting),
+        T(test_knob_errors), T(test_other_build_never_shares_entries),
+        T(test_required_cache_never_compiles), T(test_required_cache_settings),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
