@@ -36,7 +36,7 @@
 
 #define CACHE_MAGIC "TILECACH"
 #define CACHE_FORMAT 1u
-#define HEADER_BYTES 56
+#define HEADER_BYTES RT_CACHE_HEADER_BYTES
 #define DEFAULT_MAX_BYTES (1ull << 30)
 #define STALE_TMP_SECONDS (24 * 3600)
 /* No entry is larger (a cubin is a few MB): a bigger file (a sparse 3 GiB one, say) is
@@ -720,12 +720,14 @@ long rt_cache_clear(RtCache *c)
     return rt_cache_prune(c, 0);
 }
 
-bool rt_cache_check_file(const char *path, char *why, size_t n)
+bool rt_cache_read_file(const char *path, RtBlob *out, char *why, size_t n)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     RtEntryKind kind;
     RtKey key;
+    out->data = NULL;
+    out->len = 0;
     if (!parse_entry_name(base, &kind, &key)) return snprintf(why, n, "not an entry name"), false;
     int fd = open(path, ENTRY_OPEN_FLAGS);
     if (fd < 0) return snprintf(why, n, "%s", strerror(errno)), false;
@@ -735,7 +737,28 @@ bool rt_cache_check_file(const char *path, char *why, size_t n)
     if (ok && refuse_file(path, &st, why, n)) ok = false;
     if (ok && !(img = read_image(fd, &st))) ok = (snprintf(why, n, "unreadable"), false);
     if (ok) ok = check_image(img, (size_t)st.st_size, kind, &key, why, n);
-    tl_free(img);
     close(fd);
+    if (!ok) tl_free(img);
+    else out->data = img, out->len = (size_t)st.st_size;
     return ok;
+}
+
+bool rt_cache_check_file(const char *path, char *why, size_t n)
+{
+    RtBlob img;
+    bool ok = rt_cache_read_file(path, &img, why, n);
+    rt_blob_free(&img);
+    return ok;
+}
+
+bool rt_cache_check_image(const void *img, size_t size, RtEntryKind *kind, RtKey *key, char *why, size_t n)
+{
+    const uint8_t *p = img;
+    if (size < HEADER_BYTES) return snprintf(why, n, "truncated header"), false;
+    if (size > MAX_ENTRY_BYTES) return snprintf(why, n, "%zu bytes, more than an entry can be", size), false;
+    uint32_t k = (uint32_t)p[12] | (uint32_t)p[13] << 8 | (uint32_t)p[14] << 16 | (uint32_t)p[15] << 24;
+    if (k < RT_ENTRY_PTX || k > RT_ENTRY_TUNE) return snprintf(why, n, "unknown kind %u", k), false;
+    *kind = (RtEntryKind)k;
+    memcpy(key->b, p + 16, sizeof key->b);
+    return check_image(p, size, *kind, key, why, n);
 }

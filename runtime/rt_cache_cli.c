@@ -6,6 +6,8 @@
  *   tilec cache verify  [--dir DIR] [--fix]         checks every header and checksum
  *   tilec cache prune   [--dir DIR] [--max-bytes N] evicts to the bound (LRU)
  *   tilec cache clear   [--dir DIR]                 removes every entry
+ *   tilec cache export  KERNEL... | --all -o FILE   the entries of those kernels, as a pack
+ *   tilec cache import  FILE                        checks every entry of a pack, stores them
  *
  * The directory defaults to the runtime's ($TILE_CACHE_DIR, $XDG_CACHE_HOME/tile,
  * ~/.cache/tile); the bound to $TILE_CACHE_MAX_BYTES or 1 GiB. Options take their
@@ -24,19 +26,26 @@
 enum { EXIT_PROBLEM = 1, EXIT_USAGE = 2 };
 
 typedef struct CliOptions {
-    const char *verb, *dir;
+    const char *verb, *dir, *out;
     uint64_t max_bytes;
-    int fix;
+    int fix, all;
+    char **operands;             /* export's kernels, import's file */
+    int noperands;
 } CliOptions;
 
 static const char usage_text[] =
-    "usage: tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n";
+    "usage: tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
+    "       tilec cache export KERNEL...|--all -o FILE [--dir DIR]\n"
+    "       tilec cache import FILE [--dir DIR]\n";
 static const char help_text[] =
     "  ls                one line per entry, most recent first\n"
     "  stats             counts and bytes per kind, and the size bound\n"
     "  verify [--fix]    checks every header and checksum (--fix removes bad entries)\n"
     "  prune             evicts least recently used entries down to the bound\n"
     "  clear             removes every entry\n"
+    "  export KERNEL...  writes every entry of the named kernels (PTX, cubin, tuning) to\n"
+    "                    the pack -o FILE (--all: every entry), for a fleet to import\n"
+    "  import FILE       checks every entry of a pack, then stores them all (or none)\n"
     "  --dir DIR         the cache (default $TILE_CACHE_DIR, $XDG_CACHE_HOME/tile, ~/.cache/tile)\n"
     "  --max-bytes N     the size bound (default $TILE_CACHE_MAX_BYTES, else 1 GiB)\n"
     "exit status: 0 success, 1 a bad entry or an error, 2 usage error\n";
@@ -68,6 +77,8 @@ static int parse_option(int argc, char **argv, int *i, CliOptions *o)
     char *end;
     int missing = 0;
     if (!strcmp(argv[*i], "--fix")) o->fix = 1;
+    else if (!strcmp(argv[*i], "--all")) o->all = 1;
+    else if ((v = flag_value(argc, argv, i, "-o", &missing))) o->out = v;
     else if ((v = flag_value(argc, argv, i, "--dir", &missing))) o->dir = v;
     else if ((v = flag_value(argc, argv, i, "--max-bytes", &missing))) {
         o->max_bytes = strtoull(v, &end, 10);
@@ -85,10 +96,10 @@ static int parse(int argc, char **argv, CliOptions *o)
             return -1;
         }
         if (argv[i][0] != '-' && !o->verb) o->verb = argv[i];
-        else if (argv[i][0] != '-') return usage("unexpected argument '%s'", argv[i]);
+        else if (argv[i][0] != '-') o->operands[o->noperands++] = argv[i];
         else if (parse_option(argc, argv, &i, o)) return EXIT_USAGE;
     }
-    return o->verb ? 0 : usage("missing command (ls, stats, verify, prune or clear)%s", "");
+    return o->verb ? 0 : usage("missing command (ls, stats, verify, prune, clear, export or import)%s", "");
 }
 
 /* ---- ls ------------------------------------------------------------------------------- */
@@ -104,7 +115,7 @@ static unsigned char *read_payload(const char *path, size_t max, size_t *n)
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     unsigned char *buf = tl_malloc(max + 1);
-    size_t got = buf && fseek(f, 56, SEEK_SET) == 0 ? fread(buf, 1, max, f) : 0;
+    size_t got = buf && fseek(f, RT_CACHE_HEADER_BYTES, SEEK_SET) == 0 ? fread(buf, 1, max, f) : 0;
     fclose(f);
     if (!got) {
         tl_free(buf);
@@ -279,12 +290,90 @@ static int cmd_verify(RtCache *c, int fix)
     return v.bad && !fix ? EXIT_PROBLEM : 0;
 }
 
+/* ---- export, import ------------------------------------------------------------------- */
+typedef struct Export {
+    const CliOptions *o;
+    char **paths;
+    size_t n, cap;
+    bool *found;                 /* per operand: some entry is of that kernel */
+    bool oom;
+} Export;
+
+/* Whether an entry's label ("vector_add BLOCK=1024 ...") is of kernel `name`. */
+static bool label_is(const char *label, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(label, name, n) && (label[n] == ' ' || label[n] == '\0');
+}
+
+static void pick(const RtCacheEntryInfo *e, void *ud)
+{
+    Export *x = ud;
+    char label[160];
+    bool take = x->o->all;
+    label_of(e, label, sizeof label);
+    for (int i = 0; i < x->o->noperands; i++)
+        if (label_is(label, x->o->operands[i])) take = x->found[i] = true;
+    if (!take || x->oom) return;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 64;
+        char **np = tl_realloc(x->paths, cap * sizeof *np);
+        if (!np) {
+            x->oom = true;
+            return;
+        }
+        x->paths = np, x->cap = cap;
+    }
+    if (!(x->paths[x->n++] = tl_strdup(e->path))) x->oom = true;
+}
+
+static int cmd_export(RtCache *c, const CliOptions *o)
+{
+    Export x = {o, NULL, 0, 0, tl_calloc((size_t)o->noperands + 1, sizeof(bool)), false};
+    int rc = x.found ? 0 : EXIT_PROBLEM;
+    if (!rc) rt_cache_foreach(c, pick, &x);
+    for (int i = 0; i < o->noperands && !rc; i++)
+        if (!x.found[i]) {
+            fprintf(stderr, "tilec cache: error: no entry of kernel '%s' in %s (tilec cache ls lists them)\n",
+                    o->operands[i], rt_cache_dir(c));
+            rc = EXIT_PROBLEM;
+        }
+    if (!rc && x.oom) fputs("tilec cache: error: out of memory\n", stderr), rc = EXIT_PROBLEM;
+    if (!rc && rt_pack_write((const char *const *)x.paths, x.n, o->out)) {
+        fprintf(stderr, "tilec cache: error: %s\n", trt_last_error());
+        rc = EXIT_PROBLEM;
+    }
+    if (!rc) printf("exported %zu entries to %s (compiler %s)\n", x.n, o->out, rt_compiler_identity());
+    for (size_t i = 0; i < x.n; i++) tl_free(x.paths[i]);
+    tl_free(x.paths);
+    tl_free(x.found);
+    return rc;
+}
+
+static int cmd_import(RtCache *c, const CliOptions *o)
+{
+    RtPackInfo r;
+    if (rt_pack_read(c, o->operands[0], &r)) {
+        fprintf(stderr, "tilec cache: error: %s; nothing was imported\n", trt_last_error());
+        return EXIT_PROBLEM;
+    }
+    printf("imported %llu entries (%llu ptx, %llu cubin, %llu tune) into %s\n", (unsigned long long)r.entries,
+           (unsigned long long)r.count[RT_ENTRY_PTX], (unsigned long long)r.count[RT_ENTRY_CUBIN],
+           (unsigned long long)r.count[RT_ENTRY_TUNE], rt_cache_dir(c));
+    if (strcmp(r.compiler, rt_compiler_identity()))
+        fprintf(stderr, "tilec cache: warning: the pack was exported by compiler %s, and this is compiler %s: "
+                        "its entries are served only to a runtime of that build\n", r.compiler, rt_compiler_identity());
+    return 0;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------- */
 static int run_verb(RtCache *c, const CliOptions *o)
 {
     if (!strcmp(o->verb, "ls")) return cmd_ls(c);
     if (!strcmp(o->verb, "stats")) return cmd_stats(c);
     if (!strcmp(o->verb, "verify")) return cmd_verify(c, o->fix);
+    if (!strcmp(o->verb, "export")) return cmd_export(c, o);
+    if (!strcmp(o->verb, "import")) return cmd_import(c, o);
     if (!strcmp(o->verb, "prune")) {
         long n = rt_cache_prune(c, rt_cache_max_bytes(c));
         printf("removed %ld entries; bound %" PRIu64 " bytes\n", n, rt_cache_max_bytes(c));
@@ -295,18 +384,36 @@ static int run_verb(RtCache *c, const CliOptions *o)
     return 0;
 }
 
+/* The verb known, and the operands and options it takes, and only those. */
+static int check_verb(const CliOptions *o)
+{
+    static const char *const verbs[] = {"ls", "stats", "verify", "prune", "clear", "export", "import"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) known |= !strcmp(o->verb, verbs[i]);
+    if (!known) return usage("unknown command '%s' (ls, stats, verify, prune, clear, export or import)", o->verb);
+    bool exp = !strcmp(o->verb, "export"), imp = !strcmp(o->verb, "import");
+    if (o->fix && strcmp(o->verb, "verify")) return usage("--fix belongs to 'verify'%s", "");
+    if ((o->all || o->out) && !exp) return usage("--all and -o belong to 'export'%s", "");
+    if (o->noperands && !exp && !imp) return usage("unexpected argument '%s'", o->operands[0]);
+    if (exp && !o->out) return usage("export needs -o FILE, the pack to write%s", "");
+    if (exp && !o->noperands == !o->all)
+        return usage("export takes the kernels to export, or --all%s", o->all ? ", not both" : "");
+    if (imp && o->noperands != 1) return usage("import takes one FILE, the pack to import%s", "");
+    return 0;
+}
+
 int trt_cache_cli(int argc, char **argv)
 {
+    char *operands[256];
     CliOptions o = {0};
+    o.operands = operands;
+    if (argc > 256) return usage("too many arguments%s", "");
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    static const char *const verbs[] = {"ls", "stats", "verify", "prune", "clear"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) known |= !strcmp(o.verb, verbs[i]);
-    if (!known) return usage("unknown command '%s' (ls, stats, verify, prune or clear)", o.verb);
-    if (o.fix && strcmp(o.verb, "verify")) return usage("--fix belongs to 'verify'%s", "");
+    if ((rc = check_verb(&o))) return rc;
     RtCache *c = NULL;
-    bool looks = !strcmp(o.verb, "ls") || !strcmp(o.verb, "stats") || (!strcmp(o.verb, "verify") && !o.fix);
+    bool looks = !strcmp(o.verb, "ls") || !strcmp(o.verb, "stats") || !strcmp(o.verb, "export") ||
+                 (!strcmp(o.verb, "verify") && !o.fix);
     TrtStatus s = looks ? rt_cache_open_readonly(o.dir, o.max_bytes, &c) : rt_cache_open(o.dir, o.max_bytes, &c);
     if (s) {
         fprintf(stderr, "tilec cache: error: %s\n", trt_last_error());

@@ -313,6 +313,26 @@ typedef struct RtCacheEntryInfo {
 long rt_cache_foreach(RtCache *c, void (*fn)(const RtCacheEntryInfo *e, void *ud), void *ud);
 /* Reads and checks one entry file: true if its header and checksum are sound. */
 bool rt_cache_check_file(const char *path, char *why, size_t n);
+/* Reads one entry file whole (header and payload, into out: rt_blob_free) if its
+ * header and checksum are sound; else false with why. */
+bool rt_cache_read_file(const char *path, RtBlob *out, char *why, size_t n);
+/* Checks an entry image (a file's bytes: header and payload) against itself: its kind
+ * and key, read from its header into *kind and *key, its length and checksum. */
+bool rt_cache_check_image(const void *img, size_t size, RtEntryKind *kind, RtKey *key, char *why, size_t n);
+/* The bytes of an entry's header (docs/CACHE.md), before its payload. */
+#define RT_CACHE_HEADER_BYTES 56
+
+/* Packs of entries (rt_cache_pack.c; tilec cache export/import). rt_pack_write writes
+ * the entry files at paths (each checked as it is read) into a pack at out, under this
+ * runtime's compiler identity. rt_pack_read checks the pack at path and every entry in
+ * it, fills r, and only if all are sound stores them in c (NULL: only checks). */
+typedef struct RtPackInfo {
+    char compiler[1024];       /* the exporting runtime's rt_compiler_identity() */
+    uint64_t entries;
+    uint64_t count[4];         /* by RtEntryKind */
+} RtPackInfo;
+TrtStatus rt_pack_write(const char *const *paths, size_t n, const char *out);
+TrtStatus rt_pack_read(RtCache *c, const char *path, RtPackInfo *r);
 /* Removes a file, or a directory with what it holds; true if path is gone. */
 bool rt_cache_remove_path(const char *path);
 uint64_t rt_cache_max_bytes(const RtCache *c);

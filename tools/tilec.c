@@ -93,6 +93,7 @@ static const char usage_run[] =
     "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir] [--check-bounds]\n";
 static const char usage_other[] =
     "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
+    "       tilec cache export KERNEL...|--all -o FILE | import FILE [--dir DIR]\n"
     "       tilec tune MANIFEST [--devices 0,1,...] [--budget MINUTES] [--journal FILE] [--report DIR]\n"
     "       tilec --help | --version | run --help | cache --help | tune --help\n";
 

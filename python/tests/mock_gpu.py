@@ -180,6 +180,31 @@ class MockGpu(unittest.TestCase):
         finally:
             del os.environ["MOCKCUDA_TIMES"]
 
+    def test_required_cache_and_knobs(self):
+        # A required cache never compiles: the miss is a TileError naming the kernel;
+        # warmed in the default mode, the same launch is served. A knob is part of the
+        # key, so a context with sink = 0 misses the warmed entry.
+        cache = tempfile.mkdtemp(prefix="tile-mock-require-")
+        a, b, c = (Tensor(np.zeros(64, np.float32)) for _ in range(3))
+        req = tile.Context("cuda", cache_dir=cache, cache_mode="require")
+        self.assertEqual(req.cache_mode, "require")
+        with self.assertRaises(tile.TileError) as e:
+            req.load(VECTOR_ADD).vector_add(c, a, b, 64)
+        self.assertEqual(e.exception.status, "TRT_ERROR_CACHE_MISS")
+        self.assertIn("kernel 'vector_add' (variant: BLOCK=1024", str(e.exception))
+        tile.Context("cuda", cache_dir=cache).load(VECTOR_ADD).vector_add(c, a, b, 64)
+        tile.Context("cuda", cache_dir=cache, cache_mode="require").load(VECTOR_ADD).vector_add(c, a, b, 64)
+        other = tile.Context("cuda", cache_dir=cache, cache_mode="require", knobs={"sink": 0})
+        with self.assertRaises(tile.TileError) as e:
+            other.load(VECTOR_ADD).vector_add(c, a, b, 64)
+        self.assertEqual(e.exception.status, "TRT_ERROR_CACHE_MISS")
+        with self.assertRaises(ValueError):
+            tile.Context("cuda", cache_dir=cache, cache_mode="always")
+        with self.assertRaises(tile.TileError) as e:
+            tile.Context("cuda", cache_dir=cache, knobs={"snk": 0})
+        self.assertIn("no knob is named 'snk'", str(e.exception))
+        self.assertRegex(tile.compiler_id(), r"^src-[0-9a-f]{32}-llvm-")
+
     def test_vector_add_reaches_the_driver(self):
         k = tile.load(VECTOR_ADD).vector_add
         a, b, c = (Tensor(np.zeros(5000, np.float32)) for _ in range(3))

@@ -16,7 +16,7 @@ from ._graph import CudaGraph
 __version__ = "0.1.0"
 __all__ = ["Context", "CudaGraph", "Kernel", "Module", "Param", "TileError", "bits", "default_context",
            "load", "loads", "register_torch_op", "set_default_context", "library_path",
-           "runtime_version"]
+           "runtime_version", "compiler_id"]
 
 
 def runtime_version():
@@ -24,6 +24,14 @@ def runtime_version():
     may differ from the package's own __version__ when TILE_LIB names another build."""
     from ._lib import lib
     return lib.trt_version().decode()
+
+
+def compiler_id():
+    """The identity of the compiler whose code the loaded libtileRT caches
+    ("src-<hash of its sources>-llvm-<version>"; trt_compiler_id()): cache entries of
+    any other build are never served to it (docs/CACHE.md)."""
+    from ._lib import lib
+    return lib.trt_compiler_id().decode()
 
 
 def bits(array, elem):

@@ -31,7 +31,8 @@ def device_name(key):
 
 
 class Context:
-    """Context(device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None)
+    """Context(device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None,
+               cache_mode=None, knobs=None)
 
     mode: "default", "reduce-overhead" or "max-autotune", or None for $TILE_MODE. In
     "max-autotune" a kernel with @autotune is tuned on the first launch of each key and
@@ -43,12 +44,24 @@ class Context:
     check_bounds: True runs every kernel's checked variant (TILE_DEBUG=bounds, which
     None follows; False turns it off): an access outside a tensor raises TileError
     (TRT_ERROR_KERNEL_FAILED) in the interpreter's words instead of faulting the GPU.
-    The sizes are every tensor's and array's, passed by the package."""
+    The sizes are every tensor's and array's, passed by the package.
+    cache_mode: "default" compiles what the cache lacks; "require" never compiles (a
+    deployment that shipped a warmed cache: a kernel missing from it raises TileError
+    TRT_ERROR_CACHE_MISS naming the kernel, its variant and its keys); "require-cubin"
+    does not even link cached PTX; None follows $TILE_CACHE_MODE (docs/CACHE.md).
+    knobs: {name: value} of the code generator's settings ("sink", "tma", ...; their
+    environment variables set them too), part of every cache key (docs/CACHE.md)."""
 
-    def __init__(self, device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None):
+    def __init__(self, device="cpu", mode=None, cache_dir=None, log_recompiles=False, check_bounds=None,
+                 cache_mode=None, knobs=None):
         if mode not in _lib.MODES:
             raise ValueError("tile: unknown mode %r (expected %s)" % (
                 mode, ", ".join(repr(m) for m in _lib.MODES)))
+        if cache_mode is not None and cache_mode not in _lib.CACHE_MODES:
+            raise ValueError("tile: unknown cache_mode %r (expected %s)" % (
+                cache_mode, ", ".join(repr(m) for m in _lib.CACHE_MODES)))
+        if knobs is not None and not isinstance(knobs, dict):
+            raise TypeError("tile: knobs takes a dict of name: value, not %s" % type(knobs).__name__)
         self.key = parse_device(device)
         if self.key[0] == "cuda" and "torch" in sys.modules:
             sys.modules["torch"].cuda.init()   # torch's context is the primary one we retain
@@ -60,6 +73,17 @@ class Context:
             check(lib.trt_context_set_flags(handle, _lib.FLAG_LOG_RECOMPILES))
         if check_bounds is not None:
             check(lib.trt_context_set_debug(handle, _lib.DEBUG_BOUNDS if check_bounds else 0))
+        if cache_mode is not None:
+            check(lib.trt_context_set_cache_mode(handle, _lib.CACHE_MODES[cache_mode]))
+        for name, value in (knobs or {}).items():
+            if isinstance(value, bool):
+                value = int(value)
+            check(lib.trt_context_set_knob(handle, str(name).encode(), str(value).encode()))
+
+    @property
+    def cache_mode(self):
+        """"default", "require" or "require-cubin" (docs/CACHE.md)."""
+        return _lib.CACHE_MODE_NAMES[lib.trt_context_cache_mode(self.handle)]
 
     @property
     def check_bounds(self):

@@ -18,6 +18,8 @@ MODES = {None: -1, "default": 0, "reduce-overhead": 1, "max-autotune": 2}
 MODE_NAMES = {0: "default", 1: "reduce-overhead", 2: "max-autotune"}
 FLAG_LOG_RECOMPILES = 1
 FLAG_NO_DISK_CACHE = 2
+CACHE_MODES = {"default": 0, "require": 1, "require-cubin": 2}   # TrtCacheMode
+CACHE_MODE_NAMES = {v: k for k, v in CACHE_MODES.items()}
 DEBUG_BOUNDS = 1           # TRT_DEBUG_BOUNDS: the checked mode
 
 
@@ -125,6 +127,10 @@ def _declare(L):
         "trt_context_mode": (c.c_int, [vp]),
         "trt_context_cache_dir": (c.c_char_p, [vp]),
         "trt_context_device": (c.c_int, [vp]),
+        "trt_context_set_cache_mode": (c.c_int, [vp, c.c_int]),
+        "trt_context_cache_mode": (c.c_int, [vp]),
+        "trt_context_set_knob": (c.c_int, [vp, c.c_char_p, c.c_char_p]),
+        "trt_compiler_id": (c.c_char_p, []),
         "trt_module_load_string": (c.c_int, [vp, c.c_char_p, c.c_char_p, P(vp)]),
         "trt_module_destroy": (None, [vp]),
         "trt_module_get_kernel": (c.c_int, [vp, c.c_char_p, P(Const), u32, P(vp)]),

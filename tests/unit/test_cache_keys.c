@@ -250,6 +250,52 @@ static void test_required_cache_settings(void **state)
     trt_context_destroy(c);
 }
 
+/* ---- packs (tilec cache export / import) ------------------------------------------- */
+/* A pack whose frame is sound (its checksum recomputed) but one of whose entries was
+ * changed imports nothing, not even the entries before the bad one. */
+static void test_pack_with_a_bad_entry_imports_nothing(void **state)
+{
+    (void)state;
+    RtCache *c = NULL;
+    char src[300], dst[300], pack[300], paths[2][400];
+    snprintf(src, sizeof src, "%s/src", dir);
+    snprintf(dst, sizeof dst, "%s/dst", dir);
+    snprintf(pack, sizeof pack, "%s/p.pack", dir);
+    assert_ok(rt_cache_open(src, 0, &c));
+    RtKey k1 = rt_hash_buf("one", 3), k2 = rt_hash_buf("two", 3);
+    assert_ok(rt_cache_put(c, RT_ENTRY_TUNE, &k1, "tile-tune 1\nkernel a\n", 20));
+    assert_ok(rt_cache_put(c, RT_ENTRY_TUNE, &k2, "tile-tune 1\nkernel b\n", 20));
+    rt_cache_close(c);
+    for (int i = 0; i < 2; i++) {
+        char hex[33];
+        rt_key_hex(i ? &k2 : &k1, hex);
+        snprintf(paths[i], sizeof paths[i], "%s/%s.tune", src, hex);
+    }
+    const char *list[2] = {paths[0], paths[1]};
+    assert_ok(rt_pack_write(list, 2, pack));
+    RtPackInfo r;
+    assert_ok(rt_pack_read(NULL, pack, &r));
+    assert_int_equal(r.entries, 2);
+    assert_int_equal(r.count[RT_ENTRY_TUNE], 2);
+    assert_string_equal(r.compiler, trt_compiler_id());
+    FILE *f = fopen(pack, "rb");
+    uint8_t buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    buf[n - 16 - 3] ^= 1;                       /* the last entry's payload */
+    RtKey sum = rt_hash_buf(buf, n - 16);
+    memcpy(buf + n - 16, sum.b, 16);
+    f = fopen(pack, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    assert_ok(rt_cache_open(dst, 0, &c));
+    assert_int_equal(rt_pack_read(c, pack, &r), TRT_ERROR_CACHE_IO);
+    assert_non_null(strstr(trt_last_error(), "entry 2 of 2 is bad: checksum mismatch"));
+    RtBlob b;
+    assert_int_equal(rt_cache_get(c, RT_ENTRY_TUNE, &k1, &b), RT_GET_MISS);
+    rt_cache_close(c);
+}
+
 int main(int argc, char **argv)
 {
     setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
@@ -266,6 +312,7 @@ int main(int argc, char **argv)
         T(test_each_knob_has_its_own_entries), T(test_knob_from_environment_is_the_same_setting),
         T(test_knob_errors), T(test_other_build_never_shares_entries),
         T(test_required_cache_never_compiles), T(test_required_cache_settings),
+        T(test_pack_with_a_bad_entry_imports_nothing),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
