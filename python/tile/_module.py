@@ -21,7 +21,7 @@ _MISSING = object()
 
 class _Never:
     """No value has this type (torch.Tensor's stand-in before torch is loaded)."""
-_LAUNCH_CONSTS = ("warps", "stages", "ws", "persistent", "overlap", "cluster", "pingpong")
+_LAUNCH_CONSTS = tuple(_lib.LAUNCH_KEYS)   # warps, stages, ...: consts of every kernel
 
 
 class Param:
