@@ -11,6 +11,7 @@
 
 #include "frontend/ast.h"
 #include "rt_internal.h"
+#include "rt_tune.h"
 
 static const AstItem *kernel_item(const TrtModule *m, uint32_t index, const char *name)
 {
@@ -117,6 +118,13 @@ TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out)
     out->kind = rt_arg_kind(p->elem);
     out->runtime_index = i;
     describe_elem(out->is_pointer ? p->pointee : p->elem, out);
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_kernel_writes(const TrtKernel *k, uint64_t *mask)
+{
+    if (!k || !mask) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_kernel_writes: NULL kernel or mask");
+    *mask = k->func ? rt_written_params(k->func) : ~0ull;
     return TRT_SUCCESS;
 }
 

@@ -393,6 +393,11 @@ TrtStatus trt_module_kernel_param(const TrtModule *m, const char *name, uint32_t
 /* Run-time parameter i of a kernel handle (0 <= i < trt_kernel_num_params), with the
  * types as lowered (is_const is 0; runtime_index is i). */
 TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out);
+/* The run-time pointer parameters k may write through: bit i of *mask for parameter i
+ * (i < 64), from the lowered kernel's stores and atomics. Conservative: where the
+ * compiler cannot trace a stored-through pointer to one parameter (a pointer carried
+ * by a loop), or k has no Tile IR (a PTX module), every bit is set. */
+TrtStatus trt_kernel_writes(const TrtKernel *k, uint64_t *mask);
 
 /* For tests and tools. */
 const char *trt_kernel_name(const TrtKernel *k);

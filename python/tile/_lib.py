@@ -134,6 +134,7 @@ def _declare(L):
         "trt_module_kernel_info": (c.c_int, [vp, c.c_char_p, P(KernelInfo)]),
         "trt_module_kernel_param": (c.c_int, [vp, c.c_char_p, u32, P(ParamInfo)]),
         "trt_kernel_param": (c.c_int, [vp, u32, P(ParamInfo)]),
+        "trt_kernel_writes": (c.c_int, [vp, P(c.c_uint64)]),
         "trt_kernel_num_variants": (u32, [vp]),
         # The TrtArg arrays, sizes and grids are packed by struct into bytes.
         "trt_launch": (c.c_int, [vp, c.c_char_p, u32, c.c_char_p, vp]),
