@@ -387,7 +387,7 @@ bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
 {
     if (!k || k->kind != IR_FUNC_KERNEL) return false;
     SmemPlan p = smem_plan(k);
-    out->threads = (uint32_t)(k->warps > 0 ? k->warps : 4) * 32 * (uint32_t)ir_consumer_groups(k) + producer_threads(k);
+    out->threads = (uint32_t)ir_func_warps(k) * 32 * (uint32_t)ir_consumer_groups(k) + producer_threads(k);
     out->shared_bytes = smem_total(&p);
     int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
     out->ntma = n > 0 ? (uint32_t)n : 0;
@@ -468,7 +468,7 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     LLVMTypeRef *pts = tl_calloc(np ? np : 1, sizeof *pts);
     if (!pts) tl_oom();
     c->f = k;
-    c->warps = k->warps > 0 ? k->warps : 4;
+    c->warps = ir_func_warps(k);
     c->threads = c->warps * 32;
     c->producer_threads = producer_threads(k);
     c->consumers = c->in_producer = false;

@@ -232,14 +232,27 @@ static void check_launch_value(Lower *L, const char *key, Loc loc, int64_t v)
     if (bad) lw_error(L, loc, "%s, got %lld", bad, (long long)v);
 }
 
+/* `@launch(wraps = 8)`: the unknown key, with the launch key it is closest to. */
+static void unknown_launch_key(Lower *L, Loc loc, const char *key)
+{
+    int best = -1, bd = 99;
+    for (int k = 0; key && k < IR_NUM_LAUNCH_KEYS; k++) {
+        int d = lw_edit_distance(ir_launch_info[k].name, key);
+        if (d < bd) bd = d, best = k;
+    }
+    if (!key) lw_error(L, loc, "@launch takes named values of the launch keys (%s)", ir_launch_names);
+    else if (bd <= lw_suggest_limit(key))
+        lw_error(L, loc, "unknown launch key '%s'; did you mean '%s'?", key, ir_launch_info[best].name);
+    else lw_error(L, loc, "unknown launch key '%s' (@launch takes %s)", key, ir_launch_names);
+}
+
 static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
 {
     for (uint32_t i = 0; i < a->nargs; i++) {
         const char *key = a->arg_names ? a->arg_names[i] : NULL;
         int64_t v;
         if (!key || !ir_launch_key(key)) {
-            lw_error(L, attr_arg_loc(a, i), "@launch takes warps = N, stages = S, ws = true|false, persistent = true|false, overlap = true|false, cluster = 1|2|4 and pingpong = true|false%s%s%s",
-                     key ? "; unknown key '" : "", key ? key : "", key ? "'" : "");
+            unknown_launch_key(L, attr_arg_loc(a, i), key);
             continue;
         }
         if (!ce_eval(L, a->args[i], &v)) {
@@ -263,8 +276,8 @@ static void check_config_map(Lower *L, const AstItem *k, const AstExpr *m, bool 
         int64_t x;
         Loc kl = m->arg_name_locs ? m->arg_name_locs[i] : v->loc;
         if (!is_config_key(k, m->arg_names[i]))
-            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor warps, stages, ws, persistent, overlap, cluster or pingpong)",
-                     m->arg_names[i], k->name);
+            lw_error(L, kl, "'%s' is not a const parameter of '%s' (nor a launch key: %s)", m->arg_names[i],
+                     k->name, ir_launch_names);
         if (lists && v->kind != AST_LIST) {
             lw_error(L, v->loc, "the values of '%s' must be a list of integers", m->arg_names[i]);
             continue;
@@ -296,8 +309,8 @@ static void check_where_names(Lower *L, const AstItem *k, const AstExpr *e)
 {
     if (!e) return;
     if (e->kind == AST_NAME && !is_config_key(k, e->name))
-        lw_error(L, e->loc, "'where' may only use const parameters, warps, stages, ws, persistent, overlap, cluster and pingpong; '%s' is neither",
-                 e->name);
+        lw_error(L, e->loc, "'where' may only use const parameters and launch keys (%s); '%s' is neither",
+                 ir_launch_names, e->name);
     check_where_names(L, k, e->lhs);
     check_where_names(L, k, e->rhs);
     for (uint32_t i = 0; i < e->nargs; i++) check_where_names(L, k, e->args[i]);
@@ -346,6 +359,19 @@ static const FeDefine *find_define(const Lower *L, const char *name)
     return NULL;
 }
 
+/* A launch key's value from -D, else from the @autotune default config, else left as
+ * @launch (or the table's default) set it. */
+static void default_launch_value(Lower *L, const AstItem *k, IrFunc *f, const char *key)
+{
+    const AstExpr *e = default_config_value(k, key);
+    const FeDefine *d = find_define(L, key);
+    int64_t v;
+    if (d) v = d->value;
+    else if (!e || !ce_eval(L, e, &v)) return;
+    check_launch_value(L, key, e && !d ? e->loc : k->loc, v);
+    ir_launch_set(f, key, v);
+}
+
 static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
 {
     const AstAttr *launch = NULL;
@@ -358,16 +384,7 @@ static void apply_attributes(Lower *L, const AstItem *k, IrFunc *f)
         else if (!strcmp(a->name, "autotune")) check_autotune(L, k, a);
         else lw_error(L, a->loc, "unknown attribute '@%s'", a->name);
     }
-    static const char *const keys[] = {"warps", "stages", "ws", "persistent", "overlap", "cluster", "pingpong"};
-    for (int i = 0; i < 7; i++) {
-        const AstExpr *e = default_config_value(k, keys[i]);
-        const FeDefine *d = find_define(L, keys[i]);
-        int64_t v;
-        if (d) v = d->value;
-        else if (!e || !ce_eval(L, e, &v)) continue;
-        check_launch_value(L, keys[i], e && !d ? e->loc : k->loc, v);
-        ir_launch_set(f, keys[i], v);
-    }
+    for (int i = 0; i < IR_NUM_LAUNCH_KEYS; i++) default_launch_value(L, k, f, ir_launch_info[i].name);
 }
 
 /* ---- const parameters ------------------------------------------------------------------ */

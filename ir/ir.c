@@ -273,8 +273,7 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
     f->name = arena_strdup(a, name);
     f->loc = loc;
     f->module = m;
-    f->warps = 4;
-    f->stages = 2;
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++) ir_launch_put(f, (IrLaunchKey)k, ir_launch_info[k].def);
     block_init(&f->body, f, NULL);
     f->param_names = arena_alloc(a, (nparams ? nparams : 1) * sizeof *f->param_names);
     for (uint32_t i = 0; i < nparams; i++) {
@@ -294,31 +293,95 @@ IrFunc *ir_module_find(const IrModule *m, const char *name)
     return NULL;
 }
 
+/* ---- launch keys (launch.def) ---------------------------------------------------------- */
+#define RULE_INT(name, lo, hi) name " must be from " #lo " to " #hi
+#define RULE_POW2(name, lo, hi) name " must be a power of two from " #lo " to " #hi
+#define RULE_BOOL(name, lo, hi) name " must be 0 or 1 (false or true)"
+#define POW2_INT 0
+#define POW2_POW2 1
+#define POW2_BOOL 0
+
+const IrLaunchInfo ir_launch_info[IR_NUM_LAUNCH_KEYS] = {
+#define LAUNCH(NAME, field, def, lo, hi, rule, shown, meaning) \
+    {#field, def, lo, hi, POW2_##rule, shown, RULE_##rule(#field, lo, hi), meaning},
+#include "launch.def"
+#undef LAUNCH
+};
+
+static const char launch_names[] =
+#define LAUNCH(NAME, field, def, lo, hi, rule, shown, meaning) ", " #field
+#include "launch.def"
+#undef LAUNCH
+    ;
+const char *const ir_launch_names = launch_names + 2;   /* without the first ", " */
+
+int ir_launch_find(const char *name)
+{
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++)
+        if (!strcmp(name, ir_launch_info[k].name)) return k;
+    return -1;
+}
+
 bool ir_launch_key(const char *name)
 {
-    return !strcmp(name, "warps") || !strcmp(name, "stages") || !strcmp(name, "ws") || !strcmp(name, "persistent") ||
-           !strcmp(name, "overlap") || !strcmp(name, "cluster") || !strcmp(name, "pingpong");
+    return ir_launch_find(name) >= 0;
+}
+
+static int *launch_field(IrFunc *f, IrLaunchKey k)
+{
+    switch (k) {
+#define LAUNCH(NAME, field, def, lo, hi, rule, shown, meaning) \
+    case IR_LAUNCH_##NAME: return &f->field;
+#include "launch.def"
+#undef LAUNCH
+    default: return NULL;
+    }
+}
+
+int ir_launch_get(const IrFunc *f, IrLaunchKey k)
+{
+    const int *p = launch_field((IrFunc *)f, k);
+    return p ? *p : 0;
+}
+
+void ir_launch_put(IrFunc *f, IrLaunchKey k, int v)
+{
+    int *p = launch_field(f, k);
+    if (p) *p = v;
 }
 
 int64_t ir_launch_value(const IrFunc *f, const char *name)
 {
-    if (!strcmp(name, "warps")) return f->warps > 0 ? f->warps : 4;
-    if (!strcmp(name, "stages")) return f->stages > 0 ? f->stages : 2;
-    if (!strcmp(name, "overlap")) return f->overlap;
-    if (!strcmp(name, "cluster")) return ir_cluster_size(f);
-    if (!strcmp(name, "pingpong")) return f->pingpong;
-    return !strcmp(name, "ws") ? f->ws : f->persistent;
+    int k = ir_launch_find(name);
+    return k < 0 ? 0 : ir_launch_get(f, (IrLaunchKey)k);
 }
 
 void ir_launch_set(IrFunc *f, const char *name, int64_t v)
 {
-    if (!strcmp(name, "warps")) f->warps = (int)v;
-    else if (!strcmp(name, "stages")) f->stages = (int)v;
-    else if (!strcmp(name, "ws")) f->ws = (int)v;
-    else if (!strcmp(name, "persistent")) f->persistent = (int)v;
-    else if (!strcmp(name, "overlap")) f->overlap = (int)v;
-    else if (!strcmp(name, "cluster")) f->cluster = (int)v;
-    else if (!strcmp(name, "pingpong")) f->pingpong = (int)v;
+    int k = ir_launch_find(name);
+    if (k >= 0) ir_launch_put(f, (IrLaunchKey)k, (int)v);
+}
+
+bool ir_launch_valid(IrLaunchKey k, int64_t v)
+{
+    const IrLaunchInfo *i = &ir_launch_info[k];
+    return v >= i->min && v <= i->max && (!i->pow2 || !(v & (v - 1)));
+}
+
+const char *ir_launch_check(const char *name, int64_t v)
+{
+    int k = ir_launch_find(name);
+    return k < 0 || ir_launch_valid((IrLaunchKey)k, v) ? NULL : ir_launch_info[k].rule;
+}
+
+bool ir_launch_shown(const IrFunc *f, IrLaunchKey k)
+{
+    return ir_launch_info[k].shown || ir_launch_get(f, k) != ir_launch_info[k].def;
+}
+
+int ir_func_warps(const IrFunc *f)
+{
+    return f->warps > 0 ? f->warps : ir_launch_info[IR_LAUNCH_WARPS].def;
 }
 
 int ir_cluster_size(const IrFunc *f)
@@ -329,19 +392,6 @@ int ir_cluster_size(const IrFunc *f)
 int ir_consumer_groups(const IrFunc *f)
 {
     return f->kind == IR_FUNC_KERNEL && f->pingpong && f->ws && f->persistent && f->warps == 4 && f->grid ? 2 : 1;
-}
-
-const char *ir_launch_check(const char *name, int64_t v)
-{
-    if (!strcmp(name, "warps") && (v < 1 || v > 32 || (v & (v - 1))))
-        return "warps must be a power of two from 1 to 32";
-    if (!strcmp(name, "stages") && (v < 1 || v > 8)) return "stages must be from 1 to 8";
-    if (!strcmp(name, "ws") && v != 0 && v != 1) return "ws must be 0 or 1 (false or true)";
-    if (!strcmp(name, "persistent") && v != 0 && v != 1) return "persistent must be 0 or 1 (false or true)";
-    if (!strcmp(name, "overlap") && v != 0 && v != 1) return "overlap must be 0 or 1 (false or true)";
-    if (!strcmp(name, "cluster") && v != 1 && v != 2 && v != 4) return "cluster must be 1, 2 or 4 (CTAs a program)";
-    if (!strcmp(name, "pingpong") && v != 0 && v != 1) return "pingpong must be 0 or 1 (false or true)";
-    return NULL;
 }
 
 IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name)

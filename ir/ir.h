@@ -241,19 +241,46 @@ IrFunc *ir_func_create(IrModule *m, IrFuncKind kind, const char *name, Loc loc,
                        const IrType *const *param_types, const char *const *param_names,
                        uint32_t nparams);
 IrFunc *ir_module_find(const IrModule *m, const char *name);
-/* The launch keys every kernel has beside its const parameters: "warps", "stages", "ws"
- * (warp specialization), "persistent" (a persistent grid), "overlap" (attention's
- * softmax under the tensor cores, passes/rotate.c), "cluster" (CTAs a program, passes/
- * cluster.c) and "pingpong" (two consumer warpgroups of alternate tiles, passes/
- * persistent.c). ir_launch_key says whether `name` is one; ir_launch_value gives a
- * kernel's value of one (with the defaults 4, 2, 0, 0, 0, 1 and 0);
- * ir_launch_set sets it. ir_launch_check returns NULL if `v` is a valid value of the
- * key, else what is wrong ("warps must be a power of two from 1 to 32"). */
+/* The launch keys every kernel has beside its const parameters (ir/launch.def: warps,
+ * stages, ws, persistent, overlap, cluster, pingpong), each an int field of IrFunc that
+ * ir_func_create sets to the table's default. ir_launch_find gives a name's key or -1;
+ * ir_launch_key says whether `name` is one; ir_launch_value and ir_launch_set read and
+ * write a kernel's value by name (set stores what it is given: the checks are
+ * ir_launch_check's, the verifier's and the frontend's). ir_launch_check returns NULL
+ * if `v` is a valid value of the key, else its rule ("warps must be a power of two from
+ * 1 to 32"). ir_launch_shown: whether the printer and the runtime's config line write
+ * the key (always for warps and stages, else when not the default). */
+typedef enum IrLaunchKey {
+#define LAUNCH(NAME, field, def, lo, hi, rule, shown, meaning) IR_LAUNCH_##NAME,
+#include "launch.def"
+#undef LAUNCH
+    IR_NUM_LAUNCH_KEYS
+} IrLaunchKey;
+
+typedef struct IrLaunchInfo {
+    const char *name;
+    int def, min, max;
+    bool pow2;            /* only the powers of two of [min, max] */
+    bool shown;
+    const char *rule;     /* "warps must be a power of two from 1 to 32" */
+    const char *meaning;
+} IrLaunchInfo;
+
+extern const IrLaunchInfo ir_launch_info[IR_NUM_LAUNCH_KEYS];
+/* "warps, stages, ws, persistent, overlap, cluster, pingpong", for messages */
+extern const char *const ir_launch_names;
+
+int ir_launch_find(const char *name);
 bool ir_launch_key(const char *name);
+int ir_launch_get(const IrFunc *f, IrLaunchKey k);
+void ir_launch_put(IrFunc *f, IrLaunchKey k, int v);
 int64_t ir_launch_value(const IrFunc *f, const char *name);
 void ir_launch_set(IrFunc *f, const char *name, int64_t v);
+bool ir_launch_valid(IrLaunchKey k, int64_t v);
 const char *ir_launch_check(const char *name, int64_t v);
-#define IR_LAUNCH_KEYS "warps, stages, ws, persistent, overlap, cluster, pingpong"
+bool ir_launch_shown(const IrFunc *f, IrLaunchKey k);
+/* Warps a program of f runs (its warps key): the one place that knows the default. */
+int ir_func_warps(const IrFunc *f);
 /* CTAs a program of f runs on: its cluster key, 1 when unset */
 int ir_cluster_size(const IrFunc *f);
 /* Consumer warpgroups that each run programs of f: 2 for a pingpong kernel (pingpong,

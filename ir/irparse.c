@@ -818,38 +818,43 @@ static bool parse_consts(Parser *ps, IrFunc *f)
     return ok;
 }
 
-/* launch {warps = N, stages = N[, ws = 0|1][, persistent = 0|1][, overlap = 0|1][, cluster =
- * 2|4][, pingpong = 0|1]} (in that order, as the printer writes them) */
+static int launch_key_at(const Parser *ps)
+{
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++)
+        if (tok_is(ps, TK_IDENT, ir_launch_info[k].name)) return k;
+    return -1;
+}
+
+/* One KEY = int of launch {...}: a key of launch.def, given once. Its range is the
+ * verifier's rule; only a value that an int cannot hold is refused here. */
+static bool parse_launch_key(Parser *ps, IrFunc *f, bool *seen)
+{
+    Loc loc = ps->tok.loc;
+    int k = launch_key_at(ps);
+    int64_t v;
+    if (k < 0) return error_at(ps, loc, "expected a launch key (%s) in launch {...}", ir_launch_names);
+    if (seen[k]) return error_at(ps, loc, "launch key %s is given twice", ir_launch_info[k].name);
+    seen[k] = true;
+    next(ps);
+    if (!expect(ps, TK_PUNCT, "=") || !parse_int(ps, &v)) return false;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return error_at(ps, loc, "launch key %s = %" PRId64 " does not fit in an i32", ir_launch_info[k].name, v);
+    ir_launch_put(f, (IrLaunchKey)k, (int)v);
+    return true;
+}
+
+/* launch {KEY = int, ...}: the keys of launch.def in any order, each at most once, the
+ * rest their defaults (the printer writes warps and stages, then the others that
+ * differ from their defaults, in the table's order) */
 static bool parse_launch(Parser *ps, IrFunc *f)
 {
-    int64_t w = 0, s = 0, flag[5] = {0, 0, 0, 1, 0};
-    static const char *const names[5] = {"ws", "persistent", "overlap", "cluster", "pingpong"};
-    bool ok = expect(ps, TK_PUNCT, "{") && expect(ps, TK_IDENT, "warps") && expect(ps, TK_PUNCT, "=") &&
-              parse_int(ps, &w) && expect(ps, TK_PUNCT, ",") && expect(ps, TK_IDENT, "stages") &&
-              expect(ps, TK_PUNCT, "=") && parse_int(ps, &s);
-    for (int k = 0; ok && accept(ps, TK_PUNCT, ",");) {
-        while (k < 5 && !tok_is(ps, TK_IDENT, names[k])) k++;
-        if (k == 5)
-            return error_at(ps, ps->tok.loc,
-                            "expected ws, persistent, overlap, cluster or pingpong (in that order) in launch {...}");
-        ok = expect(ps, TK_IDENT, names[k]) && expect(ps, TK_PUNCT, "=") && parse_int(ps, &flag[k]);
-        k++;
-    }
-    if (!ok || !expect(ps, TK_PUNCT, "}")) return false;
-    int64_t ws = flag[0], pe = flag[1], ov = flag[2], cl = flag[3], pp = flag[4];
-    if (w < 1 || w > 64 || s < 1 || s > 16 || (ws != 0 && ws != 1) || (pe != 0 && pe != 1) || (ov != 0 && ov != 1) ||
-        (cl != 1 && cl != 2 && cl != 4) || (pp != 0 && pp != 1))
-        return error_at(ps, f->loc, "launch {warps = %" PRId64 ", stages = %" PRId64 ", ws = %" PRId64
-                        ", persistent = %" PRId64 ", overlap = %" PRId64 ", cluster = %" PRId64 ", pingpong = %" PRId64
-                        "} is out of range", w, s, ws, pe, ov, cl, pp);
-    f->cluster = (int)cl;
-    f->pingpong = (int)pp;
-    f->ws = (int)ws;
-    f->persistent = (int)pe;
-    f->overlap = (int)ov;
-    f->warps = (int)w;
-    f->stages = (int)s;
-    return true;
+    bool seen[IR_NUM_LAUNCH_KEYS] = {0};
+    if (!expect(ps, TK_PUNCT, "{")) return false;
+    if (accept(ps, TK_PUNCT, "}")) return true;
+    do {
+        if (!parse_launch_key(ps, f, seen)) return false;
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, "}");
 }
 
 static bool parse_kernel_attrs(Parser *ps, IrFunc *f)

@@ -420,6 +420,19 @@ static void print_block(Namer *n, const IrBlock *blk)
 }
 
 /* ---- functions and modules ---------------------------------------------------------- */
+/* launch {warps = 4, stages = 2[, KEY = V]...}: the keys of launch.def in its order,
+ * warps and stages always, the others when not their default */
+static void print_launch(const IrFunc *f, FILE *out)
+{
+    const char *sep = " launch {";
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++)
+        if (ir_launch_shown(f, (IrLaunchKey)k)) {
+            fprintf(out, "%s%s = %d", sep, ir_launch_info[k].name, ir_launch_get(f, (IrLaunchKey)k));
+            sep = ", ";
+        }
+    fputc('}', out);
+}
+
 static void print_header(Namer *n, const IrFunc *f)
 {
     FILE *out = n->out;
@@ -436,11 +449,7 @@ static void print_header(Namer *n, const IrFunc *f)
             fprintf(out, "%s%s = %" PRId64, i ? ", " : "", f->consts[i].name, f->consts[i].value);
         fputc('}', out);
     }
-    fprintf(out, " launch {warps = %d, stages = %d%s%s%s", f->warps, f->stages, f->ws ? ", ws = 1" : "",
-            f->persistent ? ", persistent = 1" : "", f->overlap ? ", overlap = 1" : "");
-    if (ir_cluster_size(f) > 1) fprintf(out, ", cluster = %d", ir_cluster_size(f));
-    if (f->pingpong) fputs(", pingpong = 1", out);
-    fputc('}', out);
+    print_launch(f, out);
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }
 

@@ -875,7 +875,7 @@ static bool check_value_layout(Verifier *v, const IrOp *op, const IrType *t)
     }
     v->laid_out++;
     char why[160];
-    if (!ir_layout_check(t->layout, t->rank, v->f->warps > 0 ? v->f->warps : 4, why, sizeof why))
+    if (!ir_layout_check(t->layout, t->rank, ir_func_warps(v->f), why, sizeof why))
         return fail(v, op, "has an invalid layout: %s, in %s", why, tstr(t).s);
     return true;
 }
@@ -1081,6 +1081,18 @@ static void verify_block(Verifier *v, const IrBlock *blk)
             if (op->results[i] < v->f->nvalues) v->visible[op->results[i]] = false;
 }
 
+/* Every launch key of a kernel in its range (launch.def): the IR parser and the passes
+ * store what they are given. */
+static void verify_launch(Verifier *v, const IrFunc *f)
+{
+    for (int k = 0; f->kind == IR_FUNC_KERNEL && k < IR_NUM_LAUNCH_KEYS; k++) {
+        int x = ir_launch_get(f, (IrLaunchKey)k);
+        if (ir_launch_valid((IrLaunchKey)k, x)) continue;
+        diag_error(v->diags, f->loc, "verifier: kernel '@%s': %s, got %d", f->name, ir_launch_info[k].rule, x);
+        v->ok = false;
+    }
+}
+
 bool ir_verify_func(const IrFunc *f)
 {
     Verifier v = {f, ir_ctx_diags(f->module->ctx), true, NULL, 0, 0};
@@ -1090,6 +1102,7 @@ bool ir_verify_func(const IrFunc *f)
         diag_error(v.diags, f->loc, "verifier: function '@%s' must end in 'return'", f->name);
         v.ok = false;
     }
+    verify_launch(&v, f);
     verify_block(&v, &f->body);
     if (v.laid_out && v.bare) {
         diag_error(v.diags, f->loc, "verifier: function '@%s' has %u tiles with layouts and %u without: after the "

@@ -444,7 +444,7 @@ bool pass_block_load(IrFunc *f)
 static void lay_out_blocked(IrFunc *f, uint32_t first)
 {
     IrCtx *c = f->module->ctx;
-    int warps = f->warps > 0 ? f->warps : 4;
+    int warps = ir_func_warps(f);
     for (uint32_t v = first; v < f->nvalues; v++) {
         const IrType *t = f->values[v].type;
         if (t && t->rank && !t->layout) f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t));

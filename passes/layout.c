@@ -160,7 +160,7 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     int32_t ik = b->elem == a->elem ? ir_mma_sync_k(a->elem, r->elem, (int)dot->attr.i) : 0;
     if (!ik) return NULL;
     int32_t M = r->shape[0], N = r->shape[1], K = a->shape[1], wpc[2];
-    int warps = f->warps > 0 ? f->warps : 4;
+    int warps = ir_func_warps(f);
     int budget = 1 << 16;
     bool rows = feeds_rowwise(f, &f->body, dot->results[0], 0, &budget) || computed_by_dot(f, dot->operands[0], 0);
     if (M % 16 || N % 8 || K % ik) return NULL;
@@ -635,7 +635,7 @@ static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *
     Remat *r = tl_calloc(1, sizeof *r);
     if (!r) tl_oom();
     r->f = f;
-    r->threads = 32 * (f->warps > 0 ? f->warps : 4);
+    r->threads = 32 * ir_func_warps(f);
     r->roots = roots;
     r->nroots = nroots;
     r->root_l = l;
@@ -1083,7 +1083,7 @@ bool pass_layout(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL) return false;
     IrCtx *c = f->module->ctx;
-    int warps = f->warps > 0 ? f->warps : 4;
+    int warps = ir_func_warps(f);
     bool changed = false;
     for (uint32_t v = 0; v < f->nvalues; v++) {
         const IrType *t = f->values[v].type;

@@ -401,7 +401,7 @@ static bool is_view(const IrOp *op, const Cand *cs, int n)
 
 static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *cs, int n)
 {
-    uint64_t worst = 0, warps = (uint64_t)(f->warps > 0 ? f->warps : 4);
+    uint64_t worst = 0, warps = (uint64_t)ir_func_warps(f);
     for (const IrOp *op = blk->first; op; op = op->next) {
         for (uint32_t r = 0; r < op->nregions; r++) {
             uint64_t b = scratch_bound(f, &op->regions[r], cs, n);
@@ -722,7 +722,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         IrOp *init = ir_build(&b, IR_OP_MBARRIER_INIT, full->results, 1, NULL, 0, 0);
         init->attr.i = n;        /* one arrival per copy of a stage (each with its bytes) */
         init = ir_build(&b, IR_OP_MBARRIER_INIT, empty->results, 1, NULL, 0, 0);
-        init->attr.i = (f->warps > 0 ? f->warps : 4) * ctas;   /* every warp (of every CTA) releases the stage */
+        init->attr.i = ir_func_warps(f) * ctas;   /* every warp (of every CTA) releases the stage */
         if (ctas > 1) cluster_syncs(f, &b);
         return pipeline_tma(&p, &b, cs, n, stages, full->results[0], empty->results[0]);
     }
@@ -900,7 +900,7 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
     int knob = f->module->knobs.resident_a;   /* -1: decided here; 0 none; 1 all */
     if (knob == 0) return 0;
     bool all = knob == 1;
-    int warps = f->warps > 0 ? f->warps : 4, threads = 32 * warps;
+    int warps = ir_func_warps(f), threads = 32 * warps;
     uint32_t limit = f->ws ? (warps == 4 ? 240 : 232) : 255;
     Resident rs[MAX_CANDS];
     int nr = 0;

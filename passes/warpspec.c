@@ -497,7 +497,7 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
 
 bool pass_warpspec(IrFunc *f)
 {
-    if (f->kind != IR_FUNC_KERNEL || !f->ws || (f->warps > 0 ? f->warps : 4) % 4) return false;
+    if (f->kind != IR_FUNC_KERNEL || !f->ws || ir_func_warps(f) % 4) return false;
     Ring rs[MAX_RINGS];
     int n = 0;
     for (IrOp *o = f->body.first; o; o = o->next) {

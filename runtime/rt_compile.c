@@ -39,7 +39,7 @@ static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
     }
 }
 
-/* A comment line naming the kernel's config: its const values, warps and stages ("//
+/* A comment line naming the kernel's config: its const values and launch keys ("//
  * tile-config: BM=64 BN=128 warps=4 stages=2"), before the PTX. It names the variant
  * in a cubin dump or a profiler, and the mock driver's tuning tests key their fake
  * timings on it. The cache keys hash the IR, not the PTX, so they do not change. */
@@ -47,11 +47,9 @@ static void print_config(const IrFunc *f, FILE *out)
 {
     for (uint32_t i = 0; i < f->nconsts; i++)
         fprintf(out, " %s=%lld", f->consts[i].name, (long long)f->consts[i].value);
-    fprintf(out, " warps=%d stages=%d%s%s%s", f->warps > 0 ? f->warps : 4,
-            f->stages > 0 ? f->stages : 2, f->ws ? " ws=1" : "", f->persistent ? " persistent=1" : "",
-            f->overlap ? " overlap=1" : "");
-    if (ir_cluster_size(f) > 1) fprintf(out, " cluster=%d", ir_cluster_size(f));
-    if (f->pingpong) fputs(" pingpong=1", out);
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++)
+        if (ir_launch_shown(f, (IrLaunchKey)k))
+            fprintf(out, " %s=%d", ir_launch_info[k].name, ir_launch_get(f, (IrLaunchKey)k));
 }
 
 static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)

@@ -4,11 +4,14 @@
  * The declared view comes from the parsed program, before any const value is chosen,
  * so a binding can tell compile-time from run-time arguments, and knows each pointer's
  * element type, before it asks for a kernel. A const default is reported when it is an
- * integer or bool literal (the frontend evaluates other defaults when it lowers). */
+ * integer or bool literal (the frontend evaluates other defaults when it lowers). The
+ * launch keys come from ir/launch.def, so that bindings take every key the compiler
+ * does. */
 #include <string.h>
 
 #include "frontend/ast.h"
 #include "rt_internal.h"
+#include "rt_tune.h"
 
 static const AstItem *kernel_item(const TrtModule *m, uint32_t index, const char *name)
 {
@@ -115,5 +118,24 @@ TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out)
     out->kind = rt_arg_kind(p->elem);
     out->runtime_index = i;
     describe_elem(out->is_pointer ? p->pointee : p->elem, out);
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_kernel_writes(const TrtKernel *k, uint64_t *mask)
+{
+    if (!k || !mask) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_kernel_writes: NULL kernel or mask");
+    *mask = k->func ? rt_written_params(k->func) : ~0ull;
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_launch_key(uint32_t i, const char **name, int64_t *min, int64_t *max, int64_t *def)
+{
+    if (i >= IR_NUM_LAUNCH_KEYS)
+        return rt_fail(TRT_ERROR_NOT_FOUND, "trt_launch_key: there are %d launch keys, not %u", IR_NUM_LAUNCH_KEYS, i + 1);
+    const IrLaunchInfo *k = &ir_launch_info[i];
+    if (name) *name = k->name;
+    if (min) *min = k->min;
+    if (max) *max = k->max;
+    if (def) *def = k->def;
     return TRT_SUCCESS;
 }

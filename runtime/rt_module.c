@@ -205,7 +205,7 @@ static bool read_signature(TrtKernel *k, const IrFunc *f)
         k->params[i].name = tl_strdup(f->param_names && f->param_names[i] ? f->param_names[i] : "?");
         if (!k->params[i].name) return false;
     }
-    k->block = (unsigned)(f->warps > 0 ? f->warps : 4) * 32;
+    k->block = (unsigned)ir_func_warps(f) * 32;
     return true;
 }
 
@@ -305,7 +305,7 @@ static TrtStatus no_const(const AstItem *it, const char *name)
     if (!f) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     for (uint32_t i = 0; i < it->nparams; i++)
         if (it->params[i].is_const) fprintf(f, "%s, ", it->params[i].name);
-    fputs(IR_LAUNCH_KEYS, f);
+    fputs(ir_launch_names, f);
     fclose(f);
     TrtStatus s = rt_fail(TRT_ERROR_NOT_FOUND,
                           "trt_module_get_kernel: const '%s' is not a parameter of kernel '%s' "

@@ -108,7 +108,7 @@ static const char help_compile[] =
     "         their fusion plans (fusion: one line per kernel, then the buffers),\n"
     "         or the Tile kernels the plans lower to (graph-kernels, a program);\n"
     "         without --emit the file is only checked\n"
-    "-D       set a const parameter (or a launch key: " IR_LAUNCH_KEYS ") of the kernels\n"
+    "-D       set a const parameter (or a launch key, listed below) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
     "         code; also spelled --arch=X, -arch=X, -arch X\n"
     "--spec   the variant to compile (ir-gpu, llvm, ptx, cubin): none (default)\n"
@@ -144,14 +144,25 @@ static const char help_cache[] = "cache    looks inside the persistent kernel ca
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
 
+/* The launch keys of ir/launch.def, one a line: name, default, rule, meaning. */
+static void print_launch_keys(FILE *out)
+{
+    fputs("launch keys (-D, @launch, @autotune; the default in brackets):\n", out);
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++) {
+        const IrLaunchInfo *i = &ir_launch_info[k];
+        fprintf(out, "  %-10s [%d] %s: %s\n", i->name, i->def, i->rule, i->meaning);
+    }
+}
+
 static void usage(FILE *out, bool run)
 {
     if (run) {
         fprintf(out, "usage: %s\n%s%s", usage_run, help_run, exit_status);
         return;
     }
-    fprintf(out, "usage: %s       %s%s\n%s%s%s%s", usage_compile, usage_run, usage_other, help_compile, help_run,
-            help_cache, exit_status);
+    fprintf(out, "usage: %s       %s%s\n%s", usage_compile, usage_run, usage_other, help_compile);
+    print_launch_keys(out);
+    fprintf(out, "%s%s%s", help_run, help_cache, exit_status);
 }
 
 static _Noreturn void usage_error(const char *fmt, const char *arg)

@@ -8,9 +8,11 @@
  * (before any driver call: a CUDA context does not survive fork), key i going to
  * worker i mod N. The report (--report DIR) is made from the cache afterwards. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,27 +135,161 @@ static void parse_tune_args(int argc, char **argv, TuneOptions *o)
  *   done ID WINNER_MEDIAN DEFAULT_MEDIAN<TAB>KERNEL KEY
  * ID is the hex of the key's tuning cache key (compiler, IR, space, key values,
  * specialization, arch, driver, GPU): a new compiler or GPU tunes afresh. */
+typedef struct JournalCand {
+    char id[33];
+    RtCandidate c;
+} JournalCand;
+
 typedef struct Journal {
     int fd;
-    char *text;                /* as read at the start */
+    const char *path;
+    char (*done)[33];          /* the IDs of the keys done */
+    uint32_t ndone;
+    JournalCand *cands;        /* the configs measured */
+    uint32_t ncands;
 } Journal;
+
+/* One line being read: p walks its fields; bad names the first field that is wrong. */
+typedef struct JLine {
+    const char *p;
+    const char *bad;
+} JLine;
+
+static bool jl_sep(JLine *l, char sep, const char *field)
+{
+    if (*l->p != sep) return l->bad = field, false;
+    l->p++;
+    return true;
+}
+
+static bool jl_id(JLine *l, char id[33])
+{
+    if (strspn(l->p, "0123456789abcdef") != 32) return l->bad = "ID (32 hex digits)", false;
+    memcpy(id, l->p, 32);
+    id[32] = '\0';
+    l->p += 32;
+    return jl_sep(l, ' ', "ID (32 hex digits)");
+}
+
+/* A time in ms: a finite number, at least 0 (strtod alone takes "nan", "-1", " 1"). */
+static bool jl_ms(JLine *l, double *out, const char *field, char sep)
+{
+    char *end;
+    if (!isdigit((unsigned char)*l->p)) return l->bad = field, false;
+    *out = strtod(l->p, &end);
+    if (!isfinite(*out)) return l->bad = field, false;
+    l->p = end;
+    return jl_sep(l, sep, field);
+}
+
+static bool jl_count(JLine *l, uint32_t *out, const char *field)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = isdigit((unsigned char)*l->p) ? strtoul(l->p, &end, 10) : ULONG_MAX;
+    if (v > INT32_MAX || errno) return l->bad = field, false;
+    *out = (uint32_t)v;
+    l->p = end;
+    return jl_sep(l, ' ', field);
+}
+
+static bool jl_status(JLine *l, RtCandStatus *out)
+{
+    size_t n = strcspn(l->p, " \t");
+    for (int s = 0; s < RT_CAND_NSTATUS; s++) {
+        const char *name = rt_cand_status_name((RtCandStatus)s);
+        if (strlen(name) == n && !strncmp(l->p, name, n)) {
+            *out = (RtCandStatus)s;
+            l->p += n;
+            return jl_sep(l, ' ', "STATUS");
+        }
+    }
+    return l->bad = "STATUS", false;
+}
+
+/* cand ID INDEX STATUS MEDIAN MIN MAX RUNS BENCH_MS<TAB>WHY */
+static bool jl_cand(JLine *l, JournalCand *jc)
+{
+    RtCandidate *c = &jc->c;
+    uint32_t index = 0;
+    memset(jc, 0, sizeof *jc);
+    bool ok = jl_id(l, jc->id) && jl_count(l, &index, "INDEX") && jl_status(l, &c->status) &&
+              jl_ms(l, &c->median_ms, "MEDIAN", ' ') && jl_ms(l, &c->min_ms, "MIN", ' ') &&
+              jl_ms(l, &c->max_ms, "MAX", ' ') && jl_count(l, &c->runs, "RUNS") && jl_ms(l, &c->bench_ms, "BENCH_MS", '\t');
+    c->index = (int)index;
+    if (ok) snprintf(c->why, sizeof c->why, "%.*s", (int)strcspn(l->p, "\n"), l->p);
+    return ok;
+}
+
+/* done ID WINNER_MS DEFAULT_MS<TAB>KERNEL KEY */
+static bool jl_done(JLine *l, char id[33])
+{
+    double winner, dflt;
+    return jl_id(l, id) && jl_ms(l, &winner, "WINNER_MS", ' ') && jl_ms(l, &dflt, "DEFAULT_MS", '\t');
+}
+
+static void journal_add_line(Journal *j, const char *line, uint32_t lineno)
+{
+    JLine l = {line + 5, NULL};
+    if (!strncmp(line, "cand ", 5)) {
+        JournalCand c;
+        if (jl_cand(&l, &c)) {
+            if (!(j->ncands & (j->ncands + 1)) && !(j->cands = realloc(j->cands, (2 * j->ncands + 1) * sizeof c))) abort();
+            j->cands[j->ncands++] = c;
+            return;
+        }
+    } else if (!strncmp(line, "done ", 5)) {
+        char id[33];
+        if (jl_done(&l, id)) {
+            if (!(j->ndone & (j->ndone + 1)) && !(j->done = realloc(j->done, (2 * j->ndone + 1) * sizeof id))) abort();
+            memcpy(j->done[j->ndone++], id, sizeof id);
+            return;
+        }
+    } else {
+        l.bad = "kind (cand or done)";
+    }
+    fprintf(stderr, "tilec: warning: %s:%u: malformed journal line (its %s is wrong); skipped: what it records is "
+            "measured again\n", j->path, lineno, l.bad);
+}
+
+/* Every whole line after the header; a torn last line (a crash of the machine) is
+ * skipped without a word, a malformed one with a warning naming its line. */
+static void journal_parse(Journal *j, const char *text)
+{
+    uint32_t lineno = 1;
+    for (const char *p = strchr(text, '\n'); p && p[1]; lineno++) {
+        const char *line = p + 1;
+        p = strchr(line, '\n');
+        if (!p) break;
+        journal_add_line(j, line, lineno + 1);
+    }
+}
 
 static bool journal_open(Journal *j, const char *path)
 {
+    j->path = path;
     j->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (j->fd < 0) return false;
     struct stat st;
     fstat(j->fd, &st);
-    j->text = calloc((size_t)st.st_size + 1, 1);
-    if (!j->text || pread(j->fd, j->text, (size_t)st.st_size, 0) != st.st_size) return false;
-    if (!st.st_size) {
+    char *text = calloc((size_t)st.st_size + 1, 1);
+    bool ok = text && pread(j->fd, text, (size_t)st.st_size, 0) == st.st_size;
+    if (ok && !st.st_size) {
         static const char head[] = "tile-tune-journal 1\n";
-        if (write(j->fd, head, sizeof head - 1) != sizeof head - 1) return false;
-    } else if (strncmp(j->text, "tile-tune-journal 1\n", 20)) {
+        ok = write(j->fd, head, sizeof head - 1) == sizeof head - 1;
+    } else if (ok && strncmp(text, "tile-tune-journal 1\n", 20)) {
         errno = EINVAL;
-        return false;
+        ok = false;
     }
-    return true;
+    if (ok) journal_parse(j, text);
+    free(text);
+    return ok;
+}
+
+static void journal_close(Journal *j)
+{
+    if (j->fd > 0) close(j->fd);
+    free(j->done), free(j->cands);
 }
 
 /* One line in one write, then fsync: a kill leaves whole lines (a torn last line, from
@@ -167,36 +303,19 @@ static void journal_line(Journal *j, const char *line)
 
 static bool journal_done(const Journal *j, const char *id)
 {
-    char pat[48];
-    snprintf(pat, sizeof pat, "\ndone %s ", id);
-    return strstr(j->text, pat) != NULL;
+    for (uint32_t i = 0; i < j->ndone; i++)
+        if (!strcmp(j->done[i], id)) return true;
+    return false;
 }
 
 /* The configs of key id measured before, from its "cand" lines; *n of them. */
 static RtCandidate *journal_known(const Journal *j, const char *id, uint32_t *n)
 {
-    char pat[48];
-    snprintf(pat, sizeof pat, "\ncand %s ", id);
-    uint32_t cap = 0;
-    RtCandidate *out = NULL;
+    RtCandidate *out = calloc(j->ncands + 1, sizeof *out);
+    if (!out) abort();
     *n = 0;
-    for (const char *p = j->text; (p = strstr(p, pat)); p++) {
-        const char *nl = strchr(p + 1, '\n');
-        if (!nl) break;   /* torn */
-        RtCandidate c = {0};
-        char status[32];
-        const char *tab = memchr(p + 1, '\t', (size_t)(nl - p - 1));
-        if (!tab || sscanf(p + strlen(pat), "%d %31s %lf %lf %lf %u %lf", &c.index, status, &c.median_ms, &c.min_ms,
-                           &c.max_ms, &c.runs, &c.bench_ms) < 7)
-            continue;
-        c.status = RT_CAND_NSTATUS;
-        for (int s = 0; s < RT_CAND_NSTATUS; s++)
-            if (!strcmp(status, rt_cand_status_name((RtCandStatus)s))) c.status = (RtCandStatus)s;
-        if (c.status == RT_CAND_NSTATUS) continue;
-        snprintf(c.why, sizeof c.why, "%.*s", (int)(nl - tab - 1), tab + 1);
-        if (*n == cap && !(out = realloc(out, (cap = 2 * cap + 8) * sizeof *out))) abort();
-        out[(*n)++] = c;
-    }
+    for (uint32_t i = 0; i < j->ncands; i++)
+        if (!strcmp(j->cands[i].id, id)) out[(*n)++] = j->cands[i].c;
     return out;
 }
 
@@ -403,25 +522,29 @@ typedef struct Tuner {
     uint32_t failed, skipped, tuned, left;
 } Tuner;
 
-static TrtStatus load_kernels(Tuner *t, const TmManifest *m)
+/* Entry i's kernel on the tuning context, or NULL with a located error (the manifest
+ * check compiled it on the CPU, so this is a GPU context's failure, or no @autotune). */
+static TrtKernel *load_kernel(Tuner *t, const TmManifest *m, uint32_t i)
+{
+    const TmEntry *e = &m->entries[i];
+    TrtKernel *k = NULL;
+    TrtStatus s = trt_module_load_file(t->ctx, e->file, &t->mods[i]);
+    if (!s) s = trt_module_get_kernel(t->mods[i], e->kernel, e->consts, e->nconsts, &k);
+    if (s)
+        fprintf(stderr, "%s:%u:%u: error: kernel '%s': %s\n", m->path, e->loc.line, e->loc.col, e->kernel,
+                trt_last_error());
+    else if (!k->tune)
+        fprintf(stderr, "%s:%u:%u: error: kernel '%s' has nothing to tune: no @autotune, or fewer than two "
+                "configs left after its consts\n", m->path, e->loc.line, e->loc.col, e->kernel);
+    return s || !k->tune ? NULL : k;
+}
+
+/* Every entry's kernel; the keys of one that did not load fail (tune_key). */
+static void load_kernels(Tuner *t, const TmManifest *m)
 {
     t->mods = calloc(m->nentries, sizeof *t->mods);
     t->kerns = calloc(m->nentries, sizeof *t->kerns);
-    for (uint32_t i = 0; i < m->nentries; i++) {
-        const TmEntry *e = &m->entries[i];
-        TrtStatus s = trt_module_load_file(t->ctx, e->file, &t->mods[i]);
-        if (!s) s = trt_module_get_kernel(t->mods[i], e->kernel, e->consts, e->nconsts, &t->kerns[i]);
-        if (s) {
-            fprintf(stderr, "%s: error: kernel '%s': %s\n", m->path, e->kernel, trt_last_error());
-            return s;
-        }
-        if (!t->kerns[i]->tune) {
-            fprintf(stderr, "%s: error: kernel '%s' has nothing to tune: no @autotune, or fewer than two "
-                    "configs left after its consts\n", m->path, e->kernel);
-            return TRT_ERROR_INVALID_ARGUMENT;
-        }
-    }
-    return TRT_SUCCESS;
+    for (uint32_t i = 0; i < m->nentries; i++) t->kerns[i] = load_kernel(t, m, i);
 }
 
 static void key_id(Tuner *t, const Work *w, char id[33])
@@ -460,6 +583,11 @@ static void store_result(Tuner *t, const Work *w, const char *id, const RtTuneRe
 
 static void tune_key(Tuner *t, const Work *w)
 {
+    if (!t->kerns[w->entry]) {
+        printf("%stune: %s: failed: its kernel did not load\n", t->prog.prefix, w->what);
+        t->failed++;
+        return;
+    }
     char id[33];
     key_id(t, w, id);
     RtTuneOptions o;
@@ -577,15 +705,14 @@ static int run_worker_slot(Tuner *t, const TmManifest *m, int device, uint32_t s
         trt_context_destroy(t->ctx);
         return 1;
     }
-    int rc = 0;
-    if (load_kernels(t, m)) rc = 1;
-    for (uint32_t i = slot; !rc && i < t->nwork; i += nslots) {
+    load_kernels(t, m);
+    for (uint32_t i = slot; i < t->nwork; i += nslots) {
         RtTuneOptions o;
         rt_tune_options_from_env(&o);
-        t->prog.total += rt_tune_num_candidates(t->kerns[t->work[i].entry], &o);
+        if (t->kerns[t->work[i].entry]) t->prog.total += rt_tune_num_candidates(t->kerns[t->work[i].entry], &o);
     }
     t->prog.t0 = tl_now_ms() / 1e3;
-    for (uint32_t i = slot; !rc && i < t->nwork; i += nslots) tune_key(t, &t->work[i]);
+    for (uint32_t i = slot; i < t->nwork; i += nslots) tune_key(t, &t->work[i]);
     for (uint32_t i = 0; t->mods && i < m->nentries; i++) trt_module_destroy(t->mods[i]);
     free(t->mods), free(t->kerns);
     t->mods = NULL, t->kerns = NULL;
@@ -593,7 +720,7 @@ static int run_worker_slot(Tuner *t, const TmManifest *m, int device, uint32_t s
     t->ctx = NULL;
     printf("%stune: %u keys tuned, %u done earlier, %u failed, %u left for the next run\n", prefix, t->tuned,
            t->skipped, t->failed, t->left);
-    return rc ? 1 : t->failed ? 1 : t->left ? 3 : 0;
+    return t->failed ? 1 : t->left ? 3 : 0;
 }
 
 /* Forks one worker per device (no driver has been opened yet) and combines their
@@ -631,11 +758,11 @@ static void dry_run(const Tuner *t)
 /* The report, from the cache: every key's result as stored by whichever worker tuned it. */
 static int write_report(Tuner *t, const TmManifest *m)
 {
-    TrtStatus s = trt_context_create(t->o->devices[0], TRT_MODE_DEFAULT, NULL, &t->ctx);
-    if (s || load_kernels(t, m)) {
+    if (trt_context_create(t->o->devices[0], TRT_MODE_DEFAULT, NULL, &t->ctx)) {
         fprintf(stderr, "tilec: error: the report: %s\n", trt_last_error());
         return 1;
     }
+    load_kernels(t, m);
     TrReport rep;
     tr_begin(&rep, t->o->report, m->path);
     for (uint32_t i = 0; i < t->nwork; i++) {
@@ -643,6 +770,10 @@ static int write_report(Tuner *t, const TmManifest *m)
         RtKey key;
         RtBlob blob = {0};
         RtTuneResult r;
+        if (!t->kerns[t->work[i].entry]) {
+            tr_key(&rep, t->work[i].what, NULL);
+            continue;
+        }
         key_id(t, &t->work[i], id);
         rt_key_from_hex(id, &key);
         bool have = rt_cache_get(t->ctx->cache, RT_ENTRY_TUNE, &key, &blob) == RT_GET_HIT &&
@@ -708,8 +839,7 @@ int tilec_tune_main(int argc, char **argv)
         rc = run_workers(&t, &m);
         if (o.report && write_report(&t, &m)) rc = 1;
     }
-    if (t.journal.fd > 0) close(t.journal.fd);
-    free(t.journal.text);
+    journal_close(&t.journal);
     free(t.work);
     tm_free(&m);
     return rc;

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,7 +229,8 @@ static uint32_t int_object(Reader *r, const cJSON *o, const char *what, TrtConst
     uint32_t n = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, o) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble)
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= -0x1p63 && it->valuedouble < 0x1p63) ||
+            it->valuedouble != (double)(int64_t)it->valuedouble)
             tm_error(r->m, r->err, loc_of(r, it->string), "%s '%s' must be an integer", what, it->string);
         else if (n == TM_MAX_NAMES) tm_error(r->m, r->err, loc_of(r, it->string), "more than %d %ss", TM_MAX_NAMES, what);
         else vals[n++] = (TrtConst){dup(it->string), (int64_t)it->valuedouble};
@@ -253,6 +255,7 @@ static void read_keys(Reader *r, const cJSON *o, TmEntry *e)
         key->loc = loc_at(r->text, at);
         if (!cJSON_IsObject(k)) tm_error(r->m, r->err, key->loc, "a key must be an object such as {\"M\": 512}");
         else key->n = int_object(r, k, "key value", key->vals);
+        for (uint32_t j = 0; j < key->n; j++) key->locs[j] = loc_at(r->text, find_quoted(r, at, key->vals[j].name));
     }
 }
 
@@ -325,6 +328,7 @@ static void read_entry(Reader *r, const cJSON *o)
     e->file = resolve(m->path, file);
     e->kernel = dup(kernel);
     const cJSON *consts = cJSON_GetObjectItemCaseSensitive(o, "consts");
+    e->consts_loc = consts ? loc_of(r, "consts") : e->loc;
     if (consts && !cJSON_IsObject(consts)) tm_error(m, r->err, loc_of(r, "consts"), "\"consts\" must be an object");
     else if (consts) e->nconsts = int_object(r, consts, "const", e->consts);
     read_keys(r, o, e);
@@ -390,6 +394,50 @@ static void check_param(TmManifest *m, FILE *err, const TmEntry *e, const TrtPar
     else check_expr(m, err, e, a, !p->is_pointer && (p->elem[0] == 'f' || p->elem[0] == 'b') && strcmp(p->elem, "bool"));
 }
 
+/* The values an integer parameter of kind k holds (false for other kinds). */
+static bool int_range(TrtArgKind k, int64_t *lo, int64_t *hi)
+{
+    static const struct { TrtArgKind kind; int64_t lo, hi; } ranges[] = {
+        {TRT_ARG_BOOL, 0, 1}, {TRT_ARG_I8, INT8_MIN, INT8_MAX}, {TRT_ARG_I16, INT16_MIN, INT16_MAX},
+        {TRT_ARG_I32, INT32_MIN, INT32_MAX}, {TRT_ARG_I64, INT64_MIN, INT64_MAX}, {TRT_ARG_U8, 0, UINT8_MAX},
+        {TRT_ARG_U16, 0, UINT16_MAX}, {TRT_ARG_U32, 0, UINT32_MAX}, {TRT_ARG_U64, 0, INT64_MAX},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++)
+        if (ranges[i].kind == k) return *lo = ranges[i].lo, *hi = ranges[i].hi, true;
+    return false;
+}
+
+/* Value j of key k names a run-time scalar parameter and fits its type: a value that
+ * does not would be cut to the parameter's width at launch and tune (and overwrite)
+ * another key's result. */
+static void check_key_value(TmManifest *m, FILE *err, TrtModule *mod, const TmEntry *e, const TmKey *k, uint32_t j,
+                            uint32_t nparams)
+{
+    const TrtConst *v = &k->vals[j];
+    TrtParamInfo p = {0};
+    bool found = false;
+    for (uint32_t i = 0; i < nparams && !found; i++)
+        found = !trt_module_kernel_param(mod, e->kernel, i, &p) && !p.is_const && !p.is_pointer && !strcmp(p.name, v->name);
+    int64_t lo, hi;
+    if (!found)
+        tm_error(m, err, k->loc, "key '%s' is not a run-time scalar parameter of kernel '%s'", v->name, e->kernel);
+    else if (int_range(p.kind, &lo, &hi) && (v->value < lo || v->value > hi))
+        tm_error(m, err, k->locs[j], "key value %s = %" PRId64 " does not fit parameter '%s' of type %s (%" PRId64 " to %" PRId64 ")",
+                 v->name, v->value, p.name, p.elem, lo, hi);
+}
+
+/* The kernel with the entry's consts compiles (the frontend, on the CPU context: no
+ * GPU), so that a dry run finds what a real run would fail on. */
+static void check_instance(TmManifest *m, FILE *err, TrtModule *mod, const TmEntry *e)
+{
+    TrtKernel *k;
+    if (!trt_module_get_kernel(mod, e->kernel, e->consts, e->nconsts, &k)) return;
+    char cs[256] = "";
+    for (uint32_t i = 0, n = 0; i < e->nconsts && n < sizeof cs; i++)
+        n += (size_t)snprintf(cs + n, sizeof cs - n, "%s%s=%" PRId64, i ? " " : "", e->consts[i].name, e->consts[i].value);
+    tm_error(m, err, e->consts_loc, "kernel '%s' with consts {%s} does not compile: %s", e->kernel, cs, trt_last_error());
+}
+
 static void check_entry(TmManifest *m, FILE *err, TrtContext *cpu, const TmEntry *e)
 {
     TrtModule *mod = NULL;
@@ -407,16 +455,7 @@ static void check_entry(TmManifest *m, FILE *err, TrtContext *cpu, const TmEntry
         return;
     }
     for (uint32_t k = 0; k < e->nkeys; k++)
-        for (uint32_t j = 0; j < e->keys[k].n; j++) {
-            TrtParamInfo p = {0};
-            bool found = false;
-            for (uint32_t i = 0; i < ki.nparams && !found; i++)
-                found = !trt_module_kernel_param(mod, e->kernel, i, &p) && !p.is_const && !p.is_pointer &&
-                        !strcmp(p.name, e->keys[k].vals[j].name);
-            if (!found)
-                tm_error(m, err, e->keys[k].loc, "key '%s' is not a run-time scalar parameter of kernel '%s'",
-                         e->keys[k].vals[j].name, e->kernel);
-        }
+        for (uint32_t j = 0; j < e->keys[k].n; j++) check_key_value(m, err, mod, e, &e->keys[k], j, ki.nparams);
     for (uint32_t i = 0; i < ki.nparams; i++) {
         TrtParamInfo p;
         if (trt_module_kernel_param(mod, e->kernel, i, &p) || p.is_const) continue;
@@ -431,6 +470,7 @@ static void check_entry(TmManifest *m, FILE *err, TrtContext *cpu, const TmEntry
         if (!found)
             tm_error(m, err, e->args[i].loc, "kernel '%s' has no run-time parameter '%s'", e->kernel, e->args[i].name);
     }
+    check_instance(m, err, mod, e);
     trt_module_destroy(mod);
 }
 

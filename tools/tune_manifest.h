@@ -45,8 +45,9 @@ typedef struct TmArg {
 
 typedef struct TmKey {
     TrtConst vals[TM_MAX_NAMES];
+    TmLoc locs[TM_MAX_NAMES];  /* of each value's name */
     uint32_t n;
-    TmLoc loc;
+    TmLoc loc;                 /* of the key's '{' */
 } TmKey;
 
 typedef struct TmEntry {
@@ -59,6 +60,7 @@ typedef struct TmEntry {
     TmArg *args;
     uint32_t nargs;
     TmLoc loc;                 /* of the entry's "kernel" */
+    TmLoc consts_loc;          /* of its "consts", else loc */
 } TmEntry;
 
 typedef struct TmManifest {

@@ -139,7 +139,7 @@ TrtStatus trt_module_load_file(TrtContext *ctx, const char *path, TrtModule **ou
 /* Frees the module, its kernels and their loaded code. NULL is ignored. */
 void trt_module_destroy(TrtModule *m);
 
-/* A value for a const parameter (or "warps"/"stages"). */
+/* A value for a const parameter (or a launch key: trt_launch_key). */
 typedef struct TrtConst {
     const char *name;
     int64_t value;
@@ -147,12 +147,19 @@ typedef struct TrtConst {
 
 /* The kernel `name` with the given const values (the others from the @autotune
  * default config or their defaults). A name the module does not declare (the kernel, or
- * a const that is not one of its const parameters nor "warps"/"stages") is
+ * a const that is not one of its const parameters nor a launch key) is
  * TRT_ERROR_NOT_FOUND. Type and shape errors appear here (TRT_ERROR_COMPILE, with the
  * diagnostics in the message). The same name and consts
  * give the same handle. *out is owned by the module. */
 TrtStatus trt_module_get_kernel(TrtModule *m, const char *name, const TrtConst *consts,
                                 uint32_t nconsts, TrtKernel **out);
+
+/* The launch keys, which every kernel takes as consts beside its own const parameters
+ * (warps, stages, ...: docs/LANGUAGE-REFERENCE.md, "Launch keys"). Key i, for i = 0, 1,
+ * ... until TRT_ERROR_NOT_FOUND: *name (static), the valid values *min..*max (warps
+ * and cluster take only the powers of two between), and *def, the value of a kernel
+ * that does not set it. Any out pointer may be NULL. Needs no context. */
+TrtStatus trt_launch_key(uint32_t i, const char **name, int64_t *min, int64_t *max, int64_t *def);
 
 /* ---- launching ---------------------------------------------------------------------- */
 typedef enum TrtArgKind {
@@ -415,6 +422,11 @@ TrtStatus trt_module_kernel_param(const TrtModule *m, const char *name, uint32_t
 /* Run-time parameter i of a kernel handle (0 <= i < trt_kernel_num_params), with the
  * types as lowered (is_const is 0; runtime_index is i). */
 TrtStatus trt_kernel_param(const TrtKernel *k, uint32_t i, TrtParamInfo *out);
+/* The run-time pointer parameters k may write through: bit i of *mask for parameter i
+ * (i < 64), from the lowered kernel's stores and atomics. Conservative: where the
+ * compiler cannot trace a stored-through pointer to one parameter (a pointer carried
+ * by a loop), or k has no Tile IR (a PTX module), every bit is set. */
+TrtStatus trt_kernel_writes(const TrtKernel *k, uint64_t *mask);
 
 /* For tests and tools. */
 const char *trt_kernel_name(const TrtKernel *k);

@@ -7,14 +7,14 @@ reference interpreter) or torch tensors (the GPU, on PyTorch's current stream).
     k[(n_rows,)](out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)
 
 docs/PYTHON.md has the whole story."""
-from ._lib import TileError, path as library_path
-from ._args import Bits, DTYPE_NAMES
+from ._lib import LAUNCH_KEYS, TileError, path as library_path
+from ._args import ArgError, Bits, DTYPE_NAMES
 from ._context import Context, default_context, set_default_context
 from ._module import Kernel, Module, Param, load, loads
 from ._graph import CudaGraph
 
 __version__ = "0.1.0"
-__all__ = ["Context", "CudaGraph", "Kernel", "Module", "Param", "TileError", "bits", "default_context",
+__all__ = ["ArgError", "Context", "CudaGraph", "Kernel", "LAUNCH_KEYS", "Module", "Param", "TileError", "bits", "default_context",
            "load", "loads", "register_torch_op", "set_default_context", "library_path",
            "runtime_version", "compiler_id"]
 

@@ -93,11 +93,14 @@ def _extent(shape, strides, unit):
 
 
 class ArgError(TypeError):
-    pass
+    """An argument of the wrong type or on the wrong device (tile.ArgError); the message
+    names the kernel and the parameter."""
 
 
-def pointer_converter(kernel, p, device, origin):
-    """For a *T parameter on `device`: value -> (address, bytes reachable)."""
+def pointer_converter(kernel, p, device, origin, written=True):
+    """For a *T parameter on `device`: value -> (address, bytes reachable). written:
+    the kernel may store through the parameter, so a read-only numpy array (a view of
+    bytes, or one with writeable=False) is refused with ValueError."""
     want = DTYPE_NAMES.get(p.elem, p.elem)
     where = "cpu" if device[0] == "cpu" else "cuda:%d" % device[1]
     on_cuda = device[0] == "cuda"
@@ -105,6 +108,10 @@ def pointer_converter(kernel, p, device, origin):
 
     def fail(v, why):
         raise ArgError("kernel '%s': argument '%s' is %s, but %s" % (kernel, p.name, describe(v), why))
+
+    def read_only(v):
+        raise ValueError("kernel '%s': argument '%s' is a read-only numpy array, but the kernel may "
+                         "write through parameter '%s'" % (kernel, p.name, p.name))
 
     def wrong_device(v):
         fail(v, "the launch runs on %s (where argument '%s' is)" % (where, origin))
@@ -135,6 +142,8 @@ def pointer_converter(kernel, p, device, origin):
             fail(v, "tile.bits takes a numpy array or a tensor")
         if (a.dtype.itemsize if numpy else a.element_size()) != p.elem_bytes:
             fail(v, "tile.bits needs elements of %d bytes for %s" % (p.elem_bytes, p.elem))
+        if written and numpy and not a.flags.writeable:
+            read_only(v)
         return place(v, a, numpy)
 
     ndarray, tensor = array_types()
@@ -161,6 +170,8 @@ def pointer_converter(kernel, p, device, origin):
             if not ok:
                 fail(v, "the parameter is *%s (a %s array or tensor)" % (elem_text(p.elem), want))
             last[0] = d
+        if written and numpy and not v.flags.writeable:
+            read_only(v)
         try:
             return place(v, v, numpy)
         except ValueError as e:

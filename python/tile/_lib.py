@@ -134,11 +134,13 @@ def _declare(L):
         "trt_module_load_string": (c.c_int, [vp, c.c_char_p, c.c_char_p, P(vp)]),
         "trt_module_destroy": (None, [vp]),
         "trt_module_get_kernel": (c.c_int, [vp, c.c_char_p, P(Const), u32, P(vp)]),
+        "trt_launch_key": (c.c_int, [u32, P(c.c_char_p), P(c.c_int64), P(c.c_int64), P(c.c_int64)]),
         "trt_module_num_kernels": (u32, [vp]),
         "trt_module_kernel_name": (c.c_char_p, [vp, u32]),
         "trt_module_kernel_info": (c.c_int, [vp, c.c_char_p, P(KernelInfo)]),
         "trt_module_kernel_param": (c.c_int, [vp, c.c_char_p, u32, P(ParamInfo)]),
         "trt_kernel_param": (c.c_int, [vp, u32, P(ParamInfo)]),
+        "trt_kernel_writes": (c.c_int, [vp, P(c.c_uint64)]),
         "trt_kernel_num_variants": (u32, [vp]),
         # The TrtArg arrays, sizes and grids are packed by struct into bytes.
         "trt_launch": (c.c_int, [vp, c.c_char_p, u32, c.c_char_p, vp]),
@@ -164,6 +166,20 @@ def _declare(L):
 
 lib, path = _open()
 _declare(lib)
+
+
+def _launch_keys():
+    """The launch keys of the library's compiler (trt_launch_key, ir/launch.def), in its
+    order: name -> (min, max, default)."""
+    keys = {}
+    name, lo, hi, d = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+    while lib.trt_launch_key(len(keys), ctypes.byref(name), ctypes.byref(lo), ctypes.byref(hi),
+                             ctypes.byref(d)) == 0:
+        keys[name.value.decode()] = (lo.value, hi.value, d.value)
+    return keys
+
+
+LAUNCH_KEYS = _launch_keys()
 
 
 def check(status):

@@ -21,7 +21,7 @@ _MISSING = object()
 
 class _Never:
     """No value has this type (torch.Tensor's stand-in before torch is loaded)."""
-_LAUNCH_CONSTS = ("warps", "stages", "ws", "persistent", "overlap", "cluster", "pingpong")
+_LAUNCH_CONSTS = tuple(_lib.LAUNCH_KEYS)   # warps, stages, ...: consts of every kernel
 
 
 class Param:
@@ -54,6 +54,8 @@ class _Plan:
         self.cpu = device[0] == "cpu"
         params = kernel.runtime_params
         origin = kernel.first_pointer.name if kernel.first_pointer else None
+        writes = ctypes.c_uint64()
+        check(lib.trt_kernel_writes(handle, ctypes.byref(writes)))
         self.kinds, self.pointers, self.converters = [], [], []
         for i, declared in enumerate(params):
             info = _lib.ParamInfo()
@@ -62,7 +64,8 @@ class _Plan:
             self.kinds.append(_lib.KIND[p.kind])
             self.pointers.append(p.is_pointer)
             self.converters.append(
-                _args.pointer_converter(kernel.name, p, device, origin) if p.is_pointer
+                _args.pointer_converter(kernel.name, p, device, origin, bool(writes.value >> i & 1))
+                if p.is_pointer
                 else _args.scalar_converter(kernel.name, p))
         self.n = len(params)
         self.params = params
@@ -190,11 +193,7 @@ class Kernel:
             meta = {p.name: (v if v is not _MISSING else p.default)
                     for p, v in zip(self.params, vals)}
             grid = grid(meta)
-        g = (grid,) if isinstance(grid, int) else tuple(grid)
-        if not 1 <= len(g) <= 3 or any(not isinstance(x, int) or x < 0 for x in g):
-            raise ValueError("kernel '%s': the grid is %r; expected 1 to 3 non-negative ints"
-                             % (self.name, grid))
-        return struct.pack("=3I", *(g + (1, 1))[:3])
+        return _pack_grid(self.name, grid)
 
     def _pack(self, plan, runtime):
         conv = plan.converters
@@ -259,6 +258,24 @@ class Kernel:
         packed, sizes = self._pack(plan, runtime)
         return PreparedLaunch(self, plan, packed, plan.pack_sizes(*sizes), self._grid(grid, vals),
                               runtime)
+
+
+_GRID_MAX = 2**32 - 1   # the launch's grid is three u32s (the GPU's limits are libtileRT's)
+
+
+def _pack_grid(kernel, grid):
+    """An int or a tuple (or list) of 1 to 3 ints, each 0 to 2**32 - 1, as trt_launch's
+    three u32s."""
+    g = (grid,) if isinstance(grid, int) else tuple(grid) if isinstance(grid, (tuple, list)) else None
+    if g is None or any(not isinstance(x, int) for x in g):
+        raise TypeError("kernel '%s': the grid is %r (%s); a grid is an int, a tuple of 1 to 3 ints, or a "
+                        "function of the arguments that returns one" % (kernel, grid, type(grid).__name__))
+    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
+        raise ValueError("kernel '%s': the grid is %r; expected 1 to 3 non-negative ints" % (kernel, grid))
+    if any(x > _GRID_MAX for x in g):
+        raise OverflowError("kernel '%s': the grid is %r; each size must be at most 2**32 - 1 = %d"
+                            % (kernel, grid, _GRID_MAX))
+    return struct.pack("=3I", *(g + (1, 1))[:3])
 
 
 class PreparedLaunch:
@@ -365,13 +382,30 @@ class Module:
             torch.cuda.set_device(device)
 
 
+def _source_text(source, name):
+    """source as str: bytes are read as UTF-8; a NUL, which would end the text libtileRT
+    reads (a C string), is refused with its position."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = bytes(source).decode("utf-8")
+    elif not isinstance(source, str):
+        raise TypeError("tile.loads: the source must be str or bytes (UTF-8), got %s" % type(source).__name__)
+    at = source.find("\0")
+    if at >= 0:
+        line = source.count("\n", 0, at) + 1
+        col = at - (source.rfind("\n", 0, at) + 1) + 1
+        raise ValueError("%s:%d:%d: the source has a NUL character (offset %d); .tile sources are text"
+                         % (name, line, col, at))
+    return source
+
+
 def loads(source, name="<string>", context=None):
-    """A module from .tile source text; `name` appears in diagnostics."""
-    return Module(source, name, context)
+    """A module from .tile source text (str, or bytes as UTF-8); `name` appears in
+    diagnostics."""
+    return Module(_source_text(source, name), name, context)
 
 
 def load(path, context=None):
     """A module from a .tile file (diagnostics name the path)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    return Module(text, str(path), context)
+    return Module(_source_text(text, str(path)), str(path), context)

@@ -10,6 +10,8 @@ is all tracing needs of an operator that only writes its outputs. Call it as
 torch.ops.mylib.softmax(out, x, ...) inside or outside a compiled function."""
 import string
 
+from ._lib import LAUNCH_KEYS
+
 _libraries = []   # a Library's registrations last as long as the object
 
 
@@ -42,14 +44,21 @@ def schema(kernel, mutates_args, fixed):
     return "(%s) -> ()" % ", ".join(args)
 
 
+def check_consts(kernel, consts):
+    """The fixed values of register: each a const parameter of the kernel or a launch
+    key (tile.LAUNCH_KEYS, the library's own list, so every key the compiler takes)."""
+    for c in consts:
+        if c not in LAUNCH_KEYS and not any(p.name == c and p.is_const for p in kernel.params):
+            raise ValueError("register: %s has no const parameter '%s' (nor a launch key: %s)"
+                             % (kernel.name, c, ", ".join(LAUNCH_KEYS)))
+
+
 def register(qualname, kernel, mutates_args, grid=None, **consts):
     import torch
     ns, _, name = qualname.partition("::")
     if not ns or not name:
         raise ValueError("register: the name must be 'namespace::op', got %r" % qualname)
-    for c in consts:
-        if c not in ("warps", "stages", "ws", "persistent", "overlap") and not any(p.name == c and p.is_const for p in kernel.params):
-            raise ValueError("register: %s has no const parameter '%s'" % (kernel.name, c))
+    check_consts(kernel, consts)
     sig = schema(kernel, list(mutates_args), consts)
     try:
         lib = torch.library.Library(ns, "FRAGMENT")
