@@ -56,7 +56,7 @@ static int def_pos(const IrOp **seq, uint32_t n, IrValue v)
 static uint32_t load_bytes(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(t);
+    IrLayoutMap l = ir_layout_map(t);
     return cg_layout_elems(&l) * (uint32_t)ir_elem_bytes(t->elem);
 }
 
@@ -137,7 +137,7 @@ static CgVal *phis(Cg *c, const IrValue *vals, uint32_t n)
     CgVal *out = arena_alloc(c->arena, (n ? n : 1) * sizeof *out);
     for (uint32_t i = 0; i < n; i++) {
         const IrType *t = cg_type(c, vals[i]);
-        CgLayout l = cg_layout_of(t);
+        IrLayoutMap l = ir_layout_map(t);
         out[i] = cg_val_new(c, cg_layout_elems(&l));
         for (uint32_t k = 0; k < out[i].n; k++) out[i].v[k] = LLVMBuildPhi(c->b, cg_elem_type(c, t->elem), "");
     }

@@ -37,7 +37,7 @@ static IrElem compute_elem(IrElem in, IrElem out)
 static void stage(Cg *c, const IrOp *op, int which, IrElem ce, uint32_t byte_base)
 {
     const IrType *t = cg_type(c, op->operands[which]);
-    CgLayout l = cg_layout_of(t);
+    IrLayoutMap l = ir_layout_map(t);
     CgVal x = cg_get(c, op->operands[which]);
     bool tf32 = op->attr.i == IR_PREC_TF32 && t->elem == IR_F32;
     LLVMTypeRef ct = cg_elem_type(c, ce);
@@ -62,7 +62,7 @@ bool cg_dot(Cg *c, const IrOp *op)
     stage(c, op, 0, ce, 0);
     stage(c, op, 1, ce, bbase);
     cg_barrier(c);
-    CgLayout l = cg_layout_of(rt);
+    IrLayoutMap l = ir_layout_map(rt);
     uint32_t n = cg_layout_elems(&l);
     CgVal acc = cg_get(c, op->operands[2]);
     LLVMValueRef *init = arena_alloc(c->arena, n * sizeof *init), *next = arena_alloc(c->arena, n * sizeof *next);

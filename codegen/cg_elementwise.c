@@ -418,13 +418,13 @@ static IrElem op_elem(Cg *c, const IrOp *op)
 }
 
 /* How many neighbouring elements of a thread's run along the last axis are proven
- * equal (an aligned group of the result's constancy, passes/axisinfo.h): a power of two
+ * equal (an aligned group of the result's constancy, ir/axisinfo.h): a power of two
  * dividing both the constancy and the run. Only the group's first element is computed;
  * so `cols < n` with n a multiple of 16 is one compare per vector, not one per element
  * (ptxas kept 16 such predicates per thread alive in layernorm, as ISETP and P2R). */
-static uint32_t equal_run(Cg *c, const IrOp *op, const CgLayout *l)
+static uint32_t equal_run(Cg *c, const IrOp *op, const IrLayoutMap *l)
 {
-    if (l->rank == 0 || l->kind != CG_LAYOUT_BLOCKED) return 1;
+    if (l->rank == 0 || l->kind != IR_LMAP_BLOCKED) return 1;
     int last = l->rank - 1;
     int64_t k = c->ai[op->results[0]].constancy[last];
     uint32_t g = 1;
@@ -437,7 +437,7 @@ static uint32_t equal_run(Cg *c, const IrOp *op, const CgLayout *l)
  * those a vector store writes; bf16 pairs widen from their word where a vector load
  * read them. Not where neighbours are proven equal (one conversion serves them) nor
  * for a scalar operand. */
-static bool convert_in_pairs(Cg *c, const IrOp *op, const CgLayout *l, CgVal *out)
+static bool convert_in_pairs(Cg *c, const IrOp *op, const IrLayoutMap *l, CgVal *out)
 {
     IrElem from = op_elem(c, op), to = cg_type(c, op->results[0])->elem;
     bool widen = from == IR_BF16 && to == IR_F32;
@@ -454,7 +454,7 @@ static bool convert_in_pairs(Cg *c, const IrOp *op, const CgLayout *l, CgVal *ou
 bool cg_elementwise(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(rt);
+    IrLayoutMap l = ir_layout_map(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     if (op->code == IR_OP_CONST || op->code == IR_OP_PROGRAM_ID || op->code == IR_OP_NUM_PROGRAMS ||
         op->code == IR_OP_LAUNCHED_PROGRAMS || op->code == IR_OP_CLUSTER_RANK) {

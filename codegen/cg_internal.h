@@ -13,35 +13,10 @@
 
 #include "codegen/codegen.h"
 #include "ir/arena.h"
-#include "passes/axisinfo.h"
+#include "ir/axisinfo.h"
+#include "ir/layout_map.h"
 
-/* A distributed layout, read from the IR (cg_layout_of).
- * Blocked (Triton's BlockedEncoding): along each axis d a thread holds spt[d]
- * consecutive elements, tpw[d] lanes of a warp and wpc[d] warps of the program cover
- * the axis side by side, and the pattern repeats reps[d] times. Where spt * tpw * wpc
- * exceeds the axis, coordinates wrap: several threads hold copies of one element (the
- * copy at an unwrapped position is the owner). Rank 0: a uniform scalar.
- * The tensor-core kinds (cg_mma.c), for [M, N] accumulators of mma.sync m16n8kK and
- * their [M, K] / [K, N] operands, with wpc = [WM, WN] warps (N fastest in the warp id)
-  * and reps = [RM, RN] instruction tiles 16*WM rows and 8*WN columns apart; an operand
- * has kwidth K elements per 32-bit register (1 tf32, 2 f16/bf16/f8, 4 i8/u8; the
- * instruction's K is 8 * kwidth) and ks = K / (8 * kwidth) steps of K. spt[1] = 2 says
- * that an accumulator's elements come in pairs of neighbouring columns (c0 c1, c2 c3).
- * An accumulator layout also lays out tiles narrower than its warps' instruction tiles
- * ([M, 1], [1, N]: coordinates wrap, the copy at an unwrapped position owns the
- * element), and `slice` = 1 + d marks the slice of an accumulator layout along axis d
- * (rank 1: the parent's layout of the tile with a size-1 axis d inserted; reps, wpc and
- * the kind are the parent's, spt[0] the run along the axis that stays). */
-typedef enum { CG_LAYOUT_BLOCKED, CG_LAYOUT_MMA, CG_LAYOUT_DOT_A, CG_LAYOUT_DOT_B } CgLayoutKind;
 
-typedef struct CgLayout {
-    CgLayoutKind kind;
-    int rank;
-    int32_t shape[IR_MAX_RANK], spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], reps[IR_MAX_RANK];
-    int32_t ks;                  /* dot operands: instruction steps along K */
-    int32_t kwidth;              /* dot operands: K elements per 32-bit register */
-    int32_t slice;               /* 1 + the axis removed from an mma parent; 0: none */
-} CgLayout;
 
 typedef struct CgVal {
     uint32_t n;                  /* elements held by this thread (1 for scalars) */
@@ -81,7 +56,7 @@ typedef struct Cg {
     uint32_t smem_buffers;       /* where the buffer area starts: after the scratch */
     const IrOp **lazy;           /* per value: the local_load whose ldmatrix waits for its dot */
     LLVMBasicBlockRef exit_bb;   /* `ret void`; where `return` branches */
-    AxisInfo *ai;                /* facts per value (passes/axisinfo.h) */
+    AxisInfo *ai;                /* facts per value (ir/axisinfo.h) */
     CgPrefetch *pf;              /* of the innermost loop being lowered, if it has one */
     bool wgmma;                  /* the kernel has wgmma dots: async_wait fences the async proxy */
     bool wgmma_in_flight;        /* a loop's last wgmma group may still run (cg_wgmma.c) */
@@ -173,35 +148,31 @@ static inline LLVMValueRef cg_at(CgVal x, uint32_t k) { return x.v[x.n == 1 ? 0 
 const IrType *cg_type(Cg *c, IrValue v);
 
 /* ---- cg_layout.c ------------------------------------------------------------------ */
-/* The register layout t carries (passes/layout.c); a uniform scalar for rank 0.
- * cg_check_layouts has made sure every tile of the kernel has one codegen knows. */
-CgLayout cg_layout_of(const IrType *t);
 bool cg_check_layouts(Cg *c, const IrFunc *k);
-uint32_t cg_layout_elems(const CgLayout *l);
+uint32_t cg_layout_elems(const IrLayoutMap *l);
 /* Coordinates (i32 LLVM values) of local element k of this thread. */
-void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
+void cg_layout_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
 /* The same at compile time for thread t (wrapped), and whether t's copy is the owner. */
-bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
+bool cg_layout_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
 /* i1: this thread's copies are the owners (no other thread writes them). */
-LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l);
+LLVMValueRef cg_layout_owner(Cg *c, const IrLayoutMap *l);
 /* i1: this thread's copy of local element k is its owner; the same as cg_layout_owner
  * but for accumulator layouts of narrow tiles, where copies sit in one thread too. */
-LLVMValueRef cg_layout_owner_at(Cg *c, const CgLayout *l, uint32_t k);
+LLVMValueRef cg_layout_owner_at(Cg *c, const IrLayoutMap *l, uint32_t k);
 /* How many of a thread's elements lie side by side along the last axis, from every
  * local index that is a multiple of it (what a vector access may cover at most). */
-uint32_t cg_layout_run(const CgLayout *l);
-bool cg_layout_replicated(const CgLayout *l);
+uint32_t cg_layout_run(const IrLayoutMap *l);
+bool cg_layout_replicated(const IrLayoutMap *l);
 /* Row-major linear index of coords in l's shape (i32). */
-LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK]);
+LLVMValueRef cg_linear(Cg *c, const IrLayoutMap *l, LLVMValueRef coords[IR_MAX_RANK]);
 
 /* A layout change: element k of `to` is the element of `from` at row-major index
  * sum_j coord_j(k) * weight[j] (weights express broadcast, expand_dims, trans, reshape
  * and the squeeze after a reduction). Direct when every thread already holds what it
  * needs, else through shared memory. */
-CgVal cg_convert(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to,
+CgVal cg_convert(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, const IrLayoutMap *to,
                  const int64_t weight[IR_MAX_RANK]);
 bool cg_shape_op(Cg *c, const IrOp *op);              /* broadcast expand_dims reshape trans splat */
-uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op);
 
 /* ---- per family --------------------------------------------------------------------- */
 bool cg_elementwise(Cg *c, const IrOp *op);          /* cg_elementwise.c */
@@ -223,7 +194,7 @@ bool cg_memory(Cg *c, const IrOp *op);               /* cg_memory.c */
 /* Elements per vector access of op's pointers (operand ptr_at) in layout l: what the
  * axis facts prove contiguous and aligned, with the mask (and other) constant over it,
  * at most 16 bytes; mask_at / other_at -1 when there is none. */
-uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, int mask_at, int other_at);
+uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const IrLayoutMap *l, int mask_at, int other_at);
 /* Inline PTX `text` with LLVM constraints `cons` over args (at most 8), returning ret. */
 LLVMValueRef cg_call_asm(Cg *c, LLVMTypeRef ret, LLVMValueRef *args, unsigned n, const char *text,
                          const char *cons, bool side_effects);
@@ -248,25 +219,21 @@ void cg_prefetch_phis(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef pre);
 void cg_prefetch_next(Cg *c, const IrOp *dot);
 bool cg_prefetch_end(Cg *c, CgPrefetch *pf, LLVMBasicBlockRef latch);
 /* Bytes of the buffer area (the end of the furthest local_alloc). */
-uint32_t cg_buffer_area_bytes(const IrFunc *f);
 bool cg_reduce(Cg *c, const IrOp *op);               /* cg_reduce.c */
 bool cg_scan(Cg *c, const IrOp *op);
 bool cg_reduce_region(Cg *c, const IrOp *op);        /* reduce/scan with a combine region */
 bool cg_scan_region(Cg *c, const IrOp *op);
-uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op);   /* their warp exchange */
 /* Emits the combine region blk (cg_control.c) on the scalars args (its 2n arguments);
  * out gets the n yielded scalars. */
 bool cg_combine(Cg *c, const IrOp *op, const IrBlock *blk, const LLVMValueRef *args, LLVMValueRef *out);
-uint32_t cg_scan_smem_bytes(const IrType *t, int axis);   /* cross-warp totals */
 bool cg_dot(Cg *c, const IrOp *op);                  /* cg_dot.c */
 LLVMValueRef cg_round_tf32(Cg *c, LLVMValueRef x);   /* f32 to tf32, as the interpreter rounds */
 /* cg_mma.c: the tensor-core layouts' element coordinates, and dot on mma.sync
  * (m16n8k8 tf32, m16n8k16 f16/bf16/f8, m16n8k32 i8/u8). */
-CgLayout cg_mma_layout(const IrType *t);
-uint32_t cg_mma_elems(const CgLayout *l);
-void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
-bool cg_mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
-LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l);
+uint32_t cg_mma_elems(const IrLayoutMap *l);
+void cg_mma_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
+bool cg_mma_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
+LLVMValueRef cg_mma_owner(Cg *c, const IrLayoutMap *l);
 bool cg_mma_dot(Cg *c, const IrOp *op);
 /* cg_wgmma.c: dot on wgmma.mma_async (mma version 3, operands views of NVMMA stages). */
 bool cg_wgmma_dot(Cg *c, const IrOp *op);

@@ -1,7 +1,7 @@
 /* Layouts: which thread holds which element of a tile, and conversions between them.
  *
  * Every tile carries its layout in its type, chosen by the GPU layout pass
- * (passes/layout.c); codegen reads it (cg_layout_of) and never chooses one. Today
+ * (passes/layout.c); codegen reads it (ir_layout_map) and never chooses one. Today
  * that is the pass's blocked layout per shape: element-wise ops never convert, and
  * ops whose result is another shape (broadcast, expand_dims, trans, reshape, the
  * squeeze after a reduction) convert: directly when each thread already holds the
@@ -15,58 +15,6 @@
 #include "codegen/cg_internal.h"
 #include "ir/layout.h"
 #include "ir/target.h"
-
-/* The mma layout of t (cg_mma.c), with at least one repeat along an axis narrower
- * than its warps' instruction tiles ([M, 1] and [1, N] tiles wrap). */
-static CgLayout mma_family(const IrType *t)
-{
-    CgLayout l = cg_mma_layout(t);
-    for (int d = 0; l.kind == CG_LAYOUT_MMA && d < 2; d++)
-        if (l.reps[d] < 1) l.reps[d] = 1;
-    return l;
-}
-
-/* slice<dim, parent = #mma> of [S]: the parent's layout of [S, 1] (dim 1) or [1, S]
- * (dim 0), viewed as rank 1. */
-static CgLayout mma_slice(const IrType *t)
-{
-    const IrLayout *il = t->layout;
-    IrType pt = *t;
-    int dim = il->dim;
-    pt.rank = 2;
-    pt.shape[dim] = 1;
-    pt.shape[1 - dim] = t->shape[0];
-    pt.layout = il->parent;
-    CgLayout l = mma_family(&pt);
-    l.slice = dim + 1;
-    l.rank = 1;
-    l.shape[0] = t->shape[0];
-    l.shape[1] = 0;
-    l.spt[0] = l.spt[1 - dim];
-    return l;
-}
-
-CgLayout cg_layout_of(const IrType *t)
-{
-    CgLayout l = {.kind = CG_LAYOUT_BLOCKED, .rank = t->rank};
-    if (t->rank == 0 || !t->layout) return l;
-    const IrLayout *il = t->layout;
-    if (il->kind == IR_LAYOUT_MMA || il->kind == IR_LAYOUT_DOT_OPERAND) return mma_family(t);
-    if (il->kind == IR_LAYOUT_SLICE) return mma_slice(t);
-    if (il->kind == IR_LAYOUT_SHARED) {        /* a view of a stage: one value, its address */
-        for (int d = 0; d < t->rank; d++) l.shape[d] = t->shape[d], l.spt[d] = l.tpw[d] = l.wpc[d] = l.reps[d] = 1;
-        return l;
-    }
-    for (int d = 0; d < t->rank; d++) {
-        l.shape[d] = t->shape[d];
-        l.spt[d] = il->spt[d];
-        l.tpw[d] = il->tpw[d];
-        l.wpc[d] = il->wpc[d];
-        int32_t span = l.spt[d] * l.tpw[d] * l.wpc[d];
-        l.reps[d] = span >= l.shape[d] ? 1 : l.shape[d] / span;
-    }
-    return l;
-}
 
 /* What codegen lowers today: blocked layouts whose lanes and warps are numbered with
  * the last axis fastest (order [rank-1, ..., 0]); mma.sync accumulators (version 2,
@@ -125,10 +73,10 @@ bool cg_check_layouts(Cg *c, const IrFunc *k)
 
 /* The instruction tiles of all warps along axis d of an accumulator: 16 rows per warp
  * row, 8 columns per warp column. A narrower axis wraps. */
-static int32_t mma_span(const CgLayout *l, int d) { return d == 0 ? 16 * l->wpc[0] : 8 * l->wpc[1]; }
+static int32_t mma_span(const IrLayoutMap *l, int d) { return d == 0 ? 16 * l->wpc[0] : 8 * l->wpc[1]; }
 
 /* The rank-2 shape the mma coordinate functions lay out (a slice's parent shape). */
-static void mma_shape(const CgLayout *l, int32_t ps[2])
+static void mma_shape(const IrLayoutMap *l, int32_t ps[2])
 {
     if (!l->slice) {
         ps[0] = l->shape[0];
@@ -139,14 +87,14 @@ static void mma_shape(const CgLayout *l, int32_t ps[2])
     ps[2 - l->slice] = l->shape[0];
 }
 
-static bool mma_narrow(const CgLayout *l, int d)
+static bool mma_narrow(const IrLayoutMap *l, int d)
 {
     int32_t ps[2];
     mma_shape(l, ps);
-    return l->kind == CG_LAYOUT_MMA && ps[d] < mma_span(l, d);
+    return l->kind == IR_LMAP_MMA && ps[d] < mma_span(l, d);
 }
 
-static void mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
+static void mma_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
     LLVMValueRef pc[IR_MAX_RANK];
     int32_t ps[2];
@@ -158,7 +106,7 @@ static void mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords
     else coords[0] = pc[0], coords[1] = pc[1];
 }
 
-static bool mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
+static bool mma_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
 {
     int64_t pc[IR_MAX_RANK];
     int32_t ps[2];
@@ -176,9 +124,9 @@ static bool mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coo
 
 /* Narrow accumulator tiles: element k is owned where its unwrapped coordinates are
  * inside the tile. */
-static LLVMValueRef mma_owner_at(Cg *c, const CgLayout *l, uint32_t k)
+static LLVMValueRef mma_owner_at(Cg *c, const IrLayoutMap *l, uint32_t k)
 {
-    if (l->kind != CG_LAYOUT_MMA) return cg_mma_owner(c, l);
+    if (l->kind != IR_LMAP_MMA) return cg_mma_owner(c, l);
     LLVMValueRef own = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0), pc[IR_MAX_RANK];
     int32_t ps[2];
     mma_shape(l, ps);
@@ -189,18 +137,18 @@ static LLVMValueRef mma_owner_at(Cg *c, const CgLayout *l, uint32_t k)
     return own;
 }
 
-static uint32_t axis_elems(const CgLayout *l, int d) { return (uint32_t)(l->spt[d] * l->reps[d]); }
+static uint32_t axis_elems(const IrLayoutMap *l, int d) { return (uint32_t)(l->spt[d] * l->reps[d]); }
 
-uint32_t cg_layout_elems(const CgLayout *l)
+uint32_t cg_layout_elems(const IrLayoutMap *l)
 {
-    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_elems(l);
+    if (l->kind != IR_LMAP_BLOCKED) return cg_mma_elems(l);
     uint32_t n = 1;
     for (int d = 0; d < l->rank; d++) n *= axis_elems(l, d);
     return n;
 }
 
 /* Local index of element k along each axis. */
-static void local_index(const CgLayout *l, uint32_t k, uint32_t li[IR_MAX_RANK])
+static void local_index(const IrLayoutMap *l, uint32_t k, uint32_t li[IR_MAX_RANK])
 {
     for (int d = l->rank - 1; d >= 0; d--) {
         li[d] = k % axis_elems(l, d);
@@ -217,7 +165,7 @@ static int32_t stride_of(const int32_t *v, int rank, int d)
 
 /* Position of this thread's first element along axis d, unwrapped (i32): built once
  * per kernel and layout axis, in the entry block (cg_thread_value). */
-static LLVMValueRef thread_base(Cg *c, const CgLayout *l, int d)
+static LLVMValueRef thread_base(Cg *c, const IrLayoutMap *l, int d)
 {
     int32_t key[8] = {1, stride_of(l->tpw, l->rank, d), l->tpw[d], stride_of(l->wpc, l->rank, d), l->wpc[d],
                       l->spt[d], 0, 0};
@@ -230,14 +178,14 @@ static LLVMValueRef thread_base(Cg *c, const CgLayout *l, int d)
     return cg_thread_remember(c, key, cg_add(b, wb, cg_mul(b, lane, cg_i32c(c, l->spt[d]))));
 }
 
-static int32_t local_offset(const CgLayout *l, int d, uint32_t li)
+static int32_t local_offset(const IrLayoutMap *l, int d, uint32_t li)
 {
     return (int32_t)(li / (uint32_t)l->spt[d]) * l->spt[d] * l->tpw[d] * l->wpc[d] + (int32_t)(li % (uint32_t)l->spt[d]);
 }
 
-void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
+void cg_layout_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
-    if (l->kind != CG_LAYOUT_BLOCKED) {
+    if (l->kind != IR_LMAP_BLOCKED) {
         mma_coords(c, l, k, coords);
         return;
     }
@@ -249,9 +197,9 @@ void cg_layout_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[
     }
 }
 
-bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
+bool cg_layout_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
 {
-    if (l->kind != CG_LAYOUT_BLOCKED) return mma_coords_at(l, t, k, coords);
+    if (l->kind != IR_LMAP_BLOCKED) return mma_coords_at(l, t, k, coords);
     uint32_t li[IR_MAX_RANK], lane = t % 32, warp = t / 32;
     bool owner = true;
     local_index(l, k, li);
@@ -265,12 +213,12 @@ bool cg_layout_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coor
     return owner;
 }
 
-bool cg_layout_replicated(const CgLayout *l)
+bool cg_layout_replicated(const IrLayoutMap *l)
 {
     if (l->rank == 0) return true;
-    if (l->kind == CG_LAYOUT_MMA) return mma_narrow(l, 0) || mma_narrow(l, 1);
-    if (l->kind == CG_LAYOUT_DOT_A) return l->wpc[1] > 1;
-    if (l->kind == CG_LAYOUT_DOT_B) return l->wpc[0] > 1;
+    if (l->kind == IR_LMAP_MMA) return mma_narrow(l, 0) || mma_narrow(l, 1);
+    if (l->kind == IR_LMAP_DOT_A) return l->wpc[1] > 1;
+    if (l->kind == IR_LMAP_DOT_B) return l->wpc[0] > 1;
     for (int d = 0; d < l->rank; d++)
         if (l->spt[d] * l->tpw[d] * l->wpc[d] > l->shape[d]) return true;
     return false;
@@ -279,10 +227,10 @@ bool cg_layout_replicated(const CgLayout *l)
 /* A copy is the owner when its unwrapped position is inside the tile on every axis;
  * for blocked layouts that does not depend on the element (spans larger than the axis
  * have one repeat); narrow accumulator tiles need cg_layout_owner_at. */
-LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
+LLVMValueRef cg_layout_owner(Cg *c, const IrLayoutMap *l)
 {
     if (l->rank == 0) return LLVMBuildICmp(c->b, LLVMIntEQ, c->tid, cg_i32c(c, 0), "");
-    if (l->kind != CG_LAYOUT_BLOCKED) return cg_mma_owner(c, l);
+    if (l->kind != IR_LMAP_BLOCKED) return cg_mma_owner(c, l);
     LLVMValueRef own = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
     for (int d = 0; d < l->rank; d++) {
         if (l->spt[d] * l->tpw[d] * l->wpc[d] <= l->shape[d]) continue;
@@ -292,21 +240,21 @@ LLVMValueRef cg_layout_owner(Cg *c, const CgLayout *l)
     return own;
 }
 
-LLVMValueRef cg_layout_owner_at(Cg *c, const CgLayout *l, uint32_t k)
+LLVMValueRef cg_layout_owner_at(Cg *c, const IrLayoutMap *l, uint32_t k)
 {
-    return l->rank > 0 && l->kind != CG_LAYOUT_BLOCKED ? mma_owner_at(c, l, k) : cg_layout_owner(c, l);
+    return l->rank > 0 && l->kind != IR_LMAP_BLOCKED ? mma_owner_at(c, l, k) : cg_layout_owner(c, l);
 }
 
-uint32_t cg_layout_run(const CgLayout *l)
+uint32_t cg_layout_run(const IrLayoutMap *l)
 {
     if (l->rank == 0) return 1;
     int last = l->rank - 1;
-    if (l->kind == CG_LAYOUT_BLOCKED) return (uint32_t)l->spt[last];
-    if (l->kind != CG_LAYOUT_MMA || l->slice == 2) return 1;     /* operands; the rows of a slice */
+    if (l->kind == IR_LMAP_BLOCKED) return (uint32_t)l->spt[last];
+    if (l->kind != IR_LMAP_MMA || l->slice == 2) return 1;     /* operands; the rows of a slice */
     return mma_narrow(l, 1) ? 1 : (uint32_t)l->spt[last];        /* column pairs, unless they wrap */
 }
 
-LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK])
+LLVMValueRef cg_linear(Cg *c, const IrLayoutMap *l, LLVMValueRef coords[IR_MAX_RANK])
 {
     LLVMValueRef lin = cg_i32c(c, 0);
     for (int d = 0; d < l->rank; d++)
@@ -316,7 +264,7 @@ LLVMValueRef cg_linear(Cg *c, const CgLayout *l, LLVMValueRef coords[IR_MAX_RANK
 
 /* ---- conversions ------------------------------------------------------------------------ */
 
-static int64_t mapped_index(const CgLayout *to, const int64_t coords[IR_MAX_RANK], const int64_t w[IR_MAX_RANK])
+static int64_t mapped_index(const IrLayoutMap *to, const int64_t coords[IR_MAX_RANK], const int64_t w[IR_MAX_RANK])
 {
     int64_t lin = 0;
     for (int d = 0; d < to->rank; d++) lin += coords[d] * w[d];
@@ -331,7 +279,7 @@ typedef struct LocalIndex {
     uint32_t *k, mask;
 } LocalIndex;
 
-static void index_thread(LocalIndex *ix, const CgLayout *from, uint32_t t)
+static void index_thread(LocalIndex *ix, const IrLayoutMap *from, uint32_t t)
 {
     uint32_t n = cg_layout_elems(from);
     for (uint32_t i = 0; i <= ix->mask; i++) ix->lin[i] = -1;
@@ -360,7 +308,7 @@ static int64_t find_local(const LocalIndex *ix, int64_t lin)
  * thread; false if some thread lacks an element or the search is too large. Each
  * thread's elements of `from` are indexed once (threads x (ns + nd) coordinate
  * computations, not threads x nd x ns: that search was a fifth of a GEMM's compile). */
-static bool direct_plan(Cg *c, const CgLayout *from, const CgLayout *to, const int64_t w[IR_MAX_RANK], uint32_t *plan,
+static bool direct_plan(Cg *c, const IrLayoutMap *from, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK], uint32_t *plan,
                         bool planned)
 {
     uint32_t nd = cg_layout_elems(to), ns = cg_layout_elems(from);
@@ -401,7 +349,7 @@ static LLVMValueRef from_mem(Cg *c, LLVMValueRef x, IrElem e)
     return e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, cg_int(c, LLVMTypeOf(x), 0), "") : x;
 }
 
-static CgVal through_smem(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to, const int64_t w[IR_MAX_RANK])
+static CgVal through_smem(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK])
 {
     LLVMTypeRef mt = cg_mem_type(c, e);
     cg_barrier(c);
@@ -424,7 +372,7 @@ static CgVal through_smem(Cg *c, const CgLayout *from, CgVal src, IrElem e, cons
 
 /* The conversion in registers (every element from a register of the same thread):
  * false when some element lives in another thread. */
-static bool convert_direct(Cg *c, const CgLayout *from, CgVal src, const CgLayout *to, const int64_t w[IR_MAX_RANK],
+static bool convert_direct(Cg *c, const IrLayoutMap *from, CgVal src, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK],
                            CgVal *out, bool planned)
 {
     uint32_t nd = cg_layout_elems(to);
@@ -439,7 +387,7 @@ static bool convert_direct(Cg *c, const CgLayout *from, CgVal src, const CgLayou
     return ok;
 }
 
-CgVal cg_convert(Cg *c, const CgLayout *from, CgVal src, IrElem e, const CgLayout *to, const int64_t w[IR_MAX_RANK])
+CgVal cg_convert(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK])
 {
     CgVal out;
     if (convert_direct(c, from, src, to, w, &out, false)) return out;
@@ -470,18 +418,18 @@ bool cg_shape_op(Cg *c, const IrOp *op)
 {
     const IrType *st = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
     CgVal src = cg_get(c, op->operands[0]);
-    CgLayout to = cg_layout_of(rt);
+    IrLayoutMap to = ir_layout_map(rt);
     if (st->rank == 0) {                  /* splat, or a shape op on a scalar */
         CgVal out = cg_val_new(c, cg_layout_elems(&to));
         for (uint32_t k = 0; k < out.n; k++) out.v[k] = src.v[0];
         cg_set(c, op->results[0], out);
         return true;
     }
-    CgLayout from = cg_layout_of(st);
+    IrLayoutMap from = ir_layout_map(st);
     int64_t w[IR_MAX_RANK] = {0};
     shape_weights(op, st, rt, w);
     if (ir_layout_in_registers((int)op->code, st->layout, rt->layout)) {
-        /* planned without scratch (cg_op_smem_bytes, passes/shared.c): shared memory
+        /* planned without scratch (ir_op_scratch_bytes): shared memory
          * here could overlap the rings' buffers */
         CgVal out;
         if (!convert_direct(c, &from, src, &to, w, &out, true))
@@ -494,43 +442,3 @@ bool cg_shape_op(Cg *c, const IrOp *op)
     return true;
 }
 
-/* ---- shared memory needs, per op (cg_kernel_info) ----------------------------------------- */
-
-static uint32_t tile_bytes(const IrType *t, int elem_bytes) { return (uint32_t)(ir_type_numel(t) * elem_bytes); }
-
-static int mem_bytes(IrElem e) { return e == IR_PTR ? 8 : ir_elem_bytes(e); }
-
-uint32_t cg_op_smem_bytes(const IrFunc *f, const IrOp *op)
-{
-    if (op->noperands == 0 || op->nresults == 0) return 0;
-    const IrType *a = ir_value_type(f, op->operands[0]), *r = ir_value_type(f, op->results[0]);
-    switch (op->code) {
-    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
-        if (ir_layout_in_registers((int)op->code, a->layout, r->layout)) return 0;   /* cg_shape_op */
-        return tile_bytes(a, mem_bytes(a->elem));
-    case IR_OP_REDUCE: case IR_OP_SCAN: {      /* the warp exchange (cg_reduce.c), then a reduce's squeeze */
-        uint32_t x = cg_combine_smem_bytes(f, op), squeeze = op->code == IR_OP_REDUCE ? tile_bytes(r, 8) : 0;
-        return x > squeeze ? x : squeeze;
-    }
-    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM: {
-        /* cross-warp partials: one value and one index (8 bytes each at most) per result
-         * element and warp along the reduced axis (cg_reduce.c, across_warps); then the
-         * result's conversion to its own layout. Not the whole input tile: shared memory
-         * bounds occupancy. */
-        uint32_t nw = (uint32_t)ir_reduce_warps(a, (int)op->attr.i);
-        uint32_t partials = nw > 1 ? tile_bytes(r, 16) * nw : 0, squeeze = tile_bytes(r, 8);
-        return partials > squeeze ? partials : squeeze;
-    }
-    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return cg_scan_smem_bytes(a, (int)(op->attr.i & IR_AXIS_MASK));
-    case IR_OP_DOT: {
-        if (r->layout && r->layout->kind == IR_LAYOUT_MMA) return 0;   /* operands come in registers */
-        const IrType *b = ir_value_type(f, op->operands[1]);
-        int eb = ir_elem_is_float(a->elem) && a->elem != IR_F64 ? 4 : 8;
-        return tile_bytes(a, eb) + tile_bytes(b, eb);
-    }
-    case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
-    case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
-        return tile_bytes(r, 8);
-    default: return 0;
-    }
-}

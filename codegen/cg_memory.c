@@ -36,12 +36,12 @@
 static LLVMValueRef true_(Cg *c) { return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0); }
 
 /* Elements per vector access of a load or store whose pointers are operand 0. */
-static uint32_t vector_width(Cg *c, const IrOp *op, const CgLayout *l, int mask_at, int other_at)
+static uint32_t vector_width(Cg *c, const IrOp *op, const IrLayoutMap *l, int mask_at, int other_at)
 {
     return cg_vector_width(c, op, 0, l, mask_at, other_at);
 }
 
-uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const CgLayout *l, int mask_at, int other_at)
+uint32_t cg_vector_width(Cg *c, const IrOp *op, int ptr_at, const IrLayoutMap *l, int mask_at, int other_at)
 {
     const IrType *pt = cg_type(c, op->operands[ptr_at]);
     if (pt->rank == 0 || l->rank == 0) return 1;
@@ -236,7 +236,7 @@ static void load_run(Cg *c, const IrOp *op, IrElem e, CgVal ptr, uint32_t k, uin
 static bool lower_load(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
-    CgLayout l = cg_layout_of(rt);
+    IrLayoutMap l = ir_layout_map(rt);
     CgVal ptr = cg_get(c, op->operands[0]), out = cg_val_new(c, cg_layout_elems(&l));
     uint32_t vw = vector_width(c, op, &l, 1, 2);
     for (uint32_t k = 0; k < out.n; k += vw) load_run(c, op, rt->elem, ptr, k, vw, &out);
@@ -246,7 +246,7 @@ static bool lower_load(Cg *c, const IrOp *op)
 
 /* ---- store ------------------------------------------------------------------------------- */
 
-static void store_run(Cg *c, const IrOp *op, IrElem e, const CgLayout *l, uint32_t k, uint32_t n)
+static void store_run(Cg *c, const IrOp *op, IrElem e, const IrLayoutMap *l, uint32_t k, uint32_t n)
 {
     CgVal ptr = cg_get(c, op->operands[0]), val = cg_get(c, op->operands[1]);
     IrElem ve = cg_type(c, op->operands[1])->elem;
@@ -277,7 +277,7 @@ static void store_run(Cg *c, const IrOp *op, IrElem e, const CgLayout *l, uint32
 static bool lower_store(Cg *c, const IrOp *op)
 {
     const IrType *pt = cg_type(c, op->operands[0]);
-    CgLayout l = cg_layout_of(pt);
+    IrLayoutMap l = ir_layout_map(pt);
     uint32_t vw = vector_width(c, op, &l, 2, -1), n = cg_layout_elems(&l);
     for (uint32_t k = 0; k < n; k += vw) store_run(c, op, pt->pointee, &l, k, vw);
     return true;
@@ -369,7 +369,7 @@ static void report_word(Cg *c, LLVMValueRef rep, int word, LLVMValueRef v)
 static bool lower_check_bounds(Cg *c, const IrOp *op)
 {
     const IrType *pt = cg_type(c, op->operands[0]);
-    CgLayout l = cg_layout_of(pt);
+    IrLayoutMap l = ir_layout_map(pt);
     CgVal p = cg_get(c, op->operands[0]);
     LLVMValueRef base = cg_get(c, op->operands[1]).v[0], n = cg_get(c, op->operands[2]).v[0];
     LLVMValueRef rep = cg_get(c, op->operands[3]).v[0];
@@ -427,10 +427,10 @@ static bool lower_atomic(Cg *c, const IrOp *op)
                         ir_op_info[op->code].text, ir_elem_name(e));
     if (ir_elem_bits(e) == 16 && op->code != IR_OP_ATOMIC_ADD && op->code != IR_OP_ATOMIC_MAX && op->code != IR_OP_ATOMIC_MIN)
         return cg_error(c, op, "'%s' on %s is not supported on the GPU", ir_op_info[op->code].text, ir_elem_name(e));
-    CgLayout l = cg_layout_of(rt);
+    IrLayoutMap l = ir_layout_map(rt);
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     LLVMValueRef owner = cg_layout_owner(c, &l);
-    bool per_elem = l.rank > 0 && l.kind != CG_LAYOUT_BLOCKED;    /* narrow mma tiles: copies in one thread */
+    bool per_elem = l.rank > 0 && l.kind != IR_LMAP_BLOCKED;    /* narrow mma tiles: copies in one thread */
     bool cas = op->code == IR_OP_ATOMIC_CAS;
     if (releases(op)) {
         cg_barrier(c);

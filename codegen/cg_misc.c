@@ -65,7 +65,7 @@ static bool lower_rand(Cg *c, const IrOp *op)
     LLVMValueRef seed = to_u64(c, cg_get(c, op->operands[0]).v[0], se);
     LLVMValueRef k0 = LLVMBuildTrunc(c->b, seed, i32, "");
     LLVMValueRef k1 = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, seed, LLVMConstInt(i64, 32, 0), ""), i32, "");
-    CgLayout l = cg_layout_of(cg_type(c, op->results[0]));
+    IrLayoutMap l = ir_layout_map(cg_type(c, op->results[0]));
     CgVal out = cg_val_new(c, cg_layout_elems(&l)), offs = cg_get(c, op->operands[1]);
     for (uint32_t k = 0; k < out.n; k++) {
         LLVMValueRef off = to_u64(c, cg_at(offs, k), oe);
@@ -172,7 +172,7 @@ static bool lower_print(Cg *c, const IrOp *op)
     }
     for (uint32_t i = 0; i < op->noperands; i++) {
         const IrType *t = cg_type(c, op->operands[i]);
-        CgLayout l = cg_layout_of(t);
+        IrLayoutMap l = ir_layout_map(t);
         CgVal x = cg_get(c, op->operands[i]);
         for (uint32_t k = 0; k < cg_layout_elems(&l); k++) {
             LLVMValueRef owner = cg_layout_owner_at(c, &l, k);
@@ -202,13 +202,13 @@ static bool lower_print(Cg *c, const IrOp *op)
 static bool lower_assert(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
-    CgLayout l = cg_layout_of(t);
+    IrLayoutMap l = ir_layout_map(t);
     CgVal x = cg_get(c, op->operands[0]);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(c->ctx, 0), i32 = cg_i32(c), i64 = LLVMInt64TypeInContext(c->ctx);
     LLVMTypeRef pts[5] = {ptr, ptr, i32, ptr, i64};
     LLVMValueRef fn = declare(c, "__assertfail", LLVMVoidTypeInContext(c->ctx), pts, 5);
     LLVMValueRef failed = LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 0, 0);
-    bool per_elem = l.rank > 0 && l.kind != CG_LAYOUT_BLOCKED;     /* owners report, not their copies */
+    bool per_elem = l.rank > 0 && l.kind != IR_LMAP_BLOCKED;     /* owners report, not their copies */
     for (uint32_t k = 0; k < x.n; k++) {
         LLVMValueRef bad = LLVMBuildNot(c->b, x.v[k], "");
         failed = LLVMBuildOr(c->b, failed, per_elem ? LLVMBuildAnd(c->b, bad, cg_layout_owner_at(c, &l, k), "") : bad, "");

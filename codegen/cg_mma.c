@@ -1,6 +1,6 @@
 /* Tensor cores through mma.sync (sm_80 and later; the H200 runs it too): the layouts
  * of the accumulator and of the operands (ir/layout.h kinds mma and dot_operand, read
- * into CgLayout kinds MMA, DOT_A, DOT_B), and dot on m16n8k8 (tf32), m16n8k16 (f16,
+ * into IrLayoutMap kinds MMA, DOT_A, DOT_B), and dot on m16n8k8 (tf32), m16n8k16 (f16,
  * bf16, f8 converted to f16) and m16n8k32 (i8, u8).
  *
  * One m16n8kK instruction per warp takes 4 registers of A, 2 of B and 4 of C, a
@@ -26,53 +26,25 @@
 #include "codegen/cg_internal.h"
 #include "ir/layout.h"
 
-CgLayout cg_mma_layout(const IrType *t)
-{
-    const IrLayout *il = t->layout, *mma = il->kind == IR_LAYOUT_MMA ? il : il->parent;
-    CgLayout l = {.rank = 2};
-    l.shape[0] = t->shape[0];
-    l.shape[1] = t->shape[1];
-    l.wpc[0] = mma->wpc[0];
-    l.wpc[1] = mma->wpc[1];
-    l.spt[0] = l.spt[1] = 1;
-    if (il->kind == IR_LAYOUT_MMA) {
-        l.kind = CG_LAYOUT_MMA;
-        l.reps[0] = t->shape[0] / (16 * l.wpc[0]);
-        l.reps[1] = t->shape[1] / (8 * l.wpc[1]);
-        l.spt[1] = 2;
-    } else if (il->op == 0) {
-        l.kind = CG_LAYOUT_DOT_A;
-        l.kwidth = il->kwidth;
-        l.reps[0] = t->shape[0] / (16 * l.wpc[0]);
-        l.ks = t->shape[1] / (8 * l.kwidth);
-    } else {
-        l.kind = CG_LAYOUT_DOT_B;
-        l.kwidth = il->kwidth;
-        l.reps[1] = t->shape[1] / (8 * l.wpc[1]);
-        l.ks = t->shape[0] / (8 * l.kwidth);
-    }
-    return l;
-}
-
-uint32_t cg_mma_elems(const CgLayout *l)
+uint32_t cg_mma_elems(const IrLayoutMap *l)
 {
     switch (l->kind) {
-    case CG_LAYOUT_MMA: return (uint32_t)(l->reps[0] * l->reps[1] * 4);
-    case CG_LAYOUT_DOT_A: return (uint32_t)(l->reps[0] * l->ks * 4 * l->kwidth);
+    case IR_LMAP_MMA: return (uint32_t)(l->reps[0] * l->reps[1] * 4);
+    case IR_LMAP_DOT_A: return (uint32_t)(l->reps[0] * l->ks * 4 * l->kwidth);
     default: return (uint32_t)(l->reps[1] * l->ks * 2 * l->kwidth);
     }
 }
 
 /* Where element k sits relative to its thread's first (the part that does not depend
  * on the lane or the warp). */
-static void elem_offset(const CgLayout *l, uint32_t k, int64_t off[2])
+static void elem_offset(const IrLayoutMap *l, uint32_t k, int64_t off[2])
 {
     int64_t WM = l->wpc[0], WN = l->wpc[1], W = l->kwidth;
-    if (l->kind == CG_LAYOUT_MMA) {
+    if (l->kind == IR_LMAP_MMA) {
         uint32_t i = k % 4, rn = (k / 4) % (uint32_t)l->reps[1], rm = k / 4 / (uint32_t)l->reps[1];
         off[0] = rm * 16 * WM + 8 * (i >> 1);
         off[1] = rn * 8 * WN + (i & 1);
-    } else if (l->kind == CG_LAYOUT_DOT_A) {
+    } else if (l->kind == IR_LMAP_DOT_A) {
         uint32_t per = 4 * (uint32_t)W, i = k % per, ks = (k / per) % (uint32_t)l->ks, rm = k / per / (uint32_t)l->ks;
         int64_t r = i / W, j = i % W;
         off[0] = rm * 16 * WM + 8 * (r & 1);
@@ -86,19 +58,19 @@ static void elem_offset(const CgLayout *l, uint32_t k, int64_t off[2])
 }
 
 /* A thread's first element: from g = lane / 4, t = lane % 4 and its warp's place. */
-static void base_at(const CgLayout *l, int64_t lane, int64_t warp, int64_t base[2])
+static void base_at(const IrLayoutMap *l, int64_t lane, int64_t warp, int64_t base[2])
 {
     int64_t g = lane / 4, t = lane % 4, wm = warp / l->wpc[1] % l->wpc[0], wn = warp % l->wpc[1];
-    if (l->kind == CG_LAYOUT_DOT_B) {
+    if (l->kind == IR_LMAP_DOT_B) {
         base[0] = l->kwidth * t;
         base[1] = wn * 8 + g;
     } else {
         base[0] = wm * 16 + g;
-        base[1] = l->kind == CG_LAYOUT_MMA ? wn * 8 + 2 * t : l->kwidth * t;
+        base[1] = l->kind == IR_LMAP_MMA ? wn * 8 + 2 * t : l->kwidth * t;
     }
 }
 
-bool cg_mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
+bool cg_mma_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK])
 {
     int64_t base[2], off[2];
     base_at(l, t % 32, t / 32, base);
@@ -106,11 +78,11 @@ bool cg_mma_coords_at(const CgLayout *l, uint32_t t, uint32_t k, int64_t coords[
     coords[0] = base[0] + off[0];
     coords[1] = base[1] + off[1];
     uint32_t wm = t / 32 / (uint32_t)l->wpc[1] % (uint32_t)l->wpc[0], wn = t / 32 % (uint32_t)l->wpc[1];
-    return l->kind == CG_LAYOUT_MMA || (l->kind == CG_LAYOUT_DOT_A ? wn == 0 : wm == 0);
+    return l->kind == IR_LMAP_MMA || (l->kind == IR_LMAP_DOT_A ? wn == 0 : wm == 0);
 }
 
 /* base_at in LLVM values. */
-void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
+void cg_mma_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
     /* the thread's base, once per kernel and layout (cg_thread_value) */
     int32_t key0[8] = {2, (int32_t)l->kind, l->wpc[0], l->wpc[1], l->kwidth, 0, 0, 0}, key1[8];
@@ -122,13 +94,13 @@ void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_
         LLVMValueRef g = cg_lshr(b, c->lane, cg_i32c(c, 2)), t = cg_and(b, c->lane, cg_i32c(c, 3));
         LLVMValueRef wn = cg_urem(b, c->warp, cg_i32c(c, l->wpc[1]));
         LLVMValueRef wm = cg_urem(b, cg_udiv(b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
-        LLVMValueRef tw = cg_mul(b, t, cg_i32c(c, l->kind == CG_LAYOUT_MMA ? 2 : l->kwidth));
-        if (l->kind == CG_LAYOUT_DOT_B) {
+        LLVMValueRef tw = cg_mul(b, t, cg_i32c(c, l->kind == IR_LMAP_MMA ? 2 : l->kwidth));
+        if (l->kind == IR_LMAP_DOT_B) {
             b0 = tw;
             b1 = cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), g);
         } else {
             b0 = cg_add(b, cg_mul(b, wm, cg_i32c(c, 16)), g);
-            b1 = l->kind == CG_LAYOUT_MMA ? cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), tw) : tw;
+            b1 = l->kind == IR_LMAP_MMA ? cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), tw) : tw;
         }
         cg_thread_remember(c, key0, b0);
         cg_thread_remember(c, key1, b1);
@@ -139,12 +111,12 @@ void cg_mma_coords(Cg *c, const CgLayout *l, uint32_t k, LLVMValueRef coords[IR_
     coords[1] = cg_add(c->b, b1, cg_i32c(c, off[1]));
 }
 
-LLVMValueRef cg_mma_owner(Cg *c, const CgLayout *l)
+LLVMValueRef cg_mma_owner(Cg *c, const IrLayoutMap *l)
 {
-    if (l->kind == CG_LAYOUT_MMA) return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
+    if (l->kind == IR_LMAP_MMA) return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
     LLVMValueRef wn = cg_urem(c->b, c->warp, cg_i32c(c, l->wpc[1]));
     LLVMValueRef wm = cg_urem(c->b, cg_udiv(c->b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
-    return LLVMBuildICmp(c->b, LLVMIntEQ, l->kind == CG_LAYOUT_DOT_A ? wn : wm, cg_i32c(c, 0), "");
+    return LLVMBuildICmp(c->b, LLVMIntEQ, l->kind == IR_LMAP_DOT_A ? wn : wm, cg_i32c(c, 0), "");
 }
 
 /* ---- dot ----------------------------------------------------------------------------------- */
@@ -194,7 +166,7 @@ typedef struct Operand {
     LLVMValueRef *regs;          /* NULL until built */
 } Operand;
 
-static Operand operand(Cg *c, CgVal x, const CgLayout *l, IrElem in)
+static Operand operand(Cg *c, CgVal x, const IrLayoutMap *l, IrElem in)
 {
     uint32_t n = cg_mma_elems(l) / (uint32_t)l->kwidth;
     Operand o = {x, in, l->kwidth, arena_alloc(c->arena, n * sizeof *o.regs)};
@@ -238,7 +210,7 @@ static void mma_sync(Cg *c, const MmaKind *k, const LLVMValueRef a[4], const LLV
 bool cg_mma_dot(Cg *c, const IrOp *op)
 {
     const IrType *at = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
-    CgLayout la = cg_layout_of(at), lb = cg_layout_of(cg_type(c, op->operands[1])), lr = cg_layout_of(rt);
+    IrLayoutMap la = ir_layout_map(at), lb = ir_layout_map(cg_type(c, op->operands[1])), lr = ir_layout_map(rt);
     CgVal acc = cg_get(c, op->operands[2]);
     uint32_t RM = (uint32_t)lr.reps[0], RN = (uint32_t)lr.reps[1], KS = (uint32_t)la.ks;
     MmaKind k = mma_kind(at->elem);

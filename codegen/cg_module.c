@@ -275,7 +275,7 @@ typedef struct SmemWalk {
 static void smem_visit(IrOp *op, void *ud)
 {
     SmemWalk *w = ud;
-    uint32_t b = cg_op_smem_bytes(w->f, op);
+    uint32_t b = ir_op_scratch_bytes(w->f, op);
     if (b > w->bytes) w->bytes = b, w->op = op;
 }
 
@@ -325,10 +325,10 @@ static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan 
     bool here = false;
     for (const IrOp *op = blk->first; op; op = op->next) {
         if (op->code == IR_OP_LOCAL_ALLOC) here = true;
-        uint32_t b = cg_op_smem_bytes(k, op);
+        uint32_t b = ir_op_scratch_bytes(k, op);
         uint32_t *slot = live || here ? &p->live : &p->free_;
         if (b > *slot) *slot = b;
-        if (b && (!p->worst || b > cg_op_smem_bytes(k, p->worst))) p->worst = op;
+        if (b && (!p->worst || b > ir_op_scratch_bytes(k, p->worst))) p->worst = op;
         for (uint32_t r = 0; r < op->nregions; r++) plan_block(k, &op->regions[r], live || here, p);
         if (op == last) here = false;
     }
@@ -336,7 +336,7 @@ static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan 
 
 static SmemPlan smem_plan(const IrFunc *k)
 {
-    SmemPlan p = {0, 0, cg_buffer_area_bytes(k), NULL, has_nvmma_buffer(k), 0};
+    SmemPlan p = {0, 0, ir_buffer_area_bytes(k), NULL, has_nvmma_buffer(k), 0};
     plan_block(k, &k->body, false, &p);
     int groups = ir_consumer_groups(k);
     if (groups > 1) {   /* each warpgroup its own scratch, one after the other */

@@ -152,7 +152,7 @@ static Pair combine_tree(Cg *c, const Red *r, Pair *e, uint32_t n)
 
 /* The thread's partials, one per combination of the other axes' local indices (the
  * element order of the collapsed layout). */
-static Pair *in_thread(Cg *c, const Red *r, const CgLayout *l, int a, CgVal x, IrElem in, uint32_t *nrows)
+static Pair *in_thread(Cg *c, const Red *r, const IrLayoutMap *l, int a, CgVal x, IrElem in, uint32_t *nrows)
 {
     uint32_t ea = (uint32_t)(l->spt[a] * l->reps[a]), n = x.n / ea;
     uint32_t inner = 1;
@@ -175,7 +175,7 @@ static Pair *in_thread(Cg *c, const Red *r, const CgLayout *l, int a, CgVal x, I
     return p;
 }
 
-static void across_lanes(Cg *c, const Red *r, const CgLayout *l, int a, Pair *p, uint32_t n)
+static void across_lanes(Cg *c, const Red *r, const IrLayoutMap *l, int a, Pair *p, uint32_t n)
 {
     int32_t nl = l->tpw[a] < l->shape[a] / l->spt[a] ? l->tpw[a] : l->shape[a] / l->spt[a];
     int32_t ls = stride_of(l->tpw, l->rank, a);
@@ -187,7 +187,7 @@ static void across_lanes(Cg *c, const Red *r, const CgLayout *l, int a, Pair *p,
 }
 
 /* Row index (in the result shape) of the thread's partial k. */
-static LLVMValueRef row_index(Cg *c, const CgLayout *collapsed, int a, uint32_t k)
+static LLVMValueRef row_index(Cg *c, const IrLayoutMap *collapsed, int a, uint32_t k)
 {
     LLVMValueRef co[IR_MAX_RANK], lin = cg_i32c(c, 0);
     cg_layout_coords(c, collapsed, k, co);
@@ -197,14 +197,14 @@ static LLVMValueRef row_index(Cg *c, const CgLayout *collapsed, int a, uint32_t 
 }
 
 /* Warps holding distinct parts of axis a (the rest hold copies). */
-static int32_t warps_along(const CgLayout *l, int a)
+static int32_t warps_along(const IrLayoutMap *l, int a)
 {
     int32_t span = l->spt[a] * l->tpw[a];
     int32_t nw = l->shape[a] / span < 1 ? 1 : l->shape[a] / span;
     return nw > l->wpc[a] ? l->wpc[a] : nw;
 }
 
-static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout *cl, int a, Pair *p, uint32_t n)
+static void across_warps(Cg *c, const Red *r, const IrLayoutMap *l, const IrLayoutMap *cl, int a, Pair *p, uint32_t n)
 {
     int32_t nw = warps_along(l, a);
     if (nw <= 1) return;
@@ -237,7 +237,7 @@ static void across_warps(Cg *c, const Red *r, const CgLayout *l, const CgLayout 
  * g + 8 at columns 2t, 2t + 1 of every column tile; it combines those, then the four
  * lanes t of the row by two butterfly shuffles. The result is the slice of the layout
  * along axis 1, whose elements (rm, i) are rows rm*16*WM + wm*16 + g + 8*(i >> 1). */
-static bool reduce_mma_rows(Cg *c, const IrOp *op, const Red *r, const CgLayout *l, IrElem in)
+static bool reduce_mma_rows(Cg *c, const IrOp *op, const Red *r, const IrLayoutMap *l, IrElem in)
 {
     const IrType *rt = cg_type(c, op->results[0]);
     CgVal x = cg_get(c, op->operands[0]);
@@ -255,7 +255,7 @@ static bool reduce_mma_rows(Cg *c, const IrOp *op, const Red *r, const CgLayout 
             }
             p[rm * 2 + h] = acc;
         }
-    CgLayout to = cg_layout_of(rt);
+    IrLayoutMap to = ir_layout_map(rt);
     uint32_t n = cg_layout_elems(&to);
     CgVal out = cg_val_new(c, n);
     bool fsum = r->code == IR_OP_SUM && ir_elem_is_float(r->e);
@@ -278,11 +278,11 @@ bool cg_reduce(Cg *c, const IrOp *op)
     int a = (int)op->attr.i;
     Red r = {op->code, acc_elem(st->elem), op->code == IR_OP_ARGMAX || op->code == IR_OP_ARGMIN};
     if (r.code == IR_OP_SUM && st->elem == IR_PTR) return cg_error(c, op, "cannot sum pointers");
-    CgLayout l = cg_layout_of(st), cl = l;
-    if (l.kind == CG_LAYOUT_MMA && !l.slice && a == 1 && l.wpc[1] == 1 && !r.arg && rt->layout &&
+    IrLayoutMap l = ir_layout_map(st), cl = l;
+    if (l.kind == IR_LMAP_MMA && !l.slice && a == 1 && l.wpc[1] == 1 && !r.arg && rt->layout &&
         rt->layout->kind == IR_LAYOUT_SLICE)
         return reduce_mma_rows(c, op, &r, &l, st->elem);
-    if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "reductions of tensor-core layouts are not lowered yet");
+    if (l.kind != IR_LMAP_BLOCKED) return cg_error(c, op, "reductions of tensor-core layouts are not lowered yet");
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     uint32_t n;
     Pair *p = in_thread(c, &r, &l, a, cg_get(c, op->operands[0]), st->elem, &n);
@@ -296,7 +296,7 @@ bool cg_reduce(Cg *c, const IrOp *op)
         LLVMValueRef v = fsum ? LLVMBuildFAdd(c->b, p[k].v, LLVMConstReal(LLVMTypeOf(p[k].v), 0.0), "") : p[k].v;
         part.v[k] = r.arg ? p[k].i : cg_convert_scalar(c, v, r.e, rt->elem);
     }
-    CgLayout to = cg_layout_of(rt);
+    IrLayoutMap to = ir_layout_map(rt);
     int64_t w[IR_MAX_RANK] = {0};
     for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);
     cg_set(c, op->results[0], cg_convert(c, &cl, part, rt->elem, &to, w));
@@ -313,24 +313,15 @@ typedef struct ScanAxis {
     int32_t spt, reps, nl, ls, nw, ws;
 } ScanAxis;
 
-static ScanAxis scan_axis(const CgLayout *l, int a)
+static ScanAxis scan_axis(const IrLayoutMap *l, int a)
 {
     ScanAxis s = {.spt = l->spt[a], .reps = l->reps[a]};
-    int32_t lanes = l->shape[a] / l->spt[a], warps = l->shape[a] / (l->spt[a] * l->tpw[a]);
+    int32_t lanes = l->shape[a] / l->spt[a];
     s.nl = l->tpw[a] < lanes ? l->tpw[a] : lanes;
     s.ls = stride_of(l->tpw, l->rank, a);
-    s.nw = warps < 1 ? 1 : warps > l->wpc[a] ? l->wpc[a] : warps;
+    s.nw = ir_layout_map_axis_warps(l, a);
     s.ws = stride_of(l->wpc, l->rank, a);
     return s;
-}
-
-uint32_t cg_scan_smem_bytes(const IrType *t, int a)
-{
-    if (!t->layout) return 0;    /* cg_kernel_info before the GPU pipeline: nothing planned */
-    CgLayout l = cg_layout_of(t);
-    ScanAxis s = scan_axis(&l, a);
-    if (s.nw == 1) return 0;
-    return (uint32_t)(ir_type_numel(t) / t->shape[a]) * (uint32_t)(s.reps * s.nw) * 8;
 }
 
 typedef struct Scan {
@@ -403,10 +394,10 @@ static void scan_lanes(Cg *c, const Scan *s, const ScanAxis *ax, CgVal x, LLVMVa
 /* Warp totals through shared memory: the last lane of each distinct warp stores its
  * inclusive total, then every thread combines the totals of the warps before its own
  * (pre) and of all of them (all, the run's total). */
-static void scan_warps(Cg *c, const Scan *s, const CgLayout *l, int a, const ScanAxis *ax,
+static void scan_warps(Cg *c, const Scan *s, const IrLayoutMap *l, int a, const ScanAxis *ax,
                        LLVMValueRef *w, LLVMValueRef *pre, LLVMValueRef *all, uint32_t nseg)
 {
-    CgLayout cl = *l;
+    IrLayoutMap cl = *l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     LLVMTypeRef vt = LLVMTypeOf(s->id);
     LLVMValueRef wa = id_along(c, c->warp, ax->ws, l->wpc[a]), wg = cg_urem(c->b, wa, cg_i32c(c, ax->nw));
@@ -441,7 +432,7 @@ static void scan_warps(Cg *c, const Scan *s, const CgLayout *l, int a, const Sca
 
 /* The axis is spread over lanes and/or warps: element = carry (earlier runs) + pre
  * (earlier warps) + ex (earlier lanes) + loc (the thread's own inclusive scan). */
-static void scan_parallel(Cg *c, const Scan *s, const CgLayout *l, int a, const ScanAxis *ax, CgVal x, CgVal out)
+static void scan_parallel(Cg *c, const Scan *s, const IrLayoutMap *l, int a, const ScanAxis *ax, CgVal x, CgVal out)
 {
     uint32_t nseg = out.n / s->ea * (uint32_t)ax->reps;
     LLVMValueRef *loc = arena_alloc(c->arena, out.n * sizeof *loc), *w = arena_alloc(c->arena, nseg * sizeof *w);
@@ -477,8 +468,8 @@ bool cg_scan(Cg *c, const IrOp *op)
 {
     const IrType *t = cg_type(c, op->operands[0]);
     int a = (int)(op->attr.i & IR_AXIS_MASK);
-    CgLayout l = cg_layout_of(t);
-    if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "scans of tensor-core layouts are not lowered yet");
+    IrLayoutMap l = ir_layout_map(t);
+    if (l.kind != IR_LMAP_BLOCKED) return cg_error(c, op, "scans of tensor-core layouts are not lowered yet");
     ScanAxis ax = scan_axis(&l, a);
     bool rev = op->attr.i & IR_SCAN_REVERSE;
     if (rev && (ax.nl > 1 || ax.nw > 1))
@@ -516,12 +507,12 @@ typedef struct Lines {
     ScanAxis ax;
 } Lines;
 
-static bool combine_lines(Cg *c, const IrOp *op, int a, CgLayout *l, Lines *ln)
+static bool combine_lines(Cg *c, const IrOp *op, int a, IrLayoutMap *l, Lines *ln)
 {
     const IrType *st = cg_type(c, op->operands[0]);
-    *l = cg_layout_of(st);
+    *l = ir_layout_map(st);
     ln->ax = scan_axis(l, a);
-    if (l->kind != CG_LAYOUT_BLOCKED || ln->ax.reps != 1 || op->noperands > MAXT)
+    if (l->kind != IR_LMAP_BLOCKED || ln->ax.reps != 1 || op->noperands > MAXT)
         return cg_error(c, op, "internal: %s needs one run of its axis per thread (passes/layout.c)",
                         ir_op_info[op->code].text);
     ln->n = op->noperands;
@@ -586,25 +577,15 @@ static uint32_t slot_bytes(const IrType *t, const ScanAxis *ax, int a)
     return (uint32_t)(ir_type_numel(t) / t->shape[a]) * (uint32_t)ax->nw * 8;
 }
 
-uint32_t cg_combine_smem_bytes(const IrFunc *f, const IrOp *op)
-{
-    const IrType *t = ir_value_type(f, op->operands[0]);
-    if (!t->layout || op->nregions != 1) return 0;
-    CgLayout l = cg_layout_of(t);
-    int a = (int)(op->attr.i & IR_AXIS_MASK);
-    ScanAxis ax = scan_axis(&l, a);
-    return ax.nw > 1 && ax.reps == 1 && l.kind == CG_LAYOUT_BLOCKED ? op->noperands * slot_bytes(t, &ax, a) : 0;
-}
-
 /* Warp partials through shared memory, combined in warp order: all of them (reduce),
  * or those of the warps before this one (scan: *pre, valid where the warp is not the
  * first). `own` says which threads store (NULL: all; copies store the same). */
 enum { ALL_WARPS, WARPS_BEFORE, WARPS_AFTER };
 
-static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const CgLayout *l, int a, LLVMValueRef (*v)[MAXT],
+static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const IrLayoutMap *l, int a, LLVMValueRef (*v)[MAXT],
                            LLVMValueRef own, int which, LLVMValueRef (*out)[MAXT])
 {
-    CgLayout cl = *l;
+    IrLayoutMap cl = *l;
     cl.shape[a] = cl.spt[a] = cl.reps[a] = 1;
     const IrType *st = cg_type(c, op->operands[0]);
     uint32_t region = slot_bytes(st, &ln->ax, a);
@@ -651,7 +632,7 @@ static bool across_warps_n(Cg *c, const IrOp *op, const Lines *ln, const CgLayou
 bool cg_reduce_region(Cg *c, const IrOp *op)
 {
     int a = (int)(op->attr.i & IR_AXIS_MASK);
-    CgLayout l, cl;
+    IrLayoutMap l, cl;
     Lines ln;
     if (!combine_lines(c, op, a, &l, &ln)) return false;
     LLVMValueRef (*acc)[MAXT] = arena_alloc(c->arena, ln.rows * sizeof *acc);
@@ -663,7 +644,7 @@ bool cg_reduce_region(Cg *c, const IrOp *op)
         CgVal part = cg_val_new(c, ln.rows);
         for (uint32_t row = 0; row < ln.rows; row++) part.v[row] = acc[row][i];
         const IrType *rt = cg_type(c, op->results[i]);
-        CgLayout to = cg_layout_of(rt);
+        IrLayoutMap to = ir_layout_map(rt);
         int64_t w[IR_MAX_RANK] = {0};
         for (int j = 0; j < rt->rank; j++) w[j] = stride_of(rt->shape, rt->rank, j);
         cg_set(c, op->results[i], cg_convert(c, &cl, part, rt->elem, &to, w));
@@ -707,7 +688,7 @@ static bool scan_lanes_n(Cg *c, const IrOp *op, const Lines *ln, bool rev, LLVMV
 bool cg_scan_region(Cg *c, const IrOp *op)
 {
     int a = (int)(op->attr.i & IR_AXIS_MASK);
-    CgLayout l;
+    IrLayoutMap l;
     Lines ln;
     if (!combine_lines(c, op, a, &l, &ln)) return false;
     CgVal out[MAXT];

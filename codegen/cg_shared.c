@@ -178,8 +178,8 @@ static bool lower_async_copy(Cg *c, const IrOp *op)
     Buf b = buf_of(c, op->operands[0], false);
     LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
     const IrType *pt = cg_type(c, op->operands[2]);
-    CgLayout l = cg_layout_of(pt);
-    if (l.kind != CG_LAYOUT_BLOCKED) return cg_error(c, op, "async_copy needs its pointers in a blocked layout");
+    IrLayoutMap l = ir_layout_map(pt);
+    if (l.kind != IR_LMAP_BLOCKED) return cg_error(c, op, "async_copy needs its pointers in a blocked layout");
     CgVal p = cg_get(c, op->operands[2]);
     CgVal m = op->noperands > 3 ? cg_get(c, op->operands[3]) : (CgVal){0};
     uint32_t vw = cg_vector_width(c, op, 2, &l, 3, -1);
@@ -214,10 +214,10 @@ static LLVMValueRef elem_from_word(Cg *c, LLVMValueRef w, IrElem e, int half)
 
 /* n (1, 2 or 4) registers of an mma operand by one ldmatrix; regs[i]: register index
  * of the operand (elements 2*regs[i], +1). */
-static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l, IrElem e, const uint32_t *regs,
+static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const IrLayoutMap *l, IrElem e, const uint32_t *regs,
                      uint32_t n, CgVal *out)
 {
-    int kaxis = l->kind == CG_LAYOUT_DOT_A ? 1 : 0, oaxis = 1 - kaxis;
+    int kaxis = l->kind == IR_LMAP_DOT_A ? 1 : 0, oaxis = 1 - kaxis;
     bool trans = b->fast != kaxis;
     LLVMValueRef q = cg_and(c->b, cg_lshr(c->b, c->lane, k32(c, 3)), k32(c, n - 1));
     LLVMValueRef j = cg_and(c->b, c->lane, k32(c, 7));
@@ -235,7 +235,7 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
     /* the warp's place: A rows wm*16, B columns wn*8 */
     LLVMValueRef wn = cg_urem(c->b, c->warp, k32(c, l->wpc[1]));
     LLVMValueRef wm = cg_urem(c->b, cg_udiv(c->b, c->warp, k32(c, l->wpc[1])), k32(c, l->wpc[0]));
-    if (l->kind == CG_LAYOUT_DOT_A) org[0] = add(c, org[0], mul(c, wm, 16));
+    if (l->kind == IR_LMAP_DOT_A) org[0] = add(c, org[0], mul(c, wm, 16));
     else org[1] = add(c, org[1], mul(c, wn, 8));
     int row_axis = trans ? kaxis : oaxis;
     org[row_axis] = add(c, org[row_axis], j);
@@ -263,12 +263,12 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const CgLayout *l,
 
 /* The registers of step ks of K of an mma operand, by ldmatrix: A four per rm (one
  * x4), B two per rn, paired across rn (x4, or x2 for the last odd one). */
-static void fill_step_at(Cg *c, const IrOp *ll, LLVMValueRef stage, const CgLayout *l, uint32_t ks, CgVal *out)
+static void fill_step_at(Cg *c, const IrOp *ll, LLVMValueRef stage, const IrLayoutMap *l, uint32_t ks, CgVal *out)
 {
     Buf b = buf_of(c, ll->operands[0], ll->attr.i == 1);
     IrElem e = cg_type(c, ll->results[0])->elem;
     uint32_t KS = (uint32_t)l->ks, regs[4];
-    if (l->kind == CG_LAYOUT_DOT_A) {
+    if (l->kind == IR_LMAP_DOT_A) {
         for (uint32_t rm = 0; rm < (uint32_t)l->reps[0]; rm++) {
             uint32_t r0 = (rm * KS + ks) * 4;
             if (out->v[2 * r0]) continue;
@@ -286,7 +286,7 @@ static void fill_step_at(Cg *c, const IrOp *ll, LLVMValueRef stage, const CgLayo
     }
 }
 
-static void fill_step(Cg *c, const IrOp *ll, const CgLayout *l, uint32_t ks, CgVal *out)
+static void fill_step(Cg *c, const IrOp *ll, const IrLayoutMap *l, uint32_t ks, CgVal *out)
 {
     fill_step_at(c, ll, c->vals[ll->operands[1]].v[0], l, ks, out);
 }
@@ -295,7 +295,7 @@ void cg_shared_fill(Cg *c, IrValue v, uint32_t ks)
 {
     const IrOp *ll = c->lazy ? c->lazy[v] : NULL;
     if (!ll) return;
-    CgLayout l = cg_layout_of(cg_type(c, v));
+    IrLayoutMap l = ir_layout_map(cg_type(c, v));
     if (ks < (uint32_t)l.ks) fill_step(c, ll, &l, ks, &c->vals[v]);
 }
 
@@ -304,7 +304,7 @@ void cg_shared_fill_all(Cg *c, IrValue v)
     const IrOp *ll = c->lazy ? c->lazy[v] : NULL;
     if (!ll) return;
     c->lazy[v] = NULL;
-    CgLayout l = cg_layout_of(cg_type(c, v));
+    IrLayoutMap l = ir_layout_map(cg_type(c, v));
     for (uint32_t ks = 0; ks < (uint32_t)l.ks; ks++) fill_step(c, ll, &l, ks, &c->vals[v]);
 }
 
@@ -374,10 +374,10 @@ static bool lower_local_load(Cg *c, const IrOp *op)
         cg_set(c, op->results[0], view);
         return true;
     }
-    CgLayout l = cg_layout_of(rt);
+    IrLayoutMap l = ir_layout_map(rt);
     uint32_t n = cg_layout_elems(&l);
     CgVal out = cg_val_new(c, n);
-    if ((l.kind == CG_LAYOUT_DOT_A || l.kind == CG_LAYOUT_DOT_B) && b.bytes == 2 && c->target->ldmatrix) {
+    if ((l.kind == IR_LMAP_DOT_A || l.kind == IR_LMAP_DOT_B) && b.bytes == 2 && c->target->ldmatrix) {
         for (uint32_t k = 0; k < n; k++) out.v[k] = NULL;
         for (int i = 0; i < 2; i++)
             if (c->pf && c->pf->ll[i] == op)
@@ -435,20 +435,6 @@ bool cg_shared(Cg *c, const IrOp *op)
     }
 }
 
-/* The bytes of the buffer area: the end of the furthest buffer. */
-uint32_t cg_buffer_area_bytes(const IrFunc *f)
-{
-    uint32_t end = 0;
-    for (uint32_t v = 0; v < f->nvalues; v++) {
-        const IrOp *d = f->values[v].def;
-        if (!d || d->code != IR_OP_LOCAL_ALLOC) continue;
-        const IrType *t = f->values[v].type;
-        uint32_t e = (uint32_t)d->attr.i + (uint32_t)(ir_type_numel(t) * ir_elem_bytes(t->elem));
-        if (e > end) end = e;
-    }
-    return end;
-}
-
 /* ---- the prefetch across iterations (CgPrefetch) ------------------------------------------ */
 
 static bool is_const(const IrFunc *f, IrValue v, int64_t *out)
@@ -476,8 +462,8 @@ static bool stage_of_iteration(const IrFunc *f, const IrOp *loop, IrValue stage,
 static bool ldmatrix_operand(Cg *c, const IrOp *ll)
 {
     const IrType *rt = cg_type(c, ll->results[0]);
-    CgLayout l = cg_layout_of(rt);
-    return (l.kind == CG_LAYOUT_DOT_A || l.kind == CG_LAYOUT_DOT_B) &&
+    IrLayoutMap l = ir_layout_map(rt);
+    return (l.kind == IR_LMAP_DOT_A || l.kind == IR_LMAP_DOT_B) &&
            ir_elem_bytes(cg_type(c, ll->operands[0])->elem) == 2 && c->target->ldmatrix;
 }
 
@@ -494,7 +480,7 @@ static int dots_in(const IrBlock *blk)
 /* Step 0 of ll read from `stage`, as words (pairs of 16-bit elements). */
 static LLVMValueRef *first_step_words(Cg *c, const IrOp *ll, LLVMValueRef stage, uint32_t *nwords)
 {
-    CgLayout l = cg_layout_of(cg_type(c, ll->results[0]));
+    IrLayoutMap l = ir_layout_map(cg_type(c, ll->results[0]));
     uint32_t n = cg_layout_elems(&l);
     CgVal x = cg_val_new(c, n);
     for (uint32_t k = 0; k < n; k++) x.v[k] = NULL;

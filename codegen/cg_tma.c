@@ -329,7 +329,7 @@ static int syncs_after(const IrOp *op)
 /* Each element of the value where it lies inside the tensor, stored by its own
  * instruction (the index math in the operands' integer type, as block_store's meaning
  * says). */
-static void store_by_element(Cg *c, const IrOp *op, const CgLayout *l, CgVal v, LLVMValueRef orow, LLVMValueRef ocol)
+static void store_by_element(Cg *c, const IrOp *op, const IrLayoutMap *l, CgVal v, LLVMValueRef orow, LLVMValueRef ocol)
 {
     IrElem ie = ir_value_type(c->f, op->operands[3])->elem;
     LLVMTypeRef it = LLVMTypeOf(orow), mt = cg_mem_type(c, cg_type(c, op->operands[1])->elem);
@@ -375,7 +375,7 @@ static bool lower_store(Cg *c, const IrOp *op)
         return cg_error(c, op, "internal error: a tma_store without its staging buffer");
     LLVMValueRef map = desc_addr(c, op);
     if (!map) return cg_error(c, op, "internal error: a tma_store whose tensor is not known on the host");
-    CgLayout l = cg_layout_of(vt);
+    IrLayoutMap l = ir_layout_map(vt);
     CgVal v = cg_get(c, op->operands[1]);
     IrElem e = vt->elem;
     LLVMTypeRef mt = cg_mem_type(c, e), i8 = LLVMInt8TypeInContext(c->ctx);

@@ -3,7 +3,7 @@
  * Every kernel of a module becomes one `.entry` of the same name; grid functions stay
  * on the host. Tiles are spread over the threads of a program with a distributed
  * layout chosen per tile shape (docs/CODEGEN.md), and global accesses become 16-byte
- * vector accesses where the axis analysis (passes/axisinfo.h) proves contiguity and
+ * vector accesses where the axis analysis (ir/axisinfo.h) proves contiguity and
  * alignment.
  *
  * Kernel ABI (what a launcher passes, docs/CODEGEN.md section 1):

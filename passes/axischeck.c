@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "passes/axisinfo.h"
+#include "passes/axischeck.h"
 
 #include "ir/arena.h"
 #include "ir/scalar.h"

@@ -46,6 +46,7 @@
 
 #include "ir/arena.h"
 #include "ir/layout.h"
+#include "ir/layout_map.h"
 #include "ir/target.h"
 
 #define MAX_CANDS 8
@@ -376,11 +377,9 @@ static uint32_t buffer_bytes(const IrType *t, int stages)
     return (uint32_t)(ir_type_numel(t) * ir_elem_bytes(t->elem) * stages + 127) & ~127u;
 }
 
-/* An upper bound of the shared-memory scratch that codegen's lowering of the ops of blk
- * needs while the loop's buffers are live (codegen/cg_layout.c cg_op_smem_bytes is the
- * exact figure: conversions stage their operand, reductions their partials per warp,
- * FMA dots both operands as 32-bit values, atomics their results): the ring gets the
- * rest of the block's shared memory. */
+/* The shared-memory scratch the ops of blk need while the loop's buffers are live (the
+ * rule is ir_op_scratch_bytes, which the plan's map reads too): the ring gets the rest
+ * of the block's shared memory. */
 static int count_dots(const IrBlock *blk)
 {
     int n = 0;
@@ -401,50 +400,16 @@ static bool is_view(const IrOp *op, const Cand *cs, int n)
 
 static uint64_t scratch_bound(const IrFunc *f, const IrBlock *blk, const Cand *cs, int n)
 {
-    uint64_t worst = 0, warps = (uint64_t)ir_func_warps(f);
+    uint64_t worst = 0;
     for (const IrOp *op = blk->first; op; op = op->next) {
         for (uint32_t r = 0; r < op->nregions; r++) {
             uint64_t b = scratch_bound(f, &op->regions[r], cs, n);
             if (b > worst) worst = b;
         }
         /* the conversions that read the operands from the ring (cs[0..n)) become
-         * local_loads, and those done in registers need none */
-        if (op->noperands == 0 || op->nresults == 0 || is_view(op, cs, n)) continue;
-        const IrType *a = ir_value_type(f, op->operands[0]), *res = ir_value_type(f, op->results[0]);
-        if (ir_layout_in_registers((int)op->code, a->layout, res->layout)) continue;
-        uint64_t b = 0;
-        switch (op->code) {
-        case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
-        case IR_OP_CONVERT_LAYOUT:
-            /* the tile through shared memory in its own element size (cg_op_smem_bytes) */
-            b = ir_type_numel(a) * (uint64_t)(a->elem == IR_PTR ? 8 : ir_elem_bytes(a->elem));
-            break;
-        case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:
-            b = ir_type_numel(a) * 8;
-            break;
-        case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
-        case IR_OP_XOR_SUM: {
-            /* as codegen plans it (cg_op_smem_bytes): cross-warp partials, 16 bytes per
-             * result element and warp along the axis, where several warps share it, else
-             * the result's 8-byte squeeze */
-            uint64_t nw = (uint64_t)ir_reduce_warps(a, (int)op->attr.i);
-            b = nw > 1 ? ir_type_numel(res) * 16 * nw : ir_type_numel(res) * 8;
-            break;
-        }
-        case IR_OP_REDUCE:
-            b = ir_type_numel(res) * 16 * warps;
-            break;
-        case IR_OP_DOT:
-            if (!res->layout || res->layout->kind != IR_LAYOUT_MMA)
-                b = (ir_type_numel(a) + ir_type_numel(ir_value_type(f, op->operands[1]))) * 8;
-            break;
-        case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN: case IR_OP_ATOMIC_XCHG:
-        case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR: case IR_OP_ATOMIC_CAS:
-            b = ir_type_numel(res) * 8;
-            break;
-        default: break;
-        }
-        if (op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN) b *= op->noperands;   /* a slot per tile */
+         * local_loads, which need none */
+        if (is_view(op, cs, n)) continue;
+        uint64_t b = ir_op_scratch_bytes(f, op);
         if (b > worst) worst = b;
     }
     return worst;

@@ -31,7 +31,7 @@
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/target.h"
-#include "passes/axisinfo.h"
+#include "passes/axischeck.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
 #include "runtime/rt_cache_cli.h"

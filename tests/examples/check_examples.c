@@ -22,7 +22,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/interp.h"
-#include "passes/axisinfo.h"
+#include "passes/axischeck.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
 #include "tile/tile_rt.h"

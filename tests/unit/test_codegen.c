@@ -18,7 +18,7 @@
 #include "ir/interp_internal.h"
 #include "ir/ir.h"
 #include "ir/layout.h"
-#include "passes/axisinfo.h"
+#include "passes/axischeck.h"
 #include "passes/passes.h"
 #include "passes/specialize.h"
 
@@ -197,7 +197,7 @@ static void test_kernel_info_without_shared_memory(void **state)
 static void check_owned_once(IrCtx *c, int warps, int rank, const int32_t *shape)
 {
     const IrType *t = ir_type_tile(c, ir_type_scalar(c, IR_F32), rank, shape);
-    CgLayout l = cg_layout_of(ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t)));
+    IrLayoutMap l = ir_layout_map(ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t)));
     int64_t n = ir_type_numel(t);
     int *seen = calloc((size_t)n, sizeof *seen);
     for (uint32_t th = 0; th < (uint32_t)warps * 32; th++)
@@ -224,7 +224,7 @@ static void test_layouts_own_each_element_once(void **state)
     }
     const int32_t big[1] = {1024};
     const IrType *bt = ir_type_tile(c, ir_type_scalar(c, IR_F32), 1, big);
-    CgLayout l = cg_layout_of(ir_type_with_layout(c, bt, pass_blocked_layout(c, 4, bt)));
+    IrLayoutMap l = ir_layout_map(ir_type_with_layout(c, bt, pass_blocked_layout(c, 4, bt)));
     assert_int_equal(l.spt[0], 8);                      /* two 16-byte f32 vectors */
     ir_ctx_destroy(c);
 }
@@ -235,7 +235,7 @@ static void test_layouts_own_each_element_once(void **state)
 static void check_mma_owned_once(IrCtx *c, const IrLayout *il, int rank, const int32_t *shape, int warps)
 {
     const IrType *t = ir_type_with_layout(c, ir_type_tile(c, ir_type_scalar(c, IR_F32), rank, shape), il);
-    CgLayout l = cg_layout_of(t);
+    IrLayoutMap l = ir_layout_map(t);
     int64_t n = ir_type_numel(t);
     uint32_t run = cg_layout_run(&l);
     int *seen = calloc((size_t)n, sizeof *seen);
@@ -346,13 +346,13 @@ static const IrLayout *operand_of(IrCtx *c, const IrLayout *mma, int op)
     return ir_layout_intern(c, &k);
 }
 
-static CgLayout frag_layout(IrCtx *c, const IrLayout *l, IrElem e, int32_t rows, int32_t cols)
+static IrLayoutMap frag_layout(IrCtx *c, const IrLayout *l, IrElem e, int32_t rows, int32_t cols)
 {
     const int32_t shape[2] = {rows, cols};
     const IrType *t = ir_type_tile(c, ir_type_scalar(c, e), 2, shape);
     char why[160];
     assert_true(ir_layout_check(l, 2, ir_layout_warps(l), why, sizeof why));
-    return cg_layout_of(ir_type_with_layout(c, t, l));
+    return ir_layout_map(ir_type_with_layout(c, t, l));
 }
 
 /* One warp, one instruction: element i of a thread is fragment element i, for every
@@ -365,7 +365,7 @@ static void test_mma_fragments_match_the_isa(void **state)
     for (int s = 0; s < 3; s++) {
         int K = Ks[s];
         const IrLayout *m = mma_v2(c, 1, 1, K);
-        CgLayout l[3] = {frag_layout(c, operand_of(c, m, 0), ins[s], 16, K),
+        IrLayoutMap l[3] = {frag_layout(c, operand_of(c, m, 0), ins[s], 16, K),
                          frag_layout(c, operand_of(c, m, 1), ins[s], K, 8),
                          frag_layout(c, m, K == 32 ? IR_I32 : IR_F32, 16, 8)};
         const uint32_t n[3] = {(uint32_t)K / 2, (uint32_t)K / 4, 4};   /* a thread's elements */
@@ -394,7 +394,7 @@ static void check_tiles(IrCtx *c, int wm, int wn, int K, int32_t M, int32_t N, i
 {
     const IrLayout *m = mma_v2(c, wm, wn, K);
     IrElem in = K == 8 ? IR_F32 : K == 16 ? IR_BF16 : IR_U8;
-    CgLayout l[3] = {frag_layout(c, operand_of(c, m, 0), in, M, KD), frag_layout(c, operand_of(c, m, 1), in, KD, N),
+    IrLayoutMap l[3] = {frag_layout(c, operand_of(c, m, 0), in, M, KD), frag_layout(c, operand_of(c, m, 1), in, KD, N),
                      frag_layout(c, m, K == 32 ? IR_I32 : IR_F32, M, N)};
     const int32_t rows[3] = {M, KD, M}, cols[3] = {KD, N, N};
     int W = K / 8, KS = KD / K, RM = M / (16 * wm), RN = N / (8 * wn);
@@ -434,15 +434,15 @@ static void test_mma_tiles_and_owners(void **state)
     ir_ctx_destroy(c);
 }
 
-static CgLayout tile_layout(IrCtx *c, const IrLayout *l, IrElem e, int rank, int32_t rows, int32_t cols)
+static IrLayoutMap tile_layout(IrCtx *c, const IrLayout *l, IrElem e, int rank, int32_t rows, int32_t cols)
 {
     const int32_t shape[2] = {rows, cols};
     const IrType *t = ir_type_tile(c, ir_type_scalar(c, e), rank, rank == 1 ? &rows : shape);
-    return cg_layout_of(ir_type_with_layout(c, t, l));
+    return ir_layout_map(ir_type_with_layout(c, t, l));
 }
 
 /* Whether thread th holds element coords of layout l (in any slot). */
-static bool thread_holds(const CgLayout *l, uint32_t th, const int64_t coords[2], int rank)
+static bool thread_holds(const IrLayoutMap *l, uint32_t th, const int64_t coords[2], int rank)
 {
     for (uint32_t k = 0; k < cg_layout_elems(l); k++) {
         int64_t got[IR_MAX_RANK] = {0};
@@ -474,10 +474,10 @@ static void test_alike_layouts_hold_the_same_elements(void **state)
             assert_true(ir_layout_alike(a, operand_of(c, b, 0)));
             assert_true(ir_layout_alike(a, operand_of(c, a, 0)));
             assert_false(ir_layout_alike(a, operand_of(c, b, 1)));
-            CgLayout la = tile_layout(c, a, IR_F32, 2, M, N), lb = tile_layout(c, b, IR_F32, 2, M, N);
-            CgLayout sa = tile_layout(c, ir_layout_slice(c, a, 1), IR_F32, 1, M, 0);
-            CgLayout sb = tile_layout(c, ir_layout_slice(c, b, 1), IR_F32, 1, M, 0);
-            CgLayout pa = tile_layout(c, a, IR_BF16, 2, M, N), pb = tile_layout(c, operand_of(c, b, 0), IR_BF16, 2, M, N);
+            IrLayoutMap la = tile_layout(c, a, IR_F32, 2, M, N), lb = tile_layout(c, b, IR_F32, 2, M, N);
+            IrLayoutMap sa = tile_layout(c, ir_layout_slice(c, a, 1), IR_F32, 1, M, 0);
+            IrLayoutMap sb = tile_layout(c, ir_layout_slice(c, b, 1), IR_F32, 1, M, 0);
+            IrLayoutMap pa = tile_layout(c, a, IR_BF16, 2, M, N), pb = tile_layout(c, operand_of(c, b, 0), IR_BF16, 2, M, N);
             assert_int_equal(cg_layout_elems(&la), cg_layout_elems(&lb));
             assert_int_equal(cg_layout_elems(&sa), cg_layout_elems(&sb));
             for (uint32_t th = 0; th < (uint32_t)(32 * warps); th++) {
@@ -526,13 +526,13 @@ static void test_in_register_broadcasts_need_no_other_thread(void **state)
     const int32_t M = 128, N = 128;
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
         const IrLayout *m = ms[i];
-        CgLayout lm = tile_layout(c, m, IR_F32, 2, M, N);
+        IrLayoutMap lm = tile_layout(c, m, IR_F32, 2, M, N);
         uint32_t threads = 32 * (uint32_t)ir_layout_warps(m);
         for (int dim = 0; dim < 2; dim++) {
             const IrLayout *sl = ir_layout_slice(c, m, dim);
             assert_true(ir_layout_in_registers(IR_OP_BROADCAST, sl, m));
             assert_true(ir_layout_in_registers(IR_OP_EXPAND_DIMS, sl, m));
-            CgLayout lv = tile_layout(c, sl, IR_F32, 1, dim == 1 ? M : N, 0);
+            IrLayoutMap lv = tile_layout(c, sl, IR_F32, 1, dim == 1 ? M : N, 0);
             for (uint32_t th = 0; th < threads; th++)
                 for (uint32_t k = 0; k < cg_layout_elems(&lm); k++) {
                     int64_t x[IR_MAX_RANK] = {0};

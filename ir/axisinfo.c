@@ -9,7 +9,7 @@
  *   %o   = add splat(%b), arange contiguity 1024, divisibility 1024
  *   %p   = addptr splat(%x), %o  %x aligned to 16: contiguity 1024, divisibility 16 (bytes)
  *   %m   = cmp lt %o, splat(%n)  %n a multiple of 16: constancy 16 */
-#include "passes/axisinfo.h"
+#include "ir/axisinfo.h"
 
 #include "ir/arena.h"
 

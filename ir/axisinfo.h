@@ -17,9 +17,11 @@
  * constancy. Integer facts hold as long as the values do not wrap around. Facts come
  * from constants, arange, program_id * BLOCK, the hints multiple_of / max_contiguous
  * (which specialization inserts for parameters), and the
- * pointer-alignment promises of kernel parameters. */
-#ifndef TILE_PASSES_AXISINFO_H
-#define TILE_PASSES_AXISINFO_H
+ * pointer-alignment promises of kernel parameters. An analysis of the IR, not a pass:
+ * the passes (vector widths, TMA recognition) and codegen read it; passes/axischeck.h
+ * checks its facts on the interpreter's values. */
+#ifndef TILE_IR_AXISINFO_H
+#define TILE_IR_AXISINFO_H
 
 #include <stdint.h>
 
@@ -42,16 +44,5 @@ AxisInfo *axisinfo_analyze(const IrFunc *f, uint64_t aligned_params);
 /* The largest power of two dividing every element of a value with facts a whose
  * coordinate along d is a multiple of c (c a power of two). */
 int64_t axisinfo_div_at(const AxisInfo *a, int d, int64_t c);
-
-/* Runs kernel f in the interpreter (as interp_run, with base's options) and checks,
- * after every op, each fact axisinfo_analyze(f, aligned_params) claims for its result
- * on the values computed (passes/axischeck.c). A fact that fails is reported to diags
- * at the op, naming the fact, the axis, the element and the program; returns false then
- * or when the run itself fails. */
-bool axisinfo_check_run(const IrFunc *f, uint64_t aligned_params, const InterpArg *args, uint32_t nargs,
-                        const int64_t grid[3], const InterpOptions *base, DiagList *diags);
-/* The same with given facts (ai: f->nvalues entries), for tests of the checker. */
-bool axisinfo_check_facts(const IrFunc *f, const AxisInfo *ai, const InterpArg *args, uint32_t nargs,
-                          const int64_t grid[3], const InterpOptions *base, DiagList *diags);
 
 #endif
