@@ -206,6 +206,8 @@ bool cg_shared(Cg *c, const IrOp *op);
 /* cg_tma.c: mbarrier_init, tma_copy, tma_wait; the tensor-map parameters' attributes. */
 bool cg_tma(Cg *c, const IrOp *op);
 void cg_tma_params(Cg *c);
+/* The kernel's tma_copy and tma_store ops (the plan has a use for each). */
+uint32_t cg_tma_ops(const IrFunc *k);
 /* A local_load into an mma operand emits its ldmatrix when the dot needs it: step ks of
  * K (cg_shared_fill), or everything still missing (cg_shared_fill_all, which cg_get
  * calls). Values that are not such loads are left alone. */

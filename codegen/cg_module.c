@@ -161,19 +161,6 @@ void cg_barrier(Cg *c)
     cg_intrinsic(c, "llvm.nvvm.barrier.sync.cnt", NULL, 0, args, 2);
 }
 
-static void find_producer(IrOp *op, void *ud)
-{
-    if (op->code == IR_OP_PRODUCER) *(bool *)ud = true;
-}
-
-/* The producer warpgroup's threads: 128 when the kernel has a producer op, else 0. */
-static uint32_t producer_threads(const IrFunc *k)
-{
-    bool has = false;
-    ir_walk((IrBlock *)&k->body, find_producer, &has);
-    return has ? 128 : 0;
-}
-
 LLVMValueRef cg_thread_value(Cg *c, const int32_t key[8])
 {
     for (uint32_t i = 0; i < c->nmemo; i++)
@@ -261,11 +248,11 @@ CgVal cg_get(Cg *c, IrValue v)
 void cg_set(Cg *c, IrValue v, CgVal x) { c->vals[v] = x; }
 const IrType *cg_type(Cg *c, IrValue v) { return ir_value_type(c->f, v); }
 
-/* ---- launch facts --------------------------------------------------------------------- */
-
-/* The kernel's dynamic shared memory: first the scratch, the largest need of one op
- * (each op's staging is dead before the next op runs), then, 128-byte aligned, the
- * buffer area whose layout passes/shared.c decided (local_alloc offsets). */
+/* ---- the plan's shared memory ----------------------------------------------------------- */
+/* passes/plan.c decided the kernel's shared memory (ir/plan.h); codegen reads where the
+ * buffer area starts and each warpgroup's scratch, and says so, at the op that needs
+ * the most, when the kernel needs more than a block may have (it would only fail at
+ * launch: cuFuncSetAttribute, CUDA_ERROR_INVALID_VALUE). */
 typedef struct SmemWalk {
     const IrFunc *f;
     uint32_t bytes;
@@ -279,123 +266,27 @@ static void smem_visit(IrOp *op, void *ud)
     if (b > w->bytes) w->bytes = b, w->op = op;
 }
 
-/* A kernel that needs more shared memory than a block may have would only fail at
- * launch (cuFuncSetAttribute: CUDA_ERROR_INVALID_VALUE); say so here, at the op. */
-/* The scratch of ops while buffers are live (from a local_alloc to the async_wait 0
- * after its loop, in the alloc's block, nested regions included) and elsewhere: the
- * buffer area starts after the first only, and the rest may reuse it. */
-typedef struct SmemPlan {
-    uint32_t live, free_, buffers;
-    const IrOp *worst;
-    bool nvmma;
-    uint32_t stride;             /* a pingpong kernel's warpgroups: their scratch's distance */
-} SmemPlan;
-
-/* A local_alloc of an NVMMA buffer (swizzle_bytes: read by wgmma). */
-static bool has_nvmma_buffer(const IrFunc *k)
-{
-    for (uint32_t v = 0; v < k->nvalues; v++) {
-        const IrOp *d = k->values[v].def;
-        if (d && d->code == IR_OP_LOCAL_ALLOC && k->values[v].type->layout && k->values[v].type->layout->swizzle_bytes)
-            return true;
-    }
-    return false;
-}
-
-/* op (or an op of its regions) reads or writes a buffer: uses a local_alloc's value. */
-static bool uses_buffer(const IrFunc *k, const IrOp *op)
-{
-    for (uint32_t i = 0; i < op->noperands; i++) {
-        const IrOp *d = k->values[op->operands[i]].def;
-        if (d && d->code == IR_OP_LOCAL_ALLOC) return true;
-    }
-    for (uint32_t r = 0; r < op->nregions; r++)
-        for (const IrOp *o = op->regions[r].first; o; o = o->next)
-            if (uses_buffer(k, o)) return true;
-    return false;
-}
-
-/* In a block, buffers are live from the first local_alloc to the last op that uses
- * one (a loop using them counts whole); outside, scratch may reuse the area. */
-static void plan_block(const IrFunc *k, const IrBlock *blk, bool live, SmemPlan *p)
-{
-    const IrOp *last = NULL;
-    for (const IrOp *op = blk->first; op; op = op->next)
-        if (op->code == IR_OP_LOCAL_ALLOC || uses_buffer(k, op)) last = op;
-    bool here = false;
-    for (const IrOp *op = blk->first; op; op = op->next) {
-        if (op->code == IR_OP_LOCAL_ALLOC) here = true;
-        uint32_t b = ir_op_scratch_bytes(k, op);
-        uint32_t *slot = live || here ? &p->live : &p->free_;
-        if (b > *slot) *slot = b;
-        if (b && (!p->worst || b > ir_op_scratch_bytes(k, p->worst))) p->worst = op;
-        for (uint32_t r = 0; r < op->nregions; r++) plan_block(k, &op->regions[r], live || here, p);
-        if (op == last) here = false;
-    }
-}
-
-static SmemPlan smem_plan(const IrFunc *k)
-{
-    SmemPlan p = {0, 0, ir_buffer_area_bytes(k), NULL, has_nvmma_buffer(k), 0};
-    plan_block(k, &k->body, false, &p);
-    int groups = ir_consumer_groups(k);
-    if (groups > 1) {   /* each warpgroup its own scratch, one after the other */
-        uint32_t s = p.live > p.free_ ? p.live : p.free_;
-        p.stride = (s + 127) & ~127u;
-        p.live = p.free_ = p.stride * (uint32_t)groups;
-    }
-    return p;
-}
-
-/* The buffer area starts 128-byte aligned, 1024 when it holds NVMMA stages (wgmma's
- * swizzle patterns repeat every 1024 bytes, and descriptors assume a stage starts on a
- * repeat: passes/shared.c aligns their offsets, the dynamic shared memory is declared
- * 1024-aligned). */
-static uint32_t buffers_at(const SmemPlan *p)
-{
-    uint32_t a = p->nvmma ? 1023 : 127;
-    return p->buffers ? (p->live + a) & ~a : 0;
-}
-
-static uint32_t smem_total(const SmemPlan *p)
-{
-    uint32_t with = buffers_at(p) + p->buffers, s = p->live > p->free_ ? p->live : p->free_;
-    return ((with > s ? with : s) + 15) & ~15u;
-}
-
 static bool check_smem(Cg *c, const IrFunc *k, const char *arch)
 {
-    SmemWalk w = {k, 0, NULL};
+    const IrPlan *p = k->plan;
     c->f = k;
-    ir_walk((IrBlock *)&k->body, smem_visit, &w);
-    SmemPlan p = smem_plan(k);
-    c->smem_buffers = buffers_at(&p);
-    c->scratch_stride = p.stride;
-    uint32_t need = smem_total(&p), limit = smem_limit(arch);
+    if (!p) return cg_error(c, NULL, "internal error: kernel '%s' has no resource plan: run the GPU pipeline "
+                            "(pass_run_gpu) first", k->name);
+    c->f = k;
+    c->smem_buffers = p->buffers_at;
+    c->scratch_stride = p->scratch_stride;
+    uint32_t need = p->shared_bytes, limit = smem_limit(arch), buffers = ir_buffer_area_bytes(k);
     if (need <= limit) return true;
-    if (p.buffers)
+    if (buffers)
         return cg_error(c, NULL, "kernel '%s' needs %u bytes of shared memory (%u of buffers for pipelined dot "
                         "operands after %u of scratch), more than the %u bytes a block may use on %s; use smaller "
-                        "tiles or fewer stages", k->name, need, p.buffers, buffers_at(&p), limit, arch);
-    const char *what = ir_op_info[w.op->code].text;
+                        "tiles or fewer stages", k->name, need, buffers, p->buffers_at, limit, arch);
+    SmemWalk w = {k, 0, NULL};
+    ir_walk((IrBlock *)&k->body, smem_visit, &w);
+    const char *what = w.op ? ir_op_info[w.op->code].text : "kernel";
     return cg_error(c, w.op, "kernel '%s' needs %u bytes of shared memory for this %s, more than the %u bytes a "
                     "block may use on %s; use smaller tiles%s", k->name, need, what, limit, arch,
-                    w.op->code == IR_OP_DOT ? " (the dot stages a and b there as 32-bit values)" : "");
-}
-
-bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
-{
-    if (!k || k->kind != IR_FUNC_KERNEL) return false;
-    SmemPlan p = smem_plan(k);
-    out->threads = (uint32_t)ir_func_warps(k) * 32 * (uint32_t)ir_consumer_groups(k) + producer_threads(k);
-    out->shared_bytes = smem_total(&p);
-    int n = cg_tma_descs(k, out->tma, CG_MAX_TMA);
-    out->ntma = n > 0 ? (uint32_t)n : 0;
-    out->persistent = false;
-    out->cluster = (uint32_t)ir_cluster_size(k);
-    for (const IrOp *o = k->body.first; o; o = o->next)
-        if (o->code == IR_OP_LAUNCHED_PROGRAMS) out->persistent = true;
-    return n >= 0;
+                    w.op && w.op->code == IR_OP_DOT ? " (the dot stages a and b there as 32-bit values)" : "");
 }
 
 /* ---- kernels ------------------------------------------------------------------------------ */
@@ -467,20 +358,21 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     uint32_t np = k->body.nargs;
     LLVMTypeRef *pts = tl_calloc(np ? np : 1, sizeof *pts);
     if (!pts) tl_oom();
+    const IrPlan *plan = k->plan;
     c->f = k;
-    c->warps = ir_func_warps(k);
-    c->threads = c->warps * 32;
-    c->producer_threads = producer_threads(k);
+    c->warps = (int)plan->group_threads / 32;
+    c->threads = (int)plan->group_threads;
+    c->producer_threads = plan->producer_threads;
     c->consumers = c->in_producer = false;
-    c->groups = ir_consumer_groups(k);
+    c->groups = (int)plan->groups;
     c->raw_tid = c->group = c->scratch = NULL;
-    int ntma = cg_tma_descs(k, c->tma, CG_MAX_TMA);
-    if (ntma < 0) {
+    if (plan->nuses != cg_tma_ops(k)) {
         tl_free(pts);
         return cg_error(c, NULL, "internal error: kernel '%s' copies by TMA from a tensor not known on the host, or "
-                        "from more than %d", k->name, CG_MAX_TMA);
+                        "from more than %d", k->name, IR_PLAN_MAX_TMA);
     }
-    c->ntma = (uint32_t)ntma;
+    c->ntma = plan->ntma;
+    memcpy(c->tma, plan->tma, sizeof plan->tma);
     pts = tl_realloc(pts, (np + c->ntma + 1) * sizeof *pts);
     if (!pts) tl_oom();
     for (uint32_t i = 0; i < np; i++) pts[i] = param_type(c, cg_type(c, k->body.args[i]));
@@ -491,9 +383,8 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
     cg_tma_params(c);
     LLVMSetFunctionCallConv(c->fn, LLVMPTXKernelCallConv);
     cg_annotate(c->mod, c->fn, "kernel", 1);
-    cg_annotate(c->mod, c->fn, "maxntidx", c->threads * c->groups + (int)c->producer_threads);
-    /* setmaxnreg needs .maxntid with .minnctapersm (ptxas drops it otherwise) */
-    if (c->producer_threads) cg_annotate(c->mod, c->fn, "minctasm", 1);
+    cg_annotate(c->mod, c->fn, "maxntidx", (int)plan->threads);
+    if (plan->min_ctas) cg_annotate(c->mod, c->fn, "minctasm", (int)plan->min_ctas);
     c->vals = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->vals);
     c->lazy = tl_calloc(k->nvalues ? k->nvalues : 1, sizeof *c->lazy);
     c->ai = axisinfo_analyze(k, aligned);
@@ -520,8 +411,8 @@ static bool build_kernel(Cg *c, const IrFunc *k, uint64_t aligned)
      * stays in the entry block however the block grows (the pipeline removes it) */
     c->anchor = LLVMBuildAdd(c->b, c->warp, cg_i32c(c, 0), "anchor");
     c->smem = shared_memory(c);
-    c->wgmma = has_nvmma_buffer(k);
-    if (c->wgmma) LLVMSetAlignment(c->smem, 1024);   /* NVMMA stages start on a swizzle repeat */
+    c->wgmma = plan->buffer_align == IR_NVMMA_ALIGN;   /* NVMMA stages: wgmma reads them */
+    if (c->wgmma) LLVMSetAlignment(c->smem, IR_NVMMA_ALIGN);
     bind_params(c);
     bool ok = cg_check_layouts(c, k) && cg_body(c, &k->body);
     if (!LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(c->b))) LLVMBuildBr(c->b, c->exit_bb);

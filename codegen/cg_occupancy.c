@@ -1,40 +1,19 @@
-/* Occupancy: how many programs (CTAs) an SM runs at once, chosen per kernel.
- *
- * ptxas picks a kernel's register count alone; an SM has 64K registers, so 34 registers
- * for 256 threads fit 6 programs (1536 threads), and a memory-bound kernel then has too
- * few loads in flight to reach HBM's bandwidth. Asking for `.minnctapersm 2048/threads`
- * caps the kernel at 32 registers so that 2048 threads fit. That is only safe where the kernel needs little more than 32: otherwise
- * ptxas spills to local memory, which costs more than the occupancy gains. So:
- *   - only kernels without dot and without loops (Tile IR `for`/`while`): their register
- *     needs are their straight-line live tiles, which the estimate below sees;
- *   - the estimate: the most 32-bit registers live at once in the optimized LLVM IR
- *     (each value live from its definition to its last use with the blocks in reverse
- *     post-order, a topological order of an acyclic function, so the intervals
- *     over-approximate liveness; layout order, where LLVM puts a join before the arms
- *     that reach it, made values used in both arms look live across the join; i1 values live in predicate
- *     registers and do not count); the cap is requested when it is at most
- *     CG_OCC_MAX_ESTIMATE, calibrated with ptxas -v (docs/CODEGEN.md section 6).
- * The estimate needs the optimized IR, but LLVM 19 caches a kernel's !nvvm.annotations
- * when its pipeline first asks for them, so a "minctasm" annotation added after the
- * pipeline is never read: the directive is written into the PTX text instead, after
- * the entry's `.maxntid`. -O0 skips all this. */
+/* Occupancy: the plan's request (passes/plan.c decides which kernels ask for
+ * `.minnctapersm N`, and up to how many registers a thread), measured here on the
+ * optimized LLVM IR: the most 32-bit registers live at once (each value live from its
+ * definition to its last use with the blocks in reverse post-order, a topological order
+ * of an acyclic function, so the intervals over-approximate liveness; layout order,
+ * where LLVM puts a join before the arms that reach it, made values used in both arms
+ * look live across the join; i1 values live in predicate registers and do not count).
+ * The request is written when the count is at most the plan's max_regs (calibrated with
+ * ptxas -v, docs/CODEGEN.md section 6). The count needs the optimized IR, but LLVM 19
+ * caches a kernel's !nvvm.annotations when its pipeline first asks for them, so a
+ * "minctasm" annotation added after the pipeline is never read: the directive is
+ * written into the PTX text instead, after the entry's `.maxntid`. -O0 skips all this. */
 #include <stdio.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
-
-#define CG_OCC_THREADS 2048          /* resident threads per SM (sm_80 and sm_90) */
-#define CG_OCC_MAX_ESTIMATE 44       /* largest estimate capped without spills (calibrated) */
-
-typedef struct OccWalk {
-    bool blocked;                    /* a dot or a loop */
-} OccWalk;
-
-static void occ_visit(IrOp *op, void *ud)
-{
-    OccWalk *w = ud;
-    if (op->code == IR_OP_DOT || op->code == IR_OP_FOR || op->code == IR_OP_WHILE) w->blocked = true;
-}
 
 /* 32-bit registers for one value (0 for i1: predicates). */
 static int value_regs(LLVMTypeRef t)
@@ -181,13 +160,9 @@ void cg_occupancy(LLVMModuleRef mod, const IrModule *m, int *mincta)
 {
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         const IrFunc *k = m->funcs[i];
-        CgKernelInfo info;
-        if (k->kind != IR_FUNC_KERNEL || !cg_kernel_info(k, &info) || CG_OCC_THREADS % info.threads) continue;
+        if (k->kind != IR_FUNC_KERNEL || !k->plan || !k->plan->occupancy) continue;
         LLVMValueRef fn = LLVMGetNamedFunction(mod, k->name);
-        OccWalk w = {false};
-        ir_walk((IrBlock *)&k->body, occ_visit, &w);
-        if (!fn || w.blocked) continue;
-        if (cg_register_estimate(fn) <= CG_OCC_MAX_ESTIMATE) mincta[i] = CG_OCC_THREADS / (int)info.threads;
+        if (fn && cg_register_estimate(fn) <= (int)k->plan->occupancy_max_regs) mincta[i] = (int)k->plan->occupancy;
     }
 }
 

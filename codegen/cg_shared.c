@@ -467,15 +467,6 @@ static bool ldmatrix_operand(Cg *c, const IrOp *ll)
            ir_elem_bytes(cg_type(c, ll->operands[0])->elem) == 2 && c->target->ldmatrix;
 }
 
-static int dots_in(const IrBlock *blk)
-{
-    int n = 0;
-    for (const IrOp *op = blk->first; op; op = op->next) {
-        n += op->code == IR_OP_DOT;
-        for (uint32_t r = 0; r < op->nregions; r++) n += dots_in(&op->regions[r]);
-    }
-    return n;
-}
 
 /* Step 0 of ll read from `stage`, as words (pairs of 16-bit elements). */
 static LLVMValueRef *first_step_words(Cg *c, const IrOp *ll, LLVMValueRef stage, uint32_t *nwords)
@@ -558,7 +549,7 @@ bool cg_prefetch_begin(Cg *c, const IrOp *loop, CgPrefetch *pf)
     const IrFunc *f = c->f;
     const IrBlock *body = &loop->regions[0];
     memset(pf, 0, sizeof *pf);
-    if (dots_in(body) != 1) return false;
+    if (ir_count_ops(body, IR_OP_DOT) != 1) return false;
     const IrOp *dot = NULL;
     for (const IrOp *op = body->first; op; op = op->next)
         if (op->code == IR_OP_DOT) dot = op;

@@ -21,12 +21,12 @@
  *
  * Descriptors. Each distinct (pointer, shape, strides, box, swizzle) of the kernel's
  * tma_copy ops is one tensor map (CUtensorMap, 128 bytes), passed as a hidden kernel
- * parameter after the run-time ones, in the order cg_tma_descs gives (the order of first
+ * parameter after the run-time ones, in the order of the plan's maps (passes/plan.c: first
  * use), as `.param .align 64 .b8 [128]`: an LLVM byval [128 x i8] parameter that the
  * nvvm annotation grid_constant keeps in parameter space (without it LLVM copies it to
  * local memory, and TMA cannot read a descriptor there). The runtime encodes each map at
  * launch from the kernel's arguments (cuTensorMapEncodeTiled, runtime/rt_tma.c) by the
- * CgTmaDesc recipe that cg_kernel_info returns.
+ * recipe of the plan (ir/plan.h).
  *
  * Boxes. A stage in the NVMMA form of swizzle SW (ir/layout.h) is the tile's contiguous
  * axis cut into blocks of SW bytes, each block [rows x SW], one after another; a TMA box
@@ -43,72 +43,29 @@
 #include "codegen/codegen.h"
 #include "ir/layout.h"
 #include "ir/target.h"
-#include "passes/passes.h"
 
 /* Where the pointer operand of a tma_copy or tma_store is; its shapes, strides and
  * offsets follow it (x 2 each). */
 static uint32_t ptr_operand(const IrOp *op) { return op->code == IR_OP_TMA_STORE ? 2 : 3; }
 
-/* The recipe of one tma_copy's or tma_store's map for pointer parameter `param` (one of
- * those its pointer may be); false if an operand is not known on the host. The
- * buffer's NVMMA form gives the box: swizzle / element bytes along the contiguous axis,
- * all of the buffer's rows across it (a store's staging chunk is one box). */
-static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, CgTmaDesc *out)
+typedef struct TmaOps {
+    const IrOp *op;              /* the op sought, or NULL: count them all */
+    uint32_t n, index;
+} TmaOps;
+
+static void visit_tma(IrOp *op, void *ud)
 {
-    const IrType *bt = ir_value_type(f, op->operands[0]);
-    const IrLayout *l = bt->layout;
-    int fast = l->order[0] - 1, slow = 1 - fast, eb = ir_elem_bytes(bt->elem);
-    memset(out, 0, sizeof *out);
-    if (bt->rank != 3 || !l->swizzle_bytes) return false;
-    out->ptr_param = param;
-    out->elem_bytes = (uint32_t)eb;
-    out->rank = 2;
-    out->swizzle = (uint32_t)l->swizzle_bytes;
-    out->box[0] = (uint16_t)(l->swizzle_bytes / eb);
-    out->box[1] = (uint16_t)bt->shape[1 + slow];
-    int n = ir_cluster_size(f);
-    if (op->code == IR_OP_TMA_COPY && op->attr.i && pass_multicast_share(bt, n) == PASS_MULTICAST_ROWS)
-        out->box[1] = (uint16_t)(out->box[1] / n);   /* each CTA's rows of every box */
-    uint32_t sh = ptr_operand(op) + 1;
-    out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[sh])->elem) * 8;
-    int axes[2] = {fast, slow};
-    for (int d = 0; d < 2; d++) {
-        int64_t mult;
-        if (!blockload_host_scalar(f, op->operands[sh + axes[d]], &out->dim_param[d], &out->dim_value[d], &mult) ||
-            !blockload_host_scalar(f, op->operands[sh + 2 + axes[d]], &out->stride_param[d], &out->stride_value[d], &mult))
-            return false;
-    }
-    return out->stride_param[0] < 0 && out->stride_value[0] == 1;
+    TmaOps *t = ud;
+    if (op->code != IR_OP_TMA_COPY && op->code != IR_OP_TMA_STORE) return;
+    if (op == t->op) t->index = t->n;
+    t->n++;
 }
 
-/* Adds the maps of blk's tma_copy and tma_store ops (in order, nested regions included) to out[0..*nd)
- * that are not there yet; false if one cannot be described or there are more than max. */
-static bool collect_maps(const IrFunc *k, const IrBlock *blk, CgTmaDesc *out, uint32_t *nd, uint32_t max)
+uint32_t cg_tma_ops(const IrFunc *k)
 {
-    for (const IrOp *op = blk->first; op; op = op->next) {
-        for (uint32_t r = 0; r < op->nregions; r++)
-            if (!collect_maps(k, &op->regions[r], out, nd, max)) return false;
-        if (op->code != IR_OP_TMA_COPY && op->code != IR_OP_TMA_STORE) continue;
-        uint32_t ps[4];
-        int np = blockload_ptr_params(k, op->operands[ptr_operand(op)], ps, 4);
-        if (!np) return false;
-        for (int p = 0; p < np; p++) {
-            CgTmaDesc d;
-            if (!recipe_of(k, op, ps[p], &d)) return false;
-            bool seen = false;
-            for (uint32_t j = 0; j < *nd && !seen; j++) seen = !memcmp(&out[j], &d, sizeof d);
-            if (seen) continue;
-            if (*nd == max) return false;
-            out[(*nd)++] = d;
-        }
-    }
-    return true;
-}
-
-int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max)
-{
-    uint32_t nd = 0;
-    return collect_maps(k, &k->body, out, &nd, max) ? (int)nd : -1;
+    TmaOps t = {NULL, 0, 0};
+    ir_walk((IrBlock *)&k->body, visit_tma, &t);
+    return t.n;
 }
 
 /* The address (i64, generic) of op's map: its hidden parameter, or, for a pointer that
@@ -116,24 +73,22 @@ int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max)
  * select chain; two parameters with one address have the same map but the base). */
 static LLVMValueRef desc_addr(Cg *c, const IrOp *op)
 {
-    uint32_t ps[4], po = ptr_operand(op);
-    int np = blockload_ptr_params(c->f, op->operands[po], ps, 4);
+    TmaOps t = {op, 0, UINT32_MAX};
+    ir_walk((IrBlock *)&c->f->body, visit_tma, &t);   /* the plan's uses are in this order */
+    const IrPlan *plan = c->f->plan;
+    if (t.index >= plan->nuses) return NULL;
+    const IrTmaUse *u = &plan->uses[t.index];
+    uint32_t po = ptr_operand(op);
     LLVMTypeRef i64 = LLVMInt64TypeInContext(c->ctx);
     LLVMValueRef addr = NULL, ptr = NULL;
-    if (np > 1) ptr = LLVMBuildPtrToInt(c->b, cg_get(c, op->operands[po]).v[0], i64, "");
-    for (int p = np - 1; p >= 0; p--) {
-        CgTmaDesc d;
-        if (!recipe_of(c->f, op, ps[p], &d)) return NULL;
-        LLVMValueRef m = NULL;
-        for (uint32_t j = 0; j < c->ntma && !m; j++)
-            if (!memcmp(&c->tma[j], &d, sizeof d))
-                m = LLVMBuildPtrToInt(c->b, LLVMGetParam(c->fn, c->f->body.nargs + j), i64, "");
-        if (!m) return NULL;
+    if (u->n > 1) ptr = LLVMBuildPtrToInt(c->b, cg_get(c, op->operands[po]).v[0], i64, "");
+    for (int p = (int)u->n - 1; p >= 0; p--) {
+        LLVMValueRef m = LLVMBuildPtrToInt(c->b, LLVMGetParam(c->fn, c->f->body.nargs + u->map[p]), i64, "");
         if (!addr) {
             addr = m;
             continue;
         }
-        LLVMValueRef base = LLVMBuildPtrToInt(c->b, LLVMGetParam(c->fn, ps[p]), i64, "");
+        LLVMValueRef base = LLVMBuildPtrToInt(c->b, LLVMGetParam(c->fn, u->param[p]), i64, "");
         addr = LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, ptr, base, ""), m, addr, "");
     }
     return addr;
@@ -232,10 +187,10 @@ static bool lower_copy(Cg *c, const IrOp *op)
     if (op->attr.i && n > 1) {     /* this CTA's share of the block, to every CTA */
         LLVMValueRef rank = cg_sreg(c, "cluster.ctarank");
         LLVMValueRef mask = LLVMConstInt(LLVMInt16TypeInContext(c->ctx), (1u << n) - 1, 0);
-        PassMulticast share = pass_multicast_share(bt, n);
-        if (share == PASS_MULTICAST_NONE)
+        IrMulticast share = ir_multicast_share(bt, n);
+        if (share == IR_MULTICAST_NONE)
             return cg_error(c, op, "internal error: a multicast copy of %d boxes of %d rows among %d CTAs", nbox, rows, n);
-        bool by_rows = share == PASS_MULTICAST_ROWS;
+        bool by_rows = share == IR_MULTICAST_ROWS;
         /* by boxes: boxes rank + t n; by rows: every box, rows rank * rows / n .. */
         LLVMValueRef sub = by_rows ? cg_mul(c->b, rank, cg_i32c(c, rows / n)) : NULL;
         LLVMValueRef dsub = by_rows ? cg_add(c->b, dst0, cg_mul(c->b, sub, cg_i32c(c, sw))) : dst0;

@@ -10,9 +10,9 @@
  *   - parameters in the kernel's run-time parameter order (IrFunc.body.args);
  *   - pointers: 64-bit global addresses; integers: their width, i1 as one byte
  *     (0 or 1; any non-zero byte reads as true); f16/bf16: 16 bits; f32/f64 as is;
- *   - block: cg_kernel_info's threads (warps * 32) along x only;
+ *   - block: the plan's threads (ir/plan.h) along x only;
  *   - grid: 1 to 3 dimensions, program_id(d) = blockIdx.{x,y,z};
- *   - dynamic shared memory: cg_kernel_info's shared_bytes.
+ *   - dynamic shared memory: the plan's shared_bytes.
  * The returned strings are malloc'd (tl_malloc) and owned by the caller (tl_free). */
 #ifndef TILE_CODEGEN_CODEGEN_H
 #define TILE_CODEGEN_CODEGEN_H
@@ -47,47 +47,13 @@ char *cg_emit_llvm(const IrModule *m, const CgOptions *o, DiagList *d);
 /* The PTX of every kernel of m (text, malloc'd); NULL with a diagnostic on failure. */
 char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d);
 
-/* A tensor map (CUtensorMap) that a kernel takes as a hidden parameter: how the
- * launcher encodes it from the arguments (cuTensorMapEncodeTiled; codegen/cg_tma.c).
- * Dimensions innermost (contiguous) first, as TMA numbers them. Each extent and stride
- * is *_value times run-time parameter *_param when that is >= 0 (3 * hidden), wrapped
- * to index_bits as the kernel's arithmetic does, else the constant *_value.
- * 128 bytes, no padding: the runtime stores it in cache entries as it is. */
-#define CG_MAX_TMA 8
-typedef struct CgTmaDesc {
-    uint32_t ptr_param;          /* the pointer parameter: the tensor's address */
-    uint32_t elem_bytes;         /* 2 (f16, bf16) */
-    uint32_t rank;               /* 2 */
-    uint32_t swizzle;            /* bytes: 32, 64 or 128 (the stages' NVMMA swizzle) */
-    uint16_t box[4];             /* the box: swizzle / elem_bytes, then the stage's rows */
-    uint32_t index_bits;         /* 32 or 64: the block load's integer type */
-    uint32_t reserved;
-    int32_t dim_param[4];
-    int32_t stride_param[4];     /* element strides; dimension 0's is the constant 1 */
-    int64_t dim_value[4];
-    int64_t stride_value[4];
-} CgTmaDesc;
-
-typedef struct CgKernelInfo {
-    uint32_t threads;            /* block size along x: warps * 32 */
-    uint32_t shared_bytes;       /* dynamic shared memory to launch with */
-    uint32_t ntma;               /* hidden tensor-map parameters after the run-time ones */
-    /* The kernel walks its grid's programs (passes/persistent.c: it reads
-     * launched_programs): launch at most as many as the device holds at once, along x. */
-    bool persistent;
-    /* CTAs of a cluster (the launch key cluster, passes/cluster.c): the PTX requires
-     * that many along x (.reqnctapercluster); the grid's programs are clusters, so a
-     * launch runs this many CTAs a program. 1: no cluster. */
-    uint32_t cluster;
-    CgTmaDesc tma[CG_MAX_TMA];
-} CgKernelInfo;
-
-/* The tensor maps of laid-out kernel k's tma_copy ops, in parameter order, into out
- * (at most max); their count, or -1 if one cannot be described on the host. */
-int cg_tma_descs(const IrFunc *k, CgTmaDesc *out, uint32_t max);
-
-/* Launch facts of a kernel (false if k is not a kernel). */
-bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out);
+/* A tensor map (CUtensorMap) that a kernel takes as a hidden parameter: the plan's
+ * recipe (ir/plan.h IrTmaRecipe, made by passes/plan.c), which the launcher encodes
+ * from the arguments (cuTensorMapEncodeTiled). The kernel's launch facts (threads,
+ * shared memory, tensor maps, persistent, cluster) are its plan's: the runtime reads
+ * them from the IR, never from here. */
+#define CG_MAX_TMA IR_PLAN_MAX_TMA
+typedef IrTmaRecipe CgTmaDesc;
 /* The identity of the compiler this library was built from (tile_compiler_id: a hash
  * of its sources and the LLVM version). The runtime's cache keys name it. */
 const char *cg_compiler_id(void);

@@ -561,6 +561,16 @@ void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud)
     }
 }
 
+int ir_count_ops(const IrBlock *blk, IrOpcode code)
+{
+    int n = 0;
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        n += op->code == code;
+        for (uint32_t r = 0; r < op->nregions; r++) n += ir_count_ops(&op->regions[r], code);
+    }
+    return n;
+}
+
 static void count_uses(IrOp *op, void *ud)
 {
     uint32_t *counts = ud;

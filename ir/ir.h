@@ -24,6 +24,7 @@
 #include "arena.h"
 #include "diag.h"
 #include "knobs.h"
+#include "plan.h"
 
 /* ---- element types ------------------------------------------------------------ */
 /*        NAME       text       bits class */
@@ -217,6 +218,9 @@ struct IrFunc {
     IrValueInfo *values;         /* the value table */
     uint32_t nvalues, cap_values;
     struct IrModule *module;
+    /* The resource plan (ir/plan.h), written by the last GPU pass (passes/plan.c) and
+     * read by codegen and the runtime; NULL before it. */
+    struct IrPlan *plan;
 };
 
 typedef struct IrModule {
@@ -346,6 +350,9 @@ IrOp *ir_clone_op(IrBuilder *b, const IrFunc *src, const IrOp *op, IrValue *map,
 /* Calls fn on every op of the block and, depth-first, of its regions (pre-order).
  * fn may not remove the op it is given; collect first, then remove. */
 void ir_walk(IrBlock *blk, void (*fn)(IrOp *op, void *ud), void *ud);
+/* The ops of blk with opcode `code`, nested regions included (a loop's dots: the ring's
+ * schedule in passes/shared.c and codegen's prefetch read the same count). */
+int ir_count_ops(const IrBlock *blk, IrOpcode code);
 /* v is computed inside blk: by an op of blk or of a region nested in it, or is an
  * argument of such a block. */
 bool ir_value_defined_in(const IrFunc *f, IrValue v, const IrBlock *blk);

@@ -857,10 +857,151 @@ static bool parse_launch(Parser *ps, IrFunc *f)
     return expect(ps, TK_PUNCT, "}");
 }
 
+/* ---- the resource plan (ir/plan.h): the printer's form, in its order ---------------- */
+/* NAME = int, into *out (within [lo, hi]) */
+static bool plan_field(Parser *ps, const char *name, int64_t lo, int64_t hi, int64_t *out)
+{
+    Loc loc = ps->tok.loc;
+    if (!expect(ps, TK_IDENT, name) || !expect(ps, TK_PUNCT, "=") || !parse_int(ps, out)) return false;
+    if (*out < lo || *out > hi) return error_at(ps, loc, "plan %s = %" PRId64 " is out of range", name, *out);
+    return true;
+}
+
+static bool plan_u32(Parser *ps, const char *name, uint32_t *out)
+{
+    int64_t v;
+    if (!plan_field(ps, name, 0, UINT32_MAX, &v)) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* {kind = K, at = int, bytes = int, align = int} */
+static bool plan_region(Parser *ps, IrSmemRegion *r)
+{
+    if (!expect(ps, TK_PUNCT, "{") || !expect(ps, TK_IDENT, "kind") || !expect(ps, TK_PUNCT, "=")) return false;
+    int k = ps->tok.kind == TK_IDENT ? ir_smem_kind_of(ps->tok.s, ps->tok.n) : -1;
+    if (k < 0) return error_at(ps, ps->tok.loc, "expected a region kind (scratch, buffer or barriers)");
+    next(ps);
+    r->kind = (IrSmemKind)k;
+    return expect(ps, TK_PUNCT, ",") && plan_u32(ps, "at", &r->at) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "bytes", &r->bytes) && expect(ps, TK_PUNCT, ",") && plan_u32(ps, "align", &r->align) &&
+           expect(ps, TK_PUNCT, "}");
+}
+
+/* [[param, value], ...]: a recipe's dims or strides (at most 4) */
+static bool plan_terms(Parser *ps, const char *name, int32_t *param, int64_t *value, uint32_t *rank)
+{
+    uint32_t n = 0;
+    if (!expect(ps, TK_IDENT, name) || !expect(ps, TK_PUNCT, "=") || !expect(ps, TK_PUNCT, "[")) return false;
+    do {
+        int64_t p;
+        if (n == 4) return error_at(ps, ps->tok.loc, "a tensor map has at most 4 dimensions");
+        if (!expect(ps, TK_PUNCT, "[") || !parse_int(ps, &p) || !expect(ps, TK_PUNCT, ",") ||
+            !parse_int(ps, &value[n]) || !expect(ps, TK_PUNCT, "]"))
+            return false;
+        if (p < -1 || p > INT32_MAX) return error_at(ps, ps->tok.loc, "a tensor map's parameter index is out of range");
+        param[n++] = (int32_t)p;
+    } while (accept(ps, TK_PUNCT, ","));
+    if (*rank && n != *rank) return error_at(ps, ps->tok.loc, "a tensor map's strides and dims differ in rank");
+    *rank = n;
+    return expect(ps, TK_PUNCT, "]");
+}
+
+static bool plan_recipe(Parser *ps, IrTmaRecipe *r)
+{
+    int64_t b0, b1;
+    memset(r, 0, sizeof *r);
+    if (!expect(ps, TK_PUNCT, "{") || !plan_u32(ps, "param", &r->ptr_param) || !expect(ps, TK_PUNCT, ",") ||
+        !plan_u32(ps, "elem", &r->elem_bytes) || !expect(ps, TK_PUNCT, ",") || !plan_u32(ps, "swizzle", &r->swizzle) ||
+        !expect(ps, TK_PUNCT, ",") || !expect(ps, TK_IDENT, "box") || !expect(ps, TK_PUNCT, "=") ||
+        !expect(ps, TK_PUNCT, "[") || !parse_int(ps, &b0) || !expect(ps, TK_PUNCT, ",") || !parse_int(ps, &b1) ||
+        !expect(ps, TK_PUNCT, "]") || !expect(ps, TK_PUNCT, ",") || !plan_u32(ps, "index", &r->index_bits) ||
+        !expect(ps, TK_PUNCT, ","))
+        return false;
+    if (b0 < 1 || b0 > 256 || b1 < 1 || b1 > 256) return error_at(ps, ps->tok.loc, "a tensor map's box is 1 to 256 a side");
+    r->box[0] = (uint16_t)b0, r->box[1] = (uint16_t)b1;
+    return plan_terms(ps, "dims", r->dim_param, r->dim_value, &r->rank) && expect(ps, TK_PUNCT, ",") &&
+           plan_terms(ps, "strides", r->stride_param, r->stride_value, &r->rank) && expect(ps, TK_PUNCT, "}");
+}
+
+/* [[param, map], ...]: one tma op's pairs */
+static bool plan_use(Parser *ps, IrTmaUse *u, uint32_t ntma)
+{
+    u->n = 0;
+    if (!expect(ps, TK_PUNCT, "[")) return false;
+    do {
+        int64_t p, m;
+        if (u->n == 4) return error_at(ps, ps->tok.loc, "a tma op's pointer is one of at most 4 parameters");
+        if (!expect(ps, TK_PUNCT, "[") || !parse_int(ps, &p) || !expect(ps, TK_PUNCT, ",") || !parse_int(ps, &m) ||
+            !expect(ps, TK_PUNCT, "]"))
+            return false;
+        if (p < 0 || p > UINT32_MAX || m < 0 || m >= ntma) return error_at(ps, ps->tok.loc, "a tma use names no map of the plan");
+        u->param[u->n] = (uint32_t)p, u->map[u->n++] = (uint32_t)m;
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, "]");
+}
+
+/* NAME = [item, ...] (possibly empty), each item read by one of the three */
+static bool plan_list(Parser *ps, const char *name, IrPlan *p, int which)
+{
+    VEC(IrSmemRegion) regions = {0};
+    VEC(IrTmaUse) uses = {0};
+    bool ok = expect(ps, TK_IDENT, name) && expect(ps, TK_PUNCT, "=") && expect(ps, TK_PUNCT, "[");
+    if (ok && !accept(ps, TK_PUNCT, "]")) {
+        do {
+            IrSmemRegion r;
+            IrTmaUse u;
+            if (which == 0 && (ok = plan_region(ps, &r))) vec_push(&regions, r);
+            else if (which == 1 && p->ntma == IR_PLAN_MAX_TMA) ok = error_at(ps, ps->tok.loc, "a plan has at most %d tensor maps", IR_PLAN_MAX_TMA);
+            else if (which == 1 && (ok = plan_recipe(ps, &p->tma[p->ntma]))) p->ntma++;
+            else if (which == 2 && (ok = plan_use(ps, &u, p->ntma))) vec_push(&uses, u);
+        } while (ok && accept(ps, TK_PUNCT, ","));
+        ok = ok && expect(ps, TK_PUNCT, "]");
+    }
+    p->nregions = which == 0 ? (uint32_t)regions.len : p->nregions;
+    if (which == 0) p->regions = arena_alloc(ps->arena, (regions.len + 1) * sizeof *p->regions);
+    if (which == 0 && regions.len) memcpy(p->regions, regions.data, regions.len * sizeof *p->regions);
+    if (which == 2) p->nuses = (uint32_t)uses.len, p->uses = arena_alloc(ps->arena, (uses.len + 1) * sizeof *p->uses);
+    if (which == 2 && uses.len) memcpy(p->uses, uses.data, uses.len * sizeof *p->uses);
+    vec_free(&regions);
+    vec_free(&uses);
+    return ok;
+}
+
+static bool parse_plan(Parser *ps, IrFunc *f)
+{
+    IrPlan *p = arena_alloc(ps->arena, sizeof *p);
+    int64_t pers;
+    memset(p, 0, sizeof *p);
+    f->plan = p;
+    return expect(ps, TK_PUNCT, "{") && plan_u32(ps, "threads", &p->threads) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "groups", &p->groups) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "group_threads", &p->group_threads) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "producer_threads", &p->producer_threads) && expect(ps, TK_PUNCT, ",") &&
+           expect(ps, TK_IDENT, "regs") && expect(ps, TK_PUNCT, "=") && expect(ps, TK_PUNCT, "{") &&
+           plan_u32(ps, "producer", &p->producer_regs) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "consumers", &p->consumer_regs) && expect(ps, TK_PUNCT, "}") && expect(ps, TK_PUNCT, ",") &&
+           expect(ps, TK_IDENT, "smem") && expect(ps, TK_PUNCT, "=") && expect(ps, TK_PUNCT, "{") &&
+           plan_u32(ps, "bytes", &p->shared_bytes) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "scratch", &p->scratch) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "stride", &p->scratch_stride) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "buffers_at", &p->buffers_at) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "align", &p->buffer_align) && expect(ps, TK_PUNCT, "}") && expect(ps, TK_PUNCT, ",") &&
+           plan_list(ps, "map", p, 0) && expect(ps, TK_PUNCT, ",") && plan_list(ps, "tma", p, 1) &&
+           expect(ps, TK_PUNCT, ",") && plan_list(ps, "tma_uses", p, 2) && expect(ps, TK_PUNCT, ",") &&
+           plan_field(ps, "persistent", 0, 1, &pers) && (p->persistent = pers, expect(ps, TK_PUNCT, ",")) &&
+           plan_u32(ps, "cluster", &p->cluster) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "min_ctas", &p->min_ctas) && expect(ps, TK_PUNCT, ",") &&
+           expect(ps, TK_IDENT, "occupancy") && expect(ps, TK_PUNCT, "=") && expect(ps, TK_PUNCT, "{") &&
+           plan_u32(ps, "ctas", &p->occupancy) && expect(ps, TK_PUNCT, ",") &&
+           plan_u32(ps, "max_regs", &p->occupancy_max_regs) && expect(ps, TK_PUNCT, "}") && expect(ps, TK_PUNCT, "}");
+}
+
 static bool parse_kernel_attrs(Parser *ps, IrFunc *f)
 {
     if (accept(ps, TK_IDENT, "consts") && !parse_consts(ps, f)) return false;
     if (accept(ps, TK_IDENT, "launch") && !parse_launch(ps, f)) return false;
+    if (accept(ps, TK_IDENT, "plan") && !parse_plan(ps, f)) return false;
     if (accept(ps, TK_IDENT, "grid")) {
         GridRef r = {f, {0}};
         if (!parse_symbol(ps, &r.name)) return false;

@@ -288,3 +288,13 @@ bool ir_layout_check(const IrLayout *l, int rank, int warps, char *why, size_t n
     }
     return true;
 }
+
+IrMulticast ir_multicast_share(const IrType *bt, int ctas)
+{
+    const IrLayout *l = bt->layout;
+    if (ctas < 2 || !l || !l->swizzle_bytes) return IR_MULTICAST_NONE;
+    int fast = l->order[0] - 1, eb = ir_elem_bytes(bt->elem);
+    int32_t boxes = bt->shape[1 + fast] * eb / l->swizzle_bytes, rows = bt->shape[2 - fast];
+    if (boxes > 0 && boxes % ctas == 0) return IR_MULTICAST_BOXES;
+    return boxes > 0 && rows % (8 * ctas) == 0 ? IR_MULTICAST_ROWS : IR_MULTICAST_NONE;
+}

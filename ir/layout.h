@@ -117,4 +117,13 @@ int ir_wgmma_k(IrElem in, IrElem acc);
  * warps; on failure writes the broken rule to why and returns false. */
 bool ir_layout_check(const IrLayout *l, int rank, int warps, char *why, size_t n);
 
+/* How the n CTAs of a cluster share a multicast copy into the ring
+ * buffer bt ([stages, rows, cols], NVMMA): whole boxes (the stage's blocks of swizzle
+ * bytes: CTA r issues boxes r, r + n, ...) where they divide among the CTAs, else each
+ * box's rows r * R / n .. where those are whole 8-row swizzle atoms, else none (each CTA
+ * copies the block itself). passes/shared.c plans the rings by it,
+ * passes/plan.c describes the maps by it and codegen/cg_tma.c issues the copies by it. */
+typedef enum { IR_MULTICAST_NONE, IR_MULTICAST_BOXES, IR_MULTICAST_ROWS } IrMulticast;
+IrMulticast ir_multicast_share(const IrType *bt, int ctas);
+
 #endif

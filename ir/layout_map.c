@@ -159,3 +159,8 @@ uint32_t ir_buffer_area_bytes(const IrFunc *f)
     }
     return end;
 }
+
+uint32_t ir_buffer_area_at(uint32_t scratch, bool nvmma)
+{
+    return nvmma ? (uint32_t)ir_nvmma_align(scratch) : (scratch + 127) & ~127u;
+}

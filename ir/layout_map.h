@@ -56,6 +56,15 @@ int32_t ir_layout_map_axis_warps(const IrLayoutMap *l, int axis);
  * cross-warp totals; an FMA dot both operands as 32-bit (64-bit for f64 and integers)
  * values; an atomic its results. */
 uint32_t ir_op_scratch_bytes(const IrFunc *f, const IrOp *op);
+/* NVMMA stages (buffers wgmma reads, swizzled) start on a multiple of 1024 bytes:
+ * the swizzle patterns repeat every 1024 bytes, and the descriptors assume a stage
+ * starts on a repeat. THE alignment rule: the rings' offsets (passes/shared.c) and the
+ * buffer area's start (ir_buffer_area_at) follow it. */
+#define IR_NVMMA_ALIGN 1024u
+static inline uint64_t ir_nvmma_align(uint64_t offset) { return (offset + IR_NVMMA_ALIGN - 1) & ~(uint64_t)(IR_NVMMA_ALIGN - 1); }
+/* Where the buffer area starts after `scratch` bytes of scratch: the next 128 bytes,
+ * or the next NVMMA_ALIGN when it holds NVMMA stages. */
+uint32_t ir_buffer_area_at(uint32_t scratch, bool nvmma);
 /* The end of the furthest local_alloc buffer of f (its offset, attr.i, plus its bytes). */
 uint32_t ir_buffer_area_bytes(const IrFunc *f);
 

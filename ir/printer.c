@@ -450,6 +450,7 @@ static void print_header(Namer *n, const IrFunc *f)
         fputc('}', out);
     }
     print_launch(f, out);
+    ir_plan_print(f, out);
     if (f->grid) fprintf(out, " grid @%s", f->grid->name);
 }
 

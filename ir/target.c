@@ -5,9 +5,16 @@
 #include <string.h>
 
 static const TileTarget targets[] = {
-    {"sm_90a", 90, 232448, 255, true, true, true, true, true},
-    {"sm_80", 80, 166912, 255, true, true, true, false, false},
+    /* name    sm  smem_optin regs  mma  cp.a  ldm   wgmma  tma    regs/SM threads/SM prod cons occ */
+    {"sm_90a", 90, 232448,    255, true, true, true, true,  true,  65536, 2048, 40, 240, 44},
+    {"sm_80",  80, 166912,    255, true, true, true, false, false, 65536, 2048, 40, 240, 44},
 };
+
+uint32_t tile_target_consumer_regs(const TileTarget *t, int warps)
+{
+    uint32_t r = (t->regs_per_sm - t->producer_regs * 128) / (32 * (uint32_t)warps) / 8 * 8;
+    return r > t->consumer_regs_max ? t->consumer_regs_max : r;
+}
 
 const TileTarget *tile_target(const char *arch)
 {

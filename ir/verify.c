@@ -1093,6 +1093,40 @@ static void verify_launch(Verifier *v, const IrFunc *f)
     }
 }
 
+/* A resource plan (ir/plan.h) agrees with itself and the kernel: its threads are its
+ * warpgroups', its regions lie in its shared memory, on their alignment, and each
+ * tma op has a use of the plan's maps. */
+static bool plan_fail(Verifier *v, const IrFunc *f, const char *what)
+{
+    diag_error(v->diags, f->loc, "verifier: kernel '@%s': its plan's %s", f->name, what);
+    return v->ok = false;
+}
+
+static void count_tma_ops(IrOp *op, void *ud) { *(uint32_t *)ud += op->code == IR_OP_TMA_COPY || op->code == IR_OP_TMA_STORE; }
+
+static void verify_plan(Verifier *v, const IrFunc *f)
+{
+    const IrPlan *p = f->plan;
+    if (!p) return;
+    if (p->threads != p->groups * p->group_threads + p->producer_threads || !p->groups ||
+        p->group_threads != (uint32_t)ir_func_warps(f) * 32 || p->threads > 1024)
+        plan_fail(v, f, "threads are not its warpgroups' (groups x group_threads + producer_threads, at most 1024)");
+    for (uint32_t i = 0; i < p->nregions; i++) {
+        const IrSmemRegion *r = &p->regions[i];
+        if (!r->align || (r->align & (r->align - 1)) || r->at % r->align || (uint64_t)r->at + r->bytes > p->shared_bytes)
+            plan_fail(v, f, "map has a region off its alignment or past the shared memory");
+    }
+    if (p->buffers_at % (p->buffer_align ? p->buffer_align : 1) || p->shared_bytes % 16)
+        plan_fail(v, f, "buffer area or shared memory is not aligned");
+    uint32_t ntma = 0;
+    ir_walk((IrBlock *)&f->body, count_tma_ops, &ntma);
+    if (p->ntma && p->nuses != ntma) plan_fail(v, f, "tma_uses do not name every tma op of the kernel");
+    for (uint32_t i = 0; i < p->nuses; i++)
+        for (uint32_t j = 0; j < p->uses[i].n; j++)
+            if (p->uses[i].map[j] >= p->ntma || p->uses[i].param[j] >= f->body.nargs)
+                plan_fail(v, f, "tma_uses name a map or parameter it does not have");
+}
+
 bool ir_verify_func(const IrFunc *f)
 {
     Verifier v = {f, ir_ctx_diags(f->module->ctx), true, NULL, 0, 0};
@@ -1103,6 +1137,7 @@ bool ir_verify_func(const IrFunc *f)
         v.ok = false;
     }
     verify_launch(&v, f);
+    verify_plan(&v, f);
     verify_block(&v, &f->body);
     if (v.laid_out && v.bare) {
         diag_error(v.diags, f->loc, "verifier: function '@%s' has %u tiles with layouts and %u without: after the "

@@ -43,6 +43,7 @@ bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile 
 bool pass_rotate(IrFunc *f);       /* rotate.c: attention's softmax under the tensor cores (overlap = 1) */
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */
 bool pass_warpspec(IrFunc *f);     /* warpspec.c: a producer warpgroup issues a TMA ring's copies (ws) */
+bool pass_plan(IrFunc *f);         /* plan.c: the kernel's resource plan (ir/plan.h), last */
 bool pass_persistent(IrFunc *f);   /* persistent.c: each program walks tiles of the grid (persistent) */
 /* passes/ring.c: the stage, phase and predicate operands of the TMA ring ops in loop's
  * body (built by passes/shared.c from j = (iv - lo) / step) computed from j + base. */
@@ -76,14 +77,6 @@ bool blockload_host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positi
  * 8; and the NVMMA shared layout of buffers [n, ...t] of that swizzle (what wgmma's
  * descriptors and TMA's boxes of that width read). */
 int32_t pass_nvmma_swizzle(const IrType *t, int fast);
-/* passes/shared.c: how the n CTAs of a cluster share a multicast copy into the ring
- * buffer bt ([stages, rows, cols], NVMMA): whole boxes (the stage's blocks of swizzle
- * bytes: CTA r issues boxes r, r + n, ...) where they divide among the CTAs, else each
- * box's rows r * R / n .. where those are whole 8-row swizzle atoms, else none (each CTA
- * copies the block itself). codegen/cg_tma.c issues the copies and describes their maps
- * by it. */
-typedef enum { PASS_MULTICAST_NONE, PASS_MULTICAST_BOXES, PASS_MULTICAST_ROWS } PassMulticast;
-PassMulticast pass_multicast_share(const IrType *bt, int ctas);
 const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);

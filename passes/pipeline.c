@@ -33,6 +33,9 @@ const unsigned pass_gpu_count = sizeof pass_gpu_table / sizeof *pass_gpu_table;
 /* Run only when asked (PassOptions.check_bounds, tile-opt --passes=bounds). */
 static const PassInfo pass_bounds_info =
     {"bounds",       "checked mode: bounds checks from hidden size parameters", pass_bounds};
+/* The last of the GPU pipeline, after the cleanup and the bounds checks. */
+static const PassInfo pass_plan_info =
+    {"plan",         "the kernel's resource plan: threads, shared memory, tensor maps", pass_plan};
 
 const PassInfo *pass_find(const char *name)
 {
@@ -40,6 +43,7 @@ const PassInfo *pass_find(const char *name)
         if (!strcmp(pass_table[i].name, name)) return &pass_table[i];
     for (unsigned i = 0; i < pass_gpu_count; i++)
         if (!strcmp(pass_gpu_table[i].name, name)) return &pass_gpu_table[i];
+    if (!strcmp(pass_plan_info.name, name)) return &pass_plan_info;
     return strcmp(pass_bounds_info.name, name) ? NULL : &pass_bounds_info;
 }
 
@@ -62,7 +66,13 @@ static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, doub
     FILE *dump = opt && opt->dump ? opt->dump : stderr;
     bool changed = false;
     double t0 = tl_now_ms();
-    for (uint32_t i = 0; i < m->nfuncs; i++) changed |= p->run(m->funcs[i]);
+    for (uint32_t i = 0; i < m->nfuncs; i++) {
+        bool c = p->run(m->funcs[i]);
+        /* a plan is of the IR it was made for: a pass that changes the function drops
+         * it, and the plan pass, last in the GPU pipeline, makes it anew */
+        if (c && p->run != pass_plan) m->funcs[i]->plan = NULL;
+        changed |= c;
+    }
     *ms += tl_now_ms() - t0;
     if (opt && opt->verify_each && !ir_verify_module(m)) invalid_ir(m, "pass", p->name, dump);
     if (opt && opt->print_after_all) {
@@ -128,6 +138,7 @@ bool pass_run_gpu(IrModule *m, const PassOptions *opt)
     run_one(m, pass_find("cse"), &o, &clean_ms);   /* copies the layout propagation made twice */
     run_one(m, pass_find("dce"), &o, &clean_ms);   /* the conversions the GPU passes made dead */
     if (o.check_bounds) run_one(m, &pass_bounds_info, &o, &clean_ms);
+    run_one(m, &pass_plan_info, &o, &clean_ms);
     report_table_times(pass_gpu_table, pass_gpu_count, opt, ms);
     return true;
 }

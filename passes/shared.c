@@ -380,15 +380,6 @@ static uint32_t buffer_bytes(const IrType *t, int stages)
 /* The shared-memory scratch the ops of blk need while the loop's buffers are live (the
  * rule is ir_op_scratch_bytes, which the plan's map reads too): the ring gets the rest
  * of the block's shared memory. */
-static int count_dots(const IrBlock *blk)
-{
-    int n = 0;
-    for (const IrOp *op = blk->first; op; op = op->next) {
-        n += op->code == IR_OP_DOT;
-        for (uint32_t r = 0; r < op->nregions; r++) n += count_dots(&op->regions[r]);
-    }
-    return n;
-}
 
 static bool is_view(const IrOp *op, const Cand *cs, int n)
 {
@@ -504,7 +495,7 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
      * done with it); without a producer it is opt-in (TILE_TMA_EARLY=1: the issuing
      * thread's wait for the release holds up its warpgroup, 10% slower in attention) */
     const TileKnobs *kn = &f->module->knobs;
-    int ndots = count_dots(p->body);
+    int ndots = ir_count_ops(p->body, IR_OP_DOT);
     bool top = kn->tma_early || (f->ws && ndots > 1);
     bool late = !top || (stages >= 3 && ndots == 1 && wgmma_views);
     bool cluster = false;   /* a multicast ring: each CTA's warps release the stage in every CTA */
@@ -566,19 +557,10 @@ done:
     return true;
 }
 
-PassMulticast pass_multicast_share(const IrType *bt, int ctas)
-{
-    const IrLayout *l = bt->layout;
-    if (ctas < 2 || !l || !l->swizzle_bytes) return PASS_MULTICAST_NONE;
-    int fast = l->order[0] - 1, eb = ir_elem_bytes(bt->elem);
-    int32_t boxes = bt->shape[1 + fast] * eb / l->swizzle_bytes, rows = bt->shape[2 - fast];
-    if (boxes > 0 && boxes % ctas == 0) return PASS_MULTICAST_BOXES;
-    return boxes > 0 && rows % (8 * ctas) == 0 ? PASS_MULTICAST_ROWS : PASS_MULTICAST_NONE;
-}
 
 /* In a kernel of clusters (passes/cluster.c), the ring's block loads that are the same
  * in every CTA (`multicast`) are copied by TMA multicast where their stage splits among
- * the CTAs (pass_multicast_share); true if any is (cs[i].multicast set). Such a ring's
+ * the CTAs (ir_multicast_share); true if any is (cs[i].multicast set). Such a ring's
  * stages are released by every CTA's warps. */
 static bool multicast_ring(const IrFunc *f, Cand *cs, int n)
 {
@@ -586,7 +568,7 @@ static bool multicast_ring(const IrFunc *f, Cand *cs, int n)
     bool any = false;
     for (int i = 0; i < n; i++) {
         cs[i].multicast = (cs[i].load->attr.i & IR_BLOCK_MULTICAST) &&
-                          pass_multicast_share(ir_value_type(f, cs[i].buf), ctas) != PASS_MULTICAST_NONE;
+                          ir_multicast_share(ir_value_type(f, cs[i].buf), ctas) != IR_MULTICAST_NONE;
         any |= cs[i].multicast;
     }
     return any;
@@ -612,13 +594,13 @@ static void cluster_syncs(IrFunc *f, IrBuilder *b)
 static uint32_t barriers_half(int stages) { return ((uint32_t)stages * 8 + 15) & ~15u; }
 static uint32_t barriers_bytes(int stages) { return (2 * barriers_half(stages) + 127) & ~127u; }
 
-/* Where a ring of `stages` ends: its buffers from base (an NVMMA one 1024-aligned),
+/* Where a ring of `stages` ends: its buffers from base (an NVMMA one on IR_NVMMA_ALIGN),
  * then, for TMA, its barriers; as pipeline_loop places them. */
 static uint64_t ring_end(IrFunc *f, const Cand *cs, int n, int stages, uint32_t base, bool tma)
 {
     uint64_t offset = base;
     for (int i = 0; i < n; i++) {
-        if (wants_nvmma(f, &cs[i])) offset = (offset + 1023) & ~(uint64_t)1023;
+        if (wants_nvmma(f, &cs[i])) offset = ir_nvmma_align(offset);
         offset += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), stages);
     }
     return offset + (tma ? barriers_bytes(stages) : 0);
@@ -650,9 +632,9 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         uint64_t all = (scratch_bound(f, &f->body, cs, n) + 127) & ~(uint64_t)127;
         scratch = (all > scratch ? all : scratch) * (uint64_t)ir_consumer_groups(f);
     }
-    /* codegen puts the buffer area after the scratch, 1024-aligned when it holds NVMMA
-     * stages (cg_module.c buffers_at); the ring goes from base in it as placed below */
-    uint64_t area = any_nvmma ? (scratch + 1023) & ~(uint64_t)1023 : scratch, limit = (uint64_t)smem_optin + base;
+    /* the buffer area starts after the scratch (ir_buffer_area_at, as the plan places
+     * it); the ring goes from base in it as placed below */
+    uint64_t area = ir_buffer_area_at((uint32_t)scratch, any_nvmma), limit = (uint64_t)smem_optin + base;
     while (stages > 2 && area + ring_end(f, cs, n, stages, base, tma) > limit) stages--;
     if (n == 0 || stages < 2 || area + ring_end(f, cs, n, stages, base, tma) > limit) {
         tl_free(p.in_slice);
@@ -671,7 +653,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, t), 3, shape),
                                                shared_layout(c, t, fast_axis(f, &cs[i]), nvmma));
         IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
-        if (nvmma) offset = (offset + 1023) & ~1023u;   /* a swizzle's repeat starts each stage */
+        if (nvmma) offset = (uint32_t)ir_nvmma_align(offset);   /* a swizzle's repeat starts each stage */
         a->attr.i = offset;
         offset += buffer_bytes(t, stages);
         cs[i].buf = a->results[0];
@@ -699,7 +681,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
      * iteration j+S-1 reuse, while iteration j's group runs on. (Copies before the dot
      * would have to stay S-2 ahead; this order gets S-1 from the same ring, as
      * Triton's pipeliner does.) */
-    bool async_dot = stages >= 3 && n >= 2 && count_dots(p.body) == 1;
+    bool async_dot = stages >= 3 && n >= 2 && ir_count_ops(p.body, IR_OP_DOT) == 1;
     for (int i = 0; i < n; i++) async_dot &= wants_nvmma(f, &cs[i]);
     int dist = stages - 1;
     /* the prologue: iterations 0 .. dist-1 */
@@ -719,7 +701,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
      * iteration, and once before the loop for the first: the dot's last step of K may
      * then run after the barrier, while the next stage's first step is read (codegen:
      * cg_shared.c, the prefetch across iterations). Others wait at the top. */
-    bool at_end = count_dots(p.body) == 1;
+    bool at_end = ir_count_ops(p.body, IR_OP_DOT) == 1;
     IrOp *w = ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0);
     w->attr.i = dist - 1;
     if (at_end) {
@@ -740,7 +722,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         IrOp *dot = NULL;
         for (IrOp *op = p.body->first; op; op = op->next)
             if (op->code == IR_OP_DOT) dot = op;
-        assert(dot && dot->next);   /* count_dots == 1, and the async_wait at the end follows it */
+        assert(dot && dot->next);   /* one dot, and the async_wait at the end follows it */
         IrBuilder after;
         ir_builder_before(&after, dot->next);   /* the async_wait at the end, or the yield */
         after.loc = loop->loc;
@@ -866,7 +848,9 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
     if (knob == 0) return 0;
     bool all = knob == 1;
     int warps = ir_func_warps(f), threads = 32 * warps;
-    uint32_t limit = f->ws ? (warps == 4 ? 240 : 232) : 255;
+    const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
+    /* with a producer, what setmaxnreg gives the consumers (passes/warpspec.c) */
+    uint32_t limit = f->ws ? tile_target_consumer_regs(t, warps * ir_consumer_groups(f)) : t->regs_per_thread;
     Resident rs[MAX_CANDS];
     int nr = 0;
     for (uint32_t li = 0; li < loops->n; li++) {
@@ -915,7 +899,7 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
         ir_builder_before(&b, ld->next);
         b.loc = ld->loc;
         IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
-        offset = (offset + 1023) & ~1023u;
+        offset = (uint32_t)ir_nvmma_align(offset);
         a->attr.i = offset;
         offset += buffer_bytes(lt, 1);
         IrValue zero = iconst(&b, ir_type_scalar(c, IR_I32), 0);
@@ -959,7 +943,7 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
             }
     }
     tl_free(uses);
-    return (offset + 1023) & ~1023u;
+    return (uint32_t)ir_nvmma_align(offset);
 }
 
 /* ---- wgmma or mma.sync ------------------------------------------------------------------ */
@@ -1109,7 +1093,8 @@ bool pass_shared(IrFunc *f)
         if (e > end) end = e;
     }
     uint64_t scratch = ((scratch_bound(f, &f->body, NULL, 0) + 127) & ~(uint64_t)127) * (uint64_t)ir_consumer_groups(f);
-    uint32_t limit = scratch + 1024 < t->smem_optin ? t->smem_optin - (uint32_t)scratch - 1024 : 0;
+    uint32_t area = ir_buffer_area_at((uint32_t)scratch, true);   /* the staging buffers are NVMMA */
+    uint32_t limit = area < t->smem_optin ? t->smem_optin - area : 0;
     changed |= tmastore_lower(f, &end, limit);
     return changed;
 }

@@ -45,15 +45,11 @@
 
 #include "passes/passes.h"
 #include "ir/arena.h"
+#include "ir/target.h"
 
-#define PRODUCER_REGS 40
-
-/* The consumers' registers: what the register file (64K) leaves after the producer
- * warpgroup's, per consumer thread, in multiples of 8, at most 240. */
-static int consumer_regs(int warps)
+static const TileTarget *target_of(const IrFunc *f)
 {
-    int r = (65536 - PRODUCER_REGS * 128) / (32 * warps) / 8 * 8;
-    return r > 240 ? 240 : r;
+    return f->module->target ? f->module->target : tile_target_default();
 }
 
 static bool has_copy(const IrOp *loop)
@@ -455,7 +451,8 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
     ir_builder_before(&b, w.tail->next);
     b.loc = rs[0].loop->loc;
     IrOp *prod = ir_build(&b, IR_OP_PRODUCER, NULL, 0, NULL, 0, 1);
-    prod->attr.i = PRODUCER_REGS | (int64_t)consumer_regs(f->warps * ir_consumer_groups(f)) << 16;
+    const TileTarget *t = target_of(f);
+    prod->attr.i = (int64_t)t->producer_regs | (int64_t)tile_target_consumer_regs(t, f->warps * ir_consumer_groups(f)) << 16;
     IrBlock *pr = &prod->regions[0];
     IrBuilder pb;
     ir_builder_at_end(&pb, pr);

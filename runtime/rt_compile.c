@@ -73,6 +73,17 @@ static char *with_config_line(const IrFunc *f, char *ptx, TrtStatus *st)
     return r;
 }
 
+/* The launch facts of the plan passes/plan.c made (ir/plan.h). */
+static void meta_of_plan(const IrPlan *p, RtKernelMeta *meta)
+{
+    meta->threads = p->threads;
+    meta->shared_bytes = p->shared_bytes;
+    meta->ntma = p->ntma;
+    meta->flags = p->persistent ? RT_META_PERSISTENT : 0;
+    meta->cluster = p->cluster;
+    memcpy(meta->tma, p->tma, sizeof meta->tma);
+}
+
 static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mask, bool checked,
                       RtKernelMeta *meta, TrtStatus *st)
 {
@@ -90,16 +101,8 @@ static char *generate(const RtCodegen *cg, TrtKernel *k, IrFunc *f, uint64_t mas
     DiagList *d = ir_ctx_diags(f->module->ctx);
     char *ptx = cg->emit_ptx(f->module, &o, d);
     if (bt) bt->llvm_ms += ct.lower_ms, bt->opt_ms += ct.opt_ms, bt->emit_ms += ct.emit_ms;
-    CgKernelInfo info;
     if (!ptx) *st = rt_fail_diags(TRT_ERROR_COMPILE, "code generation failed", d);
-    else if (cg->kernel_info(f, &info)) {
-        meta->threads = info.threads;
-        meta->shared_bytes = info.shared_bytes;
-        meta->ntma = info.ntma;
-        meta->flags = info.persistent ? RT_META_PERSISTENT : 0;
-        meta->cluster = info.cluster;
-        memcpy(meta->tma, info.tma, sizeof meta->tma);
-    }
+    else meta_of_plan(f->plan, meta);
     return ptx ? with_config_line(f, ptx, st) : NULL;
 }
 
@@ -147,8 +150,6 @@ static uint64_t carried_bytes(const IrBlock *b)
 TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, uint32_t *shared,
                               uint32_t *min_regs)
 {
-    const RtCodegen *cg = rt_codegen(k->name);
-    if (!cg) return TRT_ERROR_NO_CODEGEN;
     IrCtx *ir = NULL;
     TrtStatus st = TRT_SUCCESS;
     IrFunc *f = rt_lower_kernel(k, &ir, &st);
@@ -158,9 +159,8 @@ TrtStatus rt_kernel_resources(TrtKernel *k, uint64_t mask, uint32_t *threads, ui
         PassOptions po = {0};
         f->module->target = tile_target(k->module->ctx->arch);
         f->module->knobs = k->module->ctx->knobs;
-        pass_prepare_gpu(f, classes, &po);
-        CgKernelInfo info;
-        if (cg->kernel_info(f, &info)) *threads = info.threads, *shared = info.shared_bytes;
+        pass_prepare_gpu(f, classes, &po);   /* the GPU passes alone: no code generator, no LLVM */
+        *threads = f->plan->threads, *shared = f->plan->shared_bytes;
         uint64_t regs = *threads ? (carried_bytes(&f->body) + 4ull * *threads - 1) / (4ull * *threads) : 0;
         *min_regs = regs > UINT32_MAX ? UINT32_MAX : (uint32_t)regs;
     }

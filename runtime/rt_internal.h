@@ -190,12 +190,10 @@ static inline void rt_ctx_note_launch(struct TrtContext *ctx, TrtKernel *k);
 
 /* ---- the code generator (rt_codegen.c) --------------------------------------------- */
 struct CgOptions;
-struct CgKernelInfo;
 /* The entry points of libtileCG.so (codegen/codegen.h) the runtime calls.
  * X(field, symbol, return type, parameters). */
 #define RT_CODEGEN_FNS(X)                                                                     \
     X(emit_ptx, cg_emit_ptx, char *, (const IrModule *, const struct CgOptions *, DiagList *)) \
-    X(kernel_info, cg_kernel_info, bool, (const IrFunc *, struct CgKernelInfo *))           \
     X(compiler_id, cg_compiler_id, const char *, (void))
 
 typedef struct RtCodegen {
@@ -499,7 +497,7 @@ typedef struct RtKernelMeta {
     uint32_t threads, shared_bytes;
     uint32_t ntma;             /* tensor maps the kernel takes after its arguments */
     uint32_t flags;            /* RT_META_PERSISTENT */
-    uint32_t cluster;          /* CTAs a program (CgKernelInfo.cluster); 0 or 1: none */
+    uint32_t cluster;          /* CTAs a program (the plan's cluster); 0 or 1: none */
     CgTmaDesc tma[CG_MAX_TMA]; /* how to encode each (codegen/codegen.h) */
 } RtKernelMeta;
 #define RT_META_PERSISTENT 1u  /* the kernel walks the grid's programs (launched_programs) */

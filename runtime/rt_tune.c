@@ -18,6 +18,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/arena.h"
+#include "ir/target.h"
 #include "rt_record.h"
 #include "rt_tune.h"
 
@@ -453,8 +454,6 @@ bool rt_tune_result_parse(const char *text, size_t len, RtTuneResult *out)
     return ok;
 }
 
-#define RT_MAX_REGS_PER_THREAD 255   /* sm_80 and sm_90 */
-
 /* ---- one run's state ----------------------------------------------------------------- */
 typedef struct Run {
     TrtKernel *k;
@@ -538,10 +537,11 @@ static void prepare_candidate(Run *run, uint32_t i)
              c->shared_bytes, run->lim.smem_optin);
         goto out;
     }
-    if (min_regs > RT_MAX_REGS_PER_THREAD) {
+    const TileTarget *target = tile_target(run->k->module->ctx->arch);
+    uint32_t max_regs = target ? target->regs_per_thread : tile_target_default()->regs_per_thread;
+    if (min_regs > max_regs) {
         drop(c, RT_CAND_REGISTERS, "the values its loops carry need at least %u registers per "
-             "thread (of %u threads); a thread has at most %d", min_regs, c->threads,
-             RT_MAX_REGS_PER_THREAD);
+             "thread (of %u threads); a thread has at most %u", min_regs, c->threads, max_regs);
         goto out;
     }
     RtOrigin origin;

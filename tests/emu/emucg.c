@@ -39,21 +39,15 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
         (char *(*)(const IrModule *, const CgOptions *, DiagList *))real("cg_emit_llvm");
     char *ir = emit_llvm(m, o, d);
     for (uint32_t i = 0; ir && i < m->nfuncs; i++) {
-        CgKernelInfo info;
-        if (m->funcs[i]->kind != IR_FUNC_KERNEL || !cg_kernel_info(m->funcs[i], &info) || info.cluster <= 1) continue;
+        const IrPlan *plan = m->funcs[i]->plan;
+        if (m->funcs[i]->kind != IR_FUNC_KERNEL || !plan || plan->cluster <= 1) continue;
         size_t n = strlen(ir), add = strlen(m->funcs[i]->name) + 48;
         char *more = realloc(ir, n + add);   /* the runtime frees it with tl_free: free */
         if (!more) abort();
         ir = more;
-        snprintf(ir + n, add, "\n; tile-emu-cluster %s %u\n", m->funcs[i]->name, info.cluster);
+        snprintf(ir + n, add, "\n; tile-emu-cluster %s %u\n", m->funcs[i]->name, plan->cluster);
     }
     return ir;
-}
-
-bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
-{
-    bool (*info)(const IrFunc *, CgKernelInfo *) = (bool (*)(const IrFunc *, CgKernelInfo *))real("cg_kernel_info");
-    return info(k, out);
 }
 
 /* Its texts are LLVM IR, not PTX: they must never share a cache entry with the real

@@ -38,11 +38,6 @@ char *cg_emit_ptx(const IrModule *m, const CgOptions *o, DiagList *d)
     return more;
 }
 
-bool cg_kernel_info(const IrFunc *k, CgKernelInfo *out)
-{
-    return ((bool (*)(const IrFunc *, CgKernelInfo *))real("cg_kernel_info"))(k, out);
-}
-
 const char *cg_compiler_id(void)
 {
     static char id[256];

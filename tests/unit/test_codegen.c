@@ -153,6 +153,7 @@ static void test_llvm_ir_thread_count_per_module(void **state)
     for (int i = 0; i < 12; i++) {
         bool wide = i % 2;
         x.m->funcs[0]->warps = wide ? 8 : 4;   /* the same kernel, so that the allocations repeat */
+        assert_true(pass_run_list(x.m, "plan", NULL));   /* its threads are the plan's */
         CgOptions o = {.arch = "sm_90a", .opt_level = 3};
         char *ll = cg_emit_llvm(x.m, &o, &x.d);
         assert_non_null(ll);
@@ -172,11 +173,12 @@ static void test_reduction_shuffles_and_shared_memory(void **state)
     assert_non_null(strstr(p, "shfl.sync.bfly.b32"));
     assert_non_null(strstr(p, "bar.sync"));
     assert_non_null(strstr(p, "st.shared"));
-    CgKernelInfo ki;
-    assert_true(cg_kernel_info(ir_module_find(x.m, "rowsum"), &ki));
-    assert_int_equal(ki.threads, 256);
-    assert_true(ki.shared_bytes >= 8 * 2 * 4);       /* 8 warps' partials, value and index */
-    assert_int_equal(ki.shared_bytes % 16, 0);
+    const IrPlan *ki = ir_module_find(x.m, "rowsum")->plan;   /* passes/plan.c's */
+    assert_non_null(ki);
+    assert_int_equal(ki->threads, 256);
+    assert_true(ki->shared_bytes >= 8 * 2 * 4);       /* 8 warps' partials, value and index */
+    assert_int_equal(ki->shared_bytes % 16, 0);
+    assert_int_equal(ki->scratch, ki->shared_bytes);   /* no buffers: the scratch is all */
     tl_free(p);
     fx_free(&x);
 }
@@ -185,11 +187,14 @@ static void test_kernel_info_without_shared_memory(void **state)
 {
     Fx x;
     parse(&x, vadd_ir);
-    CgKernelInfo ki;
-    assert_true(cg_kernel_info(ir_module_find(x.m, "vadd"), &ki));
-    assert_int_equal(ki.threads, 128);
-    assert_int_equal(ki.shared_bytes, 0);
-    assert_false(cg_kernel_info(NULL, &ki));
+    assert_null(ir_module_find(x.m, "vadd")->plan);   /* none before the GPU pipeline */
+    pass_run_gpu(x.m, NULL);
+    const IrPlan *ki = ir_module_find(x.m, "vadd")->plan;
+    assert_non_null(ki);
+    assert_int_equal(ki->threads, 128);
+    assert_int_equal(ki->shared_bytes, 0);
+    assert_int_equal(ki->ntma, 0);
+    assert_int_equal(ki->nregions, 1);                 /* the scratch, empty */
     fx_free(&x);
 }
 
@@ -825,12 +830,19 @@ static void test_layouts_in_the_interpreter(void **state)
     assert_true(interp_run(ir_module_find(x.m, "k"), &arg, 1, grid, NULL, &x.d));
     for (int i = 0; i < 256; i++) assert_int_equal(out[i], 2 * i);
     CgOptions o = {.arch = "sm_90a", .opt_level = 3};
+    assert_true(pass_run_list(x.m, "plan", NULL));   /* hand-laid-out IR: its resource plan */
     char *ptx = cg_emit_ptx(x.m, &o, &x.d);   /* order [0, 1] is not lowered yet: a clear error */
     assert_null(ptx);
     assert_non_null(strstr(x.d.items[x.d.len - 1].msg, "does not lower the layout blocked<spt = [4, 1]"));
     fx_free(&x);
     parse(&x, vadd_ir);
-    ptx = cg_emit_ptx(x.m, &o, &x.d);          /* no GPU pipeline: no layouts */
+    ptx = cg_emit_ptx(x.m, &o, &x.d);          /* no GPU pipeline: no plan, no layouts */
+    assert_null(ptx);
+    assert_non_null(strstr(x.d.items[x.d.len - 1].msg, "kernel 'vadd' has no resource plan: run the GPU pipeline"));
+    fx_free(&x);
+    parse(&x, vadd_ir);
+    assert_true(pass_run_list(x.m, "plan", NULL));   /* a plan, but still no layouts */
+    ptx = cg_emit_ptx(x.m, &o, &x.d);
     assert_null(ptx);
     assert_non_null(strstr(x.d.items[x.d.len - 1].msg, "a tile without a layout reached code generation"));
     fx_free(&x);
