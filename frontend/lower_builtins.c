@@ -865,9 +865,15 @@ static Val bi_where(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
 {
     Val c = bool_arg(L, bi, args[0], "condition", NULL);
     Val ab[2] = {lower_expr(L, args[1]), lower_expr(L, args[2])};
-    int rank;
+    int rank, ptr;
     int32_t shape[IR_MAX_RANK];
-    if (!c.t || !lw_unify(L, ab, 2, call->loc, "where")) return VERR;
+    if (!c.t || !ab[0].t || !ab[1].t) return VERR;
+    if (lw_pointer_mismatch(ab, 2, &ptr) >= 0) {
+        lw_error(L, args[2 - ptr]->loc, "where chooses between two numbers or two pointers of one type, got %s and %s",
+                 lw_val_str(L, &ab[0]), lw_val_str(L, &ab[1]));
+        return VERR;
+    }
+    if (!lw_unify(L, ab, 2, call->loc, "where")) return VERR;
     if (!lw_shape_join(c.t, ab[0].t, &rank, shape)) {
         lw_error(L, call->loc, "the condition of where has shape %s, which does not broadcast with %s",
                  lw_shape_str(L, c.t->rank, c.t->shape), lw_shape_str(L, ab[0].t->rank, ab[0].t->shape));
