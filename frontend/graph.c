@@ -391,9 +391,30 @@ static bool size_list(Frame *f, const AstExpr *e, const char *what, uint32_t *n,
     return ok;
 }
 
+static bool axis_arg(Frame *f, const AstExpr *e, const char *fn, const GType *t, uint32_t *out);
+
+/* axis = [a]: that axis; a list of several says which rule it breaks (each axis once,
+ * then one axis only), so that [0, 0] is not reported as "not an integer literal". */
+static bool axis_list(Frame *f, const AstExpr *e, const char *fn, const GType *t, uint32_t *out)
+{
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        if (!axis_arg(f, e->args[i], fn, t, out)) return false;
+        if (seen >> *out & 1) {
+            ERR(f, e->loc, "axis %u appears twice in the axes of %s", *out, fn);
+            return false;
+        }
+        seen |= UINT64_C(1) << *out;
+    }
+    if (e->nargs == 1) return true;
+    ERR(f, e->loc, "%s takes one axis, not a list of %u", fn, e->nargs);
+    return false;
+}
+
 /* An axis argument: an integer literal, negative counting from the end. */
 static bool axis_arg(Frame *f, const AstExpr *e, const char *fn, const GType *t, uint32_t *out)
 {
+    if (e->kind == AST_LIST && e->nargs) return axis_list(f, e, fn, t, out);
     bool neg = e->kind == AST_UNARY && e->op == '-' && e->lhs;
     const AstExpr *lit = neg ? e->lhs : e;
     if (lit->kind != AST_INT) {

@@ -101,14 +101,6 @@ static bool const_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char 
     return false;
 }
 
-static bool axis_arg(Lower *L, const Builtin *bi, const AstExpr *e, int rank, int64_t *axis)
-{
-    if (!const_arg(L, bi, e, "axis", axis)) return false;
-    if (*axis >= 0 && *axis < rank) return true;
-    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d", (long long)*axis, bi->name, rank);
-    return false;
-}
-
 static bool elem_arg(Lower *L, const Builtin *bi, const AstExpr *e, IrElem *out)
 {
     if (e->kind == AST_NAME && ir_elem_from_name(e->name, strlen(e->name), out)) return true;
@@ -529,6 +521,38 @@ static bool flag_opt(Lower *L, const Builtin *bi, const AstExpr **args, const ch
     return false;
 }
 
+/* One axis, compile-time and in range; a negative axis counts from the end. */
+static bool one_axis(Lower *L, const Builtin *bi, const AstExpr *e, int rank, int64_t *axis)
+{
+    if (!const_arg(L, bi, e, "axis", axis)) return false;
+    if (*axis >= -rank && *axis < rank) {
+        if (*axis < 0) *axis += rank;
+        return true;
+    }
+    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d", (long long)*axis, bi->name, rank);
+    return false;
+}
+
+/* axis = [a, b, ...]: each axis once; one axis is that axis, every axis of the tile is
+ * all of them (as None; not for scans); other subsets are not supported. */
+static bool axis_list(Lower *L, const Builtin *bi, const AstExpr *e, int rank, bool none_ok, int64_t *axis)
+{
+    bool seen[IR_MAX_RANK] = {false};
+    for (uint32_t i = 0; i < e->nargs; i++) {
+        if (!one_axis(L, bi, e->args[i], rank, axis)) return false;
+        if (seen[*axis]) {
+            lw_error(L, e->loc, "axis %lld appears twice in the axes of %s", (long long)*axis, bi->name);
+            return false;
+        }
+        seen[*axis] = true;
+    }
+    if (e->nargs == 1) return true;
+    if (none_ok && e->nargs == (uint32_t)rank) return *axis = ALL_AXES, true;
+    if (none_ok) lw_error(L, e->loc, "%s takes one axis or all of them; reduce the axes one at a time", bi->name);
+    else lw_error(L, e->loc, "%s takes one axis, not a list of %u", bi->name, e->nargs);
+    return false;
+}
+
 /* axis: absent or None is ALL_AXES; a negative axis counts from the end. */
 static bool red_axis(Lower *L, const Builtin *bi, const AstExpr *e, int rank, bool none_ok, int64_t *axis)
 {
@@ -537,13 +561,13 @@ static bool red_axis(Lower *L, const Builtin *bi, const AstExpr *e, int rank, bo
         lw_error(L, e ? e->loc : (Loc){0}, "%s needs an axis", bi->name);
         return false;
     }
-    if (!const_arg(L, bi, e, "axis", axis)) return false;
-    if (*axis >= -rank && *axis < rank) {
-        if (*axis < 0) *axis += rank;
-        return true;
+    if (e->kind == AST_LIST && !e->nargs) {
+        lw_error(L, e->loc, "the axes of %s are an empty list; %s", bi->name,
+                 none_ok ? "leave the axis out (or write None) to reduce every axis" : "give one axis");
+        return false;
     }
-    lw_error(L, e->loc, "axis %lld of %s is out of range for a tile of rank %d", (long long)*axis, bi->name, rank);
-    return false;
+    if (e->kind == AST_LIST) return axis_list(L, bi, e, rank, none_ok, axis);
+    return one_axis(L, bi, e, rank, axis);
 }
 
 /* A tile of numbers for reduction `bi` (pointer tiles are errors). */
@@ -845,7 +869,7 @@ static Val bi_any_all(Lower *L, const Builtin *bi, const AstExpr *call, const As
 {
     Val t = tile_arg(L, bi, args[0]);
     int64_t axis;
-    if (!t.t || !axis_arg(L, bi, args[1], t.t->rank, &axis)) return VERR;
+    if (!t.t || !red_axis(L, bi, args[1], t.t->rank, false, &axis)) return VERR;
     if (t.t->elem == IR_PTR) {
         lw_error(L, args[0]->loc, "%s needs booleans or numbers, got %s", bi->name, lw_tstr(L, t.t));
         return VERR;
@@ -865,9 +889,15 @@ static Val bi_where(Lower *L, const Builtin *bi, const AstExpr *call, const AstE
 {
     Val c = bool_arg(L, bi, args[0], "condition", NULL);
     Val ab[2] = {lower_expr(L, args[1]), lower_expr(L, args[2])};
-    int rank;
+    int rank, ptr;
     int32_t shape[IR_MAX_RANK];
-    if (!c.t || !lw_unify(L, ab, 2, call->loc, "where")) return VERR;
+    if (!c.t || !ab[0].t || !ab[1].t) return VERR;
+    if (lw_pointer_mismatch(ab, 2, &ptr) >= 0) {
+        lw_error(L, args[2 - ptr]->loc, "where chooses between two numbers or two pointers of one type, got %s and %s",
+                 lw_val_str(L, &ab[0]), lw_val_str(L, &ab[1]));
+        return VERR;
+    }
+    if (!lw_unify(L, ab, 2, call->loc, "where")) return VERR;
     if (!lw_shape_join(c.t, ab[0].t, &rank, shape)) {
         lw_error(L, call->loc, "the condition of where has shape %s, which does not broadcast with %s",
                  lw_shape_str(L, c.t->rank, c.t->shape), lw_shape_str(L, ab[0].t->rank, ab[0].t->shape));

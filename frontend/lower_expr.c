@@ -91,10 +91,41 @@ static IrElem lit_default(const Val *vs, int n)
     return e;
 }
 
+const char *lw_val_str(Lower *L, const Val *v) { return v->lit ? ir_elem_name(v->t->elem) : lw_tstr(L, v->t); }
+
+static bool is_ptr(const Val *v) { return v->t->elem == IR_PTR && !v->lit; }
+
+/* An operand that differs from the first pointer among vs (a number, a literal, a
+ * pointer to another type), or -1 when there is none: then vs are all numbers, or
+ * all pointers of one type. A literal never matches a pointer. */
+int lw_pointer_mismatch(const Val *vs, int n, int *ptr)
+{
+    for (*ptr = 0; *ptr < n && !is_ptr(&vs[*ptr]); ++*ptr) {}
+    for (int i = 0; *ptr < n && i < n; i++)
+        if (!is_ptr(&vs[i]) || vs[i].t->pointee != vs[*ptr].t->pointee) return i;
+    return -1;
+}
+
+/* Pointers join only with pointers of their type (a select of two addresses); mixed
+ * with a number they would become a "pointer constant" the IR has no meaning for. */
+static bool join_pointers(Lower *L, const Val *vs, int n, Loc loc, IrElem *out)
+{
+    int p, bad = lw_pointer_mismatch(vs, n, &p);
+    if (bad < 0) {
+        *out = IR_PTR;
+        return true;
+    }
+    lw_error(L, loc, "cannot combine %s with %s: a pointer goes only with a pointer of its type",
+             lw_val_str(L, &vs[p]), lw_val_str(L, &vs[bad]));
+    return false;
+}
+
 bool lw_join_elems(Lower *L, Val *vs, int n, Loc loc, IrElem *out)
 {
     bool have = false, flit = false;
     IrElem e = IR_I32;
+    for (int i = 0; i < n; i++)
+        if (is_ptr(&vs[i])) return join_pointers(L, vs, n, loc, out);
     for (int i = 0; i < n; i++) {
         if (vs[i].lit) flit |= vs[i].lit == LIT_FLOAT;
         else {

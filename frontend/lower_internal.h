@@ -109,9 +109,14 @@ Val lower_expr_stmt(Lower *L, const AstExpr *e);
 IrValue lw_ir(Lower *L, Val *v);                 /* materializes a literal */
 Val lw_val(Lower *L, IrValue v);
 Val lw_convert(Lower *L, Val v, IrElem e);        /* literal: a constant of e */
-/* The common element type of vs (literals take the others' type); false with an error
- * at loc when a literal does not fit. */
+/* The common element type of vs (literals take the others' type; pointers join only
+ * pointers of their type); false with an error at loc when a literal does not fit. */
 bool lw_join_elems(Lower *L, Val *vs, int n, Loc loc, IrElem *out);
+/* An operand that differs from vs[*ptr], the first pointer among vs, or -1 when vs are
+ * all numbers or all pointers of one type. */
+int lw_pointer_mismatch(const Val *vs, int n, int *ptr);
+/* "f32[64]" for a value, its default type ("i32") for a literal. */
+const char *lw_val_str(Lower *L, const Val *v);
 IrElem lw_promote(IrElem a, IrElem b);
 bool lw_shape_join(const IrType *a, const IrType *b, int *rank, int32_t *shape);
 Val lw_broadcast_to(Lower *L, Val v, int rank, const int32_t *shape);

@@ -146,7 +146,7 @@ static const char *assign_hint(Lower *L, const Binding *bd, const Val *v)
 static Val assigned_value(Lower *L, const Binding *bd, Val v, Loc loc)
 {
     const IrType *t = bd->val.t;
-    if (v.lit) {
+    if (v.lit && t->elem != IR_PTR) {
         IrElem e;
         Val probe = {.t = ir_type_elem(L->ctx, t), .v = 0};
         if (!lw_join_elems(L, (Val[]){v, probe}, 2, loc, &e)) return VERR;
@@ -533,10 +533,20 @@ static int tail_return(Lower *L, const AstItem *fn, const AstStmt *s, Val *out)
     return ok ? (int)e->nargs : -1;
 }
 
-/* Gives a pair of branch results one type: a literal takes the other's type. */
+static bool branch_pair_error(Lower *L, const AstItem *fn, const Val *tv, const Val *ev, Loc loc)
+{
+    lw_error(L, loc, "the branches of the final if/else of fn '%s' return %s and %s", fn->name, lw_val_str(L, tv),
+             lw_val_str(L, ev));
+    return false;
+}
+
+/* Gives a pair of branch results one type: a literal takes the other's type (never a
+ * pointer's: a pointer goes only with a pointer of its type). */
 static bool unify_branch_pair(Lower *L, const AstItem *fn, IrOp *op, Val *tv, Val *ev, Loc loc)
 {
     IrElem e;
+    int ptr;
+    if (lw_pointer_mismatch((Val[]){*tv, *ev}, 2, &ptr) >= 0) return branch_pair_error(L, fn, tv, ev, loc);
     if (!lw_join_elems(L, (Val[]){*tv, *ev}, 2, loc, &e)) return false;
     for (int r = 0; r < 2; r++) {
         Val *v = r ? ev : tv, *other = r ? tv : ev;
@@ -545,10 +555,7 @@ static bool unify_branch_pair(Lower *L, const AstItem *fn, IrOp *op, Val *tv, Va
         *v = lw_convert(L, *v, e);
         if (!other->lit) *v = lw_broadcast_to(L, *v, other->t->rank, other->t->shape);
     }
-    if (tv->t == ev->t) return true;
-    lw_error(L, loc, "the branches of the final if/else of fn '%s' return %s and %s", fn->name, lw_tstr(L, tv->t),
-             lw_tstr(L, ev->t));
-    return false;
+    return tv->t == ev->t || branch_pair_error(L, fn, tv, ev, loc);
 }
 
 static bool tail_results(Lower *L, const AstItem *fn, IrOp *op, Val *tv, Val *ev, int n, Loc loc)

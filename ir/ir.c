@@ -535,6 +535,32 @@ static void replace_in_block(IrBlock *blk, IrValue from, IrValue to)
 
 void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to) { replace_in_block(&f->body, from, to); }
 
+void ir_forward_init(IrForward *fw, const IrFunc *f)
+{
+    fw->n = f->nvalues;
+    fw->to = tl_malloc(((size_t)fw->n + 1) * sizeof *fw->to);
+    if (!fw->to) tl_oom();
+    for (uint32_t v = 0; v < fw->n; v++) fw->to[v] = v;
+}
+
+void ir_forward_free(IrForward *fw)
+{
+    tl_free(fw->to);
+    fw->to = NULL;
+}
+
+/* `to` may itself have been replaced earlier: the chain is followed once, here. */
+void ir_forward_set(IrForward *fw, IrValue from, IrValue to)
+{
+    if (from < fw->n) fw->to[from] = to < fw->n ? fw->to[to] : to;
+}
+
+void ir_forward_operands(const IrForward *fw, IrOp *op)
+{
+    for (uint32_t i = 0; i < op->noperands; i++)
+        if (op->operands[i] < fw->n) op->operands[i] = fw->to[op->operands[i]];
+}
+
 IrOp *ir_clone_op(IrBuilder *b, const IrFunc *src, const IrOp *op, IrValue *map, uint32_t nmap)
 {
     IrValue ops[32];

@@ -341,7 +341,22 @@ IrValue ir_block_add_arg(IrBlock *blk, const IrType *t, const char *name);
 /* ---- editing ---------------------------------------------------------------------- */
 void ir_op_remove(IrOp *op);                 /* unlinks; its memory stays in the arena */
 void ir_op_insert_before(IrOp *op, IrOp *before);
+/* Walks the whole function: one call per replaced value makes a pass quadratic. A pass
+ * that replaces values as it walks uses an IrForward instead. */
 void ir_replace_all_uses(IrFunc *f, IrValue from, IrValue to);
+/* Replacements made during one walk in program order, in linear time: a replaced value
+ * is recorded (ir_forward_set) and each op's operands are rewritten when the walk reaches
+ * it (ir_forward_operands), before the op is looked at. Every use comes after its
+ * definition in that order, so every use is rewritten. Values created during the walk
+ * (numbered from `n` on) are never replaced. Create/destroy: ir_forward_init/_free. */
+typedef struct IrForward {
+    IrValue *to;                 /* a replaced value -> its replacement (else itself) */
+    uint32_t n;                  /* the function's values when the walk began */
+} IrForward;
+void ir_forward_init(IrForward *fw, const IrFunc *f);
+void ir_forward_free(IrForward *fw);
+void ir_forward_set(IrForward *fw, IrValue from, IrValue to);
+void ir_forward_operands(const IrForward *fw, IrOp *op);
 /* A copy of op (of function src; no regions, at most 32 operands and 4 results) at the
  * builder: each operand v is map[v] where v < nmap and map[v] is not IR_NO_VALUE, else v
  * itself; map[result] becomes the copy's result. The passes that clone loop bodies and
