@@ -528,9 +528,11 @@ static int keep_closers(yysymbol_kind_t *exp, int n)
 {
     static const char closers[] = ",;)]}";
     int k = 0;
-    for (const char *c = closers; *c; c++)
+    for (const char *c = closers; *c; c++) {
+        int ch = (unsigned char)*c;   /* an int: YYTRANSLATE's range test is no tautology */
         for (int i = 0; i < n; i++)
-            if (exp[i] == YYTRANSLATE((unsigned char)*c)) exp[k++] = exp[i];
+            if (exp[i] == YYTRANSLATE(ch)) exp[k++] = exp[i];
+    }
     return k;
 }
 
