@@ -609,13 +609,26 @@ static void check_item_names(Lower *L)
     }
 }
 
-static bool names_a_const(const Lower *L, const char *name)
+/* Whether `name` is a launch key or a const parameter of some kernel; else *near is
+ * the nearest of those within a typo's edits (NULL if none). */
+static bool names_a_const(const Lower *L, const char *name, const char **near)
 {
     if (ir_launch_key(name)) return true;
+    int best = lw_suggest_limit(name) + 1;
+    *near = NULL;
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++) {
+        int d = lw_edit_distance(ir_launch_info[k].name, name);
+        if (d < best) best = d, *near = ir_launch_info[k].name;
+    }
     for (uint32_t i = 0; i < L->prog->nitems; i++) {
         const AstItem *it = &L->prog->items[i];
-        const AstParam *p = it->kind == AST_KERNEL ? find_param(it, name) : NULL;
-        if (p && p->is_const) return true;
+        for (uint32_t j = 0; it->kind == AST_KERNEL && j < it->nparams; j++) {
+            const AstParam *p = &it->params[j];
+            if (!p->is_const) continue;
+            if (!strcmp(p->name, name)) return true;
+            int d = lw_edit_distance(p->name, name);
+            if (d < best) best = d, *near = p->name;
+        }
     }
     return false;
 }
@@ -623,9 +636,12 @@ static bool names_a_const(const Lower *L, const char *name)
 static void check_defines(Lower *L)
 {
     Loc none = {0};
-    for (uint32_t i = 0; L->opt && i < L->opt->ndefines; i++)
-        if (!names_a_const(L, L->opt->defines[i].name))
-            lw_error(L, none, "-D %s does not name a const parameter", L->opt->defines[i].name);
+    for (uint32_t i = 0; L->opt && i < L->opt->ndefines; i++) {
+        const char *name = L->opt->defines[i].name, *near;
+        if (names_a_const(L, name, &near)) continue;
+        if (near) lw_error(L, none, "-D %s does not name a const parameter; did you mean '%s'?", name, near);
+        else lw_error(L, none, "-D %s does not name a const parameter", name);
+    }
 }
 
 static bool wanted(const Lower *L, const AstItem *it)

@@ -46,6 +46,7 @@ static AstExpr *index_elem(ParseCtx *ctx, AstExpr *e);
 static AstStmt *return_stmt(ParseCtx *ctx, AstExpr *v, Loc loc);
 static AstStmt *expr_stmt(ParseCtx *ctx, AstExpr *v, Loc loc);
 static FeList *one_name(ParseCtx *ctx, const char *name, Loc loc);
+static void no_annotation(ParseCtx *ctx, const char *kw, const char *name, const AstType *t, Loc colon);
 }
 
 %union {
@@ -284,6 +285,13 @@ stmt
     | KW_LET '(' names opt_comma ')' '=' expr ';'
                                 { $$ = fe_let(ctx, AST_LET, $3, $7, @1); $$->destructure = true; }
     | KW_VAR IDENT '=' value ';' { $$ = fe_let(ctx, AST_VAR, one_name(ctx, $2, @2), $4, @1); }
+    /* not in the language, and said so: a binding's type is its value's */
+    | KW_LET IDENT ':' type '=' value ';'
+                                { no_annotation(ctx, "let", $2, $4, @3);
+                                  $$ = fe_let(ctx, AST_LET, one_name(ctx, $2, @2), $6, @1); }
+    | KW_VAR IDENT ':' type '=' value ';'
+                                { no_annotation(ctx, "var", $2, $4, @3);
+                                  $$ = fe_let(ctx, AST_VAR, one_name(ctx, $2, @2), $6, @1); }
     | IDENT assign_op value ';' { $$ = fe_assign(ctx, $1, @1, $2, $3); }
     | KW_FOR IDENT KW_IN KW_RANGE '(' exprs ')' block
                                 { TRY($$, fe_for(ctx, $2, @2, $6, @4, $8, @1)); }
@@ -517,6 +525,15 @@ static bool ends_expr(int tok)
     }
 }
 
+/* `let a: f32 = ...`: the language has no annotations on bindings (LANGUAGE.md); a
+ * conversion is written with `as`, which takes an element type. */
+static void no_annotation(ParseCtx *ctx, const char *kw, const char *name, const AstType *t, Loc colon)
+{
+    const char *to = t && t->kind == AST_TYPE_SCALAR && t->name ? t->name : "f32";
+    fe_err(ctx, colon, "'%s' takes no type annotation: '%s' has the type of its value; to convert the value, "
+           "write '%s %s = value as %s'", kw, name, kw, name, to);
+}
+
 static bool is_item_kw(yysymbol_kind_t k)
 {
     return k == YYSYMBOL_KW_KERNEL || k == YYSYMBOL_KW_FN || k == YYSYMBOL_KW_GRAPH;
@@ -528,9 +545,11 @@ static int keep_closers(yysymbol_kind_t *exp, int n)
 {
     static const char closers[] = ",;)]}";
     int k = 0;
-    for (const char *c = closers; *c; c++)
+    for (const char *c = closers; *c; c++) {
+        int ch = (unsigned char)*c;   /* an int: YYTRANSLATE's range test is no tautology */
         for (int i = 0; i < n; i++)
-            if (exp[i] == YYTRANSLATE((unsigned char)*c)) exp[k++] = exp[i];
+            if (exp[i] == YYTRANSLATE(ch)) exp[k++] = exp[i];
+    }
     return k;
 }
 

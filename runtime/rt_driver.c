@@ -89,10 +89,23 @@ static bool start_driver(void)
     return true;
 }
 
-static void open_driver(void)
+static const char *driver_path(void)
 {
     const char *path = getenv("TILE_CUDA_LIBRARY");
-    if (!path || !*path) path = "libcuda.so.1";
+    return path && *path ? path : "libcuda.so.1";
+}
+
+bool rt_driver_loadable(char *why, size_t n)
+{
+    void *h = dlopen(driver_path(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) snprintf(why, n, "cannot open the CUDA driver: %s", dlerror());
+    else dlclose(h);
+    return h != NULL;
+}
+
+static void open_driver(void)
+{
+    const char *path = driver_path();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(driver_why, sizeof driver_why, "cannot open the CUDA driver %s: %s", path,

@@ -166,6 +166,9 @@ typedef struct RtDriver {
 /* Opens the driver once per process ($TILE_CUDA_LIBRARY, else libcuda.so.1) and calls
  * cuInit. Returns the table, or NULL with the thread's error set (TRT_ERROR_NO_DRIVER). */
 const RtDriver *rt_driver(void);
+/* Whether the driver's library opens, without initializing it (so a process may fork
+ * after asking: tilec tune checks before its workers start); else why, in *why. */
+bool rt_driver_loadable(char *why, size_t n);
 /* Sets the thread's error to "WHAT failed: CUDA_ERROR_X (code)" and returns
  * TRT_ERROR_DRIVER. */
 TrtStatus rt_driver_error(const RtDriver *d, CUresult r, const char *what);

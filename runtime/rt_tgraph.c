@@ -42,6 +42,7 @@ struct TrtTensorGraph {
     uint64_t *buf_bytes;
     uint32_t prebuilt, prebuild_threads;   /* the last run's (rt_tgraph_prebuilt) */
     bool rebound;            /* a binding changed since the last prebuild: classes may be new */
+    TrtGraphValueInfo *info; /* per parameter, then per result (introspection) */
 };
 
 static const AstItem *find_graph(const AstProgram *p, const char *name)
@@ -98,6 +99,35 @@ static TrtStatus alloc_tables(TrtTensorGraph *G)
     return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
+/* Value v described, its strings in the graph's arena. */
+static bool describe(TrtTensorGraph *G, uint32_t v, const char *name, TrtGraphValueInfo *out)
+{
+    Arena *a = ir_ctx_arena(G->ir);
+    const IrTensorType *t = &G->g->values.data[v].type;
+    const char **dims = arena_alloc(a, (t->rank + 1) * sizeof *dims);
+    if (!dims) return false;
+    for (uint32_t d = 0; d < t->rank; d++)
+        if (!(dims[d] = ir_size_str(a, t->dims[d]))) return false;
+    *out = (TrtGraphValueInfo){.name = name, .kind = t->rank ? TRT_ARG_PTR : rt_arg_kind(t->elem),
+                               .elem = ir_elem_name(t->elem), .elem_bytes = (uint32_t)ir_elem_bytes(t->elem),
+                               .rank = t->rank, .dims = dims, .type = ir_ttype_str(a, t)};
+    return out->type != NULL;
+}
+
+static TrtStatus describe_all(TrtTensorGraph *G)
+{
+    uint32_t np = (uint32_t)G->g->params.len, no = G->ret->nin;
+    Arena *a = ir_ctx_arena(G->ir);
+    bool ok = (G->info = arena_alloc(a, (np + no + 1) * sizeof *G->info)) != NULL;
+    for (uint32_t p = 0; ok && p < np; p++)
+        ok = describe(G, G->g->params.data[p], G->g->values.data[G->g->params.data[p]].name, &G->info[p]);
+    for (uint32_t i = 0; ok && i < no; i++) {
+        char *name = arena_alloc(a, 16);
+        ok = name && (snprintf(name, 16, "ret%u", i), describe(G, G->ret->in[i], name, &G->info[np + i]));
+    }
+    return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+}
+
 static TrtStatus load_kernels(TrtTensorGraph *G)
 {
     char name[256];
@@ -125,6 +155,7 @@ TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **
     TrtStatus s = build(G, m, it);
     pthread_mutex_unlock(&m->lock);
     if (!s) s = alloc_tables(G);
+    if (!s) s = describe_all(G);
     if (!s) s = load_kernels(G);
     if (s) {
         trt_tgraph_destroy(G);
@@ -401,4 +432,50 @@ uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g) { return g ? g->plan->n
 uint64_t trt_tgraph_buffer_bytes(const TrtTensorGraph *g, uint32_t i)
 {
     return g && i < g->plan->nbuffers ? g->buf_bytes[i] : 0;
+}
+
+/* ---- introspection ------------------------------------------------------------------------ */
+
+static const AstItem *graph_item(const TrtModule *m, uint32_t index)
+{
+    for (uint32_t i = 0; m && m->prog && i < m->prog->nitems; i++)
+        if (m->prog->items[i].kind == AST_GRAPH && index-- == 0) return &m->prog->items[i];
+    return NULL;
+}
+
+uint32_t trt_module_num_graphs(const TrtModule *m)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; m && m->prog && i < m->prog->nitems; i++) n += m->prog->items[i].kind == AST_GRAPH;
+    return n;
+}
+
+const char *trt_module_graph_name(const TrtModule *m, uint32_t i)
+{
+    const AstItem *it = graph_item(m, i);
+    return it ? it->name : NULL;
+}
+
+uint32_t trt_tgraph_num_params(const TrtTensorGraph *g) { return g ? (uint32_t)g->g->params.len : 0; }
+
+TrtStatus trt_tgraph_param(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out)
+{
+    if (!g || !out || i >= g->g->params.len)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_param: no graph, no parameter %u or out NULL", i);
+    *out = g->info[i];
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_output(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out)
+{
+    if (!g || !out || i >= g->ret->nin)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_output: no graph, no result %u or out NULL", i);
+    *out = g->info[g->g->params.len + i];
+    return TRT_SUCCESS;
+}
+
+uint32_t trt_tgraph_num_sizes(const TrtTensorGraph *g) { return g ? g->g->nsizes : 0; }
+const char *trt_tgraph_size_name(const TrtTensorGraph *g, uint32_t i)
+{
+    return g && i < g->g->nsizes ? g->g->sizes[i] : NULL;
 }

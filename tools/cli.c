@@ -87,3 +87,56 @@ bool cli_output_commit(CliOutput *out, bool ok)
     *out = (CliOutput){0};
     return wrote;
 }
+
+/* ---- did you mean ------------------------------------------------------------------- */
+static int edit_distance(const char *a, size_t la, const char *b)
+{
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = row[j];
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+void cli_near_init(CliNear *n, const char *typed, size_t len)
+{
+    *n = (CliNear){typed, len, NULL, len <= 3 ? 2 : 3};   /* dist: one past the limit */
+}
+
+void cli_near_offer(CliNear *n, const char *name)
+{
+    if (!name || (strlen(name) == n->len && !strncmp(name, n->typed, n->len))) return;
+    int d = edit_distance(n->typed, n->len, name);
+    if (d < n->dist) n->dist = d, n->best = name;
+}
+
+const char *cli_near_hint(const CliNear *n, char *buf, size_t size)
+{
+    if (!n->best) return "";
+    snprintf(buf, size, "; did you mean '%s'?", n->best);
+    return buf;
+}
+
+/* ---- diagnostics ------------------------------------------------------------------------ */
+void cli_print_diag(const char *tool, const Diag *g, FILE *out, bool color)
+{
+    if (g->loc.src) {
+        diag_print_one_color(g, out, color);
+        return;
+    }
+    static const char *const levels[] = {"error", "warning", "note"};
+    static const char *const colors[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
+    fprintf(out, "%s%s: %s%s:%s %s%s%s\n", color ? "\033[1m" : "", tool, color ? colors[g->level] : "",
+            levels[g->level], color ? "\033[0m" : "", color ? "\033[1m" : "", g->msg, color ? "\033[0m" : "");
+}

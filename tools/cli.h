@@ -5,7 +5,10 @@
 #define TILE_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
+
+#include "ir/diag.h"
 
 /* The value of `flag=value` or `flag value` (advancing *i); NULL when argv[*i] is not
  * that flag. A flag without its value is a usage error: "TOOL: error: FLAG needs a
@@ -38,5 +41,26 @@ bool cli_output_open(CliOutput *out, const char *tool, const char *path, const c
 /* Closes the output. ok: renames it into place (false, with a message, if that or a
  * write failed); !ok: removes the temporary file, leaving any old file as it was. */
 bool cli_output_commit(CliOutput *out, bool ok);
+
+/* Did-you-mean for a name the user typed: offer each name it could have meant; the
+ * nearest within the edits of a typo (one for names of up to 3 characters, two beyond,
+ * as the frontend's lw_suggest_limit) is the hint. len: the typed name's length (the
+ * NAME of NAME=VALUE). */
+typedef struct CliNear {
+    const char *typed;
+    size_t len;
+    const char *best;
+    int dist;
+} CliNear;
+
+void cli_near_init(CliNear *n, const char *typed, size_t len);
+void cli_near_offer(CliNear *n, const char *name);
+/* "; did you mean 'X'?", or "" when nothing was near. */
+const char *cli_near_hint(const CliNear *n, char *buf, size_t size);
+
+/* A diagnostic as diag_print_one_color prints it, except that one without a place
+ * ("-D X does not name a const parameter") takes the tool's prefix ("tilec: error:")
+ * where the library would write "tile:". */
+void cli_print_diag(const char *tool, const Diag *g, FILE *out, bool color);
 
 #endif

@@ -51,10 +51,24 @@ static void usage(FILE *out)
 
 static int bad_usage(const char *fmt, const char *arg)
 {
-    fputs("tile-opt: ", stderr);
+    fputs("tile-opt: error: ", stderr);
     fprintf(stderr, fmt, arg);
-    fputs("\n(try tile-opt --help)\n", stderr);
+    fputs("\n(run 'tile-opt --help' for usage)\n", stderr);
     return 2;
+}
+
+/* "unknown pass 'X'", with the nearest pass name. */
+static int unknown_pass(const char *name)
+{
+    CliNear near;
+    char hint[160], msg[300];
+    cli_near_init(&near, name, strlen(name));
+    for (unsigned i = 0; i < pass_count; i++) cli_near_offer(&near, pass_table[i].name);
+    for (unsigned i = 0; i < pass_gpu_count; i++) cli_near_offer(&near, pass_gpu_table[i].name);
+    cli_near_offer(&near, "bounds");
+    cli_near_offer(&near, "graph-fuse");
+    snprintf(msg, sizeof msg, "unknown pass '%s'%s", name, cli_near_hint(&near, hint, sizeof hint));
+    return bad_usage("%s", msg);
 }
 
 /* Every name of a --passes list is a known pass. */
@@ -64,7 +78,7 @@ static int check_pass_list(const char *list)
         size_t n = strcspn(p, ",");
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), p);
-        if (!pass_find(name) && strcmp(name, "graph-fuse")) return bad_usage("unknown pass '%s'", name);
+        if (!pass_find(name) && strcmp(name, "graph-fuse")) return unknown_pass(name);
         p += n + (p[n] == ',');
     }
     return 0;
@@ -115,6 +129,14 @@ static bool run_passes(IrModule *m, const Options *o)
     return pass_run_default(m, o->opt_level, &o->pass);
 }
 
+/* The diagnostics, a place-less one with this tool's prefix (cli_print_diag). */
+static void print_diags(const DiagList *d)
+{
+    for (size_t i = 0; i < d->len; i++) cli_print_diag("tile-opt", &d->items[i], stderr, false);
+    size_t max = d->max_errors ? d->max_errors : 50;
+    if (d->nerrors > max) fprintf(stderr, "tile-opt: error: too many errors (%zu), stopped after %zu\n", d->nerrors, max);
+}
+
 static int write_output(const IrModule *m, const char *path)
 {
     CliOutput out;
@@ -128,7 +150,7 @@ static int run(IrCtx *c, const Source *src, const Options *o)
     IrModule *m = ir_parse(c, src);
     bool ok = m && ir_verify_module(m) && run_passes(m, o);
     if (!ok) {
-        diag_print(ir_ctx_diags(c), stderr);
+        print_diags(ir_ctx_diags(c));
         return 1;
     }
     return write_output(m, o->output);
@@ -146,7 +168,7 @@ static int run_graph(IrCtx *c, const Source *src, const Options *o)
     }
     bool ok = ir_gmodule_parse(m, src, d) && ir_gmodule_verify(m, d);
     CliOutput out;
-    if (!ok) diag_print(d, stderr);
+    if (!ok) print_diags(d);
     else if ((ok = cli_output_open(&out, "tile-opt", o->output, "w"))) {
         for (size_t i = 0; i < m->graphs.len && fuse; i++)
             ir_gplan_print(m->graphs.data[i], pass_graph_fuse(m->graphs.data[i], ir_ctx_arena(c)), out.f);
@@ -168,11 +190,15 @@ int main(int argc, char **argv)
     Options o = {0};
     int st = parse_args(argc, argv, &o);
     if (st >= 0) return st;
-    const char *path = o.input && strcmp(o.input, "-") ? o.input : "/dev/stdin";
-    Source *src = source_read(path);
+    bool in = !o.input || !strcmp(o.input, "-");   /* standard input, "<stdin>" in messages, as tilec names it */
+    Source *src = source_read(in ? "/dev/stdin" : o.input);
     if (!src) {
-        fprintf(stderr, "tile-opt: cannot read '%s': %s\n", o.input ? o.input : "<stdin>", strerror(errno));
+        fprintf(stderr, "tile-opt: error: cannot read '%s': %s\n", in ? "<stdin>" : o.input, strerror(errno));
         return 1;
+    }
+    if (in) {
+        tl_free((void *)src->name);
+        if (!(src->name = tl_strdup("<stdin>"))) tl_oom();
     }
     IrCtx *c = ir_ctx_create();
     if (!c) tl_oom();

@@ -388,7 +388,8 @@ static void check_options(Options *o)
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
     if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
     if (o->graph && (o->kernel || o->has_grid || o->print_to))
-        usage_error("tilec run --graph takes --arg, --print and --device only (no --kernel, --grid, --print-to)%s", "");
+        usage_error("%s does not go with --graph (tilec run --graph takes --arg, --print, --device, --fused, "
+                    "--compare-fused and --max-ops)", o->kernel ? "--kernel" : o->has_grid ? "--grid" : "--print-to");
     if (o->gpu_ir && strcmp(o->device, "cpu")) usage_error("--gpu-ir runs in the interpreter: it takes --device cpu%s", "");
     if (o->check_axis_info && strcmp(o->device, "cpu"))
         usage_error("--check-axis-info runs in the interpreter: it takes --device cpu%s", "");
@@ -635,7 +636,12 @@ static bool bind_args(const Options *o, const IrFunc *k, InterpArg *args)
                 strncmp(k->param_names[p], o->args[i], (size_t)(eq - o->args[i]))))
             p++;
         if (!eq || p == k->body.nargs) {
-            fprintf(stderr, "tilec: error: --arg '%s' names no parameter of kernel '%s'\n", o->args[i], k->name);
+            CliNear near;
+            char hint[160];
+            cli_near_init(&near, o->args[i], arg_name_len(o->args[i]));
+            for (uint32_t q = 0; q < k->body.nargs; q++) cli_near_offer(&near, k->param_names[q]);
+            fprintf(stderr, "tilec: error: --arg '%s' names no parameter of kernel '%s'%s\n", o->args[i], k->name,
+                    cli_near_hint(&near, hint, sizeof hint));
             ok = false;
             continue;
         }
@@ -686,8 +692,13 @@ static int print_buffers(const Options *o, const IrFunc *k, const InterpArg *arg
         uint32_t p = 0;
         while (p < k->body.nargs && strcmp(k->param_names[p], o->prints[i])) p++;
         if (p == k->body.nargs || !args[p].is_buffer) {
-            fprintf(stderr, "tilec: error: --print '%s' names no pointer parameter of kernel '%s'\n",
-                    o->prints[i], k->name);
+            CliNear near;
+            char hint[160];
+            cli_near_init(&near, o->prints[i], strlen(o->prints[i]));
+            for (uint32_t q = 0; q < k->body.nargs; q++)
+                if (args[q].is_buffer) cli_near_offer(&near, k->param_names[q]);
+            fprintf(stderr, "tilec: error: --print '%s' names no pointer parameter of kernel '%s'%s\n",
+                    o->prints[i], k->name, cli_near_hint(&near, hint, sizeof hint));
             return EXIT_INPUT;
         }
         if (o->print_to) {
@@ -1006,26 +1017,6 @@ static void specialize_div16(IrModule *m)
 }
 
 /* ---- kernels by name ------------------------------------------------------------------ */
-static int edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int row[64];
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int best = diag + (a[i - 1] != b[j - 1]);
-            if (row[j] + 1 < best) best = row[j] + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = row[j];
-            row[j] = best;
-        }
-    }
-    return row[lb];
-}
-
 static bool is_kernel(const AstItem *it) { return it->kind == AST_KERNEL && it->body; }
 
 /* "  add(c: *i32, n: i32, const BLOCK: i32)": a kernel and its parameters as written. */
@@ -1052,26 +1043,26 @@ static void list_kernels(const Options *o, const AstProgram *prog)
  * name); `run` without --kernel takes the file's only kernel. */
 static int select_kernel(Options *o, const AstProgram *prog)
 {
-    const AstItem *only = NULL, *near = NULL;
+    const AstItem *only = NULL;
     uint32_t nkernels = 0;
-    int best = 3;                      /* a suggestion within two edits */
+    CliNear near;
+    char hint[160];
+    cli_near_init(&near, o->kernel ? o->kernel : "", o->kernel ? strlen(o->kernel) : 0);
     for (uint32_t i = 0; i < prog->nitems; i++) {
         const AstItem *it = &prog->items[i];
         if (!is_kernel(it)) continue;
         nkernels++;
         only = it;
         if (o->kernel && !strcmp(o->kernel, it->name)) return 0;
-        int d = o->kernel ? edit_distance(o->kernel, it->name) : 99;
-        if (d < best) best = d, near = it;
+        cli_near_offer(&near, it->name);
     }
     if (!o->kernel && (!o->run || nkernels == 1)) {
         if (o->run) o->kernel = only->name;
         return 0;
     }
-    if (o->kernel && near)
-        fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'; did you mean '%s'?\n", o->kernel, o->src->name,
-                near->name);
-    else if (o->kernel) fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'\n", o->kernel, o->src->name);
+    if (o->kernel)
+        fprintf(stderr, "tilec: error: no kernel named '%s' in '%s'%s\n", o->kernel, o->src->name,
+                cli_near_hint(&near, hint, sizeof hint));
     else if (nkernels) fprintf(stderr, "tilec: error: '%s' has %u kernels: give --kernel NAME\n", o->src->name, nkernels);
     else fprintf(stderr, "tilec: error: '%s' has no kernel to run\n", o->src->name);
     if (nkernels) list_kernels(o, prog);
@@ -1102,10 +1093,10 @@ static void print_diags(const Options *o, DiagList *d)
         if (g->level != DIAG_NOTE) shown = !(g->level == DIAG_WARNING && o->no_warnings);
         if (!shown) continue;
         nwarnings += g->level == DIAG_WARNING;
-        diag_print_one_color(g, stderr, o->color);
+        cli_print_diag("tilec", g, stderr, o->color);
     }
     size_t max = d->max_errors ? d->max_errors : 50;
-    if (d->nerrors > max) fprintf(stderr, "tile: error: too many errors (%zu), stopped after %zu\n", d->nerrors, max);
+    if (d->nerrors > max) fprintf(stderr, "tilec: error: too many errors (%zu), stopped after %zu\n", d->nerrors, max);
     if (nwarnings)
         fprintf(stderr, "%zu warning%s%s", nwarnings, nwarnings == 1 ? "" : "s", d->nerrors ? " and " : " generated.\n");
     if (d->nerrors) fprintf(stderr, "%zu error%s generated.\n", d->nerrors, d->nerrors == 1 ? "" : "s");
@@ -1170,13 +1161,21 @@ static bool graph_args_known(const Options *o, const IrGraph *g)
     for (uint32_t i = 0; i < o->nargs; i++) {
         size_t n = arg_name_len(o->args[i]);
         bool known = false;
+        CliNear near;
+        char hint[160];
+        cli_near_init(&near, o->args[i], n);
         for (size_t p = 0; p < g->params.len && !known; p++) {
             const char *pn = g->values.data[g->params.data[p]].name;
             known = pn && strlen(pn) == n && !strncmp(pn, o->args[i], n);
+            cli_near_offer(&near, pn);
         }
-        for (uint32_t k = 0; k < g->nsizes && !known; k++) known = strlen(g->sizes[k]) == n && !strncmp(g->sizes[k], o->args[i], n);
+        for (uint32_t k = 0; k < g->nsizes && !known; k++) {
+            known = strlen(g->sizes[k]) == n && !strncmp(g->sizes[k], o->args[i], n);
+            cli_near_offer(&near, g->sizes[k]);
+        }
         if (!known) {
-            fprintf(stderr, "tilec: error: --arg '%s' names no parameter or size of graph '%s'\n", o->args[i], g->name);
+            fprintf(stderr, "tilec: error: --arg '%s' names no parameter or size of graph '%s'%s\n", o->args[i],
+                    g->name, cli_near_hint(&near, hint, sizeof hint));
             return false;
         }
     }
@@ -1229,8 +1228,8 @@ static bool graph_param(const Options *o, const IrGraph *g, const int64_t *sizes
     if (!make_buffer(pv->name, v, pv->type.elem, &b)) return false;
     bool ok = b.count == t->n;
     if (ok) ir_gtensor_load(t, b.data);
-    else fprintf(stderr, "tilec: error: parameter '%s' of type %s holds %lld elements, not %lld\n", pv->name,
-                 ir_ttype_str(g->arena, &pv->type), (long long)t->n, (long long)b.count);
+    else fprintf(stderr, "tilec: error: parameter '%s' of type %s needs %lld elements; the buffer holds %lld\n",
+                 pv->name, ir_ttype_str(g->arena, &pv->type), (long long)t->n, (long long)b.count);
     free(b.data);
     return ok;
 }
@@ -1256,8 +1255,14 @@ static int print_graph_values(const Options *o, const IrGraph *g, const IrGTenso
         for (size_t p = 0; !t && p < g->params.len; p++)
             if (!strcmp(g->values.data[g->params.data[p]].name, n)) t = &params[p];
         if (!t) {
-            fprintf(stderr, "tilec: error: --print '%s' names no result (ret0 .. ret%u) or parameter of graph '%s'\n", n,
-                    nouts ? nouts - 1 : 0, g->name);
+            CliNear near;
+            char hint[160], ret[16];
+            cli_near_init(&near, n, strlen(n));
+            for (size_t p = 0; p < g->params.len; p++) cli_near_offer(&near, g->values.data[g->params.data[p]].name);
+            snprintf(ret, sizeof ret, "ret%u", nouts ? nouts - 1 : 0);
+            if (!near.best && !strncmp(n, "ret", 3)) cli_near_offer(&near, ret);
+            fprintf(stderr, "tilec: error: --print '%s' names no result (ret0 .. ret%u) or parameter of graph '%s'%s\n",
+                    n, nouts ? nouts - 1 : 0, g->name, cli_near_hint(&near, hint, sizeof hint));
             return EXIT_INPUT;
         }
         print_tensor(out, t);
@@ -1375,11 +1380,17 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
 static int run_graph(const Options *o, IrCtx *ctx, const AstProgram *prog, DiagList *diags, FILE *out)
 {
     const AstItem *it = NULL;
-    for (uint32_t i = 0; i < prog->nitems && !it; i++)
-        if (prog->items[i].kind == AST_GRAPH && prog->items[i].name && !strcmp(prog->items[i].name, o->graph))
-            it = &prog->items[i];
+    CliNear near;
+    char hint[160];
+    cli_near_init(&near, o->graph, strlen(o->graph));
+    for (uint32_t i = 0; i < prog->nitems && !it; i++) {
+        if (prog->items[i].kind != AST_GRAPH || !prog->items[i].name) continue;
+        if (!strcmp(prog->items[i].name, o->graph)) it = &prog->items[i];
+        cli_near_offer(&near, prog->items[i].name);
+    }
     if (!it) {
-        fprintf(stderr, "tilec: error: no graph named '%s' in '%s'\n", o->graph, o->src->name);
+        fprintf(stderr, "tilec: error: no graph named '%s' in '%s'%s\n", o->graph, o->src->name,
+                cli_near_hint(&near, hint, sizeof hint));
         return EXIT_INPUT;
     }
     IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
@@ -1393,6 +1404,40 @@ static int run_graph(const Options *o, IrCtx *ctx, const AstProgram *prog, DiagL
     if (!rc) rc = interp_graph(o, g, out);
     ir_gmodule_destroy(m);
     return rc;
+}
+
+static bool emit_is(const Options *o, const char *const *kinds)
+{
+    for (; *kinds; kinds++)
+        if (!strcmp(o->emit, *kinds)) return true;
+    return false;
+}
+
+/* An emit of what graphs compile to on a file without a graph, or of GPU code on one
+ * without a kernel, is an error that says what the file has (it once printed nothing,
+ * or an empty PTX module, and succeeded). */
+static int check_emit_subject(const Options *o, const AstProgram *prog)
+{
+    static const char *const graph_emits[] = {"graph-ir", "fusion", "graph-kernels", NULL};
+    static const char *const code_emits[] = {"ir-gpu", "llvm", "ptx", "cubin", NULL};
+    uint32_t nkernels = 0, ngraphs = 0;
+    for (uint32_t i = 0; i < prog->nitems; i++) {
+        nkernels += is_kernel(&prog->items[i]);
+        ngraphs += prog->items[i].kind == AST_GRAPH;
+    }
+    if (o->run) return 0;
+    if (emit_is(o, graph_emits) && !ngraphs) {
+        fprintf(stderr, "tilec: error: '%s' has no graph: --emit=%s shows what graphs compile to%s\n", o->src->name,
+                o->emit, nkernels ? " (its kernels compile with --emit=ir, ir-gpu, llvm, ptx or cubin)" : "");
+        return EXIT_INPUT;
+    }
+    if (emit_is(o, code_emits) && !nkernels) {
+        fprintf(stderr, "tilec: error: '%s' has no kernel: --emit=%s compiles kernels%s\n", o->src->name, o->emit,
+                ngraphs ? "; the kernels of its graphs are --emit=graph-kernels (pipe them on: tilec FILE "
+                          "--emit=graph-kernels | tilec - --emit=ptx)" : "");
+        return EXIT_INPUT;
+    }
+    return 0;
 }
 
 static int compile(Options *o, const Source *src, FILE *out)
@@ -1414,6 +1459,7 @@ static int compile(Options *o, const Source *src, FILE *out)
         ast_print(prog, out);
         goto done;
     }
+    if ((rc = check_emit_subject(o, prog))) goto done;
     if (!o->graph && (rc = select_kernel(o, prog))) goto done;
     FeOptions fo = {o->defines, o->ndefines, o->kernel};
     IrModule *m = fe_lower(ctx, prog, &fo, diags);

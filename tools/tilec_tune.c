@@ -27,7 +27,7 @@
 #include "tools/tune_manifest.h"
 #include "tools/tune_report.h"
 
-enum { TUNE_MAX_DEVICES = 64 };
+enum { TUNE_MAX_DEVICES = 64, EXIT_NO_GPU = 4 /* a worker's status (never the tool's): its GPU did not open */ };
 
 typedef struct TuneOptions {
     const char *manifest, *journal, *report;
@@ -59,7 +59,7 @@ static const char tune_usage[] =
 
 static _Noreturn void tune_usage_error(const char *fmt, const char *arg)
 {
-    fputs("tilec: error: ", stderr);
+    fputs("tilec tune: error: ", stderr);
     fprintf(stderr, fmt, arg);
     fputs("\n(run 'tilec tune --help' for usage)\n", stderr);
     exit(2);
@@ -147,6 +147,7 @@ typedef struct Journal {
     uint32_t ndone;
     JournalCand *cands;        /* the configs measured */
     uint32_t ncands;
+    bool created;              /* by this run: removed at the end if it records nothing */
 } Journal;
 
 /* One line being read: p walks its fields; bad names the first field that is wrong. */
@@ -248,7 +249,7 @@ static void journal_add_line(Journal *j, const char *line, uint32_t lineno)
     } else {
         l.bad = "kind (cand or done)";
     }
-    fprintf(stderr, "tilec: warning: %s:%u: malformed journal line (its %s is wrong); skipped: what it records is "
+    fprintf(stderr, "tilec tune: warning: %s:%u: malformed journal line (its %s is wrong); skipped: what it records is "
             "measured again\n", j->path, lineno, l.bad);
 }
 
@@ -274,6 +275,7 @@ static bool journal_open(Journal *j, const char *path)
     fstat(j->fd, &st);
     char *text = calloc((size_t)st.st_size + 1, 1);
     bool ok = text && pread(j->fd, text, (size_t)st.st_size, 0) == st.st_size;
+    j->created = !st.st_size;
     if (ok && !st.st_size) {
         static const char head[] = "tile-tune-journal 1\n";
         ok = write(j->fd, head, sizeof head - 1) == sizeof head - 1;
@@ -286,8 +288,12 @@ static bool journal_open(Journal *j, const char *path)
     return ok;
 }
 
+/* A journal this run made that records nothing (no GPU, every key failing at once) is
+ * not left beside the manifest. */
 static void journal_close(Journal *j)
 {
+    struct stat st;
+    if (j->fd > 0 && j->created && !fstat(j->fd, &st) && st.st_size == 20) unlink(j->path);
     if (j->fd > 0) close(j->fd);
     free(j->done), free(j->cands);
 }
@@ -298,7 +304,7 @@ static void journal_line(Journal *j, const char *line)
 {
     size_t n = strlen(line);
     if (write(j->fd, line, n) != (ssize_t)n || fsync(j->fd))
-        fprintf(stderr, "tilec: warning: cannot write the journal: %s\n", strerror(errno));
+        fprintf(stderr, "tilec tune: warning: cannot write the journal: %s\n", strerror(errno));
 }
 
 static bool journal_done(const Journal *j, const char *id)
@@ -520,6 +526,7 @@ typedef struct Tuner {
     Progress prog;
     double deadline;           /* monotonic seconds after which no key starts; 0: none */
     uint32_t failed, skipped, tuned, left;
+    bool no_gpu;               /* no worker could open its GPU (said once each): no report */
 } Tuner;
 
 /* Entry i's kernel on the tuning context, or NULL with a located error (the manifest
@@ -563,7 +570,7 @@ static void store_result(Tuner *t, const Work *w, const char *id, const RtTuneRe
     RtKey key;
     rt_key_from_hex(id, &key);
     if (!text || rt_cache_put(t->ctx->cache, RT_ENTRY_TUNE, &key, text, len))
-        fprintf(stderr, "tilec: error: %s: cannot store the result in the cache: %s\n", w->what, trt_last_error());
+        fprintf(stderr, "tilec tune: error: %s: cannot store the result in the cache: %s\n", w->what, trt_last_error());
     free(text);
     const RtCandidate *win = &r->cands[r->winner], *d = NULL;
     for (uint32_t i = 0; i < r->ncands; i++)
@@ -624,7 +631,7 @@ static void tune_key(Tuner *t, const Work *w)
     free((void *)o.known);
     if (s) {
         if (t->prog.tty) putchar('\n');
-        fprintf(stderr, "%stilec: error: %s: %s\n", t->prog.prefix, w->what, trt_last_error());
+        fprintf(stderr, "%stilec tune: error: %s: %s\n", t->prog.prefix, w->what, trt_last_error());
         t->failed++;
         return;
     }
@@ -697,11 +704,11 @@ static int run_worker_slot(Tuner *t, const TmManifest *m, int device, uint32_t s
     t->prog.tty = nslots == 1 && isatty(STDOUT_FILENO);
     TrtStatus s = trt_context_create(device, TRT_MODE_DEFAULT, NULL, &t->ctx);
     if (s) {
-        fprintf(stderr, "%stilec: error: GPU %d: %s\n", prefix, device, trt_last_error());
-        return 1;
+        fprintf(stderr, "%stilec tune: error: GPU %d: %s\n", prefix, device, trt_last_error());
+        return EXIT_NO_GPU;
     }
     if (!t->ctx->cache) {
-        fprintf(stderr, "tilec: error: tilec tune stores its results in the disk cache, and there is none\n");
+        fprintf(stderr, "tilec tune: error: it stores its results in the disk cache, and there is none\n");
         trt_context_destroy(t->ctx);
         return 1;
     }
@@ -728,7 +735,11 @@ static int run_worker_slot(Tuner *t, const TmManifest *m, int device, uint32_t s
 static int run_workers(Tuner *t, const TmManifest *m)
 {
     const TuneOptions *o = t->o;
-    if (o->ndevices == 1) return run_worker_slot(t, m, o->devices[0], 0, 1);
+    if (o->ndevices == 1) {
+        int rc = run_worker_slot(t, m, o->devices[0], 0, 1);
+        t->no_gpu = rc == EXIT_NO_GPU;
+        return t->no_gpu ? 1 : rc;
+    }
     pid_t pids[TUNE_MAX_DEVICES];
     fflush(stdout);
     for (uint32_t i = 0; i < o->ndevices; i++) {
@@ -737,15 +748,18 @@ static int run_workers(Tuner *t, const TmManifest *m)
             fflush(stdout);
             _exit(rc);
         }
-        if (pids[i] < 0) fprintf(stderr, "tilec: error: fork: %s\n", strerror(errno));
+        if (pids[i] < 0) fprintf(stderr, "tilec tune: error: fork: %s\n", strerror(errno));
     }
     int rc = 0;
+    uint32_t no_gpu = 0;
     for (uint32_t i = 0; i < o->ndevices; i++) {
-        int st = 0;
+        int st = 0, code;
         if (pids[i] < 0) rc = 1;
         else if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st)) rc = rc ? rc : 1;
-        else if (WEXITSTATUS(st) == 1 || !rc) rc = WEXITSTATUS(st) ? WEXITSTATUS(st) : rc;
+        else if ((code = WEXITSTATUS(st)) == EXIT_NO_GPU) no_gpu++, rc = 1;
+        else if (code == 1 || !rc) rc = code ? code : rc;
     }
+    t->no_gpu = no_gpu == o->ndevices;
     return rc;
 }
 
@@ -759,7 +773,7 @@ static void dry_run(const Tuner *t)
 static int write_report(Tuner *t, const TmManifest *m)
 {
     if (trt_context_create(t->o->devices[0], TRT_MODE_DEFAULT, NULL, &t->ctx)) {
-        fprintf(stderr, "tilec: error: the report: %s\n", trt_last_error());
+        fprintf(stderr, "tilec tune: error: the report: %s\n", trt_last_error());
         return 1;
     }
     load_kernels(t, m);
@@ -817,7 +831,7 @@ int tilec_tune_main(int argc, char **argv)
     parse_tune_args(argc, argv, &o);
     TmManifest m;
     if (!tm_read(o.manifest, &m, stderr)) {
-        fprintf(stderr, "tilec: error: cannot read '%s': %s\n", o.manifest, strerror(errno));
+        fprintf(stderr, "tilec tune: error: cannot read '%s': %s\n", o.manifest, strerror(errno));
         tm_free(&m);
         return 1;
     }
@@ -826,9 +840,14 @@ int tilec_tune_main(int argc, char **argv)
     if (!rc) t.nwork = list_work(&m, &t.work);
     char jpath[4096];
     snprintf(jpath, sizeof jpath, "%s%s", o.journal ? o.journal : o.manifest, o.journal ? "" : ".journal");
+    char why[512];
     if (!rc && o.dry_run) dry_run(&t);
-    else if (!rc && !journal_open(&t.journal, jpath)) {
-        fprintf(stderr, "tilec: error: cannot use the journal '%s': %s\n", jpath,
+    else if (!rc && !rt_driver_loadable(why, sizeof why)) {   /* said once, before any worker or journal */
+        fprintf(stderr, "tilec tune: error: no CUDA driver (%s): tuning measures each config on a GPU; "
+                "--dry-run lists the keys without one\n", why);
+        rc = 1;
+    } else if (!rc && !journal_open(&t.journal, jpath)) {
+        fprintf(stderr, "tilec tune: error: cannot use the journal '%s': %s\n", jpath,
                 errno == EINVAL ? "not a tilec tune journal" : strerror(errno));
         rc = 1;
     } else if (!rc) {
@@ -837,7 +856,7 @@ int tilec_tune_main(int argc, char **argv)
         t.prog.exit_after = ea ? (uint32_t)atoi(ea) : 0;
         t.deadline = o.budget_min ? tl_now_ms() / 1e3 + o.budget_min * 60 : 0;
         rc = run_workers(&t, &m);
-        if (o.report && write_report(&t, &m)) rc = 1;
+        if (o.report && !t.no_gpu && write_report(&t, &m)) rc = 1;
     }
     journal_close(&t.journal);
     free(t.work);

@@ -198,7 +198,7 @@ static char *dup(const char *s)
 {
     char *d = strdup(s);
     if (!d) {
-        fputs("tilec: out of memory\n", stderr);
+        fputs("tilec tune: error: out of memory\n", stderr);
         abort();
     }
     return d;

@@ -84,13 +84,13 @@ void tr_begin(TrReport *rep, const char *dir, const char *manifest)
     rep->dir = dir;
     rep->ok = true;
     if (mkdir(dir, 0777) && errno != EEXIST) {
-        fprintf(stderr, "tilec: error: cannot make '%s': %s\n", dir, strerror(errno));
+        fprintf(stderr, "tilec tune: error: cannot make '%s': %s\n", dir, strerror(errno));
         rep->ok = false;
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/report.md", dir);
     if (rep->ok && !(rep->md = fopen(path, "w"))) {
-        fprintf(stderr, "tilec: error: cannot write '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, "tilec tune: error: cannot write '%s': %s\n", path, strerror(errno));
         rep->ok = false;
     }
     rep->det = open_memstream(&rep->details, &rep->ndetails);
@@ -139,7 +139,7 @@ void tr_key(TrReport *rep, const char *what, const RtTuneResult *r)
     snprintf(path, sizeof path, "%s/%s", rep->dir, svg);
     FILE *f = fopen(path, "w");
     if (!f || (tr_svg(f, what, r), fclose(f))) {
-        fprintf(stderr, "tilec: error: cannot write '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, "tilec tune: error: cannot write '%s': %s\n", path, strerror(errno));
         rep->ok = false;
     }
 }

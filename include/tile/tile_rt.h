@@ -372,6 +372,32 @@ TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i);
 uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g);
 uint64_t trt_tgraph_buffer_bytes(const TrtTensorGraph *g, uint32_t i);
 
+/* What a binding (python/tile) needs to check a graph's arguments and make its results
+ * without being told a signature. The graphs of m come from the parsed program (nothing
+ * is compiled): their number (0 for NULL) and the i-th one's name (NULL past the end).
+ * The rest describes a compiled graph; strings are owned by g. */
+uint32_t trt_module_num_graphs(const TrtModule *m);
+const char *trt_module_graph_name(const TrtModule *m, uint32_t i);
+
+typedef struct TrtGraphValueInfo {
+    const char *name;          /* the parameter's name; "ret0", "ret1", ... for results */
+    TrtArgKind kind;           /* TRT_ARG_PTR for a tensor, else the scalar's kind */
+    const char *elem;          /* the element type as ir_elem_name spells it: "bf16" */
+    uint32_t elem_bytes;
+    uint32_t rank;             /* 0: a scalar */
+    const char *const *dims;   /* rank sizes, normalized: "1024", "T", "2*S+T" */
+    const char *type;          /* the whole type: "bf16[T, 1024]", "f32" */
+} TrtGraphValueInfo;
+
+/* The parameters in declared order, the results in returned order (i past the end:
+ * TRT_ERROR_INVALID_ARGUMENT), and the size names of the parameters' types, first
+ * appearance first (NULL past the end). */
+uint32_t trt_tgraph_num_params(const TrtTensorGraph *g);
+TrtStatus trt_tgraph_param(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out);
+TrtStatus trt_tgraph_output(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out);
+uint32_t trt_tgraph_num_sizes(const TrtTensorGraph *g);
+const char *trt_tgraph_size_name(const TrtTensorGraph *g, uint32_t i);
+
 /* ---- device memory ---------------------------------------------------------------- */
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
  * pass tensor pointers instead. Synchronous; the context's device must be current.

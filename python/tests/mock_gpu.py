@@ -64,6 +64,14 @@ class Tensor:
     def stride(self):
         return tuple(s // self.array.itemsize for s in self.array.strides)
 
+    def contiguous(self):
+        return self if self.array.flags.c_contiguous else Tensor(np.ascontiguousarray(self.array), self.device.index)
+
+
+def _empty(shape, dtype, device):
+    """torch.empty for the dtypes below on "cuda:N"."""
+    return Tensor(np.empty(shape, dtype.name), int(str(device).split(":")[1]))
+
 
 class _Stream:
     def __init__(self, handle):
@@ -87,7 +95,8 @@ class _Cuda:
 
 
 fake_torch = types.ModuleType("torch")
-fake_torch.Tensor, fake_torch.cuda = Tensor, _Cuda
+fake_torch.Tensor, fake_torch.cuda, fake_torch.empty = Tensor, _Cuda, _empty
+fake_torch.float32, fake_torch.float16 = _Dtype("float32"), _Dtype("float16")
 sys.modules["torch"] = fake_torch
 os.environ.setdefault("TILE_CACHE_DIR", tempfile.mkdtemp(prefix="tile-mock-gpu-"))
 import tile  # noqa: E402
@@ -362,6 +371,41 @@ class MockGpu(unittest.TestCase):
             with tile.CudaGraph().capture():
                 k_other(c, a, b, 4096)
         _Cuda.stream = 0
+
+    def test_tensor_graph_runs_its_plan_on_the_current_stream(self):
+        """A graph called on CUDA tensors: each kernel of its fusion plan reaches the
+        driver on PyTorch's current stream, the last one writing the result, a new
+        tensor on the arguments' device; a numpy array among them is refused."""
+        g = tile.loads(FFN_GRAPH, name="ffn.tile").ffn
+        x, w, b = Tensor(np.zeros((6, 4), np.float32)), Tensor(np.zeros((4, 2), np.float32)), \
+            Tensor(np.zeros(2, np.float32))
+        counts = MockCounts()
+        mock.mockcuda_counts(ctypes.byref(counts))
+        before = counts.launches
+        _Cuda.stream = 0x6000
+        out = g(x, w, b)
+        mock.mockcuda_counts(ctypes.byref(counts))
+        self.assertEqual(counts.launches, before + 1)                  # one GEMM with its epilogue
+        m = last_launch()
+        self.assertEqual(m.func, b"ffn_k0")
+        self.assertEqual(m.stream, 0x6000)
+        self.assertIsInstance(out, Tensor)
+        self.assertEqual((out.shape, str(out.dtype), out.get_device()), ((6, 2), "torch.float32", 0))
+        self.assertIn(out.data_ptr(), list(m.params[:m.nparams]))
+        self.assertIn(x.data_ptr(), list(m.params[:m.nparams]))
+        self.assertIn(6, list(m.params[:m.nparams]))                     # T, a size argument
+        _Cuda.stream = 0
+        with self.assertRaisesRegex(tile.ArgError, r"graph 'ffn': argument 'w' is a numpy array of float32, but "
+                                    r"the graph runs on cuda:0 \(where argument 'x' is\)"):
+            g(x, np.zeros((4, 2), np.float32), b)
+        with self.assertRaisesRegex(tile.ArgError, r"graph 'ffn': argument 'b' is a tensor of float32 on cuda:1, "
+                                    r"but the graph runs on cuda:0"):
+            g(x, w, Tensor(np.zeros(2, np.float32), device=1))
+
+
+FFN_GRAPH = """
+graph ffn(x: f32[T, 4], w: f32[4, 2], b: f32[2]) -> f32[T, 2] { return maximum(x @ w + b, 0.0); }
+"""
 
 
 if __name__ == "__main__":

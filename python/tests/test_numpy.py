@@ -138,7 +138,7 @@ class VectorAdd(unittest.TestCase):
         m = tile.loads("kernel bad(x: *f32) grid(1) { store(x, undefined_name); }", name="bad.tile")
         with self.assertRaisesRegex(tile.TileError, "bad.tile:1:.*undefined_name"):
             m.bad(np.zeros(1, np.float32))
-        with self.assertRaisesRegex(AttributeError, "has no kernel 'nope' \\(it has: bad\\)"):
+        with self.assertRaisesRegex(AttributeError, "has no kernel or graph 'nope' \\(kernels: bad; graphs: none\\)"):
             m.nope
 
 

@@ -5,6 +5,8 @@ reference interpreter) or torch tensors (the GPU, on PyTorch's current stream).
     k = tile.load("softmax.tile").softmax
     k(out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)        # grid from grid(...)
     k[(n_rows,)](out, x, x.stride(0), n_rows, n_cols, BLOCK=1024)
+    ln = tile.load("residual_layernorm.tile").residual_layernorm   # a graph
+    r, y = ln(x, res, w, b)                                          # new arrays
 
 docs/PYTHON.md has the whole story."""
 from ._lib import LAUNCH_KEYS, TileError, path as library_path
@@ -12,10 +14,11 @@ from ._args import ArgError, Bits, DTYPE_NAMES
 from ._context import Context, default_context, set_default_context
 from ._module import Kernel, Module, Param, load, loads
 from ._graph import CudaGraph
+from ._tensor_graph import GraphParam, TensorGraph
 
 __version__ = "0.1.0"
-__all__ = ["ArgError", "Context", "CudaGraph", "Kernel", "LAUNCH_KEYS", "Module", "Param", "TileError", "bits", "default_context",
-           "load", "loads", "register_torch_op", "set_default_context", "library_path",
+__all__ = ["ArgError", "Context", "CudaGraph", "GraphParam", "Kernel", "LAUNCH_KEYS", "Module", "Param", "TileError", "bits", "default_context",
+           "load", "loads", "register_torch_op", "set_default_context", "library_path", "TensorGraph",
            "runtime_version", "compiler_id"]
 
 

@@ -197,13 +197,14 @@ def _bf16_bits(x):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
 
 
-def scalar_converter(kernel, p):
-    """For a scalar parameter: value -> what its TrtArg member holds."""
+def scalar_converter(kernel, p, owner="kernel"):
+    """For a scalar parameter: value -> what its TrtArg member holds. owner: "kernel" or
+    "graph", as messages name what `kernel` is."""
     kind = p.kind
 
     def fail(v, what):
-        raise ArgError("kernel '%s': argument '%s' is %s, but the parameter is %s%s"
-                       % (kernel, p.name, describe(v), elem_text(p.elem), what))
+        raise ArgError("%s '%s': argument '%s' is %s, but the parameter is %s%s"
+                       % (owner, kernel, p.name, describe(v), elem_text(p.elem), what))
 
     def number(v, accept_float):
         if _is_torch(v) or _is_numpy(v) or isinstance(v, (str, bytes, Bits)):

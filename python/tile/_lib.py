@@ -44,6 +44,17 @@ class ParamInfo(ctypes.Structure):
                 ("runtime_index", ctypes.c_uint32)]
 
 
+class GraphValueInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("kind", ctypes.c_int), ("elem", ctypes.c_char_p),
+                ("elem_bytes", ctypes.c_uint32), ("rank", ctypes.c_uint32),
+                ("dims", ctypes.POINTER(ctypes.c_char_p)), ("type", ctypes.c_char_p)]
+
+
+class Arg(ctypes.Structure):
+    """A TrtArg passed by value: the kind, and the union's 8 bytes as one u64."""
+    _fields_ = [("kind", ctypes.c_int), ("bits", ctypes.c_uint64)]
+
+
 class Const(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64)]
 
@@ -154,6 +165,22 @@ def _declare(L):
         "trt_graph_update": (c.c_int, [vp, u32, c.c_char_p, u32]),
         "trt_graph_num_launches": (u32, [vp]),
         "trt_graph_destroy": (None, [vp]),
+        "trt_module_num_graphs": (u32, [vp]),
+        "trt_module_graph_name": (c.c_char_p, [vp, u32]),
+        "trt_module_get_graph": (c.c_int, [vp, c.c_char_p, P(vp)]),
+        "trt_tgraph_destroy": (None, [vp]),
+        "trt_tgraph_num_params": (u32, [vp]),
+        "trt_tgraph_param": (c.c_int, [vp, u32, P(GraphValueInfo)]),
+        "trt_tgraph_num_outputs": (u32, [vp]),
+        "trt_tgraph_output": (c.c_int, [vp, u32, P(GraphValueInfo)]),
+        "trt_tgraph_num_sizes": (u32, [vp]),
+        "trt_tgraph_size_name": (c.c_char_p, [vp, u32]),
+        "trt_tgraph_bind": (c.c_int, [vp, c.c_char_p, Arg]),
+        "trt_tgraph_bind_size": (c.c_int, [vp, c.c_char_p, c.c_int64]),
+        "trt_tgraph_bind_output": (c.c_int, [vp, u32, c.c_uint64]),
+        "trt_tgraph_output_bytes": (c.c_int, [vp, u32, P(c.c_uint64)]),
+        "trt_tgraph_run": (c.c_int, [vp, vp]),
+        "trt_tgraph_num_kernels": (u32, [vp]),
     }
     for name, (res, args) in sigs.items():
         try:

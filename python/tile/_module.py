@@ -9,12 +9,14 @@ the plan: the kernel handle and one converter per run-time parameter, made once.
 launch is then: convert each value, pack the TrtArgs, call trt_launch on PyTorch's
 current stream, or trt_launch_host (the interpreter) for host arrays."""
 import ctypes
+import difflib
 import struct
 import sys
 
 from . import _args, _graph, _lib
 from ._context import default_context, device_name
 from ._lib import check, lib
+from ._tensor_graph import TensorGraph
 
 _MISSING = object()
 
@@ -331,17 +333,25 @@ class _Launcher:
 
 
 class Module:
-    """The kernels of one .tile source, as attributes (module.softmax) and in .kernels."""
+    """The kernels of one .tile source, as attributes (module.softmax) and in .kernels,
+    and its tensor graphs, in .graphs and as attributes where no kernel has the name."""
 
     def __init__(self, text, name, context=None):
         self.name, self.context = name, context
         self._text = text.encode()
         self._handles = {}
-        meta_ctx = context if context is not None and context.is_cpu else default_context("cpu")
-        handle = self._handle(meta_ctx)
+        handle = self._handle(self._meta_context())
         names = [lib.trt_module_kernel_name(handle, i).decode()
                  for i in range(lib.trt_module_num_kernels(handle))]
         self.kernels = {n: Kernel(self, n, handle) for n in names}
+        graphs = [lib.trt_module_graph_name(handle, i).decode()
+                  for i in range(lib.trt_module_num_graphs(handle))]
+        self.graphs = {n: TensorGraph(self, n) for n in graphs}
+
+    def _meta_context(self):
+        """The CPU context that learns what the source declares."""
+        ctx = self.context
+        return ctx if ctx is not None and ctx.is_cpu else default_context("cpu")
 
     def _handle(self, ctx):
         """The module loaded into ctx (the dict's key keeps ctx alive longer than it)."""
@@ -354,17 +364,25 @@ class Module:
         return h
 
     def __getattr__(self, name):
-        kernels = self.__dict__.get("kernels")
-        if kernels is not None and name in kernels:
+        kernels, graphs = self.__dict__.get("kernels") or {}, self.__dict__.get("graphs") or {}
+        if name in kernels:
             return kernels[name]
-        raise AttributeError("%s has no kernel '%s' (it has: %s)" % (
-            self.__dict__.get("name", "the module"), name, ", ".join(kernels or ()) or "none"))
+        if name in graphs:
+            return graphs[name]
+        if name.startswith("__"):
+            raise AttributeError(name)
+        names = list(kernels) + list(graphs)
+        near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        raise AttributeError("%s has no kernel or graph '%s' (kernels: %s; graphs: %s)%s" % (
+            self.__dict__.get("name", "the module"), name, ", ".join(kernels) or "none",
+            ", ".join(graphs) or "none", "; did you mean '%s'?" % near[0] if near else ""))
 
     def __dir__(self):
-        return list(super().__dir__()) + list(self.kernels)
+        return list(super().__dir__()) + list(self.kernels) + [g for g in self.graphs if g not in self.kernels]
 
     def __repr__(self):
-        return "<tile module %s: %s>" % (self.name, ", ".join(self.kernels))
+        return "<tile module %s: %s>" % (self.name, ", ".join(list(self.kernels) + [
+            "graph " + g for g in self.graphs]))
 
     def __del__(self):
         """Unloads the module from each context. libtileRT makes a GPU context current to
@@ -376,6 +394,8 @@ class Module:
         on_gpu = torch is not None and hasattr(torch.cuda, "set_device") and \
             any(not c.is_cpu for c in handles)
         device = torch.cuda.current_device() if on_gpu else None
+        for g in getattr(self, "graphs", {}).values():   # a graph goes before its module
+            g._free()
         for h in handles.values():
             lib.trt_module_destroy(h)
         if on_gpu:

@@ -15,11 +15,16 @@ copies land when issued, wgmmas complete at once; a TMA copy lands when a wait o
 barrier sees the phase, so a stage read without that wait fails).
 
     python3 emulate.py TILEC MOCKCUDA_SO TILECG_EMU_SO TILECG_SO [--only SUBSTR] [--list] [--bench] [--lit]
+                       [--shard I/N]
 
 --bench runs, instead of the cases below, every config bench/attention.py and
 bench/gemm.py time (forward and backward, causal or not; bf16, GELU, fp8), at small sizes.
 --lit runs tests/gpu/lit_on_gpu.py on the emulated GPU instead: every `tilec run` of
 tests/lit/run and tests/lit/cli with --device gpu against --device cpu (about 480 runs).
+
+--shard I/N runs every Nth case from the Ith (ctest runs the long suites as shards, side
+by side); TILE_TEST_SAMPLE=N with TILE_TEST_SEED runs a sample of about 1 in N of the
+cases, chosen by the seed (tests/sample.py; scripts/test.sh sets them, --full does not).
 
 Exit status 0 when every case matches; 77 without llc or a C compiler.
 """
@@ -31,6 +36,8 @@ import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
+sys.path.insert(0, os.path.dirname(here))
+from sample import Sample  # noqa: E402  (tests/sample.py: TILE_TEST_SAMPLE, TILE_TEST_SEED, --shard)
 EX = os.path.join(root, "examples")
 
 
@@ -295,8 +302,12 @@ def main():
         # of the small grids' tiles (with 132 most would walk one)
         env.setdefault("MOCKCUDA_SMS", "3")
         if "--lit" in argv:
-            return subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "lit_on_gpu.py"), tilec], env=env,
-                                  cwd=root).returncode
+            shard = argv[argv.index("--shard"):argv.index("--shard") + 2] if "--shard" in argv else []
+            return subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "lit_on_gpu.py"), tilec] + shard,
+                                  env=env, cwd=root).returncode
+        picked = set(Sample(argv, "cases").select(c[0] for c in CASES + GRAPHS if not only or only in c[0]))
+        CASES[:] = [c for c in CASES if c[0] in picked]
+        GRAPHS[:] = [g for g in GRAPHS if g[0] in picked]
         for case in CASES:
             name, path, kernel, defs, args, outs, tol = case[:7]
             case_env = dict(env, **(case[7] if len(case) > 7 else {}))
@@ -352,7 +363,7 @@ def main():
                 print("FAIL %s:\n%s" % (name, (r.stdout + r.stderr)[-3000:]))
             print("%s %s" % ("ok  " if ok else "FAIL", name), flush=True)
             failed += not ok
-    total = sum(1 for c in CASES + GRAPHS if not only or only in c[0])
+    total = len(CASES) + len(GRAPHS)
     print("%d of %d cases failed" % (failed, total))
     return 1 if failed else 0
 

@@ -14,6 +14,8 @@ results depend on the order in which programs run (atomics' old values).
     python3 tests/gpu/lit_on_gpu.py TILEC [--out report.txt] [--only NAME]
 
 --only NAME runs the files whose name contains NAME (a quick check of one area).
+--shard I/N and TILE_TEST_SAMPLE / TILE_TEST_SEED choose a part of the runs
+(tests/sample.py); with a seed, the fresh inputs come from it too.
 """
 import math
 import os
@@ -22,6 +24,9 @@ import re
 import shlex
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from sample import Sample  # noqa: E402  (tests/sample.py: TILE_TEST_SAMPLE, TILE_TEST_SEED, --shard)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DIRS = ["tests/lit/run", "tests/lit/cli"]
@@ -151,6 +156,7 @@ def main():
         return 77
     report = []
     ok = bad = skipped = 0
+    items = []   # (name in the sample, file name, path, command line)
     for d in DIRS:
         for name in sorted(os.listdir(os.path.join(ROOT, d))):
             path = os.path.join(ROOT, d, name)
@@ -158,19 +164,28 @@ def main():
                 continue
             if "--only" in sys.argv and sys.argv[sys.argv.index("--only") + 1] not in name:
                 continue
-            for line in run_lines(path):
-                args = shlex.split(line.replace("%tilec", tilec))
-                if "--device" in args:
-                    continue
-                # The axis-analysis checker is the interpreter's: the GPU runs the kernel.
-                args = [a for a in args if a != "--check-axis-info"]
-                seed = random.randrange(1 << 31)
-                for kind, a in (("as written", args), ("fresh inputs seed %d" % seed, pick_variant(args, seed))):
-                    label = "%s (%s): %s" % (name, kind, " ".join(a[2:])[:100])
-                    r = compare(tilec, name, path, a, label, report)
-                    ok += r == "ok"
-                    bad += r == "bad"
-                    skipped += r == "skip"
+            for i, line in enumerate(run_lines(path)):
+                items.append(("%s/%s:%d" % (d, name, i + 1), name, path, line))
+    picked = set(Sample(sys.argv, "tilec runs").select(item[0] for item in items))
+    # fresh inputs from the sample's seed: a failing run is repeated with it
+    rng = random.Random(os.environ.get("TILE_TEST_SEED")) if os.environ.get("TILE_TEST_SEED") else random
+    items = [item for item in items if item[0] in picked]
+    for n, (key, name, path, line) in enumerate(items):
+        args = shlex.split(line.replace("%tilec", tilec))
+        if "--device" in args:
+            continue
+        # The axis-analysis checker is the interpreter's: the GPU runs the kernel.
+        args = [a for a in args if a != "--check-axis-info"]
+        seed = rng.randrange(1 << 31)
+        results = []
+        for kind, a in (("as written", args), ("fresh inputs seed %d" % seed, pick_variant(args, seed))):
+            label = "%s (%s): %s" % (name, kind, " ".join(a[2:])[:100])
+            r = compare(tilec, name, path, a, label, report)
+            ok += r == "ok"
+            bad += r == "bad"
+            skipped += r == "skip"
+            results.append(r or "error test")
+        print("[%d/%d] %s: %s" % (n + 1, len(items), key, ", ".join(results)), flush=True)   # progress
     report.append("lit-on-gpu: %d passed, %d failed, %d ran without a value comparison" % (ok, bad, skipped))
     text = "\n".join(report)
     print(text)

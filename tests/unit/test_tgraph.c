@@ -266,6 +266,40 @@ static void test_gpu_launches(void **state)
     trt_mem_free(cur.ctx, out);
 }
 
+/* The introspection a binding uses: the module's graphs by name, and each graph's
+ * parameters, results and size names with their types as declared. */
+static void test_introspection(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "rows");
+    assert_int_equal(trt_module_num_graphs(cur.mod), 4);
+    assert_string_equal(trt_module_graph_name(cur.mod, 0), "ffn");
+    assert_string_equal(trt_module_graph_name(cur.mod, 3), "same");
+    assert_null(trt_module_graph_name(cur.mod, 4));
+    assert_int_equal(trt_tgraph_num_params(g), 2);
+    TrtGraphValueInfo v;
+    assert_ok(trt_tgraph_param(g, 0, &v));
+    assert_string_equal(v.name, "x");
+    assert_int_equal(v.kind, TRT_ARG_PTR);
+    assert_string_equal(v.elem, "f32");
+    assert_int_equal(v.elem_bytes, 4);
+    assert_int_equal(v.rank, 2);
+    assert_string_equal(v.dims[0], "T");
+    assert_string_equal(v.dims[1], "3");
+    assert_string_equal(v.type, "f32[T, 3]");
+    assert_ok(trt_tgraph_param(g, 1, &v));
+    assert_int_equal(v.kind, TRT_ARG_F32);
+    assert_int_equal(v.rank, 0);
+    assert_int_equal(trt_tgraph_param(g, 2, &v), TRT_ERROR_INVALID_ARGUMENT);
+    assert_ok(trt_tgraph_output(g, 1, &v));
+    assert_string_equal(v.name, "ret1");
+    assert_string_equal(v.type, "f32[T]");
+    assert_int_equal(trt_tgraph_output(g, 2, &v), TRT_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(trt_tgraph_num_sizes(g), 1);
+    assert_string_equal(trt_tgraph_size_name(g, 0), "T");
+    assert_null(trt_tgraph_size_name(g, 1));
+}
+
 int main(void)
 {
     setenv("TILE_CUDA_LIBRARY", MOCKCUDA_PATH, 0);
@@ -283,7 +317,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
-        T(test_gpu_launches),
+        T(test_gpu_launches), T(test_introspection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

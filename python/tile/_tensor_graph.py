@@ -1,0 +1,318 @@
+"""Tensor graphs: module.graphs["block"] (or module.block) called on arrays.
+
+A graph (LANGUAGE.md section 7) is compiled by libtileRT's graph API (trt_tgraph_*,
+docs/RUNTIME.md "Tensor graphs") into the kernels of its fusion plan, once per context:
+the CPU context for numpy arrays and CPU tensors (the kernels run in the interpreter),
+a GPU context for CUDA tensors (the plan runs on PyTorch's current stream). A call binds
+the arguments to the declared parameters, learns each size name from the dimensions
+that name it, checks every other dimension, makes the results as new arrays of the
+same kind and binds them, and runs the plan. The checks and their errors are the
+kernels' (_args.py): ArgError for a wrong type, dtype or device, ValueError for a wrong
+shape, TypeError for a wrong count or name."""
+import ctypes
+import difflib
+import operator
+import re
+import struct
+import sys
+import threading
+
+from . import _args, _graph, _lib
+from ._context import default_context, device_name
+from ._lib import TileError, check, lib
+
+
+class GraphParam:
+    """A parameter or result of a graph as declared: name, elem ("f32"), type
+    ("f32[T, 256]"), dims (("T", "256")), is_tensor; kind and elem_bytes as Param's."""
+
+    def __init__(self, info):
+        self.name = info.name.decode()
+        self.kind = _lib.KINDS[info.kind]
+        self.elem = info.elem.decode()
+        self.elem_bytes = info.elem_bytes
+        self.dims = tuple(info.dims[d].decode() for d in range(info.rank))
+        self.type = info.type.decode()
+        self.is_tensor = info.rank > 0
+
+    def __repr__(self):
+        return "<graph %s %s: %s>" % ("result" if self.name.startswith("ret") else "param", self.name, self.type)
+
+
+def _suggest(name, names):
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return "; did you mean '%s'?" % near[0] if near else ""
+
+
+def _dim_value(dim, sizes):
+    """A dimension's value for the sizes learnt: "1024", "T" or "2*S+T" (the compiler's
+    normalized text of a polynomial over size names); None while a name is unknown."""
+    if dim.isdigit():
+        return int(dim)
+    try:
+        return eval(compile(dim, "<dim>", "eval"), {"__builtins__": {}}, dict(sizes))
+    except NameError:
+        return None
+
+
+def _numpy_dtype(elem):
+    """The numpy dtype of a result: elem's, or for bf16 and the f8 types, which numpy
+    lacks, unsigned integers of their size holding the bits (as tile.bits takes them)."""
+    np = sys.modules["numpy"]
+    name = _args.DTYPE_NAMES[elem]
+    if elem in ("bf16", "f8e4m3", "f8e5m2"):
+        name = "uint16" if elem == "bf16" else "uint8"
+    return np.dtype(name)
+
+
+class _Handle:
+    """A graph compiled in one context, with the lock that makes one call at a time
+    bind and run it (the C API's rule)."""
+
+    def __init__(self, module, name, ctx):
+        self.ctx = ctx
+        self.ptr = ctypes.c_void_p()
+        check(lib.trt_module_get_graph(module._handle(ctx), name.encode(), ctypes.byref(self.ptr)))
+        self.lock = threading.Lock()
+
+    def free(self):
+        if self.ptr:
+            lib.trt_tgraph_destroy(self.ptr)
+            self.ptr = ctypes.c_void_p()
+
+
+class TensorGraph:
+    """A graph of a module. g(*args, **kwargs) runs it and returns its result (a tuple
+    for several) as new numpy arrays or torch tensors on the arguments' device.
+    Arguments bind to the parameters positionally or by name; a size name (T) is learnt
+    from the dimensions of the tensors that name it, or given by name (T=16) where no
+    parameter's dimension is that name alone."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+        self._handles = {}
+        self._meta = None
+
+    # ---- what the graph declares (compiled once in the CPU context) -------------------------
+    def _describe(self):
+        if self._meta is None:
+            h = self._handle(self.module._meta_context()).ptr
+            info = _lib.GraphValueInfo()
+            params, outputs = [], []
+            for i in range(lib.trt_tgraph_num_params(h)):
+                check(lib.trt_tgraph_param(h, i, ctypes.byref(info)))
+                params.append(GraphParam(info))
+            for i in range(lib.trt_tgraph_num_outputs(h)):
+                check(lib.trt_tgraph_output(h, i, ctypes.byref(info)))
+                outputs.append(GraphParam(info))
+            sizes = [lib.trt_tgraph_size_name(h, i).decode() for i in range(lib.trt_tgraph_num_sizes(h))]
+            self._meta = (params, outputs, sizes)
+        return self._meta
+
+    @property
+    def params(self):
+        return self._describe()[0]
+
+    @property
+    def outputs(self):
+        return self._describe()[1]
+
+    @property
+    def sizes(self):
+        """The size names of the parameters' types, first appearance first."""
+        return self._describe()[2]
+
+    def __repr__(self):
+        params, outputs, _ = self._describe()
+        res = ", ".join(o.type for o in outputs)
+        return "<tile graph %s(%s) -> %s of %s>" % (
+            self.name, ", ".join("%s: %s" % (p.name, p.type) for p in params),
+            res if len(outputs) == 1 else "(%s)" % res, self.module.name)
+
+    def _handle(self, ctx):
+        h = self._handles.get(ctx)
+        if h is None:
+            h = self._handles[ctx] = _Handle(self.module, self.name, ctx)
+        return h
+
+    def _free(self):
+        for h in self._handles.values():
+            h.free()
+        self._handles = {}
+
+    # ---- binding ------------------------------------------------------------------------------
+    def _fail(self, cls, msg, *a):
+        raise cls(("graph '%s': " % self.name) + msg % a)
+
+    def _bind(self, args, kwargs):
+        params, _, sizes = self._describe()
+        n = len(params)
+        if len(args) > n:
+            raise TypeError("graph '%s' takes %d arguments (%s), got %d" % (
+                self.name, n, ", ".join(p.name for p in params), len(args)))
+        vals = dict(zip((p.name for p in params), args))
+        given = {}
+        for key, v in kwargs.items():
+            if key in sizes and key not in vals and all(p.name != key for p in params):
+                given[key] = v
+            elif all(p.name != key for p in params):
+                names = [p.name for p in params] + sizes
+                raise TypeError("graph '%s' has no parameter or size '%s' (it has %s)%s" % (
+                    self.name, key, ", ".join(names), _suggest(key, names)))
+            elif key in vals:
+                self._fail(TypeError, "argument '%s' given twice", key)
+            else:
+                vals[key] = v
+        for p in params:
+            if p.name not in vals:
+                self._fail(TypeError, "missing argument '%s' (of type %s)", p.name, p.type)
+        return [vals[p.name] for p in params], given
+
+    def _device(self, params, vals):
+        """The first tensor argument's device and its name (the CPU for none)."""
+        for p, v in zip(params, vals):
+            if p.is_tensor:
+                d = _args.value_device(v)
+                if d is not None:
+                    return d, p.name
+        ctx = self.module.context
+        return (ctx.key if ctx is not None else ("cpu", -1)), None
+
+    def _array(self, p, v, device, origin):
+        """v checked against tensor parameter p: (the array, its shape, numpy?)."""
+        a, elem = (v.array, v.elem) if isinstance(v, _args.Bits) else (v, None)
+        numpy = _args._is_numpy(a)
+        if not numpy and not _args._is_torch(a):
+            self._fail(_args.ArgError, "argument '%s' is %s, but the parameter is %s: pass a numpy array or a "
+                       "tensor", p.name, _args.describe(v), p.type)
+        if elem is not None:
+            size = a.dtype.itemsize if numpy else a.element_size()
+            if elem != p.elem or size != p.elem_bytes:
+                self._fail(_args.ArgError, "argument '%s' is %s, but the parameter is %s", p.name,
+                           _args.describe(v), p.type)
+        elif _args._dtype_name(a) != _args.DTYPE_NAMES[p.elem]:
+            hint = " (numpy has no %s: pass tile.bits(array, %r))" % (p.elem, p.elem) \
+                if numpy and p.elem in ("bf16", "f8e4m3", "f8e5m2") else ""
+            self._fail(_args.ArgError, "argument '%s' is %s, but the parameter is %s (a %s array or tensor)%s",
+                       p.name, _args.describe(v), p.type, _args.DTYPE_NAMES[p.elem], hint)
+        if _args.value_device(a) != device:
+            self._fail(_args.ArgError, "argument '%s' is %s, but the graph runs on %s (where argument '%s' is)",
+                       p.name, _args.describe(v), device_name(device), origin)
+        return a, tuple(a.shape), numpy
+
+    def _learn_sizes(self, params, shapes, given):
+        """Each size name's value: given by name, or from the first dimension that is
+        the name alone; then every dimension checked against its declared size."""
+        sizes = {}
+        for k, v in given.items():
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                self._fail(TypeError, "size '%s' takes an integer, got %s", k, _args.describe(v))
+            sizes[k] = (operator.index(v), "given as %s=%d" % (k, v))
+        for p, shape in zip(params, shapes):
+            if shape is None:
+                continue
+            if len(shape) != len(p.dims):
+                self._fail(ValueError, "argument '%s' has %d dimensions (shape %s), but the parameter is %s",
+                           p.name, len(shape), shape, p.type)
+            for d, (dim, n) in enumerate(zip(p.dims, shape)):
+                if dim.isidentifier() and dim not in sizes:
+                    sizes[dim] = (n, "from argument '%s' dimension %d" % (p.name, d))
+        for k, (v, where) in sizes.items():
+            if not 1 <= v <= 2 ** 40:
+                self._fail(ValueError, "size %s is %d (%s); a size is 1 to 2**40", k, v, where)
+        values = {k: v for k, (v, _) in sizes.items()}
+        for p, shape in zip(params, shapes):
+            for d, (dim, n) in enumerate(zip(p.dims, shape or ())):
+                names = re.findall(r"[A-Za-z_]\w*", dim)
+                missing = [k for k in names if k not in values]
+                if missing:
+                    self._fail(TypeError, "size %s cannot be learnt from the arguments' shapes (no dimension is "
+                               "%s alone): pass it by name, %s=N", missing[0], missing[0], missing[0])
+                want = _dim_value(dim, values)
+                if n != want:
+                    why = "" if not names else " = %d (%s)" % (want, "; ".join(
+                        ("%s %s" if k == dim else "%s = %d %s") % ((k, sizes[k][1]) if k == dim else
+                                                                  (k, values[k], sizes[k][1]))
+                        for k in dict.fromkeys(names)))
+                    self._fail(ValueError, "argument '%s' has shape %s, but the parameter is %s: dimension %d is "
+                               "%d, not %s%s", p.name, shape, p.type, d, n, dim, why)
+        return values
+
+    def _scalar(self, p, v):
+        bits = _args.scalar_converter(self.name, p, owner="graph")(v)
+        try:
+            raw = struct.pack("=" + _args.VALUE_FORMATS[p.kind], bits)
+        except struct.error:
+            self._fail(OverflowError, "argument '%s' = %r does not fit in %s", p.name, v, _args.elem_text(p.elem))
+        return _lib.Arg(_lib.KIND[p.kind], struct.unpack("=Q", raw.ljust(8, b"\0"))[0])
+
+    # ---- running ------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        params, outputs, _ = self._describe()
+        vals, given = self._bind(args, kwargs)
+        device, origin = self._device(params, vals)
+        arrays = [self._array(p, v, device, origin) if p.is_tensor else None for p, v in zip(params, vals)]
+        sizes = self._learn_sizes(params, [a[1] if a else None for a in arrays], given)
+        numpy = next((a[2] for a in arrays if a), device[0] == "cpu")
+        bound = []
+        for p, v, a in zip(params, vals, arrays):
+            if a is None:
+                bound.append((p.name, self._scalar(p, v)))
+                continue
+            x = a[0]
+            if numpy:
+                x = sys.modules["numpy"].ascontiguousarray(x)
+                ptr = x.ctypes.data
+            else:
+                x = x.contiguous()
+                ptr = x.data_ptr()
+            bound.append((p.name, _lib.Arg(_lib.KIND["ptr"], ptr), x))
+        results = [self._result(o, sizes, numpy, device) for o in outputs]
+        if _graph.current() is not None:
+            raise TileError("TRT_ERROR_INVALID_ARGUMENT", "graph '%s' called inside a tile.CudaGraph capture: "
+                            "tensor graphs are not captured yet" % self.name)
+        self._run(self._context(device), bound, sizes, results, device)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _context(self, device):
+        ctx = self.module.context
+        if ctx is None:
+            return default_context(device_name(device))
+        if ctx.key != device:
+            self._fail(ValueError, "the module was loaded into the %s context, but the arguments are on %s",
+                       ctx.device, device_name(device))
+        return ctx
+
+    def _result(self, o, sizes, numpy, device):
+        shape = tuple(_dim_value(d, sizes) for d in o.dims)
+        if numpy:
+            return sys.modules["numpy"].empty(shape, _numpy_dtype(o.elem))
+        torch = sys.modules["torch"]
+        dev = "cpu" if device[0] == "cpu" else "cuda:%d" % device[1]
+        return torch.empty(shape, dtype=getattr(torch, _args.DTYPE_NAMES[o.elem]), device=dev)
+
+    def _run(self, ctx, bound, sizes, results, device):
+        h = self._handle(ctx)
+        with h.lock:
+            g = h.ptr
+            for name, value in sizes.items():
+                check(lib.trt_tgraph_bind_size(g, name.encode(), value))
+            for b in bound:
+                check(lib.trt_tgraph_bind(g, b[0].encode(), b[1]))
+            for i, r in enumerate(results):
+                check(lib.trt_tgraph_bind_output(g, i, r.ctypes.data if _args._is_numpy(r) else r.data_ptr()))
+            if device[0] == "cpu":
+                check(lib.trt_tgraph_run(g, None))
+            else:
+                _run_cuda(g, device[1])
+
+
+def _run_cuda(g, index):
+    """On PyTorch's current stream of the arguments' device (made current for the call)."""
+    torch = sys.modules["torch"]
+    stream = ctypes.c_void_p(torch.cuda.current_stream(index).cuda_stream)
+    if torch.cuda.current_device() == index:
+        check(lib.trt_tgraph_run(g, stream))
+    else:
+        with torch.cuda.device(index):
+            check(lib.trt_tgraph_run(g, stream))
