@@ -448,7 +448,7 @@ static bool lower_store_wait(Cg *c)
  * now the named barrier 1 of c->threads threads (cg_barrier). */
 static bool lower_producer(Cg *c, const IrOp *op)
 {
-    if (c->producer_threads != 128 || c->in_producer || c->consumers)
+    if (c->producer_threads != IR_WARPGROUP_THREADS || c->in_producer || c->consumers)
         return cg_error(c, op, "internal error: a producer the kernel's launch does not provide for");
     char text[64];
     int syncs = syncs_after(op);
@@ -492,11 +492,11 @@ static bool lower_producer(Cg *c, const IrOp *op)
 static bool lower_turn(Cg *c, const IrOp *op)
 {
     bool pp = c->groups > 1;
-    if (!c->consumers || (pp ? c->threads != 128 : c->threads != 256))
+    if (!c->consumers || (pp ? c->threads != (int)IR_WARPGROUP_THREADS : c->threads != 2 * (int)IR_WARPGROUP_THREADS))
         return cg_error(c, op, "internal error: a turn without two consumer warpgroups");
     int base = pp ? 3 : 2;
     const char *sync = "bar.sync $0, 256;", *arrive = "bar.arrive $0, 256;";
-    LLVMValueRef wg = pp ? c->group : LLVMBuildUDiv(c->b, c->tid, cg_i32c(c, 128), "");
+    LLVMValueRef wg = pp ? c->group : LLVMBuildUDiv(c->b, c->tid, cg_i32c(c, (int32_t)IR_WARPGROUP_THREADS), "");
     LLVMValueRef mine = LLVMBuildAdd(c->b, wg, cg_i32c(c, base), ""), other = LLVMBuildSub(c->b, cg_i32c(c, base + 1), wg, "");
     LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, wg, cg_i32c(c, 0), "");
     switch (op->attr.i) {

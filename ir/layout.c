@@ -1,5 +1,6 @@
 /* Layouts (layout.h): constructors, text, and the rules the verifier checks. */
 #include "layout.h"
+#include "layout_map.h"
 #include "ir.h"
 
 #include <stdarg.h>
@@ -94,9 +95,8 @@ int ir_reduce_warps(const IrType *t, int axis)
 {
     const IrLayout *l = t->layout;
     if (!l || l->kind != IR_LAYOUT_BLOCKED || axis < 0 || axis >= t->rank) return 1;
-    int32_t span = l->spt[axis] * l->tpw[axis];
-    int32_t nw = t->shape[axis] / span < 1 ? 1 : t->shape[axis] / span;
-    return nw > l->wpc[axis] ? l->wpc[axis] : nw;
+    IrLayoutMap m = ir_layout_map(t);   /* the one rule: ir_layout_map_axis_warps */
+    return ir_layout_map_axis_warps(&m, axis);
 }
 
 /*   a, b              acc   instruction          K   kwidth (layout.h)

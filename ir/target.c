@@ -12,7 +12,7 @@ static const TileTarget targets[] = {
 
 uint32_t tile_target_consumer_regs(const TileTarget *t, int warps)
 {
-    uint32_t r = (t->regs_per_sm - t->producer_regs * 128) / (32 * (uint32_t)warps) / 8 * 8;
+    uint32_t r = (t->regs_per_sm - t->producer_regs * IR_WARPGROUP_THREADS) / (32 * (uint32_t)warps) / 8 * 8;
     return r > t->consumer_regs_max ? t->consumer_regs_max : r;
 }
 

@@ -17,6 +17,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A warpgroup: the 4 warps a wgmma and setmaxnreg act on together (sm_90a). */
+#define IR_WARPGROUP_THREADS 128u
+/* The most threads a block may have (both targets). */
+#define IR_MAX_BLOCK_THREADS 1024u
+
 typedef struct TileTarget {
     const char *name;            /* "sm_90a": what ptxas and the driver call it */
     int sm;                      /* compute capability * 10: 90, 80 */

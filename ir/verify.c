@@ -6,6 +6,7 @@
  * of the form "verifier: 'add' operands must have the same type, got f32[64] and
  * f16[64]"; verification carries on after one to report the others. */
 #include "ir.h"
+#include "target.h"
 #include "layout.h"
 
 #include <inttypes.h>
@@ -1109,7 +1110,7 @@ static void verify_plan(Verifier *v, const IrFunc *f)
     const IrPlan *p = f->plan;
     if (!p) return;
     if (p->threads != p->groups * p->group_threads + p->producer_threads || !p->groups ||
-        p->group_threads != (uint32_t)ir_func_warps(f) * 32 || p->threads > 1024)
+        p->group_threads != (uint32_t)ir_func_warps(f) * 32 || p->threads > IR_MAX_BLOCK_THREADS)
         plan_fail(v, f, "threads are not its warpgroups' (groups x group_threads + producer_threads, at most 1024)");
     for (uint32_t i = 0; i < p->nregions; i++) {
         const IrSmemRegion *r = &p->regions[i];

@@ -234,7 +234,7 @@ static void plan_threads(IrFunc *f, IrPlan *p, const TileTarget *t)
     ir_walk(&f->body, scan_op, &s);
     p->groups = (uint32_t)ir_consumer_groups(f);
     p->group_threads = (uint32_t)ir_func_warps(f) * 32;
-    p->producer_threads = s.producer ? 128 : 0;
+    p->producer_threads = s.producer ? IR_WARPGROUP_THREADS : 0;
     p->threads = p->group_threads * p->groups + p->producer_threads;
     p->producer_regs = s.producer ? (uint32_t)(s.producer->attr.i & 0xffff) : 0;
     p->consumer_regs = s.producer ? (uint32_t)(s.producer->attr.i >> 16) : 0;

@@ -94,9 +94,18 @@ def main():
         bindir = os.path.join(work, ".bin")
         os.mkdir(bindir)
         os.symlink(tilec, os.path.join(bindir, "tilec"))
-        os.symlink(python, os.path.join(bindir, "python3"))
+        # A sanitizer build's library needs its runtime preloaded into python (ctest's
+        # LD_PRELOAD), and only there: tilec links its own, and two refuse to mix.
+        preload = os.environ.get("LD_PRELOAD")
+        if preload:
+            with open(os.path.join(bindir, "python3"), "w") as w:
+                w.write('#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' % (preload, python))
+            os.chmod(os.path.join(bindir, "python3"), 0o755)
+        else:
+            os.symlink(python, os.path.join(bindir, "python3"))
         os.symlink(os.path.join(src, "examples"), os.path.join(work, "examples"))
-        env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
+        env = dict((k, v) for k, v in os.environ.items() if k != "LD_PRELOAD")
+        env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
                    PYTHONPATH=os.path.join(src, "python"), PYTHONDONTWRITEBYTECODE="1",
                    TILE_CACHE_DIR=os.path.join(work, ".cache"), NO_COLOR="1")
         failed = ran = 0
