@@ -197,6 +197,58 @@ static void test_other_build_never_shares_entries(void **state)
     assert_int_equal(entries("ptx"), 2);
 }
 
+/* ---- the tuner's resource model --------------------------------------------------------- */
+/* The child (main's --child-resources): no code generator can be loaded, yet the
+ * tuner's resource model (rt_kernel_resources) answers from the GPU passes' plan alone:
+ * a matmul config's threads (a producer warpgroup too) and shared memory. Exit 0 if so. */
+static const char mm_src[] =
+    "kernel mm(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32, const BM: i32 = 128,\n"
+    "          const BN: i32 = 128, const BK: i32 = 64) grid(cdiv(M, BM), cdiv(N, BN))\n"
+    "{\n"
+    "    var acc = zeros([BM, BN], f32);\n"
+    "    for k in range(0, K, BK) {\n"
+    "        let x = load_block(a, [M, K], [K, 1], [program_id(0) * BM, k], [BM, BK]);\n"
+    "        let y = load_block(b, [K, N], [N, 1], [k, program_id(1) * BN], [BK, BN]);\n"
+    "        acc = dot(x, y, acc);\n"
+    "    }\n"
+    "    store_block(c, [M, N], [N, 1], [program_id(0) * BM, program_id(1) * BN], acc as bf16);\n"
+    "}\n";
+
+static int child_resources(void)
+{
+    TrtContext *c = NULL;
+    TrtModule *m = NULL;
+    TrtKernel *k = NULL;
+    TrtConst ws = {"ws", 1};
+    uint32_t threads = 0, shared = 0, regs = 0;
+    if (trt_context_create(0, TRT_MODE_DEFAULT, "", &c) || trt_module_load_string(c, "mm.tile", mm_src, &m) ||
+        trt_module_get_kernel(m, "mm", &ws, 1, &k))
+        return fprintf(stderr, "%s\n", trt_last_error()), 1;
+    uint64_t mask = 0;
+    for (int i = 0; i < 6; i++) mask |= (uint64_t)RT_SPEC_DIV16 << (2 * i);   /* aligned, multiples of 16 */
+    TrtStatus s = rt_kernel_resources(k, mask, &threads, &shared, &regs);
+    if (s) return fprintf(stderr, "%s: %s\n", trt_status_name(s), trt_last_error()), 2;
+    /* 4 consumer warps and the producer warpgroup; a ring of at least 2 stages of A and B */
+    if (threads != 256 || shared < 2 * (128 * 64 + 64 * 128) * 2) return fprintf(stderr, "%u %u\n", threads, shared), 3;
+    trt_module_destroy(m);
+    trt_context_destroy(c);
+    return 0;
+}
+
+static void test_resources_without_code_generator(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TILE_CODEGEN_LIBRARY", "/nonexistent/libtileCG.so", 1);
+        execl("/proc/self/exe", "test_cache_keys", "--child-resources", (char *)NULL);
+        _exit(100);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_int_equal(WIFEXITED(st) ? WEXITSTATUS(st) : 101, 0);
+}
+
 /* ---- a required cache ---------------------------------------------------------------- */
 static TrtStatus launch_required(TrtCacheMode mode)
 {
@@ -303,6 +355,7 @@ int main(int argc, char **argv)
     unsetenv("TILE_LOG_RECOMPILES");
     unsetenv("TILE_CACHE_MODE");
     for (int i = 0; i < NKNOBS; i++) unsetenv(knobs[i].env);
+    if (argc == 2 && !strcmp(argv[1], "--child-resources")) return child_resources();
     if (argc == 3 && !strcmp(argv[1], "--child-other")) {
         snprintf(dir, sizeof dir, "%s", argv[2]);
         return child_other();
@@ -312,7 +365,7 @@ int main(int argc, char **argv)
         T(test_each_knob_has_its_own_entries), T(test_knob_from_environment_is_the_same_setting),
         T(test_knob_errors), T(test_other_build_never_shares_entries),
         T(test_required_cache_never_compiles), T(test_required_cache_settings),
-        T(test_pack_with_a_bad_entry_imports_nothing),
+        T(test_pack_with_a_bad_entry_imports_nothing), T(test_resources_without_code_generator),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
