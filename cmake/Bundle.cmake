@@ -41,7 +41,9 @@ target_sources(tilec PRIVATE ${CMAKE_SOURCE_DIR}/tools/tilec_tune.c ${CMAKE_SOUR
 target_include_directories(tilec PRIVATE ${CMAKE_SOURCE_DIR} ${CJSON_INCLUDE_DIRS})
 find_library(CJSON_LIB NAMES cjson HINTS ${CJSON_LIBRARY_DIRS})
 get_filename_component(CJSON_REAL ${CJSON_LIB} REALPATH)
-target_link_libraries(tilec PRIVATE ${CJSON_LIB})
+# by name, not path: the copy beside libtileRT would otherwise make CMake warn that it
+# may hide the system's in tilec's build rpath (it is the same library)
+target_link_libraries(tilec PRIVATE -lcjson)
 add_custom_command(TARGET tilec POST_BUILD COMMAND ${CMAKE_COMMAND} -E copy ${CJSON_REAL}
                    $<TARGET_FILE_DIR:tileRT>/libcjson.so.1)
 # The differential tester (docs/DIFFTEST.md), from several sources; like tilec it calls
