@@ -76,9 +76,14 @@ static bool eval_binop(At *t, const AstExpr *e, int64_t a, int64_t b, int64_t *o
         ERR(t, e->loc, "operator '%s' is not allowed in autotune where", ast_binop_text[e->op]);
         return false;
     }
-    if (fe_int_binop(e->op, a, b, out)) return true;
-    ERR(t, e->loc, "autotune where divides by zero or shifts out of range here (%lld %s %lld)",
-        (long long)a, ast_binop_text[e->op], (long long)b);
+    FeIntStatus s = fe_int_binop(e->op, a, b, out);
+    if (s == FE_INT_OK) return true;
+    if (s == FE_INT_OVERFLOW)
+        ERR(t, e->loc, "autotune where overflows i64 here (%lld %s %lld)", (long long)a, ast_binop_text[e->op],
+            (long long)b);
+    else
+        ERR(t, e->loc, "autotune where divides by zero or shifts out of range here (%lld %s %lld)",
+            (long long)a, ast_binop_text[e->op], (long long)b);
     return false;
 }
 
@@ -115,7 +120,10 @@ static bool eval(At *t, const AstExpr *e, const FeConfig *c, int depth, int64_t 
     case AST_NAME: return e->name && eval_name(t, e, c, depth, out);
     case AST_CALL: return e->name && eval_cdiv(t, e, c, depth, out);
     case AST_UNARY:
-        return eval(t, e->lhs, c, depth + 1, &a) && fe_int_unop(e->op, a, out);
+        if (!eval(t, e->lhs, c, depth + 1, &a)) return false;
+        if (fe_int_unop(e->op, a, out) == FE_INT_OK) return true;
+        ERR(t, e->loc, "autotune where overflows i64 here (-(%lld))", (long long)a);
+        return false;
     case AST_BINARY:
         if (e->op < 0 || e->op > AST_LOR) break;
         return eval(t, e->lhs, c, depth + 1, &a) && eval(t, e->rhs, c, depth + 1, &b) &&

@@ -184,20 +184,20 @@ const char *lw_shape_str(Lower *L, int rank, const int32_t *shape)
 bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape)
 {
     int64_t n = 1;
+    bool wraps = false;      /* five sizes of 2^20 would wrap i64 to 0 and pass */
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 1 || (shape[i] & (shape[i] - 1))) {
             lw_error(L, loc, "tile shape %s is not a power of two: each size must be 1, 2, 4, ...",
                      lw_shape_str(L, rank, shape));
             return false;
         }
-        n *= shape[i];
+        wraps |= __builtin_mul_overflow(n, shape[i], &n);
     }
-    if (n > IR_MAX_TILE_ELEMS) {
-        lw_error(L, loc, "tile of %lld elements is too large (at most %d)", (long long)n,
-                 IR_MAX_TILE_ELEMS);
-        return false;
-    }
-    return true;
+    if (wraps) lw_error(L, loc, "tile shape %s has more than 2^63 elements (at most %d)",
+                        lw_shape_str(L, rank, shape), IR_MAX_TILE_ELEMS);
+    else if (n > IR_MAX_TILE_ELEMS)
+        lw_error(L, loc, "tile of %lld elements is too large (at most %d)", (long long)n, IR_MAX_TILE_ELEMS);
+    return !wraps && n <= IR_MAX_TILE_ELEMS;
 }
 
 /* ---- attributes ---------------------------------------------------------------------- */
@@ -255,10 +255,9 @@ static void lower_launch(Lower *L, const AstAttr *a, IrFunc *f)
             unknown_launch_key(L, attr_arg_loc(a, i), key);
             continue;
         }
-        if (!ce_eval(L, a->args[i], &v)) {
-            lw_error(L, a->args[i]->loc, "the value of %s must be known at compile time", key);
-            continue;
-        }
+        CeStatus s = ce_eval(L, a->args[i], &v);
+        if (s == CE_NONE) lw_error(L, a->args[i]->loc, "the value of %s must be known at compile time", key);
+        if (s != CE_OK) continue;
         check_launch_value(L, key, a->args[i]->loc, v);
         ir_launch_set(f, key, v);
     }
@@ -284,8 +283,9 @@ static void check_config_map(Lower *L, const AstItem *k, const AstExpr *m, bool 
         }
         for (uint32_t j = 0; j < (lists ? v->nargs : 1); j++) {
             const AstExpr *e = lists ? v->args[j] : v;
-            if (!ce_eval(L, e, &x)) lw_error(L, e->loc, "a config value must be an integer");
-            else check_launch_value(L, m->arg_names[i], e->loc, x);
+            CeStatus s = ce_eval(L, e, &x);
+            if (s == CE_NONE) lw_error(L, e->loc, "a config value must be an integer");
+            else if (s == CE_OK) check_launch_value(L, m->arg_names[i], e->loc, x);
         }
     }
 }
@@ -367,7 +367,7 @@ static void default_launch_value(Lower *L, const AstItem *k, IrFunc *f, const ch
     const FeDefine *d = find_define(L, key);
     int64_t v;
     if (d) v = d->value;
-    else if (!e || !ce_eval(L, e, &v)) return;
+    else if (!e || ce_eval(L, e, &v) != CE_OK) return;
     check_launch_value(L, key, e && !d ? e->loc : k->loc, v);
     ir_launch_set(f, key, v);
 }
@@ -438,11 +438,12 @@ static bool const_value(Lower *L, const AstItem *k, const AstParam *p, int64_t *
     if (!const_type(L, p)) return false;
     if (d) return check_const_fits(L, p, *out = d->value, false, p->loc,
                                    " given with -D");
-    if (e && ce_eval(L, e, out)) return check_const_fits(L, p, *out, false, e->loc, "");
+    CeStatus s = e ? ce_eval(L, e, out) : CE_NONE;
+    if (s != CE_NONE) return s == CE_OK && check_const_fits(L, p, *out, false, e->loc, "");
     if (e && big_literal(e, out)) return check_const_fits(L, p, *out, true, e->loc, "");
     if (p->default_value) {
-        if (ce_eval(L, p->default_value, out))
-            return check_const_fits(L, p, *out, false, p->default_value->loc, "");
+        s = ce_eval(L, p->default_value, out);
+        if (s != CE_NONE) return s == CE_OK && check_const_fits(L, p, *out, false, p->default_value->loc, "");
         if (big_literal(p->default_value, out))
             return check_const_fits(L, p, *out, true, p->default_value->loc, "");
         lw_error(L, p->default_value->loc, "the default of const parameter '%s' must be known at compile time",
@@ -465,6 +466,7 @@ static void bind_consts(Lower *L, const AstItem *k, const int64_t *vals, const b
         Val v = t ? lw_val(L, ir_const_int(&L->b, t, vals[i])) : VERR;
         size_t at = lw_bind(L, p->name, p->loc, BIND_CONST, v);
         L->scope.data[at].has_cval = ok[i];
+        L->scope.data[at].cval_error = !ok[i];
         L->scope.data[at].cval = vals[i];
     }
 }
@@ -561,6 +563,7 @@ static void lower_kernel(Lower *L, const AstItem *k)
         /* later defaults may use earlier consts */
         size_t at = lw_bind(L, k->params[i].name, k->params[i].loc, BIND_CONST, VERR);
         L->scope.data[at].has_cval = ok[i];
+        L->scope.data[at].cval_error = !ok[i];
         L->scope.data[at].cval = vals[i];
     }
     size_t errors0 = L->diags->nerrors;

@@ -96,9 +96,9 @@ static Val stored_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char 
 
 static bool const_arg(Lower *L, const Builtin *bi, const AstExpr *e, const char *what, int64_t *out)
 {
-    if (ce_eval(L, e, out)) return true;
-    lw_error(L, e->loc, "the %s of %s must be known at compile time", what, bi->name);
-    return false;
+    CeStatus s = ce_eval(L, e, out);
+    if (s == CE_NONE) lw_error(L, e->loc, "the %s of %s must be known at compile time", what, bi->name);
+    return s == CE_OK;
 }
 
 static bool elem_arg(Lower *L, const Builtin *bi, const AstExpr *e, IrElem *out)
@@ -138,7 +138,7 @@ static Val bi_arange(Lower *L, const Builtin *bi, const AstExpr *call, const Ast
 {
     int64_t lo, hi;
     if (!const_arg(L, bi, args[0], "start", &lo) || !const_arg(L, bi, args[1], "end", &hi)) return VERR;
-    if (hi - lo < 1 || hi - lo > IR_MAX_TILE_ELEMS || lo < INT32_MIN || hi > INT32_MAX) {
+    if (lo < INT32_MIN || hi > INT32_MAX || hi - lo < 1 || hi - lo > IR_MAX_TILE_ELEMS) {
         lw_error(L, call->loc, "arange(%lld, %lld) must cover 1 to %d values", (long long)lo, (long long)hi,
                  IR_MAX_TILE_ELEMS);
         return VERR;
@@ -516,8 +516,9 @@ static bool flag_opt(Lower *L, const Builtin *bi, const AstExpr **args, const ch
     int64_t v = 0;
     *out = false;
     if (!e) return true;
-    if (ce_eval(L, e, &v) && (v == 0 || v == 1)) return *out = v, true;
-    lw_error(L, e->loc, "the %s of %s must be true or false", name, bi->name);
+    CeStatus s = ce_eval(L, e, &v);
+    if (s == CE_OK && (v == 0 || v == 1)) return *out = v, true;
+    if (s != CE_ERROR) lw_error(L, e->loc, "the %s of %s must be true or false", name, bi->name);
     return false;
 }
 

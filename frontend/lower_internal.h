@@ -31,6 +31,7 @@ typedef struct Binding {
     BindKind kind;
     Val val;
     bool has_cval;       /* a compile-time integer (const param, let of one) */
+    bool cval_error;     /* its compile-time value failed with an error already reported */
     int64_t cval;
     int64_t shadowed;    /* the binding of the same name below this one, or -1 */
     uint32_t slot;       /* the name's slot in the scope's name table */
@@ -95,7 +96,15 @@ bool lw_check_shape(Lower *L, Loc loc, int rank, const int32_t *shape);
 
 /* ---- consteval.c: compile-time integers (and intops.h) --------------------------------- */
 #include "frontend/intops.h"
-bool ce_eval(Lower *L, const AstExpr *e, int64_t *out);
+/* CE_OK: *out is the exact value; CE_NONE: not a compile-time integer (the caller says
+ * which use needed one); CE_ERROR: overflow, division by zero or a bad shift, already
+ * reported at the operator (the caller adds nothing). */
+typedef enum { CE_NONE, CE_OK, CE_ERROR } CeStatus;
+CeStatus ce_eval(Lower *L, const AstExpr *e, int64_t *out);
+/* As ce_eval, in the types the expression has at run time: an intermediate outside
+ * its type (i32 for `B * B` with an i32 B) is an error, since the run-time value of
+ * a let would wrap where the compile-time value does not. */
+CeStatus ce_eval_typed(Lower *L, const AstExpr *e, int64_t *out);
 /* A shape `[a, b]` of compile-time integers, checked; errors name `what`. */
 bool ce_shape(Lower *L, const AstExpr *e, const char *what, int *rank, int32_t *shape);
 

@@ -98,10 +98,12 @@ static Val materialize(Lower *L, Val v)
 static void lower_let(Lower *L, const AstStmt *s, BindKind kind)
 {
     int64_t cv;
-    bool is_const = kind == BIND_LET && ce_eval(L, s->value, &cv);
+    CeStatus cs = kind == BIND_LET ? ce_eval_typed(L, s->value, &cv) : CE_NONE;
+    bool is_const = cs == CE_OK;
     Val v = materialize(L, lower_expr(L, s->value));
     size_t at = lw_bind(L, s->names[0], s->loc, kind, v);
     L->scope.data[at].has_cval = is_const;
+    L->scope.data[at].cval_error = cs == CE_ERROR;
     L->scope.data[at].cval = is_const ? cv : 0;
 }
 
@@ -344,7 +346,9 @@ static bool range_bounds(Lower *L, const AstStmt *s, Val *v)
         }
     }
     int64_t step;
-    if (s->nargs == 3 && ce_eval(L, s->args[2], &step) && step == 0) {
+    CeStatus cs = s->nargs == 3 ? ce_eval_typed(L, s->args[2], &step) : CE_NONE;
+    if (cs == CE_ERROR) return false;
+    if (cs == CE_OK && step == 0) {
         lw_error(L, s->args[2]->loc, "the step of range must not be 0");
         return false;
     }
@@ -364,11 +368,12 @@ static bool static_bounds(Lower *L, const AstStmt *s, int64_t *v)
 {
     v[2] = 1;
     if (s->nargs < 2 || s->nargs > 3) return false;   /* the parser said so */
-    for (uint32_t i = 0; i < s->nargs; i++)
-        if (!ce_eval(L, s->args[i], &v[i])) {
+    for (uint32_t i = 0; i < s->nargs; i++) {
+        CeStatus cs = ce_eval(L, s->args[i], &v[i]);
+        if (cs == CE_NONE)
             lw_error(L, s->args[i]->loc, "the bounds of static_range must be known at compile time; use range");
-            return false;
-        }
+        if (cs != CE_OK) return false;
+    }
     if (v[2] == 0) {
         lw_error(L, s->args[2]->loc, "the step of static_range must not be 0");
         return false;
@@ -671,8 +676,9 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
         const AstExpr *a = call->args[i];
         args[i] = (Binding){.name = p->name, .loc = p->loc, .kind = p->is_const ? BIND_CONST : BIND_PARAM};
         if (p->is_const) {
-            args[i].has_cval = ce_eval(L, a, &args[i].cval);
-            if (!args[i].has_cval)
+            CeStatus cs = ce_eval(L, a, &args[i].cval);
+            args[i].has_cval = cs == CE_OK;
+            if (cs == CE_NONE)
                 lw_error(L, a->loc, "argument '%s' of fn '%s' must be known at compile time", p->name, fn->name);
             const IrType *t = const_param_type(L, fn, p);
             if (t && args[i].has_cval && !lw_int_fits(args[i].cval, false, t->elem)) {
@@ -680,6 +686,7 @@ static void bind_fn_args(Lower *L, const AstExpr *call, const AstItem *fn, Bindi
                          (long long)args[i].cval, p->name, fn->name, ir_elem_name(t->elem));
                 args[i].has_cval = false;
             }
+            args[i].cval_error = !args[i].has_cval;   /* reported above */
             L->b.loc = a->loc;
             args[i].val = t && args[i].has_cval ? lw_val(L, ir_const_int(&L->b, t, args[i].cval)) : VERR;
         } else {

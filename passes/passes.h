@@ -94,6 +94,9 @@ const PassInfo *pass_find(const char *name);
 typedef struct PassOptions {
     bool print_after_all;    /* print the IR after every pass to `dump` */
     bool verify_each;        /* run the verifier after every pass (abort on failure) */
+    bool verify_changed;     /* ... after every pass that reports a change (the GPU pipeline) */
+    bool check_unchanged;    /* abort when a pass reports no change but the printed IR
+                              * differs (a test mode: verify_changed relies on it) */
     bool time_passes;        /* print the time of every pass to `dump` at the end */
     FILE *dump;              /* NULL: stderr */
     bool check_bounds;       /* pass_run_gpu ends with `bounds` (the checked mode) */
@@ -108,8 +111,9 @@ bool pass_run_list(IrModule *m, const char *list, const PassOptions *opt);
  * point, at most a few rounds). */
 bool pass_run_default(IrModule *m, int opt_level, const PassOptions *opt);
 /* The GPU pipeline: the passes of pass_gpu_table in order, once, with the verifier
- * after each (an invalid result is an internal error, as with verify_each). After it
- * every tile has a layout and codegen can run. */
+ * after each that changed the IR (an invalid result is an internal error, as with
+ * verify_each; an unchanged IR is the one verified before). After it every tile has a
+ * layout and codegen can run. */
 bool pass_run_gpu(IrModule *m, const PassOptions *opt);
 /* Verifies m after a stage that is not a pass (`stage`: "lowering"); run on every
  * compile, so a frontend bug that builds invalid IR can never pass silently. A failure

@@ -547,24 +547,30 @@ static bool walk(Pk *p)
     return true;
 }
 
+/* The keys are dropped where the kernel is not walked: the printed IR says so (and
+ * says so to the pipeline: a change). */
+static bool drop_keys(IrFunc *f)
+{
+    int persistent = f->persistent, pingpong = f->pingpong;
+    if (f->kind == IR_FUNC_KERNEL && f->persistent && !any_op(&f->body, is_launched)) f->persistent = 0;
+    if (f->kind == IR_FUNC_KERNEL && !any_op(&f->body, is_launched)) f->pingpong = 0;
+    return f->persistent != persistent || f->pingpong != pingpong;
+}
+
 bool pass_persistent(IrFunc *f)
 {
-    if (!applicable(f)) {
-        /* the key is dropped where the kernel is not walked: the printed IR says so */
-        if (f->kind == IR_FUNC_KERNEL && f->persistent && !any_op(&f->body, is_launched)) f->persistent = 0;
-        if (f->kind == IR_FUNC_KERNEL && !any_op(&f->body, is_launched)) f->pingpong = 0;
-        return false;
-    }
+    if (!applicable(f)) return drop_keys(f);
     Pk p = {.f = f, .vary = tl_calloc(f->nvalues, sizeof(bool)), .need = tl_calloc(f->nvalues, sizeof(bool)),
             .map = tl_malloc(f->nvalues * sizeof(IrValue)), .nmap = f->nvalues,
             .i32 = ir_type_scalar(f->module->ctx, IR_I32)};
     if (!p.vary || !p.need || !p.map) tl_oom();
     memset(p.map, 0xff, f->nvalues * sizeof(IrValue));
     mark_vary(&p, &f->body);
+    int keys = f->persistent | f->pingpong;
     bool ok = walk(&p);
     if (!ok) f->persistent = f->pingpong = 0;
     tl_free(p.vary);
     tl_free(p.need);
     tl_free(p.map);
-    return ok;
+    return ok || keys;
 }

@@ -60,6 +60,36 @@ void pass_verify_stage(IrModule *m, const char *stage, FILE *dump)
     if (!ir_verify_module(m)) invalid_ir(m, "stage", stage, dump ? dump : stderr);
 }
 
+/* FNV-1a of f's printed form: what check_unchanged compares around a pass. */
+static uint64_t func_hash(const IrFunc *f)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) abort();
+    ir_print_func(f, mem);
+    fclose(mem);
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211u;
+    free(text);
+    return h;
+}
+
+/* A pass that says it changed nothing must have left f as it was: the GPU pipeline
+ * verifies only after passes that changed something, and a plan survives them. */
+static bool run_checked(IrFunc *f, const PassInfo *p, const PassOptions *opt, IrModule *m, FILE *dump)
+{
+    bool check = opt && opt->check_unchanged;
+    uint64_t before = check ? func_hash(f) : 0;
+    bool c = p->run(f);
+    if (check && !c && func_hash(f) != before) {
+        fprintf(dump, "tile: internal error: pass '%s' reported no change but changed '@%s'\n", p->name, f->name);
+        ir_print_module(m, dump);
+        abort();
+    }
+    return c;
+}
+
 /* Runs one pass on every function; returns whether anything changed. */
 static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, double *ms)
 {
@@ -67,14 +97,15 @@ static bool run_one(IrModule *m, const PassInfo *p, const PassOptions *opt, doub
     bool changed = false;
     double t0 = tl_now_ms();
     for (uint32_t i = 0; i < m->nfuncs; i++) {
-        bool c = p->run(m->funcs[i]);
+        bool c = run_checked(m->funcs[i], p, opt, m, dump);
         /* a plan is of the IR it was made for: a pass that changes the function drops
          * it, and the plan pass, last in the GPU pipeline, makes it anew */
         if (c && p->run != pass_plan) m->funcs[i]->plan = NULL;
         changed |= c;
     }
     *ms += tl_now_ms() - t0;
-    if (opt && opt->verify_each && !ir_verify_module(m)) invalid_ir(m, "pass", p->name, dump);
+    bool verify = opt && (opt->verify_each || (opt->verify_changed && changed));
+    if (verify && !ir_verify_module(m)) invalid_ir(m, "pass", p->name, dump);
     if (opt && opt->print_after_all) {
         fprintf(dump, "// ----- IR after %s -----\n", p->name);
         ir_print_module(m, dump);
@@ -131,7 +162,7 @@ bool pass_run_gpu(IrModule *m, const PassOptions *opt)
 {
     double ms[sizeof pass_gpu_table / sizeof *pass_gpu_table] = {0};
     PassOptions o = opt ? *opt : (PassOptions){0};
-    o.verify_each = true;
+    o.verify_changed = true;     /* the IR comes verified from lowering (pass_verify_stage) */
     if (o.check_bounds || !m->knobs.tma) m->no_tma = true;   /* bounds checks see pointer loads */
     for (unsigned i = 0; i < pass_gpu_count; i++) run_one(m, &pass_gpu_table[i], &o, &ms[i]);
     double clean_ms = 0;

@@ -555,6 +555,7 @@ bool pass_rotate(IrFunc *f)
         }
         tl_free(loops.v);
     }
-    if (!changed) f->overlap = 0;   /* the printed launch keys say what was done */
-    return changed;
+    if (changed) return true;
+    f->overlap = 0;   /* the printed launch keys say what was done: a change too */
+    return true;
 }

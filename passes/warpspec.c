@@ -68,6 +68,8 @@ typedef struct Ws {
     IrOp *tail;                  /* the producer goes after it (the last mbarrier_init, then
                                   * the last op moved before the producer) */
     uint32_t nmap;               /* the values of the kernel as it was (map's length) */
+    bool moved;                  /* available() moved an op: a change, even when the pass
+                                  * then gives up */
 } Ws;
 
 /* The map and the marks are indexed by the values of the loop as it was (clones get
@@ -107,6 +109,7 @@ static bool available(Ws *w, IrValue v)
     if (w->tail->next != d) {
         ir_op_remove(d);
         ir_op_insert_before(d, w->tail->next);
+        w->moved = true;
     }
     w->tail = d;
     for (uint32_t i = 0; i < d->nresults; i++) w->before[d->results[i]] = true;
@@ -442,7 +445,7 @@ static bool specialize(IrFunc *f, Ring *rs, int n)
         unhoist_ring(moved, nmoved);
         tl_free(w.need);
         tl_free(w.before);
-        return false;
+        return w.moved;
     }
     w.map = tl_malloc(w.nmap * sizeof(IrValue));
     if (!w.map) tl_oom();

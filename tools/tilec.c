@@ -85,7 +85,7 @@ typedef struct Options {
 static const char usage_compile[] =
     "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...\n"
     "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
-    "             [--print-after-all] [--verify-each] [--time-passes] [--check-bounds]\n"
+    "             [--print-after-all] [--verify-each] [--time-passes] [--check-unchanged] [--check-bounds]\n"
     "             [--knob NAME=VALUE]... [-Werror] [-w] [--color=auto|always|never]\n";
 static const char usage_run[] =
     "tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
@@ -255,6 +255,7 @@ static void set_gpu_ir(void *o, const char *v) { ((Options *)o)->gpu_ir = true; 
 static void set_print_after_all(void *o, const char *v) { ((Options *)o)->passes.print_after_all = true; }
 static void set_verify_each(void *o, const char *v) { ((Options *)o)->passes.verify_each = true; }
 static void set_time_passes(void *o, const char *v) { ((Options *)o)->passes.time_passes = true; }
+static void set_check_unchanged(void *o, const char *v) { ((Options *)o)->passes.check_unchanged = true; }
 static void set_check_bounds(void *o, const char *v) { ((Options *)o)->passes.check_bounds = true; }
 
 static void set_arg(void *o, const char *v)
@@ -323,6 +324,7 @@ static const CliOption options[] = {
     {"--print-after-all", false, set_print_after_all},
     {"--verify-each", false, set_verify_each},
     {"--time-passes", false, set_time_passes},
+    {"--check-unchanged", false, set_check_unchanged},
     {"--check-bounds", false, set_check_bounds},
     {"--knob", true, set_knob},
     {NULL, false, NULL},

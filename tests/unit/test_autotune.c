@@ -219,6 +219,14 @@ static void test_where_division_by_zero(void **state)
                  "autotune where divides by zero or shifts out of range here (64 / 0)");
 }
 
+/* where is compile-time arithmetic: exact i64, never wrapping (issue 38) */
+static void test_where_overflow(void **state)
+{
+    (void)state;
+    expect_error("@autotune(space = {BM: [64]}, where = BM * 4611686018427387904 > 1)", 1, 42,
+                 "autotune where overflows i64 here (64 * 4611686018427387904)");
+}
+
 static void test_default_incomplete(void **state)
 {
     (void)state;
@@ -295,6 +303,7 @@ int main(void)
         T(test_where_unknown_name),
         T(test_where_const_without_default),
         T(test_where_division_by_zero),
+        T(test_where_overflow),
         T(test_default_incomplete),
         T(test_default_rejected_by_where),
         T(test_bad_default_key),
