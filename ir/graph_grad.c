@@ -326,22 +326,42 @@ static uint32_t insert_one(Grad *G, uint32_t v, uint32_t at)
     return reshape(G, v, t.rank + 1, d);
 }
 
+/* The shape of op's operand i as a matrix: a vector a [K] is [1, K], a vector b [K] is [K, 1]. */
+static IrTensorType matrix_type(const Grad *G, const IrGOp *op, uint32_t i)
+{
+    IrTensorType t = ty(G, op->in[i]);
+    if (t.rank != 1) return t;
+    IrSize *d = arena_alloc(G->a, 2 * sizeof *d);
+    d[i] = ir_size_const(1);
+    d[1 - i] = t.dims[0];
+    return (IrTensorType){t.elem, 2, d};
+}
+
+/* Operand i as the backward reads it, as a matrix. */
+static uint32_t matrix_operand(Grad *G, const IrGOp *op, uint32_t i)
+{
+    uint32_t v = xin(G, op, i);
+    return ty(G, v).rank == 1 ? insert_one(G, v, i) : v;
+}
+
 /* y = a @ b: da = dy @ b^T, db = a^T @ dy, each summed over the batch axes it was
- * broadcast along; a vector operand is a one-row (a) or one-column (b) matrix. */
+ * broadcast along; a vector operand is a one-row (a) or one-column (b) matrix, and dy
+ * gets the axis the product dropped back. */
 static void r_matmul(Grad *G, const IrGOp *op)
 {
-    uint32_t a = xin(G, op, 0), b = xin(G, op, 1), d = dy(G, op);
-    bool av = ty(G, a).rank == 1, bv = ty(G, b).rank == 1;
-    if (av) a = insert_one(G, a, 0), d = insert_one(G, d, ty(G, d).rank - (bv ? 0 : 1));
-    if (bv) b = insert_one(G, b, 1), d = insert_one(G, d, ty(G, d).rank);
-    IrTensorType ta = ty(G, a), tb = ty(G, b), t0 = ty(G, op->in[0]), t1 = ty(G, op->in[1]);
+    uint32_t d = dy(G, op);
+    IrTensorType t0 = ty(G, op->in[0]), t1 = ty(G, op->in[1]);
+    if (t0.rank == 1) d = insert_one(G, d, ty(G, d).rank - (t1.rank == 1 ? 0 : 1));
+    if (t1.rank == 1) d = insert_one(G, d, ty(G, d).rank);
     if (wants(G, op, 0)) {
-        uint32_t da = unbroadcast(G, matmul(G, d, trans_last(G, b)), &ta);
-        give(G, op, 0, av ? reshape(G, da, 1, t0.dims) : da);
+        IrTensorType ta = matrix_type(G, op, 0);
+        uint32_t da = unbroadcast(G, matmul(G, d, trans_last(G, matrix_operand(G, op, 1))), &ta);
+        give(G, op, 0, t0.rank == 1 ? reshape(G, da, 1, t0.dims) : da);
     }
     if (wants(G, op, 1)) {
-        uint32_t db = unbroadcast(G, matmul(G, trans_last(G, a), d), &tb);
-        give(G, op, 1, bv ? reshape(G, db, 1, t1.dims) : db);
+        IrTensorType tb = matrix_type(G, op, 1);
+        uint32_t db = unbroadcast(G, matmul(G, trans_last(G, matrix_operand(G, op, 0)), d), &tb);
+        give(G, op, 1, t1.rank == 1 ? reshape(G, db, 1, t1.dims) : db);
     }
 }
 
