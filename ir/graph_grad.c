@@ -17,10 +17,12 @@
  *      f64 values and in f32 for every other float type; a rule reads a 16-bit forward
  *      value cast up (once per value); each gradient is cast to its x's type at the end.
  *
- *   %y = mul %x, %w               %y = mul %x, %w
- *   %l = sum 0 %y        ==>      %l = sum 0 %y
- *   grad(%l, [%w])                %1 = const 1.0 ; %2 = reshape %1 ; %3 = broadcast %2
- *                                 %dw = mul %3, %x   (then summed over x's broadcast axes)
+ *   %0 = mul %x, %w : f32[T, 4]          %0 = mul %x, %w : f32[T, 4]
+ *   %l = sum 0 (sum 1 %0) : f32   ==>    %l = ...
+ *   grad(%l, [%w])                       %2 = const 1.0 : f32             (the seed)
+ *                                        %6 = broadcast (reshape ...) : f32[T, 4]
+ *                                        %7 = mul %6, %x : f32[T, 4]      (mul's rule)
+ *                                        %dw = sum 0 %7 : f32[4]          (w was broadcast)
  */
 #include "graph_grad.h"
 
