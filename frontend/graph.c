@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
+#include "ir/graph_grad.h"
 
 /* ---- sizes: IrSize (ir/graph.h) -------------------------------------------------- */
 
@@ -1140,6 +1141,75 @@ static const GType *b_conv2d(Frame *f, const AstExpr *call, const AstExpr **args
     return gt_value(f->a, promote(x, w, &lit), 0, 4, d);
 }
 
+/* ---- grad(y, [x1, x2, ...]) (LANGUAGE-REFERENCE.md section 7.3) ------------------------ */
+
+static bool one_element(const GType *t)
+{
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (!dim_is_one(t->dims[i])) return false;
+    return true;
+}
+
+/* What grad differentiates: a float value of the graph with one element. */
+static const GType *grad_of(Frame *f, const AstExpr *e)
+{
+    const GType *y = value_of(f, e);
+    if (y->kind != GT_VALUE) return y;
+    if (y->lit) ERR(f, e->loc, "grad needs a value computed by the graph to differentiate, not a literal");
+    else if (!is_float(y)) ERR(f, e->loc, "grad differentiates a float scalar, not %s", gt_str(f->a, y));
+    else if (!one_element(y))
+        ERR(f, e->loc, "grad differentiates a scalar (rank 0, or one element), not a tensor of shape %s; "
+            "reduce it first, for example with sum or mean", gt_shape(f->a, y));
+    else return y;
+    return &poison;
+}
+
+/* One name of grad's list: a float tensor (or scalar) of the graph. */
+static const GType *grad_wrt(Frame *f, const AstExpr *e)
+{
+    const Var *v = e->kind == AST_NAME ? lookup_var(f, e->name) : NULL;
+    if (e->kind != AST_NAME)
+        ERR(f, e->loc, "grad differentiates with respect to named tensors of the graph; write a name here");
+    else if (!v && lookup_size(f, e->name)) ERR(f, e->loc, "'%s' is a size, not a tensor of %s", e->name, f->what);
+    else if (!v) ERR(f, e->loc, "unknown name '%s'", e->name);
+    else if (v->type->kind != GT_VALUE) return v->type;
+    else if (v->type->lit) ERR(f, e->loc, "'%s' is a literal, not a tensor of %s", e->name, f->what);
+    else if (!is_float(v->type))
+        ERR(f, e->loc, "cannot differentiate with respect to '%s' of type %s: gradients are for float tensors",
+            e->name, gt_str(f->a, v->type));
+    else {
+        if (building(f)) vec_push(&f->seen, ((Seen){e, v->type}));
+        return v->type;
+    }
+    return &poison;
+}
+
+/* grad(y, [x1, ...]): a tuple of one gradient per x, each of its x's type. */
+static const GType *b_grad(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    if (f->item->kind != AST_GRAPH) {
+        ERR(f, call->loc, "grad is allowed in a graph's body only, not in %s (fns are inlined; "
+            "take the gradient in the graph)", f->what);
+        return &poison;
+    }
+    const GType *y = grad_of(f, args[0]);
+    const AstExpr *l = args[1];
+    if (l->kind != AST_LIST || l->nargs == 0) {
+        ERR(f, l->loc, "the second argument of grad must be a list of names like [w1, w2]");
+        return &poison;
+    }
+    GType *tup = arena_alloc(f->a, sizeof *tup);
+    const GType **el = arena_alloc(f->a, l->nargs * sizeof *el);
+    bool ok = y->kind == GT_VALUE;
+    for (uint32_t i = 0; i < l->nargs; i++) {
+        const GType *x = grad_wrt(f, l->args[i]);
+        ok &= x->kind == GT_VALUE;
+        el[i] = x->kind == GT_VALUE ? gt_value(f->a, x->elem, 0, x->rank, x->dims) : x;
+    }
+    *tup = (GType){.kind = GT_TUPLE, .elems = el, .nelems = l->nargs};
+    return ok ? tup : &poison;
+}
+
 /* zeros(shape, T), full(shape, value, T). */
 static const GType *b_fill(Frame *f, const AstExpr *call, const AstExpr **args)
 {
@@ -1200,6 +1270,7 @@ static const Builtin graph_builtins[] = {
     {"zeros", {"shape", "type"}, 2, 2, b_fill},
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
+    {"grad", {"y", "wrt"}, 2, 2, b_grad},
 };
 
 /* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
@@ -1306,6 +1377,46 @@ static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, co
     }
 }
 
+/* Why grad failed on the graph IR, at its place (ir/graph_grad.h). */
+static void grad_failed(Frame *f, const AstExpr *call, const AstExpr **args, const IrGradFail *fail)
+{
+    const AstExpr *y = args[0];
+    const char *yn = y->kind == AST_NAME ? arena_printf(f->a, "'%s'", y->name) : "the value differentiated";
+    if (fail->status == IR_GRAD_UNUSED) {
+        const AstExpr *x = args[1]->args[fail->which];
+        ERR(f, x->loc, "%s does not depend on '%s' (its gradient would be zero everywhere)", yn, x->name);
+        return;
+    }
+    const IrGOp *op = &f->s->g->ops.data[fail->op];
+    ERR(f, call->loc, "grad has no rule for %s yet", ir_gop_name(op->kind));
+    diag_note(f->s->diags, op->loc, "the %s that %s depends on is here", ir_gop_name(op->kind), yn);
+}
+
+/* The backward of grad, appended to the graph IR here (ir/graph_grad.c). */
+static const GType *emit_grad(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    const AstExpr *l = args[1];
+    if (!building(f)) return t;
+    uint32_t y = val(f, args[0]->loc, seen(f, args[0]));
+    uint32_t *xs = arena_alloc(f->a, 2 * l->nargs * sizeof *xs), *grads = xs + l->nargs;
+    for (uint32_t i = 0; i < l->nargs; i++) xs[i] = val(f, l->args[i]->loc, seen(f, l->args[i]));
+    IrGradFail fail;
+    if (!ir_graph_grad(f->s->g, y, xs, l->nargs, call->loc, grads, &fail)) {
+        grad_failed(f, call, args, &fail);
+        return &poison;
+    }
+    if (f->s->g->ops.len >= FE_MAX_GRAPH_OPS) no_ir(f, call->loc, "it has too many operations after grad");
+    GType *r = arena_alloc(f->a, sizeof *r);
+    const GType **el = arena_alloc(f->a, l->nargs * sizeof *el);
+    for (uint32_t i = 0; i < l->nargs; i++) {
+        GType *e = gt_value(f->a, t->elems[i]->elem, 0, t->elems[i]->rank, t->elems[i]->dims);
+        e->vid = grads[i] + 1;
+        el[i] = e;
+    }
+    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = l->nargs};
+    return r;
+}
+
 /* The op of a checked built-in call whose result type is t. */
 static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
 {
@@ -1314,6 +1425,7 @@ static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **
     IrGOpKind k;
     if (!strcmp(n, "split")) return emit_split(f, call, args, t);
     if (!strcmp(n, "concat")) return emit_concat(f, call, args, t);
+    if (!strcmp(n, "grad")) return emit_grad(f, call, args, t);
     if (!strcmp(n, "zeros") || !strcmp(n, "full")) {
         uint32_t v = n[0] == 'z' ? const_val(f, call->loc, t->elem, 0.0, 0) : arg_as(f, args[1], t->elem);
         return emit(f, IR_GOP_FULL, call->loc, &v, 1, t, NULL);
@@ -1816,9 +1928,13 @@ IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrG
     return s.g;
 }
 
+/* Builds the graph IR into a module thrown away after: grad's rules (a value it does
+ * not depend on, an op with no rule yet) are checked on the graph IR. */
 bool fe_check_graph(Arena *a, const AstProgram *p, const AstItem *graph, DiagList *diags)
 {
     size_t nerr = diags->nerrors;
-    fe_build_graph(a, p, graph, NULL, diags, NULL);
+    IrGraphModule *m = ir_gmodule_create(a);
+    fe_build_graph(a, p, graph, m, diags, NULL);
+    ir_gmodule_destroy(m);
     return diags->nerrors == nerr;
 }
