@@ -888,6 +888,25 @@ static const GType *b_norm(Frame *f, const AstExpr *call, const AstExpr **args)
     return ok ? t : &poison;
 }
 
+/* cross_entropy(logits [N, V] float, labels [N] i32 or i64, ignore_index = -100): the
+ * mean loss over the rows not ignored, a scalar (f64 for f64 logits, else f32). */
+static const GType *b_cross_entropy(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *x = value_of(f, args[0]), *l = value_of(f, args[1]);
+    bool ok = !args[2] || need_scalar(f, args[2], value_of(f, args[2]), "cross_entropy", "ignore_index", false)->kind == GT_VALUE;
+    if (x->kind == GT_VALUE && (x->rank != 2 || !is_float(x))) {
+        ERR(f, args[0]->loc, "the logits of cross_entropy must be a float tensor of shape [N, V], not %s", gt_str(f->a, x));
+        return &poison;
+    }
+    if (x->kind != GT_VALUE || l->kind != GT_VALUE) return &poison;
+    if (l->rank != 1 || (l->elem != IR_I32 && l->elem != IR_I64) || l->lit || !ir_size_eq(l->dims[0], x->dims[0])) {
+        ERR(f, args[1]->loc, "the labels of cross_entropy must be an i32 or i64 tensor of shape [%s] (a class index per "
+            "row of the logits %s), not %s", ir_size_str(f->a, x->dims[0]), gt_shape(f->a, x), gt_str(f->a, l));
+        return &poison;
+    }
+    return ok ? gt_scalar(f->a, x->elem == IR_F64 ? IR_F64 : IR_F32) : &poison;
+}
+
 /* trans(t) swaps the last two axes; trans(t, [2, 0, 1]) permutes them (result axis i
  * is axis axes[i] of t). The permutation is kept in f->perm for the builder. */
 static bool trans_axes(Frame *f, const AstExpr *e, const GType *t, uint32_t *perm)
@@ -1267,6 +1286,7 @@ static const Builtin graph_builtins[] = {
     {"dropout", {"t", "p", "seed"}, 3, 3, b_dropout},
     {"attention", {"q", "k", "v", "causal", "scale"}, 5, 3, b_attention},
     {"conv2d", {"x", "w", "stride", "padding", "nhwc"}, 5, 2, b_conv2d},
+    {"cross_entropy", {"logits", "labels", "ignore_index"}, 3, 2, b_cross_entropy},
     {"zeros", {"shape", "type"}, 2, 2, b_fill},
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
@@ -1373,6 +1393,13 @@ static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, co
     case 'C':
         for (int i = 0; i < 2; i++) in[i] = arg_as(f, args[i], t->elem);
         return 2;
+    case 'L': {   /* ignore_index in the labels' type, -100 when not given (as PyTorch) */
+        IrElem le = seen(f, args[1])->elem;
+        in[0] = val(f, args[0]->loc, a0);
+        in[1] = val(f, args[1]->loc, seen(f, args[1]));
+        in[2] = args[2] ? arg_as(f, args[2], le) : const_val(f, args[1]->loc, le, 0, -100);
+        return 3;
+    }
     default: return 0;
     }
 }

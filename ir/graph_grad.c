@@ -481,6 +481,27 @@ static void r_dropout(Grad *G, const IrGOp *op)
     }
 }
 
+/* cross_entropy(x [N, V], labels, ignore): dx = (softmax(x) - onehot(label)) * dy /
+ * count, zero on the ignored rows (count: the rows kept). The one-hot compares the
+ * label with an integer iota of the labels' type (cumsum of ones, minus one), so a
+ * class index is never rounded; the labels carry no gradient. */
+static void r_cross_entropy(Grad *G, const IrGOp *op)
+{
+    uint32_t x = xin(G, op, 0), lab = op->in[1], d = dy(G, op);
+    IrTensorType tx = ty(G, x), tl = ty(G, lab);
+    IrElem fe = tx.elem;
+    uint32_t one = emit(G, IR_GOP_CONST, NULL, 0, (IrTensorType){tl.elem, 0, NULL});
+    last_op(G)->attr.c.i = 1;
+    uint32_t ones = emit(G, IR_GOP_FULL, &one, 1, (IrTensorType){tl.elem, 1, &tx.dims[1]});
+    uint32_t iota = sub(G, emit_axis(G, IR_GOP_CUMSUM, ones, 0, ty(G, ones)), one);
+    uint32_t hot = cast(G, cmp(G, IR_GCMP_EQ, keep(G, lab, 1), iota), fe);
+    uint32_t kept = cmp(G, IR_GCMP_NE, lab, op->in[2]);
+    uint32_t count = reduce(G, IR_GOP_SUM, cast(G, kept, fe), 0);
+    uint32_t per_row = sel(G, kept, dvd(G, d, count), cst(G, fe, 0));
+    uint32_t p = emit_axis(G, IR_GOP_SOFTMAX, x, 1, tx);
+    give(G, op, 0, mul(G, sub(G, p, hot), keep(G, per_row, 1)));
+}
+
 /* The rule of each op kind. r_none: the op carries no gradient (its results are not
  * floats, or it is constant almost everywhere). An op kind missing here has no rule yet
  * (rem, cumprod, attention, conv2d): grad through it is an error, never a wrong answer. */
@@ -506,7 +527,7 @@ static const GradRule rules[IR_GOP_COUNT] = {
     [IR_GOP_SOFTMAX] = r_softmax, [IR_GOP_CUMSUM] = r_cumsum, [IR_GOP_LAYER_NORM] = r_norm,
     [IR_GOP_RMS_NORM] = r_norm,  [IR_GOP_TRANS] = r_trans,   [IR_GOP_RESHAPE] = r_reshape,
     [IR_GOP_BROADCAST] = r_pass, [IR_GOP_CONCAT] = r_concat, [IR_GOP_SPLIT] = r_split,
-    [IR_GOP_DROPOUT] = r_dropout, [IR_GOP_RETURN] = r_none,
+    [IR_GOP_DROPOUT] = r_dropout, [IR_GOP_CROSS_ENTROPY] = r_cross_entropy, [IR_GOP_RETURN] = r_none,
 };
 
 bool ir_gop_has_grad(IrGOpKind k) { return k < IR_GOP_COUNT && rules[k]; }

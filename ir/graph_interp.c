@@ -485,6 +485,32 @@ static bool run_conv2d(Run *R, IrGTensor *o)
     return true;
 }
 
+/* cross_entropy: the mean over the rows whose label is not ignore_index of
+ * logsumexp(x[i]) - x[i, label[i]], in double with the row's max subtracted first; no
+ * row kept gives 0/0 = NaN (as PyTorch). A label outside [0, V) that is not ignored is
+ * an error, as an access out of bounds would be. */
+static bool run_cross_entropy(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *lab = in(R, 1);
+    int64_t N = x->dims[0], V = x->dims[1], ign = in(R, 2)->i[0], count = 0;
+    double total = 0;
+    for (int64_t i = 0; i < N; i++) {
+        int64_t l = lab->i[i];
+        if (l == ign) continue;
+        if (l < 0 || l >= V)
+            return fail(R, "label %lld of row %lld is outside [0, %lld) and is not the ignore_index %lld", (long long)l,
+                        (long long)i, (long long)V, (long long)ign);
+        const double *row = x->f + i * V;
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < V; j++) m = fmax(m, row[j]);
+        for (int64_t j = 0; j < V; j++) s += exp(row[j] - m);
+        total += log(s) + m - row[l];
+        count++;
+    }
+    setv(o, 0, total / (double)count, 0);
+    return true;
+}
+
 /* ---- shapes ------------------------------------------------------------------------------------ */
 
 static bool run_trans(Run *R, IrGTensor *o)
@@ -580,6 +606,7 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 'd': return run_dropout(R, &outs[0]);
     case 'A': return run_attention(R, &outs[0]);
     case 'C': return run_conv2d(R, &outs[0]);
+    case 'L': return run_cross_entropy(R, &outs[0]);
     default: return fail(R, "cannot be interpreted");
     }
 }

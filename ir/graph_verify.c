@@ -275,6 +275,21 @@ static bool check_conv2d(const Chk *c)
     return want(c, x->elem, 4, d);
 }
 
+/* cross_entropy(logits [N, V] float, labels [N] i32 or i64, ignore_index: a scalar of the
+ * labels' type) -> the mean loss over the rows not ignored: f64 for f64 logits, else f32. */
+static bool check_cross_entropy(const Chk *c)
+{
+    const IrTensorType *x = in_t(c, 0), *l = in_t(c, 1), *ig = in_t(c, 2);
+    if (x->rank != 2 || !is_float(x)) return FAILF(c, "the logits of cross_entropy must be a float [N, V] tensor, not %s", ts(c, x));
+    if (l->rank != 1 || (l->elem != IR_I32 && l->elem != IR_I64) || !ir_size_eq(l->dims[0], x->dims[0]))
+        return FAILF(c, "the labels of cross_entropy must be an i32 or i64 vector of the logits' %s rows, not %s",
+                     ir_size_str(c->a, x->dims[0]), ts(c, l));
+    if (ig->rank || ig->elem != l->elem)
+        return FAILF(c, "the ignore_index of cross_entropy must be an %s scalar (the labels' type), not %s",
+                     ir_elem_name(l->elem), ts(c, ig));
+    return want(c, x->elem == IR_F64 ? IR_F64 : IR_F32, 0, NULL);
+}
+
 static bool check_shape_op(const Chk *c)
 {
     switch (c->op->kind) {
@@ -328,6 +343,7 @@ bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err)
                want_like(&c, in_t(&c, 0)->elem, in_t(&c, 0));
     case 'A': return check_attention(&c);
     case 'C': return check_conv2d(&c);
+    case 'L': return check_cross_entropy(&c);
     default: return true;
     }
 }

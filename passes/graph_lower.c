@@ -1611,6 +1611,55 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     return store_writes(L);
 }
 
+/* ---- cross_entropy: every row's logsumexp and label logit, never its softmax ------------------ */
+
+/* One program walks the rows BM at a time; for each block of rows it loops over the
+ * vocabulary BV columns at a time keeping, per row, the running max m, the sum s of
+ * exp(x - m) (rescaled when m grows, as flash attention does) and the label's logit;
+ * then the block's kept rows add log(s) + m - x[label] to the total and one each to
+ * the count, and the program stores total / count (0/0 = NaN when every row is
+ * ignored). A label outside [0, V) matches no column: its logit counts as 0 (the
+ * interpreter reports it). One program: the mean needs every row's loss, and a
+ * parallel version (a program per row block, then a reduction) is a later step. */
+static bool lower_cross_entropy(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "cross_entropy fused with other ops");
+    uint32_t x = op->in[0], lab = op->in[1];
+    const IrTensorType *tx = vt(L, x);
+    const char *N = size_expr(L, tx->dims[0]), *V = size_expr(L, tx->dims[1]);
+    const char *A = ename(tx->elem == IR_F64 ? IR_F64 : IR_F32), *E = ename(vt(L, op->out[0])->elem);
+    int64_t bv = block_for(tx->dims[1], 16, 1024), bm = bv >= 512 ? 2 : 4096 / bv > 16 ? 16 : 4096 / bv;
+    autotune(L, "BM: [2, 4, 8, 16], BV: [16, 32, 64, 128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]",
+             "BM * BV <= 16384", arena_printf(L->a, "BM: %lld, BV: %lld, warps: 4", (long long)bm, (long long)bv));
+    signature(L, s, name);
+    fprintf(L->o, ", const BM: i32 = %lld, const BV: i32 = %lld)\n    grid(1)\n{\n", (long long)bm, (long long)bv);
+    Space base = {.rank = 0};
+    scope(L, &base, "    ");
+    const char *ign = val(L, op->in[2]);
+    if (!ign) return false;
+    fprintf(L->o, "    var tot = 0 as %s;\n    var cnt = 0 as %s;\n", A, A);
+    fprintf(L->o, "    for i in range(0, %s, BM as i64) {\n        let rm = i + arange(0, BM);\n", N);
+    fprintf(L->o, "        let rin = rm < %s;\n", N);
+    fprintf(L->o, "        let lab = load(p%u + %s, rin, 0);\n", lab, times(L, "rm", stride_of(L, lab, 0)));
+    fprintf(L->o, "        let kept = rin & (lab != %s);\n", ign);
+    fprintf(L->o, "        var m = full([BM], -inf, %s);\n        var s = zeros([BM], %s);\n        var xl = zeros([BM], %s);\n",
+            A, A, A);
+    fprintf(L->o, "        for j in range(0, %s, BV as i64) {\n            let cj = j + arange(0, BV);\n", V);
+    fprintf(L->o, "            let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
+    fprintf(L->o, "            let xb = where(ok, load(p%u + %s + %s, ok, 0) as %s, -inf as %s);\n", x,
+            times(L, "rm[:, None]", stride_of(L, x, 0)), times(L, "cj[None, :]", stride_of(L, x, 1)), A, A);
+    fputs("            let mn = maximum(m, max(xb, 1));\n", L->o);
+    fprintf(L->o, "            let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
+    fprintf(L->o, "            s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
+    fprintf(L->o, "            xl = xl + sum(where(cj[None, :] == (lab as i64)[:, None], xb, 0 as %s), 1);\n", A);
+    fputs("            m = mn;\n        }\n", L->o);
+    fprintf(L->o, "        tot = tot + sum(where(kept, log(s) + m - xl, 0 as %s), 0);\n", A);
+    fprintf(L->o, "        cnt = cnt + sum(where(kept, 1 as %s, 0 as %s), 0);\n    }\n", A, A);
+    fprintf(L->o, "    store(p%u, (tot / cnt) as %s);\n}\n", op->out[0], E);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -1629,6 +1678,7 @@ static const struct {
     {"attention", lower_attention},
     {"conv2d", lower_conv},
     {"flash_attention", lower_flash},
+    {"cross_entropy", lower_cross_entropy},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)

@@ -84,6 +84,10 @@ static double draw(const Case *c)
     return c->grid > 0 ? round(v / c->grid) * c->grid : v;
 }
 
+/* Element k of an integer tensor (cross_entropy's labels): classes 0 to 3, and every
+ * third row -100 (ignored). */
+static int64_t label(int64_t k) { return k % 3 == 1 ? -100 : (k * 5) % 4; }
+
 static void make_inputs(Run *r, const Case *c)
 {
     for (uint32_t s = 0; s < r->g->nsizes; s++) r->sizes[s] = 3;
@@ -95,7 +99,7 @@ static void make_inputs(Run *r, const Case *c)
         assert_true(ir_gtensor_alloc(&r->params[p], t->elem, t->rank, dims));
         for (int64_t k = 0; k < r->params[p].n; k++)
             if (r->params[p].f) r->params[p].f[k] = draw(c);
-            else r->params[p].i[k] = 7;
+            else r->params[p].i[k] = t->rank ? label(k) : 7;
     }
 }
 
@@ -202,6 +206,8 @@ static const Case cases[] = {
      "  return sum(sum(p, 1), 0) * 2.0 + sum(sum(q * q, 1), 0) + sum(sum(u * u * u, 1), 0);\n}", 2, ANY},
     {"dropout", "graph g(x: f64[4, 5], t: f64[4, 5], q: f64, seed: i32) -> f64 {\n"
      "  return sum(sum(dropout(x, q * 0.4, seed) * t * x, 1), 0);\n}", 3, POS},
+    {"cross_entropy", "graph g(x: f64[5, 4], lab: i64[5], t: f64[5, 4]) -> f64 {\n"
+     "  return cross_entropy(x * t, lab) + cross_entropy(x * x, lab, -100) * 0.5;\n}", 1, ANY},
     {"cast f64 f32 (exact on a grid)", "graph g(x: f64[4], w: f64[4]) -> f64 {\n"
      "  let y = x as f32;\n  let z = (w as f32) * y;\n  return sum((y * y + z) as f64, 0);\n}", 2, 0.3, 1.3, false, 0.0625, 1e-12, 0.0625},
     {"symbolic sizes", "graph g(x: f64[T, 3], w: f64[3, T]) -> f64 {\n"
