@@ -41,25 +41,7 @@ void lw_warning(Lower *L, Loc loc, const char *fmt, ...)
     va_end(ap);
 }
 
-int lw_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 31 || lb > 31) return 99;
-    int row[32];
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[lb];
-}
+int lw_edit_distance(const char *a, const char *b) { return diag_edit_distance(a, strlen(a), b, 31); }
 
 /* ---- scopes ------------------------------------------------------------------------- */
 static uint64_t name_hash(const char *s)

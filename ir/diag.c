@@ -153,3 +153,24 @@ void source_free(Source *s)
     tl_free((void *)s->text);
     tl_free(s);
 }
+
+int diag_edit_distance(const char *a, size_t la, const char *b, size_t cap)
+{
+    size_t lb = strlen(b);
+    if (cap > 63) cap = 63;
+    if (la > cap || lb > cap) return 99;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}

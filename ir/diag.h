@@ -48,6 +48,10 @@ void diag_vadd(DiagList *d, DiagLevel lvl, Loc loc, const char *fmt, va_list ap)
 /* Whether an error past the cap was counted: stages stop early then, since nothing
  * more would be printed (the list says "too many errors"). */
 bool diag_full(const DiagList *d);
+/* The edit distance (Levenshtein) of a[0..la) and b, for "did you mean" hints; 99 when
+ * either is longer than `cap` characters (at most 63). The frontend and the tools
+ * suggest names by it. */
+int diag_edit_distance(const char *a, size_t la, const char *b, size_t cap);
 #define diag_error(d, loc, ...) diag_add((d), DIAG_ERROR, (loc), __VA_ARGS__)
 #define diag_note(d, loc, ...) diag_add((d), DIAG_NOTE, (loc), __VA_ARGS__)
 /* Prints every diagnostic with its source line and a caret. */

@@ -149,15 +149,10 @@ static uint32_t reduce(Grad *G, IrGOpKind k, uint32_t x, uint32_t ax)
     return emit_axis(G, k, x, ax, (IrTensorType){t.elem, t.rank - 1, d});
 }
 
+static uint32_t insert_one(Grad *G, uint32_t v, uint32_t at);
+
 /* x, a reduction's result, with its axis ax put back as a size-1 axis. */
-static uint32_t keep(Grad *G, uint32_t x, uint32_t ax)
-{
-    IrTensorType t = ty(G, x);
-    IrSize *d = arena_alloc(G->a, (t.rank + 2) * sizeof *d);
-    for (uint32_t i = 0; i < t.rank; i++) d[i < ax ? i : i + 1] = t.dims[i];
-    d[ax] = ir_size_const(1);
-    return reshape(G, x, t.rank + 1, d);
-}
+static uint32_t keep(Grad *G, uint32_t x, uint32_t ax) { return insert_one(G, x, ax); }
 
 static uint32_t reduce_keep(Grad *G, IrGOpKind k, uint32_t x, uint32_t ax) { return keep(G, reduce(G, k, x, ax), ax); }
 
@@ -318,7 +313,8 @@ static void r_where(Grad *G, const IrGOp *op)
 /* The cast's adjoint goes back as it is; give_to casts it to the source's backward type. */
 static void r_pass(Grad *G, const IrGOp *op) { give(G, op, 0, dy(G, op)); }
 
-/* v [..., n] as [..., 1, n] (at = rank - 1) or [..., n, 1] (at = rank). */
+/* v with a size-1 axis inserted at `at`: [..., n] as [..., 1, n] (at = rank - 1) or
+ * [..., n, 1] (at = rank); a reduction's result with its axis put back. */
 static uint32_t insert_one(Grad *G, uint32_t v, uint32_t at)
 {
     IrTensorType t = ty(G, v);

@@ -89,26 +89,6 @@ bool cli_output_commit(CliOutput *out, bool ok)
 }
 
 /* ---- did you mean ------------------------------------------------------------------- */
-static int edit_distance(const char *a, size_t la, const char *b)
-{
-    size_t lb = strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int row[64];
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int best = diag + (a[i - 1] != b[j - 1]);
-            if (row[j] + 1 < best) best = row[j] + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = row[j];
-            row[j] = best;
-        }
-    }
-    return row[lb];
-}
-
 void cli_near_init(CliNear *n, const char *typed, size_t len)
 {
     *n = (CliNear){typed, len, NULL, len <= 3 ? 2 : 3};   /* dist: one past the limit */
@@ -117,7 +97,7 @@ void cli_near_init(CliNear *n, const char *typed, size_t len)
 void cli_near_offer(CliNear *n, const char *name)
 {
     if (!name || (strlen(name) == n->len && !strncmp(name, n->typed, n->len))) return;
-    int d = edit_distance(n->typed, n->len, name);
+    int d = diag_edit_distance(n->typed, n->len, name, 63);
     if (d < n->dist) n->dist = d, n->best = name;
 }
 
