@@ -359,7 +359,14 @@ int64_t ir_launch_value(const IrFunc *f, const char *name)
 void ir_launch_set(IrFunc *f, const char *name, int64_t v)
 {
     int k = ir_launch_find(name);
-    if (k >= 0) ir_launch_put(f, (IrLaunchKey)k, (int)v);
+    if (k < 0) return;
+    ir_launch_put(f, (IrLaunchKey)k, (int)v);
+    f->launch_set |= 1u << k;
+}
+
+bool ir_launch_given(const IrFunc *f, IrLaunchKey k)
+{
+    return f->launch_set >> k & 1;
 }
 
 bool ir_launch_valid(IrLaunchKey k, int64_t v)
@@ -374,9 +381,18 @@ const char *ir_launch_check(const char *name, int64_t v)
     return k < 0 || ir_launch_valid((IrLaunchKey)k, v) ? NULL : ir_launch_info[k].rule;
 }
 
+bool ir_launch_chosen_key(IrLaunchKey k)
+{
+    return k == IR_LAUNCH_WS || k == IR_LAUNCH_PERSISTENT || k == IR_LAUNCH_OVERLAP || k == IR_LAUNCH_PINGPONG;
+}
+
+/* A key the schedule pass may choose is shown also when given at its default: `ws = 0`
+ * given and ws left to the pass compile differently, so the text (which the cache keys
+ * hash) tells them apart, and the parser reads `ws = 0` back as given. */
 bool ir_launch_shown(const IrFunc *f, IrLaunchKey k)
 {
-    return ir_launch_info[k].shown || ir_launch_get(f, k) != ir_launch_info[k].def;
+    return ir_launch_info[k].shown || ir_launch_get(f, k) != ir_launch_info[k].def ||
+           (ir_launch_chosen_key(k) && ir_launch_given(f, k));
 }
 
 int ir_func_warps(const IrFunc *f)

@@ -209,6 +209,12 @@ struct IrFunc {
                                     that many CTAs, its rows split among them, the operands
                                     they share multicast by TMA (passes/cluster.c);
                                     0 or 1: one CTA a program */
+    /* Bit k (IrLaunchKey): key k was given by the program, a -D, a config or the IR
+     * text (ir_launch_set, the IR parser); a key not given is the schedule pass's to
+     * choose (passes/schedule.c). */
+    uint32_t launch_set;
+    /* Bit k: key k was chosen by passes/schedule.c (printed in the plan: chosen = [...]). */
+    uint32_t launch_chosen;
     IrFunc *grid;                /* a kernel's grid(...) as a function: same params,
                                     returns 1..3 i32/i64 scalars; NULL if none */
     /* Bit i: pointer parameter i is 16-byte aligned (pass_specialize, for the variant
@@ -280,6 +286,10 @@ int ir_launch_get(const IrFunc *f, IrLaunchKey k);
 void ir_launch_put(IrFunc *f, IrLaunchKey k, int v);
 int64_t ir_launch_value(const IrFunc *f, const char *name);
 void ir_launch_set(IrFunc *f, const char *name, int64_t v);
+/* Whether key k of f was given (IrFunc.launch_set), not left to its default. */
+bool ir_launch_given(const IrFunc *f, IrLaunchKey k);
+/* Keys passes/schedule.c chooses when not given: ws, persistent, overlap, pingpong. */
+bool ir_launch_chosen_key(IrLaunchKey k);
 bool ir_launch_valid(IrLaunchKey k, int64_t v);
 const char *ir_launch_check(const char *name, int64_t v);
 bool ir_launch_shown(const IrFunc *f, IrLaunchKey k);

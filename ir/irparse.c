@@ -840,6 +840,7 @@ static bool parse_launch_key(Parser *ps, IrFunc *f, bool *seen)
     if (v < INT32_MIN || v > INT32_MAX)
         return error_at(ps, loc, "launch key %s = %" PRId64 " does not fit in an i32", ir_launch_info[k].name, v);
     ir_launch_put(f, (IrLaunchKey)k, (int)v);
+    f->launch_set |= 1u << k;
     return true;
 }
 
@@ -968,6 +969,23 @@ static bool plan_list(Parser *ps, const char *name, IrPlan *p, int which)
     return ok;
 }
 
+/* chosen = [KEY, ...]: the launch keys passes/schedule.c chose (each given once) */
+static bool plan_chosen(Parser *ps, IrFunc *f, IrPlan *p)
+{
+    if (!expect(ps, TK_IDENT, "chosen") || !expect(ps, TK_PUNCT, "=") || !expect(ps, TK_PUNCT, "[")) return false;
+    do {
+        Loc loc = ps->tok.loc;
+        int k = launch_key_at(ps);
+        if (k < 0 || !ir_launch_chosen_key((IrLaunchKey)k))
+            return error_at(ps, loc, "expected a key the schedule chooses (ws, persistent, overlap, pingpong) in chosen = [...]");
+        if (p->chosen >> k & 1) return error_at(ps, loc, "chosen key %s is given twice", ir_launch_info[k].name);
+        p->chosen |= 1u << k;
+        next(ps);
+    } while (accept(ps, TK_PUNCT, ","));
+    f->launch_chosen = p->chosen;
+    return expect(ps, TK_PUNCT, "]");
+}
+
 static bool parse_plan(Parser *ps, IrFunc *f)
 {
     IrPlan *p = arena_alloc(ps->arena, sizeof *p);
@@ -994,7 +1012,8 @@ static bool parse_plan(Parser *ps, IrFunc *f)
            plan_u32(ps, "min_ctas", &p->min_ctas) && expect(ps, TK_PUNCT, ",") &&
            expect(ps, TK_IDENT, "occupancy") && expect(ps, TK_PUNCT, "=") && expect(ps, TK_PUNCT, "{") &&
            plan_u32(ps, "ctas", &p->occupancy) && expect(ps, TK_PUNCT, ",") &&
-           plan_u32(ps, "max_regs", &p->occupancy_max_regs) && expect(ps, TK_PUNCT, "}") && expect(ps, TK_PUNCT, "}");
+           plan_u32(ps, "max_regs", &p->occupancy_max_regs) && expect(ps, TK_PUNCT, "}") &&
+           (!accept(ps, TK_PUNCT, ",") || plan_chosen(ps, f, p)) && expect(ps, TK_PUNCT, "}");
 }
 
 static bool parse_kernel_attrs(Parser *ps, IrFunc *f)

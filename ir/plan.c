@@ -73,6 +73,14 @@ void ir_plan_print(const IrFunc *f, FILE *out)
             p->scratch, p->scratch_stride, p->buffers_at, p->buffer_align);
     print_map(out, p);
     print_tma(out, p);
-    fprintf(out, "    persistent = %d, cluster = %u, min_ctas = %u, occupancy = {ctas = %u, max_regs = %u}\n}",
+    fprintf(out, "    persistent = %d, cluster = %u, min_ctas = %u, occupancy = {ctas = %u, max_regs = %u}",
             p->persistent ? 1 : 0, p->cluster, p->min_ctas, p->occupancy, p->occupancy_max_regs);
+    if (p->chosen) {   /* the keys the schedule chose (passes/schedule.c) */
+        const char *sep = "";
+        fputs(",\n    chosen = [", out);
+        for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++)
+            if (p->chosen >> k & 1) fprintf(out, "%s%s", sep, ir_launch_info[k].name), sep = ", ";
+        fputc(']', out);
+    }
+    fputs("\n}", out);
 }

@@ -78,6 +78,7 @@ typedef struct IrPlan {
     IrTmaUse *uses;
     bool persistent;
     uint32_t cluster, min_ctas, occupancy, occupancy_max_regs;
+    uint32_t chosen;       /* launch keys passes/schedule.c chose (IrFunc.launch_chosen) */
 } IrPlan;
 
 struct IrFunc;

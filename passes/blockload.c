@@ -355,7 +355,7 @@ static const IrOp *operand_source(const IrFunc *f, IrValue v, int *trans)
     return d && (d->code == IR_OP_LOAD || d->code == IR_OP_BLOCK_LOAD) ? d : NULL;
 }
 
-static bool kept_for_tma(const IrFunc *f, const IrOp *op)
+static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
 {
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
     if (!tg->tma || f->module->no_tma || f->kind != IR_FUNC_KERNEL || f->stages < 2) return false;
@@ -371,7 +371,7 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
      * after the dots: with 2 stages nothing overlapped them; they now go at the top of
      * the body with the knob tma_early, passes/shared.c, not yet measured: until then
      * such loops stay on cp.async, unless a producer warpgroup issues the copies, ws) */
-    if (dots < 1 || (dots > 1 && !f->ws && !f->module->knobs.tma_early)) return false;
+    if (dots < 1 || (dots > 1 && !ws && !f->module->knobs.tma_early)) return false;
     for (const IrOp *u = body->first; u; u = u->next) {
         if (u->code != IR_OP_DOT) continue;
         for (int i = 0; i < 2; i++) {
@@ -389,6 +389,10 @@ static bool kept_for_tma(const IrFunc *f, const IrOp *op)
     }
     return true;
 }
+
+static bool kept_for_tma(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, f->ws); }
+
+bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true); }
 
 typedef struct Found {
     VEC(IrOp *) ops;             /* the block loads */

@@ -45,6 +45,7 @@ bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, p
 bool pass_warpspec(IrFunc *f);     /* warpspec.c: a producer warpgroup issues a TMA ring's copies (ws) */
 bool pass_plan(IrFunc *f);         /* plan.c: the kernel's resource plan (ir/plan.h), last */
 bool pass_persistent(IrFunc *f);   /* persistent.c: each program walks tiles of the grid (persistent) */
+bool pass_schedule(IrFunc *f);     /* schedule.c: ws, persistent, overlap, pingpong where not given */
 /* passes/ring.c: the stage, phase and predicate operands of the TMA ring ops in loop's
  * body (built by passes/shared.c from j = (iv - lo) / step) computed from j + base. */
 void pass_ring_rebase(IrFunc *f, IrOp *loop, IrValue lo, IrValue step, IrValue base);
@@ -80,6 +81,9 @@ int32_t pass_nvmma_swizzle(const IrType *t, int fast);
 const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);
+/* Whether the block load op would be copied by TMA (passes/blockload.c) if the kernel
+ * had a producer warpgroup (ws = 1): passes/schedule.c asks before choosing ws. */
+bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op);
 /* A block_store the tensor-memory accelerator stores (passes/tmastore.c): blockload
  * leaves it for the shared pass, which gives it a staging buffer (tma_store); every
  * other block_store becomes a masked pointer store in blockload. */

@@ -254,6 +254,8 @@ bool pass_plan(IrFunc *f)
     plan_threads(f, p, t);
     plan_smem(f, p);
     plan_tma(f, p);
+    for (int k = 0; k < IR_NUM_LAUNCH_KEYS; k++)   /* chosen and still on (a pass may drop one) */
+        if (f->launch_chosen >> k & 1 && ir_launch_get(f, (IrLaunchKey)k) == 1) p->chosen |= 1u << k;
     f->plan = p;
     return true;
 }

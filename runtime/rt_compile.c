@@ -79,7 +79,7 @@ static void meta_of_plan(const IrPlan *p, RtKernelMeta *meta)
     meta->threads = p->threads;
     meta->shared_bytes = p->shared_bytes;
     meta->ntma = p->ntma;
-    meta->flags = p->persistent ? RT_META_PERSISTENT : 0;
+    meta->flags = (p->persistent ? RT_META_PERSISTENT : 0) | (p->chosen << RT_META_CHOSEN_SHIFT & RT_META_CHOSEN_MASK);
     meta->cluster = p->cluster;
     memcpy(meta->tma, p->tma, sizeof meta->tma);
 }
@@ -496,6 +496,7 @@ TrtStatus rt_variant_load(TrtKernel *k, const RtBlob *img, RtVariant *v)
     v->tma = NULL;
     v->max_programs = 0;
     v->cluster = meta.cluster;
+    v->chosen = (meta.flags & RT_META_CHOSEN_MASK) >> RT_META_CHOSEN_SHIFT;
     if (meta.ntma) {
         if (!(v->tma = tl_malloc(meta.ntma * sizeof *v->tma))) {
             ctx->drv->cuModuleUnload(v->mod);
@@ -539,7 +540,7 @@ TrtStatus rt_variant_build(TrtKernel *k, uint64_t mask, bool checked, unsigned *
     k->building = &times;
     TrtStatus s = rt_variant_image(k, mask, checked, &img, &origin);
     k->building = NULL;
-    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL, 0, 1};
+    RtVariant v = {mask, checked, NULL, NULL, 0, 0, origin, times, 0, NULL, 0, 1, 0};
     if (!s) s = rt_variant_load(k, &img, &v);
     rt_blob_free(&img);
     v.times.total_ms = tl_now_ms() - t0;

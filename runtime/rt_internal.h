@@ -485,6 +485,8 @@ typedef struct RtVariant {
      * .reqnctapercluster in the PTX): a launch runs this many CTAs a program along x,
      * and program_id(0) is the cluster's index. 1: no cluster. */
     uint32_t cluster;
+    /* The launch keys the schedule chose for it (RT_META_CHOSEN_*: bit k, key k = 1). */
+    uint32_t chosen;
 } RtVariant;
 /* The CUDA grid a launch of v runs for the programs g: g, or a persistent kernel's
  * capped 1-D grid; x times v's cluster. rt_launch_grid checks that it fits first. */
@@ -513,6 +515,10 @@ typedef struct RtKernelMeta {
 #define RT_META_BYTES 16
 #define RT_META_CLUSTER_SHIFT 8
 #define RT_META_CLUSTER_MASK 0xff00u
+/* Bits 16..23 of the flags word: the launch keys passes/schedule.c chose (bit k: the key
+ * IrLaunchKey k, now 1), for trt_kernel_last_config. */
+#define RT_META_CHOSEN_SHIFT 16
+#define RT_META_CHOSEN_MASK 0xff0000u
 /* The bytes before the image in payload b (0 if b is malformed). */
 size_t rt_meta_size(const RtBlob *b);
 

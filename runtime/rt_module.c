@@ -438,7 +438,14 @@ int trt_kernel_last_config(const TrtKernel *k, char *buf, size_t n)
         if (n) buf[0] = '\0';
         return -1;
     }
-    return rt_tune_config_text(ran, buf, n);
+    /* then the keys the schedule chose for the variant that ran (passes/schedule.c) */
+    size_t len = (size_t)rt_tune_config_text(ran, buf, n);
+    uint32_t chosen = atomic_load(&ran->nvariants) ? ran->variants[atomic_load(&ran->last)].chosen : 0;
+    for (int key = 0; key < IR_NUM_LAUNCH_KEYS; key++)
+        if (chosen >> key & 1)
+            len += (size_t)snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=1", len ? " " : "",
+                                    ir_launch_info[key].name);
+    return (int)len;
 }
 
 void *trt_kernel_last_function(const TrtKernel *k)

@@ -219,10 +219,10 @@ static int child_resources(void)
     TrtContext *c = NULL;
     TrtModule *m = NULL;
     TrtKernel *k = NULL;
-    TrtConst ws = {"ws", 1};
+    TrtConst keys[2] = {{"ws", 1}, {"pingpong", 0}};   /* pingpong given: not chosen (passes/schedule.c) */
     uint32_t threads = 0, shared = 0, regs = 0;
     if (trt_context_create(0, TRT_MODE_DEFAULT, "", &c) || trt_module_load_string(c, "mm.tile", mm_src, &m) ||
-        trt_module_get_kernel(m, "mm", &ws, 1, &k))
+        trt_module_get_kernel(m, "mm", keys, 2, &k))
         return fprintf(stderr, "%s\n", trt_last_error()), 1;
     uint64_t mask = 0;
     for (int i = 0; i < 6; i++) mask |= (uint64_t)RT_SPEC_DIV16 << (2 * i);   /* aligned, multiples of 16 */

@@ -502,6 +502,52 @@ static void test_default_mode_never_benchmarks(void **state)
     assert_string_equal(cfg, "BLOCK=128 warps=4");
 }
 
+/* A GEMM that gives no schedule keys: the schedule (passes/schedule.c) chose a producer
+ * warpgroup and the persistent walk for the sm_90a variant that ran, and the handle's
+ * config says so after the consts; a variant it chose nothing for says nothing more. */
+static const char gemm_src[] =
+    "kernel mm(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32, const BM: i32 = 128,\n"
+    "          const BN: i32 = 256, const BK: i32 = 64) grid(cdiv(M, BM) * cdiv(N, BN))\n"
+    "{\n"
+    "    let pm = program_id(0) / cdiv(N, BN);\n"
+    "    let pn = program_id(0) % cdiv(N, BN);\n"
+    "    var acc = zeros([BM, BN], f32);\n"
+    "    for k in range(0, K, BK) {\n"
+    "        let x = load_block(a, [M, K], [K, 1], [pm * BM, k], [BM, BK]);\n"
+    "        let y = load_block(b, [K, N], [N, 1], [k, pn * BN], [BK, BN]);\n"
+    "        acc = dot(x, y, acc);\n"
+    "    }\n"
+    "    store_block(c, [M, N], [N, 1], [pm * BM, pn * BN], acc as bf16);\n"
+    "}\n";
+
+static void test_last_config_names_chosen_keys(void **state)
+{
+    (void)state;
+    const TrtConst warps = {"warps", 8};
+    assert_ok(trt_context_create(0, TRT_MODE_DEFAULT, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "mm.tile", gemm_src, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "mm", &warps, 1, &cur.k));
+    TrtDevicePtr a, b, c;
+    assert_ok(trt_mem_alloc(cur.ctx, 256 * 256 * 2, &a));
+    assert_ok(trt_mem_alloc(cur.ctx, 256 * 256 * 2, &b));
+    assert_ok(trt_mem_alloc(cur.ctx, 256 * 256 * 2, &c));
+    TrtArg args[6] = {trt_arg_ptr(c), trt_arg_ptr(a), trt_arg_ptr(b), trt_arg_i32(256), trt_arg_i32(256), trt_arg_i32(256)};
+    assert_ok(trt_launch(cur.k, args, 6, NULL, NULL));
+    char cfg[128];
+    trt_kernel_last_config(cur.k, cfg, sizeof cfg);
+    assert_string_equal(cfg, "warps=8 ws=1 persistent=1");
+    MockLaunch l;
+    mock_last(&l);
+    assert_int_equal(l.block[0], 384);                   /* 8 consumer warps and the producer's 128 */
+    args[5] = trt_arg_i32(250);                          /* K: the variant without TMA */
+    assert_ok(trt_launch(cur.k, args, 6, NULL, NULL));
+    trt_kernel_last_config(cur.k, cfg, sizeof cfg);
+    assert_string_equal(cfg, "warps=8");
+    trt_mem_free(cur.ctx, a);
+    trt_mem_free(cur.ctx, b);
+    trt_mem_free(cur.ctx, c);
+}
+
 /* max-autotune tunes a key once, on its first launch, and each new key once. */
 static void test_max_autotune_once_per_key(void **state)
 {
@@ -757,7 +803,7 @@ int main(void)
         T(test_ties_go_to_default_then_lower_index), T(test_deterministic),
         T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_spilling_default_is_kept), T(test_registers_bounded_before_compiling), T(test_pinned_consts), T(test_fault_is_contained),
         T(test_hang_is_killed), T(test_wrong_output_loses), T(test_written_params),
-        T(test_result_round_trip), T(test_default_mode_never_benchmarks),
+        T(test_result_round_trip), T(test_default_mode_never_benchmarks), T(test_last_config_names_chosen_keys),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
         T(test_two_processes_tune_once), T(test_threads_tune_once), T(test_max_configs),
         T(test_copies_only_the_given_bytes),
