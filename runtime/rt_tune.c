@@ -470,6 +470,7 @@ typedef struct Run {
      * arguments (rt_tma.c); the candidates are compiled again without p's class, as a
      * launch falls back to (rt_pick_variant). */
     _Atomic uint64_t tma_refused;
+    uint32_t *chosen;          /* per candidate, the launch keys the schedule chose (RtVariant.chosen) */
 } Run;
 
 static void merge_consts(const TrtKernel *k, const RtCandidate *c, TrtConst *out, uint32_t *n)
@@ -567,6 +568,7 @@ static void prepare_candidate(Run *run, uint32_t i)
             drop(c, RT_CAND_LAUNCH, "arguments cannot be copied by TMA (%s)", tw);
         }
     }
+    run->chosen[i] = v.chosen;
     int regs = 0, local = 0;
     ctx->drv->cuFuncGetAttribute(&regs, RT_CU_FUNC_ATTR_NUM_REGS, v.fn);
     ctx->drv->cuFuncGetAttribute(&local, RT_CU_FUNC_ATTR_LOCAL_SIZE_BYTES, v.fn);
@@ -978,6 +980,33 @@ static void apply_known(RtTuneResult *r, const RtTuneOptions *o)
     }
 }
 
+/* The schedule's twins: each candidate for which passes/schedule.c chose launch keys
+ * (ws, persistent, overlap, pingpong: the space did not give them) is also tried with
+ * those keys given 0, the plain schedule, so the tuner measures the choice instead of
+ * trusting it. A twin's space index is past the space's (nconfigs + 1 + the index, the
+ * default's -1 counting as nconfigs), so known results and reports tell them apart.
+ * Returns the candidates added after `from`. */
+static uint32_t add_twins(Run *run, uint32_t from, uint32_t nconfigs)
+{
+    RtTuneResult *r = run->res;
+    uint32_t n = r->ncands, added = 0;
+    for (uint32_t i = from; i < n; i++) {
+        const RtCandidate *c = &r->cands[i];
+        uint32_t chosen = run->chosen[i], nk = 0;
+        for (int key = 0; key < IR_NUM_LAUNCH_KEYS; key++) nk += chosen >> key & 1;
+        if (c->status != RT_CAND_OK || !chosen || c->nkeys + nk > RT_TUNE_MAX_KEYS) continue;
+        RtCandidate *t = &r->cands[r->ncands++];
+        memset(t, 0, sizeof *t);
+        t->index = (int)nconfigs + 1 + (c->index < 0 ? (int)nconfigs : c->index);
+        t->nkeys = c->nkeys;
+        memcpy(t->keys, c->keys, c->nkeys * sizeof *c->keys);
+        for (int key = 0; key < IR_NUM_LAUNCH_KEYS; key++)
+            if (chosen >> key & 1) t->keys[t->nkeys++] = (TrtConst){ir_launch_info[key].name, 0};
+        added++;
+    }
+    return added;
+}
+
 uint32_t rt_tune_num_candidates(const TrtKernel *k, const RtTuneOptions *o)
 {
     const RtTune *t = k->tune;
@@ -1009,7 +1038,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     if (o->max_configs && ncfg > o->max_configs) ncfg = o->max_configs;
     out->kernel = tl_strdup(k->name);
     out->key = key_text(k, kv);
-    out->cands = tl_calloc(ncfg + 2, sizeof *out->cands);
+    out->cands = tl_calloc(2 * (ncfg + 1), sizeof *out->cands);   /* and the schedule's twins */
     out->expanded = t->space.expanded;
     out->where_removed = t->space.where_removed;
     out->duplicates = t->space.duplicates;
@@ -1027,9 +1056,10 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     out->removed[RT_CAND_PINNED] = t->pinned;
     Run run = {.k = k, .args = args, .nargs = nargs, .res = out, .opts = o};
     run.mask = rt_class_mask(k, args);
-    run.images = tl_calloc(out->ncands, sizeof *run.images);
-    run.grids = tl_calloc(out->ncands, sizeof *run.grids);
-    if (!run.images || !run.grids) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    run.images = tl_calloc(2 * out->ncands, sizeof *run.images);
+    run.grids = tl_calloc(2 * out->ncands, sizeof *run.grids);
+    run.chosen = tl_calloc(2 * out->ncands, sizeof *run.chosen);
+    if (!run.images || !run.grids || !run.chosen) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     if (!s) s = rt_device_limits(ctx, &run.lim);
     if (!s && !own_names(out)) s = rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
     if (!s) {
@@ -1051,6 +1081,11 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
             compile_all(&run, o->jobs);
         }
         tl_free(before);
+        uint32_t first = out->ncands;
+        if (add_twins(&run, 0, t->space.nconfigs)) {
+            atomic_store(&run.next, first);
+            compile_all(&run, o->jobs);
+        }
         apply_known(out, o);
         ctx->drv->cuCtxSetCurrent(ctx->cuctx);
         s = benchmark(&run, stream, o, path);
@@ -1058,6 +1093,7 @@ TrtStatus rt_tune_run(TrtKernel *k, const TrtArg *args, uint32_t nargs, TrtStrea
     for (uint32_t i = 0; run.images && i < out->ncands; i++) rt_blob_free(&run.images[i]);
     tl_free(run.images);
     tl_free(run.grids);
+    tl_free(run.chosen);
     if (!s && (out->winner = pick_winner(out)) < 0)
         s = rt_fail(TRT_ERROR_DRIVER, "tuning kernel '%s': no config ran", k->name);
     if (s) {

@@ -548,6 +548,58 @@ static void test_last_config_names_chosen_keys(void **state)
     trt_mem_free(cur.ctx, c);
 }
 
+/* The schedule's twins: a space that does not give ws and persistent has each config
+ * the schedule chose them for tried also with them given 0 (runtime/rt_tune.c
+ * add_twins); here the plain schedule is faster and wins, and the handle says so. */
+static const char gemm_space_src[] =
+    "@autotune(key = [K], space = {BM: [64, 128], warps: [8]}, default = {BM: 128, warps: 8})\n"
+    "kernel mm(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32, const BM: i32 = 128,\n"
+    "          const BN: i32 = 128, const BK: i32 = 64) grid(cdiv(M, BM) * cdiv(N, BN))\n"
+    "{\n"
+    "    let pm = program_id(0) / cdiv(N, BN);\n"
+    "    let pn = program_id(0) % cdiv(N, BN);\n"
+    "    var acc = zeros([BM, BN], f32);\n"
+    "    for k in range(0, K, BK) {\n"
+    "        let x = load_block(a, [M, K], [K, 1], [pm * BM, k], [BM, BK]);\n"
+    "        let y = load_block(b, [K, N], [N, 1], [k, pn * BN], [BK, BN]);\n"
+    "        acc = dot(x, y, acc);\n"
+    "    }\n"
+    "    store_block(c, [M, N], [N, 1], [pm * BM, pn * BN], acc as bf16);\n"
+    "}\n";
+
+static void test_schedule_twins(void **state)
+{
+    (void)state;
+    setenv("MOCKCUDA_TIMES", "BM=64,ws=0:0.25;*:1.0", 1);
+    assert_ok(trt_context_create(0, TRT_MODE_MAX_AUTOTUNE, cur.dir, &cur.ctx));
+    assert_ok(trt_module_load_string(cur.ctx, "mm.tile", gemm_space_src, &cur.mod));
+    assert_ok(trt_module_get_kernel(cur.mod, "mm", NULL, 0, &cur.k));
+    TrtDevicePtr a, b, c;
+    assert_ok(trt_mem_alloc(cur.ctx, 256 * 256 * 2, &a));
+    assert_ok(trt_mem_alloc(cur.ctx, 256 * 256 * 2, &b));
+    assert_ok(trt_mem_alloc(cur.ctx, 256 * 256 * 2, &c));
+    TrtArg args[6] = {trt_arg_ptr(c), trt_arg_ptr(a), trt_arg_ptr(b), trt_arg_i32(256), trt_arg_i32(256), trt_arg_i32(256)};
+    RtTuneOptions o;
+    rt_tune_options_from_env(&o);
+    assert_ok(rt_tune_run(cur.k, args, 6, NULL, &o, &cur.r));
+    assert_int_equal(cur.r.ncands, 4);                   /* BM 64 and 128, and a twin of each */
+    char cfg[128];
+    rt_tune_candidate_text(&cur.r.cands[2], cfg, sizeof cfg);
+    assert_string_equal(cfg, "BM=64 warps=8 ws=0 persistent=0");
+    assert_int_equal(cur.r.cands[2].index, 2 + 1 + 0);   /* past the space's 2 configs */
+    assert_int_equal(cur.r.cands[2].threads, 256);       /* no producer warpgroup */
+    assert_int_equal(cur.r.cands[0].threads, 384);
+    rt_tune_candidate_text(&cur.r.cands[cur.r.winner], cfg, sizeof cfg);
+    assert_string_equal(cfg, "BM=64 warps=8 ws=0 persistent=0");
+    rt_tune_result_free(&cur.r);
+    assert_ok(trt_launch(cur.k, args, 6, NULL, NULL));  /* max-autotune: tunes, runs the winner */
+    trt_kernel_last_config(cur.k, cfg, sizeof cfg);
+    assert_string_equal(cfg, "BM=64 warps=8 ws=0 persistent=0");
+    trt_mem_free(cur.ctx, a);
+    trt_mem_free(cur.ctx, b);
+    trt_mem_free(cur.ctx, c);
+}
+
 /* max-autotune tunes a key once, on its first launch, and each new key once. */
 static void test_max_autotune_once_per_key(void **state)
 {
@@ -803,7 +855,7 @@ int main(void)
         T(test_ties_go_to_default_then_lower_index), T(test_deterministic),
         T(test_exclusions_and_reasons), T(test_resources_pruned_before_compiling), T(test_spilling_default_is_kept), T(test_registers_bounded_before_compiling), T(test_pinned_consts), T(test_fault_is_contained),
         T(test_hang_is_killed), T(test_wrong_output_loses), T(test_written_params),
-        T(test_result_round_trip), T(test_default_mode_never_benchmarks), T(test_last_config_names_chosen_keys),
+        T(test_result_round_trip), T(test_default_mode_never_benchmarks), T(test_last_config_names_chosen_keys), T(test_schedule_twins),
         T(test_max_autotune_once_per_key), T(test_winner_persisted_and_reused),
         T(test_two_processes_tune_once), T(test_threads_tune_once), T(test_max_configs),
         T(test_copies_only_the_given_bytes),
