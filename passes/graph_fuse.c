@@ -102,8 +102,11 @@ static bool fusable(IrGOpKind k)
 
 static bool row_op(IrGOpKind k) { return strchr("rn", ir_gop_family(k)) || k == IR_GOP_SOFTMAX; }
 
-/* A matmul, attention or conv2d: the op an epilogue follows. */
-static bool root_op(IrGOpKind k) { return k == IR_GOP_MATMUL || k == IR_GOP_ATTENTION || k == IR_GOP_CONV2D; }
+/* A matmul, attention, conv2d or rope: the op an epilogue follows. */
+static bool root_op(IrGOpKind k)
+{
+    return k == IR_GOP_MATMUL || k == IR_GOP_ATTENTION || k == IR_GOP_CONV2D || k == IR_GOP_ROPE;
+}
 
 static bool is_one(IrSize d)
 {
