@@ -14,7 +14,8 @@
  * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
  * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
  * matmul (rule 4 aside). Attention (rule 5) and conv2d (rule 6) kernels take epilogues
- * the same way.
+ * the same way, and so does rope (an element-wise kernel that reads each lane's partner
+ * in the pair from memory, so its operands come from memory: no prologue either).
  * Rule 3, reductions and row ops (families r and n, and softmax): the op joins the
  * element-wise kernels of its producers when they compute within its operand's shape.
  * A kernel whose row ops all work along the last axis of operands of one shape S (one
