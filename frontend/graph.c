@@ -907,6 +907,59 @@ static const GType *b_cross_entropy(Frame *f, const AstExpr *call, const AstExpr
     return ok ? gt_scalar(f->a, x->elem == IR_F64 ? IR_F64 : IR_F32) : &poison;
 }
 
+/* rope(x [..., T, D], cos, sin): rotary position embedding, D a known even size, cos and
+ * sin of x's element type and of a shape that broadcasts to [..., T, D/2]; x's type. */
+static const GType *b_rope(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *x = value_of(f, args[0]);
+    int64_t d = 0;
+    if (x->kind == GT_VALUE && (x->rank < 2 || !is_float(x) || x->lit)) {
+        ERR(f, args[0]->loc, "the input of rope must be a float tensor of shape [..., T, D], not %s", gt_str(f->a, x));
+        return &poison;
+    }
+    if (x->kind != GT_VALUE) return &poison;
+    if (!ir_size_is_const(x->dims[x->rank - 1], &d) || d % 2) {
+        ERR(f, args[0]->loc, "rope rotates pairs of the last axis, whose size must be a known even number, not %s (in %s)",
+            ir_size_str(f->a, x->dims[x->rank - 1]), gt_str(f->a, x));
+        return &poison;
+    }
+    IrSize *half = arena_alloc(f->a, x->rank * sizeof *half);
+    memcpy(half, x->dims, x->rank * sizeof *half);
+    half[x->rank - 1] = ir_size_const(d / 2);
+    bool ok = true;
+    for (uint32_t i = 1; i < 3; i++) {
+        const GType *t = value_of(f, args[i]);
+        if (t->kind != GT_VALUE) {
+            ok = false;
+            continue;
+        }
+        uint32_t n;
+        const IrSize *b;
+        bool fits = !t->lit && t->elem == x->elem && t->rank >= 1 && t->rank <= x->rank &&
+                    ir_size_eq(t->dims[t->rank - 1], half[x->rank - 1]) &&
+                    ir_broadcast_shapes(f->a, t->rank, t->dims, x->rank, half, &n, &b);
+        for (uint32_t k = 0; fits && k < n; k++) fits = ir_size_eq(b[k], half[k]);
+        if (!fits) {
+            ERR(f, args[i]->loc, "the %s table of rope must be a %s tensor of shape %s (or one that broadcasts to it: "
+                "[T, %lld]), not %s", i == 1 ? "cos" : "sin", ir_elem_name(x->elem), ir_shape_str(f->a, x->rank, half),
+                (long long)(d / 2), gt_str(f->a, t));
+            ok = false;
+        }
+    }
+    return ok ? x : &poison;
+}
+
+/* swiglu(gate, up) = silu(gate) * up: float operands (integers become f32), promoted and
+ * broadcast. */
+static const GType *b_swiglu(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const GType *g = need_float(f, args[0], value_of(f, args[0]), "swiglu", "gate");
+    const GType *u = need_float(f, args[1], value_of(f, args[1]), "swiglu", "up");
+    const GType *t = elementwise(f, call->loc, "swiglu", g, u);
+    if (t->kind == GT_VALUE && !is_float(t)) t = gt_value(f->a, IR_F32, t->lit ? 'f' : 0, t->rank, t->dims);
+    return t;
+}
+
 /* trans(t) swaps the last two axes; trans(t, [2, 0, 1]) permutes them (result axis i
  * is axis axes[i] of t). The permutation is kept in f->perm for the builder. */
 static bool trans_axes(Frame *f, const AstExpr *e, const GType *t, uint32_t *perm)
@@ -1287,6 +1340,8 @@ static const Builtin graph_builtins[] = {
     {"attention", {"q", "k", "v", "causal", "scale"}, 5, 3, b_attention},
     {"conv2d", {"x", "w", "stride", "padding", "nhwc"}, 5, 2, b_conv2d},
     {"cross_entropy", {"logits", "labels", "ignore_index"}, 3, 2, b_cross_entropy},
+    {"rope", {"x", "cos", "sin"}, 3, 3, b_rope},
+    {"swiglu", {"gate", "up"}, 2, 2, b_swiglu},
     {"zeros", {"shape", "type"}, 2, 2, b_fill},
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
@@ -1393,6 +1448,9 @@ static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, co
     case 'C':
         for (int i = 0; i < 2; i++) in[i] = arg_as(f, args[i], t->elem);
         return 2;
+    case 'P':
+        for (int i = 0; i < 3; i++) in[i] = val(f, args[i]->loc, seen(f, args[i]));
+        return 3;
     case 'L': {   /* ignore_index in the labels' type, -100 when not given (as PyTorch) */
         IrElem le = seen(f, args[1])->elem;
         in[0] = val(f, args[0]->loc, a0);
@@ -1444,6 +1502,32 @@ static const GType *emit_grad(Frame *f, const AstExpr *call, const AstExpr **arg
     return r;
 }
 
+/* cross_entropy(x, labels, ignore_index) is built as each row's loss (a kernel of row
+ * blocks) and the mean over the rows kept: sum(rows) / sum(labels != ignore_index), one
+ * small reduction in a fixed order, so the loss is the same bits on every run. */
+static const GType *emit_cross_entropy(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    uint32_t in[3], op = 0;
+    builtin_operands(f, IR_GOP_CROSS_ENTROPY_ROWS, args, t, in);
+    const IrTensorType *lt = &f->s->g->values.data[in[1]].type;
+    const GType *rt = gt_value(f->a, t->elem, 0, 1, lt->dims), *bt = gt_value(f->a, IR_I1, 0, 1, lt->dims);
+    const GType *rows = emit(f, IR_GOP_CROSS_ENTROPY_ROWS, call->loc, in, 3, rt, NULL);
+    uint32_t ne[2] = {in[1], in[2]};
+    const GType *kept = emit(f, IR_GOP_CMP, call->loc, ne, 2, bt, &op);
+    if (!rows->vid || !kept->vid) return &poison;
+    op_at(f, op)->attr.cmp = IR_GCMP_NE;
+    uint32_t kv = kept->vid - 1;
+    const GType *kf = emit(f, IR_GOP_CAST, call->loc, &kv, 1, rt, NULL);
+    uint32_t sums[2] = {rows->vid - 1, kf->vid - 1};
+    for (uint32_t i = 0; i < 2; i++) {
+        const GType *r = emit(f, IR_GOP_SUM, call->loc, &sums[i], 1, t, &op);
+        if (!r->vid) return &poison;
+        op_at(f, op)->attr.axis = 0;
+        sums[i] = r->vid - 1;
+    }
+    return emit(f, IR_GOP_DIV, call->loc, sums, 2, t, NULL);
+}
+
 /* The op of a checked built-in call whose result type is t. */
 static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
 {
@@ -1453,6 +1537,7 @@ static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **
     if (!strcmp(n, "split")) return emit_split(f, call, args, t);
     if (!strcmp(n, "concat")) return emit_concat(f, call, args, t);
     if (!strcmp(n, "grad")) return emit_grad(f, call, args, t);
+    if (!strcmp(n, "cross_entropy")) return emit_cross_entropy(f, call, args, t);
     if (!strcmp(n, "zeros") || !strcmp(n, "full")) {
         uint32_t v = n[0] == 'z' ? const_val(f, call->loc, t->elem, 0.0, 0) : arg_as(f, args[1], t->elem);
         return emit(f, IR_GOP_FULL, call->loc, &v, 1, t, NULL);

@@ -477,25 +477,65 @@ static void r_dropout(Grad *G, const IrGOp *op)
     }
 }
 
-/* cross_entropy(x [N, V], labels, ignore): dx = (softmax(x) - onehot(label)) * dy /
- * count, zero on the ignored rows (count: the rows kept). The one-hot compares the
- * label with an integer iota of the labels' type (cumsum of ones, minus one), so a
- * class index is never rounded; the labels carry no gradient. */
+/* cross_entropy_rows(x [N, V], labels, ignore): dx = (softmax(x) - onehot(label)) * dy,
+ * zero on the ignored rows, as one op (cross_entropy_grad: a kernel of row blocks that
+ * recomputes each row's logsumexp over vocabulary blocks, never a softmax or a one-hot
+ * in memory). It reads the logits as they are (a 16-bit x is not cast up in memory);
+ * the labels carry no gradient. */
 static void r_cross_entropy(Grad *G, const IrGOp *op)
 {
-    uint32_t x = xin(G, op, 0), lab = op->in[1], d = dy(G, op);
-    IrTensorType tx = ty(G, x), tl = ty(G, lab);
-    IrElem fe = tx.elem;
-    uint32_t one = emit(G, IR_GOP_CONST, NULL, 0, (IrTensorType){tl.elem, 0, NULL});
-    last_op(G)->attr.c.i = 1;
-    uint32_t ones = emit(G, IR_GOP_FULL, &one, 1, (IrTensorType){tl.elem, 1, &tx.dims[1]});
-    uint32_t iota = sub(G, emit_axis(G, IR_GOP_CUMSUM, ones, 0, ty(G, ones)), one);
-    uint32_t hot = cast(G, cmp(G, IR_GCMP_EQ, keep(G, lab, 1), iota), fe);
-    uint32_t kept = cmp(G, IR_GCMP_NE, lab, op->in[2]);
-    uint32_t count = reduce(G, IR_GOP_SUM, cast(G, kept, fe), 0);
-    uint32_t per_row = sel(G, kept, dvd(G, d, count), cst(G, fe, 0));
-    uint32_t p = emit_axis(G, IR_GOP_SOFTMAX, x, 1, tx);
-    give(G, op, 0, mul(G, sub(G, p, hot), keep(G, per_row, 1)));
+    uint32_t d = dy(G, op), in[4] = {op->in[0], op->in[1], op->in[2], d};
+    IrTensorType t = ty(G, op->in[0]);
+    t.elem = ty(G, d).elem;
+    give(G, op, 0, emit(G, IR_GOP_CROSS_ENTROPY_GRAD, in, 4, t));
+}
+
+/* The halves [..., :D/2] and [..., D/2:] of v's last axis. */
+static void halves(Grad *G, uint32_t v, uint32_t *lo, uint32_t *hi)
+{
+    IrTensorType t = ty(G, v), p[2];
+    IrSize *d = arena_alloc(G->a, t.rank * sizeof *d);
+    int64_t n = 0;
+    ir_size_is_const(t.dims[t.rank - 1], &n);
+    memcpy(d, t.dims, t.rank * sizeof *d);
+    d[t.rank - 1] = ir_size_const(n / 2);
+    p[0] = p[1] = (IrTensorType){t.elem, t.rank, d};
+    uint32_t s = ir_graph_op(G->g, IR_GOP_SPLIT, G->loc, &v, 1, p, 2);
+    G->g->ops.data[s].attr.axis = t.rank - 1;
+    *lo = ir_graph_result(G->g, s, 0);
+    *hi = ir_graph_result(G->g, s, 1);
+}
+
+/* y = rope(x, c, s): a rotation of each pair (x1, x2) = (x[i], x[i + D/2]) by the angle
+ * whose cosine and sine are c[i] and s[i], so dx is dy rotated back, rope(dy, c, -s);
+ * dc = dy1 x1 + dy2 x2 and ds = dy2 x1 - dy1 x2, summed over the axes c and s were
+ * broadcast along. */
+static void r_rope(Grad *G, const IrGOp *op)
+{
+    uint32_t d = dy(G, op);
+    if (wants(G, op, 0)) {
+        uint32_t in[3] = {d, xin(G, op, 1), neg(G, xin(G, op, 2))};
+        give(G, op, 0, emit(G, IR_GOP_ROPE, in, 3, ty(G, d)));
+    }
+    if (!wants(G, op, 1) && !wants(G, op, 2)) return;
+    uint32_t x1, x2, d1, d2;
+    halves(G, xin(G, op, 0), &x1, &x2);
+    halves(G, d, &d1, &d2);
+    if (wants(G, op, 1)) give(G, op, 1, add(G, mul(G, d1, x1), mul(G, d2, x2)));
+    if (wants(G, op, 2)) give(G, op, 2, sub(G, mul(G, d2, x1), mul(G, d1, x2)));
+}
+
+/* y = swiglu(g, u) = g sigmoid(g) u: dg = dy u s (1 + g (1 - s)), du = dy g s with s =
+ * sigmoid(g); element-wise ops on the same operands, so fusion makes both gradients in
+ * one kernel. */
+static void r_swiglu(Grad *G, const IrGOp *op)
+{
+    uint32_t d = dy(G, op), g = xin(G, op, 0), u = xin(G, op, 1), sg = un(G, IR_GOP_SIGMOID, g);
+    if (wants(G, op, 0)) {
+        uint32_t one = kc(G, d, 1), slope = add(G, one, mul(G, g, sub(G, one, sg)));
+        give(G, op, 0, mul(G, mul(G, d, u), mul(G, sg, slope)));
+    }
+    if (wants(G, op, 1)) give(G, op, 1, mul(G, d, mul(G, g, sg)));
 }
 
 /* The rule of each op kind. r_none: the op carries no gradient (its results are not
@@ -523,7 +563,8 @@ static const GradRule rules[IR_GOP_COUNT] = {
     [IR_GOP_SOFTMAX] = r_softmax, [IR_GOP_CUMSUM] = r_cumsum, [IR_GOP_LAYER_NORM] = r_norm,
     [IR_GOP_RMS_NORM] = r_norm,  [IR_GOP_TRANS] = r_trans,   [IR_GOP_RESHAPE] = r_reshape,
     [IR_GOP_BROADCAST] = r_pass, [IR_GOP_CONCAT] = r_concat, [IR_GOP_SPLIT] = r_split,
-    [IR_GOP_DROPOUT] = r_dropout, [IR_GOP_CROSS_ENTROPY] = r_cross_entropy, [IR_GOP_RETURN] = r_none,
+    [IR_GOP_DROPOUT] = r_dropout, [IR_GOP_CROSS_ENTROPY_ROWS] = r_cross_entropy,
+    [IR_GOP_ROPE] = r_rope, [IR_GOP_SWIGLU] = r_swiglu, [IR_GOP_RETURN] = r_none,
 };
 
 bool ir_gop_has_grad(IrGOpKind k) { return k < IR_GOP_COUNT && rules[k]; }

@@ -227,6 +227,7 @@ static double binary_f(IrGOpKind k, double x, double y)
     case IR_GOP_MINIMUM: return x < y ? x : y;
     case IR_GOP_MAXIMUM: return x > y ? x : y;
     case IR_GOP_POW: return pow(x, y);
+    case IR_GOP_SWIGLU: return x / (1.0 + exp(-x)) * y;
     default: return 0;
     }
 }
@@ -485,29 +486,77 @@ static bool run_conv2d(Run *R, IrGTensor *o)
     return true;
 }
 
-/* cross_entropy: the mean over the rows whose label is not ignore_index of
- * logsumexp(x[i]) - x[i, label[i]], in double with the row's max subtracted first; no
- * row kept gives 0/0 = NaN (as PyTorch). A label outside [0, V) that is not ignored is
- * an error, as an access out of bounds would be. */
-static bool run_cross_entropy(Run *R, IrGTensor *o)
+/* cross_entropy over rows: row i's logsumexp(x[i]) and, for a label that is not
+ * ignore_index, its loss logsumexp(x[i]) - x[i, label], in double with the row's max
+ * subtracted first. A label outside [0, V) that is not ignored is an error, as an
+ * access out of bounds would be. */
+static bool row_lse(Run *R, int64_t i, double *lse, int64_t *label)
 {
     const IrGTensor *x = in(R, 0), *lab = in(R, 1);
-    int64_t N = x->dims[0], V = x->dims[1], ign = in(R, 2)->i[0], count = 0;
-    double total = 0;
-    for (int64_t i = 0; i < N; i++) {
-        int64_t l = lab->i[i];
-        if (l == ign) continue;
-        if (l < 0 || l >= V)
-            return fail(R, "label %lld of row %lld is outside [0, %lld) and is not the ignore_index %lld", (long long)l,
-                        (long long)i, (long long)V, (long long)ign);
-        const double *row = x->f + i * V;
-        double m = -INFINITY, s = 0;
-        for (int64_t j = 0; j < V; j++) m = fmax(m, row[j]);
-        for (int64_t j = 0; j < V; j++) s += exp(row[j] - m);
-        total += log(s) + m - row[l];
-        count++;
+    int64_t V = x->dims[1], l = lab->i[i], ign = in(R, 2)->i[0];
+    *label = l == ign ? -1 : l;
+    if (l != ign && (l < 0 || l >= V)) {   /* named as the user wrote it, not as the op that reads it */
+        snprintf(R->err, R->errlen, "cross_entropy: label %lld of row %lld is outside [0, %lld) and is not the ignore_index %lld",
+                 (long long)l, (long long)i, (long long)V, (long long)ign);
+        return false;
     }
-    setv(o, 0, total / (double)count, 0);
+    const double *row = x->f + i * V;
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < V; j++) m = fmax(m, row[j]);
+    for (int64_t j = 0; j < V; j++) s += exp(row[j] - m);
+    *lse = log(s) + m;
+    return true;
+}
+
+/* cross_entropy_rows: each row's loss, 0 on an ignored row. */
+static bool run_cross_entropy_rows(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0);
+    for (int64_t i = 0; i < x->dims[0]; i++) {
+        double lse;
+        int64_t l;
+        if (!row_lse(R, i, &lse, &l)) return false;
+        setv(o, i, l < 0 ? 0.0 : lse - x->f[i * x->dims[1] + l], 0);
+    }
+    return true;
+}
+
+/* cross_entropy_grad: (softmax(x[i]) - onehot(label)) * dy[i] on a kept row, 0 on an
+ * ignored one. */
+static bool run_cross_entropy_grad(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *d = in(R, 3);
+    int64_t V = x->dims[1];
+    for (int64_t i = 0; i < x->dims[0]; i++) {
+        double lse;
+        int64_t l;
+        if (!row_lse(R, i, &lse, &l)) return false;
+        for (int64_t j = 0; j < V; j++)
+            setv(o, i * V + j, l < 0 ? 0.0 : (exp(x->f[i * V + j] - lse) - (j == l)) * d->f[i], 0);
+    }
+    return true;
+}
+
+static bool run_cross_entropy(Run *R, IrGTensor *o)
+{
+    return R->op->kind == IR_GOP_CROSS_ENTROPY_ROWS ? run_cross_entropy_rows(R, o) : run_cross_entropy_grad(R, o);
+}
+
+/* rope(x, cos, sin), pairs (i, i + D/2) of the last axis rotated: y[i] = x[i] cos[i] -
+ * x[i + h] sin[i], y[i + h] = x[i + h] cos[i] + x[i] sin[i] (h = D/2), the tables at x's
+ * position with the last axis halved, broadcast. */
+static bool run_rope(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, 0), *c = in(R, 1), *sn = in(R, 2);
+    int64_t D = x->dims[x->rank - 1], h = D / 2, hd[64];
+    memcpy(hd, x->dims, x->rank * sizeof *hd);
+    hd[x->rank - 1] = h;
+    for (int64_t n = 0; n < o->n; n++) {
+        int64_t j = n % D, k = n / D * h + j % h;
+        double cv = getf(c, bcast_at(c, x->rank, hd, k)), sv = getf(sn, bcast_at(sn, x->rank, hd, k));
+        double y = j < h ? x->f[n] * cv - x->f[n + h] * sv : x->f[n] * cv + x->f[n - h] * sv;
+        setv(o, n, y, 0);
+    }
     return true;
 }
 
@@ -607,6 +656,7 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 'A': return run_attention(R, &outs[0]);
     case 'C': return run_conv2d(R, &outs[0]);
     case 'L': return run_cross_entropy(R, &outs[0]);
+    case 'P': return run_rope(R, &outs[0]);
     default: return fail(R, "cannot be interpreted");
     }
 }

@@ -92,6 +92,7 @@ static bool check_binary(const Chk *c)
     bool ints = (k >= IR_GOP_AND && k <= IR_GOP_LOR) || k == IR_GOP_CDIV;
     if (ints && !ir_elem_is_int(e))
         return FAILF(c, "%s needs integer or bool operands, not %s", ir_gop_name(k), ir_elem_name(e));
+    if (k == IR_GOP_SWIGLU && !ir_elem_is_float(e)) return FAILF(c, "swiglu needs float operands, not %s", ir_elem_name(e));
     bool cmp = k == IR_GOP_CMP || k == IR_GOP_LAND || k == IR_GOP_LOR;
     return want(c, cmp ? IR_I1 : e, rank, dims);
 }
@@ -275,19 +276,63 @@ static bool check_conv2d(const Chk *c)
     return want(c, x->elem, 4, d);
 }
 
-/* cross_entropy(logits [N, V] float, labels [N] i32 or i64, ignore_index: a scalar of the
- * labels' type) -> the mean loss over the rows not ignored: f64 for f64 logits, else f32. */
-static bool check_cross_entropy(const Chk *c)
+/* The logits [N, V] (float), labels [N] (i32 or i64) and ignore_index (a scalar of the
+ * labels' type) of cross_entropy_rows and cross_entropy_grad. */
+static bool check_logits_labels(const Chk *c)
 {
     const IrTensorType *x = in_t(c, 0), *l = in_t(c, 1), *ig = in_t(c, 2);
-    if (x->rank != 2 || !is_float(x)) return FAILF(c, "the logits of cross_entropy must be a float [N, V] tensor, not %s", ts(c, x));
+    const char *name = ir_gop_name(c->op->kind);
+    if (x->rank != 2 || !is_float(x)) return FAILF(c, "the logits of %s must be a float [N, V] tensor, not %s", name, ts(c, x));
     if (l->rank != 1 || (l->elem != IR_I32 && l->elem != IR_I64) || !ir_size_eq(l->dims[0], x->dims[0]))
-        return FAILF(c, "the labels of cross_entropy must be an i32 or i64 vector of the logits' %s rows, not %s",
+        return FAILF(c, "the labels of %s must be an i32 or i64 vector of the logits' %s rows, not %s", name,
                      ir_size_str(c->a, x->dims[0]), ts(c, l));
     if (ig->rank || ig->elem != l->elem)
-        return FAILF(c, "the ignore_index of cross_entropy must be an %s scalar (the labels' type), not %s",
+        return FAILF(c, "the ignore_index of %s must be an %s scalar (the labels' type), not %s", name,
                      ir_elem_name(l->elem), ts(c, ig));
-    return want(c, x->elem == IR_F64 ? IR_F64 : IR_F32, 0, NULL);
+    return true;
+}
+
+/* cross_entropy_rows(logits, labels, ignore_index) -> each row's loss [N]: f64 for f64
+ * logits, else f32. cross_entropy_grad(logits, labels, ignore_index, dy [N] f32 or f64)
+ * -> d logits, [N, V] of dy's type. */
+static bool check_cross_entropy(const Chk *c)
+{
+    if (!check_logits_labels(c)) return false;
+    const IrTensorType *x = in_t(c, 0);
+    if (c->op->kind == IR_GOP_CROSS_ENTROPY_ROWS) return want(c, x->elem == IR_F64 ? IR_F64 : IR_F32, 1, x->dims);
+    const IrTensorType *d = in_t(c, 3);
+    if (d->rank != 1 || (d->elem != IR_F32 && d->elem != IR_F64) || !ir_size_eq(d->dims[0], x->dims[0]))
+        return FAILF(c, "the row gradient of cross_entropy_grad must be an f32 or f64 vector of the logits' %s rows, not %s",
+                     ir_size_str(c->a, x->dims[0]), ts(c, d));
+    return want(c, d->elem, 2, x->dims);
+}
+
+/* rope(x [..., T, D], cos, sin): D a known even size; cos and sin of x's element type,
+ * of shape [..., T, D/2] broadcast to x's with its last size halved. */
+static bool check_rope(const Chk *c)
+{
+    const IrTensorType *x = in_t(c, 0);
+    int64_t d;
+    if (x->rank < 2 || !is_float(x)) return FAILF(c, "the input of rope must be a float tensor [..., T, D], not %s", ts(c, x));
+    if (!ir_size_is_const(x->dims[x->rank - 1], &d) || d % 2)
+        return FAILF(c, "the last size of rope's input must be a known even number, not %s",
+                     ir_size_str(c->a, x->dims[x->rank - 1]));
+    IrSize *half = arena_alloc(c->a, x->rank * sizeof *half);
+    memcpy(half, x->dims, x->rank * sizeof *half);
+    half[x->rank - 1] = ir_size_const(d / 2);
+    for (uint32_t i = 1; i < 3; i++) {
+        const IrTensorType *t = in_t(c, i);
+        uint32_t n;
+        const IrSize *b;
+        bool fits = t->elem == x->elem && t->rank >= 1 && t->rank <= x->rank &&
+                    ir_size_eq(t->dims[t->rank - 1], half[x->rank - 1]) &&
+                    ir_broadcast_shapes(c->a, t->rank, t->dims, x->rank, half, &n, &b);
+        for (uint32_t k = 0; fits && k < n; k++) fits = ir_size_eq(b[k], half[k]);
+        if (!fits)
+            return FAILF(c, "the %s table of rope must be %s of a shape that broadcasts to %s, not %s", i == 1 ? "cos" : "sin",
+                         ir_elem_name(x->elem), ir_shape_str(c->a, x->rank, half), ts(c, t));
+    }
+    return want_like(c, x->elem, x);
 }
 
 static bool check_shape_op(const Chk *c)
@@ -344,6 +389,7 @@ bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err)
     case 'A': return check_attention(&c);
     case 'C': return check_conv2d(&c);
     case 'L': return check_cross_entropy(&c);
+    case 'P': return check_rope(&c);
     default: return true;
     }
 }

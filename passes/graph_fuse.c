@@ -14,7 +14,8 @@
  * matmul's kernel, and so do the element-wise ops after it; an element-wise chain that
  * started elsewhere is not pulled into a GEMM (no prologues), and a kernel holds one
  * matmul (rule 4 aside). Attention (rule 5) and conv2d (rule 6) kernels take epilogues
- * the same way.
+ * the same way, and so does rope (an element-wise kernel that reads each lane's partner
+ * in the pair from memory, so its operands come from memory: no prologue either).
  * Rule 3, reductions and row ops (families r and n, and softmax): the op joins the
  * element-wise kernels of its producers when they compute within its operand's shape.
  * A kernel whose row ops all work along the last axis of operands of one shape S (one
@@ -102,8 +103,11 @@ static bool fusable(IrGOpKind k)
 
 static bool row_op(IrGOpKind k) { return strchr("rn", ir_gop_family(k)) || k == IR_GOP_SOFTMAX; }
 
-/* A matmul, attention or conv2d: the op an epilogue follows. */
-static bool root_op(IrGOpKind k) { return k == IR_GOP_MATMUL || k == IR_GOP_ATTENTION || k == IR_GOP_CONV2D; }
+/* A matmul, attention, conv2d or rope: the op an epilogue follows. */
+static bool root_op(IrGOpKind k)
+{
+    return k == IR_GOP_MATMUL || k == IR_GOP_ATTENTION || k == IR_GOP_CONV2D || k == IR_GOP_ROPE;
+}
 
 static bool is_one(IrSize d)
 {

@@ -190,6 +190,7 @@ static const char *coord_at(Low *L, const char *flat, IrSize stride, IrSize dim)
 
 static const char *val(Low *L, uint32_t v);
 static const char *row_output(Low *L, const IrGOp *op, const char *const *x);
+static const char *rope_expr(Low *L, const IrGOp *op);
 
 static const char *literal(Low *L, const IrGOp *op, IrElem e)
 {
@@ -245,9 +246,14 @@ static const char *dropout_expr(Low *L, const IrGOp *op, const char *const *x)
 static const char *op_expr(Low *L, const IrGOp *op)
 {
     const char *x[3] = {0};
+    if (op->kind == IR_GOP_ROPE) return rope_expr(L, op);   /* its operands at other coordinates */
     for (uint32_t i = 0; i < op->nin && i < 3; i++)
         if (!(x[i] = val(L, op->in[i]))) return NULL;
     IrElem e = vt(L, op->out[0])->elem;
+    if (op->kind == IR_GOP_SWIGLU) {   /* silu(g) * u, in f32 (f64 for f64), rounded once */
+        const char *A = ename(e == IR_F64 ? IR_F64 : IR_F32);
+        return arena_printf(L->a, "((%s as %s) * sigmoid(%s as %s) * (%s as %s)) as %s", x[0], A, x[0], A, x[1], A, ename(e));
+    }
     switch (ir_gop_family(op->kind)) {
     case 'u': return unary_expr(L, op, x[0]);
     case 'b':
@@ -1056,6 +1062,9 @@ static const char *const *shifted(Low *L, const Space *sp, uint32_t axis, const 
 static const char *gather(Low *L, const IrGOp *op, const Space *sp)
 {
     const IrTensorType *x = vt(L, op->in[0]);
+    const IrGOp *d = defop(L, op->in[0]);
+    /* a constant's reshape or transposition (grad's seed, reshaped to [1]) is the constant */
+    if (d && (d->kind == IR_GOP_CONST || d->kind == IR_GOP_SIZE) && op->kind != IR_GOP_CONCAT) return val(L, op->in[0]);
     if (op->kind == IR_GOP_RESHAPE) return arena_printf(L->a, "load(p%u + offs, mask, 0)", op->in[0]);
     if (op->kind == IR_GOP_TRANS) {
         const char **c = arena_alloc(L->a, (x->rank + 1) * sizeof *c);
@@ -1613,51 +1622,114 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
 
 /* ---- cross_entropy: every row's logsumexp and label logit, never its softmax ------------------ */
 
-/* One program walks the rows BM at a time; for each block of rows it loops over the
+/* A program per block of BM rows (grid cdiv(N, BM)); for its rows it loops over the
  * vocabulary BV columns at a time keeping, per row, the running max m, the sum s of
- * exp(x - m) (rescaled when m grows, as flash attention does) and the label's logit;
- * then the block's kept rows add log(s) + m - x[label] to the total and one each to
- * the count, and the program stores total / count (0/0 = NaN when every row is
- * ignored). A label outside [0, V) matches no column: its logit counts as 0 (the
- * interpreter reports it). One program: the mean needs every row's loss, and a
- * parallel version (a program per row block, then a reduction) is a later step. */
+ * exp(x - m) (rescaled when m grows, as flash attention does) and the label's logit
+ * (rows: the loss) - a program never holds a whole row. cross_entropy_rows stores each
+ * row's loss log(s) + m - x[label] (0 on an ignored row; the mean is the graph's sum /
+ * count after it, a fixed-order reduction, no atomics); cross_entropy_grad loops over
+ * the vocabulary a second time and stores (exp(x - m) / s - onehot(label)) * dy[row] (0
+ * on an ignored row). A label outside [0, V) matches no column: its logit counts as 0
+ * (the interpreter reports it). */
+static void ce_stats(Low *L, uint32_t x, const char *V, const char *A, bool label)
+{
+    fprintf(L->o, "    var m = full([BM], -inf, %s);\n    var s = zeros([BM], %s);\n", A, A);
+    if (label) fprintf(L->o, "    var xl = zeros([BM], %s);\n", A);
+    fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
+    fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
+    fprintf(L->o, "        let xb = where(ok, load(p%u + %s + %s, ok, 0) as %s, -inf as %s);\n", x,
+            times(L, "rm[:, None]", stride_of(L, x, 0)), times(L, "cj[None, :]", stride_of(L, x, 1)), A, A);
+    fputs("        let mn = maximum(m, max(xb, 1));\n", L->o);
+    fprintf(L->o, "        let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
+    fprintf(L->o, "        s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
+    if (label) fprintf(L->o, "        xl = xl + sum(where(cj[None, :] == (lab as i64)[:, None], xb, 0 as %s), 1);\n", A);
+    fputs("        m = mn;\n    }\n", L->o);
+}
+
+static void ce_grad_loop(Low *L, const IrGOp *op, const char *V, const char *A, const char *E)
+{
+    uint32_t x = op->in[0], d = op->in[3], o = op->out[0];
+    fprintf(L->o, "    let dr = where(kept, load(p%u + %s, rin, 0) as %s / s, 0 as %s);\n", d, times(L, "rm", stride_of(L, d, 0)),
+            A, A);
+    fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
+    fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
+    fprintf(L->o, "        let xb = load(p%u + %s + %s, ok, 0) as %s;\n", x, times(L, "rm[:, None]", stride_of(L, x, 0)),
+            times(L, "cj[None, :]", stride_of(L, x, 1)), A);
+    fprintf(L->o, "        let hot = where(cj[None, :] == (lab as i64)[:, None], s[:, None], 0 as %s);\n", A);
+    fprintf(L->o, "        let g = where(kept[:, None], (exp(xb - m[:, None]) - hot) * dr[:, None], 0 as %s);\n", A);
+    fprintf(L->o, "        store(%s + rm[:, None] * %s + cj[None, :], g as %s, ok);\n    }\n", pname(L, o), V, E);
+}
+
 static bool lower_cross_entropy(Low *L, Sig *s, const char *name)
 {
     const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
     if (L->K->nops != 1) return fail(L, "cross_entropy fused with other ops");
+    bool rows = op->kind == IR_GOP_CROSS_ENTROPY_ROWS;
     uint32_t x = op->in[0], lab = op->in[1];
     const IrTensorType *tx = vt(L, x);
     const char *N = size_expr(L, tx->dims[0]), *V = size_expr(L, tx->dims[1]);
-    const char *A = ename(tx->elem == IR_F64 ? IR_F64 : IR_F32), *E = ename(vt(L, op->out[0])->elem);
-    int64_t bv = block_for(tx->dims[1], 16, 1024), bm = bv >= 512 ? 2 : 4096 / bv > 16 ? 16 : 4096 / bv;
-    autotune(L, "BM: [2, 4, 8, 16], BV: [16, 32, 64, 128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]",
-             "BM * BV <= 16384", arena_printf(L->a, "BM: %lld, BV: %lld, warps: 4", (long long)bm, (long long)bv));
+    const char *E = ename(vt(L, op->out[0])->elem);
+    const char *A = ename(rows ? vt(L, op->out[0])->elem : vt(L, op->in[3])->elem);
+    int64_t bv = block_for(tx->dims[1], 16, 1024), bm = 4096 / bv > 16 ? 16 : 4096 / bv;
+    autotune(L, "BM: [1, 2, 4, 8, 16], BV: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], warps: [1, 2, 4, 8]",
+             "BM * BV <= 16384", arena_printf(L->a, "BM: %lld, BV: %lld, warps: %d", (long long)bm, (long long)bv,
+                                               bv >= 1024 ? 8 : 4));
     signature(L, s, name);
-    fprintf(L->o, ", const BM: i32 = %lld, const BV: i32 = %lld)\n    grid(1)\n{\n", (long long)bm, (long long)bv);
+    fprintf(L->o, ", const BM: i32 = %lld, const BV: i32 = %lld)\n    grid(cdiv(%s, BM as i64))\n{\n", (long long)bm,
+            (long long)bv, N);
     Space base = {.rank = 0};
     scope(L, &base, "    ");
     const char *ign = val(L, op->in[2]);
     if (!ign) return false;
-    fprintf(L->o, "    var tot = 0 as %s;\n    var cnt = 0 as %s;\n", A, A);
-    fprintf(L->o, "    for i in range(0, %s, BM as i64) {\n        let rm = i + arange(0, BM);\n", N);
-    fprintf(L->o, "        let rin = rm < %s;\n", N);
-    fprintf(L->o, "        let lab = load(p%u + %s, rin, 0);\n", lab, times(L, "rm", stride_of(L, lab, 0)));
-    fprintf(L->o, "        let kept = rin & (lab != %s);\n", ign);
-    fprintf(L->o, "        var m = full([BM], -inf, %s);\n        var s = zeros([BM], %s);\n        var xl = zeros([BM], %s);\n",
-            A, A, A);
-    fprintf(L->o, "        for j in range(0, %s, BV as i64) {\n            let cj = j + arange(0, BV);\n", V);
-    fprintf(L->o, "            let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
-    fprintf(L->o, "            let xb = where(ok, load(p%u + %s + %s, ok, 0) as %s, -inf as %s);\n", x,
-            times(L, "rm[:, None]", stride_of(L, x, 0)), times(L, "cj[None, :]", stride_of(L, x, 1)), A, A);
-    fputs("            let mn = maximum(m, max(xb, 1));\n", L->o);
-    fprintf(L->o, "            let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
-    fprintf(L->o, "            s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
-    fprintf(L->o, "            xl = xl + sum(where(cj[None, :] == (lab as i64)[:, None], xb, 0 as %s), 1);\n", A);
-    fputs("            m = mn;\n        }\n", L->o);
-    fprintf(L->o, "        tot = tot + sum(where(kept, log(s) + m - xl, 0 as %s), 0);\n", A);
-    fprintf(L->o, "        cnt = cnt + sum(where(kept, 1 as %s, 0 as %s), 0);\n    }\n", A, A);
-    fprintf(L->o, "    store(p%u, (tot / cnt) as %s);\n}\n", op->out[0], E);
+    fputs("    let rm = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n", L->o);
+    fprintf(L->o, "    let rin = rm < %s;\n", N);
+    fprintf(L->o, "    let lab = load(p%u + %s, rin, 0);\n", lab, times(L, "rm", stride_of(L, lab, 0)));
+    fprintf(L->o, "    let kept = rin & (lab != %s);\n", ign);
+    ce_stats(L, x, V, A, rows);
+    if (rows)
+        fprintf(L->o, "    store(%s + rm, where(kept, log(s) + m - xl, 0 as %s) as %s, rin);\n", pname(L, op->out[0]), A, E);
+    else
+        ce_grad_loop(L, op, V, A, E);
+    fputs("}\n", L->o);
     return true;
+}
+
+/* ---- rope: an element-wise kernel (rope is a root, graph_fuse: its element-wise
+ * consumers are its epilogue) ---------------------------------------------------------------- */
+
+/* y at the scope's coordinates (..., c): x there and at its partner in the pair (c + h
+ * mod D), the tables at (..., c mod h), all loaded from memory (rope takes no prologue). */
+static const char *rope_expr(Low *L, const IrGOp *op)
+{
+    for (uint32_t i = 0; i < 3; i++) {
+        const IrGOp *d = defop(L, op->in[i]);
+        if (d && L->mine[d - L->g->ops.data]) return fail(L, "rope's operand computed in its kernel"), NULL;
+    }
+    const IrTensorType *t = vt(L, op->out[0]);
+    int64_t D = 0;
+    ir_size_is_const(t->dims[t->rank - 1], &D);
+    const Space *was = L->sp;
+    const char *cl = was->coord[was->rank - 1], **pc = arena_alloc(L->a, was->rank * sizeof *pc),
+               **tc = arena_alloc(L->a, was->rank * sizeof *tc);
+    memcpy(pc, was->coord, was->rank * sizeof *pc);
+    memcpy(tc, was->coord, was->rank * sizeof *tc);
+    pc[was->rank - 1] = arena_printf(L->a, "((%s + %lld) %% %lld)", cl, (long long)(D / 2), (long long)D);
+    tc[was->rank - 1] = arena_printf(L->a, "(%s %% %lld)", cl, (long long)(D / 2));
+    Space part = *was, tab = *was;
+    part.coord = pc;
+    tab.coord = tc;
+    const char *x = val(L, op->in[0]);
+    L->sp = &part;
+    const char *xp = x ? load_expr(L, op->in[0]) : NULL;
+    L->sp = &tab;
+    const char *c = xp ? load_expr(L, op->in[1]) : NULL, *s = c ? load_expr(L, op->in[2]) : NULL;
+    L->sp = was;
+    if (!s) return NULL;
+    const char *A = ename(t->elem == IR_F64 ? IR_F64 : IR_F32), *E = ename(t->elem);
+    uint32_t o = op->out[0];
+    fprintf(L->o, "%slet rp%u = %s as %s;\n", L->indent, o, xp, A);
+    return arena_printf(L->a, "((%s as %s) * (%s as %s) + where(%s < %lld, -rp%u, rp%u) * (%s as %s)) as %s", x, A, c, A, cl,
+                        (long long)(D / 2), o, o, s, A, E);
 }
 
 /* ---- the kinds ------------------------------------------------------------------------------ */
@@ -1678,7 +1750,9 @@ static const struct {
     {"attention", lower_attention},
     {"conv2d", lower_conv},
     {"flash_attention", lower_flash},
-    {"cross_entropy", lower_cross_entropy},
+    {"cross_entropy_rows", lower_cross_entropy},
+    {"cross_entropy_grad", lower_cross_entropy},
+    {"rope", lower_elementwise},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)

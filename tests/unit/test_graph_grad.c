@@ -208,6 +208,14 @@ static const Case cases[] = {
      "  return sum(sum(dropout(x, q * 0.4, seed) * t * x, 1), 0);\n}", 3, POS},
     {"cross_entropy", "graph g(x: f64[5, 4], lab: i64[5], t: f64[5, 4]) -> f64 {\n"
      "  return cross_entropy(x * t, lab) + cross_entropy(x * x, lab, -100) * 0.5;\n}", 1, ANY},
+    {"rope (x, and the tables broadcast over the batch)", "graph g(x: f64[2, 3, 6], c: f64[3, 3], s: f64[3, 3], t: f64[2, 3, 6]) -> f64 {\n"
+     "  let y = rope(x, c, s);\n  return sum(sum(sum(y * t + y * y * y, 2), 1), 0);\n}", 3, ANY},
+    {"swiglu (up broadcast)", "graph g(a: f64[3, 4], u: f64[4], t: f64[3, 4]) -> f64 {\n"
+     "  let y = swiglu(a, u);\n  return sum(sum(y * t + y * y, 1), 0);\n}", 2, ANY},
+    {"a Llama block's pieces", "graph g(x: f64[4, 6], w: f64[6], wg: f64[6, 5], wu: f64[6, 5], wo: f64[5, 7], c: f64[4, 3],\n"
+     "        s: f64[4, 3], lab: i64[4]) -> f64 {\n"
+     "  let h = rms_norm(x, w, 0.001);\n  let q = rope(h, c, s);\n"
+     "  return cross_entropy(swiglu(q @ wg, q @ wu) @ wo, lab);\n}", 7, ANY},
     {"cast f64 f32 (exact on a grid)", "graph g(x: f64[4], w: f64[4]) -> f64 {\n"
      "  let y = x as f32;\n  let z = (w as f32) * y;\n  return sum((y * y + z) as f64, 0);\n}", 2, 0.3, 1.3, false, 0.0625, 1e-12, 0.0625},
     {"symbolic sizes", "graph g(x: f64[T, 3], w: f64[3, T]) -> f64 {\n"
