@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue41]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -125,6 +125,20 @@ if [ "$what" = measure3 ]; then
     --kernels --out "$OUT/graph_ffn.md"
   step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
     --configs "128,64,8,3,1;128,128,8,2,1;128,128,8,2,1,1;128,64,8,3,1,1" --out "$OUT/graph_attention.md"
+  exit $status
+fi
+if [ "$what" = issue41 ]; then
+  # fast without rewriting (issue 41): the same programs written as Triton's tutorials
+  # and in tile's pointer form, one process each (bench/triton_programs.py), with the
+  # compiler's choices (the schedule, pointer loads as block copies) and without them
+  # (TILE_SCHEDULE=0, TILE_PTRBLOCK=0: their own cache), after the examples' check
+  : "${STEP_TIMEOUT:=200}"
+  step examples build-gpu/tile-examples --device gpu examples
+  step triton_programs python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --out "$OUT/triton_programs.md"
+  step triton_programs_off env TILE_SCHEDULE=0 TILE_PTRBLOCK=0 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" \
+    python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick --programs gemm,attention,fp8 \
+    --out "$OUT/triton_programs_off.md"
   exit $status
 fi
 if [ "$what" = compile ]; then
