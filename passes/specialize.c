@@ -10,14 +10,17 @@
  *                                               %a = mul %pid, %one
  *                                               %m = cmp lt %o, %n.h
  * Later cleanup (fold) turns `mul %pid, 1` into %pid; the hint feeds the axis analysis,
- * which proves masks constant over 16 lanes and addresses aligned. Pointer alignment
- * cannot be written in the IR; it is returned as a bit set for the code generator. */
+ * which proves masks constant over 16 lanes and addresses aligned. A parameter of class
+ * DIV8 gets `multiple_of 8`: every consumer reasons in bytes (a bf16 row stride that is
+ * a multiple of 8 elements is 16 bytes, enough for TMA and 16-byte vectors), so no
+ * consumer needs the class itself. Pointer alignment cannot be written in the IR; it
+ * is returned as a bit set for the code generator. */
 #include "passes/specialize.h"
 
 SpecClass spec_class_int(int64_t v)
 {
     if (v == 1) return SPEC_ONE;
-    return v % 16 == 0 ? SPEC_DIV16 : SPEC_NONE;
+    return v % 16 == 0 ? SPEC_DIV16 : v % 8 == 0 ? SPEC_DIV8 : SPEC_NONE;
 }
 
 SpecClass spec_class_ptr(uint64_t address) { return address % 16 == 0 ? SPEC_ALIGN16 : SPEC_NONE; }
@@ -38,6 +41,9 @@ static void replace_param(IrFunc *f, IrValue p, IrOp *op)
     for (uint32_t i = 0; i < op->noperands; i++) op->operands[i] = p;   /* the hint reads p */
 }
 
+/* What an integer of the class is a multiple of, for its hint; 0 for no hint. */
+static int64_t divisor_of(SpecClass c) { return c == SPEC_DIV16 ? 16 : c == SPEC_DIV8 ? 8 : 0; }
+
 uint64_t pass_specialize(IrFunc *f, const SpecClass *classes)
 {
     uint64_t aligned = 0;
@@ -52,9 +58,9 @@ uint64_t pass_specialize(IrFunc *f, const SpecClass *classes)
         } else if (ir_elem_is_int(t->elem) && t->elem != IR_I1 && classes[i] == SPEC_ONE) {
             ir_const_int(&b, t, 1);
             replace_param(f, p, f->body.last);
-        } else if (ir_elem_is_int(t->elem) && t->elem != IR_I1 && classes[i] == SPEC_DIV16) {
+        } else if (ir_elem_is_int(t->elem) && t->elem != IR_I1 && divisor_of(classes[i])) {
             IrOp *h = ir_build(&b, IR_OP_MULTIPLE_OF, &p, 1, &t, 1, 0);
-            h->attr.i = 16;
+            h->attr.i = divisor_of(classes[i]);
             replace_param(f, p, h);
         }
     }
@@ -72,7 +78,7 @@ void spec_classes_of_args(const IrFunc *f, const InterpArg *args, SpecClass *out
 
 uint64_t pass_prepare_gpu(IrFunc *f, const SpecClass *classes, const PassOptions *opt)
 {
-    uint64_t aligned = pass_specialize(f, classes);   /* == 1 becomes 1, % 16 a hint */
+    uint64_t aligned = pass_specialize(f, classes);   /* == 1 becomes 1, % 16 or % 8 a hint */
     pass_run_default(f->module, 3, opt);
     pass_run_gpu(f->module, opt);
     return aligned;

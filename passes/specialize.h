@@ -1,7 +1,8 @@
 /* Specialization of a kernel to the classes of its run-time arguments (Triton's
  * "specialization": integers equal to 1 or divisible by 16, pointers aligned to 16
- * bytes). The runtime computes the classes per launch and compiles one variant per
- * class set; see passes/specialize.c. */
+ * bytes; and integers divisible by 8 but not 16, the row length of a bf16 matrix whose
+ * rows are 16 bytes apart). The runtime computes the classes per launch and compiles
+ * one variant per class set; see passes/specialize.c. */
 #ifndef TILE_PASSES_SPECIALIZE_H
 #define TILE_PASSES_SPECIALIZE_H
 
@@ -17,11 +18,12 @@ typedef enum {
     SPEC_DIV16 = 1,    /* an integer divisible by 16 */
     SPEC_ONE = 2,      /* an integer equal to 1 */
     SPEC_ALIGN16 = 3,  /* a pointer aligned to 16 bytes */
+    SPEC_DIV8 = 4,     /* an integer divisible by 8 (and not by 16: that is DIV16) */
 } SpecClass;
 
 /* Rewrites kernel f for the classes of its parameters (nparams = f->body.nargs
  * entries): uses of a parameter equal to 1 become the constant 1, a parameter
- * divisible by 16 gets a multiple_of 16 hint. Pointer classes are not expressible in
+ * divisible by 16 (8) gets a multiple_of 16 (8) hint. Pointer classes are not expressible in
  * the IR: the returned bit set (bit i: parameter i is 16-byte aligned) goes to the
  * code generator (CgOptions.aligned_params) and the axis analysis. */
 uint64_t pass_specialize(IrFunc *f, const SpecClass *classes);

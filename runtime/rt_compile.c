@@ -27,15 +27,17 @@
 #include "rt_internal.h"
 
 /* ---- the compiler ------------------------------------------------------------------- */
-/* The specialization class of each run-time parameter, from the variant's mask (2 bits
- * per parameter: for integers RT_SPEC_ONE or RT_SPEC_DIV16, for pointers DIV16 means
- * 16-byte aligned). */
+/* The specialization class of each run-time parameter, from the variant's mask (a
+ * 2-bit RT_SPEC_* code per parameter; for pointers DIV16 means 16-byte aligned). */
 static void classes_of(const TrtKernel *k, uint64_t mask, SpecClass *out)
 {
+    static const SpecClass ints[4] = {
+        [RT_SPEC_NONE] = SPEC_NONE, [RT_SPEC_DIV16] = SPEC_DIV16, [RT_SPEC_ONE] = SPEC_ONE, [RT_SPEC_DIV8] = SPEC_DIV8,
+    };
     for (uint32_t i = 0; i < k->nparams; i++) {
-        unsigned bits = i < 32 ? (unsigned)(mask >> (2 * i)) & 3u : 0;
-        if (k->params[i].elem == IR_PTR) out[i] = bits & RT_SPEC_DIV16 ? SPEC_ALIGN16 : SPEC_NONE;
-        else out[i] = bits & RT_SPEC_ONE ? SPEC_ONE : bits & RT_SPEC_DIV16 ? SPEC_DIV16 : SPEC_NONE;
+        unsigned code = i < 32 ? (unsigned)(mask >> (2 * i)) & 3u : RT_SPEC_NONE;
+        if (k->params[i].elem == IR_PTR) out[i] = code == RT_SPEC_DIV16 ? SPEC_ALIGN16 : SPEC_NONE;
+        else out[i] = ints[code];
     }
 }
 

@@ -467,7 +467,7 @@ TrtStatus rt_device_limits(TrtContext *ctx, RtLimits *l);
 uint32_t rt_blocks_per_sm(const RtLimits *l, uint32_t threads, uint32_t regs, uint32_t shared);
 
 typedef struct RtVariant {
-    uint64_t mask;             /* RT_SPEC_* bits, 2 per parameter */
+    uint64_t mask;             /* RT_SPEC_* codes, 2 bits per parameter */
     bool checked;              /* the checked mode's variant (passes/bounds.c) */
     CUmodule mod;
     CUfunction fn;
@@ -543,7 +543,12 @@ uint64_t rt_tma_encode_all(const RtDriver *d, const CgTmaDesc *t, uint32_t n, co
                            RtTmaMaps *maps, char *why, size_t wn);
 
 #define RT_MAX_VARIANTS 16
-enum { RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2 };  /* integers: bits; pointers: DIV16 = aligned */
+/* The class of one parameter: a 2-bit code in a variant's mask, parameter i at bits
+ * 2i and 2i+1. Integers: NONE, DIV16, ONE or DIV8 (a multiple of 8, not of 16), each
+ * one code, not bits to test one by one; pointers: NONE or DIV16 (16-byte aligned). The
+ * codes of none, div16 and one are those of the masks before DIV8 came, so their cache
+ * keys did not change. */
+enum { RT_SPEC_NONE = 0, RT_SPEC_DIV16 = 1, RT_SPEC_ONE = 2, RT_SPEC_DIV8 = 3 };
 
 /* Produces the PTX of one variant and its launch facts (*meta comes filled with the
  * kernel's defaults). Returns a malloc'd string or NULL with *st and the thread's error
@@ -686,9 +691,9 @@ TrtStatus rt_kernel_grid(TrtKernel *k, const TrtArg *args, uint32_t out[3]);
 bool rt_grid_empty(const uint32_t g[3]);
 /* Checks an explicit or computed grid against what a GPU launches. */
 TrtStatus rt_check_grid(const TrtKernel *k, const uint32_t g[3]);
-/* The specialization class bits of a launch's (checked) arguments: 2 per parameter. */
+/* The specialization class codes of a launch's (checked) arguments: 2 bits per parameter. */
 uint64_t rt_class_mask(const TrtKernel *k, const TrtArg *args);
-/* Describes the class bits of parameter i of mask: "divisible by 16", "equal to 1". */
+/* Describes the class code of parameter i of mask: "divisible by 16", "equal to 1". */
 const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask);
 /* Whether TILE_LOG_RECOMPILES or the context's flag asks for reports. */
 bool rt_log_recompiles(const TrtContext *ctx);

@@ -1,8 +1,9 @@
 /* trt_launch: the hot path.
  *
  * Once a kernel's variant for an argument class exists, a launch checks the argument
- * kinds and pointer alignment, computes the class bits (2 per parameter: integer equal
- * to 1, integer divisible by 16 or pointer aligned to 16 bytes), finds the variant by a
+ * kinds and pointer alignment, computes the class codes (2 bits per parameter: integer
+ * equal to 1, divisible by 16, divisible by 8 but not 16, or none of those; pointer
+ * aligned to 16 bytes or not), finds the variant by a
  * linear scan of a few (the last one used first), points the driver at the caller's
  * argument values and calls cuLaunchKernel: no hashing, no allocation, no driver query.
  * A new class takes the slow path under the kernel's lock (rt_variant_build).
@@ -96,20 +97,20 @@ TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs)
 }
 
 /* ---- specialization classes ------------------------------------------------------- */
-static uint64_t class_bits(const TrtArg *a)
+static uint64_t class_code(const TrtArg *a)
 {
     int64_t v;
-    if (a->kind == TRT_ARG_PTR) return a->v.ptr % 16 == 0 ? RT_SPEC_DIV16 : 0;
-    if (a->kind == TRT_ARG_BOOL || !rt_arg_int(a, &v)) return 0;
+    if (a->kind == TRT_ARG_PTR) return a->v.ptr % 16 == 0 ? RT_SPEC_DIV16 : RT_SPEC_NONE;
+    if (a->kind == TRT_ARG_BOOL || !rt_arg_int(a, &v)) return RT_SPEC_NONE;
     if (v == 1) return RT_SPEC_ONE;
-    return v % 16 == 0 ? RT_SPEC_DIV16 : 0;
+    return v % 16 == 0 ? RT_SPEC_DIV16 : v % 8 == 0 ? RT_SPEC_DIV8 : RT_SPEC_NONE;
 }
 
 uint64_t rt_class_mask(const TrtKernel *k, const TrtArg *args)
 {
     uint64_t m = 0;
     uint32_t n = k->nparams < 32 ? k->nparams : 32;   /* 2 bits each in 64 */
-    for (uint32_t i = 0; i < n; i++) m |= class_bits(&args[i]) << (2 * i);
+    for (uint32_t i = 0; i < n; i++) m |= class_code(&args[i]) << (2 * i);
     return m;
 }
 
@@ -117,8 +118,12 @@ const char *rt_spec_class_name(const TrtKernel *k, uint32_t i, uint64_t mask)
 {
     uint64_t b = mask >> (2 * i) & 3;
     if (k->params[i].elem == IR_PTR) return b ? "aligned to 16 bytes" : "not aligned to 16 bytes";
-    if (b == RT_SPEC_ONE) return "equal to 1";
-    return b ? "divisible by 16" : "not 1 nor divisible by 16";
+    switch (b) {
+    case RT_SPEC_ONE: return "equal to 1";
+    case RT_SPEC_DIV16: return "divisible by 16";
+    case RT_SPEC_DIV8: return "divisible by 8, not 16";
+    default: return "not 1 nor divisible by 8";
+    }
 }
 
 /* A checked variant is never served to an unchecked launch, nor the other way round. */

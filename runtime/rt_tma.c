@@ -5,7 +5,7 @@
  *
  * What TMA requires and the variant's class does not already promise is checked here:
  * extents from 1 to 2^32, element strides whose byte counts are positive multiples of 16
- * below 2^40 (a class divisible by 16 admits 0 and negative values), the address
+ * below 2^40 (a class divisible by 16 or by 8 admits 0 and negative values), the address
  * 16-byte aligned. When a check fails the launch runs the variant without TMA
  * (rt_launch.c), which computes the same values with cp.async. */
 #include <stdio.h>

@@ -7,8 +7,8 @@ show that a refactor changed no generated code (or exactly which):
 
 What it compiles: every kernel of examples/ and tests/lit/ (as tests/codegen/ptxas-all.sh
 does: files the front end rejects are skipped) for sm_90a and sm_80, each kernel alone,
-with --spec=none and --spec=div16 (the runtime's variant when integers are multiples of
-16); the kernels the files' graphs lower to; and every config bench/attention.py and
+with --spec=none, div8 and div16 (the runtime's variants when integers are multiples of
+8, and of 16); the kernels the files' graphs lower to; and every config bench/attention.py and
 bench/gemm.py time (tests/emu/emulate.py's bench cases) with --spec=div16. A compile
 that fails writes its message instead of PTX, so failures are compared too."""
 import concurrent.futures
@@ -48,7 +48,7 @@ def jobs(tilec, tmp):
                 yield rel + ".graph." + k + ".sm_90a.ptx", [g, "--kernel", k, "--emit=ptx", "--spec=div16"]
         for k in kernels(tilec, f):
             for arch in ("sm_90a", "sm_80"):
-                for spec in ("none", "div16"):
+                for spec in ("none", "div8", "div16"):
                     yield "%s.%s.%s.%s.ptx" % (rel, k, arch, spec), \
                         [f, "--kernel", k, "--emit=ptx", "--arch=" + arch, "--spec=" + spec]
     for case in emulate.bench_cases():

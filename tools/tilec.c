@@ -72,7 +72,7 @@ typedef struct Options {
     bool has_grid, run;
     bool check_axis_info;              /* run: check the axis analysis on the values */
     bool gpu_ir;                       /* run: interpret the IR after the GPU passes */
-    bool spec_div16;                   /* --spec=div16: integers taken as multiples of 16 */
+    SpecClass spec;                    /* --spec: SPEC_NONE, or every integer DIV16 or DIV8 */
     bool werror, no_warnings;          /* -Werror, -w */
     bool color;                        /* diagnostics in colour (--color, a terminal, NO_COLOR) */
     int opt_level;
@@ -84,7 +84,7 @@ typedef struct Options {
 
 static const char usage_compile[] =
     "tilec FILE|- [-o OUT|-] [--emit=tokens|ast|ir|ir-opt|ir-gpu|llvm|ptx|cubin|graph-ir|fusion|graph-kernels] [-D NAME=VALUE]...\n"
-    "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div16]\n"
+    "             [--kernel NAME] [--arch sm_90a|sm_90|sm_80|sm_86|sm_89] [-O0..3] [--spec=none|div8|div16]\n"
     "             [--print-after-all] [--verify-each] [--time-passes] [--check-unchanged] [--check-bounds]\n"
     "             [--knob NAME=VALUE]... [-Werror] [-w] [--color=auto|always|never]\n";
 static const char usage_run[] =
@@ -112,8 +112,9 @@ static const char help_compile[] =
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
     "         code; also spelled --arch=X, -arch=X, -arch X\n"
     "--spec   the variant to compile (ir-gpu, llvm, ptx, cubin): none (default)\n"
-    "         knows nothing of the integer arguments; div16 is the variant the\n"
-    "         runtime compiles when every integer argument is a multiple of 16\n"
+    "         knows nothing of the integer arguments; div16 (div8) is the variant\n"
+    "         the runtime compiles when every integer argument is a multiple of 16\n"
+    "         (a multiple of 8, not of 16)\n"
     "-Werror  warnings are errors; -w  no warnings\n"
     "--check-bounds  compile the checked variant (ir-gpu, llvm, ptx, cubin): the\n"
     "         bounds pass after the GPU passes, with the hidden size parameters\n"
@@ -294,8 +295,11 @@ static void set_knob(void *o, const char *v)
 
 static void set_spec(void *o, const char *v)
 {
-    if (strcmp(v, "none") && strcmp(v, "div16")) usage_error("--spec takes none or div16, got '%s'", v);
-    ((Options *)o)->spec_div16 = !strcmp(v, "div16");
+    Options *opt = o;
+    if (!strcmp(v, "none")) opt->spec = SPEC_NONE;
+    else if (!strcmp(v, "div16")) opt->spec = SPEC_DIV16;
+    else if (!strcmp(v, "div8")) opt->spec = SPEC_DIV8;
+    else usage_error("--spec takes none, div8 or div16, got '%s'", v);
 }
 
 static const CliOption options[] = {
@@ -853,7 +857,7 @@ static bool run_checked(const Options *o, IrFunc *k, const InterpArg *args, cons
     return ok && !bounds_report_diag(report, k->name, k->param_names, nuser, o->src, diags);
 }
 
-static void specialize_div16(IrModule *m);
+static void specialize_ints(IrModule *m, SpecClass ints);
 
 /* tilec's GPU code is the variant whose pointer arguments are 16-byte aligned (the
  * runtime's allocations, tilec run's buffers): the GPU passes may then copy by TMA. */
@@ -905,7 +909,7 @@ static int run_kernel(const Options *o, IrModule *m, DiagList *diags, FILE *out)
     if (!rc) rc = check_grid(k, grid, &empty);
     InterpOptions io = {.print_out = out, .max_loop_iterations = o->max_iterations, .max_work = o->max_ops};
     if (!rc && o->gpu_ir) {                    /* the interpreter ignores layouts */
-        if (o->spec_div16) specialize_div16(m);
+        if (o->spec != SPEC_NONE) specialize_ints(m, o->spec);
         assume_aligned(m);
         pass_run_gpu(m, &(PassOptions){0});
     }
@@ -1000,9 +1004,10 @@ static int emit_gpu(const Options *o, IrModule *m, DiagList *diags, FILE *out)
 #endif
 
 /* ---- the compile pipeline ------------------------------------------------------------ */
-/* --spec=div16: every kernel as the runtime specializes it when its pointers are
- * 16-byte aligned and its integer arguments multiples of 16 (passes/specialize.h). */
-static void specialize_div16(IrModule *m)
+/* --spec=div16 (div8): every kernel as the runtime specializes it when its pointers are
+ * 16-byte aligned and its integer arguments multiples of 16 (multiples of 8, not of 16;
+ * passes/specialize.h): ints is SPEC_DIV16 or SPEC_DIV8. */
+static void specialize_ints(IrModule *m, SpecClass ints)
 {
     for (uint32_t i = 0; i < m->nfuncs; i++) {
         IrFunc *f = m->funcs[i];
@@ -1011,7 +1016,7 @@ static void specialize_div16(IrModule *m)
         if (!classes) tl_oom();
         for (uint32_t p = 0; p < f->body.nargs; p++) {
             IrElem e = ir_value_type(f, f->body.args[p])->elem;
-            classes[p] = e == IR_PTR ? SPEC_ALIGN16 : ir_elem_is_int(e) && e != IR_I1 ? SPEC_DIV16 : SPEC_NONE;
+            classes[p] = e == IR_PTR ? SPEC_ALIGN16 : ir_elem_is_int(e) && e != IR_I1 ? ints : SPEC_NONE;
         }
         pass_specialize(f, classes);
         free(classes);
@@ -1477,7 +1482,7 @@ static int compile(Options *o, const Source *src, FILE *out)
     bool gpu = !strcmp(o->emit, "llvm") || !strcmp(o->emit, "ptx") || !strcmp(o->emit, "cubin");
     bool gpu_ir = !strcmp(o->emit, "ir-gpu");
     bool optimize = o->run || !strcmp(o->emit, "ir-opt") || gpu || gpu_ir;
-    if ((gpu || gpu_ir) && o->spec_div16) specialize_div16(m);
+    if ((gpu || gpu_ir) && o->spec != SPEC_NONE) specialize_ints(m, o->spec);
     if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || !strcmp(o->emit, "graph-kernels") || o->graph) {
         rc = o->graph ? run_graph(o, ctx, prog, diags, out)
                       : emit_graph_ir(ctx, prog, diags, o->emit, out);

@@ -86,6 +86,13 @@ CASES = [
     ("gemm default", MM, "matmul_bf16", [], gemm(256, 256, 128), ["c"], 0),
     ("gemm default, odd sizes", MM, "matmul_bf16", [], gemm(200, 136, 72), ["c"], 0),
     ("gemm no producer", MM, "matmul_bf16", ["ws=0", "persistent=0"], gemm(256, 256, 128), ["c"], 0),
+    # ragged sizes, multiples of 8 and not 16 (class div8: bf16 rows 16 bytes apart, so
+    # TMA for A, B and C as with div16; 16-byte cp.async in the pointer form and sm_80)
+    ("gemm div8 sizes", MM, "matmul_bf16", [], gemm(40, 56, 72), ["c"], 0),
+    ("gemm div8 sizes, no producer", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=32", "warps=4", "stages=3", "ws=0",
+                                                         "persistent=0"], gemm(136, 200, 88), ["c"], 0),
+    ("gemm pointers div8 sizes", os.path.join(root, "bench", "matmul_pointers.tile"), "matmul_bf16",
+     ["BM=64", "BN=64", "BK=32"], gemm(40, 56, 72), ["c"], 0),
     ("gemm ping-pong", MM, "matmul_bf16", ["BN=128", "warps=4", "pingpong=1"], gemm(384, 256, 128), ["c"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
                                                  "persistent=0"], gemm(128, 192, 80), ["c"], 0),
@@ -144,6 +151,8 @@ CASES = [
     # sm_80 code (cp.async, ldmatrix, mma.sync): the mock driver says compute capability 8.0
     ("gemm sm_80", MM, "matmul_bf16", ["BN=128", "warps=4", "stages=3"], gemm(256, 256, 128), ["c"], 0, {"MOCKCUDA_CC": "80"}),
     ("gemm sm_80 odd sizes", MM, "matmul_bf16", ["BN=128", "BM=64", "warps=4", "stages=2"], gemm(200, 136, 72), ["c"],
+     0, {"MOCKCUDA_CC": "80"}),
+    ("gemm sm_80 div8 sizes", MM, "matmul_bf16", ["BN=64", "BM=64", "warps=4", "stages=2"], gemm(40, 56, 72), ["c"],
      0, {"MOCKCUDA_CC": "80"}),
     ("attention forward sm_80", FA, "attn_fwd", ["CAUSAL=1"], ptr_form(attn_fwd(1, 192), 192), ["o", "lse"], 2e-2,
      {"MOCKCUDA_CC": "80"}),

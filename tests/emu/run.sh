@@ -4,8 +4,8 @@
 # wgmma descriptors; the emulator has no TMA, whose copies tests/gpu/test_tma_gpu.py
 # checks on the H200):
 #   run.sh TILEC BM,BN,BK,warps,stages M N K
-# Builds the kernel's LLVM IR (div16 when M, N and K are multiples of 16, as the
-# runtime does), rewrites it for the host, runs every block and thread, and fails on
+# Builds the kernel's LLVM IR (div16 when M, N and K are multiples of 16, div8 when
+# they are multiples of 8, as the runtime does), rewrites it for the host, runs every block and thread, and fails on
 # any access outside its buffer or misaligned. With TMA=1, also WS=1 (a producer
 # warpgroup: 128 more threads), PERSISTENT=1 (3 programs walk the tiles) and CLUSTER=n
 # (each program on n CTAs, B multicast; the harness runs each CTA), PINGPONG=1 (two
@@ -16,8 +16,9 @@ tilec=$1; IFS=, read -r BM BN BK W S <<< "$2"; M=$3; N=$4; K=$5
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd)
 llc=${LLC:-$(command -v llc-19 || echo /usr/lib/llvm-19/bin/llc)}
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
-spec=none; [ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0 ] && spec=div16
-# TMA=1: examples/matmul_bf16.tile (block loads) in its div16 variant, copied by TMA
+spec=none; [ $((M % 8)) -eq 0 ] && [ $((N % 8)) -eq 0 ] && [ $((K % 8)) -eq 0 ] && spec=div8
+[ $((M % 16)) -eq 0 ] && [ $((N % 16)) -eq 0 ] && [ $((K % 16)) -eq 0 ] && spec=div16
+# TMA=1: examples/matmul_bf16.tile (block loads) in its div16 (div8) variant, copied by TMA
 kernel=$root/bench/matmul_pointers.tile; maps=""; tma=0
 if [ "${TMA:-0}" = 1 ]; then kernel=$root/examples/matmul_bf16.tile; maps="$BM $BN $BK"; tma=1; fi
 ws=${WS:-0}; pers=${PERSISTENT:-0}; cl=${CLUSTER:-1}; pp=${PINGPONG:-0}

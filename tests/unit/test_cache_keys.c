@@ -164,6 +164,46 @@ static void test_knob_errors(void **state)
     assert_non_null(strstr(trt_last_error(), "TILE_WGMMA is 'yes'; it takes an integer from 0 to 1"));
 }
 
+/* ---- specialization classes ------------------------------------------------------- */
+/* Launches vector_add with n on the test's cache. */
+static TrtStatus launch_n(int32_t n)
+{
+    TrtContext *c = context_with(NULL, NULL);
+    TrtModule *m = NULL;
+    TrtKernel *k = NULL;
+    TrtArg a[4] = {trt_arg_ptr(0x1000), trt_arg_ptr(0x2000), trt_arg_ptr(0x3000), trt_arg_i32(n)};
+    TrtStatus s = trt_module_load_string(c, "va.tile", vector_add_src, &m);
+    if (!s) s = trt_module_get_kernel(m, "vector_add", NULL, 0, &k);
+    if (!s) s = trt_launch(k, a, 4, NULL, NULL);
+    trt_module_destroy(m);
+    trt_context_destroy(c);
+    return s;
+}
+
+/* The class is part of the variant's keys: n = 4072 (divisible by 8, not 16) gets its
+ * own entry, with 16-byte vectors (f32: 8 elements are 32 bytes), served again to 4088;
+ * n = 4071 (no class) its own, without them; 4096 (divisible by 16) and 1 theirs. */
+static void test_each_class_has_its_own_entries(void **state)
+{
+    (void)state;
+    char cmd[400];
+    assert_ok(launch_n(4072));
+    assert_int_equal(entries("ptx"), 1);
+    snprintf(cmd, sizeof cmd, "grep -q 'ld.global.v4' %s/*.ptx", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_ok(launch_n(4088));
+    assert_int_equal(entries("ptx"), 1);
+    assert_ok(launch_n(4071));
+    assert_int_equal(entries("ptx"), 2);
+    snprintf(cmd, sizeof cmd, "grep -L 'ld.global.v4' %s/*.ptx | wc -l | grep -qx 1", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_ok(launch_n(4096));
+    assert_ok(launch_n(1));
+    assert_int_equal(entries("ptx"), 4);
+    assert_ok(launch_n(-8));   /* a multiple of 8: 4072's class */
+    assert_int_equal(entries("ptx"), 4);
+}
+
 /* ---- another build's code generator ----------------------------------------------- */
 /* The child (main's --child-other): TILE_CODEGEN_LIBRARY names libtileCG_other. Its
  * launch must compile (the parent's entry is another build's) and store an entry whose
@@ -230,6 +270,25 @@ static int child_resources(void)
     if (s) return fprintf(stderr, "%s: %s\n", trt_status_name(s), trt_last_error()), 2;
     /* 4 consumer warps and the producer warpgroup; a ring of at least 2 stages of A and B */
     if (threads != 256 || shared < 2 * (128 * 64 + 64 * 128) * 2) return fprintf(stderr, "%u %u\n", threads, shared), 3;
+    /* a ragged GEMM, 4096 x 4136 x 4072: N and K divisible by 8, not 16, so their bf16
+     * rows are 16 bytes apart and the variant of their class copies by TMA, as div16's */
+    TrtArg a[6] = {trt_arg_ptr(0x10000), trt_arg_ptr(0x20000), trt_arg_ptr(0x30000), trt_arg_i32(4096),
+                   trt_arg_i32(4136), trt_arg_i32(4072)};
+    mask = rt_class_mask(k, a);
+    if ((mask >> 6 & 3) != RT_SPEC_DIV16 || (mask >> 8 & 3) != RT_SPEC_DIV8 || (mask >> 10 & 3) != RT_SPEC_DIV8)
+        return fprintf(stderr, "mask 0x%llx\n", (unsigned long long)mask), 4;
+    if (strcmp(rt_spec_class_name(k, 5, mask), "divisible by 8, not 16") ||
+        strcmp(rt_spec_class_name(k, 3, mask), "divisible by 16") ||
+        strcmp(rt_spec_class_name(k, 5, 0), "not 1 nor divisible by 8"))
+        return 5;
+    threads = 0;
+    if ((s = rt_kernel_resources(k, mask, &threads, &shared, &regs)) || threads != 256) return 6;
+    /* K = 4076, a multiple of 4 only: no TMA, so no producer warpgroup */
+    a[5] = trt_arg_i32(4076);
+    mask = rt_class_mask(k, a);
+    if ((mask >> 10 & 3) != RT_SPEC_NONE) return 7;
+    if ((s = rt_kernel_resources(k, mask, &threads, &shared, &regs)) || threads != 128)
+        return fprintf(stderr, "%u threads\n", threads), 8;
     trt_module_destroy(m);
     trt_context_destroy(c);
     return 0;
@@ -366,6 +425,7 @@ int main(int argc, char **argv)
         T(test_knob_errors), T(test_other_build_never_shares_entries),
         T(test_required_cache_never_compiles), T(test_required_cache_settings),
         T(test_pack_with_a_bad_entry_imports_nothing), T(test_resources_without_code_generator),
+        T(test_each_class_has_its_own_entries),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -874,9 +874,51 @@ static void test_specialize(void **state)
     assert_true(f->body.first->code == IR_OP_MULTIPLE_OF || f->body.first->next->code == IR_OP_MULTIPLE_OF);
     assert_int_equal(spec_class_int(1), SPEC_ONE);
     assert_int_equal(spec_class_int(48), SPEC_DIV16);
-    assert_int_equal(spec_class_int(-8), SPEC_NONE);
+    assert_int_equal(spec_class_int(24), SPEC_DIV8);      /* a multiple of 8, not of 16 */
+    assert_int_equal(spec_class_int(-8), SPEC_DIV8);
+    assert_int_equal(spec_class_int(12), SPEC_NONE);
+    assert_int_equal(spec_class_int(0), SPEC_DIV16);
     assert_int_equal(spec_class_ptr(0x1000), SPEC_ALIGN16);
     assert_int_equal(spec_class_ptr(0x1004), SPEC_NONE);
+    fx_free(&x);
+}
+
+/* A parameter of class DIV8 is read through `multiple_of 8`, and the axis analysis
+ * takes it from there: f32 offsets row * n are 32 bytes apart, the mask `arange < n`
+ * constant over 8 lanes. */
+static void test_specialize_div8(void **state)
+{
+    Fx x;
+    parse(&x, "kernel @k(%p: *f32, %n: i32) launch {warps = 4, stages = 2} {\n"
+              "  %pid = program_id 0 : i32\n"
+              "  %b = mul %pid, %n : i32\n"
+              "  %r = arange 0 : i32[16]\n"
+              "  %bs = splat %b : i32[16]\n"
+              "  %o = add %bs, %r : i32[16]\n"
+              "  %ns = splat %n : i32[16]\n"
+              "  %m = cmp lt %r, %ns : i1[16]\n"
+              "  %ps = splat %p : *f32[16]\n"
+              "  %q = addptr %ps, %o : *f32[16]\n"
+              "  %v = load %q, %m : f32[16]\n"
+              "  store %q, %v, %m\n"
+              "  return\n"
+              "}\n");
+    IrFunc *f = ir_module_find(x.m, "k");
+    SpecClass cls[2] = {SPEC_ALIGN16, SPEC_DIV8};
+    assert_int_equal(pass_specialize(f, cls), 1);
+    assert_true(ir_verify_module(x.m));
+    const IrOp *h = f->body.first;
+    assert_int_equal(h->code, IR_OP_MULTIPLE_OF);
+    assert_int_equal(h->attr.i, 8);
+    AxisInfo *ai = axisinfo_analyze(f, f->aligned_params);
+    const IrOp *load = NULL;
+    for (const IrOp *op = f->body.first; op; op = op->next)
+        if (op->code == IR_OP_LOAD) load = op;
+    assert_non_null(load);
+    assert_int_equal(ai[load->operands[0]].contiguity[0], 16);
+    assert_int_equal(ai[load->operands[0]].divisibility[0], 16);   /* bytes: capped by the pointer's 16 */
+    assert_int_equal(ai[load->operands[1]].constancy[0], 8);
+    tl_free(ai);
     fx_free(&x);
 }
 
@@ -961,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_axisinfo_checker),
         cmocka_unit_test(test_layouts_in_the_interpreter),
         cmocka_unit_test(test_specialize),
+        cmocka_unit_test(test_specialize_div8),
         cmocka_unit_test(test_sink_orders_chains_not_fences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

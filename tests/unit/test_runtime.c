@@ -517,6 +517,34 @@ static void test_variant_selection(void **state)
     assert_int_equal(c.cubin_loads, 4);
 }
 
+/* n divisible by 8 and not 16 (a ragged GEMM's K = 4072) is a class of its own: not
+ * 16's (whose variant assumes more), not the class with no bits (whose variant
+ * assumes less). */
+static void test_variant_selection_div8(void **state)
+{
+    (void)state;
+    cur.ctx = make_ctx();
+    TrtKernel *k = ptx_kernel(cur.ctx, &cur.mod, ptx_src);
+    uint32_t grid[3] = {1, 1, 1};
+    TrtArg a[4];
+    static const struct { int32_t n; unsigned variants, same_as; } steps[] = {
+        {4072, 1, 0}, {24, 1, 0}, {-8, 1, 0}, {4096, 2, 3}, {4076, 3, 4}, {4136, 3, 0}, {8, 3, 0},
+    };
+    void *fns[7];
+    for (unsigned i = 0; i < sizeof steps / sizeof *steps; i++) {
+        scale_args(a, 0x1000, steps[i].n);
+        assert_int_equal(rt_class_mask(k, a) >> 2 & 3, steps[i].n % 16 ? steps[i].n % 8 ? RT_SPEC_NONE : RT_SPEC_DIV8
+                                                                       : RT_SPEC_DIV16);
+        assert_ok(trt_launch(k, a, 4, grid, NULL));
+        assert_int_equal(trt_kernel_num_variants(k), steps[i].variants);
+        fns[i] = trt_kernel_last_function(k);
+        assert_ptr_equal(fns[i], fns[steps[i].same_as]);
+    }
+    assert_ptr_not_equal(fns[3], fns[0]);
+    assert_ptr_not_equal(fns[4], fns[0]);
+    assert_string_equal(rt_spec_class_name(k, 1, rt_class_mask(k, a)), "divisible by 8, not 16");
+}
+
 static void test_variant_report(void **state)
 {
     (void)state;
@@ -534,6 +562,8 @@ static void test_variant_report(void **state)
     TrtStatus s1 = trt_launch(k, a, 4, grid, NULL);
     a[1] = trt_arg_i32(1);
     TrtStatus s2 = trt_launch(k, a, 4, grid, NULL);
+    a[1] = trt_arg_i32(4072);
+    TrtStatus s2b = trt_launch(k, a, 4, grid, NULL);
     /* a new context finds the first class's cubin in the disk cache */
     trt_module_destroy(cur.mod);
     trt_context_destroy(cur.ctx);
@@ -560,10 +590,11 @@ static void test_variant_report(void **state)
     close(fd);
     assert_ok(s1);
     assert_ok(s2);
+    assert_ok(s2b);
     assert_ok(s3);
     assert_int_equal(rc, 0);
     assert_ok(s4);
-    char text[1024] = "";
+    char text[4096] = "";
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -571,6 +602,7 @@ static void test_variant_report(void **state)
     text[n] = 0;
     assert_non_null(strstr(text, "kernel 'scale': compiled variant 1 (first launch)"));
     assert_non_null(strstr(text, "compiled variant 2; argument 'n' changed class: divisible by 16 -> equal to 1"));
+    assert_non_null(strstr(text, "compiled variant 3; argument 'n' changed class: equal to 1 -> divisible by 8, not 16"));
     assert_non_null(strstr(text, "kernel 'scale': loaded variant 1 from the disk cache (first launch)"));
     assert_non_null(strstr(text, "kernel 'scale': linked variant 1 from PTX in the disk cache (first launch)"));
 }
@@ -1415,7 +1447,8 @@ int main(int argc, char **argv)
         T(test_long_error_message_is_whole), T(test_module_checks_autotune_and_consts), T(test_module_load_missing_file),
         T(test_module_load_example_file), T(test_launch_checks_count_and_kinds),
         T(test_launch_checks_pointer_alignment), T(test_launch_without_grid),
-        T(test_launch_packs_arguments), T(test_variant_selection), T(test_variant_report),
+        T(test_launch_packs_arguments), T(test_variant_selection), T(test_variant_selection_div8),
+        T(test_variant_report),
         T(test_warm_cache_loads_cubin), T(test_no_disk_cache_loads_ptx),
         T(test_tile_kernel_grid_clause), T(test_tile_kernel_compiled_once_across_contexts),
         T(test_tile_kernel_real_compile_step), T(test_no_codegen_library_warm_cache_works),

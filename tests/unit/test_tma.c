@@ -166,12 +166,27 @@ static void test_class_without_tma_has_no_maps(void **state)
     (void)state;
     TrtKernel *k = gemm();
     MockLaunch l;
-    launch(k, 0x200000, 1000, N, &l);      /* 1000 is no multiple of 16: the cp.async ring */
+    launch(k, 0x200000, 1004, N, &l);      /* 1004 is no multiple of 8: the cp.async ring */
     assert_int_equal(l.nparams, 10);       /* C's store keeps its map */
     assert_int_equal(l.ntma, 1);
     assert_c_map(&l.tma[0]);
     launch(k, 0x200008, K, N, &l);         /* a pointer 8-byte aligned: likewise */
     assert_int_equal(l.ntma, 1);
+}
+
+/* A ragged stride: 1000 is a multiple of 8, not 16, so A's bf16 rows are 2000 bytes
+ * apart, a multiple of 16, and the variant of its class copies A by TMA as div16's does. */
+static void test_div8_class_passes_tensor_maps(void **state)
+{
+    (void)state;
+    TrtKernel *k = gemm();
+    MockLaunch l;
+    launch(k, 0x200000, 1000, N, &l);
+    assert_maps(&l, 1000, N);
+    assert_int_equal(k->variants[0].mask >> (2 * 6) & 3, RT_SPEC_DIV8);   /* stride_am */
+    launch(k, 0x200000, K, N, &l);         /* K divisible by 16: another class, maps alike */
+    assert_maps(&l, K, N);
+    assert_int_equal(k->nvariants, 2);
 }
 
 /* The class promises what TMA needs except the sign: a negative stride (rows read
@@ -735,6 +750,7 @@ int main(int argc, char **argv)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_aligned_launch_passes_tensor_maps), T(test_class_without_tma_has_no_maps),
+        T(test_div8_class_passes_tensor_maps),
         T(test_refused_map_falls_back), T(test_driver_refusal_falls_back),
         T(test_recipes_survive_the_disk_cache), T(test_graph_replay_passes_maps),
         T(test_driver_without_encoder), T(test_persistent_launch_caps_the_grid),
