@@ -115,6 +115,13 @@ static bool const_of(const IrFunc *f, IrValue v, int64_t *out)
 
 static bool lin_is_zero(const Lin *a) { return !a->k && !a->n; }
 
+/* *acc += x * y; false where that leaves int64_t (no form is made of such constants). */
+static bool mad(int64_t *acc, int64_t x, int64_t y)
+{
+    int64_t p;
+    return !__builtin_mul_overflow(x, y, &p) && !__builtin_add_overflow(*acc, p, acc);
+}
+
 /* a += scale * b; false when a would hold more than LIN_MAX terms. */
 static bool lin_add(Lin *a, const Lin *b, int64_t scale)
 {
@@ -123,7 +130,7 @@ static bool lin_add(Lin *a, const Lin *b, int64_t scale)
         return true;
     }
     a->src = IR_NO_VALUE;
-    a->k += scale * b->k;
+    if (!mad(&a->k, scale, b->k)) return false;
     for (int i = 0; i < b->n; i++) {
         int j = 0;
         while (j < a->n && a->x[j] != b->x[i]) j++;
@@ -132,7 +139,7 @@ static bool lin_add(Lin *a, const Lin *b, int64_t scale)
             a->x[a->n] = b->x[i];
             a->c[a->n++] = 0;
         }
-        a->c[j] += scale * b->c[i];
+        if (!mad(&a->c[j], scale, b->c[i])) return false;
         if (!a->c[j]) {
             a->n--;
             a->x[j] = a->x[a->n];
@@ -169,6 +176,15 @@ static Lin lin_of(const IrFunc *f, IrValue v, int depth)
         return lin_atom(v, 1);
     l.src = v;
     return l;
+}
+
+/* Coefficients and constant far from int64_t's ends (lin_build negates them). */
+static bool lin_small(const Lin *a)
+{
+    const int64_t lim = INT64_C(1) << 62;
+    bool ok = a->k > -lim && a->k < lim;
+    for (int i = 0; i < a->n; i++) ok &= a->c[i] > -lim && a->c[i] < lim;
+    return ok;
 }
 
 /* The terms of a form: what materializing it costs and what says how simple it is. */
@@ -219,7 +235,7 @@ static bool aff_sum(Aff *a, const Aff *b, int64_t sign)
         if (!b->ax[d].on) continue;
         if (a->ax[d].on) return false;
         a->ax[d] = b->ax[d];
-        a->ax[d].k *= sign;
+        if (__builtin_mul_overflow(a->ax[d].k, sign, &a->ax[d].k)) return false;
     }
     return true;
 }
@@ -229,14 +245,15 @@ static void aff_absorb(Aff *a)
 {
     if (aff_axes(a) != 1 || lin_is_zero(&a->u)) return;
     Axis *x = &a->ax[a->ax[0].on ? 0 : 1];
-    if (x->s != IR_NO_VALUE || !x->k || a->u.k % x->k) return;
+    if (x->s != IR_NO_VALUE || x->k <= 0 || a->u.k % x->k) return;
     for (int i = 0; i < a->u.n; i++)
         if (a->u.c[i] % x->k) return;
     Lin q = a->u;
     q.src = x->k == 1 ? q.src : IR_NO_VALUE;
     q.k /= x->k;
     for (int i = 0; i < q.n; i++) q.c[i] /= x->k;
-    if (lin_add(&x->o, &q, 1)) a->u = lin_zero;
+    Lin o = x->o;
+    if (lin_add(&o, &q, 1)) x->o = o, a->u = lin_zero;
 }
 
 /* a * m, m the same in every element: a constant scales; a scalar becomes the stride of
@@ -247,7 +264,8 @@ static bool aff_scale(Aff *a, const Aff *m)
         Lin u = lin_zero;
         if (!lin_add(&u, &a->u, m->u.k)) return false;
         a->u = u;
-        for (int d = 0; d < 2; d++) a->ax[d].k *= m->u.k;
+        for (int d = 0; d < 2; d++)
+            if (__builtin_mul_overflow(a->ax[d].k, m->u.k, &a->ax[d].k)) return false;
         return true;
     }
     IrValue s = lin_value(&m->u);
@@ -393,7 +411,7 @@ static bool stride_multiple(const IrFunc *f, const Block *b, int d, int j, Lin *
     IrValue x = b->rest.x[j];
     int64_t c = b->rest.c[j];
     if (b->s[d] == IR_NO_VALUE) {
-        if (!b->k[d] || c % b->k[d]) return false;
+        if (b->k[d] <= 0 || c % b->k[d]) return false;
         *out = lin_atom(x, c / b->k[d]);
         return true;
     }
@@ -425,8 +443,11 @@ static void place_rest(const IrFunc *f, Block *b, int fast)
         }
         if (!moved) j++;
     }
-    if (!b->rest.k) return;
-    b->off[fast].k += b->rest.k, b->shape[fast].k += b->rest.k;
+    int64_t o, s;
+    if (!b->rest.k || __builtin_add_overflow(b->off[fast].k, b->rest.k, &o) ||
+        __builtin_add_overflow(b->shape[fast].k, b->rest.k, &s))
+        return;
+    b->off[fast].k = o, b->shape[fast].k = s;
     b->off[fast].src = b->shape[fast].src = IR_NO_VALUE;
     b->rest.k = 0;
 }
@@ -464,7 +485,8 @@ static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *sha
     b->rest = off.u;
     if (!peel_base(f, b)) return false;
     place_rest(f, b, fast);
-    return true;
+    return lin_small(&b->rest) && lin_small(&b->shape[0]) && lin_small(&b->shape[1]) && lin_small(&b->off[0]) &&
+           lin_small(&b->off[1]);
 }
 
 /* ---- building ------------------------------------------------------------------------- */
