@@ -3,10 +3,15 @@
  * Triton's tutorials do, reach the tensor-memory accelerator as load_block's do.
  *
  * require:   Tile IR without layouts
- * guarantee: every rank-2 load and store of the form below is a block_load (a
- *            block_store) marked `upper`, which reads (writes) the same elements as it
- *            did and gives zeros where its mask was false (ops.def: block_load); every
- *            other op is as it was (the address and mask tiles stay for DCE).
+ * guarantee: every rank-2 load and store of the form below that passes/blockload.c
+ *            would keep for TMA (blockload_kept, asked with every match converted) is
+ *            a block_load (a block_store) marked `upper`, which reads (writes) the same
+ *            elements as it did and gives zeros where its mask was false (ops.def:
+ *            block_load); every other op is as it was (the address and mask tiles of a
+ *            converted op stay for DCE). So a kernel that gets no TMA from the
+ *            conversion (sm_80, loads outside K loops, TILE_TMA=0, the checked mode)
+ *            compiles to the code it did before: blockload's expansion of a block op
+ *            is equivalent to the user's code but not the same instructions.
  *
  *   %rm = add (splat %om), (arange 0 : i32[128])        %ka = add (splat %k), (arange ...)
  *   %p  = addptr (broadcast (addptr (splat %a), %rm[:, None] * splat %sm)), %ka[None, :]
@@ -24,8 +29,10 @@
  * per axis, `c_d < B_d` (or `B_d > c_d`) with c_d = o'_d + i_d on that axis and B_d a
  * scalar, where o'_d may differ from the address's o_d by any scalar: the block's shape
  * is S_d = B_d - o'_d + o_d, which the linear forms simplify (Triton's `rk < K - k`
- * beside the address's `k + rk` gives K). A load's `other` is 0 or absent; a load or
- * store without a mask is left alone (its extent is not known), and so is a mask with
+ * beside the address's `k + rk` gives K). A load's `other` is 0 or absent; a store's
+ * value is a tensor-core accumulator or made of one element-wise (a GEMM's epilogue: the
+ * values tmastore can stage); a load or store without a mask is left alone (its extent
+ * is not known), and so is a mask with
  * another condition, `<=`, a test of another coordinate than the address's, or an axis
  * without a test; an offset with a loaded index (a gather) or a non-unit inner stride
  * does not decompose so.
@@ -571,6 +578,28 @@ static Made build_block(IrFunc *f, IrOp *op, const Block *blk)
     return (Made){op, first_after(prev, op), bl};
 }
 
+/* v is a tensor-core dot's accumulator (a dot of 1- or 2-byte operands, or the loop
+ * result it yields) or made of one by element-wise ops: the values whose layout lets
+ * tmastore stage them (an accumulator's); a store of another is expanded late, after the
+ * layouts, into code unlike the user's, so such stores are not converted. */
+static bool from_tensor_cores(const IrFunc *f, IrValue v, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || depth > DEPTH) return false;
+    if (d->code == IR_OP_FOR) {
+        const IrOp *y = d->regions[0].last;
+        uint32_t i = f->values[v].index;
+        return y && y->code == IR_OP_YIELD && i < y->noperands && from_tensor_cores(f, y->operands[i], depth + 1);
+    }
+    if (d->code == IR_OP_DOT)
+        return ir_elem_bytes(ir_value_type(f, d->operands[0])->elem) <= 2 &&
+               ir_elem_bytes(ir_value_type(f, d->operands[1])->elem) <= 2;
+    if (!(ir_op_info[d->code].flags & IR_E)) return false;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (ir_value_type(f, d->operands[i])->rank == 2 && from_tensor_cores(f, d->operands[i], depth + 1)) return true;
+    return false;
+}
+
 static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
 {
     if (op->code == IR_OP_LOAD) {
@@ -579,7 +608,8 @@ static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
         return match(f, op->operands[0], op->operands[1], t->shape, blk);
     }
     const IrType *t = ir_value_type(f, op->operands[1]);
-    return block_elem(t) && op->noperands == 3 && match(f, op->operands[0], op->operands[2], t->shape, blk);
+    return block_elem(t) && op->noperands == 3 && from_tensor_cores(f, op->operands[1], 0) &&
+           match(f, op->operands[0], op->operands[2], t->shape, blk);
 }
 
 /* The block op stays and the pointer op goes, or the other way round. */
