@@ -32,10 +32,9 @@
  * beside the address's `k + rk` gives K). A load's `other` is 0 or absent; a store's
  * value is a tensor-core accumulator or made of one element-wise (a GEMM's epilogue: the
  * values tmastore can stage); a load or store without a mask is left alone (its extent
- * is not known), and so is a mask with
- * another condition, `<=`, a test of another coordinate than the address's, or an axis
- * without a test; an offset with a loaded index (a gather) or a non-unit inner stride
- * does not decompose so.
+ * is not known), and so is a mask with another condition, `<=`, a test of another
+ * coordinate than the address's, or an axis without a test; an offset with a loaded
+ * index (a gather) or a non-unit inner stride does not decompose so.
  *
  * Where u goes: a term x * st_d of it (x a scalar, st_d the stride scalar of axis d)
  * may be moved into the block's offset o_d, and any other term into the contiguous
