@@ -240,7 +240,8 @@ static bool exec_load(Interp *I, const IrOp *op, Tile *res)
 /* block_load: element i is ptr[sum (offsets[d] + i[d]) * strides[d]] where every
  * coordinate lies in [0, shape[d]), else 0; coordinates, the test and the index in the
  * operands' integer type, wrapping as its arithmetic does (LANGUAGE-REFERENCE.md).
- * block_store writes element i there under the same test and drops it elsewhere. */
+ * block_store writes element i there under the same test and drops it elsewhere. With
+ * IR_BLOCK_UPPER (`upper`) only coordinate < shape[d] is tested. */
 /* The block whose operands (ptr, shape x R, strides x R, offsets x R) begin at operand
  * `at` of op (block_load and block_store: 0; tma_store: 2; tma_copy: 3), of io's type: read into io
  * (zeros outside the tensor), or with `write` written from io (nothing outside). */
@@ -257,13 +258,14 @@ static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *io, bool writ
         off[d] = interp_opnd(I, op, at + 1 + 2 * r + d)->s[0].i;
     }
     IrElem e = t->elem;
+    bool lower = !(at == 0 && (op->attr.i & IR_BLOCK_UPPER));
     for (int64_t k = 0, n = ir_type_numel(t); k < n; k++) {
         int64_t rest = k, elem = 0;
         bool in = true;
         for (int d = r - 1; d >= 0; d--) {
             int64_t c = interp_int_norm(ie, (int64_t)((uint64_t)off[d] + (uint64_t)(rest % t->shape[d])));
             rest /= t->shape[d];
-            in &= c >= 0 && c < shape[d];
+            in &= (c >= 0 || !lower) && c < shape[d];
             elem = interp_int_norm(ie, (int64_t)((uint64_t)elem + (uint64_t)c * (uint64_t)stride[d]));
         }
         if (!in) {

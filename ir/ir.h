@@ -134,6 +134,10 @@ extern const char *const ir_turn_names[4];   /* "wait", "pass", "start", "end" *
  * `multicast`: the CTAs copy shares of it into every CTA), mbarrier_arrive's 1 (printed
  * `cluster`: the arrival is on the barrier of every CTA of the cluster). */
 enum { IR_BLOCK_MULTICAST = 1 };
+/* block_load's and block_store's attr.i IR_BLOCK_UPPER, printed `upper`: only the upper
+ * edges offsets[d] + i[d] < shape[d] are tested, a negative coordinate is read or written
+ * as a pointer load or store would (the op came from one: passes/ptrblock.c). */
+enum { IR_BLOCK_UPPER = 2 };
 typedef uint32_t IrValue;
 #define IR_NO_VALUE UINT32_MAX
 

@@ -576,8 +576,12 @@ static bool parse_attr(Parser *ps, OpText *o)
         if (!parse_int(ps, &o->attr.i)) return false;
         if (accept(ps, TK_IDENT, "reverse")) o->attr.i |= IR_SCAN_REVERSE;
         return true;
-    case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* [multicast] */
+    case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* [multicast] [upper] */
         if (accept(ps, TK_IDENT, "multicast")) o->attr.i = IR_BLOCK_MULTICAST;
+        if (o->code == IR_OP_BLOCK_LOAD && accept(ps, TK_IDENT, "upper")) o->attr.i |= IR_BLOCK_UPPER;
+        return true;
+    case IR_OP_BLOCK_STORE:           /* [upper] */
+        if (accept(ps, TK_IDENT, "upper")) o->attr.i = IR_BLOCK_UPPER;
         return true;
     case IR_OP_EXP2:                  /* [ftz] */
         if (accept(ps, TK_IDENT, "ftz")) o->attr.i = 1;

@@ -291,8 +291,12 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_CUMSUM: case IR_OP_CUMPROD: case IR_OP_SCAN:      /* cumsum 0 reverse %x */
         fprintf(out, " %" PRId64 "%s", op->attr.i & IR_AXIS_MASK, op->attr.i & IR_SCAN_REVERSE ? " reverse" : "");
         break;
-    case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* block_load multicast %p, ... */
+    case IR_OP_BLOCK_LOAD: case IR_OP_TMA_COPY:      /* block_load multicast upper %p, ... */
         if (op->attr.i & IR_BLOCK_MULTICAST) fputs(" multicast", out);
+        if (op->code == IR_OP_BLOCK_LOAD && (op->attr.i & IR_BLOCK_UPPER)) fputs(" upper", out);
+        break;
+    case IR_OP_BLOCK_STORE:           /* block_store upper %p, ... */
+        if (op->attr.i & IR_BLOCK_UPPER) fputs(" upper", out);
         break;
     case IR_OP_EXP2:                  /* exp2 ftz %x */
         if (op->attr.i) fputs(" ftz", out);

@@ -718,12 +718,14 @@ static bool in_producer(const IrOp *op)
 
 static bool check_cluster(Verifier *v, const IrOp *op)
 {
-    bool flagged = op->code == IR_OP_CLUSTER_RANK || op->code == IR_OP_CLUSTER_SYNC || op->attr.i != 0;
+    /* block_load's `upper` (IR_BLOCK_UPPER) is no cluster flag */
+    int64_t flag = op->code == IR_OP_BLOCK_LOAD ? op->attr.i & ~(int64_t)IR_BLOCK_UPPER : op->attr.i;
+    bool flagged = op->code == IR_OP_CLUSTER_RANK || op->code == IR_OP_CLUSTER_SYNC || flag != 0;
     if (op->code == IR_OP_CLUSTER_RANK && (rty(v, op)->rank || rty(v, op)->elem != IR_I32))
         return fail(v, op, "result must be i32, got %s", tstr(rty(v, op)).s);
     if ((op->code == IR_OP_MBARRIER_ARRIVE || op->code == IR_OP_TMA_COPY || op->code == IR_OP_BLOCK_LOAD) &&
-        op->attr.i != 0 && op->attr.i != 1)
-        return fail(v, op, "has the flag 0 or 1, got %" PRId64, op->attr.i);
+        flag != 0 && flag != 1)
+        return fail(v, op, "has the flag 0 or 1, got %" PRId64, flag);
     if (flagged && (v->f->kind != IR_FUNC_KERNEL || ir_cluster_size(v->f) < 2))
         return fail(v, op, "%s a kernel whose programs run on clusters of CTAs (launch {cluster = 2})",
                     op->code == IR_OP_CLUSTER_SYNC || op->code == IR_OP_CLUSTER_RANK ? "stands only in" : "is flagged for");

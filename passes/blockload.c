@@ -26,7 +26,9 @@
  * A stride of constant 1 multiplies nothing, an offset of constant 0 adds nothing, and
  * an offset that cannot be negative (a program id, a K loop's induction variable
  * from 0) drops the `>= 0` test, so the contiguous axis of a block
- * looks to the axis analysis as a hand-written `k + arange(0, BK)` does. The index
+ * looks to the axis analysis as a hand-written `k + arange(0, BK)` does; an op marked
+ * `upper` (made from a pointer load or store by passes/ptrblock.c) has no `>= 0` test
+ * at all, as the user's code had none. The index
  * math is in the operands' integer type, as the op's meaning says. The loads and the
  * stores share it (block_ptrs). After the layout pass (passes/shared.c, the blocks no
  * ring or staging buffer took), blockload_expand_laid_out and blockstore_expand_laid_out
@@ -131,7 +133,7 @@ static IrValue block_ptrs(IrBuilder *b, const IrOp *op, const IrType *t, IrValue
         bool zero_origin = const_of(f, o, &k) && k == 0;
         if (!zero_origin) co = ir_build_binary(b, IR_OP_ADD, splat(b, o, vt), co);
         IrValue in = ir_build_cmp(b, IR_CMP_LT, co, splat(b, shape, vt));
-        if (!nonneg(f, o, 0)) in = ir_build_binary(b, IR_OP_AND, ir_build_cmp(b, IR_CMP_GE, co, splat(b, ir_const_int(b, it, 0), vt)), in);
+        if (!(op->attr.i & IR_BLOCK_UPPER) && !nonneg(f, o, 0)) in = ir_build_binary(b, IR_OP_AND, ir_build_cmp(b, IR_CMP_GE, co, splat(b, ir_const_int(b, it, 0), vt)), in);
         IrValue term = along(b, co, d, r, t->shape);
         if (!(const_of(f, stride, &k) && k == 1))
             term = ir_build_binary(b, IR_OP_MUL, term, splat(b, stride, ir_value_type(f, term)));
@@ -194,7 +196,11 @@ static IrOp *expand_store(IrFunc *f, IrOp *op)
  *   - one stride is the constant 1 (the contiguous axis), the other a multiple of 16
  *     bytes (a constant, or a parameter the class makes a multiple of 16);
  *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
- *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows). */
+ *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows).
+ * TMA zero-fills coordinates below 0 as block_load does; a block_load marked `upper`
+ * would read them (passes/ptrblock.c): they lie before the start of the tensor the
+ * kernel was given (the pointer is a parameter, the strides positive: the map's), an
+ * out-of-bounds access of the source, so the copy may read zeros there. */
 /* A parameter, through the specialization's multiple_of hints; *index is its position,
  * *mult what it is a multiple of. */
 static bool param_of(const IrFunc *f, IrValue v, uint32_t *index, int64_t *mult)
@@ -390,8 +396,6 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
     return true;
 }
 
-static bool kept_for_tma(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, f->ws); }
-
 bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true); }
 
 typedef struct Found {
@@ -410,28 +414,54 @@ static void collect(IrOp *op, void *ud)
  * own) fit; the rest are expanded. */
 #define MAX_MAPS 8   /* CG_MAX_TMA */
 
+/* Each block op's fate in s (loads, then stores): 0 expand, 2 TMA (1 only while deciding:
+ * TMA if its loop's maps fit); a tl_calloc'd array. */
+static int *decide(IrFunc *f, const Found *s, bool ws)
+{
+    size_t n = s->ops.len, ns = s->stores.len;
+    int *state = tl_calloc(n + ns + 1, sizeof *state);
+    if (!state) tl_oom();
+    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws);   /* all decided first */
+    for (size_t i = 0; i < ns; i++) state[n + i] = tmastore_kept(f, s->stores.data[i]) ? 2 : 0;
+    uint32_t maps = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (state[i] != 1) continue;
+        const IrBlock *loop = s->ops.data[i]->parent;
+        uint32_t here = 0, ps[4];       /* a map per parameter the pointer may be */
+        for (size_t j = i; j < n; j++)
+            if (state[j] == 1 && s->ops.data[j]->parent == loop)
+                here += (uint32_t)blockload_ptr_params(f, s->ops.data[j]->operands[0], ps, 4);
+        bool fits = maps + here <= MAX_MAPS;
+        maps += fits ? here : 0;
+        for (size_t j = i; j < n; j++)
+            if (state[j] == 1 && s->ops.data[j]->parent == loop) state[j] = fits ? 2 : 0;
+    }
+    return state;
+}
+
+bool blockload_kept(IrFunc *f, const IrOp *op)
+{
+    Found s = {{0}, {0}};
+    ir_walk(&f->body, collect, &s);
+    /* a producer warpgroup the kernel gives, or one the schedule may choose (it runs
+     * between ptrblock and blockload: passes/schedule.c) */
+    bool ws = f->ws || (!ir_launch_given(f, IR_LAUNCH_WS) && f->module->knobs.schedule);
+    int *state = decide(f, &s, ws);
+    bool kept = false;
+    for (size_t i = 0; i < s.ops.len; i++) kept |= s.ops.data[i] == op && state[i];
+    for (size_t i = 0; i < s.stores.len; i++) kept |= s.stores.data[i] == op && state[s.ops.len + i];
+    tl_free(state);
+    vec_free(&s.ops);
+    vec_free(&s.stores);
+    return kept;
+}
+
 bool pass_block_load(IrFunc *f)
 {
     Found s = {{0}, {0}};
     ir_walk(&f->body, collect, &s);
     size_t n = s.ops.len, ns = s.stores.len;
-    int *state = tl_calloc(n + ns + 1, sizeof *state);   /* 0: expand, 1: TMA if its loop fits, 2: TMA */
-    if (!state) tl_oom();
-    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma(f, s.ops.data[i]);   /* all decided first */
-    for (size_t i = 0; i < ns; i++) state[n + i] = tmastore_kept(f, s.stores.data[i]) ? 2 : 0;
-    uint32_t maps = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (state[i] != 1) continue;
-        const IrBlock *loop = s.ops.data[i]->parent;
-        uint32_t here = 0, ps[4];       /* a map per parameter the pointer may be */
-        for (size_t j = i; j < n; j++)
-            if (state[j] == 1 && s.ops.data[j]->parent == loop)
-                here += (uint32_t)blockload_ptr_params(f, s.ops.data[j]->operands[0], ps, 4);
-        bool fits = maps + here <= MAX_MAPS;
-        maps += fits ? here : 0;
-        for (size_t j = i; j < n; j++)
-            if (state[j] == 1 && s.ops.data[j]->parent == loop) state[j] = fits ? 2 : 0;
-    }
+    int *state = decide(f, &s, f->ws);
     bool changed = false;
     for (size_t i = 0; i < n; i++)
         if (!state[i]) expand_load(f, s.ops.data[i]), changed = true;

@@ -34,6 +34,7 @@ extern const PassInfo pass_table[];
 extern const unsigned pass_count;
 
 /* The GPU level (after specialization, before codegen): */
+bool pass_ptrblock(IrFunc *f);     /* ptrblock.c: block-shaped pointer loads and stores as block_load (block_store), first */
 bool pass_cluster(IrFunc *f);      /* cluster.c: a program's rows split among the CTAs of a cluster (cluster = n) */
 bool pass_block_load(IrFunc *f);   /* blockload.c: block_load (block_store) as the load (store) of a pointer tile */
 bool pass_dot_pad(IrFunc *f);      /* dotpad.c: dots below 16 in a dimension padded to 16 */
@@ -63,6 +64,10 @@ void blockload_expand_laid_out(IrFunc *f, IrOp *op);
  * stored by TMA, expanded after the layout pass into a masked pointer store in blocked
  * layouts (the stored value converted to the blocked layout of its shape). */
 void blockstore_expand_laid_out(IrFunc *f, IrOp *op);
+/* Whether pass_block_load would keep the block_load or block_store op of f for TMA (a
+ * copy into a ring, a tma_store), as f is now, with a producer warpgroup where the kernel
+ * gives ws or leaves it to passes/schedule.c; passes/ptrblock.c asks. */
+bool blockload_kept(IrFunc *f, const IrOp *op);
 /* The parameters pointer v may be (a parameter, or `if` results and selects of them),
  * at most max, into out; 0 if it may be anything else. */
 int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);

@@ -17,7 +17,8 @@ const unsigned pass_count = sizeof pass_table / sizeof *pass_table;
 
 /* The GPU level, in pipeline order. */
 const PassInfo pass_gpu_table[] = {
-    {"cluster",      "a program's rows split among a cluster's CTAs (cluster = n, GPU, first)", pass_cluster},
+    {"ptrblock",     "block-shaped pointer loads and stores as block ops (GPU, first)", pass_ptrblock},
+    {"cluster",      "a program's rows split among a cluster's CTAs (cluster = n, GPU)", pass_cluster},
     {"schedule",     "ws, persistent, overlap, pingpong where not given",    pass_schedule},
     {"blockload",    "block loads and stores through pointer tiles (GPU)",   pass_block_load},
     {"dotpad",       "dots below 16 in a dimension padded to 16",            pass_dot_pad},

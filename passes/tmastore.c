@@ -32,7 +32,10 @@
  * took; where it does not fit under the shared-memory limit, or the value's layout is
  * another, the store becomes the masked pointer store that blockload makes of every
  * other block_store. A kernel holds at most CG_MAX_TMA maps; stores that would exceed
- * it are expanded too. */
+ * it are expanded too. A store marked `upper` (a masked pointer store, passes/ptrblock.c)
+ * would write negative coordinates that the TMA path drops (codegen/cg_tma.c stores a
+ * block starting before the tensor element by element, inside it): they lie before the
+ * start of the tensor the parameter points to, an out-of-bounds write of the source. */
 #include "passes.h"
 
 

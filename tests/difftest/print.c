@@ -59,6 +59,42 @@ static void print_call(const DtProgram *p, const char *name, const DtNode *x, Dt
     }
 }
 
+/* Half of the rank-2 block loads whose offsets are not negative (bit 20 of the seed)
+ * print as the masked pointer load of the same block, which passes/ptrblock.c makes a
+ * block load again: the same values, coordinates below the tensor's end only. */
+static bool pointer_form(const DtNode *x, const DtBlock *b)
+{
+    return x->t.rank == 2 && b->offs[0] >= 0 && b->offs[1] >= 0 && (x->j >> 20 & 1);
+}
+
+/* The coordinate of axis d of the block: (offset + arange(0, n)) */
+static void print_block_coord(const DtNode *x, const DtBlock *b, int d, DtStr *o)
+{
+    dt_str_add(o, "(%s%lld + arange(0, %d))", d == 0 && b->pid ? "program_id(0) + " : "", (long long)b->offs[d],
+               x->t.shape[d]);
+}
+
+/* load(in + c0[:, None] * s0 + c1[None, :] * s1, mask = (c0[:, None] < d0) & (c1[None, :] < d1), other = 0) */
+static void print_block_pointers(const DtProgram *p, const DtNode *x, const DtBlock *b, DtStr *o)
+{
+    static const char *const side[2] = {"[:, None]", "[None, :]"};
+    dt_str_add(o, "load(%s", p->bufs[x->i].name);
+    for (int d = 0; d < 2; d++) {
+        dt_str_add(o, " + ");
+        print_block_coord(x, b, d, o);
+        dt_str_add(o, "%s * %lld", side[d], (long long)b->strides[d]);
+    }
+    for (int d = 0; d < 2; d++) {
+        dt_str_add(o, d ? " & " : ", mask = ");
+        dt_str_add(o, "(");
+        print_block_coord(x, b, d, o);
+        dt_str_add(o, "%s < %lld)", side[d], (long long)b->dims[d]);
+    }
+    dt_str_add(o, ", other = ");
+    print_literal(x->t.elem, 0, o);
+    dt_str_add(o, ")");
+}
+
 static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
 {
     static const char *const params[3] = {"L", "M", "fs"};
@@ -78,6 +114,10 @@ static void print_leaf(const DtProgram *p, const DtNode *x, int kind, DtStr *o)
         break;
     case K_BLOCK: {
         DtBlock b = dt_block_of(x->t, x->j);
+        if (pointer_form(x, &b)) {
+            print_block_pointers(p, x, &b, o);
+            break;
+        }
         dt_str_add(o, "load_block(%s", p->bufs[x->i].name);
         for (int q = 0; q < 3; q++) {
             const int64_t *v = q == 0 ? b.dims : q == 1 ? b.strides : b.offs;

@@ -24,7 +24,9 @@ cp.async), row strides with padding (a multiple of 16 elements or not), the firs
 step, offsets shifted before the tensor (negative coordinates read zeros), the K
 loop whole or cut in two (the loops sharing one ring under ws), clusters of two CTAs
 (the rows split between them, B multicast: the interpreter runs each CTA), and two
-consumer warpgroups taking alternate tiles in turns (pingpong).
+consumer warpgroups taking alternate tiles in turns (pingpong); and the operands (and
+a store_block epilogue) as masked pointer loads (a store) of the same blocks, which
+passes/ptrblock.c makes block ops (TMA_FUZZ_POINTERS: their share, default 0.5).
 
     python3 tests/difftest/tma_fuzz.py TILEC [--seeds A..B] [--device cpu|gpu]
                                         [--time-limit S] [--ptxas PATH] [--out DIR]
@@ -38,6 +40,10 @@ import struct
 import sys
 
 from fuzz_common import half_bits, main as fuzz_main, ptxas_check, run, run_both
+
+# the share of programs (of those with i32 sizes and unshifted offsets) whose operands
+# are pointer loads; TMA_FUZZ_POINTERS=1 draws only those
+POINTER_SHARE = float(os.environ.get("TMA_FUZZ_POINTERS", "0.5"))
 
 
 def f8e4m3_bits(v):
@@ -91,6 +97,11 @@ class Prog:
         # last: two consumer warpgroups taking alternate tiles in turns (pingpong: with a
         # producer, persistent, 4 warps a program)
         self.pingpong = self.ws and self.persistent and self.warps == 4 and r.random() < 0.6
+        # after that: the operands (and a store_block epilogue) written as masked pointer
+        # loads (a store), which passes/ptrblock.c turns into the block ops; i32 sizes and
+        # no shifted offsets (a pointer load before the tensor is out of bounds)
+        self.pointers = (self.index == "i32" and not self.shift_m and not self.shift_n and
+                         r.random() < POINTER_SHARE)
 
     def rows_a(self):
         return self.K if self.at else self.M
@@ -98,11 +109,24 @@ class Prog:
     def rows_b(self):
         return self.N if self.bt else self.K
 
+    def pointer_operands(self, om, on):
+        BM, BN, BK = self.BM, self.BN, self.BK
+        rm, rn, ka = ("(%s + arange(0, %d))" % (om, BM), "(%s + arange(0, %d))" % (on, BN),
+                      "(k + arange(0, %d))" % BK)
+        def ld(p, rows, cols, s, rb, cb):
+            return ("load(%s + %s[:, None] * %s + %s[None, :], mask = (%s[:, None] < %s) & (%s[None, :] < %s), "
+                    "other = 0.0)" % (p, rows, s, cols, rows, rb, cols, cb))
+        a = "trans(%s)" % ld("a", ka, rm, "sa", "K", "M") if self.at else ld("a", rm, ka, "sa", "M", "K")
+        b = "trans(%s)" % ld("b", rn, ka, "sb", "N", "K") if self.bt else ld("b", ka, rn, "sb", "K", "N")
+        return a, b
+
     def source(self):
         e, BM, BN, BK = self.elem, self.BM, self.BN, self.BK
         om = "pm * %d%s" % (BM, " + (%d)" % self.shift_m if self.shift_m else "")
         on = "pn * %d%s" % (BN, " + (%d)" % self.shift_n if self.shift_n else "")
-        if self.at:
+        if self.pointers:
+            a, b = self.pointer_operands(om, on)
+        elif self.at:
             a = "trans(load_block(a, [K, M], [sa, 1], [k, %s], [%d, %d]))" % (om, BK, BM)
         else:
             a = "load_block(a, [M, K], [sa, 1], [%s, k], [%d, %d])" % (om, BM, BK)
@@ -133,6 +157,10 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
                 % (self.k0 + self.BK * self.split_at, self.k0, self.BK, body, self.BK, body))
 
     def epilogue(self, om, on):
+        if self.store_block and self.pointers:
+            return ("    store(c + (%s + arange(0, %d))[:, None] * N + (%s + arange(0, %d))[None, :], acc, mask = "
+                    "((%s + arange(0, %d))[:, None] < M) & ((%s + arange(0, %d))[None, :] < N));\n"
+                    % (om, self.BM, on, self.BN, om, self.BM, on, self.BN))
         if self.store_block:
             return "    store_block(c, [M, N], [N, 1], [%s, %s], acc);\n" % (om, on)
         return """    let rm = %s + arange(0, %d);

@@ -80,6 +80,8 @@ FILES = {"perm24": [(7 * i + 3) % 24 for i in range(24)], "lens3": [1, 77, 128]}
 FA = os.path.join(EX, "flash_attn_fwd.tile")
 FB = os.path.join(EX, "flash_attn_bwd.tile")
 MM = os.path.join(EX, "matmul_bf16.tile")
+MP = os.path.join(root, "bench", "matmul_pointers.tile")
+PB = os.path.join(root, "tests", "lit", "passes", "ptrblock_kernels.tile")
 # (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
 # outputs must agree within tol * the output's largest magnitude (0: bit for bit)
 CASES = [
@@ -101,6 +103,15 @@ CASES = [
     ("gemm + bias + gelu ping-pong", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu",
      ["BN=128", "warps=4", "pingpong=1", "ws=1", "persistent=1"], gelu(256, 256, 128), ["c"], 1e-2),
     ("fp8 default", os.path.join(EX, "matmul_fp8.tile"), "matmul_fp8", [], fp8(256, 256, 256), ["c"], 1e-2),
+    # pointer-form kernels that passes/ptrblock.c turns into TMA copies (and a TMA store)
+    ("gemm pointers, odd sizes", MP, "matmul_bf16", ["BM=128", "BN=256", "BK=64", "warps=8", "stages=4"],
+     gemm(77, 48, 80), ["c"], 0),
+    ("fp8 pointers, odd sizes", PB, "fp8", [],
+     ["c=zeros:%d" % (77 * 45), "a=rand:%d:1" % (77 * 80), "b=rand:%d:2" % (45 * 80), "M=77", "N=45", "K=70",
+      "stride_am=80", "stride_bn=80", "stride_cm=45"], ["c"], 1e-2),
+    ("attention forward pointers", PB, "attn", [],
+     ["o=zeros:12800", "q=rand:12800:1", "k=rand:12800:2", "v=rand:12800:3", "BH=2", "L=100", "scale=0.125",
+      "stride_l=64", "rows=200"], ["o"], 2e-2),
     ("attention forward tma", FA, "attn_fwd_tma", [], attn_fwd(2, 256), ["o", "lse"], 2e-2),
     ("attention forward tma causal", FA, "attn_fwd_tma", ["CAUSAL=1"], attn_fwd(2, 256), ["o", "lse"], 2e-2),
     ("attention forward tma BN 128, no producer", FA, "attn_fwd_tma", ["BN=128", "ws=0"], attn_fwd(1, 256),

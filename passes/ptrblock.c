@@ -1,0 +1,660 @@
+/* Block-shaped pointer loads and stores as block_load and block_store (the first GPU
+ * pass), so that the kernels users write with pointer arithmetic and edge masks, as
+ * Triton's tutorials do, reach the tensor-memory accelerator as load_block's do.
+ *
+ * require:   Tile IR without layouts
+ * guarantee: every rank-2 load and store of the form below that passes/blockload.c
+ *            would keep for TMA (blockload_kept, asked with every match converted) is
+ *            a block_load (a block_store) marked `upper`, which reads (writes) the same
+ *            elements as it did and gives zeros where its mask was false (ops.def:
+ *            block_load); every other op is as it was (the address and mask tiles of a
+ *            converted op stay for DCE). So a kernel that gets no TMA from the
+ *            conversion (sm_80, loads outside K loops, TILE_TMA=0, the checked mode)
+ *            compiles to the code it did before: blockload's expansion of a block op
+ *            is equivalent to the user's code but not the same instructions.
+ *
+ *   %rm = add (splat %om), (arange 0 : i32[128])        %ka = add (splat %k), (arange ...)
+ *   %p  = addptr (broadcast (addptr (splat %a), %rm[:, None] * splat %sm)), %ka[None, :]
+ *   %t  = load %p, (%rm[:, None] < splat %M) & (%ka[None, :] < splat %K), 0
+ * ->
+ *   %t  = block_load upper %a, %M, %K, %sm, 1, %om, %k : bf16[128, 64]
+ *
+ * Which: the pointer tile is addptr(splat(base), off), possibly through a chain of
+ * addptrs, broadcasts and expand_dims, where the sum of the offsets is, by the linear
+ * analysis below (adds, subs, muls by scalars or splats, broadcast, expand_dims, splat),
+ *     u + (o_0 + i_0) * st_0 + (o_1 + i_1) * st_1
+ * with u and o_d scalars (linear forms over SSA scalars with integer coefficients), one
+ * stride st_d the constant 1 and the other a constant or a constant times one scalar,
+ * and all offsets of one integer type. The mask is an `and` of exactly one edge test
+ * per axis, `c_d < B_d` (or `B_d > c_d`) with c_d = o'_d + i_d on that axis and B_d a
+ * scalar, where o'_d may differ from the address's o_d by any scalar: the block's shape
+ * is S_d = B_d - o'_d + o_d, which the linear forms simplify (Triton's `rk < K - k`
+ * beside the address's `k + rk` gives K). A load's `other` is 0 or absent; a store's
+ * value is a tensor-core accumulator or made of one element-wise (a GEMM's epilogue: the
+ * values tmastore can stage); a load or store without a mask is left alone (its extent
+ * is not known), and so is a mask with another condition, `<=`, a test of another
+ * coordinate than the address's, or an axis without a test; an offset with a loaded
+ * index (a gather) or a non-unit inner stride does not decompose so.
+ *
+ * Where u goes: a term x * st_d of it (x a scalar, st_d the stride scalar of axis d)
+ * may be moved into the block's offset o_d, and any other term into the contiguous
+ * axis' (stride 1); what is not moved is added to the base pointer. A term is moved
+ * when S_d does not get more terms by it: the address's coordinate `k` moves into the
+ * contiguous axis because the mask tested `k + rk < K`, a batch-and-head row offset
+ * `(bh * L) * stride_l` moves into the rows when the mask tests rows of the whole
+ * [BH * L, D] tensor (`rn < rows - bh * L`), and stays in the base when the mask tests
+ * rows of one head (`rn < L`). Only with the base a parameter and S_d, strides and
+ * offsets as passes/blockload.c's TMA rules want (a shape a constant or a parameter)
+ * is the block copied by TMA; a head offset with its own stride (`bh * stride_bh`, a
+ * third axis of the tensor) stays in the base, and the load goes by cp.async as before:
+ * a rank-3 tensor map would be needed.
+ *
+ * Why the values are the same: a marked block op tests only c_d < S_d, which is the
+ * user's c'_d < B_d shifted by the same scalar on both sides, and reads base +
+ * sum c_d * st_d, the user's address summed in another order; the two agree as long
+ * as the index arithmetic does not overflow its integer type (the whole element offset
+ * must fit in it; TMA's coordinates are 32-bit anyway). `upper` leaves out block_load's
+ * `c_d >= 0` test, so passes/blockload.c expands the op back into the same pointer load
+ * whenever it is not copied by TMA. TMA zero-fills negative coordinates, which the
+ * source would have read: before the start of the tensor a parameter points to (TMA
+ * needs the base to be a parameter and positive strides), an out-of-bounds access. No
+ * condition on the signs of the offsets is needed (blockload.c's `nonneg` exists for
+ * load_block, whose meaning tests `>= 0`). */
+#include "passes.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ir/arena.h"
+
+#define LIN_MAX 8
+#define DEPTH 32
+
+/* k + sum c[i] * x[i] over integer scalars x; src: a value equal to the whole form. */
+typedef struct Lin {
+    int64_t k;
+    int n;
+    IrValue x[LIN_MAX];
+    int64_t c[LIN_MAX];
+    IrValue src;
+} Lin;
+
+/* (o + i) * k * s along an axis (s IR_NO_VALUE: the constant k), i the axis' index. */
+typedef struct Axis {
+    bool on;
+    Lin o;
+    int64_t k;
+    IrValue s;
+} Axis;
+
+/* An integer tile of rank <= 2 as u (the same in every element) plus its axes' terms. */
+typedef struct Aff {
+    Lin u;
+    Axis ax[2];
+} Aff;
+
+/* The edge test o + i < b of one axis of the mask. */
+typedef struct Edge {
+    bool on;
+    Lin o, b;
+} Edge;
+
+/* What a matched load or store becomes. */
+typedef struct Block {
+    IrValue base;
+    Lin rest;                    /* added to the base pointer */
+    Lin shape[2], off[2];
+    int64_t k[2];
+    IrValue s[2];
+    IrElem ie;
+} Block;
+
+static const Lin lin_zero = {.src = IR_NO_VALUE};
+
+static bool const_of(const IrFunc *f, IrValue v, int64_t *out)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || d->code != IR_OP_CONST || ir_value_type(f, v)->rank) return false;
+    *out = d->attr.i;
+    return true;
+}
+
+static bool lin_is_zero(const Lin *a) { return !a->k && !a->n; }
+
+/* *acc += x * y; false where that leaves int64_t (no form is made of such constants). */
+static bool mad(int64_t *acc, int64_t x, int64_t y)
+{
+    int64_t p;
+    return !__builtin_mul_overflow(x, y, &p) && !__builtin_add_overflow(*acc, p, acc);
+}
+
+/* a += scale * b; false when a would hold more than LIN_MAX terms. */
+static bool lin_add(Lin *a, const Lin *b, int64_t scale)
+{
+    if (lin_is_zero(a) && scale == 1) {
+        *a = *b;
+        return true;
+    }
+    a->src = IR_NO_VALUE;
+    if (!mad(&a->k, scale, b->k)) return false;
+    for (int i = 0; i < b->n; i++) {
+        int j = 0;
+        while (j < a->n && a->x[j] != b->x[i]) j++;
+        if (j == a->n) {
+            if (a->n == LIN_MAX) return false;
+            a->x[a->n] = b->x[i];
+            a->c[a->n++] = 0;
+        }
+        if (!mad(&a->c[j], scale, b->c[i])) return false;
+        if (!a->c[j]) {
+            a->n--;
+            a->x[j] = a->x[a->n];
+            a->c[j] = a->c[a->n];
+        }
+    }
+    return true;
+}
+
+static Lin lin_atom(IrValue v, int64_t c)
+{
+    Lin l = lin_zero;
+    l.n = 1, l.x[0] = v, l.c[0] = c;
+    l.src = c == 1 ? v : IR_NO_VALUE;
+    return l;
+}
+
+/* The scalar v as a linear form: through adds, subs and muls by constants. */
+static Lin lin_of(const IrFunc *f, IrValue v, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    int64_t k;
+    Lin l = lin_zero, r;
+    if (!d || depth > DEPTH || ir_value_type(f, v)->rank) return lin_atom(v, 1);
+    if (d->code == IR_OP_CONST) l.k = d->attr.i;
+    else if (d->code == IR_OP_ADD || d->code == IR_OP_SUB) {
+        l = lin_of(f, d->operands[0], depth + 1);
+        r = lin_of(f, d->operands[1], depth + 1);
+        if (!lin_add(&l, &r, d->code == IR_OP_SUB ? -1 : 1)) return lin_atom(v, 1);
+    } else if (d->code == IR_OP_MUL && (const_of(f, d->operands[1], &k) || const_of(f, d->operands[0], &k))) {
+        r = lin_of(f, d->operands[const_of(f, d->operands[1], &k) ? 0 : 1], depth + 1);
+        if (!lin_add(&l, &r, k)) return lin_atom(v, 1);
+    } else
+        return lin_atom(v, 1);
+    l.src = v;
+    return l;
+}
+
+/* Coefficients and constant far from int64_t's ends (lin_build negates them). */
+static bool lin_small(const Lin *a)
+{
+    const int64_t lim = INT64_C(1) << 62;
+    bool ok = a->k > -lim && a->k < lim;
+    for (int i = 0; i < a->n; i++) ok &= a->c[i] > -lim && a->c[i] < lim;
+    return ok;
+}
+
+/* The terms of a form: what materializing it costs and what says how simple it is. */
+static int lin_terms(const Lin *a) { return a->n; }
+
+/* The one value a form is (its src, or a single term x), or IR_NO_VALUE. */
+static IrValue lin_value(const Lin *a)
+{
+    if (a->src != IR_NO_VALUE) return a->src;
+    return a->n == 1 && a->c[0] == 1 && !a->k ? a->x[0] : IR_NO_VALUE;
+}
+
+/* ---- the offset tiles ---------------------------------------------------------------- */
+
+static bool aff_of(const IrFunc *f, IrValue v, Aff *a, int depth);
+
+static Aff aff_zero(void)
+{
+    Aff a;
+    memset(&a, 0, sizeof a);
+    a.u = lin_zero;
+    for (int d = 0; d < 2; d++) a.ax[d].o = lin_zero, a.ax[d].s = IR_NO_VALUE;
+    return a;
+}
+
+static int aff_axes(const Aff *a) { return a->ax[0].on + a->ax[1].on; }
+
+/* expand_dims or broadcast op d applied to a, the form of its operand. */
+static bool aff_shape(const IrFunc *f, const IrOp *d, Aff *a)
+{
+    const IrType *from = ir_value_type(f, d->operands[0]), *to = ir_value_type(f, d->results[0]);
+    if (to->rank > 2) return false;
+    if (d->code == IR_OP_EXPAND_DIMS) {
+        if (from->rank != 1 || d->attr.i > 1) return false;
+        if (d->attr.i == 0) a->ax[1] = a->ax[0], a->ax[0] = aff_zero().ax[0];
+        return true;
+    }
+    for (int e = 0; e < to->rank; e++)
+        if (a->ax[e].on && from->shape[e] != to->shape[e]) return false;
+    return from->rank == to->rank;
+}
+
+/* a +/- b, axis by axis; an axis in both is no block. */
+static bool aff_sum(Aff *a, const Aff *b, int64_t sign)
+{
+    if (!lin_add(&a->u, &b->u, sign)) return false;
+    for (int d = 0; d < 2; d++) {
+        if (!b->ax[d].on) continue;
+        if (a->ax[d].on) return false;
+        a->ax[d] = b->ax[d];
+        if (__builtin_mul_overflow(a->ax[d].k, sign, &a->ax[d].k)) return false;
+    }
+    return true;
+}
+
+/* u moved into the one axis of a whose stride is a constant dividing it. */
+static void aff_absorb(Aff *a)
+{
+    if (aff_axes(a) != 1 || lin_is_zero(&a->u)) return;
+    Axis *x = &a->ax[a->ax[0].on ? 0 : 1];
+    if (x->s != IR_NO_VALUE || x->k <= 0 || a->u.k % x->k) return;
+    for (int i = 0; i < a->u.n; i++)
+        if (a->u.c[i] % x->k) return;
+    Lin q = a->u;
+    q.src = x->k == 1 ? q.src : IR_NO_VALUE;
+    q.k /= x->k;
+    for (int i = 0; i < q.n; i++) q.c[i] /= x->k;
+    Lin o = x->o;
+    if (lin_add(&o, &q, 1)) x->o = o, a->u = lin_zero;
+}
+
+/* a * m, m the same in every element: a constant scales; a scalar becomes the stride of
+ * a's axes, once u is in them. */
+static bool aff_scale(Aff *a, const Aff *m)
+{
+    if (!m->u.n) {
+        Lin u = lin_zero;
+        if (!lin_add(&u, &a->u, m->u.k)) return false;
+        a->u = u;
+        for (int d = 0; d < 2; d++)
+            if (__builtin_mul_overflow(a->ax[d].k, m->u.k, &a->ax[d].k)) return false;
+        return true;
+    }
+    IrValue s = lin_value(&m->u);
+    aff_absorb(a);
+    if (s == IR_NO_VALUE || !lin_is_zero(&a->u) || !aff_axes(a)) return false;
+    for (int d = 0; d < 2; d++) {
+        if (!a->ax[d].on) continue;
+        if (a->ax[d].s != IR_NO_VALUE) return false;
+        a->ax[d].s = s;
+    }
+    return true;
+}
+
+static bool aff_product(const IrFunc *f, const IrOp *d, Aff *a, int depth)
+{
+    Aff b;
+    if (!aff_of(f, d->operands[0], a, depth + 1) || !aff_of(f, d->operands[1], &b, depth + 1)) return false;
+    if (aff_axes(a) && aff_axes(&b)) return false;
+    if (aff_axes(&b) || (!aff_axes(a) && !a->u.n)) {   /* the varying one (or the constant's partner) first */
+        Aff t = *a;
+        *a = b;
+        b = t;
+    }
+    return (aff_axes(a) || !b.u.n) && aff_scale(a, &b);
+}
+
+/* The integer tile v (rank <= 2) as an Aff. */
+static bool aff_of(const IrFunc *f, IrValue v, Aff *a, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    const IrType *t = ir_value_type(f, v);
+    Aff b;
+    *a = aff_zero();
+    if (!d || depth > DEPTH || t->rank > 2 || !ir_elem_is_int(t->elem) || t->elem == IR_I1) return false;
+    switch (d->code) {
+    case IR_OP_CONST: a->u.k = d->attr.i; return true;
+    case IR_OP_SPLAT: a->u = lin_of(f, d->operands[0], depth + 1); return true;
+    case IR_OP_ARANGE:
+        a->ax[0].on = true, a->ax[0].o.k = d->attr.i, a->ax[0].k = 1;
+        return true;
+    case IR_OP_ADD: case IR_OP_SUB:
+        return aff_of(f, d->operands[0], a, depth + 1) && aff_of(f, d->operands[1], &b, depth + 1) &&
+               aff_sum(a, &b, d->code == IR_OP_SUB ? -1 : 1);
+    case IR_OP_MUL: return aff_product(f, d, a, depth);
+    case IR_OP_EXPAND_DIMS: case IR_OP_BROADCAST:
+        return aff_of(f, d->operands[0], a, depth + 1) && aff_shape(f, d, a);
+    default: return false;
+    }
+}
+
+/* The pointer tile v as splat(base) moved by *off (of integer type *ie). */
+static bool ptr_of(const IrFunc *f, IrValue v, IrValue *base, Aff *off, IrElem *ie, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    Aff b;
+    if (!d || depth > DEPTH) return false;
+    switch (d->code) {
+    case IR_OP_SPLAT:
+        *base = d->operands[0];
+        *off = aff_zero();
+        return true;
+    case IR_OP_ADDPTR: {
+        IrElem e = ir_value_type(f, d->operands[1])->elem;
+        if (!ptr_of(f, d->operands[0], base, off, ie, depth + 1) || !aff_of(f, d->operands[1], &b, 0)) return false;
+        if (*ie != IR_NUM_ELEMS && *ie != e) return false;
+        *ie = e;
+        return aff_sum(off, &b, 1);
+    }
+    case IR_OP_EXPAND_DIMS: case IR_OP_BROADCAST:
+        return ptr_of(f, d->operands[0], base, off, ie, depth + 1) && aff_shape(f, d, off);
+    default: return false;
+    }
+}
+
+/* ---- the mask ------------------------------------------------------------------------ */
+
+/* The edge test `x < y` (x one axis' coordinate with stride 1, y a scalar), recorded on
+ * the mask's axis map[axis]. */
+static bool edge_of(const IrFunc *f, IrValue x, IrValue y, const int *map, IrElem ie, const int32_t *shape, Edge *e)
+{
+    Aff a, b;
+    const IrType *t = ir_value_type(f, x);
+    if (t->elem != ie || !aff_of(f, x, &a, 0) || !aff_of(f, y, &b, 0)) return false;
+    if (aff_axes(&a) != 1 || aff_axes(&b)) return false;
+    int d = a.ax[0].on ? 0 : 1;
+    if (a.ax[d].k != 1 || a.ax[d].s != IR_NO_VALUE || map[d] < 0 || e[map[d]].on) return false;
+    if (t->shape[d] != shape[map[d]]) return false;     /* the coordinate of the whole axis */
+    Edge *g = &e[map[d]];
+    g->on = true;
+    g->o = a.ax[d].o;
+    g->b = b.u;
+    return lin_add(&g->o, &a.u, 1);
+}
+
+/* The mask m as one edge test per axis, anded (through broadcasts and expand_dims:
+ * map[axis of m] is the load's axis). */
+static bool mask_of(const IrFunc *f, IrValue m, const int *map, IrElem ie, const int32_t *shape, Edge *e, int depth)
+{
+    const IrOp *d = f->values[m].def;
+    const IrType *t = ir_value_type(f, m);
+    if (!d || depth > DEPTH || t->rank > 2) return false;
+    switch (d->code) {
+    case IR_OP_AND:
+        return mask_of(f, d->operands[0], map, ie, shape, e, depth + 1) &&
+               mask_of(f, d->operands[1], map, ie, shape, e, depth + 1);
+    case IR_OP_BROADCAST: return mask_of(f, d->operands[0], map, ie, shape, e, depth + 1);
+    case IR_OP_EXPAND_DIMS: {
+        int sub[2] = {-1, -1};
+        if (t->rank != 2 || d->attr.i > 1) return false;
+        sub[0] = map[d->attr.i == 0 ? 1 : 0];
+        return mask_of(f, d->operands[0], sub, ie, shape, e, depth + 1);
+    }
+    case IR_OP_CMP: {
+        IrValue x = d->operands[0], y = d->operands[1];
+        if (d->attr.i != IR_CMP_LT && d->attr.i != IR_CMP_GT) return false;
+        if (d->attr.i == IR_CMP_GT) x = d->operands[1], y = d->operands[0];
+        return edge_of(f, x, y, map, ie, shape, e);
+    }
+    default: return false;
+    }
+}
+
+/* ---- matching ------------------------------------------------------------------------- */
+
+/* Moves term j of b->rest (coefficient c, value x) into axis d as `add` when the shape
+ * of d does not get more terms by it. */
+static bool try_move(Block *b, int d, int j, const Lin *add)
+{
+    Lin s = b->shape[d];
+    if (!lin_add(&s, add, 1) || lin_terms(&s) > lin_terms(&b->shape[d])) return false;
+    Lin o = b->off[d];
+    if (!lin_add(&o, add, 1)) return false;
+    Lin rest = b->rest, t = lin_atom(b->rest.x[j], b->rest.c[j]);
+    if (!lin_add(&rest, &t, -1)) return false;
+    b->shape[d] = s, b->off[d] = o, b->rest = rest;
+    return true;
+}
+
+/* Term j of b->rest as a multiple of axis d's stride: c * y for c * (y * s), c for c * s,
+ * c / k * x for c * x with a constant stride k dividing c. */
+static bool stride_multiple(const IrFunc *f, const Block *b, int d, int j, Lin *out)
+{
+    IrValue x = b->rest.x[j];
+    int64_t c = b->rest.c[j];
+    if (b->s[d] == IR_NO_VALUE) {
+        if (b->k[d] <= 0 || c % b->k[d]) return false;
+        *out = lin_atom(x, c / b->k[d]);
+        return true;
+    }
+    if (b->k[d] != 1) return false;
+    if (x == b->s[d]) {
+        *out = lin_zero;
+        out->k = c;
+        return true;
+    }
+    const IrOp *m = f->values[x].def;
+    if (!m || m->code != IR_OP_MUL || (m->operands[0] != b->s[d] && m->operands[1] != b->s[d])) return false;
+    Lin y = lin_of(f, m->operands[m->operands[0] == b->s[d] ? 1 : 0], 0);
+    *out = lin_zero;
+    return lin_add(out, &y, c);
+}
+
+/* The uniform part of the address into the axes where that keeps their shapes simple
+ * (the header's "Where u goes"); the rest stays for the base pointer. */
+static void place_rest(const IrFunc *f, Block *b, int fast)
+{
+    for (int j = 0; j < b->rest.n;) {
+        Lin add = lin_zero;
+        bool moved = false;
+        for (int d = 0; d < 2 && !moved; d++)
+            moved = d != fast && stride_multiple(f, b, d, j, &add) && try_move(b, d, j, &add);
+        if (!moved) {
+            add = lin_atom(b->rest.x[j], b->rest.c[j]);
+            moved = try_move(b, fast, j, &add);
+        }
+        if (!moved) j++;
+    }
+    int64_t o, s;
+    if (!b->rest.k || __builtin_add_overflow(b->off[fast].k, b->rest.k, &o) ||
+        __builtin_add_overflow(b->shape[fast].k, b->rest.k, &s))
+        return;
+    b->off[fast].k = o, b->shape[fast].k = s;
+    b->off[fast].src = b->shape[fast].src = IR_NO_VALUE;
+    b->rest.k = 0;
+}
+
+/* Peels scalar addptrs of the offsets' type off the base into b->rest. */
+static bool peel_base(const IrFunc *f, Block *b)
+{
+    for (const IrOp *d = f->values[b->base].def; d && d->code == IR_OP_ADDPTR; d = f->values[b->base].def) {
+        if (ir_value_type(f, d->operands[1])->elem != b->ie) break;
+        Lin l = lin_of(f, d->operands[1], 0);
+        if (!lin_add(&b->rest, &l, 1)) return false;
+        b->base = d->operands[0];
+    }
+    return true;
+}
+
+/* The pointer tile ptr under mask as a block of shape `shape`. */
+static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *shape, Block *b)
+{
+    Aff off;
+    Edge e[2] = {{0}, {0}};
+    static const int map[2] = {0, 1};
+    b->ie = IR_NUM_ELEMS;
+    if (!ptr_of(f, ptr, &b->base, &off, &b->ie, 0) || aff_axes(&off) != 2) return false;
+    if (b->ie != IR_I32 && b->ie != IR_I64) return false;
+    if (!mask_of(f, mask, map, b->ie, shape, e, 0) || !e[0].on || !e[1].on) return false;
+    int fast = -1;
+    for (int d = 0; d < 2; d++) {
+        b->k[d] = off.ax[d].k, b->s[d] = off.ax[d].s, b->off[d] = off.ax[d].o;
+        if (b->k[d] == 1 && b->s[d] == IR_NO_VALUE) fast = fast < 0 ? d : 2;
+        b->shape[d] = e[d].b;                    /* S = B - o' + o */
+        if (!lin_add(&b->shape[d], &e[d].o, -1) || !lin_add(&b->shape[d], &b->off[d], 1)) return false;
+    }
+    if (fast < 0 || fast > 1 || !b->k[1 - fast]) return false;
+    b->rest = off.u;
+    if (!peel_base(f, b)) return false;
+    place_rest(f, b, fast);
+    return lin_small(&b->rest) && lin_small(&b->shape[0]) && lin_small(&b->shape[1]) && lin_small(&b->off[0]) &&
+           lin_small(&b->off[1]);
+}
+
+/* ---- building ------------------------------------------------------------------------- */
+
+static IrValue lin_build(IrBuilder *b, const Lin *l, const IrType *it)
+{
+    IrValue v = lin_value(l);
+    if (v != IR_NO_VALUE) return v;
+    IrValue acc = IR_NO_VALUE;
+    for (int pass = 0; pass < 2; pass++)        /* positive terms, then the negative ones */
+        for (int i = 0; i < l->n; i++) {
+            int64_t c = l->c[i];
+            if ((c > 0) != (pass == 0)) continue;
+            bool sub = c < 0 && acc != IR_NO_VALUE;
+            int64_t m = sub ? -c : c;
+            IrValue t = m == 1 ? l->x[i] : ir_build_binary(b, IR_OP_MUL, l->x[i], ir_const_int(b, it, m));
+            acc = acc == IR_NO_VALUE ? t : ir_build_binary(b, sub ? IR_OP_SUB : IR_OP_ADD, acc, t);
+        }
+    if (acc == IR_NO_VALUE) return ir_const_int(b, it, l->k);
+    if (l->k) acc = ir_build_binary(b, l->k > 0 ? IR_OP_ADD : IR_OP_SUB, acc, ir_const_int(b, it, l->k > 0 ? l->k : -l->k));
+    return acc;
+}
+
+static IrValue stride_build(IrBuilder *b, int64_t k, IrValue s, const IrType *it)
+{
+    if (s == IR_NO_VALUE) return ir_const_int(b, it, k);
+    return k == 1 ? s : ir_build_binary(b, IR_OP_MUL, s, ir_const_int(b, it, k));
+}
+
+/* The operands of the block op (ptr, shape x 2, strides x 2, offsets x 2) into ops, built
+ * before op. */
+static void block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
+{
+    IrBuilder b;
+    ir_builder_before(&b, op);
+    b.loc = op->loc;
+    const IrType *it = ir_type_scalar(f->module->ctx, blk->ie);
+    ops[0] = blk->base;
+    if (!lin_is_zero(&blk->rest)) ops[0] = ir_build_binary(&b, IR_OP_ADDPTR, blk->base, lin_build(&b, &blk->rest, it));
+    for (int d = 0; d < 2; d++) {
+        ops[1 + d] = lin_build(&b, &blk->shape[d], it);
+        ops[3 + d] = stride_build(&b, blk->k[d], blk->s[d], it);
+        ops[5 + d] = lin_build(&b, &blk->off[d], it);
+    }
+}
+
+/* The tile is 0 in every element (+0.0 for floats). */
+static bool is_zero(const IrFunc *f, IrValue v)
+{
+    const IrOp *d = f->values[v].def;
+    if (d && d->code == IR_OP_SPLAT) return is_zero(f, d->operands[0]);
+    if (!d || d->code != IR_OP_CONST) return false;
+    IrElem e = ir_value_type(f, v)->elem;
+    return ir_elem_is_float(e) ? d->attr.f == 0 && !signbit(d->attr.f) : d->attr.i == 0;
+}
+
+static bool block_elem(const IrType *t) { return t->rank == 2 && t->elem != IR_I1 && t->elem != IR_PTR; }
+
+/* A block op built beside the load or store it may replace: the ops from `first` to
+ * `block` are new. */
+typedef struct Made {
+    IrOp *orig, *first, *block;
+} Made;
+
+static IrOp *first_after(IrOp *prev, IrOp *op) { return prev ? prev->next : op->parent->first; }
+
+/* The block_load (block_store) of blk with op's value, built before op; op stays. */
+static Made build_block(IrFunc *f, IrOp *op, const Block *blk)
+{
+    bool load = op->code == IR_OP_LOAD;
+    IrOp *prev = op->prev;
+    IrValue ops[8];
+    block_operands(f, op, blk, ops);
+    ops[7] = load ? IR_NO_VALUE : op->operands[1];
+    IrBuilder b;
+    ir_builder_before(&b, op);
+    b.loc = op->loc;
+    const IrType *t = load ? ir_value_type(f, op->results[0]) : NULL;
+    IrOp *bl = ir_build(&b, load ? IR_OP_BLOCK_LOAD : IR_OP_BLOCK_STORE, ops, load ? 7 : 8, load ? &t : NULL, load, 0);
+    bl->attr.i = IR_BLOCK_UPPER;
+    if (load) ir_replace_all_uses(f, op->results[0], bl->results[0]);
+    return (Made){op, first_after(prev, op), bl};
+}
+
+/* v is a tensor-core dot's accumulator (a dot of 1- or 2-byte operands, or the loop
+ * result it yields) or made of one by element-wise ops: the values whose layout lets
+ * tmastore stage them (an accumulator's); a store of another is expanded late, after the
+ * layouts, into code unlike the user's, so such stores are not converted. */
+static bool from_tensor_cores(const IrFunc *f, IrValue v, int depth)
+{
+    const IrOp *d = f->values[v].def;
+    if (!d || depth > DEPTH) return false;
+    if (d->code == IR_OP_FOR) {
+        const IrOp *y = d->regions[0].last;
+        uint32_t i = f->values[v].index;
+        return y && y->code == IR_OP_YIELD && i < y->noperands && from_tensor_cores(f, y->operands[i], depth + 1);
+    }
+    if (d->code == IR_OP_DOT)
+        return ir_elem_bytes(ir_value_type(f, d->operands[0])->elem) <= 2 &&
+               ir_elem_bytes(ir_value_type(f, d->operands[1])->elem) <= 2;
+    if (!(ir_op_info[d->code].flags & IR_E)) return false;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (ir_value_type(f, d->operands[i])->rank == 2 && from_tensor_cores(f, d->operands[i], depth + 1)) return true;
+    return false;
+}
+
+static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
+{
+    if (op->code == IR_OP_LOAD) {
+        const IrType *t = ir_value_type(f, op->results[0]);
+        if (!block_elem(t) || op->noperands < 2 || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
+        return match(f, op->operands[0], op->operands[1], t->shape, blk);
+    }
+    const IrType *t = ir_value_type(f, op->operands[1]);
+    return block_elem(t) && op->noperands == 3 && from_tensor_cores(f, op->operands[1], 0) &&
+           match(f, op->operands[0], op->operands[2], t->shape, blk);
+}
+
+/* The block op stays and the pointer op goes, or the other way round. */
+static void settle(IrFunc *f, const Made *m, bool keep)
+{
+    if (keep) {
+        ir_op_remove(m->orig);
+        return;
+    }
+    if (m->block->nresults) ir_replace_all_uses(f, m->block->results[0], m->orig->results[0]);
+    for (IrOp *o = m->first, *next; o; o = next) {
+        next = o == m->block ? NULL : o->next;
+        ir_op_remove(o);
+    }
+}
+
+typedef VEC(IrOp *) Ops;
+typedef VEC(Made) Mades;
+
+static void collect(IrOp *op, void *ud)
+{
+    if (op->code == IR_OP_LOAD || op->code == IR_OP_STORE) vec_push((Ops *)ud, op);
+}
+
+/* Every match becomes a block op first, so that blockload decides each as it will (a
+ * loop's dots are copied by TMA only when all their loads are block loads); those it
+ * would keep for TMA stay, the others become the user's loads and stores again. */
+bool pass_ptrblock(IrFunc *f)
+{
+    Ops ops = {0};
+    Mades made = {0};
+    bool changed = false;
+    ir_walk(&f->body, collect, &ops);
+    for (size_t i = 0; i < ops.len; i++) {
+        Block blk;
+        if (match_op(f, ops.data[i], &blk)) vec_push(&made, build_block(f, ops.data[i], &blk));
+    }
+    bool *keep = tl_calloc(made.len + 1, sizeof *keep);
+    if (!keep) tl_oom();
+    for (size_t i = 0; i < made.len; i++) keep[i] = blockload_kept(f, made.data[i].block);
+    for (size_t i = 0; i < made.len; i++) {
+        settle(f, &made.data[i], keep[i]);
+        changed |= keep[i];
+    }
+    tl_free(keep);
+    vec_free(&made);
+    vec_free(&ops);
+    return changed;
+}
