@@ -638,6 +638,7 @@ static void collect(IrOp *op, void *ud)
  * would keep for TMA stay, the others become the user's loads and stores again. */
 bool pass_ptrblock(IrFunc *f)
 {
+    if (!f->module->knobs.ptrblock) return false;
     Ops ops = {0};
     Mades made = {0};
     bool changed = false;
