@@ -26,7 +26,9 @@
  *               when that saves bytes.
  *   checkpoint: the values of a region that only the region reads cannot be saved
  *               (infinite edge), so the backward recomputes the region from its inputs;
- *               the region's outputs and every op outside regions are saved (save-all).
+ *               the region's outputs and the forward's ops outside regions are saved
+ *               (save-all), the backward's seed-free cheap ops (a cast or transposition
+ *               of a parameter) recomputed.
  * A budget (bytes, or a fraction of save-all's bytes) is met by recomputing more: first
  * every cheap op (selective's rules), then the costly ops one at a time, the largest
  * saved value first, each time cutting again; when nothing more can be recomputed the
@@ -186,8 +188,9 @@ static void classify(Remat *R, const IrRemat *opt)
         R->cheap[k] = !costly(op->kind);
         uint32_t region = R->region[R->g->values.data[v].def];
         bool inside = opt->policy == IR_REMAT_CHECKPOINT && region, out = inside && region_output(R, v, region);
+        bool fwd_op = R->g->values.data[v].def < R->nfwd;   /* not a seed-free op of the backward */
         R->ban[k] = opt->policy == IR_REMAT_SAVE_ALL || (opt->policy == IR_REMAT_SELECTIVE && !R->cheap[k]) ||
-                    (opt->policy == IR_REMAT_CHECKPOINT && (!inside || out));
+                    (opt->policy == IR_REMAT_CHECKPOINT && ((!inside && (fwd_op || !R->cheap[k])) || out));
         R->nosave[k] = inside && !out;
     }
     for (uint32_t o = R->nfwd; o < R->g->ops.len; o++)
