@@ -123,7 +123,10 @@ static const char help_compile[] =
     "         bounds pass after the GPU passes, with the hidden size parameters\n"
     "--color  diagnostics in colour: auto (default: on a terminal, unless NO_COLOR is set)\n"
     "--knob   a setting of the code generator (docs/CACHE.md, ir/knobs.def): NAME=VALUE\n"
-    "         over its environment variable (TILE_SINK=0 is --knob sink=0)\n";
+    "         over its environment variable (TILE_SINK=0 is --knob sink=0)\n"
+    "--recompute save-all|selective|checkpoint, --memory-budget BYTES|FRACTION, --size\n"
+    "         NAME=N: what the backward of a graph's grad keeps (over its @recompute;\n"
+    "         docs/GRAPHS.md \"Recomputation\"), the budget compared at those sizes\n";
 static const char help_run[] =
     "run      runs one kernel (--kernel may be left out when the file has one); a\n"
     "         scalar argument takes a literal in its type's range, a pointer argument\n"
