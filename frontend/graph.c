@@ -1681,9 +1681,26 @@ static bool bind_fn_params(Frame *callee, const AstExpr *call, const GType **arg
 
 /* Checks fn's body for these argument types; its return type, or poison. The value it
  * returns (for the builder) goes to *value. */
+static bool has_attr(const AstItem *it, const char *name)
+{
+    for (uint32_t i = 0; i < it->nattrs; i++)
+        if (!strcmp(it->attrs[i].name, name)) return true;
+    return false;
+}
+
+/* The ops of a call of a @checkpoint fn, forward ops all, form a checkpoint region (the
+ * outermost call's, when such calls nest). */
+static void mark_region(Frame *f, const AstItem *fn, uint32_t first)
+{
+    if (!building(f) || !has_attr(fn, "checkpoint") || f->s->g->ops.len == first) return;
+    uint32_t r = ++f->s->g->nregions;
+    for (uint32_t o = first; o < f->s->g->ops.len; o++) f->s->g->ops.data[o].region = r;
+}
+
 static const GType *instantiate(Frame *f, const AstExpr *call, const AstItem *fn,
                                 const GType **argt, const GType **value)
 {
+    uint32_t first = building(f) ? (uint32_t)f->s->g->ops.len : 0;
     Frame callee = {.s = f->s, .a = f->a, .item = fn, .what = item_what(f->a, fn)};
     const GType *ret = &poison;
     if (bind_fn_params(&callee, call, argt)) {
@@ -1692,6 +1709,7 @@ static const GType *instantiate(Frame *f, const AstExpr *call, const AstItem *fn
         ret = callee.ret_decl ? callee.ret_decl : callee.ret_seen ? callee.ret_seen : &void_type;
     }
     *value = callee.ret_val ? callee.ret_val : ret;
+    mark_region(f, fn, first);
     if (building(f) && ret->kind != GT_VOID && ret->kind != GT_POISON && !callee.ret_val)
         no_ir(f, call->loc, "a fn it calls returns no value on some path");
     frame_free(&callee);
@@ -2015,6 +2033,73 @@ static void drop_graph(IrGraphModule *m, IrGraph *g)
     m->graphs.len--;
 }
 
+/* ---- @recompute(POLICY, budget = B) and @memory_budget(B) on a graph --------------------- */
+
+/* A policy written as a name (save_all, selective, checkpoint) or a string ("save-all"). */
+static bool attr_policy(Frame *f, const AstExpr *e, IrRemat *r)
+{
+    const char *s = e->kind == AST_NAME ? e->name : e->kind == AST_STRING ? e->sval : NULL;
+    char buf[32];
+    if (s && strlen(s) < sizeof buf) {
+        strcpy(buf, s);
+        if (buf[4] == '_' && !strncmp(buf, "save_all", 8)) buf[4] = '-';
+        if (ir_remat_policy_from_name(buf, &r->policy)) return true;
+    }
+    ERR(f, e->loc, "the policy of @recompute must be save_all, selective or checkpoint");
+    return false;
+}
+
+/* A budget: bytes (an integer, or a string with a unit: "2GiB") or a fraction of save-all's
+ * saved bytes (a float in (0, 1]). */
+static bool attr_budget(Frame *f, const AstExpr *e, IrRemat *r)
+{
+    char buf[64];
+    const char *s = e->kind == AST_STRING ? e->sval : NULL;
+    if (e->kind == AST_INT) snprintf(buf, sizeof buf, "%llu", (unsigned long long)e->ival), s = buf;
+    if (e->kind == AST_FLOAT && e->fval > 0 && e->fval <= 1) snprintf(buf, sizeof buf, "%.17f", e->fval), s = buf;
+    else if (e->kind == AST_FLOAT && e->fval > 1) snprintf(buf, sizeof buf, "%.0f", e->fval), s = buf;
+    if (s && ir_remat_parse_budget(s, r)) return true;
+    ERR(f, e->loc, "a memory budget is a byte count (1073741824, \"2GiB\") or a fraction of save-all's "
+        "saved bytes in (0, 1] (0.5)");
+    return false;
+}
+
+static void attr_recompute(Frame *f, const AstAttr *at, IrRemat *r)
+{
+    bool mb = !strcmp(at->name, "memory_budget");
+    if (at->nargs == 0 || at->nargs > (mb ? 1u : 2u)) {
+        ERR(f, at->loc, mb ? "@memory_budget takes one budget: @memory_budget(0.5)"
+                           : "@recompute takes a policy and an optional budget: @recompute(selective, budget = 0.5)");
+        return;
+    }
+    for (uint32_t i = 0; i < at->nargs; i++) {
+        const char *n = at->arg_names ? at->arg_names[i] : NULL;
+        bool budget = mb || (n ? !strcmp(n, "budget") : i == 1);
+        if (n && strcmp(n, budget ? "budget" : "policy"))
+            ERR(f, at->arg_name_locs[i], "unknown argument '%s' of @%s (policy, budget)", n, at->name);
+        else if (budget) attr_budget(f, at->args[i], r);
+        else attr_policy(f, at->args[i], r);
+    }
+}
+
+/* The graph's recomputation options from its attributes; a graph that calls @checkpoint
+ * fns and names no policy checkpoints them. */
+static void graph_attrs(Frame *f, const AstItem *graph)
+{
+    IrRemat r = {IR_REMAT_SAVE_ALL, IR_BUDGET_NONE, 0};
+    bool policy = false;
+    for (uint32_t i = 0; i < graph->nattrs; i++) {
+        const AstAttr *at = &graph->attrs[i];
+        if (!strcmp(at->name, "recompute") || !strcmp(at->name, "memory_budget")) {
+            policy |= at->name[0] == 'r';
+            attr_recompute(f, at, &r);
+        } else ERR(f, at->loc, "unknown attribute '@%s' of a graph (@recompute, @memory_budget)", at->name);
+    }
+    if (!f->s->g) return;
+    if (!policy && f->s->g->nregions) r.policy = IR_REMAT_CHECKPOINT;
+    f->s->g->remat = r;
+}
+
 IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrGraphModule *m,
                         DiagList *diags, FeGraphNoIr *why)
 {
@@ -2030,6 +2115,7 @@ IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrG
         ERR(&f, graph->name_loc, "%s never returns its result of type %s", f.what,
             gt_str(a, f.ret_decl));
     if (diags->nerrors == nerr) emit_return(&f, graph);
+    graph_attrs(&f, graph);
     frame_free(&f);
     vec_free(&s.memo);
     if (why) *why = (FeGraphNoIr){s.why, s.why_loc};

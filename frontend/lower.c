@@ -588,9 +588,10 @@ static void check_item_names(Lower *L)
         else if (sl) *sl = (NameSlot){it->name, i}, t->len++;
         if (it->kind == AST_FN && lw_is_builtin(it->name))
             lw_error(L, it->name_loc, "fn '%s' has the name of a built-in function", it->name);
-        if (it->kind == AST_FN && it->nattrs)
-            lw_error(L, it->attrs[0].loc, "attributes like '@%s' are only allowed on kernels",
-                     it->attrs[0].name);
+        for (uint32_t j = 0; it->kind == AST_FN && j < it->nattrs; j++)   /* @checkpoint: graphs' fns */
+            if (strcmp(it->attrs[j].name, "checkpoint") || it->attrs[j].nargs)
+                lw_error(L, it->attrs[j].loc, "attributes like '@%s' are only allowed on kernels (a fn takes "
+                         "@checkpoint only)", it->attrs[j].name);
     }
 }
 

@@ -394,3 +394,68 @@ bool ir_conv2d_shape(Arena *a, const IrTensorType *x, const IrTensorType *w, con
     out[nhwc ? 3 : 1] = w->dims[0];
     return true;
 }
+
+IrGraph *ir_graph_clone(IrGraphModule *m, const IrGraph *g)
+{
+    IrGraph *c = ir_graph_create(m, g->name, g->loc);
+    c->nsizes = g->nsizes;
+    c->sizes = g->sizes;
+    c->nfwd = g->nfwd;
+    c->nregions = g->nregions;
+    c->remat = g->remat;
+    for (size_t i = 0; i < g->params.len; i++) vec_push(&c->params, g->params.data[i]);
+    for (size_t i = 0; i < g->values.len; i++) vec_push(&c->values, g->values.data[i]);
+    for (size_t i = 0; i < g->ops.len; i++) vec_push(&c->ops, g->ops.data[i]);
+    return c;
+}
+
+/* ---- recomputation options ------------------------------------------------------------- */
+
+const char *const ir_remat_policy_names[3] = {"save-all", "selective", "checkpoint"};
+
+bool ir_remat_policy_from_name(const char *s, IrRematPolicy *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, ir_remat_policy_names[i])) return *out = (IrRematPolicy)i, true;
+    return false;
+}
+
+/* A byte count's unit suffix, as a factor; 0 for an unknown one. */
+static double unit_factor(const char *u)
+{
+    static const struct { const char *s; double f; } units[] = {
+        {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(u, units[i].s)) return units[i].f;
+    return 0;
+}
+
+bool ir_remat_parse_budget(const char *s, IrRemat *r)
+{
+    char *end;
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0) || v > 1e18) return false;
+    bool point = memchr(s, '.', (size_t)(end - s)) != NULL && !strpbrk(s, "eE");
+    if (!*end && point) {   /* a fraction of save-all's saved bytes */
+        if (!(v > 0 && v <= 1)) return false;
+        r->budget_kind = IR_BUDGET_FRACTION;
+        r->budget = v;
+        return true;
+    }
+    double f = unit_factor(end);
+    if (f == 0) return false;
+    r->budget_kind = IR_BUDGET_BYTES;
+    r->budget = v * f;
+    return true;
+}
+
+const char *ir_remat_str(Arena *a, const IrRemat *r)
+{
+    const char *p = ir_remat_policy_names[r->policy];
+    if (r->budget_kind == IR_BUDGET_FRACTION) return arena_printf(a, "%s, budget %g of save-all", p, r->budget);
+    if (r->budget_kind == IR_BUDGET_BYTES) return arena_printf(a, "%s, budget %.0f bytes", p, r->budget);
+    return p;
+}

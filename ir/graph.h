@@ -119,7 +119,36 @@ typedef struct IrGOp {
             bool nhwc;       /* x [N, H, W, C], w [K, R, S, C]; else x [N, C, H, W], w [K, C, R, S] */
         } conv;
     } attr;
+    uint32_t region;         /* a forward op inlined from a call of a @checkpoint fn: that
+                              * call's region (1, 2, ...); 0 outside every region */
+    uint8_t phase;           /* set by recomputation planning: 1 computed in the forward, 2 in
+                              * the backward (fusion keeps them apart); 0 unset */
 } IrGOp;
+
+/* Recomputation (passes/graph_remat.c, docs/GRAPHS.md "Recomputation"): which forward
+ * values the backward of a grad reads from memory (saved) and which it computes again.
+ * save-all keeps every value the backward reads; selective recomputes element-wise ops,
+ * shape changes, reductions and norms and keeps GEMM, attention, conv2d and loss rows;
+ * checkpoint recomputes the ops of checkpoint regions (the calls of @checkpoint fns, or
+ * the whole forward when the graph has none) from the region's inputs. A budget lets
+ * the pass recompute more (cheap ops first, then the costly ones, largest first) until
+ * the saved bytes fit. */
+typedef enum { IR_REMAT_SAVE_ALL, IR_REMAT_SELECTIVE, IR_REMAT_CHECKPOINT } IrRematPolicy;
+typedef enum { IR_BUDGET_NONE, IR_BUDGET_BYTES, IR_BUDGET_FRACTION } IrBudgetKind;
+
+typedef struct IrRemat {
+    IrRematPolicy policy;
+    IrBudgetKind budget_kind;
+    double budget;           /* bytes, or a fraction of save-all's saved bytes (0 .. 1] */
+} IrRemat;
+
+extern const char *const ir_remat_policy_names[3];   /* "save-all" "selective" "checkpoint" */
+bool ir_remat_policy_from_name(const char *s, IrRematPolicy *out);
+/* "1073741824", "1.5e9", "64MiB", "2GB", "0.5" (a fraction: at most 1, with a point) into
+ * *r's budget; false (r unchanged) for anything else. */
+bool ir_remat_parse_budget(const char *s, IrRemat *r);
+/* "save-all", "selective, budget 0.5", "checkpoint, budget 1048576 bytes". */
+const char *ir_remat_str(Arena *a, const IrRemat *r);
 
 typedef struct IrGraph {
     Arena *arena;            /* the module's */
@@ -130,6 +159,10 @@ typedef struct IrGraph {
     VEC(IrGOp) ops;          /* in order; the last one is the return */
     uint32_t nsizes;         /* the size names of the parameters, in order of appearance */
     const char **sizes;
+    uint32_t nfwd;           /* with a grad: the ops before its backward (the forward), the
+                              * first grad's; 0 without one */
+    uint32_t nregions;       /* checkpoint regions (IrGOp.region 1 .. nregions) */
+    IrRemat remat;           /* the graph's @recompute attribute (save-all without one) */
 } IrGraph;
 
 typedef struct IrGraphModule {
@@ -151,6 +184,9 @@ static inline uint32_t ir_graph_result(const IrGraph *g, uint32_t op, uint32_t i
 {
     return g->ops.data[op].out[i];
 }
+/* A copy of g in m (the same values, ops and options; ops' arrays shared), for a pass
+ * that rewrites a graph to try on a copy. */
+IrGraph *ir_graph_clone(IrGraphModule *m, const IrGraph *g);
 /* Fills g->sizes from the parameters' types (every name, first appearance first). */
 void ir_graph_collect_sizes(IrGraph *g, Arena *a);
 

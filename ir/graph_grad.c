@@ -644,6 +644,7 @@ bool ir_graph_grad(IrGraph *g, uint32_t y, const uint32_t *xs, uint32_t n, Loc l
     memset(G.up, 0xff, G.nv * sizeof *G.up);
     *fail = (IrGradFail){IR_GRAD_OK, 0, 0};
     if (!find_active(&G, nops, y, xs, n, fail)) return false;
+    if (!g->nfwd) g->nfwd = nops;   /* the forward, for recomputation (the first grad's) */
     G.adj[y] = seed(&G, y);
     for (uint32_t o = nops; o-- > 0;)
         if (op_active(&G, o)) {

@@ -176,6 +176,7 @@ static void print_op(Arena *a, const IrGraph *g, const IrGOp *op, const char **n
     for (uint32_t i = 0; i < op->nin; i++) fprintf(out, "%s%%%s", i ? ", " : " ", names[op->in[i]]);
     for (uint32_t i = 0; i < op->nout; i++)
         fprintf(out, "%s%s", i ? ", " : " : ", ir_ttype_str(a, &g->values.data[op->out[i]].type));
+    if (op->region) fprintf(out, " checkpoint %u", op->region);
     fputc('\n', out);
 }
 
@@ -190,7 +191,10 @@ void ir_graph_print(const IrGraph *g, FILE *out)
         fprintf(out, "%s%%%s: %s", i ? ", " : "", names[v], ir_ttype_str(a, &g->values.data[v].type));
     }
     fputs(") {\n", out);
-    for (size_t i = 0; i < g->ops.len; i++) print_op(a, g, &g->ops.data[i], names, out);
+    for (size_t i = 0; i < g->ops.len; i++) {
+        if (g->nfwd && i == g->nfwd) fputs("backward:\n", out);   /* the first grad's backward begins */
+        print_op(a, g, &g->ops.data[i], names, out);
+    }
     fputs("}\n", out);
     arena_destroy(a);
 }
@@ -527,6 +531,7 @@ typedef struct Line {
     U32Vec ins;
     VEC(IrTensorType) types;
     Attr attr;
+    uint32_t region;         /* ' checkpoint N' after the types, else 0 */
 } Line;
 
 static void line_free(Line *l)
@@ -565,6 +570,13 @@ static bool parse_line(P *p, Line *l, IrGOpKind *k, Loc *oploc)
         } while (accept(p, ","));
     if (!p->failed && l->types.len != l->results.len)
         return PERRF(p, "%zu result names but %zu result types", l->results.len, l->types.len);
+    if (!p->failed && p->kind == T_IDENT && !strcmp(p->text, "checkpoint")) {   /* ' checkpoint N' */
+        next(p);
+        int64_t r;
+        if (!parse_int(p, &r)) return false;
+        if (r < 1 || r > UINT32_MAX - 1) return PERRF(p, "a checkpoint region is a number from 1, not %lld", (long long)r);
+        l->region = (uint32_t)r;
+    }
     return !p->failed;
 }
 
@@ -580,6 +592,8 @@ static bool parse_op(P *p, bool *is_return)
         IrGOp *op = &p->g->ops.data[idx];
         for (size_t i = 0; ok && i < l.results.len; i++) ok = define(p, l.results.data[i], op->out[i], l.result_locs.data[i]);
         ok = ok && set_attr(p, op, &l.attr, loc);
+        op->region = l.region;
+        if (l.region > p->g->nregions) p->g->nregions = l.region;
         *is_return = k == IR_GOP_RETURN;
     }
     line_free(&l);
@@ -619,6 +633,12 @@ static bool parse_graph(P *p, IrGraphModule *m)
     bool ret = false;
     while (!p->failed && !is_punct(p, "}") && p->kind != T_EOF) {
         if (ret) return perr(p, "return must be the graph's last op");
+        if (p->kind == T_IDENT && !strcmp(p->text, "backward") && !p->g->nfwd && p->g->ops.len) {
+            p->g->nfwd = (uint32_t)p->g->ops.len;   /* 'backward:' ends the forward */
+            next(p);
+            if (!expect(p, ":")) return false;
+            continue;
+        }
         parse_op(p, &ret);
     }
     return expect(p, "}");

@@ -48,6 +48,9 @@
  * is the case of rule 6's per-channel vectors only (K elements per output tile against a
  * launch and a round trip through memory), and then only when no other kernel uses them.
  * Every other op is a kernel of its own (shape changes, scans, matmuls' prologues).
+ * Phases: after recomputation planning (graph_remat.c) an op computed in the forward
+ * (phase 1) and one of the backward (phase 2, recomputed copies included) never share
+ * a kernel, so a recomputed value is not pulled back into the forward's kernels.
  *
  * Cost: O(n) space and about O(n log n) time for n ops (pass_graph_fuse): groups keep
  * their member lists, and a topological order of the groups is kept up to date while
@@ -79,6 +82,7 @@ typedef struct Fuse {
     uint32_t *grp;           /* per op: its group, or NONE (const, size, return; not placed yet) */
     uint32_t *next;          /* per op: the next member of its group (ascending), NONE at the end */
     uint32_t *head, *size;   /* per group: its first member and its member count */
+    uint8_t *phase;          /* per group: the phase of its ops (IrGOp.phase), 0 for none */
     uint32_t *pos, *order;   /* per group its position in a topological order; per position its group */
     uint32_t npos;
     uint32_t *use_at, *uses; /* the ops using value v: uses[use_at[v] .. use_at[v + 1]), ascending */
@@ -172,6 +176,7 @@ static void new_group(Fuse *F, uint32_t o)
     F->head[o] = o;
     F->next[o] = NONE;
     F->size[o] = 1;
+    F->phase[o] = opat(F, o)->phase;
     F->pos[o] = F->npos;
     F->order[F->npos++] = o;
 }
@@ -182,6 +187,7 @@ static void new_group(Fuse *F, uint32_t o)
 static bool within_cost(Fuse *F, uint32_t X, uint32_t Y)
 {
     if (F->size[X] + F->size[Y] > GF_MAX_OPS) return false;
+    if (F->phase[X] && F->phase[Y] && F->phase[X] != F->phase[Y]) return false;   /* forward and backward */
     uint32_t st = ++F->stamp, nreads = 0, G[2] = {X, Y};
     for (int i = 0; i < 2; i++)
         MEMBERS(F, G[i], m) {
@@ -274,6 +280,7 @@ static uint32_t contract(Fuse *F, uint32_t X, uint32_t Y)
     F->head[keep] = h;
     F->size[keep] += F->size[gone];
     F->size[gone] = 0;
+    F->phase[keep] |= F->phase[gone];
     F->head[gone] = NONE;
     uint32_t k = 0;
     for (uint32_t i = 0; i < nb; i++) F->order[F->slots[k]] = F->bw[i], F->pos[F->bw[i]] = F->slots[k++];
@@ -984,6 +991,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     F.next = nones(a, n);
     F.head = nones(a, n);
     F.size = arena_alloc(a, (n + 1) * sizeof *F.size);
+    F.phase = arena_alloc(a, n + 1);
     F.pos = arena_alloc(a, (n + 1) * sizeof *F.pos);
     F.order = nones(a, n);
     F.gmark = arena_alloc(a, (n + 1) * sizeof *F.gmark);

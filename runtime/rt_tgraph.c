@@ -21,6 +21,7 @@
 #include "ir/arena.h"
 #include "ir/graph.h"
 #include "passes/graph_lower.h"
+#include "passes/graph_remat.h"
 #include "passes/passes.h"
 #include "rt_internal.h"
 
@@ -28,7 +29,7 @@ struct TrtTensorGraph {
     TrtContext *ctx;
     IrCtx *ir;               /* owns the graph IR, the plan and the lowering */
     IrGraphModule *gm;
-    const IrGraph *g;
+    IrGraph *g;
     const IrGPlan *plan;
     const PassGLowered *low;
     const IrGOp *ret;        /* the return op: its operands are the results */
@@ -52,8 +53,48 @@ static const AstItem *find_graph(const AstProgram *p, const char *name)
     return NULL;
 }
 
+/* The sizes of opts->sizes ("T=4096,V=32000") per size name of g, or NULL without any. */
+static bool parse_sizes(const IrGraph *g, const char *spec, Arena *a, const int64_t **out)
+{
+    *out = NULL;
+    if (!spec || !*spec) return true;
+    int64_t *sizes = arena_alloc(a, (g->nsizes + 1) * sizeof *sizes);
+    for (uint32_t k = 0; k < g->nsizes; k++) sizes[k] = PASS_REMAT_DEFAULT_SIZE;
+    for (const char *p = spec; *p;) {
+        size_t n = strcspn(p, "="), k;
+        if (!p[n]) return false;
+        char *end;
+        long long v = strtoll(p + n + 1, &end, 10);
+        if (end == p + n + 1 || v < 1 || (*end && *end != ',')) return false;
+        for (k = 0; k < g->nsizes && (strlen(g->sizes[k]) != n || strncmp(g->sizes[k], p, n)); k++) {}
+        if (k < g->nsizes) sizes[k] = v;
+        p = *end ? end + 1 : end;
+    }
+    *out = sizes;
+    return true;
+}
+
+/* The recomputation pass (passes/graph_remat.c) with the graph's options under opts. */
+static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts)
+{
+    Arena *a = ir_ctx_arena(G->ir);
+    IrGraph *g = G->g;
+    IrRemat r;
+    const char *err;
+    const int64_t *sizes;
+    if (!pass_remat_options(g, opts ? opts->recompute : NULL, opts ? opts->memory_budget : NULL, &r, &err))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': %s", g->name, err);
+    if (!parse_sizes(g, opts ? opts->sizes : NULL, a, &sizes))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': the sizes must read NAME=N,NAME=N (N >= 1), not '%s'",
+                       g->name, opts->sizes);
+    pass_graph_remat(g, &r, sizes, a);
+    return ir_graph_verify(g, a, ir_ctx_diags(G->ir)) ? TRT_SUCCESS
+           : rt_fail_diags(TRT_ERROR_COMPILE, "internal error: the graph does not verify after recomputation",
+                           ir_ctx_diags(G->ir));
+}
+
 /* The graph IR, plan and lowering of item `it`; TRT_ERROR_COMPILE with the reason. */
-static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it)
+static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it, const TrtGraphOptions *opts)
 {
     Arena *a = ir_ctx_arena(G->ir);
     DiagList *d = ir_ctx_diags(G->ir);
@@ -64,6 +105,8 @@ static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it)
         return rt_fail(TRT_ERROR_COMPILE, "graph '%s' cannot be compiled yet: %s (the graph IR has no control flow)",
                        it->name, why.what);
     if (!G->g || !ir_graph_verify(G->g, a, d)) return rt_fail_diags(TRT_ERROR_COMPILE, "the graph has errors", d);
+    TrtStatus st = remat(G, opts);
+    if (st) return st;
     G->plan = pass_graph_fuse(G->g, a);
     G->low = pass_graph_lower(G->g, G->plan, a);
     const char *reason;
@@ -140,6 +183,12 @@ static TrtStatus load_kernels(TrtTensorGraph *G)
 
 TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **out)
 {
+    return trt_module_get_graph_with(m, name, NULL, out);
+}
+
+TrtStatus trt_module_get_graph_with(TrtModule *m, const char *name, const TrtGraphOptions *opts,
+                                    TrtTensorGraph **out)
+{
     if (!out) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_module_get_graph: out is NULL");
     *out = NULL;
     if (!m || !name) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_module_get_graph: m or name is NULL");
@@ -152,7 +201,7 @@ TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **
     }
     G->ctx = m->ctx;
     pthread_mutex_lock(&m->lock);
-    TrtStatus s = build(G, m, it);
+    TrtStatus s = build(G, m, it, opts);
     pthread_mutex_unlock(&m->lock);
     if (!s) s = alloc_tables(G);
     if (!s) s = describe_all(G);

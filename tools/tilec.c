@@ -28,6 +28,7 @@
 #include "frontend/frontend.h"
 #include "ir/graph_interp.h"
 #include "passes/graph_lower.h"
+#include "passes/graph_remat.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/target.h"
@@ -80,6 +81,9 @@ typedef struct Options {
     TileKnobs knobs;                   /* the environment's (TILE_SINK=0, ...), then --knob */
     const char *knob_args[MAX_LIST];   /* --knob NAME=VALUE, also for run --device gpu */
     uint32_t nknobs;
+    const char *recompute, *memory_budget;   /* over a graph's @recompute (passes/graph_remat.c) */
+    const char *size_args[MAX_LIST];   /* --size NAME=N: sizes the budget compares at */
+    uint32_t nsize_args;
 } Options;
 
 static const char usage_compile[] =
@@ -120,7 +124,10 @@ static const char help_compile[] =
     "         bounds pass after the GPU passes, with the hidden size parameters\n"
     "--color  diagnostics in colour: auto (default: on a terminal, unless NO_COLOR is set)\n"
     "--knob   a setting of the code generator (docs/CACHE.md, ir/knobs.def): NAME=VALUE\n"
-    "         over its environment variable (TILE_SINK=0 is --knob sink=0)\n";
+    "         over its environment variable (TILE_SINK=0 is --knob sink=0)\n"
+    "--recompute save-all|selective|checkpoint, --memory-budget BYTES|FRACTION, --size\n"
+    "         NAME=N: what the backward of a graph's grad keeps (over its @recompute;\n"
+    "         docs/GRAPHS.md \"Recomputation\"), the budget compared at those sizes\n";
 static const char help_run[] =
     "run      runs one kernel (--kernel may be left out when the file has one); a\n"
     "         scalar argument takes a literal in its type's range, a pointer argument\n"
@@ -293,6 +300,29 @@ static void set_knob(void *o, const char *v)
     push(opt->knob_args, &opt->nknobs, v, "--knob");
 }
 
+static void set_recompute(void *o, const char *v)
+{
+    IrRematPolicy p;
+    if (!ir_remat_policy_from_name(v, &p)) usage_error("--recompute takes save-all, selective or checkpoint, got '%s'", v);
+    ((Options *)o)->recompute = v;
+}
+
+static void set_memory_budget(void *o, const char *v)
+{
+    IrRemat r;
+    if (!ir_remat_parse_budget(v, &r))
+        usage_error("--memory-budget takes bytes (1073741824, 2GiB) or a fraction of save-all's in (0, 1] (0.5), got '%s'", v);
+    ((Options *)o)->memory_budget = v;
+}
+
+static void set_size(void *o, const char *v)
+{
+    int64_t n;
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !parse_i64(eq + 1, &n) || n < 1) usage_error("--size takes NAME=N (N >= 1), got '%s'", v);
+    push(((Options *)o)->size_args, &((Options *)o)->nsize_args, v, "--size");
+}
+
 static void set_spec(void *o, const char *v)
 {
     Options *opt = o;
@@ -331,6 +361,9 @@ static const CliOption options[] = {
     {"--check-unchanged", false, set_check_unchanged},
     {"--check-bounds", false, set_check_bounds},
     {"--knob", true, set_knob},
+    {"--recompute", true, set_recompute},
+    {"--memory-budget", true, set_memory_budget},
+    {"--size", true, set_size},
     {NULL, false, NULL},
 };
 
@@ -1133,19 +1166,94 @@ static bool build_graphs(IrCtx *ctx, const AstProgram *prog, IrGraphModule *m, D
     return ok;
 }
 
-/* graph-ir: the graphs' IR; fusion: their plans; graph-kernels: the Tile source of the
- * plans' kernels (passes/graph_lower.c), a program that tilec compiles as it is. */
-static int emit_graph_ir(IrCtx *ctx, const AstProgram *prog, DiagList *diags, const char *emit, FILE *out)
+/* ---- recomputation (passes/graph_remat.c) --------------------------------------------- */
+
+/* The sizes of --size for g's size names, or NULL when --size gives none of them (a name
+ * it leaves out counts as PASS_REMAT_DEFAULT_SIZE). */
+static const int64_t *compile_sizes(const Options *o, const IrGraph *g, Arena *a)
 {
-    IrGraphModule *m = ir_gmodule_create(ir_ctx_arena(ctx));
-    bool ok = build_graphs(ctx, prog, m, diags);
-    if (ok && !strcmp(emit, "graph-ir")) ir_gmodule_print(m, out);
-    for (size_t i = 0; ok && strcmp(emit, "graph-ir") && i < m->graphs.len; i++) {
-        const IrGraph *g = m->graphs.data[i];
-        const IrGPlan *plan = pass_graph_fuse(g, ir_ctx_arena(ctx));
-        if (!strcmp(emit, "fusion")) ir_gplan_print(g, plan, out);
-        else fputs(pass_graph_lower(g, plan, ir_ctx_arena(ctx))->source, out);
+    int64_t *sizes = arena_alloc(a, (g->nsizes + 1) * sizeof *sizes);
+    bool any = false;
+    for (uint32_t k = 0; k < g->nsizes; k++) {
+        sizes[k] = PASS_REMAT_DEFAULT_SIZE;
+        size_t n = strlen(g->sizes[k]);
+        for (uint32_t i = 0; i < o->nsize_args; i++)
+            if (!strncmp(o->size_args[i], g->sizes[k], n) && o->size_args[i][n] == '=')
+                any = parse_i64(o->size_args[i] + n + 1, &sizes[k]);
     }
+    return any ? sizes : NULL;
+}
+
+/* Rewrites g by the recomputation pass, with its @recompute under --recompute and
+ * --memory-budget; policy, when not NULL, replaces both (the comparison of policies). */
+static const PassRemat *remat(const Options *o, IrGraph *g, const int64_t *sizes, const char *policy, Arena *a)
+{
+    IrRemat r;
+    const char *err;
+    if (!pass_remat_options(g, policy ? policy : o->recompute, policy ? NULL : o->memory_budget, &r, &err))
+        usage_error("%s", err);
+    if (policy) r.budget_kind = IR_BUDGET_NONE;
+    const PassRemat *rep = pass_graph_remat(g, &r, sizes, a);
+    DiagList d;
+    diag_init(&d);
+    if (!ir_graph_verify(g, a, &d)) {
+        fprintf(stderr, "tilec: internal error: graph '%s' does not verify after recomputation:\n", g->name);
+        for (size_t i = 0; i < d.len; i++) fprintf(stderr, "%s\n", d.items[i].msg);
+        ir_graph_print(g, stderr);
+        abort();
+    }
+    diag_free(&d);
+    return rep;
+}
+
+/* One line per policy: the bytes it saves and its plan's buffers (the peak), for g as
+ * built (before the pass). */
+static void print_policies(const Options *o, const IrGraph *g, const int64_t *sizes, Arena *a, FILE *out)
+{
+    for (int p = 0; p < 3; p++) {
+        IrGraphModule *m = ir_gmodule_create(a);
+        IrGraph *c = ir_graph_clone(m, g);
+        const PassRemat *rep = remat(o, c, sizes, ir_remat_policy_names[p], a);
+        const IrGPlan *plan = pass_graph_fuse(c, a);
+        IrSize mem = pass_gplan_buffer_bytes(c, plan, a);
+        fprintf(out, "policy %s: saves %s bytes (%.0f), recomputes %u value%s; %u kernels, buffers %s bytes (%.0f)\n",
+                ir_remat_policy_names[p], ir_size_str(a, rep->saved_bytes), rep->saved_at, rep->nrecomputed,
+                rep->nrecomputed == 1 ? "" : "s", ir_gplan_num_launched(plan), ir_size_str(a, mem),
+                pass_remat_eval(c, sizes, mem));
+        ir_gmodule_destroy(m);
+    }
+}
+
+/* graph-ir: the graphs' IR; fusion: their plans; graph-kernels: the Tile source of the
+ * plans' kernels (passes/graph_lower.c), a program that tilec compiles as it is. Graphs
+ * with a grad go through the recomputation pass first; fusion then also prints what it
+ * saves and recomputes, the plan's memory and every policy's. */
+static int emit_graph_ir(const Options *o, IrCtx *ctx, const AstProgram *prog, DiagList *diags, FILE *out)
+{
+    Arena *a = ir_ctx_arena(ctx);
+    IrGraphModule *m = ir_gmodule_create(a);
+    bool ok = build_graphs(ctx, prog, m, diags), fusion = !strcmp(o->emit, "fusion");
+    size_t n = m->graphs.len;
+    const PassRemat **reps = arena_alloc(a, (n + 1) * sizeof *reps);
+    IrGraphModule *before = ir_gmodule_create(a);
+    for (size_t i = 0; ok && i < n; i++) {
+        IrGraph *g = m->graphs.data[i];
+        if (fusion && g->nfwd) ir_graph_clone(before, g);
+        reps[i] = remat(o, g, compile_sizes(o, g, a), NULL, a);
+    }
+    if (ok && !strcmp(o->emit, "graph-ir")) ir_gmodule_print(m, out);
+    for (size_t i = 0, b = 0; ok && strcmp(o->emit, "graph-ir") && i < n; i++) {
+        const IrGraph *g = m->graphs.data[i];
+        const IrGPlan *plan = pass_graph_fuse(g, a);
+        if (!fusion) {
+            fputs(pass_graph_lower(g, plan, a)->source, out);
+            continue;
+        }
+        ir_gplan_print(g, plan, out);
+        pass_graph_remat_print(g, reps[i], plan, out);
+        if (g->nfwd) print_policies(o, before->graphs.data[b++], compile_sizes(o, g, a), a, out);
+    }
+    ir_gmodule_destroy(before);
     ir_gmodule_destroy(m);
     return ok ? 0 : EXIT_INPUT;
 }
@@ -1321,17 +1429,33 @@ static bool compare_ways(const IrGTensor *ref, const IrGTensor *plan, const IrGT
 
 /* Op by op; through the plan's lowered kernels (--fused, and always on the GPU); or
  * all ways, compared (--compare-fused: op by op, the plan interpreter, the kernels). */
-static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
-                           IrGTensor *outs, uint32_t nouts, char *err, size_t errlen)
+/* The runtime's options for --recompute, --memory-budget and the run's sizes. */
+static TrtGraphOptions graph_options(const Options *o, const IrGraph *g, const int64_t *sizes, char *buf, size_t n)
 {
+    size_t w = 0;
+    buf[0] = 0;
+    for (uint32_t k = 0; k < g->nsizes && w < n; k++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%s=%lld", k ? "," : "", g->sizes[k], (long long)(sizes[k] ? sizes[k] : 1));
+    return (TrtGraphOptions){o->recompute, o->memory_budget, buf};
+}
+
+/* g is the graph as built (save-all's), r the graph the recomputation pass rewrote (the
+ * same with --recompute save-all and no budget): op by op runs r, or g with
+ * --compare-fused, so that the comparison checks the policy's plan and kernels
+ * against save-all's values. */
+static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGraph *r, const IrGTensor *params,
+                           const int64_t *sizes, IrGTensor *outs, uint32_t nouts, char *err, size_t errlen)
+{
+    char sz[512];
+    TrtGraphOptions gopts = graph_options(o, g, sizes, sz, sizeof sz);
     bool gpu = !strcmp(o->device, "gpu"), lowered = o->fused || gpu;
     IrGTensor *ref = calloc(nouts + 1, sizeof *ref), *plan = calloc(nouts + 1, sizeof *plan),
               *low = calloc(nouts + 1, sizeof *low);
     Arena *a = arena_create();
     if (!ref || !plan || !low || !a) tl_oom();
     bool ok = true;
-    if (!lowered || o->compare_fused) ok = ir_graph_interp(g, params, sizes, ref, err, errlen);
-    if (ok && o->compare_fused) ok = ir_graph_interp_plan(g, pass_graph_fuse(g, a), params, sizes, plan, err, errlen);
+    if (!lowered || o->compare_fused) ok = ir_graph_interp(o->compare_fused ? g : r, params, sizes, ref, err, errlen);
+    if (ok && o->compare_fused) ok = ir_graph_interp_plan(r, pass_graph_fuse(r, a), params, sizes, plan, err, errlen);
     bool have_low = false;
     if (o->max_ops) {   /* the lowered kernels run in libtileRT's interpreter: the same bound */
         char mo[32];
@@ -1339,13 +1463,13 @@ static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGTensor *
         setenv("TILE_INTERP_MAX_OPS", mo, 1);
     }
     if (ok && (lowered || o->compare_fused)) {
-        have_low = tilec_graph_run_lowered(o->src, g, params, sizes, gpu, low, err, errlen);
+        have_low = tilec_graph_run_lowered(o->src, r, params, sizes, gpu, &gopts, low, err, errlen);
         /* on the CPU, a plan with a kernel kind not lowered yet still runs (and is
          * checked) in the plan interpreter, and says so */
         if (!have_low && !gpu && strstr(err, "cannot be lowered to Tile yet")) {
             fprintf(stderr, "tilec: note: graph '%s': %s; it runs in the plan interpreter\n", g->name, err);
             err[0] = 0;
-            if (!o->compare_fused) ok = ir_graph_interp_plan(g, pass_graph_fuse(g, a), params, sizes, plan, err, errlen);
+            if (!o->compare_fused) ok = ir_graph_interp_plan(r, pass_graph_fuse(r, a), params, sizes, plan, err, errlen);
         } else {
             ok = have_low;
         }
@@ -1371,11 +1495,18 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
     for (size_t p = 0; !rc && p < np; p++)
         if (!graph_param(o, g, sizes, p, &params[p])) rc = EXIT_INPUT;
     char err[4096] = "";
-    if (!rc && !run_graph_ways(o, g, params, sizes, outs, nouts, err, sizeof err)) {
+    Arena *a = arena_create();
+    IrGraphModule *m = a ? ir_gmodule_create(a) : NULL;
+    if (!m) tl_oom();
+    IrGraph *r = ir_graph_clone(m, g);   /* the graph the recomputation pass rewrites */
+    if (!rc) remat(o, r, sizes, NULL, a);
+    if (!rc && !run_graph_ways(o, g, r, params, sizes, outs, nouts, err, sizeof err)) {
         fprintf(stderr, "tilec: error: graph '%s': %s\n", g->name, err);
         rc = EXIT_INPUT;
     }
     if (!rc) rc = print_graph_values(o, g, params, outs, nouts, out);
+    ir_gmodule_destroy(m);
+    arena_destroy(a);
     for (size_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
     for (uint32_t k = 0; k < nouts; k++) ir_gtensor_free(&outs[k]);
     free(sizes);
@@ -1485,7 +1616,7 @@ static int compile(Options *o, const Source *src, FILE *out)
     if ((gpu || gpu_ir) && o->spec != SPEC_NONE) specialize_ints(m, o->spec);
     if (!strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || !strcmp(o->emit, "graph-kernels") || o->graph) {
         rc = o->graph ? run_graph(o, ctx, prog, diags, out)
-                      : emit_graph_ir(ctx, prog, diags, o->emit, out);
+                      : emit_graph_ir(o, ctx, prog, diags, out);
         goto done;
     }
     if (optimize) pass_run_default(m, o->opt_level, &po);

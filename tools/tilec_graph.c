@@ -108,7 +108,7 @@ static void run_free(Run *R)
 }
 
 bool tilec_graph_run_lowered(const Source *src, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
-                             bool gpu, IrGTensor *outs, char *err, size_t errlen)
+                             bool gpu, const TrtGraphOptions *opts, IrGTensor *outs, char *err, size_t errlen)
 {
     Run R = {.gpu = gpu, .n = (uint32_t)g->params.len + g->ops.data[g->ops.len - 1].nin};
     R.host = calloc(R.n + 1, sizeof *R.host);
@@ -117,7 +117,7 @@ bool tilec_graph_run_lowered(const Source *src, const IrGraph *g, const IrGTenso
     if (!R.host || !R.dev || !R.bytes) tl_oom();
     TrtStatus s = trt_context_create(gpu ? 0 : TRT_DEVICE_CPU, TRT_MODE_FROM_ENV, NULL, &R.ctx);
     if (!s) s = trt_module_load_string(R.ctx, src->name, src->text, &R.mod);
-    if (!s) s = trt_module_get_graph(R.mod, g->name, &R.tg);
+    if (!s) s = trt_module_get_graph_with(R.mod, g->name, opts, &R.tg);
     if (!s) s = bind_all(&R, g, params, sizes);
     if (!s) s = trt_tgraph_run(R.tg, NULL);
     if (!s) s = trt_synchronize(R.ctx);

@@ -6,13 +6,15 @@
 #include <stddef.h>
 
 #include "ir/graph_interp.h"
+#include "tile/tile_rt.h"
 
-/* Runs graph g of the program `src` through libtileRT (trt_module_get_graph): the
+/* Runs graph g of the program `src` through libtileRT (trt_module_get_graph_with, opts
+ * its compile options or NULL): the
  * Tile kernels of its fusion plan, in the interpreter (gpu false) or on GPU 0. params
  * and sizes as for ir_graph_interp; outs (zeroed by the caller, freed by it after, also
  * on failure) get the results. False with a message in err. */
 bool tilec_graph_run_lowered(const Source *src, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
-                             bool gpu, IrGTensor *outs, char *err, size_t errlen);
+                             bool gpu, const TrtGraphOptions *opts, IrGTensor *outs, char *err, size_t errlen);
 
 /* Whether x and y are equal within the rounding of their element type (integers
  * exactly; floats relatively, with NaN equal to NaN): a lowered kernel accumulates in

@@ -345,6 +345,21 @@ typedef struct TrtTensorGraph TrtTensorGraph;
  * graph, or a kernel of its plan that cannot be lowered yet, are TRT_ERROR_COMPILE. *out
  * is owned by the caller (trt_tgraph_destroy), destroyed before m. */
 TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **out);
+
+/* A graph's compile options (LANGUAGE-REFERENCE.md section 7.4, docs/GRAPHS.md
+ * "Recomputation"): for a graph with a grad, which forward values its backward keeps.
+ * Each NULL leaves the graph's own @recompute setting. They change the graph's kernels,
+ * which are keyed by their source, so kernels of different options never share a cache
+ * entry. */
+typedef struct TrtGraphOptions {
+    const char *recompute;       /* "save-all", "selective" or "checkpoint" */
+    const char *memory_budget;   /* bytes ("1073741824", "2GiB") or a fraction of save-all's ("0.5") */
+    const char *sizes;           /* "T=4096,V=32000": the sizes the budget compares at (else 4096 each) */
+} TrtGraphOptions;
+
+/* trt_module_get_graph with options (NULL: none); TRT_ERROR_INVALID_ARGUMENT for a bad one. */
+TrtStatus trt_module_get_graph_with(TrtModule *m, const char *name, const TrtGraphOptions *opts,
+                                    TrtTensorGraph **out);
 /* Frees g, its buffers and its kernels' module. NULL is ignored. */
 void trt_tgraph_destroy(TrtTensorGraph *g);
 
