@@ -21,9 +21,12 @@ spec=none; [ $((M % 8)) -eq 0 ] && [ $((N % 8)) -eq 0 ] && [ $((K % 8)) -eq 0 ] 
 # TMA=1: examples/matmul_bf16.tile (block loads) in its div16 (div8) variant, copied by TMA
 kernel=$root/bench/matmul_pointers.tile; maps=""; tma=0
 if [ "${TMA:-0}" = 1 ]; then kernel=$root/examples/matmul_bf16.tile; maps="$BM $BN $BK"; tma=1; fi
+# without TMA=1 the pointer form stays pointer loads (the knob ptrblock = 0: otherwise
+# passes/ptrblock.c makes its loads block copies, which TMA=1 checks through matmul_bf16)
+knobs=(); [ $tma = 1 ] || knobs=(--knob ptrblock=0)
 ws=${WS:-0}; pers=${PERSISTENT:-0}; cl=${CLUSTER:-1}; pp=${PINGPONG:-0}
 "$tilec" "$kernel" --arch "${ARCH:-sm_80}" -DBM=$BM -DBN=$BN -DBK=$BK -Dwarps=$W -Dstages=$S -Dws=$ws -Dpersistent=$pers \
-    -Dcluster=$cl -Dpingpong=$pp --spec=$spec --emit=llvm -o "$t/k.ll"
+    -Dcluster=$cl -Dpingpong=$pp --spec=$spec "${knobs[@]}" --emit=llvm -o "$t/k.ll"
 [ $tma = 0 ] || grep -q "cp.async.bulk.tensor" "$t/k.ll" || { echo "run.sh: the kernel does not copy by TMA"; exit 1; }
 python3 "$here/llvm_to_host.py" "$t/k.ll" "$t/host.ll"
 "$llc" -O1 -mtriple=x86_64-pc-linux-gnu -relocation-model=pic -filetype=obj "$t/host.ll" -o "$t/k.o"
