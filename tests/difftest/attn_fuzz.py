@@ -88,6 +88,38 @@ class Prog:
         # (passes/persistent.c; causal tiles' loops differ in length: the walks carry the
         # ring's count from tile to tile)
         self.persistent = self.ws and r.random() < 0.5
+        # last (earlier seeds keep their programs): the training forms of the
+        # examples' kernels on forward programs (docs/DIFFTEST.md): "gqa" (query heads
+        # sharing the K and V of their group: K and V at head h / G), "window" (keys
+        # j with i - wl <= j <= i + wr; the blocks outside the window skipped by the
+        # loop bounds, the ones it cuts masked) or "varlen" (packed sequences of a
+        # cu_seqlens array, some empty or shorter than a block; a program past its
+        # sequence returns at once)
+        self.form = "none"
+        if not self.bwd and self.cluster == 1 and not self.persistent:
+            self.form = r.choice(["none", "none", "gqa", "window", "varlen"])
+        self.gqa = self.form == "gqa"
+        self.window = self.form == "window"
+        self.varlen = self.form == "varlen"
+        self.heads, self.group, self.wl, self.wr, self.lens = 1, 1, -1, -1, [self.L]
+        if self.gqa:
+            self.group = r.choice([2, 4])
+            self.heads = self.group * r.choice([1, 2])
+            kvh = self.heads // self.group
+            self.q = [r.randint(-1, 1) for _ in range(self.heads * self.L * self.sq)]
+            self.k = [r.randint(-1, 1) for _ in range(kvh * self.L * self.sq)]
+            self.v = [r.randint(-2, 2) for _ in range(kvh * self.L * self.sv)]
+        if self.window:
+            self.wl = r.choice([-1, r.randint(0, 150)])
+            self.wr = -1 if self.causal else r.choice([-1, r.randint(0, 100)])
+            if self.wl < 0 and self.wr < 0:
+                self.wl = r.randint(0, 150)
+        if self.varlen:
+            n = r.randint(2, 4)
+            cuts = sorted(r.randint(0, self.L) for _ in range(n - 1))
+            self.lens = [b - a for a, b in zip([0] + cuts, cuts + [self.L])]
+            if r.random() < 0.5:
+                self.lens.insert(r.randint(0, len(self.lens)), 0)   # an empty sequence
 
     def env(self):
         return {"TILE_RESIDENT_A": "1"} if self.resident else None
@@ -101,6 +133,8 @@ class Prog:
                 (", cluster = 2" if self.cluster == 2 else "") + (", persistent = true" if self.persistent else ""))
 
     def source(self):
+        if self.form != "none":
+            return self.source_form()
         e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
         hi = "minimum(L, (pm + 1) * %d)" % BM if self.causal else "L"
         return """// attn_fuzz seed %d%s
@@ -151,6 +185,87 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
         return ("    let mid = %s;\n    for j in range(0, mid, %d) {\n%s    }\n"
                 "    for j in range(mid, %s, %d) {\n%s    }\n" % (mid, BN, body, hi, BN, body))
 
+    def source_form(self):
+        """the forward with a training form: per program a head (gqa) or a sequence
+        (varlen) of rows [r0, r0 + Ls) of q, o and st, keys [k0, k0 + Ls) of k and v
+        (k0 = kv head * L for gqa), and the key loop over key_bounds' range (window)"""
+        e, BM, BN, D, DV = self.elem, self.BM, self.BN, self.D, self.DV
+        if self.gqa:
+            pre = ("    let hq = program_id(1);\n    let Ls = L;\n    let r0 = hq * L;\n"
+                   "    let k0 = (hq / %d) * L;\n" % self.group)
+            grid, params, kshape = "cdiv(L, %d), %d" % (BM, self.heads), "", "L * %d" % (self.heads // self.group)
+        elif self.varlen:
+            pre = ("    let b = program_id(1);\n    let r0 = load(cu + b);\n    let Ls = load(cu + b + 1) - r0;\n"
+                   "    if pm * %d >= Ls {\n        return;\n    }\n    let k0 = r0;\n" % BM)
+            grid, params, kshape = "cdiv(Lmax, %d), %d" % (BM, len(self.lens)), ", cu: *i32, Lmax: i32", "L"
+        else:
+            pre = "    let Ls = L;\n    let r0 = 0;\n    let k0 = 0;\n"
+            grid, params, kshape = "cdiv(L, %d)" % BM, "", "L"
+        # the window's key range of rows [pm * BM, pm * BM + BM) (all of [0, Ls) without one)
+        lo, hi = "0", "Ls"
+        if self.causal:
+            hi = "minimum(Ls, (pm + 1) * %d)" % BM
+        elif self.wr >= 0:
+            hi = "minimum(Ls, pm * %d + %d + %d)" % (BM, BM, self.wr)
+        if self.wl >= 0:
+            lo = "maximum(0, pm * %d - %d) / %d * %d" % (BM, self.wl, BN, BN)
+        if self.tma:
+            kv = """        let kt = load_block(k, shape = [%s, %d], strides = [sq, 1], offsets = [k0 + j, 0], block = [%d, %d]);
+        let vt = load_block(v, shape = [%s, %d], strides = [sv, 1], offsets = [k0 + j, 0], block = [%d, %d]);
+""" % (kshape, D, BN, D, kshape, DV, BN, DV)
+        else:
+            kv = """        let kt = load(k + (k0 + rn)[:, None] * sq + rd[None, :], mask = rn[:, None] < Ls, other = 0.0);
+        let vt = load(v + (k0 + rn)[:, None] * sv + rv[None, :], mask = rn[:, None] < Ls, other = 0.0);
+"""
+        seen = "(rn[None, :] < Ls)" + (" & (rn[None, :] <= rm[:, None])" if self.causal else "")
+        if self.wr >= 0:
+            seen += " & (rn[None, :] <= rm[:, None] + %d)" % self.wr
+        if self.wl >= 0:
+            seen += " & (rn[None, :] >= rm[:, None] - %d)" % self.wl
+        body = """        let rn = j + arange(0, %d);
+%s        let seen = %s;
+        let s = where(seen, dot(qt, trans(kt)), -1000.0);
+        let mn = maximum(m, max(s, 1));
+        let p = where(seen, s - mn[:, None] + 1.0, 0.0);
+        let alpha = where(mn > m, -1.0, 1.0);
+        l = l * alpha + sum(p, 1);
+        acc = dot(p as %s, vt, acc * alpha[:, None]);
+        m = mn;
+""" % (BN, kv, seen, e)
+        if self.split:
+            mid = "minimum(maximum(pm * %d, %s), %s)" % (BM, lo, hi) if self.causal else \
+                  "minimum(maximum((Ls / %d) * %d, %s), %s)" % (BN, BN, lo, hi)
+            loops = ("    let mid = %s;\n    for j in range(%s, mid, %d) {\n%s    }\n"
+                     "    for j in range(mid, %s, %d) {\n%s    }\n" % (mid, lo, BN, body, hi, BN, body))
+        else:
+            loops = "    for j in range(%s, %s, %d) {\n%s    }\n" % (lo, hi, BN, body)
+        return """// attn_fuzz seed %d (%s%s)%s
+@launch(warps = %d, stages = %d%s)
+kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32%s)
+    grid(%s)
+{
+    let pm = program_id(0);
+%s    let rm = pm * %d + arange(0, %d);
+    let rd = arange(0, %d);
+    let rv = arange(0, %d);
+    let qt = load(q + (r0 + rm)[:, None] * sq + rd[None, :], mask = rm[:, None] < Ls, other = 0.0);
+    var m = full([%d], -1000.0, f32);
+    var l = zeros([%d], f32);
+    var acc = zeros([%d, %d], f32);
+%s    let rows_in = rm < Ls;
+    store(o + (r0 + rm)[:, None] * %d + rv[None, :], acc, mask = rows_in[:, None]);
+    store(st + r0 + rm, m * 1024.0 + l, mask = rows_in);
+}
+""" % (self.seed, self.form, self.form_note(), self.env_note(), self.warps, self.stages, self.keys(), e, e, e,
+       params, grid, pre, BM, BM, D, DV, BM, BM, BM, DV, loops, DV)
+
+    def form_note(self):
+        if self.gqa:
+            return ": %d query heads, groups of %d" % (self.heads, self.group)
+        if self.window:
+            return ": window (%d, %d)" % (self.wl, self.wr)
+        return ": lengths %s" % self.lens if self.varlen else ""
+
     def source_bwd(self):
         # one program per key block: S^T = K Q^T and dP^T = V dO^T against each query
         # block, dS^T = P^T - dP^T, dK += dS^T Q and dV += P^T dO (A operands computed
@@ -199,14 +314,21 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, dout: *%s, L: i32, sq: i3
 
     def args(self, d):
         ins = [("q", "q"), ("k", "k"), ("v", "v")] + ([("dout", "do")] if self.bwd else [])
-        return ["--kernel", "attn", "--arg", "o=zeros:%d" % (self.L * self.DV),
-                "--arg", "st=zeros:%d" % self.L] + \
+        rows = self.L * self.heads
+        extra = []
+        if self.varlen:
+            cu = os.path.join(d, "cu.bin")
+            with open(cu, "wb") as f:
+                f.write(struct.pack("<%di" % (len(self.lens) + 1), *[sum(self.lens[:i]) for i in range(len(self.lens) + 1)]))
+            extra = ["--arg", "cu=@" + cu, "--arg", "Lmax=%d" % max(self.lens)]
+        return ["--kernel", "attn", "--arg", "o=zeros:%d" % (rows * self.DV),
+                "--arg", "st=zeros:%d" % rows] + extra + \
                [a for n, f in ins for a in ("--arg", "%s=@%s" % (n, os.path.join(d, f + ".bin")))] + \
                ["--arg", "L=%d" % self.L, "--arg", "sq=%d" % self.sq, "--arg", "sv=%d" % self.sv,
                 "--print", "o", "--print", "st"]
 
     def div16(self):
-        return all(x % 16 == 0 for x in (self.L, self.sq, self.sv))
+        return all(x % 16 == 0 for x in (self.L, self.sq, self.sv)) and not self.varlen
 
 
 def unsigned_zeros(text):
@@ -219,7 +341,7 @@ def check(tilec, prog, device, ptxas, d):
                         env=prog.env())
     if why:
         return why
-    o_lines = ref.split("\n")[:prog.L * prog.DV]   # --print o, then st, a value a line
+    o_lines = ref.split("\n")[:prog.L * prog.heads * prog.DV]   # --print o, then st, a value a line
     if all(x.strip() in ("0", "-0") for x in o_lines):
         return "O is all zeros: the program tests nothing"
     if ptxas and prog.seed % 6 == 0:   # serialized wgmma fails; C7512 (registers) is the config's

@@ -1,0 +1,258 @@
+"""tile.ops: ready-made operators over the repository's kernels, for PyTorch tensors.
+
+    o = tile.ops.attention(q, k, v, causal=True)              # q, k, v: (B, H, L, D)
+    o = tile.ops.attention(q, k, v, window=(4096, 0))          # sliding window
+    o = tile.ops.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen=m)
+                                                               # packed: (total, H, D)
+
+attention is a drop-in for torch.nn.functional.scaled_dot_product_attention with
+autograd: the forward runs examples/flash_attn_fwd.tile and saves O and the logsumexp,
+the backward runs examples/flash_attn_bwd.tile (delta = rowsum(dO * O) by its
+preprocess kernel, then dK/dV and dQ). docs/PYTHON.md has the details. torch is
+imported on first use only."""
+import math
+import re
+from pathlib import Path
+
+_FWD, _BWD = "flash_attn_fwd.tile", "flash_attn_bwd.tile"
+_modules = {}      # "bf16" / "f16" -> (forward module, backward module)
+_Function = None   # the torch.autograd.Function, made on first use
+
+
+def _example(name):
+    """examples/NAME of the source checkout this package sits in or was built from."""
+    roots = [Path(__file__).resolve().parent.parent.parent]
+    try:
+        from . import _paths
+        roots += [Path(p) for p in _paths.SOURCE_ROOTS]
+    except ImportError:
+        pass
+    for r in roots:
+        if (r / "examples" / name).is_file():
+            return r / "examples" / name
+    raise FileNotFoundError("tile.ops: examples/%s not found beside the package (looked in %s)"
+                            % (name, ", ".join(str(r) for r in roots)))
+
+
+def _kernels(elem):
+    """The attention modules for bf16 or f16: the files are written for bf16, and the
+    f16 ones are the same text with the word bf16 replaced (the language has no type
+    parameters)."""
+    if elem not in _modules:
+        from ._module import loads
+        mods = []
+        for name in (_FWD, _BWD):
+            path = _example(name)
+            text = path.read_text(encoding="utf-8")
+            if elem != "bf16":
+                text = re.sub(r"\bbf16\b", elem, text)
+            mods.append(loads(text, name=str(path) if elem == "bf16" else "%s (%s)" % (path, elem)))
+        _modules[elem] = tuple(mods)
+    return _modules[elem]
+
+
+def _tile_width(dh):
+    """The kernels' tile width D for a head dim: a power of two from 16 (96 runs on 128,
+    the columns past it masked)."""
+    if not 1 <= dh <= 256:
+        raise ValueError("tile.ops.attention: head dim %d is not supported (1 to 256)" % dh)
+    return max(16, 1 << (dh - 1).bit_length())
+
+
+def _consts(dh, causal, window, group):
+    wl, wr = (int(window[0]), int(window[1]))
+    if wl < -1 or wr < -1:
+        raise ValueError("tile.ops.attention: window sides are -1 (unbounded) or >= 0, got %r" % (window,))
+    c = dict(D=_tile_width(dh), DH=dh, CAUSAL=int(bool(causal)), GROUP=group, WL=wl, WR=-1 if causal else wr)
+    return c
+
+
+def _fwd_cfg(d):
+    """Block sizes: the kernels' defaults up to D = 128; smaller blocks at 256 (the
+    tiles of K, V and the accumulators grow with D)."""
+    return {} if d <= 128 else dict(BM=64, BN=32, stages=2)
+
+
+def _bwd_cfg(d):
+    return ({}, {}) if d <= 128 else (dict(BM=16, BN=32, stages=2), dict(BM=32, BN=16, stages=2))
+
+
+def _elem(q, k, v):
+    import torch
+    names = {torch.bfloat16: "bf16", torch.float16: "f16"}
+    if q.dtype not in names or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError("tile.ops.attention: q, k and v must all be bfloat16 or all float16, got %s, %s, %s"
+                        % (q.dtype, k.dtype, v.dtype))
+    return names[q.dtype]
+
+
+def _check_heads(hq, hkv, what):
+    if hkv < 1 or hq % hkv:
+        raise ValueError("tile.ops.attention: %s: %d query heads are not a multiple of %d key/value heads"
+                         % (what, hq, hkv))
+    return hq // hkv
+
+
+# ---- the padded form: (B, H, L, D), one length --------------------------------------------
+def _forward_padded(q, k, v, causal, window, scale):
+    import torch
+    B, HQ, L, DH = q.shape
+    group = _check_heads(HQ, k.shape[1], "q and k")
+    fwd, _ = _kernels(_elem(q, k, v))
+    o = torch.empty_like(q)
+    lse = torch.empty((B * HQ, L), device=q.device, dtype=torch.float32)
+    c = _consts(DH, causal, window, group)
+    if B * HQ and L:
+        fwd.attn_fwd(o, lse, q, k, v, B * HQ, L, scale, L * DH, DH, **c, **_fwd_cfg(c["D"]))
+    return o, lse
+
+
+def _backward_padded(do, q, k, v, o, lse, causal, window, scale):
+    import torch
+    B, HQ, L, DH = q.shape
+    group = HQ // k.shape[1]
+    _, bwd = _kernels(_elem(q, k, v))
+    c = _consts(DH, causal, window, group)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if B * HQ and L:
+        delta = torch.empty((B * HQ, L), device=q.device, dtype=torch.float32)
+        bwd.attn_bwd_preprocess(delta, o, do, B * HQ, L, L * DH, DH, D=c["D"], DH=DH)
+        kv_cfg, q_cfg = _bwd_cfg(c["D"])
+        bwd.attn_bwd_dkdv(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **kv_cfg)
+        bwd.attn_bwd_dq(dq, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **q_cfg)
+    else:
+        dk.zero_()
+        dv.zero_()
+    return dq, dk, dv
+
+
+# ---- the packed form: (total, H, D) with cu_seqlens -------------------------------------
+def _lengths_max(cu):
+    return int((cu[1:] - cu[:-1]).max().item()) if cu.numel() > 1 else 0
+
+
+def _forward_varlen(q, k, v, cu_q, cu_k, max_q, causal, window, scale):
+    import torch
+    total_q, HQ, DH = q.shape
+    group = _check_heads(HQ, k.shape[1], "q and k")
+    fwd, _ = _kernels(_elem(q, k, v))
+    B = cu_q.numel() - 1
+    o = torch.zeros_like(q)
+    lse = torch.full((HQ, total_q), math.inf, device=q.device, dtype=torch.float32)
+    c = _consts(DH, causal, window, group)
+    if B > 0 and max_q > 0 and HQ:
+        fwd.attn_fwd_varlen(o, lse, q, k, v, cu_q, cu_k, max_q, B, HQ, total_q, scale,
+                            HQ * DH, DH, k.shape[1] * DH, DH, **c, **_fwd_cfg(c["D"]))
+    return o, lse
+
+
+def _backward_varlen(do, q, k, v, o, lse, cu_q, cu_k, max_q, causal, window, scale):
+    import torch
+    total_q, HQ, DH = q.shape
+    HKV = k.shape[1]
+    _, bwd = _kernels(_elem(q, k, v))
+    B = cu_q.numel() - 1
+    c = _consts(DH, causal, window, HQ // HKV)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    max_k = _lengths_max(cu_k)
+    if B > 0 and HQ and total_q:
+        # delta of every packed row: the preprocess kernel with BH = H, L = total_q and the
+        # strides of a head (DH) and a token (H * DH): delta is [H, total_q], as lse
+        delta = torch.empty((HQ, total_q), device=q.device, dtype=torch.float32)
+        bwd.attn_bwd_preprocess(delta, o, do, HQ, total_q, DH, HQ * DH, D=c["D"], DH=DH)
+        kv_cfg, q_cfg = _bwd_cfg(c["D"])
+        if max_k > 0:
+            bwd.attn_bwd_dkdv_varlen(dk, dv, q, k, v, do, lse, delta, cu_q, cu_k, max_k, B, HQ, total_q, scale,
+                                     HQ * DH, DH, HKV * DH, DH, **c, **kv_cfg)
+        if max_q > 0:
+            bwd.attn_bwd_dq_varlen(dq, q, k, v, do, lse, delta, cu_q, cu_k, max_q, B, HQ, total_q, scale,
+                                   HQ * DH, DH, HKV * DH, DH, **c, **q_cfg)
+    return dq, dk, dv
+
+
+def _function():
+    global _Function
+    if _Function is None:
+        import torch
+
+        class Attention(torch.autograd.Function):
+            """forward(q, k, v, causal, window, scale, cu_q, cu_k, max_q) -> o; saves O
+            and the logsumexp; backward runs the backward kernels."""
+
+            @staticmethod
+            def forward(ctx, q, k, v, causal, window, scale, cu_q, cu_k, max_q):
+                # the kernels take rows of DH contiguous elements, heads and tokens
+                # (or sequences) at the strides of a contiguous tensor
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+                if cu_q is None:
+                    o, lse = _forward_padded(q, k, v, causal, window, scale)
+                else:
+                    o, lse = _forward_varlen(q, k, v, cu_q, cu_k, max_q, causal, window, scale)
+                ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+                ctx.args = (causal, window, scale, max_q)
+                return o
+
+            @staticmethod
+            def backward(ctx, do):
+                q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+                causal, window, scale, max_q = ctx.args
+                do = do.contiguous()
+                if cu_q is None:
+                    dq, dk, dv = _backward_padded(do, q, k, v, o, lse, causal, window, scale)
+                else:
+                    dq, dk, dv = _backward_varlen(do, q, k, v, o, lse, cu_q, cu_k, max_q, causal, window, scale)
+                return dq, dk, dv, None, None, None, None, None, None
+
+        _Function = Attention
+    return _Function
+
+
+def attention(q, k, v, causal=False, window=(-1, -1), scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
+              max_seqlen=None):
+    """softmax(scale * q k^T + mask) v, differentiable in q, k and v.
+
+    q: (B, HQ, Lq, D) and k, v: (B, HKV, Lk, D), as scaled_dot_product_attention takes
+    them; or packed, q: (total_q, HQ, D) and k, v: (total_k, HKV, D) with cu_seqlens_q,
+    cu_seqlens_k (int32 [B + 1], the sequences' starts, 0 first) and max_seqlen (the
+    longest query sequence; computed from cu_seqlens_q when None, which waits for the
+    GPU). bfloat16 or float16; D from 1 to 256 (64, 96, 128, 256 in practice).
+    HKV may divide HQ (grouped-query attention, as SDPA's enable_gqa: query head h reads
+    key/value head h // (HQ // HKV)). causal: query i sees keys j <= i + Lk - Lq (aligned
+    at the bottom right, as FlashAttention; the same as SDPA's is_causal when Lq == Lk).
+    window = (left, right): query i sees keys from i + Lk - Lq - left to i + Lk - Lq +
+    right, -1 unbounded (right is 0 with causal). A query that sees no key gets 0 (SDPA
+    gives NaN there). scale: 1 / sqrt(D) when None."""
+    import torch
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    window = (int(window[0]), int(window[1]))
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise ValueError("tile.ops.attention: give both cu_seqlens_q and cu_seqlens_k, or neither")
+    if k.shape != v.shape:
+        raise ValueError("tile.ops.attention: k and v differ in shape: %s and %s" % (tuple(k.shape), tuple(v.shape)))
+    fn = _function()
+    if cu_seqlens_q is None:
+        if q.dim() != 4 or k.dim() != 4 or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+            raise ValueError("tile.ops.attention: q (B, H, L, D) and k, v (B, H', L', D) expected, got %s and %s"
+                             % (tuple(q.shape), tuple(k.shape)))
+        B, HQ, Lq, D = q.shape
+        Lk = k.shape[2]
+        if Lq == Lk:
+            return fn.apply(q, k, v, causal, window, float(scale), None, None, None)
+        # lengths that differ: the packed kernels on the batch as B sequences (autograd
+        # carries the gradients through the reshapes)
+        cu_q = torch.arange(0, B + 1, device=q.device, dtype=torch.int32) * Lq
+        cu_k = torch.arange(0, B + 1, device=q.device, dtype=torch.int32) * Lk
+        o = fn.apply(q.transpose(1, 2).reshape(B * Lq, HQ, D), k.transpose(1, 2).reshape(B * Lk, -1, D),
+                     v.transpose(1, 2).reshape(B * Lk, -1, D), causal, window, float(scale), cu_q, cu_k, Lq)
+        return o.reshape(B, Lq, HQ, D).transpose(1, 2)
+    if q.dim() != 3 or k.dim() != 3 or q.shape[2] != k.shape[2]:
+        raise ValueError("tile.ops.attention: packed q (total, H, D) and k, v (total, H', D) expected, got %s and %s"
+                         % (tuple(q.shape), tuple(k.shape)))
+    cu_q = cu_seqlens_q.to(device=q.device, dtype=torch.int32).contiguous()
+    cu_k = cu_seqlens_k.to(device=q.device, dtype=torch.int32).contiguous()
+    if cu_q.numel() != cu_k.numel() or cu_q.numel() < 1:
+        raise ValueError("tile.ops.attention: cu_seqlens_q and cu_seqlens_k must both have B + 1 entries")
+    if max_seqlen is None:
+        max_seqlen = _lengths_max(cu_q)
+    return fn.apply(q, k, v, causal, window, float(scale), cu_q, cu_k, int(max_seqlen))
