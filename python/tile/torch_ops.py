@@ -12,7 +12,7 @@ import string
 
 from ._lib import LAUNCH_KEYS
 
-_libraries = []   # a Library's registrations last as long as the object
+_libraries = {}   # namespace -> its Library (registrations last as long as the object; torch < 2.0 allows one a namespace)
 
 
 def _schema_type(p, mutated, alias):
@@ -60,10 +60,13 @@ def register(qualname, kernel, mutates_args, grid=None, **consts):
         raise ValueError("register: the name must be 'namespace::op', got %r" % qualname)
     check_consts(kernel, consts)
     sig = schema(kernel, list(mutates_args), consts)
-    try:
-        lib = torch.library.Library(ns, "FRAGMENT")
-    except ValueError:   # PyTorch before 2.0: one "DEF" library per namespace
-        lib = torch.library.Library(ns, "DEF")
+    lib = _libraries.get(ns)
+    if lib is None:
+        try:
+            lib = torch.library.Library(ns, "FRAGMENT")
+        except ValueError:   # PyTorch before 2.0: one "DEF" library per namespace, kept for its next ops
+            lib = torch.library.Library(ns, "DEF")
+        _libraries[ns] = lib
     lib.define(name + sig)
     names = [p.name for p in kernel.params if p.name not in consts]
     launch = kernel if grid is None else kernel[grid]
@@ -83,5 +86,4 @@ def register(qualname, kernel, mutates_args, grid=None, **consts):
         torch.library.register_fake(qualname, fake, lib=lib)
     else:   # PyTorch before 2.4
         lib.impl(name, fake, "Meta")
-    _libraries.append(lib)
     return getattr(getattr(torch.ops, ns), name)
