@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue41]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -125,6 +125,15 @@ if [ "$what" = measure3 ]; then
     --kernels --out "$OUT/graph_ffn.md"
   step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
     --configs "128,64,8,3,1;128,128,8,2,1;128,128,8,2,1,1;128,64,8,3,1,1" --out "$OUT/graph_attention.md"
+  exit $status
+fi
+if [ "$what" = issue40 ]; then
+  # attention's forms for training (issue 40): GQA, windows, variable lengths, head dims
+  # 64-256, bf16 and f16, through tile.ops.attention against PyTorch (float64, then
+  # bf16), and a small GQA training loop beside SDPA's; then the attention fuzzer's forms
+  : "${STEP_TIMEOUT:=240}"
+  step attention_ops env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_attention_ops_gpu.py -v
+  step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 90 --out "$OUT/attn-fuzz"
   exit $status
 fi
 if [ "$what" = issue41 ]; then
