@@ -628,6 +628,175 @@ static void settle(IrFunc *f, const Made *m, bool keep)
 typedef VEC(IrOp *) Ops;
 typedef VEC(Made) Mades;
 
+/* ---- loop-carried pointer tiles (Triton's `a_ptrs += BLOCK_K * stride_ak`) -------------
+ * A pointer tile p carried by a `for` of constant step s, yielded as addptr(p, splat(c))
+ * with c the same in every iteration (and, for s > 1, a constant multiple of s), is
+ * p0 + (iv - lo) / s * c = p0 + (iv - lo) * (c / s) in iteration iv (p0 its initial
+ * value). Before matching, the loads and stores of p in the body read q = addptr(p0,
+ * splat((iv - lo) * c)), built at the top of the body, which the matcher sees through
+ * (with c = x * K, K a constant, built as ((iv - lo) * x) * K, so that a stride x of an
+ * axis moves the step into that axis' offset). After: ops that were not converted read
+ * p again (the code as written), and a p then read by nothing but its increment, whose
+ * loop result is unused, is no longer carried. */
+typedef struct Carried {
+    IrOp *loop;
+    IrValue p, q;
+    IrOp *first;                 /* the first op built for q (q's def the last) */
+} Carried;
+typedef VEC(Carried) Carrieds;
+
+/* v is defined outside the loop op (a parameter, or an op or block argument not
+ * inside its region). */
+static bool outside(const IrFunc *f, IrValue v, const IrOp *loop)
+{
+    const IrValueInfo *vi = &f->values[v];
+    const IrBlock *blk = vi->def ? vi->def->parent : vi->block;
+    for (; blk; blk = blk->parent_op ? blk->parent_op->parent : NULL)
+        if (blk->parent_op == loop) return false;
+    return true;
+}
+
+/* The scalar c is the same in every iteration: defined outside the loop, or a product
+ * in its body of two values defined outside (an increment `BK * stride` the hoisting
+ * pass has not moved yet); carry_loop builds it anew from those. */
+static bool invariant(const IrFunc *f, IrValue c, const IrOp *loop)
+{
+    if (outside(f, c, loop)) return true;
+    const IrOp *d = f->values[c].def;
+    return d && d->code == IR_OP_MUL && outside(f, d->operands[0], loop) && outside(f, d->operands[1], loop);
+}
+
+static void carry_loop(IrFunc *f, IrOp *loop, Carrieds *out)
+{
+    int64_t step;
+    IrBlock *body = &loop->regions[0];
+    const IrOp *y = body->last;
+    if (!const_of(f, loop->operands[2], &step) || step < 1 || !y || y->code != IR_OP_YIELD) return;
+    IrValue iv = body->args[0];
+    const IrType *ivt = ir_value_type(f, iv);
+    for (uint32_t j = 0; j + 1 < body->nargs && j < y->noperands; j++) {
+        IrValue p = body->args[j + 1];
+        const IrType *pt = ir_value_type(f, p);
+        const IrOp *inc = f->values[y->operands[j]].def;
+        if (pt->elem != IR_PTR || pt->rank != 2 || !inc || inc->code != IR_OP_ADDPTR || inc->operands[0] != p)
+            continue;
+        const IrOp *sp = f->values[inc->operands[1]].def;
+        int64_t kc = 0;
+        bool konst = sp && sp->code == IR_OP_CONST && ir_elem_is_int(ir_value_type(f, sp->results[0])->elem);
+        if (konst) kc = sp->attr.i;
+        else if (!sp || sp->code != IR_OP_SPLAT || !invariant(f, sp->operands[0], loop)) continue;
+        IrValue c = konst ? IR_NO_VALUE : sp->operands[0];
+        if (ir_value_type(f, inc->operands[1])->elem != ivt->elem) continue;
+        /* iteration iv is step (iv - lo) / step: the increment must hold step whole */
+        if (step > 1) {
+            const IrOp *m = konst ? NULL : f->values[c].def;
+            int64_t km;
+            bool whole = konst ? kc % step == 0
+                               : m && m->code == IR_OP_MUL &&
+                                     ((const_of(f, m->operands[1], &km) && km % step == 0) ||
+                                      (const_of(f, m->operands[0], &km) && km % step == 0));
+            if (!whole) continue;
+        }
+        bool read = false;
+        for (const IrOp *o = body->first; o; o = o->next)
+            read |= (o->code == IR_OP_LOAD || o->code == IR_OP_STORE) && o->operands[0] == p;
+        if (!read) continue;
+        IrBuilder b;
+        if (body->first) ir_builder_before(&b, body->first);
+        else ir_builder_at_end(&b, body);
+        b.loc = loop->loc;
+        int64_t lo;
+        IrValue t = const_of(f, loop->operands[0], &lo) && lo == 0 ? iv : ir_build_binary(&b, IR_OP_SUB, iv, loop->operands[0]);
+        const IrOp *cm = konst ? NULL : f->values[c].def;
+        int64_t k;
+        IrValue prod;
+        if (konst)
+            prod = ir_build_binary(&b, IR_OP_MUL, t, ir_const_int(&b, ivt, kc / step));
+        else if (cm && cm->code == IR_OP_MUL && (const_of(f, cm->operands[1], &k) || const_of(f, cm->operands[0], &k))) {
+            IrValue x = cm->operands[const_of(f, cm->operands[1], &k) ? 0 : 1];
+            prod = ir_build_binary(&b, IR_OP_MUL, ir_build_binary(&b, IR_OP_MUL, t, x), ir_const_int(&b, ivt, k / step));
+        } else {
+            if (!outside(f, c, loop)) c = ir_build_binary(&b, IR_OP_MUL, cm->operands[0], cm->operands[1]);
+            prod = ir_build_binary(&b, IR_OP_MUL, t, c);
+        }
+        const IrType *ot = ir_type_like(f->module->ctx, pt, ivt);
+        IrValue off = ir_build1(&b, IR_OP_SPLAT, ot, &prod, 1);
+        IrValue init = loop->operands[3 + j];
+        IrValue q = ir_build_binary(&b, IR_OP_ADDPTR, init, off);
+        /* the body's uses of p but its increment now read q */
+        for (IrOp *o = body->first; o; o = o->next)
+            if (o->code == IR_OP_LOAD || o->code == IR_OP_STORE)
+                if (o->operands[0] == p) o->operands[0] = q;
+        vec_push(out, ((Carried){loop, p, q, body->first}));
+    }
+}
+
+static void collect_loops(IrOp *op, void *ud)
+{
+    if (op->code == IR_OP_FOR) vec_push((Ops *)ud, op);
+}
+
+/* Argument j + 1 of the loop's body (operand 3 + j, result j) is no longer carried. */
+static void drop_carried(IrFunc *f, IrOp *loop, uint32_t j)
+{
+    IrBlock *body = &loop->regions[0];
+    IrOp *y = body->last;
+    IrOp *inc = f->values[y->operands[j]].def;
+    for (uint32_t i = j; i + 1 < y->noperands; i++) y->operands[i] = y->operands[i + 1];
+    y->noperands--;
+    ir_op_remove(inc);
+    for (uint32_t i = 3 + j; i + 1 < loop->noperands; i++) loop->operands[i] = loop->operands[i + 1];
+    loop->noperands--;
+    for (uint32_t i = j + 1; i + 1 < body->nargs; i++) {
+        body->args[i] = body->args[i + 1];
+        f->values[body->args[i]].index = i;
+    }
+    body->nargs--;
+    for (uint32_t i = j; i + 1 < loop->nresults; i++) {
+        loop->results[i] = loop->results[i + 1];
+        f->values[loop->results[i]].index = i;
+    }
+    loop->nresults--;
+}
+
+/* After the conversions: p back where q was not converted away; p dropped from the
+ * loop where nothing reads it any more. */
+static bool carry_finish(IrFunc *f, Carrieds *cs)
+{
+    bool changed = false;
+    for (size_t i = 0; i < cs->len; i++) {
+        const Carried *c = &cs->data[i];
+        uint32_t *uses = ir_use_counts(f);
+        if (uses[c->q]) ir_replace_all_uses(f, c->q, c->p);
+        tl_free(uses);
+        /* what q's recomputation left unread goes (a converted block op may read some) */
+        uses = ir_use_counts(f);
+        bool all = true;
+        for (IrOp *o = f->values[c->q].def, *prev; o; o = prev) {
+            prev = o == c->first ? NULL : o->prev;
+            if (uses[o->results[0]]) {
+                all = false;
+                continue;
+            }
+            for (uint32_t k = 0; k < o->noperands; k++) uses[o->operands[k]]--;
+            ir_op_remove(o);
+        }
+        tl_free(uses);
+        changed |= !all;
+    }
+    for (size_t i = cs->len; i-- > 0;) {
+        const Carried *c = &cs->data[i];
+        IrBlock *body = &c->loop->regions[0];
+        uint32_t j = f->values[c->p].index - 1;
+        uint32_t *uses = ir_use_counts(f);
+        const IrOp *y = body->last;
+        bool dead = uses[c->p] == 1 && uses[y->operands[j]] == 1 && !uses[c->loop->results[j]];
+        tl_free(uses);
+        if (dead) drop_carried(f, c->loop, j), changed = true;
+    }
+    return changed;
+}
+
 static void collect(IrOp *op, void *ud)
 {
     if (op->code == IR_OP_LOAD || op->code == IR_OP_STORE) vec_push((Ops *)ud, op);
@@ -639,9 +808,13 @@ static void collect(IrOp *op, void *ud)
 bool pass_ptrblock(IrFunc *f)
 {
     if (!f->module->knobs.ptrblock) return false;
-    Ops ops = {0};
+    Ops ops = {0}, loops = {0};
     Mades made = {0};
+    Carrieds carried = {0};
     bool changed = false;
+    ir_walk(&f->body, collect_loops, &loops);
+    for (size_t i = 0; i < loops.len; i++) carry_loop(f, loops.data[i], &carried);
+    vec_free(&loops);
     ir_walk(&f->body, collect, &ops);
     for (size_t i = 0; i < ops.len; i++) {
         Block blk;
@@ -657,5 +830,7 @@ bool pass_ptrblock(IrFunc *f)
     tl_free(keep);
     vec_free(&made);
     vec_free(&ops);
+    changed |= carry_finish(f, &carried);
+    vec_free(&carried);
     return changed;
 }
