@@ -1321,6 +1321,7 @@ static const GType *b_grad_stats(Frame *f, const AstExpr *call, const AstExpr **
 }
 
 static const char *const adamw_lists[4] = {"params", "grads", "exp_avgs", "exp_avg_sqs"};
+static const char *const adamw_one[4] = {"param", "grad", "exp_avg", "exp_avg_sq"};
 
 /* Parameter i of adamw: p an f32/f64 tensor of the type e of the others, g a float tensor
  * of its shape, m and v of p's type. */
@@ -1343,7 +1344,7 @@ static bool adamw_param(Frame *f, const AstExpr *const *l, uint32_t i, IrElem *e
     for (uint32_t k = 1; k < 4; k++) {
         IrTensorType u = k == 1 ? gt : ttype(t[k]);
         if (ir_ttype_eq(&u, &pt)) continue;
-        ERR(f, l[k]->args[i]->loc, "%s %u of adamw must be %s%s (its parameter's), not %s", adamw_lists[k], i,
+        ERR(f, l[k]->args[i]->loc, "%s %u of adamw must be %s%s (its parameter's), not %s", adamw_one[k], i,
             k == 1 ? "a float tensor of shape " : "", k == 1 ? gt_shape(f->a, t[0]) : gt_str(f->a, t[0]),
             gt_str(f->a, t[k]));
         return false;
@@ -1392,7 +1393,8 @@ static const GType *b_adamw(Frame *f, const AstExpr *call, const AstExpr **args)
     uint32_t n = l[0]->nargs;
     for (uint32_t k = 1; k < 4; k++)
         if (l[k]->nargs != n) {
-            ERR(f, l[k]->loc, "adamw has %u params but %u %s (one per parameter)", n, l[k]->nargs, adamw_lists[k]);
+            ERR(f, l[k]->loc, "adamw has %u param%s but %u %s (one per parameter)", n, n == 1 ? "" : "s", l[k]->nargs,
+                l[k]->nargs == 1 ? adamw_one[k] : adamw_lists[k]);
             return &poison;
         }
     GType *tup = arena_alloc(f->a, sizeof *tup);
