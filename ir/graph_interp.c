@@ -186,8 +186,8 @@ static bool run_unary(Run *R, IrGTensor *o)
     IrGOpKind k = R->op->kind;
     for (int64_t e = 0; e < o->n; e++) {
         if (x->f) {
-            double v = unary_f(k, x->f[e]);
-            setv(o, e, v, (int64_t)v);
+            double v = unary_f(k, x->f[e]);   /* an integer result only from isnan & co: 0 or 1 */
+            setv(o, e, v, o->i ? (int64_t)v : 0);
             continue;
         }
         int64_t v = x->i[e];
