@@ -746,7 +746,7 @@ typedef const GType *(*BuiltinCheck)(Frame *f, const AstExpr *call, const AstExp
 
 typedef struct Builtin {
     const char *name;
-    const char *params[5];
+    const char *params[11];
     uint32_t nparams, nreq;
     BuiltinCheck check;
 } Builtin;
@@ -1282,6 +1282,161 @@ static const GType *b_grad(Frame *f, const AstExpr *call, const AstExpr **args)
     return ok ? tup : &poison;
 }
 
+/* ---- the optimizer step: lists of tensors (LANGUAGE-REFERENCE.md section 7.5) ---------- */
+
+/* A list argument `[a, b, ...]` of at least one element; NULL with an error otherwise. */
+static const AstExpr *tensor_list(Frame *f, const AstExpr *l, const char *fn, const char *what)
+{
+    if (l->kind == AST_LIST && l->nargs) return l;
+    ERR(f, l->loc, "the %s of %s must be a list of tensors like [a, b]", what, fn);
+    return NULL;
+}
+
+/* One element of such a list: a float value of the graph, not a literal. */
+static const GType *list_float(Frame *f, const AstExpr *e, const char *fn, const char *what)
+{
+    const GType *t = value_of(f, e);
+    if (t->kind != GT_VALUE) return t;
+    if (!t->lit && is_float(t)) return t;
+    ERR(f, e->loc, "the %s of %s must be float tensors of the graph, not %s%s", what, fn, t->lit ? "a literal " : "",
+        gt_str(f->a, t));
+    return &poison;
+}
+
+/* found_inf([g, ...]) -> bool; global_norm([g, ...], scale = 1.0) -> f32 (f64 when a g is). */
+static const GType *b_grad_stats(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    bool norm = call->name[0] == 'g';
+    const AstExpr *l = tensor_list(f, args[0], call->name, "first argument");
+    if (!l) return &poison;
+    IrElem e = IR_F32;
+    bool ok = true;
+    for (uint32_t i = 0; i < l->nargs; i++) {
+        const GType *t = list_float(f, l->args[i], call->name, "tensors");
+        ok &= t->kind == GT_VALUE;
+        if (t->kind == GT_VALUE && t->elem == IR_F64) e = IR_F64;
+    }
+    if (norm && args[1]) ok &= need_scalar(f, args[1], value_of(f, args[1]), call->name, "scale", true)->kind == GT_VALUE;
+    return ok ? gt_scalar(f->a, norm ? e : IR_I1) : &poison;
+}
+
+static const char *const adamw_lists[4] = {"params", "grads", "exp_avgs", "exp_avg_sqs"};
+static const char *const adamw_one[4] = {"param", "grad", "exp_avg", "exp_avg_sq"};
+
+/* Parameter i of adamw: p an f32/f64 tensor of the type e of the others, g a float tensor
+ * of its shape, m and v of p's type. */
+static bool adamw_param(Frame *f, const AstExpr *const *l, uint32_t i, IrElem *e, const GType **pt_out)
+{
+    const GType *t[4];
+    bool ok = true;
+    for (uint32_t k = 0; k < 4; k++) ok &= (t[k] = list_float(f, l[k]->args[i], "adamw", adamw_lists[k]))->kind == GT_VALUE;
+    if (!ok) return false;
+    const AstExpr *pe = l[0]->args[i];
+    if ((t[0]->elem != IR_F32 && t[0]->elem != IR_F64) || (i && t[0]->elem != *e)) {
+        ERR(f, pe->loc, "the params of adamw must be f32 or f64 tensors of one type (keep f32 master weights and "
+            "cast them for a 16-bit forward: `x @ (w as bf16)`), not %s", gt_str(f->a, t[0]));
+        return false;
+    }
+    *e = t[0]->elem;
+    *pt_out = t[0];
+    IrTensorType pt = ttype(t[0]), gt = ttype(t[1]);
+    gt.elem = pt.elem;
+    for (uint32_t k = 1; k < 4; k++) {
+        IrTensorType u = k == 1 ? gt : ttype(t[k]);
+        if (ir_ttype_eq(&u, &pt)) continue;
+        ERR(f, l[k]->args[i]->loc, "%s %u of adamw must be %s%s (its parameter's), not %s", adamw_one[k], i,
+            k == 1 ? "a float tensor of shape " : "", k == 1 ? gt_shape(f->a, t[0]) : gt_str(f->a, t[0]),
+            gt_str(f->a, t[k]));
+        return false;
+    }
+    return true;
+}
+
+/* adamw's scalars: step a number, lr eps weight_decay grad_scale floats, betas a pair of
+ * floats, skip a bool. */
+static bool adamw_scalars(Frame *f, const AstExpr **args)
+{
+    const GType *st = value_of(f, args[4]);
+    bool ok = st->kind == GT_VALUE;
+    if (ok && (st->rank || (!is_float(st) && !is_int(st)) || st->elem == IR_I1)) {
+        ERR(f, args[4]->loc, "the step of adamw must be a number (the step count t >= 1), not %s", gt_str(f->a, st));
+        ok = false;
+    }
+    static const uint32_t fl[4] = {5, 7, 8, 9};
+    static const char *const fn[4] = {"learning rate", "eps", "weight decay", "gradient scale"};
+    for (uint32_t k = 0; k < 4; k++)
+        if (args[fl[k]]) ok &= need_scalar(f, args[fl[k]], value_of(f, args[fl[k]]), "adamw", fn[k], true)->kind == GT_VALUE;
+    const AstExpr *b = args[6];
+    if (b && (b->kind != AST_TUPLE || b->nargs != 2)) {
+        ERR(f, b->loc, "the betas of adamw must be a pair like (0.9, 0.999)");
+        return false;
+    }
+    for (uint32_t k = 0; b && k < 2; k++) ok &= need_scalar(f, b->args[k], value_of(f, b->args[k]), "adamw", "beta", true)->kind == GT_VALUE;
+    if (args[10]) {
+        const GType *sk = value_of(f, args[10]);
+        if (sk->kind == GT_VALUE && (sk->rank || sk->elem != IR_I1)) {
+            ERR(f, args[10]->loc, "the skip flag of adamw must be a bool scalar (found_inf(...)), not %s", gt_str(f->a, sk));
+            ok = false;
+        }
+        ok &= sk->kind == GT_VALUE;
+    }
+    return ok;
+}
+
+/* adamw(params, grads, exp_avgs, exp_avg_sqs, step, ...) -> (params'..., exp_avgs'...,
+ * exp_avg_sqs'...): one tuple of 3n tensors. */
+static const GType *b_adamw(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    const AstExpr *l[4];
+    for (uint32_t k = 0; k < 4; k++)
+        if (!(l[k] = tensor_list(f, args[k], "adamw", adamw_lists[k]))) return &poison;
+    uint32_t n = l[0]->nargs;
+    for (uint32_t k = 1; k < 4; k++)
+        if (l[k]->nargs != n) {
+            ERR(f, l[k]->loc, "adamw has %u param%s but %u %s (one per parameter)", n, n == 1 ? "" : "s", l[k]->nargs,
+                l[k]->nargs == 1 ? adamw_one[k] : adamw_lists[k]);
+            return &poison;
+        }
+    GType *tup = arena_alloc(f->a, sizeof *tup);
+    const GType **el = arena_alloc(f->a, 3 * n * sizeof *el);
+    bool ok = true;
+    IrElem e = IR_F32;
+    for (uint32_t i = 0; i < n; i++) {
+        const GType *pt = &poison;
+        ok &= adamw_param(f, l, i, &e, &pt);
+        for (uint32_t k = 0; k < 3; k++) el[k * n + i] = pt;
+    }
+    ok &= adamw_scalars(f, args);
+    *tup = (GType){.kind = GT_TUPLE, .elems = el, .nelems = 3 * n};
+    return ok ? tup : &poison;
+}
+
+/* update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+ * growth_interval) -> (scale', growth_tracker'): GradScaler.update. */
+static const GType *b_update_scale(Frame *f, const AstExpr *call, const AstExpr **args)
+{
+    static const char *const what[6] = {"scale", "growth tracker", "found_inf flag", "growth factor", "backoff factor",
+                                        "growth interval"};
+    const GType *t[6] = {0};
+    bool ok = true;
+    for (uint32_t k = 0; k < 6; k++) {
+        if (!args[k]) continue;
+        t[k] = need_scalar(f, args[k], value_of(f, args[k]), "update_scale", what[k], k != 1 && k != 5 && k != 2);
+        ok &= t[k]->kind == GT_VALUE;
+    }
+    if (ok && t[2]->elem != IR_I1) {
+        ERR(f, args[2]->loc, "the found_inf flag of update_scale must be a bool (found_inf(...)), not %s", gt_str(f->a, t[2]));
+        ok = false;
+    }
+    if (!ok) return &poison;
+    GType *tup = arena_alloc(f->a, sizeof *tup);
+    const GType **el = arena_alloc(f->a, 2 * sizeof *el);
+    el[0] = gt_scalar(f->a, t[0]->lit ? IR_F32 : t[0]->elem);
+    el[1] = gt_scalar(f->a, t[1]->lit ? IR_I32 : t[1]->elem);
+    *tup = (GType){.kind = GT_TUPLE, .elems = el, .nelems = 2};
+    return tup;
+}
+
 /* zeros(shape, T), full(shape, value, T). */
 static const GType *b_fill(Frame *f, const AstExpr *call, const AstExpr **args)
 {
@@ -1346,6 +1501,12 @@ static const Builtin graph_builtins[] = {
     {"full", {"shape", "value", "type"}, 3, 3, b_fill},
     {"cdiv", {"a", "b"}, 2, 2, b_cdiv},
     {"grad", {"y", "wrt"}, 2, 2, b_grad},
+    {"found_inf", {"tensors"}, 1, 1, b_grad_stats},
+    {"global_norm", {"tensors", "scale"}, 2, 1, b_grad_stats},
+    {"adamw", {"params", "grads", "exp_avgs", "exp_avg_sqs", "step", "lr", "betas", "eps", "weight_decay", "grad_scale",
+               "skip"}, 11, 5, b_adamw},
+    {"update_scale", {"scale", "growth_tracker", "found_inf", "growth_factor", "backoff_factor", "growth_interval"}, 6, 3,
+     b_update_scale},
 };
 
 /* Kernel built-ins, which work on tiles and memory, not on whole tensors. */
@@ -1528,6 +1689,107 @@ static const GType *emit_cross_entropy(Frame *f, const AstExpr *call, const AstE
     return emit(f, IR_GOP_DIV, call->loc, sums, 2, t, NULL);
 }
 
+/* ---- the optimizer step's ops ------------------------------------------------------------ */
+
+/* An optional scalar argument as type e, or the default `d` when it is not given. */
+static uint32_t opt_arg(Frame *f, Loc loc, const AstExpr *arg, IrElem e, double d)
+{
+    return arg ? arg_as(f, arg, e) : const_val(f, loc, e, d, (int64_t)d);
+}
+
+static const GType *emit_grad_stats(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    bool norm = call->name[0] == 'g';
+    const AstExpr *l = args[0];
+    uint32_t *in = arena_alloc(f->a, (l->nargs + 2) * sizeof *in), k = 0;
+    if (norm) in[k++] = opt_arg(f, call->loc, args[1], t->elem, 1.0);
+    for (uint32_t i = 0; i < l->nargs; i++) in[k++] = val(f, l->args[i]->loc, seen(f, l->args[i]));
+    return emit(f, norm ? IR_GOP_GLOBAL_NORM : IR_GOP_FOUND_INF, call->loc, in, k, t, NULL);
+}
+
+/* A tuple of the results of op, of the types of t's elements. */
+static const GType *tuple_of(Frame *f, uint32_t op, const GType *t)
+{
+    GType *r = arena_alloc(f->a, sizeof *r);
+    const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
+    for (uint32_t i = 0; i < t->nelems; i++) {
+        GType *e = gt_value(f->a, t->elems[i]->elem, 0, t->elems[i]->rank, t->elems[i]->dims);
+        e->vid = ir_graph_result(f->s->g, op, i) + 1;
+        el[i] = e;
+    }
+    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
+    return r;
+}
+
+/* The operands in ir/graph.h's order: lr beta1 beta2 eps weight_decay step grad_scale skip,
+ * then the four lists; defaults as torch.optim.AdamW's. */
+static const GType *emit_adamw(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    const uint32_t b = IR_ADAMW_NSCALARS, n = args[0]->nargs;
+    IrElem e = t->elems[0]->elem;
+    const AstExpr *bt = args[6];
+    Loc loc = call->loc;
+    uint32_t *in = arena_alloc(f->a, (b + 4 * n) * sizeof *in);
+    in[0] = opt_arg(f, loc, args[5], e, 1e-3);
+    in[1] = bt ? arg_as(f, bt->args[0], e) : const_val(f, loc, e, 0.9, 0);
+    in[2] = bt ? arg_as(f, bt->args[1], e) : const_val(f, loc, e, 0.999, 0);
+    in[3] = opt_arg(f, loc, args[7], e, 1e-8);
+    in[4] = opt_arg(f, loc, args[8], e, 1e-2);
+    in[5] = arg_as(f, args[4], e);
+    in[6] = opt_arg(f, loc, args[9], e, 1.0);
+    in[7] = args[10] ? arg_as(f, args[10], IR_I1) : const_val(f, loc, IR_I1, 0, 0);
+    for (uint32_t k = 0; k < 4; k++)
+        for (uint32_t i = 0; i < n; i++) {
+            const AstExpr *x = args[k]->args[i];
+            in[b + k * n + i] = k == 1 ? val(f, x->loc, seen(f, x)) : arg_as(f, x, e);
+        }
+    IrTensorType *tt = arena_alloc(f->a, 3 * n * sizeof *tt);
+    for (uint32_t i = 0; i < 3 * n; i++) tt[i] = ttype(t->elems[i]);
+    if (f->s->g->ops.len >= FE_MAX_GRAPH_OPS) {
+        no_ir(f, loc, "it has too many operations");
+        return t;
+    }
+    return tuple_of(f, ir_graph_op(f->s->g, IR_GOP_ADAMW, loc, in, b + 4 * n, tt, 3 * n), t);
+}
+
+/* A scalar op of the step's bookkeeping: its value id (0 when it could not be made). */
+static uint32_t sc_op(Frame *f, Loc loc, IrGOpKind k, IrElem e, uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t in[3] = {a, b, c}, op = 0;
+    int nin = ir_gop_nin(k);
+    const GType *r = emit(f, k, loc, in, (uint32_t)nin, gt_scalar(f->a, e), &op);
+    if (!r->vid) return 0;
+    if (k == IR_GOP_CMP) op_at(f, op)->attr.cmp = IR_GCMP_EQ;
+    return r->vid - 1;
+}
+
+/* GradScaler.update, written out in scalar ops: on overflow the scale times the backoff
+ * and the tracker 0; else the tracker counts the clean step, and at the interval the
+ * scale grows (if the grown scale is finite) and the tracker is 0 again. */
+static const GType *emit_update_scale(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
+{
+    Loc loc = call->loc;
+    IrElem E = t->elems[0]->elem, I = t->elems[1]->elem;
+    uint32_t s = arg_as(f, args[0], E), tr = arg_as(f, args[1], I), inf = arg_as(f, args[2], IR_I1);
+    uint32_t gf = opt_arg(f, loc, args[3], E, 2.0), bf = opt_arg(f, loc, args[4], E, 0.5);
+    uint32_t gi = opt_arg(f, loc, args[5], I, 2000), one = const_val(f, loc, I, 1, 1), zero = const_val(f, loc, I, 0, 0);
+    uint32_t t1 = sc_op(f, loc, IR_GOP_ADD, I, tr, one, 0), hit = sc_op(f, loc, IR_GOP_CMP, IR_I1, t1, gi, 0);
+    uint32_t grown = sc_op(f, loc, IR_GOP_MUL, E, s, gf, 0), fin = sc_op(f, loc, IR_GOP_ISFINITE, IR_I1, grown, 0, 0);
+    uint32_t take = sc_op(f, loc, IR_GOP_LAND, IR_I1, hit, fin, 0);
+    uint32_t clean = sc_op(f, loc, IR_GOP_WHERE, E, take, grown, s), back = sc_op(f, loc, IR_GOP_MUL, E, s, bf, 0);
+    uint32_t tclean = sc_op(f, loc, IR_GOP_WHERE, I, hit, zero, t1);
+    uint32_t out[2] = {sc_op(f, loc, IR_GOP_WHERE, E, inf, back, clean), sc_op(f, loc, IR_GOP_WHERE, I, inf, zero, tclean)};
+    GType *r = arena_alloc(f->a, sizeof *r);
+    const GType **el = arena_alloc(f->a, 2 * sizeof *el);
+    for (uint32_t i = 0; i < 2; i++) {
+        GType *e = gt_value(f->a, i ? I : E, 0, 0, NULL);
+        e->vid = out[i] + 1;
+        el[i] = e;
+    }
+    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = 2};
+    return r;
+}
+
 /* The op of a checked built-in call whose result type is t. */
 static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
 {
@@ -1538,6 +1800,9 @@ static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **
     if (!strcmp(n, "concat")) return emit_concat(f, call, args, t);
     if (!strcmp(n, "grad")) return emit_grad(f, call, args, t);
     if (!strcmp(n, "cross_entropy")) return emit_cross_entropy(f, call, args, t);
+    if (!strcmp(n, "found_inf") || !strcmp(n, "global_norm")) return emit_grad_stats(f, call, args, t);
+    if (!strcmp(n, "adamw")) return emit_adamw(f, call, args, t);
+    if (!strcmp(n, "update_scale")) return emit_update_scale(f, call, args, t);
     if (!strcmp(n, "zeros") || !strcmp(n, "full")) {
         uint32_t v = n[0] == 'z' ? const_val(f, call->loc, t->elem, 0.0, 0) : arg_as(f, args[1], t->elem);
         return emit(f, IR_GOP_FULL, call->loc, &v, 1, t, NULL);
@@ -1565,7 +1830,7 @@ static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **
 
 static const GType *call_builtin(Frame *f, const AstExpr *call, const Builtin *b)
 {
-    const AstExpr *slots[5] = {0};
+    const AstExpr *slots[11] = {0};
     if (!bind_args(f, call, b->name, b->params, b->nparams, b->nreq, slots)) return &poison;
     for (uint32_t i = 0; i < b->nreq; i++)
         if (!slots[i]) return &poison;

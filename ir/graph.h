@@ -95,6 +95,18 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
 
 #define IR_GNONE UINT32_MAX
 
+/* The optimizer step's multi-tensor ops (family 'O', LANGUAGE-REFERENCE.md section 7.5):
+ *   found_inf g0, ..., g{n-1} -> i1: some element of some g is inf or NaN.
+ *   global_norm s, g0, ..., g{n-1} -> E: sqrt of the sum over every g of (g * s)^2, each
+ *     g * s rounded to g's type first (GradScaler's unscale); E (f32 or f64) is s's type.
+ *   adamw lr, beta1, beta2, eps, weight_decay, step, grad_scale, skip, p0..p{n-1},
+ *     g0..g{n-1}, m0..m{n-1}, v0..v{n-1} -> p'0..p'{n-1}, m'0.., v'0..: PyTorch's AdamW
+ *     (decoupled weight decay) on each p with the gradient g * grad_scale (rounded to
+ *     E); p, m, v of one type E (f32 or f64) each, g any float type of p's shape; the
+ *     first seven operands E scalars (step the step number t >= 1 of the bias
+ *     corrections 1 - beta^t), skip an i1 scalar: when true every result is its input. */
+#define IR_ADAMW_NSCALARS 8
+
 typedef struct IrGValue {
     IrTensorType type;
     const char *name;        /* a hint for printing, or NULL */

@@ -564,7 +564,8 @@ static const GradRule rules[IR_GOP_COUNT] = {
     [IR_GOP_RMS_NORM] = r_norm,  [IR_GOP_TRANS] = r_trans,   [IR_GOP_RESHAPE] = r_reshape,
     [IR_GOP_BROADCAST] = r_pass, [IR_GOP_CONCAT] = r_concat, [IR_GOP_SPLIT] = r_split,
     [IR_GOP_DROPOUT] = r_dropout, [IR_GOP_CROSS_ENTROPY_ROWS] = r_cross_entropy,
-    [IR_GOP_ROPE] = r_rope, [IR_GOP_SWIGLU] = r_swiglu, [IR_GOP_RETURN] = r_none,
+    [IR_GOP_ROPE] = r_rope, [IR_GOP_SWIGLU] = r_swiglu, [IR_GOP_FOUND_INF] = r_none,
+    [IR_GOP_RETURN] = r_none,
 };
 
 bool ir_gop_has_grad(IrGOpKind k) { return k < IR_GOP_COUNT && rules[k]; }

@@ -186,8 +186,8 @@ static bool run_unary(Run *R, IrGTensor *o)
     IrGOpKind k = R->op->kind;
     for (int64_t e = 0; e < o->n; e++) {
         if (x->f) {
-            double v = unary_f(k, x->f[e]);
-            setv(o, e, v, (int64_t)v);
+            double v = unary_f(k, x->f[e]);   /* an integer result only from isnan & co: 0 or 1 */
+            setv(o, e, v, o->i ? (int64_t)v : 0);
             continue;
         }
         int64_t v = x->i[e];
@@ -630,6 +630,67 @@ static bool run_dropout(Run *R, IrGTensor *o)
     return true;
 }
 
+/* ---- the optimizer step (family 'O'): lists of tensors --------------------------------- */
+
+static bool run_found_inf(Run *R, IrGTensor *o)
+{
+    bool any = false;
+    for (uint32_t k = 0; k < R->op->nin && !any; k++)
+        for (int64_t n = 0; n < in(R, k)->n && !any; n++) any = !isfinite(in(R, k)->f[n]);
+    o->i[0] = any;
+    return true;
+}
+
+/* sqrt(sum (g * s)^2), each g * s rounded to g's type (unscaled as GradScaler stores it). */
+static bool run_global_norm(Run *R, IrGTensor *o)
+{
+    double s = getf(in(R, 0), 0), acc = 0;
+    for (uint32_t k = 1; k < R->op->nin; k++) {
+        const IrGTensor *g = in(R, k);
+        for (int64_t n = 0; n < g->n; n++) {
+            double x = fp_round(g->elem, g->f[n] * s);
+            acc += x * x;
+        }
+    }
+    setv(o, 0, sqrt(acc), 0);
+    return true;
+}
+
+typedef struct AdamW {
+    IrElem e;
+    double lr, b1, b2, eps, wd, gs, bc1, bc2;
+} AdamW;
+
+/* One element, as torch.optim.AdamW (foreach=False, capturable=False) computes it:
+ * p *= 1 - lr*wd; m = lerp(m, g, 1 - b1); v = v*b2 + (1 - b2)*g*g;
+ * p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps); m and v rounded as stored. */
+static void adamw_elem(const AdamW *A, double g0, double *p, double *m, double *v)
+{
+    double g = fp_round(A->e, g0 * A->gs), w = 1.0 - A->b1;
+    double p1 = fp_round(A->e, *p * (1.0 - A->lr * A->wd));
+    *m = fp_round(A->e, w < 0.5 ? *m + w * (g - *m) : g - (g - *m) * (1.0 - w));
+    *v = fp_round(A->e, *v * A->b2 + (1.0 - A->b2) * g * g);
+    *p = fp_round(A->e, p1 - A->lr / A->bc1 * *m / (sqrt(*v) / sqrt(A->bc2) + A->eps));
+}
+
+static bool run_adamw(Run *R, IrGTensor *outs)
+{
+    const uint32_t b = IR_ADAMW_NSCALARS, n = (R->op->nin - b) / 4;
+    double sc[IR_ADAMW_NSCALARS];
+    for (uint32_t k = 0; k < b; k++) sc[k] = getf(in(R, k), 0);
+    AdamW A = {in(R, b)->elem, sc[0], sc[1], sc[2], sc[3], sc[4], sc[6], 1.0 - pow(sc[1], sc[5]), 1.0 - pow(sc[2], sc[5])};
+    bool skip = geti(in(R, b - 1), 0) != 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const IrGTensor *p = in(R, b + i), *g = in(R, b + n + i), *m = in(R, b + 2 * n + i), *v = in(R, b + 3 * n + i);
+        for (int64_t e = 0; e < p->n; e++) {
+            double pe = p->f[e], me = m->f[e], ve = v->f[e];
+            if (!skip) adamw_elem(&A, g->f[e], &pe, &me, &ve);
+            outs[i].f[e] = pe, outs[n + i].f[e] = me, outs[2 * n + i].f[e] = ve;
+        }
+    }
+    return true;
+}
+
 /* ---- dispatch ----------------------------------------------------------------------------------- */
 
 static bool run_op(Run *R, IrGTensor *outs)
@@ -657,6 +718,9 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 'C': return run_conv2d(R, &outs[0]);
     case 'L': return run_cross_entropy(R, &outs[0]);
     case 'P': return run_rope(R, &outs[0]);
+    case 'O':
+        if (op->kind == IR_GOP_ADAMW) return run_adamw(R, outs);
+        return op->kind == IR_GOP_FOUND_INF ? run_found_inf(R, &outs[0]) : run_global_norm(R, &outs[0]);
     default: return fail(R, "cannot be interpreted");
     }
 }
@@ -691,15 +755,16 @@ static bool exec_op(Run *R, uint32_t idx, IrGTensor *outs)
         }
         return true;
     }
-    IrGTensor res[64] = {{0}};
-    if (R->op->nout > 64) return fail(R, "too many results");
-    for (uint32_t r = 0; r < R->op->nout; r++)
-        if (!alloc_result(R, r, &res[r])) return false;
-    bool ok = run_op(R, res);
+    IrGTensor *res = tl_calloc(R->op->nout + 1, sizeof *res);   /* adamw: 3 per parameter */
+    if (!res) return fail(R, "out of memory");
+    bool ok = true;
+    for (uint32_t r = 0; r < R->op->nout && ok; r++) ok = alloc_result(R, r, &res[r]);
+    if (ok) ok = run_op(R, res);
     for (uint32_t r = 0; r < R->op->nout; r++) {
         R->vals[R->op->out[r]] = res[r];
         R->have[R->op->out[r]] = true;
     }
+    tl_free(res);
     return ok;
 }
 

@@ -335,6 +335,68 @@ static bool check_rope(const Chk *c)
     return want_like(c, x->elem, x);
 }
 
+/* ---- the optimizer step's multi-tensor ops (family 'O', ir/graph.h) ---------------- */
+
+static bool float_list(const Chk *c, uint32_t from, uint32_t to, const char *what)
+{
+    for (uint32_t i = from; i < to; i++)
+        if (!is_float(in_t(c, i)))
+            return FAILF(c, "the %s of %s must be float tensors, not %s", what, ir_gop_name(c->op->kind), ts(c, in_t(c, i)));
+    return true;
+}
+
+/* found_inf g... -> i1; global_norm s, g... -> s's type (f32 or f64). */
+static bool check_grad_stats(const Chk *c)
+{
+    bool norm = c->op->kind == IR_GOP_GLOBAL_NORM;
+    if (norm && c->op->nin < 2) return fail(c, "global_norm takes a scale and at least one tensor");
+    if (!float_list(c, norm, c->op->nin, "tensors")) return false;
+    if (!norm) return want(c, IR_I1, 0, NULL);
+    const IrTensorType *s = in_t(c, 0);
+    if (s->rank || (s->elem != IR_F32 && s->elem != IR_F64))
+        return FAILF(c, "the scale of global_norm must be an f32 or f64 scalar, not %s", ts(c, s));
+    return want(c, s->elem, 0, NULL);
+}
+
+/* Parameter i's state: p, m, v of one f32 or f64 type, g a float tensor of its shape. */
+static bool adamw_param(const Chk *c, uint32_t n, uint32_t i, IrElem e)
+{
+    const uint32_t b = IR_ADAMW_NSCALARS;
+    const IrTensorType *p = in_t(c, b + i), *g = in_t(c, b + n + i);
+    if (p->elem != e)
+        return FAILF(c, "the parameters of adamw must be of the scalars' type %s, not %s", ir_elem_name(e), ts(c, p));
+    if (!is_float(g) || !same_shape(g, p))
+        return FAILF(c, "gradient %u of adamw must be a float tensor of its parameter's shape %s, not %s", i,
+                     ir_shape_str(c->a, p->rank, p->dims), ts(c, g));
+    for (uint32_t k = 2; k < 4; k++)
+        if (!ir_ttype_eq(in_t(c, b + k * n + i), p))
+            return FAILF(c, "moment %u of adamw must be %s (its parameter's type), not %s", i, ts(c, p),
+                         ts(c, in_t(c, b + k * n + i)));
+    for (uint32_t k = 0; k < 3; k++)
+        if (!ir_ttype_eq(out_t(c, k * n + i), p))
+            return FAILF(c, "result %u of adamw must be %s, not %s", k * n + i, ts(c, p), ts(c, out_t(c, k * n + i)));
+    return true;
+}
+
+static bool check_adamw(const Chk *c)
+{
+    const uint32_t b = IR_ADAMW_NSCALARS;
+    if (c->op->nin <= b || (c->op->nin - b) % 4 || c->op->nout != (c->op->nin - b) / 4 * 3)
+        return FAILF(c, "adamw takes %u scalars and four lists of n tensors and gives 3n results, not %u operands "
+                     "and %u results", b, c->op->nin, c->op->nout);
+    IrElem e = in_t(c, 0)->elem;
+    if (e != IR_F32 && e != IR_F64) return FAILF(c, "the learning rate of adamw must be f32 or f64, not %s", ts(c, in_t(c, 0)));
+    for (uint32_t i = 0; i + 1 < b; i++)
+        if (in_t(c, i)->rank || in_t(c, i)->elem != e)
+            return FAILF(c, "scalar operand %u of adamw must be %s, not %s", i, ir_elem_name(e), ts(c, in_t(c, i)));
+    if (in_t(c, b - 1)->rank || in_t(c, b - 1)->elem != IR_I1)
+        return FAILF(c, "the skip flag of adamw must be an i1 scalar, not %s", ts(c, in_t(c, b - 1)));
+    uint32_t n = (c->op->nin - b) / 4;
+    for (uint32_t i = 0; i < n; i++)
+        if (!adamw_param(c, n, i, e)) return false;
+    return true;
+}
+
 static bool check_shape_op(const Chk *c)
 {
     switch (c->op->kind) {
@@ -390,6 +452,7 @@ bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err)
     case 'C': return check_conv2d(&c);
     case 'L': return check_cross_entropy(&c);
     case 'P': return check_rope(&c);
+    case 'O': return op->kind == IR_GOP_ADAMW ? check_adamw(&c) : check_grad_stats(&c);
     default: return true;
     }
 }

@@ -48,6 +48,11 @@
  * is the case of rule 6's per-channel vectors only (K elements per output tile against a
  * launch and a round trip through memory), and then only when no other kernel uses them.
  * Every other op is a kernel of its own (shape changes, scans, matmuls' prologues).
+ * Rule 8, the optimizer step (family O): found_inf and global_norm over the same list
+ * of tensors are one kernel (grad_stats: one pass over the gradients, however many);
+ * adamw is one kernel over all its parameters. Neither takes other ops, and the
+ * GF_MAX_READS bound does not apply to them (they read their tensors through one
+ * concatenated index space, not as streams of one tile).
  * Phases: after recomputation planning (graph_remat.c) an op computed in the forward
  * (phase 1) and one of the backward (phase 2, recomputed copies included) never share
  * a kernel, so a recomputed value is not pulled back into the forward's kernels.
@@ -184,9 +189,12 @@ static void new_group(Fuse *F, uint32_t o)
 #define MEMBERS(F, G, m) for (uint32_t m = (F)->head[G]; m != NONE; m = (F)->next[m])
 
 /* Whether groups X and Y together stay within the cost model's caps. */
+static bool grad_stats(IrGOpKind k) { return k == IR_GOP_FOUND_INF || k == IR_GOP_GLOBAL_NORM; }
+
 static bool within_cost(Fuse *F, uint32_t X, uint32_t Y)
 {
     if (F->size[X] + F->size[Y] > GF_MAX_OPS) return false;
+    if (grad_stats(opat(F, F->head[X])->kind) && grad_stats(opat(F, F->head[Y])->kind)) return true;   /* rule 8 */
     if (F->phase[X] && F->phase[Y] && F->phase[X] != F->phase[Y]) return false;   /* forward and backward */
     uint32_t st = ++F->stamp, nreads = 0, G[2] = {X, Y};
     for (int i = 0; i < 2; i++)
@@ -602,6 +610,28 @@ static void join_attention(Fuse *F, uint32_t o)
     if (F->attn_broken[pv] || try_join(F, F->grp[o], F->grp[first]) == NONE) F->attn_broken[pv] = true;
 }
 
+/* ---- rule 8: the gradients' checks in one pass -------------------------------------------- */
+
+static const uint32_t *stats_list(const IrGOp *op, uint32_t *n)
+{
+    uint32_t s = op->kind == IR_GOP_GLOBAL_NORM;   /* its scale first */
+    *n = op->nin - s;
+    return op->in + s;
+}
+
+/* found_inf or global_norm o joins an earlier one over the same tensors. */
+static void join_grad_stats(Fuse *F, uint32_t o)
+{
+    uint32_t n, m;
+    const uint32_t *l = stats_list(opat(F, o), &n);
+    for (uint32_t u = F->use_at[l[0]]; u < F->use_at[l[0] + 1]; u++) {
+        uint32_t p = F->uses[u];
+        if (p >= o || F->grp[p] == NONE || F->grp[p] == F->grp[o] || !grad_stats(opat(F, p)->kind)) continue;
+        const uint32_t *pl = stats_list(opat(F, p), &m);
+        if (m == n && !memcmp(pl, l, n * sizeof *l) && try_join(F, F->grp[o], F->grp[p]) != NONE) return;
+    }
+}
+
 /* Op o joins the groups its rules allow (its producers', an earlier matmul's with its
  * left operand, an earlier row op's on its operand), or stays a group of its own. */
 static void place(Fuse *F, uint32_t o)
@@ -610,6 +640,10 @@ static void place(Fuse *F, uint32_t o)
     new_group(F, o);
     if (F->attn[o] != NONE) {
         join_attention(F, o);
+        return;
+    }
+    if (grad_stats(op->kind)) {
+        join_grad_stats(F, o);
         return;
     }
     bool mm = op->kind == IR_GOP_MATMUL, row = row_op(op->kind);
@@ -655,6 +689,7 @@ static const char *kind_of(const Fuse *F, uint32_t G)
     if (gi.flash) return "flash_attention";
     if (gi.conv != NONE) return "conv2d";
     if (nmm > 1) return "horizontal_matmul";
+    if (F->size[G] > 1 && grad_stats(opat(F, F->head[G])->kind)) return "grad_stats";
     MEMBERS(F, G, m)
         if (!fusable(opat(F, m)->kind)) return ir_gop_name(opat(F, m)->kind);
     return "elementwise";

@@ -21,6 +21,9 @@
  *   horizontal   ONE GEMM over the products' N blocks laid end to end: a program picks
  *                its product (weight, epilogue, outputs) by its N block. Weights are
  *                not concatenated at bind time: that would copy them on every bind.
+ *   adamw        the same idea for the optimizer: every parameter's 1-D blocks laid end
+ *                to end, a program picks its parameter by its block; grad_stats (the
+ *                gradients' norm and inf check) one program looping over every tensor.
  * Tile sizes: @autotune spaces for the tuner, defaults chosen from the shape. Sizes
  * named at run time are i64 parameters "s_NAME" (specialized like any scalar). */
 #include "passes/graph_lower.h"
@@ -1732,6 +1735,123 @@ static const char *rope_expr(Low *L, const IrGOp *op)
                         (long long)(D / 2), o, o, s, A, E);
 }
 
+/* ---- the optimizer step: lists of tensors in one launch ------------------------------------- */
+
+static bool written(const Low *L, uint32_t v)
+{
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (L->K->writes[i] == v) return true;
+    return false;
+}
+
+/* A block of parameter i of adamw (the lets of the scalars above): programs [lo, lo +
+ * cdiv(n, BLOCK)) walk it, each its BLOCK elements, in the torch.optim.AdamW order. */
+static void adamw_block(Low *L, const IrGOp *op, uint32_t n, uint32_t i, const char *lo, const char *hi, const char *E)
+{
+    const uint32_t b = IR_ADAMW_NSCALARS, p = op->in[b + i], g = op->in[b + n + i];
+    const uint32_t m = op->in[b + 2 * n + i], v = op->in[b + 3 * n + i];
+    fprintf(L->o, "    if pid >= %s && pid < %s {\n", lo, hi);
+    fprintf(L->o, "        let offs = (pid - %s) * (BLOCK as i64) + arange(0, BLOCK);\n", lo);
+    fprintf(L->o, "        let mask = offs < %s;\n", numel_expr(L, vt(L, p), 0));
+    fprintf(L->o, "        let xp = load(%s + offs, mask, 0);\n        let xm = load(%s + offs, mask, 0);\n", pname(L, p), pname(L, m));
+    fprintf(L->o, "        let xv = load(%s + offs, mask, 0);\n", pname(L, v));
+    fprintf(L->o, "        let xg = (load(%s + offs, mask, 0) as %s) * gs;\n", pname(L, g), E);
+    fputs("        let nm = where(w1 < 0.5, xm + w1 * (xg - xm), xg - (xg - xm) * (1 - w1));\n", L->o);
+    fputs("        let nv = xv * b2 + (1 - b2) * xg * xg;\n", L->o);
+    fputs("        let np = xp * decay - step_size * nm / (sqrt(nv) / bc2s + eps);\n", L->o);
+    const char *res[3] = {"where(skip, xp, np)", "where(skip, xm, nm)", "where(skip, xv, nv)"};
+    for (uint32_t k = 0; k < 3; k++) {
+        uint32_t o = op->out[k * n + i];
+        if (written(L, o)) fprintf(L->o, "        store(%s + offs, %s, mask);\n", pname(L, o), res[k]);
+    }
+    fputs("    }\n", L->o);
+}
+
+/* adamw: one program per BLOCK elements of one parameter, the parameters' blocks laid end
+ * to end (a concatenated index space: one launch for every parameter, whatever their
+ * sizes); a program finds its parameter by comparing its id with the running sums. */
+static bool lower_adamw(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    const uint32_t n = (op->nin - IR_ADAMW_NSCALARS) / 4;
+    const char *E = ename(vt(L, op->in[0])->elem), **ends = arena_alloc(L->a, (n + 1) * sizeof *ends);
+    ends[0] = "0";
+    for (uint32_t i = 0; i < n; i++) {
+        const char *nb = arena_printf(L->a, "cdiv(%s, BLOCK as i64)", numel_expr(L, vt(L, op->in[IR_ADAMW_NSCALARS + i]), 0));
+        ends[i + 1] = i ? arena_printf(L->a, "%s + %s", ends[i], nb) : nb;
+    }
+    autotune(L, "BLOCK: [256, 512, 1024, 2048], warps: [2, 4, 8]", "BLOCK >= 32 * warps", "BLOCK: 1024, warps: 4");
+    signature(L, s, name);
+    fprintf(L->o, ", const BLOCK: i32 = 1024)\n    grid(%s)\n{\n", ends[n]);
+    Space base = {.rank = 0};
+    scope(L, &base, "    ");
+    static const char *const sc[IR_ADAMW_NSCALARS] = {"lr", "b1", "b2", "eps", "wd", "t", "gs", "skip"};
+    for (uint32_t k = 0; k < IR_ADAMW_NSCALARS; k++) {
+        const char *x = val(L, op->in[k]);
+        if (!x) return false;
+        fprintf(L->o, "    let %s = %s;\n", sc[k], x);
+    }
+    fputs("    let pid = program_id(0) as i64;\n    let w1 = 1 - b1;\n    let decay = 1 - lr * wd;\n", L->o);
+    fputs("    let step_size = lr / (1 - pow(b1, t));\n    let bc2s = sqrt(1 - pow(b2, t));\n", L->o);
+    for (uint32_t i = 0; i < n; i++) adamw_block(L, op, n, i, ends[i], ends[i + 1], E);
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* The loop of a grad_stats kernel over tensor g: each global_norm's sum of squares of g
+ * times its scale (rounded to g's type, as unscaled gradients are stored) and the count
+ * of elements that are not finite. */
+static void stats_loop(Low *L, uint32_t g, const char *A, bool norm)
+{
+    fprintf(L->o, "    for k in range(0, %s, BLOCK as i64) {\n", numel_expr(L, vt(L, g), 0));
+    fprintf(L->o, "        let offs = k + arange(0, BLOCK);\n        let mask = offs < %s;\n", numel_expr(L, vt(L, g), 0));
+    fprintf(L->o, "        let x = load(%s + offs, mask, 0);\n", pname(L, g));
+    fputs("        bad = bad + sum(where(isfinite(x as f32), 0, 1), 0);\n", L->o);
+    for (uint32_t j = 0; norm && j < L->K->nops; j++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
+        if (op->kind != IR_GOP_GLOBAL_NORM) continue;
+        fprintf(L->o, "        let y%u = ((x as %s) * s%u) as %s as %s;\n", j, A, j, ename(vt(L, g)->elem), A);
+        fprintf(L->o, "        acc%u = acc%u + sum(y%u * y%u, 0);\n", j, j, j, j);
+    }
+    fputs("    }\n", L->o);
+}
+
+/* found_inf and global_norm over one list (fusion rule 8): one program walks every
+ * tensor once (deterministic, the same sum on every run). One program is the first
+ * form: a grid of programs needs partial sums reduced by a second step. */
+static bool lower_grad_stats(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op0 = &L->g->ops.data[L->K->ops[0]];
+    uint32_t n = 0;
+    bool norm = false;
+    const uint32_t *list = op0->in + (op0->kind == IR_GOP_GLOBAL_NORM);
+    n = op0->nin - (op0->kind == IR_GOP_GLOBAL_NORM);
+    autotune(L, "BLOCK: [256, 512, 1024, 2048, 4096], warps: [4, 8, 16]", "BLOCK >= 32 * warps", "BLOCK: 2048, warps: 8");
+    signature(L, s, name);
+    fputs(", const BLOCK: i32 = 2048)\n    grid(1)\n{\n    var bad = 0 as i64;\n", L->o);
+    Space base = {.rank = 0};
+    scope(L, &base, "    ");
+    const char *A = "f32";
+    for (uint32_t j = 0; j < L->K->nops; j++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
+        if (op->kind != IR_GOP_GLOBAL_NORM) continue;
+        const char *x = val(L, op->in[0]);
+        if (!x) return false;
+        A = ename(vt(L, op->out[0])->elem);
+        norm = true;
+        fprintf(L->o, "    let s%u = %s;\n    var acc%u = 0 as %s;\n", j, x, j, A);
+    }
+    for (uint32_t i = 0; i < n; i++) stats_loop(L, list[i], A, norm);
+    for (uint32_t j = 0; j < L->K->nops; j++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
+        if (!written(L, op->out[0])) continue;
+        if (op->kind == IR_GOP_GLOBAL_NORM) fprintf(L->o, "    store(%s, sqrt(acc%u));\n", pname(L, op->out[0]), j);
+        else fprintf(L->o, "    store(%s, bad > 0);\n", pname(L, op->out[0]));
+    }
+    fputs("}\n", L->o);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -1753,6 +1873,8 @@ static const struct {
     {"cross_entropy_rows", lower_cross_entropy},
     {"cross_entropy_grad", lower_cross_entropy},
     {"rope", lower_elementwise},
+    {"adamw", lower_adamw},
+    {"found_inf", lower_grad_stats}, {"global_norm", lower_grad_stats}, {"grad_stats", lower_grad_stats},
 };
 
 static void lower_kernel(Low *L, uint32_t k, PassGKernel *out, FILE *module)

@@ -84,6 +84,9 @@ typedef struct Options {
     const char *recompute, *memory_budget;   /* over a graph's @recompute (passes/graph_remat.c) */
     const char *size_args[MAX_LIST];   /* --size NAME=N: sizes the budget compares at */
     uint32_t nsize_args;
+    int64_t steps;                     /* run --graph: train steps (0: one run) */
+    const char *feeds[MAX_LIST];       /* run --graph: retK=PARAM, result K is PARAM's next value */
+    uint32_t nfeeds;
 } Options;
 
 static const char usage_compile[] =
@@ -94,7 +97,8 @@ static const char usage_compile[] =
 static const char usage_run[] =
     "tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
     "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]\n"
-    "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir] [--check-bounds]\n";
+    "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir] [--check-bounds]\n"
+    "             [--graph NAME [--fused|--compare-fused] [--steps N [--feed retK=PARAM]...]]\n";
 static const char usage_other[] =
     "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
     "       tilec cache export KERNEL...|--all -o FILE | import FILE [--dir DIR]\n"
@@ -147,7 +151,10 @@ static const char help_run[] =
     "         libtileRT, in the Tile IR interpreter; --device gpu: on GPU 0, always\n"
     "         so); --compare-fused runs it op by op, through the plan interpreter\n"
     "         (same bits) and through the kernels (within rounding), an error if\n"
-    "         they differ\n";
+    "         they differ; --steps N runs it N times (train steps), each --feed\n"
+    "         retK=PARAM making result K that parameter's value in the next step, a\n"
+    "         buffer of N times a tensor's elements giving one slice per step (the\n"
+    "         batches), and --print printing after every step\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
@@ -276,6 +283,17 @@ static void set_print(void *o, const char *v)
     push(((Options *)o)->prints, &((Options *)o)->nprints, v, "--print");
 }
 
+static void set_feed(void *o, const char *v)
+{
+    push(((Options *)o)->feeds, &((Options *)o)->nfeeds, v, "--feed");
+}
+
+static void set_steps(void *o, const char *v)
+{
+    int64_t *n = &((Options *)o)->steps;
+    if (!parse_i64(v, n) || *n < 1 || *n > 1000000) usage_error("--steps takes a positive integer (at most 1000000), got '%s'", v);
+}
+
 static void set_max_iterations(void *o, const char *v)
 {
     int64_t *n = &((Options *)o)->max_iterations;
@@ -347,6 +365,8 @@ static const CliOption options[] = {
     {"--arg", true, set_arg},
     {"--print", true, set_print},
     {"--print-to", true, set_print_to},
+    {"--steps", true, set_steps},
+    {"--feed", true, set_feed},
     {"--max-iterations", true, set_max_iterations},
     {"--max-ops", true, set_max_ops},
     {"--spec", true, set_spec},
@@ -426,6 +446,7 @@ static void check_options(Options *o)
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
     if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
+    if ((o->steps || o->nfeeds) && !o->graph) usage_error("--steps and --feed belong to 'tilec run --graph'%s", "");
     if (o->graph && (o->kernel || o->has_grid || o->print_to))
         usage_error("%s does not go with --graph (tilec run --graph takes --arg, --print, --device, --fused, "
                     "--compare-fused and --max-ops)", o->kernel ? "--kernel" : o->has_grid ? "--grid" : "--print-to");
@@ -1316,8 +1337,10 @@ static bool graph_sizes(const Options *o, const IrGraph *g, int64_t *sizes)
     return true;
 }
 
-/* One parameter's tensor from its --arg: a literal for a scalar, a buffer otherwise. */
-static bool graph_param(const Options *o, const IrGraph *g, const int64_t *sizes, size_t p, IrGTensor *t)
+/* One parameter's tensor from its --arg: a literal for a scalar, a buffer otherwise (of
+ * `steps` times its elements under --steps: slice `step`). */
+static bool graph_param(const Options *o, const IrGraph *g, const int64_t *sizes, size_t p, IrGTensor *t, int64_t step,
+                        int64_t steps)
 {
     const IrGValue *pv = &g->values.data[g->params.data[p]];
     const char *v = arg_value(o, pv->name);
@@ -1341,10 +1364,11 @@ static bool graph_param(const Options *o, const IrGraph *g, const int64_t *sizes
     }
     InterpBuffer b;
     if (!make_buffer(pv->name, v, pv->type.elem, &b)) return false;
-    bool ok = b.count == t->n;
-    if (ok) ir_gtensor_load(t, b.data);
-    else fprintf(stderr, "tilec: error: parameter '%s' of type %s needs %lld elements; the buffer holds %lld\n",
-                 pv->name, ir_ttype_str(g->arena, &pv->type), (long long)t->n, (long long)b.count);
+    bool sliced = steps > 1 && b.count == t->n * steps, ok = b.count == t->n || sliced;
+    if (ok) ir_gtensor_load(t, (const char *)b.data + (sliced ? step * t->n * ir_elem_bytes(t->elem) : 0));
+    else fprintf(stderr, "tilec: error: parameter '%s' of type %s needs %lld elements%s; the buffer holds %lld\n",
+                 pv->name, ir_ttype_str(g->arena, &pv->type), (long long)t->n, steps > 1 ? " (or one slice per step)" : "",
+                 (long long)b.count);
     free(b.data);
     return ok;
 }
@@ -1484,34 +1508,87 @@ static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGraph *r,
     return ok;
 }
 
+/* --feed retK=PARAM: into fed[PARAM], K + 1 (0: not fed); the types must be equal. */
+static bool graph_feeds(const Options *o, const IrGraph *g, uint32_t *fed)
+{
+    const IrGOp *ret = &g->ops.data[g->ops.len - 1];
+    for (uint32_t i = 0; i < o->nfeeds; i++) {
+        const char *v = o->feeds[i], *eq = strchr(v, '=');
+        char *end = NULL;
+        long k = !strncmp(v, "ret", 3) && v[3] >= '0' && v[3] <= '9' ? strtol(v + 3, &end, 10) : -1;
+        size_t p = 0;
+        while (eq && p < g->params.len && strcmp(g->values.data[g->params.data[p]].name, eq + 1)) p++;
+        if (k < 0 || end != eq || k >= (long)ret->nin || p == g->params.len) {
+            fprintf(stderr, "tilec: error: --feed takes retK=PARAM (a result of graph '%s', ret0 .. ret%u, and a "
+                    "parameter), got '%s'\n", g->name, ret->nin ? ret->nin - 1 : 0, v);
+            return false;
+        }
+        const IrTensorType *rt = &g->values.data[ret->in[k]].type, *pt = &g->values.data[g->params.data[p]].type;
+        if (!ir_ttype_eq(rt, pt)) {
+            fprintf(stderr, "tilec: error: --feed %s: ret%ld is %s but '%s' is %s\n", v, k, ir_ttype_str(g->arena, rt),
+                    eq + 1, ir_ttype_str(g->arena, pt));
+            return false;
+        }
+        fed[p] = (uint32_t)k + 1;
+    }
+    return true;
+}
+
+static void copy_tensor(IrGTensor *to, const IrGTensor *from)
+{
+    ir_gtensor_free(to);
+    if (!ir_gtensor_alloc(to, from->elem, from->rank, from->dims)) tl_oom();
+    if (from->f) memcpy(to->f, from->f, (size_t)from->n * sizeof *to->f);
+    if (from->i) memcpy(to->i, from->i, (size_t)from->n * sizeof *to->i);
+}
+
+/* One step: the parameters not fed (all at step 0) from their --arg, the run, the prints,
+ * and the fed results moved into their parameters for the next step. */
+static int graph_step(const Options *o, const IrGraph *g, const IrGraph *r, const int64_t *sizes, IrGTensor *params,
+                      const uint32_t *fed, int64_t step, FILE *out)
+{
+    uint32_t nouts = g->ops.data[g->ops.len - 1].nin;
+    IrGTensor *outs = calloc(nouts + 1, sizeof *outs);
+    char err[4096] = "";
+    if (!outs) tl_oom();
+    int rc = 0;
+    for (size_t p = 0; !rc && p < g->params.len; p++)
+        if (!step || !fed[p]) {
+            ir_gtensor_free(&params[p]);
+            if (!graph_param(o, g, sizes, p, &params[p], step, o->steps)) rc = EXIT_INPUT;
+        }
+    if (!rc && !run_graph_ways(o, g, r, params, sizes, outs, nouts, err, sizeof err)) {
+        fprintf(stderr, "tilec: error: graph '%s'%s: %s\n", g->name, o->steps ? arena_printf(g->arena, " (step %lld)",
+                (long long)step + 1) : "", err);
+        rc = EXIT_INPUT;
+    }
+    if (!rc) rc = print_graph_values(o, g, params, outs, nouts, out);
+    for (size_t p = 0; !rc && p < g->params.len; p++)
+        if (fed[p]) copy_tensor(&params[p], &outs[fed[p] - 1]);
+    free_tensors(outs, nouts);
+    return rc;
+}
+
 static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
 {
     size_t np = g->params.len;
-    uint32_t nouts = g->ops.data[g->ops.len - 1].nin;
     int64_t *sizes = calloc(g->nsizes + 1, sizeof *sizes);
-    IrGTensor *params = calloc(np + 1, sizeof *params), *outs = calloc(nouts + 1, sizeof *outs);
-    if (!sizes || !params || !outs) tl_oom();
-    int rc = graph_args_known(o, g) && graph_sizes(o, g, sizes) ? 0 : EXIT_INPUT;
-    for (size_t p = 0; !rc && p < np; p++)
-        if (!graph_param(o, g, sizes, p, &params[p])) rc = EXIT_INPUT;
-    char err[4096] = "";
+    IrGTensor *params = calloc(np + 1, sizeof *params);
+    uint32_t *fed = calloc(np + 1, sizeof *fed);
+    if (!sizes || !params || !fed) tl_oom();
+    int rc = graph_args_known(o, g) && graph_sizes(o, g, sizes) && graph_feeds(o, g, fed) ? 0 : EXIT_INPUT;
     Arena *a = arena_create();
     IrGraphModule *m = a ? ir_gmodule_create(a) : NULL;
     if (!m) tl_oom();
     IrGraph *r = ir_graph_clone(m, g);   /* the graph the recomputation pass rewrites */
     if (!rc) remat(o, r, sizes, NULL, a);
-    if (!rc && !run_graph_ways(o, g, r, params, sizes, outs, nouts, err, sizeof err)) {
-        fprintf(stderr, "tilec: error: graph '%s': %s\n", g->name, err);
-        rc = EXIT_INPUT;
-    }
-    if (!rc) rc = print_graph_values(o, g, params, outs, nouts, out);
+    for (int64_t s = 0; !rc && s < (o->steps ? o->steps : 1); s++) rc = graph_step(o, g, r, sizes, params, fed, s, out);
     ir_gmodule_destroy(m);
     arena_destroy(a);
     for (size_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
-    for (uint32_t k = 0; k < nouts; k++) ir_gtensor_free(&outs[k]);
     free(sizes);
     free(params);
-    free(outs);
+    free(fed);
     return rc;
 }
 

@@ -35,7 +35,12 @@ static const char graphs_src[] =
     "    let y = softmax(x * s, 1);\n"
     "    return (y, sum(x, 1));\n"
     "}\n"
-    "graph same(x: f32[4]) -> f32[4] { return x; }\n";
+    "graph same(x: f32[4]) -> f32[4] { return x; }\n"
+    "graph opt(p: f32[N], g: f32[N], m: f32[N], v: f32[N], q: f32[3], gq: f32[3], mq: f32[3], vq: f32[3],\n"
+    "          t: i32, lr: f32) -> (f32[N], f32[3], f32[N], f32[3], f32[N], f32[3]) {\n"
+    "    let (a, b, c, d, e, h) = adamw([p, q], [g, gq], [m, mq], [v, vq], t, lr = lr, weight_decay = 0.1);\n"
+    "    return (a, b, c, d, e, h);\n"
+    "}\n";
 
 static struct {
     TrtContext *ctx;
@@ -156,6 +161,46 @@ static void test_cpu_rows_and_scalar(void **state)
     assert_float_equal(s[1], 9, 0);
 }
 
+/* torch.optim.AdamW's step on one element, in double. */
+static void adamw_ref(double *p, double g, double *m, double *v, int t, double lr)
+{
+    *p *= 1 - lr * 0.1;
+    *m += 0.1 * (g - *m);
+    *v = *v * 0.999 + 0.001 * g * g;
+    *p -= lr / (1 - pow(0.9, t)) * *m / (sqrt(*v) / sqrt(1 - pow(0.999, t)) + 1e-8);
+}
+
+/* AdamW over two parameters: one multi-tensor kernel (and the step's cast); three steps
+ * from the host with every state result bound to its input's memory (the kernel reads
+ * and writes each element in one program, so the update is in place). */
+static void test_cpu_adamw_in_place(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "opt");
+    assert_int_equal(trt_tgraph_num_kernels(g), 2);
+    float p[5], gr[5], m[5] = {0}, v[5] = {0}, q[3], gq[3], mq[3] = {0}, vq[3] = {0};
+    double rp[8], rm[8] = {0}, rv[8] = {0};
+    for (int i = 0; i < 5; i++) p[i] = (float)(i - 2) * 0.5f, gr[i] = (float)(3 - i) * 0.25f, rp[i] = p[i];
+    for (int i = 0; i < 3; i++) q[i] = (float)i, gq[i] = (float)(i + 1) * -0.5f, rp[5 + i] = q[i];
+    float *bound[6] = {p, q, m, mq, v, vq};   /* the results' order: new p, q, m, mq, v, vq */
+    assert_ok(trt_tgraph_bind_size(g, "N", 5));
+    assert_ok(trt_tgraph_bind(g, "g", trt_arg_ptr(host(gr))));
+    assert_ok(trt_tgraph_bind(g, "gq", trt_arg_ptr(host(gq))));
+    assert_ok(trt_tgraph_bind(g, "lr", trt_arg_f32(0.05f)));
+    for (int t = 1; t <= 3; t++) {
+        const char *in[6] = {"p", "q", "m", "mq", "v", "vq"};
+        for (int k = 0; k < 6; k++) {
+            assert_ok(trt_tgraph_bind(g, in[k], trt_arg_ptr(host(bound[k]))));
+            assert_ok(trt_tgraph_bind_output(g, (uint32_t)k, host(bound[k])));
+        }
+        assert_ok(trt_tgraph_bind(g, "t", trt_arg_i32(t)));
+        assert_ok(trt_tgraph_run(g, NULL));
+        for (int i = 0; i < 8; i++) adamw_ref(&rp[i], i < 5 ? gr[i] : gq[i - 5], &rm[i], &rv[i], t, 0.05);
+    }
+    for (int i = 0; i < 5; i++) assert_float_equal(p[i], rp[i], 1e-5), assert_float_equal(m[i], rm[i], 1e-6);
+    for (int i = 0; i < 3; i++) assert_float_equal(q[i], rp[5 + i], 1e-5), assert_float_equal(vq[i], rv[5 + i], 1e-6);
+}
+
 /* x @ w @ w @ w: four kernels, two buffers of the memory plan; a smaller T keeps them,
  * a larger one grows them. */
 static void test_cpu_buffers_reused(void **state)
@@ -272,10 +317,11 @@ static void test_introspection(void **state)
 {
     (void)state;
     TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "rows");
-    assert_int_equal(trt_module_num_graphs(cur.mod), 4);
+    assert_int_equal(trt_module_num_graphs(cur.mod), 5);
     assert_string_equal(trt_module_graph_name(cur.mod, 0), "ffn");
     assert_string_equal(trt_module_graph_name(cur.mod, 3), "same");
-    assert_null(trt_module_graph_name(cur.mod, 4));
+    assert_string_equal(trt_module_graph_name(cur.mod, 4), "opt");
+    assert_null(trt_module_graph_name(cur.mod, 5));
     assert_int_equal(trt_tgraph_num_params(g), 2);
     TrtGraphValueInfo v;
     assert_ok(trt_tgraph_param(g, 0, &v));
@@ -317,7 +363,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
-        T(test_gpu_launches), T(test_introspection),
+        T(test_gpu_launches), T(test_introspection), T(test_cpu_adamw_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
