@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41|issue41q]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -134,6 +134,18 @@ if [ "$what" = issue40 ]; then
   : "${STEP_TIMEOUT:=240}"
   step attention_ops env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_attention_ops_gpu.py -v
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 90 --out "$OUT/attn-fuzz"
+  exit $status
+fi
+if [ "$what" = issue41q ]; then
+  # issue41 in about five minutes (a short device budget): GEMMs aligned and ragged, fp8,
+  # then softmax and attention, then the GEMMs with the compiler's choices off
+  step tp_gemm_fp8 timeout --signal=KILL 170 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --programs gemm,fp8 --out "$OUT/tp_gemm_fp8.md"
+  step tp_softmax_attn timeout --signal=KILL 90 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --programs softmax,attention --out "$OUT/tp_softmax_attn.md"
+  step tp_gemm_off env TILE_SCHEDULE=0 TILE_PTRBLOCK=0 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" \
+    timeout --signal=KILL 60 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --programs gemm --out "$OUT/tp_gemm_off.md"
   exit $status
 fi
 if [ "$what" = issue41 ]; then
