@@ -107,7 +107,16 @@ typedef struct Block {
     int64_t k[2];
     IrValue s[2];
     IrElem ie;
+    bool untested[2];            /* the axis has no edge test (its extent: fix_untested) */
+    IrValue ox, os;              /* the outer pair x * os (ox IR_NO_VALUE: none; os IR_NO_VALUE: */
+    int64_t ok;                  /* the constant ok), in the integer type oe */
+    IrElem oe;
 } Block;
+
+/* The extent of an axis without a test whose offset is not a constant (fix_untested):
+ * above every coordinate an i32 offset can form with a stride >= 2, and low enough that
+ * a block of up to 256 rows placed at it (passes/rotate.c's masked copies) does not wrap. */
+#define EXTENT_ANY (INT32_MAX - 255)
 
 static const Lin lin_zero = {.src = IR_NO_VALUE};
 
@@ -470,7 +479,75 @@ static bool peel_base(const IrFunc *f, Block *b)
     return true;
 }
 
-/* The pointer tile ptr under mask as a block of shape `shape`. */
+/* The form is never negative: a constant >= 0 plus positive multiples of values that
+ * are not (blockload_nonneg), as long as it does not wrap. */
+static bool lin_nonneg(const IrFunc *f, const Lin *a)
+{
+    bool ok = a->k >= 0;
+    for (int i = 0; i < a->n; i++) ok &= a->c[i] > 0 && blockload_nonneg(f, a->x[i]);
+    return ok;
+}
+
+/* The extents of the axes without a test (the header's "Unmasked axes"): o + n for a
+ * constant offset o >= 0, EXTENT_ANY for the strided axis of an i32 block whose offset
+ * is never negative; false for any other. */
+static bool fix_untested(const IrFunc *f, Block *b, int fast, const int32_t *shape)
+{
+    for (int d = 0; d < 2; d++) {
+        if (!b->untested[d]) continue;
+        b->shape[d] = lin_zero;
+        if (!b->off[d].n) {
+            if (b->off[d].k < 0) return false;
+            b->shape[d].k = b->off[d].k + shape[d];
+            continue;
+        }
+        if (d == fast || b->ie != IR_I32 || !lin_nonneg(f, &b->off[d])) return false;
+        b->shape[d].k = EXTENT_ANY;
+    }
+    return true;
+}
+
+/* x * s for the one term c * v of l: v = x * s (c 1) with s a scalar the host knows
+ * (blockload_host_scalar: a parameter, a constant), or x = v and the constant c (>= 2). */
+static bool outer_term(const IrFunc *f, const Lin *l, Block *b, IrElem e)
+{
+    if (l->n != 1 || l->k) return false;
+    IrValue v = l->x[0];
+    const IrOp *m = f->values[v].def;
+    int32_t param;
+    int64_t value, mult;
+    b->oe = e;
+    if (m && m->code == IR_OP_MUL && l->c[0] == 1) {
+        for (int i = 1; i >= 0; i--)
+            if (blockload_host_scalar(f, m->operands[i], &param, &value, &mult)) {
+                b->ox = m->operands[1 - i], b->os = m->operands[i], b->ok = 1;
+                return true;
+            }
+        return false;
+    }
+    if (l->c[0] < 2) return false;
+    b->ox = v, b->os = IR_NO_VALUE, b->ok = l->c[0];
+    return true;
+}
+
+/* What the address adds to the block beside its axes, as the outer pair where it is one
+ * term x * s (the header's "A third dimension"): the rest of u, or a scalar addptr of
+ * another integer type on the base. */
+static void find_outer(const IrFunc *f, Block *b)
+{
+    b->ox = IR_NO_VALUE;
+    const IrOp *d = f->values[b->base].def;
+    if (!lin_is_zero(&b->rest)) {
+        if (outer_term(f, &b->rest, b, b->ie)) b->rest = lin_zero;
+        return;
+    }
+    if (!d || d->code != IR_OP_ADDPTR) return;
+    IrElem e = ir_value_type(f, d->operands[1])->elem;
+    Lin y = lin_of(f, d->operands[1], 0);
+    if (e != b->ie && outer_term(f, &y, b, e)) b->base = d->operands[0];
+}
+
+/* The pointer tile ptr under mask (IR_NO_VALUE: none) as a block of shape `shape`. */
 static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *shape, Block *b)
 {
     Aff off;
@@ -479,20 +556,22 @@ static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *sha
     b->ie = IR_NUM_ELEMS;
     if (!ptr_of(f, ptr, &b->base, &off, &b->ie, 0) || aff_axes(&off) != 2) return false;
     if (b->ie != IR_I32 && b->ie != IR_I64) return false;
-    if (!mask_of(f, mask, map, b->ie, shape, e, 0) || !e[0].on || !e[1].on) return false;
+    if (mask != IR_NO_VALUE && !mask_of(f, mask, map, b->ie, shape, e, 0)) return false;
     int fast = -1;
     for (int d = 0; d < 2; d++) {
         b->k[d] = off.ax[d].k, b->s[d] = off.ax[d].s, b->off[d] = off.ax[d].o;
         if (b->k[d] == 1 && b->s[d] == IR_NO_VALUE) fast = fast < 0 ? d : 2;
-        b->shape[d] = e[d].b;                    /* S = B - o' + o */
-        if (!lin_add(&b->shape[d], &e[d].o, -1) || !lin_add(&b->shape[d], &b->off[d], 1)) return false;
+        b->untested[d] = !e[d].on;
+        b->shape[d] = e[d].on ? e[d].b : lin_zero;          /* S = B - o' + o */
+        if (e[d].on && (!lin_add(&b->shape[d], &e[d].o, -1) || !lin_add(&b->shape[d], &b->off[d], 1))) return false;
     }
     if (fast < 0 || fast > 1 || !b->k[1 - fast]) return false;
     b->rest = off.u;
     if (!peel_base(f, b)) return false;
     place_rest(f, b, fast);
-    return lin_small(&b->rest) && lin_small(&b->shape[0]) && lin_small(&b->shape[1]) && lin_small(&b->off[0]) &&
-           lin_small(&b->off[1]);
+    find_outer(f, b);
+    return fix_untested(f, b, fast, shape) && lin_small(&b->rest) && lin_small(&b->shape[0]) &&
+           lin_small(&b->shape[1]) && lin_small(&b->off[0]) && lin_small(&b->off[1]);
 }
 
 /* ---- building ------------------------------------------------------------------------- */
@@ -522,9 +601,9 @@ static IrValue stride_build(IrBuilder *b, int64_t k, IrValue s, const IrType *it
     return k == 1 ? s : ir_build_binary(b, IR_OP_MUL, s, ir_const_int(b, it, k));
 }
 
-/* The operands of the block op (ptr, shape x 2, strides x 2, offsets x 2) into ops, built
- * before op. */
-static void block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
+/* The operands of the block op (ptr, shape x 2, strides x 2, offsets x 2[, x, s]) into
+ * ops, built before op; their count. */
+static uint32_t block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
 {
     IrBuilder b;
     ir_builder_before(&b, op);
@@ -537,6 +616,10 @@ static void block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
         ops[3 + d] = stride_build(&b, blk->k[d], blk->s[d], it);
         ops[5 + d] = lin_build(&b, &blk->off[d], it);
     }
+    if (blk->ox == IR_NO_VALUE) return 7;
+    ops[7] = blk->ox;
+    ops[8] = stride_build(&b, blk->ok, blk->os, ir_type_scalar(f->module->ctx, blk->oe));
+    return 9;
 }
 
 /* The tile is 0 in every element (+0.0 for floats). */
@@ -564,14 +647,14 @@ static Made build_block(IrFunc *f, IrOp *op, const Block *blk)
 {
     bool load = op->code == IR_OP_LOAD;
     IrOp *prev = op->prev;
-    IrValue ops[8];
-    block_operands(f, op, blk, ops);
-    ops[7] = load ? IR_NO_VALUE : op->operands[1];
+    IrValue ops[10];
+    uint32_t n = block_operands(f, op, blk, ops);
+    if (!load) ops[n++] = op->operands[1];
     IrBuilder b;
     ir_builder_before(&b, op);
     b.loc = op->loc;
     const IrType *t = load ? ir_value_type(f, op->results[0]) : NULL;
-    IrOp *bl = ir_build(&b, load ? IR_OP_BLOCK_LOAD : IR_OP_BLOCK_STORE, ops, load ? 7 : 8, load ? &t : NULL, load, 0);
+    IrOp *bl = ir_build(&b, load ? IR_OP_BLOCK_LOAD : IR_OP_BLOCK_STORE, ops, n, load ? &t : NULL, load, 0);
     bl->attr.i = IR_BLOCK_UPPER;
     if (load) ir_replace_all_uses(f, op->results[0], bl->results[0]);
     return (Made){op, first_after(prev, op), bl};
@@ -603,12 +686,12 @@ static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
 {
     if (op->code == IR_OP_LOAD) {
         const IrType *t = ir_value_type(f, op->results[0]);
-        if (!block_elem(t) || op->noperands < 2 || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
-        return match(f, op->operands[0], op->operands[1], t->shape, blk);
+        if (!block_elem(t) || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
+        return match(f, op->operands[0], op->noperands > 1 ? op->operands[1] : IR_NO_VALUE, t->shape, blk);
     }
     const IrType *t = ir_value_type(f, op->operands[1]);
-    return block_elem(t) && op->noperands == 3 && from_tensor_cores(f, op->operands[1], 0) &&
-           match(f, op->operands[0], op->operands[2], t->shape, blk);
+    return block_elem(t) && from_tensor_cores(f, op->operands[1], 0) &&
+           match(f, op->operands[0], op->noperands > 2 ? op->operands[2] : IR_NO_VALUE, t->shape, blk);
 }
 
 /* The block op stays and the pointer op goes, or the other way round. */
