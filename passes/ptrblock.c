@@ -19,6 +19,12 @@
  * ->
  *   %t  = block_load upper %a, %M, %K, %sm, 1, %om, %k : bf16[128, 64]
  *
+ *   %h  = mul (convert %bh : i64), (convert %sh : i64)    Triton's attention: a head's
+ *   %kv = add %rn[:, None] * splat %sl, %rd[None, :]      offset, keys from %n >= 0 and
+ *   %t  = load (addptr (splat (addptr %k, %h)), %kv)      D unmasked
+ * ->
+ *   %t  = block_load upper %k, 2147483392, 64, %sl, 1, %n, 0, %bh64, %sh64 : bf16[64, 64]
+ *
  * Which: the pointer tile is addptr(splat(base), off), possibly through a chain of
  * addptrs, broadcasts and expand_dims, where the sum of the offsets is, by the linear
  * analysis below (adds, subs, muls by scalars or splats, broadcast, expand_dims, splat),
@@ -31,10 +37,11 @@
  * is S_d = B_d - o'_d + o_d, which the linear forms simplify (Triton's `rk < K - k`
  * beside the address's `k + rk` gives K). A load's `other` is 0 or absent; a store's
  * value is a tensor-core accumulator or made of one element-wise (a GEMM's epilogue: the
- * values tmastore can stage); a load or store without a mask is left alone (its extent
- * is not known), and so is a mask with another condition, `<=`, a test of another
- * coordinate than the address's, or an axis without a test; an offset with a loaded
- * index (a gather) or a non-unit inner stride does not decompose so.
+ * values tmastore can stage). A load's axis may have no test, and a load no mask at all
+ * (see "Unmasked axes"); a store needs a test on each axis (its unmasked forms are left
+ * as written: TMA stores of them were not asked for nor measured). A mask with another
+ * condition, `<=`, or a test of another coordinate than the address's is left alone; an
+ * offset with a loaded index (a gather) or a non-unit inner stride does not decompose so.
  *
  * Where u goes: a term x * st_d of it (x a scalar, st_d the stride scalar of axis d)
  * may be moved into the block's offset o_d, and any other term into the contiguous
@@ -45,9 +52,30 @@
  * [BH * L, D] tensor (`rn < rows - bh * L`), and stays in the base when the mask tests
  * rows of one head (`rn < L`). Only with the base a parameter and S_d, strides and
  * offsets as passes/blockload.c's TMA rules want (a shape a constant or a parameter)
- * is the block copied by TMA; a head offset with its own stride (`bh * stride_bh`, a
- * third axis of the tensor) stays in the base, and the load goes by cp.async as before:
- * a rank-3 tensor map would be needed.
+ * is the block copied by TMA.
+ *
+ * A third dimension: what stays of u after that, when it is one term x * s with s a
+ * scalar the host knows (a parameter, through multiple_of and widenings, or a
+ * constant), or the base is addptr(b0, x * s) with the offset of another integer type
+ * (Triton's `head = (off_hz as i64) * stride_h` beside i32 block offsets), becomes the
+ * block op's outer pair (x, s) (ir_block_outer) instead of a move of the base: a head
+ * offset with its own stride is a third axis of the tensor, and blockload copies such
+ * a block through a rank-3 tensor map, x its third coordinate, box 1 (when x is an s32
+ * never negative and s a multiple of 16 bytes: blockload.c). The op reads ptr + x * s
+ * computed in the pair's type, exactly what the source's addptr computed.
+ *
+ * Unmasked axes: a load's axis without a test (the user asserts its coordinates are inside the
+ * tensor by not masking them) takes the extent o + n when its offset is a constant
+ * o >= 0 (n its length: exact, the block is [o, o + n)), and EXTENT_ANY = 2^31 - 256 when
+ * it is the strided axis of an i32 block and its offset is never negative (a sum of
+ * positive multiples of values blockload_nonneg knows, a loop's induction variable from
+ * 0); any other untested axis (the contiguous one at a varying offset, an i64 block, an
+ * offset that may be negative) leaves the op alone. EXTENT_ANY is no smaller than any
+ * coordinate the program can form: the strided axis' coordinate c times its stride st
+ * (>= 8 elements in every map the runtime encodes: 16 bytes) is part of an i32 element
+ * offset that does not overflow, so c <= (2^31 - 1) / 8; and 256 below 2^31 so that
+ * passes/rotate.c's masked copies, placed at the extent, do not wrap. The outer x needs
+ * no extent (no test); its map's dimension is 2^31, every s32 >= 0.
  *
  * Why the values are the same: a marked block op tests only c_d < S_d, which is the
  * user's c'_d < B_d shifted by the same scalar on both sides, and reads base +
@@ -59,7 +87,12 @@
  * source would have read: before the start of the tensor a parameter points to (TMA
  * needs the base to be a parameter and positive strides), an out-of-bounds access. No
  * condition on the signs of the offsets is needed (blockload.c's `nonneg` exists for
- * load_block, whose meaning tests `>= 0`). */
+ * load_block, whose meaning tests `>= 0`). An axis without a test is read where the source
+ * read it as long as no coordinate reaches its extent, which a program without
+ * out-of-bounds accesses does not (above); on the GPU its coordinates lie inside the
+ * map's extent, so TMA fills nothing with zeros there. The outer pair adds x * s to the
+ * pointer in the type the source added it in; TMA's coordinate x is that x exactly (an
+ * s32 >= 0), and its stride the same s. */
 #include "passes.h"
 
 #include <math.h>
@@ -547,8 +580,9 @@ static void find_outer(const IrFunc *f, Block *b)
     if (e != b->ie && outer_term(f, &y, b, e)) b->base = d->operands[0];
 }
 
-/* The pointer tile ptr under mask (IR_NO_VALUE: none) as a block of shape `shape`. */
-static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *shape, Block *b)
+/* The pointer tile ptr under mask (IR_NO_VALUE: none) as a block of shape `shape`; a
+ * store's axes must all be tested (`load`: a load's may be untested). */
+static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *shape, bool load, Block *b)
 {
     Aff off;
     Edge e[2] = {{0}, {0}};
@@ -557,6 +591,7 @@ static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *sha
     if (!ptr_of(f, ptr, &b->base, &off, &b->ie, 0) || aff_axes(&off) != 2) return false;
     if (b->ie != IR_I32 && b->ie != IR_I64) return false;
     if (mask != IR_NO_VALUE && !mask_of(f, mask, map, b->ie, shape, e, 0)) return false;
+    if (!load && (!e[0].on || !e[1].on)) return false;
     int fast = -1;
     for (int d = 0; d < 2; d++) {
         b->k[d] = off.ax[d].k, b->s[d] = off.ax[d].s, b->off[d] = off.ax[d].o;
@@ -687,11 +722,11 @@ static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
     if (op->code == IR_OP_LOAD) {
         const IrType *t = ir_value_type(f, op->results[0]);
         if (!block_elem(t) || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
-        return match(f, op->operands[0], op->noperands > 1 ? op->operands[1] : IR_NO_VALUE, t->shape, blk);
+        return match(f, op->operands[0], op->noperands > 1 ? op->operands[1] : IR_NO_VALUE, t->shape, true, blk);
     }
     const IrType *t = ir_value_type(f, op->operands[1]);
     return block_elem(t) && from_tensor_cores(f, op->operands[1], 0) &&
-           match(f, op->operands[0], op->noperands > 2 ? op->operands[2] : IR_NO_VALUE, t->shape, blk);
+           match(f, op->operands[0], op->noperands > 2 ? op->operands[2] : IR_NO_VALUE, t->shape, false, blk);
 }
 
 /* The block op stays and the pointer op goes, or the other way round. */
