@@ -5,6 +5,8 @@
  *   tma_copy %buf, %s, ...  thread 0 (when the predicate holds): mbarrier.arrive.
  *                           expect_tx of the stage's bytes on bars[s], then one
  *                           cp.async.bulk.tensor.2d per box, completing on bars[s]
+ *                           (.3d with the outer coordinate x third, for an op with an
+ *                           outer pair: its map is of rank 3, box 1 along x)
  *   tma_wait %bars, %s, %ph every thread: mbarrier.try_wait.parity until bars[s] has
  *                           completed the phase of parity ph
  *
@@ -172,9 +174,12 @@ static bool lower_copy(Cg *c, const IrOp *op)
     int32_t nbox = bt->shape[1 + fast] / boxw;
     uint32_t stage_bytes = (uint32_t)(bt->shape[1] * bt->shape[2] * eb);
     LLVMValueRef cond = thread0(c);
-    if (op->noperands == 5 + 3 * r) cond = LLVMBuildAnd(c->b, cond, cg_get(c, op->operands[op->noperands - 1]).v[0], "");
+    if (op->noperands == 5 + 3 * r || op->noperands == 7 + 3 * r)
+        cond = LLVMBuildAnd(c->b, cond, cg_get(c, op->operands[op->noperands - 1]).v[0], "");
     LLVMValueRef of = as_i32(c, cg_get(c, op->operands[4 + 2 * r + fast]).v[0]);
     LLVMValueRef os = as_i32(c, cg_get(c, op->operands[4 + 2 * r + slow]).v[0]);
+    uint32_t ox = ir_block_outer(c->f, op);   /* the third coordinate: an s32 (blockload.c) */
+    LLVMValueRef oo = ox ? as_i32(c, cg_get(c, op->operands[ox]).v[0]) : NULL;
     LLVMValueRef dst0 = cg_add(c->b, cg_get(c, op->operands[0]).v[0], cg_mul(c->b, stage, cg_i32c(c, stage_bytes)));
     LLVMValueRef bar = barrier_addr(c, op->operands[2], stage);
     LLVMBasicBlockRef after = begin_if(c, cond);
@@ -197,22 +202,33 @@ static bool lower_copy(Cg *c, const IrOp *op)
         LLVMValueRef osub = by_rows ? cg_add(c->b, os, sub) : os;
         for (int32_t t = 0; t < (by_rows ? nbox : nbox / n); t++) {
             LLVMValueRef j = by_rows ? cg_i32c(c, t) : cg_add(c->b, rank, cg_i32c(c, (int64_t)t * n));
-            LLVMValueRef args[6] = {cg_add(c->b, dsub, cg_mul(c->b, j, cg_i32c(c, (int64_t)rows * sw))), map,
-                                    cg_add(c->b, of, cg_mul(c->b, j, cg_i32c(c, boxw))), osub, bar, mask};
-            asm_void(c, args, 6,
-                     "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-                     "[$0], [$1, {$2, $3}], [$4], $5;",
-                     "r,l,r,r,r,h,~{memory}");
+            LLVMValueRef args[7] = {cg_add(c->b, dsub, cg_mul(c->b, j, cg_i32c(c, (int64_t)rows * sw))), map,
+                                    cg_add(c->b, of, cg_mul(c->b, j, cg_i32c(c, boxw))), osub, bar, mask, oo};
+            if (oo)
+                asm_void(c, args, 7,
+                         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                         "[$0], [$1, {$2, $3, $6}], [$4], $5;",
+                         "r,l,r,r,r,h,r,~{memory}");
+            else
+                asm_void(c, args, 6,
+                         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                         "[$0], [$1, {$2, $3}], [$4], $5;",
+                         "r,l,r,r,r,h,~{memory}");
         }
         end_if(c, after);
         return true;
     }
     for (int32_t j = 0; j < nbox; j++) {
-        LLVMValueRef args[5] = {cg_add(c->b, dst0, cg_i32c(c, (int64_t)j * rows * sw)), map,
-                                cg_add(c->b, of, cg_i32c(c, (int64_t)j * boxw)), os, bar};
-        asm_void(c, args, 5,
-                 "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
-                 "r,l,r,r,r,~{memory}");
+        LLVMValueRef args[6] = {cg_add(c->b, dst0, cg_i32c(c, (int64_t)j * rows * sw)), map,
+                                cg_add(c->b, of, cg_i32c(c, (int64_t)j * boxw)), os, bar, oo};
+        if (oo)
+            asm_void(c, args, 6,
+                     "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $5}], [$4];",
+                     "r,l,r,r,r,r,~{memory}");
+        else
+            asm_void(c, args, 5,
+                     "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+                     "r,l,r,r,r,~{memory}");
     }
     end_if(c, after);
     return true;

@@ -244,10 +244,20 @@ static bool exec_load(Interp *I, const IrOp *op, Tile *res)
  * IR_BLOCK_UPPER (`upper`) only coordinate < shape[d] is tested. */
 /* The block whose operands (ptr, shape x R, strides x R, offsets x R) begin at operand
  * `at` of op (block_load and block_store: 0; tma_store: 2; tma_copy: 3), of io's type: read into io
- * (zeros outside the tensor), or with `write` written from io (nothing outside). */
+ * (zeros outside the tensor), or with `write` written from io (nothing outside). An outer
+ * pair (x, s) (ir_block_outer) moves ptr by x * s first, in its own integer type. */
 static bool block_at(Interp *I, const IrOp *op, uint32_t at, Tile *io, bool write)
 {
-    const Tile *p = interp_opnd(I, op, at);
+    Tile moved = *interp_opnd(I, op, at);
+    Slot base = moved.s[0];
+    uint32_t ox = ir_block_outer(I->fn, op);
+    if (ox) {
+        IrElem xe = interp_opnd(I, op, ox)->type->elem;
+        uint64_t xs = (uint64_t)interp_opnd(I, op, ox)->s[0].i * (uint64_t)interp_opnd(I, op, ox + 1)->s[0].i;
+        base.i += interp_int_norm(xe, (int64_t)xs);
+        moved.s = &base;
+    }
+    const Tile *p = &moved;
     const IrType *t = io->type;
     int r = t->rank;
     IrElem ie = interp_opnd(I, op, at + 1)->type->elem;
@@ -460,7 +470,9 @@ static bool exec_tma_copy(Interp *I, const IrOp *op)
     if (!stage_of(I, op, &first, &n)) return false;
     Tile *b = &I->vals[op->operands[0]];
     const IrType *bt = b->type;
-    if (op->noperands == 5 + 3u * (bt->rank - 1u) && !interp_opnd(I, op, op->noperands - 1)->s[0].i) return true;
+    uint32_t r = bt->rank - 1u;
+    bool pred = op->noperands == 5 + 3 * r || op->noperands == 7 + 3 * r;
+    if (pred && !interp_opnd(I, op, op->noperands - 1)->s[0].i) return true;
     int64_t *slot = bar_slot(I, op, 2, 1);
     if (!slot) return false;
     *slot |= BAR_LANDED;

@@ -74,6 +74,24 @@ bool ir_op_is_atomic(IrOpcode code)
     }
 }
 
+uint32_t ir_block_outer(const IrFunc *f, const IrOp *op)
+{
+    uint32_t r, n = op->noperands;
+    switch (op->code) {
+    case IR_OP_BLOCK_LOAD:
+        r = (uint32_t)ir_value_type(f, op->results[0])->rank;
+        return n == 3 + 3 * r ? 1 + 3 * r : 0;
+    case IR_OP_BLOCK_STORE:
+        r = n ? (uint32_t)ir_value_type(f, op->operands[n - 1])->rank : 0;
+        return n == 4 + 3 * r ? 1 + 3 * r : 0;
+    case IR_OP_TMA_COPY:          /* (buf, stage, bars, ptr, 3 r block operands[, x, s][, i1]) */
+        r = n ? (uint32_t)ir_value_type(f, op->operands[0])->rank - 1 : 0;
+        return n >= 6 + 3 * r ? 4 + 3 * r : 0;
+    case IR_OP_TMA_STORE: return n == 11 ? 9 : 0;
+    default: return 0;
+    }
+}
+
 bool ir_op_from_name(const char *s, size_t n, IrOpcode *out)
 {
     for (int i = 0; i < IR_NUM_OPS; i++) {

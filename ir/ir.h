@@ -326,6 +326,12 @@ enum {
 
 IrValue ir_value_new(IrFunc *f, const IrType *t, const char *name);
 static inline const IrType *ir_value_type(const IrFunc *f, IrValue v) { return f->values[v].type; }
+/* A block op's outer pair (ops.def: block_load): block_load, block_store, tma_copy and
+ * tma_store may end their block's operands (before a store's value, a copy's i1) with
+ * (x, s), two scalar integers of one type, which may be another than the block's: the
+ * block is that of the pointer ptr + x * s, computed in their type, with no test on x.
+ * The index of x, or 0 where the op has no such pair. */
+uint32_t ir_block_outer(const IrFunc *f, const IrOp *op);
 
 /* A builder appends ops at its insertion point (the end of `block`, or before
  * `before` when that is set). */

@@ -912,21 +912,35 @@ static bool plan_terms(Parser *ps, const char *name, int32_t *param, int64_t *va
     return expect(ps, TK_PUNCT, "]");
 }
 
+/* box = [b, ...]: a recipe's box, 1 to 256 a side (as many sides as its dims) */
+static bool plan_box(Parser *ps, IrTmaRecipe *r, uint32_t *n)
+{
+    *n = 0;
+    if (!expect(ps, TK_IDENT, "box") || !expect(ps, TK_PUNCT, "=") || !expect(ps, TK_PUNCT, "[")) return false;
+    do {
+        int64_t b;
+        if (*n == 4) return error_at(ps, ps->tok.loc, "a tensor map has at most 4 dimensions");
+        if (!parse_int(ps, &b)) return false;
+        if (b < 1 || b > 256) return error_at(ps, ps->tok.loc, "a tensor map's box is 1 to 256 a side");
+        r->box[(*n)++] = (uint16_t)b;
+    } while (accept(ps, TK_PUNCT, ","));
+    return expect(ps, TK_PUNCT, "]");
+}
+
 static bool plan_recipe(Parser *ps, IrTmaRecipe *r)
 {
-    int64_t b0, b1;
+    uint32_t nbox;
     memset(r, 0, sizeof *r);
     if (!expect(ps, TK_PUNCT, "{") || !plan_u32(ps, "param", &r->ptr_param) || !expect(ps, TK_PUNCT, ",") ||
         !plan_u32(ps, "elem", &r->elem_bytes) || !expect(ps, TK_PUNCT, ",") || !plan_u32(ps, "swizzle", &r->swizzle) ||
-        !expect(ps, TK_PUNCT, ",") || !expect(ps, TK_IDENT, "box") || !expect(ps, TK_PUNCT, "=") ||
-        !expect(ps, TK_PUNCT, "[") || !parse_int(ps, &b0) || !expect(ps, TK_PUNCT, ",") || !parse_int(ps, &b1) ||
-        !expect(ps, TK_PUNCT, "]") || !expect(ps, TK_PUNCT, ",") || !plan_u32(ps, "index", &r->index_bits) ||
-        !expect(ps, TK_PUNCT, ","))
+        !expect(ps, TK_PUNCT, ",") || !plan_box(ps, r, &nbox) || !expect(ps, TK_PUNCT, ",") ||
+        !plan_u32(ps, "index", &r->index_bits) || !expect(ps, TK_PUNCT, ","))
         return false;
-    if (b0 < 1 || b0 > 256 || b1 < 1 || b1 > 256) return error_at(ps, ps->tok.loc, "a tensor map's box is 1 to 256 a side");
-    r->box[0] = (uint16_t)b0, r->box[1] = (uint16_t)b1;
-    return plan_terms(ps, "dims", r->dim_param, r->dim_value, &r->rank) && expect(ps, TK_PUNCT, ",") &&
-           plan_terms(ps, "strides", r->stride_param, r->stride_value, &r->rank) && expect(ps, TK_PUNCT, "}");
+    if (!plan_terms(ps, "dims", r->dim_param, r->dim_value, &r->rank) || !expect(ps, TK_PUNCT, ",") ||
+        !plan_terms(ps, "strides", r->stride_param, r->stride_value, &r->rank))
+        return false;
+    if (nbox != r->rank) return error_at(ps, ps->tok.loc, "a tensor map's box and dims differ in rank");
+    return expect(ps, TK_PUNCT, "}");
 }
 
 /* [[param, map], ...]: one tma op's pairs */

@@ -29,8 +29,9 @@ static void print_terms(FILE *out, const int32_t *param, const int64_t *value, u
 
 static void print_recipe(FILE *out, const IrTmaRecipe *r)
 {
-    fprintf(out, "{param = %u, elem = %u, swizzle = %u, box = [%u, %u], index = %u, dims = ", r->ptr_param,
-            r->elem_bytes, r->swizzle, r->box[0], r->box[1], r->index_bits);
+    fprintf(out, "{param = %u, elem = %u, swizzle = %u, box = [", r->ptr_param, r->elem_bytes, r->swizzle);
+    for (uint32_t d = 0; d < r->rank && d < 4; d++) fprintf(out, "%s%u", d ? ", " : "", r->box[d]);
+    fprintf(out, "], index = %u, dims = ", r->index_bits);
     print_terms(out, r->dim_param, r->dim_value, r->rank);
     fputs(", strides = ", out);
     print_terms(out, r->stride_param, r->stride_value, r->rank);

@@ -34,18 +34,22 @@
 #include <stdio.h>
 
 #define IR_PLAN_MAX_TMA 8
+/* The extent of a rank-3 map's outer dimension: every s32 coordinate >= 0 is inside. */
+#define IR_TMA_OUTER_EXTENT (INT64_C(1) << 31)
 
 /* One tensor map (a 2-D box of a tensor in global memory), as the runtime encodes it
  * at launch. Dimensions innermost (contiguous) first. Each extent and stride is
  * *_value times run-time parameter *_param when that is >= 0, wrapped to index_bits as
- * the kernel's arithmetic does, else the constant *_value. 128 bytes, no padding: cache
- * entries store it as it is (docs/CACHE.md). */
+ * the kernel's arithmetic does, else the constant *_value. Rank 3 for a block op with
+ * an outer pair (x, s) (ir_block_outer): dimension 2 is x's, of extent 2^31 (every s32
+ * coordinate >= 0), stride s and box 1; the box lands as the 2-D one does. 128 bytes, no
+ * padding: cache entries store it as it is (docs/CACHE.md). */
 typedef struct IrTmaRecipe {
     uint32_t ptr_param;          /* the pointer parameter: the tensor's address */
     uint32_t elem_bytes;         /* 1, 2 or 4 */
-    uint32_t rank;               /* 2 */
+    uint32_t rank;               /* 2, or 3 with an outer dimension */
     uint32_t swizzle;            /* bytes: 32, 64 or 128 (the stages' NVMMA swizzle) */
-    uint16_t box[4];             /* the box: swizzle / elem_bytes, then the stage's rows */
+    uint16_t box[4];             /* the box: swizzle / elem_bytes, then the stage's rows (, 1) */
     uint32_t index_bits;         /* 32 or 64: the block load's integer type */
     uint32_t reserved;
     int32_t dim_param[4];

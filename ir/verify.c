@@ -290,17 +290,31 @@ static bool check_block_ints(Verifier *v, const IrOp *op, uint32_t from, uint32_
     return true;
 }
 
-/* block_load (ptr, shape x R, strides x R, offsets x R): ptr a scalar pointer to the
- * result's elements, the rest scalar integers of one type, R the result's rank. */
+/* The outer pair of a block op (ir_block_outer), where it has one: two scalar integers
+ * of one type. */
+static bool check_outer(Verifier *v, const IrOp *op)
+{
+    uint32_t x = ir_block_outer(v->f, op);
+    if (!x) return true;
+    if (!is_scalar_int(opt(v, op, x)) || opt(v, op, x + 1) != opt(v, op, x))
+        return fail(v, op, "the outer offset and stride must be scalar integers of one type, got %s and %s",
+                    tstr(opt(v, op, x)).s, tstr(opt(v, op, x + 1)).s);
+    return true;
+}
+
+/* block_load (ptr, shape x R, strides x R, offsets x R[, x, s]): ptr a scalar pointer to
+ * the result's elements, the rest scalar integers of one type (the outer pair's may be
+ * another), R the result's rank. */
 static bool check_block_load(Verifier *v, const IrOp *op)
 {
     const IrType *p = opt(v, op, 0), *r = rty(v, op);
-    if (r->rank < 1 || op->noperands != 1 + 3u * (uint32_t)r->rank)
-        return fail(v, op, "needs a pointer and a shape, strides and offsets of the result's rank, got %u operands for %s",
-                    op->noperands, tstr(r).s);
+    uint32_t n = 1 + 3u * (uint32_t)r->rank;
+    if (r->rank < 1 || (op->noperands != n && op->noperands != n + 2))
+        return fail(v, op, "needs a pointer and a shape, strides and offsets of the result's rank (and an outer offset "
+                    "and stride), got %u operands for %s", op->noperands, tstr(r).s);
     if (!is_ptr(p) || p->rank || p->pointee != r->elem)
         return fail(v, op, "needs a scalar pointer to the result's %s, got %s", ir_elem_name(r->elem), tstr(p).s);
-    return check_block_ints(v, op, 1, op->noperands);
+    return check_block_ints(v, op, 1, n) && check_outer(v, op);
 }
 
 /* block_store (ptr, shape x R, strides x R, offsets x R, value): block_load's operands
@@ -309,12 +323,13 @@ static bool check_block_store(Verifier *v, const IrOp *op)
 {
     if (op->noperands < 2) return fail(v, op, "needs a pointer, a shape, strides and offsets, and a value");
     const IrType *p = opt(v, op, 0), *x = opt(v, op, op->noperands - 1);
-    if (x->rank < 1 || op->noperands != 2 + 3u * (uint32_t)x->rank)
-        return fail(v, op, "needs a pointer, a shape, strides and offsets of the value's rank and the value, got %u "
-                    "operands for %s", op->noperands, tstr(x).s);
+    uint32_t n = 1 + 3u * (uint32_t)x->rank;
+    if (x->rank < 1 || (op->noperands != n + 1 && op->noperands != n + 3))
+        return fail(v, op, "needs a pointer, a shape, strides and offsets of the value's rank (and an outer offset and "
+                    "stride) and the value, got %u operands for %s", op->noperands, tstr(x).s);
     if (!is_ptr(p) || p->rank || p->pointee != x->elem)
         return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);
-    return check_block_ints(v, op, 1, op->noperands - 1);
+    return check_block_ints(v, op, 1, n) && check_outer(v, op);
 }
 
 static bool check_store(Verifier *v, const IrOp *op)
@@ -649,25 +664,26 @@ static bool check_mbarrier_init(Verifier *v, const IrOp *op)
     return true;
 }
 
-/* tma_copy (buf, stage, bars, ptr, shape x R, strides x R, offsets x R): a block_load's
- * operands after the buffer, its stage and the ring's barriers (one per stage). */
+/* tma_copy (buf, stage, bars, ptr, shape x R, strides x R, offsets x R[, x, s][, i1]): a
+ * block_load's operands after the buffer, its stage and the ring's barriers (one per
+ * stage). */
 static bool check_tma_copy(Verifier *v, const IrOp *op)
 {
     if (op->noperands < 4) return fail(v, op, "needs a buffer, a stage, barriers and a block");
     if (!check_stage_operands(v, op)) return false;
     const IrType *b = opt(v, op, 0), *bars = opt(v, op, 2), *p = opt(v, op, 3);
     uint32_t r = b->rank - 1u;
-    bool pred = op->noperands == 5 + 3 * r;
-    if (op->noperands != 4 + 3 * r && !pred)
-        return fail(v, op, "copies a block of the stage's rank %u: a pointer and %u shapes, strides and offsets (and "
-                    "an i1 that says whether to copy), got %u operands", r, r, op->noperands);
+    bool pred = op->noperands == 5 + 3 * r || op->noperands == 7 + 3 * r;
+    if (op->noperands < 4 + 3 * r || op->noperands > 7 + 3 * r)
+        return fail(v, op, "copies a block of the stage's rank %u: a pointer and %u shapes, strides and offsets (an "
+                    "outer offset and stride, and an i1 that says whether to copy), got %u operands", r, r, op->noperands);
     if (pred && !is_i1_scalar(opt(v, op, op->noperands - 1)))
         return fail(v, op, "the last operand says whether to copy: an i1 scalar, got %s", tstr(opt(v, op, op->noperands - 1)).s);
     if (!is_barriers(bars) || bars->shape[0] != b->shape[0])
         return fail(v, op, "needs one barrier per stage of %s, got %s", tstr(b).s, tstr(bars).s);
     if (!is_ptr(p) || p->rank || p->pointee != b->elem)
         return fail(v, op, "needs a scalar pointer to the buffer's %s, got %s", ir_elem_name(b->elem), tstr(p).s);
-    return check_block_ints(v, op, 4, 4 + 3 * r);
+    return check_block_ints(v, op, 4, 4 + 3 * r) && check_outer(v, op);
 }
 
 /* tma_store (buf, value, ptr, shape x 2, strides x 2, offsets x 2): a staging buffer
@@ -676,9 +692,9 @@ static bool check_tma_copy(Verifier *v, const IrOp *op)
  * block_store's operands for it. */
 static bool check_tma_store(Verifier *v, const IrOp *op)
 {
-    if (op->noperands != 9)
-        return fail(v, op, "needs a staging buffer, a value of rank 2, a pointer, 2 shapes, strides and offsets, got %u "
-                    "operands", op->noperands);
+    if (op->noperands != 9 && op->noperands != 11)
+        return fail(v, op, "needs a staging buffer, a value of rank 2, a pointer, 2 shapes, strides and offsets (and an "
+                    "outer offset and stride), got %u operands", op->noperands);
     const IrType *b = opt(v, op, 0), *x = opt(v, op, 1), *p = opt(v, op, 2);
     if (!is_buffer(b) || b->rank != 3 || (b->shape[0] != 2 && b->shape[0] != 4) || !b->layout ||
         !b->layout->swizzle_bytes)   /* 4: two chunks for each of a pingpong kernel's warpgroups */
@@ -689,7 +705,7 @@ static bool check_tma_store(Verifier *v, const IrOp *op)
                     "through %s", tstr(x).s, tstr(b).s);
     if (!is_ptr(p) || p->rank || p->pointee != x->elem)
         return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);
-    return check_block_ints(v, op, 3, 9);
+    return check_block_ints(v, op, 3, 9) && check_outer(v, op);
 }
 
 /* dot_wait n (values...) -> the values: as many results as operands, each of its

@@ -82,6 +82,8 @@ static bool nonneg(const IrFunc *f, IrValue v, int depth)
     }
 }
 
+bool blockload_nonneg(const IrFunc *f, IrValue v) { return nonneg(f, v, 0); }
+
 static IrValue build1(IrBuilder *b, IrOpcode code, const IrType *t, IrValue *ops, uint32_t n, int64_t attr)
 {
     IrOp *op = ir_build(b, code, ops, n, &t, 1, 0);
@@ -114,7 +116,7 @@ static IrValue along(IrBuilder *b, IrValue v, int d, int r, const int32_t *shape
 /* The pointer tile and the mask of a block op's elements (ptr, shape x R, strides x R,
  * offsets x R from operand 0, the block of type t, rank R), built at b: the coordinates
  * of each axis, their test against [0, shape), and the sum of coordinate times stride,
- * as the header says. Shared by the block loads and the block stores. */
+ * as the header says; an outer pair (x, s) adds x * s to ptr first, in its type. Shared by the block loads and the block stores. */
 static IrValue block_ptrs(IrBuilder *b, const IrOp *op, const IrType *t, IrValue *mask)
 {
     IrFunc *f = b->func;
@@ -141,6 +143,8 @@ static IrValue block_ptrs(IrBuilder *b, const IrOp *op, const IrType *t, IrValue
         IrValue m = along(b, in, d, r, t->shape);
         *mask = *mask == IR_NO_VALUE ? m : ir_build_binary(b, IR_OP_AND, *mask, m);
     }
+    uint32_t ox = ir_block_outer(f, op);
+    if (ox) ptr = ir_build_binary(b, IR_OP_ADDPTR, ptr, ir_build_binary(b, IR_OP_MUL, op->operands[ox], op->operands[ox + 1]));
     const IrType *pt = ir_type_like(c, t, ir_value_type(f, ptr));
     return ir_build_binary(b, IR_OP_ADDPTR, splat(b, ptr, pt), off);
 }
@@ -196,19 +200,32 @@ static IrOp *expand_store(IrFunc *f, IrOp *op)
  *   - one stride is the constant 1 (the contiguous axis), the other a multiple of 16
  *     bytes (a constant, or a parameter the class makes a multiple of 16);
  *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
- *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows).
+ *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows);
+ *   - an outer pair (x, s) (ir_block_outer: the block is the slice x of a tensor one rank
+ *     higher, passes/ptrblock.c's head offsets) only with x an s32 never negative (TMA's
+ *     third coordinate, exact), s as the other stride (known on the host, a multiple of
+ *     16 bytes; a constant or a parameter as wide as the block's integers at most where
+ *     the pair's type is wider); the map is of rank 3 (ir/plan.h), the stage the same.
  * TMA zero-fills coordinates below 0 as block_load does; a block_load marked `upper`
  * would read them (passes/ptrblock.c): they lie before the start of the tensor the
  * kernel was given (the pointer is a parameter, the strides positive: the map's), an
  * out-of-bounds access of the source, so the copy may read zeros there. */
-/* A parameter, through the specialization's multiple_of hints; *index is its position,
- * *mult what it is a multiple of. */
+/* A parameter, through the specialization's multiple_of hints and widening integer
+ * conversions (the runtime reads an argument as the int64_t of its value); *index is its
+ * position, *mult what it is a multiple of. */
+static bool widening(const IrFunc *f, const IrOp *d)
+{
+    const IrType *from = ir_value_type(f, d->operands[0]), *to = ir_value_type(f, d->results[0]);
+    return d->code == IR_OP_CONVERT && !from->rank && ir_elem_is_int(from->elem) && from->elem != IR_I1 &&
+           ir_elem_is_int(to->elem) && ir_elem_bytes(to->elem) >= ir_elem_bytes(from->elem);
+}
+
 static bool param_of(const IrFunc *f, IrValue v, uint32_t *index, int64_t *mult)
 {
     *mult = 1;
     const IrOp *d = f->values[v].def;
-    while (d && d->code == IR_OP_MULTIPLE_OF) {
-        if (d->attr.i > *mult) *mult = d->attr.i;
+    while (d && (d->code == IR_OP_MULTIPLE_OF || widening(f, d))) {   /* a widened parameter keeps its value */
+        if (d->code == IR_OP_MULTIPLE_OF && d->attr.i > *mult) *mult = d->attr.i;
         v = d->operands[0];
         d = f->values[v].def;
     }
@@ -292,6 +309,35 @@ int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max)
     return n;
 }
 
+/* v is exactly an s32, TMA's coordinate: of a type of at most 32 bits, widened from one,
+ * or a constant in range. */
+static bool fits_s32(const IrFunc *f, IrValue v)
+{
+    const IrOp *d = f->values[v].def;
+    int64_t k;
+    if (ir_elem_bytes(ir_value_type(f, v)->elem) <= 4) return true;
+    if (const_of(f, v, &k)) return k >= INT32_MIN && k <= INT32_MAX;
+    return d && widening(f, d) && ir_elem_bytes(ir_value_type(f, d->operands[0])->elem) <= 4;
+}
+
+/* The outer pair (x, s) of a block op, if any, as a third dimension of its tensor map
+ * (passes/plan.c): x an s32 that is never negative (TMA would fill a negative one with
+ * zeros where the op reads before the block's pointer), s known on the host, a multiple
+ * of 16 bytes, and where the pair's type is not the block's (the recipe wraps at the
+ * block's width) a constant or a parameter no wider than the block's integers. */
+static bool tma_outer(const IrFunc *f, const IrOp *op, int eb, IrElem ie)
+{
+    uint32_t ox = ir_block_outer(f, op);
+    if (!ox) return true;
+    IrValue x = op->operands[ox];
+    int32_t param;
+    int64_t value, m;
+    if (!fits_s32(f, x) || !nonneg(f, x, 0)) return false;
+    if (!blockload_host_scalar(f, op->operands[ox + 1], &param, &value, &m) || m < 1 || (m * eb) % 16) return false;
+    if (ir_value_type(f, x)->elem == ie || param < 0) return true;
+    return value == 1 && ir_elem_bytes(ir_value_type(f, f->body.args[param])->elem) <= ir_elem_bytes(ie);
+}
+
 static bool tma_block(const IrFunc *f, const IrOp *op)
 {
     const IrType *t = ir_value_type(f, op->results[0]);
@@ -310,7 +356,7 @@ static bool tma_block(const IrFunc *f, const IrOp *op)
         if (!blockload_host_known(f, op->operands[1 + d], &m, true)) return false;
     if (!blockload_host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * eb) % 16) return false;
     int32_t row_bytes = t->shape[fast] * eb;
-    return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256;
+    return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256 && tma_outer(f, op, eb, ie);
 }
 
 /* u uses v as a dot's operand a or b (not the accumulator). */

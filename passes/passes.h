@@ -84,6 +84,9 @@ bool blockload_host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positi
  * descriptors and TMA's boxes of that width read). */
 int32_t pass_nvmma_swizzle(const IrType *t, int fast);
 const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast);
+/* v is never negative (a constant >= 0, a program id, a loop's induction variable from
+ * such a value by a positive step, widenings, quotients, ... of such: blockload.c). */
+bool blockload_nonneg(const IrFunc *f, IrValue v);
 /* The axis of a block load whose stride is the constant 1 (its contiguous axis), or -1. */
 int blockload_fast_axis(const IrFunc *f, const IrOp *op);
 /* Whether the block load op would be copied by TMA (passes/blockload.c) if the kernel

@@ -127,7 +127,7 @@ static void plan_smem(IrFunc *f, IrPlan *p)
 
 /* ---- tensor maps -------------------------------------------------------------------------- */
 /* Where the pointer operand of a tma_copy or tma_store is; its shapes, strides and
- * offsets follow it (x 2 each). */
+ * offsets follow it (x 2 each), then its outer pair where it has one. */
 static uint32_t ptr_operand(const IrOp *op) { return op->code == IR_OP_TMA_STORE ? 2 : 3; }
 
 /* The recipe of one tma_copy's or tma_store's map for pointer parameter `param` (one of
@@ -154,10 +154,19 @@ static bool recipe_of(const IrFunc *f, const IrOp *op, uint32_t param, IrTmaReci
     uint32_t sh = ptr_operand(op) + 1;
     out->index_bits = (uint32_t)ir_elem_bytes(ir_value_type(f, op->operands[sh])->elem) * 8;
     int axes[2] = {fast, slow};
+    int64_t mult;
     for (int d = 0; d < 2; d++) {
-        int64_t mult;
         if (!blockload_host_scalar(f, op->operands[sh + axes[d]], &out->dim_param[d], &out->dim_value[d], &mult) ||
             !blockload_host_scalar(f, op->operands[sh + 2 + axes[d]], &out->stride_param[d], &out->stride_value[d], &mult))
+            return false;
+    }
+    uint32_t ox = ir_block_outer(f, op);
+    if (ox) {   /* the outer dimension: x's coordinate, box 1 (blockload.c's tma_outer) */
+        out->rank = 3;
+        out->box[2] = 1;
+        out->dim_param[2] = -1;
+        out->dim_value[2] = IR_TMA_OUTER_EXTENT;
+        if (!blockload_host_scalar(f, op->operands[ox + 1], &out->stride_param[2], &out->stride_value[2], &mult))
             return false;
     }
     return out->stride_param[0] < 0 && out->stride_value[0] == 1;

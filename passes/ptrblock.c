@@ -19,6 +19,12 @@
  * ->
  *   %t  = block_load upper %a, %M, %K, %sm, 1, %om, %k : bf16[128, 64]
  *
+ *   %h  = mul (convert %bh : i64), (convert %sh : i64)    Triton's attention: a head's
+ *   %kv = add %rn[:, None] * splat %sl, %rd[None, :]      offset, keys from %n >= 0 and
+ *   %t  = load (addptr (splat (addptr %k, %h)), %kv)      D unmasked
+ * ->
+ *   %t  = block_load upper %k, 2147483392, 64, %sl, 1, %n, 0, %bh64, %sh64 : bf16[64, 64]
+ *
  * Which: the pointer tile is addptr(splat(base), off), possibly through a chain of
  * addptrs, broadcasts and expand_dims, where the sum of the offsets is, by the linear
  * analysis below (adds, subs, muls by scalars or splats, broadcast, expand_dims, splat),
@@ -31,10 +37,11 @@
  * is S_d = B_d - o'_d + o_d, which the linear forms simplify (Triton's `rk < K - k`
  * beside the address's `k + rk` gives K). A load's `other` is 0 or absent; a store's
  * value is a tensor-core accumulator or made of one element-wise (a GEMM's epilogue: the
- * values tmastore can stage); a load or store without a mask is left alone (its extent
- * is not known), and so is a mask with another condition, `<=`, a test of another
- * coordinate than the address's, or an axis without a test; an offset with a loaded
- * index (a gather) or a non-unit inner stride does not decompose so.
+ * values tmastore can stage). A load's axis may have no test, and a load no mask at all
+ * (see "Unmasked axes"); a store needs a test on each axis (its unmasked forms are left
+ * as written: TMA stores of them were not asked for nor measured). A mask with another
+ * condition, `<=`, or a test of another coordinate than the address's is left alone; an
+ * offset with a loaded index (a gather) or a non-unit inner stride does not decompose so.
  *
  * Where u goes: a term x * st_d of it (x a scalar, st_d the stride scalar of axis d)
  * may be moved into the block's offset o_d, and any other term into the contiguous
@@ -45,9 +52,30 @@
  * [BH * L, D] tensor (`rn < rows - bh * L`), and stays in the base when the mask tests
  * rows of one head (`rn < L`). Only with the base a parameter and S_d, strides and
  * offsets as passes/blockload.c's TMA rules want (a shape a constant or a parameter)
- * is the block copied by TMA; a head offset with its own stride (`bh * stride_bh`, a
- * third axis of the tensor) stays in the base, and the load goes by cp.async as before:
- * a rank-3 tensor map would be needed.
+ * is the block copied by TMA.
+ *
+ * A third dimension: what stays of u after that, when it is one term x * s with s a
+ * scalar the host knows (a parameter, through multiple_of and widenings, or a
+ * constant), or the base is addptr(b0, x * s) with the offset of another integer type
+ * (Triton's `head = (off_hz as i64) * stride_h` beside i32 block offsets), becomes the
+ * block op's outer pair (x, s) (ir_block_outer) instead of a move of the base: a head
+ * offset with its own stride is a third axis of the tensor, and blockload copies such
+ * a block through a rank-3 tensor map, x its third coordinate, box 1 (when x is an s32
+ * never negative and s a multiple of 16 bytes: blockload.c). The op reads ptr + x * s
+ * computed in the pair's type, exactly what the source's addptr computed.
+ *
+ * Unmasked axes: a load's axis without a test (the user asserts its coordinates are inside the
+ * tensor by not masking them) takes the extent o + n when its offset is a constant
+ * o >= 0 (n its length: exact, the block is [o, o + n)), and EXTENT_ANY = 2^31 - 256 when
+ * it is the strided axis of an i32 block and its offset is never negative (a sum of
+ * positive multiples of values blockload_nonneg knows, a loop's induction variable from
+ * 0); any other untested axis (the contiguous one at a varying offset, an i64 block, an
+ * offset that may be negative) leaves the op alone. EXTENT_ANY is no smaller than any
+ * coordinate the program can form: the strided axis' coordinate c times its stride st
+ * (>= 8 elements in every map the runtime encodes: 16 bytes) is part of an i32 element
+ * offset that does not overflow, so c <= (2^31 - 1) / 8; and 256 below 2^31 so that
+ * passes/rotate.c's masked copies, placed at the extent, do not wrap. The outer x needs
+ * no extent (no test); its map's dimension is 2^31, every s32 >= 0.
  *
  * Why the values are the same: a marked block op tests only c_d < S_d, which is the
  * user's c'_d < B_d shifted by the same scalar on both sides, and reads base +
@@ -59,7 +87,12 @@
  * source would have read: before the start of the tensor a parameter points to (TMA
  * needs the base to be a parameter and positive strides), an out-of-bounds access. No
  * condition on the signs of the offsets is needed (blockload.c's `nonneg` exists for
- * load_block, whose meaning tests `>= 0`). */
+ * load_block, whose meaning tests `>= 0`). An axis without a test is read where the source
+ * read it as long as no coordinate reaches its extent, which a program without
+ * out-of-bounds accesses does not (above); on the GPU its coordinates lie inside the
+ * map's extent, so TMA fills nothing with zeros there. The outer pair adds x * s to the
+ * pointer in the type the source added it in; TMA's coordinate x is that x exactly (an
+ * s32 >= 0), and its stride the same s. */
 #include "passes.h"
 
 #include <math.h>
@@ -107,7 +140,16 @@ typedef struct Block {
     int64_t k[2];
     IrValue s[2];
     IrElem ie;
+    bool untested[2];            /* the axis has no edge test (its extent: fix_untested) */
+    IrValue ox, os;              /* the outer pair x * os (ox IR_NO_VALUE: none; os IR_NO_VALUE: */
+    int64_t ok;                  /* the constant ok), in the integer type oe */
+    IrElem oe;
 } Block;
+
+/* The extent of an axis without a test whose offset is not a constant (fix_untested):
+ * above every coordinate an i32 offset can form with a stride >= 2, and low enough that
+ * a block of up to 256 rows placed at it (passes/rotate.c's masked copies) does not wrap. */
+#define EXTENT_ANY (INT32_MAX - 255)
 
 static const Lin lin_zero = {.src = IR_NO_VALUE};
 
@@ -470,8 +512,77 @@ static bool peel_base(const IrFunc *f, Block *b)
     return true;
 }
 
-/* The pointer tile ptr under mask as a block of shape `shape`. */
-static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *shape, Block *b)
+/* The form is never negative: a constant >= 0 plus positive multiples of values that
+ * are not (blockload_nonneg), as long as it does not wrap. */
+static bool lin_nonneg(const IrFunc *f, const Lin *a)
+{
+    bool ok = a->k >= 0;
+    for (int i = 0; i < a->n; i++) ok &= a->c[i] > 0 && blockload_nonneg(f, a->x[i]);
+    return ok;
+}
+
+/* The extents of the axes without a test (the header's "Unmasked axes"): o + n for a
+ * constant offset o >= 0, EXTENT_ANY for the strided axis of an i32 block whose offset
+ * is never negative; false for any other. */
+static bool fix_untested(const IrFunc *f, Block *b, int fast, const int32_t *shape)
+{
+    for (int d = 0; d < 2; d++) {
+        if (!b->untested[d]) continue;
+        b->shape[d] = lin_zero;
+        if (!b->off[d].n) {
+            if (b->off[d].k < 0) return false;
+            b->shape[d].k = b->off[d].k + shape[d];
+            continue;
+        }
+        if (d == fast || b->ie != IR_I32 || !lin_nonneg(f, &b->off[d])) return false;
+        b->shape[d].k = EXTENT_ANY;
+    }
+    return true;
+}
+
+/* x * s for the one term c * v of l: v = x * s (c 1) with s a scalar the host knows
+ * (blockload_host_scalar: a parameter, a constant), or x = v and the constant c (>= 2). */
+static bool outer_term(const IrFunc *f, const Lin *l, Block *b, IrElem e)
+{
+    if (l->n != 1 || l->k) return false;
+    IrValue v = l->x[0];
+    const IrOp *m = f->values[v].def;
+    int32_t param;
+    int64_t value, mult;
+    b->oe = e;
+    if (m && m->code == IR_OP_MUL && l->c[0] == 1) {
+        for (int i = 1; i >= 0; i--)
+            if (blockload_host_scalar(f, m->operands[i], &param, &value, &mult)) {
+                b->ox = m->operands[1 - i], b->os = m->operands[i], b->ok = 1;
+                return true;
+            }
+        return false;
+    }
+    if (l->c[0] < 2) return false;
+    b->ox = v, b->os = IR_NO_VALUE, b->ok = l->c[0];
+    return true;
+}
+
+/* What the address adds to the block beside its axes, as the outer pair where it is one
+ * term x * s (the header's "A third dimension"): the rest of u, or a scalar addptr of
+ * another integer type on the base. */
+static void find_outer(const IrFunc *f, Block *b)
+{
+    b->ox = IR_NO_VALUE;
+    const IrOp *d = f->values[b->base].def;
+    if (!lin_is_zero(&b->rest)) {
+        if (outer_term(f, &b->rest, b, b->ie)) b->rest = lin_zero;
+        return;
+    }
+    if (!d || d->code != IR_OP_ADDPTR) return;
+    IrElem e = ir_value_type(f, d->operands[1])->elem;
+    Lin y = lin_of(f, d->operands[1], 0);
+    if (e != b->ie && outer_term(f, &y, b, e)) b->base = d->operands[0];
+}
+
+/* The pointer tile ptr under mask (IR_NO_VALUE: none) as a block of shape `shape`; a
+ * store's axes must all be tested (`load`: a load's may be untested). */
+static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *shape, bool load, Block *b)
 {
     Aff off;
     Edge e[2] = {{0}, {0}};
@@ -479,20 +590,23 @@ static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *sha
     b->ie = IR_NUM_ELEMS;
     if (!ptr_of(f, ptr, &b->base, &off, &b->ie, 0) || aff_axes(&off) != 2) return false;
     if (b->ie != IR_I32 && b->ie != IR_I64) return false;
-    if (!mask_of(f, mask, map, b->ie, shape, e, 0) || !e[0].on || !e[1].on) return false;
+    if (mask != IR_NO_VALUE && !mask_of(f, mask, map, b->ie, shape, e, 0)) return false;
+    if (!load && (!e[0].on || !e[1].on)) return false;
     int fast = -1;
     for (int d = 0; d < 2; d++) {
         b->k[d] = off.ax[d].k, b->s[d] = off.ax[d].s, b->off[d] = off.ax[d].o;
         if (b->k[d] == 1 && b->s[d] == IR_NO_VALUE) fast = fast < 0 ? d : 2;
-        b->shape[d] = e[d].b;                    /* S = B - o' + o */
-        if (!lin_add(&b->shape[d], &e[d].o, -1) || !lin_add(&b->shape[d], &b->off[d], 1)) return false;
+        b->untested[d] = !e[d].on;
+        b->shape[d] = e[d].on ? e[d].b : lin_zero;          /* S = B - o' + o */
+        if (e[d].on && (!lin_add(&b->shape[d], &e[d].o, -1) || !lin_add(&b->shape[d], &b->off[d], 1))) return false;
     }
     if (fast < 0 || fast > 1 || !b->k[1 - fast]) return false;
     b->rest = off.u;
     if (!peel_base(f, b)) return false;
     place_rest(f, b, fast);
-    return lin_small(&b->rest) && lin_small(&b->shape[0]) && lin_small(&b->shape[1]) && lin_small(&b->off[0]) &&
-           lin_small(&b->off[1]);
+    find_outer(f, b);
+    return fix_untested(f, b, fast, shape) && lin_small(&b->rest) && lin_small(&b->shape[0]) &&
+           lin_small(&b->shape[1]) && lin_small(&b->off[0]) && lin_small(&b->off[1]);
 }
 
 /* ---- building ------------------------------------------------------------------------- */
@@ -522,9 +636,9 @@ static IrValue stride_build(IrBuilder *b, int64_t k, IrValue s, const IrType *it
     return k == 1 ? s : ir_build_binary(b, IR_OP_MUL, s, ir_const_int(b, it, k));
 }
 
-/* The operands of the block op (ptr, shape x 2, strides x 2, offsets x 2) into ops, built
- * before op. */
-static void block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
+/* The operands of the block op (ptr, shape x 2, strides x 2, offsets x 2[, x, s]) into
+ * ops, built before op; their count. */
+static uint32_t block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
 {
     IrBuilder b;
     ir_builder_before(&b, op);
@@ -537,6 +651,10 @@ static void block_operands(IrFunc *f, IrOp *op, const Block *blk, IrValue *ops)
         ops[3 + d] = stride_build(&b, blk->k[d], blk->s[d], it);
         ops[5 + d] = lin_build(&b, &blk->off[d], it);
     }
+    if (blk->ox == IR_NO_VALUE) return 7;
+    ops[7] = blk->ox;
+    ops[8] = stride_build(&b, blk->ok, blk->os, ir_type_scalar(f->module->ctx, blk->oe));
+    return 9;
 }
 
 /* The tile is 0 in every element (+0.0 for floats). */
@@ -564,14 +682,14 @@ static Made build_block(IrFunc *f, IrOp *op, const Block *blk)
 {
     bool load = op->code == IR_OP_LOAD;
     IrOp *prev = op->prev;
-    IrValue ops[8];
-    block_operands(f, op, blk, ops);
-    ops[7] = load ? IR_NO_VALUE : op->operands[1];
+    IrValue ops[10];
+    uint32_t n = block_operands(f, op, blk, ops);
+    if (!load) ops[n++] = op->operands[1];
     IrBuilder b;
     ir_builder_before(&b, op);
     b.loc = op->loc;
     const IrType *t = load ? ir_value_type(f, op->results[0]) : NULL;
-    IrOp *bl = ir_build(&b, load ? IR_OP_BLOCK_LOAD : IR_OP_BLOCK_STORE, ops, load ? 7 : 8, load ? &t : NULL, load, 0);
+    IrOp *bl = ir_build(&b, load ? IR_OP_BLOCK_LOAD : IR_OP_BLOCK_STORE, ops, n, load ? &t : NULL, load, 0);
     bl->attr.i = IR_BLOCK_UPPER;
     if (load) ir_replace_all_uses(f, op->results[0], bl->results[0]);
     return (Made){op, first_after(prev, op), bl};
@@ -603,12 +721,12 @@ static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
 {
     if (op->code == IR_OP_LOAD) {
         const IrType *t = ir_value_type(f, op->results[0]);
-        if (!block_elem(t) || op->noperands < 2 || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
-        return match(f, op->operands[0], op->operands[1], t->shape, blk);
+        if (!block_elem(t) || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
+        return match(f, op->operands[0], op->noperands > 1 ? op->operands[1] : IR_NO_VALUE, t->shape, true, blk);
     }
     const IrType *t = ir_value_type(f, op->operands[1]);
-    return block_elem(t) && op->noperands == 3 && from_tensor_cores(f, op->operands[1], 0) &&
-           match(f, op->operands[0], op->operands[2], t->shape, blk);
+    return block_elem(t) && from_tensor_cores(f, op->operands[1], 0) &&
+           match(f, op->operands[0], op->noperands > 2 ? op->operands[2] : IR_NO_VALUE, t->shape, false, blk);
 }
 
 /* The block op stays and the pointer op goes, or the other way round. */

@@ -5,8 +5,8 @@
  *
  * What TMA requires and the variant's class does not already promise is checked here:
  * extents from 1 to 2^32, element strides whose byte counts are positive multiples of 16
- * below 2^40 (a class divisible by 16 or by 8 admits 0 and negative values), the address
- * 16-byte aligned. When a check fails the launch runs the variant without TMA
+ * below 2^40 (a class divisible by 16 or by 8 admits 0 and negative values; a rank-3
+ * map's outer stride, a head's, as its row stride), the address 16-byte aligned. When a check fails the launch runs the variant without TMA
  * (rt_launch.c), which computes the same values with cp.async. */
 #include <stdio.h>
 #include <string.h>
@@ -47,8 +47,9 @@ bool rt_tma_encode(const RtDriver *d, const CgTmaDesc *t, uint64_t ptr, const in
         int64_t e = value_of(t->dim_param[i], t->dim_value[i], ints, t->index_bits);
         int64_t s = value_of(t->stride_param[i], t->stride_value[i], ints, t->index_bits);
         /* i32 coordinates cannot leave an extent of 2^32; i64 ones are clamped to s32
-         * (cg_tma.c), which keeps their meaning below 2^31 */
-        int64_t most = t->index_bits == 64 ? INT32_MAX : (INT64_C(1) << 32);
+         * (cg_tma.c), which keeps their meaning below 2^31; an outer dimension's (2)
+         * coordinate is an s32 whatever the block's integers (passes/blockload.c) */
+        int64_t most = t->index_bits == 64 && i < 2 ? INT32_MAX : (INT64_C(1) << 32);
         if (e < 1 || e > most) {
             snprintf(why, n, "extent %lld of dimension %u is outside 1 .. %lld", (long long)e, i, (long long)most);
             return false;

@@ -15,7 +15,8 @@
  *   f32 and hands each thread its accumulators (row 16w + g + 8((i>>1)&1), column
  *   8(i>>2) + 2t + (i&1)); the copy is done at the instruction, so a missing wait in
  *   the kernel is not caught here, but every layout and index is;
- * - TMA (the mock's tensor maps): a 2-D box into the swizzled stage, zeros outside the
+ * - TMA (the mock's tensor maps): a 2-D box (of a 2-D map, or a 3-D one at an outer
+ *   coordinate, box 1 along it) into the swizzled stage, zeros outside the
  *   tensor, complete_tx of the box's bytes on the mbarrier at its issue, the bytes
  *   landing when a wait on that barrier sees the phase complete (a read without that
  *   wait sees the stage's old contents); stores from a swizzled staging buffer, clipped
@@ -465,13 +466,16 @@ static const int dtype_bytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
 static const Map *map_of(uint64_t p)
 {
     const Map *m = (const Map *)(uintptr_t)p;
-    if (!m || memcmp(m->magic, "mocktma", 8) || m->rank != 2) {
-        fail("a TMA copy through something that is not a 2-D tensor map of the mock driver");
+    if (!m || memcmp(m->magic, "mocktma", 8) || (m->rank != 2 && m->rank != 3) || (m->rank == 3 && m->box[2] != 1)) {
+        fail("a TMA copy through something that is not a 2-D tensor map of the mock driver (or a 3-D one of box 1 "
+             "along the third dimension)");
         return NULL;
     }
     return m;
 }
-static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store, int rank)
+/* The box at (c0, c1) of a 2-D map, or at (c0, c1, c2) of a 3-D one (c2: the slice of
+ * the outer dimension, box 1: passes/ptrblock.c's head offsets). */
+static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int32_t c2, int store, int rank)
 {
     uint32_t es = (uint32_t)dtype_bytes[m->dtype], sw = m->swizzle ? 16u << m->swizzle : 0;
     uint32_t row = m->box[0] * es, bytes = row * m->box[1];
@@ -485,8 +489,12 @@ static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store
             int64_t x = (int64_t)c0 + e, y = (int64_t)c1 + r;
             uint32_t o = r * row + e * es, at = sw ? swz(o0 + o, sw) - o0 : o;
             unsigned char *sp = base + at;
-            int inside = x >= 0 && y >= 0 && (uint64_t)x < m->dims[0] && (uint64_t)y < m->dims[1];
-            unsigned char *gp = (unsigned char *)(uintptr_t)(m->address + (uint64_t)y * m->strides[0] + (uint64_t)x * es);
+            int64_t z = m->rank == 3 ? c2 : 0;
+            int inside = x >= 0 && y >= 0 && z >= 0 && (uint64_t)x < m->dims[0] && (uint64_t)y < m->dims[1] &&
+                         (m->rank < 3 || (uint64_t)z < m->dims[2]);
+            unsigned char *gp = (unsigned char *)(uintptr_t)(m->address + (uint64_t)y * m->strides[0] +
+                                                             (uint64_t)z * (m->rank == 3 ? m->strides[1] : 0) +
+                                                             (uint64_t)x * es);
             if (store) {
                 if (inside) memcpy(gp, sp, es);
             } else if (inside) {
@@ -502,14 +510,14 @@ static void box_copy(const Map *m, uint32_t s, int32_t c0, int32_t c1, int store
  * before, as it may on the GPU, and the result shows it. */
 #define NPEND 4096
 /* the map copied: the issuing thread's parameter may be gone (a producer that returned) */
-static struct Pending { Map m; uint32_t dst, bar; int32_t c0, c1; int rank; unsigned phase; } pend[NPEND];
+static struct Pending { Map m; uint32_t dst, bar; int32_t c0, c1, c2; int rank; unsigned phase; } pend[NPEND];
 static int npend;
 
-static void tma_issue(const Map *m, uint32_t dst, int32_t c0, int32_t c1, uint32_t bar, int rank)
+static void tma_issue(const Map *m, uint32_t dst, int32_t c0, int32_t c1, int32_t c2, uint32_t bar, int rank)
 {
     pthread_mutex_lock(&mu);
     struct Bar *b = bar_in(rank, bar, 0);
-    if (b && npend < NPEND) pend[npend++] = (struct Pending){*m, dst, off_of(bar), c0, c1, rank, b->phase};
+    if (b && npend < NPEND) pend[npend++] = (struct Pending){*m, dst, off_of(bar), c0, c1, c2, rank, b->phase};
     else if (b) fail("more than %d TMA copies in flight", NPEND);
     pthread_mutex_unlock(&mu);
     bar_complete_tx(rank, bar, m->box[0] * m->box[1] * (uint32_t)dtype_bytes[m->dtype]);
@@ -523,32 +531,45 @@ static void tma_land_locked(int rank, const struct Bar *b)
         if (q->rank == rank && q->bar == b->off && q->phase < b->phase) {
             struct Pending c = *q;
             pend[i] = pend[--npend];
-            box_copy(&c.m, c.dst, c.c0, c.c1, 0, c.rank);
+            box_copy(&c.m, c.dst, c.c0, c.c1, c.c2, 0, c.rank);
         } else {
             i++;
         }
     }
 }
 
-void emu_tma_load(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar)
+/* a copy through a 2-D map (c2 0) or a 3-D one */
+void emu_tma_load3(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar, int32_t c2)
 {
     const Map *m = map_of(map);
-    if (m) tma_issue(m, dst, c0, c1, bar, rank_);
+    if (m) tma_issue(m, dst, c0, c1, c2, bar, rank_);
+}
+void emu_tma_load(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar)
+{
+    emu_tma_load3(dst, map, c0, c1, bar, 0);
 }
 /* a multicast copy: the box into the same offset of every CTA of mask, each CTA's
  * barrier at bar's offset completing its bytes */
-void emu_tma_load_mc(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar, uint32_t mask)
+void emu_tma_load_mc3(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar, uint32_t mask, int32_t c2)
 {
     const Map *m = map_of(map);
     if (!m) return;
     if (mask >> ncl) fail("a multicast copy to CTAs outside the cluster of %u (mask 0x%x)", ncl, mask);
     for (int r = 0; r < (int)ncl; r++)
-        if (mask >> r & 1) tma_issue(m, dst, c0, c1, bar, r);
+        if (mask >> r & 1) tma_issue(m, dst, c0, c1, c2, bar, r);
+}
+void emu_tma_load_mc(uint32_t dst, uint64_t map, int32_t c0, int32_t c1, uint32_t bar, uint32_t mask)
+{
+    emu_tma_load_mc3(dst, map, c0, c1, bar, mask, 0);
+}
+void emu_tma_store3(uint64_t map, int32_t c0, int32_t c1, int32_t c2, uint32_t src)
+{
+    const Map *m = map_of(map);
+    if (m) box_copy(m, src, c0, c1, c2, 1, rank_);
 }
 void emu_tma_store(uint64_t map, int32_t c0, int32_t c1, uint32_t src)
 {
-    const Map *m = map_of(map);
-    if (m) box_copy(m, src, c0, c1, 1, rank_);
+    emu_tma_store3(map, c0, c1, 0, src);
 }
 
 /* ---- wgmma ---------------------------------------------------------------------------- */

@@ -82,6 +82,8 @@ FB = os.path.join(EX, "flash_attn_bwd.tile")
 MM = os.path.join(EX, "matmul_bf16.tile")
 MP = os.path.join(root, "bench", "matmul_pointers.tile")
 PB = os.path.join(root, "tests", "lit", "passes", "ptrblock_kernels.tile")
+PO = os.path.join(root, "tests", "lit", "passes", "ptrblock_outer.tile")
+TA = os.path.join(root, "bench", "triton_programs", "attention.tile")
 # (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
 # outputs must agree within tol * the output's largest magnitude (0: bit for bit)
 CASES = [
@@ -112,6 +114,17 @@ CASES = [
     ("attention forward pointers", PB, "attn", [],
      ["o=zeros:12800", "q=rand:12800:1", "k=rand:12800:2", "v=rand:12800:3", "BH=2", "L=100", "scale=0.125",
       "stride_l=64", "rows=200"], ["o"], 2e-2),
+    # a batch's and a head's offset x * s as the third coordinate of rank-3 tensor maps,
+    # unmasked axes (passes/ptrblock.c): a batched GEMM bit for bit, Triton's attention
+    ("batched gemm pointers, rank-3 maps", PO, "bmm", [],
+     ["c=zeros:14784", "a=rand:23040:1", "b=rand:18432:2", "M=77", "K=96", "B=3", "stride_ab=7680", "stride_am=96",
+      "stride_bb=6144", "stride_bk=64", "stride_cb=4928"], ["c"], 0),
+    ("attention forward triton pointers, rank-3 maps", TA, "attn_fwd", ["D=64"],
+     ["q=rand:12800:1", "k=rand:12800:2", "v=rand:12800:3", "sm_scale=0.125", "lse=zeros:200", "o=zeros:12800",
+      "stride_h=6400", "stride_l=64", "Z=1", "H=2", "L=100"], ["o", "lse"], 2e-2),
+    ("attention forward triton pointers causal, rank-3 maps", TA, "attn_fwd", ["CAUSAL=1"],
+     ["q=rand:51200:1", "k=rand:51200:2", "v=rand:51200:3", "sm_scale=0.125", "lse=zeros:400", "o=zeros:51200",
+      "stride_h=25600", "stride_l=128", "Z=2", "H=1", "L=200"], ["o", "lse"], 2e-2),
     ("attention forward tma", FA, "attn_fwd_tma", [], attn_fwd(2, 256), ["o", "lse"], 2e-2),
     ("attention forward tma causal", FA, "attn_fwd_tma", ["CAUSAL=1"], attn_fwd(2, 256), ["o", "lse"], 2e-2),
     ("attention forward tma BN 128, no producer", FA, "attn_fwd_tma", ["BN=128", "ws=0"], attn_fwd(1, 256),

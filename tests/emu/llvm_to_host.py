@@ -209,6 +209,11 @@ def emu_body(asm, cons, argtypes, ret):
                       "[$0], [$1, {$2, $3}], [$4], $5;"):
         return ["  %m = zext i16 %p5 to i32",
                 "  call void @emu_tma_load_mc(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4, i32 %m)", "  ret void"]
+    if asm.startswith("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                      "[$0], [$1, {$2, $3, $6}], [$4], $5;"):
+        return ["  %m = zext i16 %p5 to i32",
+                "  call void @emu_tma_load_mc3(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4, i32 %m, i32 %p6)",
+                "  ret void"]
     if "mapa.shared::cluster.u32 tile_remote, $0, $1;" in asm and "mbarrier.arrive.shared::cluster.b64 _, [tile_remote]" in asm:
         return ["  call void @emu_mbar_arrive_remote(i32 %p0, i32 %p1)", "  ret void"]
     if asm.startswith("mma.sync") or "ldmatrix" in asm or "multicast::cluster" in asm or "mapa." in asm \
@@ -238,6 +243,10 @@ def emu_body(asm, cons, argtypes, ret):
                 "  ret void"]
     if asm.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];"):
         return ["  call void @emu_tma_load(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4)", "  ret void"]
+    if asm.startswith("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $5}], [$4];"):
+        return ["  call void @emu_tma_load3(i32 %p0, i64 %p1, i32 %p2, i32 %p3, i32 %p4, i32 %p5)", "  ret void"]
+    if asm == "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [$0, {$1, $2, $3}], [$4];":
+        return ["  call void @emu_tma_store3(i64 %p0, i32 %p1, i32 %p2, i32 %p3, i32 %p4)", "  ret void"]
     if asm == "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];":
         return ["  call void @emu_tma_store(i64 %p0, i32 %p1, i32 %p2, i32 %p3)", "  ret void"]
     if asm == "mbarrier.init.shared::cta.b64 [$0], $1;":
@@ -341,7 +350,9 @@ if EMU:
                 "i32 @emu_cvt_f16x2(float, float)", "void @emu_st_global(i32, i64, ptr, i32)",
                 "void @emu_ld_global(i32, i64, ptr, i32)", "void @emu_cp_async(i32, i64, i32, i32)",
                 "void @emu_tma_load(i32, i64, i32, i32, i32)", "void @emu_tma_load_mc(i32, i64, i32, i32, i32, i32)",
-                "void @emu_tma_store(i64, i32, i32, i32)", "void @emu_mbar_init(i32, i32)",
+                "void @emu_tma_store(i64, i32, i32, i32)", "void @emu_tma_load3(i32, i64, i32, i32, i32, i32)",
+                "void @emu_tma_load_mc3(i32, i64, i32, i32, i32, i32, i32)",
+                "void @emu_tma_store3(i64, i32, i32, i32, i32)", "void @emu_mbar_init(i32, i32)",
                 "void @emu_mbar_arrive_tx(i32, i32)", "void @emu_mbar_arrive(i32)", "void @emu_mbar_wait(i32, i32)",
                 "void @emu_mbar_arrive_remote(i32, i32)", "void @emu_cluster_sync(i32)",
                 "void @emu_ldmatrix(i32, i32, ptr, i32)", "void @emu_mma(ptr, ptr, ptr, i32)"):
