@@ -679,6 +679,62 @@ static void place(Fuse *F, uint32_t o)
     }
 }
 
+/* ---- rule 2b: recomputed chains into the consuming GEMM's epilogue ----------------------- */
+
+/* The matmul of group M when M is one plain GEMM of the backward (one matmul, no
+ * attention, conv2d or rope), else NONE. */
+static uint32_t backward_gemm(const Fuse *F, uint32_t M)
+{
+    if (F->phase[M] != 2) return NONE;
+    GroupInfo gi = group_info(F, M);
+    uint32_t nmm = 0;
+    MEMBERS(F, M, m) nmm += opat(F, m)->kind == IR_GOP_MATMUL;
+    return nmm == 1 && !gi.flash && gi.root == gi.mm ? gi.mm : NONE;
+}
+
+/* Whether element-wise group E may become part of the epilogue of matmul mm: E is of
+ * the backward, every op of E computes on mm's output shape (so each of its values is
+ * computed at the epilogue's coordinates from loads there), and no value of E is an
+ * operand of mm (that would be a prologue). */
+static bool chain_fits(const Fuse *F, uint32_t E, uint32_t mm)
+{
+    if (F->phase[E] != 2 || !group_info(F, E).ew) return false;
+    const IrGOp *mop = opat(F, mm);
+    const IrTensorType *t = vtype(F, mop->out[0]);
+    MEMBERS(F, E, m) {
+        const IrGOp *op = opat(F, m);
+        for (uint32_t r = 0; r < op->nout; r++)
+            if (!same_shape(vtype(F, op->out[r]), t)) return false;
+    }
+    for (uint32_t j = 0; j < mop->nin; j++) {
+        uint32_t d = def_of(F, mop->in[j]);
+        if (d != NONE && F->grp[d] == E) return false;
+    }
+    return true;
+}
+
+/* Rule 2b: an element-wise kernel of the backward (recomputed values: GELU's pieces
+ * from a saved pre-activation) whose values an epilogue op of a backward GEMM reads
+ * joins that GEMM, so the chain is computed where it is consumed instead of being
+ * written in f32 and read back. Runs after placement, when the chain's kernel and its
+ * consumer both exist (rule 2 places in graph order and takes no chain that began
+ * elsewhere). */
+static void sink_chains(Fuse *F)
+{
+    for (uint32_t o = 0; o < F->nops; o++) {
+        uint32_t E = F->grp[o];
+        if (E == NONE || F->phase[E] != 2 || !fusable(opat(F, o)->kind)) continue;
+        const IrGOp *op = opat(F, o);
+        bool joined = false;
+        for (uint32_t r = 0; r < op->nout && !joined; r++)
+            for (uint32_t u = F->use_at[op->out[r]]; u < F->use_at[op->out[r] + 1] && !joined; u++) {
+                uint32_t c = F->uses[u], M = F->grp[c], mm;
+                if (M == NONE || M == E || (mm = backward_gemm(F, M)) == NONE || c == mm) continue;
+                if (chain_fits(F, E, mm) && try_join(F, E, M) != NONE) joined = true;
+            }
+    }
+}
+
 /* ---- the plan: kernels in the groups' order ------------------------------------------------ */
 
 static const char *kind_of(const Fuse *F, uint32_t G)
@@ -1080,6 +1136,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     find_attention(&F);
     for (uint32_t o = 0; o < n; o++)
         if (live[o] && !immediate(g->ops.data[o].kind)) place(&F, o);
+    sink_chains(&F);
     IrGPlan *plan = make_plan(&F);
     plan_memory(&F, plan);
     return plan;
