@@ -16,6 +16,12 @@
  * matmul (rule 4 aside). Attention (rule 5) and conv2d (rule 6) kernels take epilogues
  * the same way, and so does rope (an element-wise kernel that reads each lane's partner
  * in the pair from memory, so its operands come from memory: no prologue either).
+ * Rule 2b, recomputed chains into the consuming GEMM (backward ops only, after
+ * recomputation planning): an element-wise kernel of the backward whose values a
+ * backward GEMM's epilogue reads joins that GEMM when all its ops are on the GEMM's
+ * output shape and none feeds the matmul itself (sink_chains, after placement); and an
+ * element-wise op whose chain is bound for a later GEMM's epilogue stays out of an
+ * earlier GEMM's epilogue when that makes the earlier GEMM write less (bound_elsewhere).
  * Rule 3, reductions and row ops (families r and n, and softmax): the op joins the
  * element-wise kernels of its producers when they compute within its operand's shape.
  * A kernel whose row ops all work along the last axis of operands of one shape S (one
@@ -79,6 +85,7 @@
 #define GF_MAX_READS 16
 #define NONE IR_GNONE
 #define GF_MIXED (IR_GNONE - 1)
+#define GF_UNKNOWN (IR_GNONE - 2)
 
 typedef struct Fuse {
     const IrGraph *g;
@@ -97,6 +104,7 @@ typedef struct Fuse {
     uint32_t *attn;          /* per op: the last matmul of the attention written out it is part of */
     uint32_t *attn_first;    /* per such matmul: the first op of its attention placed, or NONE */
     bool *attn_broken;       /* per such matmul: one of its ops could not join the others */
+    uint32_t *bound;         /* per op: bound_gemm's answer, GF_UNKNOWN before it is asked */
 } Fuse;
 
 static const IrGOp *opat(const Fuse *F, uint32_t o) { return &F->g->ops.data[o]; }
@@ -632,6 +640,83 @@ static void join_grad_stats(Fuse *F, uint32_t o)
     }
 }
 
+/* ---- rule 2b at placement: a chain bound for a later GEMM's epilogue --------------------- */
+
+/* The backward matmul that value v derives from through element-wise ops of v's shape
+ * (an epilogue value of that matmul), looking at most depth ops back; NONE if none. */
+static uint32_t gemm_source(const Fuse *F, uint32_t v, int depth)
+{
+    uint32_t d = def_of(F, v);
+    if (d == NONE) return NONE;
+    const IrGOp *op = opat(F, d);
+    if (op->kind == IR_GOP_MATMUL) return op->phase == 2 ? d : NONE;
+    if (!depth || !fusable(op->kind)) return NONE;
+    for (uint32_t j = 0; j < op->nin; j++) {
+        uint32_t r = same_shape(vtype(F, op->in[j]), vtype(F, v)) ? gemm_source(F, op->in[j], depth - 1) : NONE;
+        if (r != NONE) return r;
+    }
+    return NONE;
+}
+
+/* Whether value v derives from op mm through element-wise ops, at most depth back. */
+static bool derives_from(const Fuse *F, uint32_t v, uint32_t mm, int depth)
+{
+    uint32_t d = def_of(F, v);
+    if (d == mm) return true;
+    if (d == NONE || !depth || !fusable(opat(F, d)->kind)) return false;
+    for (uint32_t j = 0; j < opat(F, d)->nin; j++)
+        if (derives_from(F, opat(F, d)->in[j], mm, depth - 1)) return true;
+    return false;
+}
+
+/* The backward matmul whose epilogue is the only consumer of element-wise op o's value,
+ * through element-wise ops of o's shape (o's chain is bound for that epilogue); NONE
+ * when its uses go elsewhere (another kernel kind, the return, two GEMMs, the GEMM o
+ * itself derives from). */
+static uint32_t bound_gemm(Fuse *F, uint32_t o)
+{
+    if (F->bound[o] != GF_UNKNOWN) return F->bound[o];
+    const IrGOp *op = opat(F, o);
+    uint32_t t = NONE;
+    F->bound[o] = NONE;
+    if (op->phase != 2 || !fusable(op->kind) || op->nout != 1) return NONE;
+    const IrTensorType *sh = vtype(F, op->out[0]);
+    for (uint32_t u = F->use_at[op->out[0]]; u < F->use_at[op->out[0] + 1]; u++) {
+        const IrGOp *q = opat(F, F->uses[u]);
+        uint32_t b = NONE;
+        if (!fusable(q->kind) || q->phase != 2 || !same_shape(vtype(F, q->out[0]), sh)) return NONE;
+        for (uint32_t j = 0; j < q->nin && b == NONE; j++)   /* an epilogue op of a matmul */
+            if (q->in[j] != op->out[0] && same_shape(vtype(F, q->in[j]), sh)) {
+                b = gemm_source(F, q->in[j], 8);
+                if (b != NONE && derives_from(F, op->out[0], b, 8)) b = NONE;   /* o's own GEMM */
+            }
+        if (b == NONE) b = bound_gemm(F, F->uses[u]);
+        if (b == NONE || (t != NONE && t != b)) return NONE;
+        t = b;
+    }
+    return F->bound[o] = t;
+}
+
+/* Whether element-wise op o stays out of GEMM group P's epilogue because its chain is
+ * bound for a later backward GEMM's epilogue (rule 2b then puts it there): P writes o's
+ * operands instead of o's value, which must be larger than they are together (a cast
+ * up to f32 of GELU's pieces). The recomputed forward GEMM of a checkpointed block thus writes its bf16
+ * values, and the dX GEMM computes the f32 derivative pieces as it consumes them. */
+static bool bound_elsewhere(Fuse *F, uint32_t o, uint32_t P)
+{
+    GroupInfo p = group_info(F, P);
+    const IrGOp *op = opat(F, o);
+    if (p.mm == NONE || p.root != p.mm || F->phase[P] != 2 || !fusable(op->kind)) return false;
+    uint32_t b = bound_gemm(F, o);
+    if (b == NONE || F->grp[b] == P) return false;
+    int bytes = 0;
+    for (uint32_t j = 0; j < op->nin; j++) {
+        uint32_t d = def_of(F, op->in[j]);
+        if (d != NONE && F->grp[d] == P) bytes += ir_elem_bytes(vtype(F, op->in[j])->elem);
+    }
+    return bytes < ir_elem_bytes(vtype(F, op->out[0])->elem);
+}
+
 /* Op o joins the groups its rules allow (its producers', an earlier matmul's with its
  * left operand, an earlier row op's on its operand), or stays a group of its own. */
 static void place(Fuse *F, uint32_t o)
@@ -661,6 +746,7 @@ static void place(Fuse *F, uint32_t o)
     for (uint32_t i = 0; i < ncand; i++) {
         uint32_t p = cand[i];
         if (p == NONE || F->grp[p] == NONE || F->grp[p] == F->grp[o] || !may_join(F, o, F->grp[p])) continue;
+        if (F->size[F->grp[o]] == 1 && bound_elsewhere(F, o, F->grp[p])) continue;   /* rule 2b */
         try_join(F, F->grp[o], F->grp[p]);
     }
     /* Rule 6: per-channel operands of a conv2d's epilogue, and theirs in turn. */
@@ -676,6 +762,62 @@ static void place(Fuse *F, uint32_t o)
             }
             if (grew) break;
         }
+    }
+}
+
+/* ---- rule 2b: recomputed chains into the consuming GEMM's epilogue ----------------------- */
+
+/* The matmul of group M when M is one plain GEMM of the backward (one matmul, no
+ * attention, conv2d or rope), else NONE. */
+static uint32_t backward_gemm(const Fuse *F, uint32_t M)
+{
+    if (F->phase[M] != 2) return NONE;
+    GroupInfo gi = group_info(F, M);
+    uint32_t nmm = 0;
+    MEMBERS(F, M, m) nmm += opat(F, m)->kind == IR_GOP_MATMUL;
+    return nmm == 1 && !gi.flash && gi.root == gi.mm ? gi.mm : NONE;
+}
+
+/* Whether element-wise group E may become part of the epilogue of matmul mm: E is of
+ * the backward, every op of E computes on mm's output shape (so each of its values is
+ * computed at the epilogue's coordinates from loads there), and no value of E is an
+ * operand of mm (that would be a prologue). */
+static bool chain_fits(const Fuse *F, uint32_t E, uint32_t mm)
+{
+    if (F->phase[E] != 2 || !group_info(F, E).ew) return false;
+    const IrGOp *mop = opat(F, mm);
+    const IrTensorType *t = vtype(F, mop->out[0]);
+    MEMBERS(F, E, m) {
+        const IrGOp *op = opat(F, m);
+        for (uint32_t r = 0; r < op->nout; r++)
+            if (!same_shape(vtype(F, op->out[r]), t)) return false;
+    }
+    for (uint32_t j = 0; j < mop->nin; j++) {
+        uint32_t d = def_of(F, mop->in[j]);
+        if (d != NONE && F->grp[d] == E) return false;
+    }
+    return true;
+}
+
+/* Rule 2b: an element-wise kernel of the backward (recomputed values: GELU's pieces
+ * from a saved pre-activation) whose values an epilogue op of a backward GEMM reads
+ * joins that GEMM, so the chain is computed where it is consumed instead of being
+ * written in f32 and read back. Runs after placement, when the chain's kernel and its
+ * consumer both exist (rule 2 places in graph order and takes no chain that began
+ * elsewhere). */
+static void sink_chains(Fuse *F)
+{
+    for (uint32_t o = 0; o < F->nops; o++) {
+        uint32_t E = F->grp[o];
+        if (E == NONE || F->phase[E] != 2 || !fusable(opat(F, o)->kind)) continue;
+        const IrGOp *op = opat(F, o);
+        bool joined = false;
+        for (uint32_t r = 0; r < op->nout && !joined; r++)
+            for (uint32_t u = F->use_at[op->out[r]]; u < F->use_at[op->out[r] + 1] && !joined; u++) {
+                uint32_t c = F->uses[u], M = F->grp[c], mm;
+                if (M == NONE || M == E || (mm = backward_gemm(F, M)) == NONE || c == mm) continue;
+                if (chain_fits(F, E, mm) && try_join(F, E, M) != NONE) joined = true;
+            }
     }
 }
 
@@ -1041,6 +1183,8 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     F.attn = nones(a, n);
     F.attn_first = nones(a, n);
     F.attn_broken = arena_alloc(a, n + 1);
+    F.bound = arena_alloc(a, (n + 1) * sizeof *F.bound);
+    for (uint32_t o = 0; o <= n; o++) F.bound[o] = GF_UNKNOWN;
     memset(F.attn_broken, 0, n + 1);
     memset(F.gmark, 0, (n + 1) * sizeof *F.gmark);
     memset(F.vmark, 0, (nv + 1) * sizeof *F.vmark);
@@ -1080,6 +1224,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     find_attention(&F);
     for (uint32_t o = 0; o < n; o++)
         if (live[o] && !immediate(g->ops.data[o].kind)) place(&F, o);
+    sink_chains(&F);
     IrGPlan *plan = make_plan(&F);
     plan_memory(&F, plan);
     return plan;

@@ -837,6 +837,12 @@ static int *products(Low *L, const IrGOp **mms, uint32_t *nmm, bool *paired)
         }
         for (uint32_t j = 0; j < op->nout; j++) prod[op->out[j]] = p;
     }
+    /* one product: an epilogue value that does not derive from it (a chain of loads,
+     * rule 2b's recomputed values) is computed at its tile's coordinates all the same */
+    for (uint32_t i = 0; *nmm == 1 && i < L->K->nops; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
+        for (uint32_t j = 0; j < op->nout; j++) prod[op->out[j]] = 0;
+    }
     return prod;
 }
 

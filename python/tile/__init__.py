@@ -15,10 +15,11 @@ from ._context import Context, default_context, set_default_context
 from ._module import Kernel, Module, Param, load, loads
 from ._graph import CudaGraph
 from ._tensor_graph import GraphParam, TensorGraph
+from ._autograd import GraphFunction
 from . import ops
 
 __version__ = "0.1.0"
-__all__ = ["ArgError", "Context", "CudaGraph", "GraphParam", "Kernel", "LAUNCH_KEYS", "Module", "Param", "TileError", "bits", "default_context",
+__all__ = ["ArgError", "Context", "CudaGraph", "GraphFunction", "GraphParam", "Kernel", "LAUNCH_KEYS", "Module", "Param", "TileError", "bits", "default_context",
            "load", "loads", "register_torch_op", "set_default_context", "library_path", "TensorGraph",
            "runtime_version", "compiler_id", "ops"]
 

@@ -50,6 +50,11 @@ class GraphValueInfo(ctypes.Structure):
                 ("dims", ctypes.POINTER(ctypes.c_char_p)), ("type", ctypes.c_char_p)]
 
 
+class GraphOptions(ctypes.Structure):
+    """TrtGraphOptions: each NULL leaves the graph's own setting."""
+    _fields_ = [("recompute", ctypes.c_char_p), ("memory_budget", ctypes.c_char_p), ("sizes", ctypes.c_char_p)]
+
+
 class Arg(ctypes.Structure):
     """A TrtArg passed by value: the kind, and the union's 8 bytes as one u64."""
     _fields_ = [("kind", ctypes.c_int), ("bits", ctypes.c_uint64)]
@@ -168,6 +173,7 @@ def _declare(L):
         "trt_module_num_graphs": (u32, [vp]),
         "trt_module_graph_name": (c.c_char_p, [vp, u32]),
         "trt_module_get_graph": (c.c_int, [vp, c.c_char_p, P(vp)]),
+        "trt_module_get_graph_with": (c.c_int, [vp, c.c_char_p, P(GraphOptions), P(vp)]),
         "trt_tgraph_destroy": (None, [vp]),
         "trt_tgraph_num_params": (u32, [vp]),
         "trt_tgraph_param": (c.c_int, [vp, u32, P(GraphValueInfo)]),
@@ -181,6 +187,8 @@ def _declare(L):
         "trt_tgraph_output_bytes": (c.c_int, [vp, u32, P(c.c_uint64)]),
         "trt_tgraph_run": (c.c_int, [vp, vp]),
         "trt_tgraph_num_kernels": (u32, [vp]),
+        "trt_tgraph_num_buffers": (u32, [vp]),
+        "trt_tgraph_buffer_bytes": (c.c_uint64, [vp, u32]),
     }
     for name, (res, args) in sigs.items():
         try:

@@ -69,10 +69,11 @@ class _Handle:
     """A graph compiled in one context, with the lock that makes one call at a time
     bind and run it (the C API's rule)."""
 
-    def __init__(self, module, name, ctx):
+    def __init__(self, module, name, ctx, options=None):
         self.ctx = ctx
         self.ptr = ctypes.c_void_p()
-        check(lib.trt_module_get_graph(module._handle(ctx), name.encode(), ctypes.byref(self.ptr)))
+        opts = ctypes.byref(options) if options is not None else None
+        check(lib.trt_module_get_graph_with(module._handle(ctx), name.encode(), opts, ctypes.byref(self.ptr)))
         self.lock = threading.Lock()
 
     def free(self):
@@ -88,10 +89,76 @@ class TensorGraph:
     from the dimensions of the tensors that name it, or given by name (T=16) where no
     parameter's dimension is that name alone."""
 
-    def __init__(self, module, name):
+    RECOMPUTE = ("save-all", "selective", "checkpoint")
+
+    def __init__(self, module, name, options=None):
         self.module, self.name = module, name
         self._handles = {}
         self._meta = None
+        self._options = options or {}   # recompute, memory_budget, sizes: the C API's texts
+        self._variants = {}
+
+    # ---- compile options (TrtGraphOptions) ---------------------------------------------------
+    @property
+    def options(self):
+        """The compile options this graph was made with (those not given are the graph's
+        own @recompute / @memory_budget settings): a dict of recompute, memory_budget and
+        sizes, as given to with_options."""
+        return dict(self._options)
+
+    def with_options(self, recompute=None, memory_budget=None, sizes=None):
+        """This graph compiled with other options (docs/GRAPHS.md "Recomputation"): the
+        recomputation policy ("save-all", "selective", "checkpoint"), a memory budget for
+        what the forward saves (bytes as an int or "2GiB", or a fraction of save-all's as
+        a float or "0.5"), and the sizes the budget is compared at ({"T": 4096}; a size
+        not given counts as 4096). The options change the graph's kernels; the call
+        binds sizes from its arguments as always. Graphs of equal options are one object;
+        the options are checked here (ValueError)."""
+        opts = dict(self._options)
+        if recompute is not None:
+            if recompute not in self.RECOMPUTE:
+                self._fail(ValueError, "recompute takes %s, got %r", ", ".join(self.RECOMPUTE), recompute)
+            opts["recompute"] = recompute
+        if memory_budget is not None:
+            if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, float, str)):
+                self._fail(TypeError, "memory_budget takes bytes (an int or a string such as '2GiB') or a "
+                           "fraction of save-all's (a float), got %s", _args.describe(memory_budget))
+            opts["memory_budget"] = repr(memory_budget) if isinstance(memory_budget, float) else str(memory_budget)
+        if sizes is not None:
+            for k, v in sizes.items():
+                if not str(k).isidentifier() or isinstance(v, bool) or not hasattr(v, "__index__") or v < 1:
+                    self._fail(ValueError, "sizes takes size names and positive integers, got %r: %r", k, v)
+            opts["sizes"] = ",".join("%s=%d" % (k, v) for k, v in sizes.items())
+        if opts == self._options:
+            return self
+        key = tuple(sorted(opts.items()))
+        g = self._variants.get(key)
+        if g is None:
+            g = TensorGraph(self.module, self.name, opts)
+            g._describe()   # compiled once here, so a bad budget fails now
+            self._variants[key] = g
+        return g
+
+    def _c_options(self):
+        if not self._options:
+            return None
+        o = self._options
+        enc = (lambda k: o[k].encode() if k in o else None)
+        return _lib.GraphOptions(enc("recompute"), enc("memory_budget"), enc("sizes"))
+
+    def plan_stats(self, device="cpu"):
+        """The compiled plan on a device ("cpu" or "cuda:N"; compiled there if not yet):
+        {"kernels": its kernel count, "buffers": the bytes of each buffer of its memory
+        plan as allocated by the last call (0 before the first)}."""
+        ctx = default_context(device) if self.module.context is None else self.module.context
+        h = self._handle(ctx).ptr
+        return {"kernels": lib.trt_tgraph_num_kernels(h),
+                "buffers": [lib.trt_tgraph_buffer_bytes(h, i) for i in range(lib.trt_tgraph_num_buffers(h))]}
+
+    def autograd(self, grads, loss=0):
+        """A torch.autograd.Function over this graph (tile.GraphFunction): see there."""
+        from ._autograd import GraphFunction
+        return GraphFunction(self, grads, loss)
 
     # ---- what the graph declares (compiled once in the CPU context) -------------------------
     def _describe(self):
@@ -132,10 +199,12 @@ class TensorGraph:
     def _handle(self, ctx):
         h = self._handles.get(ctx)
         if h is None:
-            h = self._handles[ctx] = _Handle(self.module, self.name, ctx)
+            h = self._handles[ctx] = _Handle(self.module, self.name, ctx, self._c_options())
         return h
 
     def _free(self):
+        for g in self._variants.values():
+            g._free()
         for h in self._handles.values():
             h.free()
         self._handles = {}
