@@ -155,7 +155,9 @@ if [ "$what" = issue41 ]; then
   # (TILE_SCHEDULE=0, TILE_PTRBLOCK=0: their own cache), after the examples' check
   : "${STEP_TIMEOUT:=200}"
   step examples build-gpu/tile-examples --device gpu examples
-  step triton_programs python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
+  # TILE_LOG_RECOMPILES=1: each variant built, and any tensor map refused at launch (the
+  # ragged GEMM's question: does its DIV8 variant run with TMA?)
+  step triton_programs env TILE_LOG_RECOMPILES=1 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so \
     --out "$OUT/triton_programs.md"
   step triton_programs_off env TILE_SCHEDULE=0 TILE_PTRBLOCK=0 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" \
     python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick --programs gemm,attention,fp8 \
