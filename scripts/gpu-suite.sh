@@ -153,7 +153,7 @@ if [ "$what" = issue41 ]; then
   # and in tile's pointer form, one process each (bench/triton_programs.py), with the
   # compiler's choices (the schedule, pointer loads as block copies) and without them
   # (TILE_SCHEDULE=0, TILE_PTRBLOCK=0: their own cache), after the examples' check
-  : "${STEP_TIMEOUT:=200}"
+  : "${STEP_TIMEOUT:=400}"
   step examples build-gpu/tile-examples --device gpu examples
   # TILE_LOG_RECOMPILES=1: each variant built, and any tensor map refused at launch (the
   # ragged GEMM's question: does its DIV8 variant run with TMA?)
