@@ -176,6 +176,11 @@ typedef struct Frame {     /* a graph, or one instance of a fn */
         uint32_t stride[2], pad[2];
         bool nhwc;
     } conv;
+    struct {               /* the keywords of the last attention checked */
+        bool window, gqa;
+        int64_t left, right;   /* the window; -1: that side unbounded */
+        IrSize heads;          /* gqa: q's heads (k's and v's repeated to them) */
+    } attn;
 } Frame;
 
 #define ERR(f, loc, ...) diag_error((f)->s->diags, (loc), __VA_ARGS__)
@@ -1129,7 +1134,66 @@ static bool attention_pair(Frame *f, Loc loc, const char *x, const GType *a, con
     return false;
 }
 
-/* attention(q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv], causal) -> [..., Lq, Dv]. */
+/* One side of attention's window: an integer literal, -1 (unbounded) or 0 up to 2^30. */
+static bool window_side(Frame *f, const AstExpr *e, int64_t *out)
+{
+    if (e->kind == AST_UNARY && e->op == '-' && e->lhs->kind == AST_INT && e->lhs->ival == 1) return *out = -1, true;
+    if (e->kind == AST_INT && e->ival <= (1u << 30)) return *out = (int64_t)e->ival, true;
+    ERR(f, e->loc, "each side of attention's window must be an integer literal, -1 (unbounded) or 0 up to 2^30");
+    return false;
+}
+
+/* window = [left, right]: query i sees the keys i + Lk - Lq - left up to i + Lk - Lq + right. */
+static bool attention_window(Frame *f, const AstExpr *e)
+{
+    f->attn.window = e != NULL;
+    f->attn.left = f->attn.right = -1;
+    if (!e) return true;
+    if (e->kind != AST_LIST || e->nargs != 2) {
+        ERR(f, e->loc, "the window of attention is a list of two integers [left, right]");
+        return false;
+    }
+    bool ok = window_side(f, e->args[0], &f->attn.left);
+    return window_side(f, e->args[1], &f->attn.right) && ok;
+}
+
+/* gqa = true: k and v of [..., Hkv, Lk, D] and q of [..., H, Lq, D], Hkv dividing H;
+ * t[1] and t[2] become k's and v's types repeated to H heads (query head h reads KV
+ * head h / (H / Hkv), as SDPA's enable_gqa). */
+static bool attention_gqa(Frame *f, const AstExpr *call, const AstExpr *e, const GType **t)
+{
+    f->attn.gqa = false;
+    if (!e) return true;
+    if (e->kind != AST_BOOL) {
+        ERR(f, e->loc, "gqa of attention must be true or false");
+        return false;
+    }
+    if (!(f->attn.gqa = e->ival != 0)) return true;
+    for (int i = 0; i < 3; i++)
+        if (t[i]->rank < 3) {
+            ERR(f, call->loc, "attention with gqa needs q, k and v of rank 3 or more ([..., heads, L, D]), not %s",
+                gt_shape(f->a, t[i]));
+            return false;
+        }
+    IrSize h = t[0]->dims[t[0]->rank - 3], hk = t[1]->dims[t[1]->rank - 3], hv = t[2]->dims[t[2]->rank - 3];
+    int64_t nh, nk;
+    if (!ir_size_eq(hk, hv) || !ir_size_is_const(h, &nh) || !ir_size_is_const(hk, &nk) || nk <= 0 || nh % nk) {
+        ERR(f, call->loc, "attention with gqa: the heads of k and v (%s and %s) must be one number that divides the "
+            "heads of q (%s), all known constants", ir_size_str(f->a, hk), ir_size_str(f->a, hv), ir_size_str(f->a, h));
+        return false;
+    }
+    f->attn.heads = h;
+    for (int i = 1; i < 3; i++) {
+        IrSize *d = arena_alloc(f->a, t[i]->rank * sizeof *d);
+        memcpy(d, t[i]->dims, t[i]->rank * sizeof *d);
+        d[t[i]->rank - 3] = h;
+        t[i] = gt_value(f->a, t[i]->elem, t[i]->lit, t[i]->rank, d);
+    }
+    return true;
+}
+
+/* attention(q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv], causal, scale, window, gqa)
+ * -> [..., Lq, Dv]. */
 static const GType *b_attention(Frame *f, const AstExpr *call, const AstExpr **args)
 {
     static const char *const names[] = {"q", "k", "v"};
@@ -1144,7 +1208,9 @@ static const GType *b_attention(Frame *f, const AstExpr *call, const AstExpr **a
             ERR(f, args[3]->loc, "causal must be a bool, not %s", gt_str(f->a, c));
     }
     if (args[4]) need_scalar(f, args[4], value_of(f, args[4]), "attention", "scale", true);
+    if (!attention_window(f, args[5])) return &poison;
     if (t[0]->kind != GT_VALUE || t[1]->kind != GT_VALUE || t[2]->kind != GT_VALUE) return &poison;
+    if (!attention_gqa(f, call, args[6], t)) return &poison;
     if (!attention_pair(f, call->loc, "q", t[0], "k", t[1], 1, 1, "head sizes") ||
         !attention_pair(f, call->loc, "k", t[1], "v", t[2], 2, 2, "sequence lengths"))
         return &poison;
@@ -1492,7 +1558,7 @@ static const Builtin graph_builtins[] = {
     {"concat", {"tensors", "axis"}, 2, 2, b_concat},
     {"split", {"t", "sizes", "axis"}, 3, 3, b_split},
     {"dropout", {"t", "p", "seed"}, 3, 3, b_dropout},
-    {"attention", {"q", "k", "v", "causal", "scale"}, 5, 3, b_attention},
+    {"attention", {"q", "k", "v", "causal", "scale", "window", "gqa"}, 7, 3, b_attention},
     {"conv2d", {"x", "w", "stride", "padding", "nhwc"}, 5, 2, b_conv2d},
     {"cross_entropy", {"logits", "labels", "ignore_index"}, 3, 2, b_cross_entropy},
     {"rope", {"x", "cos", "sin"}, 3, 3, b_rope},
@@ -1575,6 +1641,31 @@ static const GType *emit_concat(Frame *f, const AstExpr *call, const AstExpr **a
 }
 
 /* The operands of a built-in of graph_ops.def's family `fam`; their count. */
+/* v [..., Hkv, L, D] with each KV head repeated for its group of query heads: the view
+ * reshape(broadcast(reshape(v, [..., Hkv, 1, L, D]), [..., Hkv, G, L, D]), [..., H, L, D]),
+ * so the gradient of v is summed over each group (broadcast's rule). */
+static uint32_t gqa_repeat(Frame *f, Loc loc, uint32_t v)
+{
+    IrTensorType t = f->s->g->values.data[v].type;
+    int64_t h, hk;
+    ir_size_is_const(f->attn.heads, &h);
+    ir_size_is_const(t.dims[t.rank - 3], &hk);
+    IrSize *d1 = arena_alloc(f->a, (t.rank + 1) * sizeof *d1), *d2 = arena_alloc(f->a, (t.rank + 1) * sizeof *d2);
+    for (uint32_t i = 0, n = 0; i < t.rank; i++) {
+        d1[n] = d2[n] = t.dims[i];
+        if (++n == t.rank - 2) d1[n] = ir_size_const(1), d2[n] = ir_size_const(h / hk), n++;
+    }
+    IrSize *d3 = arena_alloc(f->a, t.rank * sizeof *d3);
+    memcpy(d3, t.dims, t.rank * sizeof *d3);
+    d3[t.rank - 3] = f->attn.heads;
+    const GType *r = emit(f, IR_GOP_RESHAPE, loc, &v, 1, gt_value(f->a, t.elem, 0, t.rank + 1, d1), NULL);
+    uint32_t x = r->vid - 1;
+    r = emit(f, IR_GOP_BROADCAST, loc, &x, 1, gt_value(f->a, t.elem, 0, t.rank + 1, d2), NULL);
+    x = r->vid - 1;
+    r = emit(f, IR_GOP_RESHAPE, loc, &x, 1, gt_value(f->a, t.elem, 0, t.rank, d3), NULL);
+    return r->vid - 1;
+}
+
 static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, const GType *t, uint32_t *in)
 {
     const GType *a0 = seen(f, args[0]);
@@ -1603,9 +1694,14 @@ static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, co
         return 3;
     case 'A':
         for (int i = 0; i < 3; i++) in[i] = arg_as(f, args[i], t->elem);
+        if (f->attn.gqa)
+            for (int i = 1; i < 3; i++) in[i] = gqa_repeat(f, args[i]->loc, in[i]);
         in[3] = args[3] ? arg_as(f, args[3], IR_I1) : const_val(f, args[0]->loc, IR_I1, 0, 0);
         in[4] = args[4] ? scalar_arg(f, args[4], true) : const_val(f, args[0]->loc, IR_F32, 1.0, 0);
-        return 5;
+        if (!f->attn.window) return 5;
+        in[5] = const_val(f, args[5]->loc, IR_I64, 0, f->attn.left);
+        in[6] = const_val(f, args[5]->loc, IR_I64, 0, f->attn.right);
+        return 7;
     case 'C':
         for (int i = 0; i < 2; i++) in[i] = arg_as(f, args[i], t->elem);
         return 2;
@@ -1811,7 +1907,7 @@ static const GType *emit_builtin(Frame *f, const AstExpr *call, const AstExpr **
         no_ir(f, call->loc, "of a built-in the graph IR does not have");
         return t;
     }
-    uint32_t in[5], op = 0, nin = builtin_operands(f, k, args, t, in);
+    uint32_t in[8], op = 0, nin = builtin_operands(f, k, args, t, in);
     const GType *r = emit(f, k, call->loc, in, nin, t, &op);
     if (!r->vid) return r;
     if (ir_gop_attr(k) == GA_AXIS) {

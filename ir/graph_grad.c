@@ -26,6 +26,7 @@
  */
 #include "graph_grad.h"
 
+#include <math.h>
 #include <string.h>
 
 #define LN2 0.69314718055994530942          /* log(2), for exp2 and log2 */
@@ -538,9 +539,75 @@ static void r_swiglu(Grad *G, const IrGOp *op)
     if (wants(G, op, 1)) give(G, op, 1, mul(G, d, mul(G, g, sg)));
 }
 
+/* 0, 1, ..., n - 1 as a [n, 1] (ax 0) or [1, n] (ax 1) tensor of element type e: a
+ * cumsum of ones (exact in f32 up to 2^24). */
+static uint32_t iota(Grad *G, IrElem e, IrSize n, uint32_t ax)
+{
+    IrSize *d = arena_alloc(G->a, 2 * sizeof *d);
+    d[ax] = n;
+    d[1 - ax] = ir_size_const(1);
+    uint32_t one = cst(G, e, 1.0), f = emit(G, IR_GOP_FULL, &one, 1, (IrTensorType){e, 2, d});
+    return sub(G, emit_axis(G, IR_GOP_CUMSUM, f, ax, ty(G, f)), kc(G, f, 1));
+}
+
+/* A size as a scalar of element type e. */
+static uint32_t size_as(Grad *G, IrSize s, IrElem e)
+{
+    uint32_t n = emit(G, IR_GOP_SIZE, NULL, 0, (IrTensorType){IR_I64, 0, NULL});
+    last_op(G)->attr.size = s;
+    return cast(G, n, e);
+}
+
+static uint32_t lor(Grad *G, uint32_t a, uint32_t b) { return bin_as(G, IR_GOP_LOR, a, b, IR_I1); }
+
+/* Which keys j each query i of an attention op sees, [Lq, Lk] (i1): with d = i + Lk - Lq
+ * (the diagonal, bottom-right aligned), j <= d when causal, and with a window (operands
+ * 5 and 6, -1 unbounded) d - left <= j <= d + right. */
+static uint32_t attn_visible(Grad *G, const IrGOp *op, IrElem e)
+{
+    IrTensorType tq = ty(G, op->in[0]), tk = ty(G, op->in[1]);
+    IrSize Lq = tq.dims[tq.rank - 2], Lk = tk.dims[tk.rank - 2];
+    uint32_t i = iota(G, e, Lq, 0), j = iota(G, e, Lk, 1);
+    uint32_t diag = add(G, i, sub(G, size_as(G, Lk, e), size_as(G, Lq, e))), zero = cst(G, e, 0);
+    uint32_t vis = lor(G, un(G, IR_GOP_NOT, op->in[3]), cmp(G, IR_GCMP_LE, j, diag));
+    if (op->nin < 7) return vis;
+    uint32_t wl = cast(G, op->in[5], e), wr = cast(G, op->in[6], e);
+    uint32_t lo = lor(G, cmp(G, IR_GCMP_LT, wl, zero), cmp(G, IR_GCMP_GE, j, sub(G, diag, wl)));
+    uint32_t hi = lor(G, cmp(G, IR_GCMP_LT, wr, zero), cmp(G, IR_GCMP_LE, j, add(G, diag, wr)));
+    return bin_as(G, IR_GOP_LAND, vis, bin_as(G, IR_GOP_LAND, lo, hi, IR_I1), IR_I1);
+}
+
+/* x summed over every axis. */
+static uint32_t sum_all(Grad *G, uint32_t x)
+{
+    while (ty(G, x).rank) x = reduce(G, IR_GOP_SUM, x, ty(G, x).rank - 1);
+    return x;
+}
+
+/* o = attention(q, k, v): the flash backward, P recomputed from Q and K (masked scores,
+ * their softmax; a query that sees no key has P = 0, as the forward's zeros):
+ * dV = P^T dO, dP = dO V^T, dS = P (dP - delta) with delta = rowsum(dO * O), dQ = dS K
+ * scale, dK = dS^T Q scale, dscale = sum(dS * Q K^T); each summed over the batch axes its
+ * operand was broadcast along (grouped-query attention's K and V are a broadcast, so
+ * their gradients are summed over the group there). */
+static void r_attention(Grad *G, const IrGOp *op)
+{
+    uint32_t d = dy(G, op), q = xin(G, op, 0), k = xin(G, op, 1), v = xin(G, op, 2);
+    IrElem e = ty(G, d).elem;
+    uint32_t sc = cast(G, xin(G, op, 4), e), qk = matmul(G, q, trans_last(G, k)), vis = attn_visible(G, op, e);
+    uint32_t s = sel(G, vis, mul(G, qk, sc), cst(G, e, -INFINITY)), last = ty(G, d).rank - 1;
+    uint32_t p = sel(G, vis, emit_axis(G, IR_GOP_SOFTMAX, s, ty(G, s).rank - 1, ty(G, s)), cst(G, e, 0));
+    uint32_t delta = reduce_keep(G, IR_GOP_SUM, mul(G, d, yout(G, op)), last);
+    uint32_t ds = mul(G, p, sub(G, matmul(G, d, trans_last(G, v)), delta));
+    if (wants(G, op, 0)) give(G, op, 0, mul(G, matmul(G, ds, k), sc));
+    if (wants(G, op, 1)) give(G, op, 1, mul(G, matmul(G, trans_last(G, ds), q), sc));
+    if (wants(G, op, 2)) give(G, op, 2, matmul(G, trans_last(G, p), d));
+    if (wants(G, op, 4)) give(G, op, 4, sum_all(G, mul(G, ds, qk)));
+}
+
 /* The rule of each op kind. r_none: the op carries no gradient (its results are not
  * floats, or it is constant almost everywhere). An op kind missing here has no rule yet
- * (rem, cumprod, attention, conv2d): grad through it is an error, never a wrong answer. */
+ * (rem, cumprod, conv2d): grad through it is an error, never a wrong answer. */
 static const GradRule rules[IR_GOP_COUNT] = {
     /* op                        rule */
     [IR_GOP_CONST] = r_none,     [IR_GOP_SIZE] = r_none,     [IR_GOP_FULL] = r_pass,
@@ -565,6 +632,7 @@ static const GradRule rules[IR_GOP_COUNT] = {
     [IR_GOP_BROADCAST] = r_pass, [IR_GOP_CONCAT] = r_concat, [IR_GOP_SPLIT] = r_split,
     [IR_GOP_DROPOUT] = r_dropout, [IR_GOP_CROSS_ENTROPY_ROWS] = r_cross_entropy,
     [IR_GOP_ROPE] = r_rope, [IR_GOP_SWIGLU] = r_swiglu, [IR_GOP_FOUND_INF] = r_none,
+    [IR_GOP_ATTENTION] = r_attention,
     [IR_GOP_RETURN] = r_none,
 };
 

@@ -418,13 +418,22 @@ static bool run_matmul(Run *R, IrGTensor *o)
     return true;
 }
 
-/* softmax(q @ trans(k) * scale [causal: key j sees query i when j <= i + Lk - Lq]) @ v;
- * a query that sees no key gives zeros. */
+/* Whether query i sees key j: with d = i + Lk - Lq (the diagonal, bottom-right aligned),
+ * j <= d when causal, d - wl <= j <= d + wr with a window (-1: that side unbounded). */
+static bool attn_sees(int64_t i, int64_t j, int64_t off, bool causal, int64_t wl, int64_t wr)
+{
+    int64_t d = i + off;
+    return !(causal && j > d) && !(wl >= 0 && j < d - wl) && !(wr >= 0 && j > d + wr);
+}
+
+/* softmax(q @ trans(k) * scale [masked: attn_sees]) @ v; a query that sees no key gives
+ * zeros. */
 static bool run_attention(Run *R, IrGTensor *o)
 {
     const IrGTensor *q = in(R, 0), *k = in(R, 1), *v = in(R, 2);
     bool causal = in(R, 3)->i[0] != 0;
     double scale = getf(in(R, 4), 0);
+    int64_t wl = R->op->nin == 7 ? geti(in(R, 5), 0) : -1, wr = R->op->nin == 7 ? geti(in(R, 6), 0) : -1;
     int64_t Lq = q->dims[q->rank - 2], D = q->dims[q->rank - 1], Lk = k->dims[k->rank - 2], Dv = v->dims[v->rank - 1];
     int64_t per = Lq * Dv, batches = per ? o->n / per : 0;
     uint32_t nb = o->rank - 2;
@@ -440,7 +449,7 @@ static bool run_attention(Run *R, IrGTensor *o)
             for (int64_t j = 0; j < Lk; j++) {
                 double d = 0;
                 for (int64_t c = 0; c < D; c++) d += q->f[qo + i * D + c] * k->f[ko + j * D + c];
-                s[j] = causal && j > i + Lk - Lq ? -INFINITY : d * scale;
+                s[j] = !attn_sees(i, j, Lk - Lq, causal, wl, wr) ? -INFINITY : d * scale;
                 m = fmax(m, s[j]);
             }
             for (int64_t j = 0; j < Lk; j++) sum += s[j] = m == -INFINITY ? 0 : exp(s[j] - m);

@@ -244,6 +244,9 @@ static bool check_pieces(const Chk *c, const IrTensorType *whole, bool split)
 
 static bool check_attention(const Chk *c)
 {
+    if (c->op->nin != 5 && c->op->nin != 7)
+        return FAILF(c, "attention takes 5 operands (q, k, v, causal, scale) or 7 (and a window's left and right), not %u",
+                     c->op->nin);
     const IrTensorType *q = in_t(c, 0), *k = in_t(c, 1), *v = in_t(c, 2);
     if (q->rank < 2 || k->rank < 2 || v->rank < 2 || !is_float(q) || q->elem != k->elem || q->elem != v->elem)
         return fail(c, "attention needs q, k, v float tensors of one element type and rank 2 or more");
@@ -253,6 +256,8 @@ static bool check_attention(const Chk *c)
     const IrTensorType *cz = in_t(c, 3);
     if (cz->rank || cz->elem != IR_I1) return fail(c, "the causal operand of attention must be an i1 scalar");
     if (!scalar_ok(c, 4, true, "scale")) return false;
+    if (c->op->nin == 7 && (!scalar_ok(c, 5, false, "window's left") || !scalar_ok(c, 6, false, "window's right")))
+        return false;
     uint32_t n1, n;
     const IrSize *b1, *b;
     if (!ir_broadcast_shapes(c->a, q->rank - 2, q->dims, k->rank - 2, k->dims, &n1, &b1) ||

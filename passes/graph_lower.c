@@ -1167,6 +1167,8 @@ static bool lower_scan(Low *L, Sig *s, const char *name)
 
 /* ---- attention: one program per query row, online softmax over key blocks ------------------ */
 
+static bool op_window(const Low *L, const IrGOp *op, int64_t *wl, int64_t *wr);
+
 static bool lower_attention(Low *L, Sig *s, const char *name)
 {
     const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
@@ -1205,7 +1207,11 @@ static bool lower_attention(Low *L, Sig *s, const char *name)
     fprintf(L->o, "    let qv = load(p%u + %s + dq, dmask, 0) as f32;\n", op->in[0], qo);
     fprintf(L->o, "    var m = -inf;\n    var l = 0.0;\n    var acc = zeros([%lld], f32);\n", (long long)bdv);
     fprintf(L->o, "    for j in range(0, %s, BN as i64) {\n        let kj = j + arange(0, BN);\n", Lk);
-    fprintf(L->o, "        let ok = (kj < %s) & ((kj <= i + %s - %s) | !%s);\n", Lk, Lk, Lq, causal);
+    int64_t wl, wr;
+    op_window(L, op, &wl, &wr);
+    fprintf(L->o, "        let ok = (kj < %s) & ((kj <= i + %s - %s) | !%s)%s%s;\n", Lk, Lk, Lq, causal,
+            wl >= 0 ? arena_printf(L->a, " & (kj >= i + %s - %s - %lld)", Lk, Lq, (long long)wl) : "",
+            wr >= 0 ? arena_printf(L->a, " & (kj <= i + %s - %s + %lld)", Lk, Lq, (long long)wr) : "");
     fprintf(L->o, "        let kt = load(p%u + %s + kj[:, None] * %lld + dq[None, :], ok[:, None] & dmask[None, :], 0) as f32;\n",
             op->in[1], ko, (long long)D);
     fprintf(L->o, "        let sc = where(ok, sum(kt * qv[None, :], 1) * (%s as f32), -inf);\n", scale);
@@ -1377,8 +1383,27 @@ static const char *diag_offset(Low *L, const char *Lk, const char *Lq)
     return strcmp(Lk, Lq) ? arena_printf(L->a, " + %s - %s", Lk, Lq) : "";
 }
 
+/* The attention op's window (operands 5 and 6, constants; -1 a side unbounded): false
+ * when it has none. */
+static bool op_window(const Low *L, const IrGOp *op, int64_t *wl, int64_t *wr)
+{
+    *wl = *wr = -1;
+    if (!op || op->nin < 7) return false;
+    const IrGOp *l = defop(L, op->in[5]), *r = defop(L, op->in[6]);
+    if (l && l->kind == IR_GOP_CONST) *wl = l->attr.c.i;
+    if (r && r->kind == IR_GOP_CONST) *wr = r->attr.c.i;
+    return *wl >= 0 || *wr >= 0;
+}
+
+static bool attn_window(const Low *L, const IrGAttention *A, int64_t *wl, int64_t *wr)
+{
+    return op_window(L, A->op == IR_GNONE ? NULL : &L->g->ops.data[A->op], wl, wr);
+}
+
 static int causal_const(const Low *L, const IrGAttention *A)
 {
+    int64_t wl, wr;
+    if (attn_window(L, A, &wl, &wr)) return -1;   /* every key block masked */
     const IrGOp *c = A->op == IR_GNONE ? NULL : defop(L, A->causal);
     if (A->op == IR_GNONE) return 0;
     return c && c->kind == IR_GOP_CONST ? c->attr.c.i != 0 : -1;
@@ -1402,8 +1427,12 @@ static double scale_positive(const Low *L, const IrGAttention *A)
 static void causal_select(Low *L, const IrGAttention *A, const char *Lk, const char *causal)
 {
     const IrTensorType *q = vt(L, A->q);
-    fprintf(L->o, "        let cz = ok & ((kj2 <= rm2%s) | !%s);\n", diag_offset(L, Lk, size_expr(L, q->dims[q->rank - 2])),
-            causal);
+    const char *off = diag_offset(L, Lk, size_expr(L, q->dims[q->rank - 2]));
+    int64_t wl, wr;
+    attn_window(L, A, &wl, &wr);
+    fprintf(L->o, "        let cz = ok & ((kj2 <= rm2%s) | !%s)%s%s;\n", off, causal,
+            wl >= 0 ? arena_printf(L->a, " & (kj2 >= rm2%s - (WL as i64))", off) : "",
+            wr >= 0 ? arena_printf(L->a, " & (kj2 <= rm2%s + (WR as i64))", off) : "");
 }
 
 /* K or V of a flash kernel as blocks of the 2-D tensor [Lk, W] of its key rows: when
@@ -1575,6 +1604,9 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
                           tma ? "3, ws: 1" : "2"));
     signature(L, s, name);
     IrSize nb = numel(L, o, 0, o->rank - 2);
+    int64_t wl, wr;
+    if (attn_window(L, A, &wl, &wr))   /* the window's sides as flash_attn_fwd.tile's consts */
+        fprintf(L->o, ", const WL: i32 = %lld, const WR: i32 = %lld", (long long)wl, (long long)wr);
     fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld)\n    grid(cdiv(%s, BM as i64) * %s)\n{\n", (long long)bm,
             (long long)bn, Lq, size_expr(L, nb));
     fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nqb = cdiv(%s, BM as i64);\n", Lq);

@@ -212,6 +212,20 @@ static const Case cases[] = {
      "  let y = rope(x, c, s);\n  return sum(sum(sum(y * t + y * y * y, 2), 1), 0);\n}", 3, ANY},
     {"swiglu (up broadcast)", "graph g(a: f64[3, 4], u: f64[4], t: f64[3, 4]) -> f64 {\n"
      "  let y = swiglu(a, u);\n  return sum(sum(y * t + y * y, 1), 0);\n}", 2, ANY},
+    {"attention (k and v broadcast over the batch, the scale)", "graph g(q: f64[2, 3, 4], k: f64[5, 4], v: f64[5, 3], sc: f64,\n"
+     "        t: f64[2, 3, 3]) -> f64 {\n"
+     "  let y = attention(q, k, v, scale = sc);\n  return sum(sum(sum(y * t + y * y, 2), 1), 0);\n}", 4, ANY},
+    {"attention causal (Lq < Lk, bottom-right aligned)", "graph g(q: f64[2, 3, 4], k: f64[2, 5, 4], v: f64[2, 5, 3],\n"
+     "        t: f64[2, 3, 3]) -> f64 {\n"
+     "  let y = attention(q, k, v, causal = true, scale = 0.7);\n  return sum(sum(sum(y * t + y * y, 2), 1), 0);\n}", 3, ANY},
+    {"attention causal (Lq > Lk: rows that see no key)", "graph g(q: f64[5, 4], k: f64[3, 4], v: f64[3, 2], t: f64[5, 2]) -> f64 {\n"
+     "  let y = attention(q, k, v, causal = true);\n  return sum(sum(y * t + y * y, 1), 0);\n}", 3, ANY},
+    {"attention gqa, causal with a window (dk, dv summed over each group)", "graph g(q: f64[2, 4, 5, 3], k: f64[2, 2, 6, 3],\n"
+     "        v: f64[2, 2, 6, 2], t: f64[2, 4, 5, 2]) -> f64 {\n"
+     "  let y = attention(q, k, v, causal = true, scale = 0.8, window = [2, -1], gqa = true);\n"
+     "  return sum(sum(sum(sum(y * t + y * y, 3), 2), 1), 0);\n}", 3, ANY},
+    {"attention window both sides, not causal", "graph g(q: f64[6, 4], k: f64[5, 4], v: f64[5, 3], t: f64[6, 3]) -> f64 {\n"
+     "  let y = attention(q, k, v, window = [1, 2]);\n  return sum(sum(y * t + y * y, 1), 0);\n}", 3, ANY},
     {"a Llama block's pieces", "graph g(x: f64[4, 6], w: f64[6], wg: f64[6, 5], wu: f64[6, 5], wo: f64[5, 7], c: f64[4, 3],\n"
      "        s: f64[4, 3], lab: i64[4]) -> f64 {\n"
      "  let h = rms_norm(x, w, 0.001);\n  let q = rope(h, c, s);\n"
