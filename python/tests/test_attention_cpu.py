@@ -1,8 +1,11 @@
 """tile.ops.attention on CPU torch tensors (the kernels in the interpreter) against a
 float64 reference: forward and gradients of each form (GQA, causal, windows, packed
 sequences with an empty one, Lq != Lk, head dim 96, bf16 and f16) at small odd shapes.
-Skipped where torch is not installed; tests/gpu/test_attention_ops_gpu.py is the same
-on the GPU against PyTorch's SDPA, with a training loop."""
+The _tma kernels (impl="tma": the interpreter runs them on CPU tensors) take the same
+forms and are compared with float64 and with the pointer kernels; then which impl
+"auto" picks and the errors of a forced one. Skipped where torch is not installed;
+tests/gpu/test_attention_ops_gpu.py is the same on the GPU against PyTorch's SDPA, with
+a training loop."""
 import math
 import sys
 import unittest
@@ -50,6 +53,8 @@ class AttentionCpu(unittest.TestCase):
         bound = 1.5e-2 * max(1.0, want.abs().max().item())
         self.assertLessEqual(err, bound, "%s: max error %.3g, bound %.3g" % (name, err, bound))
 
+    impl = "auto"
+
     def check(self, B, HQ, HKV, Lq, D, causal=False, window=(-1, -1), dtype=None, Lk=None):
         dtype = dtype or torch.bfloat16
         g = torch.Generator().manual_seed(0)
@@ -58,10 +63,53 @@ class AttentionCpu(unittest.TestCase):
         q, k, v, do = r(B, HQ, Lq, D), r(B, HKV, Lk, D), r(B, HKV, Lk, D), r(B, HQ, Lq, D)
         scale = 1 / math.sqrt(D)
         want = grads(lambda a, b, c: reference(a, b, c, causal, window, scale), [q, k, v], do.double())
-        got = grads(lambda a, b, c: tile.ops.attention(a, b, c, causal=causal, window=window), [q, k, v], do)
+        got = grads(lambda a, b, c: tile.ops.attention(a, b, c, causal=causal, window=window, impl=self.impl),
+                    [q, k, v], do)
         for name, a, b in zip(("O", "dQ", "dK", "dV"), got, want):
-            self.close("%s B%d HQ%d HKV%d Lq%d Lk%d D%d causal=%d window=%s" % (name, B, HQ, HKV, Lq, Lk, D, causal,
-                                                                                 window), a, b)
+            self.close("%s B%d HQ%d HKV%d Lq%d Lk%d D%d causal=%d window=%s impl=%s"
+                       % (name, B, HQ, HKV, Lq, Lk, D, causal, window, self.impl), a, b)
+        self.against_pointer(got, [q, k, v], do, dict(causal=causal, window=window))
+
+    def setUp(self):
+        """record the kernels the op launches (tile.ops._kernels' modules behind a spy)"""
+        self.launched = set()
+        real = tile.ops._kernels
+        launched = self.launched
+
+        class Spy:
+            def __init__(self, mod):
+                self.mod = mod
+
+            def __getattr__(self, name):
+                launched.add(name)
+                return getattr(self.mod, name)
+
+        tile.ops._kernels = lambda elem: tuple(Spy(m) for m in real(elem))
+        self.addCleanup(setattr, tile.ops, "_kernels", real)
+
+    def tearDown(self):
+        """each form ran the kernels of its impl: the _tma ones forward and backward, or
+        none of them"""
+        if not self.launched:
+            return
+        tma = {n for n in self.launched if "_tma" in n}
+        if self.impl == "tma":
+            self.assertTrue(tma >= {"attn_fwd_tma", "attn_bwd_dkdv_tma", "attn_bwd_dq_tma"}
+                            or tma >= {"attn_fwd_tma_varlen", "attn_bwd_dkdv_tma_varlen", "attn_bwd_dq_tma_varlen"},
+                            "impl='tma' launched %s" % sorted(self.launched))
+        else:
+            self.assertFalse(tma, "impl='auto' on CPU launched %s" % sorted(tma))
+
+    def against_pointer(self, got, inputs, do, kw):
+        """(the _tma run) the pointer kernels' results on the same inputs, within a
+        rounding of the 16-bit outputs"""
+        if self.impl != "tma":
+            return
+        ptr = grads(lambda a, b, c: tile.ops.attention(a, b, c, impl="pointer", **kw), inputs, do)
+        for name, a, b in zip(("O", "dQ", "dK", "dV"), got, ptr):
+            err = (a.double() - b.double()).abs().max().item()
+            self.assertLessEqual(err, 1e-2 * max(1.0, b.double().abs().max().item()),
+                                 "%s: tma against pointer %.3g (%s)" % (name, err, kw))
 
     def test_gqa_causal(self):
         self.check(2, 4, 2, 45, 64, causal=True)
@@ -71,6 +119,12 @@ class AttentionCpu(unittest.TestCase):
 
     def test_head_dim_96_f16(self):
         self.check(1, 2, 2, 37, 96, causal=True, window=(20, -1), dtype=torch.float16)
+
+    def test_blocks(self):
+        """lengths past one block of the _tma kernels (128 query rows forward and dQ,
+        128 keys dK/dV): unmasked middle blocks, causal tails, a window cutting blocks"""
+        self.check(1, 2, 1, 300, 64, causal=True)
+        self.check(1, 2, 2, 260, 64, window=(70, 20))
 
     def test_lengths_differ(self):
         self.check(2, 2, 1, 30, 64, causal=True, Lk=70)
@@ -93,18 +147,68 @@ class AttentionCpu(unittest.TestCase):
             return torch.cat(outs, 0)
 
         want = grads(ref, [q, k, v], do.double())
-        got = grads(lambda a, b, c: tile.ops.attention(a, b, c, causal=True, window=window, cu_seqlens_q=cu_q,
-                                                       cu_seqlens_k=cu_k), [q, k, v], do)
+        kw = dict(causal=True, window=window, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+        got = grads(lambda a, b, c: tile.ops.attention(a, b, c, impl=self.impl, **kw), [q, k, v], do)
         for name, a, b in zip(("O", "dQ", "dK", "dV"), got, want):
             self.close("varlen " + name, a, b)
+        self.against_pointer(got, [q, k, v], do, kw)
 
     def test_errors(self):
+        if self.impl != "auto":
+            return
         q = torch.zeros(1, 3, 16, 64, dtype=torch.bfloat16)
         with self.assertRaisesRegex(ValueError, "3 query heads are not a multiple of 2"):
             tile.ops.attention(q, torch.zeros(1, 2, 16, 64, dtype=torch.bfloat16),
                                torch.zeros(1, 2, 16, 64, dtype=torch.bfloat16))
         with self.assertRaisesRegex(TypeError, "bfloat16 or all float16"):
             tile.ops.attention(q.float(), q.float(), q.float())
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class AttentionTmaCpu(AttentionCpu):
+    """every form of AttentionCpu through the _tma kernels (forced: the interpreter runs
+    them), each also against the pointer kernels"""
+    impl = "tma"
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class AttentionImpl(unittest.TestCase):
+    """which kernels impl="auto" picks, and why a forced impl="tma" cannot run"""
+
+    def test_auto_on_cpu_is_pointer(self):
+        self.assertEqual(tile.ops._choose("auto", torch.zeros(1, 1, 1, 64), 64), "pointer")
+        self.assertEqual(tile.ops._choose("tma", torch.zeros(1, 1, 1, 64), 64), "tma")
+        self.assertEqual(tile.ops._choose("pointer", torch.zeros(1, 1, 1, 64), 64), "pointer")
+
+    def test_head_dims(self):
+        for dh, ok in ((64, True), (128, True), (96, True), (40, True), (32, False), (100, False),
+                       (256, False), (136, False)):
+            why = tile.ops._tma_refusal(torch.zeros(1), dh)
+            self.assertEqual(why is None, ok, "head dim %d: %s" % (dh, why))
+
+    def test_forced_errors(self):
+        z = lambda *s: torch.zeros(*s, dtype=torch.bfloat16)
+        with self.assertRaisesRegex(ValueError, "impl='tma' cannot run: .*head dims that are multiples of 8.*not 256"):
+            tile.ops.attention(z(1, 2, 16, 256), z(1, 2, 16, 256), z(1, 2, 16, 256), impl="tma")
+        with self.assertRaisesRegex(ValueError, "impl is one of"):
+            tile.ops.attention(z(1, 2, 16, 64), z(1, 2, 16, 64), z(1, 2, 16, 64), impl="fast")
+        # q at an offset of 2 bytes: contiguous, but not 16-byte aligned
+        buf = z(1 + 2 * 16 * 64)
+        q = buf[1:].view(1, 2, 16, 64)
+        with self.assertRaisesRegex(ValueError, "impl='tma' cannot run: q not 16-byte aligned"):
+            tile.ops.attention(q, z(1, 2, 16, 64), z(1, 2, 16, 64), impl="tma")
+        self.assertEqual(tile.ops._aligned("tma", False, (("q", q),)), "pointer")   # auto: the pointer kernels
+
+    def test_misaligned_do(self):
+        """a dO view off 16 bytes is copied for the _tma backward"""
+        g = torch.Generator().manual_seed(3)
+        r = lambda *s: torch.randn(*s, generator=g).to(torch.bfloat16)
+        q, k, v = r(1, 2, 20, 64), r(1, 2, 20, 64), r(1, 2, 20, 64)
+        do = r(1 + 2 * 20 * 64)[1:].view(1, 2, 20, 64)
+        a = grads(lambda x, y, z: tile.ops.attention(x, y, z, impl="tma"), [q, k, v], do)
+        b = grads(lambda x, y, z: tile.ops.attention(x, y, z, impl="pointer"), [q, k, v], do)
+        for x, y in zip(a, b):
+            self.assertLessEqual((x.double() - y.double()).abs().max().item(), 1e-2)
 
 
 if __name__ == "__main__":

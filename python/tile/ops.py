@@ -8,8 +8,10 @@
 attention is a drop-in for torch.nn.functional.scaled_dot_product_attention with
 autograd: the forward runs examples/flash_attn_fwd.tile and saves O and the logsumexp,
 the backward runs examples/flash_attn_bwd.tile (delta = rowsum(dO * O) by its
-preprocess kernel, then dK/dV and dQ). docs/PYTHON.md has the details. torch is
-imported on first use only."""
+preprocess kernel, then dK/dV and dQ). On a GPU of compute capability 9.x it runs the
+_tma kernels (TMA rings, a producer warpgroup: the fast ones on sm_90a) where the
+layout allows, the plain pointer kernels elsewhere; impl="tma" / "pointer" forces one.
+docs/PYTHON.md has the details. torch is imported on first use only."""
 import math
 import re
 from pathlib import Path
@@ -93,8 +95,74 @@ def _check_heads(hq, hkv, what):
     return hq // hkv
 
 
+IMPLS = ("auto", "tma", "pointer")
+
+
+def _tma_refusal(q, dh):
+    """Why the _tma kernels cannot take q's device and head dim (None: they can). They
+    read Q, K, V and dO as blocks of [rows, DH] tensors, by TMA on sm_90a: rows of 16
+    bytes or more (DH a multiple of 8), tiles of 64 or 128 columns (their block sizes,
+    BM = BN = 128 forward, are for those; 256 would not fit shared memory). On CPU
+    tensors the interpreter runs them (the same program, plain loads)."""
+    if q.device.type == "cuda":
+        import torch
+        cc = torch.cuda.get_device_capability(q.device)
+        if cc[0] != 9:
+            return ("the _tma kernels are for compute capability 9.x (sm_90a: TMA, wgmma, a producer "
+                    "warpgroup); %s is %d.%d" % (q.device, cc[0], cc[1]))
+    elif q.device.type != "cpu":
+        return "the _tma kernels run on CUDA devices of compute capability 9.x or CPU tensors, not %s" % q.device
+    if dh % 8 or _tile_width(dh) not in (64, 128):
+        return ("the _tma kernels take head dims that are multiples of 8 from 40 to 128 (rows of 16-byte "
+                "multiples, tiles of 64 or 128 columns), not %d" % dh)
+    return None
+
+
+def _misaligned(ts):
+    """The names of the tensors whose data is not 16-byte aligned (TMA's tensor maps need
+    it; a view at an odd storage offset)."""
+    return [n for n, t in ts if t.data_ptr() % 16]
+
+
+def _choose(impl, q, dh):
+    """"tma" or "pointer" for impl "auto", "tma" or "pointer": auto takes the _tma kernels
+    on a CUDA device of compute capability 9.x where _tma_refusal has nothing to say;
+    tma raises ValueError with the reason where it cannot run."""
+    if impl not in IMPLS:
+        raise ValueError("tile.ops.attention: impl is one of %s, got %r" % (", ".join(map(repr, IMPLS)), impl))
+    if impl == "pointer":
+        return "pointer"
+    why = _tma_refusal(q, dh)
+    if impl == "tma":
+        if why:
+            raise ValueError("tile.ops.attention: impl='tma' cannot run: " + why)
+        return "tma"
+    return "tma" if why is None and q.device.type == "cuda" else "pointer"
+
+
+def _aligned(impl, forced, ts):
+    """impl, or "pointer" when a tensor of ts is not 16-byte aligned (auto); forced
+    (impl='tma' given) raises instead."""
+    if impl != "tma":
+        return impl
+    bad = _misaligned(ts)
+    if bad and forced:
+        raise ValueError("tile.ops.attention: impl='tma' cannot run: %s not 16-byte aligned (TMA's tensor maps "
+                         "need it; a view at an odd storage offset: clone it)" % ", ".join(bad))
+    return "pointer" if bad else impl
+
+
+def _aligned_copy(t):
+    """t, or a copy of it at a fresh (aligned) address when it is not 16-byte aligned."""
+    return t.clone() if t.data_ptr() % 16 else t
+
+
 # ---- the padded form: (B, H, L, D), one length --------------------------------------------
-def _forward_padded(q, k, v, causal, window, scale):
+def _forward_padded(q, k, v, causal, window, scale, impl):
+    """impl "tma": attn_fwd_tma on the heads as rows of one [B * H * L, DH] tensor (the
+    contiguous (B, H, L, DH) tensors are that), rows = k's B * HKV * L; its @autotune
+    default is bench/attention.py's tma+ws+rot:128,128,8,2 (a producer warpgroup, the
+    softmax under P V)."""
     import torch
     B, HQ, L, DH = q.shape
     group = _check_heads(HQ, k.shape[1], "q and k")
@@ -103,11 +171,16 @@ def _forward_padded(q, k, v, causal, window, scale):
     lse = torch.empty((B * HQ, L), device=q.device, dtype=torch.float32)
     c = _consts(DH, causal, window, group)
     if B * HQ and L:
-        fwd.attn_fwd(o, lse, q, k, v, B * HQ, L, scale, L * DH, DH, **c, **_fwd_cfg(c["D"]))
+        if impl == "tma":
+            fwd.attn_fwd_tma(o, lse, q, k, v, B * HQ, L, scale, DH, B * k.shape[1] * L, **c)
+        else:
+            fwd.attn_fwd(o, lse, q, k, v, B * HQ, L, scale, L * DH, DH, **c, **_fwd_cfg(c["D"]))
     return o, lse
 
 
-def _backward_padded(do, q, k, v, o, lse, causal, window, scale):
+def _backward_padded(do, q, k, v, o, lse, causal, window, scale, impl):
+    """impl "tma": attn_bwd_dkdv_tma and attn_bwd_dq_tma at their @launch defaults
+    (bench/attention.py's tma:64,128,8/128,64,8, 3 stages, a producer warpgroup)."""
     import torch
     B, HQ, L, DH = q.shape
     group = HQ // k.shape[1]
@@ -117,9 +190,14 @@ def _backward_padded(do, q, k, v, o, lse, causal, window, scale):
     if B * HQ and L:
         delta = torch.empty((B * HQ, L), device=q.device, dtype=torch.float32)
         bwd.attn_bwd_preprocess(delta, o, do, B * HQ, L, L * DH, DH, D=c["D"], DH=DH)
-        kv_cfg, q_cfg = _bwd_cfg(c["D"])
-        bwd.attn_bwd_dkdv(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **kv_cfg)
-        bwd.attn_bwd_dq(dq, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **q_cfg)
+        if impl == "tma":
+            rows = B * k.shape[1] * L
+            bwd.attn_bwd_dkdv_tma(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c)
+            bwd.attn_bwd_dq_tma(dq, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c)
+        else:
+            kv_cfg, q_cfg = _bwd_cfg(c["D"])
+            bwd.attn_bwd_dkdv(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **kv_cfg)
+            bwd.attn_bwd_dq(dq, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **q_cfg)
     else:
         dk.zero_()
         dv.zero_()
@@ -144,6 +222,50 @@ def _forward_varlen(q, k, v, cu_q, cu_k, max_q, causal, window, scale):
         fwd.attn_fwd_varlen(o, lse, q, k, v, cu_q, cu_k, max_q, B, HQ, total_q, scale,
                             HQ * DH, DH, k.shape[1] * DH, DH, **c, **_fwd_cfg(c["D"]))
     return o, lse
+
+
+def _forward_varlen_tma(qh, kh, vh, cu_q, cu_k, max_q, causal, window, scale):
+    """attn_fwd_tma_varlen on head-major tensors: qh (HQ, total_q, DH) and kh, vh (HKV,
+    total_k, DH), contiguous (the heads one after the other: rows_q = HQ * total_q, rows =
+    HKV * total_k); returns oh (HQ, total_q, DH) and lse [HQ, total_q]."""
+    import torch
+    HQ, total_q, DH = qh.shape
+    HKV, total_k = kh.shape[0], kh.shape[1]
+    group = _check_heads(HQ, HKV, "q and k")
+    fwd, _ = _kernels(_elem(qh, kh, vh))
+    B = cu_q.numel() - 1
+    oh = torch.zeros_like(qh)
+    lse = torch.full((HQ, total_q), math.inf, device=qh.device, dtype=torch.float32)
+    c = _consts(DH, causal, window, group)
+    if B > 0 and max_q > 0 and HQ:
+        fwd.attn_fwd_tma_varlen(oh, lse, qh, kh, vh, cu_q, cu_k, max_q, B, HQ, total_q, total_k, scale,
+                                HQ * total_q, HKV * total_k, **c)
+    return oh, lse
+
+
+def _backward_varlen_tma(doh, qh, kh, vh, oh, lse, cu_q, cu_k, max_q, causal, window, scale):
+    """The _tma_varlen backward on _forward_varlen_tma's layouts; dO head-major too.
+    Returns dQ, dK, dV head-major."""
+    import torch
+    HQ, total_q, DH = qh.shape
+    HKV, total_k = kh.shape[0], kh.shape[1]
+    _, bwd = _kernels(_elem(qh, kh, vh))
+    B = cu_q.numel() - 1
+    c = _consts(DH, causal, window, HQ // HKV)
+    dqh, dkh, dvh = torch.zeros_like(qh), torch.zeros_like(kh), torch.zeros_like(vh)
+    max_k = _lengths_max(cu_k)
+    if B > 0 and HQ and total_q:
+        # delta [HQ, total_q] of the head-major rows: BH = HQ, L = total_q
+        delta = torch.empty((HQ, total_q), device=qh.device, dtype=torch.float32)
+        bwd.attn_bwd_preprocess(delta, oh, doh, HQ, total_q, total_q * DH, DH, D=c["D"], DH=DH)
+        rows_q, rows = HQ * total_q, HKV * total_k
+        if max_k > 0:
+            bwd.attn_bwd_dkdv_tma_varlen(dkh, dvh, qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_k, B, HQ, total_q,
+                                         total_k, scale, rows_q, rows, **c)
+        if max_q > 0:
+            bwd.attn_bwd_dq_tma_varlen(dqh, qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_q, B, HQ, total_q,
+                                       total_k, scale, rows_q, rows, **c)
+    return dqh, dkh, dvh
 
 
 def _backward_varlen(do, q, k, v, o, lse, cu_q, cu_k, max_q, causal, window, scale):
@@ -176,39 +298,59 @@ def _function():
         import torch
 
         class Attention(torch.autograd.Function):
-            """forward(q, k, v, causal, window, scale, cu_q, cu_k, max_q) -> o; saves O
-            and the logsumexp; backward runs the backward kernels."""
+            """forward(q, k, v, causal, window, scale, cu_q, cu_k, max_q, impl, forced) -> o;
+            saves O and the logsumexp; backward runs the backward kernels of the same
+            impl ("tma" or "pointer"; forced: impl='tma' was given, so a misaligned
+            tensor is an error instead of the pointer kernels)."""
 
             @staticmethod
-            def forward(ctx, q, k, v, causal, window, scale, cu_q, cu_k, max_q):
+            def forward(ctx, q, k, v, causal, window, scale, cu_q, cu_k, max_q, impl, forced):
                 # the kernels take rows of DH contiguous elements, heads and tokens
-                # (or sequences) at the strides of a contiguous tensor
-                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+                # (or sequences) at the strides of a contiguous tensor; the packed _tma
+                # kernels take the heads one after the other ((H, total, DH): a copy,
+                # none when the caller's tensors are head-major views)
+                if cu_q is not None and impl == "tma":
+                    q, k, v = (_aligned_copy(t.transpose(0, 1).contiguous()) for t in (q, k, v))
+                else:
+                    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+                    impl = _aligned(impl, forced, (("q", q), ("k", k), ("v", v)))
                 if cu_q is None:
-                    o, lse = _forward_padded(q, k, v, causal, window, scale)
+                    o, lse = _forward_padded(q, k, v, causal, window, scale, impl)
+                    out = o
+                elif impl == "tma":
+                    o, lse = _forward_varlen_tma(q, k, v, cu_q, cu_k, max_q, causal, window, scale)
+                    out = o.transpose(0, 1)
                 else:
                     o, lse = _forward_varlen(q, k, v, cu_q, cu_k, max_q, causal, window, scale)
+                    out = o
                 ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
-                ctx.args = (causal, window, scale, max_q)
-                return o
+                ctx.args = (causal, window, scale, max_q, impl)
+                return out
 
             @staticmethod
             def backward(ctx, do):
                 q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
-                causal, window, scale, max_q = ctx.args
-                do = do.contiguous()
+                causal, window, scale, max_q, impl = ctx.args
                 if cu_q is None:
-                    dq, dk, dv = _backward_padded(do, q, k, v, o, lse, causal, window, scale)
+                    do = do.contiguous()
+                    if impl == "tma":
+                        do = _aligned_copy(do)
+                    dq, dk, dv = _backward_padded(do, q, k, v, o, lse, causal, window, scale, impl)
+                elif impl == "tma":
+                    do = _aligned_copy(do.transpose(0, 1).contiguous())
+                    dq, dk, dv = (t.transpose(0, 1) for t in _backward_varlen_tma(
+                        do, q, k, v, o, lse, cu_q, cu_k, max_q, causal, window, scale))
                 else:
+                    do = do.contiguous()
                     dq, dk, dv = _backward_varlen(do, q, k, v, o, lse, cu_q, cu_k, max_q, causal, window, scale)
-                return dq, dk, dv, None, None, None, None, None, None
+                return dq, dk, dv, None, None, None, None, None, None, None, None
 
         _Function = Attention
     return _Function
 
 
 def attention(q, k, v, causal=False, window=(-1, -1), scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
-              max_seqlen=None):
+              max_seqlen=None, impl="auto"):
     """softmax(scale * q k^T + mask) v, differentiable in q, k and v.
 
     q: (B, HQ, Lq, D) and k, v: (B, HKV, Lk, D), as scaled_dot_product_attention takes
@@ -221,7 +363,12 @@ def attention(q, k, v, causal=False, window=(-1, -1), scale=None, cu_seqlens_q=N
     at the bottom right, as FlashAttention; the same as SDPA's is_causal when Lq == Lk).
     window = (left, right): query i sees keys from i + Lk - Lq - left to i + Lk - Lq +
     right, -1 unbounded (right is 0 with causal). A query that sees no key gets 0 (SDPA
-    gives NaN there). scale: 1 / sqrt(D) when None."""
+    gives NaN there). scale: 1 / sqrt(D) when None.
+    impl: "auto" runs the _tma kernels (TMA, a producer warpgroup) on CUDA tensors of a
+    device of compute capability 9.x with D a multiple of 8 from 40 to 128 and 16-byte
+    aligned data, the pointer kernels otherwise; "tma" forces them (ValueError saying why
+    where they cannot run; on CPU tensors the interpreter runs them), "pointer" the
+    pointer kernels. The same results either way (up to the order of f32 sums)."""
     import torch
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
@@ -231,6 +378,8 @@ def attention(q, k, v, causal=False, window=(-1, -1), scale=None, cu_seqlens_q=N
     if k.shape != v.shape:
         raise ValueError("tile.ops.attention: k and v differ in shape: %s and %s" % (tuple(k.shape), tuple(v.shape)))
     fn = _function()
+    forced = impl == "tma"
+    impl = _choose(impl, q, q.shape[-1])
     if cu_seqlens_q is None:
         if q.dim() != 4 or k.dim() != 4 or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
             raise ValueError("tile.ops.attention: q (B, H, L, D) and k, v (B, H', L', D) expected, got %s and %s"
@@ -238,13 +387,17 @@ def attention(q, k, v, causal=False, window=(-1, -1), scale=None, cu_seqlens_q=N
         B, HQ, Lq, D = q.shape
         Lk = k.shape[2]
         if Lq == Lk:
-            return fn.apply(q, k, v, causal, window, float(scale), None, None, None)
+            return fn.apply(q, k, v, causal, window, float(scale), None, None, None, impl, forced)
         # lengths that differ: the packed kernels on the batch as B sequences (autograd
-        # carries the gradients through the reshapes)
+        # carries the gradients through the reshapes); for the _tma ones (which take the
+        # heads one after the other) views of head-major copies, which they take as is
         cu_q = torch.arange(0, B + 1, device=q.device, dtype=torch.int32) * Lq
         cu_k = torch.arange(0, B + 1, device=q.device, dtype=torch.int32) * Lk
-        o = fn.apply(q.transpose(1, 2).reshape(B * Lq, HQ, D), k.transpose(1, 2).reshape(B * Lk, -1, D),
-                     v.transpose(1, 2).reshape(B * Lk, -1, D), causal, window, float(scale), cu_q, cu_k, Lq)
+        if impl == "tma":
+            pack = lambda t: t.transpose(0, 1).reshape(t.shape[1], -1, D).transpose(0, 1)
+        else:
+            pack = lambda t: t.transpose(1, 2).reshape(-1, t.shape[1], D)
+        o = fn.apply(pack(q), pack(k), pack(v), causal, window, float(scale), cu_q, cu_k, Lq, impl, forced)
         return o.reshape(B, Lq, HQ, D).transpose(1, 2)
     if q.dim() != 3 or k.dim() != 3 or q.shape[2] != k.shape[2]:
         raise ValueError("tile.ops.attention: packed q (total, H, D) and k, v (total, H', D) expected, got %s and %s"
@@ -255,4 +408,4 @@ def attention(q, k, v, causal=False, window=(-1, -1), scale=None, cu_seqlens_q=N
         raise ValueError("tile.ops.attention: cu_seqlens_q and cu_seqlens_k must both have B + 1 entries")
     if max_seqlen is None:
         max_seqlen = _lengths_max(cu_q)
-    return fn.apply(q, k, v, causal, window, float(scale), cu_q, cu_k, int(max_seqlen))
+    return fn.apply(q, k, v, causal, window, float(scale), cu_q, cu_k, int(max_seqlen), impl, forced)

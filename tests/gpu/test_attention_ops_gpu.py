@@ -2,7 +2,11 @@
 forward and gradients first against a float64 reference (the same math in float64 on
 the bf16 inputs, on the GPU), then against SDPA in bf16 with the same tolerance
 SDPA's own result meets, and a tiny training loop whose loss falls as SDPA's does from
-the same seed. Exits 77 (skipped) without torch or a CUDA device.
+the same seed. Each through both kernel families: impl="pointer" (the plain pointer
+kernels) and impl="tma" (the _tma kernels, on a device of compute capability 9.x; the
+forms they do not take, head dim 256, run as impl="auto", which must pick the pointer
+kernels there), and impl="auto" must pick the _tma ones on 9.x. Exits 77 (skipped)
+without torch or a CUDA device.
 
     TILE_LIB=build-gpu/runtime/libtileRT.so python3 tests/gpu/test_attention_ops_gpu.py -v
 
@@ -96,7 +100,69 @@ def rand(*shape, dtype=torch.bfloat16):
     return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype)
 
 
+HOPPER = torch.cuda.get_device_capability()[0] == 9
+
+
+class Launched:
+    """the kernels tile.ops launches (its modules behind a spy), to check which family ran"""
+
+    def __init__(self):
+        self.names = set()
+
+    def __enter__(self):
+        real, names = tile.ops._kernels, self.names
+
+        class Spy:
+            def __init__(self, mod):
+                self.mod = mod
+
+            def __getattr__(self, name):
+                names.add(name)
+                return getattr(self.mod, name)
+
+        self.real = real
+        tile.ops._kernels = lambda elem: tuple(Spy(m) for m in real(elem))
+        return self
+
+    def __exit__(self, *exc):
+        tile.ops._kernels = self.real
+
+    def tma(self):
+        return {n for n in self.names if "_tma" in n}
+
+
 class Forms(unittest.TestCase):
+    impl = "pointer"
+
+    def impl_for(self, D):
+        """this class's impl, or "auto" where the _tma kernels do not take the head dim
+        (auto must then run the pointer kernels)"""
+        if self.impl == "tma" and tile.ops._tma_refusal(torch.zeros(1, device=DEV), D):
+            return "auto"
+        return self.impl
+
+    def attention(self, *args, **kw):
+        """tile.ops.attention with this class's impl, checking the kernels it ran"""
+        impl = self.impl_for(args[0].shape[-1])
+        with Launched() as seen:
+            o = tile.ops.attention(*args, impl=impl, **kw)
+            o.backward = self.spied_backward(o, seen, impl)
+        return o
+
+    def spied_backward(self, o, seen, impl):
+        run = o.backward
+
+        def backward(*a, **kw):
+            with Launched() as bseen:
+                run(*a, **kw)
+            names = seen.names | bseen.names
+            tma = {n for n in names if "_tma" in n}
+            if impl == "tma":
+                self.assertEqual(len(tma), 3, "impl='tma' launched %s" % sorted(names))
+            else:
+                self.assertFalse(tma, "impl=%r launched %s" % (impl, sorted(tma)))
+        return backward
+
     def padded(self, B, HQ, HKV, L, D, causal=False, window=(-1, -1), dtype=torch.bfloat16, Lk=None):
         torch.manual_seed(0)
         Lk = Lk or L
@@ -104,7 +170,7 @@ class Forms(unittest.TestCase):
         do = rand(B, HQ, L, D, dtype=dtype)
         scale = 1 / math.sqrt(D)
         want = grads(lambda a, b, c: reference(a, b, c, causal, window, scale), [q, k, v], do.double())
-        got = grads(lambda a, b, c: tile.ops.attention(a, b, c, causal=causal, window=window), [q, k, v], do)
+        got = grads(lambda a, b, c: self.attention(a, b, c, causal=causal, window=window), [q, k, v], do)
         # the peer: SDPA in the same dtype, where it has the form (equal lengths, or no
         # mask; a window as an explicit mask)
         peer = [None] * 4
@@ -113,8 +179,8 @@ class Forms(unittest.TestCase):
             peer = grads(lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(
                 a, b.repeat_interleave(g, 1), c.repeat_interleave(g, 1), is_causal=causal), [q, k, v], do)
         for name, a, b, p in zip(("O", "dQ", "dK", "dV"), got, want, peer):
-            Close.check(self, "%s (B%d HQ%d HKV%d L%d Lk%d D%d causal=%d window=%s %s)"
-                        % (name, B, HQ, HKV, L, Lk, D, causal, window, dtype, ), a, b, p)
+            Close.check(self, "%s (B%d HQ%d HKV%d L%d Lk%d D%d causal=%d window=%s %s impl=%s)"
+                        % (name, B, HQ, HKV, L, Lk, D, causal, window, dtype, self.impl_for(D)), a, b, p)
 
     def test_plain(self):
         self.padded(2, 4, 4, 200, 64)
@@ -153,10 +219,11 @@ class Forms(unittest.TestCase):
         scale = 1 / math.sqrt(D)
         cq, ck = cu_q.tolist(), cu_k.tolist()
         want = grads(lambda a, b, c: reference_varlen(a, b, c, cq, ck, causal, window, scale), [q, k, v], do.double())
-        got = grads(lambda a, b, c: tile.ops.attention(a, b, c, causal=causal, window=window, cu_seqlens_q=cu_q,
-                                                       cu_seqlens_k=cu_k, max_seqlen=max(lq)), [q, k, v], do)
+        got = grads(lambda a, b, c: self.attention(a, b, c, causal=causal, window=window, cu_seqlens_q=cu_q,
+                                                   cu_seqlens_k=cu_k, max_seqlen=max(lq)), [q, k, v], do)
         for name, a, b in zip(("O", "dQ", "dK", "dV"), got, want):
-            Close.check(self, "%s varlen %s/%s causal=%d window=%s" % (name, lq, lk, causal, window), a, b)
+            Close.check(self, "%s varlen %s/%s causal=%d window=%s impl=%s" % (name, lq, lk, causal, window,
+                                                                                self.impl), a, b)
 
     def test_varlen(self):
         self.varlen([300, 0, 77, 1, 129], [300, 0, 77, 1, 129], 8, 2, 128, causal=True)
@@ -169,12 +236,52 @@ class Forms(unittest.TestCase):
         """the padded and packed kernels give the same O on the same batch"""
         torch.manual_seed(2)
         q, k, v = rand(3, 8, 160, 128), rand(3, 2, 160, 128), rand(3, 2, 160, 128)
-        o = tile.ops.attention(q, k, v, causal=True, window=(70, -1))
+        o = tile.ops.attention(q, k, v, causal=True, window=(70, -1), impl=self.impl)
         cu = torch.arange(0, 4, device=DEV, dtype=torch.int32) * 160
         pack = lambda t: t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[3])
         ov = tile.ops.attention(pack(q), pack(k), pack(v), causal=True, window=(70, -1), cu_seqlens_q=cu,
-                                cu_seqlens_k=cu, max_seqlen=160)
+                                cu_seqlens_k=cu, max_seqlen=160, impl=self.impl)
         self.assertLessEqual((ov.float() - pack(o).float()).abs().max().item(), 1e-2)
+
+    def test_impls_agree(self):
+        """the pointer and _tma kernels on the same inputs: the same O and gradients up to
+        a rounding of the 16-bit results (the f32 sums in another order)"""
+        if self.impl != "tma":
+            return
+        torch.manual_seed(3)
+        q, k, v, do = rand(2, 8, 333, 128), rand(2, 2, 333, 128), rand(2, 2, 333, 128), rand(2, 8, 333, 128)
+        for kw in (dict(causal=True), dict(window=(100, 30))):
+            a = grads(lambda x, y, z: tile.ops.attention(x, y, z, impl="tma", **kw), [q, k, v], do)
+            b = grads(lambda x, y, z: tile.ops.attention(x, y, z, impl="pointer", **kw), [q, k, v], do)
+            for name, x, y in zip(("O", "dQ", "dK", "dV"), a, b):
+                err = (x.float() - y.float()).abs().max().item()
+                self.assertLessEqual(err, 1.5e-2 * max(1.0, y.float().abs().max().item()), "%s %s: %.3g" % (name, kw, err))
+
+
+@unittest.skipUnless(HOPPER, "the _tma kernels need compute capability 9.x")
+class FormsTma(Forms):
+    """every form through impl="tma" (head dim 256: impl="auto", the pointer kernels)"""
+    impl = "tma"
+
+
+class Choice(unittest.TestCase):
+    def test_auto(self):
+        """auto runs the _tma kernels on 9.x (head dims 64, 96, 128), the pointer ones on
+        other devices and at head dim 256"""
+        for D, want in ((64, HOPPER), (96, HOPPER), (128, HOPPER), (256, False)):
+            q = rand(1, 2, 64, D).requires_grad_(True)
+            with Launched() as seen:
+                tile.ops.attention(q, q, q, causal=True).sum().backward()
+            self.assertEqual(bool(seen.tma()), want, "D%d: %s" % (D, sorted(seen.names)))
+
+    def test_forced_errors(self):
+        q = rand(1, 2, 64, 256)
+        with self.assertRaisesRegex(ValueError, "impl='tma' cannot run"):
+            tile.ops.attention(q, q, q, impl="tma")
+        if not HOPPER:
+            q = rand(1, 2, 64, 128)
+            with self.assertRaisesRegex(ValueError, "compute capability 9.x"):
+                tile.ops.attention(q, q, q, impl="tma")
 
 
 class Training(unittest.TestCase):
@@ -209,12 +316,14 @@ class Training(unittest.TestCase):
                 losses.append(loss.item())
             return losses
 
-        ours = run(lambda q, k, v: tile.ops.attention(q, k, v, causal=True))
         sdpa = run(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
             q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), is_causal=True))
-        self.assertLess(sum(ours[-10:]) / 10, 0.85 * ours[0], "tile's loss did not fall: %s" % ours[::10])
-        self.assertLess(abs(sum(ours[-10:]) - sum(sdpa[-10:])) / 10, 0.1 * sdpa[0],
-                        "tile %s against SDPA %s" % (ours[::10], sdpa[::10]))
+        for impl in ("pointer", "tma") if HOPPER else ("pointer",):
+            ours = run(lambda q, k, v: tile.ops.attention(q, k, v, causal=True, impl=impl))
+            self.assertLess(sum(ours[-10:]) / 10, 0.85 * ours[0], "tile's loss did not fall (%s): %s"
+                            % (impl, ours[::10]))
+            self.assertLess(abs(sum(ours[-10:]) - sum(sdpa[-10:])) / 10, 0.1 * sdpa[0],
+                            "tile (%s) %s against SDPA %s" % (impl, ours[::10], sdpa[::10]))
 
 
 if __name__ == "__main__":
