@@ -1608,6 +1608,20 @@ static uint32_t scalar_arg(Frame *f, const AstExpr *arg, bool want_float)
     return val_as(f, arg->loc, t, keep ? t->elem : want_float ? IR_F32 : IR_I64);
 }
 
+/* A tuple of the results of op, of the types of t's elements. */
+static const GType *tuple_of(Frame *f, uint32_t op, const GType *t)
+{
+    GType *r = arena_alloc(f->a, sizeof *r);
+    const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
+    for (uint32_t i = 0; i < t->nelems; i++) {
+        GType *e = gt_value(f->a, t->elems[i]->elem, 0, t->elems[i]->rank, t->elems[i]->dims);
+        e->vid = ir_graph_result(f->s->g, op, i) + 1;
+        el[i] = e;
+    }
+    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
+    return r;
+}
+
 static const GType *emit_split(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
 {
     const GType *x = seen(f, args[0]);
@@ -1618,15 +1632,7 @@ static const GType *emit_split(Frame *f, const AstExpr *call, const AstExpr **ar
     if (!building(f)) return t;
     uint32_t op = ir_graph_op(f->s->g, IR_GOP_SPLIT, call->loc, &v, 1, tt, t->nelems);
     op_at(f, op)->attr.axis = ax;
-    GType *r = arena_alloc(f->a, sizeof *r);
-    const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
-    for (uint32_t i = 0; i < t->nelems; i++) {
-        GType *e = gt_value(f->a, t->elems[i]->elem, 0, t->elems[i]->rank, t->elems[i]->dims);
-        e->vid = ir_graph_result(f->s->g, op, i) + 1;
-        el[i] = e;
-    }
-    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
-    return r;
+    return tuple_of(f, op, t);
 }
 
 static const GType *emit_concat(Frame *f, const AstExpr *call, const AstExpr **args, const GType *t)
@@ -1803,19 +1809,6 @@ static const GType *emit_grad_stats(Frame *f, const AstExpr *call, const AstExpr
     return emit(f, norm ? IR_GOP_GLOBAL_NORM : IR_GOP_FOUND_INF, call->loc, in, k, t, NULL);
 }
 
-/* A tuple of the results of op, of the types of t's elements. */
-static const GType *tuple_of(Frame *f, uint32_t op, const GType *t)
-{
-    GType *r = arena_alloc(f->a, sizeof *r);
-    const GType **el = arena_alloc(f->a, (t->nelems + 1) * sizeof *el);
-    for (uint32_t i = 0; i < t->nelems; i++) {
-        GType *e = gt_value(f->a, t->elems[i]->elem, 0, t->elems[i]->rank, t->elems[i]->dims);
-        e->vid = ir_graph_result(f->s->g, op, i) + 1;
-        el[i] = e;
-    }
-    *r = (GType){.kind = GT_TUPLE, .elems = el, .nelems = t->nelems};
-    return r;
-}
 
 /* The operands in ir/graph.h's order: lr beta1 beta2 eps weight_decay step grad_scale skip,
  * then the four lists; defaults as torch.optim.AdamW's. */

@@ -505,20 +505,22 @@ static void test_default_mode_never_benchmarks(void **state)
 /* A GEMM that gives no schedule keys: the schedule (passes/schedule.c) chose a producer
  * warpgroup and the persistent walk for the sm_90a variant that ran, and the handle's
  * config says so after the consts; a variant it chose nothing for says nothing more. */
-static const char gemm_src[] =
-    "kernel mm(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32, const BM: i32 = 128,\n"
-    "          const BN: i32 = 256, const BK: i32 = 64) grid(cdiv(M, BM) * cdiv(N, BN))\n"
-    "{\n"
-    "    let pm = program_id(0) / cdiv(N, BN);\n"
-    "    let pn = program_id(0) % cdiv(N, BN);\n"
-    "    var acc = zeros([BM, BN], f32);\n"
-    "    for k in range(0, K, BK) {\n"
-    "        let x = load_block(a, [M, K], [K, 1], [pm * BM, k], [BM, BK]);\n"
-    "        let y = load_block(b, [K, N], [N, 1], [k, pn * BN], [BK, BN]);\n"
-    "        acc = dot(x, y, acc);\n"
-    "    }\n"
-    "    store_block(c, [M, N], [N, 1], [pm * BM, pn * BN], acc as bf16);\n"
-    "}\n";
+/* A GEMM's body after its header's BN (BN_DEFAULT): the kernels of the schedule tests. */
+#define GEMM_KERNEL(BN_DEFAULT)                                                                  \
+    "kernel mm(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32, const BM: i32 = 128,\n"     \
+    "          const BN: i32 = " BN_DEFAULT ", const BK: i32 = 64) grid(cdiv(M, BM) * cdiv(N, BN))\n" \
+    "{\n"                                                                                        \
+    "    let pm = program_id(0) / cdiv(N, BN);\n"                                                \
+    "    let pn = program_id(0) % cdiv(N, BN);\n"                                                \
+    "    var acc = zeros([BM, BN], f32);\n"                                                      \
+    "    for k in range(0, K, BK) {\n"                                                           \
+    "        let x = load_block(a, [M, K], [K, 1], [pm * BM, k], [BM, BK]);\n"                   \
+    "        let y = load_block(b, [K, N], [N, 1], [k, pn * BN], [BK, BN]);\n"                   \
+    "        acc = dot(x, y, acc);\n"                                                            \
+    "    }\n"                                                                                    \
+    "    store_block(c, [M, N], [N, 1], [pm * BM, pn * BN], acc as bf16);\n"                     \
+    "}\n"
+static const char gemm_src[] = GEMM_KERNEL("256");
 
 static void test_last_config_names_chosen_keys(void **state)
 {
@@ -552,20 +554,7 @@ static void test_last_config_names_chosen_keys(void **state)
  * the schedule chose them for tried also with them given 0 (runtime/rt_tune.c
  * add_twins); here the plain schedule is faster and wins, and the handle says so. */
 static const char gemm_space_src[] =
-    "@autotune(key = [K], space = {BM: [64, 128], warps: [8]}, default = {BM: 128, warps: 8})\n"
-    "kernel mm(c: *bf16, a: *bf16, b: *bf16, M: i32, N: i32, K: i32, const BM: i32 = 128,\n"
-    "          const BN: i32 = 128, const BK: i32 = 64) grid(cdiv(M, BM) * cdiv(N, BN))\n"
-    "{\n"
-    "    let pm = program_id(0) / cdiv(N, BN);\n"
-    "    let pn = program_id(0) % cdiv(N, BN);\n"
-    "    var acc = zeros([BM, BN], f32);\n"
-    "    for k in range(0, K, BK) {\n"
-    "        let x = load_block(a, [M, K], [K, 1], [pm * BM, k], [BM, BK]);\n"
-    "        let y = load_block(b, [K, N], [N, 1], [k, pn * BN], [BK, BN]);\n"
-    "        acc = dot(x, y, acc);\n"
-    "    }\n"
-    "    store_block(c, [M, N], [N, 1], [pm * BM, pn * BN], acc as bf16);\n"
-    "}\n";
+    "@autotune(key = [K], space = {BM: [64, 128], warps: [8]}, default = {BM: 128, warps: 8})\n" GEMM_KERNEL("128");
 
 static void test_schedule_twins(void **state)
 {
