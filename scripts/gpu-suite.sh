@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41|issue41q]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41|issue41q|issue42]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -125,6 +125,15 @@ if [ "$what" = measure3 ]; then
     --kernels --out "$OUT/graph_ffn.md"
   step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
     --configs "128,64,8,3,1;128,128,8,2,1;128,128,8,2,1,1;128,64,8,3,1,1" --out "$OUT/graph_attention.md"
+  exit $status
+fi
+if [ "$what" = issue42 ]; then
+  # a Llama-style block's training step (examples/graphs/llama_block_train.tile) against
+  # eager and torch.compile, each recomputation policy: time, kernels, peak memory, cold
+  # compile (bench/graph_train_step.py; --quick: T 1024, no max-autotune row)
+  : "${STEP_TIMEOUT:=500}"
+  step train_step python3 bench/graph_train_step.py --lib build-gpu/runtime/libtileRT.so --tilec build-gpu/tilec --quick \
+    --out "$OUT/train_step.md" --csv "$OUT/train_step.csv"
   exit $status
 fi
 if [ "$what" = issue40 ]; then
