@@ -396,7 +396,7 @@ static bool has_loop_or_write(const IrBlock *blk)
 
 /* The load or block load behind a dot operand (through trans and converts), or NULL;
  * *trans counts the transposes on the way. */
-static const IrOp *operand_source(const IrFunc *f, IrValue v, int *trans)
+const IrOp *blockload_operand_source(const IrFunc *f, IrValue v, int *trans)
 {
     const IrOp *d = f->values[v].def;
     *trans = 0;
@@ -428,7 +428,7 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
         if (u->code != IR_OP_DOT) continue;
         for (int i = 0; i < 2; i++) {
             int trans;
-            const IrOp *src = operand_source(f, u->operands[i], &trans);
+            const IrOp *src = blockload_operand_source(f, u->operands[i], &trans);
             if (!src || src->parent != body) continue;      /* loaded outside the loop: not copied */
             if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src) || !uses_ok(f, body, src->results[0], 0))
                 return false;

@@ -92,6 +92,9 @@ int blockload_fast_axis(const IrFunc *f, const IrOp *op);
 /* Whether the block load op would be copied by TMA (passes/blockload.c) if the kernel
  * had a producer warpgroup (ws = 1): passes/schedule.c asks before choosing ws. */
 bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op);
+/* The load or block load behind a dot operand (through trans and converts), or NULL;
+ * *trans counts the transposes on the way (passes/blockload.c, passes/schedule.c). */
+const IrOp *blockload_operand_source(const IrFunc *f, IrValue v, int *trans);
 /* A block_store the tensor-memory accelerator stores (passes/tmastore.c): blockload
  * leaves it for the shared pass, which gives it a staging buffer (tma_store); every
  * other block_store becomes a masked pointer store in blockload. */

@@ -56,28 +56,10 @@ static bool reaches(const IrFunc *f, const IrBlock *body, IrValue v, IrValue fro
     return false;
 }
 
-/* The load or block load behind a dot operand (through trans and converts), or NULL. */
-static const IrOp *operand_source(const IrFunc *f, IrValue v)
-{
-    const IrOp *d = f->values[v].def;
-    while (d && (d->code == IR_OP_TRANS || d->code == IR_OP_CONVERT)) d = f->values[d->operands[0]].def;
-    return d && (d->code == IR_OP_LOAD || d->code == IR_OP_BLOCK_LOAD) ? d : NULL;
-}
-
-static bool holds_dot(const IrBlock *blk)
-{
-    for (const IrOp *o = blk->first; o; o = o->next) {
-        if (o->code == IR_OP_DOT) return true;
-        for (uint32_t r = 0; r < o->nregions; r++)
-            if (holds_dot(&o->regions[r])) return true;
-    }
-    return false;
-}
-
 static void scan_loop(const IrFunc *f, const IrOp *loop, Shape *s)
 {
     const IrBlock *body = &loop->regions[0];
-    if (!holds_dot(body)) return;
+    if (!ir_count_ops(body, IR_OP_DOT)) return;
     s->dot_loops++;
     const IrOp *dots[2] = {NULL, NULL};
     int n = 0, copied = 0;
@@ -87,7 +69,8 @@ static void scan_loop(const IrFunc *f, const IrOp *loop, Shape *s)
         if (n < 2) dots[n] = o;
         n++;
         for (int i = 0; i < 2; i++) {
-            const IrOp *src = operand_source(f, o->operands[i]);
+            int trans;
+            const IrOp *src = blockload_operand_source(f, o->operands[i], &trans);
             if (!src || src->parent != body) continue;    /* loaded before the loop */
             if (src->code != IR_OP_BLOCK_LOAD || !blockload_tma_with_ws(f, src)) return;
             copied++;
@@ -123,7 +106,7 @@ bool pass_schedule(IrFunc *f)
         if (o->code == IR_OP_FOR) scan_loop(f, o, &s);
         else if (o->nregions)
             for (uint32_t r = 0; r < o->nregions; r++)
-                if (holds_dot(&o->regions[r])) s.dot_loops++;   /* a dot under an if or while: none of these */
+                if (ir_count_ops(&o->regions[r], IR_OP_DOT)) s.dot_loops++;   /* a dot under an if or while: none of these */
     bool gemm = s.ring_loops == 1 && s.gemm_loops == 1 && s.dot_loops == 1;
     bool attention = s.ring_loops >= 1 && s.attn_loops == s.ring_loops && s.dot_loops == s.ring_loops;
     int warps = ir_func_warps(f);

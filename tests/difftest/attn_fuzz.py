@@ -38,6 +38,21 @@ import sys
 from fuzz_common import half_bits, main as fuzz_main, ptxas_check, run, run_both
 
 
+def step_body(BN, kv, seen, elem):
+    """One key block of the online softmax, every form's loop body: the K and V loads
+    kv, the mask `seen`, the dots in elem."""
+    return """        let rn = j + arange(0, %d);
+%s        let seen = %s;
+        let s = where(seen, dot(qt, trans(kt)), -1000.0);
+        let mn = maximum(m, max(s, 1));
+        let p = where(seen, s - mn[:, None] + 1.0, 0.0);
+        let alpha = where(mn > m, -1.0, 1.0);
+        l = l * alpha + sum(p, 1);
+        acc = dot(p as %s, vt, acc * alpha[:, None]);
+        m = mn;
+""" % (BN, kv, seen, elem)
+
+
 class Prog:
     def __init__(self, seed):
         r = random.Random(seed)
@@ -169,16 +184,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
         let vt = load(v + rn[:, None] * sv + rv[None, :], mask = rn[:, None] < L, other = 0.0);
 """
         seen = "(rn[None, :] < L)" + (" & (rn[None, :] <= rm[:, None])" if self.causal else "")
-        body = """        let rn = j + arange(0, %d);
-%s        let seen = %s;
-        let s = where(seen, dot(qt, trans(kt)), -1000.0);
-        let mn = maximum(m, max(s, 1));
-        let p = where(seen, s - mn[:, None] + 1.0, 0.0);
-        let alpha = where(mn > m, -1.0, 1.0);
-        l = l * alpha + sum(p, 1);
-        acc = dot(p as %s, vt, acc * alpha[:, None]);
-        m = mn;
-""" % (BN, kv, seen, self.elem)
+        body = step_body(BN, kv, seen, self.elem)
         if not self.split:
             return "    for j in range(0, %s, %d) {\n%s    }\n" % (hi, BN, body)
         mid = "minimum(pm * %d, %s)" % (BM, hi) if self.causal else "(L / %d) * %d" % (BN, BN)
@@ -222,16 +228,7 @@ kernel attn(o: *f32, st: *f32, q: *%s, k: *%s, v: *%s, L: i32, sq: i32, sv: i32)
             seen += " & (rn[None, :] <= rm[:, None] + %d)" % self.wr
         if self.wl >= 0:
             seen += " & (rn[None, :] >= rm[:, None] - %d)" % self.wl
-        body = """        let rn = j + arange(0, %d);
-%s        let seen = %s;
-        let s = where(seen, dot(qt, trans(kt)), -1000.0);
-        let mn = maximum(m, max(s, 1));
-        let p = where(seen, s - mn[:, None] + 1.0, 0.0);
-        let alpha = where(mn > m, -1.0, 1.0);
-        l = l * alpha + sum(p, 1);
-        acc = dot(p as %s, vt, acc * alpha[:, None]);
-        m = mn;
-""" % (BN, kv, seen, e)
+        body = step_body(BN, kv, seen, e)
         if self.split:
             mid = "minimum(maximum(pm * %d, %s), %s)" % (BM, lo, hi) if self.causal else \
                   "minimum(maximum((Ls / %d) * %d, %s), %s)" % (BN, BN, lo, hi)
