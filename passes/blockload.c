@@ -485,7 +485,7 @@ static int *decide(IrFunc *f, const Found *s, bool ws)
     return state;
 }
 
-bool blockload_kept(IrFunc *f, const IrOp *op)
+void blockload_kept(IrFunc *f, IrOp *const *ops, size_t n, bool *keep)
 {
     Found s = {{0}, {0}};
     ir_walk(&f->body, collect, &s);
@@ -493,13 +493,14 @@ bool blockload_kept(IrFunc *f, const IrOp *op)
      * between ptrblock and blockload: passes/schedule.c) */
     bool ws = f->ws || (!ir_launch_given(f, IR_LAUNCH_WS) && f->module->knobs.schedule);
     int *state = decide(f, &s, ws);
-    bool kept = false;
-    for (size_t i = 0; i < s.ops.len; i++) kept |= s.ops.data[i] == op && state[i];
-    for (size_t i = 0; i < s.stores.len; i++) kept |= s.stores.data[i] == op && state[s.ops.len + i];
+    for (size_t j = 0; j < n; j++) {
+        keep[j] = false;
+        for (size_t i = 0; i < s.ops.len; i++) keep[j] |= s.ops.data[i] == ops[j] && state[i];
+        for (size_t i = 0; i < s.stores.len; i++) keep[j] |= s.stores.data[i] == ops[j] && state[s.ops.len + i];
+    }
     tl_free(state);
     vec_free(&s.ops);
     vec_free(&s.stores);
-    return kept;
 }
 
 bool pass_block_load(IrFunc *f)

@@ -64,10 +64,11 @@ void blockload_expand_laid_out(IrFunc *f, IrOp *op);
  * stored by TMA, expanded after the layout pass into a masked pointer store in blocked
  * layouts (the stored value converted to the blocked layout of its shape). */
 void blockstore_expand_laid_out(IrFunc *f, IrOp *op);
-/* Whether pass_block_load would keep the block_load or block_store op of f for TMA (a
- * copy into a ring, a tma_store), as f is now, with a producer warpgroup where the kernel
- * gives ws or leaves it to passes/schedule.c; passes/ptrblock.c asks. */
-bool blockload_kept(IrFunc *f, const IrOp *op);
+/* Whether pass_block_load would keep each of the n block_load or block_store ops of f
+ * for TMA (a copy into a ring, a tma_store), as f is now, with a producer warpgroup where
+ * the kernel gives ws or leaves it to passes/schedule.c, into keep; decided once for all
+ * of them (passes/ptrblock.c asks). */
+void blockload_kept(IrFunc *f, IrOp *const *ops, size_t n, bool *keep);
 /* The parameters pointer v may be (a parameter, or `if` results and selects of them),
  * at most max, into out; 0 if it may be anything else. */
 int blockload_ptr_params(const IrFunc *f, IrValue v, uint32_t *out, int max);

@@ -940,7 +940,11 @@ bool pass_ptrblock(IrFunc *f)
     }
     bool *keep = tl_calloc(made.len + 1, sizeof *keep);
     if (!keep) tl_oom();
-    for (size_t i = 0; i < made.len; i++) keep[i] = blockload_kept(f, made.data[i].block);
+    IrOp **blocks = tl_calloc(made.len + 1, sizeof *blocks);
+    if (!blocks) tl_oom();
+    for (size_t i = 0; i < made.len; i++) blocks[i] = made.data[i].block;
+    blockload_kept(f, blocks, made.len, keep);
+    tl_free(blocks);
     for (size_t i = 0; i < made.len; i++) {
         settle(f, &made.data[i], keep[i]);
         changed |= keep[i];
