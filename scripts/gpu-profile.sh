@@ -31,7 +31,7 @@ probe() {  # probe NAME KERNEL-REGEX COUNT COMMAND...
 want() { [ $# -eq 0 ] || [[ " $* " == *" $name "* ]]; }
 all=("$@")
 run() { name=$1; if want "${all[@]+"${all[@]}"}"; then probe "$@"; fi; }
-mkdir -p "$OUT"/{attn_ws,attn_rot,cudnn,gemm_ws,gemm_pp,gemm_cl,cublas}
+mkdir -p "$OUT"/{attn_ws,attn_rot,cudnn,gemm_ws,gemm_pp,gemm_cl,cublas,ragged_lb,ragged_ptr,ragged_cublas}
 # attention forward B4 H32 L4096 d128: attn_fwd_tma + ws (the default), its FA3-style
 # overlap (rot: softmax under P V, warpgroups taking turns), and SDPA's cuDNN kernel
 run attn_ws attn_fwd 1 python3 bench/attn_probe.py tma+ws:128,64,8,3
@@ -42,3 +42,8 @@ run gemm_ws matmul_bf16 1 python3 bench/gemm_probe.py 128,256,64,8,4,1,1 4096
 run gemm_pp matmul_bf16 1 python3 bench/gemm_probe.py 128,128,64,4,4,1,1,1,1 4096
 run gemm_cl matmul_bf16 1 python3 bench/gemm_probe.py 256,128,64,8,4,1,1,2 4096
 run cublas "gemm|cutlass|xmma|sm90|nvjet" 1 python3 bench/gemm_probe.py 128,256,64,8,4,1,1 4096 cublas
+# the ragged GEMM 4096 x 4136 x 4072 (issue 41: 0.66x cuBLAS in both forms): load_block
+# at the example's default keys, the pointer form with the schedule's choice, and cuBLAS
+run ragged_lb matmul_bf16 1 python3 bench/gemm_probe.py 128,256,64,8,4,1,1 4096x4136x4072
+run ragged_ptr matmul_bf16 1 env TILE_LOG_RECOMPILES=1 python3 bench/gemm_probe.py 128,256,64,8,3 4096x4136x4072 pointers
+run ragged_cublas "gemm|cutlass|xmma|sm90|nvjet" 1 python3 bench/gemm_probe.py 128,256,64,8,4,1,1 4096x4136x4072 cublas
