@@ -688,7 +688,7 @@ PROGRAM_FNS = {"gemm": program_gemm, "softmax": program_softmax, "layernorm": pr
 
 
 def main():
-    global QUICK, torch, triton, tile, tt
+    global QUICK, SOFTMAX_COLS, LN_COLS, torch, triton, tile, tt
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", help="libtileRT.so to load (TILE_LIB); e.g. build-gpu/runtime/libtileRT.so")
     ap.add_argument("--out", help="also write the tables to this markdown file")
@@ -696,8 +696,12 @@ def main():
     ap.add_argument("--programs", default=",".join(ALL_PROGRAMS), help="comma-separated, of " + ",".join(ALL_PROGRAMS))
     ap.add_argument("--dry-run", action="store_true", help="no GPU: list what would run and compile the tile kernels")
     ap.add_argument("--tilec", help="tilec for --dry-run (default: build-release/, build-gpu/, build/, PATH)")
+    ap.add_argument("--cols", help="softmax and LayerNorm row lengths instead of the built-in ones (comma-separated; "
+                    "for a profiler: e.g. --cols 4096)")
     args = ap.parse_args()
     QUICK = args.quick
+    if args.cols:
+        SOFTMAX_COLS = LN_COLS = [int(c) for c in args.cols.split(",")]
     programs = [p for p in args.programs.split(",") if p]
     unknown = [p for p in programs if p not in PROGRAM_FNS]
     if unknown:

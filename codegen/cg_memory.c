@@ -24,7 +24,8 @@
  * makes every thread's earlier accesses happen before the fence of the threads that
  * perform the atomic) and an acquiring one `atom; fence.acq_rel.gpu; bar.sync`; a
  * fence followed by a relaxed atom is PTX's release pattern, an atom followed by a
- * fence its acquire pattern. The atom itself stays relaxed (`atom.global.add`): LLVM
+ * fence its acquire pattern (the fences in the performing threads only: see
+ * lower_atomic). The atom itself stays relaxed (`atom.global.add`): LLVM
  * 19's NVPTX backend drops the ordering of atomicrmw/cmpxchg and cannot select a
  * fence, so the fences are inline PTX, which LLVM also keeps in place against every
  * other memory access. relaxed is exactly the plain atom. */
@@ -432,20 +433,28 @@ static bool lower_atomic(Cg *c, const IrOp *op)
     LLVMValueRef owner = cg_layout_owner(c, &l);
     bool per_elem = l.rank > 0 && l.kind != IR_LMAP_BLOCKED;    /* narrow mma tiles: copies in one thread */
     bool cas = op->code == IR_OP_ATOMIC_CAS;
+    /* One atomic a thread at most (a scalar's owner): its fences are inside its guard,
+     * so the other threads skip them (each fence waits for all of its thread's
+     * outstanding accesses: in a spin lock's loop, every warp's fences cost the
+     * LayerNorm backward a fifth of its time); the barriers still order the other
+     * threads' accesses around the owner's fences. */
+    bool one = out.n == 1;
     if (releases(op)) {
         cg_barrier(c);
-        fence_gpu(c);
+        if (!one) fence_gpu(c);
     }
     for (uint32_t k = 0; k < out.n; k++) {
         LLVMValueRef cond = per_elem ? cg_layout_owner_at(c, &l, k) : owner;
         uint32_t m_at = cas ? 3 : 2;       /* a masked cas comes from passes/bounds.c */
         if (op->noperands > m_at) cond = LLVMBuildAnd(c->b, cond, cg_at(cg_get(c, op->operands[m_at]), k), "");
         Guard g = guard_begin(c, cond);
+        if (one && releases(op)) fence_gpu(c);
         LLVMValueRef old = atomic_one(c, op, e, k);
+        if (one && acquires(op)) fence_gpu(c);
         out.v[k] = guard_end(c, &g, old, LLVMConstNull(LLVMTypeOf(old)));
     }
     if (acquires(op)) {
-        fence_gpu(c);
+        if (!one) fence_gpu(c);
         if (!cg_layout_replicated(&l)) cg_barrier(c);      /* else the copies' barrier below */
     }
     if (cg_layout_replicated(&l)) {          /* copies take the owner's old value */

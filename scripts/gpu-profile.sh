@@ -31,7 +31,7 @@ probe() {  # probe NAME KERNEL-REGEX COUNT COMMAND...
 want() { [ $# -eq 0 ] || [[ " $* " == *" $name "* ]]; }
 all=("$@")
 run() { name=$1; if want "${all[@]+"${all[@]}"}"; then probe "$@"; fi; }
-mkdir -p "$OUT"/{attn_ws,attn_rot,cudnn,gemm_ws,gemm_pp,gemm_cl,cublas,ragged_lb,ragged_ptr,ragged_cublas}
+mkdir -p "$OUT"/{attn_ws,attn_rot,cudnn,gemm_ws,gemm_pp,gemm_cl,cublas,ragged_lb,ragged_ptr,ragged_cublas,lnbwd_tile,lnbwd_triton,softmax_tile,softmax_triton}
 # attention forward B4 H32 L4096 d128: attn_fwd_tma + ws (the default), its FA3-style
 # overlap (rot: softmax under P V, warpgroups taking turns), and SDPA's cuDNN kernel
 run attn_ws attn_fwd 1 python3 bench/attn_probe.py tma+ws:128,64,8,3
@@ -47,3 +47,9 @@ run cublas "gemm|cutlass|xmma|sm90|nvjet" 1 python3 bench/gemm_probe.py 128,256,
 run ragged_lb matmul_bf16 1 python3 bench/gemm_probe.py 128,256,64,8,4,1,1 4096x4136x4072
 run ragged_ptr matmul_bf16 1 env TILE_LOG_RECOMPILES=1 python3 bench/gemm_probe.py 128,256,64,8,3 4096x4136x4072 pointers
 run ragged_cublas "gemm|cutlass|xmma|sm90|nvjet" 1 python3 bench/gemm_probe.py 128,256,64,8,4,1,1 4096x4136x4072 cublas
+# Triton's programs where tile's pointer form trails (issue 41): the LayerNorm backward
+# (dx with partial sums under locks, then their reduction) and softmax at 4096 columns
+run lnbwd_tile layer_norm_bwd 2 python3 bench/tp_probe.py lnbwd 4096 tile
+run lnbwd_triton layer_norm_bwd 2 python3 bench/tp_probe.py lnbwd 4096 triton
+run softmax_tile softmax 1 python3 bench/tp_probe.py softmax 4096 tile
+run softmax_triton softmax 1 python3 bench/tp_probe.py softmax 4096 triton

@@ -336,6 +336,7 @@ def main():
         env.setdefault("MOCKCUDA_SMS", "3")
         if "--lit" in argv:
             shard = argv[argv.index("--shard"):argv.index("--shard") + 2] if "--shard" in argv else []
+            shard += ["--only", only] if only else []
             return subprocess.run([sys.executable, os.path.join(root, "tests", "gpu", "lit_on_gpu.py"), tilec] + shard,
                                   env=env, cwd=root).returncode
         picked = set(Sample(argv, "cases").select(c[0] for c in CASES + GRAPHS if not only or only in c[0]))
