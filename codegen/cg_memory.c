@@ -192,21 +192,27 @@ static LLVMValueRef predicated_load(Cg *c, LLVMValueRef m, LLVMValueRef p, LLVMV
     return LLVMBuildBitCast(c->b, out, LLVMTypeOf(dflt), "");
 }
 
-/* `@p st.global` of v's w words. */
+/* `@p st.global` of v's w words (m NULL: a plain `st.global`). */
 static void predicated_store(Cg *c, LLVMValueRef m, LLVMValueRef p, LLVMValueRef v, uint32_t w)
 {
     LLVMTypeRef wt = w > 1 ? LLVMVectorType(cg_i32(c), w) : cg_i32(c);
     LLVMValueRef words = LLVMBuildBitCast(c->b, v, wt, ""), args[6];
-    args[0] = mask_word(c, m);
-    args[1] = addr_of(c, p);
-    char list[64], text[192], cons[64] = "r,l";
+    uint32_t a = 0;
+    if (m) args[a++] = mask_word(c, m);
+    args[a++] = addr_of(c, p);
+    char list[64], text[192], cons[64];
+    snprintf(cons, sizeof cons, "%sl", m ? "r," : "");
     for (uint32_t i = 0; i < w; i++) {
-        args[2 + i] = w > 1 ? LLVMBuildExtractElement(c->b, words, cg_i32c(c, i), "") : words;
+        args[a + i] = w > 1 ? LLVMBuildExtractElement(c->b, words, cg_i32c(c, i), "") : words;
         strcat(cons, ",r");
     }
-    word_list(list, sizeof list, w, 2);
-    snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $0, 0; @p st.global%s.b32 [$1], %s; }", vec_suffix[w], list);
-    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 2 + w, text, cons, true);
+    word_list(list, sizeof list, w, a);
+    if (m)
+        snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $0, 0; @p st.global%s.b32 [$1], %s; }", vec_suffix[w],
+                 list);
+    else
+        snprintf(text, sizeof text, "st.global%s.b32 [$0], %s;", vec_suffix[w], list);
+    cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, a + w, text, cons, true);
 }
 
 /* Loads elements k..k+n-1 (one vector when n > 1) into out. */
@@ -266,6 +272,13 @@ static void store_run(Cg *c, const IrOp *op, IrElem e, const IrLayoutMap *l, uin
     uint32_t w = access_words(e, n);
     if (!known && w) {
         predicated_store(c, cond, cg_at(ptr, k), v, w);
+        return;
+    }
+    /* a run of 16-bit (8-bit) elements in whole words is stored as words, the packed
+     * pairs as they are (st.global.v2.b32 for 4 bf16; LLVM would store a <4 x bfloat>
+     * as v4.b16, splitting them into halves) */
+    if (w && ir_elem_bytes(e) < 4 && n > 1) {
+        predicated_store(c, NULL, cg_at(ptr, k), v, w);     /* known: a masked one took the path above */
         return;
     }
     Guard g = {0};

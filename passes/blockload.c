@@ -526,10 +526,14 @@ static void lay_out_blocked(IrFunc *f, uint32_t first)
 {
     IrCtx *c = f->module->ctx;
     int warps = ir_func_warps(f);
+    PassRuns runs;
+    pass_runs_init(&runs, f);
     for (uint32_t v = first; v < f->nvalues; v++) {
         const IrType *t = f->values[v].type;
-        if (t && t->rank && !t->layout) f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t));
+        if (t && t->rank && !t->layout)
+            f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t, &runs));
     }
+    pass_runs_free(&runs);
 }
 
 /* After the layout pass: every value the expansion made gets the blocked layout of its

@@ -14,9 +14,15 @@
  *   %m = cmp lt %o, %n : i1[1024]   ->   %m = cmp lt %o, %n : i1[1024] #blocked
  *   layout #blocked = blocked<spt = [8], tpw = [32], wpc = [4], order = [0]>
  *
- * The blocked layout of a shape: per thread a run of up to 8 elements along the last
- * axis (16 bytes of f16, two 16-byte vectors of f32) so that loads and stores can be
- * 16-byte vectors; lanes fill the last axis first, then the next; warps go to the
+ * The blocked layout of a shape: per thread a run along the last axis of one 16-byte
+ * vector of the widest element that the kernel's loads of that shape move (its stores'
+ * where none loads it; 8 f16, 4 f32; 8 elements where no load or store has the shape;
+ * the other side of a conversion, f32 stored from bf16 loaded, moves other widths),
+ * so that each
+ * thread's access is one vector and a warp's is 512 contiguous bytes (a run of two
+ * vectors had each warp instruction touch every other 16 bytes of 1 KiB: half of each
+ * sector, twice the L1 wavefronts; the knob vector_run = 0 keeps 8 elements whatever
+ * their size, as before); lanes fill the last axis first, then the next; warps go to the
  * first axis first (rows of a matrix to different warps); where the program has more
  * threads than the tile has elements, the last axis' lanes (and the first axis'
  * warps) hold copies. Shape changes (broadcast, expand_dims, trans, reshape, the
@@ -37,13 +43,83 @@
 
 static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 
-const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t)
+/* The widest element (bytes) each shape's loads move, and its stores' and atomics':
+ * pointer tiles of loads, stores and atomics, block loads' results and block stores'
+ * values. */
+static void note_run(PassRuns *r, const IrType *t, int bytes, bool load)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].rank == t->rank && !memcmp(r->e[i].shape, t->shape, sizeof t->shape)) {
+            int *b = load ? &r->e[i].load_bytes : &r->e[i].bytes;
+            if (bytes > *b) *b = bytes;
+            return;
+        }
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 8;
+        r->e = tl_realloc(r->e, r->cap * sizeof *r->e);
+        if (!r->e) tl_oom();
+    }
+    r->e[r->n].rank = t->rank;
+    memcpy(r->e[r->n].shape, t->shape, sizeof t->shape);
+    r->e[r->n].load_bytes = load ? bytes : 0;
+    r->e[r->n++].bytes = load ? 0 : bytes;
+}
+
+static void collect_runs(IrOp *op, void *ctx)
+{
+    PassRuns *r = ctx;
+    const IrFunc *f = r->f;
+    const IrType *t = NULL;
+    int bytes = 0;
+    if (op->code == IR_OP_BLOCK_LOAD) {
+        t = ir_value_type(f, op->results[0]);
+        bytes = ir_elem_bytes(t->elem);
+    } else if (op->code == IR_OP_BLOCK_STORE) {
+        t = ir_value_type(f, op->operands[op->noperands - 1]);
+        bytes = ir_elem_bytes(t->elem);
+    } else if (op->code == IR_OP_LOAD || op->code == IR_OP_STORE ||
+               (op->code >= IR_OP_ATOMIC_ADD && op->code <= IR_OP_ATOMIC_CAS)) {
+        t = ir_value_type(f, op->operands[0]);
+        bytes = t->rank ? ir_elem_bytes(t->pointee) : 0;
+    }
+    if (t && t->rank && bytes > 0) note_run(r, t, bytes, op->code == IR_OP_LOAD || op->code == IR_OP_BLOCK_LOAD);
+}
+
+void pass_runs_init(PassRuns *r, IrFunc *f)
+{
+    memset(r, 0, sizeof *r);
+    r->f = f;
+    r->on = f->module->knobs.vector_run;
+    if (r->on) ir_walk(&f->body, collect_runs, r);
+}
+
+void pass_runs_free(PassRuns *r)
+{
+    tl_free(r->e);
+    memset(r, 0, sizeof *r);
+}
+
+/* A thread's run along the last axis of t's shape: 16 bytes of the widest element its
+ * loads move (as Triton's layouts follow the loads), of its stores' and atomics' where
+ * it has no load; at most 8 elements; 8 without such an access (or runs NULL or off). */
+static int32_t run_of(const PassRuns *r, const IrType *t)
+{
+    if (!r || !r->on) return 8;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->e[i].rank == t->rank && !memcmp(r->e[i].shape, t->shape, sizeof t->shape)) {
+            int bytes = r->e[i].load_bytes ? r->e[i].load_bytes : r->e[i].bytes;
+            return bytes >= 16 ? 1 : min32(8, 16 / bytes);
+        }
+    return 8;
+}
+
+const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t, const PassRuns *runs)
 {
     int r = t->rank;
     int32_t spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK];
-    int64_t per = ir_type_numel(t) / (warps * 32);
+    int64_t per = ir_type_numel(t) / (warps * 32), run = run_of(runs, t);
     for (int d = 0; d < r; d++) spt[d] = tpw[d] = wpc[d] = 1;
-    spt[r - 1] = min32(t->shape[r - 1], per < 1 ? 1 : per > 8 ? 8 : (int32_t)per);
+    spt[r - 1] = min32(t->shape[r - 1], per < 1 ? 1 : per > run ? (int32_t)run : (int32_t)per);
     int32_t lanes = 32;
     for (int d = r - 1; d >= 0; d--) {
         tpw[d] = min32(lanes, t->shape[d] / spt[d]);
@@ -1016,9 +1092,9 @@ static const IrLayout *axis_local_layout(IrCtx *c, int warps, const IrType *t, i
 /* The blocked layout of t with each thread's part of axis a one contiguous run
  * (reps[a] = 1: spt[a] grows instead): the order in which reduce and scan with a
  * combine meet the elements (codegen/cg_reduce.c). */
-static const IrLayout *axis_run_layout(IrCtx *c, int warps, const IrType *t, int a)
+static const IrLayout *axis_run_layout(IrCtx *c, int warps, const IrType *t, int a, const PassRuns *runs)
 {
-    const IrLayout *b = pass_blocked_layout(c, warps, t);
+    const IrLayout *b = pass_blocked_layout(c, warps, t, runs);
     int32_t spt[IR_MAX_RANK], span = b->spt[a] * b->tpw[a] * b->wpc[a];
     memcpy(spt, b->spt, sizeof spt);
     if (t->shape[a] > span) spt[a] *= t->shape[a] / span;
@@ -1050,13 +1126,13 @@ static void collect_local(IrOp *op, void *ud)
 /* The operands converted to the axis-local layout; a scan's results in it too, with
  * conversions back for their uses (a reduction's results keep their own layouts:
  * codegen converts them from the collapsed layout, as for sum). */
-static void lay_out_local(IrFunc *f, IrOp *op, int warps)
+static void lay_out_local(IrFunc *f, IrOp *op, int warps, const PassRuns *runs)
 {
     IrCtx *c = f->module->ctx;
     const IrType *t = ir_value_type(f, op->operands[0]);
     int a = (int)(op->attr.i & IR_AXIS_MASK);
     bool region = op->code == IR_OP_REDUCE || op->code == IR_OP_SCAN;
-    const IrLayout *l = region ? axis_run_layout(c, warps, t, a) : axis_local_layout(c, warps, t, a);
+    const IrLayout *l = region ? axis_run_layout(c, warps, t, a, runs) : axis_local_layout(c, warps, t, a);
     for (uint32_t i = 0; i < op->noperands; i++)
         if (ir_value_type(f, op->operands[i])->layout != l) op->operands[i] = convert_before(f, op, op->operands[i], l);
     if (op->code == IR_OP_REDUCE) return;
@@ -1070,11 +1146,11 @@ static void lay_out_local(IrFunc *f, IrOp *op, int warps)
     }
 }
 
-static bool lay_out_locals(IrFunc *f, int warps)
+static bool lay_out_locals(IrFunc *f, int warps, const PassRuns *runs)
 {
     LocalOps lo = {0};
     ir_walk(&f->body, collect_local, &lo);
-    for (uint32_t i = 0; i < lo.n; i++) lay_out_local(f, lo.ops[i], warps);
+    for (uint32_t i = 0; i < lo.n; i++) lay_out_local(f, lo.ops[i], warps, runs);
     tl_free(lo.ops);
     return lo.n > 0;
 }
@@ -1085,13 +1161,16 @@ bool pass_layout(IrFunc *f)
     IrCtx *c = f->module->ctx;
     int warps = ir_func_warps(f);
     bool changed = false;
+    PassRuns runs;
+    pass_runs_init(&runs, f);
     for (uint32_t v = 0; v < f->nvalues; v++) {
         const IrType *t = f->values[v].type;
         if (!t || t->rank == 0 || t->layout) continue;
-        f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t));
+        f->values[v].type = ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t, &runs));
         changed = true;
     }
-    changed |= lay_out_locals(f, warps);
+    changed |= lay_out_locals(f, warps, &runs);
+    pass_runs_free(&runs);
     uint32_t ndots = 0;
     for (uint32_t v = 0; v < f->nvalues; v++) ndots += f->values[v].def && f->values[v].def->code == IR_OP_DOT;
     IrOp **dots = tl_calloc(ndots + 1, sizeof *dots), **end = dots;

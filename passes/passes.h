@@ -55,8 +55,19 @@ IrValue pass_ring_trip_count(IrBuilder *b, const IrOp *loop);
 bool pass_bounds(IrFunc *f);       /* bounds.c: checked mode; bounds checks from hidden size parameters */
 extern const PassInfo pass_gpu_table[];
 extern const unsigned pass_gpu_count;
-/* The blocked layout pass_layout gives tiles of t's shape in a kernel of `warps`. */
-const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t);
+/* The widest element that a kernel's loads (and its stores) of each tile shape move,
+ * which sets a thread's run in the blocked layout of the shape (passes/layout.c). */
+typedef struct PassRuns {
+    IrFunc *f;
+    bool on;                     /* the knob vector_run */
+    uint32_t n, cap;
+    struct { uint8_t rank; int32_t shape[IR_MAX_RANK]; int load_bytes, bytes; } *e;
+} PassRuns;
+void pass_runs_init(PassRuns *r, IrFunc *f);
+void pass_runs_free(PassRuns *r);
+/* The blocked layout pass_layout gives tiles of t's shape in a kernel of `warps` (runs:
+ * of the kernel, from pass_runs_init; NULL: 8 elements a thread's run). */
+const IrLayout *pass_blocked_layout(IrCtx *c, int warps, const IrType *t, const PassRuns *runs);
 /* A block load (passes/blockload.c) that the GPU pipeline kept for TMA but did not
  * copy by TMA, expanded after the layout pass into a pointer load in blocked layouts. */
 void blockload_expand_laid_out(IrFunc *f, IrOp *op);

@@ -202,7 +202,7 @@ static void test_kernel_info_without_shared_memory(void **state)
 static void check_owned_once(IrCtx *c, int warps, int rank, const int32_t *shape)
 {
     const IrType *t = ir_type_tile(c, ir_type_scalar(c, IR_F32), rank, shape);
-    IrLayoutMap l = ir_layout_map(ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t)));
+    IrLayoutMap l = ir_layout_map(ir_type_with_layout(c, t, pass_blocked_layout(c, warps, t, NULL)));
     int64_t n = ir_type_numel(t);
     int *seen = calloc((size_t)n, sizeof *seen);
     for (uint32_t th = 0; th < (uint32_t)warps * 32; th++)
@@ -229,7 +229,7 @@ static void test_layouts_own_each_element_once(void **state)
     }
     const int32_t big[1] = {1024};
     const IrType *bt = ir_type_tile(c, ir_type_scalar(c, IR_F32), 1, big);
-    IrLayoutMap l = ir_layout_map(ir_type_with_layout(c, bt, pass_blocked_layout(c, 4, bt)));
+    IrLayoutMap l = ir_layout_map(ir_type_with_layout(c, bt, pass_blocked_layout(c, 4, bt, NULL)));
     assert_int_equal(l.spt[0], 8);                      /* two 16-byte f32 vectors */
     ir_ctx_destroy(c);
 }
