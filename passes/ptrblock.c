@@ -7,11 +7,13 @@
  *            would keep for TMA (blockload_kept, asked with every match converted) is
  *            a block_load (a block_store) marked `upper`, which reads (writes) the same
  *            elements as it did and gives zeros where its mask was false (ops.def:
- *            block_load); every other op is as it was (the address and mask tiles of a
- *            converted op stay for DCE). So a kernel that gets no TMA from the
- *            conversion (sm_80, loads outside K loops, TILE_TMA=0, the checked mode)
- *            compiles to the code it did before: blockload's expansion of a block op
- *            is equivalent to the user's code but not the same instructions.
+ *            block_load), or, on a wrapped axis, zeros past its edge where no value
+ *            made of them is stored ("Wrapped rows"); every other op is as it was
+ *            (the address and mask tiles of a converted op stay for DCE). So a kernel
+ *            that gets no TMA from the conversion (sm_80, loads outside K loops,
+ *            TILE_TMA=0, the checked mode) compiles to the code it did before:
+ *            blockload's expansion of a block op is equivalent to the user's code but
+ *            not the same instructions.
  *
  *   %rm = add (splat %om), (arange 0 : i32[128])        %ka = add (splat %k), (arange ...)
  *   %p  = addptr (broadcast (addptr (splat %a), %rm[:, None] * splat %sm)), %ka[None, :]
@@ -42,6 +44,7 @@
  * as written: TMA stores of them were not asked for nor measured). A mask with another
  * condition, `<=`, or a test of another coordinate than the address's is left alone; an
  * offset with a loaded index (a gather) or a non-unit inner stride does not decompose so.
+ * A load's untested axis may instead be wrapped, `(o + i) % B` (see "Wrapped rows").
  *
  * Where u goes: a term x * st_d of it (x a scalar, st_d the stride scalar of axis d)
  * may be moved into the block's offset o_d, and any other term into the contiguous
@@ -76,6 +79,29 @@
  * offset that does not overflow, so c <= (2^31 - 1) / 8; and 256 below 2^31 so that
  * passes/rotate.c's masked copies, placed at the extent, do not wrap. The outer x needs
  * no extent (no test); its map's dimension is 2^31, every s32 >= 0.
+ *
+ * Wrapped rows: Triton's matmul tutorial does not mask the rows of A and the columns
+ * of B past M and N; it wraps them, `offs_am = (pid_m * BM + arange(0, BM)) % M`, and
+ * reads real rows 0.. there, whose products land in accumulator rows that its C store
+ * masks off. An axis coordinate `(o + i) % B` (rem by a scalar B, of one axis o + i with
+ * stride 1 before the rem; any stride after it) of a load whose mask does not test that
+ * axis is read as the axis o + i with the edge o + i < B, the same block op as the
+ * masked form's (TMA gives zeros past B instead of the wrapped rows), only where that
+ * changes no value the program stores: propagated forward from the load (wrap_safe),
+ * the positions whose coordinate is >= B may differ in a value along the axes it
+ * carries them, through element-wise ops, broadcasts, expand_dims, reductions and
+ * scans over other axes (cluster_axis_map, as passes/cluster.c follows a dot's rows),
+ * loops and ifs, and a dot (A's rows become its rows, B's columns its columns, an
+ * accumulator's stay); every store of such a value must mask exactly those positions,
+ * an edge o' + i < B' on each such axis with B' - o' = B - o (Triton's `offs_cm < M`
+ * beside `offs_cm = pid_m * BM + arange`), and nothing else may see them: a reduction
+ * or scan over the axis, a dot along K (the wrapped rows summed into every element),
+ * trans, reshape, a load or store addressed or masked by them, an atomic, a print, any
+ * other op, or a store without that mask leaves the load as written. The rows past B
+ * then reach memory nowhere, and the rows below B are read where the source read them
+ * ((o + i) % B = o + i for 0 <= o + i < B; a negative o + i reads before the tensor, an
+ * out-of-bounds access as below). The interpreter runs the program as written (`%`);
+ * only the compiled block op reads zeros (tests/lit/passes/ptrblock_wrap.tile).
  *
  * Why the values are the same: a marked block op tests only c_d < S_d, which is the
  * user's c'_d < B_d shifted by the same scalar on both sides, and reads base +
@@ -839,6 +865,7 @@ static void wrap_visit(Wrap *w, const IrOp *op)
     case IR_OP_DOT: {                       /* rows of A are the result's, columns of B its */
         unsigned x = rows_of(w, op->operands[0]), y = rows_of(w, op->operands[1]);
         if ((x & 2) || (y & 1)) w->bad = true;          /* along K: summed into every row */
+        if (in && ir_value_type(w->f, op->results[0])->rank != 2) w->bad = true;
         wrap_add(w, op->results[0], (x & 1) | (y & 2) | rows_of(w, op->operands[2]));
         return;
     }
@@ -915,6 +942,7 @@ static void settle(IrFunc *f, const Made *m, bool keep)
 
 typedef VEC(IrOp *) Ops;
 typedef VEC(Made) Mades;
+typedef VEC(Block) Blocks;
 
 /* ---- loop-carried pointer tiles (Triton's `a_ptrs += BLOCK_K * stride_ak`) -------------
  * A pointer tile p carried by a `for` of constant step s, yielded as addptr(p, splat(c))
@@ -1104,10 +1132,17 @@ bool pass_ptrblock(IrFunc *f)
     for (size_t i = 0; i < loops.len; i++) carry_loop(f, loops.data[i], &carried);
     vec_free(&loops);
     ir_walk(&f->body, collect, &ops);
-    for (size_t i = 0; i < ops.len; i++) {
+    Ops matched = {0};
+    Blocks blks = {0};
+    for (size_t i = 0; i < ops.len; i++) {      /* all matched before any is built (wrap_safe) */
         Block blk;
-        if (match_op(f, ops.data[i], &blk)) vec_push(&made, build_block(f, ops.data[i], &blk));
+        if (!match_op(f, ops.data[i], &blk)) continue;
+        vec_push(&matched, ops.data[i]);
+        vec_push(&blks, blk);
     }
+    for (size_t i = 0; i < matched.len; i++) vec_push(&made, build_block(f, matched.data[i], &blks.data[i]));
+    vec_free(&matched);
+    vec_free(&blks);
     bool *keep = tl_calloc(made.len + 1, sizeof *keep);
     if (!keep) tl_oom();
     IrOp **blocks = tl_calloc(made.len + 1, sizeof *blocks);
