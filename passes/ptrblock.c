@@ -87,12 +87,12 @@
  * stride 1 before the rem; any stride after it) of a load whose mask does not test that
  * axis is read as the axis o + i with the edge o + i < B, the same block op as the
  * masked form's (TMA gives zeros past B instead of the wrapped rows), only where that
- * changes no value the program stores: propagated forward from the load (wrap_safe),
- * the positions whose coordinate is >= B may differ in a value along the axes it
- * carries them, through element-wise ops, broadcasts, expand_dims, reductions and
- * scans over other axes (cluster_axis_map, as passes/cluster.c follows a dot's rows),
- * loops and ifs, and a dot (A's rows become its rows, B's columns its columns, an
- * accumulator's stay); every store of such a value must mask exactly those positions,
+ * changes no value the program stores. wrap_safe follows the positions o + i >= B
+ * forward from the load, as the axes of each value along which they may differ:
+ * through element-wise ops, broadcasts, expand_dims, reductions and scans over other
+ * axes (cluster_axis_map, as passes/cluster.c follows a dot's rows), loops and ifs,
+ * and a dot (A's rows become its rows, B's columns its columns, an accumulator's
+ * stay). Every store of such a value must mask exactly those positions,
  * an edge o' + i < B' on each such axis with B' - o' = B - o (Triton's `offs_cm < M`
  * beside `offs_cm = pid_m * BM + arange`), and nothing else may see them: a reduction
  * or scan over the axis, a dot along K (the wrapped rows summed into every element),
@@ -101,7 +101,7 @@
  * then reach memory nowhere, and the rows below B are read where the source read them
  * ((o + i) % B = o + i for 0 <= o + i < B; a negative o + i reads before the tensor, an
  * out-of-bounds access as below). The interpreter runs the program as written (`%`);
- * only the compiled block op reads zeros (tests/lit/passes/ptrblock_wrap.tile).
+ * the block op, where it is kept, reads zeros (tests/lit/passes/ptrblock_wrap.tile).
  *
  * Why the values are the same: a marked block op tests only c_d < S_d, which is the
  * user's c'_d < B_d shifted by the same scalar on both sides, and reads base +
