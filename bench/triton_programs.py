@@ -4,9 +4,11 @@ load/store; bench/triton_programs/*.tile and bench/matmul_pointers.tile), run in
 process on one GPU with the same configs:
 
 - gemm: bf16 GEMM, tutorial 03 (grouped order), at 4096^3, 8192^3 and the ragged
-  4096x4136x4072; peers cuBLAS (torch.matmul) and tile's own block-load GEMM
-  (examples/matmul_bf16.tile: at the same configs, and at its @autotune default: ws,
-  persistent);
+  4096x4136x4072, in tile twice: with masked edges (bench/matmul_pointers.tile) and as
+  the tutorial writes it, rows and columns wrapped by `% M`, `% N`, and loop-carried
+  pointers (bench/triton_programs/matmul_tutorial.tile, "tile tutorial"); peers cuBLAS
+  (torch.matmul) and tile's own block-load GEMM (examples/matmul_bf16.tile: at the same
+  configs, and at its @autotune default: ws, persistent);
 - softmax: tutorial 02's fused row softmax, f32 (as the tutorial runs it), 16384 rows x
   1000, 4096 and 5000 columns; the grid is the tutorial's persistent loop over rows
   (a config's programs per SM; 0: one program a row); peer torch.softmax;
@@ -52,6 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PROGRAMS = os.path.join(HERE, "triton_programs")
 MATMUL_POINTERS = os.path.join(HERE, "matmul_pointers.tile")
+MATMUL_TUTORIAL = os.path.join(PROGRAMS, "matmul_tutorial.tile")
 MATMUL_BLOCK = os.path.join(ROOT, "examples", "matmul_bf16.tile")
 SOFTMAX = os.path.join(PROGRAMS, "softmax.tile")
 LAYERNORM = os.path.join(PROGRAMS, "layernorm.tile")
@@ -155,6 +158,7 @@ def tile_builds(program):
     if program == "gemm":
         for cfg in pick(GEMM_CONFIGS, 2):
             out.append((MATMUL_POINTERS, "matmul_bf16", gemm_consts(cfg), "pointers %s" % (cfg,)))
+            out.append((MATMUL_TUTORIAL, "matmul_bf16", gemm_consts(cfg), "tutorial %s" % (cfg,)))
             out.append((MATMUL_BLOCK, "matmul_bf16", block_consts(cfg), "load_block %s" % (cfg,)))
         out.append((MATMUL_BLOCK, "matmul_bf16", BLOCK_DEFAULT, "load_block, @autotune default"))
     elif program == "softmax":
@@ -369,7 +373,8 @@ def kernel(path, name):
 
 # ---- gemm ----------------------------------------------------------------------------------
 def program_gemm(card):
-    tab = Table(card, "bf16 GEMM (tutorial 03; tile: bench/matmul_pointers.tile; peers cuBLAS and "
+    tab = Table(card, "bf16 GEMM (tutorial 03; tile: bench/matmul_pointers.tile, tile tutorial: "
+                "bench/triton_programs/matmul_tutorial.tile (`% M` wraps); peers cuBLAS and "
                 "examples/matmul_bf16.tile's block loads), f32 accumulation, bf16 out", "TFLOP/s", "bf16")
     for (M, N, K) in gemm_shapes():
         shape = "%dx%dx%d" % (M, N, K)
@@ -403,6 +408,7 @@ def program_gemm(card):
                 return run, (lambda: "%.1e" % compare("tile", c, ref, TOL_BF16))
             tab.entry(shape, "triton", cfg, flops, make_triton)
             tab.entry(shape, "tile", cfg, flops, make_tile)
+            tab.entry(shape, "tile tutorial", cfg, flops, lambda cfg=cfg: make_tile(cfg, MATMUL_TUTORIAL))
             tab.entry(shape, "tile load_block", cfg, flops,
                       lambda cfg=cfg: make_tile(cfg, MATMUL_BLOCK, block_consts(cfg)))
         tab.entry(shape, "tile load_block", "default: ws, persistent", flops,

@@ -94,59 +94,41 @@ static bool same_axis(Split *s, const IrOp *op, uint32_t first_operand)
     return true;
 }
 
-/* x and y carry the rows at axes related by `map` (x's axis a is y's map(a)); NONE to
- * NONE in both directions. */
-static bool related(Split *s, const IrOp *op, IrValue x, IrValue y, int (*map)(const IrOp *, int, int, bool))
+/* x and y carry the rows at axes related by cluster_axis_map (x's axis a is y's
+ * map(a)); NONE to NONE in both directions. */
+static bool related(Split *s, const IrOp *op, IrValue x, IrValue y)
 {
     int ax = s->axis[x], ay = s->axis[y], rank = vtype(s, x)->rank;
     if (ax >= 0) {
-        int m = map(op, rank, ax, true);
-        if (m == UNKNOWN) return stop(s, op, "mixes the program's rows with another axis");
+        int m = cluster_axis_map(op, rank, ax, true);
+        if (m < 0) return stop(s, op, "mixes the program's rows with another axis");
         if (!set(s, op, y, m)) return false;
     } else if (ax == NONE && !set(s, op, y, NONE)) {
         return false;
     }
     if (ay >= 0) {
-        int m = map(op, rank, ay, false);
-        if (m == UNKNOWN) return stop(s, op, "mixes the program's rows with another axis");
+        int m = cluster_axis_map(op, rank, ay, false);
+        if (m < 0) return stop(s, op, "mixes the program's rows with another axis");
         return set(s, op, x, m);
     }
     return ay == NONE ? set(s, op, x, NONE) : true;
 }
 
-/* expand_dims at p: x's axis a is the result's a (a < p) or a + 1. */
-static int expand_map(const IrOp *op, int rank, int a, bool fwd)
+int cluster_axis_map(const IrOp *op, int rank, int a, bool fwd)
 {
-    (void)rank;
-    int p = (int)op->attr.i;
-    if (fwd) return a < p ? a : a + 1;
-    return a == p ? UNKNOWN : a < p ? a : a - 1;
-}
-
-/* trans reverses the axes. */
-static int trans_map(const IrOp *op, int rank, int a, bool fwd)
-{
-    (void)op;
-    (void)fwd;
-    return rank - 1 - a;
-}
-
-/* A reduction over axis k (removed; visit refuses one over the rows first): x's axis a
- * is the result's a (a < k) or a - 1. */
-static int reduce_map(const IrOp *op, int rank, int a, bool fwd)
-{
-    (void)rank;
     int k = (int)(op->attr.i & IR_AXIS_MASK);
-    if (fwd) return a < k ? a : a - 1;
-    return a < k ? a : a + 1;
-}
-
-static int same_map(const IrOp *op, int rank, int a, bool fwd)
-{
-    (void)fwd;
-    (void)rank;
-    int k = (int)(op->attr.i & IR_AXIS_MASK);
-    return a == k ? UNKNOWN : a;
+    switch (op->code) {
+    case IR_OP_EXPAND_DIMS:         /* the new axis k: x's a is the result's a (a < k) or a + 1 */
+        k = (int)op->attr.i;
+        if (fwd) return a < k ? a : a + 1;
+        return a == k ? -1 : a < k ? a : a - 1;
+    case IR_OP_TRANS: return rank - 1 - a;
+    case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM:
+        if (fwd) return a == k ? -1 : a < k ? a : a - 1;     /* over k (removed) */
+        return a < k ? a : a + 1;
+    case IR_OP_CUMSUM: case IR_OP_CUMPROD: return a == k ? -1 : a;
+    default: return a;
+    }
 }
 
 static bool visit_block(Split *s, const IrBlock *blk);
@@ -200,15 +182,15 @@ static bool visit(Split *s, const IrOp *op)
         if (s->axis[y] >= 0) return set(s, op, x, vtype(s, x)->shape[s->axis[y]] == 1 ? NONE : s->axis[y]);
         return true;
     }
-    case IR_OP_EXPAND_DIMS: return related(s, op, op->operands[0], op->results[0], expand_map);
+    case IR_OP_EXPAND_DIMS: return related(s, op, op->operands[0], op->results[0]);
     case IR_OP_TRANS:
-        return related(s, op, op->operands[0], op->results[0], trans_map);
+        return related(s, op, op->operands[0], op->results[0]);
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM:
         if (s->axis[op->operands[0]] == (int)(op->attr.i & IR_AXIS_MASK)) return stop(s, op, "reduces over the program's rows");
-        return related(s, op, op->operands[0], op->results[0], reduce_map);
+        return related(s, op, op->operands[0], op->results[0]);
     case IR_OP_CUMSUM: case IR_OP_CUMPROD:
         if (s->axis[op->operands[0]] == (int)(op->attr.i & IR_AXIS_MASK)) return stop(s, op, "scans over the program's rows");
-        return related(s, op, op->operands[0], op->results[0], same_map);
+        return related(s, op, op->operands[0], op->results[0]);
     case IR_OP_SPLAT: case IR_OP_CONST: case IR_OP_ARANGE: case IR_OP_BLOCK_LOAD: case IR_OP_BLOCK_STORE:
     case IR_OP_ASSERT: case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_MULTIPLE_OF:
     case IR_OP_MAX_CONTIGUOUS:

@@ -96,6 +96,12 @@ bool blockload_host_known(const IrFunc *f, IrValue v, int64_t *mult, bool positi
  * descriptors and TMA's boxes of that width read). */
 int32_t pass_nvmma_swizzle(const IrType *t, int fast);
 const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast);
+/* passes/cluster.c: the axis of op's result that axis a of its operand (of rank `rank`)
+ * becomes (fwd), or the operand's axis that the result's axis a comes from (!fwd), for
+ * expand_dims, trans, reductions and scans; -1 where op mixes that axis with others (a
+ * reduction or scan over it; expand_dims' new axis, backwards); a for any other op.
+ * passes/ptrblock.c follows a wrapped load's rows by it. */
+int cluster_axis_map(const IrOp *op, int rank, int a, bool fwd);
 /* v is never negative (a constant >= 0, a program id, a loop's induction variable from
  * such a value by a positive step, widenings, quotients, ... of such: blockload.c). */
 bool blockload_nonneg(const IrFunc *f, IrValue v);

@@ -7,11 +7,13 @@
  *            would keep for TMA (blockload_kept, asked with every match converted) is
  *            a block_load (a block_store) marked `upper`, which reads (writes) the same
  *            elements as it did and gives zeros where its mask was false (ops.def:
- *            block_load); every other op is as it was (the address and mask tiles of a
- *            converted op stay for DCE). So a kernel that gets no TMA from the
- *            conversion (sm_80, loads outside K loops, TILE_TMA=0, the checked mode)
- *            compiles to the code it did before: blockload's expansion of a block op
- *            is equivalent to the user's code but not the same instructions.
+ *            block_load), or, on a wrapped axis, zeros past its edge where no value
+ *            made of them is stored ("Wrapped rows"); every other op is as it was
+ *            (the address and mask tiles of a converted op stay for DCE). So a kernel
+ *            that gets no TMA from the conversion (sm_80, loads outside K loops,
+ *            TILE_TMA=0, the checked mode) compiles to the code it did before:
+ *            blockload's expansion of a block op is equivalent to the user's code but
+ *            not the same instructions.
  *
  *   %rm = add (splat %om), (arange 0 : i32[128])        %ka = add (splat %k), (arange ...)
  *   %p  = addptr (broadcast (addptr (splat %a), %rm[:, None] * splat %sm)), %ka[None, :]
@@ -42,6 +44,7 @@
  * as written: TMA stores of them were not asked for nor measured). A mask with another
  * condition, `<=`, or a test of another coordinate than the address's is left alone; an
  * offset with a loaded index (a gather) or a non-unit inner stride does not decompose so.
+ * A load's untested axis may instead be wrapped, `(o + i) % B` (see "Wrapped rows").
  *
  * Where u goes: a term x * st_d of it (x a scalar, st_d the stride scalar of axis d)
  * may be moved into the block's offset o_d, and any other term into the contiguous
@@ -76,6 +79,29 @@
  * offset that does not overflow, so c <= (2^31 - 1) / 8; and 256 below 2^31 so that
  * passes/rotate.c's masked copies, placed at the extent, do not wrap. The outer x needs
  * no extent (no test); its map's dimension is 2^31, every s32 >= 0.
+ *
+ * Wrapped rows: Triton's matmul tutorial does not mask the rows of A and the columns
+ * of B past M and N; it wraps them, `offs_am = (pid_m * BM + arange(0, BM)) % M`, and
+ * reads real rows 0.. there, whose products land in accumulator rows that its C store
+ * masks off. An axis coordinate `(o + i) % B` (rem by a scalar B, of one axis o + i with
+ * stride 1 before the rem; any stride after it) of a load whose mask does not test that
+ * axis is read as the axis o + i with the edge o + i < B, the same block op as the
+ * masked form's (TMA gives zeros past B instead of the wrapped rows), only where that
+ * changes no value the program stores. wrap_safe follows the positions o + i >= B
+ * forward from the load, as the axes of each value along which they may differ:
+ * through element-wise ops, broadcasts, expand_dims, reductions and scans over other
+ * axes (cluster_axis_map, as passes/cluster.c follows a dot's rows), loops and ifs,
+ * and a dot (A's rows become its rows, B's columns its columns, an accumulator's
+ * stay). Every store of such a value must mask exactly those positions,
+ * an edge o' + i < B' on each such axis with B' - o' = B - o (Triton's `offs_cm < M`
+ * beside `offs_cm = pid_m * BM + arange`), and nothing else may see them: a reduction
+ * or scan over the axis, a dot along K (the wrapped rows summed into every element),
+ * trans, reshape, a load or store addressed or masked by them, an atomic, a print, any
+ * other op, or a store without that mask leaves the load as written. The rows past B
+ * then reach memory nowhere, and the rows below B are read where the source read them
+ * ((o + i) % B = o + i for 0 <= o + i < B; a negative o + i reads before the tensor, an
+ * out-of-bounds access as below). The interpreter runs the program as written (`%`);
+ * the block op, where it is kept, reads zeros (tests/lit/passes/ptrblock_wrap.tile).
  *
  * Why the values are the same: a marked block op tests only c_d < S_d, which is the
  * user's c'_d < B_d shifted by the same scalar on both sides, and reads base +
@@ -112,10 +138,11 @@ typedef struct Lin {
     IrValue src;
 } Lin;
 
-/* (o + i) * k * s along an axis (s IR_NO_VALUE: the constant k), i the axis' index. */
+/* (o + i) * k * s along an axis (s IR_NO_VALUE: the constant k), i the axis' index;
+ * ((o + i) % wb) * k * s where `wrap` (the header's "Wrapped rows"). */
 typedef struct Axis {
-    bool on;
-    Lin o;
+    bool on, wrap;
+    Lin o, wb;
     int64_t k;
     IrValue s;
 } Axis;
@@ -141,6 +168,8 @@ typedef struct Block {
     IrValue s[2];
     IrElem ie;
     bool untested[2];            /* the axis has no edge test (its extent: fix_untested) */
+    int wrapped;                 /* the axis whose edge is a wrap (o + i) % B, or -1 */
+    Lin wo, wb;                  /* that edge: o + i < B */
     IrValue ox, os;              /* the outer pair x * os (ox IR_NO_VALUE: none; os IR_NO_VALUE: */
     int64_t ok;                  /* the constant ok), in the integer type oe */
     IrElem oe;
@@ -254,7 +283,7 @@ static Aff aff_zero(void)
     Aff a;
     memset(&a, 0, sizeof a);
     a.u = lin_zero;
-    for (int d = 0; d < 2; d++) a.ax[d].o = lin_zero, a.ax[d].s = IR_NO_VALUE;
+    for (int d = 0; d < 2; d++) a.ax[d].o = a.ax[d].wb = lin_zero, a.ax[d].s = IR_NO_VALUE;
     return a;
 }
 
@@ -288,12 +317,13 @@ static bool aff_sum(Aff *a, const Aff *b, int64_t sign)
     return true;
 }
 
-/* u moved into the one axis of a whose stride is a constant dividing it. */
+/* u moved into the one axis of a whose stride is a constant dividing it (not into a
+ * wrapped one: (o + i) % B + u is not (o + u + i) % B). */
 static void aff_absorb(Aff *a)
 {
     if (aff_axes(a) != 1 || lin_is_zero(&a->u)) return;
     Axis *x = &a->ax[a->ax[0].on ? 0 : 1];
-    if (x->s != IR_NO_VALUE || x->k <= 0 || a->u.k % x->k) return;
+    if (x->wrap || x->s != IR_NO_VALUE || x->k <= 0 || a->u.k % x->k) return;
     for (int i = 0; i < a->u.n; i++)
         if (a->u.c[i] % x->k) return;
     Lin q = a->u;
@@ -340,6 +370,20 @@ static bool aff_product(const IrFunc *f, const IrOp *d, Aff *a, int depth)
     return (aff_axes(a) || !b.u.n) && aff_scale(a, &b);
 }
 
+/* (o + i) % B, B a scalar (the header's "Wrapped rows"): the axis o + i, wrapped at B. */
+static bool aff_wrap(const IrFunc *f, const IrOp *d, Aff *a, int depth)
+{
+    Aff m;
+    if (!aff_of(f, d->operands[0], a, depth + 1) || !aff_of(f, d->operands[1], &m, depth + 1)) return false;
+    aff_absorb(a);
+    if (aff_axes(a) != 1 || aff_axes(&m) || !lin_is_zero(&a->u) || lin_is_zero(&m.u)) return false;
+    Axis *x = &a->ax[a->ax[0].on ? 0 : 1];
+    if (x->wrap || x->k != 1 || x->s != IR_NO_VALUE) return false;
+    x->wrap = true;
+    x->wb = m.u;
+    return true;
+}
+
 /* The integer tile v (rank <= 2) as an Aff. */
 static bool aff_of(const IrFunc *f, IrValue v, Aff *a, int depth)
 {
@@ -358,6 +402,7 @@ static bool aff_of(const IrFunc *f, IrValue v, Aff *a, int depth)
         return aff_of(f, d->operands[0], a, depth + 1) && aff_of(f, d->operands[1], &b, depth + 1) &&
                aff_sum(a, &b, d->code == IR_OP_SUB ? -1 : 1);
     case IR_OP_MUL: return aff_product(f, d, a, depth);
+    case IR_OP_REM: return aff_wrap(f, d, a, depth);
     case IR_OP_EXPAND_DIMS: case IR_OP_BROADCAST:
         return aff_of(f, d->operands[0], a, depth + 1) && aff_shape(f, d, a);
     default: return false;
@@ -399,7 +444,7 @@ static bool edge_of(const IrFunc *f, IrValue x, IrValue y, const int *map, IrEle
     if (t->elem != ie || !aff_of(f, x, &a, 0) || !aff_of(f, y, &b, 0)) return false;
     if (aff_axes(&a) != 1 || aff_axes(&b)) return false;
     int d = a.ax[0].on ? 0 : 1;
-    if (a.ax[d].k != 1 || a.ax[d].s != IR_NO_VALUE || map[d] < 0 || e[map[d]].on) return false;
+    if (a.ax[d].wrap || a.ax[d].k != 1 || a.ax[d].s != IR_NO_VALUE || map[d] < 0 || e[map[d]].on) return false;
     if (t->shape[d] != shape[map[d]]) return false;     /* the coordinate of the whole axis */
     Edge *g = &e[map[d]];
     g->on = true;
@@ -591,6 +636,13 @@ static bool match(const IrFunc *f, IrValue ptr, IrValue mask, const int32_t *sha
     if (!ptr_of(f, ptr, &b->base, &off, &b->ie, 0) || aff_axes(&off) != 2) return false;
     if (b->ie != IR_I32 && b->ie != IR_I64) return false;
     if (mask != IR_NO_VALUE && !mask_of(f, mask, map, b->ie, shape, e, 0)) return false;
+    b->wrapped = -1;
+    for (int d = 0; d < 2; d++) {           /* a wrap is the edge of an untested axis */
+        if (!off.ax[d].wrap) continue;
+        if (!load || e[d].on || b->wrapped >= 0) return false;
+        e[d] = (Edge){true, off.ax[d].o, off.ax[d].wb};
+        b->wrapped = d, b->wo = e[d].o, b->wb = e[d].b;
+    }
     if (!load && (!e[0].on || !e[1].on)) return false;
     int fast = -1;
     for (int d = 0; d < 2; d++) {
@@ -717,12 +769,157 @@ static bool from_tensor_cores(const IrFunc *f, IrValue v, int depth)
     return false;
 }
 
+/* ---- wrapped rows (the header's "Wrapped rows") ---------------------------------------
+ * Which values the wrapped load's rows past its edge reach, by propagation forward from
+ * the load: bit a of rows[v] says that v's elements may differ at the coordinates along
+ * axis a where the load's did (o + i >= B), and no others (the same positions i). */
+typedef struct Wrap {
+    const IrFunc *f;
+    uint8_t *rows;
+    uint32_t nv;
+    Lin o, b;                    /* the load's edge o + i < B */
+    bool changed, bad;
+} Wrap;
+
+static unsigned rows_of(const Wrap *w, IrValue v) { return v < w->nv ? w->rows[v] : 0; }
+
+static void wrap_add(Wrap *w, IrValue v, unsigned bits)
+{
+    if (!bits) return;
+    if (v >= w->nv || !ir_value_type(w->f, v)->rank || bits > 0xff) {
+        w->bad = true;
+        return;
+    }
+    if ((w->rows[v] | bits) == w->rows[v]) return;
+    w->rows[v] |= (uint8_t)bits;
+    w->changed = true;
+}
+
+/* The store op's mask tests, on every axis of `bits`, its coordinate o' + i < B' with
+ * B' - o' = B - o: the positions the load's edge leaves out are exactly those it masks. */
+static bool wrap_masked(const Wrap *w, const IrOp *op, unsigned bits)
+{
+    static const int map[2] = {0, 1};
+    const IrType *t = ir_value_type(w->f, op->operands[1]);
+    if (op->noperands < 3 || t->rank > 2) return false;
+    for (IrElem ie = IR_I32; ie != IR_NUM_ELEMS; ie = ie == IR_I32 ? IR_I64 : IR_NUM_ELEMS) {
+        Edge e[2] = {{0}, {0}};
+        if (!mask_of(w->f, op->operands[2], map, ie, t->shape, e, 0)) continue;
+        for (int a = 0; a < t->rank; a++) {
+            Lin d = e[a].b;
+            if (!(bits >> a & 1)) continue;
+            if (!e[a].on || !lin_add(&d, &e[a].o, -1) || !lin_add(&d, &w->b, -1) || !lin_add(&d, &w->o, 1) ||
+                !lin_is_zero(&d))
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* The axes of op's result that the bits of its operand's axes map to (cluster's map:
+ * expand_dims, reductions and scans); bad where it mixes them. */
+static void wrap_map(Wrap *w, const IrOp *op, unsigned bits)
+{
+    const IrType *t = ir_value_type(w->f, op->operands[0]);
+    unsigned out = 0;
+    for (int a = 0; a < t->rank; a++) {
+        if (!(bits >> a & 1)) continue;
+        int m = cluster_axis_map(op, t->rank, a, true);
+        if (m < 0 || (op->code == IR_OP_BROADCAST && t->shape[a] != ir_value_type(w->f, op->results[0])->shape[a])) {
+            w->bad = true;
+            return;
+        }
+        out |= 1u << m;
+    }
+    wrap_add(w, op->results[0], out);
+}
+
+static void wrap_block(Wrap *w, const IrBlock *blk);
+
+/* A loop's or if's yielded values: yield operand i, result i (and for a loop its init
+ * and body argument i + 1) carry the same rows. Any other op's region yields none. */
+static void wrap_regions(Wrap *w, const IrOp *op)
+{
+    bool known = op->code == IR_OP_FOR || op->code == IR_OP_IF;
+    for (uint32_t r = 0; r < op->nregions; r++) {
+        wrap_block(w, &op->regions[r]);
+        const IrOp *y = op->regions[r].last;
+        if (!y || (y->code != IR_OP_YIELD && y->code != IR_OP_CONDITION)) continue;
+        for (uint32_t i = 0; i < y->noperands; i++) {
+            unsigned bits = rows_of(w, y->operands[i]);
+            if (bits && (!known || i >= op->nresults)) w->bad = true;
+            if (!known || i >= op->nresults) continue;
+            if (op->code == IR_OP_FOR) bits |= rows_of(w, op->operands[3 + i]) | rows_of(w, op->regions[0].args[1 + i]);
+            wrap_add(w, op->results[i], bits);
+            if (op->code == IR_OP_FOR) wrap_add(w, op->regions[0].args[1 + i], bits);
+        }
+    }
+}
+
+static void wrap_visit(Wrap *w, const IrOp *op)
+{
+    unsigned in = 0;
+    for (uint32_t i = 0; i < op->noperands; i++) in |= rows_of(w, op->operands[i]);
+    switch (op->code) {
+    case IR_OP_DOT: {                       /* rows of A are the result's, columns of B its */
+        unsigned x = rows_of(w, op->operands[0]), y = rows_of(w, op->operands[1]);
+        if ((x & 2) || (y & 1)) w->bad = true;          /* along K: summed into every row */
+        if (in && ir_value_type(w->f, op->results[0])->rank != 2) w->bad = true;
+        wrap_add(w, op->results[0], (x & 1) | (y & 2) | rows_of(w, op->operands[2]));
+        return;
+    }
+    case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN:
+    case IR_OP_ARGMAX: case IR_OP_ARGMIN: case IR_OP_XOR_SUM: case IR_OP_CUMSUM: case IR_OP_CUMPROD:
+        wrap_map(w, op, in);
+        return;
+    case IR_OP_STORE: {
+        unsigned v = rows_of(w, op->operands[1]);       /* a loaded address or mask: a gather */
+        bool addr = rows_of(w, op->operands[0]) || (op->noperands > 2 && rows_of(w, op->operands[2]));
+        if (addr || (v && !wrap_masked(w, op, v))) w->bad = true;
+        return;
+    }
+    case IR_OP_YIELD: case IR_OP_CONDITION: return;        /* wrap_regions */
+    case IR_OP_FOR: case IR_OP_IF: wrap_regions(w, op); return;   /* bounds and conditions: scalars */
+    default:
+        wrap_regions(w, op);
+        if (!in) return;
+        if (!(ir_op_info[op->code].flags & IR_E)) {
+            w->bad = true;                  /* loads, trans, reshapes, prints, atomics, ... */
+            return;
+        }
+        for (uint32_t i = 0; i < op->nresults; i++) wrap_add(w, op->results[i], in);
+    }
+}
+
+static void wrap_block(Wrap *w, const IrBlock *blk)
+{
+    for (const IrOp *op = blk->first; op && !w->bad; op = op->next) wrap_visit(w, op);
+}
+
+/* The wrapped load op's rows past the edge reach memory only through stores masked on
+ * them (or nowhere): reading zeros there instead changes no value the program stores. */
+static bool wrap_safe(const IrFunc *f, const IrOp *op, const Block *blk)
+{
+    Wrap w = {.f = f, .nv = f->nvalues, .o = blk->wo, .b = blk->wb};
+    w.rows = tl_calloc(w.nv ? w.nv : 1, 1);
+    if (!w.rows) tl_oom();
+    w.rows[op->results[0]] = (uint8_t)(1u << blk->wrapped);
+    do {
+        w.changed = false;
+        wrap_block(&w, &f->body);
+    } while (w.changed && !w.bad);
+    tl_free(w.rows);
+    return !w.bad;
+}
+
 static bool match_op(const IrFunc *f, const IrOp *op, Block *blk)
 {
     if (op->code == IR_OP_LOAD) {
         const IrType *t = ir_value_type(f, op->results[0]);
         if (!block_elem(t) || (op->noperands == 3 && !is_zero(f, op->operands[2]))) return false;
-        return match(f, op->operands[0], op->noperands > 1 ? op->operands[1] : IR_NO_VALUE, t->shape, true, blk);
+        return match(f, op->operands[0], op->noperands > 1 ? op->operands[1] : IR_NO_VALUE, t->shape, true, blk) &&
+               (blk->wrapped < 0 || wrap_safe(f, op, blk));
     }
     const IrType *t = ir_value_type(f, op->operands[1]);
     return block_elem(t) && from_tensor_cores(f, op->operands[1], 0) &&
@@ -745,6 +942,7 @@ static void settle(IrFunc *f, const Made *m, bool keep)
 
 typedef VEC(IrOp *) Ops;
 typedef VEC(Made) Mades;
+typedef VEC(Block) Blocks;
 
 /* ---- loop-carried pointer tiles (Triton's `a_ptrs += BLOCK_K * stride_ak`) -------------
  * A pointer tile p carried by a `for` of constant step s, yielded as addptr(p, splat(c))
@@ -934,10 +1132,17 @@ bool pass_ptrblock(IrFunc *f)
     for (size_t i = 0; i < loops.len; i++) carry_loop(f, loops.data[i], &carried);
     vec_free(&loops);
     ir_walk(&f->body, collect, &ops);
-    for (size_t i = 0; i < ops.len; i++) {
+    Ops matched = {0};
+    Blocks blks = {0};
+    for (size_t i = 0; i < ops.len; i++) {      /* all matched before any is built (wrap_safe) */
         Block blk;
-        if (match_op(f, ops.data[i], &blk)) vec_push(&made, build_block(f, ops.data[i], &blk));
+        if (!match_op(f, ops.data[i], &blk)) continue;
+        vec_push(&matched, ops.data[i]);
+        vec_push(&blks, blk);
     }
+    for (size_t i = 0; i < matched.len; i++) vec_push(&made, build_block(f, matched.data[i], &blks.data[i]));
+    vec_free(&matched);
+    vec_free(&blks);
     bool *keep = tl_calloc(made.len + 1, sizeof *keep);
     if (!keep) tl_oom();
     IrOp **blocks = tl_calloc(made.len + 1, sizeof *blocks);

@@ -69,6 +69,18 @@ class Programs(unittest.TestCase):
           BM=16, BN=16, BK=32, GROUP=2)
         self.assertLess(rel_err(from_bf16_bits(c), av @ bv), 5e-3)
 
+    def test_gemm_bf16_tutorial(self):
+        """Tutorial 03 as written: the rows and columns past M and N wrap (`% M`), at sizes
+        where the last tiles wrap and K ends in a partial step."""
+        k = tile.load(PROGRAMS / "matmul_tutorial.tile").matmul_bf16
+        M, N, K = 70, 50, 40
+        a, av = self.bf16(M, K)
+        b, bv = self.bf16(K, N)
+        c = np.full((M, N), 0x7FC0, np.uint16)   # NaN: every element must be written
+        k(tile.bits(c, "bf16"), tile.bits(a, "bf16"), tile.bits(b, "bf16"), M, N, K, K, N, N,
+          BM=32, BN=32, BK=32, GROUP=2)
+        self.assertLess(rel_err(from_bf16_bits(c), av @ bv), 5e-3)
+
     def test_softmax(self):
         k = tile.load(PROGRAMS / "softmax.tile").softmax
         rows, cols = 37, 100

@@ -83,6 +83,7 @@ MM = os.path.join(EX, "matmul_bf16.tile")
 MP = os.path.join(root, "bench", "matmul_pointers.tile")
 PB = os.path.join(root, "tests", "lit", "passes", "ptrblock_kernels.tile")
 PO = os.path.join(root, "tests", "lit", "passes", "ptrblock_outer.tile")
+MT = os.path.join(root, "bench", "triton_programs", "matmul_tutorial.tile")
 TA = os.path.join(root, "bench", "triton_programs", "attention.tile")
 # (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
 # outputs must agree within tol * the output's largest magnitude (0: bit for bit)
@@ -108,6 +109,12 @@ CASES = [
     # pointer-form kernels that passes/ptrblock.c turns into TMA copies (and a TMA store)
     ("gemm pointers, odd sizes", MP, "matmul_bf16", ["BM=128", "BN=256", "BK=64", "warps=8", "stages=4"],
      gemm(77, 48, 80), ["c"], 0),
+    # Triton's tutorial as written: rows and columns past M and N wrapped (`% M`), read
+    # by TMA as zeros past M and N (passes/ptrblock.c, "Wrapped rows"); the interpreter
+    # reads the wrapped rows, which only C's masked-off rows see: bit for bit
+    ("gemm tutorial wrapped rows, odd sizes", MT, "matmul_bf16", ["warps=8", "stages=3"], gemm(77, 48, 80), ["c"], 0),
+    ("gemm tutorial wrapped rows, div8 sizes", MT, "matmul_bf16", ["BM=64", "BN=64", "BK=32", "GROUP=2"],
+     gemm(72, 40, 56), ["c"], 0),
     ("fp8 pointers, odd sizes", PB, "fp8", [],
      ["c=zeros:%d" % (77 * 45), "a=rand:%d:1" % (77 * 80), "b=rand:%d:2" % (45 * 80), "M=77", "N=45", "K=70",
       "stride_am=80", "stride_bn=80", "stride_cm=45"], ["c"], 1e-2),
