@@ -5,8 +5,8 @@ runs in its own process):
     ncu -k regex:layer_norm_bwd -c 2 python3 bench/tp_probe.py lnbwd 4096 tile
     ncu -k regex:softmax -c 1 python3 bench/tp_probe.py softmax 4096 triton
 
-PROGRAM: lnbwd (the LayerNorm backward's two kernels, dx with the partial dw/db under
-locks, then the dw/db reduction; 4096 rows) or softmax (16384 rows, f32); N: the row
+PROGRAM: lnfwd (the LayerNorm forward; 4096 rows), lnbwd (the LayerNorm backward's two
+kernels, dx with the partial dw/db under locks, then the dw/db reduction) or softmax (16384 rows, f32); N: the row
 length; IMPL: tile or triton. The first config of bench/triton_programs.py's list.
 """
 import os
@@ -52,6 +52,19 @@ def main():
             def run():
                 k1()
                 k2()
+    elif prog == "lnfwd":
+        M = tp.LN_ROWS
+        block, warps = tp.ln_resolve(tp.LN_CONFIGS[0], N)
+        x = torch.randn(M, N, device="cuda", dtype=torch.float16)
+        w, b = (torch.rand(N, device="cuda", dtype=torch.float16) for _ in range(2))
+        y = torch.empty_like(x)
+        mean, rstd = (torch.empty(M, device="cuda", dtype=torch.float32) for _ in range(2))
+        if impl == "triton":
+            def run():
+                tt.layer_norm_fwd[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, 1e-5, BLOCK_SIZE=block, num_warps=warps)
+        else:
+            run = tp.kernel(tp.LAYERNORM, "layer_norm_fwd")[(M,)].prepare(x, y, w, b, mean, rstd, x.stride(0), N, 1e-5,
+                                                                          BLOCK=block, warps=warps)
     elif prog == "softmax":
         rows = tp.SOFTMAX_ROWS
         cfg = tp.SOFTMAX_CONFIGS[0]
@@ -67,7 +80,7 @@ def main():
             run = tp.kernel(tp.SOFTMAX, "softmax")[(programs,)].prepare(y, x, x.stride(0), y.stride(0), rows, N,
                                                                         **tp.softmax_consts(cfg, N))
     else:
-        sys.exit("tp_probe.py: PROGRAM is lnbwd or softmax, not %r" % prog)
+        sys.exit("tp_probe.py: PROGRAM is lnfwd, lnbwd or softmax, not %r" % prog)
     for _ in range(3):
         if prog == "lnbwd":
             locks.zero_()

@@ -31,7 +31,7 @@ probe() {  # probe NAME KERNEL-REGEX COUNT COMMAND...
 want() { [ $# -eq 0 ] || [[ " $* " == *" $name "* ]]; }
 all=("$@")
 run() { name=$1; if want "${all[@]+"${all[@]}"}"; then probe "$@"; fi; }
-mkdir -p "$OUT"/{attn_ws,attn_rot,cudnn,gemm_ws,gemm_pp,gemm_cl,cublas,ragged_lb,ragged_ptr,ragged_cublas,lnbwd_tile,lnbwd_triton,softmax_tile,softmax_triton}
+mkdir -p "$OUT"/{attn_ws,attn_rot,cudnn,gemm_ws,gemm_pp,gemm_cl,cublas,ragged_lb,ragged_ptr,ragged_cublas,lnbwd_tile,lnbwd_triton,softmax_tile,softmax_triton,lnfwd_tile,lnfwd_triton}
 # attention forward B4 H32 L4096 d128: attn_fwd_tma + ws (the default), its FA3-style
 # overlap (rot: softmax under P V, warpgroups taking turns), and SDPA's cuDNN kernel
 run attn_ws attn_fwd 1 python3 bench/attn_probe.py tma+ws:128,64,8,3
@@ -53,3 +53,5 @@ run lnbwd_tile layer_norm_bwd 2 python3 bench/tp_probe.py lnbwd 4096 tile
 run lnbwd_triton layer_norm_bwd 2 python3 bench/tp_probe.py lnbwd 4096 triton
 run softmax_tile softmax 1 python3 bench/tp_probe.py softmax 4096 tile
 run softmax_triton softmax 1 python3 bench/tp_probe.py softmax 4096 triton
+run lnfwd_tile layer_norm_fwd 1 python3 bench/tp_probe.py lnfwd 4096 tile
+run lnfwd_triton layer_norm_fwd 1 python3 bench/tp_probe.py lnfwd 4096 triton
