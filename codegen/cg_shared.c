@@ -399,6 +399,32 @@ static bool lower_local_load(Cg *c, const IrOp *op)
     return true;
 }
 
+/* local_store: each thread writes the elements it holds, one at a time, at their
+ * addresses in the stage's layout (elem_addr: an NVMMA buffer's swizzle). The fp8
+ * transpose (passes/shared.c) writes a tile read N-major from its ring into a K-major
+ * NVMMA buffer: no two consecutive elements of a thread are adjacent there, so the
+ * stores are of one element each. A layout that replicates elements writes each copy:
+ * the same value at the same address. */
+static bool lower_local_store(Cg *c, const IrOp *op)
+{
+    Buf b = buf_of(c, op->operands[0], op->attr.i == 1);
+    LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
+    const IrType *vt = cg_type(c, op->operands[2]);
+    IrLayoutMap l = ir_layout_map(vt);
+    uint32_t n = cg_layout_elems(&l);
+    CgVal v = cg_get(c, op->operands[2]);
+    LLVMTypeRef mt = cg_mem_type(c, vt->elem);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef co[IR_MAX_RANK];
+        cg_layout_coords(c, &l, k, co);
+        LLVMValueRef sp = LLVMBuildIntToPtr(c->b, elem_addr(c, &b, stage, co), LLVMPointerTypeInContext(c->ctx, 3), "");
+        LLVMValueRef x = cg_at(v, k);
+        if (vt->elem == IR_I1) x = LLVMBuildZExt(c->b, x, mt, "");
+        LLVMBuildStore(c->b, x, sp);
+    }
+    return true;
+}
+
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 bool cg_shared(Cg *c, const IrOp *op)
@@ -431,6 +457,10 @@ bool cg_shared(Cg *c, const IrOp *op)
         return true;
     }
     case IR_OP_LOCAL_LOAD: return lower_local_load(c, op);
+    case IR_OP_LOCAL_STORE: return lower_local_store(c, op);
+    case IR_OP_FENCE_ASYNC:   /* generic-proxy writes (local_store) before wgmma reads them */
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}", true);
+        return true;
     default: return cg_error(c, op, "not a shared-memory op");
     }
 }

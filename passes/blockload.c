@@ -190,7 +190,8 @@ static IrOp *expand_store(IrFunc *f, IrOp *op)
  *   - rank 2, 2-byte or 1-byte elements, i32 or i64 shape, strides and offsets (TMA's
  *     coordinates are 32-bit: codegen clamps i64 ones, the runtime keeps their extents
  *     below 2^31); a 1-byte (f8) block only where its dot reads it K-major, the one
- *     order wgmma takes 8-bit operands in;
+ *     order wgmma takes 8-bit operands in, or where passes/shared.c transposes it
+ *     into a K-major buffer (pass_fp8_transpose_ok: no producer warpgroup);
  *   - the tensor is describable on the host at launch (the runtime encodes the
  *     descriptor, cuTensorMapEncodeTiled): the pointer a kernel parameter that the
  *     variant's class makes 16-byte aligned, or one of up to 4 such parameters that
@@ -432,10 +433,11 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
             if (!src || src->parent != body) continue;      /* loaded outside the loop: not copied */
             if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src) || !uses_ok(f, body, src->results[0], 0))
                 return false;
-            /* wgmma reads 8-bit operands K-major only (passes/shared.c); other 8-bit
-             * blocks stay pointer loads, which the dot reads through f16 on mma.sync */
+            /* wgmma reads 8-bit operands K-major only: another 8-bit block goes through
+             * a transpose in shared memory (passes/shared.c, pass_fp8_transpose_ok),
+             * or stays a pointer load, which the dot reads through f16 on mma.sync */
             if (ir_elem_bytes(ir_value_type(f, src->results[0])->elem) == 1 &&
-                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0))
+                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0) && (ws || !pass_fp8_transpose_ok(f)))
                 return false;
         }
     }
