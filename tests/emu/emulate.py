@@ -112,6 +112,8 @@ CASES = [
      gemm(200, 136, 192), ["c"], 1e-2),
     ("fp8 B [K, N] transposed, tma, 8 warps BK 128", os.path.join(root, "tests", "gpu", "matmul_fp8_nn.tile"),
      "matmul_fp8_nn", ["BK=128", "warps=8", "stages=4"], gemm(256, 256, 384), ["c"], 1e-2),
+    ("fp8 B [K, N] transposed, cp.async (div8 strides), BK 32", os.path.join(root, "tests", "gpu", "matmul_fp8_nn.tile"),
+     "matmul_fp8_nn", ["BN=64", "BK=32", "stages=3"], gemm(200, 136, 200), ["c"], 1e-2),
     ("fp8 B [K, N] transposed, pointers", NM, "ptr_nn", [], gemm(200, 136, 384), ["c"], 1e-2),
     ("fp8 A [K, M] transposed, tma", NM, "tn", [],
      ["c=zeros:8192", "at=rand:8192:3", "w=rand:16384:4", "K=128"], ["c"], 1e-2),
