@@ -408,7 +408,11 @@ const IrOp *blockload_operand_source(const IrFunc *f, IrValue v, int *trans)
     return d && (d->code == IR_OP_LOAD || d->code == IR_OP_BLOCK_LOAD) ? d : NULL;
 }
 
-static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
+/* ws: a producer warpgroup feeds the ring (given, chosen, or, for passes/schedule.c's
+ * question, supposed); ws_f8: the same for the f8 transpose, which works without one
+ * only: where ptrblock asks before the schedule, a ring the transpose needs is no ring
+ * loop for the schedule (blockload_tma_with_ws says no), so it chooses no ws for it. */
+static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8)
 {
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
     if (!tg->tma || f->module->no_tma || f->kind != IR_FUNC_KERNEL || f->stages < 2) return false;
@@ -437,14 +441,14 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
              * a transpose in shared memory (passes/shared.c, pass_fp8_transpose_ok),
              * or stays a pointer load, which the dot reads through f16 on mma.sync */
             if (ir_elem_bytes(ir_value_type(f, src->results[0])->elem) == 1 &&
-                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0) && (ws || !pass_fp8_transpose_ok(f)))
+                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0) && (ws_f8 || !pass_fp8_transpose_ok(f)))
                 return false;
         }
     }
     return true;
 }
 
-bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true); }
+bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true, true); }
 
 typedef struct Found {
     VEC(IrOp *) ops;             /* the block loads */
@@ -464,12 +468,12 @@ static void collect(IrOp *op, void *ud)
 
 /* Each block op's fate in s (loads, then stores): 0 expand, 2 TMA (1 only while deciding:
  * TMA if its loop's maps fit); a tl_calloc'd array. */
-static int *decide(IrFunc *f, const Found *s, bool ws)
+static int *decide(IrFunc *f, const Found *s, bool ws, bool ws_f8)
 {
     size_t n = s->ops.len, ns = s->stores.len;
     int *state = tl_calloc(n + ns + 1, sizeof *state);
     if (!state) tl_oom();
-    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws);   /* all decided first */
+    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws, ws_f8);   /* all decided first */
     for (size_t i = 0; i < ns; i++) state[n + i] = tmastore_kept(f, s->stores.data[i]) ? 2 : 0;
     uint32_t maps = 0;
     for (size_t i = 0; i < n; i++) {
@@ -494,7 +498,7 @@ void blockload_kept(IrFunc *f, IrOp *const *ops, size_t n, bool *keep)
     /* a producer warpgroup the kernel gives, or one the schedule may choose (it runs
      * between ptrblock and blockload: passes/schedule.c) */
     bool ws = f->ws || (!ir_launch_given(f, IR_LAUNCH_WS) && f->module->knobs.schedule);
-    int *state = decide(f, &s, ws);
+    int *state = decide(f, &s, ws, f->ws);
     for (size_t j = 0; j < n; j++) {
         keep[j] = false;
         for (size_t i = 0; i < s.ops.len; i++) keep[j] |= s.ops.data[i] == ops[j] && state[i];
@@ -510,7 +514,7 @@ bool pass_block_load(IrFunc *f)
     Found s = {{0}, {0}};
     ir_walk(&f->body, collect, &s);
     size_t n = s.ops.len, ns = s.stores.len;
-    int *state = decide(f, &s, f->ws);
+    int *state = decide(f, &s, f->ws, f->ws);
     bool changed = false;
     for (size_t i = 0; i < n; i++)
         if (!state[i]) expand_load(f, s.ops.data[i]), changed = true;

@@ -31,6 +31,37 @@
  * fall in distinct banks (vec = 16 bytes of elements, per_phase = max(1, 128 / row
  * bytes), max_phase = min(8, row bytes / 16)).
  *
+ * f8 operands that are not K-major (the f8 transpose): wgmma reads 8-bit operands only
+ * K-major (its transpose bits are for 16-bit types), so a view of an f8 load whose
+ * contiguous axis is not its operand's K (B loaded [K, N] with N contiguous, as
+ * `b + rk[:, None] * stride_bk + rn[None, :]` or load_block of a [K, N] tensor writes it;
+ * A read as trans of a [K, M] tile) is staged (pass_fp8_transpose_ok: the knob
+ * fp8_transpose, sm_90a, no producer warpgroup, one consumer warpgroup, no cluster). Its
+ * ring stays as copied (cp.async or TMA, N-major), and the pass adds a K-major NVMMA
+ * buffer of 2 slots after the rings; in iteration j the warps read the stage into
+ * registers in the load's layout, write it into slot j % 2 (transposed where the view
+ * is a trans), fence the async proxy and meet at a barrier before the dot reads the slot
+ * in place:
+ *
+ *   %t  = local_alloc 98304 : f8e4m3[2, BK, BN] #shared(K-major, swizzle of BK bytes)
+ *   for ... {  (wait for stage %s)
+ *     %r = local_load 0 %ring, %s : f8e4m3[BK, BN] #blocked     (the stage, N-major)
+ *     local_store 0 %t, %j2, %r                                 (%j2 = rem j, 2)
+ *     fence_async                                               (generic -> async proxy)
+ *     barrier                                                   (every warp's writes)
+ *     %b = local_load 0 %t, %j2 : f8e4m3[BK, BN] #shared(K-major view)
+ *     %d = dot %a, %b, %acc ... }
+ *
+ * Slot j % 2 was last read by iteration j-2's wgmma; codegen keeps no group of such a
+ * dot in flight past its iteration (cg_wgmma.c in_flight_ok: the view is no ring stage,
+ * so every dot ends with wait_group 0), and every warpgroup passed iteration j-1's
+ * barrier after that wait, so the writes of iteration j never overtake a read. Where
+ * the pass cannot stage (the knob off, sm_80, ws), the load is no candidate and the dot
+ * goes back to mma.sync through f16 (settle_wgmma). The cost: one read and one write of
+ * the tile in shared memory per iteration by the warps (byte stores: a thread's
+ * consecutive N elements are rows apart in the K-major buffer), a barrier, and no wgmma
+ * group in flight across iterations.
+ *
  * Placement: buffers live in the kernel's buffer area, which codegen puts after the
  * scratch that its own lowerings use (conversions, reductions). Only innermost loops
  * are pipelined, so the buffers of two loops are never live at once: each loop's
