@@ -39,14 +39,14 @@
  * fp8_transpose, sm_90a, no producer warpgroup, one consumer warpgroup, no cluster). Its
  * ring stays as copied (cp.async or TMA, N-major), and the pass adds a K-major NVMMA
  * buffer of 2 slots after the rings; in iteration j the warps read the stage into
- * registers in the load's layout, write it into slot j % 2 (transposed where the view
- * is a trans), fence the async proxy and meet at a barrier before the dot reads the slot
- * in place:
+ * registers as the tile [other, K] (staging_regs_type: 16 consecutive K a thread, read
+ * transposed from an N-major B's stage), write it into slot j % 2 (16-byte stores),
+ * fence the async proxy and meet at a barrier before the dot reads the slot in place:
  *
  *   %t  = local_alloc 98304 : f8e4m3[2, BK, BN] #shared(K-major, swizzle of BK bytes)
  *   for ... {  (wait for stage %s)
- *     %r = local_load 0 %ring, %s : f8e4m3[BK, BN] #blocked     (the stage, N-major)
- *     local_store 0 %t, %j2, %r                                 (%j2 = rem j, 2)
+ *     %r = local_load 1 %ring, %s : f8e4m3[BN, BK] #blocked     (the stage, transposed)
+ *     local_store 1 %t, %j2, %r                                 (%j2 = rem j, 2)
  *     fence_async                                               (generic -> async proxy)
  *     barrier                                                   (every warp's writes)
  *     %b = local_load 0 %t, %j2 : f8e4m3[BK, BN] #shared(K-major view)
@@ -57,10 +57,10 @@
  * so every dot ends with wait_group 0), and every warpgroup passed iteration j-1's
  * barrier after that wait, so the writes of iteration j never overtake a read. Where
  * the pass cannot stage (the knob off, sm_80, ws), the load is no candidate and the dot
- * goes back to mma.sync through f16 (settle_wgmma). The cost: one read and one write of
- * the tile in shared memory per iteration by the warps (byte stores: a thread's
- * consecutive N elements are rows apart in the K-major buffer), a barrier, and no wgmma
- * group in flight across iterations.
+ * goes back to mma.sync through f16 (settle_wgmma). The cost: one read (byte loads: a
+ * thread's 16 K are rows apart in the N-major stage) and one write (16-byte stores) of
+ * the tile in shared memory per iteration by the warps, a barrier, and no wgmma group
+ * in flight across iterations.
  *
  * Placement: buffers live in the kernel's buffer area, which codegen puts after the
  * scratch that its own lowerings use (conversions, reductions). Only innermost loops
@@ -480,6 +480,30 @@ static const IrLayout *stage_view_layout(IrCtx *c, const IrLayout *bl, bool tran
     return ir_layout_intern(c, &k);
 }
 
+/* The registers a staged view's tile passes through: [other, K] (the view's K axis
+ * last), blocked with 16 bytes of K a thread (a 16-byte store into the K-major slot),
+ * the lanes along K as far as it goes, the warps along the other axis. */
+static const IrType *staging_regs_type(const IrFunc *f, const View *vw)
+{
+    IrCtx *c = f->module->ctx;
+    const IrType *vt = ir_value_type(f, vw->cvt->results[0]);
+    int kax = view_k_axis(f, vw);
+    int32_t shape[2] = {vt->shape[1 - kax], vt->shape[kax]}, spt[2], tpw[2], wpc[2];
+    int32_t warps = ir_func_warps(f);
+    spt[0] = 1;
+    spt[1] = 16 / ir_elem_bytes(vt->elem);
+    if (spt[1] > shape[1]) spt[1] = shape[1];
+    tpw[1] = shape[1] / spt[1] < 32 ? shape[1] / spt[1] : 32;
+    tpw[0] = 32 / tpw[1];
+    int32_t room0 = shape[0] / tpw[0] < 1 ? 1 : shape[0] / tpw[0];
+    wpc[0] = warps < room0 ? warps : room0;
+    int32_t rest = warps / wpc[0], room1 = shape[1] / (spt[1] * tpw[1]) < 1 ? 1 : shape[1] / (spt[1] * tpw[1]);
+    wpc[1] = rest < room1 ? rest : room1;
+    wpc[0] *= rest / wpc[1];               /* too few elements: warps hold copies */
+    const IrLayout *l = ir_layout_blocked(c, 2, spt, tpw, wpc, NULL);
+    return ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 2, shape), l);
+}
+
 /* The local_loads that replace the views of every candidate: stage `stage` of its
  * buffer, in place (a wgmma view of an NVMMA stage) or into the operand's registers. */
 static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage, IrValue j)
@@ -495,12 +519,16 @@ static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage, 
             const View *vw = &cs[i].views[q];
             if (!vw->staged) continue;
             if (slot == IR_NO_VALUE) slot = ir_build_binary(b, IR_OP_REM, j, iconst(b, ir_value_type(f, j), 2));
+            /* the registers hold the tile [other, K] (K last, 16 consecutive K a thread):
+             * read from the ring transposed where that is not its order, written into
+             * the slot (the view's order) transposed for a B, in 16-byte stores */
+            int kax = view_k_axis(f, vw);
+            const IrType *rt = staging_regs_type(f, vw);
             IrValue lops[2] = {cs[i].buf, stage};
-            const IrType *rt = ir_value_type(f, cs[i].load->results[0]);
             IrOp *ll = ir_build(b, IR_OP_LOCAL_LOAD, lops, 2, &rt, 1, 0);
-            ll->attr.i = 0;
+            ll->attr.i = (vw->trans != NULL) ^ (kax == 0);
             IrValue sops[3] = {vw->tbuf, slot, ll->results[0]};
-            ir_build(b, IR_OP_LOCAL_STORE, sops, 3, NULL, 0, 0)->attr.i = vw->trans != NULL;
+            ir_build(b, IR_OP_LOCAL_STORE, sops, 3, NULL, 0, 0)->attr.i = kax == 0;
         }
     if (slot != IR_NO_VALUE) {
         ir_build(b, IR_OP_FENCE_ASYNC, NULL, 0, NULL, 0, 0);
