@@ -364,7 +364,7 @@ static bool cg_op(Cg *c, const IrOp *op)
     case IR_OP_DOT: return cg_dot(c, op);
     case IR_OP_DOT_WAIT: return cg_wgmma_wait(c, op);
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_COPY: case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT:
-    case IR_OP_LOCAL_LOAD:
+    case IR_OP_LOCAL_LOAD: case IR_OP_LOCAL_STORE: case IR_OP_FENCE_ASYNC:
         return cg_shared(c, op);
     case IR_OP_MBARRIER_INIT: case IR_OP_TMA_COPY: case IR_OP_TMA_WAIT: case IR_OP_MBARRIER_ARRIVE:
     case IR_OP_TMA_STORE: case IR_OP_TMA_STORE_WAIT:

@@ -399,6 +399,59 @@ static bool lower_local_load(Cg *c, const IrOp *op)
     return true;
 }
 
+/* local_store: each thread writes the elements it holds at their addresses in the
+ * stage's layout (elem_addr: an NVMMA buffer's swizzle), a run of a blocked layout along
+ * the stage's fast axis in 16-byte stores (one swizzled chunk each: the fp8 transpose of
+ * passes/shared.c holds 16 consecutive K a thread, read from the N-major ring one byte
+ * at a time), other elements one at a time. A layout that replicates elements writes
+ * each copy: the same value at the same address. */
+static bool lower_local_store(Cg *c, const IrOp *op)
+{
+    Buf b = buf_of(c, op->operands[0], op->attr.i == 1);
+    LLVMValueRef stage = cg_get(c, op->operands[1]).v[0];
+    const IrType *vt = cg_type(c, op->operands[2]);
+    IrLayoutMap l = ir_layout_map(vt);
+    uint32_t n = cg_layout_elems(&l);
+    CgVal v = cg_get(c, op->operands[2]);
+    LLVMTypeRef mt = cg_mem_type(c, vt->elem);
+    /* a blocked tile whose thread holds runs along its last axis, the stage's fast one:
+     * each run's 16-byte chunks (vec elements, one swizzled chunk each) in one store */
+    uint32_t run = vt->elem != IR_I1 && l.kind == IR_LMAP_BLOCKED && vt->layout->order[0] == vt->rank - 1 &&
+                   b.fast == vt->rank - 1 ? cg_layout_run(&l) : 1;
+    uint32_t w = run < (uint32_t)b.l->vec ? run : (uint32_t)b.l->vec;
+    uint32_t words = w * (uint32_t)b.bytes / 4;
+    if (w > 1 && n % w == 0 && b.bytes <= 4 && (words == 1 || words == 2 || words == 4)) {
+        /* by inline PTX: LLVM 19 splits a 16-byte vector store of i8 into 4-byte ones */
+        const char *text = words == 4 ? "st.shared.v4.b32 [$0], {$1, $2, $3, $4};"
+                           : words == 2 ? "st.shared.v2.b32 [$0], {$1, $2};" : "st.shared.b32 [$0], $1;";
+        const char *cons = words == 4 ? "r,r,r,r,r,~{memory}" : words == 2 ? "r,r,r,~{memory}" : "r,r,~{memory}";
+        uint32_t per = 4 / (uint32_t)b.bytes;     /* elements a word */
+        LLVMTypeRef wt = LLVMVectorType(mt, per);
+        for (uint32_t k = 0; k < n; k += w) {
+            LLVMValueRef co[IR_MAX_RANK], args[5];
+            cg_layout_coords(c, &l, k, co);
+            args[0] = elem_addr(c, &b, stage, co);
+            for (uint32_t q = 0; q < words; q++) {
+                LLVMValueRef x = LLVMGetUndef(wt);
+                for (uint32_t i = 0; i < per; i++)
+                    x = LLVMBuildInsertElement(c->b, x, cg_at(v, k + q * per + i), cg_i32c(c, i), "");
+                args[1 + q] = LLVMBuildBitCast(c->b, x, cg_i32(c), "");
+            }
+            cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 1 + words, text, cons, true);
+        }
+        return true;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef co[IR_MAX_RANK];
+        cg_layout_coords(c, &l, k, co);
+        LLVMValueRef sp = LLVMBuildIntToPtr(c->b, elem_addr(c, &b, stage, co), LLVMPointerTypeInContext(c->ctx, 3), "");
+        LLVMValueRef x = cg_at(v, k);
+        if (vt->elem == IR_I1) x = LLVMBuildZExt(c->b, x, mt, "");
+        LLVMBuildStore(c->b, x, sp);
+    }
+    return true;
+}
+
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 bool cg_shared(Cg *c, const IrOp *op)
@@ -431,6 +484,10 @@ bool cg_shared(Cg *c, const IrOp *op)
         return true;
     }
     case IR_OP_LOCAL_LOAD: return lower_local_load(c, op);
+    case IR_OP_LOCAL_STORE: return lower_local_store(c, op);
+    case IR_OP_FENCE_ASYNC:   /* generic-proxy writes (local_store) before wgmma reads them */
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), NULL, 0, "fence.proxy.async.shared::cta;", "~{memory}", true);
+        return true;
     default: return cg_error(c, op, "not a shared-memory op");
     }
 }

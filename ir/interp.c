@@ -501,6 +501,24 @@ static bool exec_local_load(Interp *I, const IrOp *op, Tile *res)
     return true;
 }
 
+/* local_store: the value into one stage (res[r][c] of a transposed store is the
+ * value's [c][r]). */
+static bool exec_local_store(Interp *I, const IrOp *op)
+{
+    int64_t first = 0, n = 0;
+    if (!stage_of(I, op, &first, &n)) return false;
+    Tile *b = &I->vals[op->operands[0]];
+    const Tile *v = interp_opnd(I, op, 2);
+    if (op->attr.i != 1) {
+        memcpy(b->s + first, v->s, (size_t)n * sizeof *b->s);
+        return true;
+    }
+    int64_t R = b->type->shape[1], C = b->type->shape[2];    /* stage[r][c] = value[c][r] */
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) b->s[first + r * C + c] = v->s[c * R + r];
+    return true;
+}
+
 /* ---- assert and print ------------------------------------------------------------------ */
 
 static bool exec_assert(Interp *I, const IrOp *op)
@@ -979,6 +997,8 @@ static ExecStatus exec_op(Interp *I, const IrOp *op)
     case IR_OP_BARRIER: ok = true; break;      /* one program runs at a time, lanes in step */
     case IR_OP_LOCAL_ALLOC: ok = exec_local_alloc(I, op); break;
     case IR_OP_ASYNC_COPY: ok = exec_async_copy(I, op); break;
+    case IR_OP_LOCAL_STORE: ok = exec_local_store(I, op); break;
+    case IR_OP_FENCE_ASYNC: ok = true; break;   /* one proxy here */
     case IR_OP_ASYNC_COMMIT: case IR_OP_ASYNC_WAIT: ok = true; break;
     case IR_OP_TMA_COPY: ok = exec_tma_copy(I, op); break;
     case IR_OP_TMA_STORE: ok = exec_tma_store(I, op); break;

@@ -650,6 +650,19 @@ static bool check_local_load(Verifier *v, const IrOp *op)
     return true;
 }
 
+/* local_store (buf, stage, value): a tile in registers (not a view) into one stage, as
+ * it is or (2-D) transposed. */
+static bool check_local_store(Verifier *v, const IrOp *op)
+{
+    if (!check_stage_operands(v, op)) return false;
+    const IrType *b = opt(v, op, 0), *t = opt(v, op, 2);
+    if (op->attr.i != 0 && (op->attr.i != 1 || b->rank != 3))
+        return fail(v, op, "writes a stage as it is (0) or, for a 2-D stage, transposed (1), got %" PRId64, op->attr.i);
+    if (t->elem != b->elem || !is_stage_of_t(t, b, op->attr.i == 1) || !t->layout || t->layout->kind == IR_LAYOUT_SHARED)
+        return fail(v, op, "writes a tile in registers into one stage of %s, got %s", tstr(b).s, tstr(t).s);
+    return true;
+}
+
 /* The mbarriers of a TMA ring: an i64 buffer [stages, 1, 1]. */
 static bool is_barriers(const IrType *t)
 {
@@ -1017,6 +1030,8 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_LOCAL_ALLOC: return check_local_alloc(v, op);
     case IR_OP_ASYNC_COPY: return check_async_copy(v, op);
     case IR_OP_LOCAL_LOAD: return check_local_load(v, op);
+    case IR_OP_LOCAL_STORE: return check_local_store(v, op);
+    case IR_OP_FENCE_ASYNC: return true;
     case IR_OP_MBARRIER_INIT: return check_mbarrier_init(v, op);
     case IR_OP_TMA_COPY: return check_cluster(v, op) && check_tma_copy(v, op);
     case IR_OP_TMA_STORE: return check_tma_store(v, op);

@@ -190,7 +190,8 @@ static IrOp *expand_store(IrFunc *f, IrOp *op)
  *   - rank 2, 2-byte or 1-byte elements, i32 or i64 shape, strides and offsets (TMA's
  *     coordinates are 32-bit: codegen clamps i64 ones, the runtime keeps their extents
  *     below 2^31); a 1-byte (f8) block only where its dot reads it K-major, the one
- *     order wgmma takes 8-bit operands in;
+ *     order wgmma takes 8-bit operands in, or where passes/shared.c transposes it
+ *     into a K-major buffer (pass_fp8_transpose_ok: no producer warpgroup);
  *   - the tensor is describable on the host at launch (the runtime encodes the
  *     descriptor, cuTensorMapEncodeTiled): the pointer a kernel parameter that the
  *     variant's class makes 16-byte aligned, or one of up to 4 such parameters that
@@ -407,7 +408,11 @@ const IrOp *blockload_operand_source(const IrFunc *f, IrValue v, int *trans)
     return d && (d->code == IR_OP_LOAD || d->code == IR_OP_BLOCK_LOAD) ? d : NULL;
 }
 
-static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
+/* ws: a producer warpgroup feeds the ring (given, chosen, or, for passes/schedule.c's
+ * question, supposed); ws_f8: the same for the f8 transpose, which works without one
+ * only: where ptrblock asks before the schedule, a ring the transpose needs is no ring
+ * loop for the schedule (blockload_tma_with_ws says no), so it chooses no ws for it. */
+static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8)
 {
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
     if (!tg->tma || f->module->no_tma || f->kind != IR_FUNC_KERNEL || f->stages < 2) return false;
@@ -432,17 +437,18 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws)
             if (!src || src->parent != body) continue;      /* loaded outside the loop: not copied */
             if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src) || !uses_ok(f, body, src->results[0], 0))
                 return false;
-            /* wgmma reads 8-bit operands K-major only (passes/shared.c); other 8-bit
-             * blocks stay pointer loads, which the dot reads through f16 on mma.sync */
+            /* wgmma reads 8-bit operands K-major only: another 8-bit block goes through
+             * a transpose in shared memory (passes/shared.c, pass_fp8_transpose_ok),
+             * or stays a pointer load, which the dot reads through f16 on mma.sync */
             if (ir_elem_bytes(ir_value_type(f, src->results[0])->elem) == 1 &&
-                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0))
+                (blockload_fast_axis(f, src) ^ (trans & 1)) != (i == 0 ? 1 : 0) && (ws_f8 || !pass_fp8_transpose_ok(f)))
                 return false;
         }
     }
     return true;
 }
 
-bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true); }
+bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true, true); }
 
 typedef struct Found {
     VEC(IrOp *) ops;             /* the block loads */
@@ -462,12 +468,12 @@ static void collect(IrOp *op, void *ud)
 
 /* Each block op's fate in s (loads, then stores): 0 expand, 2 TMA (1 only while deciding:
  * TMA if its loop's maps fit); a tl_calloc'd array. */
-static int *decide(IrFunc *f, const Found *s, bool ws)
+static int *decide(IrFunc *f, const Found *s, bool ws, bool ws_f8)
 {
     size_t n = s->ops.len, ns = s->stores.len;
     int *state = tl_calloc(n + ns + 1, sizeof *state);
     if (!state) tl_oom();
-    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws);   /* all decided first */
+    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws, ws_f8);   /* all decided first */
     for (size_t i = 0; i < ns; i++) state[n + i] = tmastore_kept(f, s->stores.data[i]) ? 2 : 0;
     uint32_t maps = 0;
     for (size_t i = 0; i < n; i++) {
@@ -492,7 +498,7 @@ void blockload_kept(IrFunc *f, IrOp *const *ops, size_t n, bool *keep)
     /* a producer warpgroup the kernel gives, or one the schedule may choose (it runs
      * between ptrblock and blockload: passes/schedule.c) */
     bool ws = f->ws || (!ir_launch_given(f, IR_LAUNCH_WS) && f->module->knobs.schedule);
-    int *state = decide(f, &s, ws);
+    int *state = decide(f, &s, ws, f->ws);
     for (size_t j = 0; j < n; j++) {
         keep[j] = false;
         for (size_t i = 0; i < s.ops.len; i++) keep[j] |= s.ops.data[i] == ops[j] && state[i];
@@ -508,7 +514,7 @@ bool pass_block_load(IrFunc *f)
     Found s = {{0}, {0}};
     ir_walk(&f->body, collect, &s);
     size_t n = s.ops.len, ns = s.stores.len;
-    int *state = decide(f, &s, f->ws);
+    int *state = decide(f, &s, f->ws, f->ws);
     bool changed = false;
     for (size_t i = 0; i < n; i++)
         if (!state[i]) expand_load(f, s.ops.data[i]), changed = true;

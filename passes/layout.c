@@ -206,11 +206,13 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
  * one instruction (N <= 256), and operand tiles whose rows the 32/64/128-byte swizzles
  * can hold (every extent a multiple of 16). Returns the instruction's K, or 0. Its B
  * must then come from a shared-memory ring, its A from a ring or (16-bit) from
- * registers (a Q loaded once); f8 operands must be K-major in their stages (wgmma
- * transposes only 16-bit ones). The shared pass makes ring operands views of their
- * stages, or, where one cannot be, turns the dot back into mma.sync (version 2 with the
- * same warps has the same accumulator layout, and A in registers the same operand
- * layout; f8 then goes through f16 again). Row-wise dots (attention's S = Q K^T and
+ * registers (a Q loaded once); f8 operands must be K-major where wgmma reads them
+ * (wgmma transposes only 16-bit ones): the shared pass transposes an N-major f8 B (or
+ * M-major A) through a K-major buffer of its own (passes/shared.c, the f8 transpose).
+ * The shared pass makes ring operands views of their stages, or, where one cannot be,
+ * turns the dot back into mma.sync (version 2 with the same warps has the same
+ * accumulator layout, and A in registers the same operand layout; f8 then goes through
+ * f16 again). Row-wise dots (attention's S = Q K^T and
  * O = P V) run on wgmma too: S's layout (N = BN) and O's (N = D) are alike (rows_alike:
  * the same element in the same thread and register), so the rows rewrite below keeps
  * the softmax in S's layout and P, A from registers, converts to O's operand in place.

@@ -102,6 +102,11 @@ const IrLayout *pass_nvmma_layout(IrCtx *c, const IrType *t, int fast);
  * reduction or scan over it; expand_dims' new axis, backwards); a for any other op.
  * passes/ptrblock.c follows a wrapped load's rows by it. */
 int cluster_axis_map(const IrOp *op, int rank, int a, bool fwd);
+/* passes/shared.c: may an f8 wgmma operand that is not K-major in its ring (B loaded
+ * [K, N], A [K, M]) be transposed through shared memory into a K-major NVMMA buffer
+ * (the knob fp8_transpose, sm_90a, no producer warpgroup, one consumer warpgroup, no
+ * cluster)? blockload.c asks before keeping such a block load for TMA. */
+bool pass_fp8_transpose_ok(const IrFunc *f);
 /* v is never negative (a constant >= 0, a program id, a loop's induction variable from
  * such a value by a positive step, widenings, quotients, ... of such: blockload.c). */
 bool blockload_nonneg(const IrFunc *f, IrValue v);

@@ -31,6 +31,37 @@
  * fall in distinct banks (vec = 16 bytes of elements, per_phase = max(1, 128 / row
  * bytes), max_phase = min(8, row bytes / 16)).
  *
+ * f8 operands that are not K-major (the f8 transpose): wgmma reads 8-bit operands only
+ * K-major (its transpose bits are for 16-bit types), so a view of an f8 load whose
+ * contiguous axis is not its operand's K (B loaded [K, N] with N contiguous, as
+ * `b + rk[:, None] * stride_bk + rn[None, :]` or load_block of a [K, N] tensor writes it;
+ * A read as trans of a [K, M] tile) is staged (pass_fp8_transpose_ok: the knob
+ * fp8_transpose, sm_90a, no producer warpgroup, one consumer warpgroup, no cluster). Its
+ * ring stays as copied (cp.async or TMA, N-major), and the pass adds a K-major NVMMA
+ * buffer of 2 slots after the rings; in iteration j the warps read the stage into
+ * registers as the tile [other, K] (staging_regs_type: 16 consecutive K a thread, read
+ * transposed from an N-major B's stage), write it into slot j % 2 (16-byte stores),
+ * fence the async proxy and meet at a barrier before the dot reads the slot in place:
+ *
+ *   %t  = local_alloc 98304 : f8e4m3[2, BK, BN] #shared(K-major, swizzle of BK bytes)
+ *   for ... {  (wait for stage %s)
+ *     %r = local_load 1 %ring, %s : f8e4m3[BN, BK] #blocked     (the stage, transposed)
+ *     local_store 1 %t, %j2, %r                                 (%j2 = rem j, 2)
+ *     fence_async                                               (generic -> async proxy)
+ *     barrier                                                   (every warp's writes)
+ *     %b = local_load 0 %t, %j2 : f8e4m3[BK, BN] #shared(K-major view)
+ *     %d = dot %a, %b, %acc ... }
+ *
+ * Slot j % 2 was last read by iteration j-2's wgmma; codegen keeps no group of such a
+ * dot in flight past its iteration (cg_wgmma.c in_flight_ok: the view is no ring stage,
+ * so every dot ends with wait_group 0), and every warpgroup passed iteration j-1's
+ * barrier after that wait, so the writes of iteration j never overtake a read. Where
+ * the pass cannot stage (the knob off, sm_80, ws), the load is no candidate and the dot
+ * goes back to mma.sync through f16 (settle_wgmma). The cost: one read (byte loads: a
+ * thread's 16 K are rows apart in the N-major stage) and one write (16-byte stores) of
+ * the tile in shared memory per iteration by the warps, a barrier, and no wgmma group
+ * in flight across iterations.
+ *
  * Placement: buffers live in the kernel's buffer area, which codegen puts after the
  * scratch that its own lowerings use (conversions, reductions). Only innermost loops
  * are pipelined, so the buffers of two loops are never live at once: each loop's
@@ -59,6 +90,9 @@ typedef VEC(IrOp *) BlockLoads;
  * convert_layout(trans(load)) (trans set). */
 typedef struct View {
     IrOp *trans, *cvt;
+    bool staged;                 /* an f8 wgmma operand that is not K-major in the ring:
+                                  * transposed through `tbuf` (pass_fp8_transpose_ok) */
+    IrValue tbuf;
 } View;
 
 typedef struct Cand {
@@ -154,6 +188,26 @@ static bool view_k_major(const IrFunc *f, const Cand *cd, const View *vw)
     return fast == (l->op == 0 ? 1 : 0);
 }
 
+bool pass_fp8_transpose_ok(const IrFunc *f)
+{
+    const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
+    return f->module->knobs.fp8_transpose && t->wgmma && !f->ws && ir_consumer_groups(f) == 1 &&
+           ir_cluster_size(f) == 1;
+}
+
+/* The K axis of a view's operand (1 for A, 0 for B). */
+static int view_k_axis(const IrFunc *f, const View *vw)
+{
+    return ir_value_type(f, vw->cvt->results[0])->layout->op == 0 ? 1 : 0;
+}
+
+/* Can the view be staged: a wgmma operand whose tile a K-major NVMMA buffer holds? */
+static bool can_stage(const IrFunc *f, const View *vw)
+{
+    const IrType *vt = ir_value_type(f, vw->cvt->results[0]);
+    return pass_fp8_transpose_ok(f) && is_wgmma_layout(vt->layout) && pass_nvmma_swizzle(vt, view_k_axis(f, vw)) != 0;
+}
+
 /* The only use of v in the body (NULL if it has none, several, or one in a region). */
 static IrOp *only_use(const IrFunc *f, IrValue v, const IrBlock *body)
 {
@@ -182,6 +236,7 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
     const IrLayout *ll = ir_value_type(f, v)->layout;   /* async copies take blocked pointers */
     if (!block && (!ll || ll->kind != IR_LAYOUT_BLOCKED)) return false;
     int n = 0;
+    memset(out->views, 0, sizeof out->views);
     for (IrOp *op = p->body->first; op; op = op->next) {
         for (uint32_t r = 0; r < op->nregions; r++)
             if (use_count(f, v, op->regions[r].first)) return false;
@@ -203,9 +258,14 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
     if (writes_memory(p->body)) return false;      /* a copy could overtake a store */
     out->load = ld;
     out->nviews = n;
+    /* an f8 view that is not K-major is transposed into a buffer of its own, or the
+     * load is no candidate (its dot then goes back to mma.sync: settle_wgmma) */
     if (ir_elem_bytes(ir_value_type(f, v)->elem) == 1)
         for (int q = 0; q < n; q++)
-            if (!view_k_major(f, out, &out->views[q])) return false;
+            if (!view_k_major(f, out, &out->views[q])) {
+                if (!can_stage(f, &out->views[q])) return false;
+                out->views[q].staged = true;
+            }
     if (block) {
         for (uint32_t i = 0; i < ld->noperands; i++)
             if (!mark_slice(p, ld->operands[i])) return false;
@@ -420,14 +480,72 @@ static const IrLayout *stage_view_layout(IrCtx *c, const IrLayout *bl, bool tran
     return ir_layout_intern(c, &k);
 }
 
-/* The local_loads that replace the views of every candidate: stage `stage` of its
- * buffer, in place (a wgmma view of an NVMMA stage) or into the operand's registers. */
-static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage)
+/* The registers a staged view's tile passes through: [other, K] (the view's K axis
+ * last), blocked with 16 bytes of K a thread (a 16-byte store into the K-major slot),
+ * the lanes along K as far as it goes, the warps along the other axis. */
+static const IrType *staging_regs_type(const IrFunc *f, const View *vw)
 {
     IrCtx *c = f->module->ctx;
+    const IrType *vt = ir_value_type(f, vw->cvt->results[0]);
+    int kax = view_k_axis(f, vw);
+    int32_t shape[2] = {vt->shape[1 - kax], vt->shape[kax]}, spt[2], tpw[2], wpc[2];
+    int32_t warps = ir_func_warps(f);
+    spt[0] = 1;
+    spt[1] = 16 / ir_elem_bytes(vt->elem);
+    if (spt[1] > shape[1]) spt[1] = shape[1];
+    tpw[1] = shape[1] / spt[1] < 32 ? shape[1] / spt[1] : 32;
+    tpw[0] = 32 / tpw[1];
+    int32_t room0 = shape[0] / tpw[0] < 1 ? 1 : shape[0] / tpw[0];
+    wpc[0] = warps < room0 ? warps : room0;
+    int32_t rest = warps / wpc[0], room1 = shape[1] / (spt[1] * tpw[1]) < 1 ? 1 : shape[1] / (spt[1] * tpw[1]);
+    wpc[1] = rest < room1 ? rest : room1;
+    wpc[0] *= rest / wpc[1];               /* too few elements: warps hold copies */
+    const IrLayout *l = ir_layout_blocked(c, 2, spt, tpw, wpc, NULL);
+    return ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 2, shape), l);
+}
+
+/* The local_loads that replace the views of every candidate: stage `stage` of its
+ * buffer, in place (a wgmma view of an NVMMA stage) or into the operand's registers. */
+static void emit_views(IrFunc *f, IrBuilder *b, Cand *cs, int n, IrValue stage, IrValue j)
+{
+    IrCtx *c = f->module->ctx;
+    /* the f8 transposes first: each staged view's stage read into registers as loaded
+     * (N-major for B) and written into slot j % 2 of its K-major buffer; then one
+     * fence (the writes are generic-proxy, wgmma reads through the async proxy) and a
+     * barrier (every warp's writes are done) before the dots read the slots */
+    IrValue slot = IR_NO_VALUE;
     for (int i = 0; i < n; i++)
         for (int q = 0; q < cs[i].nviews; q++) {
             const View *vw = &cs[i].views[q];
+            if (!vw->staged) continue;
+            if (slot == IR_NO_VALUE) slot = ir_build_binary(b, IR_OP_REM, j, iconst(b, ir_value_type(f, j), 2));
+            /* the registers hold the tile [other, K] (K last, 16 consecutive K a thread):
+             * read from the ring transposed where that is not its order, written into
+             * the slot (the view's order) transposed for a B, in 16-byte stores */
+            int kax = view_k_axis(f, vw);
+            const IrType *rt = staging_regs_type(f, vw);
+            IrValue lops[2] = {cs[i].buf, stage};
+            IrOp *ll = ir_build(b, IR_OP_LOCAL_LOAD, lops, 2, &rt, 1, 0);
+            ll->attr.i = (vw->trans != NULL) ^ (kax == 0);
+            IrValue sops[3] = {vw->tbuf, slot, ll->results[0]};
+            ir_build(b, IR_OP_LOCAL_STORE, sops, 3, NULL, 0, 0)->attr.i = kax == 0;
+        }
+    if (slot != IR_NO_VALUE) {
+        ir_build(b, IR_OP_FENCE_ASYNC, NULL, 0, NULL, 0, 0);
+        ir_build(b, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
+    }
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < cs[i].nviews; q++) {
+            const View *vw = &cs[i].views[q];
+            if (vw->staged) {   /* the K-major slot, viewed in place */
+                const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
+                lt = ir_type_with_layout(c, lt, stage_view_layout(c, ir_value_type(f, vw->tbuf)->layout, false));
+                IrValue ops[2] = {vw->tbuf, slot};
+                IrOp *ll = ir_build(b, IR_OP_LOCAL_LOAD, ops, 2, (const IrType *[]){lt}, 1, 0);
+                ll->attr.i = 0;
+                ir_replace_all_uses(f, vw->cvt->results[0], ll->results[0]);
+                continue;
+            }
             IrValue ops[2] = {cs[i].buf, stage};
             const IrType *lt = ir_value_type(f, vw->cvt->results[0]);
             const IrLayout *bl = ir_value_type(f, cs[i].buf)->layout;
@@ -512,7 +630,7 @@ static bool pipeline_tma(Pipe *p, IrBuilder *b, Cand *cs, int n, int stages, IrV
     }
     IrValue wops[3] = {bars, stage, phase};
     ir_build(b, IR_OP_TMA_WAIT, wops, 3, NULL, 0, 0);
-    emit_views(f, b, cs, n, stage);
+    emit_views(f, b, cs, n, stage, j);
     IrOp *y = p->body->last;
     IrBuilder e;
     if (y && y->code == IR_OP_YIELD) ir_builder_before(&e, y);
@@ -603,6 +721,10 @@ static uint64_t ring_end(IrFunc *f, const Cand *cs, int n, int stages, uint32_t 
         if (wants_nvmma(f, &cs[i])) offset = ir_nvmma_align(offset);
         offset += buffer_bytes(ir_value_type(f, cs[i].load->results[0]), stages);
     }
+    for (int i = 0; i < n; i++)   /* the transposes' buffers, 2 slots each */
+        for (int q = 0; q < cs[i].nviews; q++)
+            if (cs[i].views[q].staged)
+                offset = ir_nvmma_align(offset) + buffer_bytes(ir_value_type(f, cs[i].views[q].cvt->results[0]), 2);
     return offset + (tma ? barriers_bytes(stages) : 0);
 }
 
@@ -624,7 +746,10 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
     bool tma = nblock > 0;
     if (nblock && nblock != n) n = 0;   /* a ring is all TMA or all cp.async (blockload keeps such loops) */
     bool any_nvmma = false;
-    for (int i = 0; i < n; i++) any_nvmma |= wants_nvmma(f, &cs[i]);
+    for (int i = 0; i < n; i++) {
+        any_nvmma |= wants_nvmma(f, &cs[i]);
+        for (int q = 0; q < cs[i].nviews; q++) any_nvmma |= cs[i].views[q].staged;
+    }
     /* each consumer warpgroup of a pingpong kernel has its own scratch, the largest any
      * op of the kernel needs (codegen/cg_module.c smem_plan: ops outside the loop too) */
     uint64_t scratch = (scratch_bound(f, p.body, cs, n) + 127) & ~(uint64_t)127;
@@ -658,6 +783,21 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         offset += buffer_bytes(t, stages);
         cs[i].buf = a->results[0];
     }
+    /* the transposes' buffers: [2, rows, cols] K-major NVMMA, after the rings */
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < cs[i].nviews; q++) {
+            View *vw = &cs[i].views[q];
+            if (!vw->staged) continue;
+            const IrType *vt = ir_value_type(f, vw->cvt->results[0]);
+            int32_t shape[3] = {2, vt->shape[0], vt->shape[1]};
+            const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, vt), 3, shape),
+                                                   shared_layout(c, vt, view_k_axis(f, vw), true));
+            IrOp *a = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+            offset = (uint32_t)ir_nvmma_align(offset);
+            a->attr.i = offset;
+            offset += buffer_bytes(vt, 2);
+            vw->tbuf = a->results[0];
+        }
     if (tma) {
         const IrType *bt = barriers_type(c, stages);
         IrOp *full = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
@@ -717,7 +857,7 @@ static bool pipeline_loop(IrFunc *f, IrOp *loop, int stages, uint32_t smem_optin
         pre.loc = loop->loc;
         ir_build(&pre, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = dist - 1;
     }
-    emit_views(f, &b, cs, n, stage);
+    emit_views(f, &b, cs, n, stage, j);
     if (async_dot) {   /* the copies after the dot and a barrier (above) */
         IrOp *dot = NULL;
         for (IrOp *op = p.body->first; op; op = op->next)

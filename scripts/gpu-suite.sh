@@ -208,8 +208,15 @@ if [ "$what" = tests1 ] || [ "$what" = tests ] || [ "$what" = all ]; then
   # fall-back at launch for a stride the class admits but a tensor map refuses.
   step tma env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_tma_gpu.py "$root/build-gpu/runtime/libtileRT.so"
   # fp8 (f8e4m3) GEMMs on wgmma k32 fed by TMA, per-row and per-tensor scales, against
-  # float64 and torch._scaled_mm; the NN form falls back to mma.sync.
+  # float64 and torch._scaled_mm; the NN form (B [K, N]) on wgmma through a transpose in
+  # shared memory, and with TILE_FP8_TRANSPOSE=0 on mma.sync through f16.
   step fp8 env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  step fp8_nn_fallback env TILE_FP8_TRANSPOSE=0 TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_gpu.py \
+    "$root/build-gpu/runtime/libtileRT.so"
+  # f8 B [K, N] and A [K, M] through the shared-memory transpose: configs of each swizzle,
+  # TMA and cp.async rings, the pointer form, against float64 and torch._scaled_mm.
+  step fp8_nmajor env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_nmajor_gpu.py \
+    "$root/build-gpu/runtime/libtileRT.so"
   step examples build-gpu/tile-examples --device gpu examples
   # The Python package: CUDA tensors, the current stream, torch.compile (docs/PYTHON.md).
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v

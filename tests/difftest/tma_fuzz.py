@@ -9,9 +9,11 @@ in the interpreter as written and against either
   - with --device gpu: the kernel on the GPU through libtileRT (`tilec run --device gpu`).
 The inputs are small integers (-4..4) in bf16, f16 or f8e4m3 and C is f32, so every
 product and sum is exact and the results must agree bit for bit, whatever the order of
-the sums. f8 operands are copied by TMA into wgmma's k32 f8 form only when both are
-K-major (A [M, K], B read transposed from [N, K]) and BK >= 32; other f8 programs check
-the fall-back (pointer loads, mma.sync through f16).
+the sums. f8 operands are copied by TMA into wgmma's k32 f8 form when BK >= 32 and
+either both are K-major (A [M, K], B read transposed from [N, K]) or the kernel has
+neither a producer warpgroup nor a cluster (an N-major B or M-major A then goes through
+a transpose in shared memory, passes/shared.c); other f8 programs check the fall-back
+(pointer loads, mma.sync through f16).
 
 A program is drawn from a seed: the block (BM, BN, BK), warps, stages, ws and persistent
 (the interpreter launches 3 programs of a persistent kernel, each walking several tiles:
@@ -189,8 +191,11 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
 
 def tma_eligible(prog):
     """the runtime's variant for these arguments copies by TMA"""
-    if prog.elem == "f8e4m3" and (prog.at or not prog.bt or prog.BK < 32):
-        return False   # 8-bit: K-major operands and 32-byte rows only (docs/CODEGEN.md section 9)
+    if prog.elem == "f8e4m3" and prog.BK < 32:
+        return False   # 8-bit: 32-byte rows of K at least (docs/CODEGEN.md section 9)
+    if prog.elem == "f8e4m3" and (prog.at or not prog.bt) and (prog.ws or prog.cluster > 1 or prog.pingpong):
+        return False   # 8-bit operands that are not K-major go through a transpose in shared
+                       # memory (passes/shared.c): without a producer warpgroup or a cluster
     if prog.elem == "f8e4m3" and (prog.BM // prog.cluster) % (16 * prog.warps):
         return False   # 8-bit TMA needs wgmma, whose warps all go along M: 64 rows a CTA of a
                        # cluster are too few for 8 warps (mma.sync and cp.async then; seed 838)

@@ -350,6 +350,16 @@ void emu_cp_async(uint32_t dst, uint64_t src, uint32_t size, uint32_t src_size)
     if (src_size) memcpy(d, (const void *)(uintptr_t)src, src_size);
 }
 
+/* st.shared(.v2, .v4).b32 (codegen/cg_shared.c local_store: the f8 transpose's 16-byte
+ * chunks): n words at shared address dst, aligned to their size */
+void emu_st_shared(uint32_t dst, const uint32_t *v, uint32_t n)
+{
+    unsigned char *d = sh(dst, 4 * n, "st.shared destination");
+    if (!d) return;
+    if (dst % (4 * n)) fail("st.shared.v%u.b32 destination misaligned (%u)", n, off_of(dst));
+    memcpy(d, v, 4 * n);
+}
+
 /* ---- mbarriers --------------------------------------------------------------------------- */
 #define NBAR 256
 static struct Bar { uint32_t off; int used, count, pending; int64_t tx; unsigned phase; } bars_[MAXC][NBAR];

@@ -85,6 +85,7 @@ PB = os.path.join(root, "tests", "lit", "passes", "ptrblock_kernels.tile")
 PO = os.path.join(root, "tests", "lit", "passes", "ptrblock_outer.tile")
 MT = os.path.join(root, "bench", "triton_programs", "matmul_tutorial.tile")
 TA = os.path.join(root, "bench", "triton_programs", "attention.tile")
+NM = os.path.join(root, "tests", "lit", "passes", "wgmma_fp8_nmajor.tile")
 # (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
 # outputs must agree within tol * the output's largest magnitude (0: bit for bit)
 CASES = [
@@ -106,6 +107,17 @@ CASES = [
     ("gemm + bias + gelu ping-pong", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu",
      ["BN=128", "warps=4", "pingpong=1", "ws=1", "persistent=1"], gelu(256, 256, 128), ["c"], 1e-2),
     ("fp8 default", os.path.join(EX, "matmul_fp8.tile"), "matmul_fp8", [], fp8(256, 256, 256), ["c"], 1e-2),
+    # f8 operands that are not K-major reach wgmma through a transpose in shared memory
+    # (passes/shared.c): B [K, N] by TMA and by cp.async, A [K, M] read as trans
+    ("fp8 B [K, N] transposed, tma", os.path.join(root, "tests", "gpu", "matmul_fp8_nn.tile"), "matmul_fp8_nn", [],
+     gemm(200, 136, 192), ["c"], 1e-2),
+    ("fp8 B [K, N] transposed, tma, 8 warps BK 128", os.path.join(root, "tests", "gpu", "matmul_fp8_nn.tile"),
+     "matmul_fp8_nn", ["BK=128", "warps=8", "stages=4"], gemm(256, 256, 384), ["c"], 1e-2),
+    ("fp8 B [K, N] transposed, cp.async (div8 strides), BK 32", os.path.join(root, "tests", "gpu", "matmul_fp8_nn.tile"),
+     "matmul_fp8_nn", ["BN=64", "BK=32", "stages=3"], gemm(200, 136, 200), ["c"], 1e-2),
+    ("fp8 B [K, N] transposed, pointers", NM, "ptr_nn", [], gemm(200, 136, 384), ["c"], 1e-2),
+    ("fp8 A [K, M] transposed, tma", NM, "tn", [],
+     ["c=zeros:8192", "at=rand:8192:3", "w=rand:16384:4", "K=128"], ["c"], 1e-2),
     # pointer-form kernels that passes/ptrblock.c turns into TMA copies (and a TMA store)
     ("gemm pointers, odd sizes", MP, "matmul_bf16", ["BM=128", "BN=256", "BK=64", "warps=8", "stages=4"],
      gemm(77, 48, 80), ["c"], 0),

@@ -125,6 +125,8 @@ def emu_for(asm, cons, args, ret):
         body = ["  call void @chk_mbar(i32 %p0)", "  ret void"]
     elif asm.startswith("fence.mbarrier_init"):
         body = ["  ret void"]
+    elif re.match(r"st\.shared(?:\.v\d)?\.b32 \[\$0\], ", asm):   # local_store's chunks (emu_body stores them)
+        body = ["  ret void"]
     else:
         sys.exit("unknown asm: " + asm)
     decls[key] = (name, "define internal %s @%s(%s) {\n%s\n}\n" % (ret, name, params, "\n".join(body)))
@@ -236,6 +238,11 @@ def emu_body(asm, cons, argtypes, ret):
             return lines + l2 + ["  ret i32 %s" % vals[0]]
         l3, res = struct_of(ret, vals, "i32")
         return lines + l2 + l3 + ["  ret %s %s" % (ret, res)]
+    m = re.match(r"st\.shared(?:\.v(\d))?\.b32 \[\$0\], ", asm)
+    if m:   # codegen/cg_shared.c local_store: n words at a shared address
+        n = int(m.group(1) or 1)
+        return via_array(n, "i32", p[1:1 + n], "v") + \
+            ["  call void @emu_st_shared(i32 %%p0, ptr %%v, i32 %d)" % n, "  ret void"]
     m = re.match(r"cp\.async\.c[ga]\.shared\.global \[\$0\], \[\$1\], (\d+)(, \$2)?;$", asm)
     if m:
         size = m.group(1)
@@ -349,6 +356,7 @@ if EMU:
     for sig in ("void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)", "i32 @emu_cvt_bf16x2(float, float)",
                 "i32 @emu_cvt_f16x2(float, float)", "void @emu_st_global(i32, i64, ptr, i32)",
                 "void @emu_ld_global(i32, i64, ptr, i32)", "void @emu_cp_async(i32, i64, i32, i32)",
+                "void @emu_st_shared(i32, ptr, i32)",
                 "void @emu_tma_load(i32, i64, i32, i32, i32)", "void @emu_tma_load_mc(i32, i64, i32, i32, i32, i32)",
                 "void @emu_tma_store(i64, i32, i32, i32)", "void @emu_tma_load3(i32, i64, i32, i32, i32, i32)",
                 "void @emu_tma_load_mc3(i32, i64, i32, i32, i32, i32, i32)",

@@ -5,10 +5,12 @@ over configs that exercise each swizzle of the ring (BK = 128, 64, 32: 128-, 64-
 fills with zeros and at a row stride TMA cannot take (cp.async), each compared with a
 float64 product of the dequantized operands and with torch._scaled_mm. Each config's
 PTX is checked to use the k32 f8 wgmma and to copy by TMA, so a silent fall-back to
-mma.sync fails the test. Then the fall-back itself: tests/gpu/matmul_fp8_nn.tile, B
-[K, N] (N-major, which wgmma cannot read for f8), on mma.sync through f16.
+mma.sync fails the test. Then tests/gpu/matmul_fp8_nn.tile, B [K, N] (N-major, which
+wgmma cannot read for f8): through a transpose in shared memory on fp8 wgmma, or with
+TILE_FP8_TRANSPOSE=0 the fall-back on mma.sync through f16.
 
     LD_LIBRARY_PATH=build-gpu/runtime python3 tests/gpu/test_fp8_gpu.py [LIB]
+    TILE_FP8_TRANSPOSE=0 LD_LIBRARY_PATH=build-gpu/runtime python3 tests/gpu/test_fp8_gpu.py [LIB]
 """
 import os
 import torch
@@ -66,8 +68,15 @@ for cfg in CONFIGS:
             torch.cuda.synchronize()
             check("matmul_fp8 vs _scaled_mm", c, theirs.double(), "vs _scaled_mm %s %s" % (cfg, (M, N, K)))
 
+# B [K, N]: on fp8 wgmma through a transpose in shared memory (passes/shared.c), or,
+# with TILE_FP8_TRANSPOSE=0 in the environment (tilec and the runtime read it), on
+# mma.sync through f16 (tests/gpu/test_fp8_nmajor_gpu.py checks more configs of the
+# transpose)
+transpose = os.environ.get("TILE_FP8_TRANSPOSE", "1") != "0"
 ptx = g.ptx_of(NN, (128, 128, 64, 4, 3), "--spec=div16")
-if "wgmma" in ptx or "mma.sync" not in ptx:
+if transpose and ("k32.f32.e4m3.e4m3" not in ptx or "mma.sync" in ptx):
+    g.fail("matmul_fp8_nn is not on fp8 wgmma")
+if not transpose and ("wgmma" in ptx or "mma.sync" not in ptx):
     g.fail("matmul_fp8_nn is not on mma.sync")
 for (M, N, K) in SHAPES[1:]:
     a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
@@ -76,6 +85,6 @@ for (M, N, K) in SHAPES[1:]:
     k = rt.kernel(NN, "matmul_fp8_nn", BM=128, BN=128, BK=64, warps=4, stages=3)
     k.prepare("ptr ptr ptr i32 i32 i32 i32 i32 i32", c, a, b, M, N, K, a.stride(0), b.stride(0), c.stride(0))()
     torch.cuda.synchronize()
-    check("matmul_fp8_nn", c, a.double() @ b.double(), "nn (mma.sync) %s" % ((M, N, K),))
+    check("matmul_fp8_nn", c, a.double() @ b.double(), "nn (%s) %s" % ("wgmma" if transpose else "mma.sync", (M, N, K)))
 print("fp8: %d failed" % g.failed)
 raise SystemExit(1 if g.failed else 0)
