@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41|issue41q|issue42]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41|issue41q|issue42|check41|measure41]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -155,6 +155,33 @@ if [ "$what" = issue41q ]; then
   step tp_gemm_off env TILE_SCHEDULE=0 TILE_PTRBLOCK=0 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" \
     timeout --signal=KILL 60 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
     --programs gemm --out "$OUT/tp_gemm_off.md"
+  exit $status
+fi
+if [ "$what" = check41 ]; then
+  # correctness of issue 41's later passes in one call (about 8 minutes): the fp8
+  # transpose through shared memory, the lit files' `tilec run`s (spin locks and the
+  # memory model on the owner's fences), the differential tester, the TMA fuzzer with
+  # pointer forms (wrapped rows too), the examples
+  : "${STEP_TIMEOUT:=120}"
+  step fp8_nmajor env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_nmajor_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  step fp8 env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_fp8_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  step lit_on_gpu python3 tests/gpu/lit_on_gpu.py build-gpu/tilec --out "$OUT/lit_on_gpu.txt"
+  step difftest env DIFFTEST_SEED=1 bash scripts/difftest.sh 50
+  step tma_fuzz python3 tests/difftest/tma_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 30 --out "$OUT/tma-fuzz"
+  step examples build-gpu/tile-examples --device gpu examples
+  exit $status
+fi
+if [ "$what" = measure41 ]; then
+  # issue 41's table in one call (about 8 minutes): every program of bench/triton_programs.py
+  # (--quick), the GEMMs with ptrblock and the schedule off, and the profiles of the
+  # memory-bound programs that trail (LayerNorm at 4096 columns)
+  step triton_programs timeout --signal=KILL 330 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick \
+    --out "$OUT/triton_programs.md"
+  step triton_programs_off env TILE_SCHEDULE=0 TILE_PTRBLOCK=0 TILE_CACHE_DIR="$(mktemp -d /tmp/tile-cache.XXXXXX)" \
+    timeout --signal=KILL 70 python3 bench/triton_programs.py --lib build-gpu/runtime/libtileRT.so --quick --programs gemm \
+    --out "$OUT/triton_programs_off.md"
+  step profile env OUT="$OUT/profile" timeout --signal=KILL 100 bash scripts/gpu-profile.sh lnbwd_tile lnbwd_triton lnfwd_tile lnfwd_triton
+  (cd "$OUT" && tar czf profile.tgz profile && rm -rf profile)
   exit $status
 fi
 if [ "$what" = issue41 ]; then
