@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "ir/arena.h"
+#include "ir/axisinfo.h"
 #include "ir/layout.h"
 #include "ir/target.h"
 
@@ -201,7 +202,9 @@ static IrOp *expand_store(IrFunc *f, IrOp *op)
  *   - one stride is the constant 1 (the contiguous axis), the other a multiple of 16
  *     bytes (a constant, or a parameter the class makes a multiple of 16);
  *   - the block's contiguous extent a multiple of 32 bytes and its other extent a
- *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows);
+ *     multiple of 8 up to 256 (whole swizzle atoms; TMA boxes of at most 256 rows); its
+ *     offset along the contiguous axis a known multiple of 16 bytes (a box starting
+ *     elsewhere faults: fast_offset_aligned);
  *   - an outer pair (x, s) (ir_block_outer: the block is the slice x of a tensor one rank
  *     higher, passes/ptrblock.c's head offsets) only with x an s32 never negative (TMA's
  *     third coordinate, exact), s as the other stride (known on the host, a multiple of
@@ -339,6 +342,21 @@ static bool tma_outer(const IrFunc *f, const IrOp *op, int eb, IrElem ie)
     return value == 1 && ir_elem_bytes(ir_value_type(f, f->body.args[param])->elem) <= ir_elem_bytes(ie);
 }
 
+/* The block starts 16-byte aligned along its contiguous axis (its offset there a known
+ * multiple of 16 bytes: the axis analysis). A TMA box that does not faults: an f8 box
+ * at column 8 of an M-major A (and one at column -8 of an N-major B) stopped the
+ * kernel with CUDA_ERROR_ILLEGAL_INSTRUCTION on an H100 (tests/difftest/tma_fuzz.py
+ * seeds 10 and 17; at column 16 or 0 they ran); such a block is copied by cp.async. */
+static bool fast_offset_aligned(const IrFunc *f, const IrOp *op, int fast, int eb)
+{
+    IrValue off = op->operands[1 + 2 * 2 + fast];
+    AxisInfo *ai = axisinfo_analyze(f, f->aligned_params);
+    if (!ai) tl_oom();
+    int64_t div = ai[off].divisibility[0];
+    tl_free(ai);
+    return div * eb % 16 == 0;
+}
+
 static bool tma_block(const IrFunc *f, const IrOp *op)
 {
     const IrType *t = ir_value_type(f, op->results[0]);
@@ -357,7 +375,8 @@ static bool tma_block(const IrFunc *f, const IrOp *op)
         if (!blockload_host_known(f, op->operands[1 + d], &m, true)) return false;
     if (!blockload_host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * eb) % 16) return false;
     int32_t row_bytes = t->shape[fast] * eb;
-    return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256 && tma_outer(f, op, eb, ie);
+    return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256 && tma_outer(f, op, eb, ie) &&
+           fast_offset_aligned(f, op, fast, eb);
 }
 
 /* u uses v as a dot's operand a or b (not the accumulator). */

@@ -199,6 +199,11 @@ def tma_eligible(prog):
     if prog.elem == "f8e4m3" and (prog.BM // prog.cluster) % (16 * prog.warps):
         return False   # 8-bit TMA needs wgmma, whose warps all go along M: 64 rows a CTA of a
                        # cluster are too few for 8 warps (mma.sync and cp.async then; seed 838)
+    eb = 1 if prog.elem == "f8e4m3" else 2
+    if (prog.at and prog.shift_m * eb % 16) or (not prog.bt and prog.shift_n * eb % 16):
+        return False   # a TMA box starts 16-byte aligned along its contiguous axis (M of an A
+                       # read from [K, M], N of a B [K, N]): an f8 one at column 8 faulted
+                       # (seeds 10 and 17 on an H100); passes/blockload.c fast_offset_aligned
     return all(v % 16 == 0 for v in (prog.M, prog.N, prog.K, prog.sa, prog.sb))
 
 
