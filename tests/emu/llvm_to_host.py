@@ -107,6 +107,9 @@ def emu_for(asm, cons, args, ret):
             body = ["  call void @chk_cp(i32 %%p0, i64 %%p1, i32 %%p2, i32 1, i32 %s)" % sz, "  ret void"]
         else:
             body = ["  call void @chk_cp(i32 %%p0, i64 %%p1, i32 %%p2, i32 %%p3, i32 %s)" % sz, "  ret void"]
+    elif re.match(r"st\.global(?:\.v\d)?\.b32 \[\$0\], ", asm):   # whole words without a mask (cg_memory.c store_run)
+        w = int((re.match(r"st\.global\.v(\d)", asm) or [None, 1])[1])
+        body = ["  call void @chk_st(i32 1, i64 %%p0, i32 %d)" % (4 * w), "  ret void"]
     elif "st.global.b32" in asm:
         body = ["  call void @chk_st(i32 %p0, i64 %p1, i32 4)", "  ret void"]
     elif asm.startswith("cp.async.commit") or asm.startswith("cp.async.wait"):
@@ -223,6 +226,11 @@ def emu_body(asm, cons, argtypes, ret):
         sys.exit("emu: not modelled (this cluster, mma.sync or ldmatrix form): " + asm[:120])
     if asm == "cvt.rn.bf16x2.f32 $0, $1, $2;":
         return ["  %r = call i32 @emu_cvt_bf16x2(float %p0, float %p1)", "  ret i32 %r"]
+    m = re.match(r"st\.global(?:\.v(\d))?\.b32 \[\$0\], ", asm)
+    if m:   # whole words without a mask (codegen/cg_memory.c store_run: packed 16-bit runs)
+        n = int(m.group(1) or 1)
+        return via_array(n, "i32", p[1:1 + n], "v") + \
+            ["  call void @emu_st_global(i32 1, i64 %%p0, ptr %%v, i32 %d)" % n, "  ret void"]
     m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$0, 0; @p st\.global(?:\.v(\d))?\.b32 \[\$1\], ", asm)
     if m:
         n = int(m.group(1) or 1)
