@@ -353,6 +353,7 @@ def main():
         # a GPU of 3 SMs: persistent kernels launch a few programs, each walking several
         # of the small grids' tiles (with 132 most would walk one)
         env.setdefault("MOCKCUDA_SMS", "3")
+        env.setdefault("LIT_ON_GPU_TIMEOUT", "400")   # host threads spinning on a lock are slow (lit_on_gpu.py)
         if "--lit" in argv:
             shard = argv[argv.index("--shard"):argv.index("--shard") + 2] if "--shard" in argv else []
             shard += ["--only", only] if only else []
