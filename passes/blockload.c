@@ -347,17 +347,25 @@ static bool tma_outer(const IrFunc *f, const IrOp *op, int eb, IrElem ie)
  * at column 8 of an M-major A (and one at column -8 of an N-major B) stopped the
  * kernel with CUDA_ERROR_ILLEGAL_INSTRUCTION on an H100 (tests/difftest/tma_fuzz.py
  * seeds 10 and 17; at column 16 or 0 they ran); such a block is copied by cp.async. */
-static bool fast_offset_aligned(const IrFunc *f, const IrOp *op, int fast, int eb)
+typedef struct Axes {          /* the axis analysis of f, made on first need, for one decision
+                                * (the IR does not change while it lasts) */
+    AxisInfo *ai;
+} Axes;
+
+static void axes_free(Axes *ax)
 {
-    IrValue off = op->operands[1 + 2 * 2 + fast];
-    AxisInfo *ai = axisinfo_analyze(f, f->aligned_params);
-    if (!ai) tl_oom();
-    int64_t div = ai[off].divisibility[0];
-    tl_free(ai);
-    return div * eb % 16 == 0;
+    tl_free(ax->ai);
+    ax->ai = NULL;
 }
 
-static bool tma_block(const IrFunc *f, const IrOp *op)
+static bool fast_offset_aligned(const IrFunc *f, const IrOp *op, int fast, int eb, Axes *ax)
+{
+    IrValue off = op->operands[1 + 2 * 2 + fast];
+    if (!ax->ai && !(ax->ai = axisinfo_analyze(f, f->aligned_params))) tl_oom();
+    return ax->ai[off].divisibility[0] * eb % 16 == 0;
+}
+
+static bool tma_block(const IrFunc *f, const IrOp *op, Axes *ax)
 {
     const IrType *t = ir_value_type(f, op->results[0]);
     IrElem ie = ir_value_type(f, op->operands[1])->elem;
@@ -376,7 +384,7 @@ static bool tma_block(const IrFunc *f, const IrOp *op)
     if (!blockload_host_known(f, op->operands[3 + slow], &m, false) || m < 1 || (m * eb) % 16) return false;
     int32_t row_bytes = t->shape[fast] * eb;
     return row_bytes % 32 == 0 && t->shape[slow] % 8 == 0 && t->shape[slow] <= 256 && tma_outer(f, op, eb, ie) &&
-           fast_offset_aligned(f, op, fast, eb);
+           fast_offset_aligned(f, op, fast, eb, ax);
 }
 
 /* u uses v as a dot's operand a or b (not the accumulator). */
@@ -431,7 +439,7 @@ const IrOp *blockload_operand_source(const IrFunc *f, IrValue v, int *trans)
  * question, supposed); ws_f8: the same for the f8 transpose, which works without one
  * only: where ptrblock asks before the schedule, a ring the transpose needs is no ring
  * loop for the schedule (blockload_tma_with_ws says no), so it chooses no ws for it. */
-static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8)
+static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8, Axes *ax)
 {
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
     if (!tg->tma || f->module->no_tma || f->kind != IR_FUNC_KERNEL || f->stages < 2) return false;
@@ -439,7 +447,7 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8
     const IrOp *loop = body->parent_op;
     int64_t step;
     if (!loop || loop->code != IR_OP_FOR || !const_of(f, loop->operands[2], &step) || step <= 0) return false;
-    if (has_loop_or_write(body) || !tma_block(f, op) || !uses_ok(f, body, op->results[0], 0)) return false;
+    if (has_loop_or_write(body) || !tma_block(f, op, ax) || !uses_ok(f, body, op->results[0], 0)) return false;
     int dots = 0;
     for (const IrOp *u = body->first; u; u = u->next) dots += u->code == IR_OP_DOT;
     /* (a loop of two dots, the graph compiler's paired SwiGLU GEMM, ran 13% slower by TMA
@@ -454,7 +462,7 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8
             int trans;
             const IrOp *src = blockload_operand_source(f, u->operands[i], &trans);
             if (!src || src->parent != body) continue;      /* loaded outside the loop: not copied */
-            if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src) || !uses_ok(f, body, src->results[0], 0))
+            if (src->code != IR_OP_BLOCK_LOAD || !tma_block(f, src, ax) || !uses_ok(f, body, src->results[0], 0))
                 return false;
             /* wgmma reads 8-bit operands K-major only: another 8-bit block goes through
              * a transpose in shared memory (passes/shared.c, pass_fp8_transpose_ok),
@@ -467,7 +475,13 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8
     return true;
 }
 
-bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op) { return kept_for_tma_ws(f, op, true, true); }
+bool blockload_tma_with_ws(const IrFunc *f, const IrOp *op)
+{
+    Axes ax = {0};
+    bool kept = kept_for_tma_ws(f, op, true, true, &ax);
+    axes_free(&ax);
+    return kept;
+}
 
 typedef struct Found {
     VEC(IrOp *) ops;             /* the block loads */
@@ -492,7 +506,9 @@ static int *decide(IrFunc *f, const Found *s, bool ws, bool ws_f8)
     size_t n = s->ops.len, ns = s->stores.len;
     int *state = tl_calloc(n + ns + 1, sizeof *state);
     if (!state) tl_oom();
-    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws, ws_f8);   /* all decided first */
+    Axes ax = {0};           /* one analysis for every block of the kernel */
+    for (size_t i = 0; i < n; i++) state[i] = kept_for_tma_ws(f, s->ops.data[i], ws, ws_f8, &ax);   /* all decided first */
+    axes_free(&ax);
     for (size_t i = 0; i < ns; i++) state[n + i] = tmastore_kept(f, s->stores.data[i]) ? 2 : 0;
     uint32_t maps = 0;
     for (size_t i = 0; i < n; i++) {
