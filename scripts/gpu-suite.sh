@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|issue41|issue41q|issue42|check41|measure41]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|measure40|issue41|issue41q|issue42|check41|measure41]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -143,6 +143,16 @@ if [ "$what" = issue40 ]; then
   : "${STEP_TIMEOUT:=240}"
   step attention_ops env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_attention_ops_gpu.py -v
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 90 --out "$OUT/attn-fuzz"
+  exit $status
+fi
+if [ "$what" = measure40 ]; then
+  # issue 40's targets: the forms through tile.ops.attention against SDPA's backends
+  # (d64, d256, GQA 32/8, variable lengths against padded and jagged), then the example
+  # kernels' forward (FA3's schedule: ws + rot + pers + lpt) and backward against cuDNN
+  : "${STEP_TIMEOUT:=280}"
+  step attn_forms env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" PYTHONPATH="$root/python" \
+    python3 bench/attention_forms.py ${BENCH_QUICK:+--quick} --out "$OUT/attn_forms.md"
+  step attn_bench python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so ${BENCH_QUICK:+--quick} --out "$OUT/attention.md"
   exit $status
 fi
 if [ "$what" = issue41q ]; then
