@@ -603,7 +603,7 @@ void blockload_expand_laid_out(IrFunc *f, IrOp *op)
 /* After the layout pass: as blockload_expand_laid_out, and the stored value goes
  * through a convert_layout to the blocked layout of its shape where it has another (an
  * accumulator's), so that the store's pointers, value and mask have one layout. */
-void blockstore_expand_laid_out(IrFunc *f, IrOp *op)
+IrOp *blockstore_expand_laid_out(IrFunc *f, IrOp *op)
 {
     IrCtx *c = f->module->ctx;
     uint32_t first = f->nvalues;
@@ -611,9 +611,10 @@ void blockstore_expand_laid_out(IrFunc *f, IrOp *op)
     lay_out_blocked(f, first);
     const IrType *vt = ir_value_type(f, st->operands[1]);
     const IrLayout *l = ir_value_type(f, st->operands[0])->layout;
-    if (!vt->layout || vt->layout == l) return;
+    if (!vt->layout || vt->layout == l) return st;
     IrBuilder b;
     ir_builder_before(&b, st);
     b.loc = st->loc;
     st->operands[1] = ir_build1(&b, IR_OP_CONVERT_LAYOUT, ir_type_with_layout(c, vt, l), &st->operands[1], 1);
+    return st;
 }

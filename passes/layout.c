@@ -707,8 +707,9 @@ static IrValue value_in(Remat *r, IrValue v, const IrLayout *l)
 
 static bool has_uses(const Remat *r, IrValue v) { return r->use_at[v + 1] > r->use_at[v]; }
 
-/* Plans the roots' operands (all of them in l), and applies the plan if it pays. */
-static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *l)
+/* Plans the roots' operands (all of them in l), and applies the plan if it pays (or,
+ * forced, whenever it can be made). */
+static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *l, bool force)
 {
     Remat *r = tl_calloc(1, sizeof *r);
     if (!r) tl_oom();
@@ -726,7 +727,7 @@ static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *
     }
     if (ok) {
         decide_moves(r);
-        ok = balance(r) > 0;
+        ok = balance(r) > 0 || force;
     }
     for (uint32_t k = 0; ok && k < nroots; k++) {
         IrOp *root = roots[k];
@@ -798,7 +799,7 @@ static bool propagate(IrFunc *f)
         IrOp *op = rs.ops[i];
         if (op->code != IR_OP_CONVERT_LAYOUT) continue;
         const IrLayout *l = ir_value_type(f, op->results[0])->layout;
-        if (in_mma_family(l)) changed |= try_roots(f, &op, 1, l);
+        if (in_mma_family(l)) changed |= try_roots(f, &op, 1, l, false);
     }
     for (uint32_t i = 0; i < rs.n; i++) {
         IrValue sv = stored_value(rs.ops[i]);
@@ -809,13 +810,18 @@ static bool propagate(IrFunc *f)
             IrValue w = stored_value(rs.ops[j]);
             if (w != IR_NO_VALUE && converted_from(f, w, 0) == l) group[n++] = rs.ops[j];
         }
-        if (try_roots(f, group, n, l)) changed = true;
+        if (try_roots(f, group, n, l, false)) changed = true;
         else if (n > 1)
-            for (uint32_t j = 0; j < n; j++) changed |= try_roots(f, &group[j], 1, l);
+            for (uint32_t j = 0; j < n; j++) changed |= try_roots(f, &group[j], 1, l, false);
     }
     tl_free(group);
     tl_free(rs.ops);
     return changed;
+}
+
+bool pass_layout_store_in(IrFunc *f, IrOp *store, const IrLayout *l)
+{
+    return try_roots(f, &store, 1, l, true);
 }
 
 /* ---- rows in one warp: attention's softmax in the accumulator layout ------------------

@@ -74,7 +74,11 @@ void blockload_expand_laid_out(IrFunc *f, IrOp *op);
 /* A block store (passes/blockload.c) that tmastore_kept kept for TMA but that is not
  * stored by TMA, expanded after the layout pass into a masked pointer store in blocked
  * layouts (the stored value converted to the blocked layout of its shape). */
-void blockstore_expand_laid_out(IrFunc *f, IrOp *op);
+IrOp *blockstore_expand_laid_out(IrFunc *f, IrOp *op);
+/* After the layout pass: the store's value, pointers and mask produced in layout l (an
+ * mma layout the value was converted from), whatever the cost rule says (passes/layout.c:
+ * a store root of the conversions' propagation); false if some operand cannot be. */
+bool pass_layout_store_in(IrFunc *f, IrOp *store, const IrLayout *l);
 /* Whether pass_block_load would keep each of the n block_load or block_store ops of f
  * for TMA (a copy into a ring, a tma_store), as f is now, with a producer warpgroup where
  * the kernel gives ws or leaves it to passes/schedule.c, into keep; decided once for all

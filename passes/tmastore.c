@@ -41,6 +41,7 @@
 
 #include "ir/arena.h"
 #include "ir/layout.h"
+#include "ir/layout_map.h"
 #include "ir/target.h"
 
 #define MAX_MAPS 8   /* CG_MAX_TMA */
@@ -124,6 +125,23 @@ static void copy_maps(const IrFunc *f, const IrBlock *blk, Maps *m)
     }
 }
 
+/* An expanded store goes through a convert_layout of its whole value (an f32 128 x 256
+ * accumulator: 128 KB of scratch). Inside a loop or a persistent kernel (whose tiles
+ * become a loop, passes/persistent.c), where
+ * the rings stay live beside that scratch, and where the two do not fit together (the
+ * graph compiler's GEMM with an epilogue writing bf16 and two f32 tensors on 128 x 256
+ * tiles, 4 stages: 361 KB), the store writes from the accumulator's layout instead, its
+ * pointers and mask made in that layout (less coalesced, but no scratch). */
+static void expanded_fits(IrFunc *f, IrOp *st, const IrLayout *acc, uint32_t offset, uint32_t limit)
+{
+    const IrOp *cv = f->values[st->operands[1]].def;
+    if (!acc || acc->kind != IR_LAYOUT_MMA || !cv || cv->code != IR_OP_CONVERT_LAYOUT ||
+        (st->parent == &f->body && !f->persistent))
+        return;
+    uint32_t scratch = (ir_op_scratch_bytes(f, cv) + 127) & ~127u;
+    if (scratch + ((offset + 1023) & ~1023u) > limit) pass_layout_store_in(f, st, acc);
+}
+
 bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
 {
     Stores s = {0};
@@ -148,7 +166,9 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         uint32_t halves = 2u * (uint32_t)ir_consumer_groups(f);
         uint32_t at = (*offset + 1023) & ~1023u, bytes = halves * (uint32_t)rows * (uint32_t)sw;
         if (!stageable(vt) || maps + np > MAX_MAPS || at + bytes > limit) {
-            blockstore_expand_laid_out(f, op);
+            const IrLayout *acc = vt->layout;
+            IrOp *st = blockstore_expand_laid_out(f, op);
+            expanded_fits(f, st, acc, *offset, limit);
             continue;
         }
         maps += np;
