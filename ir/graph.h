@@ -192,6 +192,8 @@ typedef struct IrGraph {
                               * first grad's; 0 without one */
     uint32_t nregions;       /* checkpoint regions (IrGOp.region 1 .. nregions) */
     IrRemat remat;           /* the graph's @recompute attribute (save-all without one) */
+    int64_t lce_chunk;       /* the graph's @linear_cross_entropy(chunk = N): the LM head fused
+                              * by passes/graph_lmce.c, N rows a chunk; 0 without it */
 } IrGraph;
 
 typedef struct IrGraphModule {

@@ -1165,7 +1165,7 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         IrSize bytes = ir_size_const(0);
         if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(d->elem)), &bytes)) bytes = ir_size_const(0);
         out[nb++] = (IrGBuffer){.bytes = bytes};
-        ((IrGKernel *)K)->scratch = nb - 1;
+        ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
     }
     plan->nbuffers = nb;
     plan->buffers = out;

@@ -82,7 +82,6 @@ typedef struct Options {
     const char *knob_args[MAX_LIST];   /* --knob NAME=VALUE, also for run --device gpu */
     uint32_t nknobs;
     const char *recompute, *memory_budget;   /* over a graph's @recompute (passes/graph_remat.c) */
-    int64_t lce_chunk;                 /* --fuse-linear-ce N: the LM head fused, N rows a chunk (0: off) */
     const char *size_args[MAX_LIST];   /* --size NAME=N: sizes the budget compares at */
     uint32_t nsize_args;
     int64_t steps;                     /* run --graph: train steps (0: one run) */
@@ -132,11 +131,7 @@ static const char help_compile[] =
     "         over its environment variable (TILE_SINK=0 is --knob sink=0)\n"
     "--recompute save-all|selective|checkpoint, --memory-budget BYTES|FRACTION, --size\n"
     "         NAME=N: what the backward of a graph's grad keeps (over its @recompute;\n"
-    "         docs/GRAPHS.md \"Recomputation\"), the budget compared at those sizes\n"
-    "--fuse-linear-ce N: a graph's cross_entropy(x @ w) under a grad becomes one\n"
-    "         linear_cross_entropy op run N rows at a time, never holding the [T, V]\n"
-    "         logits (docs/GRAPHS.md \"The LM head\"; the plan interpreter runs it, the\n"
-    "         lowering not yet)\n";
+    "         docs/GRAPHS.md \"Recomputation\"), the budget compared at those sizes\n";
 static const char help_run[] =
     "run      runs one kernel (--kernel may be left out when the file has one); a\n"
     "         scalar argument takes a literal in its type's range, a pointer argument\n"
@@ -338,14 +333,6 @@ static void set_memory_budget(void *o, const char *v)
     ((Options *)o)->memory_budget = v;
 }
 
-static void set_lce_chunk(void *o, const char *v)
-{
-    int64_t n;
-    if (!parse_i64(v, &n) || n < 1 || n > ((int64_t)1 << 30))
-        usage_error("--fuse-linear-ce takes the rows of a chunk (1 to 2^30), got '%s'", v);
-    ((Options *)o)->lce_chunk = n;
-}
-
 static void set_size(void *o, const char *v)
 {
     int64_t n;
@@ -396,7 +383,6 @@ static const CliOption options[] = {
     {"--knob", true, set_knob},
     {"--recompute", true, set_recompute},
     {"--memory-budget", true, set_memory_budget},
-    {"--fuse-linear-ce", true, set_lce_chunk},
     {"--size", true, set_size},
     {NULL, false, NULL},
 };
@@ -1228,7 +1214,7 @@ static const PassRemat *remat(const Options *o, IrGraph *g, const int64_t *sizes
     if (!pass_remat_options(g, policy ? policy : o->recompute, policy ? NULL : o->memory_budget, &r, &err))
         usage_error("%s", err);
     if (policy) r.budget_kind = IR_BUDGET_NONE;
-    if (o->lce_chunk) pass_graph_lmce(g, o->lce_chunk, a);
+    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
     const PassRemat *rep = pass_graph_remat(g, &r, sizes, a);
     DiagList d;
     diag_init(&d);
