@@ -117,6 +117,8 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
  * the backward's seed scales dx and dw exactly. chunk: an i64 scalar, the rows whose
  * [chunk, V] logits are live at once (the plan's chunk loop); the values do not depend
  * on it. rows, dx and dw are of dy's type. */
+/* linear_cross_entropy_rows x [N, D], w [D, V], labels [N], ignore_index -> rows [N]:
+ * the forward alone (no grad), rows as above, f64 for f64 x, else f32. */
 #define IR_LCE_X 0
 #define IR_LCE_W 1
 #define IR_LCE_LABELS 2

@@ -607,9 +607,41 @@ static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
     return ok;
 }
 
+/* linear_cross_entropy_rows: each row's logits (rounded to x's type), then its loss as
+ * cross_entropy_rows; one row of logits at a time. */
+static bool run_linear_cross_entropy_rows(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, IR_LCE_X), *w = in(R, IR_LCE_W), *lab = in(R, IR_LCE_LABELS);
+    int64_t N = x->dims[0], D = x->dims[1], V = w->dims[1], ign = in(R, IR_LCE_IGNORE)->i[0];
+    double *row = tl_calloc((size_t)(V + 1), sizeof *row);
+    if (!row) return fail(R, "out of memory");
+    bool ok = true;
+    for (int64_t r = 0; ok && r < N; r++) {
+        int64_t l = lab->i[r];
+        if (l != ign && (l < 0 || l >= V)) {
+            snprintf(R->err, R->errlen, "cross_entropy: label %lld of row %lld is outside [0, %lld) and is not the "
+                     "ignore_index %lld", (long long)l, (long long)r, (long long)V, (long long)ign);
+            ok = false;
+            break;
+        }
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < V; j++) {
+            double a = 0;
+            for (int64_t k = 0; k < D; k++) a += x->f[r * D + k] * w->f[k * V + j];
+            row[j] = fp_round(x->elem, a);
+            m = fmax(m, row[j]);
+        }
+        for (int64_t j = 0; j < V; j++) s += exp(row[j] - m);
+        setv(o, r, l == ign ? 0.0 : log(s) + m - row[l], 0);
+    }
+    tl_free(row);
+    return ok;
+}
+
 static bool run_cross_entropy(Run *R, IrGTensor *outs)
 {
     if (R->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY) return run_linear_cross_entropy(R, outs);
+    if (R->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS) return run_linear_cross_entropy_rows(R, &outs[0]);
     return R->op->kind == IR_GOP_CROSS_ENTROPY_ROWS ? run_cross_entropy_rows(R, &outs[0]) : run_cross_entropy_grad(R, &outs[0]);
 }
 

@@ -980,7 +980,8 @@ static bool is_view(const Fuse *F, const IrGKernel *K)
 
 /* Does GEMM kernel K use value v only as the right operand of its 2-D matmuls (which
  * graph_lower.c loads through v's strides: a transposed weight as torch.nn.Linear's,
- * [N, K] row-major, is read K-major, the layout wgmma takes without a copy)? */
+ * [N, K] row-major, is read K-major, the layout wgmma takes without a copy)? The LM
+ * head's linear_cross_entropy(_rows) reads its w so too. */
 static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
 {
     if (K->attn || K->conv || vtype(F, v)->rank != 2) return false;
@@ -989,7 +990,8 @@ static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
         const IrGOp *op = opat(F, K->ops[i]);
         for (uint32_t j = 0; j < op->nin; j++) {
             if (op->in[j] != v) continue;
-            if (op->kind != IR_GOP_MATMUL || j != 1) return false;
+            bool lce = op->kind == IR_GOP_LINEAR_CROSS_ENTROPY || op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS;
+            if (lce ? j != IR_LCE_W : op->kind != IR_GOP_MATMUL || j != 1) return false;
             used = true;
         }
     }

@@ -18,7 +18,13 @@
  * replaced ops and what only they read (w's cast and trans for dx) go. The seed of the
  * backward reaches the op through dy, so any scale of the loss is exact. chunk: the rows
  * whose [chunk, V] logits the plan holds at a time (a decision of this pass, an i64
- * constant operand, printed in the IR and the plan). */
+ * constant operand, printed in the IR and the plan).
+ *
+ * Without a gradient (inference, or a loss the grad does not differentiate), the same
+ * head with z read only by the rows becomes
+ *   r' = linear_cross_entropy_rows x, w, lab, ign
+ * in the rows' place: a kernel that computes each block of rows' logits a block of the
+ * vocabulary at a time, keeping only the online max, sum and label logit. */
 #include <string.h>
 
 #include "passes.h"
@@ -93,7 +99,7 @@ static bool match(const Lce *L, uint32_t o, Match *m)
     const IrTensorType *tx = vt(L, m->x), *tw = vt(L, m->w), *tz = vt(L, zop->out[0]);
     if (tx->rank != 2 || tw->rank != 2 || tx->elem != tw->elem || tz->elem != tx->elem || !ir_elem_is_float(tx->elem))
         return false;
-    if (L->uses[z] != 2) return false;   /* the rows and their gradient, nothing else */
+    if (L->uses[z] > 2) return false;   /* the rows and their gradient, nothing else */
     for (uint32_t k = o + 1; k < L->nops; k++) {
         const IrGOp *op = &g->ops.data[k];
         if (op->kind == IR_GOP_CROSS_ENTROPY_GRAD && op->in[0] == z) {
@@ -103,7 +109,8 @@ static bool match(const Lce *L, uint32_t o, Match *m)
             break;
         }
     }
-    if (m->grad == IR_GNONE) return false;   /* no backward: the forward alone is not fused yet */
+    if (m->grad == IR_GNONE)   /* the forward alone: linear_cross_entropy_rows, its rows f32 (f64 for f64 x) */
+        return L->uses[z] == 1 && vt(L, rows->out[0])->elem == (tx->elem == IR_F64 ? IR_F64 : IR_F32);
     const IrGOp *gop = &g->ops.data[m->grad];
     uint32_t gv = gop->out[0], found = 0;
     if (vt(L, rows->out[0])->elem != vt(L, m->dy)->elem) return false;
@@ -226,6 +233,35 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
     return true;
 }
 
+/* The forward alone: the rows op becomes linear_cross_entropy_rows in place, the matmul
+ * (and cast) go. */
+static void rewrite_rows(Lce *L, const Match *m)
+{
+    IrGraph *g = L->g;
+    uint32_t *in = arena_alloc(g->arena, 5 * sizeof *in);
+    in[IR_LCE_X] = m->x, in[IR_LCE_W] = m->w, in[IR_LCE_LABELS] = m->lab, in[IR_LCE_IGNORE] = m->ign;
+    IrGOp rows = g->ops.data[m->rows];
+    rows.kind = IR_GOP_LINEAR_CROSS_ENTROPY_ROWS;
+    rows.in = in;
+    rows.nin = 4;
+    VEC(IrGOp) ops = {0};
+    uint32_t nfwd = g->nfwd;
+    for (uint32_t o = 0; o < L->nops; o++) {
+        bool gone = o == m->mm || o == m->cast;
+        if (gone) {
+            g->values.data[g->ops.data[o].out[0]].def = IR_GNONE;
+            continue;
+        }
+        if (o == g->nfwd) nfwd = (uint32_t)ops.len;
+        vec_push(&ops, o == m->rows ? rows : g->ops.data[o]);
+    }
+    vec_free(&g->ops);
+    g->ops.data = ops.data, g->ops.len = ops.len, g->ops.cap = ops.cap;
+    g->nfwd = nfwd;
+    for (uint32_t o = 0; o < g->ops.len; o++)
+        for (uint32_t r = 0; r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = o;
+}
+
 uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a)
 {
     uint32_t done = 0;
@@ -237,8 +273,10 @@ uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a)
         count_uses(&L);
         for (uint32_t o = 0; o < L.nops && !again; o++) {
             Match m;
-            if (g->ops.data[o].kind == IR_GOP_CROSS_ENTROPY_ROWS && match(&L, o, &m) && rewrite(&L, &m, chunk))
-                again = true, done++;
+            if (g->ops.data[o].kind != IR_GOP_CROSS_ENTROPY_ROWS || !match(&L, o, &m)) continue;
+            if (m.grad == IR_GNONE) rewrite_rows(&L, &m);
+            else if (!rewrite(&L, &m, chunk)) continue;
+            again = true, done++;
         }
     }
     return done;

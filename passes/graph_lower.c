@@ -1911,6 +1911,7 @@ static void lce_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, 
     }
 }
 
+#define LCE_GEMM_SPACE_ROWS "BM: [16, 32, 64, 128], BV: [16, 32, 64, 128], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
 #define LCE_GEMM_SPACE "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
 
 /* The GEMM steps' common top: program pid's [BM, BN] tile over columns Cn, a its row
@@ -1942,6 +1943,9 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     const char *E = ename(tx->elem), *A = ename(vt(L, dy)->elem), *LT = ename(vt(L, lab)->elem);
     long long C = (long long)L->K->chunk;
     const char *C_s = arena_printf(L->a, "%lld", C);
+    /* x and w through their strides: w may be a transposition view of a torch Linear
+     * weight [V, D] (fusion: the trans is no kernel) */
+    const char *x0 = stride_of(L, x, 0), *x1 = stride_of(L, x, 1), *w0 = stride_of(L, w, 0), *w1 = stride_of(L, w, 1);
     int64_t bn = block_for(tw->dims[1], 16, 128), bkd = block_for(tx->dims[1], 16, 64), bd = block_for(tx->dims[1], 16, 128);
     int64_t bm = L->K->chunk >= 64 ? 64 : pow2_at_least(L->K->chunk, 16, 64), bkc = L->K->chunk >= 32 ? 32 : 16;
     int64_t bv = block_for(tw->dims[1], 16, 1024), bmr = 4096 / bv > 16 ? 16 : 4096 / bv;
@@ -1984,10 +1988,14 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, "        let g = where(kept[:, None], (exp(xb - m[:, None]) - hot) * dr[:, None], 0 as %s);\n", A);
             fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], g, ok);\n    }\n}\n", V);
         } else {
-            int64_t dbn = st == 2 ? bd : bn, dbm = st == 3 ? bd : bm, dbk = st == 0 ? bkd : st == 2 ? 64 : bkc;
+            /* defaults without spills at Llama's sizes (D 4096, V 32000; ptxas -v): the logits on
+             * tensor cores 64 x 128 with 8 warps, the f32 gradient's GEMMs (FFMA) 64 x 64 */
+            int64_t dbn = st == 0 ? bn : 64, dbm = st == 3 ? (bd < 64 ? bd : 64) : bm, dbk = st == 0 ? (bkd < 32 ? bkd : 32) : st == 2 ? 32 : bkc;
+            if (st == 2 && dbn > bd) dbn = bd;
+            if (st == 3 && dbn > bn) dbn = bn;
             autotune(L, LCE_GEMM_SPACE, "BM * BN <= 128 * 256",
-                     arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: 4, stages: 3", (long long)dbm, (long long)dbn,
-                                  (long long)dbk));
+                     arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)dbm, (long long)dbn,
+                                  (long long)dbk, st == 0 ? 8 : 4, st == 0 ? 3 : 2));
             uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};   /* logits: x, w; dx: dx, w; dw: dw, x */
             lce_signature(L, &args, sn, vs, 2, A);
             const char *R = st == 3 ? D : C_s, *Cn = st == 2 ? D : V;
@@ -2000,21 +2008,21 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, "    var acc = zeros([BM, BN], %s);\n", A);
             if (st == 0) {
                 fprintf(L->o, "    for k in range(0, %s, BK as i64) {\n        let ka = k + rk;\n", D);
-                fprintf(L->o, "        let at = load(p%u + rm[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0);\n",
-                        x, D, D);
-                fprintf(L->o, "        let bt = load(p%u + ka[:, None] * %s + rn[None, :], (ka[:, None] < %s) & mb[None, :], 0);\n",
-                        w, V, D);
+                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & (ka[None, :] < %s), 0);\n", x,
+                        times(L, "rm[:, None]", x0), times(L, "ka[None, :]", x1), D);
+                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0);\n", w,
+                        times(L, "ka[:, None]", w0), times(L, "rn[None, :]", w1), D);
             } else if (st == 2) {
                 fprintf(L->o, "    for j in range(0, %s, BK as i64) {\n        let ka = j + rk;\n", V);
                 fprintf(L->o, "        let at = load(ps + rc[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0);\n",
                         V, V);
-                fprintf(L->o, "        let bt = load(p%u + rn[None, :] * %s + ka[:, None], (ka[:, None] < %s) & mb[None, :], 0) as %s;\n",
-                        w, V, V, A);
+                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0) as %s;\n", w,
+                        times(L, "rn[None, :]", w0), times(L, "ka[:, None]", w1), V, A);
             } else {
                 fprintf(L->o, "    for i in range(0, %s, BK as i64) {\n        let ka = i + rk;\n        let gi = off + ka;\n", C_s);
                 fprintf(L->o, "        let mi = (ka < %s) & (gi < %s);\n", C_s, N);
-                fprintf(L->o, "        let at = load(p%u + gi[None, :] * %s + rd[:, None], ma[:, None] & mi[None, :], 0) as %s;\n",
-                        x, D, A);
+                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & mi[None, :], 0) as %s;\n", x,
+                        times(L, "gi[None, :]", x0), times(L, "rd[:, None]", x1), A);
                 fprintf(L->o, "        let bt = load(ps + ka[:, None] * %s + rn[None, :], mi[:, None] & mb[None, :], 0);\n", V);
             }
             fputs("        acc = dot(at, bt, acc);\n    }\n    let mk = ma[:, None] & mb[None, :];\n", L->o);
@@ -2039,6 +2047,56 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     return true;
 }
 
+/* linear_cross_entropy_rows (the forward alone): a program per BM rows walks the
+ * vocabulary BV columns at a time; each block of logits is a GEMM over D (x's rows by
+ * w's columns, in BK steps, rounded to x's type as the matmul it replaces), then the
+ * online max, sum and label logit of cross_entropy_rows: the logits are never stored. */
+static bool lower_lce_rows(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "linear_cross_entropy_rows fused with other ops");
+    uint32_t x = op->in[IR_LCE_X], w = op->in[IR_LCE_W], lab = op->in[IR_LCE_LABELS], out = op->out[0];
+    const IrGOp *ig = defop(L, op->in[IR_LCE_IGNORE]);
+    if (!ig || ig->kind != IR_GOP_CONST) return fail(L, "linear_cross_entropy_rows: an ignore_index that is not a constant");
+    const IrTensorType *tx = vt(L, x), *tw = vt(L, w);
+    const char *N = size_expr(L, tx->dims[0]), *D = size_expr(L, tx->dims[1]), *V = size_expr(L, tw->dims[1]);
+    const char *E = ename(tx->elem), *A = ename(vt(L, out)->elem), *LT = ename(vt(L, lab)->elem);
+    int64_t bv = block_for(tw->dims[1], 16, 128), bk = block_for(tx->dims[1], 16, 32);
+    autotune(L, LCE_GEMM_SPACE_ROWS, "BM * BV <= 128 * 128",
+             arena_printf(L->a, "BM: 64, BV: %lld, BK: %lld, warps: 8, stages: 3", (long long)bv, (long long)bk));
+    fprintf(L->o, "kernel %s(p%u: *%s, p%u: *%s, p%u: *%s, p%u: *%s", name, out, A, x, E, w, E, lab, LT);
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, out}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, x}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, w}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, lab}));
+    for (uint32_t i = 0; i < L->g->nsizes; i++) {
+        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+    fprintf(L->o, ", const BM: i32 = 64, const BV: i32 = %lld, const BK: i32 = %lld)\n    grid(cdiv(%s, BM as i64))\n{\n",
+            (long long)bv, (long long)bk, N);
+    fputs("    let rm = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n    let rk = arange(0, BK);\n", L->o);
+    fprintf(L->o, "    let rin = rm < %s;\n    let lab = load(p%u + rm, rin, 0);\n", N, lab);
+    fprintf(L->o, "    let kept = rin & (lab != (%lld as %s));\n", (long long)ig->attr.c.i, LT);
+    fprintf(L->o, "    var m = full([BM], -inf, %s);\n    var s = zeros([BM], %s);\n    var xl = zeros([BM], %s);\n", A, A, A);
+    fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
+    fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n        var acc = zeros([BM, BV], %s);\n", V, A);
+    fprintf(L->o, "        for k in range(0, %s, BK as i64) {\n            let ka = k + rk;\n", D);
+    fprintf(L->o, "            let at = load(p%u + %s + %s, rin[:, None] & (ka[None, :] < %s), 0);\n", x,
+            times(L, "rm[:, None]", stride_of(L, x, 0)), times(L, "ka[None, :]", stride_of(L, x, 1)), D);
+    fprintf(L->o, "            let bt = load(p%u + %s + %s, (ka[:, None] < %s) & (cj[None, :] < %s), 0);\n", w,
+            times(L, "ka[:, None]", stride_of(L, w, 0)), times(L, "cj[None, :]", stride_of(L, w, 1)), D, V);
+    fputs("            acc = dot(at, bt, acc);\n        }\n", L->o);
+    fprintf(L->o, "        let xb = where(ok, (acc as %s) as %s, -inf as %s);\n", E, A, A);
+    fputs("        let mn = maximum(m, max(xb, 1));\n", L->o);
+    fprintf(L->o, "        let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
+    fprintf(L->o, "        s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
+    fprintf(L->o, "        xl = xl + sum(where(cj[None, :] == (lab as i64)[:, None], xb, 0 as %s), 1);\n", A);
+    fputs("        m = mn;\n    }\n", L->o);
+    fprintf(L->o, "    store(p%u + rm, where(kept, log(s) + m - xl, 0 as %s), rin);\n}\n", out, A);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -2060,6 +2118,7 @@ static const struct {
     {"cross_entropy_rows", lower_cross_entropy},
     {"cross_entropy_grad", lower_cross_entropy},
     {"linear_cross_entropy", lower_lce},
+    {"linear_cross_entropy_rows", lower_lce_rows},
     {"rope", lower_elementwise},
     {"adamw", lower_adamw},
     {"found_inf", lower_grad_stats}, {"global_norm", lower_grad_stats}, {"grad_stats", lower_grad_stats},

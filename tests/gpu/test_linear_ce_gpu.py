@@ -5,7 +5,8 @@ PyTorch computing the loss and both gradients in f64, and against the same graph
 without the attribute (the [T, V] logits in memory). bf16 and f32 heads, both forms
 (w [D, V] and x @ trans(w) with torch's Linear weight [V, D]), a vocabulary that is no
 multiple of a block (V = 1000 and 32001), T a multiple of the chunk and not, rows
-ignored, a scaled loss. Checked normwise per result (max |tile - torch| within TOL of
+ignored, a scaled loss; and the forward alone (no grad: linear_cross_entropy_rows, the
+logits a block at a time inside an online logsumexp). Checked normwise per result (max |tile - torch| within TOL of
 max |torch|). Exits 77 (skipped) without torch or a CUDA device.
 
     TILE_LIB=build-gpu/runtime/libtileRT.so python3 tests/gpu/test_linear_ce_gpu.py
@@ -42,6 +43,11 @@ graph plain(x: {E}[T, {D}], w: {E}[{D}, V], lab: i64[T]) -> (f32, {E}[T, {D}], {
     return (l, dx, dw);
 }}
 
+@linear_cross_entropy
+graph infer(x: {E}[T, {D}], w: {E}[V, {D}], lab: i64[T]) -> f32 {{
+    return cross_entropy(x @ trans(w), lab);
+}}
+
 @linear_cross_entropy(chunk = 256)
 graph linear(x: {E}[T, {D}], w: {E}[V, {D}], lab: i64[T]) -> (f32, {E}[T, {D}], {E}[V, {D}]) {{
     let l = cross_entropy(x @ trans(w), lab);
@@ -72,10 +78,10 @@ def main():
         with open(path, "w") as f:
             f.write(SRC.format(E=E, D=D))
         for T, V in ((300, 1000), (512, 1000), (700, 32001)):
-            for name in ("head", "plain", "linear"):
+            for name in ("head", "plain", "linear", "infer"):
                 label = "%s %s T=%d V=%d" % (E, name, T, V)
                 try:
-                    transposed = name == "linear"
+                    transposed = name in ("linear", "infer")
                     x = (torch.randn(T, D, device="cuda", dtype=torch.float64) * 0.5).to(dtype)
                     w = (torch.randn(*((V, D) if transposed else (D, V)), device="cuda", dtype=torch.float64) * 0.05).to(dtype)
                     lab = torch.randint(0, V, (T,), device="cuda", dtype=torch.int64)
@@ -89,12 +95,14 @@ def main():
                     got = [torch.full((), float("nan"), device="cuda", dtype=torch.float32),
                            torch.full((T, D), float("nan"), device="cuda", dtype=dtype),
                            torch.full(tuple(w.shape), float("nan"), device="cuda", dtype=dtype)]
+                    if name == "infer":
+                        got = got[:1]
                     for i, t in enumerate(got):
                         g.bind_output(i, t)
                     g.run()
                     torch.cuda.synchronize()
                     want = reference(x, w, lab, 1.0 if transposed else 0.75, transposed)
-                    for i, (a, b) in enumerate(zip(got, want)):
+                    for i, (a, b) in enumerate(zip(got, want)):   # zip: the loss alone for infer
                         big = b.abs().max().item()
                         err = (a.double() - b).abs().max().item()
                         tol = TOL[torch.float32 if i == 0 else dtype]
