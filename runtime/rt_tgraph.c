@@ -140,8 +140,8 @@ static TrtStatus alloc_tables(TrtTensorGraph *G)
     G->steps = tl_calloc(nk + 1, sizeof *G->steps);
     G->bufs = tl_calloc(nb + 1, sizeof *G->bufs);
     G->buf_bytes = tl_calloc(nb + 1, sizeof *G->buf_bytes);
-    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->steps && G->bufs &&
-              G->buf_bytes;
+    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->steps &&
+              G->bufs && G->buf_bytes;
     return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
