@@ -2436,22 +2436,48 @@ static void attr_recompute(Frame *f, const AstAttr *at, IrRemat *r)
     }
 }
 
+/* @linear_cross_entropy or @linear_cross_entropy(chunk = N): the LM head fused with its
+ * cross-entropy, N rows a chunk (PASS_LMCE_CHUNK without one); the chunk in *chunk. */
+static void attr_lce(Frame *f, const AstAttr *at, int64_t *chunk)
+{
+    *chunk = 1024;   /* PASS_LMCE_CHUNK (passes/passes.h) */
+    if (at->nargs > 1 || (at->nargs == 1 && at->arg_names && at->arg_names[0] && strcmp(at->arg_names[0], "chunk"))) {
+        ERR(f, at->loc, "@linear_cross_entropy takes one argument, the rows of a chunk: @linear_cross_entropy(chunk = 1024)");
+        return;
+    }
+    if (at->nargs == 1) {
+        const AstExpr *e = at->args[0];
+        if (e->kind != AST_INT || e->ival < 1 || e->ival > ((uint64_t)1 << 30)) {
+            ERR(f, e->loc, "the chunk of @linear_cross_entropy must be an integer from 1 to 2^30 (rows)");
+            return;
+        }
+        *chunk = (int64_t)e->ival;
+    }
+}
+
 /* The graph's recomputation options from its attributes; a graph that calls @checkpoint
  * fns and names no policy checkpoints them. */
 static void graph_attrs(Frame *f, const AstItem *graph)
 {
     IrRemat r = {IR_REMAT_SAVE_ALL, IR_BUDGET_NONE, 0};
     bool policy = false;
+    int64_t chunk = 0;
     for (uint32_t i = 0; i < graph->nattrs; i++) {
         const AstAttr *at = &graph->attrs[i];
         if (!strcmp(at->name, "recompute") || !strcmp(at->name, "memory_budget")) {
             policy |= at->name[0] == 'r';
             attr_recompute(f, at, &r);
-        } else ERR(f, at->loc, "unknown attribute '@%s' of a graph (@recompute, @memory_budget)", at->name);
+        } else if (!strcmp(at->name, "linear_cross_entropy")) {
+            attr_lce(f, at, &chunk);
+        } else {
+            ERR(f, at->loc, "unknown attribute '@%s' of a graph (@recompute, @memory_budget, @linear_cross_entropy)",
+                at->name);
+        }
     }
     if (!f->s->g) return;
     if (!policy && f->s->g->nregions) r.policy = IR_REMAT_CHECKPOINT;
     f->s->g->remat = r;
+    f->s->g->lce_chunk = chunk;
 }
 
 IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrGraphModule *m,

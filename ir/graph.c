@@ -403,6 +403,7 @@ IrGraph *ir_graph_clone(IrGraphModule *m, const IrGraph *g)
     c->nfwd = g->nfwd;
     c->nregions = g->nregions;
     c->remat = g->remat;
+    c->lce_chunk = g->lce_chunk;
     for (size_t i = 0; i < g->params.len; i++) vec_push(&c->params, g->params.data[i]);
     for (size_t i = 0; i < g->values.len; i++) vec_push(&c->values, g->values.data[i]);
     for (size_t i = 0; i < g->ops.len; i++) vec_push(&c->ops, g->ops.data[i]);

@@ -107,6 +107,25 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
  *     corrections 1 - beta^t), skip an i1 scalar: when true every result is its input. */
 #define IR_ADAMW_NSCALARS 8
 
+/* linear_cross_entropy x [N, D], w [D, V], labels [N], ignore_index, dy [N], chunk ->
+ * rows [N], dx [N, D], dw [D, V] (passes/graph_lmce.c, docs/GRAPHS.md "The LM head"):
+ * the logits z = x @ w (x and w of one float type E, z rounded to E as the matmul
+ * rounds it), row i's loss rows[i] = logsumexp(z[i]) - z[i, labels[i]] (0 on an ignored
+ * row, as cross_entropy_rows), and with g = (softmax(z) - onehot(labels)) * dy[:, None]
+ * (0 on ignored rows; rounded to dy's type, as cross_entropy_grad), dx = g @ trans(w)
+ * and dw = trans(x) @ g. dy (f32 or f64) is the gradient of whatever the rows feed, so
+ * the backward's seed scales dx and dw exactly. chunk: an i64 scalar, the rows whose
+ * [chunk, V] logits are live at once (the plan's chunk loop); the values do not depend
+ * on it. rows, dx and dw are of dy's type. */
+/* linear_cross_entropy_rows x [N, D], w [D, V], labels [N], ignore_index -> rows [N]:
+ * the forward alone (no grad), rows as above, f64 for f64 x, else f32. */
+#define IR_LCE_X 0
+#define IR_LCE_W 1
+#define IR_LCE_LABELS 2
+#define IR_LCE_IGNORE 3
+#define IR_LCE_DY 4
+#define IR_LCE_CHUNK 5
+
 typedef struct IrGValue {
     IrTensorType type;
     const char *name;        /* a hint for printing, or NULL */
@@ -175,6 +194,8 @@ typedef struct IrGraph {
                               * first grad's; 0 without one */
     uint32_t nregions;       /* checkpoint regions (IrGOp.region 1 .. nregions) */
     IrRemat remat;           /* the graph's @recompute attribute (save-all without one) */
+    int64_t lce_chunk;       /* the graph's @linear_cross_entropy(chunk = N): the LM head fused
+                              * by passes/graph_lmce.c, N rows a chunk; 0 without it */
 } IrGraph;
 
 typedef struct IrGraphModule {
@@ -263,6 +284,11 @@ typedef struct IrGKernel {
     bool view;               /* a reshape of a value in memory (a parameter or a kernel's
                               * write) that is not returned: nothing runs, its result is
                               * that memory, read row-major in the new shape (ir_gplan_root) */
+    int64_t chunk;           /* kind linear_cross_entropy: the rows of a chunk (its op's chunk
+                              * operand): the kernel runs once per chunk of rows, holding
+                              * [chunk, V] logits in its scratch buffer; else 0 */
+    uint32_t scratch;        /* with chunk: the buffer of those logits (memory of the kernel's
+                              * own, no value: its IrGBuffer has nvalues 0) */
     bool store_view;         /* with view, a trans whose operand its producer (a
                               * flash_attention kernel) writes straight into this result's
                               * memory, through permuted strides: the operand's root is
@@ -273,11 +299,13 @@ typedef struct IrGKernel {
  * one after another, each from the kernel that writes it (first[i]) to the last kernel
  * that reads it (last[i]), first[i+1] > last[i]; bytes is the size of values[0], and no
  * later value needs more (for every value of the sizes). Returned values are outputs,
- * in no buffer; values that stay inside a kernel need none. */
+ * in no buffer; values that stay inside a kernel need none. A buffer of no values is a
+ * chunked kernel's scratch (IrGKernel.scratch). */
 typedef struct IrGBuffer {
     IrSize bytes;
     uint32_t nvalues;
     const uint32_t *values, *first, *last;
+
 } IrGBuffer;
 
 typedef struct IrGPlan {

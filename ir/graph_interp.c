@@ -546,9 +546,103 @@ static bool run_cross_entropy_grad(Run *R, IrGTensor *o)
     return true;
 }
 
-static bool run_cross_entropy(Run *R, IrGTensor *o)
+/* linear_cross_entropy (ir/graph.h), chunk rows at a time as the plan runs it: the
+ * chunk's logits x_c @ w rounded to x's type (as the matmul it replaces), each row's
+ * loss and gradient g rounded to dy's type (as cross_entropy_rows and _grad), dx_c = g
+ * @ trans(w); dw = trans(x) @ g summed in double over every row in order and rounded
+ * once at the end, so that every value is bit for bit the op-by-op graph's (whose
+ * matmuls sum in double). Only a [chunk, V] block of logits is held at a time. */
+static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
 {
-    return R->op->kind == IR_GOP_CROSS_ENTROPY_ROWS ? run_cross_entropy_rows(R, o) : run_cross_entropy_grad(R, o);
+    const IrGTensor *x = in(R, IR_LCE_X), *w = in(R, IR_LCE_W), *lab = in(R, IR_LCE_LABELS), *d = in(R, IR_LCE_DY);
+    int64_t N = x->dims[0], D = x->dims[1], V = w->dims[1], ign = in(R, IR_LCE_IGNORE)->i[0];
+    int64_t C = in(R, IR_LCE_CHUNK)->i[0];
+    if (C < 1) return fail(R, "the chunk must be at least 1 row, not %lld", (long long)C);
+    if (C > N) C = N ? N : 1;
+    IrGTensor z, *rows = &outs[0], *dx = &outs[1], *dw = &outs[2];
+    if (!ir_gtensor_alloc(&z, x->elem, 2, (int64_t[]){C, V})) return fail(R, "out of memory");
+    double *acc = tl_calloc((size_t)(D * V + 1), sizeof *acc);
+    if (!acc) {
+        ir_gtensor_free(&z);
+        return fail(R, "out of memory");
+    }
+    bool ok = true;
+    for (int64_t c0 = 0; ok && c0 < N; c0 += C) {
+        int64_t n = N - c0 < C ? N - c0 : C;
+        for (int64_t i = 0; i < n; i++)   /* the chunk's logits */
+            for (int64_t j = 0; j < V; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < D; k++) s += x->f[(c0 + i) * D + k] * w->f[k * V + j];
+                z.f[i * V + j] = fp_round(z.elem, s);
+            }
+        for (int64_t i = 0; ok && i < n; i++) {   /* each row's loss, then its gradient in place */
+            int64_t r = c0 + i, l = lab->i[r];
+            if (l != ign && (l < 0 || l >= V)) {
+                snprintf(R->err, R->errlen, "cross_entropy: label %lld of row %lld is outside [0, %lld) and is not the "
+                         "ignore_index %lld", (long long)l, (long long)r, (long long)V, (long long)ign);
+                ok = false;
+                break;
+            }
+            double *row = z.f + i * V, m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < V; j++) m = fmax(m, row[j]);
+            for (int64_t j = 0; j < V; j++) s += exp(row[j] - m);
+            double lse = log(s) + m;
+            setv(rows, r, l == ign ? 0.0 : lse - row[l], 0);
+            for (int64_t j = 0; j < V; j++)
+                row[j] = l == ign ? 0.0 : fp_round(d->elem, (exp(row[j] - lse) - (j == l)) * d->f[r]);
+        }
+        for (int64_t i = 0; ok && i < n; i++)   /* dx_c = g @ trans(w) */
+            for (int64_t k = 0; k < D; k++) {
+                double s = 0;
+                for (int64_t j = 0; j < V; j++) s += z.f[i * V + j] * w->f[k * V + j];
+                setv(dx, (c0 + i) * D + k, s, 0);
+            }
+        for (int64_t i = 0; ok && i < n; i++)   /* dw += trans(x_c) @ g, row by row in order */
+            for (int64_t k = 0; k < D; k++)
+                for (int64_t j = 0; j < V; j++) acc[k * V + j] += x->f[(c0 + i) * D + k] * z.f[i * V + j];
+    }
+    for (int64_t k = 0; ok && k < D * V; k++) setv(dw, k, acc[k], 0);
+    tl_free(acc);
+    ir_gtensor_free(&z);
+    return ok;
+}
+
+/* linear_cross_entropy_rows: each row's logits (rounded to x's type), then its loss as
+ * cross_entropy_rows; one row of logits at a time. */
+static bool run_linear_cross_entropy_rows(Run *R, IrGTensor *o)
+{
+    const IrGTensor *x = in(R, IR_LCE_X), *w = in(R, IR_LCE_W), *lab = in(R, IR_LCE_LABELS);
+    int64_t N = x->dims[0], D = x->dims[1], V = w->dims[1], ign = in(R, IR_LCE_IGNORE)->i[0];
+    double *row = tl_calloc((size_t)(V + 1), sizeof *row);
+    if (!row) return fail(R, "out of memory");
+    bool ok = true;
+    for (int64_t r = 0; ok && r < N; r++) {
+        int64_t l = lab->i[r];
+        if (l != ign && (l < 0 || l >= V)) {
+            snprintf(R->err, R->errlen, "cross_entropy: label %lld of row %lld is outside [0, %lld) and is not the "
+                     "ignore_index %lld", (long long)l, (long long)r, (long long)V, (long long)ign);
+            ok = false;
+            break;
+        }
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < V; j++) {
+            double a = 0;
+            for (int64_t k = 0; k < D; k++) a += x->f[r * D + k] * w->f[k * V + j];
+            row[j] = fp_round(x->elem, a);
+            m = fmax(m, row[j]);
+        }
+        for (int64_t j = 0; j < V; j++) s += exp(row[j] - m);
+        setv(o, r, l == ign ? 0.0 : log(s) + m - row[l], 0);
+    }
+    tl_free(row);
+    return ok;
+}
+
+static bool run_cross_entropy(Run *R, IrGTensor *outs)
+{
+    if (R->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY) return run_linear_cross_entropy(R, outs);
+    if (R->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS) return run_linear_cross_entropy_rows(R, &outs[0]);
+    return R->op->kind == IR_GOP_CROSS_ENTROPY_ROWS ? run_cross_entropy_rows(R, &outs[0]) : run_cross_entropy_grad(R, &outs[0]);
 }
 
 /* rope(x, cos, sin), pairs (i, i + D/2) of the last axis rotated: y[i] = x[i] cos[i] -
@@ -725,7 +819,7 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 'd': return run_dropout(R, &outs[0]);
     case 'A': return run_attention(R, &outs[0]);
     case 'C': return run_conv2d(R, &outs[0]);
-    case 'L': return run_cross_entropy(R, &outs[0]);
+    case 'L': return run_cross_entropy(R, outs);
     case 'P': return run_rope(R, &outs[0]);
     case 'O':
         if (op->kind == IR_GOP_ADAMW) return run_adamw(R, outs);

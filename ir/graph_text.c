@@ -94,7 +94,9 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
                     names[K->writes[0]], names[K->reads[0]], names[ir_gplan_root(p, K->reads[0])]);
             continue;
         }
-        fprintf(out, "kernel k%u %s:", k, K->kind);
+        fprintf(out, "kernel k%u %s", k, K->kind);
+        if (K->chunk > 0) fprintf(out, " (chunks of %lld rows)", (long long)K->chunk);
+        fputc(':', out);
         for (uint32_t i = 0; i < K->nops; i++) {
             const IrGOp *op = &g->ops.data[K->ops[i]];
             fprintf(out, "%s %s", i ? "," : "", ir_gop_name(op->kind));
@@ -110,6 +112,14 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
         const IrGBuffer *B = &p->buffers[b];
         fprintf(out, "buffer b%u (%s bytes):", b,   /* 0: the count overflows */
                 ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes));
+        for (uint32_t k = 0; !B->nvalues && k < p->nkernels; k++) {
+            const IrGKernel *K = &p->kernels[k];
+            if (K->chunk <= 0 || K->scratch != b) continue;
+            const IrGOp *op = &g->ops.data[K->ops[0]];
+            fprintf(out, " the logits of k%u, %s[%lld, %s] a chunk", k,
+                    ir_elem_name(g->values.data[op->in[IR_LCE_DY]].type.elem), (long long)K->chunk,
+                    ir_size_str(a, g->values.data[op->in[IR_LCE_W]].type.dims[1]));
+        }
         for (uint32_t i = 0; i < B->nvalues; i++)
             fprintf(out, "%s %%%s : %s (k%u to k%u)", i ? "," : "", names[B->values[i]],
                     ir_ttype_str(a, &g->values.data[B->values[i]].type), B->first[i], B->last[i]);

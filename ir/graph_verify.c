@@ -300,8 +300,12 @@ static bool check_logits_labels(const Chk *c)
 /* cross_entropy_rows(logits, labels, ignore_index) -> each row's loss [N]: f64 for f64
  * logits, else f32. cross_entropy_grad(logits, labels, ignore_index, dy [N] f32 or f64)
  * -> d logits, [N, V] of dy's type. */
+static bool check_linear_cross_entropy(const Chk *c);
+
 static bool check_cross_entropy(const Chk *c)
 {
+    if (c->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY || c->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS)
+        return check_linear_cross_entropy(c);
     if (!check_logits_labels(c)) return false;
     const IrTensorType *x = in_t(c, 0);
     if (c->op->kind == IR_GOP_CROSS_ENTROPY_ROWS) return want(c, x->elem == IR_F64 ? IR_F64 : IR_F32, 1, x->dims);
@@ -310,6 +314,38 @@ static bool check_cross_entropy(const Chk *c)
         return FAILF(c, "the row gradient of cross_entropy_grad must be an f32 or f64 vector of the logits' %s rows, not %s",
                      ir_size_str(c->a, x->dims[0]), ts(c, d));
     return want(c, d->elem, 2, x->dims);
+}
+
+/* linear_cross_entropy x [N, D], w [D, V], labels [N], ignore_index, dy [N], chunk ->
+ * rows [N], dx [N, D], dw [D, V] (ir/graph.h): x and w floats of one type; rows, dx, dw
+ * of dy's type (f32 or f64); chunk an i64 scalar. linear_cross_entropy_rows: the first
+ * four operands, rows f64 for f64 x, else f32. */
+static bool check_linear_cross_entropy(const Chk *c)
+{
+    const IrTensorType *x = in_t(c, IR_LCE_X), *w = in_t(c, IR_LCE_W), *l = in_t(c, IR_LCE_LABELS),
+                       *ig = in_t(c, IR_LCE_IGNORE);
+    if (x->rank != 2 || !is_float(x) || w->rank != 2 || w->elem != x->elem || !ir_size_eq(w->dims[0], x->dims[1]))
+        return FAILF(c, "linear_cross_entropy needs x [N, D] and w [D, V] floats of one type, not %s and %s", ts(c, x),
+                     ts(c, w));
+    if (l->rank != 1 || (l->elem != IR_I32 && l->elem != IR_I64) || !ir_size_eq(l->dims[0], x->dims[0]))
+        return FAILF(c, "the labels of linear_cross_entropy must be an i32 or i64 vector of x's %s rows, not %s",
+                     ir_size_str(c->a, x->dims[0]), ts(c, l));
+    if (ig->rank || ig->elem != l->elem)
+        return FAILF(c, "the ignore_index of linear_cross_entropy must be an %s scalar (the labels' type), not %s",
+                     ir_elem_name(l->elem), ts(c, ig));
+    if (c->op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS) return want(c, x->elem == IR_F64 ? IR_F64 : IR_F32, 1, x->dims);
+    const IrTensorType *d = in_t(c, IR_LCE_DY), *ch = in_t(c, IR_LCE_CHUNK);
+    if (d->rank != 1 || (d->elem != IR_F32 && d->elem != IR_F64) || !ir_size_eq(d->dims[0], x->dims[0]))
+        return FAILF(c, "the row gradient of linear_cross_entropy must be an f32 or f64 vector of x's %s rows, not %s",
+                     ir_size_str(c->a, x->dims[0]), ts(c, d));
+    if (ch->rank || ch->elem != IR_I64) return FAILF(c, "the chunk of linear_cross_entropy must be an i64 scalar, not %s", ts(c, ch));
+    IrSize dv[2] = {w->dims[0], w->dims[1]};
+    IrTensorType rows = {d->elem, 1, x->dims}, dx = {d->elem, 2, x->dims}, dw = {d->elem, 2, dv};
+    const IrTensorType *want3[3] = {&rows, &dx, &dw};
+    for (uint32_t r = 0; r < 3; r++)
+        if (!ir_ttype_eq(out_t(c, r), want3[r]))
+            return FAILF(c, "result %u of linear_cross_entropy must be %s, not %s", r, ts(c, want3[r]), ts(c, out_t(c, r)));
+    return true;
 }
 
 /* rope(x [..., T, D], cos, sin): D a known even size; cos and sin of x's element type,

@@ -980,7 +980,8 @@ static bool is_view(const Fuse *F, const IrGKernel *K)
 
 /* Does GEMM kernel K use value v only as the right operand of its 2-D matmuls (which
  * graph_lower.c loads through v's strides: a transposed weight as torch.nn.Linear's,
- * [N, K] row-major, is read K-major, the layout wgmma takes without a copy)? */
+ * [N, K] row-major, is read K-major, the layout wgmma takes without a copy)? The LM
+ * head's linear_cross_entropy(_rows) reads its w so too. */
 static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
 {
     if (K->attn || K->conv || vtype(F, v)->rank != 2) return false;
@@ -989,7 +990,8 @@ static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
         const IrGOp *op = opat(F, K->ops[i]);
         for (uint32_t j = 0; j < op->nin; j++) {
             if (op->in[j] != v) continue;
-            if (op->kind != IR_GOP_MATMUL || j != 1) return false;
+            bool lce = op->kind == IR_GOP_LINEAR_CROSS_ENTROPY || op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS;
+            if (lce ? j != IR_LCE_W : op->kind != IR_GOP_MATMUL || j != 1) return false;
             used = true;
         }
     }
@@ -1056,6 +1058,10 @@ static IrGPlan *make_plan(Fuse *F)
         if (gi.flash) K->attn = attention_info(F, G);
         if (gi.conv != NONE) K->conv = conv_info(F, G, gi.conv);
         K->view = is_view(F, K);
+        const IrGOp *lce = opat(F, ops[0]);
+        uint32_t cdef = lce->kind == IR_GOP_LINEAR_CROSS_ENTROPY ? def_of(F, lce->in[IR_LCE_CHUNK]) : NONE;
+        if (n == 1 && cdef != NONE && opat(F, cdef)->kind == IR_GOP_CONST && opat(F, cdef)->attr.c.i > 0)
+            K->chunk = opat(F, cdef)->attr.c.i;
     }
     for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
     for (uint32_t k = 0; k < nk; k++)
@@ -1146,9 +1152,23 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
             B->first[B->n] = k;
             B->last[B->n++] = B->free_after = last[v];
         }
-    IrGBuffer *out = arena_alloc(F->a, (nb + 1) * sizeof *out);
+    /* a chunked kernel's [chunk, V] logits (its dlogits in place): memory of its own, once
+     * for every chunk, in the kernel's gradient type (linear_cross_entropy, ir/graph.h) */
+    uint32_t nscratch = 0;
+    for (uint32_t k = 0; k < nk; k++) nscratch += plan->kernels[k].chunk > 0;
+    IrGBuffer *out = arena_alloc(F->a, (nb + nscratch + 1) * sizeof *out);
     for (uint32_t b = 0; b < nb; b++)
         out[b] = (IrGBuffer){bufs[b].bytes, bufs[b].n, bufs[b].values, bufs[b].first, bufs[b].last};
+    for (uint32_t k = 0; k < nk; k++) {
+        const IrGKernel *K = &plan->kernels[k];
+        if (K->chunk <= 0) continue;
+        const IrGOp *op = &g->ops.data[K->ops[0]];
+        const IrTensorType *w = vtype(F, op->in[IR_LCE_W]), *d = vtype(F, op->in[IR_LCE_DY]);
+        IrSize bytes = ir_size_const(0);
+        if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(d->elem)), &bytes)) bytes = ir_size_const(0);
+        out[nb++] = (IrGBuffer){.bytes = bytes};
+        ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
+    }
     plan->nbuffers = nb;
     plan->buffers = out;
 }

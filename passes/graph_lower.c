@@ -59,6 +59,7 @@ typedef struct Low {
     const char *indent;
     const char *kw, *vw;     /* a flash kernel's K and V as blocks of their key rows
                                 (flash_rows): the rows' width, else NULL (pointer loads) */
+    PassGKernel *out;        /* the kernel being lowered (a chunked one fills its steps) */
 } Low;
 
 /* ---- text helpers ----------------------------------------------------------------------- */
@@ -1890,6 +1891,212 @@ static bool lower_grad_stats(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- linear_cross_entropy: the LM head in chunks of rows, never all [N, V] logits ----------- */
+
+/* A step kernel's parameters: pointers to the values vs (p<v>), the scratch (ps), the
+ * chunk's first row (off), every size; its arguments in s. */
+static void lce_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *A)
+{
+    fprintf(L->o, "kernel %s(", name);
+    for (uint32_t i = 0; i < n; i++) {
+        fprintf(L->o, "%sp%u: *%s", i ? ", " : "", vs[i], ename(vt(L, vs[i])->elem));
+        vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, vs[i]}));
+    }
+    fprintf(L->o, ", ps: *%s, off: i64", A);
+    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
+    for (uint32_t i = 0; i < L->g->nsizes; i++) {
+        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+}
+
+#define LCE_GEMM_SPACE_ROWS "BM: [16, 32, 64, 128], BV: [16, 32, 64, 128], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
+#define LCE_GEMM_SPACE "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
+
+/* The GEMM steps' common top: program pid's [BM, BN] tile over columns Cn, a its row
+ * and b its column coordinates, mb the columns' mask. */
+static void lce_tile(Low *L, const char *Cn, const char *a, const char *b)
+{
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = cdiv(%s, BN as i64);\n", Cn);
+    fprintf(L->o, "    let %s = (pid / nbn) * (BM as i64) + arange(0, BM);\n", a);
+    fprintf(L->o, "    let %s = (pid %% nbn) * (BN as i64) + arange(0, BN);\n", b);
+    fprintf(L->o, "    let rk = arange(0, BK);\n    let mb = %s < %s;\n", b, Cn);
+}
+
+/* The steps of a chunk of C rows (off its first): logits (x_c @ w into the scratch,
+ * rounded to x's type as the matmul it replaces), loss (each row's logsumexp by an online
+ * max and sum over BV columns at a time, its loss stored, then its gradient (softmax -
+ * onehot) * dy written over its logits), dx (dx_c = g @ trans(w)), dw (trans(x_c) @ g
+ * added to what the earlier chunks left: every dw tile belongs to one program, the
+ * chunks run in order, no atomics). The scratch and the accumulation are in dy's type. */
+static bool lower_lce(Low *L, Sig *sig, const char *name)
+{
+    (void)sig;
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1 || L->K->chunk <= 0) return fail(L, "linear_cross_entropy fused with other ops");
+    uint32_t x = op->in[IR_LCE_X], w = op->in[IR_LCE_W], lab = op->in[IR_LCE_LABELS], dy = op->in[IR_LCE_DY];
+    const IrGOp *ig = defop(L, op->in[IR_LCE_IGNORE]);
+    if (!ig || ig->kind != IR_GOP_CONST) return fail(L, "linear_cross_entropy: an ignore_index that is not a constant");
+    const IrTensorType *tx = vt(L, x), *tw = vt(L, w);
+    const char *N = size_expr(L, tx->dims[0]), *D = size_expr(L, tx->dims[1]), *V = size_expr(L, tw->dims[1]);
+    const char *E = ename(tx->elem), *A = ename(vt(L, dy)->elem), *LT = ename(vt(L, lab)->elem);
+    long long C = (long long)L->K->chunk;
+    const char *C_s = arena_printf(L->a, "%lld", C);
+    /* x and w through their strides: w may be a transposition view of a torch Linear
+     * weight [V, D] (fusion: the trans is no kernel) */
+    const char *x0 = stride_of(L, x, 0), *x1 = stride_of(L, x, 1), *w0 = stride_of(L, w, 0), *w1 = stride_of(L, w, 1);
+    int64_t bn = block_for(tw->dims[1], 16, 128), bkd = block_for(tx->dims[1], 16, 64), bd = block_for(tx->dims[1], 16, 128);
+    int64_t bm = L->K->chunk >= 64 ? 64 : pow2_at_least(L->K->chunk, 16, 64), bkc = L->K->chunk >= 32 ? 32 : 16;
+    int64_t bv = block_for(tw->dims[1], 16, 1024), bmr = 4096 / bv > 16 ? 16 : 4096 / bv;
+    PassGKernel *steps = arena_alloc(L->a, 5 * sizeof *steps);
+    uint32_t n = 0;
+    static const char *const what[4] = {"logits", "loss", "dx", "dw"};
+    for (uint32_t st = 0; st < 4; st++) {
+        uint32_t out = st == 1 ? op->out[0] : st == 2 ? op->out[1] : st == 3 ? op->out[2] : IR_GNONE;
+        if (st >= 2 && !written(L, out)) continue;   /* a gradient nothing reads */
+        const char *sn = arena_printf(L->a, "%s_%s", name, what[st]);
+        Sig args = {0};
+        fprintf(L->o, "%s// step %s of the chunks of %lld rows\n", st ? "\n" : "", what[st], C);
+        if (st == 1) {
+            autotune(L, "BM: [1, 2, 4, 8, 16], BV: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], warps: [1, 2, 4, 8]",
+                     "BM * BV <= 16384", arena_printf(L->a, "BM: %lld, BV: %lld, warps: %d", (long long)bmr, (long long)bv,
+                                                       bv >= 1024 ? 8 : 4));
+            bool rows = written(L, out);
+            uint32_t vs[3] = {out, lab, dy}, nv = 3;
+            lce_signature(L, &args, sn, rows ? vs : vs + 1, rows ? nv : nv - 1, A);
+            fprintf(L->o, ", const BM: i32 = %lld, const BV: i32 = %lld)\n    grid(cdiv(%s, BM as i64))\n{\n",
+                    (long long)bmr, (long long)bv, C_s);
+            fprintf(L->o, "    let rc = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n    let rm = off + rc;\n");
+            fprintf(L->o, "    let rin = (rc < %s) & (rm < %s);\n    let lab = load(p%u + rm, rin, 0);\n", C_s, N, lab);
+            fprintf(L->o, "    let kept = rin & (lab != (%lld as %s));\n", (long long)ig->attr.c.i, LT);
+            fprintf(L->o, "    var m = full([BM], -inf, %s);\n    var s = zeros([BM], %s);\n    var xl = zeros([BM], %s);\n", A, A, A);
+            fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
+            fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
+            fprintf(L->o, "        let xb = where(ok, load(ps + rc[:, None] * %s + cj[None, :], ok, 0), -inf as %s);\n", V, A);
+            fputs("        let mn = maximum(m, max(xb, 1));\n", L->o);
+            fprintf(L->o, "        let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
+            fprintf(L->o, "        s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
+            fprintf(L->o, "        xl = xl + sum(where(cj[None, :] == (lab as i64)[:, None], xb, 0 as %s), 1);\n", A);
+            fputs("        m = mn;\n    }\n", L->o);
+            if (rows) fprintf(L->o, "    store(p%u + rm, where(kept, log(s) + m - xl, 0 as %s), rin);\n", out, A);
+            fprintf(L->o, "    let dr = where(kept, load(p%u + rm, rin, 0) / s, 0 as %s);\n", dy, A);
+            fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
+            fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
+            fprintf(L->o, "        let xb = load(ps + rc[:, None] * %s + cj[None, :], ok, 0);\n", V);
+            fprintf(L->o, "        let hot = where(cj[None, :] == (lab as i64)[:, None], s[:, None], 0 as %s);\n", A);
+            fprintf(L->o, "        let g = where(kept[:, None], (exp(xb - m[:, None]) - hot) * dr[:, None], 0 as %s);\n", A);
+            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], g, ok);\n    }\n}\n", V);
+        } else {
+            /* defaults without spills at Llama's sizes (D 4096, V 32000; ptxas -v): the logits on
+             * tensor cores 64 x 128 with 8 warps, the f32 gradient's GEMMs (FFMA) 64 x 64 */
+            int64_t dbn = st == 0 ? bn : 64, dbm = st == 3 ? (bd < 64 ? bd : 64) : bm, dbk = st == 0 ? (bkd < 32 ? bkd : 32) : st == 2 ? 32 : bkc;
+            if (st == 2 && dbn > bd) dbn = bd;
+            if (st == 3 && dbn > bn) dbn = bn;
+            autotune(L, LCE_GEMM_SPACE, "BM * BN <= 128 * 256",
+                     arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)dbm, (long long)dbn,
+                                  (long long)dbk, st == 0 ? 8 : 4, st == 0 ? 3 : 2));
+            uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};   /* logits: x, w; dx: dx, w; dw: dw, x */
+            lce_signature(L, &args, sn, vs, 2, A);
+            const char *R = st == 3 ? D : C_s, *Cn = st == 2 ? D : V;
+            fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)dbm,
+                    (long long)dbn, (long long)dbk);
+            fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", R, Cn);
+            lce_tile(L, Cn, st == 3 ? "rd" : "rc", "rn");
+            if (st != 3) fprintf(L->o, "    let rm = off + rc;\n    let ma = (rc < %s) & (rm < %s);\n", C_s, N);
+            else fprintf(L->o, "    let ma = rd < %s;\n", D);
+            fprintf(L->o, "    var acc = zeros([BM, BN], %s);\n", A);
+            if (st == 0) {
+                fprintf(L->o, "    for k in range(0, %s, BK as i64) {\n        let ka = k + rk;\n", D);
+                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & (ka[None, :] < %s), 0);\n", x,
+                        times(L, "rm[:, None]", x0), times(L, "ka[None, :]", x1), D);
+                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0);\n", w,
+                        times(L, "ka[:, None]", w0), times(L, "rn[None, :]", w1), D);
+            } else if (st == 2) {
+                fprintf(L->o, "    for j in range(0, %s, BK as i64) {\n        let ka = j + rk;\n", V);
+                fprintf(L->o, "        let at = load(ps + rc[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0);\n",
+                        V, V);
+                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0) as %s;\n", w,
+                        times(L, "rn[None, :]", w0), times(L, "ka[:, None]", w1), V, A);
+            } else {
+                fprintf(L->o, "    for i in range(0, %s, BK as i64) {\n        let ka = i + rk;\n        let gi = off + ka;\n", C_s);
+                fprintf(L->o, "        let mi = (ka < %s) & (gi < %s);\n", C_s, N);
+                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & mi[None, :], 0) as %s;\n", x,
+                        times(L, "gi[None, :]", x0), times(L, "rd[:, None]", x1), A);
+                fprintf(L->o, "        let bt = load(ps + ka[:, None] * %s + rn[None, :], mi[:, None] & mb[None, :], 0);\n", V);
+            }
+            fputs("        acc = dot(at, bt, acc);\n    }\n    let mk = ma[:, None] & mb[None, :];\n", L->o);
+            if (st == 0)
+                fprintf(L->o, "    store(ps + rc[:, None] * %s + rn[None, :], (acc as %s) as %s, mk);\n}\n", V, E, A);
+            else if (st == 2)
+                fprintf(L->o, "    store(p%u + rm[:, None] * %s + rn[None, :], acc, mk);\n}\n", out, D);
+            else {
+                fprintf(L->o, "    let at_dw = p%u + rd[:, None] * %s + rn[None, :];\n", out, V);
+                fputs("    let prev = load(at_dw, mk & (off > 0), 0);\n    store(at_dw, prev + acc, mk);\n}\n", L->o);
+            }
+        }
+        PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
+        memcpy(a, args.args.data, args.args.len * sizeof *a);
+        steps[n++] = (PassGKernel){.name = sn, .nargs = (uint32_t)args.args.len, .args = a};
+        vec_free(&args.args);
+    }
+    L->out->steps = steps;
+    L->out->nsteps = n;
+    L->out->chunk = L->K->chunk;
+    L->out->rows = tx->dims[0];
+    return true;
+}
+
+/* linear_cross_entropy_rows (the forward alone): a program per BM rows walks the
+ * vocabulary BV columns at a time; each block of logits is a GEMM over D (x's rows by
+ * w's columns, in BK steps, rounded to x's type as the matmul it replaces), then the
+ * online max, sum and label logit of cross_entropy_rows: the logits are never stored. */
+static bool lower_lce_rows(Low *L, Sig *s, const char *name)
+{
+    const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
+    if (L->K->nops != 1) return fail(L, "linear_cross_entropy_rows fused with other ops");
+    uint32_t x = op->in[IR_LCE_X], w = op->in[IR_LCE_W], lab = op->in[IR_LCE_LABELS], out = op->out[0];
+    const IrGOp *ig = defop(L, op->in[IR_LCE_IGNORE]);
+    if (!ig || ig->kind != IR_GOP_CONST) return fail(L, "linear_cross_entropy_rows: an ignore_index that is not a constant");
+    const IrTensorType *tx = vt(L, x), *tw = vt(L, w);
+    const char *N = size_expr(L, tx->dims[0]), *D = size_expr(L, tx->dims[1]), *V = size_expr(L, tw->dims[1]);
+    const char *E = ename(tx->elem), *A = ename(vt(L, out)->elem), *LT = ename(vt(L, lab)->elem);
+    int64_t bv = block_for(tw->dims[1], 16, 128), bk = block_for(tx->dims[1], 16, 32);
+    autotune(L, LCE_GEMM_SPACE_ROWS, "BM * BV <= 128 * 128",
+             arena_printf(L->a, "BM: 64, BV: %lld, BK: %lld, warps: 8, stages: 3", (long long)bv, (long long)bk));
+    fprintf(L->o, "kernel %s(p%u: *%s, p%u: *%s, p%u: *%s, p%u: *%s", name, out, A, x, E, w, E, lab, LT);
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, out}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, x}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, w}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, lab}));
+    for (uint32_t i = 0; i < L->g->nsizes; i++) {
+        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+    fprintf(L->o, ", const BM: i32 = 64, const BV: i32 = %lld, const BK: i32 = %lld)\n    grid(cdiv(%s, BM as i64))\n{\n",
+            (long long)bv, (long long)bk, N);
+    fputs("    let rm = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n    let rk = arange(0, BK);\n", L->o);
+    fprintf(L->o, "    let rin = rm < %s;\n    let lab = load(p%u + rm, rin, 0);\n", N, lab);
+    fprintf(L->o, "    let kept = rin & (lab != (%lld as %s));\n", (long long)ig->attr.c.i, LT);
+    fprintf(L->o, "    var m = full([BM], -inf, %s);\n    var s = zeros([BM], %s);\n    var xl = zeros([BM], %s);\n", A, A, A);
+    fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
+    fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n        var acc = zeros([BM, BV], %s);\n", V, A);
+    fprintf(L->o, "        for k in range(0, %s, BK as i64) {\n            let ka = k + rk;\n", D);
+    fprintf(L->o, "            let at = load(p%u + %s + %s, rin[:, None] & (ka[None, :] < %s), 0);\n", x,
+            times(L, "rm[:, None]", stride_of(L, x, 0)), times(L, "ka[None, :]", stride_of(L, x, 1)), D);
+    fprintf(L->o, "            let bt = load(p%u + %s + %s, (ka[:, None] < %s) & (cj[None, :] < %s), 0);\n", w,
+            times(L, "ka[:, None]", stride_of(L, w, 0)), times(L, "cj[None, :]", stride_of(L, w, 1)), D, V);
+    fputs("            acc = dot(at, bt, acc);\n        }\n", L->o);
+    fprintf(L->o, "        let xb = where(ok, (acc as %s) as %s, -inf as %s);\n", E, A, A);
+    fputs("        let mn = maximum(m, max(xb, 1));\n", L->o);
+    fprintf(L->o, "        let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
+    fprintf(L->o, "        s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
+    fprintf(L->o, "        xl = xl + sum(where(cj[None, :] == (lab as i64)[:, None], xb, 0 as %s), 1);\n", A);
+    fputs("        m = mn;\n    }\n", L->o);
+    fprintf(L->o, "    store(p%u + rm, where(kept, log(s) + m - xl, 0 as %s), rin);\n}\n", out, A);
+    return true;
+}
+
 /* ---- the kinds ------------------------------------------------------------------------------ */
 
 /* One row per plan kernel kind (IrGKernel.kind): a new kind is one function here. */
@@ -1910,6 +2117,8 @@ static const struct {
     {"flash_attention", lower_flash},
     {"cross_entropy_rows", lower_cross_entropy},
     {"cross_entropy_grad", lower_cross_entropy},
+    {"linear_cross_entropy", lower_lce},
+    {"linear_cross_entropy_rows", lower_lce_rows},
     {"rope", lower_elementwise},
     {"adamw", lower_adamw},
     {"found_inf", lower_grad_stats}, {"global_norm", lower_grad_stats}, {"grad_stats", lower_grad_stats},
@@ -1961,6 +2170,7 @@ const PassGLowered *pass_graph_lower(const IrGraph *g, const IrGPlan *plan, Aren
         L.K = &plan->kernels[k];
         L.why = NULL;
         L.chan = NULL;
+        L.out = &ks[k];
         if (module) lower_kernel(&L, k, &ks[k], module);
         else ks[k].why = "out of memory";
     }

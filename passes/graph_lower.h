@@ -11,11 +11,14 @@
 
 #include "ir/graph.h"
 
-typedef enum { PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE } PassGArgKind;
+/* OFFSET: a chunked kernel's step, the first row of the chunk it runs on (an i64);
+ * SCRATCH: the plan's buffer `index`, the chunked kernel's own memory (IrGKernel.scratch). */
+typedef enum { PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE, PASS_GARG_OFFSET, PASS_GARG_SCRATCH } PassGArgKind;
 
 typedef struct PassGArg {
     PassGArgKind kind;
-    uint32_t index;          /* PTR, SCALAR: a value id of the graph; SIZE: g->sizes[index] */
+    uint32_t index;          /* PTR, SCALAR: a value id of the graph; SIZE: g->sizes[index];
+                              * SCRATCH: a buffer of the plan */
 } PassGArg;
 
 typedef struct PassGKernel {
@@ -24,6 +27,14 @@ typedef struct PassGKernel {
     const char *why;         /* NULL when lowered; else why this plan kernel is not */
     uint32_t nargs;
     const PassGArg *args;    /* one per run-time parameter, in order */
+    /* A chunked plan kernel (IrGKernel.chunk, linear_cross_entropy): no Tile kernel of its
+     * own (name, args unused) but nsteps of them, "<graph>_k<i>_<step>", run in order once
+     * per chunk: for off = 0, chunk, 2 * chunk, ... below rows (each step's OFFSET
+     * argument). */
+    uint32_t nsteps;
+    const struct PassGKernel *steps;
+    int64_t chunk;
+    IrSize rows;
 } PassGKernel;
 
 typedef struct PassGLowered {

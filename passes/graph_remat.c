@@ -101,7 +101,7 @@ double pass_remat_eval(const IrGraph *g, const int64_t *sizes, IrSize s)
 static bool costly(IrGOpKind k)
 {
     char f = ir_gop_family(k);
-    return f == 'm' || f == 'A' || f == 'C' || k == IR_GOP_CROSS_ENTROPY_ROWS;
+    return f == 'm' || f == 'A' || f == 'C' || k == IR_GOP_CROSS_ENTROPY_ROWS || k == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS;
 }
 
 static const IrGOp *def_op(const Remat *R, uint32_t v)

@@ -179,4 +179,12 @@ bool bounds_report_diag(const int64_t *w, const char *kernel, const char *const 
  * the plan lives in arena a. */
 IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a);
 
+/* The LM head fused with its cross-entropy (passes/graph_lmce.c, docs/GRAPHS.md "The LM
+ * head"): each cross_entropy(x @ w) whose logits nothing else reads, under a grad, becomes
+ * one linear_cross_entropy op (ir/graph.h) whose plan holds [chunk, V] logits at a time
+ * (chunk < 1: PASS_LMCE_CHUNK rows). Before recomputation planning and fusion; g stays
+ * verified and computes the same values bit for bit. Returns the number of rewrites. */
+#define PASS_LMCE_CHUNK 1024
+uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a);
+
 #endif

@@ -35,6 +35,7 @@ struct TrtTensorGraph {
     const IrGOp *ret;        /* the return op: its operands are the results */
     TrtModule *kmod;         /* the lowered kernels */
     TrtKernel **kernels;
+    TrtKernel ***steps;      /* per plan kernel: a chunked one's step kernels (PassGKernel.steps) */
     int64_t *sizes;          /* per size name */
     TrtArg *params;          /* per parameter */
     TrtDevicePtr *outs;      /* per result */
@@ -87,6 +88,7 @@ static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts)
     if (!parse_sizes(g, opts ? opts->sizes : NULL, a, &sizes))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': the sizes must read NAME=N,NAME=N (N >= 1), not '%s'",
                        g->name, opts->sizes);
+    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
     pass_graph_remat(g, &r, sizes, a);
     return ir_graph_verify(g, a, ir_ctx_diags(G->ir)) ? TRT_SUCCESS
            : rt_fail_diags(TRT_ERROR_COMPILE, "internal error: the graph does not verify after recomputation",
@@ -135,10 +137,11 @@ static TrtStatus alloc_tables(TrtTensorGraph *G)
     G->outs = tl_calloc(no + 1, sizeof *G->outs);
     G->out_set = tl_calloc(no + 1, 1);
     G->kernels = tl_calloc(nk + 1, sizeof *G->kernels);
+    G->steps = tl_calloc(nk + 1, sizeof *G->steps);
     G->bufs = tl_calloc(nb + 1, sizeof *G->bufs);
     G->buf_bytes = tl_calloc(nb + 1, sizeof *G->buf_bytes);
-    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->bufs &&
-              G->buf_bytes;
+    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->steps &&
+              G->bufs && G->buf_bytes;
     return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
@@ -176,8 +179,18 @@ static TrtStatus load_kernels(TrtTensorGraph *G)
     char name[256];
     snprintf(name, sizeof name, "graph %s (lowered)", G->g->name);
     TrtStatus s = trt_module_load_string(G->ctx, name, G->low->source, &G->kmod);
-    for (uint32_t k = 0; !s && k < G->plan->nkernels; k++)
-        if (!G->plan->kernels[k].view) s = trt_module_get_kernel(G->kmod, G->low->kernels[k].name, NULL, 0, &G->kernels[k]);
+    for (uint32_t k = 0; !s && k < G->plan->nkernels; k++) {
+        const PassGKernel *pk = &G->low->kernels[k];
+        if (G->plan->kernels[k].view) continue;
+        if (!pk->nsteps) {
+            s = trt_module_get_kernel(G->kmod, pk->name, NULL, 0, &G->kernels[k]);
+            continue;
+        }
+        if (!(G->steps[k] = tl_calloc(pk->nsteps + 1, sizeof *G->steps[k])))
+            return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+        for (uint32_t i = 0; !s && i < pk->nsteps; i++)
+            s = trt_module_get_kernel(G->kmod, pk->steps[i].name, NULL, 0, &G->steps[k][i]);
+    }
     return s;
 }
 
@@ -228,6 +241,8 @@ void trt_tgraph_destroy(TrtTensorGraph *g)
     if (!g) return;
     for (uint32_t b = 0; g->plan && g->bufs && b < g->plan->nbuffers; b++) free_buffer(g, b);
     trt_module_destroy(g->kmod);
+    for (uint32_t k = 0; g->plan && g->steps && k < g->plan->nkernels; k++) tl_free(g->steps[k]);
+    tl_free(g->steps);
     tl_free(g->sizes);
     tl_free(g->size_set);
     tl_free(g->params);
@@ -330,7 +345,11 @@ static TrtStatus plan_buffers(TrtTensorGraph *G)
 {
     for (uint32_t b = 0; b < G->plan->nbuffers; b++) {
         uint64_t need;
-        if (!value_bytes(G, G->plan->buffers[b].values[0], &need))
+        int64_t sb;   /* a buffer of no value: a chunked kernel's scratch, its bytes in the plan */
+        bool scratch = !G->plan->buffers[b].nvalues;
+        if (scratch && ir_size_eval(G->plan->buffers[b].bytes, G->g->sizes, G->sizes, G->g->nsizes, &sb) && sb > 0)
+            need = (uint64_t)sb;
+        else if (scratch || !value_bytes(G, G->plan->buffers[b].values[0], &need))
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': buffer b%u is too large", G->g->name, b);
         if (G->bufs[b] && need <= G->buf_bytes[b]) continue;
         if (G->bufs[b] && G->ctx->drv) {
@@ -366,11 +385,11 @@ static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
     return false;
 }
 
-/* Kernel k's arguments: pointers to its writes and reads (with the bytes from each to
- * the end of its memory), its scalars, the sizes. */
-static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, uint64_t *bytes)
+/* A lowered kernel's arguments: pointers to its writes and reads (with the bytes from
+ * each to the end of its memory), its scalars, the sizes; a chunked kernel's step also
+ * its scratch and off, the chunk's first row. */
+static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, int64_t off, TrtArg *args, uint64_t *bytes)
 {
-    const PassGKernel *pk = &G->low->kernels[k];
     if (pk->nargs > TRT_MAX_ARGS)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s has more than %d arguments", G->g->name,
                        pk->name, TRT_MAX_ARGS);
@@ -379,6 +398,8 @@ static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, 
         TrtDevicePtr p = 0;
         bytes[i] = TRT_BYTES_UNKNOWN;
         if (a->kind == PASS_GARG_SIZE) args[i] = trt_arg_i64(G->sizes[a->index]);
+        else if (a->kind == PASS_GARG_OFFSET) args[i] = trt_arg_i64(off);
+        else if (a->kind == PASS_GARG_SCRATCH) args[i] = trt_arg_ptr(G->bufs[a->index]), bytes[i] = G->buf_bytes[a->index];
         else if (a->kind == PASS_GARG_SCALAR) args[i] = G->params[G->g->values.data[a->index].index];
         else if (!value_ptr(G, a->index, &p) || !value_bytes(G, a->index, &bytes[i]))
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s: a value has no memory", G->g->name, pk->name);
@@ -387,15 +408,34 @@ static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, 
     return TRT_SUCCESS;
 }
 
-static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
+static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, uint64_t *bytes)
+{
+    return kernel_args_of(G, &G->low->kernels[k], 0, args, bytes);
+}
+
+static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKernel *pk, int64_t off, TrtStream stream)
 {
     TrtArg args[TRT_MAX_ARGS];
     uint64_t bytes[TRT_MAX_ARGS];
-    TrtStatus s = kernel_args(G, k, args, bytes);
-    uint32_t n = G->low->kernels[k].nargs;
+    TrtStatus s = kernel_args_of(G, pk, off, args, bytes);
     if (s) return s;
-    if (!G->ctx->drv) return trt_launch_host(G->kernels[k], args, bytes, n, NULL);
-    return trt_launch_sized(G->kernels[k], args, bytes, n, NULL, stream);
+    if (!G->ctx->drv) return trt_launch_host(kern, args, bytes, pk->nargs, NULL);
+    return trt_launch_sized(kern, args, bytes, pk->nargs, NULL, stream);
+}
+
+/* Plan kernel k; a chunked one (linear_cross_entropy) runs its steps in order once per
+ * chunk of rows, each launch given the chunk's first row, all on the stream. */
+static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
+{
+    const PassGKernel *pk = &G->low->kernels[k];
+    if (!pk->nsteps) return launch_one(G, G->kernels[k], pk, 0, stream);
+    int64_t rows;
+    if (!ir_size_eval(pk->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel k%u: its rows need every size bound", G->g->name, k);
+    TrtStatus s = TRT_SUCCESS;
+    for (int64_t off = 0; !s && off < rows; off += pk->chunk)
+        for (uint32_t i = 0; !s && i < pk->nsteps; i++) s = launch_one(G, G->steps[k][i], &pk->steps[i], off, stream);
+    return s;
 }
 
 typedef struct Prebuild {
@@ -429,7 +469,7 @@ static void prebuild(TrtTensorGraph *G, TrtStream stream)
         TrtArg args[TRT_MAX_ARGS];
         uint64_t bytes[TRT_MAX_ARGS];
         RtLaunchTarget t;
-        if (G->plan->kernels[k].view || kernel_args(G, k, args, bytes) ||
+        if (G->plan->kernels[k].view || G->low->kernels[k].nsteps || kernel_args(G, k, args, bytes) ||
             rt_launch_target(G->kernels[k], args, bytes, G->low->kernels[k].nargs, stream, &t) || t.ready)
             continue;
         bool dup = false;   /* two plan kernels never share a TrtKernel, but stay safe */
@@ -474,7 +514,7 @@ uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? ir_gplan_n
 TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i)
 {
     for (uint32_t k = 0; g && k < g->plan->nkernels; k++)
-        if (!g->plan->kernels[k].view && i-- == 0) return g->kernels[k];
+        if (!g->plan->kernels[k].view && i-- == 0) return g->kernels[k] ? g->kernels[k] : g->steps[k] ? g->steps[k][0] : NULL;
     return NULL;
 }
 uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g) { return g ? g->plan->nbuffers : 0; }

@@ -259,6 +259,8 @@ if [ "$what" = tests1 ] || [ "$what" = tests ] || [ "$what" = all ]; then
   step python_gpu env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_python_gpu.py -v
   # examples/graphs/ through the tensor-graph API against PyTorch (f64 references).
   step graph_examples env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_graph_examples_gpu.py
+  # the LM head fused with its cross-entropy, in chunks (@linear_cross_entropy)
+  step linear_ce env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_linear_ce_gpu.py
 fi
 if [ "$what" = tests2 ] || [ "$what" = tests ] || [ "$what" = all ]; then
   if [ "$what" = tests2 ]; then

@@ -1214,6 +1214,7 @@ static const PassRemat *remat(const Options *o, IrGraph *g, const int64_t *sizes
     if (!pass_remat_options(g, policy ? policy : o->recompute, policy ? NULL : o->memory_budget, &r, &err))
         usage_error("%s", err);
     if (policy) r.budget_kind = IR_BUDGET_NONE;
+    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
     const PassRemat *rep = pass_graph_remat(g, &r, sizes, a);
     DiagList d;
     diag_init(&d);

@@ -380,8 +380,8 @@ TrtStatus trt_tgraph_output_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t 
 TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream);
 
 /* For tests and tools: the kernels of the plan (kernel i is "<graph>_k<i>", NULL past
- * the end) and the buffers of the memory plan as allocated (their bytes, 0 before the
- * first run). */
+ * the end; a chunked kernel, docs/GRAPHS.md "The LM head", is its first step's) and the
+ * buffers of the memory plan as allocated (their bytes, 0 before the first run). */
 uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g);
 TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i);
 uint32_t trt_tgraph_num_buffers(const TrtTensorGraph *g);

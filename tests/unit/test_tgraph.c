@@ -42,6 +42,14 @@ static const char graphs_src[] =
     "    return (a, b, c, d, e, h);\n"
     "}\n";
 
+static const char lmhead_src[] =
+    "@linear_cross_entropy(chunk = 8)\n"
+    "graph lmhead(x: f32[T, 4], w: f32[4, V], lab: i64[T]) -> (f32, f32[T, 4], f32[4, V]) {\n"
+    "    let l = cross_entropy(x @ w, lab);\n"
+    "    let (dx, dw) = grad(l, [x, w]);\n"
+    "    return (l, dx, dw);\n"
+    "}\n";
+
 static struct {
     TrtContext *ctx;
     TrtModule *mod;
@@ -70,13 +78,15 @@ static int teardown(void **state)
     return system(cmd);
 }
 
-static TrtTensorGraph *get_graph(int device, const char *name)
+static TrtTensorGraph *get_graph_of(int device, const char *src, const char *name)
 {
     assert_ok(trt_context_create(device, TRT_MODE_DEFAULT, device == TRT_DEVICE_CPU ? NULL : cur.dir, &cur.ctx));
-    assert_ok(trt_module_load_string(cur.ctx, "graphs.tile", graphs_src, &cur.mod));
+    assert_ok(trt_module_load_string(cur.ctx, "graphs.tile", src, &cur.mod));
     assert_ok(trt_module_get_graph(cur.mod, name, &cur.g));
     return cur.g;
 }
+
+static TrtTensorGraph *get_graph(int device, const char *name) { return get_graph_of(device, graphs_src, name); }
 
 /* PTX of an empty entry with the kernel's parameters (pointers and i64s, 8 bytes each). */
 static char *fake_compile(TrtKernel *k, uint64_t mask, bool checked, RtKernelMeta *meta, TrtStatus *st)
@@ -311,6 +321,63 @@ static void test_gpu_launches(void **state)
     trt_mem_free(cur.ctx, out);
 }
 
+/* The LM head fused with its cross-entropy (@linear_cross_entropy(chunk = 8)): its plan
+ * kernel runs its four steps once per chunk of rows, T = 20 in three chunks, each launch
+ * given the chunk's first row and the one scratch buffer of [8, V] f32 logits. */
+static void test_gpu_chunk_loop(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph_of(0, lmhead_src, "lmhead");
+    rt_tgraph_module(g)->compile = fake_compile;
+    TrtDevicePtr x = 0, w = 0, lab = 0, loss = 0, dx = 0, dw = 0;
+    assert_ok(trt_mem_alloc(cur.ctx, 20 * 4 * 4, &x));
+    assert_ok(trt_mem_alloc(cur.ctx, 4 * 40 * 4, &w));
+    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8, &lab));
+    assert_ok(trt_mem_alloc(cur.ctx, 4, &loss));
+    assert_ok(trt_mem_alloc(cur.ctx, 20 * 4 * 4, &dx));
+    assert_ok(trt_mem_alloc(cur.ctx, 4 * 40 * 4, &dw));
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(x)));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(w)));
+    assert_ok(trt_tgraph_bind(g, "lab", trt_arg_ptr(lab)));
+    assert_ok(trt_tgraph_bind_output(g, 0, loss));
+    assert_ok(trt_tgraph_bind_output(g, 1, dx));
+    assert_ok(trt_tgraph_bind_output(g, 2, dw));
+    assert_ok(trt_tgraph_bind_size(g, "T", 20));
+    assert_ok(trt_tgraph_bind_size(g, "V", 40));
+    assert_int_equal(trt_tgraph_num_kernels(g), 3);
+    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 1)), "lmhead_k1_logits");
+    assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
+    MockLaunch log[32];
+    assert_int_equal(mock_log(log, 32), 1 + 3 * 4 + 1);   /* the count and dy, the chunks, the mean */
+    static const char *const step[4] = {"logits", "loss", "dx", "dw"};
+    static const uint32_t at_off[4] = {3, 4, 3, 3};         /* after the step's pointers and ps */
+    uint64_t scratch = log[1].params[2];
+    uint32_t nb = trt_tgraph_num_buffers(g);
+    bool found = false;
+    for (uint32_t b = 0; b < nb; b++) found |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 4;
+    assert_true(found);                                     /* the scratch: [8, V] f32 at V = 40 */
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 4; i++) {
+            const MockLaunch *l = &log[1 + c * 4 + i];
+            char name[32];
+            snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
+            assert_string_equal(l->func, name);
+            assert_int_equal(l->params[at_off[i]], 8 * c);   /* off: the chunk's first row */
+            assert_int_equal(l->params[at_off[i] - 1], scratch);
+            assert_int_equal(l->params[at_off[i] + 1], 20);  /* s_T */
+        }
+    assert_int_equal(log[1].params[0], x);                  /* logits read x and w */
+    assert_int_equal(log[1].params[1], w);
+    assert_int_equal(log[3].params[0], dx);                 /* dx and dw are the results */
+    assert_int_equal(log[4].params[0], dw);
+    trt_mem_free(cur.ctx, x);
+    trt_mem_free(cur.ctx, w);
+    trt_mem_free(cur.ctx, lab);
+    trt_mem_free(cur.ctx, loss);
+    trt_mem_free(cur.ctx, dx);
+    trt_mem_free(cur.ctx, dw);
+}
+
 /* The introspection a binding uses: the module's graphs by name, and each graph's
  * parameters, results and size names with their types as declared. */
 static void test_introspection(void **state)
@@ -363,7 +430,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
-        T(test_gpu_launches), T(test_introspection), T(test_cpu_adamw_in_place),
+        T(test_gpu_launches), T(test_introspection), T(test_cpu_adamw_in_place), T(test_gpu_chunk_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

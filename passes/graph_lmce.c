@@ -1,0 +1,283 @@
+/* graph_lmce: the LM head's GEMM and its cross-entropy fused into one op, so that the
+ * [N, V] logits are never held (docs/GRAPHS.md "The LM head"; issue 42).
+ *
+ * require:   a verified graph; ops in definition order, the return last.
+ * guarantee: the graph computes the same values, bit for bit (the interpreter's
+ *            linear_cross_entropy rounds as the ops it replaces), and verifies.
+ *
+ * The pattern, as the frontend and the gradient rules build it:
+ *   z  = matmul x, w                      x [N, D], w [D, V] (w may be trans(W))
+ *  [z' = cast z]                           a widening cast (bf16 to f32: exact)
+ *   r  = cross_entropy_rows z', lab, ign   the rows' losses, read by the forward only
+ *   g  = cross_entropy_grad z', lab, ign, dy
+ *   dx = matmul g, trans(w or cast(w))     for x's gradient (any number, also none)
+ *   dw = matmul trans(x or cast(x)), g     for w's gradient (any number, also none)
+ * with z, z' and g used by nothing else, and dy not computed from r. It becomes
+ *   r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy, chunk
+ * placed where g was; the ops that read r (the loss's sum and mean) move after it, the
+ * replaced ops and what only they read (w's cast and trans for dx) go. The seed of the
+ * backward reaches the op through dy, so any scale of the loss is exact. chunk: the rows
+ * whose [chunk, V] logits the plan holds at a time (a decision of this pass, an i64
+ * constant operand, printed in the IR and the plan).
+ *
+ * Without a gradient (inference, or a loss the grad does not differentiate), the same
+ * head with z read only by the rows becomes
+ *   r' = linear_cross_entropy_rows x, w, lab, ign
+ * in the rows' place: a kernel that computes each block of rows' logits a block of the
+ * vocabulary at a time, keeping only the online max, sum and label logit. */
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct Lce {
+    IrGraph *g;
+    Arena *a;
+    uint32_t nops, nv;
+    uint32_t *uses;          /* per value: the ops (and the return) that read it, counted once each */
+} Lce;
+
+static const IrGOp *def_op(const Lce *L, uint32_t v)
+{
+    uint32_t d = L->g->values.data[v].def;
+    return d == IR_GNONE ? NULL : &L->g->ops.data[d];
+}
+
+static const IrTensorType *vt(const Lce *L, uint32_t v) { return &L->g->values.data[v].type; }
+
+static bool is_trans2(const IrGOp *op)
+{
+    return op && op->kind == IR_GOP_TRANS && op->attr.perm[0] == 1 && op->attr.perm[1] == 0;
+}
+
+/* Whether v is u, or a cast of u that loses nothing (to a float type at least as wide). */
+static bool same_or_widened(const Lce *L, uint32_t v, uint32_t u)
+{
+    if (v == u) return true;
+    const IrGOp *op = def_op(L, v);
+    if (!op || op->kind != IR_GOP_CAST || op->in[0] != u) return false;
+    IrElem from = vt(L, u)->elem, to = vt(L, v)->elem;
+    return ir_elem_is_float(to) && ir_elem_is_float(from) &&
+           (from == to || to == IR_F64 || (to == IR_F32 && (from == IR_BF16 || from == IR_F16)));
+}
+
+static void count_uses(Lce *L)
+{
+    memset(L->uses, 0, (L->nv + 1) * sizeof *L->uses);
+    for (uint32_t o = 0; o < L->nops; o++) {
+        const IrGOp *op = &L->g->ops.data[o];
+        for (uint32_t i = 0; i < op->nin; i++) {
+            bool seen = false;
+            for (uint32_t j = 0; j < i; j++) seen |= op->in[j] == op->in[i];
+            if (!seen) L->uses[op->in[i]]++;
+        }
+    }
+}
+
+typedef struct Match {
+    uint32_t mm, cast, rows, grad;   /* op indices (cast: IR_GNONE without one) */
+    uint32_t x, w, lab, ign, dy;
+    uint32_t ndx, ndw;
+    uint32_t dx[4], dw[4];           /* op indices of the gradient matmuls */
+} Match;
+
+/* Op `o` (a cross_entropy_rows) as the pattern's rows, filled into *m. */
+static bool match(const Lce *L, uint32_t o, Match *m)
+{
+    const IrGraph *g = L->g;
+    const IrGOp *rows = &g->ops.data[o];
+    uint32_t z = rows->in[0];
+    const IrGOp *zop = def_op(L, z);
+    *m = (Match){.rows = o, .cast = IR_GNONE, .grad = IR_GNONE, .lab = rows->in[1], .ign = rows->in[2]};
+    if (zop && zop->kind == IR_GOP_CAST) {
+        m->cast = g->values.data[z].def;
+        if (!same_or_widened(L, z, zop->in[0]) || L->uses[zop->in[0]] != 1) return false;
+        zop = def_op(L, zop->in[0]);
+    }
+    if (!zop || zop->kind != IR_GOP_MATMUL) return false;
+    m->mm = g->values.data[zop->out[0]].def;
+    m->x = zop->in[0], m->w = zop->in[1];
+    const IrTensorType *tx = vt(L, m->x), *tw = vt(L, m->w), *tz = vt(L, zop->out[0]);
+    if (tx->rank != 2 || tw->rank != 2 || tx->elem != tw->elem || tz->elem != tx->elem || !ir_elem_is_float(tx->elem))
+        return false;
+    if (L->uses[z] > 2) return false;   /* the rows and their gradient, nothing else */
+    for (uint32_t k = o + 1; k < L->nops; k++) {
+        const IrGOp *op = &g->ops.data[k];
+        if (op->kind == IR_GOP_CROSS_ENTROPY_GRAD && op->in[0] == z) {
+            if (op->in[1] != m->lab || op->in[2] != m->ign) return false;
+            m->grad = k;
+            m->dy = op->in[3];
+            break;
+        }
+    }
+    if (m->grad == IR_GNONE)   /* the forward alone: linear_cross_entropy_rows, its rows f32 (f64 for f64 x) */
+        return L->uses[z] == 1 && vt(L, rows->out[0])->elem == (tx->elem == IR_F64 ? IR_F64 : IR_F32);
+    const IrGOp *gop = &g->ops.data[m->grad];
+    uint32_t gv = gop->out[0], found = 0;
+    if (vt(L, rows->out[0])->elem != vt(L, m->dy)->elem) return false;
+    for (uint32_t k = m->grad + 1; k < L->nops; k++) {
+        const IrGOp *op = &g->ops.data[k];
+        bool reads = false;
+        for (uint32_t i = 0; i < op->nin; i++) reads |= op->in[i] == gv;
+        if (!reads) continue;
+        found++;
+        if (op->kind != IR_GOP_MATMUL || op->in[0] == op->in[1]) return false;
+        const IrTensorType *tr = vt(L, op->out[0]);
+        if (op->in[0] == gv && is_trans2(def_op(L, op->in[1])) && same_or_widened(L, def_op(L, op->in[1])->in[0], m->w)) {
+            IrTensorType want = {vt(L, m->dy)->elem, 2, tx->dims};
+            if (!ir_ttype_eq(tr, &want) || m->ndx == 4) return false;
+            m->dx[m->ndx++] = k;
+        } else if (op->in[1] == gv && is_trans2(def_op(L, op->in[0])) &&
+                   same_or_widened(L, def_op(L, op->in[0])->in[0], m->x)) {
+            IrTensorType want = {vt(L, m->dy)->elem, 2, tw->dims};
+            if (!ir_ttype_eq(tr, &want) || m->ndw == 4) return false;
+            m->dw[m->ndw++] = k;
+        } else {
+            return false;
+        }
+    }
+    return found == L->uses[gv];
+}
+
+/* Rewrites the match: the fused op where the gradient was, the rows' readers after it,
+ * the replaced ops and what only they read dropped. False (g unchanged) when dy is
+ * computed from the rows. */
+static bool rewrite(Lce *L, const Match *m, int64_t chunk)
+{
+    IrGraph *g = L->g;
+    uint32_t n = L->nops, nv0 = (uint32_t)g->values.len;
+    bool *after = arena_alloc(L->a, n + 1), *gone = arena_alloc(L->a, n + 1);
+    memset(after, 0, n + 1);
+    memset(gone, 0, n + 1);
+    /* the ops before the gradient that read the rows, directly or not: they move after it */
+    bool *vdep = arena_alloc(L->a, nv0 + 1);
+    memset(vdep, 0, nv0 + 1);
+    vdep[g->ops.data[m->rows].out[0]] = true;
+    for (uint32_t o = m->rows + 1; o < m->grad; o++) {
+        const IrGOp *op = &g->ops.data[o];
+        for (uint32_t i = 0; i < op->nin; i++) after[o] |= vdep[op->in[i]];
+        for (uint32_t r = 0; r < op->nout; r++) vdep[op->out[r]] = after[o];
+    }
+    if (vdep[m->dy]) return false;
+    /* the fused op's values: chunk, then rows, dx, dw (appended) */
+    uint32_t rows_v = g->ops.data[m->rows].out[0];
+    IrTensorType tc = {IR_I64, 0, NULL}, tr = *vt(L, rows_v), tdx = {tr.elem, 2, vt(L, m->x)->dims},
+                 tdw = {tr.elem, 2, vt(L, m->w)->dims};
+    const IrTensorType types[4] = {tc, tr, tdx, tdw};
+    const char *hints[4] = {"chunk", "ce_rows", "ce_dx", "ce_dw"};
+    uint32_t nvals[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        nvals[i] = (uint32_t)g->values.len;
+        vec_push(&g->values, ((IrGValue){types[i], hints[i], IR_GNONE, i ? i - 1 : 0}));
+    }
+    /* what each replaced value becomes */
+    uint32_t *map = arena_alloc(L->a, (g->values.len + 1) * sizeof *map);
+    for (uint32_t v = 0; v < g->values.len; v++) map[v] = v;
+    map[rows_v] = nvals[1];
+    for (uint32_t i = 0; i < m->ndx; i++) map[g->ops.data[m->dx[i]].out[0]] = nvals[2];
+    for (uint32_t i = 0; i < m->ndw; i++) map[g->ops.data[m->dw[i]].out[0]] = nvals[3];
+    gone[m->mm] = gone[m->rows] = gone[m->grad] = true;
+    if (m->cast != IR_GNONE) gone[m->cast] = true;
+    for (uint32_t i = 0; i < m->ndx; i++) gone[m->dx[i]] = true;
+    for (uint32_t i = 0; i < m->ndw; i++) gone[m->dw[i]] = true;
+    /* the operands that only the dropped ops read go too (w's cast and trans for dx) */
+    for (uint32_t o = n; o-- > 0;) {
+        if (!gone[o]) continue;
+        const IrGOp *op = &g->ops.data[o];
+        for (uint32_t i = 0; i < op->nin; i++) {
+            uint32_t v = op->in[i], d = g->values.data[v].def;
+            bool seen = false;
+            for (uint32_t j = 0; j < i; j++) seen |= op->in[j] == v;
+            if (seen || !L->uses[v]) continue;
+            if (--L->uses[v] == 0 && d != IR_GNONE && g->ops.data[d].nout == 1 && g->ops.data[d].kind != IR_GOP_RETURN &&
+                v != m->x && v != m->w && v != m->lab && v != m->ign && v != m->dy)
+                gone[d] = true;
+        }
+    }
+    uint32_t *in = arena_alloc(g->arena, 7 * sizeof *in), *out = arena_alloc(g->arena, 4 * sizeof *out);
+    in[IR_LCE_X] = m->x, in[IR_LCE_W] = m->w, in[IR_LCE_LABELS] = m->lab, in[IR_LCE_IGNORE] = m->ign,
+    in[IR_LCE_DY] = m->dy, in[IR_LCE_CHUNK] = nvals[0];
+    out[0] = nvals[1], out[1] = nvals[2], out[2] = nvals[3];
+    uint32_t *cout = arena_alloc(g->arena, 2 * sizeof *cout);
+    cout[0] = nvals[0];
+    Loc loc = g->ops.data[m->rows].loc;
+    IrGOp cop = {.kind = IR_GOP_CONST, .loc = loc, .nout = 1, .out = cout};
+    cop.attr.c.i = chunk, cop.attr.c.f = (double)chunk;
+    IrGOp fop = {.kind = IR_GOP_LINEAR_CROSS_ENTROPY, .loc = loc, .nin = 6, .nout = 3, .in = in, .out = out};
+    VEC(IrGOp) ops = {0};
+    uint32_t nfwd = g->nfwd;
+    for (int pass = 0; pass < 3; pass++)   /* before the gradient; the fused op and the rows' readers; the rest */
+        for (uint32_t o = pass == 2 ? m->grad + 1 : 0; o < (pass == 2 ? n : m->grad); o++) {
+            if (pass == 1 && o == 0) {
+                vec_push(&ops, cop);
+                vec_push(&ops, fop);
+            }
+            if (gone[o] || after[o] != (pass == 1)) continue;
+            IrGOp op = g->ops.data[o];
+            bool changed = false;
+            for (uint32_t i = 0; i < op.nin; i++) changed |= map[op.in[i]] != op.in[i];
+            if (changed) {   /* the ops' arrays may be shared with a clone: new ones */
+                uint32_t *ni = arena_alloc(g->arena, (op.nin + 1) * sizeof *ni);
+                for (uint32_t i = 0; i < op.nin; i++) ni[i] = map[op.in[i]];
+                op.in = ni;
+            }
+            if (o == g->nfwd) nfwd = (uint32_t)ops.len;
+            vec_push(&ops, op);
+        }
+    for (uint32_t o = 0; o < n; o++)   /* the dropped ops' values are defined by nothing now */
+        for (uint32_t r = 0; gone[o] && r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = IR_GNONE;
+    vec_free(&g->ops);
+    g->ops.data = ops.data, g->ops.len = ops.len, g->ops.cap = ops.cap;
+    g->nfwd = nfwd;
+    for (uint32_t o = 0; o < g->ops.len; o++)
+        for (uint32_t r = 0; r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = o;
+    return true;
+}
+
+/* The forward alone: the rows op becomes linear_cross_entropy_rows in place, the matmul
+ * (and cast) go. */
+static void rewrite_rows(Lce *L, const Match *m)
+{
+    IrGraph *g = L->g;
+    uint32_t *in = arena_alloc(g->arena, 5 * sizeof *in);
+    in[IR_LCE_X] = m->x, in[IR_LCE_W] = m->w, in[IR_LCE_LABELS] = m->lab, in[IR_LCE_IGNORE] = m->ign;
+    IrGOp rows = g->ops.data[m->rows];
+    rows.kind = IR_GOP_LINEAR_CROSS_ENTROPY_ROWS;
+    rows.in = in;
+    rows.nin = 4;
+    VEC(IrGOp) ops = {0};
+    uint32_t nfwd = g->nfwd;
+    for (uint32_t o = 0; o < L->nops; o++) {
+        bool gone = o == m->mm || o == m->cast;
+        if (gone) {
+            g->values.data[g->ops.data[o].out[0]].def = IR_GNONE;
+            continue;
+        }
+        if (o == g->nfwd) nfwd = (uint32_t)ops.len;
+        vec_push(&ops, o == m->rows ? rows : g->ops.data[o]);
+    }
+    vec_free(&g->ops);
+    g->ops.data = ops.data, g->ops.len = ops.len, g->ops.cap = ops.cap;
+    g->nfwd = nfwd;
+    for (uint32_t o = 0; o < g->ops.len; o++)
+        for (uint32_t r = 0; r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = o;
+}
+
+uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a)
+{
+    uint32_t done = 0;
+    if (chunk < 1) chunk = PASS_LMCE_CHUNK;
+    for (bool again = true; again;) {
+        again = false;
+        Lce L = {.g = g, .a = a, .nops = (uint32_t)g->ops.len, .nv = (uint32_t)g->values.len};
+        L.uses = arena_alloc(a, (L.nv + 1) * sizeof *L.uses);
+        count_uses(&L);
+        for (uint32_t o = 0; o < L.nops && !again; o++) {
+            Match m;
+            if (g->ops.data[o].kind != IR_GOP_CROSS_ENTROPY_ROWS || !match(&L, o, &m)) continue;
+            if (m.grad == IR_GNONE) rewrite_rows(&L, &m);
+            else if (!rewrite(&L, &m, chunk)) continue;
+            again = true, done++;
+        }
+    }
+    return done;
+}
