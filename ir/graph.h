@@ -116,7 +116,9 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
  * and dw = trans(x) @ g. dy (f32 or f64) is the gradient of whatever the rows feed, so
  * the backward's seed scales dx and dw exactly. chunk: an i64 scalar, the rows whose
  * [chunk, V] logits are live at once (the plan's chunk loop); the values do not depend
- * on it. rows, dx and dw are of dy's type. */
+ * on it. rows, dx and dw are of dy's type. For bf16 x and w the products run as the
+ * gradient rules' bf16 products: g rounded to bf16, dx and dw rounded to bf16 (then
+ * widened to dy's type). */
 /* linear_cross_entropy_rows x [N, D], w [D, V], labels [N], ignore_index -> rows [N]:
  * the forward alone (no grad), rows as above, f64 for f64 x, else f32. */
 #define IR_LCE_X 0

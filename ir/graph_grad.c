@@ -343,23 +343,45 @@ static uint32_t matrix_operand(Grad *G, const IrGOp *op, uint32_t i)
     return ty(G, v).rank == 1 ? insert_one(G, v, i) : v;
 }
 
+/* IR_BF16 for a product of two bf16 operands, else IR_F32 (none). f16 products keep
+ * their backward products in f32 for now: on f16 operands a loss scaled by GradScaler's
+ * 65536 overflows in dY where PyTorch's does too, which examples/graphs/train_step.tile's
+ * reference (tests/examples/train_step.py, a float64 model) does not model yet. */
+static IrElem half_of(const Grad *G, const IrGOp *op)
+{
+    IrElem a = ty(G, op->in[0]).elem, b = ty(G, op->in[1]).elem;
+    return a == b && a == IR_BF16 ? a : IR_F32;
+}
+
 /* y = a @ b: da = dy @ b^T, db = a^T @ dy, each summed over the batch axes it was
  * broadcast along; a vector operand is a one-row (a) or one-column (b) matrix, and dy
- * gets the axis the product dropped back. */
+ * gets the axis the product dropped back. A product of bf16 operands runs its backward
+ * products on bf16 operands, as automatic mixed precision does (dy rounded to bf16, the
+ * operands read as they are, f32 accumulation, the result rounded, then cast up): the
+ * dX and dW GEMMs on tensor cores, the forward values they read kept at half the bytes
+ * (an f32 product of a Llama block's sizes ran on the FMA units, at a tenth of the
+ * speed). */
 static void r_matmul(Grad *G, const IrGOp *op)
 {
     uint32_t d = dy(G, op);
     IrTensorType t0 = ty(G, op->in[0]), t1 = ty(G, op->in[1]);
     if (t0.rank == 1) d = insert_one(G, d, ty(G, d).rank - (t1.rank == 1 ? 0 : 1));
     if (t1.rank == 1) d = insert_one(G, d, ty(G, d).rank);
+    IrElem h = half_of(G, op), up = bw_elem(ty(G, d).elem);
+    bool half = h != IR_F32;
+    if (half) d = cast(G, d, h);
+    uint32_t a = half ? (t0.rank == 1 ? insert_one(G, op->in[0], 0) : op->in[0]) : 0;
+    uint32_t b = half ? (t1.rank == 1 ? insert_one(G, op->in[1], 1) : op->in[1]) : 0;
     if (wants(G, op, 0)) {
         IrTensorType ta = matrix_type(G, op, 0);
-        uint32_t da = unbroadcast(G, matmul(G, d, trans_last(G, matrix_operand(G, op, 1))), &ta);
+        uint32_t p = half ? cast(G, matmul(G, d, trans_last(G, b)), up) : matmul(G, d, trans_last(G, matrix_operand(G, op, 1)));
+        uint32_t da = unbroadcast(G, p, &ta);
         give(G, op, 0, t0.rank == 1 ? reshape(G, da, 1, t0.dims) : da);
     }
     if (wants(G, op, 1)) {
         IrTensorType tb = matrix_type(G, op, 1);
-        uint32_t db = unbroadcast(G, matmul(G, trans_last(G, matrix_operand(G, op, 0)), d), &tb);
+        uint32_t p = half ? cast(G, matmul(G, trans_last(G, a), d), up) : matmul(G, trans_last(G, matrix_operand(G, op, 0)), d);
+        uint32_t db = unbroadcast(G, p, &tb);
         give(G, op, 1, t1.rank == 1 ? reshape(G, db, 1, t1.dims) : db);
     }
 }

@@ -12,6 +12,8 @@
  *   g  = cross_entropy_grad z', lab, ign, dy
  *   dx = matmul g, trans(w or cast(w))     for x's gradient (any number, also none)
  *   dw = matmul trans(x or cast(x)), g     for w's gradient (any number, also none)
+ * (bf16 x and w: g is cast to bf16 once and each product, of bf16, is cast up: the
+ * gradient rules' mixed precision, ir/graph_grad.c r_matmul; the op then computes so)
  * with z, z' and g used by nothing else, and dy not computed from r. It becomes
  *   r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy, chunk
  * placed where g was; the ops that read r (the loss's sum and mean) move after it, the
@@ -78,6 +80,8 @@ typedef struct Match {
     uint32_t x, w, lab, ign, dy;
     uint32_t ndx, ndw;
     uint32_t dx[4], dw[4];           /* op indices of the gradient matmuls */
+    uint32_t half;                   /* bf16 x: the cast of g to bf16 (else IR_GNONE) */
+    uint32_t dxup[4], dwup[4];       /* bf16 x: the casts of the products up to dy's type */
 } Match;
 
 /* Op `o` (a cross_entropy_rows) as the pattern's rows, filled into *m. */
@@ -87,7 +91,7 @@ static bool match(const Lce *L, uint32_t o, Match *m)
     const IrGOp *rows = &g->ops.data[o];
     uint32_t z = rows->in[0];
     const IrGOp *zop = def_op(L, z);
-    *m = (Match){.rows = o, .cast = IR_GNONE, .grad = IR_GNONE, .lab = rows->in[1], .ign = rows->in[2]};
+    *m = (Match){.rows = o, .cast = IR_GNONE, .grad = IR_GNONE, .half = IR_GNONE, .lab = rows->in[1], .ign = rows->in[2]};
     if (zop && zop->kind == IR_GOP_CAST) {
         m->cast = g->values.data[z].def;
         if (!same_or_widened(L, z, zop->in[0]) || L->uses[zop->in[0]] != 1) return false;
@@ -114,7 +118,18 @@ static bool match(const Lce *L, uint32_t o, Match *m)
     const IrGOp *gop = &g->ops.data[m->grad];
     uint32_t gv = gop->out[0], found = 0;
     if (vt(L, rows->out[0])->elem != vt(L, m->dy)->elem) return false;
-    for (uint32_t k = m->grad + 1; k < L->nops; k++) {
+    /* bf16 x and w: the gradient rules' products run on bf16 (ir/graph_grad.c r_matmul):
+     * g is cast to bf16 once, each product is bf16 and is cast up to dy's type */
+    bool half = tx->elem == IR_BF16;
+    if (half) {
+        const IrGOp *c = NULL;
+        for (uint32_t k = m->grad + 1; k < L->nops && !c; k++)
+            if (g->ops.data[k].nin && g->ops.data[k].in[0] == gv) c = &g->ops.data[k];
+        if (L->uses[gv] != 1 || !c || c->kind != IR_GOP_CAST || vt(L, c->out[0])->elem != IR_BF16) return false;
+        m->half = g->values.data[c->out[0]].def;
+        gv = c->out[0];
+    }
+    for (uint32_t k = (half ? m->half : m->grad) + 1; k < L->nops; k++) {
         const IrGOp *op = &g->ops.data[k];
         bool reads = false;
         for (uint32_t i = 0; i < op->nin; i++) reads |= op->in[i] == gv;
@@ -122,14 +137,23 @@ static bool match(const Lce *L, uint32_t o, Match *m)
         found++;
         if (op->kind != IR_GOP_MATMUL || op->in[0] == op->in[1]) return false;
         const IrTensorType *tr = vt(L, op->out[0]);
+        uint32_t up = IR_GNONE;   /* half: the cast of the product up to dy's type, its one reader */
+        if (half) {
+            for (uint32_t j = k + 1; j < L->nops && up == IR_GNONE; j++)
+                if (g->ops.data[j].nin && g->ops.data[j].in[0] == op->out[0]) up = j;
+            if (L->uses[op->out[0]] != 1 || up == IR_GNONE || g->ops.data[up].kind != IR_GOP_CAST) return false;
+            tr = vt(L, g->ops.data[up].out[0]);
+        }
         if (op->in[0] == gv && is_trans2(def_op(L, op->in[1])) && same_or_widened(L, def_op(L, op->in[1])->in[0], m->w)) {
             IrTensorType want = {vt(L, m->dy)->elem, 2, tx->dims};
             if (!ir_ttype_eq(tr, &want) || m->ndx == 4) return false;
+            m->dxup[m->ndx] = up;
             m->dx[m->ndx++] = k;
         } else if (op->in[1] == gv && is_trans2(def_op(L, op->in[0])) &&
                    same_or_widened(L, def_op(L, op->in[0])->in[0], m->x)) {
             IrTensorType want = {vt(L, m->dy)->elem, 2, tw->dims};
             if (!ir_ttype_eq(tr, &want) || m->ndw == 4) return false;
+            m->dwup[m->ndw] = up;
             m->dw[m->ndw++] = k;
         } else {
             return false;
@@ -173,12 +197,14 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
     uint32_t *map = arena_alloc(L->a, (g->values.len + 1) * sizeof *map);
     for (uint32_t v = 0; v < g->values.len; v++) map[v] = v;
     map[rows_v] = nvals[1];
-    for (uint32_t i = 0; i < m->ndx; i++) map[g->ops.data[m->dx[i]].out[0]] = nvals[2];
-    for (uint32_t i = 0; i < m->ndw; i++) map[g->ops.data[m->dw[i]].out[0]] = nvals[3];
+    bool half = m->half != IR_GNONE;
+    for (uint32_t i = 0; i < m->ndx; i++) map[g->ops.data[half ? m->dxup[i] : m->dx[i]].out[0]] = nvals[2];
+    for (uint32_t i = 0; i < m->ndw; i++) map[g->ops.data[half ? m->dwup[i] : m->dw[i]].out[0]] = nvals[3];
     gone[m->mm] = gone[m->rows] = gone[m->grad] = true;
     if (m->cast != IR_GNONE) gone[m->cast] = true;
-    for (uint32_t i = 0; i < m->ndx; i++) gone[m->dx[i]] = true;
-    for (uint32_t i = 0; i < m->ndw; i++) gone[m->dw[i]] = true;
+    if (half) gone[m->half] = true;
+    for (uint32_t i = 0; i < m->ndx; i++) gone[m->dx[i]] = true, gone[half ? m->dxup[i] : m->dx[i]] = true;
+    for (uint32_t i = 0; i < m->ndw; i++) gone[m->dw[i]] = true, gone[half ? m->dwup[i] : m->dw[i]] = true;
     /* the operands that only the dropped ops read go too (w's cast and trans for dx) */
     for (uint32_t o = n; o-- > 0;) {
         if (!gone[o]) continue;

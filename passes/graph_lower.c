@@ -1943,6 +1943,9 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     const char *E = ename(tx->elem), *A = ename(vt(L, dy)->elem), *LT = ename(vt(L, lab)->elem);
     long long C = (long long)L->K->chunk;
     const char *C_s = arena_printf(L->a, "%lld", C);
+    /* bf16 x and w: g rounded to bf16 in the scratch, dx and dw products on bf16 operands
+     * (tensor cores), rounded to bf16 as the gradient rules' bf16 products (ir/graph.h) */
+    bool half = tx->elem == IR_BF16;
     /* x and w through their strides: w may be a transposition view of a torch Linear
      * weight [V, D] (fusion: the trans is no kernel) */
     const char *x0 = stride_of(L, x, 0), *x1 = stride_of(L, x, 1), *w0 = stride_of(L, w, 0), *w1 = stride_of(L, w, 1);
@@ -1986,16 +1989,19 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, "        let xb = load(ps + rc[:, None] * %s + cj[None, :], ok, 0);\n", V);
             fprintf(L->o, "        let hot = where(cj[None, :] == (lab as i64)[:, None], s[:, None], 0 as %s);\n", A);
             fprintf(L->o, "        let g = where(kept[:, None], (exp(xb - m[:, None]) - hot) * dr[:, None], 0 as %s);\n", A);
-            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], g, ok);\n    }\n}\n", V);
+            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], %s, ok);\n    }\n}\n", V,
+                    half ? arena_printf(L->a, "(g as bf16) as %s", A) : "g");
         } else {
             /* defaults without spills at Llama's sizes (D 4096, V 32000; ptxas -v): the logits on
              * tensor cores 64 x 128 with 8 warps, the f32 gradient's GEMMs (FFMA) 64 x 64 */
-            int64_t dbn = st == 0 ? bn : 64, dbm = st == 3 ? (bd < 64 ? bd : 64) : bm, dbk = st == 0 ? (bkd < 32 ? bkd : 32) : st == 2 ? 32 : bkc;
+            int64_t dbn = st == 0 || half ? bn : 64, dbm = st == 3 ? (bd < 64 ? bd : 64) : bm;
+            int64_t dbk = st == 0 ? (bkd < 32 ? bkd : 32) : st == 2 ? 32 : bkc;
             if (st == 2 && dbn > bd) dbn = bd;
             if (st == 3 && dbn > bn) dbn = bn;
             autotune(L, LCE_GEMM_SPACE, "BM * BN <= 128 * 256",
                      arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)dbm, (long long)dbn,
-                                  (long long)dbk, st == 0 ? 8 : 4, st == 0 ? 3 : 2));
+                                  (long long)dbk, (st == 0 || half) && dbm * dbn >= 64 * 64 ? 8 : 4,
+                                  st == 0 || half ? 3 : 2));
             uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};   /* logits: x, w; dx: dx, w; dw: dw, x */
             lce_signature(L, &args, sn, vs, 2, A);
             const char *R = st == 3 ? D : C_s, *Cn = st == 2 ? D : V;
@@ -2014,25 +2020,33 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                         times(L, "ka[:, None]", w0), times(L, "rn[None, :]", w1), D);
             } else if (st == 2) {
                 fprintf(L->o, "    for j in range(0, %s, BK as i64) {\n        let ka = j + rk;\n", V);
-                fprintf(L->o, "        let at = load(ps + rc[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0);\n",
-                        V, V);
-                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0) as %s;\n", w,
-                        times(L, "rn[None, :]", w0), times(L, "ka[:, None]", w1), V, A);
+                fprintf(L->o, "        let at = load(ps + rc[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0)%s;\n",
+                        V, V, half ? " as bf16" : "");
+                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0)%s;\n", w,
+                        times(L, "rn[None, :]", w0), times(L, "ka[:, None]", w1), V,
+                        half ? "" : arena_printf(L->a, " as %s", A));
             } else {
                 fprintf(L->o, "    for i in range(0, %s, BK as i64) {\n        let ka = i + rk;\n        let gi = off + ka;\n", C_s);
                 fprintf(L->o, "        let mi = (ka < %s) & (gi < %s);\n", C_s, N);
-                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & mi[None, :], 0) as %s;\n", x,
-                        times(L, "gi[None, :]", x0), times(L, "rd[:, None]", x1), A);
-                fprintf(L->o, "        let bt = load(ps + ka[:, None] * %s + rn[None, :], mi[:, None] & mb[None, :], 0);\n", V);
+                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & mi[None, :], 0)%s;\n", x,
+                        times(L, "gi[None, :]", x0), times(L, "rd[:, None]", x1), half ? "" : arena_printf(L->a, " as %s", A));
+                fprintf(L->o, "        let bt = load(ps + ka[:, None] * %s + rn[None, :], mi[:, None] & mb[None, :], 0)%s;\n", V,
+                        half ? " as bf16" : "");
             }
             fputs("        acc = dot(at, bt, acc);\n    }\n    let mk = ma[:, None] & mb[None, :];\n", L->o);
             if (st == 0)
                 fprintf(L->o, "    store(ps + rc[:, None] * %s + rn[None, :], (acc as %s) as %s, mk);\n}\n", V, E, A);
             else if (st == 2)
-                fprintf(L->o, "    store(p%u + rm[:, None] * %s + rn[None, :], acc, mk);\n}\n", out, D);
+                fprintf(L->o, "    store(p%u + rm[:, None] * %s + rn[None, :], %s, mk);\n}\n", out, D,
+                        half ? arena_printf(L->a, "(acc as bf16) as %s", A) : "acc");
             else {
                 fprintf(L->o, "    let at_dw = p%u + rd[:, None] * %s + rn[None, :];\n", out, V);
-                fputs("    let prev = load(at_dw, mk & (off > 0), 0);\n    store(at_dw, prev + acc, mk);\n}\n", L->o);
+                fputs("    let prev = load(at_dw, mk & (off > 0), 0);\n", L->o);
+                if (half)   /* the sum rounded to bf16 once, after the last chunk */
+                    fprintf(L->o, "    let tot = prev + acc;\n    store(at_dw, where(off + %s >= %s, (tot as bf16) as %s, tot), mk);\n}\n",
+                            C_s, N, A);
+                else
+                    fputs("    store(at_dw, prev + acc, mk);\n}\n", L->o);
             }
         }
         PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
