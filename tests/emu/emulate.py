@@ -320,10 +320,13 @@ def bench_cases():
         if "fused" in flags:   # attn_bwd_fused: dK, dV and dQ's f32 partials in one kernel
             ((bm, bn, w),) = [x for x in cfg if not isinstance(x, str)]
             for causal in (0, 1):
+                tma = "tma" in flags
+                args = attn_bwd(["dk", "dv"], 1, 256) + ["dq_accum=zeros:32768", "sem=zeros:256"] if tma else \
+                    attn_bwd_fused(1, 256)
                 cases.append(("bench backward %s:%s attn_bwd_fused causal %d" % ("+".join(flags), (bm, bn, w), causal),
-                              FB, "attn_bwd_fused", ["BM=%d" % bm, "BN=%d" % bn, "warps=%d" % w, "CAUSAL=%d" % causal,
-                                                     "DETERMINISTIC=%d" % ("det" in flags)],
-                              attn_bwd_fused(1, 256), ["dk", "dv", "dq_accum"], 2e-2))
+                              FB, "attn_bwd_fused" + ("_tma" if tma else ""),
+                              ["BM=%d" % bm, "BN=%d" % bn, "warps=%d" % w, "CAUSAL=%d" % causal,
+                               "DETERMINISTIC=%d" % ("det" in flags)], args, ["dk", "dv", "dq_accum"], 2e-2))
             continue
         (kbm, kbn, kw), (qbm, qbn, qw) = [x for x in cfg if not isinstance(x, str)]
         ov = (["overlap=1"] if "ov" in flags else []) + (["persistent=1"] if "pers" in flags else [])
