@@ -243,15 +243,17 @@ def fused_bwd(o, c, d, bwd, consts, bufs, pre, shape, D, nq, nk, tq):
     """The fused backward: attn_bwd_preprocess_fused (delta, dq_accum and sem zeroed),
     attn_bwd_fused (dK, dV, and dQ's partials added into dq_accum: atomically, or in
     turn with --det), attn_bwd_dq_convert; writes dq.bin, dk.bin, dv.bin in d."""
-    if o.family not in ("plain", "tma"):
-        sys.exit("--fused: the plain and tma families only")
+    if o.family not in ("plain", "tma", "varlen"):
+        sys.exit("--fused: the plain, tma and varlen families only")
+    if o.family == "varlen":   # the key blocks of the longest key sequence
+        shape = [x for x in shape if x[0] != "max_seqlen"] + [("max_seqlen_k", max(c.lk))]
     nacc = tq * c.HQ * D
     tilec_run(o, bwd, "attn_bwd_preprocess_fused", {"D": D, "DH": o.dh},
               [("delta", "zeros:%d" % (tq * c.HQ)), ("dq_accum", "rand:%d:7" % nacc), ("sem", "rand:%d:8" % (tq * c.HQ)),
                ("o", "@" + os.path.join(d, "o.bin")), ("do", bufs["do"])] + pre, ["delta", "dq_accum", "sem"], d)
     common = [("q", bufs["q"]), ("k", bufs["k"]), ("v", bufs["v"]), ("do", bufs["do"]),
               ("lse", "@" + os.path.join(d, "lse.bin")), ("delta", "@" + os.path.join(d, "delta.bin"))]
-    tilec_run(o, bwd, "attn_bwd_fused" + ("_tma" if o.family == "tma" else ""),
+    tilec_run(o, bwd, "attn_bwd_fused" + {"plain": "", "tma": "_tma", "varlen": "_varlen"}[o.family],
               dict(consts, BM=o.bn, BN=o.bm, DETERMINISTIC=int(o.det)),
               [("dk", "zeros:%d" % nk), ("dv", "zeros:%d" % nk), ("dq_accum", "@" + os.path.join(d, "dq_accum.bin")),
                ("sem", "@" + os.path.join(d, "sem.bin"))] + common + shape, ["dk", "dv", "dq_accum"], d)
@@ -279,7 +281,7 @@ def main():
     ap.add_argument("--bm", type=int, default=32)
     ap.add_argument("--bn", type=int, default=16)
     ap.add_argument("--bwd", action="store_true")
-    ap.add_argument("--fused", action="store_true", help="--bwd by attn_bwd_fused(_tma) (plain and tma families)")
+    ap.add_argument("--fused", action="store_true", help="--bwd by attn_bwd_fused(_tma, _varlen): plain, tma, varlen families")
     ap.add_argument("--det", action="store_true", help="--fused with DETERMINISTIC = 1")
     ap.add_argument("-D", action="append", default=[])
     o = ap.parse_args()
