@@ -11,11 +11,15 @@ then at the benchmark shape O and the gradients against SDPA flash. A config tha
 is a row with its error, and the run goes on. Times are medians of
 triton.testing.do_bench; FLOPs: forward 4*B*H*L*L*D (half when causal), backward 2.5x
 the forward; "% of peak" is the fraction of the H200 SXM's dense bf16 peak (989
-TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row.
+TFLOP/s). The backward of tile is its three kernels (delta, dK/dV, dQ) in a row, or
+with a "fused" config (--bwd-configs 'fused[+tma][+det]:BM,BN,warps') attn_bwd_preprocess_fused,
+attn_bwd_fused (dQ by f32 atomic adds; tma: attn_bwd_fused_tma; det: in key-block order)
+and attn_bwd_dq_convert.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
                                [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd]
-                               [--bwd-configs '[tma[+ov][+pers][+lpt]:]BM,BN,warps/BM,BN,warps;...']
+                               [--bwd-configs '[tma[+ov][+pers][+lpt]:]BM,BN,warps/BM,BN,warps;...'
+                                              or 'fused[+tma][+det]:BM,BN,warps;...']
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
 loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer warpgroup,
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
@@ -55,7 +59,11 @@ BWD_CONFIGS = [((32, 64, 4), (64, 64, 4)), ((64, 64, 4), (64, 32, 4)), ("tma", (
                ("tma", (32, 128, 8), (128, 64, 8)), ("tma", (64, 64, 4), (64, 64, 4)),
                ("tma", "ov", (64, 64, 4), (64, 64, 4)), ("tma", "ov", (64, 128, 8), (128, 64, 8)),
                ("tma", (64, 128, 8), (128, 64, 8)), ("tma", "pers", (64, 128, 8), (128, 64, 8)),
-               ("tma", "lpt", (64, 128, 8), (128, 64, 8))]
+               ("tma", "lpt", (64, 128, 8), (128, 64, 8)),
+               # "fused": attn_bwd_fused (one kernel: dQ by f32 atomic adds, then
+               # attn_bwd_dq_convert), (BM, BN, warps); "det": DETERMINISTIC = 1
+               ("fused", (64, 128, 8)), ("fused", (64, 64, 4)), ("fused", "det", (64, 128, 8)),
+               ("fused", "tma", (64, 128, 8))]
 TOL_O = 1e-2      # relative error (norm) of bf16 outputs
 TOL_GRAD = 2e-2   # the gradients go through P and dS rounded to bf16
 TOL_LSE = 1e-3    # absolute, f32 statistics
@@ -159,12 +167,38 @@ def tile_bwd(rt, cfg, causal, q, k, v, o, lse, do, scale):
     # (causal too); lpt, dQ's causal query blocks longest first (LPT = 1, dQ only)
     keys = {**({"overlap": 1} if "ov" in flags else {}), **({"persistent": 1} if "pers" in flags else {})}
     lpt = {"LPT": 1} if "lpt" in flags else {}
-    (kbm, kbn, kw), (qbm, qbn, qw) = cfg
     sbh, sl = strides(q)
     for t in (k, v, o, do):
         assert strides(t) == (sbh, sl)
     delta = nan_like((B, H, L), torch.float32)
     dq, dk, dv = (nan_like(q.shape, torch.bfloat16) for _ in range(3))
+    if "fused" in flags:   # attn_bwd_preprocess_fused, attn_bwd_fused, attn_bwd_dq_convert
+        ((bm, bn, w),) = cfg
+        acc = nan_like((B, H, L, D), torch.float32)
+        sem = torch.full((B, H, L), -1, device="cuda", dtype=torch.int32)
+        pre = rt.kernel(BWD, "attn_bwd_preprocess_fused", BM=32, D=D).prepare(
+            "ptr ptr ptr ptr ptr i32 i32 i64 i32", delta, acc, sem, o, do, B * H, L, sbh, sl)
+        det = int("det" in flags)
+        if tma:   # attn_bwd_fused_tma: Q and dO by TMA, a producer warpgroup
+            assert sbh == L * sl
+            fused = rt.kernel(BWD, "attn_bwd_fused_tma", BM=bm, BN=bn, D=D, CAUSAL=int(causal), warps=w,
+                              DETERMINISTIC=det).prepare(
+                "ptr ptr ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i32 i32", dk, dv, acc, sem, q, k, v, do, lse,
+                delta, B * H, L, scale, sl, B * H * L)
+        else:
+            fused = rt.kernel(BWD, "attn_bwd_fused", BM=bm, BN=bn, D=D, CAUSAL=int(causal), warps=w,
+                              DETERMINISTIC=det).prepare(
+                "ptr ptr ptr ptr ptr ptr ptr ptr ptr ptr i32 i32 f32 i64 i32", dk, dv, acc, sem, q, k, v, do, lse,
+                delta, B * H, L, scale, sbh, sl)
+        conv = rt.kernel(BWD, "attn_bwd_dq_convert", BM=64, D=D).prepare(
+            "ptr ptr i32 i32 f32 i64 i32", dq, acc, B * H, L, scale, sbh, sl)
+
+        def run_fused():
+            pre()
+            fused()
+            conv()
+        return (dq, dk, dv), run_fused
+    (kbm, kbn, kw), (qbm, qbn, qw) = cfg
     pre = rt.kernel(BWD, "attn_bwd_preprocess", BM=32, D=D).prepare(
         "ptr ptr ptr i32 i32 i64 i32", delta, o, do, B * H, L, sbh, sl)
     if tma:

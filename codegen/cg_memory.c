@@ -30,9 +30,11 @@
  * fence, so the fences are inline PTX, which LLVM also keeps in place against every
  * other memory access. relaxed is exactly the plain atom. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "ir/target.h"
 
 static LLVMValueRef true_(Cg *c) { return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0); }
 
@@ -432,6 +434,50 @@ static bool lower_check_bounds(Cg *c, const IrOp *op)
     return true;
 }
 
+/* Is v used by no op of the kernel? */
+static bool unused(const Cg *c, IrValue v)
+{
+    uint32_t *uses = ir_use_counts(c->f);
+    bool none = uses[v] == 0;
+    free(uses);
+    return none;
+}
+
+/* A relaxed f32 atomic_add whose old values nothing reads, in a blocked layout without
+ * copies, on sm_90: where the axis analysis proves runs of consecutive pointers, aligned
+ * to the vector, under one mask value (cg_vector_width, as for a store), each run is one
+ * `red.global.add.v2.f32` / `.v4.f32` (PTX ISA 8.1, sm_90), predicated by the mask.
+ * Returns false, emitting nothing, where the runs are single elements: the plain atomic
+ * below (LLVM's atomicrmw, which ptxas makes a RED when its result is dead). */
+static bool lower_red_vector(Cg *c, const IrOp *op, const IrLayoutMap *l)
+{
+    if (op->code != IR_OP_ATOMIC_ADD || op->attr.i != IR_SEM_RELAXED || c->target->sm < 90 || l->rank == 0 ||
+        l->kind != IR_LMAP_BLOCKED || cg_layout_replicated(l) || cg_type(c, op->results[0])->elem != IR_F32 ||
+        !unused(c, op->results[0]))
+        return false;
+    uint32_t w = cg_vector_width(c, op, 0, l, 2, -1), n = cg_layout_elems(l);
+    if (w > 4) w = 4;
+    if (w == 3) w = 2;
+    if (w < 2 || n % w) return false;
+    CgVal ptr = cg_get(c, op->operands[0]), val = cg_get(c, op->operands[1]);
+    for (uint32_t k = 0; k < n; k += w) {
+        LLVMValueRef args[6];
+        char cons[32] = "r,l", text[160], list[64];
+        args[0] = mask_word(c, mask_at(c, op, 2, k));
+        args[1] = addr_of(c, cg_at(ptr, k));
+        for (uint32_t i = 0; i < w; i++) {
+            args[2 + i] = cg_at(val, k + i);
+            strcat(cons, ",f");
+        }
+        word_list(list, sizeof list, w, 2);
+        snprintf(text, sizeof text, "{ .reg .pred p; setp.ne.b32 p, $0, 0; @p red.global.add%s.f32 [$1], %s; }",
+                 vec_suffix[w], list);
+        cg_call_asm(c, LLVMVoidTypeInContext(c->ctx), args, 2 + w, text, cons, true);
+    }
+    cg_set(c, op->results[0], cg_val_new(c, n));   /* never read */
+    return true;
+}
+
 static bool lower_atomic(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]);
@@ -442,6 +488,7 @@ static bool lower_atomic(Cg *c, const IrOp *op)
     if (ir_elem_bits(e) == 16 && op->code != IR_OP_ATOMIC_ADD && op->code != IR_OP_ATOMIC_MAX && op->code != IR_OP_ATOMIC_MIN)
         return cg_error(c, op, "'%s' on %s is not supported on the GPU", ir_op_info[op->code].text, ir_elem_name(e));
     IrLayoutMap l = ir_layout_map(rt);
+    if (lower_red_vector(c, op, &l)) return true;
     CgVal out = cg_val_new(c, cg_layout_elems(&l));
     LLVMValueRef owner = cg_layout_owner(c, &l);
     bool per_elem = l.rank > 0 && l.kind != IR_LMAP_BLOCKED;    /* narrow mma tiles: copies in one thread */

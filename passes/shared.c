@@ -158,6 +158,26 @@ static bool writes_memory(const IrBlock *blk)
     return false;
 }
 
+/* May the copies of loads of elem run ahead of blk's writes? Yes where every write is
+ * a relaxed atomic (atomicity only, no order) of another element type
+ * (LANGUAGE-REFERENCE.md "Memory model": a program reads back memory written as another
+ * type, as other lanes' writes, only after a barrier; the fused attention backward's f32
+ * atomic adds into dq_accum beside its bf16 loads of Q and dO), and there is no
+ * barrier, ordering atomic, store or other write (a loop that stores stays as it was). */
+static bool writes_other_types(const IrFunc *f, const IrBlock *blk, IrElem elem)
+{
+    for (const IrOp *op = blk->first; op; op = op->next) {
+        if (ir_op_info[op->code].flags & IR_W) {
+            bool atomic = op->code >= IR_OP_ATOMIC_ADD && op->code <= IR_OP_ATOMIC_CAS;
+            if (!(atomic && op->attr.i == IR_SEM_RELAXED)) return false;
+            if (ir_value_type(f, op->operands[0])->pointee == elem) return false;
+        }
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (!writes_other_types(f, &op->regions[r], elem)) return false;
+    }
+    return true;
+}
+
 static bool is_wgmma_layout(const IrLayout *l)
 {
     return l && l->kind == IR_LAYOUT_DOT_OPERAND && l->parent->kind == IR_LAYOUT_MMA && l->parent->version == 3;
@@ -255,7 +275,8 @@ static bool is_candidate(Pipe *p, IrOp *ld, Cand *out)
         out->views[n++].trans = op;
     }
     if (n == 0) return false;
-    if (writes_memory(p->body)) return false;      /* a copy could overtake a store */
+    /* a copy could overtake a store */
+    if (writes_memory(p->body) && !writes_other_types(f, p->body, ir_value_type(f, v)->elem)) return false;
     out->load = ld;
     out->nviews = n;
     /* an f8 view that is not K-major is transposed into a buffer of its own, or the
@@ -960,13 +981,13 @@ static bool from_carried(const IrFunc *f, const IrBlock *body, IrValue v)
  * later), if a is a wgmma dot's A in registers, loaded before the loop (in the kernel's
  * body) as a K-major 16-bit tile that a one-stage NVMMA buffer can hold and async
  * copies can fill (a pointer load, its `other` absent or +0). */
-static IrOp *invariant_a_load(const IrFunc *f, const IrBlock *body, IrValue a)
+static IrOp *invariant_a_load(const IrFunc *f, const IrBlock *body, IrValue a, int op)
 {
     const IrOp *cvt = f->values[a].def;
     if (!cvt || cvt->code != IR_OP_CONVERT_LAYOUT) return NULL;   /* in the loop or before it */
     (void)body;
     const IrType *at = ir_value_type(f, a);
-    if (!is_wgmma_layout(at->layout) || at->layout->op != 0 || ir_elem_bytes(at->elem) != 2) return NULL;
+    if (!is_wgmma_layout(at->layout) || at->layout->op != op || ir_elem_bytes(at->elem) != 2) return NULL;
     IrOp *ld = f->values[cvt->operands[0]].def;
     if (!ld || ld->code != IR_OP_LOAD || ld->parent != &f->body) return NULL;
     const IrType *lt = ir_value_type(f, ld->results[0]);
@@ -1005,7 +1026,16 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
             const IrType *rt = ir_value_type(f, op->results[0]);
             if (!rt->layout || rt->layout->kind != IR_LAYOUT_MMA || rt->layout->version != 3) continue;
             if (!(op->noperands > 2 && from_carried(f, body, op->operands[2]))) pressure += words_per_thread(rt, threads);
-            IrOp *ld = invariant_a_load(f, body, op->operands[0]);
+            /* a B loaded before the loop (the fused attention backward's K for dQ = dS K):
+             * wgmma reads B from shared memory only, so it is always resident (read
+             * N-major through the descriptor's transpose bit, as a ring's [K, N] stage) */
+            IrOp *bl = invariant_a_load(f, body, op->operands[1], 1);
+            if (bl) {
+                bool seen = false;
+                for (int k = 0; k < nr; k++) seen |= rs[k].load == bl;
+                if (!seen && nr < MAX_CANDS) rs[nr++] = (Resident){bl, 0, true};
+            }
+            IrOp *ld = invariant_a_load(f, body, op->operands[0], 0);
             if (!ld) continue;
             bool seen = false;
             for (int k = 0; k < nm; k++) seen |= mine[k].load == ld;
@@ -1047,26 +1077,29 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops)
         ir_build(&b, IR_OP_ASYNC_COPY, ops, ld->noperands > 1 ? 4 : 3, NULL, 0, 0);
         ir_build(&b, IR_OP_ASYNC_COMMIT, NULL, 0, NULL, 0, 0);
         ir_build(&b, IR_OP_ASYNC_WAIT, NULL, 0, NULL, 0, 0)->attr.i = 0;
-        /* every wgmma dot reading the load's conversion as A reads the view instead */
-        IrValue view = IR_NO_VALUE;
+        /* every wgmma dot reading the load's conversion as A (B) reads a view instead,
+         * one for A and one for B (settle_wgmma may make them two operand layouts) */
+        IrValue views[2] = {IR_NO_VALUE, IR_NO_VALUE};
         for (uint32_t v = 0; v < f->nvalues; v++) {
             IrOp *d = f->values[v].def;
             if (!d || d->code != IR_OP_DOT || d->results[0] != v) continue;
-            const IrOp *cvt = f->values[d->operands[0]].def;
-            if (!cvt || cvt->code != IR_OP_CONVERT_LAYOUT || cvt->operands[0] != ld->results[0]) continue;
-            const IrType *at = ir_value_type(f, d->operands[0]);
-            if (!is_wgmma_layout(at->layout) || at->layout->op != 0) continue;
-            if (view == IR_NO_VALUE) {
-                const IrType *vt = ir_type_with_layout(c, at, stage_view_layout(c, bt->layout, false));
-                IrValue lops[2] = {a->results[0], zero};
-                IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, lops, 2, &vt, 1, 0);
-                ll->attr.i = 0;
-                view = ll->results[0];
+            for (int i = 0; i < 2; i++) {
+                const IrOp *cvt = f->values[d->operands[i]].def;
+                if (!cvt || cvt->code != IR_OP_CONVERT_LAYOUT || cvt->operands[0] != ld->results[0]) continue;
+                const IrType *at = ir_value_type(f, d->operands[i]);
+                if (!is_wgmma_layout(at->layout) || at->layout->op != i) continue;
+                if (views[i] == IR_NO_VALUE) {   /* [rows, cols] of the load, A's [M, K] or B's [K, N] */
+                    const IrType *vt = ir_type_with_layout(c, at, stage_view_layout(c, bt->layout, false));
+                    IrValue lops[2] = {a->results[0], zero};
+                    IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, lops, 2, &vt, 1, 0);
+                    ll->attr.i = 0;
+                    views[i] = ll->results[0];
+                }
+                IrValue *mem = arena_alloc(ir_ctx_arena(c), d->noperands * sizeof *mem);
+                memcpy(mem, d->operands, d->noperands * sizeof *mem);
+                mem[i] = views[i];
+                d->operands = mem;
             }
-            IrValue *mem = arena_alloc(ir_ctx_arena(c), d->noperands * sizeof *mem);
-            memcpy(mem, d->operands, d->noperands * sizeof *mem);
-            mem[0] = view;
-            d->operands = mem;
         }
     }
     /* the conversions those dots read before are dead now: removed here, so that the

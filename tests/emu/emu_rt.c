@@ -331,6 +331,21 @@ void emu_st_global(uint32_t pred, uint64_t addr, const uint32_t *v, uint32_t n)
     if (addr % (4u * n)) fail("st.global.v%u misaligned (0x%llx)", n, (unsigned long long)addr);
     memcpy((void *)(uintptr_t)addr, v, 4u * n);
 }
+/* red.global.add(.v2, .v4).f32: each element one atomic add (a compare-and-swap loop). */
+void emu_red_add_f32(uint32_t pred, uint64_t addr, const float *v, uint32_t n)
+{
+    if (!pred) return;
+    if (addr % (4u * n)) fail("red.global.add.v%u.f32 misaligned (0x%llx)", n, (unsigned long long)addr);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t *w = (uint32_t *)(uintptr_t)addr + i, old = __atomic_load_n(w, __ATOMIC_RELAXED), want;
+        do {
+            float f;
+            memcpy(&f, &old, 4);
+            f += v[i];
+            memcpy(&want, &f, 4);
+        } while (!__atomic_compare_exchange_n(w, &old, want, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    }
+}
 void emu_ld_global(uint32_t pred, uint64_t addr, uint32_t *v, uint32_t n)
 {
     if (!pred) return;   /* the registers keep what they held (tied) */

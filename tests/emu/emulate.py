@@ -70,6 +70,12 @@ def attn_bwd(out, BH, L, D=128):
     return ["%s=zeros:%d" % (o, n) for o in out] + ins
 
 
+def attn_bwd_fused(BH, L, D=128):
+    """attn_bwd_fused's arguments (pointer form): dq_accum and sem zeroed."""
+    return ptr_form(attn_bwd(["dk", "dv"], BH, L, D) + ["dq_accum=zeros:%d" % (BH * L * D), "sem=zeros:%d" % (BH * L)],
+                    L, D)
+
+
 def ptr_form(args, L, D=128):
     """The pointer kernels' arguments: a head's stride instead of the rows."""
     return [a for a in args if not a.startswith("rows=")] + ["stride_bh=%d" % (L * D)]
@@ -204,6 +210,23 @@ CASES = [
      ["dk", "dv"], 2e-2),
     ("attention backward dq tma", FB, "attn_bwd_dq_tma", [], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
     ("attention backward dq tma causal", FB, "attn_bwd_dq_tma", ["CAUSAL=1"], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
+    # the fused backward: dQ's partials by f32 atomic adds (red.global.add.v4.f32) from
+    # concurrent programs; every dot on wgmma with 4 warps (dS^T from registers, K a
+    # resident B), dQ on mma.sync beside wgmma with 8; the deterministic turns
+    ("attention backward fused", FB, "attn_bwd_fused", ["BN=64", "BM=64", "warps=4"], attn_bwd_fused(1, 200),
+     ["dk", "dv", "dq_accum"], 2e-2),
+    ("attention backward fused causal gqa 8 warps", FB, "attn_bwd_fused", ["BN=128", "BM=64", "CAUSAL=1", "GROUP=2"],
+     attn_bwd_fused(2, 256), ["dk", "dv", "dq_accum"], 2e-2),
+    ("attention backward fused tma causal gqa", FB, "attn_bwd_fused_tma", ["CAUSAL=1", "GROUP=2"],
+     ["dk=zeros:32768", "dv=zeros:32768", "dq_accum=zeros:65536", "sem=zeros:512", "q=rand:65536:1",
+      "k=rand:32768:2", "v=rand:32768:3", "do=rand:65536:4", "lse=rand:512:5", "delta=rand:512:6", "BH=2", "L=256",
+      "scale=0.125", "stride_l=128", "rows=256"], ["dk", "dv", "dq_accum"], 2e-2),
+    ("attention backward fused tma deterministic", FB, "attn_bwd_fused_tma", ["DETERMINISTIC=1"],
+     attn_bwd(["dk", "dv"], 2, 192) + ["dq_accum=zeros:%d" % (2 * 192 * 128), "sem=zeros:384"], ["dk", "dv", "dq_accum"],
+     2e-2),
+    ("attention backward fused deterministic causal", FB, "attn_bwd_fused",
+     ["BN=64", "BM=64", "warps=4", "CAUSAL=1", "DETERMINISTIC=1"], attn_bwd_fused(1, 256), ["dk", "dv", "dq_accum"],
+     2e-2),
     # persistent causal backward on one SM: one program walks every key (dK/dV) or query
     # (dQ) block of two heads, their loops of different lengths
     ("attention backward dk/dv tma persistent causal", FB, "attn_bwd_dkdv_tma", ["CAUSAL=1", "persistent=1"],
@@ -294,6 +317,17 @@ def bench_cases():
                           "attn_fwd_tma" if "tma" in flags else "attn_fwd", d, args, ["o", "lse"], 2e-2))
     for cfg in literal(att, "BWD_CONFIGS"):
         flags = [x for x in cfg if isinstance(x, str)]
+        if "fused" in flags:   # attn_bwd_fused: dK, dV and dQ's f32 partials in one kernel
+            ((bm, bn, w),) = [x for x in cfg if not isinstance(x, str)]
+            for causal in (0, 1):
+                tma = "tma" in flags
+                args = attn_bwd(["dk", "dv"], 1, 256) + ["dq_accum=zeros:32768", "sem=zeros:256"] if tma else \
+                    attn_bwd_fused(1, 256)
+                cases.append(("bench backward %s:%s attn_bwd_fused causal %d" % ("+".join(flags), (bm, bn, w), causal),
+                              FB, "attn_bwd_fused" + ("_tma" if tma else ""),
+                              ["BM=%d" % bm, "BN=%d" % bn, "warps=%d" % w, "CAUSAL=%d" % causal,
+                               "DETERMINISTIC=%d" % ("det" in flags)], args, ["dk", "dv", "dq_accum"], 2e-2))
+            continue
         (kbm, kbn, kw), (qbm, qbn, qw) = [x for x in cfg if not isinstance(x, str)]
         ov = (["overlap=1"] if "ov" in flags else []) + (["persistent=1"] if "pers" in flags else [])
         lpt = ["LPT=1"] if "lpt" in flags else []

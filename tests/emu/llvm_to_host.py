@@ -236,6 +236,11 @@ def emu_body(asm, cons, argtypes, ret):
         n = int(m.group(1) or 1)
         return via_array(n, "i32", p[2:2 + n], "v") + \
             ["  call void @emu_st_global(i32 %%p0, i64 %%p1, ptr %%v, i32 %d)" % n, "  ret void"]
+    m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$0, 0; @p red\.global\.add(?:\.v(\d))?\.f32 \[\$1\], ", asm)
+    if m:   # codegen/cg_memory.c lower_red_vector: n f32 atomic adds whose old values nothing reads
+        n = int(m.group(1) or 1)
+        return via_array(n, "float", p[2:2 + n], "v") + \
+            ["  call void @emu_red_add_f32(i32 %%p0, i64 %%p1, ptr %%v, i32 %d)" % n, "  ret void"]
     m = re.match(r"\{ \.reg \.pred p; setp\.ne\.b32 p, \$(\d+), 0; @p ld\.global(?:\.v(\d))?\.b32 ", asm)
     if m:
         n = int(m.group(2) or 1)   # args: address, predicate, the n values tied to the outputs
@@ -362,7 +367,7 @@ src += "\n".join(d for _, d in decls.values())
 if EMU:
     src += "\n" + "\n".join(entries) + "\n"
     for sig in ("void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)", "i32 @emu_cvt_bf16x2(float, float)",
-                "i32 @emu_cvt_f16x2(float, float)", "void @emu_st_global(i32, i64, ptr, i32)",
+                "i32 @emu_cvt_f16x2(float, float)", "void @emu_st_global(i32, i64, ptr, i32)", "void @emu_red_add_f32(i32, i64, ptr, i32)",
                 "void @emu_ld_global(i32, i64, ptr, i32)", "void @emu_cp_async(i32, i64, i32, i32)",
                 "void @emu_st_shared(i32, ptr, i32)",
                 "void @emu_tma_load(i32, i64, i32, i32, i32)", "void @emu_tma_load_mc(i32, i64, i32, i32, i32, i32)",

@@ -952,6 +952,128 @@ static void case_attn_bwd_dq_causal(Case *c) { attn_bwd_dq(c, 1, 0); }
 static void case_attn_bwd_dq_tma_full(Case *c) { attn_bwd_dq(c, 0, 1); }
 static void case_attn_bwd_dq_tma_causal(Case *c) { attn_bwd_dq(c, 1, 1); }
 
+/* The fused backward: attn_bwd_fused's dK, dV (as attn_bwd_dkdv's) and dq_accum (dS K,
+ * f32, unscaled: the partials of every key block added in), from zeroed dq_accum and sem;
+ * det: DETERMINISTIC = 1 (the key blocks' adds in turn). */
+static void attn_bwd_fused(Case *c, int causal, int det)
+{
+    Attn a;
+    Buf lse, delta;
+    attn_init(c, &a, causal, 16, 32);
+    if (det) def(c, "DETERMINISTIC", 1);
+    attn_backward_inputs(&a, &lse, &delta);
+    Buf want_dk = attn_out(&a), want_dv = attn_out(&a);
+    Buf want_acc = buf_new(IR_F32, (int64_t)a.BH * a.L * a.D);
+    double *ktol = tol_new(want_dk.n), *vtol = tol_new(want_dv.n), *qtol = tol_new(want_acc.n);
+    double *ds = malloc((size_t)a.L * a.L * sizeof *ds);
+    if (!ds) abort();
+    for (int bh = 0; bh < a.BH; bh++) {
+        for (int i = 0; i < a.L; i++)
+            for (int j = 0; j < a.L; j++) ds[(int64_t)i * a.L + j] = attn_ds(&a, &delta, bh, i, j);
+        for (int j = 0; j < a.L; j++)
+            for (int d = 0; d < a.D; d++) {
+                double dk = 0, dv = 0, kmag = 0, vmag = 0;
+                for (int i = 0; i < a.L; i++) {
+                    double tk = ds[(int64_t)i * a.L + j] * attn_get(&a, a.qd, bh, i, d);
+                    double tv = a.p[((int64_t)bh * a.L + i) * a.L + j] * attn_get(&a, a.dod, bh, i, d);
+                    dk += tk, kmag += fabs(tk);
+                    dv += tv, vmag += fabs(tv);
+                }
+                int64_t at = bh * a.sbh + j * a.sl + d;
+                buf_set(&want_dk, at, a.scale * dk);
+                buf_set(&want_dv, at, dv);
+                ktol[at] = BF16_TERM * a.scale * kmag;
+                vtol[at] = BF16_TERM * vmag;
+            }
+        for (int i = 0; i < a.L; i++)
+            for (int d = 0; d < a.D; d++) {
+                double dq = 0, mag = 0;
+                for (int j = 0; j < a.L; j++) {
+                    double t = ds[(int64_t)i * a.L + j] * attn_get(&a, a.kd, bh, j, d);
+                    dq += t, mag += fabs(t);
+                }
+                int64_t at = ((int64_t)bh * a.L + i) * a.D + d;
+                buf_set(&want_acc, at, dq);
+                qtol[at] = BF16_TERM * mag;
+            }
+    }
+    free(ds);
+    attn_free(&a);
+    arg_buf(c, buf_new(IR_BF16, want_dk.n));
+    arg_buf(c, buf_new(IR_BF16, want_dv.n));
+    arg_buf(c, buf_new(IR_F32, want_acc.n));                 /* zeroed, as the preprocess leaves it */
+    arg_buf(c, buf_new(IR_I32, (int64_t)a.BH * a.L));
+    arg_buf(c, a.q);
+    arg_buf(c, a.k);
+    arg_buf(c, a.v);
+    arg_buf(c, a.dout);
+    arg_buf(c, lse);
+    arg_buf(c, delta);
+    attn_args(c, &a);
+    expect(c, 0, want_dk, 1e-5, 1.0 / 128);
+    expect(c, 1, want_dv, 1e-5, 1.0 / 128);
+    expect(c, 2, want_acc, 1e-5, 1e-5);                      /* f32 sums of bf16 products of dS */
+    c->write_only[2] = false;                                /* read: the adds start from its zeros */
+    c->etol[0] = ktol;
+    c->etol[1] = vtol;
+    c->etol[2] = qtol;
+    if (det) snprintf(c->shape + strlen(c->shape), sizeof c->shape - strlen(c->shape), " det");
+}
+static void case_attn_bwd_fused_full(Case *c) { attn_bwd_fused(c, 0, 0); }
+static void case_attn_bwd_fused_causal(Case *c) { attn_bwd_fused(c, 1, 0); }
+static void case_attn_bwd_fused_causal_det(Case *c) { attn_bwd_fused(c, 1, 1); }
+
+/* attn_bwd_preprocess_fused: delta, and dq_accum and sem zeroed (poisoned before). */
+static void case_attn_bwd_preprocess_fused(Case *c)
+{
+    Attn a;
+    attn_init(c, &a, 0, 32, 0);
+    Buf o = buf_rand(IR_BF16, a.q.n, -1, 1), want = buf_new(IR_F32, (int64_t)a.BH * a.L);
+    attn_delta(&a, &o, &want);
+    arg_buf(c, buf_new(IR_F32, want.n));
+    arg_buf(c, buf_new(IR_F32, (int64_t)a.BH * a.L * a.D));
+    arg_buf(c, buf_new(IR_I32, (int64_t)a.BH * a.L));
+    arg_buf(c, o);
+    arg_buf(c, a.dout);
+    arg_int(c, a.BH);
+    arg_int(c, a.L);
+    arg_int(c, a.sbh);
+    arg_int(c, a.sl);
+    expect(c, 0, want, 1e-5, 1e-5);
+    expect(c, 1, buf_new(IR_F32, (int64_t)a.BH * a.L * a.D), 0, 0);
+    expect(c, 2, buf_new(IR_I32, (int64_t)a.BH * a.L), 0, 0);
+    free(a.q.data);
+    free(a.k.data);
+    free(a.v.data);
+    attn_free(&a);
+}
+
+/* attn_bwd_dq_convert: dq = bf16(dq_accum * scale) in dq's strides, the gaps untouched. */
+static void case_attn_bwd_dq_convert(Case *c)
+{
+    Attn a;
+    attn_init(c, &a, 0, 32, 0);
+    Buf acc = buf_rand(IR_F32, (int64_t)a.BH * a.L * a.D, -4, 4), want = attn_out(&a);
+    for (int bh = 0; bh < a.BH; bh++)
+        for (int i = 0; i < a.L; i++)
+            for (int d = 0; d < a.D; d++)
+                buf_set(&want, bh * a.sbh + i * a.sl + d,
+                        (float)(buf_get(&acc, ((int64_t)bh * a.L + i) * a.D + d) * (float)a.scale));
+    arg_buf(c, buf_new(IR_BF16, want.n));
+    arg_buf(c, acc);
+    arg_int(c, a.BH);
+    arg_int(c, a.L);
+    arg_float(c, a.scale);
+    arg_int(c, a.sbh);
+    arg_int(c, a.sl);
+    expect(c, 0, want, 0, 0);                                /* one f32 product, rounded once */
+    free(a.q.data);
+    free(a.k.data);
+    free(a.v.data);
+    free(a.dout.data);
+    attn_free(&a);
+}
+
 /* Paged decoding attention: a few sequences of odd lengths (one empty, one shorter than a page, one over several
  * pages) whose pages are scattered over a cache with spare pages of random data (a
  * wrong page read shows), grouped-query heads. */
@@ -1080,6 +1202,11 @@ static const Example examples[] = {
     {"flash_attn_bwd.tile", "attn_bwd_dkdv_tma", case_attn_bwd_dkdv_tma_causal},
     {"flash_attn_bwd.tile", "attn_bwd_dq_tma", case_attn_bwd_dq_tma_full},
     {"flash_attn_bwd.tile", "attn_bwd_dq_tma", case_attn_bwd_dq_tma_causal},
+    {"flash_attn_bwd.tile", "attn_bwd_preprocess_fused", case_attn_bwd_preprocess_fused},
+    {"flash_attn_bwd.tile", "attn_bwd_fused", case_attn_bwd_fused_full},
+    {"flash_attn_bwd.tile", "attn_bwd_fused", case_attn_bwd_fused_causal},
+    {"flash_attn_bwd.tile", "attn_bwd_fused", case_attn_bwd_fused_causal_det},
+    {"flash_attn_bwd.tile", "attn_bwd_dq_convert", case_attn_bwd_dq_convert},
     {"paged_attn_decode.tile", "paged_attn_decode", case_paged_attn_decode},
 };
 

@@ -239,6 +239,29 @@ def compare(what, got, want, tol, err):
     return bad
 
 
+def fused_bwd(o, c, d, bwd, consts, bufs, pre, shape, D, nq, nk, tq):
+    """The fused backward: attn_bwd_preprocess_fused (delta, dq_accum and sem zeroed),
+    attn_bwd_fused (dK, dV, and dQ's partials added into dq_accum: atomically, or in
+    turn with --det), attn_bwd_dq_convert; writes dq.bin, dk.bin, dv.bin in d."""
+    if o.family not in ("plain", "tma", "varlen"):
+        sys.exit("--fused: the plain, tma and varlen families only")
+    if o.family == "varlen":   # the key blocks of the longest key sequence
+        shape = [x for x in shape if x[0] != "max_seqlen"] + [("max_seqlen_k", max(c.lk))]
+    nacc = tq * c.HQ * D
+    tilec_run(o, bwd, "attn_bwd_preprocess_fused", {"D": D, "DH": o.dh},
+              [("delta", "zeros:%d" % (tq * c.HQ)), ("dq_accum", "rand:%d:7" % nacc), ("sem", "rand:%d:8" % (tq * c.HQ)),
+               ("o", "@" + os.path.join(d, "o.bin")), ("do", bufs["do"])] + pre, ["delta", "dq_accum", "sem"], d)
+    common = [("q", bufs["q"]), ("k", bufs["k"]), ("v", bufs["v"]), ("do", bufs["do"]),
+              ("lse", "@" + os.path.join(d, "lse.bin")), ("delta", "@" + os.path.join(d, "delta.bin"))]
+    tilec_run(o, bwd, "attn_bwd_fused" + {"plain": "", "tma": "_tma", "varlen": "_varlen"}[o.family],
+              dict(consts, BM=o.bn, BN=o.bm, DETERMINISTIC=int(o.det)),
+              [("dk", "zeros:%d" % nk), ("dv", "zeros:%d" % nk), ("dq_accum", "@" + os.path.join(d, "dq_accum.bin")),
+               ("sem", "@" + os.path.join(d, "sem.bin"))] + common + shape, ["dk", "dv", "dq_accum"], d)
+    tilec_run(o, bwd, "attn_bwd_dq_convert", {"D": D, "DH": o.dh, "BM": o.bm},
+              [("dq", "zeros:%d" % nq), ("dq_accum", "@" + os.path.join(d, "dq_accum.bin"))] + pre[:2] +
+              [("scale", "%.9g" % c.scale)] + pre[2:], ["dq"], d)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tilec")
@@ -258,6 +281,8 @@ def main():
     ap.add_argument("--bm", type=int, default=32)
     ap.add_argument("--bn", type=int, default=16)
     ap.add_argument("--bwd", action="store_true")
+    ap.add_argument("--fused", action="store_true", help="--bwd by attn_bwd_fused(_tma, _varlen): plain, tma, varlen families")
+    ap.add_argument("--det", action="store_true", help="--fused with DETERMINISTIC = 1")
     ap.add_argument("-D", action="append", default=[])
     o = ap.parse_args()
     c = Case(o)
@@ -316,21 +341,24 @@ def main():
                 pre = [("BH", c.HQ), ("L", tq), ("stride_bh", c.DH), ("stride_l", c.HQ * c.DH)]
             else:
                 pre = [("BH", c.HQ), ("L", tq), ("stride_bh", tq * c.DH), ("stride_l", c.DH)]
-            tilec_run(o, bwd, "attn_bwd_preprocess", {"D": D, "DH": o.dh},
-                      [("delta", "zeros:%d" % (tq * c.HQ)), ("o", "@" + os.path.join(d, "o.bin")),
-                       ("do", bufs["do"])] + pre, ["delta"], d)
-            lse_in = "@" + os.path.join(d, "lse.bin")
-            delta_in = "@" + os.path.join(d, "delta.bin")
-            bshape = [x for x in shape if x[0] not in ("max_seqlen",)]
-            kshape = bshape + ([("max_seqlen_k", max(c.lk))] if fam in ("varlen", "tma-varlen") else [])
-            qshape = bshape + ([("max_seqlen", max(c.lq))] if fam in ("varlen", "tma-varlen") else [])
-            common = [("q", bufs["q"]), ("k", bufs["k"]), ("v", bufs["v"]), ("do", bufs["do"]), ("lse", lse_in),
-                      ("delta", delta_in)]
-            bc = dict(consts, BM=o.bn, BN=o.bm) if fam in ("plain", "varlen") else dict(consts, BM=o.bn, BN=o.bm)
-            tilec_run(o, bwd, "attn_bwd_dkdv" + suffix, bc,
-                      [("dk", "zeros:%d" % nk), ("dv", "zeros:%d" % nk)] + common + kshape, ["dk", "dv"], d)
-            tilec_run(o, bwd, "attn_bwd_dq" + suffix, dict(consts, BM=o.bm, BN=o.bn),
-                      [("dq", "zeros:%d" % nq)] + common + qshape, ["dq"], d)
+            if o.fused:
+                fused_bwd(o, c, d, bwd, consts, bufs, pre, shape, D, nq, nk, tq)
+            else:
+                tilec_run(o, bwd, "attn_bwd_preprocess", {"D": D, "DH": o.dh},
+                          [("delta", "zeros:%d" % (tq * c.HQ)), ("o", "@" + os.path.join(d, "o.bin")),
+                           ("do", bufs["do"])] + pre, ["delta"], d)
+                lse_in = "@" + os.path.join(d, "lse.bin")
+                delta_in = "@" + os.path.join(d, "delta.bin")
+                bshape = [x for x in shape if x[0] not in ("max_seqlen",)]
+                kshape = bshape + ([("max_seqlen_k", max(c.lk))] if fam in ("varlen", "tma-varlen") else [])
+                qshape = bshape + ([("max_seqlen", max(c.lq))] if fam in ("varlen", "tma-varlen") else [])
+                common = [("q", bufs["q"]), ("k", bufs["k"]), ("v", bufs["v"]), ("do", bufs["do"]), ("lse", lse_in),
+                          ("delta", delta_in)]
+                bc = dict(consts, BM=o.bn, BN=o.bm) if fam in ("plain", "varlen") else dict(consts, BM=o.bn, BN=o.bm)
+                tilec_run(o, bwd, "attn_bwd_dkdv" + suffix, bc,
+                          [("dk", "zeros:%d" % nk), ("dv", "zeros:%d" % nk)] + common + kshape, ["dk", "dv"], d)
+                tilec_run(o, bwd, "attn_bwd_dq" + suffix, dict(consts, BM=o.bm, BN=o.bn),
+                          [("dq", "zeros:%d" % nq)] + common + qshape, ["dq"], d)
             got = {n: read(os.path.join(d, n + ".bin"), o.elem, nq if n == "dq" else nk) for n in ("dq", "dk", "dv")}
             err = lambda t, x: 4 * ulp * t + ulp * abs(x) + 1e-5
             gq = c.unflat(got["dq"], c.lq, c.HQ)
