@@ -175,6 +175,10 @@ typedef struct IrGraph {
                               * first grad's; 0 without one */
     uint32_t nregions;       /* checkpoint regions (IrGOp.region 1 .. nregions) */
     IrRemat remat;           /* the graph's @recompute attribute (save-all without one) */
+    uint32_t loss, seed;     /* with a grad: the differentiated value y of the first grad and
+                              * its backward's seed (the constant 1 that dy/dy is); else IR_GNONE */
+    uint32_t dloss;          /* after pass_graph_seed_input: the parameter that replaced the
+                              * seed (the incoming gradient of the loss), else IR_GNONE */
 } IrGraph;
 
 typedef struct IrGraphModule {
