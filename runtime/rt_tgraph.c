@@ -54,6 +54,8 @@ struct TrtTensorGraph {
     TrtDevicePtr *saved;     /* per saved value of the split: the caller's memory */
     bool *saved_set;
     TrtGraphValueInfo *saved_info;
+    TrtGraphValueInfo seed_info;
+    TrtArg seed;             /* the backward part's seed (trt_tgraph_bind_seed; 1 unbound) */
     uint8_t running;         /* the part being launched (1, 2), 0 for the joint run: a saved
                               * value is in the caller's memory in a part, in its buffer joint */
 };
@@ -173,7 +175,7 @@ static TrtStatus alloc_tables(TrtTensorGraph *G)
     G->nuser = np;
     if (G->g->dloss != IR_GNONE) {   /* the seed: 1, the joint run's, until trt_tgraph_bind_seed */
         G->nuser = np - 1;
-        G->params[np - 1] = one_of(G->g->values.data[G->g->dloss].type.elem);
+        G->params[np - 1] = G->seed = one_of(G->g->values.data[G->g->dloss].type.elem);
         G->param_set[np - 1] = true;
     }
     return TRT_SUCCESS;
@@ -210,6 +212,7 @@ static TrtStatus describe_all(TrtTensorGraph *G)
     ok = ok && names && (G->saved_info = arena_alloc(a, (ns + 1) * sizeof *G->saved_info)) != NULL;
     for (uint32_t i = 0; ok && i < ns; i++)
         ok = describe(G, G->split->saved[i], names[G->split->saved[i]], &G->saved_info[i]);
+    if (ok && G->g->dloss != IR_GNONE) ok = describe(G, G->g->dloss, "dloss", &G->seed_info);
     return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
@@ -507,6 +510,7 @@ TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
     if (!g) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_run: g is NULL");
     TrtStatus s = check_bound(g);
     if (!s) s = plan_buffers(g);
+    if (g->g->dloss != IR_GNONE) g->params[g->nuser] = one_of(g->g->values.data[g->g->dloss].type.elem);
     if (!s) prebuild(g, stream, 0);
     for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)
         if (!g->plan->kernels[k].view) s = launch(g, k, stream);
@@ -561,7 +565,16 @@ TrtStatus trt_tgraph_bind_seed(TrtTensorGraph *g, TrtArg value)
     if (value.kind != rt_arg_kind(t->elem))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_seed: the seed of graph '%s' is %s and takes a scalar "
                        "of its kind", g->g->name, ir_elem_name(t->elem));
-    g->params[g->nuser] = value;
+    g->seed = value;
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_seed(const TrtTensorGraph *g, TrtGraphValueInfo *out)
+{
+    if (!g || !out || !g->split || g->g->dloss == IR_GNONE)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_seed: no graph, out NULL, or graph '%s' has no seed input "
+                       "(no grad, or a loss that is not a scalar)", g ? g->g->name : "?");
+    *out = g->seed_info;
     return TRT_SUCCESS;
 }
 
@@ -612,6 +625,7 @@ static TrtStatus run_part(TrtTensorGraph *g, uint8_t part, TrtStream stream, con
     if (!g || !g->split) return no_split(g, fn);
     TrtStatus s = check_part_bound(g, part, fn);
     if (!s) s = plan_buffers(g);
+    if (g->g->dloss != IR_GNONE) g->params[g->nuser] = g->seed;
     g->running = part;
     if (!s) prebuild(g, stream, part);
     for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)

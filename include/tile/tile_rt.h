@@ -425,7 +425,7 @@ const char *trt_tgraph_size_name(const TrtTensorGraph *g, uint32_t i);
  * before their backwards (gradient accumulation, activation checkpointing in the
  * caller's loop): bind the saved memory (and parameters, results) of the step before
  * each part. The backward computes seed * d(loss)/dw: the seed is the incoming
- * gradient of the loss, a scalar of the loss's type, 1 (the joint run's) until bound.
+ * gradient of the loss, a scalar of the loss's type, 1 until bound.
  * A part fails with TRT_ERROR_INVALID_ARGUMENT naming what is not bound (every saved
  * value, and the parameters and results its kernels use); on a graph without a grad
  * the split calls fail and num_saved is 0. */
@@ -435,8 +435,11 @@ TrtStatus trt_tgraph_saved_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *
 /* Saved value i lives in p (caller-owned device memory, host memory on a CPU context,
  * of trt_tgraph_saved_bytes at least) in the parts that follow. */
 TrtStatus trt_tgraph_bind_saved(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p);
-/* The seed, a scalar of the loss's type's kind (trt_arg_f32 for an f32 loss). */
+/* The backward part's seed, a scalar of the loss's type's kind (trt_arg_f32 for an f32
+ * loss); the joint run's seed is always 1. */
 TrtStatus trt_tgraph_bind_seed(TrtTensorGraph *g, TrtArg value);
+/* The seed described (name "dloss", the loss's type); an error without one. */
+TrtStatus trt_tgraph_seed(const TrtTensorGraph *g, TrtGraphValueInfo *out);
 /* Which part computes result i: 1 the forward, 2 the backward, 0 without a grad. */
 uint32_t trt_tgraph_output_part(const TrtTensorGraph *g, uint32_t i);
 TrtStatus trt_tgraph_run_forward(TrtTensorGraph *g, TrtStream stream);

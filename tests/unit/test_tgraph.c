@@ -348,6 +348,8 @@ static void test_cpu_split(void **state)
     assert_ok(trt_tgraph_bind_seed(g, trt_arg_f32(2.0f)));
     assert_ok(trt_tgraph_run_backward(g, NULL));
     for (int i = 0; i < 6; i++) assert_true(b.d2[i] == 2 * jb.d2[i]);
+    assert_ok(trt_tgraph_run(g, NULL));   /* the joint run's seed stays 1 */
+    assert_memory_equal(b.d2, jb.d2, sizeof b.d2);
     free_step(&a);
     free_step(&b);
 }
