@@ -12,8 +12,9 @@
  *            already have 2), and fusion never puts the two phases into one kernel;
  *            the backward's seed-free ops (save-all's casts up) may join either.
  *            pass_graph_split: given the plan, the forward is its phase-1 kernels and
- *            the backward the others (phase 2, or seed-free ops only), and the crossing values are the roots of
- *            what the backward's kernels read that the forward wrote (saved: an
+ *            the backward the others (phase 2, or seed-free ops only), and the
+ *            crossing values are the roots of what the backward's kernels read that
+ *            the forward wrote (saved: an
  *            intermediate, which a caller keeps in memory of its own between the parts;
  *            returned: a result) or that is a parameter. Running every forward kernel
  *            in plan order, then every backward kernel, is the joint run reordered: no
