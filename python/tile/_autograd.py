@@ -104,22 +104,30 @@ def _make_function(torch):
         def forward(ctx, gf, given, *vals):
             with torch.no_grad():
                 step = gf.graph.forward(*[v.detach() if isinstance(v, torch.Tensor) else v for v in vals], **given)
+            # autograd keeps the saved values, the forward's results (the backward binds
+            # them again) and the tensor arguments (its version check refuses one changed
+            # in place before the backward); the step keeps none of them, so no output
+            # refers back to its own node (a reference cycle)
             ctx.gf, ctx.step = gf, step
-            ctx.inputs = [i for i, v in enumerate(vals) if isinstance(v, torch.Tensor)]
-            ctx.save_for_backward(*step.saved, *[vals[i] for i in ctx.inputs])
-            step.saved = None   # autograd keeps them (and frees them after the backward)
-            extra = [step.results[i] for i in gf._extra]
-            ctx.mark_non_differentiable(*extra)
-            return (step.results[gf._loss],) + tuple(extra)
+            ctx.nsaved = len(step.saved)
+            ctx.results = [i for i, r in enumerate(step.results) if r is not None]
+            inputs = [v for v in vals if isinstance(v, torch.Tensor)]
+            ctx.save_for_backward(*step.saved, *[step.results[i] for i in ctx.results], *inputs)
+            out = [step.results[gf._loss]] + [step.results[i] for i in gf._extra]
+            ctx.mark_non_differentiable(*out[1:])
+            step.saved, step.results = None, [None] * len(step.results)
+            return tuple(out)
 
         @staticmethod
         def backward(ctx, dloss, *dextra):
             gf, step = ctx.gf, ctx.step
-            tensors = ctx.saved_tensors   # refuses inputs changed in place since the forward
-            step.saved = list(tensors[:len(tensors) - len(ctx.inputs)])
+            tensors = ctx.saved_tensors
+            step.saved = list(tensors[:ctx.nsaved])
+            for k, i in enumerate(ctx.results):
+                step.results[i] = tensors[ctx.nsaved + k]
             with torch.no_grad():
                 res = gf.graph.backward(step, seed=float(dloss))
-            step.saved = None
+            step.saved, step.results = None, [None] * len(step.results)
             res = res if isinstance(res, tuple) else (res,)
             grads = [None] * len(ctx.needs_input_grad)
             for i, r in gf._grads.items():
