@@ -289,6 +289,7 @@ IrGraph *ir_graph_create(IrGraphModule *m, const char *name, Loc loc)
     g->arena = m->arena;
     g->name = arena_strdup(m->arena, name);
     g->loc = loc;
+    g->loss = g->seed = g->dloss = IR_GNONE;
     vec_push(&m->graphs, g);
     return g;
 }
@@ -404,6 +405,7 @@ IrGraph *ir_graph_clone(IrGraphModule *m, const IrGraph *g)
     c->nregions = g->nregions;
     c->remat = g->remat;
     c->lce_chunk = g->lce_chunk;
+    c->loss = g->loss, c->seed = g->seed, c->dloss = g->dloss;
     for (size_t i = 0; i < g->params.len; i++) vec_push(&c->params, g->params.data[i]);
     for (size_t i = 0; i < g->values.len; i++) vec_push(&c->values, g->values.data[i]);
     for (size_t i = 0; i < g->ops.len; i++) vec_push(&c->ops, g->ops.data[i]);

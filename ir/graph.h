@@ -198,6 +198,10 @@ typedef struct IrGraph {
     IrRemat remat;           /* the graph's @recompute attribute (save-all without one) */
     int64_t lce_chunk;       /* the graph's @linear_cross_entropy(chunk = N): the LM head fused
                               * by passes/graph_lmce.c, N rows a chunk; 0 without it */
+    uint32_t loss, seed;     /* with a grad: the differentiated value y of the first grad and
+                              * its backward's seed (the constant 1 that dy/dy is); else IR_GNONE */
+    uint32_t dloss;          /* after pass_graph_seed_input: the parameter that replaced the
+                              * seed (the incoming gradient of the loss), else IR_GNONE */
 } IrGraph;
 
 typedef struct IrGraphModule {

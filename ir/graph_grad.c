@@ -735,8 +735,10 @@ bool ir_graph_grad(IrGraph *g, uint32_t y, const uint32_t *xs, uint32_t n, Loc l
     memset(G.up, 0xff, G.nv * sizeof *G.up);
     *fail = (IrGradFail){IR_GRAD_OK, 0, 0};
     if (!find_active(&G, nops, y, xs, n, fail)) return false;
-    if (!g->nfwd) g->nfwd = nops;   /* the forward, for recomputation (the first grad's) */
+    bool first = !g->nfwd;
+    if (first) g->nfwd = nops;   /* the forward, for recomputation (the first grad's) */
     G.adj[y] = seed(&G, y);
+    if (first) g->loss = y, g->seed = G.adj[y];   /* for the split (passes/graph_split.c) */
     for (uint32_t o = nops; o-- > 0;)
         if (op_active(&G, o)) {
             IrGOp op = g->ops.data[o];   /* a copy: the rule appends to g->ops */

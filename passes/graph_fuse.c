@@ -961,11 +961,12 @@ static bool is_returned(const Fuse *F, uint32_t v)
     return false;
 }
 
-/* Is value v in memory: a parameter, or a kernel's write (not an immediate)? */
+/* Is value v in memory: a tensor parameter, or a kernel's write (not an immediate)? A
+ * scalar parameter is passed by value, so it has no memory to view. */
 static bool in_memory(const Fuse *F, uint32_t v)
 {
     uint32_t d = def_of(F, v);
-    return d == NONE || !immediate(opat(F, d)->kind);
+    return d == NONE ? F->g->values.data[v].type.rank > 0 : !immediate(opat(F, d)->kind);
 }
 
 /* Is kernel K a view: one reshape (not of unit axes only, which fuse into their

@@ -683,6 +683,9 @@ void rt_tgraph_prebuilt(const TrtTensorGraph *g, uint32_t *variants, uint32_t *t
 /* The inner module of a tensor graph's lowered kernels (rt_tgraph.c), for tests that
  * replace its compile function. */
 TrtModule *rt_tgraph_module(TrtTensorGraph *g);
+/* Overwrites every buffer of a tensor graph's plan with 0xff bytes (NaN), for the tests
+ * of the forward/backward split (rt_tgraph.c). */
+TrtStatus rt_tgraph_poison_buffers(TrtTensorGraph *g);
 /* Checks the count, kinds and pointer alignment of a launch's arguments. */
 TrtStatus rt_check_args(const TrtKernel *k, const TrtArg *args, uint32_t nargs);
 /* The grid from the kernel's grid(...) clause (memoized on the scalars). */

@@ -9,7 +9,11 @@
  * the sizes. Before the launches of a run whose kernels need variants not built yet
  * (the first run, a size or pointer of a new class), those variants are built at once,
  * a thread per kernel up to the cores: a cold graph compiles in about the time of its
- * slowest kernel, not the sum. (Not rt_graph.c, which captures CUDA graphs.) */
+ * slowest kernel, not the sum. A graph with a grad also runs in two parts
+ * (trt_tgraph_run_forward, trt_tgraph_run_backward; passes/graph_split.c): the saved
+ * values that cross from one to the other live in memory the caller binds, so the
+ * graph's buffers hold nothing from a forward that its backward needs. (Not
+ * rt_graph.c, which captures CUDA graphs.) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,7 @@
 #include "ir/graph.h"
 #include "passes/graph_lower.h"
 #include "passes/graph_remat.h"
+#include "passes/graph_split.h"
 #include "passes/passes.h"
 #include "rt_internal.h"
 
@@ -45,6 +50,15 @@ struct TrtTensorGraph {
     uint32_t prebuilt, prebuild_threads;   /* the last run's (rt_tgraph_prebuilt) */
     bool rebound;            /* a binding changed since the last prebuild: classes may be new */
     TrtGraphValueInfo *info; /* per parameter, then per result (introspection) */
+    uint32_t nuser;          /* the caller's parameters: every one but the seed's (dloss, the last) */
+    const PassSplit *split;  /* with a grad: the parts and what crosses, else NULL */
+    TrtDevicePtr *saved;     /* per saved value of the split: the caller's memory */
+    bool *saved_set;
+    TrtGraphValueInfo *saved_info;
+    TrtGraphValueInfo seed_info;
+    TrtArg seed;             /* the backward part's seed (trt_tgraph_bind_seed; 1 unbound) */
+    uint8_t running;         /* the part being launched (1, 2), 0 for the joint run: a saved
+                              * value is in the caller's memory in a part, in its buffer joint */
 };
 
 static const AstItem *find_graph(const AstProgram *p, const char *name)
@@ -90,6 +104,7 @@ static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts)
                        g->name, opts->sizes);
     if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
     pass_graph_remat(g, &r, sizes, a);
+    pass_graph_seed_input(g);
     return ir_graph_verify(g, a, ir_ctx_diags(G->ir)) ? TRT_SUCCESS
            : rt_fail_diags(TRT_ERROR_COMPILE, "internal error: the graph does not verify after recomputation",
                            ir_ctx_diags(G->ir));
@@ -110,6 +125,9 @@ static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it,
     TrtStatus st = remat(G, opts);
     if (st) return st;
     G->plan = pass_graph_fuse(G->g, a);
+    const char *err;
+    G->split = pass_graph_split(G->g, G->plan, a, &err);
+    if (err) return rt_fail(TRT_ERROR_COMPILE, "internal error: graph '%s': the split of its plan: %s", it->name, err);
     G->low = pass_graph_lower(G->g, G->plan, a);
     const char *reason;
     uint32_t k = pass_graph_unlowered(G->low, &reason);
@@ -126,6 +144,17 @@ static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it,
     return TRT_SUCCESS;
 }
 
+/* 1 as a scalar argument of a float type. */
+static TrtArg one_of(IrElem e)
+{
+    switch (e) {
+    case IR_F64: return trt_arg_f64(1.0);
+    case IR_F16: return trt_arg_f16(0x3c00);
+    case IR_BF16: return trt_arg_bf16(0x3f80);
+    default: return trt_arg_f32(1.0f);
+    }
+}
+
 static TrtStatus alloc_tables(TrtTensorGraph *G)
 {
     uint32_t np = (uint32_t)G->g->params.len, ns = G->g->nsizes, no = G->ret->nin, nk = G->plan->nkernels,
@@ -140,9 +169,19 @@ static TrtStatus alloc_tables(TrtTensorGraph *G)
     G->steps = tl_calloc(nk + 1, sizeof *G->steps);
     G->bufs = tl_calloc(nb + 1, sizeof *G->bufs);
     G->buf_bytes = tl_calloc(nb + 1, sizeof *G->buf_bytes);
-    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->steps &&
-              G->bufs && G->buf_bytes;
-    return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    uint32_t nsv = G->split ? G->split->nsaved : 0;
+    G->saved = tl_calloc(nsv + 1, sizeof *G->saved);
+    G->saved_set = tl_calloc(nsv + 1, 1);
+    bool ok = G->sizes && G->size_set && G->params && G->param_set && G->outs && G->out_set && G->kernels && G->steps && G->bufs &&
+              G->buf_bytes && G->saved && G->saved_set;
+    if (!ok) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    G->nuser = np;
+    if (G->g->dloss != IR_GNONE) {   /* the seed: 1, the joint run's, until trt_tgraph_bind_seed */
+        G->nuser = np - 1;
+        G->params[np - 1] = G->seed = one_of(G->g->values.data[G->g->dloss].type.elem);
+        G->param_set[np - 1] = true;
+    }
+    return TRT_SUCCESS;
 }
 
 /* Value v described, its strings in the graph's arena. */
@@ -171,6 +210,12 @@ static TrtStatus describe_all(TrtTensorGraph *G)
         char *name = arena_alloc(a, 16);
         ok = name && (snprintf(name, 16, "ret%u", i), describe(G, G->ret->in[i], name, &G->info[np + i]));
     }
+    uint32_t ns = G->split ? G->split->nsaved : 0;
+    const char **names = ok ? ir_graph_value_names(a, G->g) : NULL;
+    ok = ok && names && (G->saved_info = arena_alloc(a, (ns + 1) * sizeof *G->saved_info)) != NULL;
+    for (uint32_t i = 0; ok && i < ns; i++)
+        ok = describe(G, G->split->saved[i], names[G->split->saved[i]], &G->saved_info[i]);
+    if (ok && G->g->dloss != IR_GNONE) ok = describe(G, G->g->dloss, "dloss", &G->seed_info);
     return ok ? TRT_SUCCESS : rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
 }
 
@@ -252,6 +297,8 @@ void trt_tgraph_destroy(TrtTensorGraph *g)
     tl_free(g->kernels);
     tl_free(g->bufs);
     tl_free(g->buf_bytes);
+    tl_free(g->saved);
+    tl_free(g->saved_set);
     if (g->gm) ir_gmodule_destroy(g->gm);
     ir_ctx_destroy(g->ir);
     tl_free(g);
@@ -262,7 +309,7 @@ void trt_tgraph_destroy(TrtTensorGraph *g)
 TrtStatus trt_tgraph_bind(TrtTensorGraph *g, const char *name, TrtArg value)
 {
     if (!g || !name) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind: g or name is NULL");
-    for (uint32_t p = 0; p < g->g->params.len; p++) {
+    for (uint32_t p = 0; p < g->nuser; p++) {
         const IrGValue *v = &g->g->values.data[g->g->params.data[p]];
         if (!v->name || strcmp(v->name, name)) continue;
         TrtArgKind want = v->type.rank ? TRT_ARG_PTR : rt_arg_kind(v->type.elem);
@@ -375,6 +422,8 @@ static TrtStatus plan_buffers(TrtTensorGraph *G)
 static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
 {
     v = ir_gplan_root(G->plan, v);   /* a view's value is its root's memory */
+    for (uint32_t i = 0; G->running && i < G->split->nsaved; i++)
+        if (G->split->saved[i] == v) return *out = G->saved[i], true;
     const IrGValue *gv = &G->g->values.data[v];
     if (gv->def == IR_GNONE) return *out = G->params[gv->index].v.ptr, true;
     for (uint32_t i = 0; i < G->ret->nin; i++)
@@ -456,7 +505,7 @@ static void *prebuild_thread(void *p)
  * context, no capture in progress: a capture's launches report their own errors).
  * Choosing the configs stays serial (max-autotune benchmarks on the stream); any error
  * here is left for the launch, which retries and reports it. */
-static void prebuild(TrtTensorGraph *G, TrtStream stream)
+static void prebuild(TrtTensorGraph *G, TrtStream stream, uint8_t part)
 {
     G->prebuilt = G->prebuild_threads = 0;
     /* the same bindings as the last run: its launches built what they need (a run
@@ -469,7 +518,8 @@ static void prebuild(TrtTensorGraph *G, TrtStream stream)
         TrtArg args[TRT_MAX_ARGS];
         uint64_t bytes[TRT_MAX_ARGS];
         RtLaunchTarget t;
-        if (G->plan->kernels[k].view || G->low->kernels[k].nsteps || kernel_args(G, k, args, bytes) ||
+        if (G->plan->kernels[k].view || G->low->kernels[k].nsteps || (part && G->split->phase[k] != part) ||
+            kernel_args(G, k, args, bytes) ||
             rt_launch_target(G->kernels[k], args, bytes, G->low->kernels[k].nargs, stream, &t) || t.ready)
             continue;
         bool dup = false;   /* two plan kernels never share a TrtKernel, but stay safe */
@@ -501,10 +551,159 @@ TrtStatus trt_tgraph_run(TrtTensorGraph *g, TrtStream stream)
     if (!g) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_run: g is NULL");
     TrtStatus s = check_bound(g);
     if (!s) s = plan_buffers(g);
-    if (!s) prebuild(g, stream);
+    if (g->g->dloss != IR_GNONE) g->params[g->nuser] = one_of(g->g->values.data[g->g->dloss].type.elem);
+    if (!s) prebuild(g, stream, 0);
     for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)
         if (!g->plan->kernels[k].view) s = launch(g, k, stream);
     return s;
+}
+
+/* ---- the forward/backward split ---------------------------------------------------------- */
+
+static TrtStatus no_split(const TrtTensorGraph *g, const char *fn)
+{
+    if (!g) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: g is NULL", fn);
+    return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: graph '%s' has no grad, so no forward and backward parts (run it "
+                   "whole: trt_tgraph_run)", fn, g->g->name);
+}
+
+uint32_t trt_tgraph_num_saved(const TrtTensorGraph *g) { return g && g->split ? g->split->nsaved : 0; }
+
+TrtStatus trt_tgraph_saved(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out)
+{
+    if (!g || !g->split || !out || i >= g->split->nsaved)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_saved: no graph, no saved value %u or out NULL", i);
+    *out = g->saved_info[i];
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_saved_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *bytes)
+{
+    if (!g || !g->split || !bytes || i >= g->split->nsaved)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_saved_bytes: no graph, no saved value %u or bytes NULL", i);
+    if (!value_bytes(g, g->split->saved[i], bytes))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': saved value %u needs every size bound", g->g->name, i);
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_bind_saved(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p)
+{
+    if (!g || !g->split || i >= g->split->nsaved)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_saved: no graph, or graph '%s' has no saved value %u",
+                       g ? g->g->name : "?", i);
+    g->saved[i] = p;
+    g->saved_set[i] = g->rebound = true;
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_bind_seed(TrtTensorGraph *g, TrtArg value)
+{
+    if (!g || !g->split) return no_split(g, "trt_tgraph_bind_seed");
+    if (g->g->dloss == IR_GNONE)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_seed: graph '%s' differentiates a value that is not a "
+                       "scalar: its seed is the constant 1 (not supported yet)", g->g->name);
+    const IrTensorType *t = &g->g->values.data[g->g->dloss].type;
+    if (value.kind != rt_arg_kind(t->elem))
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_seed: the seed of graph '%s' is %s and takes a scalar "
+                       "of its kind", g->g->name, ir_elem_name(t->elem));
+    g->seed = value;
+    return TRT_SUCCESS;
+}
+
+TrtStatus trt_tgraph_seed(const TrtTensorGraph *g, TrtGraphValueInfo *out)
+{
+    if (!g || !out || !g->split || g->g->dloss == IR_GNONE)
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_seed: no graph, out NULL, or graph '%s' has no seed input "
+                       "(no grad, or a loss that is not a scalar)", g ? g->g->name : "?");
+    *out = g->seed_info;
+    return TRT_SUCCESS;
+}
+
+uint32_t trt_tgraph_output_part(const TrtTensorGraph *g, uint32_t i)
+{
+    if (!g || !g->split || i >= g->ret->nin) return 0;
+    uint32_t v = ir_gplan_root(g->plan, g->ret->in[i]);
+    for (uint32_t k = 0; k < g->plan->nkernels; k++)
+        for (uint32_t w = 0; !g->plan->kernels[k].view && w < g->plan->kernels[k].nwrites; w++)
+            if (ir_gplan_root(g->plan, g->plan->kernels[k].writes[w]) == v) return g->split->phase[k];
+    return 0;
+}
+
+/* What value v (a root) of a part's kernel needs bound: its parameter or result. */
+static TrtStatus check_value(const TrtTensorGraph *G, uint32_t v, const char *fn)
+{
+    const IrGValue *gv = &G->g->values.data[v];
+    if (gv->def == IR_GNONE && gv->index < G->nuser && !G->param_set[gv->index])
+        return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: graph '%s': parameter '%s' is not bound", fn, G->g->name, gv->name);
+    for (uint32_t i = 0; i < G->ret->nin; i++)
+        if (ir_gplan_root(G->plan, G->ret->in[i]) == v && !G->out_set[i])
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: graph '%s': result %u is not bound", fn, G->g->name, i);
+    return TRT_SUCCESS;
+}
+
+/* Every size, every saved value, and the parameters and results that part's kernels use. */
+static TrtStatus check_part_bound(const TrtTensorGraph *G, uint8_t part, const char *fn)
+{
+    for (uint32_t i = 0; i < G->g->nsizes; i++)
+        if (!G->size_set[i])
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: graph '%s': size '%s' is not bound", fn, G->g->name, G->g->sizes[i]);
+    for (uint32_t i = 0; i < G->split->nsaved; i++)
+        if (!G->saved_set[i])
+            return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "%s: graph '%s': saved value %u (%s : %s) is not bound "
+                           "(trt_tgraph_bind_saved)", fn, G->g->name, i, G->saved_info[i].name, G->saved_info[i].type);
+    TrtStatus s = TRT_SUCCESS;
+    for (uint32_t k = 0; !s && k < G->plan->nkernels; k++) {
+        const IrGKernel *K = &G->plan->kernels[k];
+        if (K->view || G->split->phase[k] != part) continue;
+        for (uint32_t i = 0; !s && i < K->nreads; i++) s = check_value(G, ir_gplan_root(G->plan, K->reads[i]), fn);
+        for (uint32_t i = 0; !s && i < K->nwrites; i++) s = check_value(G, ir_gplan_root(G->plan, K->writes[i]), fn);
+    }
+    return s;
+}
+
+static TrtStatus run_part(TrtTensorGraph *g, uint8_t part, TrtStream stream, const char *fn)
+{
+    if (!g || !g->split) return no_split(g, fn);
+    TrtStatus s = check_part_bound(g, part, fn);
+    if (!s) s = plan_buffers(g);
+    if (g->g->dloss != IR_GNONE) g->params[g->nuser] = g->seed;
+    g->running = part;
+    if (!s) prebuild(g, stream, part);
+    for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)
+        if (!g->plan->kernels[k].view && g->split->phase[k] == part) s = launch(g, k, stream);
+    g->running = 0;
+    return s;
+}
+
+TrtStatus trt_tgraph_run_forward(TrtTensorGraph *g, TrtStream stream)
+{
+    return run_part(g, 1, stream, "trt_tgraph_run_forward");
+}
+
+TrtStatus trt_tgraph_run_backward(TrtTensorGraph *g, TrtStream stream)
+{
+    return run_part(g, 2, stream, "trt_tgraph_run_backward");
+}
+
+/* For tests: every buffer of the plan overwritten with 0xff bytes (NaN in every float
+ * type), so a backward that read an intermediate of its forward not bound as saved
+ * gives NaN instead of the right answer by luck. */
+TrtStatus rt_tgraph_poison_buffers(TrtTensorGraph *g)
+{
+    for (uint32_t b = 0; g && b < g->plan->nbuffers; b++) {
+        if (!g->bufs[b]) continue;
+        if (!g->ctx->drv) {
+            memset((void *)(uintptr_t)g->bufs[b], 0xff, g->buf_bytes[b]);
+            continue;
+        }
+        void *h = malloc(g->buf_bytes[b]);
+        if (!h) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+        memset(h, 0xff, g->buf_bytes[b]);
+        TrtStatus s = trt_memcpy_htod(g->ctx, g->bufs[b], h, g->buf_bytes[b]);
+        free(h);
+        if (s) return s;
+    }
+    return TRT_SUCCESS;
 }
 
 TrtModule *rt_tgraph_module(TrtTensorGraph *g) { return g ? g->kmod : NULL; }
@@ -545,11 +744,11 @@ const char *trt_module_graph_name(const TrtModule *m, uint32_t i)
     return it ? it->name : NULL;
 }
 
-uint32_t trt_tgraph_num_params(const TrtTensorGraph *g) { return g ? (uint32_t)g->g->params.len : 0; }
+uint32_t trt_tgraph_num_params(const TrtTensorGraph *g) { return g ? g->nuser : 0; }
 
 TrtStatus trt_tgraph_param(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out)
 {
-    if (!g || !out || i >= g->g->params.len)
+    if (!g || !out || i >= g->nuser)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_param: no graph, no parameter %u or out NULL", i);
     *out = g->info[i];
     return TRT_SUCCESS;

@@ -29,6 +29,7 @@
 #include "ir/graph_interp.h"
 #include "passes/graph_lower.h"
 #include "passes/graph_remat.h"
+#include "passes/graph_split.h"
 #include "ir/interp.h"
 #include "ir/ir.h"
 #include "ir/target.h"
@@ -59,6 +60,7 @@ enum { EXIT_INPUT = 1, EXIT_USAGE = 2, MAX_LIST = 256 };
 typedef struct Options {
     const char *file, *out, *emit, *kernel, *graph, *arch, *device;
     bool fused, compare_fused;   /* run --graph: through the fusion plan; both ways, compared */
+    bool split;              /* run --graph: forward then backward through the saved values, and joint, compared */
     const char *print_to;              /* run: directory of NAME.bin files of the buffers */
     const Source *src;                 /* the program, once read */
     FeDefine defines[MAX_LIST];
@@ -98,7 +100,7 @@ static const char usage_run[] =
     "tilec run FILE|- [--kernel NAME] [--grid X[,Y[,Z]]] [--device cpu|gpu]\n"
     "             [-D NAME=VALUE]... --arg NAME=VALUE... [--print NAME]... [--print-to DIR]\n"
     "             [--max-iterations N] [--max-ops N] [--check-axis-info] [--gpu-ir] [--check-bounds]\n"
-    "             [--graph NAME [--fused|--compare-fused] [--steps N [--feed retK=PARAM]...]]\n";
+    "             [--graph NAME [--fused|--compare-fused|--split] [--steps N [--feed retK=PARAM]...]]\n";
 static const char usage_other[] =
     "       tilec cache ls|stats|verify|prune|clear [--dir DIR] [--max-bytes N] [--fix]\n"
     "       tilec cache export KERNEL...|--all -o FILE | import FILE [--dir DIR]\n"
@@ -154,7 +156,10 @@ static const char help_run[] =
     "         they differ; --steps N runs it N times (train steps), each --feed\n"
     "         retK=PARAM making result K that parameter's value in the next step, a\n"
     "         buffer of N times a tensor's elements giving one slice per step (the\n"
-    "         batches), and --print printing after every step\n";
+    "         batches), and --print printing after every step; --split (a graph with a\n"
+    "         grad) runs the kernels joint, then the forward part, the backward part\n"
+    "         through the saved values (the graph's other buffers overwritten in\n"
+    "         between), an error unless the two give the same bits (docs/GRAPHS.md)\n";
 static const char help_cache[] = "cache    looks inside the persistent kernel cache (docs/CACHE.md)\n"
                                  "tune     tunes a manifest's kernels into the cache (docs/TUNING.md)\n";
 static const char exit_status[] = "exit status: 0 success, 1 error in the input, 2 usage error\n";
@@ -258,6 +263,7 @@ static void set_kernel(void *o, const char *v) { ((Options *)o)->kernel = v; }
 static void set_graph(void *o, const char *v) { ((Options *)o)->graph = v; }
 static void set_fused(void *o, const char *v) { ((Options *)o)->fused = true; }
 static void set_compare_fused(void *o, const char *v) { ((Options *)o)->compare_fused = true; }
+static void set_split(void *o, const char *v) { ((Options *)o)->split = true; }
 static void set_arch(void *o, const char *v) { ((Options *)o)->arch = v; }
 static void set_device(void *o, const char *v) { ((Options *)o)->device = v; }
 static void set_print_to(void *o, const char *v) { ((Options *)o)->print_to = v; }
@@ -358,6 +364,7 @@ static const CliOption options[] = {
     {"--graph", true, set_graph},
     {"--fused", false, set_fused},
     {"--compare-fused", false, set_compare_fused},
+    {"--split", false, set_split},
     {"--arch", true, set_arch},
     {"-arch", true, set_arch},             /* nvcc's spelling */
     {"--device", true, set_device},
@@ -445,7 +452,9 @@ static void check_options(Options *o)
         usage_error("--arg, --print, --print-to, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
-    if ((o->fused || o->compare_fused) && !o->graph) usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
+    if ((o->fused || o->compare_fused || o->split) && !o->graph)
+        usage_error("--fused, --compare-fused and --split belong to 'tilec run --graph'%s", "");
+    if (o->split && o->compare_fused) usage_error("--split compares on its own: it does not go with --compare-fused%s", "");
     if ((o->steps || o->nfeeds) && !o->graph) usage_error("--steps and --feed belong to 'tilec run --graph'%s", "");
     if (o->graph && (o->kernel || o->has_grid || o->print_to))
         usage_error("%s does not go with --graph (tilec run --graph takes --arg, --print, --device, --fused, "
@@ -1216,6 +1225,7 @@ static const PassRemat *remat(const Options *o, IrGraph *g, const int64_t *sizes
     if (policy) r.budget_kind = IR_BUDGET_NONE;
     if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
     const PassRemat *rep = pass_graph_remat(g, &r, sizes, a);
+    pass_graph_seed_input(g);   /* the backward's seed an input, every op a phase */
     DiagList d;
     diag_init(&d);
     if (!ir_graph_verify(g, a, &d)) {
@@ -1246,6 +1256,19 @@ static void print_policies(const Options *o, const IrGraph *g, const int64_t *si
     }
 }
 
+/* The forward/backward split of g's plan (passes/graph_split.c), for a graph with a grad. */
+static void print_split(const IrGraph *g, const IrGPlan *plan, Arena *a, FILE *out)
+{
+    const char *err;
+    const PassSplit *s = pass_graph_split(g, plan, a, &err);
+    if (err) {
+        fprintf(stderr, "tilec: internal error: graph '%s': the split of its plan: %s\n", g->name, err);
+        ir_gplan_print(g, plan, stderr);
+        abort();
+    }
+    if (s) pass_graph_split_print(g, plan, s, out);
+}
+
 /* graph-ir: the graphs' IR; fusion: their plans; graph-kernels: the Tile source of the
  * plans' kernels (passes/graph_lower.c), a program that tilec compiles as it is. Graphs
  * with a grad go through the recomputation pass first; fusion then also prints what it
@@ -1273,6 +1296,7 @@ static int emit_graph_ir(const Options *o, IrCtx *ctx, const AstProgram *prog, D
         }
         ir_gplan_print(g, plan, out);
         pass_graph_remat_print(g, reps[i], plan, out);
+        print_split(g, plan, a, out);
         if (g->nfwd) print_policies(o, before->graphs.data[b++], compile_sizes(o, g, a), a, out);
     }
     ir_gmodule_destroy(before);
@@ -1473,6 +1497,8 @@ static bool run_graph_ways(const Options *o, const IrGraph *g, const IrGraph *r,
 {
     char sz[512];
     TrtGraphOptions gopts = graph_options(o, g, sizes, sz, sizeof sz);
+    if (o->split) return tilec_graph_run_split(o->src, r, params, sizes, !strcmp(o->device, "gpu"), &gopts, outs, err,
+                                               errlen);
     bool gpu = !strcmp(o->device, "gpu"), lowered = o->fused || gpu;
     IrGTensor *ref = calloc(nouts + 1, sizeof *ref), *plan = calloc(nouts + 1, sizeof *plan),
               *low = calloc(nouts + 1, sizeof *low);
@@ -1570,6 +1596,16 @@ static int graph_step(const Options *o, const IrGraph *g, const IrGraph *r, cons
     return rc;
 }
 
+/* With a split seed (pass_graph_seed_input), its parameter's value 1 into *t; false out of memory. */
+static bool seed_one(const IrGraph *r, IrGTensor *t)
+{
+    if (r->dloss == IR_GNONE) return true;
+    const IrTensorType *ty = &r->values.data[r->dloss].type;
+    if (!ir_gtensor_alloc(t, ty->elem, 0, NULL)) return false;
+    t->f[0] = 1.0;
+    return true;
+}
+
 static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
 {
     size_t np = g->params.len;
@@ -1583,10 +1619,15 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
     if (!m) tl_oom();
     IrGraph *r = ir_graph_clone(m, g);   /* the graph the recomputation pass rewrites */
     if (!rc) remat(o, r, sizes, NULL, a);
+    if (!rc && o->split && !r->nfwd) {
+        fprintf(stderr, "tilec: error: --split: graph '%s' has no grad, so no forward and backward to split\n", g->name);
+        rc = EXIT_INPUT;
+    }
+    if (!rc && !seed_one(r, &params[np])) tl_oom();   /* r's last parameter: dloss = 1, the joint run's seed */
     for (int64_t s = 0; !rc && s < (o->steps ? o->steps : 1); s++) rc = graph_step(o, g, r, sizes, params, fed, s, out);
     ir_gmodule_destroy(m);
     arena_destroy(a);
-    for (size_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
+    for (size_t p = 0; p <= np; p++) ir_gtensor_free(&params[p]);
     free(sizes);
     free(params);
     free(fed);

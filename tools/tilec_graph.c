@@ -59,6 +59,7 @@ static TrtStatus bind_all(Run *R, const IrGraph *g, const IrGTensor *params, con
     TrtStatus s = TRT_SUCCESS;
     for (uint32_t k = 0; !s && k < g->nsizes; k++) s = trt_tgraph_bind_size(R->tg, g->sizes[k], sizes[k]);
     for (uint32_t p = 0; !s && p < g->params.len; p++) {
+        if (g->params.data[p] == g->dloss) continue;   /* the seed: 1 unless bound (trt_tgraph_bind_seed) */
         const IrGTensor *t = &params[p];
         TrtDevicePtr d = 0;
         const char *name = g->values.data[g->params.data[p]].name;
@@ -124,6 +125,105 @@ bool tilec_graph_run_lowered(const Source *src, const IrGraph *g, const IrGTenso
     if (!s) s = fetch(&R, g, sizes, outs);
     bool ok = !failed(s, err, errlen);
     if (s == TRT_ERROR_OUT_OF_MEMORY && !*trt_last_error()) snprintf(err, errlen, "out of memory");
+    run_free(&R);
+    return ok;
+}
+
+/* Results zeroed, in host and device memory. */
+static TrtStatus zero_outputs(Run *R, uint32_t first, uint32_t n)
+{
+    TrtStatus s = TRT_SUCCESS;
+    for (uint32_t i = first; !s && i < first + n; i++) {
+        memset(R->host[i], 0, R->bytes[i]);
+        if (R->gpu) s = trt_memcpy_htod(R->ctx, R->dev[i], R->host[i], R->bytes[i]);
+    }
+    return s;
+}
+
+/* Memory of the caller's for every saved value, in slots from `first`. */
+static TrtStatus bind_saved(Run *R, uint32_t first)
+{
+    TrtStatus s = TRT_SUCCESS;
+    for (uint32_t i = 0; !s && i < trt_tgraph_num_saved(R->tg); i++) {
+        uint64_t bytes = 0;
+        TrtDevicePtr d = 0;
+        s = trt_tgraph_saved_bytes(R->tg, i, &bytes);
+        if (!s) s = place(R, first + i, bytes, NULL, &d);
+        if (!s) s = trt_tgraph_bind_saved(R->tg, i, d);
+    }
+    return s;
+}
+
+/* The forward part, the graph's buffers overwritten (only bound memory may carry a value
+ * to the backward), the backward part. */
+static TrtStatus run_parts(Run *R)
+{
+    TrtStatus s = trt_tgraph_run_forward(R->tg, NULL);
+    if (!s) s = trt_synchronize(R->ctx);
+    if (!s) s = rt_tgraph_poison_buffers(R->tg);
+    if (!s) s = trt_tgraph_run_backward(R->tg, NULL);
+    if (!s) s = trt_synchronize(R->ctx);
+    return s;
+}
+
+/* The first result whose bytes differ from joint's, or UINT32_MAX. */
+static uint32_t first_difference(const Run *R, uint32_t first, uint32_t n, void *const *joint)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (memcmp(R->host[first + i], joint[i], R->bytes[first + i])) return i;
+    return UINT32_MAX;
+}
+
+static bool grow_slots(Run *R, uint32_t n)
+{
+    void **h = realloc(R->host, (n + 1) * sizeof *h);
+    if (h) R->host = h;
+    TrtDevicePtr *d = realloc(R->dev, (n + 1) * sizeof *d);
+    if (d) R->dev = d;
+    uint64_t *b = realloc(R->bytes, (n + 1) * sizeof *b);
+    if (b) R->bytes = b;
+    if (!h || !d || !b) return false;
+    for (uint32_t i = R->n; i <= n; i++) R->host[i] = NULL, R->dev[i] = 0, R->bytes[i] = 0;
+    R->n = n;
+    return true;
+}
+
+bool tilec_graph_run_split(const Source *src, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
+                           bool gpu, const TrtGraphOptions *opts, IrGTensor *outs, char *err, size_t errlen)
+{
+    uint32_t np = (uint32_t)g->params.len, nouts = g->ops.data[g->ops.len - 1].nin;
+    Run R = {.gpu = gpu, .n = np + nouts};
+    R.host = calloc(R.n + 1, sizeof *R.host);
+    R.dev = calloc(R.n + 1, sizeof *R.dev);
+    R.bytes = calloc(R.n + 1, sizeof *R.bytes);
+    void **joint = calloc(nouts + 1, sizeof *joint);
+    if (!R.host || !R.dev || !R.bytes || !joint) tl_oom();
+    TrtStatus s = trt_context_create(gpu ? 0 : TRT_DEVICE_CPU, TRT_MODE_FROM_ENV, NULL, &R.ctx);
+    if (!s) s = trt_module_load_string(R.ctx, src->name, src->text, &R.mod);
+    if (!s) s = trt_module_get_graph_with(R.mod, g->name, opts, &R.tg);
+    if (!s && !grow_slots(&R, np + nouts + trt_tgraph_num_saved(R.tg))) tl_oom();
+    if (!s) s = bind_all(&R, g, params, sizes);
+    if (!s) s = trt_tgraph_run(R.tg, NULL);
+    if (!s) s = trt_synchronize(R.ctx);
+    if (!s) s = fetch(&R, g, sizes, outs);
+    for (uint32_t i = 0; !s && i < nouts; i++) {
+        if (!(joint[i] = malloc(R.bytes[np + i] + 1))) tl_oom();
+        memcpy(joint[i], R.host[np + i], R.bytes[np + i]);
+    }
+    if (!s) s = zero_outputs(&R, np, nouts);
+    if (!s) s = bind_saved(&R, np + nouts);
+    if (!s) s = run_parts(&R);
+    for (uint32_t i = 0; !s && i < nouts; i++) ir_gtensor_free(&outs[i]);
+    if (!s) s = fetch(&R, g, sizes, outs);
+    bool ok = !failed(s, err, errlen);
+    if (s == TRT_ERROR_OUT_OF_MEMORY && !*trt_last_error()) snprintf(err, errlen, "out of memory");
+    uint32_t d = ok ? first_difference(&R, np, nouts, joint) : UINT32_MAX;
+    if (d != UINT32_MAX)
+        snprintf(err, errlen, "ret%u differs between the joint run and the split run (the forward, then the backward "
+                 "through the %u saved values)", d, trt_tgraph_num_saved(R.tg));
+    ok &= d == UINT32_MAX;
+    for (uint32_t i = 0; i < nouts; i++) free(joint[i]);
+    free(joint);
     run_free(&R);
     return ok;
 }

@@ -16,6 +16,13 @@
 bool tilec_graph_run_lowered(const Source *src, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
                              bool gpu, const TrtGraphOptions *opts, IrGTensor *outs, char *err, size_t errlen);
 
+/* tilec run --graph --split: as tilec_graph_run_lowered, the whole plan (trt_tgraph_run),
+ * then its forward part, the graph's buffers overwritten, and its backward part through
+ * saved values in memory of its own (trt_tgraph_run_forward, _backward); outs get the
+ * split run's results, and a result whose bytes differ from the joint run's is an error. */
+bool tilec_graph_run_split(const Source *src, const IrGraph *g, const IrGTensor *params, const int64_t *sizes,
+                           bool gpu, const TrtGraphOptions *opts, IrGTensor *outs, char *err, size_t errlen);
+
 /* Whether x and y are equal within the rounding of their element type (integers
  * exactly; floats relatively, with NaN equal to NaN): a lowered kernel accumulates in
  * f32 where the graph interpreter uses doubles. The first difference in *at. */

@@ -413,6 +413,38 @@ TrtStatus trt_tgraph_output(const TrtTensorGraph *g, uint32_t i, TrtGraphValueIn
 uint32_t trt_tgraph_num_sizes(const TrtTensorGraph *g);
 const char *trt_tgraph_size_name(const TrtTensorGraph *g, uint32_t i);
 
+/* ---- the forward/backward split of a training graph (docs/GRAPHS.md "The
+ * forward/backward split") ----
+ * A graph with a grad runs whole (trt_tgraph_run) or in two parts: run_forward launches
+ * the plan's forward kernels, run_backward its backward kernels. What crosses from one
+ * part to the other is only memory the caller binds: the saved values (the
+ * intermediates of the forward that the backward reads: trt_tgraph_saved describes
+ * each, trt_tgraph_saved_bytes gives its size for the bound sizes), and the parameters
+ * and results as bound for each part. The graph's own buffers hold only what stays
+ * inside a part, so any number of forwards, each with its own saved memory, may run
+ * before their backwards (gradient accumulation, activation checkpointing in the
+ * caller's loop): bind the saved memory (and parameters, results) of the step before
+ * each part. The backward computes seed * d(loss)/dw: the seed is the incoming
+ * gradient of the loss, a scalar of the loss's type, 1 until bound.
+ * A part fails with TRT_ERROR_INVALID_ARGUMENT naming what is not bound (every saved
+ * value, and the parameters and results its kernels use); on a graph without a grad
+ * the split calls fail and num_saved is 0. */
+uint32_t trt_tgraph_num_saved(const TrtTensorGraph *g);
+TrtStatus trt_tgraph_saved(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out);
+TrtStatus trt_tgraph_saved_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *bytes);
+/* Saved value i lives in p (caller-owned device memory, host memory on a CPU context,
+ * of trt_tgraph_saved_bytes at least) in the parts that follow. */
+TrtStatus trt_tgraph_bind_saved(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p);
+/* The backward part's seed, a scalar of the loss's type's kind (trt_arg_f32 for an f32
+ * loss); the joint run's seed is always 1. */
+TrtStatus trt_tgraph_bind_seed(TrtTensorGraph *g, TrtArg value);
+/* The seed described (name "dloss", the loss's type); an error without one. */
+TrtStatus trt_tgraph_seed(const TrtTensorGraph *g, TrtGraphValueInfo *out);
+/* Which part computes result i: 1 the forward, 2 the backward, 0 without a grad. */
+uint32_t trt_tgraph_output_part(const TrtTensorGraph *g, uint32_t i);
+TrtStatus trt_tgraph_run_forward(TrtTensorGraph *g, TrtStream stream);
+TrtStatus trt_tgraph_run_backward(TrtTensorGraph *g, TrtStream stream);
+
 /* ---- device memory ---------------------------------------------------------------- */
 /* For programs without a CUDA runtime of their own (tilec run, tests); PyTorch users
  * pass tensor pointers instead. Synchronous; the context's device must be current.

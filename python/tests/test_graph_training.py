@@ -94,6 +94,47 @@ class Options(unittest.TestCase):
             g.with_options(memory_budget=1.5)
 
 
+class Split(unittest.TestCase):
+    """TensorGraph.forward / backward (the C API's trt_tgraph_run_forward, _backward) on
+    numpy arrays: the same bits as the joint call, each forward's saved arrays its own."""
+
+    def setUp(self):
+        self.g = tile.loads(MLP).graphs["mlp"]
+        rng = np.random.default_rng(2)
+        self.w1 = rng.standard_normal((8, 16)).astype(np.float32)
+        self.w2 = rng.standard_normal((16, 4)).astype(np.float32)
+        self.steps = [(rng.standard_normal((t, 8)).astype(np.float32), rng.standard_normal((t, 4)).astype(np.float32))
+                      for t in (5, 7)]
+
+    def test_two_forwards_then_two_backwards(self):
+        for p in POLICIES:
+            with self.subTest(policy=p):
+                g = self.g.with_options(recompute=p)
+                joint = [g(x, self.w1, self.w2, y) for x, y in self.steps]
+                fwd = [g.forward(x, self.w1, self.w2, y) for x, y in self.steps]
+                for f, j in zip(fwd, joint):
+                    self.assertIsNone(f.results[1])   # no gradient before the backward
+                    np.testing.assert_array_equal(f.results[0], j[0])
+                for f, j in zip(reversed(fwd), reversed(joint)):
+                    for a, b in zip(g.backward(f), j):
+                        np.testing.assert_array_equal(a, b)
+
+    def test_seed_scales_the_gradients(self):
+        x, y = self.steps[0]
+        joint = self.g(x, self.w1, self.w2, y)
+        loss, d1, d2 = self.g.backward(self.g.forward(x, self.w1, self.w2, y), seed=0.25)
+        np.testing.assert_array_equal(d1, joint[1] * np.float32(0.25))
+        np.testing.assert_array_equal(d2, joint[2] * np.float32(0.25))
+        np.testing.assert_array_equal(self.g(x, self.w1, self.w2, y)[2], joint[2])   # a call's seed stays 1
+
+    def test_refusals(self):
+        plain = tile.loads("graph f(x: f32[4]) -> f32 { return sum(x, 0); }").graphs["f"]
+        with self.assertRaisesRegex(ValueError, r"graph 'f': has no grad, so no forward and backward parts"):
+            plain.forward(np.ones(4, np.float32))
+        with self.assertRaisesRegex(TypeError, r"backward takes what this graph's forward returned"):
+            self.g.backward(None)
+
+
 @unittest.skipIf(torch is None, "torch is not installed")
 class Autograd(unittest.TestCase):
     def setUp(self):
@@ -116,7 +157,7 @@ class Autograd(unittest.TestCase):
                 w2 = torch.randn(16, 4, requires_grad=True)
                 loss = fn(self.x, w1, w2, self.y)
                 self.assertIsNotNone(loss.grad_fn)
-                (3.0 * loss).backward()   # the incoming gradient scales the stored ones
+                (3.0 * loss).backward()   # the incoming gradient is the backward's seed
                 ref, g1, g2 = self.reference(w1, w2, 3.0)
                 self.assertAlmostEqual(loss.item(), ref, places=4)
                 torch.testing.assert_close(w1.grad.double(), g1, rtol=1e-4, atol=1e-5)
@@ -143,6 +184,36 @@ class Autograd(unittest.TestCase):
             self.assertAlmostEqual(loss.item(), rl.item(), delta=1e-4 * max(1.0, rl.item()))
             losses.append(loss.item())
         self.assertLess(losses[-1], losses[0])
+
+    def test_gradient_accumulation(self):
+        """Two forwards, then their backwards: each step's own saved tensors, the sum of
+        both steps' gradients in .grad, as float64 autograd gives."""
+        for p in POLICIES:
+            with self.subTest(policy=p):
+                fn = self.m.mlp.with_options(recompute=p).autograd(grads={"w1": 1, "w2": 2})
+                w1 = torch.randn(8, 16, requires_grad=True)
+                w2 = torch.randn(16, 4, requires_grad=True)
+                x2, y2 = torch.randn(3, 8), torch.randn(3, 4)
+                l1 = fn(self.x, w1, w2, self.y)
+                l2 = fn(x2, w1, w2, y2)
+                (0.5 * l2).backward()
+                l1.backward()
+                a = w1.detach().double().requires_grad_()
+                b = w2.detach().double().requires_grad_()
+                ref = lambda x, y: ((torch.tanh(x.double() @ a) @ b - y.double()) ** 2).mean()
+                (ref(self.x, self.y) + 0.5 * ref(x2, y2)).backward()
+                torch.testing.assert_close(w1.grad.double(), a.grad, rtol=1e-4, atol=1e-5)
+                torch.testing.assert_close(w2.grad.double(), b.grad, rtol=1e-4, atol=1e-5)
+
+    def test_changed_argument_refused(self):
+        fn = self.m.mlp.autograd(grads={"w1": 1, "w2": 2})
+        w1 = torch.randn(8, 16, requires_grad=True)
+        w2 = torch.randn(16, 4, requires_grad=True)
+        loss = fn(self.x, w1, w2, self.y)
+        with torch.no_grad():
+            w2.add_(1.0)   # the backward would read the new weights
+        with self.assertRaisesRegex(RuntimeError, r"modified by an inplace operation"):
+            loss.backward()
 
     def test_other_results_and_partial_grads(self):
         fn = self.m.graphs["mlp_extra"].autograd(grads={"w2": 1})

@@ -1,25 +1,29 @@
 """A training graph in a PyTorch training loop: tile.GraphFunction, a torch.autograd.Function.
 
-A graph with `grad` (docs/LANGUAGE-REFERENCE.md section 7.3) is one joint program: it
-returns a scalar loss and the loss's gradients with respect to some of its parameters,
-and its compiled plan runs the forward, then the backward, with the forward values the
-recomputation policy chose saved or recomputed in between (docs/GRAPHS.md
-"Recomputation"). The graph layer does not split that plan into a forward executable and
-a backward executable yet, so the Function runs the whole plan in its forward and keeps
-the gradients it returned (not the activations: the plan's buffers are the graph's own,
-reused by the next call); its backward multiplies them by the incoming gradient of the
-loss (the chain rule for a scalar loss: d(total)/dw = d(total)/d(loss) * d(loss)/dw).
+A graph with `grad` (docs/LANGUAGE-REFERENCE.md section 7.3) returns a scalar loss and
+the loss's gradients with respect to some of its parameters; its compiled plan divides
+into a forward part and a backward part (docs/GRAPHS.md "The forward/backward split").
+The Function runs the forward part in its forward (the loss and the graph's other
+forward results; the values the backward needs are saved in new tensors kept by
+autograd, ctx.save_for_backward), and the backward part in its backward, with the
+incoming gradient of the loss as the backward's seed, so the gradients are
+dloss * d(loss)/dw as the chain rule says (a loss scaled or summed before .backward()
+gets its gradients scaled, computed by the graph). No backward work runs without
+.backward(), and each call keeps its own saved tensors: several forwards before their
+backwards (gradient accumulation, activation checkpointing in the user's loop) each get
+their own gradients, which autograd sums into .grad.
 
     fn = module.graphs["mlp"].autograd(grads={"w1": 1, "w2": 2})   # result 0 is the loss
     loss = fn(x, w1, w2, y)            # w1, w2: tensors that require grad
     loss.backward()                    # w1.grad, w2.grad: the graph's results 1 and 2
 
-Limits: the backward runs even when no .backward() follows (an evaluation loop pays for
-it: call the graph itself there); the loss is a scalar result of the graph; a tensor
-argument that requires grad must have its gradient among the graph's results (else the
-call is refused, rather than giving it no gradient silently); results other than the
-loss and the gradients come back as non-differentiable tensors after the loss; double
-backward is not supported.
+Limits: the loss is a scalar result of the graph; a tensor argument that requires grad
+must have its gradient among the graph's results (else the call is refused, rather than
+giving it no gradient silently); results other than the loss and the gradients come
+back as non-differentiable tensors after the loss, and must be computed by the forward
+part; the arguments must not change between a forward and its backward (the backward
+reads the parameters again; autograd's version check refuses an in-place change);
+double backward is not supported.
 """
 import sys
 
@@ -56,6 +60,15 @@ class GraphFunction:
                 graph._fail(ValueError, "result %d is the loss and the gradient of '%s'", i, name)
             self._grads[names.index(name)] = i
         self._extra = [i for i in range(len(outputs)) if i != self._loss and i not in self._grads.values()]
+        _, parts, _ = graph._split_meta()
+        if parts[self._loss] != 1:
+            graph._fail(ValueError, "the loss (result %d) is not computed by the graph's forward part (has the graph "
+                        "a grad of it?)", self._loss)
+        for i in self._extra:
+            if parts[i] != 1:
+                graph._fail(ValueError, "result %d (%s) is computed by the backward part: a GraphFunction returns the "
+                            "forward's results after the loss (list it in grads, or call the graph itself)", i,
+                            outputs[i].type)
         self._fn = None
 
     def _result_index(self, outputs, r, what):
@@ -90,22 +103,36 @@ def _make_function(torch):
         @staticmethod
         def forward(ctx, gf, given, *vals):
             with torch.no_grad():
-                res = gf.graph(*[v.detach() if isinstance(v, torch.Tensor) else v for v in vals], **given)
-            res = res if isinstance(res, tuple) else (res,)
-            order = sorted(gf._grads)
-            ctx.grad_of = order
-            ctx.save_for_backward(*[res[gf._grads[i]] for i in order])
-            extra = [res[i] for i in gf._extra]
-            ctx.mark_non_differentiable(*extra)
-            return (res[gf._loss],) + tuple(extra)
+                step = gf.graph.forward(*[v.detach() if isinstance(v, torch.Tensor) else v for v in vals], **given)
+            # autograd keeps the saved values, the forward's results (the backward binds
+            # them again) and the tensor arguments (its version check refuses one changed
+            # in place before the backward); the step keeps none of them, so no output
+            # refers back to its own node (a reference cycle)
+            ctx.gf, ctx.step = gf, step
+            ctx.nsaved = len(step.saved)
+            ctx.results = [i for i, r in enumerate(step.results) if r is not None]
+            inputs = [v for v in vals if isinstance(v, torch.Tensor)]
+            ctx.save_for_backward(*step.saved, *[step.results[i] for i in ctx.results], *inputs)
+            out = [step.results[gf._loss]] + [step.results[i] for i in gf._extra]
+            ctx.mark_non_differentiable(*out[1:])
+            step.saved, step.results = None, [None] * len(step.results)
+            return tuple(out)
 
         @staticmethod
         def backward(ctx, dloss, *dextra):
-            grads = [None] * (len(ctx.needs_input_grad))
-            ones = bool(torch.all(dloss == 1))
-            for i, g in zip(ctx.grad_of, ctx.saved_tensors):
+            gf, step = ctx.gf, ctx.step
+            tensors = ctx.saved_tensors
+            step.saved = list(tensors[:ctx.nsaved])
+            for k, i in enumerate(ctx.results):
+                step.results[i] = tensors[ctx.nsaved + k]
+            with torch.no_grad():
+                res = gf.graph.backward(step, seed=float(dloss))
+            step.saved, step.results = None, [None] * len(step.results)
+            res = res if isinstance(res, tuple) else (res,)
+            grads = [None] * len(ctx.needs_input_grad)
+            for i, r in gf._grads.items():
                 if ctx.needs_input_grad[2 + i]:
-                    grads[2 + i] = g if ones else (g.double() * dloss.double()).to(g.dtype)
+                    grads[2 + i] = res[r]
             return tuple(grads)
 
     return _GraphFn

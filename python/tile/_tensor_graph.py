@@ -95,6 +95,7 @@ class TensorGraph:
         self.module, self.name = module, name
         self._handles = {}
         self._meta = None
+        self._split = None
         self._options = options or {}   # recompute, memory_budget, sizes: the C API's texts
         self._variants = {}
 
@@ -175,6 +176,23 @@ class TensorGraph:
             sizes = [lib.trt_tgraph_size_name(h, i).decode() for i in range(lib.trt_tgraph_num_sizes(h))]
             self._meta = (params, outputs, sizes)
         return self._meta
+
+    def _split_meta(self):
+        """The forward/backward split (docs/GRAPHS.md "The forward/backward split"): the
+        saved values (GraphParams named as the compiler prints them) and which part
+        computes each result (1 the forward, 2 the backward; 0 each without a grad), and
+        the seed (a GraphParam: the loss's type), or None."""
+        if self._split is None:
+            h = self._handle(self.module._meta_context()).ptr
+            info = _lib.GraphValueInfo()
+            saved = []
+            for i in range(lib.trt_tgraph_num_saved(h)):
+                check(lib.trt_tgraph_saved(h, i, ctypes.byref(info)))
+                saved.append(GraphParam(info))
+            seed = GraphParam(info) if lib.trt_tgraph_seed(h, ctypes.byref(info)) == 0 else None
+            self._split = (saved, [lib.trt_tgraph_output_part(h, i) for i in range(lib.trt_tgraph_num_outputs(h))],
+                           seed)
+        return self._split
 
     @property
     def params(self):
@@ -317,6 +335,45 @@ class TensorGraph:
 
     # ---- running ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        device, sizes, numpy, bound = self._prepare(args, kwargs)
+        results = [self._result(o, sizes, numpy, device) for o in self._describe()[1]]
+        self._run(self._context(device), bound, sizes, results, device)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def forward(self, *args, **kwargs):
+        """Runs only the forward part of a graph with a grad (its plan's forward kernels):
+        arguments as for a call. Returns a GraphForward: the forward's results
+        (`results`, None where the backward computes a result) and the saved values
+        (`saved`, new arrays of the arguments' kind), which backward(step) reads. Any
+        number of forwards may be kept before their backwards."""
+        if not all(self._split_meta()[1]):
+            self._fail(ValueError, "has no grad, so no forward and backward parts (call the graph itself)")
+        device, sizes, numpy, bound = self._prepare(args, kwargs)
+        saved_meta, parts, _ = self._split_meta()
+        results = [self._result(o, sizes, numpy, device) if part == 1 else None
+                   for o, part in zip(self._describe()[1], parts)]
+        saved = [self._result(v, sizes, numpy, device) for v in saved_meta]
+        ctx = self._context(device)
+        self._run(ctx, bound, sizes, results, device, part=1, saved=saved)
+        return GraphForward(self, ctx, device, sizes, numpy, bound, results, saved)
+
+    def backward(self, step, seed=1.0):
+        """Runs the backward part for `step` (a GraphForward of this graph), through its
+        saved values, with `seed` the incoming gradient of the loss (the backward computes
+        seed * d(loss)/dw). Returns every result, as a call does: the forward's from
+        `step`, the backward's new."""
+        if not isinstance(step, GraphForward) or step.graph is not self:
+            self._fail(TypeError, "backward takes what this graph's forward returned, not %s", _args.describe(step))
+        outputs = self._describe()[1]
+        results = [r if r is not None else self._result(o, step.sizes, step.numpy, step.device)
+                   for o, r in zip(outputs, step.results)]
+        seed_param = self._split_meta()[2]
+        seed_arg = self._scalar(seed_param, seed) if seed_param is not None else None
+        self._run(step.ctx, step.bound, step.sizes, results, step.device, part=2, saved=step.saved, seed=seed_arg)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _prepare(self, args, kwargs):
+        """The arguments checked and bound: (device, sizes, numpy?, bound) for _run."""
         params, outputs, _ = self._describe()
         vals, given = self._bind(args, kwargs)
         device, origin = self._device(params, vals)
@@ -336,12 +393,10 @@ class TensorGraph:
                 x = x.contiguous()
                 ptr = x.data_ptr()
             bound.append((p.name, _lib.Arg(_lib.KIND["ptr"], ptr), x))
-        results = [self._result(o, sizes, numpy, device) for o in outputs]
         if _graph.current() is not None:
             raise TileError("TRT_ERROR_INVALID_ARGUMENT", "graph '%s' called inside a tile.CudaGraph capture: "
                             "tensor graphs are not captured yet" % self.name)
-        self._run(self._context(device), bound, sizes, results, device)
-        return results[0] if len(results) == 1 else tuple(results)
+        return device, sizes, numpy, bound
 
     def _context(self, device):
         ctx = self.module.context
@@ -360,8 +415,11 @@ class TensorGraph:
         dev = "cpu" if device[0] == "cpu" else "cuda:%d" % device[1]
         return torch.empty(shape, dtype=getattr(torch, _args.DTYPE_NAMES[o.elem]), device=dev)
 
-    def _run(self, ctx, bound, sizes, results, device):
+    def _run(self, ctx, bound, sizes, results, device, part=0, saved=(), seed=None):
+        """Binds and runs the whole plan (part 0), its forward (1) or its backward (2),
+        the saved values in `saved`; a result of None is not bound (the other part's)."""
         h = self._handle(ctx)
+        run = (lib.trt_tgraph_run, lib.trt_tgraph_run_forward, lib.trt_tgraph_run_backward)[part]
         with h.lock:
             g = h.ptr
             for name, value in sizes.items():
@@ -369,19 +427,42 @@ class TensorGraph:
             for b in bound:
                 check(lib.trt_tgraph_bind(g, b[0].encode(), b[1]))
             for i, r in enumerate(results):
-                check(lib.trt_tgraph_bind_output(g, i, r.ctypes.data if _args._is_numpy(r) else r.data_ptr()))
+                if r is not None:
+                    check(lib.trt_tgraph_bind_output(g, i, _pointer(r)))
+            for i, v in enumerate(saved):
+                check(lib.trt_tgraph_bind_saved(g, i, _pointer(v)))
+            if seed is not None:
+                check(lib.trt_tgraph_bind_seed(g, seed))
             if device[0] == "cpu":
-                check(lib.trt_tgraph_run(g, None))
+                check(run(g, None))
             else:
-                _run_cuda(g, device[1])
+                _run_cuda(g, device[1], run)
 
 
-def _run_cuda(g, index):
+class GraphForward:
+    """What TensorGraph.forward ran (one step of a training loop): the graph, where it
+    ran, the sizes and bound arguments (kept alive for the backward), the forward's
+    results (None for the backward's) and the saved values."""
+
+    def __init__(self, graph, ctx, device, sizes, numpy, bound, results, saved):
+        self.graph, self.ctx, self.device, self.sizes, self.numpy = graph, ctx, device, sizes, numpy
+        self.bound, self.results, self.saved = bound, results, saved
+
+    def __repr__(self):
+        return "<tile graph %s forward: %d saved values>" % (self.graph.name, len(self.saved))
+
+
+def _pointer(a):
+    return a.ctypes.data if _args._is_numpy(a) else a.data_ptr()
+
+
+def _run_cuda(g, index, run=None):
     """On PyTorch's current stream of the arguments' device (made current for the call)."""
     torch = sys.modules["torch"]
+    run = run or lib.trt_tgraph_run
     stream = ctypes.c_void_p(torch.cuda.current_stream(index).cuda_stream)
     if torch.cuda.current_device() == index:
-        check(lib.trt_tgraph_run(g, stream))
+        check(run(g, stream))
     else:
         with torch.cuda.device(index):
-            check(lib.trt_tgraph_run(g, stream))
+            check(run(g, stream))

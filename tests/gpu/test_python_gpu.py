@@ -1,7 +1,7 @@
 """The tile Python package on the GPU: CUDA tensors, PyTorch's current stream, the same
 answers as the CPU interpreter on the same call, argument checks, a Context with its
-own cache, and a kernel registered as a PyTorch operator inside torch.compile with
-fullgraph=True (no graph break). Exits 77 (skipped) without torch or a CUDA device.
+own cache, a kernel registered as a PyTorch operator inside torch.compile with
+fullgraph=True (no graph break), and a training graph's forward and backward parts. Exits 77 (skipped) without torch or a CUDA device.
 
     TILE_LIB=build-gpu/runtime/libtileRT.so python3 tests/gpu/test_python_gpu.py -v"""
 import os
@@ -212,6 +212,53 @@ class TorchOp(unittest.TestCase):
         out = torch.empty_like(x)
         torch.library.opcheck(torch.ops.tiletest.softmax.default, (out, x, 1000, 16, 1000),
                               test_utils=("test_schema", "test_faketensor"))
+
+
+class TrainingSplit(unittest.TestCase):
+    """A training graph's forward and backward parts on the GPU (docs/GRAPHS.md "The
+    forward/backward split"): the parts give the joint call's bits, two forwards before
+    their backwards keep their own saved tensors, and tile.GraphFunction accumulates
+    gradients as float64 autograd does."""
+
+    SRC = """
+graph mlp(x: f32[T, 64], w1: f32[64, 128], w2: f32[128, 32], y: f32[T, 32]) -> (f32, f32[64, 128], f32[128, 32]) {
+    let h = tanh(x @ w1);
+    let e = h @ w2 - y;
+    let loss = mean(mean(e * e, 1), 0);
+    let (dw1, dw2) = grad(loss, [w1, w2]);
+    return (loss, dw1, dw2);
+}
+"""
+
+    def setUp(self):
+        torch.manual_seed(0)
+        self.g = tile.loads(self.SRC).graphs["mlp"]
+        self.w1 = torch.randn(64, 128, device="cuda") * 0.2
+        self.w2 = torch.randn(128, 32, device="cuda") * 0.2
+        self.data = [(torch.randn(t, 64, device="cuda"), torch.randn(t, 32, device="cuda")) for t in (100, 257)]
+
+    def test_parts_give_the_joint_bits(self):
+        for p in ("save-all", "selective", "checkpoint"):
+            with self.subTest(policy=p):
+                g = self.g.with_options(recompute=p)
+                joint = [g(x, self.w1, self.w2, y) for x, y in self.data]
+                steps = [g.forward(x, self.w1, self.w2, y) for x, y in self.data]
+                for s, j in zip(reversed(steps), reversed(joint)):
+                    for a, b in zip(g.backward(s), j):
+                        self.assertTrue(torch.equal(a, b))
+
+    def test_gradient_accumulation(self):
+        fn = self.g.with_options(recompute="selective").autograd(grads={"w1": 1, "w2": 2})
+        w1, w2 = self.w1.clone().requires_grad_(), self.w2.clone().requires_grad_()
+        losses = [fn(x, w1, w2, y) for x, y in self.data]
+        (losses[0] + 0.5 * losses[1]).backward()
+        a = self.w1.double().requires_grad_()
+        b = self.w2.double().requires_grad_()
+        ref = sum(c * ((torch.tanh(x.double() @ a) @ b - y.double()) ** 2).mean()
+                  for c, (x, y) in zip((1.0, 0.5), self.data))
+        ref.backward()
+        torch.testing.assert_close(w1.grad.double(), a.grad, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(w2.grad.double(), b.grad, rtol=1e-4, atol=1e-6)
 
 
 if __name__ == "__main__":

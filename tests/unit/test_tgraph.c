@@ -40,6 +40,12 @@ static const char graphs_src[] =
     "          t: i32, lr: f32) -> (f32[N], f32[3], f32[N], f32[3], f32[N], f32[3]) {\n"
     "    let (a, b, c, d, e, h) = adamw([p, q], [g, gq], [m, mq], [v, vq], t, lr = lr, weight_decay = 0.1);\n"
     "    return (a, b, c, d, e, h);\n"
+    "}\n"
+    "graph mlp(x: f32[T, 4], w1: f32[4, 3], w2: f32[3, 2]) -> (f32, f32[4, 3], f32[3, 2]) {\n"
+    "    let p = tanh(x @ w1) @ w2;\n"
+    "    let loss = sum(sum(p * p, 1), 0);\n"
+    "    let (d1, d2) = grad(loss, [w1, w2]);\n"
+    "    return (loss, d1, d2);\n"
     "}\n";
 
 static const char lmhead_src[] =
@@ -262,6 +268,148 @@ static void test_errors(void **state)
     assert_null(h);
 }
 
+/* ---- the forward/backward split (trt_tgraph_run_forward, _backward) ---------------------- */
+
+typedef struct Step {
+    float x[5 * 4], loss, d1[12], d2[6];
+    void *saved[16];
+} Step;
+
+static void mlp_inputs(TrtTensorGraph *g, Step *st, float shift, float *w1, float *w2)
+{
+    for (int i = 0; i < 20; i++) st->x[i] = (float)sin(0.7 * i + shift);
+    for (int i = 0; i < 12; i++) w1[i] = (float)cos(0.3 * i) * 0.5f;
+    for (int i = 0; i < 6; i++) w2[i] = (float)sin(0.9 * i + 1) * 0.5f;
+    memset(&st->loss, 0xff, sizeof st->loss + sizeof st->d1 + sizeof st->d2);
+    assert_ok(trt_tgraph_bind_size(g, "T", 5));
+    assert_ok(trt_tgraph_bind(g, "w1", trt_arg_ptr(host(w1))));
+    assert_ok(trt_tgraph_bind(g, "w2", trt_arg_ptr(host(w2))));
+}
+
+/* Binds step st's input, results and saved memory (allocated on first use). */
+static void bind_step(TrtTensorGraph *g, Step *st)
+{
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(host(st->x))));
+    assert_ok(trt_tgraph_bind_output(g, 0, host(&st->loss)));
+    assert_ok(trt_tgraph_bind_output(g, 1, host(st->d1)));
+    assert_ok(trt_tgraph_bind_output(g, 2, host(st->d2)));
+    for (uint32_t i = 0; i < trt_tgraph_num_saved(g); i++) {
+        uint64_t bytes = 0;
+        assert_ok(trt_tgraph_saved_bytes(g, i, &bytes));
+        if (!st->saved[i]) assert_non_null(st->saved[i] = calloc(1, bytes));
+        assert_ok(trt_tgraph_bind_saved(g, i, host(st->saved[i])));
+    }
+}
+
+static void free_step(Step *st)
+{
+    for (int i = 0; i < 16; i++) free(st->saved[i]);
+}
+
+/* The joint run's results of step st (its saved memory untouched). */
+static void joint(TrtTensorGraph *g, Step *st, Step *out)
+{
+    memcpy(out->x, st->x, sizeof st->x);
+    memset(out->saved, 0, sizeof out->saved);
+    bind_step(g, out);
+    assert_ok(trt_tgraph_run(g, NULL));
+    free_step(out);
+}
+
+/* The forward part writes the loss and the saved values, not the gradients; the backward,
+ * after the graph's own buffers are overwritten, gives the joint run's gradients bit for
+ * bit from the saved memory alone; two forwards before their two backwards (gradient
+ * accumulation) each get their own step's gradients; a seed of 2 doubles them exactly. */
+static void test_cpu_split(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "mlp");
+    float w1[12], w2[6];
+    Step a = {0}, b = {0}, ja, jb;
+    mlp_inputs(g, &a, 0, w1, w2);
+    for (int i = 0; i < 20; i++) b.x[i] = (float)cos(1.3 * i);
+    assert_int_equal(trt_tgraph_num_params(g), 3);   /* the seed is no parameter of the caller's */
+    assert_true(trt_tgraph_num_saved(g) > 0 && trt_tgraph_num_saved(g) <= 16);
+    TrtGraphValueInfo info;
+    assert_ok(trt_tgraph_saved(g, 0, &info));
+    assert_non_null(info.name);
+    assert_int_equal(trt_tgraph_output_part(g, 0), 1);
+    assert_int_equal(trt_tgraph_output_part(g, 1), 2);
+    assert_int_equal(trt_tgraph_output_part(g, 2), 2);
+    joint(g, &a, &ja);
+    joint(g, &b, &jb);
+    bind_step(g, &a);
+    assert_ok(trt_tgraph_run_forward(g, NULL));
+    assert_memory_equal(&a.loss, &ja.loss, sizeof a.loss);
+    uint32_t nan = 0xffffffffu;
+    assert_memory_equal(&a.d1[0], &nan, 4);   /* the forward computes no gradient */
+    bind_step(g, &b);
+    assert_ok(trt_tgraph_run_forward(g, NULL));
+    assert_ok(rt_tgraph_poison_buffers(g));
+    bind_step(g, &a);
+    assert_ok(trt_tgraph_run_backward(g, NULL));
+    bind_step(g, &b);
+    assert_ok(trt_tgraph_run_backward(g, NULL));
+    assert_memory_equal(a.d1, ja.d1, sizeof a.d1);
+    assert_memory_equal(a.d2, ja.d2, sizeof a.d2);
+    assert_memory_equal(b.d1, jb.d1, sizeof b.d1);
+    assert_memory_equal(b.d2, jb.d2, sizeof b.d2);
+    assert_memory_not_equal(a.d2, b.d2, sizeof a.d2);
+    assert_ok(trt_tgraph_bind_seed(g, trt_arg_f32(2.0f)));
+    assert_ok(trt_tgraph_run_backward(g, NULL));
+    for (int i = 0; i < 6; i++) assert_true(b.d2[i] == 2 * jb.d2[i]);
+    assert_ok(trt_tgraph_run(g, NULL));   /* the joint run's seed stays 1 */
+    assert_memory_equal(b.d2, jb.d2, sizeof b.d2);
+    free_step(&a);
+    free_step(&b);
+}
+
+/* The backward reads the saved memory, not a buffer: NaN there gives NaN gradients. */
+static void test_cpu_split_reads_saved(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "mlp");
+    float w1[12], w2[6];
+    Step a = {0};
+    mlp_inputs(g, &a, 0, w1, w2);
+    bind_step(g, &a);
+    assert_ok(trt_tgraph_run_forward(g, NULL));
+    for (uint32_t i = 0; i < trt_tgraph_num_saved(g); i++) {
+        uint64_t bytes = 0;
+        assert_ok(trt_tgraph_saved_bytes(g, i, &bytes));
+        memset(a.saved[i], 0xff, bytes);
+    }
+    assert_ok(trt_tgraph_run_backward(g, NULL));
+    bool any_nan = false;
+    for (int i = 0; i < 6; i++) any_nan |= isnan(a.d2[i]);
+    assert_true(any_nan);
+    free_step(&a);
+}
+
+static void test_split_errors(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "mlp");
+    float w1[12], w2[6];
+    Step a = {0};
+    mlp_inputs(g, &a, 0, w1, w2);
+    assert_int_equal(trt_tgraph_run_backward(g, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "trt_tgraph_run_backward: graph 'mlp': saved value 0 ("));
+    assert_non_null(strstr(trt_last_error(), "is not bound (trt_tgraph_bind_saved)"));
+    assert_int_equal(trt_tgraph_bind_saved(g, trt_tgraph_num_saved(g), 0), TRT_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(trt_tgraph_bind_seed(g, trt_arg_f64(1.0)), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "the seed of graph 'mlp' is f32"));
+    bind_step(g, &a);
+    assert_int_equal(trt_tgraph_bind(g, "dloss", trt_arg_f32(1)), TRT_ERROR_NOT_FOUND);
+    free_step(&a);
+    TrtTensorGraph *f = NULL;
+    assert_ok(trt_module_get_graph(cur.mod, "ffn", &f));
+    assert_int_equal(trt_tgraph_num_saved(f), 0);
+    assert_int_equal(trt_tgraph_run_forward(f, NULL), TRT_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trt_last_error(), "graph 'ffn' has no grad"));
+    trt_tgraph_destroy(f);
+}
+
 /* On a GPU (the mock): the chain's three kernels launch in order on the stream, with
  * the bound pointers, the planned buffers and T; a new T of the same class loads no new
  * code. */
@@ -344,32 +492,35 @@ static void test_gpu_chunk_loop(void **state)
     assert_ok(trt_tgraph_bind_output(g, 2, dw));
     assert_ok(trt_tgraph_bind_size(g, "T", 20));
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
-    assert_int_equal(trt_tgraph_num_kernels(g), 3);
-    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 1)), "lmhead_k1_logits");
+    /* before the head: the label count, the seed over it (dloss / count: the seed is an
+     * input, passes/graph_split.c) and its broadcast; after it the mean */
+    assert_int_equal(trt_tgraph_num_kernels(g), 5);
+    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 3)), "lmhead_k4_logits");
     assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
     MockLaunch log[32];
-    assert_int_equal(mock_log(log, 32), 1 + 3 * 4 + 1);   /* the count and dy, the chunks, the mean */
+    const int pre = 3;
+    assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1);   /* the count and dy, the chunks, the mean */
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
     static const uint32_t at_off[4] = {3, 4, 3, 3};         /* after the step's pointers and ps */
-    uint64_t scratch = log[1].params[2];
+    uint64_t scratch = log[pre].params[2];
     uint32_t nb = trt_tgraph_num_buffers(g);
     bool found = false;
     for (uint32_t b = 0; b < nb; b++) found |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 4;
     assert_true(found);                                     /* the scratch: [8, V] f32 at V = 40 */
     for (int c = 0; c < 3; c++)
         for (int i = 0; i < 4; i++) {
-            const MockLaunch *l = &log[1 + c * 4 + i];
+            const MockLaunch *l = &log[pre + c * 4 + i];
             char name[32];
-            snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
+            snprintf(name, sizeof name, "lmhead_k4_%s", step[i]);
             assert_string_equal(l->func, name);
             assert_int_equal(l->params[at_off[i]], 8 * c);   /* off: the chunk's first row */
             assert_int_equal(l->params[at_off[i] - 1], scratch);
             assert_int_equal(l->params[at_off[i] + 1], 20);  /* s_T */
         }
-    assert_int_equal(log[1].params[0], x);                  /* logits read x and w */
-    assert_int_equal(log[1].params[1], w);
-    assert_int_equal(log[3].params[0], dx);                 /* dx and dw are the results */
-    assert_int_equal(log[4].params[0], dw);
+    assert_int_equal(log[pre].params[0], x);                /* logits read x and w */
+    assert_int_equal(log[pre].params[1], w);
+    assert_int_equal(log[pre + 2].params[0], dx);           /* dx and dw are the results */
+    assert_int_equal(log[pre + 3].params[0], dw);
     trt_mem_free(cur.ctx, x);
     trt_mem_free(cur.ctx, w);
     trt_mem_free(cur.ctx, lab);
@@ -384,11 +535,12 @@ static void test_introspection(void **state)
 {
     (void)state;
     TrtTensorGraph *g = get_graph(TRT_DEVICE_CPU, "rows");
-    assert_int_equal(trt_module_num_graphs(cur.mod), 5);
+    assert_int_equal(trt_module_num_graphs(cur.mod), 6);
     assert_string_equal(trt_module_graph_name(cur.mod, 0), "ffn");
     assert_string_equal(trt_module_graph_name(cur.mod, 3), "same");
     assert_string_equal(trt_module_graph_name(cur.mod, 4), "opt");
-    assert_null(trt_module_graph_name(cur.mod, 5));
+    assert_string_equal(trt_module_graph_name(cur.mod, 5), "mlp");
+    assert_null(trt_module_graph_name(cur.mod, 6));
     assert_int_equal(trt_tgraph_num_params(g), 2);
     TrtGraphValueInfo v;
     assert_ok(trt_tgraph_param(g, 0, &v));
@@ -431,6 +583,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
         T(test_gpu_launches), T(test_introspection), T(test_cpu_adamw_in_place), T(test_gpu_chunk_loop),
+        T(test_cpu_split), T(test_cpu_split_reads_saved), T(test_split_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
