@@ -906,13 +906,15 @@ static const IrGAttention *attention_info(Fuse *F, uint32_t G)
     MEMBERS(F, G, m) n++;
     uint32_t *score = arena_alloc(F->a, (n + 1) * sizeof *score), *prob = arena_alloc(F->a, (n + 1) * sizeof *prob);
     *at = (IrGAttention){.op = NONE, .q = NONE, .k = NONE, .v = NONE, .causal = NONE, .scale = NONE,
-                         .qk = NONE, .softmax = NONE, .pv = NONE, .out = NONE, .score = score, .prob = prob};
+                         .qk = NONE, .softmax = NONE, .pv = NONE, .out = NONE, .lse = NONE, .score = score,
+                         .prob = prob};
     MEMBERS(F, G, m) {
         const IrGOp *op = opat(F, m);
         if (op->kind == IR_GOP_ATTENTION) {
             at->op = m;
             at->q = op->in[0], at->k = op->in[1], at->v = op->in[2], at->causal = op->in[3], at->scale = op->in[4];
             at->out = op->out[0];
+            at->lse = op->nout > 1 ? op->out[1] : NONE;
             return at;
         }
         if (F->attn[m] == NONE) continue;

@@ -1165,6 +1165,34 @@ static bool lower_scan(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- attention's grouped heads ------------------------------------------------------------- */
+
+/* G when k or v (x) is grouped over the H heads (axis -3) of an attention's result o:
+ * x has H / G heads, G > 1 (grouped-query attention: query head h reads x's head h / G);
+ * 1 otherwise (the same heads, or broadcast). */
+static int64_t heads_group(Low *L, uint32_t x, const IrTensorType *o)
+{
+    const IrTensorType *t = vt(L, x);
+    int64_t h, hx;
+    if (t->rank < 3 || o->rank < 3 || is_one(t->dims[t->rank - 3])) return 1;
+    if (!ir_size_is_const(o->dims[o->rank - 3], &h) || !ir_size_is_const(t->dims[t->rank - 3], &hx) || hx <= 0)
+        return 1;
+    return h / hx;
+}
+
+/* x's offset at scope sp's coordinates (b..., then the rows), its head axis (sp's axis
+ * rank - 3) at b / G when grouped: K and V read at their own heads, never repeated. */
+static const char *group_offset(Low *L, uint32_t x, const IrTensorType *o, const Space *sp)
+{
+    int64_t G = heads_group(L, x, o);
+    if (G == 1) return offset(L, x);
+    const char **c = (const char **)sp->coord, *keep = c[sp->rank - 3];
+    c[sp->rank - 3] = arena_printf(L->a, "(%s / %lld)", keep, (long long)G);
+    const char *off = offset(L, x);
+    c[sp->rank - 3] = keep;
+    return off;
+}
+
 /* ---- attention: one program per query row, online softmax over key blocks ------------------ */
 
 static bool op_window(const Low *L, const IrGOp *op, int64_t *wl, int64_t *wr);
@@ -1173,7 +1201,10 @@ static bool lower_attention(Low *L, Sig *s, const char *name)
 {
     const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
     if (L->K->nops != 1) return fail(L, "attention fused with other ops");
+    if (op->nout > 1) return fail(L, "attention with its logsumexp outside a flash kernel");
     const IrTensorType *q = vt(L, op->in[0]), *k = vt(L, op->in[1]), *v = vt(L, op->in[2]), *o = vt(L, op->out[0]);
+    for (uint32_t i = 1; i < 3; i++)
+        if (heads_group(L, op->in[i], o) > 1) return fail(L, "grouped-query attention outside a flash kernel");
     int64_t D, Dv;
     if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
         return fail(L, "attention whose head sizes are not known constants up to 1024");
@@ -1574,6 +1605,26 @@ static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *
     return true;
 }
 
+/* The attention op's logsumexp (its second result, when the kernel writes it, for the
+ * backward): per row, in natural log units of the scaled scores, (m + log2 l) ln 2 when
+ * m is in log2 units (the folded scale), else m + log l; -inf for a row that saw no
+ * key. Stored in the row space (b..., rm). */
+static bool flash_lse(Low *L, const IrGAttention *A, const IrTensorType *o, bool folded)
+{
+    bool written = false;
+    for (uint32_t i = 0; i < L->K->nwrites; i++) written |= L->K->writes[i] == A->lse;
+    if (!written) return true;
+    const char **c = arena_alloc(L->a, o->rank * sizeof *c);
+    for (uint32_t d = 0; d + 2 < o->rank; d++) c[d] = arena_printf(L->a, "b%u", d);
+    c[o->rank - 2] = "rm";
+    Space sp = {.rank = o->rank - 1, .coord = c, .mask = "rows_in", .zero = "zr"};
+    scope(L, &sp, "    ");
+    fprintf(L->o, "    let zr = rm * 0;\n    let v%u = where(l > 0.0, %s, -inf) as %s;\n", A->lse,
+            folded ? "(m + log2(l)) * 0.6931471805599453" : "m + log(l)", ename(vt(L, A->lse)->elem));
+    L->done[A->lse] = true;
+    return store(L, A->lse);
+}
+
 static bool lower_flash(Low *L, Sig *s, const char *name)
 {
     const IrGAttention *A = L->K->attn;
@@ -1619,7 +1670,7 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     Space base = flash_space(L, o, "0", NULL, NULL);
     ((const char **)base.coord)[o->rank - 2] = "0";
     scope(L, &base, "    ");
-    const char *ko = offset(L, A->k), *vo = offset(L, A->v), *qo = offset(L, A->q);
+    const char *ko = group_offset(L, A->k, o, &base), *vo = group_offset(L, A->v, o, &base), *qo = offset(L, A->q);
     if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
     fprintf(L->o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rows_in = rm < %s;\n    let rm2 = rm[:, None];\n", Lq);
     if (A->op == IR_GNONE)   /* the row mask of graph values read in the unmasked blocks */
@@ -1658,7 +1709,11 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     fputs("    let rl = where(l > 0.0, 1.0 / l, 0.0);\n", L->o);
     fprintf(L->o, "    let v%u = (acc * rl[:, None]) as %s;\n", A->out, ename(o->elem));
     L->done[A->out] = true;
-    return store_writes(L);
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (L->K->writes[i] != A->lse && !store(L, L->K->writes[i])) return false;
+    if (!flash_lse(L, A, o, sc > 0)) return false;
+    fputs("}\n", L->o);
+    return true;
 }
 
 /* ---- cross_entropy: every row's logsumexp and label logit, never its softmax ------------------ */
