@@ -179,7 +179,6 @@ typedef struct Frame {     /* a graph, or one instance of a fn */
     struct {               /* the keywords of the last attention checked */
         bool window, gqa;
         int64_t left, right;   /* the window; -1: that side unbounded */
-        IrSize heads;          /* gqa: q's heads (k's and v's repeated to them) */
     } attn;
 } Frame;
 
@@ -1183,7 +1182,6 @@ static bool attention_gqa(Frame *f, const AstExpr *call, const AstExpr *e, const
             "heads of q (%s), all known constants", ir_size_str(f->a, hk), ir_size_str(f->a, hv), ir_size_str(f->a, h));
         return false;
     }
-    f->attn.heads = h;
     for (int i = 1; i < 3; i++) {
         IrSize *d = arena_alloc(f->a, t[i]->rank * sizeof *d);
         memcpy(d, t[i]->dims, t[i]->rank * sizeof *d);
