@@ -1731,8 +1731,8 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
  *     element, a walk over the key blocks: dQ += dS K, stored times scale.
  * delta = rowsum(dO * O) is computed where a query block is loaded (BM * Dv products
  * beside its BN * BM * (D + Dv) in the dots), so no preprocessing kernel and no delta
- * buffer. P is never in memory. Every block is masked (no block skipped yet); all in
- * f32. Refused (the plan interpreter runs it): f64 operands, batch shapes other than
+ * buffer. P is never in memory. Only the blocks the causal diagonal and the window
+ * can reach are visited (bwd_query_lo and the like), each masked; all in f32. Refused (the plan interpreter runs it): f64 operands, batch shapes other than
  * q's = o's with k and v's equal or grouped along the head axis, a window or causal
  * flag that is not a constant. */
 typedef struct Bwd {
@@ -1852,6 +1852,40 @@ static void bwd_coords(Low *L, const IrTensorType *t, uint32_t nb, const char *f
     }
 }
 
+/* The query blocks a key block (keys kb * BN ..) visits, [lo, hi): query i sees key j
+ * only when j <= i + Lk - Lq (causal; j <= i + Lk - Lq + WR with a window's right side)
+ * and j >= i + Lk - Lq - WL (its left side), so lo starts at the first block that can
+ * see the block's first key and hi ends after the last row that can see its last (the
+ * masks inside still decide each element). */
+static const char *bwd_query_lo(Low *L, const Bwd *B)
+{
+    const char *noff = *B->off ? arena_printf(L->a, " - (%s - %s)", B->Lk, B->Lq) : "";
+    if (*B->causal == '1') return arena_printf(L->a, "maximum(0, kb * (BN as i64)%s) / (BM as i64) * (BM as i64)", noff);
+    if (B->wr < 0) return "0";
+    return arena_printf(L->a, "maximum(0, kb * (BN as i64)%s - %lld) / (BM as i64) * (BM as i64)", noff, (long long)B->wr);
+}
+
+static const char *bwd_query_hi(Low *L, const Bwd *B)
+{
+    if (B->wl < 0) return B->Lq;
+    const char *noff = *B->off ? arena_printf(L->a, " - (%s - %s)", B->Lk, B->Lq) : "";
+    return arena_printf(L->a, "minimum(%s, (kb + 1) * (BN as i64)%s + %lld)", B->Lq, noff, (long long)B->wl);
+}
+
+/* The key blocks a query block (rows qb * BM ..) visits, [lo, hi), likewise. */
+static const char *bwd_key_lo(Low *L, const Bwd *B)
+{
+    if (B->wl < 0) return "0";
+    return arena_printf(L->a, "maximum(0, qb * (BM as i64)%s - %lld) / (BN as i64) * (BN as i64)", B->off, (long long)B->wl);
+}
+
+static const char *bwd_key_hi(Low *L, const Bwd *B)
+{
+    if (*B->causal == '1') return arena_printf(L->a, "minimum(%s, (qb + 1) * (BM as i64)%s)", B->Lk, B->off);
+    if (B->wr < 0) return B->Lk;
+    return arena_printf(L->a, "minimum(%s, (qb + 1) * (BM as i64)%s + %lld)", B->Lk, B->off, (long long)B->wr);
+}
+
 /* The dK/dV programs (the first nkb * NKV). */
 static void bwd_dkdv(Low *L, const Bwd *B)
 {
@@ -1871,7 +1905,8 @@ static void bwd_dkdv(Low *L, const Bwd *B)
     } else {
         fputs("        {\n", o);
     }
-    fprintf(o, "            for i0 in range(0, %s, BM as i64) {\n                let rm = i0 + arange(0, BM);\n", B->Lq);
+    fprintf(o, "            for i0 in range(%s, %s, BM as i64) {\n                let rm = i0 + arange(0, BM);\n",
+            bwd_query_lo(L, B), bwd_query_hi(L, B));
     bwd_query_block(L, B, qc, "                ");
     fprintf(o, "                let seen = %s & (lr > -inf)[None, :];\n", bwd_seen(L, B, "rm[None, :]", "rn[:, None]"));
     fputs("                let pt = where(seen, exp(dot(kt, trans(qt)) * sc - lr[None, :]), 0.0);\n"
@@ -1899,7 +1934,8 @@ static void bwd_dq(Low *L, const Bwd *B)
     fputs("        let rm = qb * (BM as i64) + arange(0, BM);\n", o);
     bwd_query_block(L, B, qc, "        ");
     fprintf(o, "        var dqa = zeros([BM, %lld], f32);\n", (long long)B->bd);
-    fprintf(o, "        for j in range(0, %s, BN as i64) {\n            let rn = j + arange(0, BN);\n", B->Lk);
+    fprintf(o, "        for j in range(%s, %s, BN as i64) {\n            let rn = j + arange(0, BN);\n", bwd_key_lo(L, B),
+            bwd_key_hi(L, B));
     bwd_key_block(L, B, kc, "            ");
     fprintf(o, "            let seen = %s & (lr > -inf)[:, None];\n", bwd_seen(L, B, "rm[:, None]", "rn[None, :]"));
     fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
