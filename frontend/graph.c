@@ -179,7 +179,6 @@ typedef struct Frame {     /* a graph, or one instance of a fn */
     struct {               /* the keywords of the last attention checked */
         bool window, gqa;
         int64_t left, right;   /* the window; -1: that side unbounded */
-        IrSize heads;          /* gqa: q's heads (k's and v's repeated to them) */
     } attn;
 } Frame;
 
@@ -1158,8 +1157,9 @@ static bool attention_window(Frame *f, const AstExpr *e)
 }
 
 /* gqa = true: k and v of [..., Hkv, Lk, D] and q of [..., H, Lq, D], Hkv dividing H;
- * t[1] and t[2] become k's and v's types repeated to H heads (query head h reads KV
- * head h / (H / Hkv), as SDPA's enable_gqa). */
+ * t[1] and t[2] become k's and v's types repeated to H heads for the checks of the
+ * result's shape; the op takes k and v as they are (query head h reads KV head
+ * h / (H / Hkv), as SDPA's enable_gqa; no repeated copy). */
 static bool attention_gqa(Frame *f, const AstExpr *call, const AstExpr *e, const GType **t)
 {
     f->attn.gqa = false;
@@ -1182,7 +1182,6 @@ static bool attention_gqa(Frame *f, const AstExpr *call, const AstExpr *e, const
             "heads of q (%s), all known constants", ir_size_str(f->a, hk), ir_size_str(f->a, hv), ir_size_str(f->a, h));
         return false;
     }
-    f->attn.heads = h;
     for (int i = 1; i < 3; i++) {
         IrSize *d = arena_alloc(f->a, t[i]->rank * sizeof *d);
         memcpy(d, t[i]->dims, t[i]->rank * sizeof *d);
@@ -1647,31 +1646,6 @@ static const GType *emit_concat(Frame *f, const AstExpr *call, const AstExpr **a
 }
 
 /* The operands of a built-in of graph_ops.def's family `fam`; their count. */
-/* v [..., Hkv, L, D] with each KV head repeated for its group of query heads: the view
- * reshape(broadcast(reshape(v, [..., Hkv, 1, L, D]), [..., Hkv, G, L, D]), [..., H, L, D]),
- * so the gradient of v is summed over each group (broadcast's rule). */
-static uint32_t gqa_repeat(Frame *f, Loc loc, uint32_t v)
-{
-    IrTensorType t = f->s->g->values.data[v].type;
-    int64_t h, hk;
-    ir_size_is_const(f->attn.heads, &h);
-    ir_size_is_const(t.dims[t.rank - 3], &hk);
-    IrSize *d1 = arena_alloc(f->a, (t.rank + 1) * sizeof *d1), *d2 = arena_alloc(f->a, (t.rank + 1) * sizeof *d2);
-    for (uint32_t i = 0, n = 0; i < t.rank; i++) {
-        d1[n] = d2[n] = t.dims[i];
-        if (++n == t.rank - 2) d1[n] = ir_size_const(1), d2[n] = ir_size_const(h / hk), n++;
-    }
-    IrSize *d3 = arena_alloc(f->a, t.rank * sizeof *d3);
-    memcpy(d3, t.dims, t.rank * sizeof *d3);
-    d3[t.rank - 3] = f->attn.heads;
-    const GType *r = emit(f, IR_GOP_RESHAPE, loc, &v, 1, gt_value(f->a, t.elem, 0, t.rank + 1, d1), NULL);
-    uint32_t x = r->vid - 1;
-    r = emit(f, IR_GOP_BROADCAST, loc, &x, 1, gt_value(f->a, t.elem, 0, t.rank + 1, d2), NULL);
-    x = r->vid - 1;
-    r = emit(f, IR_GOP_RESHAPE, loc, &x, 1, gt_value(f->a, t.elem, 0, t.rank, d3), NULL);
-    return r->vid - 1;
-}
-
 static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, const GType *t, uint32_t *in)
 {
     const GType *a0 = seen(f, args[0]);
@@ -1699,9 +1673,7 @@ static uint32_t builtin_operands(Frame *f, IrGOpKind k, const AstExpr **args, co
         in[2] = scalar_arg(f, args[2], false);
         return 3;
     case 'A':
-        for (int i = 0; i < 3; i++) in[i] = arg_as(f, args[i], t->elem);
-        if (f->attn.gqa)
-            for (int i = 1; i < 3; i++) in[i] = gqa_repeat(f, args[i]->loc, in[i]);
+        for (int i = 0; i < 3; i++) in[i] = arg_as(f, args[i], t->elem);   /* gqa: k, v as they are */
         in[3] = args[3] ? arg_as(f, args[3], IR_I1) : const_val(f, args[0]->loc, IR_I1, 0, 0);
         in[4] = args[4] ? scalar_arg(f, args[4], true) : const_val(f, args[0]->loc, IR_F32, 1.0, 0);
         if (!f->attn.window) return 5;

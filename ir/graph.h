@@ -256,7 +256,8 @@ bool ir_conv2d_shape(Arena *a, const IrTensorType *x, const IrTensorType *w, con
  * turn softmax's result into pv's left operand (casts, dropout: element i of the
  * probabilities, row-major over [..., Lq, Lk], is dropped when rand(seed, i) < p); pv
  * multiplies by v. out is the attention's result; the kernel's other ops after it are
- * its epilogue (as a GEMM's). */
+ * its epilogue (as a GEMM's). K and V may have fewer heads than q (axis -3, grouped-
+ * query attention): query head h reads their head h / G. */
 typedef struct IrGAttention {
     uint32_t op;             /* the attention op, or IR_GNONE */
     uint32_t q, k, v;        /* values: q [..., Lq, D], k [..., Lk, D] (k_t: [..., D, Lk]), v [..., Lk, Dv] */
@@ -266,6 +267,7 @@ typedef struct IrGAttention {
     uint32_t nscore, nprob;
     const uint32_t *score, *prob;   /* op indices, in graph order */
     uint32_t out;
+    uint32_t lse;            /* the attention op's logsumexp (its second result), else IR_GNONE */
 } IrGAttention;
 
 /* A conv2d kernel (fusion rule 6): an implicit GEMM (M = N*P*Q output pixels, N = K

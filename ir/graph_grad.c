@@ -606,25 +606,120 @@ static uint32_t sum_all(Grad *G, uint32_t x)
     return x;
 }
 
-/* o = attention(q, k, v): the flash backward, P recomputed from Q and K (masked scores,
- * their softmax; a query that sees no key has P = 0, as the forward's zeros):
- * dV = P^T dO, dP = dO V^T, dS = P (dP - delta) with delta = rowsum(dO * O), dQ = dS K
- * scale, dK = dS^T Q scale, dscale = sum(dS * Q K^T); each summed over the batch axes its
- * operand was broadcast along (grouped-query attention's K and V are a broadcast, so
- * their gradients are summed over the group there). */
-static void r_attention(Grad *G, const IrGOp *op)
+/* Whether x (k or v of an attention whose result has H heads on axis -3) is grouped:
+ * fewer heads than H, more than one (grouped-query attention). */
+static bool grouped(Grad *G, uint32_t x, const IrTensorType *o)
 {
+    IrTensorType t = ty(G, x);
+    return t.rank >= 3 && o->rank >= 3 && !is_one(t.dims[t.rank - 3]) &&
+           !ir_size_eq(t.dims[t.rank - 3], o->dims[o->rank - 3]);
+}
+
+/* x [..., Hkv, L, D] repeated over each group of H / Hkv query heads: [..., H, L, D]
+ * (the view reshape, broadcast, reshape; only the dense rule below needs it). */
+static uint32_t repeat_heads(Grad *G, uint32_t x, IrSize h)
+{
+    IrTensorType t = ty(G, x);
+    int64_t nh, nk;
+    ir_size_is_const(h, &nh);
+    ir_size_is_const(t.dims[t.rank - 3], &nk);
+    IrSize *d1 = arena_alloc(G->a, (t.rank + 1) * sizeof *d1), *d2 = arena_alloc(G->a, (t.rank + 1) * sizeof *d2);
+    IrSize *d3 = arena_alloc(G->a, t.rank * sizeof *d3);
+    for (uint32_t i = 0, n = 0; i < t.rank; i++) {
+        d1[n] = d2[n] = d3[i] = t.dims[i];
+        if (++n == t.rank - 2) d1[n] = ir_size_const(1), d2[n] = ir_size_const(nh / nk), n++;
+    }
+    d3[t.rank - 3] = h;
+    x = reshape(G, x, t.rank + 1, d1);
+    x = bcast_to(G, x, &(IrTensorType){t.elem, t.rank + 1, d2});
+    return reshape(G, x, t.rank, d3);
+}
+
+/* d [..., H, L, D], the gradient of a grouped x [..., Hkv, L, D] repeated, summed over
+ * each group: [..., Hkv, L, D] (the other batch axes as d's). */
+static uint32_t sum_groups(Grad *G, uint32_t d, const IrTensorType *x)
+{
+    IrTensorType t = ty(G, d);
+    int64_t nh, nk;
+    ir_size_is_const(t.dims[t.rank - 3], &nh);
+    ir_size_is_const(x->dims[x->rank - 3], &nk);
+    IrSize *d1 = arena_alloc(G->a, (t.rank + 1) * sizeof *d1);
+    for (uint32_t i = 0, n = 0; i < t.rank; i++) {
+        d1[n++] = t.dims[i];
+        if (i == t.rank - 3) d1[n - 1] = x->dims[x->rank - 3], d1[n++] = ir_size_const(nh / nk);
+    }
+    return reduce(G, IR_GOP_SUM, reshape(G, d, t.rank + 1, d1), t.rank - 2);
+}
+
+/* The dense backward of o = attention(q, k, v), for a scale that needs a gradient:
+ * P recomputed from Q and K as an [Lq, Lk] tensor (masked scores, their softmax; a query
+ * that sees no key has P = 0, as the forward's zeros): dV = P^T dO, dP = dO V^T, dS = P
+ * (dP - delta) with delta = rowsum(dO * O), dQ = dS K scale, dK = dS^T Q scale, dscale =
+ * sum(dS * Q K^T); each summed over the batch axes its operand was broadcast along, and
+ * grouped K and V repeated over their groups and their gradients summed back. */
+static void r_attention_dense(Grad *G, const IrGOp *op)
+{
+    IrTensorType to = ty(G, op->out[0]);
     uint32_t d = dy(G, op), q = xin(G, op, 0), k = xin(G, op, 1), v = xin(G, op, 2);
+    bool gk = grouped(G, k, &to), gv = grouped(G, v, &to);
+    if (gk) k = repeat_heads(G, k, to.dims[to.rank - 3]);
+    if (gv) v = repeat_heads(G, v, to.dims[to.rank - 3]);
     IrElem e = ty(G, d).elem;
     uint32_t sc = cast(G, xin(G, op, 4), e), qk = matmul(G, q, trans_last(G, k)), vis = attn_visible(G, op, e);
     uint32_t s = sel(G, vis, mul(G, qk, sc), cst(G, e, -INFINITY)), last = ty(G, d).rank - 1;
     uint32_t p = sel(G, vis, emit_axis(G, IR_GOP_SOFTMAX, s, ty(G, s).rank - 1, ty(G, s)), cst(G, e, 0));
     uint32_t delta = reduce_keep(G, IR_GOP_SUM, mul(G, d, yout(G, op)), last);
     uint32_t ds = mul(G, p, sub(G, matmul(G, d, trans_last(G, v)), delta));
+    IrTensorType tk = ty(G, op->in[1]), tv = ty(G, op->in[2]);
     if (wants(G, op, 0)) give(G, op, 0, mul(G, matmul(G, ds, k), sc));
-    if (wants(G, op, 1)) give(G, op, 1, mul(G, matmul(G, trans_last(G, ds), q), sc));
-    if (wants(G, op, 2)) give(G, op, 2, matmul(G, trans_last(G, p), d));
+    if (wants(G, op, 1)) {
+        uint32_t dk = mul(G, matmul(G, trans_last(G, ds), q), sc);
+        give(G, op, 1, gk ? sum_groups(G, dk, &tk) : dk);
+    }
+    if (wants(G, op, 2)) {
+        uint32_t dv = matmul(G, trans_last(G, p), d);
+        give(G, op, 2, gv ? sum_groups(G, dv, &tv) : dv);
+    }
     if (wants(G, op, 4)) give(G, op, 4, sum_all(G, mul(G, ds, qk)));
+}
+
+/* The logsumexp of forward attention op `op` (a copy of it): its second result, which
+ * this makes when it has none (the forward then saves it: the flash kernel stores each
+ * row's lse, f32, or f64 for f64 operands). */
+static uint32_t attention_lse(Grad *G, const IrGOp *op)
+{
+    IrGraph *g = G->g;
+    uint32_t idx = g->values.data[op->out[0]].def;
+    IrGOp *f = &g->ops.data[idx];
+    if (f->nout == 2) return f->out[1];
+    IrTensorType to = ty(G, op->out[0]);
+    IrTensorType t = {to.elem == IR_F64 ? IR_F64 : IR_F32, to.rank - 1, to.dims};
+    uint32_t *outs = arena_alloc(G->a, 3 * sizeof *outs);
+    outs[0] = op->out[0];
+    outs[1] = (uint32_t)g->values.len;
+    vec_push(&g->values, ((IrGValue){t, NULL, idx, 1}));
+    f->out = outs;
+    f->nout = 2;
+    return outs[1];
+}
+
+/* o = attention(q, k, v): attention_bwd, FlashAttention-2's backward from the saved
+ * output and logsumexp (P recomputed block by block, never an [Lq, Lk] tensor; grouped
+ * K and V read at their own heads, their gradients summed over each group inside the
+ * op). A scale that needs a gradient takes the dense rule instead. */
+static void r_attention(Grad *G, const IrGOp *op)
+{
+    if (wants(G, op, 4)) {
+        r_attention_dense(G, op);
+        return;
+    }
+    uint32_t lse = attention_lse(G, op), d = dy(G, op), n = 8;
+    uint32_t in[10] = {op->in[0], op->in[1], op->in[2], op->out[0], d, lse, op->in[3], op->in[4]};
+    if (op->nin == 7) in[8] = op->in[5], in[9] = op->in[6], n = 10;
+    IrTensorType t[3];
+    for (uint32_t i = 0; i < 3; i++) t[i] = ty(G, op->in[i]), t[i].elem = ty(G, d).elem;
+    uint32_t b = ir_graph_op(G->g, IR_GOP_ATTENTION_BWD, G->loc, in, n, t, 3);
+    for (uint32_t i = 0; i < 3; i++) give(G, op, i, ir_graph_result(G->g, b, i));
 }
 
 /* The rule of each op kind. r_none: the op carries no gradient (its results are not

@@ -426,41 +426,135 @@ static bool attn_sees(int64_t i, int64_t j, int64_t off, bool causal, int64_t wl
     return !(causal && j > d) && !(wl >= 0 && j < d - wl) && !(wr >= 0 && j > d + wr);
 }
 
-/* softmax(q @ trans(k) * scale [masked: attn_sees]) @ v; a query that sees no key gives
- * zeros. */
-static bool run_attention(Run *R, IrGTensor *o)
+/* The flat index into t of the batch element k of an attention's result batch shape
+ * (rank, dims): bcast_at's, except that an axis of t smaller than the result's and
+ * dividing it is grouped (grouped-query attention's KV heads: result index c reads
+ * c / (dims / t's)); a size-1 axis is the group of all. */
+static int64_t group_at(const IrGTensor *t, uint32_t rank, const int64_t *dims, int64_t k)
 {
-    const IrGTensor *q = in(R, 0), *k = in(R, 1), *v = in(R, 2);
-    bool causal = in(R, 3)->i[0] != 0;
-    double scale = getf(in(R, 4), 0);
-    int64_t wl = R->op->nin == 7 ? geti(in(R, 5), 0) : -1, wr = R->op->nin == 7 ? geti(in(R, 6), 0) : -1;
-    int64_t Lq = q->dims[q->rank - 2], D = q->dims[q->rank - 1], Lk = k->dims[k->rank - 2], Dv = v->dims[v->rank - 1];
-    int64_t per = Lq * Dv, batches = per ? o->n / per : 0;
-    uint32_t nb = o->rank - 2;
-    IrGTensor qb = {.rank = q->rank - 2, .dims = q->dims}, kb = {.rank = k->rank - 2, .dims = k->dims},
-              vb = {.rank = v->rank - 2, .dims = v->dims};
-    double *s = tl_malloc((size_t)(Lk ? Lk : 1) * sizeof *s);
+    int64_t idx = 0, stride = 1;
+    for (uint32_t a = rank; a-- > 0;) {
+        int64_t c = k % dims[a];
+        k /= dims[a];
+        if (a + t->rank < rank) continue;
+        int64_t td = t->dims[a + t->rank - rank];
+        idx += c / (dims[a] / td) * stride;
+        stride *= td;
+    }
+    return idx;
+}
+
+/* An attention's operands as the interpreter reads them: the sizes, the mask, and per
+ * batch element of the result the offsets of q, k and v. */
+typedef struct Attn {
+    const IrGTensor *q, *k, *v;
+    bool causal;
+    double scale;
+    int64_t wl, wr, Lq, Lk, D, Dv, batches;
+    uint32_t nb;             /* the result's batch rank */
+    const int64_t *bdims;    /* the result's batch sizes */
+} Attn;
+
+static Attn attn_read(Run *R, const IrGTensor *out, uint32_t at)
+{
+    Attn A = {.q = in(R, 0), .k = in(R, 1), .v = in(R, 2), .causal = in(R, at)->i[0] != 0,
+              .scale = getf(in(R, at + 1), 0), .wl = -1, .wr = -1};
+    if (R->op->nin == at + 4) A.wl = geti(in(R, at + 2), 0), A.wr = geti(in(R, at + 3), 0);
+    A.Lq = A.q->dims[A.q->rank - 2], A.D = A.q->dims[A.q->rank - 1];
+    A.Lk = A.k->dims[A.k->rank - 2], A.Dv = A.v->dims[A.v->rank - 1];
+    A.nb = out->rank - 2, A.bdims = out->dims;
+    A.batches = A.Lq != 0 && A.Dv != 0 ? out->n / (A.Lq * A.Dv) : 0;
+    return A;
+}
+
+/* The offsets of batch element bt in q, k and v. */
+static void attn_offsets(const Attn *A, int64_t bt, int64_t *qo, int64_t *ko, int64_t *vo)
+{
+    IrGTensor qb = {.rank = A->q->rank - 2, .dims = A->q->dims}, kb = {.rank = A->k->rank - 2, .dims = A->k->dims},
+              vb = {.rank = A->v->rank - 2, .dims = A->v->dims};
+    *qo = group_at(&qb, A->nb, A->bdims, bt) * A->Lq * A->D;
+    *ko = group_at(&kb, A->nb, A->bdims, bt) * A->Lk * A->D;
+    *vo = group_at(&vb, A->nb, A->bdims, bt) * A->Lk * A->Dv;
+}
+
+/* Row i's masked scaled scores into s (-inf where masked); their max. */
+static double attn_scores(const Attn *A, int64_t qo, int64_t ko, int64_t i, double *s)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < A->Lk; j++) {
+        double d = 0;
+        for (int64_t c = 0; c < A->D; c++) d += A->q->f[qo + i * A->D + c] * A->k->f[ko + j * A->D + c];
+        s[j] = !attn_sees(i, j, A->Lk - A->Lq, A->causal, A->wl, A->wr) ? -INFINITY : d * A->scale;
+        m = fmax(m, s[j]);
+    }
+    return m;
+}
+
+/* softmax(q @ trans(k) * scale [masked: attn_sees]) @ v, and with a second result the
+ * logsumexp of each row's masked scaled scores (natural log); a query that sees no key
+ * gives zeros and a logsumexp of -inf. */
+static bool run_attention(Run *R, IrGTensor *outs)
+{
+    IrGTensor *o = &outs[0], *lse = R->op->nout > 1 ? &outs[1] : NULL;
+    Attn A = attn_read(R, o, 3);
+    double *s = tl_malloc((size_t)(A.Lk ? A.Lk : 1) * sizeof *s);
     if (!s) return fail(R, "out of memory");
-    for (int64_t bt = 0; bt < batches; bt++) {
-        int64_t qo = bcast_at(&qb, nb, o->dims, bt) * Lq * D, ko = bcast_at(&kb, nb, o->dims, bt) * Lk * D,
-                vo = bcast_at(&vb, nb, o->dims, bt) * Lk * Dv;
-        for (int64_t i = 0; i < Lq; i++) {
-            double m = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < Lk; j++) {
-                double d = 0;
-                for (int64_t c = 0; c < D; c++) d += q->f[qo + i * D + c] * k->f[ko + j * D + c];
-                s[j] = !attn_sees(i, j, Lk - Lq, causal, wl, wr) ? -INFINITY : d * scale;
-                m = fmax(m, s[j]);
-            }
-            for (int64_t j = 0; j < Lk; j++) sum += s[j] = m == -INFINITY ? 0 : exp(s[j] - m);
-            for (int64_t c = 0; c < Dv; c++) {
+    for (int64_t bt = 0; bt < A.batches; bt++) {
+        int64_t qo, ko, vo;
+        attn_offsets(&A, bt, &qo, &ko, &vo);
+        for (int64_t i = 0; i < A.Lq; i++) {
+            double m = attn_scores(&A, qo, ko, i, s), sum = 0;
+            for (int64_t j = 0; j < A.Lk; j++) sum += s[j] = m == -INFINITY ? 0 : exp(s[j] - m);
+            for (int64_t c = 0; c < A.Dv; c++) {
                 double acc = 0;
-                for (int64_t j = 0; j < Lk; j++) acc += s[j] * v->f[vo + j * Dv + c];
-                setv(o, bt * per + i * Dv + c, sum > 0 ? acc / sum : 0, 0);
+                for (int64_t j = 0; j < A.Lk; j++) acc += s[j] * A.v->f[vo + j * A.Dv + c];
+                setv(o, bt * A.Lq * A.Dv + i * A.Dv + c, sum > 0 ? acc / sum : 0, 0);
+            }
+            if (lse) setv(lse, bt * A.Lq + i, sum > 0 ? m + log(sum) : -INFINITY, 0);
+        }
+    }
+    tl_free(s);
+    return true;
+}
+
+/* attention_bwd (FlashAttention-2's backward, in double): P = exp(s - lse) recomputed
+ * from the saved logsumexp (0 where masked or for a row that sees no key), delta =
+ * rowsum(dO * O), dS = P (dO V^T - delta); dQ = dS K scale, dK = dS^T Q scale, dV = P^T
+ * dO, each summed over the batch elements of the result that read it (broadcast, and
+ * the query heads of a KV head's group). */
+static bool run_attention_bwd(Run *R, IrGTensor *outs)
+{
+    const IrGTensor *o = in(R, 3), *dout = in(R, 4), *lse = in(R, 5);
+    IrGTensor *dq = &outs[0], *dk = &outs[1], *dv = &outs[2];
+    Attn A = attn_read(R, o, 6);
+    double *s = tl_malloc((size_t)(A.Lk ? A.Lk : 1) * sizeof *s);
+    if (!s) return fail(R, "out of memory");
+    for (int64_t bt = 0; bt < A.batches; bt++) {
+        int64_t qo, ko, vo, oo = bt * A.Lq * A.Dv;
+        attn_offsets(&A, bt, &qo, &ko, &vo);
+        for (int64_t i = 0; i < A.Lq; i++) {
+            double l = lse->f[bt * A.Lq + i], delta = 0;
+            attn_scores(&A, qo, ko, i, s);
+            for (int64_t c = 0; c < A.Dv; c++) delta += dout->f[oo + i * A.Dv + c] * o->f[oo + i * A.Dv + c];
+            for (int64_t j = 0; j < A.Lk; j++) {
+                double p = s[j] == -INFINITY || l == -INFINITY ? 0 : exp(s[j] - l), dp = 0;
+                if (p == 0) continue;
+                for (int64_t c = 0; c < A.Dv; c++) {
+                    double g = dout->f[oo + i * A.Dv + c];
+                    dp += g * A.v->f[vo + j * A.Dv + c];
+                    dv->f[vo + j * A.Dv + c] += p * g;
+                }
+                double ds = p * (dp - delta) * A.scale;
+                for (int64_t c = 0; c < A.D; c++) {
+                    dq->f[qo + i * A.D + c] += ds * A.k->f[ko + j * A.D + c];
+                    dk->f[ko + j * A.D + c] += ds * A.q->f[qo + i * A.D + c];
+                }
             }
         }
     }
     tl_free(s);
+    for (int r = 0; r < 3; r++)
+        for (int64_t e = 0; e < outs[r].n; e++) setv(&outs[r], e, outs[r].f[e], 0);
     return true;
 }
 
@@ -821,7 +915,7 @@ static bool run_op(Run *R, IrGTensor *outs)
     case 'n': return run_norm(R, &outs[0]);
     case 's': return run_shape(R, outs);
     case 'd': return run_dropout(R, &outs[0]);
-    case 'A': return run_attention(R, &outs[0]);
+    case 'A': return R->op->kind == IR_GOP_ATTENTION ? run_attention(R, outs) : run_attention_bwd(R, outs);
     case 'C': return run_conv2d(R, &outs[0]);
     case 'L': return run_cross_entropy(R, outs);
     case 'P': return run_rope(R, &outs[0]);

@@ -242,32 +242,131 @@ static bool check_pieces(const Chk *c, const IrTensorType *whole, bool split)
     return true;
 }
 
+/* Whether x is the constant 1. */
+static bool size_is_one(IrSize x)
+{
+    int64_t v;
+    return ir_size_is_const(x, &v) && v == 1;
+}
+
+/* Whether kv heads s group r query heads: both known, s divides r. */
+static bool size_groups(IrSize r, IrSize s)
+{
+    int64_t a, b;
+    return ir_size_is_const(r, &a) && ir_size_is_const(s, &b) && b > 0 && a % b == 0;
+}
+
+/* The batch shape of an attention (operands 0, 1, 2: q, k, v): numpy broadcasting of
+ * their batch shapes, aligned at the right, except that along the head axis (axis -3)
+ * the heads of k and v may divide q's (grouped-query attention: query head h reads KV
+ * head h / (Hq / Hkv), as SDPA's enable_gqa). False when they do not fit. */
+static bool attn_batch(const Chk *c, uint32_t *n, const IrSize **b)
+{
+    const IrTensorType *t[3] = {in_t(c, 0), in_t(c, 1), in_t(c, 2)};
+    uint32_t nb = 0;
+    for (int x = 0; x < 3; x++) nb = t[x]->rank - 2 > nb ? t[x]->rank - 2 : nb;
+    IrSize *d = arena_alloc(c->a, (nb + 1) * sizeof *d);
+    for (uint32_t i = 0; i < nb; i++) {   /* i: the axis counted from the right */
+        IrSize r = ir_size_const(1);
+        for (int x = 0; x < 3; x++) {
+            uint32_t bx = t[x]->rank - 2;
+            IrSize s = i < bx ? t[x]->dims[bx - 1 - i] : ir_size_const(1);
+            if (ir_size_eq(s, r) || size_is_one(s)) continue;
+            if (size_is_one(r)) r = s;
+            else if (!(x > 0 && i == 0 && size_groups(r, s))) return false;
+        }
+        d[nb - 1 - i] = r;
+    }
+    *n = nb;
+    *b = d;
+    return true;
+}
+
+/* q, k, v (operands 0..2), then causal, scale and the window's sides from operand `at`:
+ * the rules attention and attention_bwd share. */
+static bool attn_operands(const Chk *c, uint32_t at)
+{
+    const char *name = ir_gop_name(c->op->kind);
+    const IrTensorType *q = in_t(c, 0), *k = in_t(c, 1), *v = in_t(c, 2);
+    if (q->rank < 2 || k->rank < 2 || v->rank < 2 || !is_float(q) || q->elem != k->elem || q->elem != v->elem)
+        return FAILF(c, "%s needs q, k, v float tensors of one element type and rank 2 or more", name);
+    if (!ir_size_eq(q->dims[q->rank - 1], k->dims[k->rank - 1]) ||
+        !ir_size_eq(k->dims[k->rank - 2], v->dims[v->rank - 2]))
+        return FAILF(c, "%s: q and k need one head size, k and v one sequence length", name);
+    const IrTensorType *cz = in_t(c, at);
+    if (cz->rank || cz->elem != IR_I1) return FAILF(c, "the causal operand of %s must be an i1 scalar", name);
+    if (!scalar_ok(c, at + 1, true, "scale")) return false;
+    if (c->op->nin == at + 4 && (!scalar_ok(c, at + 2, false, "window's left") ||
+                                 !scalar_ok(c, at + 3, false, "window's right")))
+        return false;
+    return true;
+}
+
+/* The shape batch + [Lq, last] of an attention's values: its output (last = Dv), its
+ * logsumexp (no last axis). */
+static IrTensorType attn_shape(const Chk *c, IrElem e, uint32_t n, const IrSize *b, bool with_dv)
+{
+    const IrTensorType *q = in_t(c, 0), *v = in_t(c, 2);
+    IrSize *d = arena_alloc(c->a, (n + 2) * sizeof *d);
+    if (n) memcpy(d, b, n * sizeof *d);
+    d[n] = q->dims[q->rank - 2];
+    d[n + 1] = v->dims[v->rank - 1];
+    return (IrTensorType){e, n + 1 + with_dv, d};
+}
+
+/* The element type of attention's logsumexp: f64 for f64 operands, else f32. */
+static IrElem lse_elem(IrElem e) { return e == IR_F64 ? IR_F64 : IR_F32; }
+
+static bool want_result(const Chk *c, uint32_t i, const IrTensorType *t, const char *what)
+{
+    if (ir_ttype_eq(out_t(c, i), t)) return true;
+    return FAILF(c, "the %s of %s must be %s, not %s", what, ir_gop_name(c->op->kind), ts(c, t), ts(c, out_t(c, i)));
+}
+
+/* attention q, k, v, causal, scale[, left, right] -> o[, lse]. */
 static bool check_attention(const Chk *c)
 {
     if (c->op->nin != 5 && c->op->nin != 7)
         return FAILF(c, "attention takes 5 operands (q, k, v, causal, scale) or 7 (and a window's left and right), not %u",
                      c->op->nin);
-    const IrTensorType *q = in_t(c, 0), *k = in_t(c, 1), *v = in_t(c, 2);
-    if (q->rank < 2 || k->rank < 2 || v->rank < 2 || !is_float(q) || q->elem != k->elem || q->elem != v->elem)
-        return fail(c, "attention needs q, k, v float tensors of one element type and rank 2 or more");
-    if (!ir_size_eq(q->dims[q->rank - 1], k->dims[k->rank - 1]) ||
-        !ir_size_eq(k->dims[k->rank - 2], v->dims[v->rank - 2]))
-        return fail(c, "attention: q and k need one head size, k and v one sequence length");
-    const IrTensorType *cz = in_t(c, 3);
-    if (cz->rank || cz->elem != IR_I1) return fail(c, "the causal operand of attention must be an i1 scalar");
-    if (!scalar_ok(c, 4, true, "scale")) return false;
-    if (c->op->nin == 7 && (!scalar_ok(c, 5, false, "window's left") || !scalar_ok(c, 6, false, "window's right")))
-        return false;
-    uint32_t n1, n;
-    const IrSize *b1, *b;
-    if (!ir_broadcast_shapes(c->a, q->rank - 2, q->dims, k->rank - 2, k->dims, &n1, &b1) ||
-        !ir_broadcast_shapes(c->a, n1, b1, v->rank - 2, v->dims, &n, &b))
-        return fail(c, "attention: the batch shapes of q, k and v do not broadcast");
-    IrSize *d = arena_alloc(c->a, (n + 2) * sizeof *d);
-    if (n) memcpy(d, b, n * sizeof *d);
-    d[n] = q->dims[q->rank - 2];
-    d[n + 1] = v->dims[v->rank - 1];
-    return want(c, q->elem, n + 2, d);
+    if (c->op->nout > 2) return FAILF(c, "attention gives its output and its logsumexp, not %u results", c->op->nout);
+    if (!attn_operands(c, 3)) return false;
+    uint32_t n;
+    const IrSize *b;
+    if (!attn_batch(c, &n, &b)) return fail(c, "attention: the batch shapes of q, k and v do not broadcast");
+    IrElem e = in_t(c, 0)->elem;
+    IrTensorType o = attn_shape(c, e, n, b, true), lse = attn_shape(c, lse_elem(e), n, b, false);
+    return want(c, e, o.rank, o.dims) && (c->op->nout < 2 || want_result(c, 1, &lse, "logsumexp"));
+}
+
+/* attention_bwd q, k, v, o, do, lse, causal, scale[, left, right] -> dq, dk, dv: o and
+ * lse attention's results, do o's adjoint (f32 or f64), the gradients of do's type in
+ * the shapes of q, k and v. */
+static bool check_attention_bwd(const Chk *c)
+{
+    if (c->op->nin != 8 && c->op->nin != 10)
+        return FAILF(c, "attention_bwd takes 8 operands (q, k, v, o, do, lse, causal, scale) or 10 (and a window's "
+                     "left and right), not %u", c->op->nin);
+    if (!attn_operands(c, 6)) return false;
+    uint32_t n;
+    const IrSize *b;
+    if (!attn_batch(c, &n, &b)) return fail(c, "attention_bwd: the batch shapes of q, k and v do not broadcast");
+    IrElem e = in_t(c, 0)->elem, de = in_t(c, 4)->elem;
+    IrTensorType o = attn_shape(c, e, n, b, true), lse = attn_shape(c, lse_elem(e), n, b, false);
+    if (!ir_ttype_eq(in_t(c, 3), &o))
+        return FAILF(c, "the output operand of attention_bwd must be %s, not %s", ts(c, &o), ts(c, in_t(c, 3)));
+    o.elem = de;
+    if ((de != IR_F32 && de != IR_F64) || !ir_ttype_eq(in_t(c, 4), &o))
+        return FAILF(c, "the output's gradient of attention_bwd must be %s (or f64), not %s", ts(c, &o), ts(c, in_t(c, 4)));
+    if (!ir_ttype_eq(in_t(c, 5), &lse))
+        return FAILF(c, "the logsumexp of attention_bwd must be %s, not %s", ts(c, &lse), ts(c, in_t(c, 5)));
+    static const char *const what[3] = {"gradient of q", "gradient of k", "gradient of v"};
+    for (uint32_t i = 0; i < 3; i++) {
+        IrTensorType t = *in_t(c, i);
+        t.elem = de;
+        if (!want_result(c, i, &t, what[i])) return false;
+    }
+    return true;
 }
 
 static bool check_conv2d(const Chk *c)
@@ -489,7 +588,7 @@ bool ir_gop_check(Arena *a, const IrGraph *g, const IrGOp *op, const char **err)
         if (!is_float(in_t(&c, 0))) return fail(&c, "dropout needs a float tensor");
         return scalar_ok(&c, 1, true, "probability") && scalar_ok(&c, 2, false, "seed") &&
                want_like(&c, in_t(&c, 0)->elem, in_t(&c, 0));
-    case 'A': return check_attention(&c);
+    case 'A': return op->kind == IR_GOP_ATTENTION ? check_attention(&c) : check_attention_bwd(&c);
     case 'C': return check_conv2d(&c);
     case 'L': return check_cross_entropy(&c);
     case 'P': return check_rope(&c);

@@ -906,13 +906,15 @@ static const IrGAttention *attention_info(Fuse *F, uint32_t G)
     MEMBERS(F, G, m) n++;
     uint32_t *score = arena_alloc(F->a, (n + 1) * sizeof *score), *prob = arena_alloc(F->a, (n + 1) * sizeof *prob);
     *at = (IrGAttention){.op = NONE, .q = NONE, .k = NONE, .v = NONE, .causal = NONE, .scale = NONE,
-                         .qk = NONE, .softmax = NONE, .pv = NONE, .out = NONE, .score = score, .prob = prob};
+                         .qk = NONE, .softmax = NONE, .pv = NONE, .out = NONE, .lse = NONE, .score = score,
+                         .prob = prob};
     MEMBERS(F, G, m) {
         const IrGOp *op = opat(F, m);
         if (op->kind == IR_GOP_ATTENTION) {
             at->op = m;
             at->q = op->in[0], at->k = op->in[1], at->v = op->in[2], at->causal = op->in[3], at->scale = op->in[4];
             at->out = op->out[0];
+            at->lse = op->nout > 1 ? op->out[1] : NONE;
             return at;
         }
         if (F->attn[m] == NONE) continue;
@@ -999,8 +1001,16 @@ static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
     return used;
 }
 
+/* Is kernel K an attention_bwd op's (which graph_lower.c reads and writes through
+ * strides, every operand and result)? */
+static bool attention_bwd_kernel(const Fuse *F, const IrGKernel *K)
+{
+    return K->nops == 1 && opat(F, K->ops[0])->kind == IR_GOP_ATTENTION_BWD;
+}
+
 /* Is kernel k a view made by a transposition: one trans of a value in memory, not
- * returned, read only by flash_attention kernels as their q, k or v, or by GEMM
+ * returned, read only by flash_attention kernels as their q, k or v, attention_bwd
+ * kernels, or by GEMM
  * kernels as a matmul's right operand (both read their operands through strides,
  * graph_lower.c stride_of)? Its result is the operand's memory with permuted strides.
  * Other readers (an element-wise kernel, a reshape, which needs row-major memory) keep
@@ -1014,12 +1024,14 @@ static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
         for (uint32_t i = 0; i < ks[r].nreads; i++) {
             if (ks[r].reads[i] != v) continue;
             const IrGAttention *A = ks[r].attn;
-            if (A ? v != A->q && v != A->k && v != A->v : !gemm_weight_only(F, &ks[r], v)) return false;
+            if (A ? v != A->q && v != A->k && v != A->v : !attention_bwd_kernel(F, &ks[r]) && !gemm_weight_only(F, &ks[r], v))
+                return false;
         }
     return true;
 }
 
-/* Is kernel k a store view: one trans of a flash_attention kernel's result, or one
+/* Is kernel k a store view: one trans of a flash_attention kernel's result or of an
+ * attention_bwd kernel's, or one
  * reshape of any kernel's result, that nothing else reads and that is not returned?
  * That kernel then writes its result straight into the view's memory: a trans's
  * through its strides (graph_lower.c stride_of), as the heads of an attention go back
@@ -1036,7 +1048,8 @@ static bool is_store_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
         for (uint32_t i = 0; i < ks[r].nreads; i++)
             if (r != k && ks[r].reads[i] == a) return false;
         for (uint32_t i = 0; i < ks[r].nwrites; i++)
-            if (ks[r].writes[i] == a) made = !ks[r].view && (!trans || (ks[r].attn && ks[r].attn->out == a));
+            if (ks[r].writes[i] == a)
+                made = !ks[r].view && (!trans || (ks[r].attn && ks[r].attn->out == a) || attention_bwd_kernel(F, &ks[r]));
     }
     return made;
 }

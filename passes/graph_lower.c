@@ -1166,6 +1166,34 @@ static bool lower_scan(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* ---- attention's grouped heads ------------------------------------------------------------- */
+
+/* G when k or v (x) is grouped over the H heads (axis -3) of an attention's result o:
+ * x has H / G heads, G > 1 (grouped-query attention: query head h reads x's head h / G;
+ * one head broadcast is the group of all, G = H); 1 otherwise. */
+static int64_t heads_group(Low *L, uint32_t x, const IrTensorType *o)
+{
+    const IrTensorType *t = vt(L, x);
+    int64_t h, hx;
+    if (t->rank < 3 || o->rank < 3) return 1;
+    if (!ir_size_is_const(o->dims[o->rank - 3], &h) || !ir_size_is_const(t->dims[t->rank - 3], &hx) || hx <= 0)
+        return 1;
+    return h / hx;
+}
+
+/* x's offset at scope sp's coordinates (b..., then the rows), its head axis (sp's axis
+ * rank - 3) at b / G when grouped: K and V read at their own heads, never repeated. */
+static const char *group_offset(Low *L, uint32_t x, const IrTensorType *o, const Space *sp)
+{
+    int64_t G = heads_group(L, x, o);
+    if (G == 1) return offset(L, x);
+    const char **c = (const char **)sp->coord, *keep = c[sp->rank - 3];
+    c[sp->rank - 3] = arena_printf(L->a, "(%s / %lld)", keep, (long long)G);
+    const char *off = offset(L, x);
+    c[sp->rank - 3] = keep;
+    return off;
+}
+
 /* ---- attention: one program per query row, online softmax over key blocks ------------------ */
 
 static bool op_window(const Low *L, const IrGOp *op, int64_t *wl, int64_t *wr);
@@ -1174,7 +1202,10 @@ static bool lower_attention(Low *L, Sig *s, const char *name)
 {
     const IrGOp *op = &L->g->ops.data[L->K->ops[0]];
     if (L->K->nops != 1) return fail(L, "attention fused with other ops");
+    if (op->nout > 1) return fail(L, "attention with its logsumexp outside a flash kernel");
     const IrTensorType *q = vt(L, op->in[0]), *k = vt(L, op->in[1]), *v = vt(L, op->in[2]), *o = vt(L, op->out[0]);
+    for (uint32_t i = 1; i < 3; i++)
+        if (heads_group(L, op->in[i], o) > 1) return fail(L, "grouped-query attention outside a flash kernel");
     int64_t D, Dv;
     if (!ir_size_is_const(q->dims[q->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv) || D > 1024 || Dv > 1024)
         return fail(L, "attention whose head sizes are not known constants up to 1024");
@@ -1575,6 +1606,26 @@ static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *
     return true;
 }
 
+/* The attention op's logsumexp (its second result, when the kernel writes it, for the
+ * backward): per row, in natural log units of the scaled scores, (m + log2 l) ln 2 when
+ * m is in log2 units (the folded scale), else m + log l; -inf for a row that saw no
+ * key. Stored in the row space (b..., rm). */
+static bool flash_lse(Low *L, const IrGAttention *A, const IrTensorType *o, bool folded)
+{
+    bool written = false;
+    for (uint32_t i = 0; i < L->K->nwrites; i++) written |= L->K->writes[i] == A->lse;
+    if (!written) return true;
+    const char **c = arena_alloc(L->a, o->rank * sizeof *c);
+    for (uint32_t d = 0; d + 2 < o->rank; d++) c[d] = arena_printf(L->a, "b%u", d);
+    c[o->rank - 2] = "rm";
+    Space sp = {.rank = o->rank - 1, .coord = c, .mask = "rows_in", .zero = "zr"};
+    scope(L, &sp, "    ");
+    fprintf(L->o, "    let zr = rm * 0;\n    let v%u = where(l > 0.0, %s, -inf) as %s;\n", A->lse,
+            folded ? "(m + log2(l)) * 0.6931471805599453" : "m + log(l)", ename(vt(L, A->lse)->elem));
+    L->done[A->lse] = true;
+    return store(L, A->lse);
+}
+
 static bool lower_flash(Low *L, Sig *s, const char *name)
 {
     const IrGAttention *A = L->K->attn;
@@ -1620,7 +1671,7 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     Space base = flash_space(L, o, "0", NULL, NULL);
     ((const char **)base.coord)[o->rank - 2] = "0";
     scope(L, &base, "    ");
-    const char *ko = offset(L, A->k), *vo = offset(L, A->v), *qo = offset(L, A->q);
+    const char *ko = group_offset(L, A->k, o, &base), *vo = group_offset(L, A->v, o, &base), *qo = offset(L, A->q);
     if (!ko || !vo || !qo) return fail(L, "attention operands of unexpected shapes");
     fprintf(L->o, "    let rm = pm * (BM as i64) + arange(0, BM);\n    let rows_in = rm < %s;\n    let rm2 = rm[:, None];\n", Lq);
     if (A->op == IR_GNONE)   /* the row mask of graph values read in the unmasked blocks */
@@ -1659,7 +1710,272 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     fputs("    let rl = where(l > 0.0, 1.0 / l, 0.0);\n", L->o);
     fprintf(L->o, "    let v%u = (acc * rl[:, None]) as %s;\n", A->out, ename(o->elem));
     L->done[A->out] = true;
-    return store_writes(L);
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (L->K->writes[i] != A->lse && !store(L, L->K->writes[i])) return false;
+    if (!flash_lse(L, A, o, sc > 0)) return false;
+    fputs("}\n", L->o);
+    return true;
+}
+
+/* ---- attention_bwd: FlashAttention-2's backward, two kinds of programs in one grid --------- */
+
+/* attention_bwd q, k, v, o, do, lse, causal, scale[, left, right] -> dq, dk, dv as one
+ * kernel whose grid holds two kinds of programs, as examples/flash_attn_bwd.tile's
+ * attn_bwd_dkdv and attn_bwd_dq (one launch, so the plan keeps one kernel per op):
+ *   - the first cdiv(Lk, BN) * NKV programs: a block of BN keys of one KV batch element
+ *     (its head when grouped), K and V loaded once; for each of the G query heads of
+ *     its group in turn, a walk over the query blocks: P^T = exp(scale K Q^T - lse)
+ *     (masked: keys and rows in range, causal bottom-right aligned, the window), dV +=
+ *     P^T dO, dK += (P^T * (V dO^T - delta)) Q; dK and dV summed over the group in
+ *     registers, in a fixed order, without atomics; then dK * scale and dV stored;
+ *   - the next cdiv(Lq, BM) * NB programs: a block of BM query rows of one batch
+ *     element, a walk over the key blocks: dQ += dS K, stored times scale.
+ * delta = rowsum(dO * O) is computed where a query block is loaded (BM * Dv products
+ * beside its BN * BM * (D + Dv) in the dots), so no preprocessing kernel and no delta
+ * buffer. P is never in memory. Only the blocks the causal diagonal and the window
+ * can reach are visited (bwd_query_lo and the like), each masked; all in f32. Refused (the plan interpreter runs it): f64 operands, batch shapes other than
+ * q's = o's with k and v's equal or grouped along the head axis, a window or causal
+ * flag that is not a constant. */
+typedef struct Bwd {
+    const IrGOp *op;
+    uint32_t q, k, v, o, dout, lse, dq, dk, dv;   /* value ids */
+    const IrTensorType *qt, *kt, *ot;
+    int64_t G, D, Dv, bd, bdv;
+    uint32_t nb;             /* the batch rank */
+    const char *Lq, *Lk, *off, *causal, *scale;
+    int64_t wl, wr;
+} Bwd;
+
+static bool kernel_writes(const Low *L, uint32_t v)
+{
+    for (uint32_t i = 0; i < L->K->nwrites; i++)
+        if (L->K->writes[i] == v) return true;
+    return false;
+}
+
+/* The offset of value v of batch rank `nb` + 2 (or + 1: lse) at the batch coordinates
+ * c[0..nb) (expressions), its rows at `rows` and its columns at `cols` (NULL: none). */
+static const char *bwd_at(Low *L, uint32_t v, uint32_t nb, const char *const *c, const char *rows, const char *cols)
+{
+    const char *off = "0";
+    for (uint32_t d = 0; d < nb; d++)
+        if (!is_one(vt(L, v)->dims[d])) off = arena_printf(L->a, "%s + %s", off, times(L, c[d], stride_of(L, v, d)));
+    off = arena_printf(L->a, "%s + %s", off, times(L, rows, stride_of(L, v, nb)));
+    return cols ? arena_printf(L->a, "%s + %s", off, times(L, cols, stride_of(L, v, nb + 1))) : off;
+}
+
+/* Checks the op's shapes for this lowering and fills B. */
+static bool bwd_read(Low *L, const IrGOp *op, Bwd *B)
+{
+    *B = (Bwd){.op = op, .q = op->in[0], .k = op->in[1], .v = op->in[2], .o = op->in[3], .dout = op->in[4],
+               .lse = op->in[5], .dq = op->out[0], .dk = op->out[1], .dv = op->out[2]};
+    B->qt = vt(L, B->q), B->kt = vt(L, B->k), B->ot = vt(L, B->o);
+    const IrTensorType *v = vt(L, B->v);
+    if (B->qt->elem == IR_F64 || vt(L, B->dq)->elem == IR_F64) return fail(L, "attention_bwd in f64");
+    B->nb = B->ot->rank - 2;
+    if (B->qt->rank != B->ot->rank || B->kt->rank != B->ot->rank || v->rank != B->ot->rank)
+        return fail(L, "attention_bwd whose q, k, v have batch axes of their own ranks");
+    B->G = B->nb ? heads_group(L, B->k, B->ot) : 1;
+    if (B->nb && heads_group(L, B->v, B->ot) != B->G) return fail(L, "attention_bwd whose k and v group differently");
+    for (uint32_t d = 0; d < B->nb; d++) {
+        bool head = d + 1 == B->nb && B->G > 1;
+        if (!ir_size_eq(B->qt->dims[d], B->ot->dims[d]) ||
+            (!head && (!ir_size_eq(B->kt->dims[d], B->ot->dims[d]) || !ir_size_eq(v->dims[d], B->ot->dims[d]))))
+            return fail(L, "attention_bwd with broadcast batch axes");
+    }
+    if (!ir_size_is_const(B->qt->dims[B->qt->rank - 1], &B->D) || !ir_size_is_const(v->dims[v->rank - 1], &B->Dv) ||
+        B->D > 256 || B->Dv > 256)
+        return fail(L, "attention_bwd whose head sizes are not known constants up to 256");
+    B->bd = pow2_at_least(B->D, 16, 256), B->bdv = pow2_at_least(B->Dv, 16, 256);
+    B->Lq = size_expr(L, B->qt->dims[B->qt->rank - 2]), B->Lk = size_expr(L, B->kt->dims[B->kt->rank - 2]);
+    B->off = diag_offset(L, B->Lk, B->Lq);
+    B->wl = B->wr = -1;
+    for (uint32_t i = 8; i < op->nin; i++) {
+        const IrGOp *w = defop(L, op->in[i]);
+        if (!w || w->kind != IR_GOP_CONST) return fail(L, "attention_bwd with a window that is not constant");
+        *(i == 8 ? &B->wl : &B->wr) = w->attr.c.i;
+    }
+    const IrGOp *c = defop(L, op->in[6]);
+    if (!c || c->kind != IR_GOP_CONST) return fail(L, "attention_bwd whose causal flag is not constant");
+    B->causal = c->attr.c.i ? "1" : "0";
+    return (B->scale = val(L, op->in[7])) != NULL;
+}
+
+/* `seen`: query rows `i` see keys `j` (tiles that broadcast to one another). */
+static const char *bwd_seen(Low *L, const Bwd *B, const char *i, const char *j)
+{
+    const char *m = arena_printf(L->a, "(%s < %s) & (%s < %s)", i, B->Lq, j, B->Lk);
+    if (*B->causal == '1') m = arena_printf(L->a, "%s & (%s <= %s%s)", m, j, i, B->off);
+    if (B->wl >= 0) m = arena_printf(L->a, "%s & (%s >= %s%s - %lld)", m, j, i, B->off, (long long)B->wl);
+    if (B->wr >= 0) m = arena_printf(L->a, "%s & (%s <= %s%s + %lld)", m, j, i, B->off, (long long)B->wr);
+    return m;
+}
+
+/* The loads of a query block (rows rm, `qin` in range) of batch coordinates c: qt, ot,
+ * dot_ (f32), lr (its logsumexp) and delta. */
+static void bwd_query_block(Low *L, const Bwd *B, const char *const *c, const char *ind)
+{
+    FILE *o = L->o;
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    fprintf(o, "%slet qin = rm < %s;\n", ind, B->Lq);
+    fprintf(o, "%slet qt = load(p%u + %s, qin[:, None]%s, 0) as f32;\n", ind, B->q,
+            bwd_at(L, B->q, B->nb, c, "rm[:, None]", "ed[None, :]"), dm);
+    fprintf(o, "%slet ot = load(p%u + %s, qin[:, None]%s, 0) as f32;\n", ind, B->o,
+            bwd_at(L, B->o, B->nb, c, "rm[:, None]", "ev[None, :]"), vm);
+    fprintf(o, "%slet dot_ = load(p%u + %s, qin[:, None]%s, 0) as f32;\n", ind, B->dout,
+            bwd_at(L, B->dout, B->nb, c, "rm[:, None]", "ev[None, :]"), vm);
+    fprintf(o, "%slet lr = load(p%u + %s, qin, 0) as f32;\n", ind, B->lse, bwd_at(L, B->lse, B->nb, c, "rm", NULL));
+    fprintf(o, "%slet delta = sum(ot * dot_, 1);\n", ind);
+}
+
+/* The key block rn (`kin` in range) of KV batch coordinates c: kt, vt (f32). */
+static void bwd_key_block(Low *L, const Bwd *B, const char *const *c, const char *ind)
+{
+    FILE *o = L->o;
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    fprintf(o, "%slet kin = rn < %s;\n", ind, B->Lk);
+    fprintf(o, "%slet kt = load(p%u + %s, kin[:, None]%s, 0) as f32;\n", ind, B->k,
+            bwd_at(L, B->k, B->nb, c, "rn[:, None]", "ed[None, :]"), dm);
+    fprintf(o, "%slet vt = load(p%u + %s, kin[:, None]%s, 0) as f32;\n", ind, B->v,
+            bwd_at(L, B->v, B->nb, c, "rn[:, None]", "ev[None, :]"), vm);
+}
+
+/* `let NAME0 = ..., NAME1 = ...`: the coordinates of flat index `flat` over the batch
+ * axes of t (row-major); their names in c. */
+static void bwd_coords(Low *L, const IrTensorType *t, uint32_t nb, const char *flat, const char *name, const char **c,
+                       const char *ind)
+{
+    IrSize st = ir_size_const(1);
+    for (uint32_t d = nb; d-- > 0;) {
+        c[d] = arena_printf(L->a, "%s%u", name, d);
+        fprintf(L->o, "%slet %s = %s;\n", ind, c[d], coord_at(L, flat, st, t->dims[d]));
+        ir_size_mul(L->a, st, t->dims[d], &st);
+    }
+}
+
+/* The query blocks a key block (keys kb * BN ..) visits, [lo, hi): query i sees key j
+ * only when j <= i + Lk - Lq (causal; j <= i + Lk - Lq + WR with a window's right side)
+ * and j >= i + Lk - Lq - WL (its left side), so lo starts at the first block that can
+ * see the block's first key and hi ends after the last row that can see its last (the
+ * masks inside still decide each element). */
+static const char *bwd_query_lo(Low *L, const Bwd *B)
+{
+    const char *noff = *B->off ? arena_printf(L->a, " - (%s - %s)", B->Lk, B->Lq) : "";
+    if (*B->causal == '1') return arena_printf(L->a, "maximum(0, kb * (BN as i64)%s) / (BM as i64) * (BM as i64)", noff);
+    if (B->wr < 0) return "0";
+    return arena_printf(L->a, "maximum(0, kb * (BN as i64)%s - %lld) / (BM as i64) * (BM as i64)", noff, (long long)B->wr);
+}
+
+static const char *bwd_query_hi(Low *L, const Bwd *B)
+{
+    if (B->wl < 0) return B->Lq;
+    const char *noff = *B->off ? arena_printf(L->a, " - (%s - %s)", B->Lk, B->Lq) : "";
+    return arena_printf(L->a, "minimum(%s, (kb + 1) * (BN as i64)%s + %lld)", B->Lq, noff, (long long)B->wl);
+}
+
+/* The key blocks a query block (rows qb * BM ..) visits, [lo, hi), likewise. */
+static const char *bwd_key_lo(Low *L, const Bwd *B)
+{
+    if (B->wl < 0) return "0";
+    return arena_printf(L->a, "maximum(0, qb * (BM as i64)%s - %lld) / (BN as i64) * (BN as i64)", B->off, (long long)B->wl);
+}
+
+static const char *bwd_key_hi(Low *L, const Bwd *B)
+{
+    if (*B->causal == '1') return arena_printf(L->a, "minimum(%s, (qb + 1) * (BM as i64)%s)", B->Lk, B->off);
+    if (B->wr < 0) return B->Lk;
+    return arena_printf(L->a, "minimum(%s, (qb + 1) * (BM as i64)%s + %lld)", B->Lk, B->off, (long long)B->wr);
+}
+
+/* The dK/dV programs (the first nkb * NKV). */
+static void bwd_dkdv(Low *L, const Bwd *B)
+{
+    FILE *o = L->o;
+    const char **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc), **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc);
+    fputs("        let kb = pid % nkb;\n        let kvb = pid / nkb;\n", o);
+    bwd_coords(L, B->kt, B->nb, "kvb", "c", kc, "        ");
+    fputs("        let rn = kb * (BN as i64) + arange(0, BN);\n", o);
+    bwd_key_block(L, B, kc, "        ");
+    fprintf(o, "        var dka = zeros([BN, %lld], f32);\n        var dva = zeros([BN, %lld], f32);\n", (long long)B->bd,
+            (long long)B->bdv);
+    for (uint32_t d = 0; d < B->nb; d++) qc[d] = kc[d];
+    if (B->G > 1) {
+        qc[B->nb - 1] = "qh";
+        fprintf(o, "        for g in range(0, %lld) {\n            let qh = c%u * %lld + (g as i64);\n", (long long)B->G,
+                B->nb - 1, (long long)B->G);
+    } else {
+        fputs("        {\n", o);
+    }
+    fprintf(o, "            for i0 in range(%s, %s, BM as i64) {\n                let rm = i0 + arange(0, BM);\n",
+            bwd_query_lo(L, B), bwd_query_hi(L, B));
+    bwd_query_block(L, B, qc, "                ");
+    fprintf(o, "                let seen = %s & (lr > -inf)[None, :];\n", bwd_seen(L, B, "rm[None, :]", "rn[:, None]"));
+    fputs("                let pt = where(seen, exp(dot(kt, trans(qt)) * sc - lr[None, :]), 0.0);\n"
+          "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
+          "                dka = dot(dst, qt, dka);\n"
+          "                dva = dot(pt, dot_, dva);\n            }\n        }\n", o);
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    if (kernel_writes(L, B->dk))
+        fprintf(o, "        store(p%u + %s, (dka * sc) as %s, kin[:, None]%s);\n", B->dk,
+                bwd_at(L, B->dk, B->nb, kc, "rn[:, None]", "ed[None, :]"), ename(vt(L, B->dk)->elem), dm);
+    if (kernel_writes(L, B->dv))
+        fprintf(o, "        store(p%u + %s, dva as %s, kin[:, None]%s);\n", B->dv,
+                bwd_at(L, B->dv, B->nb, kc, "rn[:, None]", "ev[None, :]"), ename(vt(L, B->dv)->elem), vm);
+}
+
+/* The dQ programs (after the dK/dV ones). */
+static void bwd_dq(Low *L, const Bwd *B)
+{
+    FILE *o = L->o;
+    const char **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc), **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc);
+    fputs("        let pq = pid - nkb * NKV;\n        let qb = pq % nqb;\n        let bt = pq / nqb;\n", o);
+    bwd_coords(L, B->ot, B->nb, "bt", "b", qc, "        ");
+    for (uint32_t d = 0; d < B->nb; d++) kc[d] = qc[d];
+    if (B->G > 1) kc[B->nb - 1] = arena_printf(L->a, "(b%u / %lld)", B->nb - 1, (long long)B->G);
+    fputs("        let rm = qb * (BM as i64) + arange(0, BM);\n", o);
+    bwd_query_block(L, B, qc, "        ");
+    fprintf(o, "        var dqa = zeros([BM, %lld], f32);\n", (long long)B->bd);
+    fprintf(o, "        for j in range(%s, %s, BN as i64) {\n            let rn = j + arange(0, BN);\n", bwd_key_lo(L, B),
+            bwd_key_hi(L, B));
+    bwd_key_block(L, B, kc, "            ");
+    fprintf(o, "            let seen = %s & (lr > -inf)[:, None];\n", bwd_seen(L, B, "rm[:, None]", "rn[None, :]"));
+    fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
+          "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
+          "            dqa = dot(ds, kt, dqa);\n        }\n", o);
+    if (kernel_writes(L, B->dq))
+        fprintf(o, "        store(p%u + %s, (dqa * sc) as %s, qin[:, None]%s);\n", B->dq,
+                bwd_at(L, B->dq, B->nb, qc, "rm[:, None]", "ed[None, :]"), ename(vt(L, B->dq)->elem),
+                B->bd == B->D ? "" : " & dmask[None, :]");
+}
+
+static bool lower_attention_bwd(Low *L, Sig *s, const char *name)
+{
+    if (L->K->nops != 1) return fail(L, "attention_bwd fused with other ops");
+    Space top = {.rank = 0};
+    scope(L, &top, "    ");
+    Bwd B;
+    long pos = ftell(L->o);
+    if (!bwd_read(L, &L->g->ops.data[L->K->ops[0]], &B)) return false;
+    if (ftell(L->o) != pos) return fail(L, "attention_bwd whose scale is computed");
+    IrSize nb = numel(L, B.ot, 0, B.nb), nkv = numel(L, B.kt, 0, B.nb);
+    autotune(L, "BM: [16, 32, 64], BN: [16, 32, 64], warps: [4, 8]", "BM * BN <= 64 * 64",
+             "BM: 32, BN: 32, warps: 4");
+    signature(L, s, name);
+    const char *nkb = arena_printf(L->a, "cdiv(%s, BN as i64)", B.Lk), *nqb = arena_printf(L->a, "cdiv(%s, BM as i64)", B.Lq);
+    fprintf(L->o, ", const BM: i32 = 32, const BN: i32 = 32)\n    grid(%s * %s + %s * %s)\n{\n", nkb, size_expr(L, nkv), nqb,
+            size_expr(L, nb));
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nkb = %s;\n    let nqb = %s;\n    let NKV = %s;\n", nkb, nqb,
+            size_expr(L, nkv));
+    fprintf(L->o, "    let sc = %s as f32;\n    let ed = arange(0, %lld);\n    let ev = arange(0, %lld);\n", B.scale,
+            (long long)B.bd, (long long)B.bdv);
+    if (B.bd != B.D) fprintf(L->o, "    let dmask = ed < %lld;\n", (long long)B.D);
+    if (B.bdv != B.Dv) fprintf(L->o, "    let vmask = ev < %lld;\n", (long long)B.Dv);
+    fputs("    if pid < nkb * NKV {\n", L->o);
+    bwd_dkdv(L, &B);
+    fputs("    } else {\n", L->o);
+    bwd_dq(L, &B);
+    fputs("    }\n}\n", L->o);
+    return true;
 }
 
 /* ---- cross_entropy: every row's logsumexp and label logit, never its softmax ------------------ */
@@ -2129,6 +2445,7 @@ static const struct {
     {"attention", lower_attention},
     {"conv2d", lower_conv},
     {"flash_attention", lower_flash},
+    {"attention_bwd", lower_attention_bwd},
     {"cross_entropy_rows", lower_cross_entropy},
     {"cross_entropy_grad", lower_cross_entropy},
     {"linear_cross_entropy", lower_lce},

@@ -231,6 +231,21 @@ static const Case cases[] = {
      "        v: f64[2, 2, 6, 2], t: f64[2, 4, 5, 2]) -> f64 {\n"
      "  let y = attention(q, k, v, causal = true, scale = 0.8, window = [2, -1], gqa = true);\n"
      "  return sum(sum(sum(sum(y * t + y * y, 3), 2), 1), 0);\n}", 3, ANY},
+    {"attention gqa 4/1 (multi-query), not causal, Lq != Lk", "graph g(q: f64[4, 5, 3], k: f64[1, 6, 3], v: f64[1, 6, 2],\n"
+     "        t: f64[4, 5, 2]) -> f64 {\n"
+     "  let y = attention(q, k, v, scale = 0.6, gqa = true);\n"
+     "  return sum(sum(sum(y * t + y * y, 2), 1), 0);\n}", 3, ANY},
+    {"attention gqa 4/2 over a batch, causal, Lq > Lk (rows that see no key)",
+     "graph g(q: f64[2, 4, 5, 3], k: f64[2, 2, 3, 3], v: f64[2, 2, 3, 2], t: f64[2, 4, 5, 2]) -> f64 {\n"
+     "  let y = attention(q, k, v, causal = true, scale = 0.9, gqa = true);\n"
+     "  return sum(sum(sum(sum(y * t + y * y, 3), 2), 1), 0);\n}", 3, ANY},
+    {"attention gqa 4/2 and the scale's gradient (the dense rule: K and V repeated, summed back)",
+     "graph g(q: f64[4, 3, 2], k: f64[2, 5, 2], v: f64[2, 5, 3], sc: f64, t: f64[4, 3, 3]) -> f64 {\n"
+     "  let y = attention(q, k, v, causal = true, scale = sc, window = [1, -1], gqa = true);\n"
+     "  return sum(sum(sum(y * t + y * y, 2), 1), 0);\n}", 4, ANY},
+    {"attention symbolic lengths, a window", "graph g(q: f64[2, T, 3], k: f64[2, T, 3], v: f64[2, T, 2], t: f64[2, T, 2]) -> f64 {\n"
+     "  let y = attention(q, k, v, causal = true, window = [1, 0]);\n"
+     "  return sum(sum(sum(y * t + y * y, 2), 1), 0);\n}", 3, ANY},
     {"attention window both sides, not causal", "graph g(q: f64[6, 4], k: f64[5, 4], v: f64[5, 3], t: f64[6, 3]) -> f64 {\n"
      "  let y = attention(q, k, v, window = [1, 2]);\n  return sum(sum(y * t + y * y, 1), 0);\n}", 3, ANY},
     {"a Llama block's pieces", "graph g(x: f64[4, 6], w: f64[6], wg: f64[6, 5], wu: f64[6, 5], wo: f64[5, 7], c: f64[4, 3],\n"
@@ -297,11 +312,61 @@ static void test_linear_cross_entropy(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* How many ops of kind k the graph has. */
+static uint32_t count_ops(const IrGraph *g, IrGOpKind k)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < g->ops.len; i++) n += g->ops.data[i].kind == k;
+    return n;
+}
+
+/* grad through attention is one attention_bwd op on the forward's saved output and
+ * logsumexp (the forward op's second result, f64 [.., Lq] here), with grouped K and V
+ * as they are: no softmax, no product, no value of [Lq, Lk] scores, no repeated K/V. A scale that needs a gradient keeps the dense rule. */
+static void test_attention_backward_op(void **state)
+{
+    (void)state;
+    static const Case flash = {"flash", "graph g(q: f64[4, 5, 3], k: f64[2, 6, 3], v: f64[2, 6, 2], t: f64[4, 5, 2]) -> f64 {\n"
+                               "  let y = attention(q, k, v, causal = true, scale = 0.5, gqa = true);\n"
+                               "  return sum(sum(sum(y * t, 2), 1), 0);\n}", 3, ANY};
+    Run r = {0};
+    IrGraph *g = build(&r, &flash);
+    assert_int_equal(count_ops(g, IR_GOP_ATTENTION_BWD), 1);
+    assert_int_equal(count_ops(g, IR_GOP_SOFTMAX) + count_ops(g, IR_GOP_MATMUL), 0);
+    for (size_t v = 0; v < g->values.len; v++) {   /* no [2, 2, 6, 3] repeat, no [4, 5, 6] scores */
+        const IrTensorType *t = &g->values.data[v].type;
+        int64_t d1, d2;
+        assert_true(t->rank < 4);
+        assert_false(t->rank == 3 && ir_size_is_const(t->dims[1], &d1) && ir_size_is_const(t->dims[2], &d2) && d1 == 5 &&
+                     d2 == 6);
+    }
+    const IrGOp *fw = NULL;
+    for (size_t i = 0; i < g->ops.len; i++)
+        if (g->ops.data[i].kind == IR_GOP_ATTENTION) fw = &g->ops.data[i];
+    assert_non_null(fw);
+    assert_int_equal(fw->nout, 2);
+    const IrTensorType *lse = &g->values.data[fw->out[1]].type, *k = &g->values.data[fw->in[1]].type;
+    int64_t d;
+    assert_int_equal(lse->elem, IR_F64);
+    assert_int_equal(lse->rank, 2);
+    assert_true(ir_size_is_const(lse->dims[1], &d) && d == 5);
+    assert_true(ir_size_is_const(k->dims[0], &d) && d == 2);   /* k un-repeated */
+    run_free(&r);
+    static const Case dense = {"dense", "graph g(q: f64[5, 3], k: f64[6, 3], v: f64[6, 2], sc: f64) -> f64 {\n"
+                               "  return sum(sum(attention(q, k, v, scale = sc), 1), 0);\n}", 4, ANY};
+    Run r2 = {0};
+    g = build(&r2, &dense);
+    assert_int_equal(count_ops(g, IR_GOP_ATTENTION_BWD), 0);
+    assert_int_equal(count_ops(g, IR_GOP_SOFTMAX), 1);
+    run_free(&r2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_rule),
         cmocka_unit_test(test_linear_cross_entropy),
+        cmocka_unit_test(test_attention_backward_op),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
