@@ -11,19 +11,10 @@ per result (max |tile - torch| within 1e-4 of max |torch|; f32 throughout). Exit
 """
 import os
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from graph_gpu_util import ROOT, check_normwise, runtime, torch_or_skip
 
-try:
-    import torch
-except ImportError:
-    torch = None
-if torch is None or not torch.cuda.is_available():
-    print("skipped: needs torch with a CUDA device")
-    sys.exit(77)
-import tilert  # noqa: E402
+torch = torch_or_skip()
 
 TOL = 1e-4
 SRC = os.path.join(ROOT, "tests", "lit", "graph", "attention-bwd.tile")
@@ -65,8 +56,7 @@ def forms(T, S):
 
 
 def main():
-    lib = os.environ.get("TILE_LIB", os.path.join(ROOT, "build-gpu", "runtime", "libtileRT.so"))
-    rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-graph-attn-bwd-"))
+    rt = runtime("tile-graph-attn-bwd-")
     torch.manual_seed(0)
     bad = ran = 0
     for T, S in ((37, 19), (256, 128), (300, 77)):
@@ -89,11 +79,7 @@ def main():
                 loss = loss_fn(attention(ref["q"], ref["k"], ref["v"], **kw), ref["t"])
                 loss.backward()
                 want = [loss.detach()] + [ref[n].grad for n in ("q", "k", "v")]
-                for i, (a, b) in enumerate(zip(outs, want)):
-                    big = b.abs().max().item()
-                    err = (a.double() - b).abs().max().item()
-                    if not err <= TOL * max(big, 1e-30):
-                        raise AssertionError("ret%d: max error %.3g against max |torch| %.3g" % (i, err, big))
+                check_normwise(outs, want, TOL, floor=1e-30)
                 print("ok   %s (%d kernels)" % (label, g.num_kernels()))
             except Exception as e:  # every case runs; the failures are listed
                 bad += 1

@@ -11,19 +11,10 @@ without torch or a CUDA device.
 import math
 import os
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from graph_gpu_util import ROOT, check_normwise, runtime, torch_or_skip
 
-try:
-    import torch
-except ImportError:
-    torch = None
-if torch is None or not torch.cuda.is_available():
-    print("skipped: needs torch with a CUDA device")
-    sys.exit(77)
-import tilert  # noqa: E402
+torch = torch_or_skip()
 
 TOL = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
 G = os.path.join(ROOT, "examples", "graphs")
@@ -106,8 +97,7 @@ def cases(T, N):
 
 
 def main():
-    lib = os.environ.get("TILE_LIB", os.path.join(ROOT, "build-gpu", "runtime", "libtileRT.so"))
-    rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-graph-examples-"))
+    rt = runtime("tile-graph-examples-")
     torch.manual_seed(0)
     bad = ran = 0
     for T, N in ((37, 3), (256, 4)):
@@ -130,11 +120,7 @@ def main():
                 g.run()
                 torch.cuda.synchronize()
                 want = ref()
-                for i, (a, b) in enumerate(zip(got, want)):
-                    big = b.abs().max().item()
-                    err = (a.double() - b).abs().max().item()
-                    if not err <= TOL[dtype] * big:
-                        raise AssertionError("ret%d: max error %.3g against max |torch| %.3g" % (i, err, big))
+                check_normwise(got, want, TOL[dtype])
                 print("ok   %s (%d kernels)" % (label, g.num_kernels()))
             except Exception as e:  # every case runs; the failures are listed
                 bad += 1

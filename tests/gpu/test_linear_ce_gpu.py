@@ -15,17 +15,9 @@ import os
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from graph_gpu_util import check_normwise, runtime, torch_or_skip
 
-try:
-    import torch
-except ImportError:
-    torch = None
-if torch is None or not torch.cuda.is_available():
-    print("skipped: needs torch with a CUDA device")
-    sys.exit(77)
-import tilert  # noqa: E402
+torch = torch_or_skip()
 
 TOL = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
 
@@ -67,8 +59,7 @@ def reference(x, w, lab, scale, transposed):
 
 
 def main():
-    lib = os.environ.get("TILE_LIB", os.path.join(ROOT, "build-gpu", "runtime", "libtileRT.so"))
-    rt = tilert.Runtime(lib, cache_dir=tempfile.mkdtemp(prefix="tile-linear-ce-"))
+    rt = runtime("tile-linear-ce-")
     torch.manual_seed(0)
     bad = ran = 0
     tmp = tempfile.mkdtemp(prefix="tile-linear-ce-src-")
@@ -102,12 +93,8 @@ def main():
                     g.run()
                     torch.cuda.synchronize()
                     want = reference(x, w, lab, 1.0 if transposed else 0.75, transposed)
-                    for i, (a, b) in enumerate(zip(got, want)):   # zip: the loss alone for infer
-                        big = b.abs().max().item()
-                        err = (a.double() - b).abs().max().item()
-                        tol = TOL[torch.float32 if i == 0 else dtype]
-                        if not err <= tol * big:
-                            raise AssertionError("ret%d: max error %.3g against max |torch| %.3g" % (i, err, big))
+                    # zip: the loss alone for infer
+                    check_normwise(got, want, lambda i: TOL[torch.float32 if i == 0 else dtype])
                     print("ok   %s (%d kernels)" % (label, g.num_kernels()))
                 except Exception as e:  # every case runs; the failures are listed
                     bad += 1
