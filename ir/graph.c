@@ -462,3 +462,9 @@ const char *ir_remat_str(Arena *a, const IrRemat *r)
     if (r->budget_kind == IR_BUDGET_BYTES) return arena_printf(a, "%s, budget %.0f bytes", p, r->budget);
     return p;
 }
+
+IrElem ir_lce_scratch_elem(const IrGraph *g, const IrGOp *op)
+{
+    if (g->values.data[op->in[IR_LCE_X]].type.elem == IR_BF16) return IR_BF16;
+    return g->values.data[op->in[IR_LCE_DY]].type.elem;
+}

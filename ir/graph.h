@@ -215,6 +215,12 @@ void ir_gmodule_destroy(IrGraphModule *m);
 IrGraph *ir_graph_create(IrGraphModule *m, const char *name, Loc loc);
 IrGraph *ir_gmodule_find(const IrGraphModule *m, const char *name);
 
+/* The element type of linear_cross_entropy op's [chunk, V] scratch (its logits, then their
+ * gradient in place): bf16 when x is bf16 (the logits are rounded to bf16 as the matmul
+ * rounds them, g to bf16 as the bf16 products read it: nothing is lost, half the bytes,
+ * and the GEMMs read it by TMA), else dy's type. */
+IrElem ir_lce_scratch_elem(const IrGraph *g, const IrGOp *op);
+
 uint32_t ir_graph_param(IrGraph *g, const IrTensorType *t, const char *name);
 /* Appends an op with `nout` results of the given types; returns the op's index. */
 uint32_t ir_graph_op(IrGraph *g, IrGOpKind k, Loc loc, const uint32_t *in, uint32_t nin,

@@ -117,7 +117,7 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
             if (K->chunk <= 0 || K->scratch != b) continue;
             const IrGOp *op = &g->ops.data[K->ops[0]];
             fprintf(out, " the logits of k%u, %s[%lld, %s] a chunk", k,
-                    ir_elem_name(g->values.data[op->in[IR_LCE_DY]].type.elem), (long long)K->chunk,
+                    ir_elem_name(ir_lce_scratch_elem(g, op)), (long long)K->chunk,
                     ir_size_str(a, g->values.data[op->in[IR_LCE_W]].type.dims[1]));
         }
         for (uint32_t i = 0; i < B->nvalues; i++)

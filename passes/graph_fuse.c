@@ -1167,7 +1167,7 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
             B->last[B->n++] = B->free_after = last[v];
         }
     /* a chunked kernel's [chunk, V] logits (its dlogits in place): memory of its own, once
-     * for every chunk, in the kernel's gradient type (linear_cross_entropy, ir/graph.h) */
+     * for every chunk, of ir_lce_scratch_elem's type (linear_cross_entropy, ir/graph.h) */
     uint32_t nscratch = 0;
     for (uint32_t k = 0; k < nk; k++) nscratch += plan->kernels[k].chunk > 0;
     IrGBuffer *out = arena_alloc(F->a, (nb + nscratch + 1) * sizeof *out);
@@ -1177,9 +1177,10 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         const IrGKernel *K = &plan->kernels[k];
         if (K->chunk <= 0) continue;
         const IrGOp *op = &g->ops.data[K->ops[0]];
-        const IrTensorType *w = vtype(F, op->in[IR_LCE_W]), *d = vtype(F, op->in[IR_LCE_DY]);
+        const IrTensorType *w = vtype(F, op->in[IR_LCE_W]);
         IrSize bytes = ir_size_const(0);
-        if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(d->elem)), &bytes)) bytes = ir_size_const(0);
+        if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(ir_lce_scratch_elem(g, op))), &bytes))
+            bytes = ir_size_const(0);
         out[nb++] = (IrGBuffer){.bytes = bytes};
         ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
     }

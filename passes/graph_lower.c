@@ -2211,16 +2211,17 @@ static bool lower_grad_stats(Low *L, Sig *s, const char *name)
 
 /* A step kernel's parameters: pointers to the values vs (p<v>), the scratch (ps), the
  * chunk's first row (off), every size; its arguments in s. */
-static void lce_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *A)
+static void lce_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *S)
 {
     fprintf(L->o, "kernel %s(", name);
     for (uint32_t i = 0; i < n; i++) {
         fprintf(L->o, "%sp%u: *%s", i ? ", " : "", vs[i], ename(vt(L, vs[i])->elem));
         vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, vs[i]}));
     }
-    fprintf(L->o, ", ps: *%s, off: i64", A);
+    fprintf(L->o, ", ps: *%s, off: i64, end: i64", S);
     vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
     vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_END, 0}));
     for (uint32_t i = 0; i < L->g->nsizes; i++) {
         fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
         vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
@@ -2229,6 +2230,64 @@ static void lce_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, 
 
 #define LCE_GEMM_SPACE_ROWS "BM: [16, 32, 64, 128], BV: [16, 32, 64, 128], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
 #define LCE_GEMM_SPACE "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
+
+/* A [BK, BN] block at rows k and columns c of w [D, V] (wt false), or of trans(w) [V, D]
+ * (wt true), read through w's strides as a block load: the contiguous axis last (a torch
+ * Linear weight [V, D] seen as w through a transposition is read as its own rows), so
+ * that TMA can copy it (docs/CODEGEN.md section 9). */
+static const char *lce_w_block(Low *L, uint32_t w, const char *D, const char *V, bool wt, const char *k, const char *c)
+{
+    const char *w0 = stride_of(L, w, 0), *w1 = stride_of(L, w, 1);
+    if (!strcmp(w1, "1") && strcmp(w0, "1"))   /* rows of V contiguous: w's block, or its transposition */
+        return wt ? arena_printf(L->a, "trans(load_block(p%u, [%s, %s], [%s, 1], [%s, %s], [BN, BK]))", w, D, V, w0, c, k)
+                  : arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, 1], [%s, %s], [BK, BN])", w, D, V, w0, k, c);
+    if (!strcmp(w0, "1") && strcmp(w1, "1"))   /* columns contiguous: the [V, D] rows of a Linear weight */
+        return wt ? arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, 1], [%s, %s], [BK, BN])", w, V, D, w1, k, c)
+                  : arena_printf(L->a, "trans(load_block(p%u, [%s, %s], [%s, 1], [%s, %s], [BN, BK]))", w, V, D, w1, c, k);
+    return wt ? arena_printf(L->a, "trans(load_block(p%u, [%s, %s], [%s, %s], [%s, %s], [BN, BK]))", w, D, V, w0, w1, c, k)
+              : arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, %s], [%s, %s], [BK, BN])", w, D, V, w0, w1, k, c);
+}
+
+/* The three GEMM steps on bf16 x and w, every operand a block load (TMA rings on sm_90a):
+ * st 0 the chunk's logits x[off:end] @ w into the bf16 scratch [C, V], st 2 its dx =
+ * g @ trans(w) into rows off..end of dx, st 3 dw += trans(x[off:end]) @ g. Rows past the
+ * chunk read zeros (x's block shape ends at `end`; the scratch's at C) and are never
+ * written (dx's block shape ends at `end`). Products on bf16 operands with f32
+ * accumulators, rounded as the bf16 gradient rules round theirs (ir/graph.h). */
+static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, const char *N, const char *D,
+                          const char *V, const char *C_s, const char *A)
+{
+    FILE *o = L->o;
+    const char *x0 = stride_of(L, x, 0), *Cn = st == 2 ? D : V;
+    fprintf(o, "    let pid = program_id(0) as i64;\n    let nbn = cdiv(%s, BN as i64);\n", Cn);
+    fputs("    let om = (pid / nbn) * (BM as i64);\n    let on = (pid % nbn) * (BN as i64);\n", o);
+    fputs("    var acc = zeros([BM, BN], f32);\n", o);
+    if (st == 0) {
+        fprintf(o, "    for k in range(0, %s, BK as i64) {\n", D);
+        fprintf(o, "        let at = load_block(p%u, [end, %s], [%s, 1], [off + om, k], [BM, BK]);\n", x, D, x0);
+        fprintf(o, "        let bt = %s;\n", lce_w_block(L, w, D, V, false, "k", "on"));
+    } else if (st == 2) {
+        fprintf(o, "    for j in range(0, %s, BK as i64) {\n", V);
+        fprintf(o, "        let at = load_block(ps, [%s, %s], [%s, 1], [om, j], [BM, BK]);\n", C_s, V, V);
+        fprintf(o, "        let bt = %s;\n", lce_w_block(L, w, D, V, true, "j", "on"));
+    } else {
+        fputs("    for i in range(0, end - off, BK as i64) {\n", o);
+        fprintf(o, "        let at = trans(load_block(p%u, [end, %s], [%s, 1], [off + i, om], [BK, BM]));\n", x, D, x0);
+        fprintf(o, "        let bt = load_block(ps, [%s, %s], [%s, 1], [i, on], [BK, BN]);\n", C_s, V, V);
+    }
+    fputs("        acc = dot(at, bt, acc);\n    }\n", o);
+    if (st == 0) {
+        fprintf(o, "    store_block(ps, [%s, %s], [%s, 1], [om, on], acc as bf16);\n}\n", C_s, V, V);
+    } else if (st == 2) {
+        fprintf(o, "    store_block(p%u, [end, %s], [%s, 1], [off + om, on], (acc as bf16) as %s);\n}\n", out, D, D, A);
+    } else {   /* dw: what the earlier chunks left plus this chunk's, rounded once after the last */
+        fprintf(o, "    let rd = om + arange(0, BM);\n    let rn = on + arange(0, BN);\n");
+        fprintf(o, "    let mk = (rd[:, None] < %s) & (rn[None, :] < %s);\n", D, V);
+        fprintf(o, "    let at_dw = p%u + rd[:, None] * %s + rn[None, :];\n", out, V);
+        fputs("    let tot = load(at_dw, mk & (off > 0), 0) + acc;\n", o);
+        fprintf(o, "    store(at_dw, where(end >= %s, (tot as bf16) as %s, tot), mk);\n}\n", N, A);
+    }
+}
 
 /* The GEMM steps' common top: program pid's [BM, BN] tile over columns Cn, a its row
  * and b its column coordinates, mb the columns' mask. */
@@ -2262,6 +2321,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     /* bf16 x and w: g rounded to bf16 in the scratch, dx and dw products on bf16 operands
      * (tensor cores), rounded to bf16 as the gradient rules' bf16 products (ir/graph.h) */
     bool half = tx->elem == IR_BF16;
+    const char *S = ename(ir_lce_scratch_elem(L->g, op)), *up = half ? arena_printf(L->a, " as %s", A) : "";
     /* x and w through their strides: w may be a transposition view of a torch Linear
      * weight [V, D] (fusion: the trans is no kernel) */
     const char *x0 = stride_of(L, x, 0), *x1 = stride_of(L, x, 1), *w0 = stride_of(L, w, 0), *w1 = stride_of(L, w, 1);
@@ -2283,7 +2343,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                                                        bv >= 1024 ? 8 : 4));
             bool rows = written(L, out);
             uint32_t vs[3] = {out, lab, dy}, nv = 3;
-            lce_signature(L, &args, sn, rows ? vs : vs + 1, rows ? nv : nv - 1, A);
+            lce_signature(L, &args, sn, rows ? vs : vs + 1, rows ? nv : nv - 1, S);
             fprintf(L->o, ", const BM: i32 = %lld, const BV: i32 = %lld)\n    grid(cdiv(%s, BM as i64))\n{\n",
                     (long long)bmr, (long long)bv, C_s);
             fprintf(L->o, "    let rc = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n    let rm = off + rc;\n");
@@ -2292,7 +2352,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, "    var m = full([BM], -inf, %s);\n    var s = zeros([BM], %s);\n    var xl = zeros([BM], %s);\n", A, A, A);
             fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
             fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
-            fprintf(L->o, "        let xb = where(ok, load(ps + rc[:, None] * %s + cj[None, :], ok, 0), -inf as %s);\n", V, A);
+            fprintf(L->o, "        let xb = where(ok, load(ps + rc[:, None] * %s + cj[None, :], ok, 0)%s, -inf as %s);\n", V, up, A);
             fputs("        let mn = maximum(m, max(xb, 1));\n", L->o);
             fprintf(L->o, "        let alpha = where(m == (-inf as %s), 0 as %s, exp(m - mn));\n", A, A);
             fprintf(L->o, "        s = s * alpha + sum(where(ok, exp(xb - mn[:, None]), 0 as %s), 1);\n", A);
@@ -2302,22 +2362,37 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, "    let dr = where(kept, load(p%u + rm, rin, 0) / s, 0 as %s);\n", dy, A);
             fprintf(L->o, "    for j in range(0, %s, BV as i64) {\n        let cj = j + arange(0, BV);\n", V);
             fprintf(L->o, "        let ok = rin[:, None] & (cj[None, :] < %s);\n", V);
-            fprintf(L->o, "        let xb = load(ps + rc[:, None] * %s + cj[None, :], ok, 0);\n", V);
+            fprintf(L->o, "        let xb = load(ps + rc[:, None] * %s + cj[None, :], ok, 0)%s;\n", V, up);
             fprintf(L->o, "        let hot = where(cj[None, :] == (lab as i64)[:, None], s[:, None], 0 as %s);\n", A);
             fprintf(L->o, "        let g = where(kept[:, None], (exp(xb - m[:, None]) - hot) * dr[:, None], 0 as %s);\n", A);
-            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], %s, ok);\n    }\n}\n", V,
-                    half ? arena_printf(L->a, "(g as bf16) as %s", A) : "g");
+            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], %s, ok);\n    }\n}\n", V, half ? "g as bf16" : "g");
+        } else if (half) {
+            /* one product per program at lower_matmul's tiles: 128 x 256 on 8 warps, 4 stages
+             * (TMA rings), fewer rows for a chunk under 128 */
+            int64_t hm = st == 3 ? block_for(tx->dims[1], 16, 128) : pow2_at_least(C, 16, 128);
+            int64_t hn = block_for(st == 2 ? tx->dims[1] : tw->dims[1], 16, 256);
+            int64_t hk = st == 3 ? pow2_at_least(C, 16, 64) : block_for(st == 0 ? tx->dims[1] : tw->dims[1], 16, 64);
+            autotune(L, LCE_GEMM_SPACE, "BM * BN <= 128 * 256",
+                     arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)hm, (long long)hn,
+                                  (long long)hk, hm * hn >= 128 * 128 ? 8 : 4, hm * hn >= 128 * 256 ? 4 : 3));
+            uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};
+            lce_signature(L, &args, sn, vs, 2, S);
+            fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)hm,
+                    (long long)hn, (long long)hk);
+            fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", st == 3 ? D : C_s, st == 2 ? D : V);
+            lce_gemm_half(L, (int)st, x, w, out, N, D, V, C_s, A);
         } else {
-            /* defaults without spills at Llama's sizes (D 4096, V 32000; ptxas -v): the logits on
-             * tensor cores 64 x 128 with 8 warps, the f32 gradient's GEMMs (FFMA) 64 x 64 */
-            int64_t dbn = st == 0 || half ? bn : 64, dbm = st == 3 ? (bd < 64 ? bd : 64) : bm;
+            /* f16, f32, f64 (pointer loads; the logits rounded to x's type, the gradient's
+             * products in dy's): defaults without spills at Llama's sizes (D 4096, V 32000;
+             * ptxas -v): the logits on tensor cores 64 x 128 with 8 warps, the f32 gradient's
+             * GEMMs (FFMA) 64 x 64 */
+            int64_t dbn = st == 0 ? bn : 64, dbm = st == 3 ? (bd < 64 ? bd : 64) : bm;
             int64_t dbk = st == 0 ? (bkd < 32 ? bkd : 32) : st == 2 ? 32 : bkc;
             if (st == 2 && dbn > bd) dbn = bd;
             if (st == 3 && dbn > bn) dbn = bn;
             autotune(L, LCE_GEMM_SPACE, "BM * BN <= 128 * 256",
                      arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)dbm, (long long)dbn,
-                                  (long long)dbk, (st == 0 || half) && dbm * dbn >= 64 * 64 ? 8 : 4,
-                                  st == 0 || half ? 3 : 2));
+                                  (long long)dbk, st == 0 && dbm * dbn >= 64 * 64 ? 8 : 4, st == 0 ? 3 : 2));
             uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};   /* logits: x, w; dx: dx, w; dw: dw, x */
             lce_signature(L, &args, sn, vs, 2, A);
             const char *R = st == 3 ? D : C_s, *Cn = st == 2 ? D : V;
@@ -2336,33 +2411,25 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                         times(L, "ka[:, None]", w0), times(L, "rn[None, :]", w1), D);
             } else if (st == 2) {
                 fprintf(L->o, "    for j in range(0, %s, BK as i64) {\n        let ka = j + rk;\n", V);
-                fprintf(L->o, "        let at = load(ps + rc[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0)%s;\n",
-                        V, V, half ? " as bf16" : "");
-                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0)%s;\n", w,
-                        times(L, "rn[None, :]", w0), times(L, "ka[:, None]", w1), V,
-                        half ? "" : arena_printf(L->a, " as %s", A));
+                fprintf(L->o, "        let at = load(ps + rc[:, None] * %s + ka[None, :], ma[:, None] & (ka[None, :] < %s), 0);\n",
+                        V, V);
+                fprintf(L->o, "        let bt = load(p%u + %s + %s, (ka[:, None] < %s) & mb[None, :], 0) as %s;\n", w,
+                        times(L, "rn[None, :]", w0), times(L, "ka[:, None]", w1), V, A);
             } else {
                 fprintf(L->o, "    for i in range(0, %s, BK as i64) {\n        let ka = i + rk;\n        let gi = off + ka;\n", C_s);
                 fprintf(L->o, "        let mi = (ka < %s) & (gi < %s);\n", C_s, N);
-                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & mi[None, :], 0)%s;\n", x,
-                        times(L, "gi[None, :]", x0), times(L, "rd[:, None]", x1), half ? "" : arena_printf(L->a, " as %s", A));
-                fprintf(L->o, "        let bt = load(ps + ka[:, None] * %s + rn[None, :], mi[:, None] & mb[None, :], 0)%s;\n", V,
-                        half ? " as bf16" : "");
+                fprintf(L->o, "        let at = load(p%u + %s + %s, ma[:, None] & mi[None, :], 0) as %s;\n", x,
+                        times(L, "gi[None, :]", x0), times(L, "rd[:, None]", x1), A);
+                fprintf(L->o, "        let bt = load(ps + ka[:, None] * %s + rn[None, :], mi[:, None] & mb[None, :], 0);\n", V);
             }
             fputs("        acc = dot(at, bt, acc);\n    }\n    let mk = ma[:, None] & mb[None, :];\n", L->o);
             if (st == 0)
                 fprintf(L->o, "    store(ps + rc[:, None] * %s + rn[None, :], (acc as %s) as %s, mk);\n}\n", V, E, A);
             else if (st == 2)
-                fprintf(L->o, "    store(p%u + rm[:, None] * %s + rn[None, :], %s, mk);\n}\n", out, D,
-                        half ? arena_printf(L->a, "(acc as bf16) as %s", A) : "acc");
+                fprintf(L->o, "    store(p%u + rm[:, None] * %s + rn[None, :], acc, mk);\n}\n", out, D);
             else {
                 fprintf(L->o, "    let at_dw = p%u + rd[:, None] * %s + rn[None, :];\n", out, V);
-                fputs("    let prev = load(at_dw, mk & (off > 0), 0);\n", L->o);
-                if (half)   /* the sum rounded to bf16 once, after the last chunk */
-                    fprintf(L->o, "    let tot = prev + acc;\n    store(at_dw, where(off + %s >= %s, (tot as bf16) as %s, tot), mk);\n}\n",
-                            C_s, N, A);
-                else
-                    fputs("    store(at_dw, prev + acc, mk);\n}\n", L->o);
+                fputs("    store(at_dw, load(at_dw, mk & (off > 0), 0) + acc, mk);\n}\n", L->o);
             }
         }
         PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);

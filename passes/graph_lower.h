@@ -11,9 +11,11 @@
 
 #include "ir/graph.h"
 
-/* OFFSET: a chunked kernel's step, the first row of the chunk it runs on (an i64);
- * SCRATCH: the plan's buffer `index`, the chunked kernel's own memory (IrGKernel.scratch). */
-typedef enum { PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE, PASS_GARG_OFFSET, PASS_GARG_SCRATCH } PassGArgKind;
+/* OFFSET: a chunked kernel's step, the first row of the chunk it runs on (an i64); END:
+ * the row after the chunk's last (min(OFFSET + chunk, rows), an i64: the rows its block
+ * loads and stores see, so a TMA copy reads zeros past the chunk); SCRATCH: the plan's
+ * buffer `index`, the chunked kernel's own memory (IrGKernel.scratch). */
+typedef enum { PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE, PASS_GARG_OFFSET, PASS_GARG_END, PASS_GARG_SCRATCH } PassGArgKind;
 
 typedef struct PassGArg {
     PassGArgKind kind;

@@ -436,8 +436,9 @@ static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
 
 /* A lowered kernel's arguments: pointers to its writes and reads (with the bytes from
  * each to the end of its memory), its scalars, the sizes; a chunked kernel's step also
- * its scratch and off, the chunk's first row. */
-static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, int64_t off, TrtArg *args, uint64_t *bytes)
+ * its scratch, off (the chunk's first row) and end (the row after its last). */
+static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, int64_t off, int64_t end, TrtArg *args,
+                                uint64_t *bytes)
 {
     if (pk->nargs > TRT_MAX_ARGS)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s has more than %d arguments", G->g->name,
@@ -448,6 +449,7 @@ static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, 
         bytes[i] = TRT_BYTES_UNKNOWN;
         if (a->kind == PASS_GARG_SIZE) args[i] = trt_arg_i64(G->sizes[a->index]);
         else if (a->kind == PASS_GARG_OFFSET) args[i] = trt_arg_i64(off);
+        else if (a->kind == PASS_GARG_END) args[i] = trt_arg_i64(end);
         else if (a->kind == PASS_GARG_SCRATCH) args[i] = trt_arg_ptr(G->bufs[a->index]), bytes[i] = G->buf_bytes[a->index];
         else if (a->kind == PASS_GARG_SCALAR) args[i] = G->params[G->g->values.data[a->index].index];
         else if (!value_ptr(G, a->index, &p) || !value_bytes(G, a->index, &bytes[i]))
@@ -459,14 +461,15 @@ static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, 
 
 static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, uint64_t *bytes)
 {
-    return kernel_args_of(G, &G->low->kernels[k], 0, args, bytes);
+    return kernel_args_of(G, &G->low->kernels[k], 0, 0, args, bytes);
 }
 
-static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKernel *pk, int64_t off, TrtStream stream)
+static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKernel *pk, int64_t off, int64_t end,
+                            TrtStream stream)
 {
     TrtArg args[TRT_MAX_ARGS];
     uint64_t bytes[TRT_MAX_ARGS];
-    TrtStatus s = kernel_args_of(G, pk, off, args, bytes);
+    TrtStatus s = kernel_args_of(G, pk, off, end, args, bytes);
     if (s) return s;
     if (!G->ctx->drv) return trt_launch_host(kern, args, bytes, pk->nargs, NULL);
     return trt_launch_sized(kern, args, bytes, pk->nargs, NULL, stream);
@@ -477,13 +480,15 @@ static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKerne
 static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
 {
     const PassGKernel *pk = &G->low->kernels[k];
-    if (!pk->nsteps) return launch_one(G, G->kernels[k], pk, 0, stream);
+    if (!pk->nsteps) return launch_one(G, G->kernels[k], pk, 0, 0, stream);
     int64_t rows;
     if (!ir_size_eval(pk->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel k%u: its rows need every size bound", G->g->name, k);
     TrtStatus s = TRT_SUCCESS;
-    for (int64_t off = 0; !s && off < rows; off += pk->chunk)
-        for (uint32_t i = 0; !s && i < pk->nsteps; i++) s = launch_one(G, G->steps[k][i], &pk->steps[i], off, stream);
+    for (int64_t off = 0; !s && off < rows; off += pk->chunk) {
+        int64_t end = rows - off > pk->chunk ? off + pk->chunk : rows;
+        for (uint32_t i = 0; !s && i < pk->nsteps; i++) s = launch_one(G, G->steps[k][i], &pk->steps[i], off, end, stream);
+    }
     return s;
 }
 
