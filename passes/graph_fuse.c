@@ -981,20 +981,25 @@ static bool is_view(const Fuse *F, const IrGKernel *K)
     return lone_op(F, K, IR_GOP_RESHAPE, IR_GOP_RESHAPE) && !is_returned(F, K->writes[0]) && in_memory(F, K->reads[0]);
 }
 
-/* Does GEMM kernel K use value v only as the right operand of its 2-D matmuls (which
- * graph_lower.c loads through v's strides: a transposed weight as torch.nn.Linear's,
- * [N, K] row-major, is read K-major, the layout wgmma takes without a copy)? The LM
- * head's linear_cross_entropy(_rows) reads its w so too. */
+/* Does GEMM kernel K use value v only as an operand of its 2-D matmuls, which
+ * graph_lower.c loads through v's strides: the right operand (a transposed weight as
+ * torch.nn.Linear's, [N, K] row-major, is read K-major, the layout wgmma takes without a
+ * copy), or the left operand of the kernel's one matmul with a 2-D right operand
+ * (trans(x) @ dy, the backward's dW GEMMs: x's rows read M-major, which wgmma takes for
+ * 16-bit operands)? The LM head's linear_cross_entropy(_rows) reads its w so too. */
 static bool gemm_weight_only(const Fuse *F, const IrGKernel *K, uint32_t v)
 {
     if (K->attn || K->conv || vtype(F, v)->rank != 2) return false;
     bool used = false;
+    uint32_t nmm = 0;
+    for (uint32_t i = 0; i < K->nops; i++) nmm += opat(F, K->ops[i])->kind == IR_GOP_MATMUL;
     for (uint32_t i = 0; i < K->nops; i++) {
         const IrGOp *op = opat(F, K->ops[i]);
         for (uint32_t j = 0; j < op->nin; j++) {
             if (op->in[j] != v) continue;
             bool lce = op->kind == IR_GOP_LINEAR_CROSS_ENTROPY || op->kind == IR_GOP_LINEAR_CROSS_ENTROPY_ROWS;
-            if (lce ? j != IR_LCE_W : op->kind != IR_GOP_MATMUL || j != 1) return false;
+            bool left = op->kind == IR_GOP_MATMUL && j == 0 && nmm == 1 && vtype(F, op->in[1])->rank == 2;
+            if (lce ? j != IR_LCE_W : op->kind != IR_GOP_MATMUL || (j != 1 && !left)) return false;
             used = true;
         }
     }
@@ -1010,9 +1015,9 @@ static bool attention_bwd_kernel(const Fuse *F, const IrGKernel *K)
 
 /* Is kernel k a view made by a transposition: one trans of a value in memory, not
  * returned, read only by flash_attention kernels as their q, k or v, attention_bwd
- * kernels, or by GEMM
- * kernels as a matmul's right operand (both read their operands through strides,
- * graph_lower.c stride_of)? Its result is the operand's memory with permuted strides.
+ * kernels, or by GEMM kernels as gemm_weight_only's operands (all read their operands
+ * through strides, graph_lower.c stride_of)? Its result is the operand's memory with
+ * permuted strides.
  * Other readers (an element-wise kernel, a reshape, which needs row-major memory) keep
  * it a gather kernel. */
 static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)

@@ -885,7 +885,12 @@ static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const
      * pointer load. */
     bool a_plain = !G->aoff || !strcmp(G->aoff, "0");
     const char *ao = a_plain ? "" : arena_printf(L->a, "%s + ", G->aoff);
-    if (a_plain)
+    uint32_t av = G->mm->in[0];
+    const char *sa = vt(L, av)->rank == 2 && a_plain ? stride_of(L, av, 1) : "1";
+    if (strcmp(sa, "1") && !strcmp(stride_of(L, av, 0), "1"))   /* a transposition view (trans(x) @ dy: a dW
+                                                                  * GEMM): x's [K, M] rows, read M-major */
+        fprintf(L->o, "%s    let at = trans(load_block(p%u, [%s, %s], [%s, 1], [k, om], [BK, BM]));\n", in, av, G->K, G->M, sa);
+    else if (a_plain)
         fprintf(L->o, "%s    let at = load_block(p%u, [%s, %s], [%s, 1], [om, k], [BM, BK]);\n", in, G->mm->in[0], G->M, G->K,
                 G->K);
     else
