@@ -471,7 +471,8 @@ static void test_gpu_launches(void **state)
 
 /* The LM head fused with its cross-entropy (@linear_cross_entropy(chunk = 8)): its plan
  * kernel runs its four steps once per chunk of rows, T = 20 in three chunks, each launch
- * given the chunk's first row and the one scratch buffer of [8, V] f32 logits. */
+ * given the chunk's first row, the row after its last and the one scratch buffer of [8, V]
+ * f32 logits (bf16 for a bf16 head). */
 static void test_gpu_chunk_loop(void **state)
 {
     (void)state;
@@ -514,8 +515,9 @@ static void test_gpu_chunk_loop(void **state)
             snprintf(name, sizeof name, "lmhead_k4_%s", step[i]);
             assert_string_equal(l->func, name);
             assert_int_equal(l->params[at_off[i]], 8 * c);   /* off: the chunk's first row */
+            assert_int_equal(l->params[at_off[i] + 1], c < 2 ? 8 * c + 8 : 20);   /* end: the row after its last */
             assert_int_equal(l->params[at_off[i] - 1], scratch);
-            assert_int_equal(l->params[at_off[i] + 1], 20);  /* s_T */
+            assert_int_equal(l->params[at_off[i] + 2], 20);  /* s_T */
         }
     assert_int_equal(log[pre].params[0], x);                /* logits read x and w */
     assert_int_equal(log[pre].params[1], w);
