@@ -202,8 +202,8 @@ static void pack_pair_e4m3(Cg *c, V lo, V hi, V out[2])
         V byte = LLVMBuildTrunc(c->b, i ? LLVMBuildLShr(c->b, w, LLVMConstInt(i16, 8, 0), "") : w, i8, "");
         V a = cg_intrinsic(c, "llvm.fabs", &ft, 1, &x[i], 1);
         V bad = LLVMBuildFCmp(c->b, LLVMRealUGT, a, cg_f32c(c, 464.0), "");
-        V nan = LLVMBuildOr(c->b, LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, bits_of_f32(c, x[i]), i32c(c, 24), ""), i8, ""),
-                            LLVMConstInt(i8, 0x7F, 0), "");   /* sign | 0x7f */
+        V top = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, bits_of_f32(c, x[i]), i32c(c, 24), ""), i8, "");
+        V nan = LLVMBuildOr(c->b, top, LLVMConstInt(i8, 0x7F, 0), "");   /* sign | 0x7f */
         out[i] = LLVMBuildSelect(c->b, bad, nan, byte, "");
     }
 }

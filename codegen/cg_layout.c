@@ -421,15 +421,18 @@ static void shape_weights(const IrOp *op, const IrType *st, const IrType *rt, in
  * quad, tile 2h + t / 2; so each lane packs, per row half and 16 columns, its 4 bytes
  * (2 of each 8-column tile) into one word, and lane t reads the words of lanes 2 (t & 1)
  * and 2 (t & 1) + 1 (two shfl.sync.idx a register), keeping the low or the high half of
- * each by t / 2. */
+ * each by t / 2 (one prmt.b32). */
 static CgVal quad_shuffle(Cg *c, const IrLayoutMap *from, CgVal src, const IrLayoutMap *to)
 {
     LLVMBuilderRef b = c->b;
     LLVMTypeRef i32 = cg_i32(c), i8 = LLVMInt8TypeInContext(c->ctx);
     LLVMValueRef t = cg_and(b, c->lane, cg_i32c(c, 3));
-    LLVMValueRef la = cg_add(b, cg_and(b, c->lane, cg_i32c(c, ~3)), cg_mul(b, cg_and(b, t, cg_i32c(c, 1)), cg_i32c(c, 2)));
+    LLVMValueRef la = cg_add(b, cg_and(b, c->lane, cg_i32c(c, ~3)),
+                             cg_mul(b, cg_and(b, t, cg_i32c(c, 1)), cg_i32c(c, 2)));
     LLVMValueRef lb = cg_add(b, la, cg_i32c(c, 1));
-    LLVMValueRef high = LLVMBuildICmp(b, LLVMIntUGE, t, cg_i32c(c, 2), "");
+    /* prmt's selector: bytes 0, 1 of each word (t < 2) or 2, 3, the first word's low */
+    LLVMValueRef sel = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, t, cg_i32c(c, 2), ""), cg_i32c(c, 0x7632),
+                                       cg_i32c(c, 0x5410), "");
     uint32_t RM = (uint32_t)to->reps[0], KS = (uint32_t)to->ks, RN = (uint32_t)from->reps[1];
     CgVal out = cg_val_new(c, RM * KS * 16);
     for (uint32_t rm = 0; rm < RM; rm++)
@@ -446,12 +449,11 @@ static CgVal quad_shuffle(Cg *c, const IrLayoutMap *from, CgVal src, const IrLay
                 LLVMValueRef ab[4] = {cg_i32c(c, -1), word, lb, cg_i32c(c, 31)};
                 LLVMValueRef xa = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, aa, 4);
                 LLVMValueRef xb = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, ab, 4);
-                LLVMValueRef lo = LLVMBuildSelect(b, high, cg_lshr(b, xa, cg_i32c(c, 16)), cg_and(b, xa, cg_i32c(c, 0xFFFF)), "");
-                LLVMValueRef up = LLVMBuildSelect(b, high, cg_and(b, xb, cg_i32c(c, (int32_t)0xFFFF0000u)),
-                                                  LLVMBuildShl(b, xb, cg_i32c(c, 16), ""), "");
-                LLVMValueRef reg = LLVMBuildOr(b, lo, up, "");
+                LLVMValueRef pa[3] = {xa, xb, sel};
+                LLVMValueRef reg = cg_intrinsic(c, "llvm.nvvm.prmt", NULL, 0, pa, 3);
                 for (uint32_t j = 0; j < 4; j++)
-                    out.v[(rm * KS + ks) * 16 + r * 4 + j] = LLVMBuildTrunc(b, cg_lshr(b, reg, cg_i32c(c, 8 * j)), i8, "");
+                    out.v[(rm * KS + ks) * 16 + r * 4 + j] =
+                        LLVMBuildTrunc(b, cg_lshr(b, reg, cg_i32c(c, 8 * j)), i8, "");
             }
     return out;
 }

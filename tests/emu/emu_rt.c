@@ -336,6 +336,19 @@ static uint8_t f_to_e4m3_sat(float f)
 uint16_t emu_cvt_e4m3x2(float a, float b) { return (uint16_t)(f_to_e4m3_sat(a) << 8 | f_to_e4m3_sat(b)); }
 static float ftz(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
 float emu_ex2_ftz(float x) { return ftz(exp2f(ftz(x))); }
+/* prmt.b32 d, a, b, c: byte i of d is byte (c >> 4i) & 7 of {b, a} (a bytes 0-3), or
+ * that byte's sign replicated when (c >> 4i) & 8 */
+uint32_t emu_prmt(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint64_t ab = (uint64_t)b << 32 | a;
+    uint32_t d = 0;
+    for (int i = 0; i < 4; i++) {
+        uint32_t n = (c >> (4 * i)) & 15, byte = (uint32_t)(ab >> (8 * (n & 7))) & 0xFF;
+        if (n & 8) byte = byte & 0x80 ? 0xFF : 0;
+        d |= byte << (8 * i);
+    }
+    return d;
+}
 float emu_ex2(float x) { return exp2f(x); }
 float emu_rcp_ftz(float x) { return ftz(1.0f / ftz(x)); }
 

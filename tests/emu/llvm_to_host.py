@@ -343,6 +343,8 @@ if EMU:
     for nv, emu in (("ex2.approx.ftz.f", "ex2_ftz"), ("ex2.approx.f", "ex2"), ("rcp.approx.ftz.f", "rcp_ftz")):
         src = src.replace("@llvm.nvvm.%s(" % nv, "@emu_%s(" % emu)
         src = re.sub(r"declare [^\n]*@emu_%s\([^\n]*" % emu, "declare float @emu_%s(float)" % emu, src)
+    src = src.replace("@llvm.nvvm.prmt(", "@emu_prmt(")   # the f8 quad shuffle's byte select
+    src = re.sub(r"declare [^\n]*@emu_prmt\([^\n]*", "declare i32 @emu_prmt(i32, i32, i32)", src)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
 src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
