@@ -17,7 +17,7 @@ attn_bwd_fused (dQ by f32 atomic adds; tma: attn_bwd_fused_tma; det: in key-bloc
 and attn_bwd_dq_convert.
 
     python3 bench/attention.py [--lib build-gpu/runtime/libtileRT.so] [--out attention.md] [--quick]
-                               [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd]
+                               [--fwd-configs '[FLAG[+FLAG...]:]BM,BN,warps[,stages];...'] [--no-bwd] [--fp8]
                                [--bwd-configs '[tma[+ov][+pers][+lpt]:]BM,BN,warps/BM,BN,warps;...'
                                               or 'fused[+tma][+det]:BM,BN,warps;...']
 (flags: tma names attn_fwd_tma, the block-load form (TILE_TMA_EARLY=1 gives its two-dot
@@ -25,6 +25,10 @@ loops TMA rings); ws launches it with ws = 1: TMA rings filled by a producer war
 passes/warpspec.c; rot launches with overlap = 1, the loops rotated so that the softmax
 runs under the tensor cores' P V, passes/rotate.c; pers with persistent = 1; lpt with
 LPT = 1: a causal head's query blocks longest first.)
+
+--fp8 runs instead the fp8 forward (examples/flash_attn_fwd_fp8.tile, attn_fwd_fp8_tma:
+e4m3 q, k, V^T with per-tensor descales) at B = 4, H = 32, L = 4096, D = 128 and 256,
+full and causal, each beside tile's bf16 forward at that D (fp8_rows).
 """
 import argparse
 import math
@@ -293,6 +297,73 @@ def check_bwd_small(rt, fcfg, bcfg, causal):
                for n, g, r in zip("qkv", grads, grads_ref))
 
 
+# ---- fp8 ------------------------------------------------------------------------------------
+FP8 = os.path.join(ROOT, "examples", "flash_attn_fwd_fp8.tile")
+# per head dim: tile's bf16 forward (the same flags as FWD_CONFIGS) and attn_fwd_fp8_tma's
+# (BM, BN, warps, stages) with a producer warpgroup and overlap, its default at d128
+FP8_CONFIGS = {128: (("tma", "ws", "rot", 128, 128, 8, 2), (128, 128, 8, 2)),
+               256: (("tma", "ws", "rot", 128, 64, 8, 2), (128, 64, 8, 2))}
+TOL_FP8 = 3e-2    # relative error (norm) of O against the same e4m3 inputs in bf16: P is rounded to e4m3
+
+
+def quantize_e4m3(t):
+    """(t as e4m3 with a per-tensor scale, the f32 descale): t ~ e4m3 * descale, the
+    largest magnitude at 448 (FA3's and transformer engine's per-tensor recipe)."""
+    d = (t.abs().amax().float() / 448.0).clamp(min=1e-12)
+    return (t.float() / d).to(torch.float8_e4m3fn), float(d)
+
+
+def fp8_rows(rt):
+    """attn_fwd_fp8_tma (examples/flash_attn_fwd_fp8.tile) at B, H, L of SHAPE and head
+    dims 128 and 256, full and causal: q, k, v quantized to e4m3 per tensor (V passed
+    transposed, [B*H, D, L], K-major for P V), O checked against SDPA flash on the same
+    e4m3 values in bf16 (exact) with the descales folded into the scale and O, and
+    timed beside tile's own bf16 forward on the bf16 inputs; FLOPs as the bf16 rows
+    (the ratio is the bf16 forward's time over the fp8 one's)."""
+    B, H, L, _ = SHAPE
+    lines = []
+    for D, (bcfg, fcfg) in FP8_CONFIGS.items():
+        scale = 1 / math.sqrt(D)
+        q, k, v, _ = inputs((B, H, L, D))
+        (q8, qd), (k8, kd), (v8, vd) = quantize_e4m3(q), quantize_e4m3(k), quantize_e4m3(v)
+        vt8 = v8.transpose(2, 3).contiguous()   # [B, H, D, L]
+        for causal in (False, True):
+            mode = "causal" if causal else "full"
+            flops = 4.0 * B * H * L * L * D * (0.5 if causal else 1.0)
+            try:
+                _, _, run_b = tile_fwd(rt, bcfg, causal, q, k, v, scale)
+                t_b = bench(run_b)
+                lines.append("| fwd bf16 d%d | %s | tile | %s | | %s |" % (D, mode, bcfg, figures(flops, t_b, None)))
+            except Exception as e:
+                t_b = None
+                lines.append("| fwd bf16 d%d | %s | tile | %s | %s | | | | |" % (D, mode, bcfg, failed(e)))
+            try:
+                BM, BN, warps, stages = fcfg
+                o = nan_like((B, H, L, D), torch.bfloat16)
+                lse = nan_like((B, H, L), torch.float32)
+                kern = rt.kernel(FP8, "attn_fwd_fp8_tma", BM=BM, BN=BN, D=D, CAUSAL=int(causal), warps=warps,
+                                 stages=stages, ws=1, overlap=1)
+                run = kern.prepare("ptr ptr ptr ptr ptr i32 i32 f32 f32 f32 f32 i32 i32", o, lse, q8, k8, vt8, B * H, L,
+                                   scale, qd, kd, vd, B * H * L, B * H * D)
+                run()
+                torch.cuda.synchronize()
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    ref = F.scaled_dot_product_attention(q8.to(torch.bfloat16), k8.to(torch.bfloat16),
+                                                         v8.to(torch.bfloat16), is_causal=causal,
+                                                         scale=scale * qd * kd).float() * vd
+                e = check("fp8 O vs SDPA on the e4m3 values", rel_err(o.float(), ref), TOL_FP8)
+                t = bench(run)
+                vs = "" if t_b is None else "%.3fx bf16" % (t_b / t)
+                lines.append("| fwd fp8 d%d | %s | tile | %s | %.1e | %.3f | %.1f | %.1f%% | %s |"
+                             % (D, mode, fcfg, e, t * 1e3, flops / t / 1e12, 100 * flops / t / PEAK, vs))
+                del o, lse, ref
+            except Exception as e:
+                lines.append("| fwd fp8 d%d | %s | tile | %s | %s | | | | |" % (D, mode, fcfg, failed(e)))
+        del q, k, v, q8, k8, v8, vt8
+        torch.cuda.empty_cache()
+    return lines
+
+
 # ---- the benchmark --------------------------------------------------------------------------
 def run_mode(rt, causal):
     B, H, L, D = SHAPE
@@ -379,6 +450,7 @@ def main():
     ap.add_argument("--fwd-configs", help="forward configs 'BM,BN,warps[,stages];...' instead of the built-in ones")
     ap.add_argument("--no-bwd", action="store_true", help="the forward pass only")
     ap.add_argument("--bwd-configs", help="backward configs 'BM,BN,warps/BM,BN,warps;...' (dK/dV / dQ)")
+    ap.add_argument("--fp8", action="store_true", help="the fp8 forward's rows (d128, d256) only, beside tile's bf16")
     a_ = ap.parse_args()
     QUICK = a_.quick
     global GIVEN_FWD, GIVEN_BWD
@@ -408,7 +480,11 @@ def main():
              "| pass | mask | implementation | config | check (rel. err) | time (ms) | TFLOP/s | % of peak | vs SDPA flash |",
              "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
-    for causal in (False, True):
+    if a_.fp8:   # the fp8 section instead of the bf16 table ("% of peak" still of the bf16 peak)
+        part = fp8_rows(rt)
+        print("\n".join(part), flush=True)
+        lines += part
+    for causal in ((False, True) if not a_.fp8 else ()):
         try:
             part = run_mode(rt, causal)
         except Exception as e:  # the small-shape references themselves failed

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "codegen/cg_internal.h"
+#include "ir/target.h"
 #include "ir/interp.h"
 
 static bool is_f8(IrElem e) { return e == IR_F8E4M3 || e == IR_F8E5M2; }
@@ -176,6 +177,36 @@ static V pack_pair(Cg *c, V lo, V hi, IrElem to)
 }
 
 bool cg_converts_in_pairs(IrElem from, IrElem to) { return from == IR_F32 && (to == IR_BF16 || to == IR_F16); }
+
+/* Two f32 -> two e4m3 bytes by cvt.rn.satfinite.e4m3x2.f32 (sm_89+; one instruction
+ * where f8_encode takes some twenty a byte: attention's P in f8). It rounds to nearest
+ * even as f8_encode does, but saturates: past e4m3's largest finite value the language
+ * gives NaN (e4m3fn, ir/fp.c), so |x| > 464 (the midpoint above 448, which rounds to
+ * 448) and NaN become sign | 0x7f here as there. */
+static void pack_pair_e4m3(Cg *c, V lo, V hi, V out[2])
+{
+    const char *text = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;";
+    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx), tys[2] = {ft, ft}, i16 = LLVMInt16TypeInContext(c->ctx);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->ctx);
+    LLVMTypeRef fty = LLVMFunctionType(i16, tys, 2, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), "=h,f,f", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef args[2] = {hi, lo};
+    LLVMValueRef w = LLVMBuildCall2(c->b, fty, fn, args, 2, "");
+    const char *names[3] = {"memory", "nounwind", "willreturn"};    /* memory(none): may be merged or dropped */
+    for (int i = 0; i < 3; i++) {
+        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+        LLVMAddCallSiteAttribute(w, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+    }
+    V x[2] = {lo, hi};
+    for (int i = 0; i < 2; i++) {
+        V byte = LLVMBuildTrunc(c->b, i ? LLVMBuildLShr(c->b, w, LLVMConstInt(i16, 8, 0), "") : w, i8, "");
+        V a = cg_intrinsic(c, "llvm.fabs", &ft, 1, &x[i], 1);
+        V bad = LLVMBuildFCmp(c->b, LLVMRealUGT, a, cg_f32c(c, 464.0), "");
+        V top = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, bits_of_f32(c, x[i]), i32c(c, 24), ""), i8, "");
+        V nan = LLVMBuildOr(c->b, top, LLVMConstInt(i8, 0x7F, 0), "");   /* sign | 0x7f */
+        out[i] = LLVMBuildSelect(c->b, bad, nan, byte, "");
+    }
+}
 
 /* The 32-bit word that holds bf16 elements lo and hi, where they are elements 2j and
  * 2j + 1 of one vector (a vector load's result); NULL otherwise. */
@@ -441,12 +472,14 @@ static bool convert_in_pairs(Cg *c, const IrOp *op, const IrLayoutMap *l, CgVal 
 {
     IrElem from = op_elem(c, op), to = cg_type(c, op->results[0])->elem;
     bool widen = from == IR_BF16 && to == IR_F32;
+    bool e4m3 = from == IR_F32 && to == IR_F8E4M3 && c->target && c->target->sm >= 89;
     CgVal x = cg_get(c, op->operands[0]);
-    if (op->code != IR_OP_CONVERT || !(widen || cg_converts_in_pairs(from, to)) || l->rank == 0 ||
+    if (op->code != IR_OP_CONVERT || !(widen || e4m3 || cg_converts_in_pairs(from, to)) || l->rank == 0 ||
         l->spt[l->rank - 1] % 2 || equal_run(c, op, l) > 1 || x.n != out->n)
         return false;
     for (uint32_t k = 0; k < out->n; k += 2)
-        if (!widen || !widen_pair(c, x.v[k], x.v[k + 1], out->v + k))
+        if (e4m3) pack_pair_e4m3(c, x.v[k], x.v[k + 1], out->v + k);
+        else if (!widen || !widen_pair(c, x.v[k], x.v[k + 1], out->v + k))
             cg_convert_run(c, x.v + k, 2, from, to, out->v + k);
     return true;
 }

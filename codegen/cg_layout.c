@@ -28,7 +28,7 @@ static bool supported(const IrLayout *l, bool wgmma)
     if (l->kind == IR_LAYOUT_DOT_OPERAND)   /* registers: mma.sync's operands, wgmma's A */
         return l->parent->kind == IR_LAYOUT_MMA && supported(l->parent, wgmma) &&
                (l->parent->version == 2 ? l->kwidth * 8 == l->parent->instr[2]
-                                        : l->op == 0 && l->kwidth == 2 && l->parent->instr[2] == 16);
+                                        : l->op == 0 && l->kwidth * 8 == l->parent->instr[2]);
     /* buffers (cg_shared.c), and with an NVMMA swizzle the views of their stages */
     if (l->kind == IR_LAYOUT_SHARED) return !l->pad && (l->rank == 3 || (l->rank == 2 && l->swizzle_bytes));
     if (l->kind != IR_LAYOUT_BLOCKED) return false;
@@ -414,6 +414,50 @@ static void shape_weights(const IrOp *op, const IrType *st, const IrType *rt, in
     }
 }
 
+/* ir_layout_quad_shuffle's conversion: an 8-bit mma accumulator (m16n8 tiles: thread
+ * (g, t) of a quad holds row g (and g + 8), columns 8n + 2t and 8n + 2t + 1) to the
+ * 8-bit A operand (register r of K step ks: row g + 8 (r & 1), columns 32 ks + 16 (r >> 1)
+ * + 4t .. + 3). Column 4t + j of a 16-column half lives in lane 2 (t & 1) + j / 2 of the
+ * quad, tile 2h + t / 2; so each lane packs, per row half and 16 columns, its 4 bytes
+ * (2 of each 8-column tile) into one word, and lane t reads the words of lanes 2 (t & 1)
+ * and 2 (t & 1) + 1 (two shfl.sync.idx a register), keeping the low or the high half of
+ * each by t / 2 (one prmt.b32). */
+static CgVal quad_shuffle(Cg *c, const IrLayoutMap *from, CgVal src, const IrLayoutMap *to)
+{
+    LLVMBuilderRef b = c->b;
+    LLVMTypeRef i32 = cg_i32(c), i8 = LLVMInt8TypeInContext(c->ctx);
+    LLVMValueRef t = cg_and(b, c->lane, cg_i32c(c, 3));
+    LLVMValueRef la = cg_add(b, cg_and(b, c->lane, cg_i32c(c, ~3)),
+                             cg_mul(b, cg_and(b, t, cg_i32c(c, 1)), cg_i32c(c, 2)));
+    LLVMValueRef lb = cg_add(b, la, cg_i32c(c, 1));
+    /* prmt's selector: bytes 0, 1 of each word (t < 2) or 2, 3, the first word's low */
+    LLVMValueRef sel = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntUGE, t, cg_i32c(c, 2), ""), cg_i32c(c, 0x7632),
+                                       cg_i32c(c, 0x5410), "");
+    uint32_t RM = (uint32_t)to->reps[0], KS = (uint32_t)to->ks, RN = (uint32_t)from->reps[1];
+    CgVal out = cg_val_new(c, RM * KS * 16);
+    for (uint32_t rm = 0; rm < RM; rm++)
+        for (uint32_t ks = 0; ks < KS; ks++)
+            for (uint32_t r = 0; r < 4; r++) {
+                uint32_t hi = r & 1, rn0 = ks * 4 + 2 * (r >> 1);
+                LLVMValueRef word = cg_i32c(c, 0);
+                for (uint32_t q = 0; q < 4; q++) {
+                    LLVMValueRef x = cg_at(src, (rm * RN + rn0 + q / 2) * 4 + 2 * hi + q % 2);
+                    x = LLVMBuildZExt(b, x, i32, "");
+                    word = LLVMBuildOr(b, word, LLVMBuildShl(b, x, cg_i32c(c, 8 * q), ""), "");
+                }
+                LLVMValueRef aa[4] = {cg_i32c(c, -1), word, la, cg_i32c(c, 31)};
+                LLVMValueRef ab[4] = {cg_i32c(c, -1), word, lb, cg_i32c(c, 31)};
+                LLVMValueRef xa = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, aa, 4);
+                LLVMValueRef xb = cg_intrinsic(c, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, ab, 4);
+                LLVMValueRef pa[3] = {xa, xb, sel};
+                LLVMValueRef reg = cg_intrinsic(c, "llvm.nvvm.prmt", NULL, 0, pa, 3);
+                for (uint32_t j = 0; j < 4; j++)
+                    out.v[(rm * KS + ks) * 16 + r * 4 + j] =
+                        LLVMBuildTrunc(b, cg_lshr(b, reg, cg_i32c(c, 8 * j)), i8, "");
+            }
+    return out;
+}
+
 bool cg_shape_op(Cg *c, const IrOp *op)
 {
     const IrType *st = cg_type(c, op->operands[0]), *rt = cg_type(c, op->results[0]);
@@ -428,6 +472,10 @@ bool cg_shape_op(Cg *c, const IrOp *op)
     IrLayoutMap from = ir_layout_map(st);
     int64_t w[IR_MAX_RANK] = {0};
     shape_weights(op, st, rt, w);
+    if (op->code == IR_OP_CONVERT_LAYOUT && ir_layout_quad_shuffle(st, rt)) {
+        cg_set(c, op->results[0], quad_shuffle(c, &from, src, &to));
+        return true;
+    }
     if (ir_layout_in_registers((int)op->code, st->layout, rt->layout)) {
         /* planned without scratch (ir_op_scratch_bytes): shared memory
          * here could overlap the rings' buffers */

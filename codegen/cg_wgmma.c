@@ -111,9 +111,10 @@ static void simple_asm(Cg *c, const char *text)
 
 /* d[0..R) = A * B + d by one wgmma.mma_async m64nNkK (d = A * B, its input unread, when
  * not `accumulate`: the instruction's scale-d is 0): A by descriptor da, or (ra not
- * NULL) from 4 registers of the mma.sync A fragment (then no trans-a). K = 16 for f16
- * and bf16; K = 32 for f8 (e4m3, e5m2), whose form has no transpose immediates: both
- * operands are K-major (the shared pass and the verifier see to it). */
+ * NULL) from 4 registers of the mma.sync A fragment (then no trans-a; m16n8k32's for
+ * f8, 4 bytes a register). K = 16 for f16 and bf16; K = 32 for f8 (e4m3, e5m2), whose
+ * form has no transpose immediates: both operands are K-major (the shared pass and the
+ * verifier see to it). */
 static void wgmma(Cg *c, int32_t N, int32_t K, const char *in, LLVMValueRef da, const LLVMValueRef *ra, LLVMValueRef db,
                   int ta, int tb, bool accumulate, LLVMValueRef *d)
 {
@@ -131,7 +132,9 @@ static void wgmma(Cg *c, int32_t N, int32_t K, const char *in, LLVMValueRef da, 
     int at = snprintf(text, tn, "{ .reg .pred p; setp.ne.b32 p, $%u, 0; wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {",
                       R + na + 1, N, K, in, in);
     for (uint32_t j = 0; j < R; j++) at += snprintf(text + at, tn - (size_t)at, "%s$%u", j ? ", " : "", j);
-    if (ra)
+    if (ra && K == 32)   /* f8 A from registers: no transpose immediate (B is K-major) */
+        snprintf(text + at, tn - (size_t)at, "}, {$%u, $%u, $%u, $%u}, $%u, p, 1, 1; }", R, R + 1, R + 2, R + 3, R + 4);
+    else if (ra)
         snprintf(text + at, tn - (size_t)at, "}, {$%u, $%u, $%u, $%u}, $%u, p, 1, 1, %d; }", R, R + 1, R + 2, R + 3, R + 4, tb);
     else if (K == 32)
         snprintf(text + at, tn - (size_t)at, "}, $%u, $%u, p, 1, 1; }", R, R + 1);
@@ -157,12 +160,18 @@ static void wgmma(Cg *c, int32_t N, int32_t K, const char *in, LLVMValueRef da, 
 static void asm_through(Cg *c, const char *text, LLVMValueRef *v, uint32_t n)
 {
     LLVMTypeRef *ty = arena_alloc(c->arena, (n ? n : 1) * sizeof *ty);
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->ctx), i16 = LLVMInt16TypeInContext(c->ctx);
+    bool *narrow = arena_alloc(c->arena, (n ? n : 1) * sizeof *narrow);
     size_t cn = 12 * n + 16;
     char *cons = arena_alloc(c->arena, cn);
     int cat = 0;
     for (uint32_t j = 0; j < n; j++) {
+        /* 8-bit values (f8 held as bytes: a rotated loop's P) go through as 16 bits: PTX
+         * has no 8-bit registers */
+        narrow[j] = LLVMTypeOf(v[j]) == i8;
+        if (narrow[j]) v[j] = LLVMBuildZExt(c->b, v[j], i16, "");
         ty[j] = LLVMTypeOf(v[j]);
-        cat += snprintf(cons + cat, cn - (size_t)cat, "=%s,", ty[j] == cg_i32(c) ? "r" : "f");
+        cat += snprintf(cons + cat, cn - (size_t)cat, "=%s,", ty[j] == cg_i32(c) ? "r" : ty[j] == i16 ? "h" : "f");
     }
     for (uint32_t j = 0; j < n; j++) cat += snprintf(cons + cat, cn - (size_t)cat, "%s%u", j ? "," : "", j);
     snprintf(cons + cat, cn - (size_t)cat, ",~{memory}");
@@ -171,7 +180,10 @@ static void asm_through(Cg *c, const char *text, LLVMValueRef *v, uint32_t n)
     LLVMValueRef fn = LLVMGetInlineAsm(fty, (char *)text, strlen(text), cons, strlen(cons), 1, 0, LLVMInlineAsmDialectATT, 0);
     LLVMValueRef r = LLVMBuildCall2(c->b, fty, fn, v, n, "");
     cg_convergent(c, r);
-    for (uint32_t j = 0; j < n; j++) v[j] = LLVMBuildExtractValue(c->b, r, j, "");
+    for (uint32_t j = 0; j < n; j++) {
+        v[j] = LLVMBuildExtractValue(c->b, r, j, "");
+        if (narrow[j]) v[j] = LLVMBuildTrunc(c->b, v[j], i8, "");
+    }
 }
 
 /* asm_through over v[0..n) in groups of at most 128 (the operands of one asm). */
@@ -213,16 +225,15 @@ static bool in_flight_ok(Cg *c, const IrOp *op)
     return true;
 }
 
-/* A's registers for band rm and K step ks (16 K elements): 4 words of two elements,
- * the mma.sync A fragment (cg_mma.c: elements (rm * KS + ks) * 8 + 2r, + 1). */
-static void a_words(Cg *c, CgVal a, uint32_t rm, uint32_t KS, uint32_t ks, LLVMValueRef w[4])
+/* A's registers for band rm and K step ks: 4 words of W elements (W = 2 for f16 and
+ * bf16, K step 16; W = 4 for f8, K step 32, the bytes in K order), the mma.sync A
+ * fragment of m16n8k16 or m16n8k32 (cg_mma.c: elements (rm * KS + ks) * 4W + rW + j). */
+static void a_words(Cg *c, CgVal a, uint32_t W, uint32_t rm, uint32_t KS, uint32_t ks, LLVMValueRef w[4])
 {
     for (uint32_t r = 0; r < 4; r++) {
-        uint32_t e = (rm * KS + ks) * 8 + 2 * r;
-        LLVMValueRef x0 = cg_at(a, e), x1 = cg_at(a, e + 1);
-        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(LLVMTypeOf(x0), 2));
-        v = LLVMBuildInsertElement(c->b, v, x0, cg_i32c(c, 0), "");
-        v = LLVMBuildInsertElement(c->b, v, x1, cg_i32c(c, 1), "");
+        uint32_t e = (rm * KS + ks) * 4 * W + W * r;
+        LLVMValueRef v = LLVMGetUndef(LLVMVectorType(LLVMTypeOf(cg_at(a, e)), W));
+        for (uint32_t j = 0; j < W; j++) v = LLVMBuildInsertElement(c->b, v, cg_at(a, e + j), cg_i32c(c, j), "");
         w[r] = LLVMBuildBitCast(c->b, v, cg_i32(c), "");
     }
 }
@@ -333,8 +344,9 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     int32_t IK = m->instr[2];     /* 16, or 32 for f8 */
     uint32_t KS = (uint32_t)(K / IK);
     const char *in = at->elem == IR_BF16 ? "bf16" : at->elem == IR_F16 ? "f16" : at->elem == IR_F8E4M3 ? "e4m3" : "e5m2";
-    if (IK == 32 && (a_regs || !k_major(&a) || !k_major(&b)))
-        return cg_error(c, op, "internal error: an f8 wgmma dot whose operands are not K-major views");
+    if (IK == 32 && ((!a_regs && !k_major(&a)) || !k_major(&b)))
+        return cg_error(c, op, "internal error: an f8 wgmma dot whose operands are not K-major (B a view, A a view or "
+                        "registers)");
     CgVal acc = cg_get(c, op->operands[2]);
     CgVal out = cg_val_new(c, RM * R);
     bool fresh = out.n > 0;   /* zeros: the first step of K ignores them (scale-d 0) */
@@ -349,7 +361,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
         uint32_t nw = RM * KS * 4, nv = nw + out.n;
         LLVMValueRef *v = arena_alloc(c->arena, nv * sizeof *v);
         for (uint32_t rm = 0; rm < RM; rm++)
-            for (uint32_t ks = 0; ks < KS; ks++) a_words(c, av, rm, KS, ks, v + (rm * KS + ks) * 4);
+            for (uint32_t ks = 0; ks < KS; ks++) a_words(c, av, (uint32_t)IK / 8, rm, KS, ks, v + (rm * KS + ks) * 4);
         for (uint32_t q = 0; q < out.n; q++) v[nw + q] = out.v[q];
         asm_through(c, "wgmma.fence.sync.aligned;", v, nv);
         aw = v;

@@ -91,6 +91,17 @@ bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to)
     return to->kind == IR_LAYOUT_MMA && (from == to || (from->kind == IR_LAYOUT_SLICE && from->parent == to));
 }
 
+bool ir_layout_quad_shuffle(const IrType *from, const IrType *to)
+{
+    const IrLayout *a = from->layout, *b = to->layout;
+    if (!a || !b || a->kind != IR_LAYOUT_MMA || b->kind != IR_LAYOUT_DOT_OPERAND || b->op != 0 || b->kwidth != 4)
+        return false;
+    const IrLayout *p = b->parent;
+    if (!p || p->kind != IR_LAYOUT_MMA || a->wpc[1] != 1 || p->wpc[1] != 1 || a->wpc[0] != p->wpc[0]) return false;
+    return from->rank == 2 && ir_elem_bytes(from->elem) == 1 && from->shape[0] % (16 * a->wpc[0]) == 0 &&
+           from->shape[1] % 32 == 0;
+}
+
 int ir_reduce_warps(const IrType *t, int axis)
 {
     const IrLayout *l = t->layout;

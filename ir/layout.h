@@ -93,6 +93,15 @@ bool ir_layout_alike(const IrLayout *a, const IrLayout *b);
  * codegen plans its scratch by it (cg_op_smem_bytes), and fails, never spills into the
  * rings, where such an op would need shared memory after all. */
 bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to);
+/* Whether a convert_layout of tile `from` to the type `to` moves its elements within
+ * quads of lanes by shuffles, needing no shared memory and no barrier: an mma
+ * accumulator with the warps along M (version 2 or 3, wpc [W, 1]) of 8-bit elements,
+ * whole 16 * W rows and 32 columns, to the 8-bit A operand (kwidth 4: mma.sync
+ * m16n8k32's A, wgmma's 8-bit A from registers) of an mma with the same warps: a row's
+ * elements stay in the quad of lanes that holds it, each register of A gathered from
+ * two lanes of the quad (attention's P in f8: codegen/cg_layout.c, quad_shuffle). Like
+ * ir_layout_in_registers, read by ir_op_scratch_bytes and codegen alone. */
+bool ir_layout_quad_shuffle(const struct IrType *from, const struct IrType *to);
 /* The warps that share the reduced axis of a tile t (a reduction's cross-warp partials
  * go through shared memory when there are several): a blocked layout's warps along
  * `axis` that the tile's extent uses; 1 for an mma layout or its slice (a row is in one

@@ -123,6 +123,7 @@ uint32_t ir_op_scratch_bytes(const IrFunc *f, const IrOp *op)
     switch (op->code) {
     case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
         if (ir_layout_in_registers((int)op->code, a->layout, r->layout)) return 0;
+        if (op->code == IR_OP_CONVERT_LAYOUT && ir_layout_quad_shuffle(a, r)) return 0;
         return tile_bytes(a, mem_bytes(a->elem));
     case IR_OP_REDUCE: case IR_OP_SCAN: {
         uint32_t x = combine_bytes(f, op), squeeze = op->code == IR_OP_REDUCE ? tile_bytes(r, 8) : 0;

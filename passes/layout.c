@@ -205,8 +205,9 @@ static bool rowwise_warps(int warps, int32_t M, int32_t wpc[2])
  * m64 blocks of rows (warps along M only: M a multiple of 16 * warps), the whole of N in
  * one instruction (N <= 256), and operand tiles whose rows the 32/64/128-byte swizzles
  * can hold (every extent a multiple of 16). Returns the instruction's K, or 0. Its B
- * must then come from a shared-memory ring, its A from a ring or (16-bit) from
- * registers (a Q loaded once); f8 operands must be K-major where wgmma reads them
+ * must then come from a shared-memory ring, its A from a ring or from registers (a Q
+ * loaded once; attention's P, whose f8 form converts from S's accumulator by quad
+ * shuffles: ir_layout_quad_shuffle); f8 operands must be K-major where wgmma reads them
  * (wgmma transposes only 16-bit ones): the shared pass transposes an N-major f8 B (or
  * M-major A) through a K-major buffer of its own (passes/shared.c, the f8 transpose).
  * The shared pass makes ring operands views of their stages, or, where one cannot be,

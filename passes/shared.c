@@ -1137,8 +1137,10 @@ static void wgmma_visit(IrOp *op, void *ud)
     for (int i = 0; i < 2; i++) {
         const IrLayout *ol = ir_value_type(w->f, op->operands[i])->layout;
         bool view = ol && ol->kind == IR_LAYOUT_SHARED && ol->swizzle_bytes;
+        /* A may be registers: 16-bit, or 8-bit in the k32 fragment (kwidth 4: attention's
+         * P in f8, converted from S's accumulator by the layout pass) */
         bool regs = i == 0 && ol && ol->kind == IR_LAYOUT_DOT_OPERAND && ol->parent == l &&
-                    ir_elem_bytes(ir_value_type(w->f, op->operands[i])->elem) == 2;   /* 16-bit A may be registers */
+                    ol->kwidth * 8 == l->instr[2];
         if (!view && !regs) w->all = false;
     }
 }

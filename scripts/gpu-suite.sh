@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|measure40|issue41|issue41q|issue42|check41|measure41]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|measure40|issue41|issue41q|issue42|check41|measure41|fp8attn]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -143,6 +143,16 @@ if [ "$what" = issue40 ]; then
   : "${STEP_TIMEOUT:=240}"
   step attention_ops env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" python3 tests/gpu/test_attention_ops_gpu.py -v
   step attn_fuzz python3 tests/difftest/attn_fuzz.py build-gpu/tilec --device gpu --seeds 1..100000 --time-limit 90 --out "$OUT/attn-fuzz"
+  exit $status
+fi
+if [ "$what" = fp8attn ]; then
+  # issue 40's fp8 forward (examples/flash_attn_fwd_fp8.tile): its configs against
+  # float64 from the same e4m3 values, then bench/attention.py --fp8 (d128 and d256,
+  # full and causal, beside tile's bf16 forward; target 1.5x); about 4 minutes
+  : "${STEP_TIMEOUT:=240}"
+  step attn_fp8 env TILEC="$root/build-gpu/tilec" python3 tests/gpu/test_attn_fp8_gpu.py "$root/build-gpu/runtime/libtileRT.so"
+  step attn_fp8_bench python3 bench/attention.py --lib build-gpu/runtime/libtileRT.so --fp8 ${BENCH_QUICK:+--quick} \
+    --out "$OUT/attention_fp8.md"
   exit $status
 fi
 if [ "$what" = measure40 ]; then

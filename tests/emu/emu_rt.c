@@ -319,8 +319,36 @@ static uint16_t f_to_f16(float f)
 uint32_t emu_cvt_f16x2(float a, float b) { return ((uint32_t)f_to_f16(a) << 16) | f_to_f16(b); }
 /* cvt.rn.bf16x2.f32 d, a, b: a in the upper half, b in the lower */
 uint32_t emu_cvt_bf16x2(float a, float b) { return ((uint32_t)f_to_bf16(a) << 16) | f_to_bf16(b); }
+/* cvt.rn.satfinite.e4m3x2.f32 d, a, b: a in the upper byte; to nearest even (the
+ * nearest of the 127 finite codes, an even code on a tie), 448 past it, NaN 0x7f */
+static uint8_t f_to_e4m3_sat(float f)
+{
+    uint8_t s = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a != a) return 0x7f;
+    uint8_t best = 0;
+    for (uint8_t code = 1; code < 0x7f; code++) {
+        float d = fabsf(e4m3_f(code) - a), db = fabsf(e4m3_f(best) - a);
+        if (d < db || (d == db && code % 2 == 0)) best = code;
+    }
+    return (uint8_t)(s | best);
+}
+uint16_t emu_cvt_e4m3x2(float a, float b) { return (uint16_t)(f_to_e4m3_sat(a) << 8 | f_to_e4m3_sat(b)); }
 static float ftz(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
 float emu_ex2_ftz(float x) { return ftz(exp2f(ftz(x))); }
+/* prmt.b32 d, a, b, c: byte i of d is byte (c >> 4i) & 7 of {b, a} (a bytes 0-3), or
+ * that byte's sign replicated when (c >> 4i) & 8 */
+uint32_t emu_prmt(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint64_t ab = (uint64_t)b << 32 | a;
+    uint32_t d = 0;
+    for (int i = 0; i < 4; i++) {
+        uint32_t n = (c >> (4 * i)) & 15, byte = (uint32_t)(ab >> (8 * (n & 7))) & 0xFF;
+        if (n & 8) byte = byte & 0x80 ? 0xFF : 0;
+        d |= byte << (8 * i);
+    }
+    return d;
+}
 float emu_ex2(float x) { return exp2f(x); }
 float emu_rcp_ftz(float x) { return ftz(1.0f / ftz(x)); }
 
@@ -661,12 +689,19 @@ void emu_wgmma(float *acc, const uint32_t *areg, uint64_t da, uint64_t db, uint3
                     A[r][k] = elem_f(desc_elem(da, r, k, es, (int)ta), (int)type);
                     continue;
                 }
-                /* the mma A pattern: warp r / 16, lane g = r % 8, t = k % 8 / 2 (16-bit) */
-                uint32_t w = r / 16, g = r % 8, hi = (r % 16) / 8, kh = k / 8, t = (k % 8) / 2;
+                /* the mma A pattern: warp r / 16, lane g = r % 8, t = k % 8 / 2 (16-bit:
+                 * m16n8k16's, two elements a register) or k % 16 / 4 (8-bit: m16n8k32's,
+                 * four bytes a register, register hi + 2 * (k / 16)) */
+                uint32_t w = r / 16, g = r % 8, hi = (r % 16) / 8;
+                uint32_t W = 4 / es, kh = k / (4 * W), t = (k % (4 * W)) / W;
                 const WgSlot *s = &wg_slot[first + (int)(w * 32 + g * 4 + t)];
                 uint32_t word = s->areg[hi + 2 * kh];
+                if (es == 1) {
+                    unsigned char byte = (unsigned char)(word >> (8 * (k % 4)));
+                    A[r][k] = elem_f(&byte, (int)type);
+                    continue;
+                }
                 uint16_t h = (uint16_t)(k % 2 ? word >> 16 : word);
-                if (es != 2) fail("wgmma with 8-bit A from registers is not modelled");
                 A[r][k] = type == 0 ? bf16_f(h) : f16_f(h);
             }
         for (uint32_t c = 0; c < n; c++)

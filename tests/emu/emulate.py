@@ -76,6 +76,16 @@ def attn_bwd_fused(BH, L, D=128):
                     L, D)
 
 
+def attn_fwd_fp8(BH, L, D=128, tma=False):
+    """attn_fwd_fp8(_tma)'s arguments (examples/flash_attn_fwd_fp8.tile): e4m3 q, k and
+    V^T, per-tensor descales."""
+    n = BH * L * D
+    args = ["o=zeros:%d" % n, "lse=zeros:%d" % (BH * L), "q=rand:%d:1" % n, "k=rand:%d:2" % n, "vt=rand:%d:3" % n,
+            "BH=%d" % BH, "L=%d" % L, "scale=0.125", "q_descale=0.5", "k_descale=2.0", "v_descale=1.5"]
+    return args + (["rows=%d" % (BH * L), "vrows=%d" % (BH * D)] if tma else ["stride_bh=%d" % (L * D), "stride_l=%d" % D, "stride_vbh=%d" % (L * D),
+                                   "stride_vt=%d" % L])
+
+
 def ptr_form(args, L, D=128):
     """The pointer kernels' arguments: a head's stride instead of the rows."""
     return [a for a in args if not a.startswith("rows=")] + ["stride_bh=%d" % (L * D)]
@@ -85,6 +95,7 @@ def ptr_form(args, L, D=128):
 FILES = {"perm24": [(7 * i + 3) % 24 for i in range(24)], "lens3": [1, 77, 128]}
 FA = os.path.join(EX, "flash_attn_fwd.tile")
 FB = os.path.join(EX, "flash_attn_bwd.tile")
+F8 = os.path.join(EX, "flash_attn_fwd_fp8.tile")
 MM = os.path.join(EX, "matmul_bf16.tile")
 MP = os.path.join(root, "bench", "matmul_pointers.tile")
 PB = os.path.join(root, "tests", "lit", "passes", "ptrblock_kernels.tile")
@@ -165,6 +176,17 @@ CASES = [
     ("attention forward tma persistent, 1 program", FA, "attn_fwd_tma", ["persistent=1"], attn_fwd(2, 256),
      ["o", "lse"], 2e-2, {"MOCKCUDA_SMS": "1"}),
     ("attention forward cp.async", FA, "attn_fwd", [], ptr_form(attn_fwd(1, 192), 192), ["o", "lse"], 2e-2),
+    # fp8: S = Q K^T and O = P V on e4m3 wgmma, P converted to the 8-bit A fragment in
+    # registers, V^T K-major (examples/flash_attn_fwd_fp8.tile)
+    ("attention forward fp8 cp.async", F8, "attn_fwd_fp8", [], attn_fwd_fp8(1, 256), ["o", "lse"], 2e-2),
+    ("attention forward fp8 cp.async causal, 4 warps, BN 64", F8, "attn_fwd_fp8",
+     ["CAUSAL=1", "BM=64", "BN=64", "warps=4"], attn_fwd_fp8(2, 192), ["o", "lse"], 2e-2),
+    ("attention forward fp8 tma (producer, overlap)", F8, "attn_fwd_fp8_tma", [], attn_fwd_fp8(2, 256, tma=True),
+     ["o", "lse"], 2e-2),
+    ("attention forward fp8 tma causal, no producer", F8, "attn_fwd_fp8_tma", ["CAUSAL=1", "ws=0", "overlap=0"],
+     attn_fwd_fp8(2, 256, tma=True), ["o", "lse"], 2e-2),
+    ("attention forward fp8 tma causal d256 BN 64", F8, "attn_fwd_fp8_tma", ["CAUSAL=1", "D=256", "BN=64"],
+     attn_fwd_fp8(1, 256, 256, tma=True), ["o", "lse"], 2e-2),
     ("attention forward cp.async causal, 4 warps", FA, "attn_fwd", ["CAUSAL=1", "BM=64", "warps=4"],
      ptr_form(attn_fwd(2, 128), 128), ["o", "lse"], 2e-2),
     ("attention backward dk/dv cp.async", FB, "attn_bwd_dkdv", [], ptr_form(attn_bwd(["dk", "dv"], 1, 128), 128),
@@ -315,6 +337,12 @@ def bench_cases():
             args = attn_fwd(1, L) if "tma" in flags else ptr_form(attn_fwd(1, L), L)
             cases.append(("bench forward %s%s causal %d" % ("+".join(flags) + ":" if flags else "", cfg, causal), FA,
                           "attn_fwd_tma" if "tma" in flags else "attn_fwd", d, args, ["o", "lse"], 2e-2))
+    for D, (_, (BM, BN, warps, stages)) in literal(att, "FP8_CONFIGS").items():   # attn_fwd_fp8_tma (--fp8)
+        for causal in (0, 1):
+            cases.append(("bench forward fp8 d%d %s causal %d" % (D, (BM, BN, warps, stages), causal), F8,
+                          "attn_fwd_fp8_tma", ["BM=%d" % BM, "BN=%d" % BN, "warps=%d" % warps, "stages=%d" % stages,
+                                               "ws=1", "overlap=1", "D=%d" % D, "CAUSAL=%d" % causal],
+                          attn_fwd_fp8(1, 2 * BM, D, tma=True), ["o", "lse"], 2e-2))
     for cfg in literal(att, "BWD_CONFIGS"):
         flags = [x for x in cfg if isinstance(x, str)]
         if "fused" in flags:   # attn_bwd_fused: dK, dV and dQ's f32 partials in one kernel

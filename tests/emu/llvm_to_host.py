@@ -86,6 +86,8 @@ def emu_for(asm, cons, args, ret):
         body = ["  call void @emu_cluster_barrier()", "  ret void"]
     elif "cvt.rn.bf16x2" in asm:
         body = ["  ret i32 0"]
+    elif "cvt.rn.satfinite.e4m3x2" in asm:
+        body = ["  ret i16 0"]
     elif VALUES and re.match(r"\{ \.reg \.pred p; setp\.(gt|lt|ge|le)\.([su])32 p, \$1, \$2; selp\.b32 \$0, \$1, \$2, p; \}$", asm):
         m = re.match(r"\{ \.reg \.pred p; setp\.(gt|lt|ge|le)\.([su])32", asm)
         body = ["  %%c = icmp %s%s i32 %%p0, %%p1" % (m.group(2), m.group(1)),
@@ -226,6 +228,8 @@ def emu_body(asm, cons, argtypes, ret):
         sys.exit("emu: not modelled (this cluster, mma.sync or ldmatrix form): " + asm[:120])
     if asm == "cvt.rn.bf16x2.f32 $0, $1, $2;":
         return ["  %r = call i32 @emu_cvt_bf16x2(float %p0, float %p1)", "  ret i32 %r"]
+    if asm == "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;":
+        return ["  %r = call i16 @emu_cvt_e4m3x2(float %p0, float %p1)", "  ret i16 %r"]
     m = re.match(r"st\.global(?:\.v(\d))?\.b32 \[\$0\], ", asm)
     if m:   # whole words without a mask (codegen/cg_memory.c store_run: packed 16-bit runs)
         n = int(m.group(1) or 1)
@@ -339,6 +343,8 @@ if EMU:
     for nv, emu in (("ex2.approx.ftz.f", "ex2_ftz"), ("ex2.approx.f", "ex2"), ("rcp.approx.ftz.f", "rcp_ftz")):
         src = src.replace("@llvm.nvvm.%s(" % nv, "@emu_%s(" % emu)
         src = re.sub(r"declare [^\n]*@emu_%s\([^\n]*" % emu, "declare float @emu_%s(float)" % emu, src)
+    src = src.replace("@llvm.nvvm.prmt(", "@emu_prmt(")   # the f8 quad shuffle's byte select
+    src = re.sub(r"declare [^\n]*@emu_prmt\([^\n]*", "declare i32 @emu_prmt(i32, i32, i32)", src)
 src = src.replace("define ptx_kernel", "define")
 src = src.replace("@llvm.nvvm.read.ptx.sreg.tid.x", "@emu_tid").replace("@llvm.nvvm.read.ptx.sreg.ctaid.x", "@emu_ctaid")
 src = src.replace("@llvm.nvvm.barrier0", "@emu_barrier")
@@ -366,7 +372,7 @@ src += "declare void @emu_cluster_barrier()\ndeclare void @emu_bar_sync(i32, i32
 src += "\n".join(d for _, d in decls.values())
 if EMU:
     src += "\n" + "\n".join(entries) + "\n"
-    for sig in ("void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)", "i32 @emu_cvt_bf16x2(float, float)",
+    for sig in ("void @emu_wgmma(ptr, ptr, i64, i64, i32, i32, i32, i32, i32)", "i32 @emu_cvt_bf16x2(float, float)", "i16 @emu_cvt_e4m3x2(float, float)",
                 "i32 @emu_cvt_f16x2(float, float)", "void @emu_st_global(i32, i64, ptr, i32)", "void @emu_red_add_f32(i32, i64, ptr, i32)",
                 "void @emu_ld_global(i32, i64, ptr, i32)", "void @emu_cp_async(i32, i64, i32, i32)",
                 "void @emu_st_shared(i32, ptr, i32)",

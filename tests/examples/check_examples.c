@@ -775,6 +775,76 @@ static void case_attn_fwd(Case *c, int causal)
     c->etol[0] = otol;
     expect(c, 1, want_lse, 1e-5, 1e-5);
 }
+/* attn_fwd_fp8 (examples/flash_attn_fwd_fp8.tile): e4m3 q, k and V^T ([BH, D, L], its
+ * own strides) with per-tensor descales, O bf16 and lse f32 as attn_fwd's. The
+ * reference is the same e4m3 values times their descales in double; the kernel rounds
+ * P to e4m3, 2^-4 relative or 2^-10 absolute (below e4m3's normal range) per term,
+ * which each element's tolerance allows on the magnitudes of its terms. */
+static void case_attn_fwd_fp8(Case *c, int causal)
+{
+    int BH = on_gpu ? 3 : 2, L = on_gpu ? 300 : 100, D = on_gpu ? 128 : 64;
+    int64_t sl = D + 16, sbh = (int64_t)L * sl + 64, svt = L + 16, svbh = (int64_t)D * svt + 64;
+    double qs = 0.5, ks = 0.25, vs = 1.5, scale = (float)(1 / sqrt(D));
+    Buf q = buf_rand(IR_F8E4M3, BH * sbh, -4, 4), k = buf_rand(IR_F8E4M3, BH * sbh, -4, 4);
+    Buf vt = buf_rand(IR_F8E4M3, BH * svbh, -2, 2);
+    Buf want_o = buf_new(IR_BF16, BH * sbh), want_lse = buf_new(IR_F32, (int64_t)BH * L);
+    memset(want_o.data, 0xFF, (size_t)want_o.n * 2);   /* the gaps: poisoned, never written */
+    double *otol = tol_new(want_o.n), *sc = malloc((size_t)L * sizeof *sc);
+    if (!sc) abort();
+    for (int bh = 0; bh < BH; bh++)
+        for (int i = 0; i < L; i++) {
+            int n = causal ? i + 1 : L;
+            double mx = -INFINITY, l = 0;
+            for (int j = 0; j < n; j++) {
+                double t = 0;
+                for (int d = 0; d < D; d++)
+                    t += buf_get(&q, bh * sbh + i * sl + d) * buf_get(&k, bh * sbh + j * sl + d);
+                sc[j] = scale * qs * ks * t;
+                mx = fmax(mx, sc[j]);
+            }
+            for (int j = 0; j < n; j++) l += exp(sc[j] - mx);
+            buf_set(&want_lse, (int64_t)bh * L + i, mx + log(l));
+            for (int d = 0; d < D; d++) {
+                double acc = 0, mag = 0;
+                for (int j = 0; j < n; j++) {
+                    double p = exp(sc[j] - mx), v = vs * buf_get(&vt, bh * svbh + d * svt + j);
+                    acc += p * v;
+                    mag += (p / 16 + 1.0 / 1024) * fabs(v);
+                }
+                buf_set(&want_o, bh * sbh + i * sl + d, acc / l);
+                otol[bh * sbh + i * sl + d] = mag / l;
+            }
+        }
+    free(sc);
+    def(c, "CAUSAL", causal);
+    if (!on_gpu) {
+        def(c, "BM", 32);
+        def(c, "BN", 16);
+        def(c, "D", D);
+    }
+    snprintf(c->shape, sizeof c->shape, "%dx%dx%d%s", BH, L, D, causal ? " causal" : " full");
+    arg_buf(c, buf_new(IR_BF16, want_o.n));
+    arg_buf(c, buf_new(IR_F32, want_lse.n));
+    arg_buf(c, q);
+    arg_buf(c, k);
+    arg_buf(c, vt);
+    arg_int(c, BH);
+    arg_int(c, L);
+    arg_float(c, scale);
+    arg_float(c, qs);
+    arg_float(c, ks);
+    arg_float(c, vs);
+    arg_int(c, sbh);
+    arg_int(c, sl);
+    arg_int(c, svbh);
+    arg_int(c, svt);
+    expect(c, 0, want_o, 1e-5, 1.0 / 128);
+    c->etol[0] = otol;
+    expect(c, 1, want_lse, 1e-5, 1e-5);
+}
+static void case_attn_fwd_fp8_full(Case *c) { case_attn_fwd_fp8(c, 0); }
+static void case_attn_fwd_fp8_causal(Case *c) { case_attn_fwd_fp8(c, 1); }
+
 /* The _tma kernels' layout: the heads one after the other (no gap between them: the
  * kernels read [BH * L, D] blocks), the rows still strided. */
 static void attn_pack_heads(Attn *a)
@@ -1193,6 +1263,8 @@ static const Example examples[] = {
     {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_full},
     {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_causal},
     {"flash_attn_fwd.tile", "attn_fwd_tma", case_attn_fwd_tma_cluster},
+    {"flash_attn_fwd_fp8.tile", "attn_fwd_fp8", case_attn_fwd_fp8_full},
+    {"flash_attn_fwd_fp8.tile", "attn_fwd_fp8", case_attn_fwd_fp8_causal},
     {"flash_attn_bwd.tile", "attn_bwd_preprocess", case_attn_bwd_preprocess},
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_full},
     {"flash_attn_bwd.tile", "attn_bwd_dkdv", case_attn_bwd_dkdv_causal},
