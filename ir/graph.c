@@ -468,3 +468,12 @@ IrElem ir_lce_scratch_elem(const IrGraph *g, const IrGOp *op)
     if (g->values.data[op->in[IR_LCE_X]].type.elem == IR_BF16) return IR_BF16;
     return g->values.data[op->in[IR_LCE_DY]].type.elem;
 }
+
+IrElem ir_gstats_elem(const IrGraph *g, const IrGKernel *K)
+{
+    for (uint32_t i = 0; i < K->nops; i++) {
+        const IrGOp *op = &g->ops.data[K->ops[i]];
+        if (op->kind == IR_GOP_GLOBAL_NORM) return g->values.data[op->out[0]].type.elem;
+    }
+    return IR_F32;
+}

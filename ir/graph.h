@@ -128,6 +128,10 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
 #define IR_LCE_DY 4
 #define IR_LCE_CHUNK 5
 
+/* The programs of a grad_stats kernel's first step (IrGKernel.partials): enough to fill
+ * a Hopper GPU several times over (132 SMs), a power of two for the second step's sum. */
+#define IR_GSTATS_PARTIALS 512
+
 typedef struct IrGValue {
     IrTensorType type;
     const char *name;        /* a hint for printing, or NULL */
@@ -302,7 +306,12 @@ typedef struct IrGKernel {
                               * operand): the kernel runs once per chunk of rows, holding
                               * [chunk, V] logits in its scratch buffer; else 0 */
     uint32_t scratch;        /* with chunk: the buffer of those logits (memory of the kernel's
-                              * own, no value: its IrGBuffer has nvalues 0) */
+                              * own, no value: its IrGBuffer has nvalues 0); with partials
+                              * that buffer holds the partial sums */
+    uint32_t partials;       /* kinds grad_stats, global_norm, found_inf: the programs of its
+                              * first step, each summing a strided share of every tensor into
+                              * its row of the scratch ([stats, partials] of the result's
+                              * type), which a second step adds in a fixed order; else 0 */
     bool store_view;         /* with view, a trans whose operand its producer (a
                               * flash_attention kernel) writes straight into this result's
                               * memory, through permuted strides: the operand's root is
@@ -339,6 +348,9 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out);
 uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v);
 /* The plan's kernels that run (its views do not). */
 uint32_t ir_gplan_num_launched(const IrGPlan *p);
+/* The type of a grad_stats kernel's partial sums (IrGKernel.partials): its global_norm's
+ * result type (f32 or f64), f32 for found_inf alone (counts, exact in f32 per program). */
+IrElem ir_gstats_elem(const IrGraph *g, const IrGKernel *K);
 /* Each value's printed name (as ir_graph_print prints it), in arena a. */
 const char **ir_graph_value_names(Arena *a, const IrGraph *g);
 

@@ -96,6 +96,7 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
         }
         fprintf(out, "kernel k%u %s", k, K->kind);
         if (K->chunk > 0) fprintf(out, " (chunks of %lld rows)", (long long)K->chunk);
+        if (K->partials) fprintf(out, " (%u programs' partial sums, then their sum)", K->partials);
         fputc(':', out);
         for (uint32_t i = 0; i < K->nops; i++) {
             const IrGOp *op = &g->ops.data[K->ops[i]];
@@ -114,7 +115,11 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
                 ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes));
         for (uint32_t k = 0; !B->nvalues && k < p->nkernels; k++) {
             const IrGKernel *K = &p->kernels[k];
-            if (K->chunk <= 0 || K->scratch != b) continue;
+            if ((K->chunk <= 0 && !K->partials) || K->scratch != b) continue;
+            if (K->partials) {
+                fprintf(out, " the partial sums of k%u, %s[%u, %u]", k, ir_elem_name(ir_gstats_elem(g, K)), K->nops, K->partials);
+                continue;
+            }
             const IrGOp *op = &g->ops.data[K->ops[0]];
             fprintf(out, " the logits of k%u, %s[%lld, %s] a chunk", k,
                     ir_elem_name(ir_lce_scratch_elem(g, op)), (long long)K->chunk,

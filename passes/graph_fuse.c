@@ -1081,6 +1081,7 @@ static IrGPlan *make_plan(Fuse *F)
         uint32_t cdef = lce->kind == IR_GOP_LINEAR_CROSS_ENTROPY ? def_of(F, lce->in[IR_LCE_CHUNK]) : NONE;
         if (n == 1 && cdef != NONE && opat(F, cdef)->kind == IR_GOP_CONST && opat(F, cdef)->attr.c.i > 0)
             K->chunk = opat(F, cdef)->attr.c.i;
+        if (grad_stats(lce->kind)) K->partials = IR_GSTATS_PARTIALS;
     }
     for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
     for (uint32_t k = 0; k < nk; k++)
@@ -1172,20 +1173,25 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
             B->last[B->n++] = B->free_after = last[v];
         }
     /* a chunked kernel's [chunk, V] logits (its dlogits in place): memory of its own, once
-     * for every chunk, of ir_lce_scratch_elem's type (linear_cross_entropy, ir/graph.h) */
+     * for every chunk, of ir_lce_scratch_elem's type (linear_cross_entropy, ir/graph.h); a
+     * grad_stats kernel's [stats, partials] partial sums */
     uint32_t nscratch = 0;
-    for (uint32_t k = 0; k < nk; k++) nscratch += plan->kernels[k].chunk > 0;
+    for (uint32_t k = 0; k < nk; k++) nscratch += plan->kernels[k].chunk > 0 || plan->kernels[k].partials > 0;
     IrGBuffer *out = arena_alloc(F->a, (nb + nscratch + 1) * sizeof *out);
     for (uint32_t b = 0; b < nb; b++)
         out[b] = (IrGBuffer){bufs[b].bytes, bufs[b].n, bufs[b].values, bufs[b].first, bufs[b].last};
     for (uint32_t k = 0; k < nk; k++) {
         const IrGKernel *K = &plan->kernels[k];
-        if (K->chunk <= 0) continue;
+        if (K->chunk <= 0 && !K->partials) continue;
         const IrGOp *op = &g->ops.data[K->ops[0]];
-        const IrTensorType *w = vtype(F, op->in[IR_LCE_W]);
         IrSize bytes = ir_size_const(0);
-        if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(ir_lce_scratch_elem(g, op))), &bytes))
-            bytes = ir_size_const(0);
+        if (K->partials) {
+            bytes = ir_size_const((int64_t)K->partials * K->nops * ir_elem_bytes(ir_gstats_elem(g, K)));
+        } else {
+            const IrTensorType *w = vtype(F, op->in[IR_LCE_W]);
+            if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(ir_lce_scratch_elem(g, op))), &bytes))
+                bytes = ir_size_const(0);
+        }
         out[nb++] = (IrGBuffer){.bytes = bytes};
         ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
     }

@@ -2158,15 +2158,17 @@ static bool lower_adamw(Low *L, Sig *s, const char *name)
     return true;
 }
 
-/* The loop of a grad_stats kernel over tensor g: each global_norm's sum of squares of g
- * times its scale (rounded to g's type, as unscaled gradients are stored) and the count
- * of elements that are not finite. */
-static void stats_loop(Low *L, uint32_t g, const char *A, bool norm)
+/* The loop of a grad_stats kernel's first step over tensor g: this program's blocks of
+ * it (pid, pid + P, pid + 2P, ... of BLOCK elements), each global_norm's sum of squares
+ * of g times its scale (rounded to g's type, as unscaled gradients are stored) and the
+ * count of elements that are not finite. */
+static void stats_loop(Low *L, uint32_t g, const char *A, bool norm, bool inf)
 {
-    fprintf(L->o, "    for k in range(0, %s, BLOCK as i64) {\n", numel_expr(L, vt(L, g), 0));
-    fprintf(L->o, "        let offs = k + arange(0, BLOCK);\n        let mask = offs < %s;\n", numel_expr(L, vt(L, g), 0));
+    const char *n = numel_expr(L, vt(L, g), 0);
+    fprintf(L->o, "    for k in range(pid * (BLOCK as i64), %s, %u * (BLOCK as i64)) {\n", n, L->K->partials);
+    fprintf(L->o, "        let offs = k + arange(0, BLOCK);\n        let mask = offs < %s;\n", n);
     fprintf(L->o, "        let x = load(%s + offs, mask, 0);\n", pname(L, g));
-    fputs("        bad = bad + sum(where(isfinite(x as f32), 0, 1), 0);\n", L->o);
+    if (inf) fprintf(L->o, "        bad = bad + sum(where(isfinite(x as f32), 0 as %s, 1 as %s), 0);\n", A, A);
     for (uint32_t j = 0; norm && j < L->K->nops; j++) {
         const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
         if (op->kind != IR_GOP_GLOBAL_NORM) continue;
@@ -2176,39 +2178,92 @@ static void stats_loop(Low *L, uint32_t g, const char *A, bool norm)
     fputs("    }\n", L->o);
 }
 
-/* found_inf and global_norm over one list (fusion rule 8): one program walks every
- * tensor once (deterministic, the same sum on every run). One program is the first
- * form: a grid of programs needs partial sums reduced by a second step. */
-static bool lower_grad_stats(Low *L, Sig *s, const char *name)
+/* A grad_stats step's parameters: the values vs (pointers; scalar parameters by value),
+ * the scratch ps, off and end (unused: a step's arguments), every size. */
+static void stats_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *A)
 {
+    fprintf(L->o, "kernel %s(", name);
+    for (uint32_t i = 0; i < n; i++) {
+        bool sc = scalar_param(L, vs[i]);
+        fprintf(L->o, "%s%u: %s%s, ", sc ? "a" : "p", vs[i], sc ? "" : "*", ename(vt(L, vs[i])->elem));
+        vec_push(&s->args, ((PassGArg){sc ? PASS_GARG_SCALAR : PASS_GARG_PTR, vs[i]}));
+    }
+    fprintf(L->o, "ps: *%s, off: i64, end: i64", A);
+    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_END, 0}));
+    for (uint32_t i = 0; i < L->g->nsizes; i++) {
+        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+}
+
+/* found_inf and global_norm over one list (fusion rule 8), in two steps: `_partial`, P =
+ * IrGKernel.partials programs, each walking a strided share of every tensor and storing
+ * its count of non-finite elements and each norm's sum of squares in its column of the
+ * scratch ([stats, P], the result's type); `_total`, one program adding each row of P in
+ * a fixed order (a tree sum): the same sums on every run, and the whole GPU reads the
+ * gradients (one program read them at one SM's bandwidth). */
+static bool lower_grad_stats(Low *L, Sig *sig, const char *name)
+{
+    (void)sig;
     const IrGOp *op0 = &L->g->ops.data[L->K->ops[0]];
-    uint32_t n = 0;
-    bool norm = false;
     const uint32_t *list = op0->in + (op0->kind == IR_GOP_GLOBAL_NORM);
-    n = op0->nin - (op0->kind == IR_GOP_GLOBAL_NORM);
+    uint32_t n = op0->nin - (op0->kind == IR_GOP_GLOBAL_NORM), P = L->K->partials;
+    if (!P) return fail(L, "a grad_stats kernel without its partial sums");
+    const char *A = ename(ir_gstats_elem(L->g, L->K));
+    bool norm = false, inf = false;
+    for (uint32_t j = 0; j < L->K->nops; j++) inf |= L->g->ops.data[L->K->ops[j]].kind == IR_GOP_FOUND_INF;
+    PassGKernel *steps = arena_alloc(L->a, 3 * sizeof *steps);
+    /* step 1: the partial sums */
+    const char *sn = arena_printf(L->a, "%s_partial", name);
+    Sig args = {0};
+    fprintf(L->o, "// step partial: %u programs' sums\n", P);
     autotune(L, "BLOCK: [256, 512, 1024, 2048, 4096], warps: [4, 8, 16]", "BLOCK >= 32 * warps", "BLOCK: 2048, warps: 8");
-    signature(L, s, name);
-    fputs(", const BLOCK: i32 = 2048)\n    grid(1)\n{\n    var bad = 0 as i64;\n", L->o);
+    stats_signature(L, &args, sn, L->K->reads, L->K->nreads, A);
+    fprintf(L->o, ", const BLOCK: i32 = 2048)\n    grid(%u)\n{\n    let pid = program_id(0) as i64;\n", P);
+    if (inf) fprintf(L->o, "    var bad = 0 as %s;\n", A);
     Space base = {.rank = 0};
     scope(L, &base, "    ");
-    const char *A = "f32";
     for (uint32_t j = 0; j < L->K->nops; j++) {
         const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
         if (op->kind != IR_GOP_GLOBAL_NORM) continue;
         const char *x = val(L, op->in[0]);
         if (!x) return false;
-        A = ename(vt(L, op->out[0])->elem);
         norm = true;
         fprintf(L->o, "    let s%u = %s;\n    var acc%u = 0 as %s;\n", j, x, j, A);
     }
-    for (uint32_t i = 0; i < n; i++) stats_loop(L, list[i], A, norm);
+    for (uint32_t i = 0; i < n; i++) stats_loop(L, list[i], A, norm, inf);
+    for (uint32_t j = 0; j < L->K->nops; j++)
+        fprintf(L->o, "    store(ps + %u + pid, %s);\n", j * P,
+                L->g->ops.data[L->K->ops[j]].kind == IR_GOP_GLOBAL_NORM ? arena_printf(L->a, "acc%u", j) : "bad");
+    fputs("}\n", L->o);
+    PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
+    memcpy(a, args.args.data, args.args.len * sizeof *a);
+    steps[0] = (PassGKernel){.name = sn, .nargs = (uint32_t)args.args.len, .args = a};
+    vec_free(&args.args);
+    /* step 2: their sums, in one program */
+    sn = arena_printf(L->a, "%s_total", name);
+    Sig targs = {0};
+    fprintf(L->o, "\n// step total: the sum of each row of %u partial sums\n", P);
+    stats_signature(L, &targs, sn, L->K->writes, L->K->nwrites, A);
+    fprintf(L->o, ")\n    grid(1)\n{\n    let r = arange(0, %u);\n", P);
     for (uint32_t j = 0; j < L->K->nops; j++) {
         const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
         if (!written(L, op->out[0])) continue;
-        if (op->kind == IR_GOP_GLOBAL_NORM) fprintf(L->o, "    store(%s, sqrt(acc%u));\n", pname(L, op->out[0]), j);
-        else fprintf(L->o, "    store(%s, bad > 0);\n", pname(L, op->out[0]));
+        const char *t = arena_printf(L->a, "sum(load(ps + %u + r), 0)", j * P);
+        if (op->kind == IR_GOP_GLOBAL_NORM) fprintf(L->o, "    store(%s, sqrt(%s));\n", pname(L, op->out[0]), t);
+        else fprintf(L->o, "    store(%s, %s > (0 as %s));\n", pname(L, op->out[0]), t, A);
     }
     fputs("}\n", L->o);
+    a = arena_alloc(L->a, (targs.args.len + 1) * sizeof *a);
+    memcpy(a, targs.args.data, targs.args.len * sizeof *a);
+    steps[1] = (PassGKernel){.name = sn, .nargs = (uint32_t)targs.args.len, .args = a};
+    vec_free(&targs.args);
+    L->out->steps = steps;
+    L->out->nsteps = 2;
+    L->out->chunk = 0;
+    L->out->rows = ir_size_const(1);
     return true;
 }
 

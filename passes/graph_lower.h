@@ -32,7 +32,8 @@ typedef struct PassGKernel {
     /* A chunked plan kernel (IrGKernel.chunk, linear_cross_entropy): no Tile kernel of its
      * own (name, args unused) but nsteps of them, "<graph>_k<i>_<step>", run in order once
      * per chunk: for off = 0, chunk, 2 * chunk, ... below rows (each step's OFFSET
-     * argument). */
+     * argument). With steps and chunk 0 (grad_stats: IrGKernel.partials) the steps run in
+     * order once. */
     uint32_t nsteps;
     const struct PassGKernel *steps;
     int64_t chunk;

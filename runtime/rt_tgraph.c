@@ -476,11 +476,17 @@ static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKerne
 }
 
 /* Plan kernel k; a chunked one (linear_cross_entropy) runs its steps in order once per
- * chunk of rows, each launch given the chunk's first row, all on the stream. */
+ * chunk of rows, each launch given the chunk's first row, all on the stream; one of steps
+ * but no chunk (grad_stats' partial sums, then their sum) runs its steps once. */
 static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
 {
     const PassGKernel *pk = &G->low->kernels[k];
     if (!pk->nsteps) return launch_one(G, G->kernels[k], pk, 0, 0, stream);
+    if (pk->chunk <= 0) {
+        TrtStatus s = TRT_SUCCESS;
+        for (uint32_t i = 0; !s && i < pk->nsteps; i++) s = launch_one(G, G->steps[k][i], &pk->steps[i], 0, 0, stream);
+        return s;
+    }
     int64_t rows;
     if (!ir_size_eval(pk->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel k%u: its rows need every size bound", G->g->name, k);
