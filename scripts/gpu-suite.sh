@@ -2,7 +2,7 @@
 # The GPU suite and the benchmarks, in one go, on the GPU machine (through the device
 # tool, from the repository root, with build-gpu carried: see scripts/gpu-bundle.sh).
 # Writes logs and tables under $OUT (default /tmp/tile-gpu-out) and prints a summary.
-#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|measure40|issue41|issue41q|issue42|check41|measure41|fp8attn]
+#   [DIFFTEST_SECONDS=N] [BENCH_QUICK=1] [STEP_TIMEOUT=S] scripts/gpu-suite.sh [tests|tests1|tests2|bench|all|new|newbench|compile|measure|measure2|measure3|issue40|measure40|issue41|issue41q|issue42|step42|check41|measure41|fp8attn]
 # BENCH_QUICK=1 runs the GEMM and attention benchmarks with --quick (fewer shapes and
 # configs, shorter timing: about two minutes for both, compiles included).
 # STEP_TIMEOUT=S kills a step after S seconds (a kernel that hangs the GPU fails its
@@ -125,6 +125,20 @@ if [ "$what" = measure3 ]; then
     --kernels --out "$OUT/graph_ffn.md"
   step graph_attention python3 bench/graph_attention.py --tilec build-gpu/tilec --lib build-gpu/runtime/libtileRT.so \
     --configs "128,64,8,3,1;128,128,8,2,1;128,128,8,2,1,1;128,64,8,3,1,1" --out "$OUT/graph_attention.md"
+  exit $status
+fi
+if [ "$what" = step42 ]; then
+  # the training step's kernels after a change (about 5 minutes): the graph GPU tests the
+  # change touches (the LM head's steps, attention's backward, the split in Python), the
+  # step's CUDA time per kernel, then the table (eager, torch.compile, each policy)
+  : "${STEP_TIMEOUT:=200}"
+  step linear_ce python3 tests/gpu/test_linear_ce_gpu.py
+  step graph_attn_bwd python3 tests/gpu/test_graph_attention_bwd_gpu.py
+  step python_split env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" PYTHONPATH="$root/python" \
+    python3 tests/gpu/test_python_gpu.py -k Training
+  step step_profile python3 bench/graph_step_profile.py --lib build-gpu/runtime/libtileRT.so
+  step train_step python3 bench/graph_train_step.py --lib build-gpu/runtime/libtileRT.so --tilec build-gpu/tilec --quick \
+    --out "$OUT/train_step.md" --csv "$OUT/train_step.csv"
   exit $status
 fi
 if [ "$what" = issue42 ]; then
