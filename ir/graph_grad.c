@@ -343,14 +343,14 @@ static uint32_t matrix_operand(Grad *G, const IrGOp *op, uint32_t i)
     return ty(G, v).rank == 1 ? insert_one(G, v, i) : v;
 }
 
-/* IR_BF16 for a product of two bf16 operands, else IR_F32 (none). f16 products keep
- * their backward products in f32 for now: on f16 operands a loss scaled by GradScaler's
- * 65536 overflows in dY where PyTorch's does too, which examples/graphs/train_step.tile's
- * reference (tests/examples/train_step.py, a float64 model) does not model yet. */
+/* The type of a product's backward products: its operands' for two bf16 or two f16
+ * operands, else IR_F32 (none). On f16 operands a loss scaled by GradScaler's 65536 can
+ * overflow in a product where PyTorch's does too (inf, the step skipped):
+ * tests/examples/train_step.py's reference rounds as autocast does. */
 static IrElem half_of(const Grad *G, const IrGOp *op)
 {
     IrElem a = ty(G, op->in[0]).elem, b = ty(G, op->in[1]).elem;
-    return a == b && a == IR_BF16 ? a : IR_F32;
+    return a == b && (a == IR_BF16 || a == IR_F16) ? a : IR_F32;
 }
 
 /* y = a @ b: da = dy @ b^T, db = a^T @ dy, each summed over the batch axes it was

@@ -11,7 +11,10 @@ computes for the same step:
     scaler.step(opt); scaler.update()      # opt = AdamW(lr, betas, eps, weight_decay)
 
 The f32 graph must match within float32 rounding; the fp16 graph (its forward rounds to
-f16 at every op, the reference does not) within the loss's f16 error. The fp16 run feeds
+f16 at every op, the reference does not) within the loss's f16 error. Its backward
+products run on f16 operands as autocast's do, and the reference rounds them so too
+(loss_and_grads): this MLP's scaled dW2 overflows f16 at steps 1 and 4, as PyTorch's
+would, and both skip those steps. The fp16 run feeds
 a batch holding an inf at step INF_STEP: that step must change no weight, moment or step
 count, halve the scale and reset the growth tracker, as the reference's bookkeeping does
 (compared exactly), and the scale must double after every INTERVAL clean steps.
@@ -39,12 +42,26 @@ def dgelu(a):
     return 0.5 * (1 + erf(a / math.sqrt(2))) + a * np.exp(-a * a / 2) / math.sqrt(2 * math.pi)
 
 
-def loss_and_grads(x, y, w1, w2):
+def f16(a):
+    """Rounded to float16 as PyTorch stores an f16 tensor: past 65504 it is inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return a.astype(np.float16).astype(np.float64)
+
+
+def loss_and_grads(x, y, w1, w2, scale=None):
+    """The loss and the gradients of w1, w2; with scale (fp16 with GradScaler) the
+    gradients of scale * loss as autocast's backward computes them: each product's
+    incoming gradient rounded to f16 and the product rounded to f16 (f32 accumulation),
+    so a product past f16's range is inf, as PyTorch's (found_inf then skips the step)."""
     a = x @ w1
     h = gelu(a)
     e = h @ w2 - y
     de = 2 * e / e.size
-    return np.mean(e * e), [x.T @ ((de @ w2.T) * dgelu(a)), h.T @ de]
+    if scale is None:
+        return np.mean(e * e), [x.T @ ((de @ w2.T) * dgelu(a)), h.T @ de]
+    de = f16(scale * de)
+    da = f16(f16(de @ w2.T) * dgelu(a))
+    return np.mean(e * e), [f16(x.T @ da), f16(h.T @ de)]
 
 
 def clip_grad_norm(grads):
@@ -96,10 +113,11 @@ def reference(xs, ys, w1, w2, amp):
     opt, scaler, out = AdamW(params), GradScaler(), []
     for x, y in zip(xs, ys):
         with np.errstate(invalid="ignore", over="ignore"):
-            loss, grads = loss_and_grads(x.astype(np.float64), y.astype(np.float64), *params)
+            loss, grads = loss_and_grads(x.astype(np.float64), y.astype(np.float64), *params,
+                                         scale=scaler.scale if amp else None)
             found = False
             if amp:
-                grads, found = scaler.unscale([g * scaler.scale for g in grads])
+                grads, found = scaler.unscale(grads)
             if not found:
                 opt.step(params, clip_grad_norm(grads))
             if amp:
