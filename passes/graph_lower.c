@@ -39,6 +39,9 @@ typedef struct Space {       /* the coordinates a scope computes */
     const char *zero;        /* a zero tile of the scope's shape, NULL in a scalar scope */
     bool row;                /* a row's scalars: a value with one more axis, of size 1, is
                               * at the row's coordinates (m[:, None]) */
+    const char *flat;        /* the row-major index of the coordinates (an element-wise
+                              * kernel's offs), or NULL */
+    const IrSize *dims;      /* with flat: the space's shape */
 } Space;
 
 typedef struct Low {
@@ -173,6 +176,12 @@ static const char *offset(Low *L, uint32_t v)
     uint32_t rank = t->rank;
     if (L->sp->row && rank == L->sp->rank + 1 && is_one(t->dims[rank - 1])) rank--;
     if (rank > L->sp->rank) return NULL;
+    /* a row-major value of the space's whole shape is at the flat index: no coordinates
+     * (their divisions by the sizes cost an element-wise kernel more than its memory) */
+    bool flat = L->sp->flat && rank == L->sp->rank;
+    for (uint32_t d = 0; flat && d < rank; d++)
+        flat = ir_size_eq(t->dims[d], L->sp->dims[d]) && ir_size_eq(stride_size(L, v, d), numel(L, t, d + 1, rank));
+    if (flat) return L->sp->flat;
     const char *off = NULL;
     for (uint32_t d = 0; d < rank; d++) {
         const char *stride = stride_of(L, v, d), *c = L->sp->coord[L->sp->rank - rank + d];
@@ -446,7 +455,7 @@ static bool lower_elementwise(Low *L, Sig *s, const char *name)
     fprintf(L->o, ", const BLOCK: i32 = %lld)\n    grid(cdiv(%s, BLOCK as i64))\n{\n", (long long)blk, count);
     fputs("    let offs = (program_id(0) as i64) * (BLOCK as i64) + arange(0, BLOCK);\n", L->o);
     fprintf(L->o, "    let mask = offs < %s;\n    let z = offs * 0;\n", count);
-    Space sp = {.rank = sh.rank, .mask = "mask", .zero = "z"};
+    Space sp = {.rank = sh.rank, .mask = "mask", .zero = "z", .flat = "offs", .dims = sh.dims};
     sp.coord = coords_of(L, &sh, "offs", "c");
     scope(L, &sp, "    ");
     return store_writes(L);
@@ -968,10 +977,15 @@ static bool uniform_run(Low *L, Gemm *G, uint32_t i, uint32_t cnt, const int *pr
     memset(ptr, 0, (L->g->values.len + 1) * sizeof *ptr);
     const char *qr = strcmp(first, "0") ? arena_printf(L->a, "(q - (%s))", first) : "q";
     fprintf(L->o, "%slet nq = cdiv(%s, BN as i64);\n%slet pb = %s / nq;\n", in, G[i].N, in, qr);
-    fprintf(L->o, "%svar wp = p%u;\n%svar op = p%u;\n", in, G[i].mm->in[1], in, G[i].mm->out[0]);
-    for (uint32_t j = 1; j < cnt; j++)
-        fprintf(L->o, "%sif pb == %u {\n%s    wp = p%u;\n%s    op = p%u;\n%s}\n", in, j, in, G[i + j].mm->in[1], in,
-                G[i + j].mm->out[0], in);
+    /* selects, not ifs: pure scalar ops, so the warp-specialized form keeps them before
+     * its ring (passes/warpspec.c; the Llama block's QKV GEMM at 128 x 256 spilled 1 KB
+     * without a producer warpgroup's register split) */
+    const char *wp = arena_printf(L->a, "p%u", G[i].mm->in[1]), *op = arena_printf(L->a, "p%u", G[i].mm->out[0]);
+    for (uint32_t j = 1; j < cnt; j++) {
+        wp = arena_printf(L->a, "where(pb == %u, p%u, %s)", j, G[i + j].mm->in[1], wp);
+        op = arena_printf(L->a, "where(pb == %u, p%u, %s)", j, G[i + j].mm->out[0], op);
+    }
+    fprintf(L->o, "%slet wp = %s;\n%slet op = %s;\n", in, wp, in, op);
     ptr[G[i].mm->in[1]] = "wp";
     ptr[G[i].mm->out[0]] = "op";
     L->ptr = ptr;
@@ -997,8 +1011,19 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     int64_t bm = block_for(m, 16, 128), bn = vec ? 16 : block_for(b->dims[b->rank - 1], 16, 128);
     int64_t bk = block_for(b->dims[vec ? 0 : b->rank - 2], 16, 64);
     /* one product over 128 rows: up to 256 columns (measured on the H200, 4096 x 4096 x
-     * 11008 bf16: 128 x 256 is 1.13x 128 x 128; docs/PERFORMANCE.md) */
-    if (!paired && !vec && bm == 128) bn = block_for(b->dims[b->rank - 1], 16, 256);
+     * 11008 bf16: 128 x 256 is 1.13x 128 x 128; docs/PERFORMANCE.md), where the kernel is
+     * one GEMM body (the schedule's producer warpgroup takes one ring: a horizontal kernel
+     * of two bodies at 128 x 256 without it spilled 1 KB, ptxas -v) whose epilogue reads at
+     * most one other tile (three beside a 128 x 256 accumulator spilled 508 bytes) */
+    uint32_t epi = 0, bodies = 1;
+    for (uint32_t i = 0; i < L->K->nreads; i++) {
+        uint32_t v = L->K->reads[i];
+        bool operand = false;
+        for (uint32_t j = 0; j < n; j++) operand |= v == mms[j]->in[0] || v == mms[j]->in[1];
+        epi += !operand && vt(L, v)->rank >= 2;
+    }
+    for (uint32_t i = 1; i < n && !paired; i++) bodies += !alike(L, G, n, i - 1, i);
+    if (!paired && !vec && bm == 128 && bodies == 1 && epi <= 1) bn = block_for(b->dims[b->rank - 1], 16, 256);
     /* paired products: an accumulator each, so their tiles together stay at one
      * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled) */
     if (paired)   /* a power of two: n * BN within the one accumulator's columns */
@@ -2081,6 +2106,7 @@ static const char *rope_expr(Low *L, const IrGOp *op)
     Space part = *was, tab = *was;
     part.coord = pc;
     tab.coord = tc;
+    part.flat = tab.flat = NULL;   /* other coordinates than the flat index's */
     const char *x = val(L, op->in[0]);
     L->sp = &part;
     const char *xp = x ? load_expr(L, op->in[0]) : NULL;
@@ -2344,8 +2370,11 @@ static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, 
         fprintf(o, "    let rd = om + arange(0, BM);\n    let rn = on + arange(0, BN);\n");
         fprintf(o, "    let mk = (rd[:, None] < %s) & (rn[None, :] < %s);\n", D, V);
         fprintf(o, "    let at_dw = p%u + rd[:, None] * %s + rn[None, :];\n", out, V);
-        fputs("    let tot = load(at_dw, mk & (off > 0), 0) + acc;\n", o);
-        fprintf(o, "    store(at_dw, where(end >= %s, (tot as bf16) as %s, tot), mk);\n}\n", N, A);
+        /* the first chunk stores its sum as it is (one chunk: the common case, without
+         * a second [BM, BN] tile beside the accumulator, which spilled 64 bytes) */
+        fprintf(o, "    if off == 0 {\n        store(at_dw, where(end >= %s, (acc as bf16) as %s, acc), mk);\n", N, A);
+        fputs("    } else {\n        let tot = load(at_dw, mk, 0) + acc;\n", o);
+        fprintf(o, "        store(at_dw, where(end >= %s, (tot as bf16) as %s, tot), mk);\n    }\n}\n", N, A);
     }
 }
 
