@@ -307,11 +307,15 @@ typedef struct IrGKernel {
                               * [chunk, V] logits in its scratch buffer; else 0 */
     uint32_t scratch;        /* with chunk: the buffer of those logits (memory of the kernel's
                               * own, no value: its IrGBuffer has nvalues 0); with partials
-                              * that buffer holds the partial sums */
+                              * that buffer holds the partial sums, with bwd_scratch dO and
+                              * delta */
     uint32_t partials;       /* kinds grad_stats, global_norm, found_inf: the programs of its
                               * first step, each summing a strided share of every tensor into
                               * its row of the scratch ([stats, partials] of the result's
                               * type), which a second step adds in a fixed order; else 0 */
+    bool bwd_scratch;        /* kind attention_bwd on 16-bit q, k, v and an f32 dO: a scratch
+                              * buffer holds dO in q's type and delta = rowsum(dO * o) (f32),
+                              * which a first step writes (passes/graph_lower.c) */
     bool store_view;         /* with view, a trans whose operand its producer (a
                               * flash_attention kernel) writes straight into this result's
                               * memory, through permuted strides: the operand's root is
@@ -323,7 +327,7 @@ typedef struct IrGKernel {
  * that reads it (last[i]), first[i+1] > last[i]; bytes is the size of values[0], and no
  * later value needs more (for every value of the sizes). Returned values are outputs,
  * in no buffer; values that stay inside a kernel need none. A buffer of no values is a
- * chunked kernel's scratch (IrGKernel.scratch). */
+ * chunked kernel's scratch or an attention_bwd kernel's (IrGKernel.scratch). */
 typedef struct IrGBuffer {
     IrSize bytes;
     uint32_t nvalues;

@@ -115,12 +115,16 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
                 ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes));
         for (uint32_t k = 0; !B->nvalues && k < p->nkernels; k++) {
             const IrGKernel *K = &p->kernels[k];
-            if ((K->chunk <= 0 && !K->partials) || K->scratch != b) continue;
+            if ((K->chunk <= 0 && !K->partials && !K->bwd_scratch) || K->scratch != b) continue;
             if (K->partials) {
                 fprintf(out, " the partial sums of k%u, %s[%u, %u]", k, ir_elem_name(ir_gstats_elem(g, K)), K->nops, K->partials);
                 continue;
             }
             const IrGOp *op = &g->ops.data[K->ops[0]];
+            if (K->bwd_scratch) {
+                fprintf(out, " dO as %s and delta of k%u", ir_elem_name(g->values.data[op->in[0]].type.elem), k);
+                continue;
+            }
             fprintf(out, " the logits of k%u, %s[%lld, %s] a chunk", k,
                     ir_elem_name(ir_lce_scratch_elem(g, op)), (long long)K->chunk,
                     ir_size_str(a, g->values.data[op->in[IR_LCE_W]].type.dims[1]));

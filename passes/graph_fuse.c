@@ -1112,6 +1112,18 @@ static bool size_le(Arena *a, IrSize x, IrSize y)
     return true;
 }
 
+/* An attention_bwd kernel whose q, k and v are of one 16-bit float type and whose dO is
+ * f32: its lowering's first step writes dO in q's type and delta into a scratch
+ * (IrGKernel.bwd_scratch). */
+static bool bwd_half(const Fuse *F, const IrGKernel *K)
+{
+    if (K->view || K->nops != 1 || F->g->ops.data[K->ops[0]].kind != IR_GOP_ATTENTION_BWD) return false;
+    const IrGOp *op = &F->g->ops.data[K->ops[0]];
+    IrElem q = vtype(F, op->in[0])->elem;
+    return ir_elem_is_float(q) && ir_elem_bytes(q) == 2 && vtype(F, op->in[1])->elem == q && vtype(F, op->in[2])->elem == q &&
+           vtype(F, op->in[4])->elem == IR_F32;
+}
+
 typedef struct Buf {
     IrSize bytes;
     bool sized;              /* false: the byte count overflows; never shared */
@@ -1176,7 +1188,8 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
      * for every chunk, of ir_lce_scratch_elem's type (linear_cross_entropy, ir/graph.h); a
      * grad_stats kernel's [stats, partials] partial sums */
     uint32_t nscratch = 0;
-    for (uint32_t k = 0; k < nk; k++) nscratch += plan->kernels[k].chunk > 0 || plan->kernels[k].partials > 0;
+    for (uint32_t k = 0; k < nk; k++)
+        nscratch += plan->kernels[k].chunk > 0 || plan->kernels[k].partials > 0 || bwd_half(F, &plan->kernels[k]);
     IrGBuffer *out = arena_alloc(F->a, (nb + nscratch + 1) * sizeof *out);
     for (uint32_t b = 0; b < nb; b++)
         out[b] = (IrGBuffer){bufs[b].bytes, bufs[b].n, bufs[b].values, bufs[b].first, bufs[b].last};
@@ -1194,6 +1207,21 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         }
         out[nb++] = (IrGBuffer){.bytes = bytes};
         ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
+    }
+    /* an attention_bwd kernel on 16-bit q, k, v: dO in q's type (2 bytes an element), 16
+     * bytes of alignment, delta in f32 (one a row of the logsumexp) */
+    for (uint32_t k = 0; k < nk; k++) {
+        IrGKernel *K = (IrGKernel *)&plan->kernels[k];
+        if (!bwd_half(F, K)) continue;
+        const IrGOp *op = &g->ops.data[K->ops[0]];
+        const IrTensorType *o = vtype(F, op->in[3]), *lse = vtype(F, op->in[5]);
+        IrSize no, nl, bytes = ir_size_const(0);
+        if (!ir_size_numel(F->a, o->rank, o->dims, &no) || !ir_size_numel(F->a, lse->rank, lse->dims, &nl) ||
+            !ir_size_add(F->a, ir_size_const(16), no, 2, &bytes) || !ir_size_add(F->a, bytes, nl, 4, &bytes))
+            bytes = ir_size_const(0);
+        out[nb++] = (IrGBuffer){.bytes = bytes};
+        K->scratch = nb - 1;
+        K->bwd_scratch = true;
     }
     plan->nbuffers = nb;
     plan->buffers = out;

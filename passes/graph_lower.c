@@ -1760,12 +1760,20 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
  *     registers, in a fixed order, without atomics; then dK * scale and dV stored;
  *   - the next cdiv(Lq, BM) * NB programs: a block of BM query rows of one batch
  *     element, a walk over the key blocks: dQ += dS K, stored times scale.
- * delta = rowsum(dO * O) is computed where a query block is loaded (BM * Dv products
- * beside its BN * BM * (D + Dv) in the dots), so no preprocessing kernel and no delta
- * buffer. P is never in memory. Only the blocks the causal diagonal and the window
- * can reach are visited (bwd_query_lo and the like), each masked; all in f32. Refused (the plan interpreter runs it): f64 operands, batch shapes other than
- * q's = o's with k and v's equal or grouped along the head axis, a window or causal
- * flag that is not a constant. */
+ * f32: delta = rowsum(dO * O) is computed where a query block is loaded (BM * Dv
+ * products beside its BN * BM * (D + Dv) in the dots), so no preprocessing kernel and no
+ * delta buffer. P is never in memory. Only the blocks the causal diagonal and the window
+ * can reach are visited (bwd_query_lo and the like), each masked. Refused (the plan
+ * interpreter runs it): f64 operands, batch shapes other than q's = o's with k and v's
+ * equal or grouped along the head axis, a window or causal flag that is not a constant.
+ * f32 operands: every dot in f32. q, k and v of one 16-bit float type (bf16, f16) and an
+ * f32 dO (IrGKernel.bwd_scratch): examples/flash_attn_bwd.tile's 16-bit path in two
+ * steps over a scratch: bwd_pre writes dO in q's type and delta (its preprocess), then
+ * the programs above with dots of 16-bit operands into f32 accumulators (wgmma on
+ * sm_90a: dO must be a 16-bit tile in memory for that, hence the scratch), P and dS
+ * rounded to q's type before the dots that read them, exp2 with the scale and log2 e in
+ * one fma, Q, K, V and dO tiles as load_block (bwd_block), i32 index vectors; the dQ
+ * programs take BN query rows and BJ keys (Bwd.qm, Bwd.kn). */
 typedef struct Bwd {
     const IrGOp *op;
     uint32_t q, k, v, o, dout, lse, dq, dk, dv;   /* value ids */
@@ -1774,6 +1782,10 @@ typedef struct Bwd {
     uint32_t nb;             /* the batch rank */
     const char *Lq, *Lk, *off, *causal, *scale;
     int64_t wl, wr;
+    const char *half;        /* the 16-bit path: the dots' operand type ("bf16", "f16"), else NULL */
+    const char *qm, *kn;     /* the dQ programs' query and key block sizes ("BM", "BN"; "BN", "BJ" when half) */
+    const char *mLq, *mLk, *moff;   /* Lq, Lk and off in the masks: i32 copies when half (rm and rn
+                                     * are i32 there: i64 index vectors made the dK/dV loop spill) */
 } Bwd;
 
 static bool kernel_writes(const Low *L, uint32_t v)
@@ -1828,26 +1840,76 @@ static bool bwd_read(Low *L, const IrGOp *op, Bwd *B)
     const IrGOp *c = defop(L, op->in[6]);
     if (!c || c->kind != IR_GOP_CONST) return fail(L, "attention_bwd whose causal flag is not constant");
     B->causal = c->attr.c.i ? "1" : "0";
+    B->half = L->K->bwd_scratch ? ename(B->qt->elem) : NULL;   /* passes/graph_fuse.c bwd_half */
+    B->qm = B->half ? "BN" : "BM", B->kn = B->half ? "BJ" : "BN";
+    B->mLq = B->half ? "lq32" : B->Lq, B->mLk = B->half ? "lk32" : B->Lk;
+    B->moff = B->half && *B->off ? " + lk32 - lq32" : B->off;
     return (B->scale = val(L, op->in[7])) != NULL;
+}
+
+/* The first row of the query rows of batch coordinates c in the scratch's dO [rows, Dv]
+ * and delta [rows] (o's batch axes row-major, Lq rows each). */
+static const char *bwd_row(Low *L, const Bwd *B, const char *const *c)
+{
+    const char *row = "0";
+    for (uint32_t d = 0; d < B->nb; d++)
+        if (!is_one(B->ot->dims[d]))
+            row = arena_printf(L->a, "%s + %s", row, times(L, c[d], size_expr(L, numel(L, B->ot, d + 1, B->nb + 1))));
+    return row;
+}
+
+/* The 16-bit path's load of value v's block of `blk` rows from row `r0` of batch
+ * coordinates c (all its head columns, `width` of them in a tile `bw` wide) as
+ * `load_block` of that batch element's [L, width] matrix (rows of stride W, the
+ * innermost stride 1) from its first element: the same values as the masked load
+ * (zeros past L and past width), coordinates in i32 so that the block's index math is
+ * 32-bit (one batch element's L * W elements below 2^31: the pointer takes the batch
+ * offset in i64; i64 coordinates took registers that made the dK/dV loop spill); NULL
+ * when v's head axis is strided. */
+static const char *bwd_block(Low *L, const Bwd *B, uint32_t v, const char *const *c, const char *r0, const char *blk,
+                             int64_t width, int64_t bw)
+{
+    const IrTensorType *t = vt(L, v);
+    uint32_t r = t->rank;
+    if (!B->half || !is_one(stride_size(L, v, r - 1))) return NULL;
+    const char *off = "";
+    for (uint32_t d = 0; d < B->nb; d++)
+        if (!is_one(t->dims[d])) off = arena_printf(L->a, "%s + %s", off, times(L, c[d], stride_of(L, v, d)));
+    const char *W = stride_of(L, v, r - 2);
+    return arena_printf(L->a, "load_block(p%u%s, [%s as i32, %lld], [%s as i32, 1], [(%s) as i32, 0], [%s, %lld])", v, off,
+                        size_expr(L, t->dims[r - 2]), (long long)width, W, r0, blk, (long long)bw);
 }
 
 /* `seen`: query rows `i` see keys `j` (tiles that broadcast to one another). */
 static const char *bwd_seen(Low *L, const Bwd *B, const char *i, const char *j)
 {
-    const char *m = arena_printf(L->a, "(%s < %s) & (%s < %s)", i, B->Lq, j, B->Lk);
-    if (*B->causal == '1') m = arena_printf(L->a, "%s & (%s <= %s%s)", m, j, i, B->off);
-    if (B->wl >= 0) m = arena_printf(L->a, "%s & (%s >= %s%s - %lld)", m, j, i, B->off, (long long)B->wl);
-    if (B->wr >= 0) m = arena_printf(L->a, "%s & (%s <= %s%s + %lld)", m, j, i, B->off, (long long)B->wr);
+    const char *m = arena_printf(L->a, "(%s < %s) & (%s < %s)", i, B->mLq, j, B->mLk);
+    if (*B->causal == '1') m = arena_printf(L->a, "%s & (%s <= %s%s)", m, j, i, B->moff);
+    if (B->wl >= 0) m = arena_printf(L->a, "%s & (%s >= %s%s - %lld)", m, j, i, B->moff, (long long)B->wl);
+    if (B->wr >= 0) m = arena_printf(L->a, "%s & (%s <= %s%s + %lld)", m, j, i, B->moff, (long long)B->wr);
     return m;
 }
 
-/* The loads of a query block (rows rm, `qin` in range) of batch coordinates c: qt, ot,
- * dot_ (f32), lr (its logsumexp) and delta. */
-static void bwd_query_block(Low *L, const Bwd *B, const char *const *c, const char *ind)
+/* The loads of a query block (rows rm from r0, `blk` of them, `qin` in range) of batch
+ * coordinates c: qt, ot, dot_ (f32; the 16-bit path: qt and dot_ of the dots' type),
+ * lr (its logsumexp) and delta. */
+static void bwd_query_block(Low *L, const Bwd *B, const char *const *c, const char *r0, const char *blk, const char *ind)
 {
     FILE *o = L->o;
     const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
-    fprintf(o, "%slet qin = rm < %s;\n", ind, B->Lq);
+    fprintf(o, "%slet qin = rm < %s;\n", ind, B->mLq);
+    if (B->half) {   /* dO (in q's type) and delta from the scratch (bwd_pre) */
+        const char *qb = bwd_block(L, B, B->q, c, r0, blk, B->D, B->bd), *row = bwd_row(L, B, c);
+        if (qb) fprintf(o, "%slet qt = %s;\n", ind, qb);
+        else fprintf(o, "%slet qt = load(p%u + %s, qin[:, None]%s, 0);\n", ind, B->q,
+                     bwd_at(L, B->q, B->nb, c, "rm[:, None]", "ed[None, :]"), dm);
+        fprintf(o, "%slet dot_ = load_block(ps + (%s) * %lld, [%s as i32, %lld], [%lld, 1], [(%s) as i32, 0], [%s, %lld]);\n",
+                ind, row, (long long)B->Dv, B->Lq, (long long)B->Dv, (long long)B->Dv, r0, blk, (long long)B->bdv);
+        fprintf(o, "%slet lr = load(p%u + %s, qin, 0) as f32;\n", ind, B->lse, bwd_at(L, B->lse, B->nb, c, "rm", NULL));
+        fprintf(o, "%slet lq = lr * 1.4426950408889634;\n", ind);
+        fprintf(o, "%slet delta = load(pd + doff + %s + rm, qin, 0);\n", ind, row);
+        return;
+    }
     fprintf(o, "%slet qt = load(p%u + %s, qin[:, None]%s, 0) as f32;\n", ind, B->q,
             bwd_at(L, B->q, B->nb, c, "rm[:, None]", "ed[None, :]"), dm);
     fprintf(o, "%slet ot = load(p%u + %s, qin[:, None]%s, 0) as f32;\n", ind, B->o,
@@ -1858,12 +1920,24 @@ static void bwd_query_block(Low *L, const Bwd *B, const char *const *c, const ch
     fprintf(o, "%slet delta = sum(ot * dot_, 1);\n", ind);
 }
 
-/* The key block rn (`kin` in range) of KV batch coordinates c: kt, vt (f32). */
-static void bwd_key_block(Low *L, const Bwd *B, const char *const *c, const char *ind)
+/* The key block rn from r0 (`blk` keys, `kin` in range) of KV batch coordinates c: kt,
+ * vt (f32; the 16-bit path: of the dots' type). */
+static void bwd_key_block(Low *L, const Bwd *B, const char *const *c, const char *r0, const char *blk, const char *ind)
 {
     FILE *o = L->o;
     const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
-    fprintf(o, "%slet kin = rn < %s;\n", ind, B->Lk);
+    fprintf(o, "%slet kin = rn < %s;\n", ind, B->mLk);
+    if (B->half) {
+        const char *kb = bwd_block(L, B, B->k, c, r0, blk, B->D, B->bd);
+        const char *vb = bwd_block(L, B, B->v, c, r0, blk, B->Dv, B->bdv);
+        if (kb) fprintf(o, "%slet kt = %s;\n", ind, kb);
+        else fprintf(o, "%slet kt = load(p%u + %s, kin[:, None]%s, 0);\n", ind, B->k,
+                     bwd_at(L, B->k, B->nb, c, "rn[:, None]", "ed[None, :]"), dm);
+        if (vb) fprintf(o, "%slet vt = %s;\n", ind, vb);
+        else fprintf(o, "%slet vt = load(p%u + %s, kin[:, None]%s, 0);\n", ind, B->v,
+                     bwd_at(L, B->v, B->nb, c, "rn[:, None]", "ev[None, :]"), vm);
+        return;
+    }
     fprintf(o, "%slet kt = load(p%u + %s, kin[:, None]%s, 0) as f32;\n", ind, B->k,
             bwd_at(L, B->k, B->nb, c, "rn[:, None]", "ed[None, :]"), dm);
     fprintf(o, "%slet vt = load(p%u + %s, kin[:, None]%s, 0) as f32;\n", ind, B->v,
@@ -1907,14 +1981,15 @@ static const char *bwd_query_hi(Low *L, const Bwd *B)
 static const char *bwd_key_lo(Low *L, const Bwd *B)
 {
     if (B->wl < 0) return "0";
-    return arena_printf(L->a, "maximum(0, qb * (BM as i64)%s - %lld) / (BN as i64) * (BN as i64)", B->off, (long long)B->wl);
+    return arena_printf(L->a, "maximum(0, qb * (%s as i64)%s - %lld) / (%s as i64) * (%s as i64)", B->qm, B->off,
+                        (long long)B->wl, B->kn, B->kn);
 }
 
 static const char *bwd_key_hi(Low *L, const Bwd *B)
 {
-    if (*B->causal == '1') return arena_printf(L->a, "minimum(%s, (qb + 1) * (BM as i64)%s)", B->Lk, B->off);
+    if (*B->causal == '1') return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s)", B->Lk, B->qm, B->off);
     if (B->wr < 0) return B->Lk;
-    return arena_printf(L->a, "minimum(%s, (qb + 1) * (BM as i64)%s + %lld)", B->Lk, B->off, (long long)B->wr);
+    return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s + %lld)", B->Lk, B->qm, B->off, (long long)B->wr);
 }
 
 /* The dK/dV programs (the first nkb * NKV). */
@@ -1924,8 +1999,8 @@ static void bwd_dkdv(Low *L, const Bwd *B)
     const char **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc), **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc);
     fputs("        let kb = pid % nkb;\n        let kvb = pid / nkb;\n", o);
     bwd_coords(L, B->kt, B->nb, "kvb", "c", kc, "        ");
-    fputs("        let rn = kb * (BN as i64) + arange(0, BN);\n", o);
-    bwd_key_block(L, B, kc, "        ");
+    fputs(B->half ? "        let rn = (kb as i32) * BN + arange(0, BN);\n" : "        let rn = kb * (BN as i64) + arange(0, BN);\n", o);
+    bwd_key_block(L, B, kc, "kb * (BN as i64)", "BN", "        ");
     fprintf(o, "        var dka = zeros([BN, %lld], f32);\n        var dva = zeros([BN, %lld], f32);\n", (long long)B->bd,
             (long long)B->bdv);
     for (uint32_t d = 0; d < B->nb; d++) qc[d] = kc[d];
@@ -1936,14 +2011,20 @@ static void bwd_dkdv(Low *L, const Bwd *B)
     } else {
         fputs("        {\n", o);
     }
-    fprintf(o, "            for i0 in range(%s, %s, BM as i64) {\n                let rm = i0 + arange(0, BM);\n",
-            bwd_query_lo(L, B), bwd_query_hi(L, B));
-    bwd_query_block(L, B, qc, "                ");
+    fprintf(o, "            for i0 in range(%s, %s, BM as i64) {\n                let rm = %s + arange(0, BM);\n",
+            bwd_query_lo(L, B), bwd_query_hi(L, B), B->half ? "(i0 as i32)" : "i0");
+    bwd_query_block(L, B, qc, "i0", "BM", "                ");
     fprintf(o, "                let seen = %s & (lr > -inf)[None, :];\n", bwd_seen(L, B, "rm[None, :]", "rn[:, None]"));
-    fputs("                let pt = where(seen, exp(dot(kt, trans(qt)) * sc - lr[None, :]), 0.0);\n"
-          "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
-          "                dka = dot(dst, qt, dka);\n"
-          "                dva = dot(pt, dot_, dva);\n            }\n        }\n", o);
+    if (B->half)
+        fprintf(o, "                let pt = where(seen, exp2(fma(dot(kt, trans(qt)), qk, -lq[None, :]), ftz = true), 0.0);\n"
+                   "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
+                   "                dka = dot(dst as %s, qt, dka);\n"
+                   "                dva = dot(pt as %s, dot_, dva);\n            }\n        }\n", B->half, B->half);
+    else
+        fputs("                let pt = where(seen, exp(dot(kt, trans(qt)) * sc - lr[None, :]), 0.0);\n"
+              "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
+              "                dka = dot(dst, qt, dka);\n"
+              "                dva = dot(pt, dot_, dva);\n            }\n        }\n", o);
     const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
     if (kernel_writes(L, B->dk))
         fprintf(o, "        store(p%u + %s, (dka * sc) as %s, kin[:, None]%s);\n", B->dk,
@@ -1962,23 +2043,74 @@ static void bwd_dq(Low *L, const Bwd *B)
     bwd_coords(L, B->ot, B->nb, "bt", "b", qc, "        ");
     for (uint32_t d = 0; d < B->nb; d++) kc[d] = qc[d];
     if (B->G > 1) kc[B->nb - 1] = arena_printf(L->a, "(b%u / %lld)", B->nb - 1, (long long)B->G);
-    fputs("        let rm = qb * (BM as i64) + arange(0, BM);\n", o);
-    bwd_query_block(L, B, qc, "        ");
-    fprintf(o, "        var dqa = zeros([BM, %lld], f32);\n", (long long)B->bd);
-    fprintf(o, "        for j in range(%s, %s, BN as i64) {\n            let rn = j + arange(0, BN);\n", bwd_key_lo(L, B),
-            bwd_key_hi(L, B));
-    bwd_key_block(L, B, kc, "            ");
+    if (B->half) fprintf(o, "        let rm = (qb as i32) * %s + arange(0, %s);\n", B->qm, B->qm);
+    else fprintf(o, "        let rm = qb * (%s as i64) + arange(0, %s);\n", B->qm, B->qm);
+    bwd_query_block(L, B, qc, arena_printf(L->a, "qb * (%s as i64)", B->qm), B->qm, "        ");
+    fprintf(o, "        var dqa = zeros([%s, %lld], f32);\n", B->qm, (long long)B->bd);
+    fprintf(o, "        for j in range(%s, %s, %s as i64) {\n            let rn = %s + arange(0, %s);\n", bwd_key_lo(L, B),
+            bwd_key_hi(L, B), B->kn, B->half ? "(j as i32)" : "j", B->kn);
+    bwd_key_block(L, B, kc, "j", B->kn, "            ");
     fprintf(o, "            let seen = %s & (lr > -inf)[:, None];\n", bwd_seen(L, B, "rm[:, None]", "rn[None, :]"));
-    fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
-          "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
-          "            dqa = dot(ds, kt, dqa);\n        }\n", o);
+    if (B->half)
+        fprintf(o, "            let p = where(seen, exp2(fma(dot(qt, trans(kt)), qk, -lq[:, None]), ftz = true), 0.0);\n"
+                   "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
+                   "            dqa = dot(ds as %s, kt, dqa);\n        }\n", B->half);
+    else
+        fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
+              "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
+              "            dqa = dot(ds, kt, dqa);\n        }\n", o);
     if (kernel_writes(L, B->dq))
         fprintf(o, "        store(p%u + %s, (dqa * sc) as %s, qin[:, None]%s);\n", B->dq,
                 bwd_at(L, B->dq, B->nb, qc, "rm[:, None]", "ed[None, :]"), ename(vt(L, B->dq)->elem),
                 B->bd == B->D ? "" : " & dmask[None, :]");
 }
 
-static bool lower_attention_bwd(Low *L, Sig *s, const char *name)
+/* A step's scratch parameters: dO in q's type at ps, delta (f32) at pd + doff. */
+static void bwd_scratch_params(Low *L, const Bwd *B, Sig *s)
+{
+    fprintf(L->o, ", ps: *%s, pd: *f32", B->half);
+    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
+}
+
+/* The 16-bit path's first step (examples/flash_attn_bwd.tile's attn_bwd_preprocess):
+ * dO rounded to q's type and delta = rowsum(dO * o) in f32 of that rounded dO (the one
+ * the dots read: dP - delta then cancels as it does in exact arithmetic; the f32 dO's
+ * delta left errors of 2^-9 |dP| in dS), into the scratch: dO
+ * row-major [rows, Dv] at ps, delta [rows] at pd + doff (past dO, 16-byte aligned),
+ * rows o's batch axes row-major times Lq; a program per BM rows. The main step reads dO
+ * there as blocks (a 16-bit dot operand straight from memory, which wgmma takes from
+ * shared memory) and delta a vector a query block. */
+static void bwd_pre(Low *L, const Bwd *B, const char *name, Sig *s)
+{
+    FILE *o = L->o;
+    const char *NR = size_expr(L, numel(L, B->ot, 0, B->nb + 1));
+    autotune(L, "BM: [8, 16, 32, 64, 128], warps: [1, 2, 4, 8]", "BM >= warps", "BM: 32, warps: 4");
+    fprintf(o, "kernel %s(p%u: *%s, p%u: *%s", name, B->o, ename(B->ot->elem), B->dout, ename(vt(L, B->dout)->elem));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, B->o}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, B->dout}));
+    bwd_scratch_params(L, B, s);
+    for (uint32_t i = 0; i < L->g->nsizes; i++) {
+        fprintf(o, ", s_%s: i64", L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+    fprintf(o, ", const BM: i32 = 32)\n    grid(cdiv(%s, BM as i64))\n{\n", NR);
+    fprintf(o, "    let r = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n    let rin = r < %s;\n", NR);
+    fprintf(o, "    let doff = cdiv(%s, 8) * 4;\n", size_expr(L, numel(L, B->ot, 0, B->ot->rank)));
+    fprintf(o, "    let ev = arange(0, %lld);\n    let bt = r / %s;\n    let rm = r %% %s;\n", (long long)B->bdv, B->Lq, B->Lq);
+    const char **c = arena_alloc(L->a, (B->nb + 1) * sizeof *c);
+    bwd_coords(L, B->ot, B->nb, "bt", "c", c, "    ");
+    for (uint32_t d = 0; d < B->nb; d++) c[d] = arena_printf(L->a, "%s[:, None]", c[d]);
+    fprintf(o, "    let m = rin[:, None] & %s;\n",
+            B->bdv == B->Dv ? "(ev >= 0)[None, :]" : arena_printf(L->a, "(ev < %lld)[None, :]", (long long)B->Dv));
+    fprintf(o, "    let ot = load(p%u + %s, m, 0) as f32;\n", B->o, bwd_at(L, B->o, B->nb, c, "rm[:, None]", "ev[None, :]"));
+    fprintf(o, "    let dof = load(p%u + %s, m, 0) as %s;\n", B->dout,
+            bwd_at(L, B->dout, B->nb, c, "rm[:, None]", "ev[None, :]"), B->half);
+    fprintf(o, "    store(pd + doff + r, sum(ot * (dof as f32), 1), rin);\n");
+    fprintf(o, "    store(ps + r[:, None] * %lld + ev[None, :], dof, m);\n}\n\n", (long long)B->Dv);
+}
+
+static bool lower_attention_bwd(Low *L, Sig *sig, const char *name)
 {
     if (L->K->nops != 1) return fail(L, "attention_bwd fused with other ops");
     Space top = {.rank = 0};
@@ -1988,16 +2120,38 @@ static bool lower_attention_bwd(Low *L, Sig *s, const char *name)
     if (!bwd_read(L, &L->g->ops.data[L->K->ops[0]], &B)) return false;
     if (ftell(L->o) != pos) return fail(L, "attention_bwd whose scale is computed");
     IrSize nb = numel(L, B.ot, 0, B.nb), nkv = numel(L, B.kt, 0, B.nb);
-    autotune(L, "BM: [16, 32, 64], BN: [16, 32, 64], warps: [4, 8]", "BM * BN <= 64 * 64",
-             "BM: 32, BN: 32, warps: 4");
-    signature(L, s, name);
-    const char *nkb = arena_printf(L->a, "cdiv(%s, BN as i64)", B.Lk), *nqb = arena_printf(L->a, "cdiv(%s, BM as i64)", B.Lq);
-    fprintf(L->o, ", const BM: i32 = 32, const BN: i32 = 32)\n    grid(%s * %s + %s * %s)\n{\n", nkb, size_expr(L, nkv), nqb,
-            size_expr(L, nb));
+    /* the 16-bit path: two steps, run once (a chunk of one row of one), the first
+     * writing the scratch the second reads (PassGKernel.steps, runtime/rt_tgraph.c) */
+    Sig pre = {0}, main_args = {0}, *s = sig;
+    const char *mname = name;
+    if (B.half) {
+        bwd_pre(L, &B, arena_printf(L->a, "%s_pre", name), &pre);
+        s = &main_args;
+        mname = arena_printf(L->a, "%s_main", name);
+    }
+    /* the 16-bit path: the dK/dV programs take BM queries a step for BN keys, the dQ
+     * programs BJ keys a step for BN queries (Bwd.qm, Bwd.kn). dQ is
+     * examples/flash_attn_bwd.tile's best (128, 64, 8 warps); dK/dV's best there, (64,
+     * 128, 8), spills 224 bytes in this kernel (ptxas -v, sm_90a, Llama's d 128, GQA 4)
+     * and (32, 128, 8) none, so BM is 32 */
+    if (B.half)
+        autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], BJ: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]",
+                 "BM * BN <= 128 * 128", "BM: 32, BN: 128, BJ: 64, warps: 8, stages: 2");
+    else
+        autotune(L, "BM: [16, 32, 64], BN: [16, 32, 64], warps: [4, 8]", "BM * BN <= 64 * 64", "BM: 32, BN: 32, warps: 4");
+    signature(L, s, mname);
+    if (B.half) bwd_scratch_params(L, &B, s);
+    const char *nkb = arena_printf(L->a, "cdiv(%s, BN as i64)", B.Lk);
+    const char *nqb = arena_printf(L->a, "cdiv(%s, %s as i64)", B.Lq, B.qm);
+    fprintf(L->o, ", const BM: i32 = 32, const BN: i32 = %d%s)\n    grid(%s * %s + %s * %s)\n{\n", B.half ? 128 : 32,
+            B.half ? ", const BJ: i32 = 64" : "", nkb, size_expr(L, nkv), nqb, size_expr(L, nb));
     fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nkb = %s;\n    let nqb = %s;\n    let NKV = %s;\n", nkb, nqb,
             size_expr(L, nkv));
     fprintf(L->o, "    let sc = %s as f32;\n    let ed = arange(0, %lld);\n    let ev = arange(0, %lld);\n", B.scale,
             (long long)B.bd, (long long)B.bdv);
+    if (B.half)
+        fprintf(L->o, "    let qk = sc * 1.4426950408889634;\n    let doff = cdiv(%s, 8) * 4;\n    let lq32 = %s as i32;\n"
+                      "    let lk32 = %s as i32;\n", size_expr(L, numel(L, B.ot, 0, B.ot->rank)), B.Lq, B.Lk);
     if (B.bd != B.D) fprintf(L->o, "    let dmask = ed < %lld;\n", (long long)B.D);
     if (B.bdv != B.Dv) fprintf(L->o, "    let vmask = ev < %lld;\n", (long long)B.Dv);
     fputs("    if pid < nkb * NKV {\n", L->o);
@@ -2005,6 +2159,20 @@ static bool lower_attention_bwd(Low *L, Sig *s, const char *name)
     fputs("    } else {\n", L->o);
     bwd_dq(L, &B);
     fputs("    }\n}\n", L->o);
+    if (!B.half) return true;
+    PassGKernel *steps = arena_alloc(L->a, 2 * sizeof *steps);
+    Sig *ss[2] = {&pre, &main_args};
+    for (uint32_t i = 0; i < 2; i++) {
+        PassGArg *a = arena_alloc(L->a, (ss[i]->args.len + 1) * sizeof *a);
+        memcpy(a, ss[i]->args.data, ss[i]->args.len * sizeof *a);
+        steps[i] = (PassGKernel){.name = arena_printf(L->a, "%s_%s", name, i ? "main" : "pre"),
+                                 .nargs = (uint32_t)ss[i]->args.len, .args = a};
+        vec_free(&ss[i]->args);
+    }
+    L->out->steps = steps;
+    L->out->nsteps = 2;
+    L->out->chunk = 1;
+    L->out->rows = ir_size_const(1);
     return true;
 }
 

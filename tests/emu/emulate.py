@@ -272,6 +272,11 @@ GRAPHS = [
     ("graph attention, heads as rows (TMA K and V, a producer)", LOWER, "fheads16", heads(256)),
     ("graph attention with mask and dropout", LOWER, "fheads16d", heads(256, True)),
     ("graph attention, odd T", LOWER, "fheads16", heads(200)),
+    # the bf16 attention_bwd kernel's two steps over its scratch (passes/graph_lower.c):
+    # wgmma dots at d 128, V through a transposed view, causal GQA 4/2, T off the blocks
+    ("graph attention backward bf16 (scratch steps, wgmma)", os.path.join(root, "tests", "lit", "graph",
+     "attention-bwd-bf16.tile"), "llama_attn",
+     ["T=150", "q=rand:76800:17", "k=rand:38400:18", "vp=rand:38400:19", "t=rand:76800:20"]),
     ("graph block (examples/graphs/block.tile)", os.path.join(EX, "graphs", "block.tile"), "block_op",
      ["T=64", "x=rand:4096:1", "g1=rand:64:2", "wq=rand:4096:3", "wk=rand:4096:4", "wv=rand:4096:5",
       "wo=rand:4096:6", "g2=rand:64:7", "wg=rand:8192:8", "wu=rand:8192:9", "wd=rand:8192:10"]),

@@ -4,8 +4,11 @@ and grad to q, k, v: the forward flash kernel writing its logsumexp, the lowered
 attention_bwd kernel) through libtileRT's tensor-graph API, against PyTorch's autograd
 in f64 on the same masks: GQA 4/2 causal, MQA 4/1 with a window, Lq < Lk with Dv != D,
 Lq > Lk (rows that see no key). Lengths off the blocks and on them; checked normwise
-per result (max |tile - torch| within 1e-4 of max |torch|; f32 throughout). Exits 77
-(skipped) without torch or a CUDA device.
+per result (max |tile - torch| within 1e-4 of max |torch|; f32 throughout). Then the
+bf16 graphs of tests/lit/graph/attention-bwd-bf16.tile (the kernel's 16-bit path: dots
+on bf16 operands, P, dS and dO rounded to bf16; the same masks, d 128 in Llama's layout)
+against autograd in f64 on the same bf16 inputs, within 3e-2 of max |torch| (bf16
+results). Exits 77 (skipped) without torch or a CUDA device.
 
     TILE_LIB=build-gpu/runtime/libtileRT.so python3 tests/gpu/test_graph_attention_bwd_gpu.py
 """
@@ -55,6 +58,59 @@ def forms(T, S):
     ]
 
 
+SRC_BF16 = os.path.join(ROOT, "tests", "lit", "graph", "attention-bwd-bf16.tile")
+TOL_BF16 = 3e-2
+
+
+def forms_bf16(T, S):
+    """attention-bwd-bf16.tile's graphs: loss = 32 sum(attention(q - 0.5, k - 0.5,
+    v - 0.5) * (t - 0.5)), results dq, dk, dv / 8 in bf16."""
+    c = lambda a, t: (a * (t - 0.5)).sum() * 32
+    return [
+        ("gqa_causal", dict(q=(4, T, 16), k=(2, T, 16), v=(2, T, 16), t=(4, T, 16)), {"T": T}, c, lambda v: v,
+         dict(causal=True, scale=0.25)),
+        ("mqa_window", dict(q=(4, T, 8), k=(1, T, 8), v=(1, T, 8), t=(4, T, 8)), {"T": T}, c, lambda v: v,
+         dict(causal=False, scale=0.5, wl=5, wr=2)),
+        ("cross_causal", dict(q=(2, S, 8), k=(2, T, 8), v=(2, T, 12), t=(2, S, 12)), {"S": S, "T": T}, c,
+         lambda v: v, dict(causal=True, scale=0.35)),
+        ("rows_more", dict(q=(T, 8), k=(S, 8), v=(S, 8), t=(T, 8)), {"S": T, "T": S}, c, lambda v: v,
+         dict(causal=True, scale=0.3)),
+        ("llama_attn", dict(q=(4, T, 128), k=(2, T, 128), vp=(T, 2, 128), t=(T, 4, 128)), {"T": T},
+         lambda a, t: c(a.transpose(0, 1), t), lambda v: v.transpose(0, 1), dict(causal=True, scale=128 ** -0.5)),
+    ]
+
+
+def run_bf16(rt, T, S):
+    bad = ran = 0
+    for name, shapes, sizes, loss_fn, vview, kw in forms_bf16(T, S):
+        label = "bf16 %s %s" % (name, " ".join("%s=%d" % kv for kv in sizes.items()))
+        try:
+            x = {n: torch.rand(*s, device="cuda").to(torch.bfloat16 if n != "t" else torch.float32)
+                 for n, s in shapes.items()}
+            g = rt.graph(SRC_BF16, name)
+            for n, t in x.items():
+                g.bind(n, t.contiguous())
+            for n, v in sizes.items():
+                g.bind_size(n, v)
+            ins = [n for n in shapes if n != "t"]
+            outs = [torch.full(shapes[n], float("nan"), device="cuda", dtype=torch.bfloat16) for n in ins]
+            for i, t in enumerate(outs):
+                g.bind_output(i, t)
+            g.run()
+            torch.cuda.synchronize()
+            ref = {n: x[n].double().requires_grad_(n != "t") for n in x}
+            a = attention(ref[ins[0]] - 0.5, ref[ins[1]] - 0.5, vview(ref[ins[2]] - 0.5), **kw)
+            loss_fn(a, ref["t"]).backward()
+            want = [ref[ins[0]].grad, ref[ins[1]].grad, ref[ins[2]].grad / 8]
+            check_normwise(outs, want, TOL_BF16, floor=1e-30)
+            print("ok   %s (%d kernels)" % (label, g.num_kernels()))
+        except Exception as e:  # every case runs; the failures are listed
+            bad += 1
+            print("FAIL %s: %s" % (label, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        ran += 1
+    return ran, bad
+
+
 def main():
     rt = runtime("tile-graph-attn-bwd-")
     torch.manual_seed(0)
@@ -85,6 +141,8 @@ def main():
                 bad += 1
                 print("FAIL %s: %s" % (label, str(e).splitlines()[0] if str(e) else type(e).__name__))
             ran += 1
+        r, b = run_bf16(rt, T, S)
+        ran, bad = ran + r, bad + b
     print("graph attention backward on the GPU: %d passed, %d failed" % (ran - bad, bad))
     return 1 if bad else 0
 
