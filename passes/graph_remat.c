@@ -192,6 +192,8 @@ static void classify(Remat *R, const IrRemat *opt)
         R->ban[k] = opt->policy == IR_REMAT_SAVE_ALL || (opt->policy == IR_REMAT_SELECTIVE && !R->cheap[k]) ||
                     (opt->policy == IR_REMAT_CHECKPOINT && ((!inside && (fwd_op || !R->cheap[k])) || out));
         R->nosave[k] = inside && !out;
+        if (op->kind == IR_GOP_LINEAR_CROSS_ENTROPY)   /* the fused LM head in the forward (Liger's order): */
+            R->ban[k] = true, R->nosave[k] = false;      /* its dx and dw are kept, never computed again */
     }
     for (uint32_t o = R->nfwd; o < R->g->ops.len; o++)
         for (uint32_t i = 0; R->dep[o] && i < R->g->ops.data[o].nin; i++) {
