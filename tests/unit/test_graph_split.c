@@ -73,14 +73,19 @@ static void run_mlp(const IrGraph *g, double seed, IrGTensor *out)
     for (uint32_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
 }
 
-static IrGraph *split_copy(Fx *x, const IrGraph *g, IrRematPolicy policy)
+static IrGraph *split_copy_budget(Fx *x, const IrGraph *g, IrRematPolicy policy, IrBudgetKind kind, double budget)
 {
     IrGraph *c = ir_graph_clone(x->m, g);
-    IrRemat r = {policy, IR_BUDGET_NONE, 0};
+    IrRemat r = {policy, kind, budget};
     pass_graph_remat(c, &r, NULL, x->a);
     pass_graph_seed_input(c);
     assert_true(ir_graph_verify(c, x->a, &x->d));
     return c;
+}
+
+static IrGraph *split_copy(Fx *x, const IrGraph *g, IrRematPolicy policy)
+{
+    return split_copy_budget(x, g, policy, IR_BUDGET_NONE, 0);
 }
 
 /* dloss is the last parameter, f32 like the loss; no op reads the constant seed any more;
@@ -157,7 +162,7 @@ static void test_plan_split(void **state)
  * its dx and dw by the seed (phase 2). With dloss = 1 the values are the graph's as
  * built (op by op, the [T, V] logits held), bit for bit; with dloss = 0.5 the loss is the
  * same and the gradients are halved exactly. The split saves dx and dw, written by the
- * fused op's forward kernel, under every policy (checkpoint never recomputes it). */
+ * fused op's forward kernel, under every policy and budget (never recomputed). */
 static const char lce[] =
     "@linear_cross_entropy(chunk = 2)\n"
     "graph lce(x: f64[5, 4], w: f64[4, 6], lab: i64[5]) -> (f64, f64[5, 4], f64[4, 6]) {\n"
@@ -205,10 +210,10 @@ static void test_lce_liger(void **state)
     assert_int_equal(g->lce_chunk, 2);
     IrGTensor ref[3] = {0};
     run_lce(g, 1, ref);
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {   /* every policy, then selective under a budget of 1 byte */
         IrGraph *c = ir_graph_clone(x.m, g);
         assert_int_equal(pass_graph_lmce(c, c->lce_chunk, x.a), 1);
-        c = split_copy(&x, c, (IrRematPolicy)p);
+        c = p < 3 ? split_copy(&x, c, (IrRematPolicy)p) : split_copy_budget(&x, c, IR_REMAT_SELECTIVE, IR_BUDGET_BYTES, 1);
         uint32_t lce_op = IR_GNONE, nscale = 0;
         for (uint32_t o = 0; o < c->ops.len; o++)
             if (c->ops.data[o].kind == IR_GOP_LINEAR_CROSS_ENTROPY) lce_op = o;
