@@ -460,6 +460,25 @@ static bool may_join_horizontal(const Fuse *F, uint32_t o, uint32_t P)
     return true;
 }
 
+/* Whether the results of groups X and Y broadcast to one shape (an element-wise kernel's
+ * shape): two chains of unrelated shapes that share a scalar operand (the seed scaling
+ * the fused LM head's dx [T, D] and dw [D, V]) stay two kernels. */
+static bool shapes_meet(const Fuse *F, uint32_t X, uint32_t Y)
+{
+    uint32_t n = 0;
+    const IrSize *d = NULL;
+    for (int side = 0; side < 2; side++) {
+        MEMBERS(F, side ? Y : X, m) {
+            const IrGOp *op = opat(F, m);
+            for (uint32_t r = 0; r < op->nout; r++) {
+                const IrTensorType *t = vtype(F, op->out[r]);
+                if (!ir_broadcast_shapes(F->a, n, d, t->rank, t->dims, &n, &d)) return false;
+            }
+        }
+    }
+    return true;
+}
+
 /* Whether op o (in its group so far) may join group P under rules 1 to 4 (and the
  * epilogues of rules 5 and 6). */
 static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
@@ -482,7 +501,7 @@ static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
         return s != NONE && same_shape(vtype(F, op->out[0]), vtype(F, opat(F, s)->out[0]));
     }
     if (p.row != NONE) return mine.n == 1 && p.rows_last && row_aligned(F, o, P, p.S);
-    return p.ew;
+    return p.ew && shapes_meet(F, F->grp[o], P);
 }
 
 /* ---- rule 5: attention written out ----------------------------------------------------- */

@@ -3,7 +3,8 @@
  *
  * require:   a verified graph; ops in definition order, the return last.
  * guarantee: the graph computes the same values, bit for bit (the interpreter's
- *            linear_cross_entropy rounds as the ops it replaces), and verifies.
+ *            linear_cross_entropy rounds as the ops it replaces), and verifies; with a
+ *            scalar loss the op is in the forward (ops before nfwd), Liger's order.
  *
  * The pattern, as the frontend and the gradient rules build it:
  *   z  = matmul x, w                      x [N, D], w [D, V] (w may be trans(W))
@@ -21,6 +22,18 @@
  * backward reaches the op through dy, so any scale of the loss is exact. chunk: the rows
  * whose [chunk, V] logits the plan holds at a time (a decision of this pass, an i64
  * constant operand, printed in the IR and the plan).
+ *
+ * Liger's order (liger_plan; so that a forward/backward split computes the loss in its
+ * forward part, passes/graph_split.c): dy is linear in the seed, so the backward's ops
+ * computing it are cloned into the forward from a constant 1 of their own, and the op,
+ * with the rows' readers, ends the forward; the backward multiplies dx and dw by the
+ * seed where the gradient's products were read:
+ *   forward:  %one = const 1.0 ... dy1 = (dy's ops on %one)
+ *             r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy1, chunk; loss = ...
+ *   backward: %s = const 1.0 (the seed); dxs = mul %s, dx'; dws = mul %s, dw'
+ * With the seed 1 every value is the same bits; pass_graph_seed_input then makes %s the
+ * input dloss (the op's dy no longer depends on it), and the recomputation pass never
+ * recomputes the op (its dx and dw are saved).
  *
  * Without a gradient (inference, or a loss the grad does not differentiate), the same
  * head with z read only by the rows becomes
@@ -162,6 +175,94 @@ static bool match(const Lce *L, uint32_t o, Match *m)
     return found == L->uses[gv];
 }
 
+/* op reading map's values (new operand arrays when any changes: the ops' arrays may be
+ * shared with a clone). */
+static IrGOp mapped(IrGOp op, const uint32_t *map, Arena *a)
+{
+    bool changed = false;
+    for (uint32_t i = 0; i < op.nin; i++) changed |= map[op.in[i]] != op.in[i];
+    if (changed) {
+        uint32_t *ni = arena_alloc(a, (op.nin + 1) * sizeof *ni);
+        for (uint32_t i = 0; i < op.nin; i++) ni[i] = map[op.in[i]];
+        op.in = ni;
+    }
+    return op;
+}
+
+/* Liger's order (docs/GRAPHS.md "The LM head", issue 42): the fused op runs in the
+ * forward with the dy it has for a seed of 1, and the backward scales its dx and dw by the
+ * seed. dy is linear in the seed (the chain rule's ops on it: the mean's division, a
+ * scale, a broadcast), so the ops of the backward that compute dy (the seed's constant
+ * among them) are cloned into the forward, the clone of the seed a constant 1 of its own
+ * that pass_graph_seed_input leaves alone; with the seed 1, dy is the same bits, dx and
+ * dw are (1 * dx is dx). The originals no one reads any more go (dead), the seed stays. */
+typedef struct Liger {
+    IrGOp *clones;
+    uint32_t nclones;
+    uint32_t *clone;         /* per value: its clone's value, or IR_GNONE */
+    bool *dead;              /* per op: an original of the chain that nothing reads now */
+} Liger;
+
+static uint32_t liger_clone_map(const Liger *lg, uint32_t v) { return lg->clone[v] != IR_GNONE ? lg->clone[v] : v; }
+
+/* Whether the match can run in Liger's order, its clones in *lg: a scalar loss whose seed
+ * is op nfwd, the head in the forward, dy computed by single-result ops of the backward
+ * before the gradient, and the seed of dx's type (the multiply's). */
+static bool liger_plan(Lce *L, const Match *m, const bool *gone, const bool *after, Liger *lg)
+{
+    IrGraph *g = L->g;
+    uint32_t n = L->nops, nv = (uint32_t)g->values.len, f = g->nfwd;
+    if (!f || g->seed == IR_GNONE || g->loss == IR_GNONE || vt(L, g->loss)->rank != 0 ||
+        g->values.data[g->seed].def != f || m->mm >= f || m->rows >= f || m->grad < f ||
+        vt(L, g->seed)->elem != vt(L, m->dy)->elem || (!m->ndx && !m->ndw))
+        return false;
+    bool *chain = arena_alloc(L->a, n + 1);
+    memset(chain, 0, n + 1);
+    uint32_t d = g->values.data[m->dy].def;
+    if (d == IR_GNONE || d < f) return false;
+    chain[d] = true;
+    for (uint32_t o = m->grad; o-- > f;) {
+        if (!chain[o]) continue;
+        const IrGOp *op = &g->ops.data[o];
+        if (op->nout != 1 || gone[o] || after[o] || op->kind == IR_GOP_RETURN) return false;
+        for (uint32_t i = 0; i < op->nin; i++) {
+            uint32_t di = g->values.data[op->in[i]].def;
+            if (di != IR_GNONE && di >= f) chain[di] = true;
+        }
+    }
+    lg->clones = arena_alloc(L->a, (n + 1) * sizeof *lg->clones);
+    lg->nclones = 0;
+    lg->clone = arena_alloc(L->a, (nv + n + 1) * sizeof *lg->clone);
+    memset(lg->clone, 0xff, (nv + n + 1) * sizeof *lg->clone);
+    for (uint32_t o = f; o < m->grad; o++) {
+        if (!chain[o]) continue;
+        IrGOp c = g->ops.data[o];
+        uint32_t *ci = arena_alloc(g->arena, (c.nin + 1) * sizeof *ci), *co = arena_alloc(g->arena, sizeof *co);
+        for (uint32_t i = 0; i < c.nin; i++) ci[i] = liger_clone_map(lg, c.in[i]);
+        IrGValue val = g->values.data[c.out[0]];
+        val.name = c.out[0] == g->seed ? "one" : val.name;
+        co[0] = (uint32_t)g->values.len;
+        vec_push(&g->values, val);
+        lg->clone[c.out[0]] = co[0];
+        c.in = ci, c.out = co, c.phase = 0, c.region = 0;
+        lg->clones[lg->nclones++] = c;
+    }
+    /* the originals that only the gradient (gone) or other dead originals read */
+    uint32_t nvv = (uint32_t)g->values.len, *reads = arena_alloc(L->a, (nvv + 1) * sizeof *reads);
+    memset(reads, 0, (nvv + 1) * sizeof *reads);
+    for (uint32_t o = 0; o < n; o++)
+        for (uint32_t i = 0; !gone[o] && i < g->ops.data[o].nin; i++) reads[g->ops.data[o].in[i]]++;
+    lg->dead = arena_alloc(L->a, n + 1);
+    memset(lg->dead, 0, n + 1);
+    for (uint32_t o = m->grad; o-- > f;) {
+        const IrGOp *op = &g->ops.data[o];
+        if (!chain[o] || reads[op->out[0]] || op->out[0] == g->seed) continue;
+        lg->dead[o] = true;
+        for (uint32_t i = 0; i < op->nin; i++) reads[op->in[i]]--;
+    }
+    return true;
+}
+
 /* Rewrites the match: the fused op where the gradient was, the rows' readers after it,
  * the replaced ops and what only they read dropped. False (g unchanged) when dy is
  * computed from the rows. */
@@ -219,6 +320,9 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
                 gone[d] = true;
         }
     }
+    /* Liger's order: dy's seed-dependent ops cloned into the forward from a constant 1 */
+    Liger lg = {0};
+    bool liger = liger_plan(L, m, gone, after, &lg);
     uint32_t *in = arena_alloc(g->arena, 7 * sizeof *in), *out = arena_alloc(g->arena, 4 * sizeof *out);
     in[IR_LCE_X] = m->x, in[IR_LCE_W] = m->w, in[IR_LCE_LABELS] = m->lab, in[IR_LCE_IGNORE] = m->ign,
     in[IR_LCE_DY] = m->dy, in[IR_LCE_CHUNK] = nvals[0];
@@ -231,24 +335,51 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
     IrGOp fop = {.kind = IR_GOP_LINEAR_CROSS_ENTROPY, .loc = loc, .nin = 6, .nout = 3, .in = in, .out = out};
     VEC(IrGOp) ops = {0};
     uint32_t nfwd = g->nfwd;
-    for (int pass = 0; pass < 3; pass++)   /* before the gradient; the fused op and the rows' readers; the rest */
-        for (uint32_t o = pass == 2 ? m->grad + 1 : 0; o < (pass == 2 ? n : m->grad); o++) {
-            if (pass == 1 && o == 0) {
-                vec_push(&ops, cop);
-                vec_push(&ops, fop);
+    if (liger) {
+        /* the forward, then the clones, the fused op, the rows' readers of the forward (the
+         * loss); the backward's ops before the gradient (the seed first), the scaling
+         * multiplies, the rest; the scaled dx and dw replace the gradient's products */
+        uint32_t scaled[2] = {IR_GNONE, IR_GNONE};
+        for (uint32_t i = 0; i < 2; i++)
+            if (i ? m->ndw : m->ndx) {
+                scaled[i] = (uint32_t)g->values.len;
+                vec_push(&g->values, ((IrGValue){types[2 + i], i ? "ce_dw_scaled" : "ce_dx_scaled", IR_GNONE, 0}));
             }
-            if (gone[o] || after[o] != (pass == 1)) continue;
-            IrGOp op = g->ops.data[o];
-            bool changed = false;
-            for (uint32_t i = 0; i < op.nin; i++) changed |= map[op.in[i]] != op.in[i];
-            if (changed) {   /* the ops' arrays may be shared with a clone: new ones */
-                uint32_t *ni = arena_alloc(g->arena, (op.nin + 1) * sizeof *ni);
-                for (uint32_t i = 0; i < op.nin; i++) ni[i] = map[op.in[i]];
-                op.in = ni;
-            }
-            if (o == g->nfwd) nfwd = (uint32_t)ops.len;
-            vec_push(&ops, op);
+        for (uint32_t v = 0; v < nv0; v++)
+            if (map[v] == nvals[2] || map[v] == nvals[3]) map[v] = scaled[map[v] == nvals[3]];
+        in[IR_LCE_DY] = liger_clone_map(&lg, m->dy);
+        for (uint32_t o = 0; o < g->nfwd; o++)
+            if (!gone[o] && !after[o]) vec_push(&ops, mapped(g->ops.data[o], map, g->arena));
+        for (uint32_t i = 0; i < lg.nclones; i++) vec_push(&ops, lg.clones[i]);
+        vec_push(&ops, cop);
+        vec_push(&ops, fop);
+        for (uint32_t o = 0; o < g->nfwd; o++)
+            if (!gone[o] && after[o]) vec_push(&ops, mapped(g->ops.data[o], map, g->arena));
+        nfwd = (uint32_t)ops.len;
+        for (uint32_t o = g->nfwd; o < m->grad; o++)
+            if (!gone[o] && !lg.dead[o]) vec_push(&ops, mapped(g->ops.data[o], map, g->arena));
+        for (uint32_t i = 0; i < 2; i++) {
+            if (scaled[i] == IR_GNONE) continue;
+            uint32_t *mi = arena_alloc(g->arena, 2 * sizeof *mi), *mo = arena_alloc(g->arena, sizeof *mo);
+            mi[0] = g->seed, mi[1] = nvals[2 + i], mo[0] = scaled[i];
+            vec_push(&ops, ((IrGOp){.kind = IR_GOP_MUL, .loc = loc, .nin = 2, .nout = 1, .in = mi, .out = mo}));
         }
+        for (uint32_t o = m->grad + 1; o < n; o++)
+            if (!gone[o]) vec_push(&ops, mapped(g->ops.data[o], map, g->arena));
+        for (uint32_t o = 0; o < n; o++)
+            for (uint32_t r = 0; lg.dead[o] && r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = IR_GNONE;
+    } else {
+        for (int pass = 0; pass < 3; pass++)   /* before the gradient; the fused op and the rows' readers; the rest */
+            for (uint32_t o = pass == 2 ? m->grad + 1 : 0; o < (pass == 2 ? n : m->grad); o++) {
+                if (pass == 1 && o == 0) {
+                    vec_push(&ops, cop);
+                    vec_push(&ops, fop);
+                }
+                if (gone[o] || after[o] != (pass == 1)) continue;
+                if (o == g->nfwd) nfwd = (uint32_t)ops.len;
+                vec_push(&ops, mapped(g->ops.data[o], map, g->arena));
+            }
+    }
     for (uint32_t o = 0; o < n; o++)   /* the dropped ops' values are defined by nothing now */
         for (uint32_t r = 0; gone[o] && r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = IR_GNONE;
     vec_free(&g->ops);

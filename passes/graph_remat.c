@@ -19,6 +19,8 @@
  * to save of least bytes such that everything the backward reads is saved or recomputed
  * from saved values; the nodes on the sink's side are recomputed.
  *   save-all:   every value hangs from the source: the cut is what the backward reads.
+ *   (any policy: the fused LM head's values, in the forward in Liger's order, hang from the
+ *   source and a budget never lifts them: passes/graph_lmce.c)
  *   selective:  matmul, attention, conv2d and cross_entropy_rows hang from the source
  *               (their outputs are saved); element-wise ops, casts, shape changes,
  *               reductions, softmax, norms, rope, dropout (its mask drawn again from the
@@ -110,6 +112,13 @@ static const IrGOp *def_op(const Remat *R, uint32_t v)
     return d == IR_GNONE ? NULL : &R->g->ops.data[d];
 }
 
+/* The fused LM head in the forward (Liger's order, passes/graph_lmce.c): its dx and dw are
+ * kept under every policy and budget, never computed again (the head's GEMMs twice). */
+static bool pinned(const Remat *R, uint32_t k)
+{
+    return def_op(R, R->value[k])->kind == IR_GOP_LINEAR_CROSS_ENTROPY;
+}
+
 /* Whether forward value v costs nothing to keep: a parameter, an immediate, a result. */
 static bool free_to_keep(const Remat *R, uint32_t v, const bool *returned)
 {
@@ -192,6 +201,7 @@ static void classify(Remat *R, const IrRemat *opt)
         R->ban[k] = opt->policy == IR_REMAT_SAVE_ALL || (opt->policy == IR_REMAT_SELECTIVE && !R->cheap[k]) ||
                     (opt->policy == IR_REMAT_CHECKPOINT && ((!inside && (fwd_op || !R->cheap[k])) || out));
         R->nosave[k] = inside && !out;
+        if (pinned(R, k)) R->ban[k] = true, R->nosave[k] = false;
     }
     for (uint32_t o = R->nfwd; o < R->g->ops.len; o++)
         for (uint32_t i = 0; R->dep[o] && i < R->g->ops.data[o].nin; i++) {
@@ -308,7 +318,8 @@ static bool unban_one(Remat *R, const bool *need)
 {
     uint32_t best = NOT_NODE;
     for (uint32_t k = 0; k < R->nk; k++)
-        if (R->ban[k] && need[k] && saved(R, k) && (best == NOT_NODE || R->bytes[k] > R->bytes[best])) best = k;
+        if (R->ban[k] && need[k] && saved(R, k) && !pinned(R, k) && (best == NOT_NODE || R->bytes[k] > R->bytes[best]))
+            best = k;
     if (best == NOT_NODE) return false;
     R->ban[best] = false;
     return true;
@@ -317,7 +328,7 @@ static bool unban_one(Remat *R, const bool *need)
 static void unban_cheap(Remat *R)
 {
     for (uint32_t k = 0; k < R->nk; k++)
-        if (R->cheap[k] && !R->nosave[k]) R->ban[k] = false;
+        if (R->cheap[k] && !R->nosave[k] && !pinned(R, k)) R->ban[k] = false;
 }
 
 /* Cuts until the saved bytes fit the budget (or nothing more can be recomputed). */

@@ -40,6 +40,25 @@ graph mlp_extra(x: f32[T, 8], w1: f32[8, 16], w2: f32[16, 4], y: f32[T, 4]) -> (
 
 POLICIES = ("save-all", "selective", "checkpoint")
 
+# The LM head fused with its cross-entropy (@linear_cross_entropy): in Liger's order the
+# forward part computes the loss, dx and dw for a seed of 1, the backward scales them.
+HEAD = """
+@linear_cross_entropy(chunk = 4)
+graph head(x: f32[T, 8], w: f32[8, V], lab: i64[T]) -> (f32, f32[T, 8], f32[8, V]) {
+    let l = cross_entropy(x @ w, lab) * 0.5;
+    let (dx, dw) = grad(l, [x, w]);
+    return (l, dx, dw);
+}
+"""
+
+
+def head_data(rng, T=10, V=13):
+    x = rng.standard_normal((T, 8)).astype(np.float32)
+    w = (rng.standard_normal((8, V)) * 0.5).astype(np.float32)
+    lab = rng.integers(0, V, T).astype(np.int64)
+    lab[[1, 6]] = -100   # ignored rows
+    return x, w, lab
+
 
 def bf16_bits(a):
     u = np.ascontiguousarray(a, np.float32).view(np.uint32)
@@ -127,6 +146,27 @@ class Split(unittest.TestCase):
         np.testing.assert_array_equal(d2, joint[2] * np.float32(0.25))
         np.testing.assert_array_equal(self.g(x, self.w1, self.w2, y)[2], joint[2])   # a call's seed stays 1
 
+    def test_lm_head_loss_in_the_forward(self):
+        """@linear_cross_entropy: the forward part returns the loss (the joint call's bits),
+        the backward the gradients (the joint's bits at seed 1, exactly scaled at 0.25);
+        a GraphFunction over it is no longer refused."""
+        g0 = tile.loads(HEAD).graphs["head"]
+        x, w, lab = head_data(np.random.default_rng(3))
+        for p in POLICIES:
+            with self.subTest(policy=p):
+                g = g0.with_options(recompute=p)
+                self.assertEqual(g._split_meta()[1], [1, 2, 2])   # the loss is the forward's
+                joint = g(x, w, lab)
+                f = g.forward(x, w, lab)
+                np.testing.assert_array_equal(f.results[0], joint[0])
+                self.assertIsNone(f.results[1])
+                for a, b in zip(g.backward(f), joint):
+                    np.testing.assert_array_equal(a, b)
+                _, dx, dw = g.backward(g.forward(x, w, lab), seed=0.25)
+                np.testing.assert_array_equal(dx, joint[1] * np.float32(0.25))
+                np.testing.assert_array_equal(dw, joint[2] * np.float32(0.25))
+                g.autograd(grads={"x": 1, "w": 2})
+
     def test_refusals(self):
         plain = tile.loads("graph f(x: f32[4]) -> f32 { return sum(x, 0); }").graphs["f"]
         with self.assertRaisesRegex(ValueError, r"graph 'f': has no grad, so no forward and backward parts"):
@@ -204,6 +244,24 @@ class Autograd(unittest.TestCase):
                 (ref(self.x, self.y) + 0.5 * ref(x2, y2)).backward()
                 torch.testing.assert_close(w1.grad.double(), a.grad, rtol=1e-4, atol=1e-5)
                 torch.testing.assert_close(w2.grad.double(), b.grad, rtol=1e-4, atol=1e-5)
+
+    def test_lm_head(self):
+        """GraphFunction through @linear_cross_entropy (the loss in the forward part, dx and
+        dw scaled by the incoming gradient in the backward) against float64 autograd."""
+        x, w, lab = (torch.from_numpy(a) for a in head_data(np.random.default_rng(4)))
+        g = tile.loads(HEAD).graphs["head"]
+        for p in POLICIES:
+            with self.subTest(policy=p):
+                fn = g.with_options(recompute=p).autograd(grads={"x": 1, "w": 2})
+                xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
+                loss = fn(xt, wt, lab)
+                (3.0 * loss).backward()
+                xr, wr = x.double().requires_grad_(), w.double().requires_grad_()
+                ref = torch.nn.functional.cross_entropy(xr @ wr, lab, ignore_index=-100) * 0.5
+                (3.0 * ref).backward()
+                self.assertAlmostEqual(loss.item(), ref.item(), places=5)
+                torch.testing.assert_close(xt.grad.double(), xr.grad, rtol=1e-4, atol=1e-6)
+                torch.testing.assert_close(wt.grad.double(), wr.grad, rtol=1e-4, atol=1e-6)
 
     def test_changed_argument_refused(self):
         fn = self.m.mlp.autograd(grads={"w1": 1, "w2": 2})

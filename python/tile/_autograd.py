@@ -11,7 +11,9 @@ dloss * d(loss)/dw as the chain rule says (a loss scaled or summed before .backw
 gets its gradients scaled, computed by the graph). No backward work runs without
 .backward(), and each call keeps its own saved tensors: several forwards before their
 backwards (gradient accumulation, activation checkpointing in the user's loop) each get
-their own gradients, which autograd sums into .grad.
+their own gradients, which autograd sums into .grad. A fused LM head
+(@linear_cross_entropy) computes the loss in the forward part too, with its dx and dw
+for a seed of 1, which the backward scales (Liger's order, docs/GRAPHS.md "The LM head").
 
     fn = module.graphs["mlp"].autograd(grads={"w1": 1, "w2": 2})   # result 0 is the loss
     loss = fn(x, w1, w2, y)            # w1, w2: tensors that require grad

@@ -261,5 +261,75 @@ graph mlp(x: f32[T, 64], w1: f32[64, 128], w2: f32[128, 32], y: f32[T, 32]) -> (
         torch.testing.assert_close(w2.grad.double(), b.grad, rtol=1e-4, atol=1e-6)
 
 
+class LmHeadSplit(unittest.TestCase):
+    """@linear_cross_entropy in a GraphFunction (Liger's order, docs/GRAPHS.md "The LM
+    head"): the forward part computes the loss, dx and dw for a seed of 1, the backward
+    scales them by the incoming gradient. The head against float64 autograd; the Llama
+    block's training graph (examples/graphs/llama_block_train.tile) trained through
+    GraphFunction, its loss and gradients the joint call's (within a bf16 rounding: the
+    attention backward's dQ sums by atomics, in no fixed order)."""
+
+    HEAD = """
+@linear_cross_entropy(chunk = 128)
+graph head(x: f32[T, 64], w: f32[64, V], lab: i64[T]) -> (f32, f32[T, 64], f32[64, V]) {
+    let l = cross_entropy(x @ w, lab) * 0.5;
+    let (dx, dw) = grad(l, [x, w]);
+    return (l, dx, dw);
+}
+"""
+
+    def test_head_against_autograd(self):
+        torch.manual_seed(1)
+        T, V = 300, 1000
+        x, w = torch.randn(T, 64, device="cuda"), torch.randn(64, V, device="cuda") * 0.1
+        lab = torch.randint(0, V, (T,), device="cuda")
+        lab[::7] = -100
+        g = tile.loads(self.HEAD).graphs["head"]
+        for p in ("save-all", "selective", "checkpoint"):
+            with self.subTest(policy=p):
+                fn = g.with_options(recompute=p).autograd(grads={"x": 1, "w": 2})
+                xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
+                loss = fn(xt, wt, lab)
+                (3.0 * loss).backward()
+                xr, wr = x.double().requires_grad_(), w.double().requires_grad_()
+                ref = torch.nn.functional.cross_entropy(xr @ wr, lab, ignore_index=-100) * 0.5
+                (3.0 * ref).backward()
+                torch.testing.assert_close(loss.double(), ref.detach(), rtol=1e-4, atol=1e-6)
+                torch.testing.assert_close(xt.grad.double(), xr.grad, rtol=1e-3, atol=1e-6)
+                torch.testing.assert_close(wt.grad.double(), wr.grad, rtol=1e-3, atol=1e-6)
+
+    def test_llama_block_train(self):
+        torch.manual_seed(2)
+        T, V = 300, 1000
+        shapes = {"g1": (32,), "wq": (32, 32), "wk": (32, 16), "wv": (32, 16), "wo": (32, 32), "g2": (32,),
+                  "wg": (32, 48), "wu": (32, 48), "wd": (48, 32), "gf": (32,), "wlm": (32, V)}
+        ws = {n: ((1.0 + 0.1 * torch.randn(s)) if len(s) == 1 else 0.2 * torch.randn(s)).to("cuda", torch.bfloat16)
+              for n, s in shapes.items()}
+        x = torch.randn(T, 32, device="cuda").to(torch.bfloat16)
+        ang = torch.arange(T, device="cuda")[:, None] * torch.tensor([1.0, 0.1, 0.01, 0.001], device="cuda")
+        cos, sin = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
+        lab = torch.randint(0, V, (T,), device="cuda")
+        g = tile.load(EXAMPLES / "graphs" / "llama_block_train.tile").graphs["llama_block_train"]
+        names = list(shapes)
+        args = lambda w: [x, w["g1"], w["wq"], w["wk"], w["wv"], w["wo"], cos, sin, w["g2"], w["wg"], w["wu"],
+                          w["wd"], w["gf"], w["wlm"], lab]
+        for p in ("save-all", "selective", "checkpoint"):
+            with self.subTest(policy=p):
+                gp = g.with_options(recompute=p)
+                joint = gp(*args(ws))
+                close = lambda a, b: torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=1e-4)
+                step = gp.forward(*args(ws))
+                close(step.results[0], joint[0])   # the loss is the forward part's
+                for a, b in zip(gp.backward(step), joint):
+                    close(a, b)
+                fn = gp.autograd(grads={n: i + 1 for i, n in enumerate(names)})
+                wt = {n: t.clone().requires_grad_() for n, t in ws.items()}
+                loss = fn(*args(wt))
+                close(loss, joint[0])
+                loss.backward()   # a seed of 1: the joint call's gradients
+                for i, n in enumerate(names):
+                    close(wt[n].grad, joint[i + 1])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -73,14 +73,19 @@ static void run_mlp(const IrGraph *g, double seed, IrGTensor *out)
     for (uint32_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
 }
 
-static IrGraph *split_copy(Fx *x, const IrGraph *g, IrRematPolicy policy)
+static IrGraph *split_copy_budget(Fx *x, const IrGraph *g, IrRematPolicy policy, IrBudgetKind kind, double budget)
 {
     IrGraph *c = ir_graph_clone(x->m, g);
-    IrRemat r = {policy, IR_BUDGET_NONE, 0};
+    IrRemat r = {policy, kind, budget};
     pass_graph_remat(c, &r, NULL, x->a);
     pass_graph_seed_input(c);
     assert_true(ir_graph_verify(c, x->a, &x->d));
     return c;
+}
+
+static IrGraph *split_copy(Fx *x, const IrGraph *g, IrRematPolicy policy)
+{
+    return split_copy_budget(x, g, policy, IR_BUDGET_NONE, 0);
 }
 
 /* dloss is the last parameter, f32 like the loss; no op reads the constant seed any more;
@@ -151,6 +156,108 @@ static void test_plan_split(void **state)
     fx_free(&x);
 }
 
+/* The fused LM head in Liger's order (passes/graph_lmce.c): linear_cross_entropy runs in
+ * the forward (phase 1, before nfwd) on a dy that no longer depends on dloss (its ops
+ * cloned from a constant 1), and so does the loss; the backward has two multiplies of
+ * its dx and dw by the seed (phase 2). With dloss = 1 the values are the graph's as
+ * built (op by op, the [T, V] logits held), bit for bit; with dloss = 0.5 the loss is the
+ * same and the gradients are halved exactly. The split saves dx and dw, written by the
+ * fused op's forward kernel, under every policy and budget (never recomputed). */
+static const char lce[] =
+    "@linear_cross_entropy(chunk = 2)\n"
+    "graph lce(x: f64[5, 4], w: f64[4, 6], lab: i64[5]) -> (f64, f64[5, 4], f64[4, 6]) {\n"
+    "    let l = cross_entropy(x @ w, lab) * 1.7;\n"
+    "    let (dx, dw) = grad(l, [x, w]);\n"
+    "    return (l, dx, dw);\n"
+    "}\n";
+
+static void run_lce(const IrGraph *g, double seed, IrGTensor *out)
+{
+    IrGTensor params[4] = {0};
+    int64_t dims[3][2] = {{5, 4}, {4, 6}, {5, 0}};
+    for (int p = 0; p < 2; p++) {
+        assert_true(ir_gtensor_alloc(&params[p], IR_F64, 2, dims[p]));
+        for (int64_t i = 0; i < params[p].n; i++) params[p].f[i] = (double)((i * 7 + p * 3) % 11) / 8 - 0.6;
+    }
+    assert_true(ir_gtensor_alloc(&params[2], IR_I64, 1, dims[2]));
+    for (int64_t i = 0; i < 5; i++) params[2].i[i] = i == 2 ? -100 : (i * 5 + 1) % 6;   /* row 2 ignored */
+    uint32_t np = (uint32_t)g->params.len;
+    if (np == 4) {
+        assert_true(ir_gtensor_alloc(&params[3], IR_F64, 0, NULL));
+        params[3].f[0] = seed;
+    }
+    char err[256];
+    assert_true(ir_graph_interp(g, params, NULL, out, err, sizeof err));
+    for (uint32_t p = 0; p < np; p++) ir_gtensor_free(&params[p]);
+}
+
+/* Whether value v of g depends on value from. */
+static bool depends_on(const IrGraph *g, uint32_t v, uint32_t from)
+{
+    if (v == from) return true;
+    uint32_t d = g->values.data[v].def;
+    if (d == IR_GNONE) return false;
+    for (uint32_t i = 0; i < g->ops.data[d].nin; i++)
+        if (depends_on(g, g->ops.data[d].in[i], from)) return true;
+    return false;
+}
+
+static void test_lce_liger(void **state)
+{
+    (void)state;
+    Fx x;
+    IrGraph *g = from_tile(&x, lce);
+    assert_int_equal(g->lce_chunk, 2);
+    IrGTensor ref[3] = {0};
+    run_lce(g, 1, ref);
+    for (int p = 0; p < 4; p++) {   /* every policy, then selective under a budget of 1 byte */
+        IrGraph *c = ir_graph_clone(x.m, g);
+        assert_int_equal(pass_graph_lmce(c, c->lce_chunk, x.a), 1);
+        c = p < 3 ? split_copy(&x, c, (IrRematPolicy)p) : split_copy_budget(&x, c, IR_REMAT_SELECTIVE, IR_BUDGET_BYTES, 1);
+        uint32_t lce_op = IR_GNONE, nscale = 0;
+        for (uint32_t o = 0; o < c->ops.len; o++)
+            if (c->ops.data[o].kind == IR_GOP_LINEAR_CROSS_ENTROPY) lce_op = o;
+        assert_int_not_equal(lce_op, IR_GNONE);
+        const IrGOp *op = &c->ops.data[lce_op];
+        assert_true(lce_op < c->nfwd);
+        assert_int_equal(op->phase, 1);
+        assert_false(depends_on(c, op->in[IR_LCE_DY], c->dloss));
+        assert_true(c->values.data[c->loss].def < c->nfwd);
+        for (uint32_t o = 0; o < c->ops.len; o++) {
+            const IrGOp *m = &c->ops.data[o];
+            if (m->kind != IR_GOP_MUL || (m->in[1] != op->out[1] && m->in[1] != op->out[2])) continue;
+            nscale++;
+            assert_true(depends_on(c, m->in[0], c->dloss));
+            assert_int_equal(m->phase, 2);
+        }
+        assert_int_equal(nscale, 2);
+        IrGTensor one[3] = {0}, half[3] = {0};
+        run_lce(c, 1, one);
+        run_lce(c, 0.5, half);
+        for (int k = 0; k < 3; k++) {
+            assert_memory_equal(one[k].f, ref[k].f, (size_t)ref[k].n * sizeof(double));
+            for (int64_t i = 0; i < ref[k].n; i++) assert_true(half[k].f[i] == (k ? 0.5 : 1) * ref[k].f[i]);
+            ir_gtensor_free(&one[k]);
+            ir_gtensor_free(&half[k]);
+        }
+        const IrGPlan *plan = pass_graph_fuse(c, x.a);
+        const char *err;
+        const PassSplit *s = pass_graph_split(c, plan, x.a, &err);
+        assert_null(err);
+        assert_non_null(s);
+        bool saved[2] = {false, false};
+        for (uint32_t i = 0; i < s->nsaved; i++)
+            for (int r = 0; r < 2; r++) saved[r] |= s->saved[i] == op->out[1 + r];
+        assert_true(saved[0] && saved[1]);
+        for (uint32_t k = 0; k < plan->nkernels; k++)
+            for (uint32_t i = 0; i < plan->kernels[k].nops; i++)
+                if (plan->kernels[k].ops[i] == lce_op || plan->kernels[k].ops[i] == c->values.data[c->loss].def)
+                    assert_int_equal(s->phase[k], 1);
+    }
+    for (int k = 0; k < 3; k++) ir_gtensor_free(&ref[k]);
+    fx_free(&x);
+}
+
 /* A bf16 loss: dloss is bf16, cast up to the backward's f32 before any use. */
 static void test_bf16_seed(void **state)
 {
@@ -198,6 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_input),
         cmocka_unit_test(test_plan_split),
+        cmocka_unit_test(test_lce_liger),
         cmocka_unit_test(test_bf16_seed),
         cmocka_unit_test(test_no_grad),
     };

@@ -493,14 +493,15 @@ static void test_gpu_chunk_loop(void **state)
     assert_ok(trt_tgraph_bind_output(g, 2, dw));
     assert_ok(trt_tgraph_bind_size(g, "T", 20));
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
-    /* before the head: the label count, the seed over it (dloss / count: the seed is an
-     * input, passes/graph_split.c) and its broadcast; after it the mean */
+    /* before the head: the label count, dy for a seed of 1 (1 / count) and its broadcast,
+     * one kernel; after it the mean, then the seed scaling dx and dw (Liger's order:
+     * passes/graph_lmce.c; the seed is an input, passes/graph_split.c) */
     assert_int_equal(trt_tgraph_num_kernels(g), 5);
-    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 3)), "lmhead_k4_logits");
+    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 1)), "lmhead_k1_logits");
     assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
     MockLaunch log[32];
-    const int pre = 3;
-    assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1);   /* the count and dy, the chunks, the mean */
+    const int pre = 1;
+    assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
     static const uint32_t at_off[4] = {3, 4, 3, 3};         /* after the step's pointers and ps */
     uint64_t scratch = log[pre].params[2];
@@ -512,7 +513,7 @@ static void test_gpu_chunk_loop(void **state)
         for (int i = 0; i < 4; i++) {
             const MockLaunch *l = &log[pre + c * 4 + i];
             char name[32];
-            snprintf(name, sizeof name, "lmhead_k4_%s", step[i]);
+            snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
             assert_string_equal(l->func, name);
             assert_int_equal(l->params[at_off[i]], 8 * c);   /* off: the chunk's first row */
             assert_int_equal(l->params[at_off[i] + 1], c < 2 ? 8 * c + 8 : 20);   /* end: the row after its last */
@@ -521,8 +522,16 @@ static void test_gpu_chunk_loop(void **state)
         }
     assert_int_equal(log[pre].params[0], x);                /* logits read x and w */
     assert_int_equal(log[pre].params[1], w);
-    assert_int_equal(log[pre + 2].params[0], dx);           /* dx and dw are the results */
-    assert_int_equal(log[pre + 3].params[0], dw);
+    /* dx and dw for a seed of 1 go to buffers of the plan (the split's saved values); the
+     * scaling kernels read them and write the results, the seed (1) passed by value */
+    const MockLaunch *sx = &log[pre + 13], *sw = &log[pre + 14];
+    assert_string_equal(sx->func, "lmhead_k3");
+    assert_string_equal(sw->func, "lmhead_k4");
+    assert_true(log[pre + 2].params[0] != dx && log[pre + 3].params[0] != dw);
+    assert_int_equal(sx->params[1], dx);
+    assert_int_equal(sx->params[3], log[pre + 2].params[0]);
+    assert_int_equal(sw->params[0], dw);
+    assert_int_equal(sw->params[2], log[pre + 3].params[0]);
     trt_mem_free(cur.ctx, x);
     trt_mem_free(cur.ctx, w);
     trt_mem_free(cur.ctx, lab);
