@@ -79,6 +79,21 @@ def _bwd_cfg(d):
     return ({}, {}) if d <= 128 else (dict(BM=16, BN=32, stages=2), dict(BM=32, BN=16, stages=2))
 
 
+def _tma_fwd_cfg(d):
+    """The _tma forward's blocks: its default (BM = BN = 128, 2 stages) up to D = 128; at
+    256 BN = 64 (Q [128, 256] and two stages of K and V fit shared memory; on an H100
+    647 TFLOP/s, 1.02x cuDNN at B4 H16 L4096 causal off, docs/PERFORMANCE.md)."""
+    return {} if d <= 128 else dict(BN=64, stages=2)
+
+
+def _tma_bwd_cfg(d):
+    """The _tma backward's blocks (dK/dV, dQ): their defaults up to D = 128; at 256 the
+    fewest spills under ptxas -v with a producer warpgroup: dK/dV (64 queries, 32 keys,
+    8 warps; 160 bytes), dQ (32, 64, 8; none). The pointer kernels at 256 spilled kilobytes
+    (8 TFLOP/s)."""
+    return ({}, {}) if d <= 128 else (dict(BM=64, BN=32, warps=8, stages=2), dict(BM=32, BN=64, warps=8, stages=2))
+
+
 def _elem(q, k, v):
     import torch
     names = {torch.bfloat16: "bf16", torch.float16: "f16"}
@@ -112,9 +127,9 @@ def _tma_refusal(q, dh):
                     "warpgroup); %s is %d.%d" % (q.device, cc[0], cc[1]))
     elif q.device.type != "cpu":
         return "the _tma kernels run on CUDA devices of compute capability 9.x or CPU tensors, not %s" % q.device
-    if dh % 8 or _tile_width(dh) not in (64, 128):
-        return ("the _tma kernels take head dims that are multiples of 8 from 40 to 128 (rows of 16-byte "
-                "multiples, tiles of 64 or 128 columns), not %d" % dh)
+    if dh % 8 or _tile_width(dh) not in (64, 128, 256):
+        return ("the _tma kernels take head dims that are multiples of 8 from 40 to 256 (rows of 16-byte "
+                "multiples, tiles of 64, 128 or 256 columns), not %d" % dh)
     return None
 
 
@@ -172,7 +187,7 @@ def _forward_padded(q, k, v, causal, window, scale, impl):
     c = _consts(DH, causal, window, group)
     if B * HQ and L:
         if impl == "tma":
-            fwd.attn_fwd_tma(o, lse, q, k, v, B * HQ, L, scale, DH, B * k.shape[1] * L, **c)
+            fwd.attn_fwd_tma(o, lse, q, k, v, B * HQ, L, scale, DH, B * k.shape[1] * L, **c, **_tma_fwd_cfg(c["D"]))
         else:
             fwd.attn_fwd(o, lse, q, k, v, B * HQ, L, scale, L * DH, DH, **c, **_fwd_cfg(c["D"]))
     return o, lse
@@ -192,8 +207,9 @@ def _backward_padded(do, q, k, v, o, lse, causal, window, scale, impl):
         bwd.attn_bwd_preprocess(delta, o, do, B * HQ, L, L * DH, DH, D=c["D"], DH=DH)
         if impl == "tma":
             rows = B * k.shape[1] * L
-            bwd.attn_bwd_dkdv_tma(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c)
-            bwd.attn_bwd_dq_tma(dq, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c)
+            kv_cfg, q_cfg = _tma_bwd_cfg(c["D"])
+            bwd.attn_bwd_dkdv_tma(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c, **kv_cfg)
+            bwd.attn_bwd_dq_tma(dq, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c, **q_cfg)
         else:
             kv_cfg, q_cfg = _bwd_cfg(c["D"])
             bwd.attn_bwd_dkdv(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, L * DH, DH, **c, **kv_cfg)
@@ -239,7 +255,7 @@ def _forward_varlen_tma(qh, kh, vh, cu_q, cu_k, max_q, causal, window, scale):
     c = _consts(DH, causal, window, group)
     if B > 0 and max_q > 0 and HQ:
         fwd.attn_fwd_tma_varlen(oh, lse, qh, kh, vh, cu_q, cu_k, max_q, B, HQ, total_q, total_k, scale,
-                                HQ * total_q, HKV * total_k, **c)
+                                HQ * total_q, HKV * total_k, **c, **_tma_fwd_cfg(c["D"]))
     return oh, lse
 
 
@@ -259,12 +275,13 @@ def _backward_varlen_tma(doh, qh, kh, vh, oh, lse, cu_q, cu_k, max_q, causal, wi
         delta = torch.empty((HQ, total_q), device=qh.device, dtype=torch.float32)
         bwd.attn_bwd_preprocess(delta, oh, doh, HQ, total_q, total_q * DH, DH, D=c["D"], DH=DH)
         rows_q, rows = HQ * total_q, HKV * total_k
+        kv_cfg, q_cfg = _tma_bwd_cfg(c["D"])
         if max_k > 0:
             bwd.attn_bwd_dkdv_tma_varlen(dkh, dvh, qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_k, B, HQ, total_q,
-                                         total_k, scale, rows_q, rows, **c)
+                                         total_k, scale, rows_q, rows, **c, **kv_cfg)
         if max_q > 0:
             bwd.attn_bwd_dq_tma_varlen(dqh, qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_q, B, HQ, total_q,
-                                       total_k, scale, rows_q, rows, **c)
+                                       total_k, scale, rows_q, rows, **c, **q_cfg)
     return dqh, dkh, dvh
 
 

@@ -3,9 +3,10 @@ forward and gradients first against a float64 reference (the same math in float6
 the bf16 inputs, on the GPU), then against SDPA in bf16 with the same tolerance
 SDPA's own result meets, and a tiny training loop whose loss falls as SDPA's does from
 the same seed. Each through both kernel families: impl="pointer" (the plain pointer
-kernels) and impl="tma" (the _tma kernels, on a device of compute capability 9.x; the
-forms they do not take, head dim 256, run as impl="auto", which must pick the pointer
-kernels there), and impl="auto" must pick the _tma ones on 9.x. Exits 77 (skipped)
+kernels) and impl="tma" (the _tma kernels, on a device of compute capability 9.x, head
+dims 64 to 256 at their blocks: BN 64 forward and (64, 32)/(32, 64) backward at 256; a
+form they do not take runs as impl="auto", which must pick the pointer kernels there),
+and impl="auto" must pick the _tma ones on 9.x. Exits 77 (skipped)
 without torch or a CUDA device.
 
     TILE_LIB=build-gpu/runtime/libtileRT.so python3 tests/gpu/test_attention_ops_gpu.py -v
@@ -260,22 +261,22 @@ class Forms(unittest.TestCase):
 
 @unittest.skipUnless(HOPPER, "the _tma kernels need compute capability 9.x")
 class FormsTma(Forms):
-    """every form through impl="tma" (head dim 256: impl="auto", the pointer kernels)"""
+    """every form through impl="tma" (head dim 256 too, at its own blocks)"""
     impl = "tma"
 
 
 class Choice(unittest.TestCase):
     def test_auto(self):
-        """auto runs the _tma kernels on 9.x (head dims 64, 96, 128), the pointer ones on
-        other devices and at head dim 256"""
-        for D, want in ((64, HOPPER), (96, HOPPER), (128, HOPPER), (256, False)):
+        """auto runs the _tma kernels on 9.x (head dims 64, 96, 128, 256), the pointer ones
+        on other devices and at head dims that are no multiple of 8"""
+        for D, want in ((64, HOPPER), (96, HOPPER), (128, HOPPER), (256, HOPPER), (100, False)):
             q = rand(1, 2, 64, D).requires_grad_(True)
             with Launched() as seen:
                 tile.ops.attention(q, q, q, causal=True).sum().backward()
             self.assertEqual(bool(seen.tma()), want, "D%d: %s" % (D, sorted(seen.names)))
 
     def test_forced_errors(self):
-        q = rand(1, 2, 64, 256)
+        q = rand(1, 2, 64, 100)
         with self.assertRaisesRegex(ValueError, "impl='tma' cannot run"):
             tile.ops.attention(q, q, q, impl="tma")
         if not HOPPER:
