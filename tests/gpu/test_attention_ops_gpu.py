@@ -4,7 +4,7 @@ the bf16 inputs, on the GPU), then against SDPA in bf16 with the same tolerance
 SDPA's own result meets, and a tiny training loop whose loss falls as SDPA's does from
 the same seed. Each through both kernel families: impl="pointer" (the plain pointer
 kernels) and impl="tma" (the _tma kernels, on a device of compute capability 9.x, head
-dims 64 to 256 at their blocks: BN 64 forward and (64, 32)/(32, 64) backward at 256; a
+dims 64 to 256 at their blocks: BN 64 forward and (32, 32)/(64, 32) backward at 256; a
 form they do not take runs as impl="auto", which must pick the pointer kernels there),
 and impl="auto" must pick the _tma ones on 9.x. Exits 77 (skipped)
 without torch or a CUDA device.
