@@ -875,6 +875,18 @@ static bool block_write(Low *L, const Gemm *G, uint32_t v)
     return true;
 }
 
+/* Tile t of a GEMM grid of nbm row blocks by nbn column blocks (nbn already named) as its
+ * row block pm and column block q, in Triton's grouped order: groups of 8 row blocks, the
+ * rows fastest within a group. The programs resident at once then share B's tiles, so a
+ * B that L2 does not hold (the LM head's [D, V] weight, the SwiGLU weights) is read from
+ * memory about once per 8 row blocks, not once per row block as in row-major order. */
+static void tile_order(Low *L, const char *t, const char *nbm, const char *in)
+{
+    fprintf(L->o, "%slet nbm = %s;\n%slet gsz = 8 * nbn;\n", in, nbm, in);
+    fprintf(L->o, "%slet fm = (%s / gsz) * 8;\n%slet gm = minimum(nbm - fm, 8 as i64);\n", in, t, in);
+    fprintf(L->o, "%slet pm = fm + (%s %% gsz) %% gm;\n%slet q = (%s %% gsz) / gm;\n", in, t, in, t);
+}
+
 static bool gemm_body(Low *L, Gemm *G, uint32_t n, const int *prod, int p, const char *pn, const char *in)
 {
     for (uint32_t i = 1; i < n; i++)
@@ -1052,9 +1064,10 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
             fprintf(L->o, "    let b%u = %s;\n", d, coord_at(L, "batch", st, o->dims[d]));
             ir_size_mul(L->a, st, o->dims[d], &st);
         }
-        fprintf(L->o, "    let pm = (pid %% (%s)) / nbn;\n    let q = pid %% nbn;\n", per);
+        fprintf(L->o, "    let tile = pid %% (%s);\n", per);
+        tile_order(L, "tile", arena_printf(L->a, "cdiv(%s, BM as i64)", G[0].M), "    ");
     } else {
-        fputs("    let pm = pid / nbn;\n    let q = pid % nbn;\n", L->o);
+        tile_order(L, "pid", arena_printf(L->a, "cdiv(%s, BM as i64)", G[0].M), "    ");
     }
     const char *first = "0";
     for (uint32_t i = 0, run; i < n && !paired; i += run) {   /* each product in its own N blocks */
@@ -2514,7 +2527,8 @@ static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, 
     FILE *o = L->o;
     const char *x0 = stride_of(L, x, 0), *Cn = st == 2 ? D : V;
     fprintf(o, "    let pid = program_id(0) as i64;\n    let nbn = cdiv(%s, BN as i64);\n", Cn);
-    fputs("    let om = (pid / nbn) * (BM as i64);\n    let on = (pid % nbn) * (BN as i64);\n", o);
+    tile_order(L, "pid", arena_printf(L->a, "cdiv(%s, BM as i64)", st == 3 ? D : C_s), "    ");
+    fputs("    let om = pm * (BM as i64);\n    let on = q * (BN as i64);\n", o);
     fputs("    var acc = zeros([BM, BN], f32);\n", o);
     if (st == 0) {
         fprintf(o, "    for k in range(0, %s, BK as i64) {\n", D);
