@@ -154,6 +154,25 @@ LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
     return int_to_int(c, x, from, to);
 }
 
+/* An inline-asm conversion of the f32 pair (lo, hi) into one register of type ret (PTX
+ * names the high half first), marked memory(none), nounwind, willreturn: the optimizer
+ * may merge or drop it as any pure op. */
+static LLVMValueRef pure_pair_asm(Cg *c, const char *text, const char *constraints, LLVMTypeRef ret, V lo, V hi)
+{
+    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx), tys[2] = {ft, ft};
+    LLVMTypeRef fty = LLVMFunctionType(ret, tys, 2, 0);
+    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), constraints, strlen(constraints), 0, 0,
+                                       LLVMInlineAsmDialectATT, 0);
+    LLVMValueRef args[2] = {hi, lo};
+    LLVMValueRef w = LLVMBuildCall2(c->b, fty, fn, args, 2, "");
+    const char *names[3] = {"memory", "nounwind", "willreturn"};    /* memory(none): may be merged or dropped */
+    for (int i = 0; i < 3; i++) {
+        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+        LLVMAddCallSiteAttribute(w, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, 0));
+    }
+    return w;
+}
+
 /* Two f32 -> one word of two f16/bf16, lo in the low half: cvt.rn.{bf16,f16}x2.f32
  * (sm_80+) is one instruction where two scalar cvts and a mov packing them were (LLVM 19
  * splits fptrunc <2 x float> that way, hence inline asm). It rounds as the scalar
@@ -163,16 +182,7 @@ LLVMValueRef cg_convert_scalar(Cg *c, LLVMValueRef x, IrElem from, IrElem to)
 static V pack_pair(Cg *c, V lo, V hi, IrElem to)
 {
     const char *text = to == IR_BF16 ? "cvt.rn.bf16x2.f32 $0, $1, $2;" : "cvt.rn.f16x2.f32 $0, $1, $2;";
-    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx), tys[2] = {ft, ft};
-    LLVMTypeRef fty = LLVMFunctionType(cg_i32(c), tys, 2, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), "=r,f,f", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
-    LLVMValueRef args[2] = {hi, lo};
-    LLVMValueRef w = LLVMBuildCall2(c->b, fty, fn, args, 2, "");
-    const char *names[3] = {"memory", "nounwind", "willreturn"};    /* memory(none): may be merged or dropped */
-    for (int i = 0; i < 3; i++) {
-        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
-        LLVMAddCallSiteAttribute(w, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, 0));
-    }
+    LLVMValueRef w = pure_pair_asm(c, text, "=r,f,f", cg_i32(c), lo, hi);
     return LLVMBuildBitCast(c->b, w, LLVMVectorType(cg_elem_type(c, to), 2), "");
 }
 
@@ -185,18 +195,8 @@ bool cg_converts_in_pairs(IrElem from, IrElem to) { return from == IR_F32 && (to
  * 448) and NaN become sign | 0x7f here as there. */
 static void pack_pair_e4m3(Cg *c, V lo, V hi, V out[2])
 {
-    const char *text = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;";
-    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx), tys[2] = {ft, ft}, i16 = LLVMInt16TypeInContext(c->ctx);
-    LLVMTypeRef i8 = LLVMInt8TypeInContext(c->ctx);
-    LLVMTypeRef fty = LLVMFunctionType(i16, tys, 2, 0);
-    LLVMValueRef fn = LLVMGetInlineAsm(fty, text, strlen(text), "=h,f,f", 6, 0, 0, LLVMInlineAsmDialectATT, 0);
-    LLVMValueRef args[2] = {hi, lo};
-    LLVMValueRef w = LLVMBuildCall2(c->b, fty, fn, args, 2, "");
-    const char *names[3] = {"memory", "nounwind", "willreturn"};    /* memory(none): may be merged or dropped */
-    for (int i = 0; i < 3; i++) {
-        unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
-        LLVMAddCallSiteAttribute(w, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(c->ctx, kind, 0));
-    }
+    LLVMTypeRef ft = LLVMFloatTypeInContext(c->ctx), i16 = LLVMInt16TypeInContext(c->ctx), i8 = LLVMInt8TypeInContext(c->ctx);
+    LLVMValueRef w = pure_pair_asm(c, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", i16, lo, hi);
     V x[2] = {lo, hi};
     for (int i = 0; i < 2; i++) {
         V byte = LLVMBuildTrunc(c->b, i ? LLVMBuildLShr(c->b, w, LLVMConstInt(i16, 8, 0), "") : w, i8, "");

@@ -2365,6 +2365,28 @@ static bool lower_adamw(Low *L, Sig *s, const char *name)
     return true;
 }
 
+/* A step kernel's parameters (the LM head's chunk steps, grad_stats' two steps): the
+ * values vs (pointers p<v>; scalar parameters by value, a<v>), the scratch ps of element
+ * type S, the chunk's first row (off) and the row after its last (end), every size; its
+ * arguments in s. */
+static void step_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *S)
+{
+    fprintf(L->o, "kernel %s(", name);
+    for (uint32_t i = 0; i < n; i++) {
+        bool sc = scalar_param(L, vs[i]);
+        fprintf(L->o, "%s%s%u: %s%s", i ? ", " : "", sc ? "a" : "p", vs[i], sc ? "" : "*", ename(vt(L, vs[i])->elem));
+        vec_push(&s->args, ((PassGArg){sc ? PASS_GARG_SCALAR : PASS_GARG_PTR, vs[i]}));
+    }
+    fprintf(L->o, ", ps: *%s, off: i64, end: i64", S);
+    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
+    vec_push(&s->args, ((PassGArg){PASS_GARG_END, 0}));
+    for (uint32_t i = 0; i < L->g->nsizes; i++) {
+        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
+        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
+    }
+}
+
 /* The loop of a grad_stats kernel's first step over tensor g: this program's blocks of
  * it (pid, pid + P, pid + 2P, ... of BLOCK elements), each global_norm's sum of squares
  * of g times its scale (rounded to g's type, as unscaled gradients are stored) and the
@@ -2383,26 +2405,6 @@ static void stats_loop(Low *L, uint32_t g, const char *A, bool norm, bool inf)
         fprintf(L->o, "        acc%u = acc%u + sum(y%u * y%u, 0);\n", j, j, j, j);
     }
     fputs("    }\n", L->o);
-}
-
-/* A grad_stats step's parameters: the values vs (pointers; scalar parameters by value),
- * the scratch ps, off and end (unused: a step's arguments), every size. */
-static void stats_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *A)
-{
-    fprintf(L->o, "kernel %s(", name);
-    for (uint32_t i = 0; i < n; i++) {
-        bool sc = scalar_param(L, vs[i]);
-        fprintf(L->o, "%s%u: %s%s, ", sc ? "a" : "p", vs[i], sc ? "" : "*", ename(vt(L, vs[i])->elem));
-        vec_push(&s->args, ((PassGArg){sc ? PASS_GARG_SCALAR : PASS_GARG_PTR, vs[i]}));
-    }
-    fprintf(L->o, "ps: *%s, off: i64, end: i64", A);
-    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
-    vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
-    vec_push(&s->args, ((PassGArg){PASS_GARG_END, 0}));
-    for (uint32_t i = 0; i < L->g->nsizes; i++) {
-        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
-        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
-    }
 }
 
 /* found_inf and global_norm over one list (fusion rule 8), in two steps: `_partial`, P =
@@ -2427,7 +2429,7 @@ static bool lower_grad_stats(Low *L, Sig *sig, const char *name)
     Sig args = {0};
     fprintf(L->o, "// step partial: %u programs' sums\n", P);
     autotune(L, "BLOCK: [256, 512, 1024, 2048, 4096], warps: [4, 8, 16]", "BLOCK >= 32 * warps", "BLOCK: 2048, warps: 8");
-    stats_signature(L, &args, sn, L->K->reads, L->K->nreads, A);
+    step_signature(L, &args, sn, L->K->reads, L->K->nreads, A);
     fprintf(L->o, ", const BLOCK: i32 = 2048)\n    grid(%u)\n{\n    let pid = program_id(0) as i64;\n", P);
     if (inf) fprintf(L->o, "    var bad = 0 as %s;\n", A);
     Space base = {.rank = 0};
@@ -2453,7 +2455,7 @@ static bool lower_grad_stats(Low *L, Sig *sig, const char *name)
     sn = arena_printf(L->a, "%s_total", name);
     Sig targs = {0};
     fprintf(L->o, "\n// step total: the sum of each row of %u partial sums\n", P);
-    stats_signature(L, &targs, sn, L->K->writes, L->K->nwrites, A);
+    step_signature(L, &targs, sn, L->K->writes, L->K->nwrites, A);
     fprintf(L->o, ")\n    grid(1)\n{\n    let r = arange(0, %u);\n", P);
     for (uint32_t j = 0; j < L->K->nops; j++) {
         const IrGOp *op = &L->g->ops.data[L->K->ops[j]];
@@ -2475,25 +2477,6 @@ static bool lower_grad_stats(Low *L, Sig *sig, const char *name)
 }
 
 /* ---- linear_cross_entropy: the LM head in chunks of rows, never all [N, V] logits ----------- */
-
-/* A step kernel's parameters: pointers to the values vs (p<v>), the scratch (ps), the
- * chunk's first row (off), every size; its arguments in s. */
-static void lce_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *S)
-{
-    fprintf(L->o, "kernel %s(", name);
-    for (uint32_t i = 0; i < n; i++) {
-        fprintf(L->o, "%sp%u: *%s", i ? ", " : "", vs[i], ename(vt(L, vs[i])->elem));
-        vec_push(&s->args, ((PassGArg){PASS_GARG_PTR, vs[i]}));
-    }
-    fprintf(L->o, ", ps: *%s, off: i64, end: i64", S);
-    vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
-    vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
-    vec_push(&s->args, ((PassGArg){PASS_GARG_END, 0}));
-    for (uint32_t i = 0; i < L->g->nsizes; i++) {
-        fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
-        vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
-    }
-}
 
 #define LCE_GEMM_SPACE_ROWS "BM: [16, 32, 64, 128], BV: [16, 32, 64, 128], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
 #define LCE_GEMM_SPACE "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]"
@@ -2614,7 +2597,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                                                        bv >= 1024 ? 8 : 4));
             bool rows = written(L, out);
             uint32_t vs[3] = {out, lab, dy}, nv = 3;
-            lce_signature(L, &args, sn, rows ? vs : vs + 1, rows ? nv : nv - 1, S);
+            step_signature(L, &args, sn, rows ? vs : vs + 1, rows ? nv : nv - 1, S);
             fprintf(L->o, ", const BM: i32 = %lld, const BV: i32 = %lld)\n    grid(cdiv(%s, BM as i64))\n{\n",
                     (long long)bmr, (long long)bv, C_s);
             fprintf(L->o, "    let rc = (program_id(0) as i64) * (BM as i64) + arange(0, BM);\n    let rm = off + rc;\n");
@@ -2647,7 +2630,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                      arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)hm, (long long)hn,
                                   (long long)hk, hm * hn >= 128 * 128 ? 8 : 4, hm * hn >= 128 * 256 ? 4 : 3));
             uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};
-            lce_signature(L, &args, sn, vs, 2, S);
+            step_signature(L, &args, sn, vs, 2, S);
             fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)hm,
                     (long long)hn, (long long)hk);
             fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", st == 3 ? D : C_s, st == 2 ? D : V);
@@ -2665,7 +2648,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                      arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)dbm, (long long)dbn,
                                   (long long)dbk, st == 0 && dbm * dbn >= 64 * 64 ? 8 : 4, st == 0 ? 3 : 2));
             uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};   /* logits: x, w; dx: dx, w; dw: dw, x */
-            lce_signature(L, &args, sn, vs, 2, A);
+            step_signature(L, &args, sn, vs, 2, A);
             const char *R = st == 3 ? D : C_s, *Cn = st == 2 ? D : V;
             fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)dbm,
                     (long long)dbn, (long long)dbk);
