@@ -459,11 +459,6 @@ static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, 
     return TRT_SUCCESS;
 }
 
-static TrtStatus kernel_args(const TrtTensorGraph *G, uint32_t k, TrtArg *args, uint64_t *bytes)
-{
-    return kernel_args_of(G, &G->low->kernels[k], 0, 0, args, bytes);
-}
-
 static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKernel *pk, int64_t off, int64_t end,
                             TrtStream stream)
 {
@@ -512,10 +507,52 @@ static void *prebuild_thread(void *p)
     return NULL;
 }
 
+#define PREBUILD_MAX 256
+
+/* What building t's variant costs, roughly: LLVM's and ptxas's time grows with the
+ * kernel's dots (each a wgmma or mma loop with its ring of copies) times the ring's
+ * stages, and with its ops. The largest go first, so that the slowest kernel is never
+ * the last one started (longest processing time first: a cold step's compile is its
+ * slowest kernel's, not that plus the tail). */
+static uint64_t build_cost(const RtLaunchTarget *t)
+{
+    const IrFunc *f = t->k->func;
+    if (!f) return 0;
+    uint64_t dots = (uint64_t)ir_count_ops(&f->body, IR_OP_DOT);
+    uint64_t stages = f->stages > 0 ? (uint64_t)f->stages : 1;
+    return (dots * stages << 32) + (uint64_t)f->nvalues;
+}
+
+static int by_cost(const void *a, const void *b)
+{
+    uint64_t x = build_cost(a), y = build_cost(b);
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Adds the variant that a launch of kern (of lowered kernel pk, given off and end) runs
+ * to todo when it is not built yet and not there already. */
+static void prebuild_add(TrtTensorGraph *G, TrtKernel *kern, const PassGKernel *pk, int64_t off, int64_t end,
+                         TrtStream stream, RtLaunchTarget *todo, uint32_t *n)
+{
+    TrtArg args[TRT_MAX_ARGS];
+    uint64_t bytes[TRT_MAX_ARGS];
+    RtLaunchTarget t;
+    if (*n >= PREBUILD_MAX || kernel_args_of(G, pk, off, end, args, bytes) ||
+        rt_launch_target(kern, args, bytes, pk->nargs, stream, &t) || t.ready)
+        return;
+    for (uint32_t i = 0; i < *n; i++)
+        if (todo[i].k == t.k && todo[i].mask == t.mask && todo[i].checked == t.checked) return;
+    todo[(*n)++] = t;
+}
+
 /* The variants this run's launches need and that are not built, built at once (a GPU
- * context, no capture in progress: a capture's launches report their own errors).
- * Choosing the configs stays serial (max-autotune benchmarks on the stream); any error
- * here is left for the launch, which retries and reports it. */
+ * context, no capture in progress: a capture's launches report their own errors), a
+ * thread per variant up to the cores, the costliest first. A kernel of steps (the LM
+ * head's chunks, attention's backward, grad_stats) is built with the others: its steps
+ * for the first, second and last chunk, whose off and end cover every class a chunk's
+ * launch can have (0, multiples of the chunk, the rows). Choosing the configs stays
+ * serial (max-autotune benchmarks on the stream); any error here is left for the
+ * launch, which retries and reports it. */
 static void prebuild(TrtTensorGraph *G, TrtStream stream, uint8_t part)
 {
     G->prebuilt = G->prebuild_threads = 0;
@@ -523,23 +560,35 @@ static void prebuild(TrtTensorGraph *G, TrtStream stream, uint8_t part)
      * repeated in a loop pays nothing here) */
     if (!G->rebound || !G->ctx->drv || atomic_load(&G->ctx->capturing)) return;
     G->rebound = false;
-    RtLaunchTarget todo[64];
+    RtLaunchTarget *todo = malloc(PREBUILD_MAX * sizeof *todo);
+    if (!todo) return;
     uint32_t n = 0;
-    for (uint32_t k = 0; k < G->plan->nkernels && n < 64; k++) {
-        TrtArg args[TRT_MAX_ARGS];
-        uint64_t bytes[TRT_MAX_ARGS];
-        RtLaunchTarget t;
-        if (G->plan->kernels[k].view || G->low->kernels[k].nsteps || (part && G->split->phase[k] != part) ||
-            kernel_args(G, k, args, bytes) ||
-            rt_launch_target(G->kernels[k], args, bytes, G->low->kernels[k].nargs, stream, &t) || t.ready)
+    for (uint32_t k = 0; k < G->plan->nkernels; k++) {
+        const PassGKernel *pk = &G->low->kernels[k];
+        if (G->plan->kernels[k].view || (part && G->split->phase[k] != part)) continue;
+        if (!pk->nsteps) {
+            prebuild_add(G, G->kernels[k], pk, 0, 0, stream, todo, &n);
             continue;
-        bool dup = false;   /* two plan kernels never share a TrtKernel, but stay safe */
-        for (uint32_t i = 0; i < n; i++) dup |= todo[i].k == t.k && todo[i].mask == t.mask && todo[i].checked == t.checked;
-        if (!dup) todo[n++] = t;
+        }
+        int64_t rows = 0;
+        if (pk->chunk > 0 && !ir_size_eval(pk->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows)) continue;
+        int64_t offs[3] = {0, pk->chunk, rows > pk->chunk ? (rows - 1) / pk->chunk * pk->chunk : 0};
+        for (uint32_t c = 0; c < (pk->chunk > 0 ? 3u : 1u); c++) {
+            int64_t off = offs[c], end = 0;
+            if (pk->chunk > 0 && off >= rows) continue;
+            if (pk->chunk > 0) end = rows - off > pk->chunk ? off + pk->chunk : rows;
+            for (uint32_t i = 0; i < pk->nsteps; i++)
+                prebuild_add(G, G->steps[k][i], &pk->steps[i], off, end, stream, todo, &n);
+        }
     }
-    if (n < 2) return;   /* one: its launch builds it */
+    if (n < 2) {   /* one: its launch builds it */
+        free(todo);
+        return;
+    }
+    qsort(todo, n, sizeof *todo, by_cost);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t nt = cores < 1 ? 1 : cores < (long)n ? (uint32_t)cores : n;
+    if (nt > 64) nt = 64;
     Prebuild b = {todo, n, 0};
     pthread_t th[64];
     uint32_t started = 0;
@@ -547,6 +596,7 @@ static void prebuild(TrtTensorGraph *G, TrtStream stream, uint8_t part)
         if (pthread_create(&th[started], NULL, prebuild_thread, &b)) break;
     prebuild_thread(&b);   /* this thread works too */
     for (uint32_t i = 0; i < started; i++) pthread_join(th[i], NULL);
+    free(todo);
     G->prebuilt = n;
     G->prebuild_threads = started + 1;
 }

@@ -498,7 +498,19 @@ static void test_gpu_chunk_loop(void **state)
      * passes/graph_lmce.c; the seed is an input, passes/graph_split.c) */
     assert_int_equal(trt_tgraph_num_kernels(g), 5);
     assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 1)), "lmhead_k1_logits");
+    MockCounts cold, warm;
+    mock_counts(&cold);
     assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
+    /* the steps were built before the launches with the other kernels, in threads: each
+     * step for the classes of its chunks' off and end (0 and 8, 8 and 16, 16 and 20), so
+     * no launch built anything (the loads are the variants built) */
+    uint32_t built = 0, threads = 0;
+    rt_tgraph_prebuilt(g, &built, &threads);
+    assert_int_equal(built, 4 + 4 * 3);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_int_equal(threads, cores >= 16 ? 16 : cores < 1 ? 1 : (uint32_t)cores);
+    mock_counts(&warm);
+    assert_int_equal(warm.ptx_loads + warm.cubin_loads, cold.ptx_loads + cold.cubin_loads + built);
     MockLaunch log[32];
     const int pre = 1;
     assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
