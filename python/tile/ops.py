@@ -92,9 +92,10 @@ def _tma_bwd_cfg(d):
     program: attn_bwd_dkdv_tma's two spilled at every block causal takes, 32 x 32 on
     mma.sync at best), so the dK/dV entry is a pair of blocks (dK's, dV's): dK (32
     queries, 128 keys, 8 warps, 3 stages), dV (64, 128, 8, 2), dQ (128, 32, 8, 3), all on
-    wgmma with a producer warpgroup and no spills under ptxas -v, causal or not; each
-    fills shared memory (dK: K and V resident, 64 KB each, beside three 32-row stages of
-    Q and dO: 225 KB of the 227)."""
+    wgmma with a producer warpgroup and no spills under ptxas -v, causal or not (shared
+    memory: dK's K and V resident, 64 KB each, beside three 32-row stages of Q and dO,
+    225 KB of the 227; dV 192 KB, dQ 225). bench/attention_forms.py --d256-bwd times
+    others."""
     if d <= 128:
         return ({}, {})
     return ((dict(BM=32, BN=128, warps=8, stages=3), dict(BM=64, BN=128, warps=8, stages=2)),
