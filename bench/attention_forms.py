@@ -23,7 +23,14 @@ is of 989 TFLOP/s (dense bf16, H100/H200 SXM).
 
     PYTHONPATH=python TILE_LIB=build-gpu/runtime/libtileRT.so python3 bench/attention_forms.py
         [--forms d64,d256,gqa,varlen] [--quick] [--out forms.md]
+        [--d256-bwd 'BM,BN,warps,stages[,KEY=V...]/.../...;...']
+
+--d256-bwd adds to the d256 case a tile row per config given, with the _tma backward's
+blocks at D = 256 (tile.ops._tma_bwd_cfg) replaced: dK's / dV's (attn_bwd_dkv_split_tma,
+PART 0 and 1) / dQ's (attn_bwd_dq_tma), each checked as the default row is; KEY=V adds a
+launch key or const (overlap=1: the dots issued together, passes/rotate.c).
 """
+import contextlib
 import argparse
 import os
 import sys
@@ -80,8 +87,29 @@ def repeat_fn(inner, group):
     return f
 
 
+D256_BWD = []   # --d256-bwd: ((dK, dV, dQ) blocks as dicts), each a tile row of the d256 case
+
+
+@contextlib.contextmanager
+def bwd_blocks(blocks):
+    """tile.ops' _tma backward at D = 256 on blocks (dK, dV, dQ), None: as it is"""
+    real = tile.ops._tma_bwd_cfg
+    if blocks is not None:
+        tile.ops._tma_bwd_cfg = lambda d: real(d) if d <= 128 else ((blocks[0], blocks[1]), blocks[2])
+    try:
+        yield
+    finally:
+        tile.ops._tma_bwd_cfg = real
+
+
+def blocks_name(blocks):
+    return "tile bwd %s" % " / ".join(",".join(str(v) if k in ("BM", "BN", "warps", "stages") else "%s=%d" % (k, v)
+                                                for k, v in b.items()) for b in blocks)
+
+
 def dense_case(name, B, H, HKV, L, D, causal, rows):
-    """One (B, H, L, D) case: tile against SDPA's backends."""
+    """One (B, H, L, D) case: tile against SDPA's backends (and at D = 256 a tile row per
+    --d256-bwd config)."""
     scale = D ** -0.5
     q, k, v = leaf(B, H, L, D, seed=1), leaf(B, HKV, L, D, seed=2), leaf(B, HKV, L, D, seed=3)
     do = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, generator=torch.Generator("cuda").manual_seed(4))
@@ -95,31 +123,34 @@ def dense_case(name, B, H, HKV, L, D, causal, rows):
         peers = [("SDPA enable_gqa", sdpa_fn(None, causal, scale, gqa=True)),
                  ("SDPA cuDNN, K/V repeated", repeat_fn(sdpa_fn(SDPBackend.CUDNN_ATTENTION, causal, scale), group))]
     tile_fn = lambda q, k, v: tile.ops.attention(q, k, v, causal=causal, scale=scale)
+    variants = {blocks_name(b): b for b in (D256_BWD if D == 256 else [])}
     label = "%s B%d H%d/%d L%d d%d%s" % (name, B, H, HKV, L, D, " causal" if causal else "")
     ref = None
     results = []
-    for pname, fn in [("tile", tile_fn)] + peers:
+    for pname, fn in [("tile", tile_fn)] + [(n, tile_fn) for n in variants] + peers:
         try:
-            o = fn(q, k, v)
-            grads = torch.autograd.grad(o, (q, k, v), do)
-            if ref is None and pname != "tile":
+            with bwd_blocks(variants.get(pname)):
+                o = fn(q, k, v)
+                grads = torch.autograd.grad(o, (q, k, v), do)
+            if ref is None and not pname.startswith("tile"):
                 ref = (o.detach(), grads)
             results.append((pname, fn, o.detach(), grads, None))
         except Exception as e:  # a peer that does not support the form is a row saying so
             results.append((pname, fn, None, None, str(e).splitlines()[0][:100] if str(e) else type(e).__name__))
     times = {}
     for pname, fn, o, grads, err in results:
-        if err is None and pname == "tile":
+        if err is None and pname.startswith("tile"):
             if ref is None:
                 err = "no peer ran: unchecked"
             else:
                 eo = rel(o, ref[0])
                 eg = max(rel(a, b) for a, b in zip(grads, ref[1]))
                 if not (eo < TOL_O and eg < TOL_GRAD):
-                    err = "differs from %s: O %.2e, grads %.2e" % (results[1][0], eo, eg)
+                    err = "differs from %s: O %.2e, grads %.2e" % (results[1 + len(variants)][0], eo, eg)
         if err is None:
             try:
-                times[pname] = fwd_bwd_times(fn, (q, k, v), do)
+                with bwd_blocks(variants.get(pname)):
+                    times[pname] = fwd_bwd_times(fn, (q, k, v), do)
             except Exception as e:
                 err = str(e).splitlines()[0][:100]
         if err is not None:
@@ -211,7 +242,7 @@ def report(rows, out):
              "tile/this bwd |", "|---|---|---|---|---|---|---|---|"]
     tile_t = {}
     for case, impl, tf, tb, flops, err in rows:
-        if impl.startswith("tile") and err is None:
+        if impl.startswith("tile") and err is None and case not in tile_t:   # the first tile row
             tile_t[case] = (tf, tb)
     for case, impl, tf, tb, flops, err in rows:
         if err is not None:
@@ -236,8 +267,22 @@ def main():
     ap.add_argument("--forms", default="d64,d256,gqa,varlen")
     ap.add_argument("--quick", action="store_true", help="shorter timing, causal only for the dense forms")
     ap.add_argument("--out")
+    ap.add_argument("--d256-bwd", default="", help="extra d256 backward blocks: dK/dV/dQ as BM,BN,warps,stages; ...")
     args = ap.parse_args()
     QUICK = args.quick
+    for cfg in filter(None, args.d256_bwd.split(";")):
+        try:
+            blocks = []
+            for half in cfg.split("/"):
+                items = half.split(",")
+                b = dict(zip(("BM", "BN", "warps", "stages"), (int(x) for x in items[:4])))
+                b.update((k, int(x)) for k, x in (kv.split("=") for kv in items[4:]))
+                assert len(b) >= 4
+                blocks.append(b)
+            assert len(blocks) == 3
+        except (ValueError, AssertionError):
+            ap.error("--d256-bwd: dK/dV/dQ blocks as BM,BN,warps,stages[,KEY=V...] each, not %r" % cfg)
+        D256_BWD.append(tuple(blocks))
     forms = args.forms.split(",")
     rows = []
     modes = (True,) if QUICK else (False, True)

@@ -94,9 +94,10 @@ class AttentionCpu(unittest.TestCase):
             return
         tma = {n for n in self.launched if "_tma" in n}
         if self.impl == "tma":
-            self.assertTrue(tma >= {"attn_fwd_tma", "attn_bwd_dkdv_tma", "attn_bwd_dq_tma"}
-                            or tma >= {"attn_fwd_tma_varlen", "attn_bwd_dkdv_tma_varlen", "attn_bwd_dq_tma_varlen"},
-                            "impl='tma' launched %s" % sorted(self.launched))
+            # dK and dV: attn_bwd_dkdv_tma, or at head dim 256 attn_bwd_dkv_split_tma
+            ok = lambda sfx: tma >= {"attn_fwd_tma" + sfx, "attn_bwd_dq_tma" + sfx} and (
+                "attn_bwd_dkdv_tma" + sfx in tma or "attn_bwd_dkv_split_tma" + sfx in tma)
+            self.assertTrue(ok("") or ok("_varlen"), "impl='tma' launched %s" % sorted(self.launched))
         else:
             self.assertFalse(tma, "impl='auto' on CPU launched %s" % sorted(tma))
 
@@ -119,6 +120,17 @@ class AttentionCpu(unittest.TestCase):
 
     def test_head_dim_96_f16(self):
         self.check(1, 2, 2, 37, 96, causal=True, window=(20, -1), dtype=torch.float16)
+
+    def test_head_dim_256(self):
+        """head dim 256: the _tma backward's dK and dV in launches of their own
+        (attn_bwd_dkv_split_tma; _tma_bwd_cfg); past one block of 128 keys, causal with
+        the tails masked, then Lq != Lk (the packed kernels) and a window with GQA"""
+        self.check(1, 2, 1, 150, 256, causal=True)
+        self.check(1, 2, 2, 70, 256, causal=True, Lk=140)
+        self.check(1, 4, 2, 45, 200, window=(20, 5), dtype=torch.float16)
+        if self.impl == "tma":
+            self.assertIn("attn_bwd_dkv_split_tma", self.launched)
+            self.assertIn("attn_bwd_dkv_split_tma_varlen", self.launched)
 
     def test_blocks(self):
         """lengths past one block of the _tma kernels (128 query rows forward and dQ,
@@ -169,6 +181,39 @@ class AttentionTmaCpu(AttentionCpu):
     """every form of AttentionCpu through the _tma kernels (forced: the interpreter runs
     them), each also against the pointer kernels"""
     impl = "tma"
+
+
+class TmaBackwardBlocks(unittest.TestCase):
+    """the _tma backward's dK/dV launches per head dim (no torch needed: a stand-in for
+    the kernels' module records the calls)"""
+
+    def launches(self, d, varlen):
+        calls = []
+
+        class Kernels:
+            def __getattr__(self, name):
+                return lambda *a, **kw: calls.append((name, a, kw))
+
+        kv_cfg, _ = tile.ops._tma_bwd_cfg(d)
+        tile.ops._tma_dkdv(Kernels(), varlen, "dk", "dv", ("q", "k"), {"D": d, "CAUSAL": 1}, kv_cfg)
+        return calls
+
+    def test_up_to_128_one_launch(self):
+        for d in (64, 128):
+            self.assertEqual(tile.ops._tma_bwd_cfg(d), ({}, {}))
+            self.assertEqual(self.launches(d, False),
+                             [("attn_bwd_dkdv_tma", ("dk", "dv", "q", "k"), {"D": d, "CAUSAL": 1})])
+
+    def test_256_split(self):
+        """dK (PART 0) then dV (PART 1), each a launch with one output and its blocks;
+        the blocks are those that ptxas -v assembles without spills"""
+        (dk, dv), dq = tile.ops._tma_bwd_cfg(256)
+        self.assertEqual((dk, dv, dq), (dict(BM=32, BN=128, warps=8, stages=3), dict(BM=64, BN=128, warps=8, stages=2),
+                                        dict(BM=128, BN=32, warps=8, stages=3)))
+        for varlen, sfx in ((False, ""), (True, "_varlen")):
+            self.assertEqual(self.launches(256, varlen),
+                             [("attn_bwd_dkv_split_tma" + sfx, ("dk", "q", "k"), dict(D=256, CAUSAL=1, PART=0, **dk)),
+                              ("attn_bwd_dkv_split_tma" + sfx, ("dv", "q", "k"), dict(D=256, CAUSAL=1, PART=1, **dv))])
 
 
 @unittest.skipIf(torch is None, "torch is not installed")

@@ -87,12 +87,33 @@ def _tma_fwd_cfg(d):
 
 
 def _tma_bwd_cfg(d):
-    """The _tma backward's blocks (dK/dV, dQ): their defaults up to D = 128; at 256 the
-    fewest spills under ptxas -v with a producer warpgroup among the blocks causal takes
-    (dK/dV: keys a multiple of the queries; dQ: queries a multiple of the keys): dK/dV
-    (32 queries, 32 keys, 8 warps; 120 bytes), dQ (64, 32, 8; 48 bytes). The pointer
-    kernels at 256 spilled kilobytes (8 TFLOP/s)."""
-    return ({}, {}) if d <= 128 else (dict(BM=32, BN=32, warps=8, stages=2), dict(BM=64, BN=32, warps=8, stages=2))
+    """The _tma backward's blocks (dK/dV, dQ): their defaults up to D = 128. At 256 dK and
+    dV are two launches of attn_bwd_dkv_split_tma (one [BN, 256] f32 accumulator a
+    program: attn_bwd_dkdv_tma's two spilled at every block causal takes, 32 x 32 on
+    mma.sync at best), so the dK/dV entry is a pair of blocks (dK's, dV's): dK (32
+    queries, 128 keys, 8 warps, 3 stages), dV (64, 128, 8, 2), dQ (128, 32, 8, 3), all on
+    wgmma with a producer warpgroup and no spills under ptxas -v, causal or not (shared
+    memory: dK's K and V resident, 64 KB each, beside three 32-row stages of Q and dO,
+    225 KB of the 227; dV 192 KB, dQ 225). bench/attention_forms.py --d256-bwd times
+    others."""
+    if d <= 128:
+        return ({}, {})
+    return ((dict(BM=32, BN=128, warps=8, stages=3), dict(BM=64, BN=128, warps=8, stages=2)),
+            dict(BM=128, BN=32, warps=8, stages=3))
+
+
+def _tma_dkdv(bwd, varlen, dk, dv, args, c, kv_cfg):
+    """dK and dV by the _tma kernels (varlen: the _tma_varlen ones) on args (what follows
+    dk and dv in attn_bwd_dkdv_tma's arguments): one launch of attn_bwd_dkdv_tma, or, where
+    kv_cfg is a pair (_tma_bwd_cfg at D = 256), attn_bwd_dkv_split_tma for dK (PART 0)
+    and again for dV (PART 1)."""
+    suffix = "_varlen" if varlen else ""
+    if isinstance(kv_cfg, tuple):
+        split = getattr(bwd, "attn_bwd_dkv_split_tma" + suffix)
+        split(dk, *args, **c, PART=0, **kv_cfg[0])
+        split(dv, *args, **c, PART=1, **kv_cfg[1])
+    else:
+        getattr(bwd, "attn_bwd_dkdv_tma" + suffix)(dk, dv, *args, **c, **kv_cfg)
 
 
 def _elem(q, k, v):
@@ -209,7 +230,7 @@ def _backward_padded(do, q, k, v, o, lse, causal, window, scale, impl):
         if impl == "tma":
             rows = B * k.shape[1] * L
             kv_cfg, q_cfg = _tma_bwd_cfg(c["D"])
-            bwd.attn_bwd_dkdv_tma(dk, dv, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c, **kv_cfg)
+            _tma_dkdv(bwd, False, dk, dv, (q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows), c, kv_cfg)
             bwd.attn_bwd_dq_tma(dq, q, k, v, do, lse, delta, B * HQ, L, scale, DH, rows, **c, **q_cfg)
         else:
             kv_cfg, q_cfg = _bwd_cfg(c["D"])
@@ -278,8 +299,8 @@ def _backward_varlen_tma(doh, qh, kh, vh, oh, lse, cu_q, cu_k, max_q, causal, wi
         rows_q, rows = HQ * total_q, HKV * total_k
         kv_cfg, q_cfg = _tma_bwd_cfg(c["D"])
         if max_k > 0:
-            bwd.attn_bwd_dkdv_tma_varlen(dkh, dvh, qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_k, B, HQ, total_q,
-                                         total_k, scale, rows_q, rows, **c, **kv_cfg)
+            _tma_dkdv(bwd, True, dkh, dvh, (qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_k, B, HQ, total_q, total_k,
+                                            scale, rows_q, rows), c, kv_cfg)
         if max_q > 0:
             bwd.attn_bwd_dq_tma_varlen(dqh, qh, kh, vh, doh, lse, delta, cu_q, cu_k, max_q, B, HQ, total_q,
                                        total_k, scale, rows_q, rows, **c, **q_cfg)

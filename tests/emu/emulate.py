@@ -232,6 +232,16 @@ CASES = [
      ["dk", "dv"], 2e-2),
     ("attention backward dq tma", FB, "attn_bwd_dq_tma", [], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
     ("attention backward dq tma causal", FB, "attn_bwd_dq_tma", ["CAUSAL=1"], attn_bwd(["dq"], 1, 256), ["dq"], 2e-2),
+    # head dim 256 (tile.ops' blocks, _tma_bwd_cfg): dK and dV in launches of their own
+    # (attn_bwd_dkv_split_tma, PART 0 and 1: one [128, 256] f32 accumulator on two
+    # warpgroups, K and V resident in shared memory), dQ on 128 x 32 blocks
+    ("attention backward d256 dk split tma causal", FB, "attn_bwd_dkv_split_tma",
+     ["D=256", "BM=32", "BN=128", "warps=8", "stages=3", "CAUSAL=1", "PART=0"], attn_bwd(["out"], 1, 256, 256),
+     ["out"], 2e-2),
+    ("attention backward d256 dv split tma", FB, "attn_bwd_dkv_split_tma",
+     ["D=256", "BM=64", "BN=128", "warps=8", "stages=2", "PART=1"], attn_bwd(["out"], 1, 256, 256), ["out"], 2e-2),
+    ("attention backward d256 dq tma causal", FB, "attn_bwd_dq_tma",
+     ["D=256", "BM=128", "BN=32", "warps=8", "stages=3", "CAUSAL=1"], attn_bwd(["dq"], 1, 256, 256), ["dq"], 2e-2),
     # the fused backward: dQ's partials by f32 atomic adds (red.global.add.v4.f32) from
     # concurrent programs; every dot on wgmma with 4 warps (dS^T from registers, K a
     # resident B), dQ on mma.sync beside wgmma with 8; the deterministic turns

@@ -4,7 +4,8 @@ the bf16 inputs, on the GPU), then against SDPA in bf16 with the same tolerance
 SDPA's own result meets, and a tiny training loop whose loss falls as SDPA's does from
 the same seed. Each through both kernel families: impl="pointer" (the plain pointer
 kernels) and impl="tma" (the _tma kernels, on a device of compute capability 9.x, head
-dims 64 to 256 at their blocks: BN 64 forward and (32, 32)/(64, 32) backward at 256; a
+dims 64 to 256 at their blocks: BN 64 forward at 256, and the backward's dK and dV in
+launches of their own (attn_bwd_dkv_split_tma, 128-key blocks) beside dQ's (128, 32); a
 form they do not take runs as impl="auto", which must pick the pointer kernels there),
 and impl="auto" must pick the _tma ones on 9.x. Exits 77 (skipped)
 without torch or a CUDA device.
@@ -201,6 +202,10 @@ class Forms(unittest.TestCase):
         for D in (64, 96, 128, 256):
             self.padded(1, 4, 2, 150, D, causal=True)
         self.padded(1, 4, 2, 150, 96, window=(40, 40))
+        # 256: past one block of 128 keys, a window cutting blocks, Lq != Lk (packed)
+        self.padded(2, 4, 4, 300, 256, causal=True)
+        self.padded(1, 4, 2, 260, 256, window=(70, 20))
+        self.padded(1, 4, 2, 100, 256, causal=True, Lk=230)
 
     def test_f16(self):
         self.padded(2, 4, 2, 200, 128, causal=True, dtype=torch.float16)

@@ -7,7 +7,7 @@ where a kernel has block loads):
     python3 attn_forms.py TILEC [--family plain|varlen|tma|tma-varlen] [--gpu-ir]
         [--B 2] [--hq 4] [--hkv 2] [--lq 37,0,70] [--lk ...] [--dh 64] [--d 64]
         [--elem bf16|f16] [--causal] [--wl -1] [--wr -1] [--bm 32] [--bn 16] [--bwd]
-        [-D NAME=V]...
+        [--fused [--det] | --split [--dv-bm N]] [-D NAME=V]...
 
 -D sets a const of every kernel run ahead of the case's (the first -D of a name wins:
 `-D WL=5` without --wl shows that a wrong window fails).
@@ -19,7 +19,10 @@ and lse = +inf), and with --bwd the kernels' dQ, dK and dV (delta from the
 preprocess kernel on the kernel's O), are checked element by element: the tolerance of
 each is a multiple of the sum of the magnitudes of its terms (the kernels round P and
 dS to 16 bits), so a lost or extra key block, a wrong mask or a wrong head is far
-outside it. Prints one line per output; exit status 1 on a mismatch."""
+outside it. --split (tma families) computes dK and dV by attn_bwd_dkv_split_tma(_varlen)
+instead of attn_bwd_dkdv_tma(_varlen): a launch for dK (PART 0, BM = --bn) and one for
+dV (PART 1, BM = --dv-bm or --bn), BN = --bm as for dK/dV. Prints one line per output;
+exit status 1 on a mismatch."""
 import argparse
 import math
 import operator
@@ -283,6 +286,9 @@ def main():
     ap.add_argument("--bwd", action="store_true")
     ap.add_argument("--fused", action="store_true", help="--bwd by attn_bwd_fused(_tma, _varlen): plain, tma, varlen families")
     ap.add_argument("--det", action="store_true", help="--fused with DETERMINISTIC = 1")
+    ap.add_argument("--split", action="store_true",
+                    help="--bwd with dK and dV by attn_bwd_dkv_split_tma(_varlen) (PART 0, then 1): tma families")
+    ap.add_argument("--dv-bm", type=int, default=0, help="--split: dV's query block (default --bn, as dK's)")
     ap.add_argument("-D", action="append", default=[])
     o = ap.parse_args()
     c = Case(o)
@@ -355,8 +361,16 @@ def main():
                 common = [("q", bufs["q"]), ("k", bufs["k"]), ("v", bufs["v"]), ("do", bufs["do"]), ("lse", lse_in),
                           ("delta", delta_in)]
                 bc = dict(consts, BM=o.bn, BN=o.bm) if fam in ("plain", "varlen") else dict(consts, BM=o.bn, BN=o.bm)
-                tilec_run(o, bwd, "attn_bwd_dkdv" + suffix, bc,
-                          [("dk", "zeros:%d" % nk), ("dv", "zeros:%d" % nk)] + common + kshape, ["dk", "dv"], d)
+                if o.split:   # dK and dV by attn_bwd_dkv_split_tma(_varlen), a launch each
+                    if fam not in ("tma", "tma-varlen"):
+                        sys.exit("--split: the tma and tma-varlen families only")
+                    for name, part, bm in (("dk", 0, o.bn), ("dv", 1, o.dv_bm or o.bn)):
+                        tilec_run(o, bwd, "attn_bwd_dkv_split" + suffix, dict(bc, BM=bm, PART=part),
+                                  [("out", "zeros:%d" % nk)] + common + kshape, ["out"], d)
+                        os.replace(os.path.join(d, "out.bin"), os.path.join(d, name + ".bin"))
+                else:
+                    tilec_run(o, bwd, "attn_bwd_dkdv" + suffix, bc,
+                              [("dk", "zeros:%d" % nk), ("dv", "zeros:%d" % nk)] + common + kshape, ["dk", "dv"], d)
                 tilec_run(o, bwd, "attn_bwd_dq" + suffix, dict(consts, BM=o.bm, BN=o.bn),
                           [("dq", "zeros:%d" % nq)] + common + qshape, ["dq"], d)
             got = {n: read(os.path.join(d, n + ".bin"), o.elem, nq if n == "dq" else nk) for n in ("dq", "dk", "dv")}
