@@ -467,7 +467,8 @@ static bool kept_for_tma_ws(const IrFunc *f, const IrOp *op, bool ws, bool ws_f8
      * than by cp.async on the H200, 2.078 against 1.839 ms, while its copies were issued
      * after the dots: with 2 stages nothing overlapped them; they now go at the top of
      * the body with the knob tma_early, passes/shared.c, not yet measured: until then
-     * such loops stay on cp.async, unless a producer warpgroup issues the copies, ws) */
+     * such loops stay on cp.async, unless a producer warpgroup issues the copies, ws,
+     * which passes/schedule.c chooses for a loop of independent dots that fits) */
     if (dots < 1 || (dots > 1 && !ws && !f->module->knobs.tma_early)) return false;
     for (const IrOp *u = body->first; u; u = u->next) {
         if (u->code != IR_OP_DOT) continue;

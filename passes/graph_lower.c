@@ -1101,7 +1101,8 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     for (uint32_t i = 1; i < n && !paired; i++) bodies += !alike(L, G, n, i - 1, i);
     if (!paired && !vec && bm == 128 && bodies == 1 && epi <= 1) bn = block_for(b->dims[b->rank - 1], 16, 256);
     /* paired products: an accumulator each, so their tiles together stay at one
-     * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled) */
+     * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled;
+     * on the schedule's producer ring too, about 500 bytes with SwiGLU's epilogue) */
     if (paired)   /* a power of two: n * BN within the one accumulator's columns */
         while (bn * (int64_t)n > block_for(b->dims[b->rank - 1], 16, 128) && bn > 16) bn /= 2;
     /* one product of a 128 x 256 tile: 4 stages (with its TMA stores' staging, 230 KB of

@@ -104,6 +104,12 @@ class Prog:
         # no shifted offsets (a pointer load before the tensor is out of bounds)
         self.pointers = (self.index == "i32" and not self.shift_m and not self.shift_n and
                          r.random() < POINTER_SHARE)
+        # after that: a second dot of the same A with a B of its own, D (a horizontal GEMM:
+        # one ring of A, B and D; passes/schedule.c gives it ws and persistent where the
+        # kernel gives neither), C = acc + 3 * acc2; the two accumulators within 128
+        # registers a thread (more serializes the wgmmas: ptxas C7512)
+        self.horizontal = r.random() < 0.3 and 2 * self.BM * self.BN <= 4096 * self.warps
+        self.fill_d = [r.randint(-4, 4) for _ in range(self.rows_b() * self.sb)] if self.horizontal else []
 
     def rows_a(self):
         return self.K if self.at else self.M
@@ -111,7 +117,7 @@ class Prog:
     def rows_b(self):
         return self.N if self.bt else self.K
 
-    def pointer_operands(self, om, on):
+    def pointer_operands(self, om, on, bp="b"):
         BM, BN, BK = self.BM, self.BN, self.BK
         rm, rn, ka = ("(%s + arange(0, %d))" % (om, BM), "(%s + arange(0, %d))" % (on, BN),
                       "(k + arange(0, %d))" % BK)
@@ -119,7 +125,7 @@ class Prog:
             return ("load(%s + %s[:, None] * %s + %s[None, :], mask = (%s[:, None] < %s) & (%s[None, :] < %s), "
                     "other = 0.0)" % (p, rows, s, cols, rows, rb, cols, cb))
         a = "trans(%s)" % ld("a", ka, rm, "sa", "K", "M") if self.at else ld("a", rm, ka, "sa", "M", "K")
-        b = "trans(%s)" % ld("b", rn, ka, "sb", "N", "K") if self.bt else ld("b", ka, rn, "sb", "K", "N")
+        b = "trans(%s)" % ld(bp, rn, ka, "sb", "N", "K") if self.bt else ld(bp, ka, rn, "sb", "K", "N")
         return a, b
 
     def source(self):
@@ -136,22 +142,27 @@ class Prog:
             b = "trans(load_block(b, [N, K], [sb, 1], [%s, k], [%d, %d]))" % (on, BN, BK)
         else:
             b = "load_block(b, [K, N], [sb, 1], [k, %s], [%d, %d])" % (on, BK, BN)
+        d = (self.pointer_operands(om, on, "d")[1] if self.pointers else b.replace("load_block(b,", "load_block(d,"))
         return """// tma_fuzz seed %d
 @launch(warps = %d, stages = %d%s%s%s%s)
-kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
+kernel gemm(c: *f32, a: *%s, b: *%s%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
     grid(cdiv(M, %d), cdiv(N, %d))
 {
     let pm = program_id(0);
     let pn = program_id(1);
     var acc = zeros([%d, %d], f32);
-%s%s}
+%s%s%s}
 """ % ((self.seed, self.warps, self.stages, ", ws = true" if self.ws else "",
         ", persistent = true" if self.persistent else "", ", cluster = 2" if self.cluster == 2 else "",
-        ", pingpong = true" if self.pingpong else "", e, e) + (self.index,) * 5 +
-       (BM, BN, BM, BN, self.loops(a, b), self.epilogue(om, on)))
+        ", pingpong = true" if self.pingpong else "", e, e, ", d: *%s" % e if self.horizontal else "") +
+       (self.index,) * 5 + (BM, BN, BM, BN,
+                            "    var acc2 = zeros([%d, %d], f32);\n" % (BM, BN) if self.horizontal else "",
+                            self.loops(a, b, d), self.epilogue(om, on)))
 
-    def loops(self, a, b):
+    def loops(self, a, b, d):
         body = "        acc = dot(%s, %s, acc);\n" % (a, b)
+        if self.horizontal:
+            body = "        let at = %s;\n        acc = dot(at, %s, acc);\n        acc2 = dot(at, %s, acc2);\n" % (a, b, d)
         if not self.split:
             return "    for k in range(%d, K, %d) {\n%s    }\n" % (self.k0, self.BK, body)
         return ("    let mid = minimum(K, %d);\n    for k in range(%d, mid, %d) {\n%s    }\n"
@@ -159,6 +170,12 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
                 % (self.k0 + self.BK * self.split_at, self.k0, self.BK, body, self.BK, body))
 
     def epilogue(self, om, on):
+        if self.horizontal:
+            e = self.epilogue1(om, on).replace(", acc,", ", res,").replace(", acc)", ", res)")
+            return "    let res = acc + acc2 * 3.0;\n" + e
+        return self.epilogue1(om, on)
+
+    def epilogue1(self, om, on):
         if self.store_block and self.pointers:
             return ("    store(c + (%s + arange(0, %d))[:, None] * N + (%s + arange(0, %d))[None, :], acc, mask = "
                     "((%s + arange(0, %d))[:, None] < M) & ((%s + arange(0, %d))[None, :] < N));\n"
@@ -174,7 +191,7 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
         src = os.path.join(d, "gemm.tile")
         with open(src, "w") as f:
             f.write(self.source())
-        for name, vals in (("a", self.fill_a), ("b", self.fill_b)):
+        for name, vals in (("a", self.fill_a), ("b", self.fill_b)) + ((("d", self.fill_d),) if self.horizontal else ()):
             with open(os.path.join(d, name + ".bin"), "wb") as f:
                 if self.elem == "f8e4m3":
                     f.write(bytes(f8e4m3_bits(v) for v in vals))
@@ -184,7 +201,8 @@ kernel gemm(c: *f32, a: *%s, b: *%s, M: %s, N: %s, K: %s, sa: %s, sb: %s)
 
     def args(self, d):
         return ["--kernel", "gemm", "--arg", "c=zeros:%d" % (self.M * self.N),
-                "--arg", "a=@" + os.path.join(d, "a.bin"), "--arg", "b=@" + os.path.join(d, "b.bin"),
+                "--arg", "a=@" + os.path.join(d, "a.bin"), "--arg", "b=@" + os.path.join(d, "b.bin")] + \
+               (["--arg", "d=@" + os.path.join(d, "d.bin")] if self.horizontal else []) + [
                 "--arg", "M=%d" % self.M, "--arg", "N=%d" % self.N, "--arg", "K=%d" % self.K,
                 "--arg", "sa=%d" % self.sa, "--arg", "sb=%d" % self.sb, "--print", "c"]
 
@@ -199,6 +217,9 @@ def tma_eligible(prog):
     if prog.elem == "f8e4m3" and (prog.BM // prog.cluster) % (16 * prog.warps):
         return False   # 8-bit TMA needs wgmma, whose warps all go along M: 64 rows a CTA of a
                        # cluster are too few for 8 warps (mma.sync and cp.async then; seed 838)
+    if prog.horizontal and not prog.ws:
+        return False   # a loop of two dots is copied by TMA with a producer warpgroup only:
+                       # the schedule's (passes/schedule.c) where the accumulators fit
     eb = 1 if prog.elem == "f8e4m3" else 2
     if (prog.at and prog.shift_m * eb % 16) or (not prog.bt and prog.shift_n * eb % 16):
         return False   # a TMA box starts 16-byte aligned along its contiguous axis (M of an A
@@ -221,7 +242,9 @@ def check(tilec, prog, device, ptxas, d):
             return "ws = true, but the div16 variant has no producer warpgroup"
         if prog.ws and prog.persistent and "launched_programs" not in ir:
             return "ws and persistent, but the div16 variant does not walk tiles"
-        if prog.store_block and "tma_store" not in ir:
+        # (a horizontal GEMM's ring of three tiles a stage may leave no room for the
+        # staging buffer: a masked store then, seed 1427)
+        if prog.store_block and "tma_store" not in ir and not prog.horizontal:
             return "store_block, but the div16 variant does not store by TMA"
         if prog.cluster > 1 and "cluster_rank" not in ir:
             return "cluster = 2, but the div16 variant does not split the rows"

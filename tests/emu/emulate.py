@@ -103,6 +103,7 @@ PO = os.path.join(root, "tests", "lit", "passes", "ptrblock_outer.tile")
 MT = os.path.join(root, "bench", "triton_programs", "matmul_tutorial.tile")
 TA = os.path.join(root, "bench", "triton_programs", "attention.tile")
 NM = os.path.join(root, "tests", "lit", "passes", "wgmma_fp8_nmajor.tile")
+HG = os.path.join(root, "tests", "lit", "passes", "schedule_horizontal.tile")
 # (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
 # outputs must agree within tol * the output's largest magnitude (0: bit for bit)
 CASES = [
@@ -135,6 +136,17 @@ CASES = [
     ("fp8 B [K, N] transposed, pointers", NM, "ptr_nn", [], gemm(200, 136, 384), ["c"], 1e-2),
     ("fp8 A [K, M] transposed, tma", NM, "tn", [],
      ["c=zeros:8192", "at=rand:8192:3", "w=rand:16384:4", "K=128"], ["c"], 1e-2),
+    # horizontal GEMMs (passes/schedule.c: ws and persistent for a loop of independent
+    # dots): one ring of A and each B, a producer, the persistent walk; edges off the tiles
+    ("horizontal gemm pair (SwiGLU), odd sizes", HG, "pair", [],
+     ["h=zeros:27200", "g=zeros:27200", "a=rand:17600:1", "wg=rand:11968:2", "wu=rand:11968:3", "M=200", "N=136",
+      "K=88"], ["h", "g"], 1e-2),
+    ("horizontal gemm triple, odd sizes", HG, "triple", [],
+     ["q=zeros:27200", "k=zeros:27200", "v=zeros:27200", "a=rand:17600:1", "wq=rand:11968:2", "wk=rand:11968:3",
+      "wv=rand:11968:4", "M=200", "N=136", "K=88"], ["q", "k", "v"], 0),
+    ("horizontal gemm pair, 4 warps", HG, "pair", ["warps=4", "BM=64"],
+     ["h=zeros:27200", "g=zeros:27200", "a=rand:17600:1", "wg=rand:11968:2", "wu=rand:11968:3", "M=200", "N=136",
+      "K=88"], ["h", "g"], 1e-2),
     # pointer-form kernels that passes/ptrblock.c turns into TMA copies (and a TMA store)
     ("gemm pointers, odd sizes", MP, "matmul_bf16", ["BM=128", "BN=256", "BK=64", "warps=8", "stages=4"],
      gemm(77, 48, 80), ["c"], 0),
