@@ -645,8 +645,9 @@ static bool run_cross_entropy_grad(Run *R, IrGTensor *o)
  * loss and gradient g rounded to dy's type (as cross_entropy_rows and _grad), dx_c = g
  * @ trans(w); dw = trans(x) @ g summed in double over every row in order and rounded
  * once at the end, so that every value is bit for bit the op-by-op graph's (whose
- * matmuls sum in double). bf16 x: g rounded to bf16 and each product to bf16 before it
- * is widened, as the gradient rules' bf16 products (ir/graph_grad.c r_matmul). Only a [chunk, V] block of logits is held at a time. */
+ * matmuls sum in double). bf16 x: g rounded to bf16 and dx and dw bf16 values (each
+ * product rounded once, as the gradient rules' bf16 products: ir/graph_grad.c r_matmul).
+ * Only a [chunk, V] block of logits is held at a time. */
 static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
 {
     const IrGTensor *x = in(R, IR_LCE_X), *w = in(R, IR_LCE_W), *lab = in(R, IR_LCE_LABELS), *d = in(R, IR_LCE_DY);

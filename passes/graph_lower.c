@@ -2500,12 +2500,14 @@ static const char *lce_w_block(Low *L, uint32_t w, const char *D, const char *V,
 
 /* The three GEMM steps on bf16 x and w, every operand a block load (TMA rings on sm_90a):
  * st 0 the chunk's logits x[off:end] @ w into the bf16 scratch [C, V], st 2 its dx =
- * g @ trans(w) into rows off..end of dx, st 3 dw += trans(x[off:end]) @ g. Rows past the
- * chunk read zeros (x's block shape ends at `end`; the scratch's at C) and are never
- * written (dx's block shape ends at `end`). Products on bf16 operands with f32
- * accumulators, rounded as the bf16 gradient rules round theirs (ir/graph.h). */
+ * g @ trans(w) into rows off..end of the bf16 dx, st 3 dw += trans(x[off:end]) @ g.
+ * Rows past the chunk read zeros (x's block shape ends at `end`; the scratch's at C) and
+ * are never written (dx's block shape ends at `end`). Products on bf16 operands with f32
+ * accumulators, rounded as the bf16 gradient rules round theirs (ir/graph.h): dx each
+ * chunk, dw once, the earlier chunks' sums kept in f32 at pa (IrGKernel.dw_sum: only
+ * where the rows may be more than a chunk; a single chunk stores the bf16 dw at once). */
 static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, const char *N, const char *D,
-                          const char *V, const char *C_s, const char *A)
+                          const char *V, const char *C_s)
 {
     FILE *o = L->o;
     const char *x0 = stride_of(L, x, 0), *Cn = st == 2 ? D : V;
@@ -2529,17 +2531,21 @@ static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, 
     fputs("        acc = dot(at, bt, acc);\n    }\n", o);
     if (st == 0) {
         fprintf(o, "    store_block(ps, [%s, %s], [%s, 1], [om, on], acc as bf16);\n}\n", C_s, V, V);
-    } else if (st == 2) {
-        fprintf(o, "    store_block(p%u, [end, %s], [%s, 1], [off + om, on], (acc as bf16) as %s);\n}\n", out, D, D, A);
-    } else {   /* dw: what the earlier chunks left plus this chunk's, rounded once after the last */
+    } else if (st == 2) {   /* dx, bf16 (ir_lce_grad_elem) */
+        fprintf(o, "    store_block(p%u, [end, %s], [%s, 1], [off + om, on], acc as bf16);\n}\n", out, D, D);
+    } else if (!L->K->dw_sum) {   /* dw of the one chunk there is: bf16 at once */
+        fprintf(o, "    store_block(p%u, [%s, %s], [%s, 1], [om, on], acc as bf16);\n}\n", out, D, V, V);
+    } else {   /* dw: what the earlier chunks left (f32 sums at pa) plus this chunk's, bf16 after the last */
         fprintf(o, "    let rd = om + arange(0, BM);\n    let rn = on + arange(0, BN);\n");
         fprintf(o, "    let mk = (rd[:, None] < %s) & (rn[None, :] < %s);\n", D, V);
-        fprintf(o, "    let at_dw = p%u + rd[:, None] * %s + rn[None, :];\n", out, V);
+        fprintf(o, "    let ix = rd[:, None] * %s + rn[None, :];\n", V);
         /* the first chunk stores its sum as it is (one chunk: the common case, without
          * a second [BM, BN] tile beside the accumulator, which spilled 64 bytes) */
-        fprintf(o, "    if off == 0 {\n        store(at_dw, where(end >= %s, (acc as bf16) as %s, acc), mk);\n", N, A);
-        fputs("    } else {\n        let tot = load(at_dw, mk, 0) + acc;\n", o);
-        fprintf(o, "        store(at_dw, where(end >= %s, (tot as bf16) as %s, tot), mk);\n    }\n}\n", N, A);
+        fprintf(o, "    if off == 0 {\n        if end >= %s {\n            store(p%u + ix, acc as bf16, mk);\n", N, out);
+        fputs("        } else {\n            store(pa + ix, acc, mk);\n        }\n", o);
+        fputs("    } else {\n        let tot = load(pa + ix, mk, 0) + acc;\n", o);
+        fprintf(o, "        if end >= %s {\n            store(p%u + ix, tot as bf16, mk);\n", N, out);
+        fputs("        } else {\n            store(pa + ix, tot, mk);\n        }\n    }\n}\n", o);
     }
 }
 
@@ -2558,7 +2564,8 @@ static void lce_tile(Low *L, const char *Cn, const char *a, const char *b)
  * max and sum over BV columns at a time, its loss stored, then its gradient (softmax -
  * onehot) * dy written over its logits), dx (dx_c = g @ trans(w)), dw (trans(x_c) @ g
  * added to what the earlier chunks left: every dw tile belongs to one program, the
- * chunks run in order, no atomics). The scratch and the accumulation are in dy's type. */
+ * chunks run in order, no atomics). The scratch is of ir_lce_scratch_elem's type, dx and dw
+ * of ir_lce_grad_elem's (bf16 for a bf16 head: lce_gemm_half). */
 static bool lower_lce(Low *L, Sig *sig, const char *name)
 {
     (void)sig;
@@ -2631,10 +2638,14 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                                   (long long)hk, hm * hn >= 128 * 128 ? 8 : 4, hm * hn >= 128 * 256 ? 4 : 3));
             uint32_t vs[2] = {st == 0 ? x : out, st == 3 ? x : w};
             step_signature(L, &args, sn, vs, 2, S);
+            if (st == 3 && L->K->dw_sum) {   /* dw's f32 sums between the chunks (IrGKernel.sum) */
+                fputs(", pa: *f32", L->o);
+                vec_push(&args.args, ((PassGArg){PASS_GARG_SCRATCH, L->K->sum}));
+            }
             fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)hm,
                     (long long)hn, (long long)hk);
             fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", st == 3 ? D : C_s, st == 2 ? D : V);
-            lce_gemm_half(L, (int)st, x, w, out, N, D, V, C_s, A);
+            lce_gemm_half(L, (int)st, x, w, out, N, D, V, C_s);
         } else {
             /* f16, f32, f64 (pointer loads; the logits rounded to x's type, the gradient's
              * products in dy's): defaults without spills at Llama's sizes (D 4096, V 32000;
