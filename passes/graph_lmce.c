@@ -14,7 +14,8 @@
  *   dx = matmul g, trans(w or cast(w))     for x's gradient (any number, also none)
  *   dw = matmul trans(x or cast(x)), g     for w's gradient (any number, also none)
  * (bf16 x and w: g is cast to bf16 once and each product, of bf16, is cast up: the
- * gradient rules' mixed precision, ir/graph_grad.c r_matmul; the op then computes so)
+ * gradient rules' mixed precision, ir/graph_grad.c r_matmul; the op then computes so,
+ * its dx and dw the bf16 products, ir_lce_grad_elem, which the casts up read)
  * with z, z' and g used by nothing else, and dy not computed from r. It becomes
  *   r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy, chunk
  * placed where g was; the ops that read r (the loss's sum and mean) move after it, the
@@ -31,6 +32,7 @@
  *   forward:  %one = const 1.0 ... dy1 = (dy's ops on %one)
  *             r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy1, chunk; loss = ...
  *   backward: %s = const 1.0 (the seed); dxs = mul %s, dx'; dws = mul %s, dw'
+ *             (a bf16 head: mul %s, cast dx' to f32, the cast replacing the casts up)
  * With the seed 1 every value is the same bits; pass_graph_seed_input then makes %s the
  * input dloss (the op's dy no longer depends on it), and the recomputation pass never
  * recomputes the op (its dx and dw are saved).
