@@ -463,11 +463,14 @@ const char *ir_remat_str(Arena *a, const IrRemat *r)
     return p;
 }
 
-IrElem ir_lce_scratch_elem(const IrGraph *g, const IrGOp *op)
+IrElem ir_lce_grad_elem(const IrGraph *g, const IrGOp *op)
 {
-    if (g->values.data[op->in[IR_LCE_X]].type.elem == IR_BF16) return IR_BF16;
+    IrElem x = g->values.data[op->in[IR_LCE_X]].type.elem;
+    if (x == IR_BF16 || x == IR_F16) return x;
     return g->values.data[op->in[IR_LCE_DY]].type.elem;
 }
+
+IrElem ir_lce_scratch_elem(const IrGraph *g, const IrGOp *op) { return ir_lce_grad_elem(g, op); }
 
 IrElem ir_gstats_elem(const IrGraph *g, const IrGKernel *K)
 {

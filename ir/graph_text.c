@@ -111,10 +111,20 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
     }
     for (uint32_t b = 0; b < p->nbuffers; b++) {
         const IrGBuffer *B = &p->buffers[b];
-        fprintf(out, "buffer b%u (%s bytes):", b,   /* 0: the count overflows */
+        int64_t rows;
+        fprintf(out, "buffer b%u (%s bytes", b,   /* 0: the count overflows */
                 ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes));
+        if (B->over > 0 && !ir_size_is_const(B->rows, &rows))
+            fprintf(out, ", only when %s > %lld", ir_size_str(a, B->rows), (long long)B->over);
+        fputs("):", out);
         for (uint32_t k = 0; !B->nvalues && k < p->nkernels; k++) {
             const IrGKernel *K = &p->kernels[k];
+            if (K->dw_sum && K->sum == b) {
+                const IrTensorType *dw = &g->values.data[g->ops.data[K->ops[0]].out[2]].type;
+                fprintf(out, " the f32 sums of dw of k%u between its chunks, f32%s", k,
+                        ir_shape_str(a, dw->rank, dw->dims));
+                continue;
+            }
             if ((K->chunk <= 0 && !K->partials && !K->bwd_scratch) || K->scratch != b) continue;
             if (K->partials) {
                 fprintf(out, " the partial sums of k%u, %s[%u, %u]", k, ir_elem_name(ir_gstats_elem(g, K)), K->nops, K->partials);

@@ -1131,6 +1131,28 @@ static bool size_le(Arena *a, IrSize x, IrSize y)
     return true;
 }
 
+/* A bf16 (f16) linear_cross_entropy kernel K writing dw: its dw is bf16, rounded once after
+ * the sum over every row, so when the rows may span several chunks the partial sums wait
+ * between them in f32, in a buffer of K's own ([D, V] f32, IrGKernel.sum) that the plan
+ * holds only when the rows are more than a chunk (IrGBuffer.over: known sizes decide
+ * here, a symbolic row count at run time). One chunk writes the bf16 (f16) dw at once. */
+static void lce_dw_sum(Fuse *F, IrGKernel *K, IrGBuffer *out, uint32_t *nb)
+{
+    const IrGOp *op = opat(F, K->ops[0]);
+    const IrTensorType *x = vtype(F, op->in[IR_LCE_X]), *dw = vtype(F, op->out[2]);
+    bool writes = false;
+    for (uint32_t i = 0; i < K->nwrites; i++) writes |= K->writes[i] == op->out[2];
+    int64_t rows;
+    if ((dw->elem != IR_BF16 && dw->elem != IR_F16) || !writes || (ir_size_is_const(x->dims[0], &rows) && rows <= K->chunk))
+        return;
+    IrSize bytes;
+    if (!ir_size_mul(F->a, dw->dims[0], dw->dims[1], &bytes) || !ir_size_mul(F->a, bytes, ir_size_const(4), &bytes))
+        bytes = ir_size_const(0);
+    out[*nb] = (IrGBuffer){.bytes = bytes, .over = K->chunk, .rows = x->dims[0]};
+    K->dw_sum = true;
+    K->sum = (*nb)++;
+}
+
 /* An attention_bwd kernel whose q, k and v are of one 16-bit float type and whose dO is
  * f32: its lowering's first step writes dO in q's type and delta into a scratch
  * (IrGKernel.bwd_scratch). */
@@ -1208,10 +1230,11 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
      * grad_stats kernel's [stats, partials] partial sums */
     uint32_t nscratch = 0;
     for (uint32_t k = 0; k < nk; k++)
-        nscratch += plan->kernels[k].chunk > 0 || plan->kernels[k].partials > 0 || bwd_half(F, &plan->kernels[k]);
+        nscratch += plan->kernels[k].chunk > 0 ? 2 : plan->kernels[k].partials > 0 || bwd_half(F, &plan->kernels[k]);
     IrGBuffer *out = arena_alloc(F->a, (nb + nscratch + 1) * sizeof *out);
     for (uint32_t b = 0; b < nb; b++)
-        out[b] = (IrGBuffer){bufs[b].bytes, bufs[b].n, bufs[b].values, bufs[b].first, bufs[b].last};
+        out[b] = (IrGBuffer){.bytes = bufs[b].bytes, .nvalues = bufs[b].n, .values = bufs[b].values,
+                             .first = bufs[b].first, .last = bufs[b].last};
     for (uint32_t k = 0; k < nk; k++) {
         const IrGKernel *K = &plan->kernels[k];
         if (K->chunk <= 0 && !K->partials) continue;
@@ -1226,6 +1249,7 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         }
         out[nb++] = (IrGBuffer){.bytes = bytes};
         ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
+        if (K->chunk > 0) lce_dw_sum(F, (IrGKernel *)K, out, &nb);
     }
     /* an attention_bwd kernel on 16-bit q, k, v: dO in q's type (2 bytes an element), 16
      * bytes of alignment, delta in f32 (one a row of the logsumexp) */

@@ -13,8 +13,9 @@
  *   g  = cross_entropy_grad z', lab, ign, dy
  *   dx = matmul g, trans(w or cast(w))     for x's gradient (any number, also none)
  *   dw = matmul trans(x or cast(x)), g     for w's gradient (any number, also none)
- * (bf16 x and w: g is cast to bf16 once and each product, of bf16, is cast up: the
- * gradient rules' mixed precision, ir/graph_grad.c r_matmul; the op then computes so)
+ * (bf16 or f16 x and w: g is cast to x's type once and each product, of it, is cast up: the
+ * gradient rules' mixed precision, ir/graph_grad.c r_matmul; the op then computes so,
+ * its dx and dw the bf16 products, ir_lce_grad_elem, which the casts up read)
  * with z, z' and g used by nothing else, and dy not computed from r. It becomes
  *   r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy, chunk
  * placed where g was; the ops that read r (the loss's sum and mean) move after it, the
@@ -31,6 +32,7 @@
  *   forward:  %one = const 1.0 ... dy1 = (dy's ops on %one)
  *             r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy1, chunk; loss = ...
  *   backward: %s = const 1.0 (the seed); dxs = mul %s, dx'; dws = mul %s, dw'
+ *             (a bf16 head: mul %s, cast dx' to f32, the cast replacing the casts up)
  * With the seed 1 every value is the same bits; pass_graph_seed_input then makes %s the
  * input dloss (the op's dy no longer depends on it), and the recomputation pass never
  * recomputes the op (its dx and dw are saved).
@@ -93,8 +95,8 @@ typedef struct Match {
     uint32_t x, w, lab, ign, dy;
     uint32_t ndx, ndw;
     uint32_t dx[4], dw[4];           /* op indices of the gradient matmuls */
-    uint32_t half;                   /* bf16 x: the cast of g to bf16 (else IR_GNONE) */
-    uint32_t dxup[4], dwup[4];       /* bf16 x: the casts of the products up to dy's type */
+    uint32_t half;                   /* bf16/f16 x: the cast of g to x's type (else IR_GNONE) */
+    uint32_t dxup[4], dwup[4];       /* bf16/f16 x: the casts of the products up to dy's type */
 } Match;
 
 /* Op `o` (a cross_entropy_rows) as the pattern's rows, filled into *m. */
@@ -131,14 +133,14 @@ static bool match(const Lce *L, uint32_t o, Match *m)
     const IrGOp *gop = &g->ops.data[m->grad];
     uint32_t gv = gop->out[0], found = 0;
     if (vt(L, rows->out[0])->elem != vt(L, m->dy)->elem) return false;
-    /* bf16 x and w: the gradient rules' products run on bf16 (ir/graph_grad.c r_matmul):
-     * g is cast to bf16 once, each product is bf16 and is cast up to dy's type */
-    bool half = tx->elem == IR_BF16;
+    /* bf16 (f16) x and w: the gradient rules' products run on it (ir/graph_grad.c r_matmul):
+     * g is cast to x's type once, each product is of it and is cast up to dy's type */
+    bool half = tx->elem == IR_BF16 || tx->elem == IR_F16;
     if (half) {
         const IrGOp *c = NULL;
         for (uint32_t k = m->grad + 1; k < L->nops && !c; k++)
             if (g->ops.data[k].nin && g->ops.data[k].in[0] == gv) c = &g->ops.data[k];
-        if (L->uses[gv] != 1 || !c || c->kind != IR_GOP_CAST || vt(L, c->out[0])->elem != IR_BF16) return false;
+        if (L->uses[gv] != 1 || !c || c->kind != IR_GOP_CAST || vt(L, c->out[0])->elem != tx->elem) return false;
         m->half = g->values.data[c->out[0]].def;
         gv = c->out[0];
     }
@@ -283,10 +285,13 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
         for (uint32_t r = 0; r < op->nout; r++) vdep[op->out[r]] = after[o];
     }
     if (vdep[m->dy]) return false;
-    /* the fused op's values: chunk, then rows, dx, dw (appended) */
+    /* the fused op's values: chunk, then rows, dx, dw (appended); dx and dw bf16 for a bf16
+     * head (ir_lce_grad_elem: the products' own type, cast up where they were) */
     uint32_t rows_v = g->ops.data[m->rows].out[0];
-    IrTensorType tc = {IR_I64, 0, NULL}, tr = *vt(L, rows_v), tdx = {tr.elem, 2, vt(L, m->x)->dims},
-                 tdw = {tr.elem, 2, vt(L, m->w)->dims};
+    bool half = m->half != IR_GNONE;
+    IrElem ge = half ? vt(L, m->x)->elem : vt(L, rows_v)->elem;
+    IrTensorType tc = {IR_I64, 0, NULL}, tr = *vt(L, rows_v), tdx = {ge, 2, vt(L, m->x)->dims},
+                 tdw = {ge, 2, vt(L, m->w)->dims};
     const IrTensorType types[4] = {tc, tr, tdx, tdw};
     const char *hints[4] = {"chunk", "ce_rows", "ce_dx", "ce_dw"};
     uint32_t nvals[4];
@@ -298,14 +303,14 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
     uint32_t *map = arena_alloc(L->a, (g->values.len + 1) * sizeof *map);
     for (uint32_t v = 0; v < g->values.len; v++) map[v] = v;
     map[rows_v] = nvals[1];
-    bool half = m->half != IR_GNONE;
-    for (uint32_t i = 0; i < m->ndx; i++) map[g->ops.data[half ? m->dxup[i] : m->dx[i]].out[0]] = nvals[2];
-    for (uint32_t i = 0; i < m->ndw; i++) map[g->ops.data[half ? m->dwup[i] : m->dw[i]].out[0]] = nvals[3];
+    /* the products become the op's dx and dw; a bf16 head's casts up stay, reading them */
+    for (uint32_t i = 0; i < m->ndx; i++) map[g->ops.data[m->dx[i]].out[0]] = nvals[2];
+    for (uint32_t i = 0; i < m->ndw; i++) map[g->ops.data[m->dw[i]].out[0]] = nvals[3];
     gone[m->mm] = gone[m->rows] = gone[m->grad] = true;
     if (m->cast != IR_GNONE) gone[m->cast] = true;
     if (half) gone[m->half] = true;
-    for (uint32_t i = 0; i < m->ndx; i++) gone[m->dx[i]] = true, gone[half ? m->dxup[i] : m->dx[i]] = true;
-    for (uint32_t i = 0; i < m->ndw; i++) gone[m->dw[i]] = true, gone[half ? m->dwup[i] : m->dw[i]] = true;
+    for (uint32_t i = 0; i < m->ndx; i++) gone[m->dx[i]] = true;
+    for (uint32_t i = 0; i < m->ndw; i++) gone[m->dw[i]] = true;
     /* the operands that only the dropped ops read go too (w's cast and trans for dx) */
     for (uint32_t o = n; o-- > 0;) {
         if (!gone[o]) continue;
@@ -338,13 +343,22 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
     if (liger) {
         /* the forward, then the clones, the fused op, the rows' readers of the forward (the
          * loss); the backward's ops before the gradient (the seed first), the scaling
-         * multiplies, the rest; the scaled dx and dw replace the gradient's products */
-        uint32_t scaled[2] = {IR_GNONE, IR_GNONE};
+         * multiplies (a bf16 head's dx and dw cast up to the seed's type first), the rest;
+         * the scaled dx and dw replace the gradient's products (a bf16 head's casts up
+         * of them, which go) */
+        uint32_t scaled[2] = {IR_GNONE, IR_GNONE}, up[2] = {IR_GNONE, IR_GNONE};
         for (uint32_t i = 0; i < 2; i++)
             if (i ? m->ndw : m->ndx) {
+                IrTensorType t = {tr.elem, 2, types[2 + i].dims};
+                if (half) {
+                    up[i] = (uint32_t)g->values.len;
+                    vec_push(&g->values, ((IrGValue){t, i ? "ce_dw_f32" : "ce_dx_f32", IR_GNONE, 0}));
+                }
                 scaled[i] = (uint32_t)g->values.len;
-                vec_push(&g->values, ((IrGValue){types[2 + i], i ? "ce_dw_scaled" : "ce_dx_scaled", IR_GNONE, 0}));
+                vec_push(&g->values, ((IrGValue){t, i ? "ce_dw_scaled" : "ce_dx_scaled", IR_GNONE, 0}));
             }
+        for (uint32_t i = 0; half && i < m->ndx; i++) gone[m->dxup[i]] = true, map[g->ops.data[m->dxup[i]].out[0]] = nvals[2];
+        for (uint32_t i = 0; half && i < m->ndw; i++) gone[m->dwup[i]] = true, map[g->ops.data[m->dwup[i]].out[0]] = nvals[3];
         for (uint32_t v = 0; v < nv0; v++)
             if (map[v] == nvals[2] || map[v] == nvals[3]) map[v] = scaled[map[v] == nvals[3]];
         in[IR_LCE_DY] = liger_clone_map(&lg, m->dy);
@@ -360,8 +374,13 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
             if (!gone[o] && !lg.dead[o]) vec_push(&ops, mapped(g->ops.data[o], map, g->arena));
         for (uint32_t i = 0; i < 2; i++) {
             if (scaled[i] == IR_GNONE) continue;
+            if (up[i] != IR_GNONE) {
+                uint32_t *ci = arena_alloc(g->arena, 2 * sizeof *ci), *co = arena_alloc(g->arena, sizeof *co);
+                ci[0] = nvals[2 + i], co[0] = up[i];
+                vec_push(&ops, ((IrGOp){.kind = IR_GOP_CAST, .loc = loc, .nin = 1, .nout = 1, .in = ci, .out = co}));
+            }
             uint32_t *mi = arena_alloc(g->arena, 2 * sizeof *mi), *mo = arena_alloc(g->arena, sizeof *mo);
-            mi[0] = g->seed, mi[1] = nvals[2 + i], mo[0] = scaled[i];
+            mi[0] = g->seed, mi[1] = up[i] != IR_GNONE ? up[i] : nvals[2 + i], mo[0] = scaled[i];
             vec_push(&ops, ((IrGOp){.kind = IR_GOP_MUL, .loc = loc, .nin = 2, .nout = 1, .in = mi, .out = mo}));
         }
         for (uint32_t o = m->grad + 1; o < n; o++)

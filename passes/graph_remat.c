@@ -143,7 +143,9 @@ static void mark_dependent(Remat *R, bool whole)
         for (uint32_t i = 0; i < op->nin && o > R->nfwd; i++) {
             uint32_t d = g->values.data[op->in[i]].def;
             if (d == IR_GNONE) continue;
-            dep |= R->dep[d];
+            /* a bf16 head's cast up of its dx or dw (graph_lmce) stays with the seed's
+             * scaling: never a value to save (twice the bytes of the head's own) */
+            dep |= R->dep[d] || (g->ops.data[d].kind == IR_GOP_LINEAR_CROSS_ENTROPY && op->in[i] != g->ops.data[d].out[0]);
             if (R->region[d] > region) region = R->region[d];
         }
         R->dep[o] = dep;

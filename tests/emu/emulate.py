@@ -299,6 +299,14 @@ GRAPHS = [
     ("graph attention backward bf16 (scratch steps, wgmma)", os.path.join(root, "tests", "lit", "graph",
      "attention-bwd-bf16.tile"), "llama_attn",
      ["T=150", "q=rand:76800:17", "k=rand:38400:18", "vp=rand:38400:19", "t=rand:76800:20"]),
+    # a bf16 LM head's chunk steps (passes/graph_lower.c lower_lce): bf16 dx and dw, dw's f32
+    # sums between chunks in a buffer of their own (T 40 in chunks of 16), none for one chunk
+    ("graph LM head bf16, 3 chunks (dw's f32 sums)", os.path.join(root, "tests", "lit", "graph",
+     "linear-cross-entropy-bf16.tile"), "emu", ["T=40", "V=200", "x=rand:2560:1", "w=rand:12800:2", "lab=iota:40"]),
+    ("graph LM head bf16, one chunk (no sums)", os.path.join(root, "tests", "lit", "graph",
+     "linear-cross-entropy-bf16.tile"), "emu", ["T=12", "V=200", "x=rand:768:1", "w=rand:12800:2", "lab=iota:12"]),
+    ("graph LM head f16, 3 chunks", os.path.join(root, "tests", "lit", "graph", "linear-cross-entropy-bf16.tile"),
+     "emu16", ["T=40", "V=200", "x=rand:2560:1", "w=rand:12800:2", "lab=iota:40"]),
     ("graph block (examples/graphs/block.tile)", os.path.join(EX, "graphs", "block.tile"), "block_op",
      ["T=64", "x=rand:4096:1", "g1=rand:64:2", "wq=rand:4096:3", "wk=rand:4096:4", "wv=rand:4096:5",
       "wo=rand:4096:6", "g2=rand:64:7", "wg=rand:8192:8", "wu=rand:8192:9", "wd=rand:8192:10"]),

@@ -271,7 +271,8 @@ static void test_plan_buffers(void **state)
     char err[200];
     assert_plan_same(g, plan, &x, sizes, &o1, 1);
     uint32_t v0[] = {a, r2}, v1[] = {r1, r3, r4}, k[] = {0, 0, 0};   /* %r2 overwrites %a */
-    IrGBuffer bufs[] = {{plan->buffers[0].bytes, 2, v0, k, k}, {plan->buffers[0].bytes, 3, v1, k, k}};
+    IrGBuffer bufs[] = {{.bytes = plan->buffers[0].bytes, .nvalues = 2, .values = v0, .first = k, .last = k},
+                        {.bytes = plan->buffers[0].bytes, .nvalues = 3, .values = v1, .first = k, .last = k}};
     IrGPlan wrong = *plan;
     wrong.nbuffers = 2;
     wrong.buffers = bufs;
@@ -349,7 +350,7 @@ static void test_plan_views(void **state)
         }
     assert_true(kc > ka);
     uint32_t v0[] = {a, t}, first[] = {ka, kc}, last[] = {ka, kc};
-    IrGBuffer bufs[] = {{plan->buffers[0].bytes, 2, v0, first, last}};
+    IrGBuffer bufs[] = {{.bytes = plan->buffers[0].bytes, .nvalues = 2, .values = v0, .first = first, .last = last}};
     IrGPlan wrong = *plan;
     wrong.nbuffers = 1;
     wrong.buffers = bufs;

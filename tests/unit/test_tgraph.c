@@ -56,6 +56,14 @@ static const char lmhead_src[] =
     "    return (l, dx, dw);\n"
     "}\n";
 
+static const char lmhead_bf16_src[] =
+    "@linear_cross_entropy(chunk = 8)\n"
+    "graph lmhead(x: bf16[T, 8], w: bf16[8, V], lab: i64[T]) -> (f32, bf16[T, 8], bf16[8, V]) {\n"
+    "    let l = cross_entropy(x @ w, lab);\n"
+    "    let (dx, dw) = grad(l, [x, w]);\n"
+    "    return (l, dx, dw);\n"
+    "}\n";
+
 static struct {
     TrtContext *ctx;
     TrtModule *mod;
@@ -552,6 +560,77 @@ static void test_gpu_chunk_loop(void **state)
     trt_mem_free(cur.ctx, dw);
 }
 
+/* A bf16 head (@linear_cross_entropy(chunk = 8)): dx and dw are bf16, so the dw step's
+ * f32 sums between the chunks are a buffer of their own (pa, its last pointer), which
+ * has memory only when the rows are more than a chunk: T = 8, one chunk, passes a null
+ * pa and the plan holds no [8, V] f32; T = 20, three chunks, passes the same [8, V] f32
+ * buffer (V = 40) to each chunk's dw step, and the scaling kernels read the bf16 dx and
+ * dw buffers the steps wrote. */
+static void test_gpu_chunk_loop_bf16(void **state)
+{
+    (void)state;
+    TrtTensorGraph *g = get_graph_of(0, lmhead_bf16_src, "lmhead");
+    rt_tgraph_module(g)->compile = fake_compile;
+    TrtDevicePtr x = 0, w = 0, lab = 0, loss = 0, dx = 0, dw = 0;
+    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8 * 2, &x));
+    assert_ok(trt_mem_alloc(cur.ctx, 8 * 40 * 2, &w));
+    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8, &lab));
+    assert_ok(trt_mem_alloc(cur.ctx, 4, &loss));
+    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8 * 2, &dx));
+    assert_ok(trt_mem_alloc(cur.ctx, 8 * 40 * 2, &dw));
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(x)));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(w)));
+    assert_ok(trt_tgraph_bind(g, "lab", trt_arg_ptr(lab)));
+    assert_ok(trt_tgraph_bind_output(g, 0, loss));
+    assert_ok(trt_tgraph_bind_output(g, 1, dx));
+    assert_ok(trt_tgraph_bind_output(g, 2, dw));
+    assert_ok(trt_tgraph_bind_size(g, "V", 40));
+    assert_int_equal(trt_tgraph_num_kernels(g), 5);
+    static const char *const step[4] = {"logits", "loss", "dx", "dw"};
+    const int pre = 1, dw_pa = 7;                           /* pa: after dw, x, ps, off, end, s_T, s_V */
+    MockLaunch log[32];
+    uint32_t nb = trt_tgraph_num_buffers(g);
+    for (int run = 0; run < 2; run++) {
+        int64_t T = run ? 20 : 8, nc = run ? 3 : 1;
+        assert_ok(trt_tgraph_bind_size(g, "T", T));
+        mock_reset();
+        assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
+        assert_int_equal(mock_log(log, 32), pre + nc * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
+        uint64_t scratch = log[pre].params[2], pa = log[pre + 3].params[dw_pa];
+        bool sums = false, logits = false;
+        for (uint32_t b = 0; b < nb; b++) {
+            sums |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 4;    /* dw's f32 sums, [8, V] */
+            logits |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 2;  /* the bf16 logits [8, V], and dw */
+        }
+        assert_true(logits);
+        assert_int_equal(sums, run == 1);
+        assert_int_equal(pa == 0, run == 0);                 /* one chunk: no memory for the sums */
+        assert_true(pa != scratch);
+        for (int c = 0; c < nc; c++)
+            for (int i = 0; i < 4; i++) {
+                const MockLaunch *l = &log[pre + c * 4 + i];
+                char name[32];
+                snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
+                assert_string_equal(l->func, name);
+                if (i == 3) assert_int_equal(l->params[dw_pa], pa);   /* every chunk's dw step: the same sums */
+            }
+        /* the scaling kernels read the bf16 dx and dw that the steps wrote (dx's
+         * pointer first in the dx step, dw's in the dw step) */
+        const MockLaunch *sx = &log[pre + nc * 4 + 1], *sw = &log[pre + nc * 4 + 2];
+        uint64_t sdx = log[pre + 2].params[0], sdw = log[pre + 3].params[0];
+        bool rx = false, rw = false;
+        for (int i = 0; i < sx->nparams; i++) rx |= sx->params[i] == sdx;
+        for (int i = 0; i < sw->nparams; i++) rw |= sw->params[i] == sdw;
+        assert_true(rx && rw);
+    }
+    trt_mem_free(cur.ctx, x);
+    trt_mem_free(cur.ctx, w);
+    trt_mem_free(cur.ctx, lab);
+    trt_mem_free(cur.ctx, loss);
+    trt_mem_free(cur.ctx, dx);
+    trt_mem_free(cur.ctx, dw);
+}
+
 /* The introspection a binding uses: the module's graphs by name, and each graph's
  * parameters, results and size names with their types as declared. */
 static void test_introspection(void **state)
@@ -606,6 +685,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
         T(test_gpu_launches), T(test_introspection), T(test_cpu_adamw_in_place), T(test_gpu_chunk_loop),
+        T(test_gpu_chunk_loop_bf16),
         T(test_cpu_split), T(test_cpu_split_reads_saved), T(test_split_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
