@@ -465,8 +465,7 @@ const char *ir_remat_str(Arena *a, const IrRemat *r)
 
 IrElem ir_lce_grad_elem(const IrGraph *g, const IrGOp *op)
 {
-    IrElem x = g->values.data[op->in[IR_LCE_X]].type.elem;
-    if (x == IR_BF16 || x == IR_F16) return x;
+    if (g->values.data[op->in[IR_LCE_X]].type.elem == IR_BF16) return IR_BF16;
     return g->values.data[op->in[IR_LCE_DY]].type.elem;
 }
 

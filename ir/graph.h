@@ -116,8 +116,8 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
  * and dw = trans(x) @ g. dy (f32 or f64) is the gradient of whatever the rows feed, so
  * the backward's seed scales dx and dw exactly. chunk: an i64 scalar, the rows whose
  * [chunk, V] logits are live at once (the plan's chunk loop); the values do not depend
- * on it. rows are of dy's type, dx and dw too except for bf16 (f16) x and w: the products
- * then run as the gradient rules' 16-bit products (g rounded to bf16, dx and dw rounded to bf16
+ * on it. rows are of dy's type, dx and dw too except for bf16 x and w: the products then
+ * run as the gradient rules' bf16 products (g rounded to bf16, dx and dw rounded to bf16
  * once, dw after the sum over every row) and dx and dw are bf16 (which the graph casts
  * up where an f32 gradient is read). */
 /* linear_cross_entropy_rows x [N, D], w [D, V], labels [N], ignore_index -> rows [N]:
@@ -220,7 +220,7 @@ void ir_gmodule_destroy(IrGraphModule *m);
 IrGraph *ir_graph_create(IrGraphModule *m, const char *name, Loc loc);
 IrGraph *ir_gmodule_find(const IrGraphModule *m, const char *name);
 
-/* The element type of a linear_cross_entropy op's dx and dw: x's for bf16 or f16 x (the
+/* The element type of a linear_cross_entropy op's dx and dw: bf16 for bf16 x (the
  * gradient rules' bf16 products, rounded once), else dy's type. */
 IrElem ir_lce_grad_elem(const IrGraph *g, const IrGOp *op);
 
@@ -318,7 +318,7 @@ typedef struct IrGKernel {
                               * first step, each summing a strided share of every tensor into
                               * its row of the scratch ([stats, partials] of the result's
                               * type), which a second step adds in a fixed order; else 0 */
-    bool dw_sum;             /* kind linear_cross_entropy on bf16/f16 x whose dw is written and
+    bool dw_sum;             /* kind linear_cross_entropy on bf16 x whose dw is written and
                               * whose rows may be more than one chunk: buffer sum holds dw's
                               * f32 partial sums [D, V] between the chunks (the last chunk
                               * writes the bf16 dw); without it one chunk writes dw at once */

@@ -645,8 +645,8 @@ static bool run_cross_entropy_grad(Run *R, IrGTensor *o)
  * loss and gradient g rounded to dy's type (as cross_entropy_rows and _grad), dx_c = g
  * @ trans(w); dw = trans(x) @ g summed in double over every row in order and rounded
  * once at the end, so that every value is bit for bit the op-by-op graph's (whose
- * matmuls sum in double). bf16 (f16) x: g rounded to it and dx and dw of its type (each
- * product rounded once, as the gradient rules' 16-bit products: ir/graph_grad.c r_matmul).
+ * matmuls sum in double). bf16 x: g rounded to bf16 and dx and dw bf16 values (each
+ * product rounded once, as the gradient rules' bf16 products: ir/graph_grad.c r_matmul).
  * Only a [chunk, V] block of logits is held at a time. */
 static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
 {
@@ -655,7 +655,7 @@ static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
     int64_t C = in(R, IR_LCE_CHUNK)->i[0];
     if (C < 1) return fail(R, "the chunk must be at least 1 row, not %lld", (long long)C);
     if (C > N) C = N ? N : 1;
-    bool half = x->elem == IR_BF16 || x->elem == IR_F16;   /* the products on x's type: g and each rounded to it */
+    bool half = x->elem == IR_BF16;   /* the products on bf16: g and each product rounded to bf16 */
     IrGTensor z, *rows = &outs[0], *dx = &outs[1], *dw = &outs[2];
     if (!ir_gtensor_alloc(&z, x->elem, 2, (int64_t[]){C, V})) return fail(R, "out of memory");
     double *acc = tl_calloc((size_t)(D * V + 1), sizeof *acc);
@@ -687,20 +687,20 @@ static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
             setv(rows, r, l == ign ? 0.0 : lse - row[l], 0);
             for (int64_t j = 0; j < V; j++) {
                 row[j] = l == ign ? 0.0 : fp_round(d->elem, (exp(row[j] - lse) - (j == l)) * d->f[r]);
-                if (half) row[j] = fp_round(x->elem, row[j]);
+                if (half) row[j] = fp_round(IR_BF16, row[j]);
             }
         }
         for (int64_t i = 0; ok && i < n; i++)   /* dx_c = g @ trans(w) */
             for (int64_t k = 0; k < D; k++) {
                 double s = 0;
                 for (int64_t j = 0; j < V; j++) s += z.f[i * V + j] * w->f[k * V + j];
-                setv(dx, (c0 + i) * D + k, half ? fp_round(x->elem, s) : s, 0);
+                setv(dx, (c0 + i) * D + k, half ? fp_round(IR_BF16, s) : s, 0);
             }
         for (int64_t i = 0; ok && i < n; i++)   /* dw += trans(x_c) @ g, row by row in order */
             for (int64_t k = 0; k < D; k++)
                 for (int64_t j = 0; j < V; j++) acc[k * V + j] += x->f[(c0 + i) * D + k] * z.f[i * V + j];
     }
-    for (int64_t k = 0; ok && k < D * V; k++) setv(dw, k, half ? fp_round(x->elem, acc[k]) : acc[k], 0);
+    for (int64_t k = 0; ok && k < D * V; k++) setv(dw, k, half ? fp_round(IR_BF16, acc[k]) : acc[k], 0);
     tl_free(acc);
     ir_gtensor_free(&z);
     return ok;

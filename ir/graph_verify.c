@@ -417,7 +417,7 @@ static bool check_cross_entropy(const Chk *c)
 
 /* linear_cross_entropy x [N, D], w [D, V], labels [N], ignore_index, dy [N], chunk ->
  * rows [N], dx [N, D], dw [D, V] (ir/graph.h): x and w floats of one type; rows of dy's
- * type (f32 or f64), dx and dw too, or x's for bf16/f16 x (ir_lce_grad_elem); chunk an i64
+ * type (f32 or f64), dx and dw too, or bf16 for bf16 x (ir_lce_grad_elem); chunk an i64
  * scalar. linear_cross_entropy_rows: the first
  * four operands, rows f64 for f64 x, else f32. */
 static bool check_linear_cross_entropy(const Chk *c)
@@ -440,7 +440,7 @@ static bool check_linear_cross_entropy(const Chk *c)
                      ir_size_str(c->a, x->dims[0]), ts(c, d));
     if (ch->rank || ch->elem != IR_I64) return FAILF(c, "the chunk of linear_cross_entropy must be an i64 scalar, not %s", ts(c, ch));
     IrSize dv[2] = {w->dims[0], w->dims[1]};
-    IrElem ge = x->elem == IR_BF16 || x->elem == IR_F16 ? x->elem : d->elem;   /* ir_lce_grad_elem */
+    IrElem ge = x->elem == IR_BF16 ? IR_BF16 : d->elem;   /* ir_lce_grad_elem */
     IrTensorType rows = {d->elem, 1, x->dims}, dx = {ge, 2, x->dims}, dw = {ge, 2, dv};
     const IrTensorType *want3[3] = {&rows, &dx, &dw};
     for (uint32_t r = 0; r < 3; r++)

@@ -1131,11 +1131,14 @@ static bool size_le(Arena *a, IrSize x, IrSize y)
     return true;
 }
 
-/* A bf16 (f16) linear_cross_entropy kernel K writing dw: its dw is bf16, rounded once after
+/* An attention_bwd kernel whose q, k and v are of one 16-bit float type and whose dO is
+ * f32: its lowering's first step writes dO in q's type and delta into a scratch
+ * (IrGKernel.bwd_scratch). */
+/* A bf16 linear_cross_entropy kernel K writing dw: its dw is bf16, rounded once after
  * the sum over every row, so when the rows may span several chunks the partial sums wait
  * between them in f32, in a buffer of K's own ([D, V] f32, IrGKernel.sum) that the plan
  * holds only when the rows are more than a chunk (IrGBuffer.over: known sizes decide
- * here, a symbolic row count at run time). One chunk writes the bf16 (f16) dw at once. */
+ * here, a symbolic row count at run time). One chunk writes the bf16 dw at once. */
 static void lce_dw_sum(Fuse *F, IrGKernel *K, IrGBuffer *out, uint32_t *nb)
 {
     const IrGOp *op = opat(F, K->ops[0]);
@@ -1143,8 +1146,7 @@ static void lce_dw_sum(Fuse *F, IrGKernel *K, IrGBuffer *out, uint32_t *nb)
     bool writes = false;
     for (uint32_t i = 0; i < K->nwrites; i++) writes |= K->writes[i] == op->out[2];
     int64_t rows;
-    if ((dw->elem != IR_BF16 && dw->elem != IR_F16) || !writes || (ir_size_is_const(x->dims[0], &rows) && rows <= K->chunk))
-        return;
+    if (dw->elem != IR_BF16 || !writes || (ir_size_is_const(x->dims[0], &rows) && rows <= K->chunk)) return;
     IrSize bytes;
     if (!ir_size_mul(F->a, dw->dims[0], dw->dims[1], &bytes) || !ir_size_mul(F->a, bytes, ir_size_const(4), &bytes))
         bytes = ir_size_const(0);
@@ -1153,9 +1155,6 @@ static void lce_dw_sum(Fuse *F, IrGKernel *K, IrGBuffer *out, uint32_t *nb)
     K->sum = (*nb)++;
 }
 
-/* An attention_bwd kernel whose q, k and v are of one 16-bit float type and whose dO is
- * f32: its lowering's first step writes dO in q's type and delta into a scratch
- * (IrGKernel.bwd_scratch). */
 static bool bwd_half(const Fuse *F, const IrGKernel *K)
 {
     if (K->view || K->nops != 1 || F->g->ops.data[K->ops[0]].kind != IR_GOP_ATTENTION_BWD) return false;

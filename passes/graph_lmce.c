@@ -13,7 +13,7 @@
  *   g  = cross_entropy_grad z', lab, ign, dy
  *   dx = matmul g, trans(w or cast(w))     for x's gradient (any number, also none)
  *   dw = matmul trans(x or cast(x)), g     for w's gradient (any number, also none)
- * (bf16 or f16 x and w: g is cast to x's type once and each product, of it, is cast up: the
+ * (bf16 x and w: g is cast to bf16 once and each product, of bf16, is cast up: the
  * gradient rules' mixed precision, ir/graph_grad.c r_matmul; the op then computes so,
  * its dx and dw the bf16 products, ir_lce_grad_elem, which the casts up read)
  * with z, z' and g used by nothing else, and dy not computed from r. It becomes
@@ -95,8 +95,8 @@ typedef struct Match {
     uint32_t x, w, lab, ign, dy;
     uint32_t ndx, ndw;
     uint32_t dx[4], dw[4];           /* op indices of the gradient matmuls */
-    uint32_t half;                   /* bf16/f16 x: the cast of g to x's type (else IR_GNONE) */
-    uint32_t dxup[4], dwup[4];       /* bf16/f16 x: the casts of the products up to dy's type */
+    uint32_t half;                   /* bf16 x: the cast of g to bf16 (else IR_GNONE) */
+    uint32_t dxup[4], dwup[4];       /* bf16 x: the casts of the products up to dy's type */
 } Match;
 
 /* Op `o` (a cross_entropy_rows) as the pattern's rows, filled into *m. */
@@ -133,14 +133,14 @@ static bool match(const Lce *L, uint32_t o, Match *m)
     const IrGOp *gop = &g->ops.data[m->grad];
     uint32_t gv = gop->out[0], found = 0;
     if (vt(L, rows->out[0])->elem != vt(L, m->dy)->elem) return false;
-    /* bf16 (f16) x and w: the gradient rules' products run on it (ir/graph_grad.c r_matmul):
-     * g is cast to x's type once, each product is of it and is cast up to dy's type */
-    bool half = tx->elem == IR_BF16 || tx->elem == IR_F16;
+    /* bf16 x and w: the gradient rules' products run on bf16 (ir/graph_grad.c r_matmul):
+     * g is cast to bf16 once, each product is bf16 and is cast up to dy's type */
+    bool half = tx->elem == IR_BF16;
     if (half) {
         const IrGOp *c = NULL;
         for (uint32_t k = m->grad + 1; k < L->nops && !c; k++)
             if (g->ops.data[k].nin && g->ops.data[k].in[0] == gv) c = &g->ops.data[k];
-        if (L->uses[gv] != 1 || !c || c->kind != IR_GOP_CAST || vt(L, c->out[0])->elem != tx->elem) return false;
+        if (L->uses[gv] != 1 || !c || c->kind != IR_GOP_CAST || vt(L, c->out[0])->elem != IR_BF16) return false;
         m->half = g->values.data[c->out[0]].def;
         gv = c->out[0];
     }
@@ -289,7 +289,7 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
      * head (ir_lce_grad_elem: the products' own type, cast up where they were) */
     uint32_t rows_v = g->ops.data[m->rows].out[0];
     bool half = m->half != IR_GNONE;
-    IrElem ge = half ? vt(L, m->x)->elem : vt(L, rows_v)->elem;
+    IrElem ge = half ? IR_BF16 : vt(L, rows_v)->elem;
     IrTensorType tc = {IR_I64, 0, NULL}, tr = *vt(L, rows_v), tdx = {ge, 2, vt(L, m->x)->dims},
                  tdw = {ge, 2, vt(L, m->w)->dims};
     const IrTensorType types[4] = {tc, tr, tdx, tdw};

@@ -2563,16 +2563,16 @@ static const char *lce_w_block(Low *L, uint32_t w, const char *D, const char *V,
               : arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, %s], [%s, %s], [BK, BN])", w, D, V, w0, w1, k, c);
 }
 
-/* The three GEMM steps on 16-bit x and w (E: bf16 or f16), every operand a block load
- * (TMA rings on sm_90a): st 0 the chunk's logits x[off:end] @ w into the E scratch [C, V],
- * st 2 its dx = g @ trans(w) into rows off..end of the E dx, st 3 dw += trans(x[off:end]) @ g.
+/* The three GEMM steps on bf16 x and w, every operand a block load (TMA rings on sm_90a):
+ * st 0 the chunk's logits x[off:end] @ w into the bf16 scratch [C, V], st 2 its dx =
+ * g @ trans(w) into rows off..end of the bf16 dx, st 3 dw += trans(x[off:end]) @ g.
  * Rows past the chunk read zeros (x's block shape ends at `end`; the scratch's at C) and
- * are never written (dx's block shape ends at `end`). Products on E operands with f32
- * accumulators, rounded as the 16-bit gradient rules round theirs (ir/graph.h): dx each
+ * are never written (dx's block shape ends at `end`). Products on bf16 operands with f32
+ * accumulators, rounded as the bf16 gradient rules round theirs (ir/graph.h): dx each
  * chunk, dw once, the earlier chunks' sums kept in f32 at pa (IrGKernel.dw_sum: only
- * where the rows may be more than a chunk; a single chunk stores the E dw at once). */
+ * where the rows may be more than a chunk; a single chunk stores the bf16 dw at once). */
 static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, const char *N, const char *D,
-                          const char *V, const char *C_s, const char *E)
+                          const char *V, const char *C_s)
 {
     FILE *o = L->o;
     const char *x0 = stride_of(L, x, 0), *Cn = st == 2 ? D : V;
@@ -2595,21 +2595,21 @@ static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, 
     }
     fputs("        acc = dot(at, bt, acc);\n    }\n", o);
     if (st == 0) {
-        fprintf(o, "    store_block(ps, [%s, %s], [%s, 1], [om, on], acc as %s);\n}\n", C_s, V, V, E);
-    } else if (st == 2) {   /* dx, of E (ir_lce_grad_elem) */
-        fprintf(o, "    store_block(p%u, [end, %s], [%s, 1], [off + om, on], acc as %s);\n}\n", out, D, D, E);
-    } else if (!L->K->dw_sum) {   /* dw of the one chunk there is: E at once */
-        fprintf(o, "    store_block(p%u, [%s, %s], [%s, 1], [om, on], acc as %s);\n}\n", out, D, V, V, E);
-    } else {   /* dw: what the earlier chunks left (f32 sums at pa) plus this chunk's, E after the last */
+        fprintf(o, "    store_block(ps, [%s, %s], [%s, 1], [om, on], acc as bf16);\n}\n", C_s, V, V);
+    } else if (st == 2) {   /* dx, bf16 (ir_lce_grad_elem) */
+        fprintf(o, "    store_block(p%u, [end, %s], [%s, 1], [off + om, on], acc as bf16);\n}\n", out, D, D);
+    } else if (!L->K->dw_sum) {   /* dw of the one chunk there is: bf16 at once */
+        fprintf(o, "    store_block(p%u, [%s, %s], [%s, 1], [om, on], acc as bf16);\n}\n", out, D, V, V);
+    } else {   /* dw: what the earlier chunks left (f32 sums at pa) plus this chunk's, bf16 after the last */
         fprintf(o, "    let rd = om + arange(0, BM);\n    let rn = on + arange(0, BN);\n");
         fprintf(o, "    let mk = (rd[:, None] < %s) & (rn[None, :] < %s);\n", D, V);
         fprintf(o, "    let ix = rd[:, None] * %s + rn[None, :];\n", V);
         /* the first chunk stores its sum as it is (one chunk: the common case, without
          * a second [BM, BN] tile beside the accumulator, which spilled 64 bytes) */
-        fprintf(o, "    if off == 0 {\n        if end >= %s {\n            store(p%u + ix, acc as %s, mk);\n", N, out, E);
+        fprintf(o, "    if off == 0 {\n        if end >= %s {\n            store(p%u + ix, acc as bf16, mk);\n", N, out);
         fputs("        } else {\n            store(pa + ix, acc, mk);\n        }\n", o);
         fputs("    } else {\n        let tot = load(pa + ix, mk, 0) + acc;\n", o);
-        fprintf(o, "        if end >= %s {\n            store(p%u + ix, tot as %s, mk);\n", N, out, E);
+        fprintf(o, "        if end >= %s {\n            store(p%u + ix, tot as bf16, mk);\n", N, out);
         fputs("        } else {\n            store(pa + ix, tot, mk);\n        }\n    }\n}\n", o);
     }
 }
@@ -2630,7 +2630,7 @@ static void lce_tile(Low *L, const char *Cn, const char *a, const char *b)
  * onehot) * dy written over its logits), dx (dx_c = g @ trans(w)), dw (trans(x_c) @ g
  * added to what the earlier chunks left: every dw tile belongs to one program, the
  * chunks run in order, no atomics). The scratch is of ir_lce_scratch_elem's type, dx and dw
- * of ir_lce_grad_elem's (x's for a bf16 or f16 head: lce_gemm_half). */
+ * of ir_lce_grad_elem's (bf16 for a bf16 head: lce_gemm_half). */
 static bool lower_lce(Low *L, Sig *sig, const char *name)
 {
     (void)sig;
@@ -2644,10 +2644,9 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     const char *E = ename(tx->elem), *A = ename(vt(L, dy)->elem), *LT = ename(vt(L, lab)->elem);
     long long C = (long long)L->K->chunk;
     const char *C_s = arena_printf(L->a, "%lld", C);
-    /* bf16 (f16) x and w: g rounded to x's type in the scratch, dx and dw products on its
-     * operands (tensor cores), rounded to it as the gradient rules' 16-bit products
-     * (ir/graph.h) */
-    bool half = tx->elem == IR_BF16 || tx->elem == IR_F16;
+    /* bf16 x and w: g rounded to bf16 in the scratch, dx and dw products on bf16 operands
+     * (tensor cores), rounded to bf16 as the gradient rules' bf16 products (ir/graph.h) */
+    bool half = tx->elem == IR_BF16;
     const char *S = ename(ir_lce_scratch_elem(L->g, op)), *up = half ? arena_printf(L->a, " as %s", A) : "";
     /* x and w through their strides: w may be a transposition view of a torch Linear
      * weight [V, D] (fusion: the trans is no kernel) */
@@ -2692,8 +2691,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, "        let xb = load(ps + rc[:, None] * %s + cj[None, :], ok, 0)%s;\n", V, up);
             fprintf(L->o, "        let hot = where(cj[None, :] == (lab as i64)[:, None], s[:, None], 0 as %s);\n", A);
             fprintf(L->o, "        let g = where(kept[:, None], (exp(xb - m[:, None]) - hot) * dr[:, None], 0 as %s);\n", A);
-            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], %s, ok);\n    }\n}\n", V,
-                    half ? arena_printf(L->a, "g as %s", E) : "g");
+            fprintf(L->o, "        store(ps + rc[:, None] * %s + cj[None, :], %s, ok);\n    }\n}\n", V, half ? "g as bf16" : "g");
         } else if (half) {
             /* one product per program at lower_matmul's tiles: 128 x 256 on 8 warps, 4 stages
              * (TMA rings), fewer rows for a chunk under 128 */
@@ -2712,9 +2710,9 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
             fprintf(L->o, ", const BM: i32 = %lld, const BN: i32 = %lld, const BK: i32 = %lld)\n", (long long)hm,
                     (long long)hn, (long long)hk);
             fprintf(L->o, "    grid(cdiv(%s, BM as i64) * cdiv(%s, BN as i64))\n{\n", st == 3 ? D : C_s, st == 2 ? D : V);
-            lce_gemm_half(L, (int)st, x, w, out, N, D, V, C_s, E);
+            lce_gemm_half(L, (int)st, x, w, out, N, D, V, C_s);
         } else {
-            /* f32, f64 (pointer loads; the logits rounded to x's type, the gradient's
+            /* f16, f32, f64 (pointer loads; the logits rounded to x's type, the gradient's
              * products in dy's): defaults without spills at Llama's sizes (D 4096, V 32000;
              * ptxas -v): the logits on tensor cores 64 x 128 with 8 warps, the f32 gradient's
              * GEMMs (FFMA) 64 x 64 */

@@ -394,9 +394,10 @@ static TrtStatus plan_buffers(TrtTensorGraph *G)
         uint64_t need;
         int64_t sb;   /* a buffer of no value: a chunked kernel's scratch, its bytes in the plan */
         bool scratch = !G->plan->buffers[b].nvalues;
-        const IrGBuffer *B = &G->plan->buffers[b];
         int64_t rows;   /* a buffer needed only for rows over a bound (a chunked dw's sums): none */
-        if (B->over > 0 && ir_size_eval(B->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows) && rows <= B->over) continue;
+        if (G->plan->buffers[b].over > 0 && ir_size_eval(G->plan->buffers[b].rows, G->g->sizes, G->sizes, G->g->nsizes, &rows) &&
+            rows <= G->plan->buffers[b].over)
+            continue;
         if (scratch && ir_size_eval(G->plan->buffers[b].bytes, G->g->sizes, G->sizes, G->g->nsizes, &sb) && sb > 0)
             need = (uint64_t)sb;
         else if (scratch || !value_bytes(G, G->plan->buffers[b].values[0], &need))

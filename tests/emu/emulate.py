@@ -305,8 +305,6 @@ GRAPHS = [
      "linear-cross-entropy-bf16.tile"), "emu", ["T=40", "V=200", "x=rand:2560:1", "w=rand:12800:2", "lab=iota:40"]),
     ("graph LM head bf16, one chunk (no sums)", os.path.join(root, "tests", "lit", "graph",
      "linear-cross-entropy-bf16.tile"), "emu", ["T=12", "V=200", "x=rand:768:1", "w=rand:12800:2", "lab=iota:12"]),
-    ("graph LM head f16, 3 chunks", os.path.join(root, "tests", "lit", "graph", "linear-cross-entropy-bf16.tile"),
-     "emu16", ["T=40", "V=200", "x=rand:2560:1", "w=rand:12800:2", "lab=iota:40"]),
     ("graph block (examples/graphs/block.tile)", os.path.join(EX, "graphs", "block.tile"), "block_op",
      ["T=64", "x=rand:4096:1", "g1=rand:64:2", "wq=rand:4096:3", "wk=rand:4096:4", "wv=rand:4096:5",
       "wo=rand:4096:6", "g2=rand:64:7", "wg=rand:8192:8", "wu=rand:8192:9", "wd=rand:8192:10"]),
