@@ -13,9 +13,11 @@ TFLOP/s (4 T^2 E H / 2 for causal) and the max abs error against SDPA.
     python3 bench/graph_attention.py [--tilec build-gpu/tilec] [--lib LIBTILERT]
                                      [--configs "128,64,8,2;64,64,4,2;128,64,8,3,1"] [--out FILE]
 
-A config's fifth field, when given, is the graph kernel's `ws` (its K and V are TMA
-blocks of the [T, 4096] rows: a producer warpgroup fills their rings; the default of
-its @autotune is ws = 1 with 3 stages); without it the kernel's default holds. A sixth
+A config's fifth field, when given, is the graph kernel's `ws` (its Q, K and V are
+block loads of the [T, 4096] rows, K and V TMA rings that a producer warpgroup fills);
+without it the schedule chooses (ws and overlap: `chosen = [ws, overlap]`, as for
+attn_fwd_tma, whose defaults the kernel's @autotune takes: 128 x 128, 8 warps, 2
+stages; the first config). A sixth
 is its `overlap` (the softmax under the tensor cores' P V, passes/rotate.c: with ws and
 8 warps the warpgroups take turns), the launch key of attn_fwd_tma's default.
 """
@@ -28,7 +30,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_CONFIGS = "128,64,8,3,1;128,64,8,2,1;128,64,8,2,0;128,64,8,3,0;128,128,8,2,1;64,64,4,3,1;128,32,8,2,0"
+DEFAULT_CONFIGS = "128,128,8,2;128,64,8,3,1;128,64,8,2,1;128,64,8,2,0;128,64,8,3,0;128,128,8,2,1;64,64,4,3,1;128,32,8,2,0"
 
 
 def main():

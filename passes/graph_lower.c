@@ -60,8 +60,8 @@ typedef struct Low {
     const Space *sp;
     const char *why;
     const char *indent;
-    const char *kw, *vw;     /* a flash kernel's K and V as blocks of their key rows
-                                (flash_rows): the rows' width, else NULL (pointer loads) */
+    const char *kw, *vw;     /* a flash kernel's K and V as block loads of their key rows
+                                (flash_block_load): the expression, else NULL (pointer loads) */
     PassGKernel *out;        /* the kernel being lowered (a chunked one fills its steps) */
 } Low;
 
@@ -1582,9 +1582,8 @@ static void causal_select(Low *L, const IrGAttention *A, const char *Lk, const c
  * or head, lies inside a row, at a column offset; a [T, H, D] projection read as
  * [H, T, D] is such a tensor, [B, H, T, D] is not), a block of BN keys is
  * load_block(p, [Lk, W], [W, 1], [j, offset], [BN, D]): exactly the masked load, its
- * zeros past Lk being the tensor's end. On sm_90a TMA copies these blocks into rings
- * that a producer warpgroup fills (passes/blockload.c, ws = 1: a loop of two dots),
- * as examples/flash_attn_fwd.tile's attn_fwd_tma. Returns W's expression, or NULL. */
+ * zeros past Lk being the tensor's end (flash_block_load's first form). Returns W's
+ * expression, or NULL. */
 static const char *flash_rows(Low *L, uint32_t v, bool whole)
 {
     const IrTensorType *t = vt(L, v);
@@ -1595,13 +1594,47 @@ static const char *flash_rows(Low *L, uint32_t v, bool whole)
     return size_expr(L, w);
 }
 
-/* `let NAME = load_block(...)`: the block of BN keys at j of v's rows of width w (L->kw,
- * L->vw), at column `col`. */
-static void key_block(Low *L, const char *name, uint32_t v, const char *w, const char *col)
+/* Q, K or V of a flash kernel (value v, 16-bit float, its head axis whole and
+ * contiguous) as the block load of `blk` rows from row `r0` of one batch element, whose
+ * element offset is `off` (offset(): the batch coordinates' terms), a 2-D tensor map
+ * on sm_90a. Two forms:
+ *   - flash_rows' (v's memory is its Lk rows of W elements, heads at column offsets):
+ *     load_block(p, [Lk, W], [W, 1], [r0, off], [blk, D]), exactly the masked load,
+ *     its zeros past Lk being the tensor's end;
+ *   - v dense and row-major ([.., Lk, D] of its own: GQA's K read at head h / G): its
+ *     N * Lk rows of D as one matrix, load_block(p, [N * Lk, D], [D, 1],
+ *     [c * Lk + r0, 0], [blk, D]) (c the batch coordinates' flat index, the head's
+ *     divided by G), as examples/flash_attn_fwd.tile's attn_fwd_tma
+ *     reads its heads: a key block past Lk reads the next batch element's first rows
+ *     (zeros past the last), which the masked block keeps out of S (where) and out of
+ *     O (P = 0 there; a non-finite value in those rows of V would make O NaN, as in
+ *     attn_fwd_tma).
+ * On sm_90a TMA copies K and V into rings that a producer warpgroup fills and the
+ * schedule chooses ws and overlap (attention: ring loops of two chained dots), as for
+ * attn_fwd_tma; Q, loaded once before the loops, stays a pointer load there, as
+ * attn_fwd_tma's. NULL when v is no such operand. */
+static const char *flash_block_load(Low *L, uint32_t v, const char *off, const char *r0, const char *blk)
 {
     const IrTensorType *t = vt(L, v);
-    fprintf(L->o, "        let %s = load_block(p%u, [%s, %s], [%s, 1], [j, %s], [BN, %s]);\n", name, v,
-            size_expr(L, t->dims[t->rank - 2]), w, w, col, size_expr(L, t->dims[t->rank - 1]));
+    const char *R = size_expr(L, t->dims[t->rank - 2]), *D = size_expr(L, t->dims[t->rank - 1]);
+    const char *w = flash_rows(L, v, true);
+    if (w) return arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, 1], [%s, %s], [%s, %s])", v, R, w, w, r0, off, blk, D);
+    if (t->rank < 2 || ir_elem_bytes(t->elem) != 2 || !ir_elem_is_float(t->elem)) return NULL;
+    for (uint32_t d = 0; d < t->rank; d++)   /* dense row-major: each stride the axes' inside it */
+        if (!is_one(t->dims[d]) && !ir_size_eq(stride_size(L, v, d), numel(L, t, d + 1, t->rank))) return NULL;
+    const IrTensorType *o = vt(L, L->K->attn->out);
+    if (t->rank > o->rank) return NULL;
+    int64_t G = heads_group(L, v, o);
+    const char *row = r0;   /* the batch element's first row: its coordinates (GQA's head h / G) times their rows */
+    for (uint32_t d = 0; d + 2 < t->rank; d++) {
+        if (is_one(t->dims[d])) continue;
+        uint32_t od = d + o->rank - t->rank;
+        const char *c = arena_printf(L->a, "b%u", od);
+        if (G > 1 && od + 3 == o->rank) c = arena_printf(L->a, "(b%u / %lld)", od, (long long)G);
+        row = arena_printf(L->a, "%s + %s", times(L, c, size_expr(L, numel(L, t, d + 1, t->rank - 1))), row);
+    }
+    const char *rows = size_expr(L, numel(L, t, 0, t->rank - 1));
+    return arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, 1], [%s, 0], [%s, %s])", v, rows, D, D, row, blk, D);
 }
 
 /* One key block: S, the score ops, the online max and sum, the prob ops, P V. A masked
@@ -1626,7 +1659,7 @@ static bool flash_block(Low *L, const IrGAttention *A, const char *ko, const cha
     const char *kmask = A->k_t ? both(L, dm_k, kin_k) : both(L, kin_k, dm_k);
     const char *kt_at = A->k_t ? tile_at(L, A->k, kr - 2, kr - 1, "dq[:, None]", "kj[None, :]")
                                : tile_at(L, A->k, kr - 2, kr - 1, "kj[:, None]", "dq[None, :]");
-    if (L->kw) key_block(L, "kt", A->k, L->kw, ko);
+    if (L->kw) fprintf(o, "        let kt = %s;\n", L->kw);
     else if (kmask) fprintf(o, "        let kt = load(p%u + %s + %s, %s, 0)%s;\n", A->k, ko, kt_at, kmask, dot_in);
     else fprintf(o, "        let kt = load(p%u + %s + %s)%s;\n", A->k, ko, kt_at, dot_in);
     fprintf(o, "        let s0 = dot(qt, %s);\n", A->k_t ? "kt" : "trans(kt)");
@@ -1707,7 +1740,7 @@ static bool flash_pv(Low *L, const IrGAttention *A, const char *vo, const char *
     }
     const char *vmask = both(L, masked ? "kin[:, None]" : NULL, dfull ? NULL : "vmask[None, :]");
     const char *vt_at = tile_at(L, A->v, vr - 2, vr - 1, "kj[:, None]", "dv[None, :]");
-    if (L->vw) key_block(L, "vt", A->v, L->vw, vo);
+    if (L->vw) fprintf(o, "        let vt = %s;\n", L->vw);
     else if (vmask) fprintf(o, "        let vt = load(p%u + %s + %s, %s, 0)%s;\n", A->v, vo, vt_at, vmask, dot_in);
     else fprintf(o, "        let vt = load(p%u + %s + %s)%s;\n", A->v, vo, vt_at, dot_in);
     fprintf(o, "        acc = dot(%s as %s, vt, acc * alpha[:, None]);\n        m = mn;\n", pd, *dot_in ? "f32" : ename(v->elem));
@@ -1747,21 +1780,23 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     const char *Lq = size_expr(L, q->dims[q->rank - 2]), *Lk = size_expr(L, v->dims[v->rank - 2]);
     int64_t bd = pow2_at_least(D, 16, 512), bdv = pow2_at_least(Dv, 16, 512);
     bool dfull = bd == D && bdv == Dv;   /* the head axes need no mask */
-    /* measured on the H200 (docs/PERFORMANCE.md): 128 x 64 with 8 warps for heads up to
-     * 128; 64 query rows with 8 warps is 4x slower than with 4 */
+    /* K (not transposed) and V as block loads (flash_block_load), both or neither: TMA
+     * rings filled by a producer warpgroup on sm_90a, the schedule's ws and overlap (not
+     * keys of the configs, so that the schedule chooses them, as for attn_fwd_tma); Q
+     * too. Heads up to 256 (TMA's box). */
+    bool tma = !A->k_t && !*dot_in && dfull && bd <= 256 && bdv <= 256 && flash_block_load(L, A->k, "0", "j", "BN") &&
+               flash_block_load(L, A->v, "0", "j", "BN");
+    /* Blocks: with block loads attn_fwd_tma's (python/tile/ops.py _tma_fwd_cfg): its
+     * defaults 128 x 128, 8 warps, 2 stages for heads up to 128; 128 x 64, 2 stages at
+     * 256. Else, measured on the H200 (docs/PERFORMANCE.md): 128 x 64 with 8 warps for
+     * heads up to 128; 64 query rows with 8 warps is 4x slower than with 4. */
     bool wide = bd <= 128 && bdv <= 128;
-    int64_t bm = block_for(q->dims[q->rank - 2], 16, wide ? 128 : 64), bn = block_for(v->dims[v->rank - 2], 16, wide ? 64 : 32);
-    /* K (not transposed) and V as TMA blocks (flash_rows), both or neither: their rings
-     * filled by a producer warpgroup, 3 stages, as attn_fwd_tma's default */
-    L->kw = !A->k_t && !*dot_in ? flash_rows(L, A->k, dfull) : NULL;
-    L->vw = L->kw ? flash_rows(L, A->v, dfull) : NULL;
-    if (!L->vw) L->kw = NULL;
-    bool tma = L->kw != NULL;
-    autotune(L, tma ? "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3], ws: [0, 1]"
-                    : "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]",
-             "BM * BN <= 128 * 128",
-             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: %s", (long long)bm, (long long)bn, bm >= 128 ? 8 : 4,
-                          tma ? "3, ws: 1" : "2"));
+    int64_t bm = block_for(q->dims[q->rank - 2], 16, wide || tma ? 128 : 64),
+            bn = block_for(v->dims[v->rank - 2], 16, tma ? (wide ? 128 : 64) : wide ? 64 : 32);
+    L->kw = L->vw = NULL;
+    autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]", "BM * BN <= 128 * 128",
+             arena_printf(L->a, "BM: %lld, BN: %lld, warps: %d, stages: 2", (long long)bm, (long long)bn,
+                          bm >= 128 ? 8 : 4));
     signature(L, s, name);
     IrSize nb = numel(L, o, 0, o->rank - 2);
     int64_t wl, wr;
@@ -1786,7 +1821,13 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
         fputs("    let okr = rows_in[:, None] & (arange(0, BN)[None, :] >= 0);\n", L->o);
     fprintf(L->o, "    let dq = arange(0, %lld);\n    let dv = arange(0, %lld);\n", (long long)bd, (long long)bdv);
     if (!dfull) fprintf(L->o, "    let dmask = dq < %lld;\n    let vmask = dv < %lld;\n", (long long)D, (long long)Dv);
-    fprintf(L->o, "    let qt = load(p%u + %s + %s, %s, 0)%s;\n", A->q, qo,
+    if (tma) {
+        L->kw = flash_block_load(L, A->k, ko, "j", "BN");
+        L->vw = flash_block_load(L, A->v, vo, "j", "BN");
+    }
+    const char *qb = tma ? flash_block_load(L, A->q, qo, "pm * (BM as i64)", "BM") : NULL;
+    if (qb) fprintf(L->o, "    let qt = %s;\n", qb);
+    else fprintf(L->o, "    let qt = load(p%u + %s + %s, %s, 0)%s;\n", A->q, qo,
             tile_at(L, A->q, q->rank - 2, q->rank - 1, "rm[:, None]", "dq[None, :]"),
             dfull ? "rows_in[:, None]" : "rows_in[:, None] & dmask[None, :]", dot_in);
     fprintf(L->o, "    var m = full([BM], -inf, f32);\n    var l = zeros([BM], f32);\n    var acc = zeros([BM, %lld], f32);\n",

@@ -294,6 +294,14 @@ GRAPHS = [
     ("graph attention, heads as rows (TMA K and V, a producer)", LOWER, "fheads16", heads(256)),
     ("graph attention with mask and dropout", LOWER, "fheads16d", heads(256, True)),
     ("graph attention, odd T", LOWER, "fheads16", heads(200)),
+    # the forward's Q, K, V block loads (attention-fwd-tma.tile): K and V of their own
+    # [H, T, D] read as [H T, D] rows (TMA rings, a producer and overlap), GQA 4/2,
+    # causal, T off the blocks (the last key block reads the next head's rows); V
+    # through Llama's transposed view at d 128
+    ("graph attention forward, GQA causal (TMA, ws, overlap)", os.path.join(root, "tests", "lit", "graph",
+     "attention-fwd-tma.tile"), "gqa_causal", ["T=200", "q=rand:51200:1", "k=rand:25600:2", "v=rand:25600:3"]),
+    ("graph attention forward, Llama's V view at d 128", os.path.join(root, "tests", "lit", "graph",
+     "attention-fwd-tma.tile"), "llama_fwd", ["T=133", "q=rand:68096:7", "k=rand:34048:8", "vp=rand:34048:9"]),
     # the bf16 attention_bwd kernel's two steps over its scratch (passes/graph_lower.c):
     # wgmma dots at d 128, V through a transposed view, causal GQA 4/2, T off the blocks
     ("graph attention backward bf16 (scratch steps, wgmma)", os.path.join(root, "tests", "lit", "graph",
