@@ -1825,33 +1825,32 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     return true;
 }
 
-/* ---- attention_bwd: FlashAttention-2's backward, two kinds of programs in one grid --------- */
+/* ---- attention_bwd: FlashAttention-2's backward, two kinds of programs -------------------- */
 
-/* attention_bwd q, k, v, o, do, lse, causal, scale[, left, right] -> dq, dk, dv as one
- * kernel whose grid holds two kinds of programs, as examples/flash_attn_bwd.tile's
- * attn_bwd_dkdv and attn_bwd_dq (one launch, so the plan keeps one kernel per op):
- *   - the first cdiv(Lk, BN) * NKV programs: a block of BN keys of one KV batch element
- *     (its head when grouped), K and V loaded once; for each of the G query heads of
- *     its group in turn, a walk over the query blocks: P^T = exp(scale K Q^T - lse)
- *     (masked: keys and rows in range, causal bottom-right aligned, the window), dV +=
- *     P^T dO, dK += (P^T * (V dO^T - delta)) Q; dK and dV summed over the group in
- *     registers, in a fixed order, without atomics; then dK * scale and dV stored;
- *   - the next cdiv(Lq, BM) * NB programs: a block of BM query rows of one batch
- *     element, a walk over the key blocks: dQ += dS K, stored times scale.
- * f32: delta = rowsum(dO * O) is computed where a query block is loaded (BM * Dv
+/* attention_bwd q, k, v, o, do, lse, causal, scale[, left, right] -> dq, dk, dv as two
+ * kinds of programs, as examples/flash_attn_bwd.tile's attn_bwd_dkdv and attn_bwd_dq:
+ *   - cdiv(Lk, BN) * NKV programs: a block of BN keys of one KV batch element (its head
+ *     when grouped), K and V loaded once; for each of the G query heads of its group in
+ *     turn, a walk over the query blocks: P^T = exp(scale K Q^T - lse) (masked: keys and
+ *     rows in range, causal bottom-right aligned, the window), dV += P^T dO, dK += (P^T *
+ *     (V dO^T - delta)) Q; dK and dV summed over the group in registers, in a fixed
+ *     order, without atomics; then dK * scale and dV stored;
+ *   - cdiv(Lq, BM) * NB programs: a block of BM query rows of one batch element, a walk
+ *     over the key blocks: dQ += dS K, stored times scale.
+ * P is never in memory. Only the blocks the causal diagonal and the window can reach
+ * are visited (bwd_query_lo and the like), each masked. Refused (the plan interpreter
+ * runs it): f64 operands, batch shapes other than q's = o's with k and v's equal or
+ * grouped along the head axis, a window or causal flag that is not a constant.
+ * f32 operands: one launch whose grid holds both kinds (the dK/dV ones first), every dot
+ * in f32, delta = rowsum(dO * O) computed where a query block is loaded (BM * Dv
  * products beside its BN * BM * (D + Dv) in the dots), so no preprocessing kernel and no
- * delta buffer. P is never in memory. Only the blocks the causal diagonal and the window
- * can reach are visited (bwd_query_lo and the like), each masked. Refused (the plan
- * interpreter runs it): f64 operands, batch shapes other than q's = o's with k and v's
- * equal or grouped along the head axis, a window or causal flag that is not a constant.
- * f32 operands: every dot in f32. q, k and v of one 16-bit float type (bf16, f16) and an
- * f32 dO (IrGKernel.bwd_scratch): examples/flash_attn_bwd.tile's 16-bit path in two
- * steps over a scratch: bwd_pre writes dO in q's type and delta (its preprocess), then
- * the programs above with dots of 16-bit operands into f32 accumulators (wgmma on
- * sm_90a: dO must be a 16-bit tile in memory for that, hence the scratch), P and dS
- * rounded to q's type before the dots that read them, exp2 with the scale and log2 e in
- * one fma, Q, K, V and dO tiles as load_block (bwd_block), i32 index vectors; the dQ
- * programs take BN query rows and BJ keys (Bwd.qm, Bwd.kn). */
+ * delta buffer. q, k and v of one 16-bit float type (bf16, f16) and an f32 dO
+ * (IrGKernel.bwd_scratch): examples/flash_attn_bwd.tile's _tma kernels in three steps
+ * over a scratch (lower_attention_bwd16): bwd_pre writes dO in q's type and delta (its
+ * preprocess), then bwd_dkdv16 and bwd_dq16, each one loop over block loads that TMA
+ * copies, with dots of 16-bit operands into f32 accumulators (wgmma on sm_90a: dO must
+ * be a 16-bit tile in memory for that, hence the scratch), P and dS rounded to q's type
+ * before the dots that read them, exp2 with the scale and log2 e in one fma. */
 typedef struct Bwd {
     const IrGOp *op;
     uint32_t q, k, v, o, dout, lse, dq, dk, dv;   /* value ids */
