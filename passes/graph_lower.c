@@ -1866,33 +1866,32 @@ static bool lower_flash(Low *L, Sig *s, const char *name)
     return true;
 }
 
-/* ---- attention_bwd: FlashAttention-2's backward, two kinds of programs in one grid --------- */
+/* ---- attention_bwd: FlashAttention-2's backward, two kinds of programs -------------------- */
 
-/* attention_bwd q, k, v, o, do, lse, causal, scale[, left, right] -> dq, dk, dv as one
- * kernel whose grid holds two kinds of programs, as examples/flash_attn_bwd.tile's
- * attn_bwd_dkdv and attn_bwd_dq (one launch, so the plan keeps one kernel per op):
- *   - the first cdiv(Lk, BN) * NKV programs: a block of BN keys of one KV batch element
- *     (its head when grouped), K and V loaded once; for each of the G query heads of
- *     its group in turn, a walk over the query blocks: P^T = exp(scale K Q^T - lse)
- *     (masked: keys and rows in range, causal bottom-right aligned, the window), dV +=
- *     P^T dO, dK += (P^T * (V dO^T - delta)) Q; dK and dV summed over the group in
- *     registers, in a fixed order, without atomics; then dK * scale and dV stored;
- *   - the next cdiv(Lq, BM) * NB programs: a block of BM query rows of one batch
- *     element, a walk over the key blocks: dQ += dS K, stored times scale.
- * f32: delta = rowsum(dO * O) is computed where a query block is loaded (BM * Dv
+/* attention_bwd q, k, v, o, do, lse, causal, scale[, left, right] -> dq, dk, dv as two
+ * kinds of programs, as examples/flash_attn_bwd.tile's attn_bwd_dkdv and attn_bwd_dq:
+ *   - cdiv(Lk, BN) * NKV programs: a block of BN keys of one KV batch element (its head
+ *     when grouped), K and V loaded once; for each of the G query heads of its group in
+ *     turn, a walk over the query blocks: P^T = exp(scale K Q^T - lse) (masked: keys and
+ *     rows in range, causal bottom-right aligned, the window), dV += P^T dO, dK += (P^T *
+ *     (V dO^T - delta)) Q; dK and dV summed over the group in registers, in a fixed
+ *     order, without atomics; then dK * scale and dV stored;
+ *   - cdiv(Lq, BM) * NB programs: a block of BM query rows of one batch element, a walk
+ *     over the key blocks: dQ += dS K, stored times scale.
+ * P is never in memory. Only the blocks the causal diagonal and the window can reach
+ * are visited (bwd_query_lo and the like), each masked. Refused (the plan interpreter
+ * runs it): f64 operands, batch shapes other than q's = o's with k and v's equal or
+ * grouped along the head axis, a window or causal flag that is not a constant.
+ * f32 operands: one launch whose grid holds both kinds (the dK/dV ones first), every dot
+ * in f32, delta = rowsum(dO * O) computed where a query block is loaded (BM * Dv
  * products beside its BN * BM * (D + Dv) in the dots), so no preprocessing kernel and no
- * delta buffer. P is never in memory. Only the blocks the causal diagonal and the window
- * can reach are visited (bwd_query_lo and the like), each masked. Refused (the plan
- * interpreter runs it): f64 operands, batch shapes other than q's = o's with k and v's
- * equal or grouped along the head axis, a window or causal flag that is not a constant.
- * f32 operands: every dot in f32. q, k and v of one 16-bit float type (bf16, f16) and an
- * f32 dO (IrGKernel.bwd_scratch): examples/flash_attn_bwd.tile's 16-bit path in two
- * steps over a scratch: bwd_pre writes dO in q's type and delta (its preprocess), then
- * the programs above with dots of 16-bit operands into f32 accumulators (wgmma on
- * sm_90a: dO must be a 16-bit tile in memory for that, hence the scratch), P and dS
- * rounded to q's type before the dots that read them, exp2 with the scale and log2 e in
- * one fma, Q, K, V and dO tiles as load_block (bwd_block), i32 index vectors; the dQ
- * programs take BN query rows and BJ keys (Bwd.qm, Bwd.kn). */
+ * delta buffer. q, k and v of one 16-bit float type (bf16, f16) and an f32 dO
+ * (IrGKernel.bwd_scratch): examples/flash_attn_bwd.tile's _tma kernels in three steps
+ * over a scratch (lower_attention_bwd16): bwd_pre writes dO in q's type and delta (its
+ * preprocess), then bwd_dkdv16 and bwd_dq16, each one loop over block loads that TMA
+ * copies, with dots of 16-bit operands into f32 accumulators (wgmma on sm_90a: dO must
+ * be a 16-bit tile in memory for that, hence the scratch), P and dS rounded to q's type
+ * before the dots that read them, exp2 with the scale and log2 e in one fma. */
 typedef struct Bwd {
     const IrGOp *op;
     uint32_t q, k, v, o, dout, lse, dq, dk, dv;   /* value ids */
@@ -1902,7 +1901,6 @@ typedef struct Bwd {
     const char *Lq, *Lk, *off, *causal, *scale;
     int64_t wl, wr;
     const char *half;        /* the 16-bit path: the dots' operand type ("bf16", "f16"), else NULL */
-    const char *qm, *kn;     /* the dQ programs' query and key block sizes ("BM", "BN"; "BN", "BJ" when half) */
     const char *mLq, *mLk, *moff;   /* Lq, Lk and off in the masks: i32 copies when half (rm and rn
                                      * are i32 there: i64 index vectors made the dK/dV loop spill) */
 } Bwd;
@@ -1960,7 +1958,6 @@ static bool bwd_read(Low *L, const IrGOp *op, Bwd *B)
     if (!c || c->kind != IR_GOP_CONST) return fail(L, "attention_bwd whose causal flag is not constant");
     B->causal = c->attr.c.i ? "1" : "0";
     B->half = L->K->bwd_scratch ? ename(B->qt->elem) : NULL;   /* passes/graph_fuse.c bwd_half */
-    B->qm = B->half ? "BN" : "BM", B->kn = B->half ? "BJ" : "BN";
     B->mLq = B->half ? "lq32" : B->Lq, B->mLk = B->half ? "lk32" : B->Lk;
     B->moff = B->half && *B->off ? " + lk32 - lq32" : B->off;
     return (B->scale = val(L, op->in[7])) != NULL;
@@ -1977,24 +1974,55 @@ static const char *bwd_row(Low *L, const Bwd *B, const char *const *c)
     return row;
 }
 
+/* The first row of batch coordinates c in the rows of a tensor of type t whose batch
+ * axes and rows are flattened row-major (sum c[d] times the rows of one index of d). */
+static const char *bwd_flat_row(Low *L, const IrTensorType *t, uint32_t nb, const char *const *c)
+{
+    const char *row = "0";
+    for (uint32_t d = 0; d < nb; d++)
+        if (!is_one(t->dims[d])) row = arena_printf(L->a, "%s + %s", row, times(L, c[d], size_expr(L, numel(L, t, d + 1, nb + 1))));
+    return row;
+}
+
 /* The 16-bit path's load of value v's block of `blk` rows from row `r0` of batch
- * coordinates c (all its head columns, `width` of them in a tile `bw` wide) as
- * `load_block` of that batch element's [L, width] matrix (rows of stride W, the
- * innermost stride 1) from its first element: the same values as the masked load
- * (zeros past L and past width), coordinates in i32 so that the block's index math is
- * 32-bit (one batch element's L * W elements below 2^31: the pointer takes the batch
- * offset in i64; i64 coordinates took registers that made the dK/dV loop spill); NULL
- * when v's head axis is strided. */
+ * coordinates c (all its head columns, `width` of them in a tile `bw` wide) as a
+ * `load_block` from the parameter itself, the form passes/blockload.c copies by TMA
+ * from a producer warpgroup (a block whose pointer is moved is not: its tensor map is
+ * made on the host from the parameter): the batch axes and the rows of v flattened into
+ * one row axis [rows, width] when they are laid out row-major (stride of a batch axis
+ * = its inner axis' length times that axis' stride), the block at that batch element's
+ * first row + r0, as examples/flash_attn_bwd.tile's _tma kernels read q, k, v and dO;
+ * or, for one batch axis laid out inside the rows ([L, H, D] memory: the head's stride
+ * is its width), the [L, row stride] matrix at column c * width. Rows past the batch
+ * element's L read the next element's rows instead of zeros: every use masks them
+ * (P and dS are 0 at rows and keys out of range, the stores test rows; as the example).
+ * Otherwise (a padded head in the column form, other strides) the pointer form: the
+ * batch element's [L, width] from p + its offset, i32 coordinates (zeros past L),
+ * copied by cp.async. NULL when v's head axis is strided. */
 static const char *bwd_block(Low *L, const Bwd *B, uint32_t v, const char *const *c, const char *r0, const char *blk,
                              int64_t width, int64_t bw)
 {
     const IrTensorType *t = vt(L, v);
     uint32_t r = t->rank;
     if (!B->half || !is_one(stride_size(L, v, r - 1))) return NULL;
+    const char *W = stride_of(L, v, r - 2);
+    bool flat = true;
+    for (uint32_t d = 0; d < B->nb; d++) {
+        IrSize in;
+        if (!is_one(t->dims[d]) &&
+            (!ir_size_mul(L->a, t->dims[d + 1], stride_size(L, v, d + 1), &in) || !ir_size_eq(in, stride_size(L, v, d))))
+            flat = false;
+    }
+    if (flat)
+        return arena_printf(L->a, "load_block(p%u, [%s, %lld], [%s, 1], [%s + %s, 0], [%s, %lld])", v,
+                            size_expr(L, numel(L, t, 0, B->nb + 1)), (long long)width, W, bwd_flat_row(L, t, B->nb, c), r0,
+                            blk, (long long)bw);
+    if (B->nb == 1 && width == bw && ir_size_eq(stride_size(L, v, 0), ir_size_const(width)))
+        return arena_printf(L->a, "load_block(p%u, [%s, %s], [%s, 1], [%s, %s], [%s, %lld])", v, size_expr(L, t->dims[r - 2]),
+                            W, W, r0, times(L, c[0], arena_printf(L->a, "%lld", (long long)width)), blk, (long long)bw);
     const char *off = "";
     for (uint32_t d = 0; d < B->nb; d++)
         if (!is_one(t->dims[d])) off = arena_printf(L->a, "%s + %s", off, times(L, c[d], stride_of(L, v, d)));
-    const char *W = stride_of(L, v, r - 2);
     return arena_printf(L->a, "load_block(p%u%s, [%s as i32, %lld], [%s as i32, 1], [(%s) as i32, 0], [%s, %lld])", v, off,
                         size_expr(L, t->dims[r - 2]), (long long)width, W, r0, blk, (long long)bw);
 }
@@ -2022,8 +2050,9 @@ static void bwd_query_block(Low *L, const Bwd *B, const char *const *c, const ch
         if (qb) fprintf(o, "%slet qt = %s;\n", ind, qb);
         else fprintf(o, "%slet qt = load(p%u + %s, qin[:, None]%s, 0);\n", ind, B->q,
                      bwd_at(L, B->q, B->nb, c, "rm[:, None]", "ed[None, :]"), dm);
-        fprintf(o, "%slet dot_ = load_block(ps + (%s) * %lld, [%s as i32, %lld], [%lld, 1], [(%s) as i32, 0], [%s, %lld]);\n",
-                ind, row, (long long)B->Dv, B->Lq, (long long)B->Dv, (long long)B->Dv, r0, blk, (long long)B->bdv);
+        fprintf(o, "%slet dot_ = load_block(ps, [%s, %lld], [%lld, 1], [%s + %s, 0], [%s, %lld]);\n", ind,
+                size_expr(L, numel(L, B->ot, 0, B->nb + 1)), (long long)B->Dv, (long long)B->Dv, row, r0, blk,
+                (long long)B->bdv);
         fprintf(o, "%slet lr = load(p%u + %s, qin, 0) as f32;\n", ind, B->lse, bwd_at(L, B->lse, B->nb, c, "rm", NULL));
         fprintf(o, "%slet lq = lr * 1.4426950408889634;\n", ind);
         fprintf(o, "%slet delta = load(pd + doff + %s + rm, qin, 0);\n", ind, row);
@@ -2100,15 +2129,15 @@ static const char *bwd_query_hi(Low *L, const Bwd *B)
 static const char *bwd_key_lo(Low *L, const Bwd *B)
 {
     if (B->wl < 0) return "0";
-    return arena_printf(L->a, "maximum(0, qb * (%s as i64)%s - %lld) / (%s as i64) * (%s as i64)", B->qm, B->off,
-                        (long long)B->wl, B->kn, B->kn);
+    return arena_printf(L->a, "maximum(0, qb * (%s as i64)%s - %lld) / (%s as i64) * (%s as i64)", "BM", B->off,
+                        (long long)B->wl, "BN", "BN");
 }
 
 static const char *bwd_key_hi(Low *L, const Bwd *B)
 {
-    if (*B->causal == '1') return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s)", B->Lk, B->qm, B->off);
+    if (*B->causal == '1') return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s)", B->Lk, "BM", B->off);
     if (B->wr < 0) return B->Lk;
-    return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s + %lld)", B->Lk, B->qm, B->off, (long long)B->wr);
+    return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s + %lld)", B->Lk, "BM", B->off, (long long)B->wr);
 }
 
 /* The dK/dV programs (the first nkb * NKV). */
@@ -2118,7 +2147,7 @@ static void bwd_dkdv(Low *L, const Bwd *B)
     const char **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc), **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc);
     fputs("        let kb = pid % nkb;\n        let kvb = pid / nkb;\n", o);
     bwd_coords(L, B->kt, B->nb, "kvb", "c", kc, "        ");
-    fputs(B->half ? "        let rn = (kb as i32) * BN + arange(0, BN);\n" : "        let rn = kb * (BN as i64) + arange(0, BN);\n", o);
+    fputs("        let rn = kb * (BN as i64) + arange(0, BN);\n", o);
     bwd_key_block(L, B, kc, "kb * (BN as i64)", "BN", "        ");
     fprintf(o, "        var dka = zeros([BN, %lld], f32);\n        var dva = zeros([BN, %lld], f32);\n", (long long)B->bd,
             (long long)B->bdv);
@@ -2130,17 +2159,11 @@ static void bwd_dkdv(Low *L, const Bwd *B)
     } else {
         fputs("        {\n", o);
     }
-    fprintf(o, "            for i0 in range(%s, %s, BM as i64) {\n                let rm = %s + arange(0, BM);\n",
-            bwd_query_lo(L, B), bwd_query_hi(L, B), B->half ? "(i0 as i32)" : "i0");
+    fprintf(o, "            for i0 in range(%s, %s, BM as i64) {\n                let rm = i0 + arange(0, BM);\n",
+            bwd_query_lo(L, B), bwd_query_hi(L, B));
     bwd_query_block(L, B, qc, "i0", "BM", "                ");
     fprintf(o, "                let seen = %s & (lr > -inf)[None, :];\n", bwd_seen(L, B, "rm[None, :]", "rn[:, None]"));
-    if (B->half)
-        fprintf(o, "                let pt = where(seen, exp2(fma(dot(kt, trans(qt)), qk, -lq[None, :]), ftz = true), 0.0);\n"
-                   "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
-                   "                dka = dot(dst as %s, qt, dka);\n"
-                   "                dva = dot(pt as %s, dot_, dva);\n            }\n        }\n", B->half, B->half);
-    else
-        fputs("                let pt = where(seen, exp(dot(kt, trans(qt)) * sc - lr[None, :]), 0.0);\n"
+    fputs("                let pt = where(seen, exp(dot(kt, trans(qt)) * sc - lr[None, :]), 0.0);\n"
               "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
               "                dka = dot(dst, qt, dka);\n"
               "                dva = dot(pt, dot_, dva);\n            }\n        }\n", o);
@@ -2162,20 +2185,14 @@ static void bwd_dq(Low *L, const Bwd *B)
     bwd_coords(L, B->ot, B->nb, "bt", "b", qc, "        ");
     for (uint32_t d = 0; d < B->nb; d++) kc[d] = qc[d];
     if (B->G > 1) kc[B->nb - 1] = arena_printf(L->a, "(b%u / %lld)", B->nb - 1, (long long)B->G);
-    if (B->half) fprintf(o, "        let rm = (qb as i32) * %s + arange(0, %s);\n", B->qm, B->qm);
-    else fprintf(o, "        let rm = qb * (%s as i64) + arange(0, %s);\n", B->qm, B->qm);
-    bwd_query_block(L, B, qc, arena_printf(L->a, "qb * (%s as i64)", B->qm), B->qm, "        ");
-    fprintf(o, "        var dqa = zeros([%s, %lld], f32);\n", B->qm, (long long)B->bd);
-    fprintf(o, "        for j in range(%s, %s, %s as i64) {\n            let rn = %s + arange(0, %s);\n", bwd_key_lo(L, B),
-            bwd_key_hi(L, B), B->kn, B->half ? "(j as i32)" : "j", B->kn);
-    bwd_key_block(L, B, kc, "j", B->kn, "            ");
+    fputs("        let rm = qb * (BM as i64) + arange(0, BM);\n", o);
+    bwd_query_block(L, B, qc, "qb * (BM as i64)", "BM", "        ");
+    fprintf(o, "        var dqa = zeros([BM, %lld], f32);\n", (long long)B->bd);
+    fprintf(o, "        for j in range(%s, %s, BN as i64) {\n            let rn = j + arange(0, BN);\n", bwd_key_lo(L, B),
+            bwd_key_hi(L, B));
+    bwd_key_block(L, B, kc, "j", "BN", "            ");
     fprintf(o, "            let seen = %s & (lr > -inf)[:, None];\n", bwd_seen(L, B, "rm[:, None]", "rn[None, :]"));
-    if (B->half)
-        fprintf(o, "            let p = where(seen, exp2(fma(dot(qt, trans(kt)), qk, -lq[:, None]), ftz = true), 0.0);\n"
-                   "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
-                   "            dqa = dot(ds as %s, kt, dqa);\n        }\n", B->half);
-    else
-        fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
+    fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
               "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
               "            dqa = dot(ds, kt, dqa);\n        }\n", o);
     if (kernel_writes(L, B->dq))
@@ -2229,6 +2246,134 @@ static void bwd_pre(Low *L, const Bwd *B, const char *name, Sig *s)
     fprintf(o, "    store(ps + r[:, None] * %lld + ev[None, :], dof, m);\n}\n\n", (long long)B->Dv);
 }
 
+/* The 16-bit path's dK/dV step (examples/flash_attn_bwd.tile's attn_bwd_dkdv_tma): a
+ * program per key block of a KV batch element, K and V loaded once, then ONE loop over
+ * the query blocks of its G query heads, t in [0, G * nqi) for nqi blocks a head (g = t
+ * / nqi, the block t % nqi of [lo, hi)): a top-level loop whose dot operands are the
+ * parameters' block loads, which passes/warpspec.c feeds from a TMA ring (nested loops
+ * or an `if` around it are no ring loop: passes/schedule.c). Its four dots are neither
+ * the schedule's gemm (independent dots) nor its attention (two chained dots), so the
+ * schedule does not choose ws for it; the default config gives ws as the example's
+ * @launch does. The sums over the group run in the same order as before (g, then the
+ * blocks). */
+static void bwd_dkdv16(Low *L, const Bwd *B)
+{
+    FILE *o = L->o;
+    const char **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc), **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc);
+    fputs("    let kb = pid % nkb;\n    let kvb = pid / nkb;\n", o);
+    bwd_coords(L, B->kt, B->nb, "kvb", "c", kc, "    ");
+    fputs("    let rn = (kb as i32) * BN + arange(0, BN);\n", o);
+    bwd_key_block(L, B, kc, "kb * (BN as i64)", "BN", "    ");
+    fprintf(o, "    var dka = zeros([BN, %lld], f32);\n    var dva = zeros([BN, %lld], f32);\n", (long long)B->bd,
+            (long long)B->bdv);
+    for (uint32_t d = 0; d < B->nb; d++) qc[d] = kc[d];
+    fprintf(o, "    let lo = %s;\n    let nqi = cdiv(maximum(%s - lo, 0), BM as i64);\n", bwd_query_lo(L, B),
+            bwd_query_hi(L, B));
+    if (B->G > 1) {
+        qc[B->nb - 1] = "qh";
+        fprintf(o, "    for t in range(0, nqi * %lld) {\n        let g = t / nqi;\n"
+                   "        let i0 = lo + (t - g * nqi) * (BM as i64);\n        let qh = c%u * %lld + g;\n",
+                (long long)B->G, B->nb - 1, (long long)B->G);
+    } else {
+        fputs("    for t in range(0, nqi) {\n        let i0 = lo + t * (BM as i64);\n", o);
+    }
+    fputs("        let rm = (i0 as i32) + arange(0, BM);\n", o);
+    bwd_query_block(L, B, qc, "i0", "BM", "        ");
+    fprintf(o, "        let seen = %s & (lr > -inf)[None, :];\n", bwd_seen(L, B, "rm[None, :]", "rn[:, None]"));
+    fprintf(o, "        let pt = where(seen, exp2(fma(dot(kt, trans(qt)), qk, -lq[None, :]), ftz = true), 0.0);\n"
+               "        let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
+               "        dka = dot(dst as %s, qt, dka);\n"
+               "        dva = dot(pt as %s, dot_, dva);\n    }\n", B->half, B->half);
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    if (kernel_writes(L, B->dk))
+        fprintf(o, "    store(p%u + %s, (dka * sc) as %s, kin[:, None]%s);\n", B->dk,
+                bwd_at(L, B->dk, B->nb, kc, "rn[:, None]", "ed[None, :]"), ename(vt(L, B->dk)->elem), dm);
+    if (kernel_writes(L, B->dv))
+        fprintf(o, "    store(p%u + %s, dva as %s, kin[:, None]%s);\n", B->dv,
+                bwd_at(L, B->dv, B->nb, kc, "rn[:, None]", "ev[None, :]"), ename(vt(L, B->dv)->elem), vm);
+}
+
+/* The 16-bit path's dQ step (attn_bwd_dq_tma): a program per block of BM query rows,
+ * Q and dO loaded once, one loop over the key blocks (K and V the ring's blocks); three
+ * dots: as dK/dV's, ws by the default config. */
+static void bwd_dq16(Low *L, const Bwd *B)
+{
+    FILE *o = L->o;
+    const char **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc), **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc);
+    fputs("    let qb = pid % nqb;\n    let bt = pid / nqb;\n", o);
+    bwd_coords(L, B->ot, B->nb, "bt", "b", qc, "    ");
+    for (uint32_t d = 0; d < B->nb; d++) kc[d] = qc[d];
+    if (B->G > 1) kc[B->nb - 1] = arena_printf(L->a, "(b%u / %lld)", B->nb - 1, (long long)B->G);
+    fputs("    let rm = (qb as i32) * BM + arange(0, BM);\n", o);
+    bwd_query_block(L, B, qc, "qb * (BM as i64)", "BM", "    ");
+    fprintf(o, "    var dqa = zeros([BM, %lld], f32);\n", (long long)B->bd);
+    fprintf(o, "    for j in range(%s, %s, BN as i64) {\n        let rn = (j as i32) + arange(0, BN);\n", bwd_key_lo(L, B),
+            bwd_key_hi(L, B));
+    bwd_key_block(L, B, kc, "j", "BN", "        ");
+    fprintf(o, "        let seen = %s & (lr > -inf)[:, None];\n", bwd_seen(L, B, "rm[:, None]", "rn[None, :]"));
+    fprintf(o, "        let p = where(seen, exp2(fma(dot(qt, trans(kt)), qk, -lq[:, None]), ftz = true), 0.0);\n"
+               "        let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
+               "        dqa = dot(ds as %s, kt, dqa);\n    }\n", B->half);
+    if (kernel_writes(L, B->dq))
+        fprintf(o, "    store(p%u + %s, (dqa * sc) as %s, qin[:, None]%s);\n", B->dq,
+                bwd_at(L, B->dq, B->nb, qc, "rm[:, None]", "ed[None, :]"), ename(vt(L, B->dq)->elem),
+                B->bd == B->D ? "" : " & dmask[None, :]");
+}
+
+/* The scalars every program of a step uses. */
+static void bwd_prelude(Low *L, const Bwd *B)
+{
+    fprintf(L->o, "    let sc = %s as f32;\n    let ed = arange(0, %lld);\n    let ev = arange(0, %lld);\n", B->scale,
+            (long long)B->bd, (long long)B->bdv);
+    if (B->half)
+        fprintf(L->o, "    let qk = sc * 1.4426950408889634;\n    let doff = cdiv(%s, 8) * 4;\n    let lq32 = %s as i32;\n"
+                      "    let lk32 = %s as i32;\n", size_expr(L, numel(L, B->ot, 0, B->ot->rank)), B->Lq, B->Lk);
+    if (B->bd != B->D) fprintf(L->o, "    let dmask = ed < %lld;\n", (long long)B->D);
+    if (B->bdv != B->Dv) fprintf(L->o, "    let vmask = ev < %lld;\n", (long long)B->Dv);
+}
+
+/* The 16-bit path: three steps, run once each in order (a chunk of one row of one,
+ * PassGKernel.steps, runtime/rt_tgraph.c): _pre writes the scratch (dO in q's type,
+ * delta) that _dkdv and _dq read. Block sizes and launch as examples/flash_attn_bwd.tile's
+ * _tma defaults at d 128: dK/dV 64 queries a step for 128 keys, dQ 128 queries for 64
+ * keys, 8 warps, 3 stages, ws (a producer warpgroup filling the TMA rings). */
+static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
+{
+    IrSize nb = numel(L, B->ot, 0, B->nb), nkv = numel(L, B->kt, 0, B->nb);
+    Sig sg[3];
+    memset(sg, 0, sizeof sg);
+    static const char *const sfx[3] = {"pre", "dkdv", "dq"};
+    bwd_pre(L, B, arena_printf(L->a, "%s_pre", name), &sg[0]);
+    const char *nkb = arena_printf(L->a, "cdiv(%s, BN as i64)", B->Lk);
+    const char *nqb = arena_printf(L->a, "cdiv(%s, BM as i64)", B->Lq);
+    for (int k = 1; k < 3; k++) {
+        autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3], ws: [0, 1]",
+                 "BM * BN <= 128 * 128",
+                 k == 1 ? "BM: 64, BN: 128, warps: 8, stages: 3, ws: 1" : "BM: 128, BN: 64, warps: 8, stages: 3, ws: 1");
+        signature(L, &sg[k], arena_printf(L->a, "%s_%s", name, sfx[k]));
+        bwd_scratch_params(L, B, &sg[k]);
+        fprintf(L->o, ", const BM: i32 = %d, const BN: i32 = %d)\n    grid(%s * %s)\n{\n", k == 1 ? 64 : 128, k == 1 ? 128 : 64,
+                k == 1 ? nkb : nqb, size_expr(L, k == 1 ? nkv : nb));
+        fprintf(L->o, "    let pid = program_id(0) as i64;\n    let %s = %s;\n", k == 1 ? "nkb" : "nqb", k == 1 ? nkb : nqb);
+        bwd_prelude(L, B);
+        if (k == 1) bwd_dkdv16(L, B);
+        else bwd_dq16(L, B);
+        fputs("}\n\n", L->o);
+    }
+    PassGKernel *steps = arena_alloc(L->a, 3 * sizeof *steps);
+    for (uint32_t i = 0; i < 3; i++) {
+        PassGArg *a = arena_alloc(L->a, (sg[i].args.len + 1) * sizeof *a);
+        memcpy(a, sg[i].args.data, sg[i].args.len * sizeof *a);
+        steps[i] = (PassGKernel){.name = arena_printf(L->a, "%s_%s", name, sfx[i]), .nargs = (uint32_t)sg[i].args.len, .args = a};
+        vec_free(&sg[i].args);
+    }
+    L->out->steps = steps;
+    L->out->nsteps = 3;
+    L->out->chunk = 1;
+    L->out->rows = ir_size_const(1);
+    return true;
+}
+
 static bool lower_attention_bwd(Low *L, Sig *sig, const char *name)
 {
     if (L->K->nops != 1) return fail(L, "attention_bwd fused with other ops");
@@ -2238,60 +2383,22 @@ static bool lower_attention_bwd(Low *L, Sig *sig, const char *name)
     long pos = ftell(L->o);
     if (!bwd_read(L, &L->g->ops.data[L->K->ops[0]], &B)) return false;
     if (ftell(L->o) != pos) return fail(L, "attention_bwd whose scale is computed");
+    if (B.half) return lower_attention_bwd16(L, &B, name);
     IrSize nb = numel(L, B.ot, 0, B.nb), nkv = numel(L, B.kt, 0, B.nb);
-    /* the 16-bit path: two steps, run once (a chunk of one row of one), the first
-     * writing the scratch the second reads (PassGKernel.steps, runtime/rt_tgraph.c) */
-    Sig pre = {0}, main_args = {0}, *s = sig;
-    const char *mname = name;
-    if (B.half) {
-        bwd_pre(L, &B, arena_printf(L->a, "%s_pre", name), &pre);
-        s = &main_args;
-        mname = arena_printf(L->a, "%s_main", name);
-    }
-    /* the 16-bit path: the dK/dV programs take BM queries a step for BN keys, the dQ
-     * programs BJ keys a step for BN queries (Bwd.qm, Bwd.kn). dQ is
-     * examples/flash_attn_bwd.tile's best (128, 64, 8 warps); dK/dV's best there, (64,
-     * 128, 8), spills 224 bytes in this kernel (ptxas -v, sm_90a, Llama's d 128, GQA 4)
-     * and (32, 128, 8) none, so BM is 32 */
-    if (B.half)
-        autotune(L, "BM: [16, 32, 64, 128], BN: [16, 32, 64, 128], BJ: [16, 32, 64, 128], warps: [4, 8], stages: [1, 2, 3]",
-                 "BM * BN <= 128 * 128", "BM: 32, BN: 128, BJ: 64, warps: 8, stages: 2");
-    else
-        autotune(L, "BM: [16, 32, 64], BN: [16, 32, 64], warps: [4, 8]", "BM * BN <= 64 * 64", "BM: 32, BN: 32, warps: 4");
-    signature(L, s, mname);
-    if (B.half) bwd_scratch_params(L, &B, s);
+    autotune(L, "BM: [16, 32, 64], BN: [16, 32, 64], warps: [4, 8]", "BM * BN <= 64 * 64", "BM: 32, BN: 32, warps: 4");
+    signature(L, sig, name);
     const char *nkb = arena_printf(L->a, "cdiv(%s, BN as i64)", B.Lk);
-    const char *nqb = arena_printf(L->a, "cdiv(%s, %s as i64)", B.Lq, B.qm);
-    fprintf(L->o, ", const BM: i32 = 32, const BN: i32 = %d%s)\n    grid(%s * %s + %s * %s)\n{\n", B.half ? 128 : 32,
-            B.half ? ", const BJ: i32 = 64" : "", nkb, size_expr(L, nkv), nqb, size_expr(L, nb));
+    const char *nqb = arena_printf(L->a, "cdiv(%s, BM as i64)", B.Lq);
+    fprintf(L->o, ", const BM: i32 = 32, const BN: i32 = 32)\n    grid(%s * %s + %s * %s)\n{\n", nkb, size_expr(L, nkv), nqb,
+            size_expr(L, nb));
     fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nkb = %s;\n    let nqb = %s;\n    let NKV = %s;\n", nkb, nqb,
             size_expr(L, nkv));
-    fprintf(L->o, "    let sc = %s as f32;\n    let ed = arange(0, %lld);\n    let ev = arange(0, %lld);\n", B.scale,
-            (long long)B.bd, (long long)B.bdv);
-    if (B.half)
-        fprintf(L->o, "    let qk = sc * 1.4426950408889634;\n    let doff = cdiv(%s, 8) * 4;\n    let lq32 = %s as i32;\n"
-                      "    let lk32 = %s as i32;\n", size_expr(L, numel(L, B.ot, 0, B.ot->rank)), B.Lq, B.Lk);
-    if (B.bd != B.D) fprintf(L->o, "    let dmask = ed < %lld;\n", (long long)B.D);
-    if (B.bdv != B.Dv) fprintf(L->o, "    let vmask = ev < %lld;\n", (long long)B.Dv);
+    bwd_prelude(L, &B);
     fputs("    if pid < nkb * NKV {\n", L->o);
     bwd_dkdv(L, &B);
     fputs("    } else {\n", L->o);
     bwd_dq(L, &B);
     fputs("    }\n}\n", L->o);
-    if (!B.half) return true;
-    PassGKernel *steps = arena_alloc(L->a, 2 * sizeof *steps);
-    Sig *ss[2] = {&pre, &main_args};
-    for (uint32_t i = 0; i < 2; i++) {
-        PassGArg *a = arena_alloc(L->a, (ss[i]->args.len + 1) * sizeof *a);
-        memcpy(a, ss[i]->args.data, ss[i]->args.len * sizeof *a);
-        steps[i] = (PassGKernel){.name = arena_printf(L->a, "%s_%s", name, i ? "main" : "pre"),
-                                 .nargs = (uint32_t)ss[i]->args.len, .args = a};
-        vec_free(&ss[i]->args);
-    }
-    L->out->steps = steps;
-    L->out->nsteps = 2;
-    L->out->chunk = 1;
-    L->out->rows = ir_size_const(1);
     return true;
 }
 

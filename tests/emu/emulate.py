@@ -302,11 +302,20 @@ GRAPHS = [
      "attention-fwd-tma.tile"), "gqa_causal", ["T=200", "q=rand:51200:1", "k=rand:25600:2", "v=rand:25600:3"]),
     ("graph attention forward, Llama's V view at d 128", os.path.join(root, "tests", "lit", "graph",
      "attention-fwd-tma.tile"), "llama_fwd", ["T=133", "q=rand:68096:7", "k=rand:34048:8", "vp=rand:34048:9"]),
-    # the bf16 attention_bwd kernel's two steps over its scratch (passes/graph_lower.c):
-    # wgmma dots at d 128, V through a transposed view, causal GQA 4/2, T off the blocks
+    # the bf16 attention_bwd kernel's steps over its scratch (passes/graph_lower.c): _pre,
+    # then _dkdv and _dq on TMA rings with a producer warpgroup (ws): wgmma dots at d 128,
+    # V through a transposed view, causal GQA 4/2 (the heads folded into the dK/dV loop),
+    # T off the blocks (flattened blocks reading the next head's rows, masked off)
     ("graph attention backward bf16 (scratch steps, wgmma)", os.path.join(root, "tests", "lit", "graph",
      "attention-bwd-bf16.tile"), "llama_attn",
      ["T=150", "q=rand:76800:17", "k=rand:38400:18", "vp=rand:38400:19", "t=rand:76800:20"]),
+    # multi-query with a window and padded head lanes (d 8 in tiles of 16); Lq < Lk causal
+    ("graph attention backward bf16, mqa window", os.path.join(root, "tests", "lit", "graph",
+     "attention-bwd-bf16.tile"), "mqa_window",
+     ["T=45", "q=rand:1440:5", "k=rand:360:6", "v=rand:360:7", "t=rand:1440:8"]),
+    ("graph attention backward bf16, Lq < Lk causal", os.path.join(root, "tests", "lit", "graph",
+     "attention-bwd-bf16.tile"), "cross_causal",
+     ["S=19", "T=41", "q=rand:304:9", "k=rand:656:10", "v=rand:984:11", "t=rand:456:12"]),
     # a bf16 LM head's chunk steps (passes/graph_lower.c lower_lce): bf16 dx and dw, dw's f32
     # sums between chunks in a buffer of their own (T 40 in chunks of 16), none for one chunk
     ("graph LM head bf16, 3 chunks (dw's f32 sums)", os.path.join(root, "tests", "lit", "graph",
