@@ -18,7 +18,13 @@
  * recomputed hangs from the source (S -> v_in). A minimum S-T cut is then a set of values
  * to save of least bytes such that everything the backward reads is saved or recomputed
  * from saved values; the nodes on the sink's side are recomputed.
- *   save-all:   every value hangs from the source: the cut is what the backward reads.
+ *   save-all:   every forward op's value hangs from the source, and so does a costly
+ *               seed-free op of the backward: the cut is what the backward reads, except
+ *               that the backward's cheap seed-free ops (an activation's derivative, a
+ *               cast up: the SwiGLU's silu'(g), silu(g) and u in f32) are computed in the
+ *               backward from the forward values they read where that saves bytes (the
+ *               bf16 g and u, 4 bytes an element, not the three f32 values, 12). No
+ *               forward op runs twice.
  *   (any policy: the fused LM head's values, in the forward in Liger's order, hang from the
  *   source and a budget never lifts them: passes/graph_lmce.c)
  *   selective:  matmul, attention, conv2d and cross_entropy_rows hang from the source
@@ -200,7 +206,8 @@ static void classify(Remat *R, const IrRemat *opt)
         uint32_t region = R->region[R->g->values.data[v].def];
         bool inside = opt->policy == IR_REMAT_CHECKPOINT && region, out = inside && region_output(R, v, region);
         bool fwd_op = R->g->values.data[v].def < R->nfwd;   /* not a seed-free op of the backward */
-        R->ban[k] = opt->policy == IR_REMAT_SAVE_ALL || (opt->policy == IR_REMAT_SELECTIVE && !R->cheap[k]) ||
+        R->ban[k] = (opt->policy == IR_REMAT_SAVE_ALL && (fwd_op || !R->cheap[k])) ||
+                    (opt->policy == IR_REMAT_SELECTIVE && !R->cheap[k]) ||
                     (opt->policy == IR_REMAT_CHECKPOINT && ((!inside && (fwd_op || !R->cheap[k])) || out));
         R->nosave[k] = inside && !out;
         if (pinned(R, k)) R->ban[k] = true, R->nosave[k] = false;
@@ -430,12 +437,18 @@ static void report_lists(Remat *R, const bool *need, PassRemat *rep)
     rep->saved_at = saved_at(R, need);
 }
 
-/* Save-all's bytes at the sizes (what a fraction budget is a fraction of). */
-static double save_all_at(Remat *R)
+/* Save-all's bytes at the sizes (what a fraction budget is a fraction of): its own cut,
+ * on a network of its own. */
+static double save_all_at(IrGraph *g, const int64_t *sizes, Arena *a)
 {
-    double s = 0;
-    for (uint32_t k = 0; k < R->nk; k++) s += R->bw_reads[k] ? R->bytes[k] : 0;
-    return s;
+    Remat R = {.g = g, .a = a, .sizes = sizes, .nv = (uint32_t)g->values.len, .nfwd = g->nfwd};
+    IrRemat all = {.policy = IR_REMAT_SAVE_ALL};
+    PassRemat scratch;
+    memset(&scratch, 0, sizeof scratch);
+    mark_dependent(&R, false);
+    make_nodes(&R);
+    classify(&R, &all);
+    return saved_at(&R, meet_budget(&R, INF, &scratch));
 }
 
 PassRemat *pass_graph_remat(IrGraph *g, const IrRemat *opt, const int64_t *sizes, Arena *a)
@@ -450,7 +463,7 @@ PassRemat *pass_graph_remat(IrGraph *g, const IrRemat *opt, const int64_t *sizes
     mark_dependent(&R, opt->policy == IR_REMAT_CHECKPOINT && g->nregions == 0);
     make_nodes(&R);
     classify(&R, opt);
-    rep->save_all_at = save_all_at(&R);
+    rep->save_all_at = save_all_at(g, sizes, a);
     rep->budget_at = opt->budget_kind == IR_BUDGET_BYTES ? opt->budget
                      : opt->budget_kind == IR_BUDGET_FRACTION ? opt->budget * rep->save_all_at : INF;
     bool *need = meet_budget(&R, rep->budget_at, rep);
