@@ -128,17 +128,21 @@ if [ "$what" = measure3 ]; then
   exit $status
 fi
 if [ "$what" = step42 ]; then
-  # the training step's kernels after a change (about 5 minutes): the graph GPU tests the
+  # the training step's kernels after a change (about 7 minutes): the graph GPU tests the
   # change touches (the LM head's steps, attention's backward, the split in Python), the
-  # step's CUDA time per kernel, then the table (eager, torch.compile, each policy)
+  # table at T 1024 (eager, torch.compile, each policy; tile's compile column cold), the
+  # step's CUDA time per kernel, the table at T 4096
   : "${STEP_TIMEOUT:=200}"
   step linear_ce python3 tests/gpu/test_linear_ce_gpu.py
   step graph_attn_bwd python3 tests/gpu/test_graph_attention_bwd_gpu.py
   step python_split env TILE_LIB="$root/build-gpu/runtime/libtileRT.so" PYTHONPATH="$root/python" \
     python3 tests/gpu/test_python_gpu.py -k Training
+  # the table first, on a kernel cache of its own: its compile column is the cold compile
+  step train_step env TILE_CACHE_DIR="$(mktemp -d)" python3 bench/graph_train_step.py \
+    --lib build-gpu/runtime/libtileRT.so --tilec build-gpu/tilec --quick --out "$OUT/train_step.md" --csv "$OUT/train_step.csv"
   step step_profile python3 bench/graph_step_profile.py --lib build-gpu/runtime/libtileRT.so
-  step train_step python3 bench/graph_train_step.py --lib build-gpu/runtime/libtileRT.so --tilec build-gpu/tilec --quick \
-    --out "$OUT/train_step.md" --csv "$OUT/train_step.csv"
+  step train_step_4096 python3 bench/graph_train_step.py --lib build-gpu/runtime/libtileRT.so --tilec build-gpu/tilec \
+    --quick --tokens 4096 --out "$OUT/train_step_4096.md" --csv "$OUT/train_step_4096.csv"
   exit $status
 fi
 if [ "$what" = issue42 ]; then
