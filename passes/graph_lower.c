@@ -2140,6 +2140,27 @@ static const char *bwd_key_hi(Low *L, const Bwd *B)
     return arena_printf(L->a, "minimum(%s, (qb + 1) * (%s as i64)%s + %lld)", B->Lk, "BM", B->off, (long long)B->wr);
 }
 
+/* The stores of a dK/dV program's results (key rows at kc), and of a dQ program's
+ * (query rows at qc), in the values' types; both paths' programs end so. */
+static void bwd_store_dkdv(Low *L, const Bwd *B, const char *const *kc, const char *ind)
+{
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    if (kernel_writes(L, B->dk))
+        fprintf(L->o, "%sstore(p%u + %s, (dka * sc) as %s, kin[:, None]%s);\n", ind, B->dk,
+                bwd_at(L, B->dk, B->nb, kc, "rn[:, None]", "ed[None, :]"), ename(vt(L, B->dk)->elem), dm);
+    if (kernel_writes(L, B->dv))
+        fprintf(L->o, "%sstore(p%u + %s, dva as %s, kin[:, None]%s);\n", ind, B->dv,
+                bwd_at(L, B->dv, B->nb, kc, "rn[:, None]", "ev[None, :]"), ename(vt(L, B->dv)->elem), vm);
+}
+
+static void bwd_store_dq(Low *L, const Bwd *B, const char *const *qc, const char *ind)
+{
+    if (kernel_writes(L, B->dq))
+        fprintf(L->o, "%sstore(p%u + %s, (dqa * sc) as %s, qin[:, None]%s);\n", ind, B->dq,
+                bwd_at(L, B->dq, B->nb, qc, "rm[:, None]", "ed[None, :]"), ename(vt(L, B->dq)->elem),
+                B->bd == B->D ? "" : " & dmask[None, :]");
+}
+
 /* The dK/dV programs (the first nkb * NKV). */
 static void bwd_dkdv(Low *L, const Bwd *B)
 {
@@ -2167,13 +2188,7 @@ static void bwd_dkdv(Low *L, const Bwd *B)
               "                let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
               "                dka = dot(dst, qt, dka);\n"
               "                dva = dot(pt, dot_, dva);\n            }\n        }\n", o);
-    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
-    if (kernel_writes(L, B->dk))
-        fprintf(o, "        store(p%u + %s, (dka * sc) as %s, kin[:, None]%s);\n", B->dk,
-                bwd_at(L, B->dk, B->nb, kc, "rn[:, None]", "ed[None, :]"), ename(vt(L, B->dk)->elem), dm);
-    if (kernel_writes(L, B->dv))
-        fprintf(o, "        store(p%u + %s, dva as %s, kin[:, None]%s);\n", B->dv,
-                bwd_at(L, B->dv, B->nb, kc, "rn[:, None]", "ev[None, :]"), ename(vt(L, B->dv)->elem), vm);
+    bwd_store_dkdv(L, B, kc, "        ");
 }
 
 /* The dQ programs (after the dK/dV ones). */
@@ -2195,10 +2210,7 @@ static void bwd_dq(Low *L, const Bwd *B)
     fputs("            let p = where(seen, exp(dot(qt, trans(kt)) * sc - lr[:, None]), 0.0);\n"
               "            let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
               "            dqa = dot(ds, kt, dqa);\n        }\n", o);
-    if (kernel_writes(L, B->dq))
-        fprintf(o, "        store(p%u + %s, (dqa * sc) as %s, qin[:, None]%s);\n", B->dq,
-                bwd_at(L, B->dq, B->nb, qc, "rm[:, None]", "ed[None, :]"), ename(vt(L, B->dq)->elem),
-                B->bd == B->D ? "" : " & dmask[None, :]");
+    bwd_store_dq(L, B, qc, "        ");
 }
 
 /* A step's scratch parameters: dO in q's type at ps, delta (f32) at pd + doff. */
@@ -2284,13 +2296,7 @@ static void bwd_dkdv16(Low *L, const Bwd *B)
                "        let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
                "        dka = dot(dst as %s, qt, dka);\n"
                "        dva = dot(pt as %s, dot_, dva);\n    }\n", B->half, B->half);
-    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
-    if (kernel_writes(L, B->dk))
-        fprintf(o, "    store(p%u + %s, (dka * sc) as %s, kin[:, None]%s);\n", B->dk,
-                bwd_at(L, B->dk, B->nb, kc, "rn[:, None]", "ed[None, :]"), ename(vt(L, B->dk)->elem), dm);
-    if (kernel_writes(L, B->dv))
-        fprintf(o, "    store(p%u + %s, dva as %s, kin[:, None]%s);\n", B->dv,
-                bwd_at(L, B->dv, B->nb, kc, "rn[:, None]", "ev[None, :]"), ename(vt(L, B->dv)->elem), vm);
+    bwd_store_dkdv(L, B, kc, "    ");
 }
 
 /* The 16-bit path's dQ step (attn_bwd_dq_tma): a program per block of BM query rows,
@@ -2314,10 +2320,7 @@ static void bwd_dq16(Low *L, const Bwd *B)
     fprintf(o, "        let p = where(seen, exp2(fma(dot(qt, trans(kt)), qk, -lq[:, None]), ftz = true), 0.0);\n"
                "        let ds = p * (dot(dot_, trans(vt)) - delta[:, None]);\n"
                "        dqa = dot(ds as %s, kt, dqa);\n    }\n", B->half);
-    if (kernel_writes(L, B->dq))
-        fprintf(o, "    store(p%u + %s, (dqa * sc) as %s, qin[:, None]%s);\n", B->dq,
-                bwd_at(L, B->dq, B->nb, qc, "rm[:, None]", "ed[None, :]"), ename(vt(L, B->dq)->elem),
-                B->bd == B->D ? "" : " & dmask[None, :]");
+    bwd_store_dq(L, B, qc, "    ");
 }
 
 /* The scalars every program of a step uses. */

@@ -477,6 +477,30 @@ static void test_gpu_launches(void **state)
     trt_mem_free(cur.ctx, out);
 }
 
+/* The LM head graphs' memory at T <= 20, V = 40 (x, w, lab, loss, dx, dw: elements of
+ * esize bytes, D of them a row), allocated and bound. */
+typedef struct HeadMem {
+    TrtDevicePtr p[6];
+} HeadMem;
+
+static void bind_head(TrtTensorGraph *g, uint64_t esize, uint64_t D, HeadMem *m)
+{
+    const uint64_t bytes[6] = {20 * D * esize, D * 40 * esize, 20 * 8, 4, 20 * D * esize, D * 40 * esize};
+    for (int i = 0; i < 6; i++) {
+        m->p[i] = 0;
+        assert_ok(trt_mem_alloc(cur.ctx, bytes[i], &m->p[i]));
+    }
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(m->p[0])));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(m->p[1])));
+    assert_ok(trt_tgraph_bind(g, "lab", trt_arg_ptr(m->p[2])));
+    for (uint32_t r = 0; r < 3; r++) assert_ok(trt_tgraph_bind_output(g, r, m->p[3 + r]));
+}
+
+static void free_head(HeadMem *m)
+{
+    for (int i = 0; i < 6; i++) trt_mem_free(cur.ctx, m->p[i]);
+}
+
 /* The LM head fused with its cross-entropy (@linear_cross_entropy(chunk = 8)): its plan
  * kernel runs its four steps once per chunk of rows, T = 20 in three chunks, each launch
  * given the chunk's first row, the row after its last and the one scratch buffer of [8, V]
@@ -486,19 +510,9 @@ static void test_gpu_chunk_loop(void **state)
     (void)state;
     TrtTensorGraph *g = get_graph_of(0, lmhead_src, "lmhead");
     rt_tgraph_module(g)->compile = fake_compile;
-    TrtDevicePtr x = 0, w = 0, lab = 0, loss = 0, dx = 0, dw = 0;
-    assert_ok(trt_mem_alloc(cur.ctx, 20 * 4 * 4, &x));
-    assert_ok(trt_mem_alloc(cur.ctx, 4 * 40 * 4, &w));
-    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8, &lab));
-    assert_ok(trt_mem_alloc(cur.ctx, 4, &loss));
-    assert_ok(trt_mem_alloc(cur.ctx, 20 * 4 * 4, &dx));
-    assert_ok(trt_mem_alloc(cur.ctx, 4 * 40 * 4, &dw));
-    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(x)));
-    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(w)));
-    assert_ok(trt_tgraph_bind(g, "lab", trt_arg_ptr(lab)));
-    assert_ok(trt_tgraph_bind_output(g, 0, loss));
-    assert_ok(trt_tgraph_bind_output(g, 1, dx));
-    assert_ok(trt_tgraph_bind_output(g, 2, dw));
+    HeadMem m;
+    bind_head(g, 4, 4, &m);
+    TrtDevicePtr x = m.p[0], w = m.p[1], dx = m.p[4], dw = m.p[5];
     assert_ok(trt_tgraph_bind_size(g, "T", 20));
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
     /* before the head: the label count, dy for a seed of 1 (1 / count) and its broadcast,
@@ -552,12 +566,7 @@ static void test_gpu_chunk_loop(void **state)
     assert_int_equal(sx->params[3], log[pre + 2].params[0]);
     assert_int_equal(sw->params[0], dw);
     assert_int_equal(sw->params[2], log[pre + 3].params[0]);
-    trt_mem_free(cur.ctx, x);
-    trt_mem_free(cur.ctx, w);
-    trt_mem_free(cur.ctx, lab);
-    trt_mem_free(cur.ctx, loss);
-    trt_mem_free(cur.ctx, dx);
-    trt_mem_free(cur.ctx, dw);
+    free_head(&m);
 }
 
 /* A bf16 head (@linear_cross_entropy(chunk = 8)): dx and dw are bf16, so the dw step's
@@ -571,19 +580,8 @@ static void test_gpu_chunk_loop_bf16(void **state)
     (void)state;
     TrtTensorGraph *g = get_graph_of(0, lmhead_bf16_src, "lmhead");
     rt_tgraph_module(g)->compile = fake_compile;
-    TrtDevicePtr x = 0, w = 0, lab = 0, loss = 0, dx = 0, dw = 0;
-    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8 * 2, &x));
-    assert_ok(trt_mem_alloc(cur.ctx, 8 * 40 * 2, &w));
-    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8, &lab));
-    assert_ok(trt_mem_alloc(cur.ctx, 4, &loss));
-    assert_ok(trt_mem_alloc(cur.ctx, 20 * 8 * 2, &dx));
-    assert_ok(trt_mem_alloc(cur.ctx, 8 * 40 * 2, &dw));
-    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(x)));
-    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(w)));
-    assert_ok(trt_tgraph_bind(g, "lab", trt_arg_ptr(lab)));
-    assert_ok(trt_tgraph_bind_output(g, 0, loss));
-    assert_ok(trt_tgraph_bind_output(g, 1, dx));
-    assert_ok(trt_tgraph_bind_output(g, 2, dw));
+    HeadMem m;
+    bind_head(g, 2, 8, &m);
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
     assert_int_equal(trt_tgraph_num_kernels(g), 5);
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
@@ -623,12 +621,7 @@ static void test_gpu_chunk_loop_bf16(void **state)
         for (int i = 0; i < sw->nparams; i++) rw |= sw->params[i] == sdw;
         assert_true(rx && rw);
     }
-    trt_mem_free(cur.ctx, x);
-    trt_mem_free(cur.ctx, w);
-    trt_mem_free(cur.ctx, lab);
-    trt_mem_free(cur.ctx, loss);
-    trt_mem_free(cur.ctx, dx);
-    trt_mem_free(cur.ctx, dw);
+    free_head(&m);
 }
 
 /* The introspection a binding uses: the module's graphs by name, and each graph's
