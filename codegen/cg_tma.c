@@ -325,6 +325,37 @@ static void store_by_element(Cg *c, const IrOp *op, const IrLayoutMap *l, CgVal 
     }
 }
 
+typedef struct Overlap {
+    const IrFunc *f;
+    const IrOp *alloc;
+    uint32_t lo, hi;
+    bool found;
+} Overlap;
+
+static uint32_t alloc_bytes(const IrFunc *f, const IrOp *alloc)
+{
+    const IrType *t = ir_value_type(f, alloc->results[0]);
+    return (uint32_t)ir_type_numel(t) * (uint32_t)ir_elem_bytes(t->elem);
+}
+
+static void find_overlap(IrOp *op, void *ud)
+{
+    Overlap *o = ud;
+    if (op->code != IR_OP_LOCAL_ALLOC || op == o->alloc) return;
+    uint32_t lo = (uint32_t)op->attr.i, hi = lo + alloc_bytes(o->f, op);
+    if (lo < o->hi && o->lo < hi) o->found = true;
+}
+
+/* Whether another buffer lies in the bytes of staging buffer `alloc` (tma_stores in the
+ * two branches of an `if` share an area, passes/tmastore.c). */
+static bool area_shared(Cg *c, const IrOp *alloc)
+{
+    Overlap o = {.f = c->f, .alloc = alloc, .lo = (uint32_t)alloc->attr.i};
+    o.hi = o.lo + alloc_bytes(c->f, alloc);
+    ir_walk((IrBlock *)&c->f->body, find_overlap, &o);
+    return o.found;
+}
+
 /* tma_store %buf, %v, %p, shapes, strides, offsets: the value in chunks of the staging
  * buffer's shape (rows R of the buffer, cols = swizzle / element bytes; chunk q = the
  * column block q / NR and the row block q % NR), chunk q into buf[q % 2]:
@@ -388,11 +419,16 @@ static bool lower_store(Cg *c, const IrOp *op)
             if (j > hi[k]) hi[k] = j;
         }
     }
+    /* the first chunk's half may still be read by the last bulk group issued before it
+     * where that group was another store's through the same area, or this store's own
+     * one chunk in an earlier iteration: it waits for every group then */
+    bool drain = nchunk == 1 || area_shared(c, alloc);
     for (int32_t j = 0; j < nchunk; j++) {
         uint32_t at = base + (uint32_t)(j % 2) * half;
         int64_t r0 = (int64_t)(j % nr) * rows, c0 = (int64_t)(j / nr) * cols;   /* the chunk's corner */
         LLVMBasicBlockRef after = begin_if(c, thread0(c));
-        asm_void(c, NULL, 0, "cp.async.bulk.wait_group.read 1;", "~{memory}");
+        asm_void(c, NULL, 0, j == 0 && drain ? "cp.async.bulk.wait_group.read 0;" : "cp.async.bulk.wait_group.read 1;",
+                 "~{memory}");
         end_if(c, after);
         cg_barrier(c);
         for (uint32_t k = 0; k < n; k += run) {

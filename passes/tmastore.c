@@ -13,9 +13,10 @@
  * at launch as block_load's (the pointer one of at most 4 parameters that the variant's
  * class makes 16-byte aligned, shapes and strides constants or parameters, the row
  * stride a multiple of 16 bytes); a row of the block a multiple of 32 bytes, at most 256
- * rows, a multiple of 8; and the store not inside an `if` or `while` (its barriers need
- * every thread of the program), in a kernel without a `return` inside a region (the
- * stores must be waited for before the program ends).
+ * rows, a multiple of 8; and the store inside `for` and `if` only, not a `while` (its
+ * barriers need every thread of the program; an `if`'s condition is a scalar, which every
+ * thread computes alike), in a kernel without a `return` inside a region (the stores
+ * must be waited for before the program ends).
  *
  * How (tmastore_lower, from passes/shared.c once the layouts and rings are placed): a
  * kept store whose value is in a tensor-core accumulator layout (every thread's
@@ -29,7 +30,10 @@
  * The staging buffer holds two chunks of the value (a row of one chunk is the
  * swizzle's width: 128, 64 or 32 bytes; its rows the value's, halved above 128), so
  * that the threads write chunk j + 1 while TMA reads chunk j (codegen/cg_tma.c). It goes after the buffers the rings
- * took; where it does not fit under the shared-memory limit, or the value's layout is
+ * took. Stores in the two branches of one `if` share one area (their local_allocs print
+ * the same offset; the LM head's dw step stores bf16 or f32 sums): the first chunk of a
+ * store through a shared area, or of one chunk only, waits until every earlier bulk
+ * group has read its buffer. Where a buffer does not fit under the shared-memory limit, or the value's layout is
  * another, the store becomes the masked pointer store that blockload makes of every
  * other block_store. A kernel holds at most CG_MAX_TMA maps; stores that would exceed
  * it are expanded too. A store marked `upper` (a masked pointer store, passes/ptrblock.c)
@@ -84,8 +88,10 @@ bool tmastore_kept(const IrFunc *f, const IrOp *op)
         if (!blockload_host_known(f, op->operands[1 + d], &m, true)) return false;
     if (!blockload_host_known(f, op->operands[3], &m, false) || m < 1 || (m * eb) % 16) return false;
     if (!pass_nvmma_swizzle(vt, 1) || vt->shape[0] > 256) return false;
+    /* inside `for` and `if` only: an `if`'s condition is a scalar, the same for every
+     * thread of the program, so all of them reach the store's barriers or none does */
     for (const IrBlock *b = op->parent; b && b->parent_op; b = b->parent_op->parent)
-        if (b->parent_op->code != IR_OP_FOR) return false;
+        if (b->parent_op->code != IR_OP_FOR && b->parent_op->code != IR_OP_IF) return false;
     return !inner_return(&f->body, false);
 }
 
@@ -142,6 +148,38 @@ static void expanded_fits(IrFunc *f, IrOp *st, const IrLayout *acc, uint32_t off
     if (scratch + ((offset + 1023) & ~1023u) > limit) pass_layout_store_in(f, st, acc);
 }
 
+/* Stores a and b never run in one execution of the program's code between them: the
+ * innermost op holding both is an `if`, one in its `then`, the other in its `else`. */
+static bool exclusive(const IrOp *a, const IrOp *b)
+{
+    for (const IrBlock *ba = a->parent; ba && ba->parent_op; ba = ba->parent_op->parent)
+        for (const IrBlock *bb = b->parent; bb && bb->parent_op; bb = bb->parent_op->parent)
+            if (ba->parent_op == bb->parent_op) return ba != bb && ba->parent_op->code == IR_OP_IF;
+    return false;
+}
+
+/* A staging area: its byte offset and size, and the stores that stage through it, each
+ * exclusive of the others (the two branches of an `if`: the LM head's dw step writes
+ * bf16 or f32 sums, never both, passes/graph_lower.c). */
+typedef struct Area {
+    uint32_t at, bytes;
+    const IrOp *users[8];
+    uint32_t nusers;
+} Area;
+
+/* An area of `areas` that the store can share (large enough, every user exclusive of
+ * it), or NULL. */
+static Area *shareable(Area *areas, uint32_t n, const IrOp *st, uint32_t bytes)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        Area *ar = &areas[i];
+        bool ok = ar->bytes >= bytes && ar->nusers < 8;
+        for (uint32_t u = 0; ok && u < ar->nusers; u++) ok = exclusive(ar->users[u], st);
+        if (ok) return ar;
+    }
+    return NULL;
+}
+
 bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
 {
     Stores s = {0};
@@ -152,6 +190,8 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
     copy_maps(f, &f->body, &cm);
     uint32_t maps = cm.n;
     bool any = false;
+    Area *areas = s.len ? arena_alloc(ir_ctx_arena(c), s.len * sizeof *areas) : NULL;
+    uint32_t nareas = 0;
     for (size_t i = 0; i < s.len; i++) {
         IrOp *op = s.data[i];
         IrValue v = op->operands[7];
@@ -165,7 +205,9 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         /* two chunks for each consumer warpgroup (a pingpong kernel's two store their own tiles) */
         uint32_t halves = 2u * (uint32_t)ir_consumer_groups(f);
         uint32_t at = (*offset + 1023) & ~1023u, bytes = halves * (uint32_t)rows * (uint32_t)sw;
-        if (!stageable(vt) || maps + np > MAX_MAPS || at + bytes > limit) {
+        Area *shared = stageable(vt) ? shareable(areas, nareas, op, bytes) : NULL;
+        if (shared) at = shared->at;
+        if (!stageable(vt) || maps + np > MAX_MAPS || (!shared && at + bytes > limit)) {
             const IrLayout *acc = vt->layout;
             IrOp *st = blockstore_expand_laid_out(f, op);
             expanded_fits(f, st, acc, *offset, limit);
@@ -183,10 +225,12 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
                                                pass_nvmma_layout(c, chunk, 1));
         IrOp *alloc = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
         alloc->attr.i = at;
-        *offset = at + bytes;
+        if (!shared) *offset = at + bytes;
         IrValue ops[9] = {alloc->results[0], v};
         for (int j = 0; j < 7; j++) ops[2 + j] = op->operands[j];     /* ptr, shapes, strides, offsets */
-        ir_build(&b, IR_OP_TMA_STORE, ops, 9, NULL, 0, 0);
+        IrOp *ts = ir_build(&b, IR_OP_TMA_STORE, ops, 9, NULL, 0, 0);
+        if (shared) shared->users[shared->nusers++] = ts;
+        else areas[nareas++] = (Area){.at = at, .bytes = bytes, .users = {ts}, .nusers = 1};
         ir_op_remove(op);
         any = true;
     }

@@ -118,6 +118,11 @@ CASES = [
     ("gemm pointers div8 sizes", os.path.join(root, "bench", "matmul_pointers.tile"), "matmul_bf16",
      ["BM=64", "BN=64", "BK=32"], gemm(40, 56, 72), ["c"], 0),
     ("gemm ping-pong", MM, "matmul_bf16", ["BN=128", "warps=4", "pingpong=1"], gemm(384, 256, 128), ["c"], 0),
+    # TMA stores in both branches of an `if` through one staging area (passes/tmastore.c),
+    # the branch alternating from tile to tile of the persistent walk
+    ("tma stores in both branches of an if", os.path.join(root, "tests", "lit", "passes", "tma_store.tile"), "branches",
+     ["ws=1", "persistent=1"], ["c=zeros:98304", "c32=zeros:98304", "a=rand:49152:1", "b=rand:49152:2", "M=384",
+                                "N=256", "K=128"], ["c", "c32"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
                                                  "persistent=0"], gemm(128, 192, 80), ["c"], 0),
     ("gemm + bias + gelu default", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", [],
