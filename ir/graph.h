@@ -309,7 +309,8 @@ typedef struct IrGKernel {
                               * that memory, read row-major in the new shape (ir_gplan_root) */
     int64_t chunk;           /* kind linear_cross_entropy: the rows of a chunk (its op's chunk
                               * operand): the kernel runs once per chunk of rows, holding
-                              * [chunk, V] logits in its scratch buffer; else 0 */
+                              * [chunk, V] logits in its scratch buffer (or once, [rows, V],
+                              * up to `whole` rows); else 0 */
     uint32_t scratch;        /* with chunk: the buffer of those logits (memory of the kernel's
                               * own, no value: its IrGBuffer has nvalues 0); with partials
                               * that buffer holds the partial sums, with bwd_scratch dO and
@@ -318,8 +319,13 @@ typedef struct IrGKernel {
                               * first step, each summing a strided share of every tensor into
                               * its row of the scratch ([stats, partials] of the result's
                               * type), which a second step adds in a fixed order; else 0 */
+    IrSize whole;            /* with chunk: the most rows that run as one chunk of all of
+                              * them (the scratch then [rows, V]): chunk + (4 / s) * D, s the
+                              * scratch's element bytes, where dw's f32 sums would be needed
+                              * (dw_sum's condition: s*rows*V <= s*chunk*V + 4*D*V, one chunk
+                              * holds no more memory than several and their sums), else chunk */
     bool dw_sum;             /* kind linear_cross_entropy on bf16 x whose dw is written and
-                              * whose rows may be more than one chunk: buffer sum holds dw's
+                              * whose rows may be more than `whole`: buffer sum holds dw's
                               * f32 partial sums [D, V] between the chunks (the last chunk
                               * writes the bf16 dw); without it one chunk writes dw at once */
     uint32_t sum;            /* with dw_sum: that buffer (no value; IrGBuffer.over) */
@@ -342,12 +348,19 @@ typedef struct IrGBuffer {
     IrSize bytes;
     uint32_t nvalues;
     const uint32_t *values, *first, *last;
-    int64_t over;            /* > 0: memory only when the size rows is more than over (a
-                              * chunked kernel's dw sum: only with several chunks); no
-                              * memory (a null pointer that nothing reads) otherwise */
-    IrSize rows;
-
+    /* A rows condition (a chunked LM head's regimes, IrGKernel.whole): while the size rows
+     * is at most upto, the buffer holds `one` bytes instead of bytes (the scratch: one
+     * chunk of every row; dw's f32 sums: 0, no memory, a null pointer nothing reads). */
+    bool cond;
+    IrSize rows, upto, one;
 } IrGBuffer;
+
+/* Buffer B's bytes for the sizes `names[i] = vals[i]` (its rows condition decided);
+ * false if a size is unbound or on overflow. */
+bool ir_gbuffer_bytes(const IrGBuffer *B, const char *const *names, const int64_t *vals, uint32_t n, int64_t *out);
+/* Whether a chunked kernel of rows `rows` and threshold `whole` (IrGKernel.whole) runs
+ * one chunk of every row at these sizes; false too where a size is unbound. */
+bool ir_lce_one_chunk(IrSize rows, IrSize whole, const char *const *names, const int64_t *vals, uint32_t n);
 
 typedef struct IrGPlan {
     uint32_t nkernels;

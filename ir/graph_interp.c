@@ -94,6 +94,8 @@ typedef struct Run {
     const IrGOp *op;
     char *err;
     size_t errlen;
+    int64_t whole;           /* > 0: a plan's linear_cross_entropy kernel runs its rows as
+                              * chunks of this many (IrGKernel.whole's regime), not its chunk */
 } Run;
 
 static bool fail(Run *R, const char *fmt, ...)
@@ -647,13 +649,15 @@ static bool run_cross_entropy_grad(Run *R, IrGTensor *o)
  * once at the end, so that every value is bit for bit the op-by-op graph's (whose
  * matmuls sum in double). bf16 x: g rounded to bf16 and dx and dw bf16 values (each
  * product rounded once, as the gradient rules' bf16 products: ir/graph_grad.c r_matmul).
- * Only a [chunk, V] block of logits is held at a time. */
+ * Only a [chunk, V] block of logits is held at a time; through a plan, the chunks its
+ * kernel runs (all rows as one while they are at most IrGKernel.whole). */
 static bool run_linear_cross_entropy(Run *R, IrGTensor *outs)
 {
     const IrGTensor *x = in(R, IR_LCE_X), *w = in(R, IR_LCE_W), *lab = in(R, IR_LCE_LABELS), *d = in(R, IR_LCE_DY);
     int64_t N = x->dims[0], D = x->dims[1], V = w->dims[1], ign = in(R, IR_LCE_IGNORE)->i[0];
     int64_t C = in(R, IR_LCE_CHUNK)->i[0];
     if (C < 1) return fail(R, "the chunk must be at least 1 row, not %lld", (long long)C);
+    if (R->whole > 0) C = R->whole;   /* the plan's regime: one chunk of every row */
     if (C > N) C = N ? N : 1;
     bool half = x->elem == IR_BF16;   /* the products on bf16: g and each product rounded to bf16 */
     IrGTensor z, *rows = &outs[0], *dx = &outs[1], *dw = &outs[2];
@@ -1026,7 +1030,14 @@ static bool run_kernel(Run *R, const IrGPlan *plan, uint32_t k, char *where, IrG
                 R->op = op;
                 return fail(R, "kernel k%u reads value %u, which no earlier kernel wrote", k, op->in[j]);
             }
-        if (!exec_op(R, K->ops[i], outs)) return false;
+        int64_t rows;   /* a chunked kernel's regime at these sizes (IrGKernel.whole) */
+        R->whole = K->chunk > 0 && ir_lce_one_chunk(R->g->values.data[op->in[IR_LCE_X]].type.dims[0], K->whole, R->g->sizes,
+                                                    R->sizes, R->g->nsizes) &&
+                   ir_size_eval(R->g->values.data[op->in[IR_LCE_X]].type.dims[0], R->g->sizes, R->sizes, R->g->nsizes, &rows)
+                       ? rows : 0;
+        bool ok = exec_op(R, K->ops[i], outs);
+        R->whole = 0;
+        if (!ok) return false;
         for (uint32_t r = 0; r < op->nout; r++) where[op->out[r]] = 2;
     }
     for (uint32_t i = 0; i < K->nwrites; i++) where[K->writes[i]] = 1;

@@ -64,6 +64,20 @@ static bool is_param(const IrGraph *g, uint32_t v) { return g->values.data[v].de
 
 uint32_t ir_gplan_root(const IrGPlan *p, uint32_t v) { return p->root ? p->root[v] : v; }
 
+bool ir_lce_one_chunk(IrSize rows, IrSize whole, const char *const *names, const int64_t *vals, uint32_t n)
+{
+    int64_t r, w;
+    return ir_size_eval(rows, names, vals, n, &r) && ir_size_eval(whole, names, vals, n, &w) && r <= w;
+}
+
+bool ir_gbuffer_bytes(const IrGBuffer *B, const char *const *names, const int64_t *vals, uint32_t n, int64_t *out)
+{
+    if (!B->cond) return ir_size_eval(B->bytes, names, vals, n, out);
+    int64_t r, w;
+    if (!ir_size_eval(B->rows, names, vals, n, &r) || !ir_size_eval(B->upto, names, vals, n, &w)) return false;
+    return ir_size_eval(r <= w ? B->one : B->bytes, names, vals, n, out);
+}
+
 uint32_t ir_gplan_num_launched(const IrGPlan *p)
 {
     uint32_t n = 0;
@@ -95,7 +109,10 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
             continue;
         }
         fprintf(out, "kernel k%u %s", k, K->kind);
-        if (K->chunk > 0) fprintf(out, " (chunks of %lld rows)", (long long)K->chunk);
+        if (K->chunk > 0 && ir_size_eq(K->whole, ir_size_const(K->chunk)))
+            fprintf(out, " (chunks of %lld rows)", (long long)K->chunk);
+        else if (K->chunk > 0)
+            fprintf(out, " (chunks of %lld rows, one chunk up to %s rows)", (long long)K->chunk, ir_size_str(a, K->whole));
         if (K->partials) fprintf(out, " (%u programs' partial sums, then their sum)", K->partials);
         fputc(':', out);
         for (uint32_t i = 0; i < K->nops; i++) {
@@ -111,12 +128,13 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
     }
     for (uint32_t b = 0; b < p->nbuffers; b++) {
         const IrGBuffer *B = &p->buffers[b];
-        int64_t rows;
-        fprintf(out, "buffer b%u (%s bytes", b,   /* 0: the count overflows */
-                ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes));
-        if (B->over > 0 && !ir_size_is_const(B->rows, &rows))
-            fprintf(out, ", only when %s > %lld", ir_size_str(a, B->rows), (long long)B->over);
-        fputs("):", out);
+        const char *bytes = ir_size_eq(B->bytes, ir_size_const(0)) ? "?" : ir_size_str(a, B->bytes);   /* ?: overflows */
+        if (!B->cond) fprintf(out, "buffer b%u (%s bytes):", b, bytes);
+        else if (ir_size_eq(B->one, ir_size_const(0)))
+            fprintf(out, "buffer b%u (%s bytes, only when %s > %s):", b, bytes, ir_size_str(a, B->rows), ir_size_str(a, B->upto));
+        else
+            fprintf(out, "buffer b%u (%s bytes when %s <= %s, else %s):", b, ir_size_str(a, B->one), ir_size_str(a, B->rows),
+                    ir_size_str(a, B->upto), bytes);
         for (uint32_t k = 0; !B->nvalues && k < p->nkernels; k++) {
             const IrGKernel *K = &p->kernels[k];
             if (K->dw_sum && K->sum == b) {
@@ -135,9 +153,18 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
                 fprintf(out, " dO as %s and delta of k%u", ir_elem_name(g->values.data[op->in[0]].type.elem), k);
                 continue;
             }
-            fprintf(out, " the logits of k%u, %s[%lld, %s] a chunk", k,
-                    ir_elem_name(ir_lce_scratch_elem(g, op)), (long long)K->chunk,
-                    ir_size_str(a, g->values.data[op->in[IR_LCE_W]].type.dims[1]));
+            const char *S = ir_elem_name(ir_lce_scratch_elem(g, op)), *V = ir_size_str(a, g->values.data[op->in[IR_LCE_W]].type.dims[1]);
+            const char *N = ir_size_str(a, g->values.data[op->in[IR_LCE_X]].type.dims[0]);
+            int64_t nr, wr;   /* known rows: one chunk or several, decided here */
+            bool one = ir_size_is_const(g->values.data[op->in[IR_LCE_X]].type.dims[0], &nr) &&
+                       ir_size_is_const(K->whole, &wr) && nr <= wr;
+            if (!B->cond && !one)
+                fprintf(out, " the logits of k%u, %s[%lld, %s] a chunk", k, S, (long long)K->chunk, V);
+            else if (!B->cond)
+                fprintf(out, " the logits of k%u, %s[%s, %s] in one chunk", k, S, N, V);
+            else
+                fprintf(out, " the logits of k%u, %s[%s, %s] in one chunk, else %s[%lld, %s] a chunk", k, S, N, V, S,
+                        (long long)K->chunk, V);
         }
         for (uint32_t i = 0; i < B->nvalues; i++)
             fprintf(out, "%s %%%s : %s (k%u to k%u)", i ? "," : "", names[B->values[i]],

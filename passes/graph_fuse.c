@@ -1134,23 +1134,56 @@ static bool size_le(Arena *a, IrSize x, IrSize y)
 /* An attention_bwd kernel whose q, k and v are of one 16-bit float type and whose dO is
  * f32: its lowering's first step writes dO in q's type and delta into a scratch
  * (IrGKernel.bwd_scratch). */
-/* A bf16 linear_cross_entropy kernel K writing dw: its dw is bf16, rounded once after
- * the sum over every row, so when the rows may span several chunks the partial sums wait
- * between them in f32, in a buffer of K's own ([D, V] f32, IrGKernel.sum) that the plan
- * holds only when the rows are more than a chunk (IrGBuffer.over: known sizes decide
- * here, a symbolic row count at run time). One chunk writes the bf16 dw at once. */
+/* A chunked linear_cross_entropy kernel K: how many rows it runs as one chunk, and its
+ * buffers (the logits' scratch, dw's f32 sums). A bf16 dw is rounded once after the sum
+ * over every row, so when the rows span several chunks the partial sums wait between
+ * them in f32, a [D, V] buffer of K's own (IrGKernel.sum). One chunk of all N rows needs
+ * no sums and holds s*N*V bytes of logits (s the scratch's element bytes) against
+ * s*C*V + 4*D*V for chunks of C rows: so N rows run as one chunk whenever N <= C +
+ * (4 / s) * D (IrGKernel.whole: 9216 rows at D 4096 for bf16 logits), and the buffers
+ * follow that regime (IrGBuffer.cond: known sizes decide here, symbolic ones at run
+ * time). Without the sums (an f32 head adds into dw itself, or no dw) one chunk holds
+ * less only up to C rows. */
+static void lce_whole(Fuse *F, IrGKernel *K)
+{
+    const IrGOp *op = opat(F, K->ops[0]);
+    const IrTensorType *x = vtype(F, op->in[IR_LCE_X]), *dw = vtype(F, op->out[2]);
+    int64_t s = ir_elem_bytes(ir_lce_scratch_elem(F->g, op));
+    bool writes = false;
+    for (uint32_t i = 0; i < K->nwrites; i++) writes |= K->writes[i] == op->out[2];
+    K->whole = ir_size_const(K->chunk);
+    if (dw->elem != IR_BF16 || !writes || 4 % s || !ir_size_add(F->a, K->whole, x->dims[1], 4 / s, &K->whole))
+        K->whole = ir_size_const(K->chunk);
+}
+
+/* Buffer B with the rows condition of K's regimes, or decided where the sizes are known:
+ * `one` bytes with one chunk, B's own with several. */
+static IrGBuffer lce_regime(Fuse *F, const IrGKernel *K, IrGBuffer B, IrSize one)
+{
+    IrSize rows = vtype(F, opat(F, K->ops[0])->in[IR_LCE_X])->dims[0];
+    int64_t r, w;
+    if (ir_size_is_const(rows, &r) && ir_size_is_const(K->whole, &w)) {
+        if (r <= w) B.bytes = one;
+        return B;
+    }
+    B.cond = true, B.rows = rows, B.upto = K->whole, B.one = one;
+    return B;
+}
+
 static void lce_dw_sum(Fuse *F, IrGKernel *K, IrGBuffer *out, uint32_t *nb)
 {
     const IrGOp *op = opat(F, K->ops[0]);
     const IrTensorType *x = vtype(F, op->in[IR_LCE_X]), *dw = vtype(F, op->out[2]);
     bool writes = false;
     for (uint32_t i = 0; i < K->nwrites; i++) writes |= K->writes[i] == op->out[2];
-    int64_t rows;
-    if (dw->elem != IR_BF16 || !writes || (ir_size_is_const(x->dims[0], &rows) && rows <= K->chunk)) return;
+    int64_t rows, whole;
+    if (dw->elem != IR_BF16 || !writes ||
+        (ir_size_is_const(x->dims[0], &rows) && ir_size_is_const(K->whole, &whole) && rows <= whole))
+        return;
     IrSize bytes;
     if (!ir_size_mul(F->a, dw->dims[0], dw->dims[1], &bytes) || !ir_size_mul(F->a, bytes, ir_size_const(4), &bytes))
         bytes = ir_size_const(0);
-    out[*nb] = (IrGBuffer){.bytes = bytes, .over = K->chunk, .rows = x->dims[0]};
+    out[*nb] = lce_regime(F, K, (IrGBuffer){.bytes = bytes}, ir_size_const(0));
     K->dw_sum = true;
     K->sum = (*nb)++;
 }
@@ -1238,15 +1271,19 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         const IrGKernel *K = &plan->kernels[k];
         if (K->chunk <= 0 && !K->partials) continue;
         const IrGOp *op = &g->ops.data[K->ops[0]];
-        IrSize bytes = ir_size_const(0);
+        IrSize bytes = ir_size_const(0), one = ir_size_const(0);
         if (K->partials) {
             bytes = ir_size_const((int64_t)K->partials * K->nops * ir_elem_bytes(ir_gstats_elem(g, K)));
+            out[nb++] = (IrGBuffer){.bytes = bytes};
         } else {
-            const IrTensorType *w = vtype(F, op->in[IR_LCE_W]);
-            if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * ir_elem_bytes(ir_lce_scratch_elem(g, op))), &bytes))
-                bytes = ir_size_const(0);
+            const IrTensorType *w = vtype(F, op->in[IR_LCE_W]), *x = vtype(F, op->in[IR_LCE_X]);
+            int64_t s = ir_elem_bytes(ir_lce_scratch_elem(g, op));
+            lce_whole(F, (IrGKernel *)K);
+            if (!ir_size_mul(F->a, w->dims[1], ir_size_const(K->chunk * s), &bytes)) bytes = ir_size_const(0);
+            if (!ir_size_mul(F->a, w->dims[1], x->dims[0], &one) || !ir_size_mul(F->a, one, ir_size_const(s), &one))
+                one = ir_size_const(0);
+            out[nb++] = lce_regime(F, K, (IrGBuffer){.bytes = bytes}, one);
         }
-        out[nb++] = (IrGBuffer){.bytes = bytes};
         ((IrGKernel *)K)->scratch = nb - 1;   /* make_plan's kernels, in F's arena: ours to fill */
         if (K->chunk > 0) lce_dw_sum(F, (IrGKernel *)K, out, &nb);
     }

@@ -22,7 +22,8 @@
  * replaced ops and what only they read (w's cast and trans for dx) go. The seed of the
  * backward reaches the op through dy, so any scale of the loss is exact. chunk: the rows
  * whose [chunk, V] logits the plan holds at a time (a decision of this pass, an i64
- * constant operand, printed in the IR and the plan).
+ * constant operand, printed in the IR and the plan; the plan runs fewer rows than
+ * IrGKernel.whole as one chunk, where that holds less memory: passes/graph_fuse.c).
  *
  * Liger's order (liger_plan; so that a forward/backward split computes the loss in its
  * forward part, passes/graph_split.c): dy is linear in the seed, so the backward's ops

@@ -2583,8 +2583,8 @@ static bool lower_adamw(Low *L, Sig *s, const char *name)
 
 /* A step kernel's parameters (the LM head's chunk steps, grad_stats' two steps): the
  * values vs (pointers p<v>; scalar parameters by value, a<v>), the scratch ps of element
- * type S, the chunk's first row (off) and the row after its last (end), every size; its
- * arguments in s. */
+ * type S, the chunk's first row (off) and the row after its last (end), a chunk's rows
+ * (cn = end - off: the LM head's), every size; its arguments in s. */
 static void step_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *S)
 {
     fprintf(L->o, "kernel %s(", name);
@@ -2593,10 +2593,11 @@ static void step_signature(Low *L, Sig *s, const char *name, const uint32_t *vs,
         fprintf(L->o, "%s%s%u: %s%s", i ? ", " : "", sc ? "a" : "p", vs[i], sc ? "" : "*", ename(vt(L, vs[i])->elem));
         vec_push(&s->args, ((PassGArg){sc ? PASS_GARG_SCALAR : PASS_GARG_PTR, vs[i]}));
     }
-    fprintf(L->o, ", ps: *%s, off: i64, end: i64", S);
+    fprintf(L->o, ", ps: *%s, off: i64, end: i64%s", S, L->K->chunk > 0 ? ", cn: i64" : "");
     vec_push(&s->args, ((PassGArg){PASS_GARG_SCRATCH, L->K->scratch}));
     vec_push(&s->args, ((PassGArg){PASS_GARG_OFFSET, 0}));
     vec_push(&s->args, ((PassGArg){PASS_GARG_END, 0}));
+    if (L->K->chunk > 0) vec_push(&s->args, ((PassGArg){PASS_GARG_ROWS, 0}));
     for (uint32_t i = 0; i < L->g->nsizes; i++) {
         fprintf(L->o, ", s_%s: i64", L->g->sizes[i]);
         vec_push(&s->args, ((PassGArg){PASS_GARG_SIZE, i}));
@@ -2715,13 +2716,14 @@ static const char *lce_w_block(Low *L, uint32_t w, const char *D, const char *V,
 }
 
 /* The three GEMM steps on bf16 x and w, every operand a block load (TMA rings on sm_90a):
- * st 0 the chunk's logits x[off:end] @ w into the bf16 scratch [C, V], st 2 its dx =
- * g @ trans(w) into rows off..end of the bf16 dx, st 3 dw += trans(x[off:end]) @ g.
- * Rows past the chunk read zeros (x's block shape ends at `end`; the scratch's at C) and
- * are never written (dx's block shape ends at `end`). Products on bf16 operands with f32
- * accumulators, rounded as the bf16 gradient rules round theirs (ir/graph.h): dx each
- * chunk, dw once, the earlier chunks' sums kept in f32 at pa (IrGKernel.dw_sum: only
- * where the rows may be more than a chunk; a single chunk stores the bf16 dw at once). */
+ * st 0 the chunk's logits x[off:end] @ w into the bf16 scratch [cn, V] (cn = end - off,
+ * the chunk's rows: C, or every row as one chunk), st 2 its dx = g @ trans(w) into rows
+ * off..end of the bf16 dx, st 3 dw += trans(x[off:end]) @ g. Rows past the chunk read
+ * zeros (x's block shape ends at `end`; the scratch's at cn) and are never written (dx's
+ * block shape ends at `end`). Products on bf16 operands with f32 accumulators, rounded as
+ * the bf16 gradient rules round theirs (ir/graph.h): dx each chunk, dw once, the earlier
+ * chunks' sums kept in f32 at pa (IrGKernel.dw_sum: only where the rows may be more than
+ * IrGKernel.whole; one chunk, off 0 and end the rows, stores the bf16 dw at once). */
 static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, const char *N, const char *D,
                           const char *V, const char *C_s)
 {
@@ -2793,8 +2795,10 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     const IrTensorType *tx = vt(L, x), *tw = vt(L, w);
     const char *N = size_expr(L, tx->dims[0]), *D = size_expr(L, tx->dims[1]), *V = size_expr(L, tw->dims[1]);
     const char *E = ename(tx->elem), *A = ename(vt(L, dy)->elem), *LT = ename(vt(L, lab)->elem);
+    /* the chunk's rows from its bounds: chunks of C rows, or one of every row (at most
+     * IrGKernel.whole: the scratch then [N, V]) */
     long long C = (long long)L->K->chunk;
-    const char *C_s = arena_printf(L->a, "%lld", C);
+    const char *C_s = "cn";
     /* bf16 x and w: g rounded to bf16 in the scratch, dx and dw products on bf16 operands
      * (tensor cores), rounded to bf16 as the gradient rules' bf16 products (ir/graph.h) */
     bool half = tx->elem == IR_BF16;
@@ -2813,7 +2817,8 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
         if (st >= 2 && !written(L, out)) continue;   /* a gradient nothing reads */
         const char *sn = arena_printf(L->a, "%s_%s", name, what[st]);
         Sig args = {0};
-        fprintf(L->o, "%s// step %s of the chunks of %lld rows\n", st ? "\n" : "", what[st], C);
+        fprintf(L->o, "%s// step %s of the chunks of %lld rows (one chunk up to %s rows)\n", st ? "\n" : "", what[st], C,
+                ir_size_str(L->a, L->K->whole));
         if (st == 1) {
             autotune(L, "BM: [1, 2, 4, 8, 16], BV: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], warps: [1, 2, 4, 8]",
                      "BM * BV <= 16384", arena_printf(L->a, "BM: %lld, BV: %lld, warps: %d", (long long)bmr, (long long)bv,
@@ -2922,6 +2927,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
     L->out->nsteps = n;
     L->out->chunk = L->K->chunk;
     L->out->rows = tx->dims[0];
+    L->out->whole = L->K->whole;
     return true;
 }
 

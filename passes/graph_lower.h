@@ -13,9 +13,13 @@
 
 /* OFFSET: a chunked kernel's step, the first row of the chunk it runs on (an i64); END:
  * the row after the chunk's last (min(OFFSET + chunk, rows), an i64: the rows its block
- * loads and stores see, so a TMA copy reads zeros past the chunk); SCRATCH: the plan's
- * buffer `index`, the chunked kernel's own memory (IrGKernel.scratch). */
-typedef enum { PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE, PASS_GARG_OFFSET, PASS_GARG_END, PASS_GARG_SCRATCH } PassGArgKind;
+ * loads and stores see, so a TMA copy reads zeros past the chunk); ROWS: the chunk's rows
+ * (END - OFFSET, an i64 of its own: the scratch's block shape, which a TMA map takes from
+ * a parameter); SCRATCH: the plan's buffer `index`, the chunked kernel's own memory
+ * (IrGKernel.scratch). */
+typedef enum {
+    PASS_GARG_PTR, PASS_GARG_SCALAR, PASS_GARG_SIZE, PASS_GARG_OFFSET, PASS_GARG_END, PASS_GARG_ROWS, PASS_GARG_SCRATCH
+} PassGArgKind;
 
 typedef struct PassGArg {
     PassGArgKind kind;
@@ -32,12 +36,14 @@ typedef struct PassGKernel {
     /* A chunked plan kernel (IrGKernel.chunk, linear_cross_entropy): no Tile kernel of its
      * own (name, args unused) but nsteps of them, "<graph>_k<i>_<step>", run in order once
      * per chunk: for off = 0, chunk, 2 * chunk, ... below rows (each step's OFFSET
-     * argument). With steps and chunk 0 (grad_stats: IrGKernel.partials) the steps run in
+     * argument), or once for every row (off 0, end rows) while rows <= whole
+     * (IrGKernel.whole: the steps take the chunk's rows from off and end, never from
+     * chunk). With steps and chunk 0 (grad_stats: IrGKernel.partials) the steps run in
      * order once. */
     uint32_t nsteps;
     const struct PassGKernel *steps;
     int64_t chunk;
-    IrSize rows;
+    IrSize rows, whole;
 } PassGKernel;
 
 typedef struct PassGLowered {

@@ -487,11 +487,17 @@ bool pass_remat_options(const IrGraph *g, const char *policy, const char *budget
 
 /* ---- printing ---------------------------------------------------------------------------- */
 
-IrSize pass_gplan_buffer_bytes(const IrGraph *g, const IrGPlan *p, Arena *a)
+IrSize pass_gplan_buffer_bytes(const IrGraph *g, const IrGPlan *p, const int64_t *sizes, Arena *a)
 {
-    (void)g;
+    int64_t vals[64];
+    uint32_t n = g->nsizes < 64 ? g->nsizes : 64;
+    for (uint32_t i = 0; i < n; i++) vals[i] = sizes ? sizes[i] : PASS_REMAT_DEFAULT_SIZE;
     IrSize s = ir_size_const(0);
-    for (uint32_t b = 0; b < p->nbuffers; b++) ir_size_add(a, s, p->buffers[b].bytes, 1, &s);
+    for (uint32_t b = 0; b < p->nbuffers; b++) {   /* a rows condition: its regime at these sizes */
+        const IrGBuffer *B = &p->buffers[b];
+        bool one = B->cond && ir_lce_one_chunk(B->rows, B->upto, g->sizes, vals, n);
+        ir_size_add(a, s, one ? B->one : B->bytes, 1, &s);
+    }
     return s;
 }
 
@@ -535,7 +541,7 @@ void pass_graph_remat_print(const IrGraph *g, const PassRemat *r, const IrGPlan 
         fprintf(out, "; budget %.0f %s", r->budget_at, r->met ? "met" : "NOT met: nothing more can be recomputed");
     fprintf(out, "; recomputed: %u value%s\n", r->nrecomputed, r->nrecomputed == 1 ? "" : "s");
     if (plan) {
-        IrSize m = pass_gplan_buffer_bytes(g, plan, a);
+        IrSize m = pass_gplan_buffer_bytes(g, plan, r->sizes, a);
         fprintf(out, "memory: %u buffer%s, %s bytes (%.0f%s), forward and backward\n", plan->nbuffers,
                 plan->nbuffers == 1 ? "" : "s", ir_size_str(a, m), pass_remat_eval(g, r->sizes, m), sz);
     }

@@ -39,8 +39,9 @@ double pass_remat_eval(const IrGraph *g, const int64_t *sizes, IrSize s);
 
 /* The bytes of every buffer of plan p, a polynomial of the size names: the memory its
  * intermediates take, forward and backward together (the runtime allocates each buffer
- * once), so the peak of the plan. */
-IrSize pass_gplan_buffer_bytes(const IrGraph *g, const IrGPlan *p, Arena *a);
+ * once), so the peak of the plan. A buffer with a rows condition (IrGBuffer.cond) counts
+ * as its regime at sizes (PASS_REMAT_DEFAULT_SIZE each when NULL) chooses. */
+IrSize pass_gplan_buffer_bytes(const IrGraph *g, const IrGPlan *p, const int64_t *sizes, Arena *a);
 
 /* The report's lines for --emit=fusion: the policy, each saved value with its bytes, each
  * recomputed value with its copy, the totals, and the plan's buffer bytes. */

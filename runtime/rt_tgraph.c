@@ -393,12 +393,10 @@ static TrtStatus plan_buffers(TrtTensorGraph *G)
     for (uint32_t b = 0; b < G->plan->nbuffers; b++) {
         uint64_t need;
         int64_t sb;   /* a buffer of no value: a chunked kernel's scratch, its bytes in the plan */
-        bool scratch = !G->plan->buffers[b].nvalues;
-        int64_t rows;   /* a buffer needed only for rows over a bound (a chunked dw's sums): none */
-        if (G->plan->buffers[b].over > 0 && ir_size_eval(G->plan->buffers[b].rows, G->g->sizes, G->sizes, G->g->nsizes, &rows) &&
-            rows <= G->plan->buffers[b].over)
-            continue;
-        if (scratch && ir_size_eval(G->plan->buffers[b].bytes, G->g->sizes, G->sizes, G->g->nsizes, &sb) && sb > 0)
+        const IrGBuffer *B = &G->plan->buffers[b];
+        bool scratch = !B->nvalues, known = ir_gbuffer_bytes(B, G->g->sizes, G->sizes, G->g->nsizes, &sb);
+        if (B->cond && known && !sb) continue;   /* a chunked dw's sums with one chunk: no memory */
+        if (scratch && known && sb > 0)
             need = (uint64_t)sb;
         else if (scratch || !value_bytes(G, G->plan->buffers[b].values[0], &need))
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': buffer b%u is too large", G->g->name, b);
@@ -440,7 +438,8 @@ static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
 
 /* A lowered kernel's arguments: pointers to its writes and reads (with the bytes from
  * each to the end of its memory), its scalars, the sizes; a chunked kernel's step also
- * its scratch, off (the chunk's first row) and end (the row after its last). */
+ * its scratch, off (the chunk's first row), end (the row after its last) and, the LM
+ * head's, the chunk's rows. */
 static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, int64_t off, int64_t end, TrtArg *args,
                                 uint64_t *bytes)
 {
@@ -454,6 +453,7 @@ static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, 
         if (a->kind == PASS_GARG_SIZE) args[i] = trt_arg_i64(G->sizes[a->index]);
         else if (a->kind == PASS_GARG_OFFSET) args[i] = trt_arg_i64(off);
         else if (a->kind == PASS_GARG_END) args[i] = trt_arg_i64(end);
+        else if (a->kind == PASS_GARG_ROWS) args[i] = trt_arg_i64(end - off);
         else if (a->kind == PASS_GARG_SCRATCH) args[i] = trt_arg_ptr(G->bufs[a->index]), bytes[i] = G->buf_bytes[a->index];
         else if (a->kind == PASS_GARG_SCALAR) args[i] = G->params[G->g->values.data[a->index].index];
         else if (!value_ptr(G, a->index, &p) || !value_bytes(G, a->index, &bytes[i]))
@@ -474,9 +474,17 @@ static TrtStatus launch_one(TrtTensorGraph *G, TrtKernel *kern, const PassGKerne
     return trt_launch_sized(kern, args, bytes, pk->nargs, NULL, stream);
 }
 
+/* The rows of chunked kernel pk's chunks at the bound sizes: all of them while they are
+ * at most pk->whole (one chunk, no dw sums: IrGKernel.whole), else pk->chunk. */
+static int64_t chunk_rows(const TrtTensorGraph *G, const PassGKernel *pk, int64_t rows)
+{
+    return ir_lce_one_chunk(pk->rows, pk->whole, G->g->sizes, G->sizes, G->g->nsizes) && rows > 0 ? rows : pk->chunk;
+}
+
 /* Plan kernel k; a chunked one (linear_cross_entropy) runs its steps in order once per
- * chunk of rows, each launch given the chunk's first row, all on the stream; one of steps
- * but no chunk (grad_stats' partial sums, then their sum) runs its steps once. */
+ * chunk of rows (chunk_rows), each launch given the chunk's first row, all on the stream;
+ * one of steps but no chunk (grad_stats' partial sums, then their sum) runs its steps
+ * once. */
 static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
 {
     const PassGKernel *pk = &G->low->kernels[k];
@@ -490,8 +498,9 @@ static TrtStatus launch(TrtTensorGraph *G, uint32_t k, TrtStream stream)
     if (!ir_size_eval(pk->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel k%u: its rows need every size bound", G->g->name, k);
     TrtStatus s = TRT_SUCCESS;
-    for (int64_t off = 0; !s && off < rows; off += pk->chunk) {
-        int64_t end = rows - off > pk->chunk ? off + pk->chunk : rows;
+    int64_t C = chunk_rows(G, pk, rows);
+    for (int64_t off = 0; !s && off < rows; off += C) {
+        int64_t end = rows - off > C ? off + C : rows;
         for (uint32_t i = 0; !s && i < pk->nsteps; i++) s = launch_one(G, G->steps[k][i], &pk->steps[i], off, end, stream);
     }
     return s;
@@ -553,8 +562,9 @@ static void prebuild_add(TrtTensorGraph *G, TrtKernel *kern, const PassGKernel *
  * context, no capture in progress: a capture's launches report their own errors), a
  * thread per variant up to the cores, the costliest first. A kernel of steps (the LM
  * head's chunks, attention's backward, grad_stats) is built with the others: its steps
- * for the first, second and last chunk, whose off and end cover every class a chunk's
- * launch can have (0, multiples of the chunk, the rows). Choosing the configs stays
+ * for the first, second and last chunk of the regime the bound rows choose (chunk_rows),
+ * whose off and end cover every class a chunk's launch can have (0, multiples of the
+ * chunk, the rows; one chunk: 0 and the rows alone). Choosing the configs stays
  * serial (max-autotune benchmarks on the stream); any error here is left for the
  * launch, which retries and reports it. */
 static void prebuild(TrtTensorGraph *G, TrtStream stream, uint8_t part)
@@ -574,13 +584,14 @@ static void prebuild(TrtTensorGraph *G, TrtStream stream, uint8_t part)
             prebuild_add(G, G->kernels[k], pk, 0, 0, stream, todo, &n);
             continue;
         }
-        int64_t rows = 0;
+        int64_t rows = 0, C = 0;
         if (pk->chunk > 0 && !ir_size_eval(pk->rows, G->g->sizes, G->sizes, G->g->nsizes, &rows)) continue;
-        int64_t offs[3] = {0, pk->chunk, rows > pk->chunk ? (rows - 1) / pk->chunk * pk->chunk : 0};
+        if (pk->chunk > 0) C = chunk_rows(G, pk, rows);
+        int64_t offs[3] = {0, C, rows > C ? (rows - 1) / C * C : 0};
         for (uint32_t c = 0; c < (pk->chunk > 0 ? 3u : 1u); c++) {
             int64_t off = offs[c], end = 0;
             if (pk->chunk > 0 && off >= rows) continue;
-            if (pk->chunk > 0) end = rows - off > pk->chunk ? off + pk->chunk : rows;
+            if (pk->chunk > 0) end = rows - off > C ? off + C : rows;
             for (uint32_t i = 0; i < pk->nsteps; i++)
                 prebuild_add(G, G->steps[k][i], &pk->steps[i], off, end, stream, todo, &n);
         }

@@ -1247,7 +1247,7 @@ static void print_policies(const Options *o, const IrGraph *g, const int64_t *si
         IrGraph *c = ir_graph_clone(m, g);
         const PassRemat *rep = remat(o, c, sizes, ir_remat_policy_names[p], a);
         const IrGPlan *plan = pass_graph_fuse(c, a);
-        IrSize mem = pass_gplan_buffer_bytes(c, plan, a);
+        IrSize mem = pass_gplan_buffer_bytes(c, plan, sizes, a);
         fprintf(out, "policy %s: saves %s bytes (%.0f), recomputes %u value%s; %u kernels, buffers %s bytes (%.0f)\n",
                 ir_remat_policy_names[p], ir_size_str(a, rep->saved_bytes), rep->saved_at, rep->nrecomputed,
                 rep->nrecomputed == 1 ? "" : "s", ir_gplan_num_launched(plan), ir_size_str(a, mem),

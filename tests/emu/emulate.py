@@ -322,11 +322,12 @@ GRAPHS = [
      "attention-bwd-bf16.tile"), "cross_causal",
      ["S=19", "T=41", "q=rand:304:9", "k=rand:656:10", "v=rand:984:11", "t=rand:456:12"]),
     # a bf16 LM head's chunk steps (passes/graph_lower.c lower_lce): bf16 dx and dw, dw's f32
-    # sums between chunks in a buffer of their own (T 40 in chunks of 16), none for one chunk
-    ("graph LM head bf16, 3 chunks (dw's f32 sums)", os.path.join(root, "tests", "lit", "graph",
+    # sums between chunks in a buffer of their own (T 150, over 16 + 2*64 rows: chunks of 16,
+    # the last of 6), none for one chunk of every row (T 40: more rows than a chunk)
+    ("graph LM head bf16, 10 chunks (dw's f32 sums)", os.path.join(root, "tests", "lit", "graph",
+     "linear-cross-entropy-bf16.tile"), "emu", ["T=150", "V=200", "x=rand:9600:1", "w=rand:12800:2", "lab=iota:150"]),
+    ("graph LM head bf16, one chunk of 40 rows (no sums)", os.path.join(root, "tests", "lit", "graph",
      "linear-cross-entropy-bf16.tile"), "emu", ["T=40", "V=200", "x=rand:2560:1", "w=rand:12800:2", "lab=iota:40"]),
-    ("graph LM head bf16, one chunk (no sums)", os.path.join(root, "tests", "lit", "graph",
-     "linear-cross-entropy-bf16.tile"), "emu", ["T=12", "V=200", "x=rand:768:1", "w=rand:12800:2", "lab=iota:12"]),
     ("graph block (examples/graphs/block.tile)", os.path.join(EX, "graphs", "block.tile"), "block_op",
      ["T=64", "x=rand:4096:1", "g1=rand:64:2", "wq=rand:4096:3", "wk=rand:4096:4", "wv=rand:4096:5",
       "wo=rand:4096:6", "g2=rand:64:7", "wg=rand:8192:8", "wu=rand:8192:9", "wd=rand:8192:10"]),

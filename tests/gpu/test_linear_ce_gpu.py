@@ -4,8 +4,10 @@ kernels (logits, loss, dx, dw once per chunk, dw accumulated over the chunks) ag
 PyTorch computing the loss and both gradients in f64, and against the same graph
 without the attribute (the [T, V] logits in memory). bf16 and f32 heads, both forms
 (w [D, V] and x @ trans(w) with torch's Linear weight [V, D]), a vocabulary that is no
-multiple of a block (V = 1000 and 32001), T one chunk (200: a bf16 dw stored at once,
-no f32 sums) and several, a multiple of the chunk and not, rows
+multiple of a block (V = 1000 and 32001), T one chunk and several, a multiple of the
+chunk and not (a bf16 head runs up to 256 + 2*256 = 768 rows as one chunk, its dw
+stored at once without f32 sums: T 200, 300, 512 and 700; chunks of 256 with the sums
+at T 1000; an f32 head in chunks past 256), rows
 ignored, a scaled loss; and the forward alone (no grad: linear_cross_entropy_rows, the
 logits a block at a time inside an online logsumexp). Checked normwise per result (max |tile - torch| within TOL of
 max |torch|). Exits 77 (skipped) without torch or a CUDA device.
@@ -69,7 +71,7 @@ def main():
         path = os.path.join(tmp, "head_%s.tile" % E)
         with open(path, "w") as f:
             f.write(SRC.format(E=E, D=D))
-        for T, V in ((200, 1000), (300, 1000), (512, 1000), (700, 32001)):
+        for T, V in ((200, 1000), (300, 1000), (512, 1000), (700, 32001), (1000, 1000)):
             for name in ("head", "plain", "linear", "infer"):
                 label = "%s %s T=%d V=%d" % (E, name, T, V)
                 try:

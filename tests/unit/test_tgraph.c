@@ -477,7 +477,7 @@ static void test_gpu_launches(void **state)
     trt_mem_free(cur.ctx, out);
 }
 
-/* The LM head graphs' memory at T <= 20, V = 40 (x, w, lab, loss, dx, dw: elements of
+/* The LM head graphs' memory at T <= 32, V = 40 (x, w, lab, loss, dx, dw: elements of
  * esize bytes, D of them a row), allocated and bound. */
 typedef struct HeadMem {
     TrtDevicePtr p[6];
@@ -485,7 +485,7 @@ typedef struct HeadMem {
 
 static void bind_head(TrtTensorGraph *g, uint64_t esize, uint64_t D, HeadMem *m)
 {
-    const uint64_t bytes[6] = {20 * D * esize, D * 40 * esize, 20 * 8, 4, 20 * D * esize, D * 40 * esize};
+    const uint64_t bytes[6] = {32 * D * esize, D * 40 * esize, 32 * 8, 4, 32 * D * esize, D * 40 * esize};
     for (int i = 0; i < 6; i++) {
         m->p[i] = 0;
         assert_ok(trt_mem_alloc(cur.ctx, bytes[i], &m->p[i]));
@@ -502,9 +502,10 @@ static void free_head(HeadMem *m)
 }
 
 /* The LM head fused with its cross-entropy (@linear_cross_entropy(chunk = 8)): its plan
- * kernel runs its four steps once per chunk of rows, T = 20 in three chunks, each launch
- * given the chunk's first row, the row after its last and the one scratch buffer of [8, V]
- * f32 logits (bf16 for a bf16 head). */
+ * kernel runs its four steps once per chunk of rows, T = 20 in three chunks (an f32 head
+ * has no dw sums: one chunk only up to the chunk's rows), each launch given the chunk's
+ * first row, the row after its last, its rows and the one scratch buffer of [8, V] f32
+ * logits (bf16 for a bf16 head). */
 static void test_gpu_chunk_loop(void **state)
 {
     (void)state;
@@ -538,6 +539,7 @@ static void test_gpu_chunk_loop(void **state)
     assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
     static const uint32_t at_off[4] = {3, 4, 3, 3};         /* after the step's pointers and ps */
+    static const int64_t cn[3] = {8, 8, 4};
     uint64_t scratch = log[pre].params[2];
     uint32_t nb = trt_tgraph_num_buffers(g);
     bool found = false;
@@ -552,7 +554,8 @@ static void test_gpu_chunk_loop(void **state)
             assert_int_equal(l->params[at_off[i]], 8 * c);   /* off: the chunk's first row */
             assert_int_equal(l->params[at_off[i] + 1], c < 2 ? 8 * c + 8 : 20);   /* end: the row after its last */
             assert_int_equal(l->params[at_off[i] - 1], scratch);
-            assert_int_equal(l->params[at_off[i] + 2], 20);  /* s_T */
+            assert_int_equal(l->params[at_off[i] + 2], cn[c]);   /* cn: the chunk's rows */
+            assert_int_equal(l->params[at_off[i] + 3], 20);  /* s_T */
         }
     assert_int_equal(log[pre].params[0], x);                /* logits read x and w */
     assert_int_equal(log[pre].params[1], w);
@@ -569,12 +572,15 @@ static void test_gpu_chunk_loop(void **state)
     free_head(&m);
 }
 
-/* A bf16 head (@linear_cross_entropy(chunk = 8)): dx and dw are bf16, so the dw step's
- * f32 sums between the chunks are a buffer of their own (pa, its last pointer), which
- * has memory only when the rows are more than a chunk: T = 8, one chunk, passes a null
- * pa and the plan holds no [8, V] f32; T = 20, three chunks, passes the same [8, V] f32
- * buffer (V = 40) to each chunk's dw step, and the scaling kernels read the bf16 dx and
- * dw buffers the steps wrote. */
+/* A bf16 head (@linear_cross_entropy(chunk = 8), D = 8): dx and dw are bf16, so the dw
+ * step's f32 sums between chunks are a buffer of their own (pa, its last pointer). Rows up
+ * to 8 + 2 * 8 = 24 run as one chunk of all of them (off 0, end and cn T, the scratch
+ * [T, V] bf16), which holds less than chunks and their sums: T = 8 and T = 20 pass a null
+ * pa and the plan holds no [8, V] f32; T = 30, four chunks of 8, 8, 8 and 6 rows, passes
+ * the same [8, V] f32 buffer (V = 40) to each chunk's dw step, the scratch [8, V]. Each
+ * run's step variants are built before the launches, exactly those launched (one class
+ * a step for one chunk; the first, middle and last chunk's for several), none at a
+ * launch; the scaling kernels read the bf16 dx and dw buffers the steps wrote. */
 static void test_gpu_chunk_loop_bf16(void **state)
 {
     (void)state;
@@ -585,24 +591,34 @@ static void test_gpu_chunk_loop_bf16(void **state)
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
     assert_int_equal(trt_tgraph_num_kernels(g), 5);
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
-    const int pre = 1, dw_pa = 7;                           /* pa: after dw, x, ps, off, end, s_T, s_V */
+    const int pre = 1, dw_pa = 8;                           /* pa: after dw, x, ps, off, end, cn, s_T, s_V */
+    /* per run: T, its chunks, the variants prebuilt (the other kernels' too while s_T's
+     * class is new: divisible by 8, then neither; the steps' one class, then three) */
+    static const int64_t Ts[3] = {8, 20, 30}, ncs[3] = {1, 1, 4}, built_of[3] = {4 + 4, 4 + 4, 4 * 3};
     MockLaunch log[32];
     uint32_t nb = trt_tgraph_num_buffers(g);
-    for (int run = 0; run < 2; run++) {
-        int64_t T = run ? 20 : 8, nc = run ? 3 : 1;
+    for (int run = 0; run < 3; run++) {
+        int64_t T = Ts[run], nc = ncs[run];
         assert_ok(trt_tgraph_bind_size(g, "T", T));
         mock_reset();
+        MockCounts cold, warm;
+        mock_counts(&cold);
         assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
+        uint32_t built = 0, threads = 0;
+        rt_tgraph_prebuilt(g, &built, &threads);
+        mock_counts(&warm);
+        assert_int_equal(built, built_of[run]);
+        assert_int_equal(warm.ptx_loads + warm.cubin_loads, cold.ptx_loads + cold.cubin_loads + built);   /* none at launch */
         assert_int_equal(mock_log(log, 32), pre + nc * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
         uint64_t scratch = log[pre].params[2], pa = log[pre + 3].params[dw_pa];
         bool sums = false, logits = false;
         for (uint32_t b = 0; b < nb; b++) {
             sums |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 4;    /* dw's f32 sums, [8, V] */
-            logits |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 2;  /* the bf16 logits [8, V], and dw */
+            logits |= trt_tgraph_buffer_bytes(g, b) == (uint64_t)(nc > 1 ? 8 : T) * 40 * 2;   /* the bf16 logits */
         }
         assert_true(logits);
-        assert_int_equal(sums, run == 1);
-        assert_int_equal(pa == 0, run == 0);                 /* one chunk: no memory for the sums */
+        assert_int_equal(sums, nc > 1);
+        assert_int_equal(pa == 0, nc == 1);                  /* one chunk: no memory for the sums */
         assert_true(pa != scratch);
         for (int c = 0; c < nc; c++)
             for (int i = 0; i < 4; i++) {
@@ -610,6 +626,10 @@ static void test_gpu_chunk_loop_bf16(void **state)
                 char name[32];
                 snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
                 assert_string_equal(l->func, name);
+                int64_t off = 8 * c, end = nc == 1 ? T : c < nc - 1 ? off + 8 : T;
+                assert_int_equal(l->params[dw_pa - 5 + (i == 1)], off);
+                assert_int_equal(l->params[dw_pa - 4 + (i == 1)], end);
+                assert_int_equal(l->params[dw_pa - 3 + (i == 1)], end - off);   /* cn */
                 if (i == 3) assert_int_equal(l->params[dw_pa], pa);   /* every chunk's dw step: the same sums */
             }
         /* the scaling kernels read the bf16 dx and dw that the steps wrote (dx's
