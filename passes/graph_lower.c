@@ -1108,7 +1108,10 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     /* one product of a 128 x 256 tile: 4 stages (with its TMA stores' staging, 230 KB of
      * shared memory; 0.98-0.99x cuBLAS on the H200 against 0.85-0.91x with 3,
      * docs/PERFORMANCE.md 2026-12-04); the shared pass takes fewer where they do not fit */
-    int stages = !paired && !vec && bm * bn >= 128 * 256 ? 4 : 3;
+    /* one product of a 128 x 128 tile (its epilogue reads two tiles or more): 4 stages
+     * too (the SwiGLU backward's dX GEMM, [1024, 4096] x [4096, 11008] on an H100: 0.229
+     * ms against 0.268 with 3; its main loop alone 0.149 against 0.203) */
+    int stages = !paired && !vec && bm * bn >= 128 * 128 ? 4 : 3;
     autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
              paired ? arena_printf(L->a, "%u * BM * BN <= 128 * 128", n) : "BM * BN <= 128 * 256",
              arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)bm, (long long)bn,
@@ -2754,14 +2757,21 @@ static void lce_gemm_half(Low *L, int st, uint32_t x, uint32_t w, uint32_t out, 
     } else if (!L->K->dw_sum) {   /* dw of the one chunk there is: bf16 at once */
         fprintf(o, "    store_block(p%u, [%s, %s], [%s, 1], [om, on], acc as bf16);\n}\n", out, D, V, V);
     } else {   /* dw: what the earlier chunks left (f32 sums at pa) plus this chunk's, bf16 after the last */
-        fprintf(o, "    let rd = om + arange(0, BM);\n    let rn = on + arange(0, BN);\n");
-        fprintf(o, "    let mk = (rd[:, None] < %s) & (rn[None, :] < %s);\n", D, V);
-        fprintf(o, "    let ix = rd[:, None] * %s + rn[None, :];\n", V);
         /* the first chunk stores its sum as it is (one chunk: the common case, without
-         * a second [BM, BN] tile beside the accumulator, which spilled 64 bytes) */
-        fprintf(o, "    if off == 0 {\n        if end >= %s {\n            store(p%u + ix, acc as bf16, mk);\n", N, out);
-        fputs("        } else {\n            store(pa + ix, acc, mk);\n        }\n", o);
-        fputs("    } else {\n        let tot = load(pa + ix, mk, 0) + acc;\n", o);
+         * a second [BM, BN] tile beside the accumulator, which spilled 64 bytes), by
+         * block stores (TMA through one staging area for both branches,
+         * passes/tmastore.c: on an H100, 1024 rows, D 4096, V 32000, 0.403 ms against
+         * 0.536 with the pointer stores, level with cuBLAS); the later chunks add what
+         * the earlier ones left element by element (the f32 tile loaded whole beside the
+         * accumulator spilled) */
+        fprintf(o, "    if off == 0 {\n        if end >= %s {\n", N);
+        fprintf(o, "            store_block(p%u, [%s, %s], [%s, 1], [om, on], acc as bf16);\n", out, D, V, V);
+        fprintf(o, "        } else {\n            store_block(pa, [%s, %s], [%s, 1], [om, on], acc);\n        }\n", D, V, V);
+        fputs("    } else {\n", o);
+        fprintf(o, "        let rd = om + arange(0, BM);\n        let rn = on + arange(0, BN);\n");
+        fprintf(o, "        let mk = (rd[:, None] < %s) & (rn[None, :] < %s);\n", D, V);
+        fprintf(o, "        let ix = rd[:, None] * %s + rn[None, :];\n", V);
+        fputs("        let tot = load(pa + ix, mk, 0) + acc;\n", o);
         fprintf(o, "        if end >= %s {\n            store(p%u + ix, tot as bf16, mk);\n", N, out);
         fputs("        } else {\n            store(pa + ix, tot, mk);\n        }\n    }\n}\n", o);
     }

@@ -440,6 +440,18 @@ static bool value_ptr(const TrtTensorGraph *G, uint32_t v, TrtDevicePtr *out)
  * each to the end of its memory), its scalars, the sizes; a chunked kernel's step also
  * its scratch, off (the chunk's first row), end (the row after its last) and, the LM
  * head's, the chunk's rows. */
+/* Scratch buffer b as an argument; one the bound sizes do not need (the LM head's dw sums
+ * at one chunk: never read or written) is another buffer's memory, so that the tensor map
+ * the kernel's block store of it takes is encoded from a real address: the driver may
+ * refuse a null one, and the launch would fall back to a variant compiled for it. */
+static TrtArg scratch_arg(const TrtTensorGraph *G, uint32_t b, uint64_t *bytes)
+{
+    for (uint32_t j = 0; !G->bufs[b] && j < G->plan->nbuffers; j++)
+        if (G->bufs[j]) return *bytes = G->buf_bytes[j], trt_arg_ptr(G->bufs[j]);
+    *bytes = G->buf_bytes[b];
+    return trt_arg_ptr(G->bufs[b]);
+}
+
 static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, int64_t off, int64_t end, TrtArg *args,
                                 uint64_t *bytes)
 {
@@ -454,7 +466,7 @@ static TrtStatus kernel_args_of(const TrtTensorGraph *G, const PassGKernel *pk, 
         else if (a->kind == PASS_GARG_OFFSET) args[i] = trt_arg_i64(off);
         else if (a->kind == PASS_GARG_END) args[i] = trt_arg_i64(end);
         else if (a->kind == PASS_GARG_ROWS) args[i] = trt_arg_i64(end - off);
-        else if (a->kind == PASS_GARG_SCRATCH) args[i] = trt_arg_ptr(G->bufs[a->index]), bytes[i] = G->buf_bytes[a->index];
+        else if (a->kind == PASS_GARG_SCRATCH) args[i] = scratch_arg(G, a->index, &bytes[i]);
         else if (a->kind == PASS_GARG_SCALAR) args[i] = G->params[G->g->values.data[a->index].index];
         else if (!value_ptr(G, a->index, &p) || !value_bytes(G, a->index, &bytes[i]))
             return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': kernel %s: a value has no memory", G->g->name, pk->name);

@@ -618,8 +618,10 @@ static void test_gpu_chunk_loop_bf16(void **state)
         }
         assert_true(logits);
         assert_int_equal(sums, nc > 1);
-        assert_int_equal(pa == 0, nc == 1);                  /* one chunk: no memory for the sums */
-        assert_true(pa != scratch);
+        /* one chunk: no memory for the sums; the argument is another buffer's address, never
+         * read or written (the tensor map of its block store is encoded from a real one) */
+        assert_true(pa != 0);
+        if (nc > 1) assert_true(pa != scratch);
         for (int c = 0; c < nc; c++)
             for (int i = 0; i < 4; i++) {
                 const MockLaunch *l = &log[pre + c * 4 + i];
