@@ -1141,7 +1141,9 @@ static bool attention_bwd_kernel(const Fuse *F, const IrGKernel *K)
 /* Does kernel K read value v through v's strides (graph_lower.c stride_of), so that v
  * may be a view of other memory: a flash_attention kernel as its q, k or v, an
  * attention_bwd kernel, a GEMM kernel as gemm_weight_only's operand, or an element-wise
- * or rope kernel (graph_lower.c offset: a load at the coordinates times the strides)? */
+ * or rope kernel (graph_lower.c offset: a load at the coordinates times the strides; a
+ * trans that moves the last axis makes those loads strided, as a gather kernel's were,
+ * without the gather's write and the reader's second read)? */
 static bool strided_reader(const Fuse *F, const IrGKernel *K, uint32_t v)
 {
     const IrGAttention *A = K->attn;
