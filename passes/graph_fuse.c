@@ -60,6 +60,12 @@
  * adamw is one kernel over all its parameters. Neither takes other ops, and the
  * GF_MAX_READS bound does not apply to them (they read their tensors through one
  * concatenated index space, not as streams of one tile).
+ * Rule 9, permutations (issue 42): a trans that keeps the last axis, and then reshapes
+ * and element-wise ops on scalars, join the element-wise or rope kernel that computes
+ * their operand (may_join_permuted): the kernel writes the permuted value, no copy
+ * kernel. A trans of a value in memory that only strided readers read (attention, GEMMs,
+ * element-wise and rope kernels) is a view (is_trans_view), and a flash_attention or
+ * attention_bwd kernel writes its result through the trans after it (is_store_view).
  * Phases: after recomputation planning (graph_remat.c) an op computed in the forward
  * (phase 1) and one of the backward (phase 2, recomputed copies included) never share
  * a kernel, so a recomputed value is not pulled back into the forward's kernels.
@@ -475,12 +481,111 @@ static bool shapes_meet(const Fuse *F, uint32_t X, uint32_t Y)
     return true;
 }
 
+/* ---- rule 9: permuted epilogues -------------------------------------------------------- */
+
+static bool permutation(IrGOpKind k) { return k == IR_GOP_TRANS || k == IR_GOP_RESHAPE; }
+
+/* Is value v computed in group P through a permutation: a trans or reshape of P, or an
+ * element-wise op of P on such a value? (graph_lower.c indexes it through the
+ * permutation: its lanes are those of the value the chain started from.) */
+static bool permuted(const Fuse *F, uint32_t v, uint32_t P)
+{
+    uint32_t d = def_of(F, v);
+    if (d == NONE || F->grp[d] != P) return false;
+    const IrGOp *op = opat(F, d);
+    if (permutation(op->kind)) return F->size[P] > 1 && d != F->head[P];
+    if (!fusable(op->kind)) return false;
+    for (uint32_t i = 0; i < op->nin; i++)
+        if (permuted(F, op->in[i], P)) return true;
+    return false;
+}
+
+static bool plain_group(const Fuse *F, uint32_t P);
+
+static bool uses_permuted(const Fuse *F, uint32_t o, uint32_t P)
+{
+    const IrGOp *op = opat(F, o);
+    if (!plain_group(F, P)) return false;   /* a rows kernel's unit reshapes (rule 3) */
+    for (uint32_t i = 0; i < op->nin; i++)
+        if (permuted(F, op->in[i], P)) return true;
+    return false;
+}
+
+/* An element-wise or rope kernel: every op element-wise, rope, or a permutation of its
+ * epilogue. */
+static bool plain_group(const Fuse *F, uint32_t P)
+{
+    MEMBERS(F, P, m) {
+        IrGOpKind k = opat(F, m)->kind;
+        if (!fusable(k) && k != IR_GOP_ROPE && !(permutation(k) && m != F->head[P])) return false;
+    }
+    return true;
+}
+
+/* A trans that keeps the last axis last: the runs along it stay contiguous. */
+static bool keeps_last(const Fuse *F, uint32_t t)
+{
+    const IrGOp *op = opat(F, t);
+    uint32_t r = vtype(F, op->in[0])->rank;
+    return op->kind != IR_GOP_TRANS || r == 0 || op->attr.perm[r - 1] == (int64_t)r - 1;
+}
+
+/* Are all users of value v ops that read it through its strides when it is a view
+ * (attention, attention_bwd, matmul: is_trans_view's readers)? Then a trans of v stays a
+ * view for them rather than a permuted write. */
+static bool strided_users(const Fuse *F, uint32_t v)
+{
+    for (uint32_t u = F->use_at[v]; u < F->use_at[v + 1]; u++) {
+        IrGOpKind k = opat(F, F->uses[u])->kind;
+        if (k != IR_GOP_ATTENTION && k != IR_GOP_ATTENTION_BWD && k != IR_GOP_MATMUL && F->attn[F->uses[u]] == NONE)
+            return false;
+    }
+    return F->use_at[v + 1] > F->use_at[v];
+}
+
+/* Rule 9: may op o join element-wise or rope group P through a permutation (issue 42)?
+ * A trans that keeps the last axis last, or a reshape of a permuted value, when its
+ * operand is P's and nothing else uses it, and every other op of P broadcasts to that
+ * operand's shape (each lane of the kernel then holds one element of it); not a trans
+ * that only strided readers use (a view serves them: strided_users). Or an element-wise
+ * op on permuted values of P of its own shape and on scalars (any other operand would
+ * be loaded at permuted coordinates). The kernel then writes the chain's last value
+ * through the permutation instead of a copy kernel doing it: rope -> trans -> reshape
+ * -> cast, the backward's dK and dQ going back to [T, H * D] bf16 rows. Loads stay in
+ * the kernel's own order and stores go through the permutation; both are contiguous
+ * along the last axis, which the trans keeps, so the loop order is the producer's. */
+static bool may_join_permuted(const Fuse *F, uint32_t o, uint32_t P, const GroupInfo *mine)
+{
+    const IrGOp *op = opat(F, o);
+    if (mine->n != 1 || !plain_group(F, P)) return false;
+    if (permutation(op->kind)) {
+        uint32_t x = op->in[0];
+        if (single_user(F, x) != o || !keeps_last(F, o) || (op->kind == IR_GOP_TRANS && strided_users(F, op->out[0])))
+            return false;
+        if (permuted(F, x, P)) return true;
+        if (op->kind == IR_GOP_RESHAPE) return false;
+        MEMBERS(F, P, m)
+            if (!permuted(F, opat(F, m)->out[0], P) && !broadcasts_to(vtype(F, opat(F, m)->out[0]), vtype(F, x))) return false;
+        return true;
+    }
+    if (!fusable(op->kind) || ir_gop_family(op->kind) == 'd') return false;
+    for (uint32_t i = 0; i < op->nin; i++) {
+        const IrTensorType *t = vtype(F, op->in[i]);
+        if (t->rank && !(permuted(F, op->in[i], P) && same_shape(t, vtype(F, op->out[0])))) return false;
+    }
+    return true;
+}
+
 /* Whether op o (in its group so far) may join group P under rules 1 to 4 (and the
  * epilogues of rules 5 and 6). */
 static bool may_join(const Fuse *F, uint32_t o, uint32_t P)
 {
     GroupInfo p = group_info(F, P), mine = group_info(F, F->grp[o]);
     const IrGOp *op = opat(F, o);
+    if (permutation(op->kind) || uses_permuted(F, o, P)) {   /* rule 9 */
+        if (may_join_permuted(F, o, P, &mine)) return true;
+        if (!unit_reshape(F, o)) return false;
+    }
     if (op->kind == IR_GOP_MATMUL)
         return mine.n == 1 && p.mm != NONE && !p.flash && p.conv == NONE && may_join_horizontal(F, o, P);
     if (row_op(op->kind)) {
@@ -747,7 +852,7 @@ static void place(Fuse *F, uint32_t o)
         return;
     }
     bool mm = op->kind == IR_GOP_MATMUL, row = row_op(op->kind);
-    if (!fusable(op->kind) && !row && !mm && !unit_reshape(F, o)) return;
+    if (!fusable(op->kind) && !row && !mm && !permutation(op->kind)) return;
     uint32_t ncand = 0, *cand = F->cand;
     if (mm || (row && along_last_axis(F, o)))   /* matmuls, row ops of one operand */
         for (uint32_t u = F->use_at[op->in[0]]; u < F->use_at[op->in[0] + 1]; u++) {
@@ -847,8 +952,9 @@ static const char *kind_of(const Fuse *F, uint32_t G)
     if (gi.conv != NONE) return "conv2d";
     if (nmm > 1) return "horizontal_matmul";
     if (F->size[G] > 1 && grad_stats(opat(F, F->head[G])->kind)) return "grad_stats";
-    MEMBERS(F, G, m)
-        if (!fusable(opat(F, m)->kind)) return ir_gop_name(opat(F, m)->kind);
+    MEMBERS(F, G, m)   /* a permutation in a kernel of several ops only indexes (rules 3, 9) */
+        if (!fusable(opat(F, m)->kind) && !(permutation(opat(F, m)->kind) && F->size[G] > 1))
+            return ir_gop_name(opat(F, m)->kind);
     return "elementwise";
 }
 
@@ -1028,35 +1134,46 @@ static bool attention_bwd_kernel(const Fuse *F, const IrGKernel *K)
     return K->nops == 1 && opat(F, K->ops[0])->kind == IR_GOP_ATTENTION_BWD;
 }
 
+/* Does kernel K read value v through v's strides (graph_lower.c stride_of), so that v
+ * may be a view of other memory: a flash_attention kernel as its q, k or v, an
+ * attention_bwd kernel, a GEMM kernel as gemm_weight_only's operand, or an element-wise
+ * or rope kernel (graph_lower.c offset: a load at the coordinates times the strides; a
+ * trans that moves the last axis makes those loads strided, as a gather kernel's were,
+ * without the gather's write and the reader's second read)? */
+static bool strided_reader(const Fuse *F, const IrGKernel *K, uint32_t v)
+{
+    const IrGAttention *A = K->attn;
+    if (A) return v == A->q || v == A->k || v == A->v;
+    if (K->view) return false;
+    return attention_bwd_kernel(F, K) || gemm_weight_only(F, K, v) || !strcmp(K->kind, "elementwise") ||
+           !strcmp(K->kind, "rope");
+}
+
 /* Is kernel k a view made by a transposition: one trans of a value in memory, not
- * returned, read only by flash_attention kernels as their q, k or v, attention_bwd
- * kernels, or by GEMM kernels as gemm_weight_only's operands (all read their operands
- * through strides, graph_lower.c stride_of)? Its result is the operand's memory with
- * permuted strides.
- * Other readers (an element-wise kernel, a reshape, which needs row-major memory) keep
- * it a gather kernel. */
+ * returned, read only by strided readers (strided_reader)? Its result is the operand's
+ * memory with permuted strides: the forward's q and k go from [T, H, D] rows to [H, T, D]
+ * as rope reads them, with no copy kernel. Other readers (a reshape, which needs
+ * row-major memory; a rows kernel) keep it a gather kernel. */
 static bool is_trans_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
 {
     const IrGKernel *K = &ks[k];
     uint32_t v = K->writes[0];
     if (!lone_op(F, K, IR_GOP_TRANS, IR_GOP_TRANS) || !in_memory(F, K->reads[0]) || is_returned(F, v)) return false;
     for (uint32_t r = 0; r < nk; r++)
-        for (uint32_t i = 0; i < ks[r].nreads; i++) {
-            if (ks[r].reads[i] != v) continue;
-            const IrGAttention *A = ks[r].attn;
-            if (A ? v != A->q && v != A->k && v != A->v : !attention_bwd_kernel(F, &ks[r]) && !gemm_weight_only(F, &ks[r], v))
-                return false;
-        }
+        for (uint32_t i = 0; i < ks[r].nreads; i++)
+            if (ks[r].reads[i] == v && !strided_reader(F, &ks[r], v)) return false;
     return true;
 }
 
-/* Is kernel k a store view: one trans of a flash_attention kernel's result or of an
- * attention_bwd kernel's, or one
- * reshape of any kernel's result, that nothing else reads and that is not returned?
- * That kernel then writes its result straight into the view's memory: a trans's
- * through its strides (graph_lower.c stride_of), as the heads of an attention go back
- * to [T, H, D] rows; a reshape's row-major as it is, which is the reshape's row-major
- * order (a returned reshape then costs no copy). */
+/* Is kernel k a store view: one trans of a flash_attention kernel's result (its output
+ * or an epilogue's, which it stores alike; not the logsumexp) or of an attention_bwd
+ * kernel's, that other kernels read only through strides
+ * (strided_reader: attention's output that attention_bwd reads again), or one reshape of
+ * any kernel's result that nothing else reads; neither returned? That kernel then writes
+ * its result straight into the view's memory: a trans's through its strides
+ * (graph_lower.c stride_of), as the heads of an attention go back to [T, H, D] rows; a
+ * reshape's row-major as it is, which is the reshape's row-major order (a returned
+ * reshape then costs no copy). */
 static bool is_store_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint32_t k)
 {
     const IrGKernel *K = &ks[k];
@@ -1066,10 +1183,10 @@ static bool is_store_view(const Fuse *F, const IrGKernel *ks, uint32_t nk, uint3
     bool made = false, trans = op->kind == IR_GOP_TRANS;
     for (uint32_t r = 0; r < nk; r++) {
         for (uint32_t i = 0; i < ks[r].nreads; i++)
-            if (r != k && ks[r].reads[i] == a) return false;
+            if (r != k && ks[r].reads[i] == a && (!trans || !strided_reader(F, &ks[r], a))) return false;
         for (uint32_t i = 0; i < ks[r].nwrites; i++)
             if (ks[r].writes[i] == a)
-                made = !ks[r].view && (!trans || (ks[r].attn && ks[r].attn->out == a) || attention_bwd_kernel(F, &ks[r]));
+                made = !ks[r].view && (!trans || (ks[r].attn && ks[r].attn->lse != a) || attention_bwd_kernel(F, &ks[r]));
     }
     return made;
 }
@@ -1098,9 +1215,10 @@ static IrGPlan *make_plan(Fuse *F)
             K->chunk = opat(F, cdef)->attr.c.i;
         if (grad_stats(lce->kind)) K->partials = IR_GSTATS_PARTIALS;
     }
-    for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
+    /* store views first: a producer that writes through strides spares its readers them */
     for (uint32_t k = 0; k < nk; k++)
         if (is_store_view(F, ks, nk, k)) ks[k].view = ks[k].store_view = true;
+    for (uint32_t k = 0; k < nk; k++) ks[k].view |= is_trans_view(F, ks, nk, k);
     /* each value's root: a store view's operand is its result's memory (the result is
      * written after it), a view's result its operand's (from an earlier kernel) */
     uint32_t *root = arena_alloc(F->a, (F->nvals + 1) * sizeof *root);

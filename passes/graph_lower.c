@@ -63,6 +63,8 @@ typedef struct Low {
     const char *kw, *vw;     /* a flash kernel's K and V as block loads of their key rows
                                 (flash_block_load): the expression, else NULL (pointer loads) */
     PassGKernel *out;        /* the kernel being lowered (a chunked one fills its steps) */
+    const char *const **frame;  /* an element-wise kernel: per value computed through a
+                                 * permutation (graph_fuse rule 9), its coordinates, else NULL */
 } Low;
 
 /* ---- text helpers ----------------------------------------------------------------------- */
@@ -280,8 +282,10 @@ static const char *op_expr(Low *L, const IrGOp *op)
     }
     if (op->kind == IR_GOP_FULL || op->kind == IR_GOP_BROADCAST) return x[0];
     if (op->kind == IR_GOP_RESHAPE && L->chan && L->chan[op->out[0]]) return x[0];
-    /* in a rows kernel a reshape only adds or drops a row's unit axis (graph_fuse) */
-    if (op->kind == IR_GOP_RESHAPE) return x[0];
+    /* in a rows kernel a reshape only adds or drops a row's unit axis (graph_fuse); in an
+     * element-wise kernel a permutation keeps the lanes and changes their coordinates
+     * (frames) */
+    if (op->kind == IR_GOP_RESHAPE || op->kind == IR_GOP_TRANS) return x[0];
     if (op->kind == IR_GOP_SOFTMAX || ir_gop_family(op->kind) == 'n') return row_output(L, op, x);
     return fail(L, arena_printf(L->a, "'%s' is not element-wise", ir_gop_name(op->kind))), NULL;
 }
@@ -334,6 +338,18 @@ static void scope(Low *L, const Space *sp, const char *indent)
  * element. */
 static bool store(Low *L, uint32_t v)
 {
+    if (L->frame && L->frame[v]) {   /* at its own coordinates, one lane an element */
+        const char *x = val(L, v);
+        const Space *was = L->sp;
+        Space fs = *was;
+        fs.rank = vt(L, v)->rank, fs.coord = L->frame[v], fs.flat = NULL, fs.dims = vt(L, v)->dims;
+        L->sp = &fs;
+        const char *off = x ? offset(L, v) : NULL;
+        L->sp = was;
+        if (!off) return false;
+        fprintf(L->o, "%sstore(%s + %s + %s, %s, %s);\n", L->indent, pname(L, v), was->zero, off, x, was->mask);
+        return true;
+    }
     const char *x = val(L, v), *off = x ? offset(L, v) : NULL;
     if (!off) return fail(L, "a written value with more axes than its kernel's space");
     const IrTensorType *t = vt(L, v);
@@ -416,13 +432,111 @@ static int64_t block_for(IrSize s, int64_t lo, int64_t hi)
 
 /* ---- elementwise: 1-D blocks ------------------------------------------------------------- */
 
-/* The broadcast shape of every op of the kernel. */
-static bool kernel_shape(Low *L, IrTensorType *out)
+/* The values of the kernel computed through a permutation (graph_fuse rule 9): a trans
+ * or reshape in a kernel of several ops, and the element-wise ops on such values. */
+static bool *permuted_values(Low *L)
+{
+    bool *p = arena_alloc(L->a, L->g->values.len + 1);
+    memset(p, 0, L->g->values.len + 1);
+    for (uint32_t i = 0; i < L->K->nops && L->K->nops > 1; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
+        bool perm = op->kind == IR_GOP_TRANS || op->kind == IR_GOP_RESHAPE;
+        for (uint32_t j = 0; j < op->nin; j++) perm |= p[op->in[j]];
+        p[op->out[0]] = perm;
+    }
+    return p;
+}
+
+/* The coordinates of value u (of the kernel, not permuted) at the space's: aligned at
+ * the right, 0 on a size-1 axis. */
+static const char *const *plain_frame(Low *L, uint32_t u)
+{
+    const IrTensorType *t = vt(L, u);
+    const char **c = arena_alloc(L->a, (t->rank + 1) * sizeof *c);
+    for (uint32_t d = 0; d < t->rank; d++) c[d] = is_one(t->dims[d]) ? "0" : L->sp->coord[L->sp->rank - t->rank + d];
+    return c;
+}
+
+/* The coordinates in shape `to` of the element at coordinates c of shape `from` (a
+ * reshape: the same row-major index). The axes go in groups of equal products, found
+ * from the right (in[i0, i) and out[j0, j), the earliest boundary first); in a group the
+ * index over its in axes is split into its out axes: a merge ([T, H, D] to [T, H * D]) is
+ * h * D + d, an axis kept is itself. */
+/* Is there a group boundary at in axis i0 (<= i) and some out axis *j0 <= j, other than
+ * (i, j): equal products of the axes after them? The latest such out axis. */
+static bool group_start(Low *L, const IrTensorType *from, const IrTensorType *to, uint32_t i, uint32_t j, uint32_t i0,
+                        uint32_t *j0)
+{
+    IrSize n = numel(L, from, i0, from->rank);
+    for (uint32_t e = j + 1; e-- > 0;)
+        if ((i0 != i || e != j) && ir_size_eq(n, numel(L, to, e, to->rank))) return *j0 = e, true;
+    return false;
+}
+
+static const char *const *reshape_frame(Low *L, const IrTensorType *from, const char *const *c, const IrTensorType *to)
+{
+    const char **o = arena_alloc(L->a, (to->rank + 1) * sizeof *o);
+    uint32_t i = from->rank, j = to->rank;
+    while (i > 0 || j > 0) {
+        uint32_t i0 = i, j0 = j;
+        while (!group_start(L, from, to, i, j, i0, &j0)) i0--;
+        const char *g = "0";
+        for (uint32_t d = i0; d < i; d++) {
+            if (is_one(from->dims[d])) continue;
+            const char *term = times(L, c[d], size_expr(L, numel(L, from, d + 1, i)));
+            g = strcmp(g, "0") ? arena_printf(L->a, "(%s + %s)", g, term) : term;
+        }
+        for (uint32_t e = j0; e < j; e++) {
+            IrSize st = numel(L, to, e + 1, j);
+            const char *q = is_one(st) ? g : arena_printf(L->a, "(%s / %s)", g, size_expr(L, st));
+            o[e] = is_one(to->dims[e]) ? "0" : e == j0 ? q : arena_printf(L->a, "(%s %% %s)", q, size_expr(L, to->dims[e]));
+        }
+        i = i0, j = j0;
+    }
+    return o;
+}
+
+/* Each permuted value's coordinates at the space's (lets f<v>_<axis>): a trans's are its
+ * operand's permuted, a reshape's reshape_frame's, an element-wise op's its permuted
+ * operand's. */
+static void frames(Low *L, const bool *perm)
+{
+    L->frame = arena_alloc(L->a, (L->g->values.len + 1) * sizeof *L->frame);
+    memset(L->frame, 0, (L->g->values.len + 1) * sizeof *L->frame);
+    for (uint32_t i = 0; i < L->K->nops; i++) {
+        const IrGOp *op = &L->g->ops.data[L->K->ops[i]];
+        uint32_t v = op->out[0], x = op->in[0];
+        if (!perm[v]) continue;
+        const IrTensorType *t = vt(L, v);
+        const char *const *c = L->frame[x] ? L->frame[x] : plain_frame(L, x);
+        const char **f = arena_alloc(L->a, (t->rank + 1) * sizeof *f);
+        if (op->kind == IR_GOP_TRANS) {
+            for (uint32_t d = 0; d < t->rank; d++) f[d] = c[op->attr.perm[d]];
+        } else if (op->kind == IR_GOP_RESHAPE) {
+            const char *const *r = reshape_frame(L, vt(L, x), c, t);
+            for (uint32_t d = 0; d < t->rank; d++) {
+                bool simple = !strchr(r[d], ' ');
+                f[d] = simple ? r[d] : arena_printf(L->a, "f%u_%u", v, d);
+                if (!simple) fprintf(L->o, "    let %s = %s;\n", f[d], r[d]);
+            }
+        } else {
+            for (uint32_t j = 0; j < op->nin; j++)
+                if (L->frame[op->in[j]]) x = op->in[j];
+            memcpy(f, L->frame[x], t->rank * sizeof *f);
+        }
+        L->frame[v] = f;
+    }
+}
+
+/* The broadcast shape of every op of the kernel (but those computed through a
+ * permutation, whose lanes are their chain's first value's). */
+static bool kernel_shape(Low *L, IrTensorType *out, const bool *perm)
 {
     uint32_t n = 0;
     const IrSize *d = NULL;
     for (uint32_t i = 0; i < L->K->nops; i++) {
         const IrTensorType *t = &L->g->values.data[L->g->ops.data[L->K->ops[i]].out[0]].type;
+        if (perm[L->g->ops.data[L->K->ops[i]].out[0]]) continue;
         if (!ir_broadcast_shapes(L->a, n, d, t->rank, t->dims, &n, &d)) return fail(L, "shapes that do not broadcast");
     }
     *out = (IrTensorType){.rank = n, .dims = d};
@@ -443,10 +557,15 @@ static const char *const *coords_of(Low *L, const IrTensorType *t, const char *f
     return c;
 }
 
+/* The space is the shape of the values not permuted: loads in their order, and a
+ * permuted value's stores through its frame. graph_fuse lets only a trans that keeps the
+ * last axis last into such a chain, so both are contiguous along that axis (the
+ * backward's dK [H, T, D] read and [T, H * D] written, runs of D elements). */
 static bool lower_elementwise(Low *L, Sig *s, const char *name)
 {
     IrTensorType sh;
-    if (!kernel_shape(L, &sh)) return false;
+    const bool *perm = permuted_values(L);
+    if (!kernel_shape(L, &sh, perm)) return false;
     const char *count = numel_expr(L, &sh, 0);
     int64_t blk = block_for(numel(L, &sh, 0, sh.rank), 128, 1024);
     autotune(L, "BLOCK: [128, 256, 512, 1024, 2048], warps: [1, 2, 4, 8]", "BLOCK >= 32 * warps",
@@ -458,7 +577,10 @@ static bool lower_elementwise(Low *L, Sig *s, const char *name)
     Space sp = {.rank = sh.rank, .mask = "mask", .zero = "z", .flat = "offs", .dims = sh.dims};
     sp.coord = coords_of(L, &sh, "offs", "c");
     scope(L, &sp, "    ");
-    return store_writes(L);
+    frames(L, perm);
+    bool ok = store_writes(L);
+    L->frame = NULL;
+    return ok;
 }
 
 /* ---- row ops: one program per row ---------------------------------------------------------- */

@@ -321,6 +321,18 @@ GRAPHS = [
     ("graph attention backward bf16, Lq < Lk causal", os.path.join(root, "tests", "lit", "graph",
      "attention-bwd-bf16.tile"), "cross_causal",
      ["S=19", "T=41", "q=rand:304:9", "k=rand:656:10", "v=rand:984:11", "t=rand:456:12"]),
+    # attention's output written into the [T, H, D] rows of the trans after it (a store
+    # view) and read there again by the bf16 attention_bwd's first step through its
+    # strides (issue 42: no copy kernel for the permutation)
+    ("graph attention output through a store view, bf16 backward", os.path.join(root, "tests", "lit", "graph",
+     "permute.tile"), "attn_out16",
+     ["T=37", "q=rand:4736:1", "k=rand:4736:2", "v=rand:4736:3", "w=rand:8192:4", "t=rand:2368:5"]),
+    # the backward's rope, trans, reshape and cast one kernel (rule 9), and rope reading
+    # the heads through a trans view
+    ("graph rope written through a permutation", os.path.join(root, "tests", "lit", "graph", "permute.tile"),
+     "rope_out", ["T=7", "d=rand:84", "c=rand:14:2", "s=rand:14:3"]),
+    ("graph rope read through a trans view", os.path.join(root, "tests", "lit", "graph", "permute.tile"),
+     "rope_in", ["T=7", "x=rand:84", "c=rand:14:2", "s=rand:14:3"]),
     # a bf16 LM head's chunk steps (passes/graph_lower.c lower_lce): bf16 dx and dw, dw's f32
     # sums between chunks in a buffer of their own (T 150, over 16 + 2*64 rows: chunks of 16,
     # the last of 6), none for one chunk of every row (T 40: more rows than a chunk)
