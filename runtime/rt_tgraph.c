@@ -891,6 +891,15 @@ TrtStatus rt_tgraph_poison_buffers(TrtTensorGraph *g)
 
 TrtModule *rt_tgraph_module(TrtTensorGraph *g) { return g ? g->kmod : NULL; }
 
+bool rt_tgraph_split_built(const TrtTensorGraph *g)
+{
+    if (!g || !g->later) return false;
+    pthread_mutex_lock(&g->later->lock);
+    bool built = g->later->g != NULL;
+    pthread_mutex_unlock(&g->later->lock);
+    return built;
+}
+
 /* The kernels that run, in order (the plan's views launch nothing). */
 uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? ir_gplan_num_launched(g->plan) : 0; }
 TrtKernel *trt_tgraph_kernel(const TrtTensorGraph *g, uint32_t i)

@@ -653,10 +653,12 @@ static void test_gpu_chunk_loop(void **state)
     /* dx and dw: the dx and dw steps write the results' memory */
     assert_int_equal(log[pre + 2].params[0], dx);
     assert_int_equal(log[pre + 3].params[0], dw);
-    /* the split, a build of its own in Liger's order: the forward's head computes dx and
-     * dw for a seed of 1 into the saved memory, the backward's scaling kernels read them
-     * there and write the results */
+    /* the split, a build of its own in Liger's order, made by the first split call: the
+     * forward's head computes dx and dw for a seed of 1 into the saved memory, the
+     * backward's scaling kernels read them there and write the results */
+    assert_false(rt_tgraph_split_built(g));
     assert_int_equal(trt_tgraph_num_saved(g), 2);
+    assert_true(rt_tgraph_split_built(g));
     TrtDevicePtr saved[2];
     for (uint32_t i = 0; i < 2; i++) {
         uint64_t bytes = 0;
