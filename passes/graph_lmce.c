@@ -273,6 +273,14 @@ static bool liger_plan(Lce *L, const Match *m, const bool *gone, const bool *aft
     return true;
 }
 
+/* Value `by` takes v's name, if v has one (a product or cast it replaces). */
+static void take_name(IrGraph *g, uint32_t by, uint32_t v)
+{
+    if (!g->values.data[v].name) return;
+    g->values.data[by].name = g->values.data[v].name;
+    g->values.data[v].name = NULL;
+}
+
 /* Without Liger's order the op's dx and dw are the final gradients. A bf16 head's cast up
  * of a product (ups) whose every reader casts it back to bf16 (the gradient returned in
  * the parameter's type) is a round trip, bit for bit the product (bf16 to f32 is exact):
@@ -294,9 +302,7 @@ static void drop_round_trips(const Lce *L, const uint32_t *ups, uint32_t nups, u
                 back &= op->kind == IR_GOP_CAST && vt(L, op->out[0])->elem == IR_BF16;
                 if (!drop) continue;
                 gone[o] = true, map[op->out[0]] = by;
-                if (!g->values.data[op->out[0]].name) continue;
-                g->values.data[by].name = g->values.data[op->out[0]].name;
-                g->values.data[op->out[0]].name = NULL;
+                take_name(g, by, op->out[0]);
             }
         if (back && nreaders) gone[ups[i]] = true;
     }
@@ -425,6 +431,8 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk, bool liger_order)
         for (uint32_t o = 0; o < n; o++)
             for (uint32_t r = 0; lg.dead[o] && r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = IR_GNONE;
     } else {
+        for (uint32_t i = 0; i < m->ndx; i++) take_name(g, nvals[2], g->ops.data[m->dx[i]].out[0]);
+        for (uint32_t i = 0; i < m->ndw; i++) take_name(g, nvals[3], g->ops.data[m->dw[i]].out[0]);
         if (half) {
             drop_round_trips(L, m->dxup, m->ndx, nvals[2], gone, map);
             drop_round_trips(L, m->dwup, m->ndw, nvals[3], gone, map);
