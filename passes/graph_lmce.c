@@ -27,16 +27,15 @@
  * written by the op into the result's memory (the joint run's form):
  *   %ce_rows, %dx, %dw = linear_cross_entropy %x, %w, %lab, %ign, %dy, %chunk
  *   return %l, %dx, %dw                       (no `cast up`, `cast %dw` kernel, no buffer)
- * chunk: the rows
- * whose [chunk, V] logits the plan holds at a time (a decision of this pass, an i64
- * constant operand, printed in the IR and the plan).
+ * chunk: the rows whose [chunk, V] logits the plan holds at a time (a decision of this
+ * pass, an i64 constant operand, printed in the IR and the plan).
  *
  * Liger's order (liger set, liger_plan; so that a forward/backward split computes the
- * loss in its forward part, passes/graph_split.c; the runtime builds the split so, the
- * joint run not, as it knows its seed, 1, from the start): dy is linear in the seed, so the backward's ops
- * computing it are cloned into the forward from a constant 1 of their own, and the op,
- * with the rows' readers, ends the forward; the backward multiplies dx and dw by the
- * seed where the gradient's products were read:
+ * loss in its forward part, passes/graph_split.c; the runtime builds the split so, not
+ * the joint run, which knows its seed, 1, from the start): dy is linear in the seed, so
+ * the backward's ops computing it are cloned into the forward from a constant 1 of
+ * their own, and the op, with the rows' readers, ends the forward; the backward
+ * multiplies dx and dw by the seed where the gradient's products were read:
  *   forward:  %one = const 1.0 ... dy1 = (dy's ops on %one)
  *             r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy1, chunk; loss = ...
  *   backward: %s = const 1.0 (the seed); dxs = mul %s, dx'; dws = mul %s, dw'
