@@ -3,8 +3,9 @@
  *
  * require:   a verified graph; ops in definition order, the return last.
  * guarantee: the graph computes the same values, bit for bit (the interpreter's
- *            linear_cross_entropy rounds as the ops it replaces), and verifies; with a
- *            scalar loss the op is in the forward (ops before nfwd), Liger's order.
+ *            linear_cross_entropy rounds as the ops it replaces), and verifies; with
+ *            liger and a scalar loss the op is in the forward (ops before nfwd),
+ *            Liger's order, else where the gradient was.
  *
  * The pattern, as the frontend and the gradient rules build it:
  *   z  = matmul x, w                      x [N, D], w [D, V] (w may be trans(W))
@@ -20,16 +21,22 @@
  *   r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy, chunk
  * placed where g was; the ops that read r (the loss's sum and mean) move after it, the
  * replaced ops and what only they read (w's cast and trans for dx) go. The seed of the
- * backward reaches the op through dy, so any scale of the loss is exact. chunk: the rows
- * whose [chunk, V] logits the plan holds at a time (a decision of this pass, an i64
- * constant operand, printed in the IR and the plan; the plan runs fewer rows than
- * IrGKernel.whole as one chunk, where that holds less memory: passes/graph_fuse.c).
+ * backward reaches the op through dy, so any scale of the loss is exact, and dx and dw
+ * are the final gradients: a bf16 head's casts up of them whose only readers cast back
+ * to bf16 (the gradient of a bf16 parameter) go too, so that a dw returned as it is is
+ * written by the op into the result's memory (the joint run's form):
+ *   %ce_rows, %dx, %dw = linear_cross_entropy %x, %w, %lab, %ign, %dy, %chunk
+ *   return %l, %dx, %dw                       (no `cast up`, `cast %dw` kernel, no buffer)
+ * chunk: the rows whose [chunk, V] logits the plan holds at a time (a decision of this
+ * pass, an i64 constant operand, printed in the IR and the plan; the plan runs fewer rows
+ * than IrGKernel.whole as one chunk, where that holds less memory: passes/graph_fuse.c).
  *
- * Liger's order (liger_plan; so that a forward/backward split computes the loss in its
- * forward part, passes/graph_split.c): dy is linear in the seed, so the backward's ops
- * computing it are cloned into the forward from a constant 1 of their own, and the op,
- * with the rows' readers, ends the forward; the backward multiplies dx and dw by the
- * seed where the gradient's products were read:
+ * Liger's order (liger set, liger_plan; so that a forward/backward split computes the
+ * loss in its forward part, passes/graph_split.c; the runtime builds the split so, not
+ * the joint run, which knows its seed, 1, from the start): dy is linear in the seed, so
+ * the backward's ops computing it are cloned into the forward from a constant 1 of
+ * their own, and the op, with the rows' readers, ends the forward; the backward
+ * multiplies dx and dw by the seed where the gradient's products were read:
  *   forward:  %one = const 1.0 ... dy1 = (dy's ops on %one)
  *             r', dx', dw' = linear_cross_entropy x, w, lab, ign, dy1, chunk; loss = ...
  *   backward: %s = const 1.0 (the seed); dxs = mul %s, dx'; dws = mul %s, dw'
@@ -266,10 +273,45 @@ static bool liger_plan(Lce *L, const Match *m, const bool *gone, const bool *aft
     return true;
 }
 
+/* Value `by` takes v's name, if v has one (a product or cast it replaces). */
+static void take_name(IrGraph *g, uint32_t by, uint32_t v)
+{
+    if (!g->values.data[v].name) return;
+    g->values.data[by].name = g->values.data[v].name;
+    g->values.data[v].name = NULL;
+}
+
+/* Without Liger's order the op's dx and dw are the final gradients. A bf16 head's cast up
+ * of a product (ups) whose every reader casts it back to bf16 (the gradient returned in
+ * the parameter's type) is a round trip, bit for bit the product (bf16 to f32 is exact):
+ * the casts go and their readers' values become the op's (by, named as they were), so
+ * a gradient that is only a result is written by the op into the result's memory. */
+static void drop_round_trips(const Lce *L, const uint32_t *ups, uint32_t nups, uint32_t by, bool *gone, uint32_t *map)
+{
+    IrGraph *g = L->g;
+    for (uint32_t i = 0; i < nups; i++) {
+        uint32_t u = g->ops.data[ups[i]].out[0], nreaders = 0;
+        bool back = true;
+        for (int drop = 0; drop < 2 && back && (!drop || nreaders); drop++)
+            for (uint32_t o = ups[i] + 1; o < L->nops; o++) {
+                const IrGOp *op = &g->ops.data[o];
+                bool reads = false;
+                for (uint32_t j = 0; j < op->nin; j++) reads |= op->in[j] == u;
+                if (!reads) continue;
+                nreaders += !drop;
+                back &= op->kind == IR_GOP_CAST && vt(L, op->out[0])->elem == IR_BF16;
+                if (!drop) continue;
+                gone[o] = true, map[op->out[0]] = by;
+                take_name(g, by, op->out[0]);
+            }
+        if (back && nreaders) gone[ups[i]] = true;
+    }
+}
+
 /* Rewrites the match: the fused op where the gradient was, the rows' readers after it,
  * the replaced ops and what only they read dropped. False (g unchanged) when dy is
  * computed from the rows. */
-static bool rewrite(Lce *L, const Match *m, int64_t chunk)
+static bool rewrite(Lce *L, const Match *m, int64_t chunk, bool liger_order)
 {
     IrGraph *g = L->g;
     uint32_t n = L->nops, nv0 = (uint32_t)g->values.len;
@@ -328,7 +370,7 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
     }
     /* Liger's order: dy's seed-dependent ops cloned into the forward from a constant 1 */
     Liger lg = {0};
-    bool liger = liger_plan(L, m, gone, after, &lg);
+    bool liger = liger_order && liger_plan(L, m, gone, after, &lg);
     uint32_t *in = arena_alloc(g->arena, 7 * sizeof *in), *out = arena_alloc(g->arena, 4 * sizeof *out);
     in[IR_LCE_X] = m->x, in[IR_LCE_W] = m->w, in[IR_LCE_LABELS] = m->lab, in[IR_LCE_IGNORE] = m->ign,
     in[IR_LCE_DY] = m->dy, in[IR_LCE_CHUNK] = nvals[0];
@@ -389,6 +431,12 @@ static bool rewrite(Lce *L, const Match *m, int64_t chunk)
         for (uint32_t o = 0; o < n; o++)
             for (uint32_t r = 0; lg.dead[o] && r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = IR_GNONE;
     } else {
+        for (uint32_t i = 0; i < m->ndx; i++) take_name(g, nvals[2], g->ops.data[m->dx[i]].out[0]);
+        for (uint32_t i = 0; i < m->ndw; i++) take_name(g, nvals[3], g->ops.data[m->dw[i]].out[0]);
+        if (half) {
+            drop_round_trips(L, m->dxup, m->ndx, nvals[2], gone, map);
+            drop_round_trips(L, m->dwup, m->ndw, nvals[3], gone, map);
+        }
         for (int pass = 0; pass < 3; pass++)   /* before the gradient; the fused op and the rows' readers; the rest */
             for (uint32_t o = pass == 2 ? m->grad + 1 : 0; o < (pass == 2 ? n : m->grad); o++) {
                 if (pass == 1 && o == 0) {
@@ -439,7 +487,7 @@ static void rewrite_rows(Lce *L, const Match *m)
         for (uint32_t r = 0; r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = o;
 }
 
-uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a)
+uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, bool liger, Arena *a)
 {
     uint32_t done = 0;
     if (chunk < 1) chunk = PASS_LMCE_CHUNK;
@@ -452,7 +500,7 @@ uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a)
             Match m;
             if (g->ops.data[o].kind != IR_GOP_CROSS_ENTROPY_ROWS || !match(&L, o, &m)) continue;
             if (m.grad == IR_GNONE) rewrite_rows(&L, &m);
-            else if (!rewrite(&L, &m, chunk)) continue;
+            else if (!rewrite(&L, &m, chunk, liger)) continue;
             again = true, done++;
         }
     }

@@ -182,9 +182,12 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a);
 /* The LM head fused with its cross-entropy (passes/graph_lmce.c, docs/GRAPHS.md "The LM
  * head"): each cross_entropy(x @ w) whose logits nothing else reads, under a grad, becomes
  * one linear_cross_entropy op (ir/graph.h) whose plan holds [chunk, V] logits at a time
- * (chunk < 1: PASS_LMCE_CHUNK rows). Before recomputation planning and fusion; g stays
- * verified and computes the same values bit for bit. Returns the number of rewrites. */
+ * (chunk < 1: PASS_LMCE_CHUNK rows). liger: in Liger's order where it can (the op in the
+ * forward for a seed of 1, the backward scaling dx and dw by the seed: for a
+ * forward/backward split), else reading the seed (dx and dw the gradients: the joint
+ * run's). Before recomputation planning and fusion; g stays verified and computes the
+ * same values bit for bit. Returns the number of rewrites. */
 #define PASS_LMCE_CHUNK 1024
-uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, Arena *a);
+uint32_t pass_graph_lmce(IrGraph *g, int64_t chunk, bool liger, Arena *a);
 
 #endif

@@ -681,8 +681,11 @@ TrtStatus rt_launch_target_build(const RtLaunchTarget *t);
  * threads (rt_tgraph.c), for tests. */
 void rt_tgraph_prebuilt(const TrtTensorGraph *g, uint32_t *variants, uint32_t *threads);
 /* The inner module of a tensor graph's lowered kernels (rt_tgraph.c), for tests that
- * replace its compile function. */
+ * replace its compile function (which the split's build, made later, takes over). */
 TrtModule *rt_tgraph_module(TrtTensorGraph *g);
+/* Whether a tensor graph's split has been built (rt_tgraph.c: on the first split call),
+ * for tests. */
+bool rt_tgraph_split_built(const TrtTensorGraph *g);
 /* Overwrites every buffer of a tensor graph's plan with 0xff bytes (NaN), for the tests
  * of the forward/backward split (rt_tgraph.c). */
 TrtStatus rt_tgraph_poison_buffers(TrtTensorGraph *g);

@@ -12,8 +12,13 @@
  * slowest kernel, not the sum. A graph with a grad also runs in two parts
  * (trt_tgraph_run_forward, trt_tgraph_run_backward; passes/graph_split.c): the saved
  * values that cross from one to the other live in memory the caller binds, so the
- * graph's buffers hold nothing from a forward that its backward needs. (Not
- * rt_graph.c, which captures CUDA graphs.) */
+ * graph's buffers hold nothing from a forward that its backward needs. The two parts
+ * are a build of their own (the LM head in Liger's order, whose forward computes the
+ * loss before the seed is known; the joint run's reads the seed and needs no scaling
+ * kernel: docs/GRAPHS.md "The LM head"), a TrtTensorGraph made on the first call of
+ * the split's API, sharing nothing mutable with the joint one; the joint one's
+ * bindings of parameters, sizes and results are copied into it before each part.
+ * (Not rt_graph.c, which captures CUDA graphs.) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +64,18 @@ struct TrtTensorGraph {
     TrtArg seed;             /* the backward part's seed (trt_tgraph_bind_seed; 1 unbound) */
     uint8_t running;         /* the part being launched (1, 2), 0 for the joint run: a saved
                               * value is in the caller's memory in a part, in its buffer joint */
+    /* the joint graph (split NULL) with a grad: what its split's build needs, and that
+     * build once made (a slot, so that the split's const getters can make it) */
+    TrtModule *module;       /* outlives the graph (trt_module_get_graph) */
+    const AstItem *item;
+    TrtGraphOptions opts;    /* the strings in ir's arena */
+    struct SplitSlot *later;
 };
+
+typedef struct SplitSlot {
+    pthread_mutex_t lock;    /* two threads asking for the split at once build it once */
+    TrtTensorGraph *g;       /* the split's build (its split non-NULL), NULL until asked for */
+} SplitSlot;
 
 static const AstItem *find_graph(const AstProgram *p, const char *name)
 {
@@ -89,8 +105,9 @@ static bool parse_sizes(const IrGraph *g, const char *spec, Arena *a, const int6
     return true;
 }
 
-/* The recomputation pass (passes/graph_remat.c) with the graph's options under opts. */
-static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts)
+/* The recomputation pass (passes/graph_remat.c) with the graph's options under opts; the
+ * LM head (passes/graph_lmce.c) in Liger's order for the split's build. */
+static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts, bool split)
 {
     Arena *a = ir_ctx_arena(G->ir);
     IrGraph *g = G->g;
@@ -102,7 +119,7 @@ static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts)
     if (!parse_sizes(g, opts ? opts->sizes : NULL, a, &sizes))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': the sizes must read NAME=N,NAME=N (N >= 1), not '%s'",
                        g->name, opts->sizes);
-    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
+    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, split, a);   /* @linear_cross_entropy: before the cut */
     pass_graph_remat(g, &r, sizes, a);
     pass_graph_seed_input(g);
     return ir_graph_verify(g, a, ir_ctx_diags(G->ir)) ? TRT_SUCCESS
@@ -110,8 +127,10 @@ static TrtStatus remat(TrtTensorGraph *G, const TrtGraphOptions *opts)
                            ir_ctx_diags(G->ir));
 }
 
-/* The graph IR, plan and lowering of item `it`; TRT_ERROR_COMPILE with the reason. */
-static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it, const TrtGraphOptions *opts)
+/* The graph IR, plan and lowering of item `it`, for the joint run or (split) for the
+ * forward/backward split, with its PassSplit; TRT_ERROR_COMPILE with the reason. */
+static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it, const TrtGraphOptions *opts,
+                       bool split)
 {
     Arena *a = ir_ctx_arena(G->ir);
     DiagList *d = ir_ctx_diags(G->ir);
@@ -122,12 +141,14 @@ static TrtStatus build(TrtTensorGraph *G, const TrtModule *m, const AstItem *it,
         return rt_fail(TRT_ERROR_COMPILE, "graph '%s' cannot be compiled yet: %s (the graph IR has no control flow)",
                        it->name, why.what);
     if (!G->g || !ir_graph_verify(G->g, a, d)) return rt_fail_diags(TRT_ERROR_COMPILE, "the graph has errors", d);
-    TrtStatus st = remat(G, opts);
+    TrtStatus st = remat(G, opts, split);
     if (st) return st;
     G->plan = pass_graph_fuse(G->g, a);
-    const char *err;
-    G->split = pass_graph_split(G->g, G->plan, a, &err);
-    if (err) return rt_fail(TRT_ERROR_COMPILE, "internal error: graph '%s': the split of its plan: %s", it->name, err);
+    const char *err = NULL;
+    if (split) G->split = pass_graph_split(G->g, G->plan, a, &err);
+    if (err || (split && !G->split))
+        return rt_fail(TRT_ERROR_COMPILE, "internal error: graph '%s': the split of its plan: %s", it->name,
+                       err ? err : "none");
     G->low = pass_graph_lower(G->g, G->plan, a);
     const char *reason;
     uint32_t k = pass_graph_unlowered(G->low, &reason);
@@ -244,6 +265,45 @@ TrtStatus trt_module_get_graph(TrtModule *m, const char *name, TrtTensorGraph **
     return trt_module_get_graph_with(m, name, NULL, out);
 }
 
+/* A joint graph with a grad keeps its module, item and options for its split's build. */
+static TrtStatus keep_for_split(TrtTensorGraph *G, TrtModule *m, const AstItem *it, const TrtGraphOptions *opts)
+{
+    if (!G->g->nfwd) return TRT_SUCCESS;
+    Arena *a = ir_ctx_arena(G->ir);
+    G->module = m, G->item = it;
+    const char *const from[3] = {opts ? opts->recompute : NULL, opts ? opts->memory_budget : NULL, opts ? opts->sizes : NULL};
+    const char **to[3] = {&G->opts.recompute, &G->opts.memory_budget, &G->opts.sizes};
+    for (uint32_t i = 0; i < 3; i++)
+        if (from[i] && !(*to[i] = arena_strdup(a, from[i]))) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    if (!(G->later = tl_calloc(1, sizeof *G->later))) return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    pthread_mutex_init(&G->later->lock, NULL);
+    return TRT_SUCCESS;
+}
+
+/* Graph `it` of m built for the joint run, or (split) for the forward/backward split. */
+static TrtStatus create(TrtModule *m, const AstItem *it, const TrtGraphOptions *opts, bool split, TrtTensorGraph **out)
+{
+    TrtTensorGraph *G = tl_calloc(1, sizeof *G);
+    if (!G || !(G->ir = ir_ctx_create())) {
+        tl_free(G);
+        return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
+    G->ctx = m->ctx;
+    pthread_mutex_lock(&m->lock);
+    TrtStatus s = build(G, m, it, opts, split);
+    pthread_mutex_unlock(&m->lock);
+    if (!s) s = alloc_tables(G);
+    if (!s) s = describe_all(G);
+    if (!s) s = load_kernels(G);
+    if (!s && !split) s = keep_for_split(G, m, it, opts);
+    if (s) {
+        trt_tgraph_destroy(G);
+        return s;
+    }
+    *out = G;
+    return TRT_SUCCESS;
+}
+
 TrtStatus trt_module_get_graph_with(TrtModule *m, const char *name, const TrtGraphOptions *opts,
                                     TrtTensorGraph **out)
 {
@@ -252,24 +312,7 @@ TrtStatus trt_module_get_graph_with(TrtModule *m, const char *name, const TrtGra
     if (!m || !name) return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_module_get_graph: m or name is NULL");
     const AstItem *it = find_graph(m->prog, name);
     if (!it) return rt_fail(TRT_ERROR_NOT_FOUND, "no graph named '%s' in the module", name);
-    TrtTensorGraph *G = tl_calloc(1, sizeof *G);
-    if (!G || !(G->ir = ir_ctx_create())) {
-        tl_free(G);
-        return rt_fail(TRT_ERROR_OUT_OF_MEMORY, "out of memory");
-    }
-    G->ctx = m->ctx;
-    pthread_mutex_lock(&m->lock);
-    TrtStatus s = build(G, m, it, opts);
-    pthread_mutex_unlock(&m->lock);
-    if (!s) s = alloc_tables(G);
-    if (!s) s = describe_all(G);
-    if (!s) s = load_kernels(G);
-    if (s) {
-        trt_tgraph_destroy(G);
-        return s;
-    }
-    *out = G;
-    return TRT_SUCCESS;
+    return create(m, it, opts, false, out);
 }
 
 static void free_buffer(TrtTensorGraph *G, uint32_t b)
@@ -299,6 +342,11 @@ void trt_tgraph_destroy(TrtTensorGraph *g)
     tl_free(g->buf_bytes);
     tl_free(g->saved);
     tl_free(g->saved_set);
+    if (g->later) {
+        trt_tgraph_destroy(g->later->g);
+        pthread_mutex_destroy(&g->later->lock);
+        tl_free(g->later);
+    }
     if (g->gm) ir_gmodule_destroy(g->gm);
     ir_ctx_destroy(g->ir);
     tl_free(g);
@@ -655,65 +703,127 @@ static TrtStatus no_split(const TrtTensorGraph *g, const char *fn)
                    "whole: trt_tgraph_run)", fn, g->g->name);
 }
 
-uint32_t trt_tgraph_num_saved(const TrtTensorGraph *g) { return g && g->split ? g->split->nsaved : 0; }
+/* The split's build of joint graph g into *out, made on the first call (g's module
+ * locked while it builds, as trt_module_get_graph locks it); no_split without a grad. */
+static TrtStatus split_of(const TrtTensorGraph *g, const char *fn, TrtTensorGraph **out)
+{
+    *out = NULL;
+    if (!g || !g->later) return no_split(g, fn);
+    TrtStatus s = TRT_SUCCESS;
+    pthread_mutex_lock(&g->later->lock);
+    if (!g->later->g && !(s = create(g->module, g->item, &g->opts, true, &g->later->g)))
+        g->later->g->kmod->compile = g->kmod->compile;   /* as the joint's (a test's replacement) */
+    TrtTensorGraph *S = g->later->g;
+    pthread_mutex_unlock(&g->later->lock);
+    if (!s && (S->g->params.len != g->g->params.len || S->g->nsizes != g->g->nsizes || S->ret->nin != g->ret->nin))
+        s = rt_fail(TRT_ERROR_COMPILE, "internal error: graph '%s': its split's build has other parameters, sizes or "
+                    "results than its joint one", g->g->name);
+    *out = s ? NULL : S;
+    return s;
+}
+
+/* dst's n bytes become src's; *changed when they differ. */
+static void copy_marking(void *dst, const void *src, size_t n, bool *changed)
+{
+    if (!memcmp(dst, src, n)) return;
+    memcpy(dst, src, n);
+    *changed = true;
+}
+
+/* The split's bindings of parameters, sizes and results become joint graph g's (the
+ * seed and the saved values are the split's own); a change is a rebinding there. */
+static void sync_bindings(TrtTensorGraph *S, const TrtTensorGraph *g)
+{
+    uint32_t np = g->nuser, ns = g->g->nsizes, no = g->ret->nin;
+    bool changed = false;
+    copy_marking(S->params, g->params, np * sizeof *S->params, &changed);
+    copy_marking(S->param_set, g->param_set, np, &changed);
+    copy_marking(S->sizes, g->sizes, ns * sizeof *S->sizes, &changed);
+    copy_marking(S->size_set, g->size_set, ns, &changed);
+    copy_marking(S->outs, g->outs, no * sizeof *S->outs, &changed);
+    copy_marking(S->out_set, g->out_set, no, &changed);
+    S->rebound |= changed;
+}
+
+uint32_t trt_tgraph_num_saved(const TrtTensorGraph *g)
+{
+    TrtTensorGraph *S = NULL;
+    return g && g->later && !split_of(g, "trt_tgraph_num_saved", &S) ? S->split->nsaved : 0;
+}
 
 TrtStatus trt_tgraph_saved(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out)
 {
-    if (!g || !g->split || !out || i >= g->split->nsaved)
+    TrtTensorGraph *S = NULL;
+    TrtStatus s = split_of(g, "trt_tgraph_saved", &S);
+    if (s) return s;
+    if (!out || i >= S->split->nsaved)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_saved: no graph, no saved value %u or out NULL", i);
-    *out = g->saved_info[i];
+    *out = S->saved_info[i];
     return TRT_SUCCESS;
 }
 
 TrtStatus trt_tgraph_saved_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *bytes)
 {
-    if (!g || !g->split || !bytes || i >= g->split->nsaved)
+    TrtTensorGraph *S = NULL;
+    TrtStatus s = split_of(g, "trt_tgraph_saved_bytes", &S);
+    if (s) return s;
+    if (!bytes || i >= S->split->nsaved)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_saved_bytes: no graph, no saved value %u or bytes NULL", i);
-    if (!value_bytes(g, g->split->saved[i], bytes))
+    sync_bindings(S, g);
+    if (!value_bytes(S, S->split->saved[i], bytes))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "graph '%s': saved value %u needs every size bound", g->g->name, i);
     return TRT_SUCCESS;
 }
 
 TrtStatus trt_tgraph_bind_saved(TrtTensorGraph *g, uint32_t i, TrtDevicePtr p)
 {
-    if (!g || !g->split || i >= g->split->nsaved)
+    TrtTensorGraph *S = NULL;
+    TrtStatus s = split_of(g, "trt_tgraph_bind_saved", &S);
+    if (s) return s;
+    if (i >= S->split->nsaved)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_saved: no graph, or graph '%s' has no saved value %u",
                        g ? g->g->name : "?", i);
-    g->saved[i] = p;
-    g->saved_set[i] = g->rebound = true;
+    S->saved[i] = p;
+    S->saved_set[i] = S->rebound = true;
     return TRT_SUCCESS;
 }
 
 TrtStatus trt_tgraph_bind_seed(TrtTensorGraph *g, TrtArg value)
 {
-    if (!g || !g->split) return no_split(g, "trt_tgraph_bind_seed");
-    if (g->g->dloss == IR_GNONE)
+    TrtTensorGraph *S = NULL;
+    TrtStatus s = split_of(g, "trt_tgraph_bind_seed", &S);
+    if (s) return s;
+    if (S->g->dloss == IR_GNONE)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_seed: graph '%s' differentiates a value that is not a "
                        "scalar: its seed is the constant 1 (not supported yet)", g->g->name);
-    const IrTensorType *t = &g->g->values.data[g->g->dloss].type;
+    const IrTensorType *t = &S->g->values.data[S->g->dloss].type;
     if (value.kind != rt_arg_kind(t->elem))
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_bind_seed: the seed of graph '%s' is %s and takes a scalar "
                        "of its kind", g->g->name, ir_elem_name(t->elem));
-    g->seed = value;
+    S->seed = value;
     return TRT_SUCCESS;
 }
 
 TrtStatus trt_tgraph_seed(const TrtTensorGraph *g, TrtGraphValueInfo *out)
 {
-    if (!g || !out || !g->split || g->g->dloss == IR_GNONE)
+    TrtTensorGraph *S = NULL;
+    TrtStatus s = split_of(g, "trt_tgraph_seed", &S);
+    if (s) return s;
+    if (!out || S->g->dloss == IR_GNONE)
         return rt_fail(TRT_ERROR_INVALID_ARGUMENT, "trt_tgraph_seed: no graph, out NULL, or graph '%s' has no seed input "
                        "(no grad, or a loss that is not a scalar)", g ? g->g->name : "?");
-    *out = g->seed_info;
+    *out = S->seed_info;
     return TRT_SUCCESS;
 }
 
 uint32_t trt_tgraph_output_part(const TrtTensorGraph *g, uint32_t i)
 {
-    if (!g || !g->split || i >= g->ret->nin) return 0;
-    uint32_t v = ir_gplan_root(g->plan, g->ret->in[i]);
-    for (uint32_t k = 0; k < g->plan->nkernels; k++)
-        for (uint32_t w = 0; !g->plan->kernels[k].view && w < g->plan->kernels[k].nwrites; w++)
-            if (ir_gplan_root(g->plan, g->plan->kernels[k].writes[w]) == v) return g->split->phase[k];
+    TrtTensorGraph *S = NULL;
+    if (!g || !g->later || i >= g->ret->nin || split_of(g, "trt_tgraph_output_part", &S)) return 0;
+    uint32_t v = ir_gplan_root(S->plan, S->ret->in[i]);
+    for (uint32_t k = 0; k < S->plan->nkernels; k++)
+        for (uint32_t w = 0; !S->plan->kernels[k].view && w < S->plan->kernels[k].nwrites; w++)
+            if (ir_gplan_root(S->plan, S->plan->kernels[k].writes[w]) == v) return S->split->phase[k];
     return 0;
 }
 
@@ -749,17 +859,21 @@ static TrtStatus check_part_bound(const TrtTensorGraph *G, uint8_t part, const c
     return s;
 }
 
+/* Part 1 or 2 of joint graph g: its split's build, with g's bindings, launched. */
 static TrtStatus run_part(TrtTensorGraph *g, uint8_t part, TrtStream stream, const char *fn)
 {
-    if (!g || !g->split) return no_split(g, fn);
-    TrtStatus s = check_part_bound(g, part, fn);
-    if (!s) s = plan_buffers(g);
-    if (g->g->dloss != IR_GNONE) g->params[g->nuser] = g->seed;
-    g->running = part;
-    if (!s) prebuild(g, stream, part);
-    for (uint32_t k = 0; !s && k < g->plan->nkernels; k++)
-        if (!g->plan->kernels[k].view && g->split->phase[k] == part) s = launch(g, k, stream);
-    g->running = 0;
+    TrtTensorGraph *S = NULL;
+    TrtStatus s = split_of(g, fn, &S);
+    if (s) return s;
+    sync_bindings(S, g);
+    s = check_part_bound(S, part, fn);
+    if (!s) s = plan_buffers(S);
+    if (S->g->dloss != IR_GNONE) S->params[S->nuser] = S->seed;
+    S->running = part;
+    if (!s) prebuild(S, stream, part);
+    for (uint32_t k = 0; !s && k < S->plan->nkernels; k++)
+        if (!S->plan->kernels[k].view && S->split->phase[k] == part) s = launch(S, k, stream);
+    S->running = 0;
     return s;
 }
 
@@ -778,6 +892,10 @@ TrtStatus trt_tgraph_run_backward(TrtTensorGraph *g, TrtStream stream)
  * gives NaN instead of the right answer by luck. */
 TrtStatus rt_tgraph_poison_buffers(TrtTensorGraph *g)
 {
+    if (g && g->later && g->later->g) {   /* the split's build, when a part ran */
+        TrtStatus s = rt_tgraph_poison_buffers(g->later->g);
+        if (s) return s;
+    }
     for (uint32_t b = 0; g && b < g->plan->nbuffers; b++) {
         if (!g->bufs[b]) continue;
         if (!g->ctx->drv) {
@@ -795,6 +913,15 @@ TrtStatus rt_tgraph_poison_buffers(TrtTensorGraph *g)
 }
 
 TrtModule *rt_tgraph_module(TrtTensorGraph *g) { return g ? g->kmod : NULL; }
+
+bool rt_tgraph_split_built(const TrtTensorGraph *g)
+{
+    if (!g || !g->later) return false;
+    pthread_mutex_lock(&g->later->lock);
+    bool built = g->later->g != NULL;
+    pthread_mutex_unlock(&g->later->lock);
+    return built;
+}
 
 /* The kernels that run, in order (the plan's views launch nothing). */
 uint32_t trt_tgraph_num_kernels(const TrtTensorGraph *g) { return g ? ir_gplan_num_launched(g->plan) : 0; }

@@ -117,6 +117,8 @@ static const char help_compile[] =
     "         (through ptxas; needs -o), the graph IR of the graphs (graph-ir) or\n"
     "         their fusion plans (fusion: one line per kernel, then the buffers),\n"
     "         or the Tile kernels the plans lower to (graph-kernels, a program);\n"
+    "         as the joint run builds them, with --split as the forward/backward\n"
+    "         split does (the LM head in Liger's order, docs/GRAPHS.md);\n"
     "         without --emit the file is only checked\n"
     "-D       set a const parameter (or a launch key, listed below) of the kernels\n"
     "--arch   sm_90a (default) or sm_80; sm_90 means sm_90a, sm_86 and sm_89 get sm_80\n"
@@ -452,8 +454,11 @@ static void check_options(Options *o)
         usage_error("--arg, --print, --print-to, --grid, --max-iterations and --max-ops belong to 'tilec run'%s", "");
     if (!o->run && (o->check_axis_info || o->gpu_ir)) usage_error("--check-axis-info and --gpu-ir belong to 'tilec run'%s", "");
     if (o->graph && !o->run) usage_error("--graph belongs to 'tilec run'%s", "");
-    if ((o->fused || o->compare_fused || o->split) && !o->graph)
-        usage_error("--fused, --compare-fused and --split belong to 'tilec run --graph'%s", "");
+    if ((o->fused || o->compare_fused) && !o->graph)
+        usage_error("--fused and --compare-fused belong to 'tilec run --graph'%s", "");
+    bool graph_emit = !strcmp(o->emit, "graph-ir") || !strcmp(o->emit, "fusion") || !strcmp(o->emit, "graph-kernels");
+    if (o->split && !o->graph && (o->run || !graph_emit))
+        usage_error("--split belongs to 'tilec run --graph' and to --emit=graph-ir, fusion and graph-kernels%s", "");
     if (o->split && o->compare_fused) usage_error("--split compares on its own: it does not go with --compare-fused%s", "");
     if ((o->steps || o->nfeeds) && !o->graph) usage_error("--steps and --feed belong to 'tilec run --graph'%s", "");
     if (o->graph && (o->kernel || o->has_grid || o->print_to))
@@ -1215,15 +1220,18 @@ static const int64_t *compile_sizes(const Options *o, const IrGraph *g, Arena *a
 }
 
 /* Rewrites g by the recomputation pass, with its @recompute under --recompute and
- * --memory-budget; policy, when not NULL, replaces both (the comparison of policies). */
-static const PassRemat *remat(const Options *o, IrGraph *g, const int64_t *sizes, const char *policy, Arena *a)
+ * --memory-budget; policy, when not NULL, replaces both (the comparison of policies).
+ * liger: the LM head in Liger's order, as the runtime's split builds it (else as its
+ * joint run does; docs/GRAPHS.md "The LM head"). */
+static const PassRemat *remat(const Options *o, IrGraph *g, const int64_t *sizes, const char *policy, bool liger,
+                              Arena *a)
 {
     IrRemat r;
     const char *err;
     if (!pass_remat_options(g, policy ? policy : o->recompute, policy ? NULL : o->memory_budget, &r, &err))
         usage_error("%s", err);
     if (policy) r.budget_kind = IR_BUDGET_NONE;
-    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, a);   /* @linear_cross_entropy: before the cut */
+    if (g->lce_chunk) pass_graph_lmce(g, g->lce_chunk, liger, a);   /* @linear_cross_entropy: before the cut */
     const PassRemat *rep = pass_graph_remat(g, &r, sizes, a);
     pass_graph_seed_input(g);   /* the backward's seed an input, every op a phase */
     DiagList d;
@@ -1245,7 +1253,7 @@ static void print_policies(const Options *o, const IrGraph *g, const int64_t *si
     for (int p = 0; p < 3; p++) {
         IrGraphModule *m = ir_gmodule_create(a);
         IrGraph *c = ir_graph_clone(m, g);
-        const PassRemat *rep = remat(o, c, sizes, ir_remat_policy_names[p], a);
+        const PassRemat *rep = remat(o, c, sizes, ir_remat_policy_names[p], o->split, a);
         const IrGPlan *plan = pass_graph_fuse(c, a);
         IrSize mem = pass_gplan_buffer_bytes(c, plan, sizes, a);
         fprintf(out, "policy %s: saves %s bytes (%.0f), recomputes %u value%s; %u kernels, buffers %s bytes (%.0f)\n",
@@ -1256,9 +1264,34 @@ static void print_policies(const Options *o, const IrGraph *g, const int64_t *si
     }
 }
 
-/* The forward/backward split of g's plan (passes/graph_split.c), for a graph with a grad. */
-static void print_split(const IrGraph *g, const IrGPlan *plan, Arena *a, FILE *out)
+/* Whether g (after remat) runs its LM head in Liger's order: a linear_cross_entropy in
+ * the forward. */
+static bool has_liger(const IrGraph *g)
 {
+    for (uint32_t o = 0; o < g->nfwd; o++)
+        if (g->ops.data[o].kind == IR_GOP_LINEAR_CROSS_ENTROPY) return true;
+    return false;
+}
+
+/* The forward/backward split of g's plan (passes/graph_split.c), for a graph with a grad.
+ * built: g as built (before remat), NULL with --split (g is the split's own). Without
+ * --split, a g whose split builds the LM head in Liger's order has a plan of its own
+ * there: a line says so instead. */
+static void print_split(const Options *o, const IrGraph *g, const IrGraph *built, const IrGPlan *plan, Arena *a,
+                        FILE *out)
+{
+    if (built && g->lce_chunk) {
+        IrGraphModule *m = ir_gmodule_create(a);
+        IrGraph *c = ir_graph_clone(m, built);
+        remat(o, c, compile_sizes(o, c, a), NULL, true, a);
+        bool own = has_liger(c);
+        ir_gmodule_destroy(m);
+        if (own) {
+            fprintf(out, "split @%s: a plan of its own, the LM head in Liger's order (tilec --emit=fusion --split)\n",
+                    g->name);
+            return;
+        }
+    }
     const char *err;
     const PassSplit *s = pass_graph_split(g, plan, a, &err);
     if (err) {
@@ -1284,7 +1317,7 @@ static int emit_graph_ir(const Options *o, IrCtx *ctx, const AstProgram *prog, D
     for (size_t i = 0; ok && i < n; i++) {
         IrGraph *g = m->graphs.data[i];
         if (fusion && g->nfwd) ir_graph_clone(before, g);
-        reps[i] = remat(o, g, compile_sizes(o, g, a), NULL, a);
+        reps[i] = remat(o, g, compile_sizes(o, g, a), NULL, o->split, a);
     }
     if (ok && !strcmp(o->emit, "graph-ir")) ir_gmodule_print(m, out);
     for (size_t i = 0, b = 0; ok && strcmp(o->emit, "graph-ir") && i < n; i++) {
@@ -1296,8 +1329,9 @@ static int emit_graph_ir(const Options *o, IrCtx *ctx, const AstProgram *prog, D
         }
         ir_gplan_print(g, plan, out);
         pass_graph_remat_print(g, reps[i], plan, out);
-        print_split(g, plan, a, out);
-        if (g->nfwd) print_policies(o, before->graphs.data[b++], compile_sizes(o, g, a), a, out);
+        const IrGraph *built = g->nfwd ? before->graphs.data[b++] : NULL;
+        print_split(o, g, o->split ? NULL : built, plan, a, out);
+        if (built) print_policies(o, built, compile_sizes(o, g, a), a, out);
     }
     ir_gmodule_destroy(before);
     ir_gmodule_destroy(m);
@@ -1618,7 +1652,7 @@ static int interp_graph(const Options *o, const IrGraph *g, FILE *out)
     IrGraphModule *m = a ? ir_gmodule_create(a) : NULL;
     if (!m) tl_oom();
     IrGraph *r = ir_graph_clone(m, g);   /* the graph the recomputation pass rewrites */
-    if (!rc) remat(o, r, sizes, NULL, a);
+    if (!rc) remat(o, r, sizes, NULL, false, a);
     if (!rc && o->split && !r->nfwd) {
         fprintf(stderr, "tilec: error: --split: graph '%s' has no grad, so no forward and backward to split\n", g->name);
         rc = EXIT_INPUT;

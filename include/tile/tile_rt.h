@@ -428,7 +428,13 @@ const char *trt_tgraph_size_name(const TrtTensorGraph *g, uint32_t i);
  * gradient of the loss, a scalar of the loss's type, 1 until bound.
  * A part fails with TRT_ERROR_INVALID_ARGUMENT naming what is not bound (every saved
  * value, and the parameters and results its kernels use); on a graph without a grad
- * the split calls fail and num_saved is 0. */
+ * the split calls fail and num_saved is 0. The parts are a build of their own, made
+ * by the first of these calls (its kernels loaded; TRT_ERROR_COMPILE if that fails,
+ * and a later call tries again), with a plan and buffers of its own: the LM head
+ * runs there in Liger's order (its dx and dw for a seed of 1 saved by the forward with
+ * the loss, scaled by the seed in the backward), in trt_tgraph_run it reads the seed
+ * (docs/GRAPHS.md "The LM head"). A graph used both ways holds both plans' buffers.
+ * The parameters, sizes and results bound to g serve both. */
 uint32_t trt_tgraph_num_saved(const TrtTensorGraph *g);
 TrtStatus trt_tgraph_saved(const TrtTensorGraph *g, uint32_t i, TrtGraphValueInfo *out);
 TrtStatus trt_tgraph_saved_bytes(const TrtTensorGraph *g, uint32_t i, uint64_t *bytes);

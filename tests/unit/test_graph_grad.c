@@ -53,6 +53,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15u;
  * rows after the backward, and expects lce_want rewrites. */
 static int64_t lce_chunk;
 static uint32_t lce_want;
+static bool lce_liger;   /* the op in Liger's order (the split's), else reading the seed (the joint run's) */
 
 static double uniform(void)
 {
@@ -77,7 +78,7 @@ static IrGraph *build(Run *r, const Case *c)
     IrGradFail fail;
     assert_true(ir_graph_grad(g, ret.in[0], g->params.data, c->nwrt, ret.loc, in + 1, &fail));
     ir_graph_op(g, IR_GOP_RETURN, ret.loc, in, c->nwrt + 1, NULL, 0);
-    if (lce_chunk) assert_int_equal(pass_graph_lmce(g, lce_chunk, r->a), lce_want);
+    if (lce_chunk) assert_int_equal(pass_graph_lmce(g, lce_chunk, lce_liger, r->a), lce_want);
     bool ok = ir_graph_verify(g, r->a, &r->d);
     for (size_t i = 0; i < r->d.len; i++) fprintf(stderr, "%s: %s\n", c->name, r->d.items[i].msg);
     assert_true(ok);
@@ -280,7 +281,8 @@ static void test_every_rule(void **state)
  * both head forms (w [D, V] and x @ trans(w)), losses scaled (a seed that reaches the op
  * as dy, not 1), x also read elsewhere (dx summed with another adjoint). The patterns the
  * pass must leave alone (the logits read elsewhere; dy computed from the loss) are
- * checked too: 0 rewrites, and the graph's gradients still right. */
+ * checked too: 0 rewrites, and the graph's gradients still right. Both orders: the op
+ * reading the seed (the joint run's), and Liger's (the split's). */
 static const struct {
     Case c;
     uint32_t want;
@@ -302,12 +304,14 @@ static void test_linear_cross_entropy(void **state)
     (void)state;
     int bad = 0;
     lce_chunk = 2;
-    for (size_t i = 0; i < sizeof lce_cases / sizeof *lce_cases; i++) {
-        lce_want = lce_cases[i].want;
-        int b = check_case(&lce_cases[i].c);
-        if (b) fprintf(stderr, "%s: %d elements differ\n", lce_cases[i].c.name, b);
-        bad += b;
-    }
+    for (int liger = 0; liger < 2; liger++)
+        for (size_t i = 0; i < sizeof lce_cases / sizeof *lce_cases; i++) {
+            lce_want = lce_cases[i].want;
+            lce_liger = liger;
+            int b = check_case(&lce_cases[i].c);
+            if (b) fprintf(stderr, "%s%s: %d elements differ\n", lce_cases[i].c.name, liger ? " (Liger)" : "", b);
+            bad += b;
+        }
     lce_chunk = 0;
     assert_int_equal(bad, 0);
 }

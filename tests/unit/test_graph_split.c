@@ -212,7 +212,7 @@ static void test_lce_liger(void **state)
     run_lce(g, 1, ref);
     for (int p = 0; p < 4; p++) {   /* every policy, then selective under a budget of 1 byte */
         IrGraph *c = ir_graph_clone(x.m, g);
-        assert_int_equal(pass_graph_lmce(c, c->lce_chunk, x.a), 1);
+        assert_int_equal(pass_graph_lmce(c, c->lce_chunk, true, x.a), 1);
         c = p < 3 ? split_copy(&x, c, (IrRematPolicy)p) : split_copy_budget(&x, c, IR_REMAT_SELECTIVE, IR_BUDGET_BYTES, 1);
         uint32_t lce_op = IR_GNONE, nscale = 0;
         for (uint32_t o = 0; o < c->ops.len; o++)

@@ -372,6 +372,99 @@ static void test_cpu_split(void **state)
     free_step(&b);
 }
 
+/* The value of element i of a head's result: f32, or bf16 (its bits the f32's top half). */
+static float head_elem(const void *p, uint64_t esize, uint64_t i)
+{
+    uint32_t bits = 0;
+    if (esize == 2) bits = (uint32_t)((const uint16_t *)p)[i] << 16;
+    else memcpy(&bits, (const float *)p + i, 4);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* The LM head's joint run (its op reading the seed through dy, dx and dw its results)
+ * against its split (a build of its own in Liger's order: dx and dw for a seed of 1
+ * saved by the forward with the loss, scaled by the seed in the backward) on the CPU,
+ * T = 20 rows in chunks of 8, one ignored, V = 40: the same loss, dx and dw bit for bit
+ * (the backward after the buffers are overwritten), and a seed of 2 doubles dx and dw
+ * exactly. */
+static void joint_against_split(const char *src, uint64_t esize, uint64_t D)
+{
+    TrtTensorGraph *g = get_graph_of(TRT_DEVICE_CPU, src, "lmhead");
+    enum { T_ = 20, V_ = 40 };
+    uint8_t x[T_ * 8 * 4], w[8 * V_ * 4], res[2][2][8 * V_ * 4];   /* [joint, split][dx, dw] */
+    int64_t lab[T_];
+    float loss[2];
+    for (uint64_t i = 0; i < T_ * D; i++) {
+        float f = (float)sin(0.37 * (double)i + 0.1);
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        if (esize == 2) ((uint16_t *)x)[i] = (uint16_t)(b >> 16);
+        else memcpy(x + 4 * i, &f, 4);
+    }
+    for (uint64_t i = 0; i < D * V_; i++) {
+        float f = (float)cos(0.53 * (double)i) * 0.5f;
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        if (esize == 2) ((uint16_t *)w)[i] = (uint16_t)(b >> 16);
+        else memcpy(w + 4 * i, &f, 4);
+    }
+    for (int i = 0; i < T_; i++) lab[i] = i == 5 ? -100 : (i * 7) % V_;
+    assert_ok(trt_tgraph_bind_size(g, "T", T_));
+    assert_ok(trt_tgraph_bind_size(g, "V", V_));
+    assert_ok(trt_tgraph_bind(g, "x", trt_arg_ptr(host(x))));
+    assert_ok(trt_tgraph_bind(g, "w", trt_arg_ptr(host(w))));
+    assert_ok(trt_tgraph_bind(g, "lab", trt_arg_ptr(host(lab))));
+    void *saved[2] = {NULL, NULL};
+    for (int way = 0; way < 2; way++) {
+        memset(res[way], 0xff, sizeof res[way]);
+        assert_ok(trt_tgraph_bind_output(g, 0, host(&loss[way])));
+        assert_ok(trt_tgraph_bind_output(g, 1, host(res[way][0])));
+        assert_ok(trt_tgraph_bind_output(g, 2, host(res[way][1])));
+        if (!way) {
+            assert_ok(trt_tgraph_run(g, NULL));
+            continue;
+        }
+        assert_int_equal(trt_tgraph_num_saved(g), 2);   /* dx and dw for a seed of 1 */
+        for (uint32_t i = 0; i < 2; i++) {
+            uint64_t bytes = 0;
+            assert_ok(trt_tgraph_saved_bytes(g, i, &bytes));
+            assert_non_null(saved[i] = calloc(1, bytes));
+            assert_ok(trt_tgraph_bind_saved(g, i, host(saved[i])));
+        }
+        assert_int_equal(trt_tgraph_output_part(g, 0), 1);   /* the loss: the forward's */
+        assert_ok(trt_tgraph_run_forward(g, NULL));
+        assert_ok(rt_tgraph_poison_buffers(g));
+        assert_ok(trt_tgraph_run_backward(g, NULL));
+    }
+    assert_memory_equal(&loss[0], &loss[1], sizeof loss[0]);
+    assert_memory_equal(res[0][0], res[1][0], T_ * D * esize);
+    assert_memory_equal(res[0][1], res[1][1], D * V_ * esize);
+    assert_ok(trt_tgraph_bind_seed(g, trt_arg_f32(2.0f)));
+    assert_ok(trt_tgraph_run_backward(g, NULL));
+    bool nonzero = false;
+    for (uint64_t i = 0; i < D * V_; i++) {
+        assert_true(head_elem(res[1][1], esize, i) == 2 * head_elem(res[0][1], esize, i));
+        nonzero |= head_elem(res[0][1], esize, i) != 0;
+    }
+    for (uint64_t i = 0; i < T_ * D; i++) assert_true(head_elem(res[1][0], esize, i) == 2 * head_elem(res[0][0], esize, i));
+    assert_true(nonzero);
+    for (int i = 0; i < 2; i++) free(saved[i]);
+}
+
+static void test_cpu_head_joint_split(void **state)
+{
+    (void)state;
+    joint_against_split(lmhead_src, 4, 4);
+}
+
+static void test_cpu_head_joint_split_bf16(void **state)
+{
+    (void)state;
+    joint_against_split(lmhead_bf16_src, 2, 8);
+}
+
 /* The backward reads the saved memory, not a buffer: NaN there gives NaN gradients. */
 static void test_cpu_split_reads_saved(void **state)
 {
@@ -516,11 +609,12 @@ static void test_gpu_chunk_loop(void **state)
     TrtDevicePtr x = m.p[0], w = m.p[1], dx = m.p[4], dw = m.p[5];
     assert_ok(trt_tgraph_bind_size(g, "T", 20));
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
-    /* before the head: the label count, dy for a seed of 1 (1 / count) and its broadcast,
-     * one kernel; after it the mean, then the seed scaling dx and dw (Liger's order:
-     * passes/graph_lmce.c; the seed is an input, passes/graph_split.c) */
+    /* before the head: the label count (the forward's), dy from the seed (the seed over
+     * the count, then its broadcast: the backward's, the seed an input, passes/
+     * graph_split.c); after it the mean. The joint run reads the seed through dy, so the
+     * op's dx and dw are the results: no scaling kernel (passes/graph_lmce.c) */
     assert_int_equal(trt_tgraph_num_kernels(g), 5);
-    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 1)), "lmhead_k1_logits");
+    assert_string_equal(trt_kernel_name(trt_tgraph_kernel(g, 3)), "lmhead_k4_logits");
     MockCounts cold, warm;
     mock_counts(&cold);
     assert_ok(trt_tgraph_run(g, (TrtStream)0x5000));
@@ -535,8 +629,8 @@ static void test_gpu_chunk_loop(void **state)
     mock_counts(&warm);
     assert_int_equal(warm.ptx_loads + warm.cubin_loads, cold.ptx_loads + cold.cubin_loads + built);
     MockLaunch log[32];
-    const int pre = 1;
-    assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
+    const int pre = 3;
+    assert_int_equal(mock_log(log, 32), pre + 3 * 4 + 1);   /* the count, dy, its broadcast, the chunks, the mean */
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
     static const uint32_t at_off[4] = {3, 4, 3, 3};         /* after the step's pointers and ps */
     static const int64_t cn[3] = {8, 8, 4};
@@ -549,7 +643,7 @@ static void test_gpu_chunk_loop(void **state)
         for (int i = 0; i < 4; i++) {
             const MockLaunch *l = &log[pre + c * 4 + i];
             char name[32];
-            snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
+            snprintf(name, sizeof name, "lmhead_k4_%s", step[i]);
             assert_string_equal(l->func, name);
             assert_int_equal(l->params[at_off[i]], 8 * c);   /* off: the chunk's first row */
             assert_int_equal(l->params[at_off[i] + 1], c < 2 ? 8 * c + 8 : 20);   /* end: the row after its last */
@@ -559,28 +653,52 @@ static void test_gpu_chunk_loop(void **state)
         }
     assert_int_equal(log[pre].params[0], x);                /* logits read x and w */
     assert_int_equal(log[pre].params[1], w);
-    /* dx and dw for a seed of 1 go to buffers of the plan (the split's saved values); the
-     * scaling kernels read them and write the results, the seed (1) passed by value */
-    const MockLaunch *sx = &log[pre + 13], *sw = &log[pre + 14];
+    /* dx and dw: the dx and dw steps write the results' memory */
+    assert_int_equal(log[pre + 2].params[0], dx);
+    assert_int_equal(log[pre + 3].params[0], dw);
+    /* the split, a build of its own in Liger's order, made by the first split call: the
+     * forward's head computes dx and dw for a seed of 1 into the saved memory, the
+     * backward's scaling kernels read them there and write the results */
+    assert_false(rt_tgraph_split_built(g));
+    assert_int_equal(trt_tgraph_num_saved(g), 2);
+    assert_true(rt_tgraph_split_built(g));
+    TrtDevicePtr saved[2];
+    for (uint32_t i = 0; i < 2; i++) {
+        uint64_t bytes = 0;
+        assert_ok(trt_tgraph_saved_bytes(g, i, &bytes));
+        assert_ok(trt_mem_alloc(cur.ctx, bytes, &saved[i]));
+        assert_ok(trt_tgraph_bind_saved(g, i, saved[i]));
+    }
+    mock_reset();
+    assert_ok(trt_tgraph_run_forward(g, (TrtStream)0x5000));
+    assert_int_equal(mock_log(log, 32), 1 + 3 * 4 + 1);     /* dy (the count's kernel), the chunks, the mean */
+    assert_string_equal(log[1].func, "lmhead_k1_logits");
+    uint64_t sdx = log[3].params[0], sdw = log[4].params[0];
+    assert_true((sdx == saved[0] && sdw == saved[1]) || (sdx == saved[1] && sdw == saved[0]));
+    mock_reset();
+    assert_ok(trt_tgraph_run_backward(g, (TrtStream)0x5000));
+    assert_int_equal(mock_log(log, 32), 2);
+    const MockLaunch *sx = &log[0], *sw = &log[1];
     assert_string_equal(sx->func, "lmhead_k3");
     assert_string_equal(sw->func, "lmhead_k4");
-    assert_true(log[pre + 2].params[0] != dx && log[pre + 3].params[0] != dw);
     assert_int_equal(sx->params[1], dx);
-    assert_int_equal(sx->params[3], log[pre + 2].params[0]);
+    assert_int_equal(sx->params[3], sdx);
     assert_int_equal(sw->params[0], dw);
-    assert_int_equal(sw->params[2], log[pre + 3].params[0]);
+    assert_int_equal(sw->params[2], sdw);
+    for (uint32_t i = 0; i < 2; i++) trt_mem_free(cur.ctx, saved[i]);
     free_head(&m);
 }
 
 /* A bf16 head (@linear_cross_entropy(chunk = 8), D = 8): dx and dw are bf16, so the dw
  * step's f32 sums between chunks are a buffer of their own (pa, its last pointer). Rows up
  * to 8 + 2 * 8 = 24 run as one chunk of all of them (off 0, end and cn T, the scratch
- * [T, V] bf16), which holds less than chunks and their sums: T = 8 and T = 20 pass a null
- * pa and the plan holds no [8, V] f32; T = 30, four chunks of 8, 8, 8 and 6 rows, passes
- * the same [8, V] f32 buffer (V = 40) to each chunk's dw step, the scratch [8, V]. Each
- * run's step variants are built before the launches, exactly those launched (one class
- * a step for one chunk; the first, middle and last chunk's for several), none at a
- * launch; the scaling kernels read the bf16 dx and dw buffers the steps wrote. */
+ * [T, V] bf16), which holds less than chunks and their sums: T = 8 and T = 20 pass
+ * another buffer's memory as pa (never read) and the plan holds no [8, V] f32; T = 30,
+ * four chunks of 8, 8, 8 and 6 rows, passes the same [8, V] f32 buffer (V = 40) to each
+ * chunk's dw step, the scratch [8, V]. Each run's step variants are built before the
+ * launches, exactly those launched (one class a step for one chunk; the first, middle
+ * and last chunk's for several), none at a launch; the dx and dw steps write the bf16
+ * results (the joint run: no casts up and back, no scaling kernel). */
 static void test_gpu_chunk_loop_bf16(void **state)
 {
     (void)state;
@@ -591,12 +709,13 @@ static void test_gpu_chunk_loop_bf16(void **state)
     assert_ok(trt_tgraph_bind_size(g, "V", 40));
     assert_int_equal(trt_tgraph_num_kernels(g), 5);
     static const char *const step[4] = {"logits", "loss", "dx", "dw"};
-    const int pre = 1, dw_pa = 8;                           /* pa: after dw, x, ps, off, end, cn, s_T, s_V */
+    const int pre = 3, dw_pa = 8;                           /* pa: after dw, x, ps, off, end, cn, s_T, s_V */
     /* per run: T, its chunks, the variants prebuilt (the other kernels' too while s_T's
      * class is new: divisible by 8, then neither; the steps' one class, then three) */
     static const int64_t Ts[3] = {8, 20, 30}, ncs[3] = {1, 1, 4}, built_of[3] = {4 + 4, 4 + 4, 4 * 3};
     MockLaunch log[32];
     uint32_t nb = trt_tgraph_num_buffers(g);
+    uint64_t logits_max = 0;
     for (int run = 0; run < 3; run++) {
         int64_t T = Ts[run], nc = ncs[run];
         assert_ok(trt_tgraph_bind_size(g, "T", T));
@@ -609,12 +728,14 @@ static void test_gpu_chunk_loop_bf16(void **state)
         mock_counts(&warm);
         assert_int_equal(built, built_of[run]);
         assert_int_equal(warm.ptx_loads + warm.cubin_loads, cold.ptx_loads + cold.cubin_loads + built);   /* none at launch */
-        assert_int_equal(mock_log(log, 32), pre + nc * 4 + 1 + 2);   /* dy, the chunks, the mean, the scaling */
+        assert_int_equal(mock_log(log, 32), pre + nc * 4 + 1);   /* the count, dy, its broadcast, the chunks, the mean */
         uint64_t scratch = log[pre].params[2], pa = log[pre + 3].params[dw_pa];
         bool sums = false, logits = false;
+        /* the scratch [T, V] or [8, V] bf16; a buffer grows, never shrinks (T 30 keeps T 20's) */
+        if ((uint64_t)(nc > 1 ? 8 : T) * 40 * 2 > logits_max) logits_max = (uint64_t)(nc > 1 ? 8 : T) * 40 * 2;
         for (uint32_t b = 0; b < nb; b++) {
             sums |= trt_tgraph_buffer_bytes(g, b) == 8 * 40 * 4;    /* dw's f32 sums, [8, V] */
-            logits |= trt_tgraph_buffer_bytes(g, b) == (uint64_t)(nc > 1 ? 8 : T) * 40 * 2;   /* the bf16 logits */
+            logits |= trt_tgraph_buffer_bytes(g, b) == logits_max;   /* the bf16 logits */
         }
         assert_true(logits);
         assert_int_equal(sums, nc > 1);
@@ -626,7 +747,7 @@ static void test_gpu_chunk_loop_bf16(void **state)
             for (int i = 0; i < 4; i++) {
                 const MockLaunch *l = &log[pre + c * 4 + i];
                 char name[32];
-                snprintf(name, sizeof name, "lmhead_k1_%s", step[i]);
+                snprintf(name, sizeof name, "lmhead_k4_%s", step[i]);
                 assert_string_equal(l->func, name);
                 int64_t off = 8 * c, end = nc == 1 ? T : c < nc - 1 ? off + 8 : T;
                 assert_int_equal(l->params[dw_pa - 5 + (i == 1)], off);
@@ -634,14 +755,9 @@ static void test_gpu_chunk_loop_bf16(void **state)
                 assert_int_equal(l->params[dw_pa - 3 + (i == 1)], end - off);   /* cn */
                 if (i == 3) assert_int_equal(l->params[dw_pa], pa);   /* every chunk's dw step: the same sums */
             }
-        /* the scaling kernels read the bf16 dx and dw that the steps wrote (dx's
-         * pointer first in the dx step, dw's in the dw step) */
-        const MockLaunch *sx = &log[pre + nc * 4 + 1], *sw = &log[pre + nc * 4 + 2];
-        uint64_t sdx = log[pre + 2].params[0], sdw = log[pre + 3].params[0];
-        bool rx = false, rw = false;
-        for (int i = 0; i < sx->nparams; i++) rx |= sx->params[i] == sdx;
-        for (int i = 0; i < sw->nparams; i++) rw |= sw->params[i] == sdw;
-        assert_true(rx && rw);
+        /* dx's pointer first in the dx step, dw's in the dw step: the results' */
+        assert_int_equal(log[pre + 2].params[0], m.p[4]);
+        assert_int_equal(log[pre + 3].params[0], m.p[5]);
     }
     free_head(&m);
 }
@@ -701,7 +817,8 @@ int main(void)
         T(test_cpu_ffn), T(test_cpu_rows_and_scalar), T(test_cpu_buffers_reused), T(test_errors),
         T(test_gpu_launches), T(test_introspection), T(test_cpu_adamw_in_place), T(test_gpu_chunk_loop),
         T(test_gpu_chunk_loop_bf16),
-        T(test_cpu_split), T(test_cpu_split_reads_saved), T(test_split_errors),
+        T(test_cpu_split), T(test_cpu_split_reads_saved), T(test_split_errors), T(test_cpu_head_joint_split),
+        T(test_cpu_head_joint_split_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
