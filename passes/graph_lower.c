@@ -1230,10 +1230,13 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
     /* one product of a 128 x 256 tile: 4 stages (with its TMA stores' staging, 230 KB of
      * shared memory; 0.98-0.99x cuBLAS on the H200 against 0.85-0.91x with 3,
      * docs/PERFORMANCE.md 2026-12-04); the shared pass takes fewer where they do not fit */
-    /* one product of a 128 x 128 tile (its epilogue reads two tiles or more): 4 stages
-     * too (the SwiGLU backward's dX GEMM, [1024, 4096] x [4096, 11008] on an H100: 0.229
-     * ms against 0.268 with 3; its main loop alone 0.149 against 0.203) */
-    int stages = !paired && !vec && bm * bn >= 128 * 128 ? 4 : 3;
+    /* one product of a 128 x 128 tile (its epilogue reads two tiles or more), or paired
+     * products of 128 x 128 together (SwiGLU's gate and up, 128 x 64 each: a stage is 32
+     * KB as for one 128 x 128 product; 230 KB with the three outputs' staging, ptxas
+     * without spills): 4 stages too (the SwiGLU backward's dX GEMM, [1024, 4096] x
+     * [4096, 11008] on an H100: 0.229 ms against 0.268 with 3; its main loop alone 0.149
+     * against 0.203) */
+    int stages = !vec && bm * bn * (paired ? (int64_t)n : 1) >= 128 * 128 ? 4 : 3;
     autotune(L, "BM: [16, 32, 64, 128, 256], BN: [16, 32, 64, 128, 256], BK: [16, 32, 64], warps: [4, 8], stages: [2, 3, 4]",
              paired ? arena_printf(L->a, "%u * BM * BN <= 128 * 128", n) : "BM * BN <= 128 * 256",
              arena_printf(L->a, "BM: %lld, BN: %lld, BK: %lld, warps: %d, stages: %d", (long long)bm, (long long)bn,
