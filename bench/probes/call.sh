@@ -3,7 +3,6 @@
 # From the repository root on the device machine (carry build-gpu): bash bench/probes/call.sh
 export TILE_LIB=$PWD/build-gpu/runtime/libtileRT.so PYTHONPATH=$PWD/python
 nvidia-smi -L > $OUT/card.txt
-timeout 90 python3 bench/probes/loss_probe.py > $OUT/loss.txt 2>&1
 # TMA stores in both branches of an if (one staging area), on the GPU against the interpreter
 A="--knob schedule=0 -D ws=1 -D persistent=1 --kernel branches --arg c=zeros:98304 --arg c32=zeros:98304 --arg a=rand:49152:1 --arg b=rand:49152:2 --arg M=384 --arg N=256 --arg K=128 --print c --print c32"
 build-gpu/tilec run tests/lit/passes/tma_store.tile --device cpu $A > /tmp/br_cpu.txt 2>&1
@@ -15,3 +14,4 @@ m=max(abs(x) for x in a); d=max(abs(x-y) for x,y in zip(a,b)); print('branches: 
   build-gpu/tilec run tests/lit/graph/permute.tile --compare-fused --device gpu --graph rope_out --arg T=7 --arg d=rand:84 --arg c=rand:14:2 --arg s=rand:14:3; echo "rope_out rc=$?" ) > $OUT/permute.txt 2>&1
 timeout 120 python3 tests/gpu/test_python_gpu.py -k LmHeadSplit > $OUT/lmhead_split.txt 2>&1; echo "rc=$?" >> $OUT/lmhead_split.txt
 OUT=$OUT STEP_TIMEOUT=220 bash scripts/gpu-suite.sh step42 > $OUT/step42.txt 2>&1
+timeout 90 python3 bench/probes/loss_probe.py > $OUT/loss.txt 2>&1
