@@ -12,6 +12,6 @@ a=[float(x) for x in open('/tmp/br_cpu.txt').read().split()]; b=[float(x) for x 
 m=max(abs(x) for x in a); d=max(abs(x-y) for x,y in zip(a,b)); print('branches: n', len(a), len(b), 'max diff / max', d/m, 'OK' if len(a)==len(b) and d/m < 1e-2 else 'FAIL')" > $OUT/branches.txt 2>&1
 ( build-gpu/tilec run tests/lit/graph/permute.tile --compare-fused --device gpu --graph attn_out16 --arg T=37 --arg q=rand:4736:1 --arg k=rand:4736:2 --arg v=rand:4736:3 --arg w=rand:8192:4 --arg t=rand:2368:5; echo "attn_out16 rc=$?"
   build-gpu/tilec run tests/lit/graph/permute.tile --compare-fused --device gpu --graph rope_out --arg T=7 --arg d=rand:84 --arg c=rand:14:2 --arg s=rand:14:3; echo "rope_out rc=$?" ) > $OUT/permute.txt 2>&1
-timeout 120 python3 tests/gpu/test_python_gpu.py -k LmHeadSplit > $OUT/lmhead_split.txt 2>&1; echo "rc=$?" >> $OUT/lmhead_split.txt
 OUT=$OUT STEP_TIMEOUT=220 bash scripts/gpu-suite.sh step42 > $OUT/step42.txt 2>&1
+timeout 120 python3 tests/gpu/test_python_gpu.py -k LmHeadSplit > $OUT/lmhead_split.txt 2>&1; echo "rc=$?" >> $OUT/lmhead_split.txt
 timeout 90 python3 bench/probes/loss_probe.py > $OUT/loss.txt 2>&1
