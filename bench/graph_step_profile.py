@@ -1,5 +1,5 @@
 """The Llama block's training step (bench/graph_train_step.py's graph and inputs) through
-tile at T = 1024: CUDA time per kernel under torch.profiler, the largest first, so the
+tile (or, with --peer, torch.compile) at T = 1024 (--tokens): CUDA time per kernel under torch.profiler, the largest first, so the
 next step of issue 42 is chosen from a measurement.
 
     python3 bench/graph_step_profile.py --lib build-gpu/runtime/libtileRT.so [--policy save-all] [--top 25]
@@ -20,6 +20,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--policy", default="save-all")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--peer", action="store_true",
+                    help="profile torch.compile's step (loss and backward) on the same inputs instead of tile's")
     a = ap.parse_args()
     os.environ["TILE_LIB"] = os.path.abspath(a.lib)
     sys.path.insert(0, os.path.join(gts.ROOT, "python"))
@@ -29,6 +31,22 @@ def main():
     T, V = a.tokens, 32000
     L = gts.LLAMA
     w, data = gts.make_inputs(torch, T, V, L["D"], L["H"], L["HKV"], L["E"], L["F"], "cuda")
+    if a.peer:
+        loss_fn = torch.compile(gts.make_step(torch, T, L["D"], L["H"], L["HKV"], L["E"]))
+        w = {k: t.detach().requires_grad_(t.is_floating_point() and t.dim() > 0) for k, t in w.items()}
+
+        def step():
+            for t in w.values():
+                t.grad = None
+            loss_fn(**data, **w).backward()
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        a.policy = "torch.compile"
+        return show(torch, prof, T, a)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "llama_block_train.tile")
         with open(path, "w") as f:
@@ -42,6 +60,10 @@ def main():
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             g(**args)
             torch.cuda.synchronize()
+    return show(torch, prof, T, a)
+
+
+def show(torch, prof, T, a):
     rows = {}
     for e in prof.events():
         if e.device_type.name != "CUDA":
