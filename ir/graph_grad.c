@@ -238,21 +238,42 @@ static uint32_t d_unary(Grad *G, const IrGOp *op, uint32_t d)
     switch (op->kind) {
     case IR_GOP_NEG: return neg(G, d);
     case IR_GOP_EXP: return mul(G, d, yout(G, op));
-    case IR_GOP_EXP2: return mul(G, mul(G, d, yout(G, op)), kc(G, d, LN2));
+    case IR_GOP_EXP2: {
+        uint32_t t = mul(G, d, yout(G, op));
+        return mul(G, t, kc(G, d, LN2));
+    }
     case IR_GOP_LOG: return dvd(G, d, xin(G, op, 0));
-    case IR_GOP_LOG2: return dvd(G, d, mul(G, xin(G, op, 0), kc(G, d, LN2)));
-    case IR_GOP_SQRT: return dvd(G, mul(G, d, kc(G, d, 0.5)), yout(G, op));
-    case IR_GOP_RSQRT: return mul(G, d, mul(G, kc(G, d, -0.5), dvd(G, yout(G, op), xin(G, op, 0))));
+    case IR_GOP_LOG2: {
+        uint32_t x = xin(G, op, 0);
+        return dvd(G, d, mul(G, x, kc(G, d, LN2)));
+    }
+    case IR_GOP_SQRT: {
+        uint32_t t = mul(G, d, kc(G, d, 0.5));
+        return dvd(G, t, yout(G, op));
+    }
+    case IR_GOP_RSQRT: {
+        uint32_t k = kc(G, d, -0.5), y = yout(G, op), x = xin(G, op, 0);
+        return mul(G, d, mul(G, k, dvd(G, y, x)));
+    }
     case IR_GOP_SIN: return mul(G, d, un(G, IR_GOP_COS, xin(G, op, 0)));
     case IR_GOP_COS: return neg(G, mul(G, d, un(G, IR_GOP_SIN, xin(G, op, 0))));
-    case IR_GOP_TANH: return mul(G, d, sub(G, kc(G, d, 1), mul(G, yout(G, op), yout(G, op))));
-    case IR_GOP_SIGMOID: return mul(G, d, mul(G, yout(G, op), sub(G, kc(G, d, 1), yout(G, op))));
+    case IR_GOP_TANH: {
+        uint32_t one = kc(G, d, 1), y = yout(G, op);
+        return mul(G, d, sub(G, one, mul(G, y, y)));
+    }
+    case IR_GOP_SIGMOID: {
+        uint32_t y = yout(G, op), one = kc(G, d, 1);
+        return mul(G, d, mul(G, y, sub(G, one, y)));
+    }
     case IR_GOP_ERF: {
         uint32_t x = xin(G, op, 0);
-        return mul(G, d, mul(G, kc(G, d, TWO_OVER_SQRT_PI), un(G, IR_GOP_EXP, neg(G, mul(G, x, x)))));
+        uint32_t k = kc(G, d, TWO_OVER_SQRT_PI), e = un(G, IR_GOP_EXP, neg(G, mul(G, x, x)));
+        return mul(G, d, mul(G, k, e));
     }
-    default:   /* abs: the sign of x (1 at 0) */
-        return sel(G, cmp(G, IR_GCMP_LT, xin(G, op, 0), kc(G, d, 0)), neg(G, d), d);
+    default: { /* abs: the sign of x (1 at 0) */
+        uint32_t x = xin(G, op, 0), neg0 = cmp(G, IR_GCMP_LT, x, kc(G, d, 0));
+        return sel(G, neg0, neg(G, d), d);
+    }
     }
 }
 
@@ -276,7 +297,10 @@ static void r_div(Grad *G, const IrGOp *op)
 {
     uint32_t d = dy(G, op);
     if (wants(G, op, 0)) give(G, op, 0, dvd(G, d, xin(G, op, 1)));
-    if (wants(G, op, 1)) give(G, op, 1, neg(G, dvd(G, mul(G, d, yout(G, op)), xin(G, op, 1))));
+    if (wants(G, op, 1)) {
+        uint32_t t = mul(G, d, yout(G, op));
+        give(G, op, 1, neg(G, dvd(G, t, xin(G, op, 1))));
+    }
 }
 
 /* minimum, maximum: the adjoint goes to the operand chosen; a tie goes to the first. */
@@ -293,7 +317,10 @@ static void r_pow(Grad *G, const IrGOp *op)
 {
     uint32_t d = dy(G, op), a = xin(G, op, 0), b = xin(G, op, 1);
     if (wants(G, op, 0)) give(G, op, 0, mul(G, d, mul(G, b, bin(G, IR_GOP_POW, a, sub(G, b, kc(G, b, 1))))));
-    if (wants(G, op, 1)) give(G, op, 1, mul(G, d, mul(G, yout(G, op), un(G, IR_GOP_LOG, a))));
+    if (wants(G, op, 1)) {
+        uint32_t y = yout(G, op);
+        give(G, op, 1, mul(G, d, mul(G, y, un(G, IR_GOP_LOG, a))));
+    }
 }
 
 static void r_fma(Grad *G, const IrGOp *op)
@@ -442,7 +469,10 @@ static void r_norm(Grad *G, const IrGOp *op)
     }
     if (wants(G, op, 1)) give(G, op, 1, mul(G, d, xhat));
     if (ln) give(G, op, 2, d);
-    if (wants(G, op, ie)) give(G, op, ie, mul(G, mul(G, gx, mul(G, rstd, rstd)), kc(G, d, -0.5)));
+    if (wants(G, op, ie)) {
+        uint32_t t = mul(G, gx, mul(G, rstd, rstd));
+        give(G, op, ie, mul(G, t, kc(G, d, -0.5)));
+    }
 }
 
 static void r_trans(Grad *G, const IrGOp *op)
@@ -496,7 +526,8 @@ static void r_dropout(Grad *G, const IrGOp *op)
     }
     if (wants(G, op, 1)) {
         uint32_t p = cast(G, xin(G, op, 1), ty(G, d).elem);
-        give(G, op, 1, mul(G, d, dvd(G, yout(G, op), sub(G, kc(G, d, 1), p))));
+        uint32_t y = yout(G, op), one = kc(G, d, 1);
+        give(G, op, 1, mul(G, d, dvd(G, y, sub(G, one, p))));
     }
 }
 
@@ -537,15 +568,21 @@ static void r_rope(Grad *G, const IrGOp *op)
 {
     uint32_t d = dy(G, op);
     if (wants(G, op, 0)) {
-        uint32_t in[3] = {d, xin(G, op, 1), neg(G, xin(G, op, 2))};
+        uint32_t c = xin(G, op, 1), s = neg(G, xin(G, op, 2)), in[3] = {d, c, s};
         give(G, op, 0, emit(G, IR_GOP_ROPE, in, 3, ty(G, d)));
     }
     if (!wants(G, op, 1) && !wants(G, op, 2)) return;
     uint32_t x1, x2, d1, d2;
     halves(G, xin(G, op, 0), &x1, &x2);
     halves(G, d, &d1, &d2);
-    if (wants(G, op, 1)) give(G, op, 1, add(G, mul(G, d1, x1), mul(G, d2, x2)));
-    if (wants(G, op, 2)) give(G, op, 2, sub(G, mul(G, d2, x1), mul(G, d1, x2)));
+    if (wants(G, op, 1)) {
+        uint32_t a = mul(G, d1, x1);
+        give(G, op, 1, add(G, a, mul(G, d2, x2)));
+    }
+    if (wants(G, op, 2)) {
+        uint32_t a = mul(G, d2, x1);
+        give(G, op, 2, sub(G, a, mul(G, d1, x2)));
+    }
 }
 
 /* y = swiglu(g, u) = g sigmoid(g) u: dg = dy u s (1 + g (1 - s)), du = dy g s with s =
@@ -556,7 +593,8 @@ static void r_swiglu(Grad *G, const IrGOp *op)
     uint32_t d = dy(G, op), g = xin(G, op, 0), u = xin(G, op, 1), sg = un(G, IR_GOP_SIGMOID, g);
     if (wants(G, op, 0)) {
         uint32_t one = kc(G, d, 1), slope = add(G, one, mul(G, g, sub(G, one, sg)));
-        give(G, op, 0, mul(G, mul(G, d, u), mul(G, sg, slope)));
+        uint32_t du = mul(G, d, u);
+        give(G, op, 0, mul(G, du, mul(G, sg, slope)));
     }
     if (wants(G, op, 1)) give(G, op, 1, mul(G, d, mul(G, g, sg)));
 }
@@ -569,7 +607,8 @@ static uint32_t iota(Grad *G, IrElem e, IrSize n, uint32_t ax)
     d[ax] = n;
     d[1 - ax] = ir_size_const(1);
     uint32_t one = cst(G, e, 1.0), f = emit(G, IR_GOP_FULL, &one, 1, (IrTensorType){e, 2, d});
-    return sub(G, emit_axis(G, IR_GOP_CUMSUM, f, ax, ty(G, f)), kc(G, f, 1));
+    uint32_t c = emit_axis(G, IR_GOP_CUMSUM, f, ax, ty(G, f));
+    return sub(G, c, kc(G, f, 1));
 }
 
 /* A size as a scalar of element type e. */
@@ -590,12 +629,13 @@ static uint32_t attn_visible(Grad *G, const IrGOp *op, IrElem e)
     IrTensorType tq = ty(G, op->in[0]), tk = ty(G, op->in[1]);
     IrSize Lq = tq.dims[tq.rank - 2], Lk = tk.dims[tk.rank - 2];
     uint32_t i = iota(G, e, Lq, 0), j = iota(G, e, Lk, 1);
-    uint32_t diag = add(G, i, sub(G, size_as(G, Lk, e), size_as(G, Lq, e))), zero = cst(G, e, 0);
-    uint32_t vis = lor(G, un(G, IR_GOP_NOT, op->in[3]), cmp(G, IR_GCMP_LE, j, diag));
+    uint32_t lk = size_as(G, Lk, e), lq = size_as(G, Lq, e);
+    uint32_t diag = add(G, i, sub(G, lk, lq)), zero = cst(G, e, 0);
+    uint32_t nc = un(G, IR_GOP_NOT, op->in[3]), vis = lor(G, nc, cmp(G, IR_GCMP_LE, j, diag));
     if (op->nin < 7) return vis;
     uint32_t wl = cast(G, op->in[5], e), wr = cast(G, op->in[6], e);
-    uint32_t lo = lor(G, cmp(G, IR_GCMP_LT, wl, zero), cmp(G, IR_GCMP_GE, j, sub(G, diag, wl)));
-    uint32_t hi = lor(G, cmp(G, IR_GCMP_LT, wr, zero), cmp(G, IR_GCMP_LE, j, add(G, diag, wr)));
+    uint32_t wl0 = cmp(G, IR_GCMP_LT, wl, zero), lo = lor(G, wl0, cmp(G, IR_GCMP_GE, j, sub(G, diag, wl)));
+    uint32_t wr0 = cmp(G, IR_GCMP_LT, wr, zero), hi = lor(G, wr0, cmp(G, IR_GCMP_LE, j, add(G, diag, wr)));
     return bin_as(G, IR_GOP_LAND, vis, bin_as(G, IR_GOP_LAND, lo, hi, IR_I1), IR_I1);
 }
 
@@ -666,8 +706,8 @@ static void r_attention_dense(Grad *G, const IrGOp *op)
     if (gv) v = repeat_heads(G, v, to.dims[to.rank - 3]);
     IrElem e = ty(G, d).elem;
     uint32_t sc = cast(G, xin(G, op, 4), e), qk = matmul(G, q, trans_last(G, k)), vis = attn_visible(G, op, e);
-    uint32_t s = sel(G, vis, mul(G, qk, sc), cst(G, e, -INFINITY)), last = ty(G, d).rank - 1;
-    uint32_t p = sel(G, vis, emit_axis(G, IR_GOP_SOFTMAX, s, ty(G, s).rank - 1, ty(G, s)), cst(G, e, 0));
+    uint32_t sqk = mul(G, qk, sc), s = sel(G, vis, sqk, cst(G, e, -INFINITY)), last = ty(G, d).rank - 1;
+    uint32_t sm = emit_axis(G, IR_GOP_SOFTMAX, s, ty(G, s).rank - 1, ty(G, s)), p = sel(G, vis, sm, cst(G, e, 0));
     uint32_t delta = reduce_keep(G, IR_GOP_SUM, mul(G, d, yout(G, op)), last);
     uint32_t ds = mul(G, p, sub(G, matmul(G, d, trans_last(G, v)), delta));
     IrTensorType tk = ty(G, op->in[1]), tv = ty(G, op->in[2]);
