@@ -12,7 +12,8 @@ ps = x0.clone()
 nbytes = 3 * T * V * 2
 ref = None
 for c in [{}, dict(BM=1, BV=2048, warps=4), dict(BM=2, BV=2048, warps=4), dict(BM=1, BV=4096, warps=8), dict(BM=2, BV=1024, warps=4),
-          dict(BM=1, BV=1024, warps=4), dict(BM=4, BV=2048, warps=8), dict(BM=8, BV=1024, warps=8)]:
+          dict(BM=1, BV=1024, warps=4), dict(BM=4, BV=2048, warps=8), dict(BM=8, BV=1024, warps=8),
+          dict(BM=1, BV=8192, warps=8), dict(BM=2, BV=4096, warps=8), dict(BM=1, BV=2048, warps=2), dict(BM=1, BV=4096, warps=4)]:
     def f():
         ps.copy_(x0)
         m.loss(rows, lab, dy, ps, 0, T, T, T, V, **c)
