@@ -332,11 +332,23 @@ typedef struct IrGKernel {
     bool bwd_scratch;        /* kind attention_bwd on 16-bit q, k, v and an f32 dO: a scratch
                               * buffer holds dO in q's type and delta = rowsum(dO * o) (f32),
                               * which a first step writes (passes/graph_lower.c) */
+    int64_t bwd_split;       /* with bwd_scratch, where the query heads group G > 1 to a KV
+                              * head: G, the dK/dV step's split regime (while the KV rows
+                              * batch * Lk are at most IR_BWD_SPLIT_ROWS, too few key blocks
+                              * of 128 to fill the GPU, a program per query head and key
+                              * block writes f32 partial dK and dV into the scratch, which a
+                              * fourth step adds in the order of the heads); else 0 */
     bool store_view;         /* with view, a trans whose operand its producer (a
                               * flash_attention kernel) writes straight into this result's
                               * memory, through permuted strides: the operand's root is
                               * the result's */
 } IrGKernel;
+
+/* The KV rows (the batch axes of k times its Lk) up to which an attention_bwd kernel of
+ * 16-bit operands and grouped query heads runs its dK/dV step split over the query heads
+ * (IrGKernel.bwd_split): 132 SMs (an H100) times 128 keys a program. Below it one program
+ * per (KV head, key block) leaves SMs idle (8 KV heads at T 1024: 64 programs). */
+#define IR_BWD_SPLIT_ROWS 16896
 
 /* A buffer in global memory (memory planning): it holds the intermediates values[i]
  * one after another, each from the kernel that writes it (first[i]) to the last kernel
