@@ -1313,7 +1313,8 @@ static bool bwd_half(const Fuse *F, const IrGKernel *K)
 
 /* The split regime of attention_bwd kernel K's dK/dV step (IrGKernel.bwd_split): with
  * G > 1 query heads a KV head (constant head axes, as passes/graph_lower.c groups them),
- * while the KV rows R (k's batch axes times Lk) are at most IR_BWD_SPLIT_ROWS, its scratch
+ * while the KV rows R (k's batch axes times Lk) are at most IR_BWD_SPLIT_ROWS (the graph's
+ * @attention_bwd_split: ir_bwd_split_rows), its scratch
  * B also holds the f32 partial dK and dV of each query head, G * R * (D + Dv) floats past
  * dO and delta (16 bytes of alignment), as B's rows condition (known rows decide here,
  * symbolic ones at run time, as the LM head's regimes). */
@@ -1326,15 +1327,16 @@ static void bwd_split(Fuse *F, IrGKernel *K, IrGBuffer *B)
         !ir_size_is_const(k->dims[k->rank - 3], &hk) || hk <= 0 || h / hk <= 1 ||
         !ir_size_is_const(k->dims[k->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv))
         return;
+    int64_t upto = ir_bwd_split_rows(F->g);
     IrSize R, one;
-    if (!ir_size_numel(F->a, k->rank - 1, k->dims, &R) || !ir_size_add(F->a, B->bytes, ir_size_const(16), 1, &one) ||
+    if (upto < 0 || !ir_size_numel(F->a, k->rank - 1, k->dims, &R) || !ir_size_add(F->a, B->bytes, ir_size_const(16), 1, &one) ||
         !ir_size_add(F->a, one, R, 4 * (h / hk) * (D + Dv), &one))
         return;
     if (ir_size_is_const(R, &rows)) {
-        if (rows > IR_BWD_SPLIT_ROWS) return;
+        if (rows > upto) return;
         B->bytes = one;
     } else {
-        B->cond = true, B->rows = R, B->upto = ir_size_const(IR_BWD_SPLIT_ROWS), B->one = one;
+        B->cond = true, B->rows = R, B->upto = ir_size_const(upto), B->one = one;
     }
     K->bwd_split = h / hk;
 }

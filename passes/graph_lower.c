@@ -2403,8 +2403,8 @@ static void bwd_dkdv16(Low *L, const Bwd *B)
     int64_t S = L->K->bwd_split;
     if (S) {   /* sp: the split regime, programs in key-block-major order (the longest first) */
         const char *nkv = size_expr(L, numel(L, B->kt, 0, B->nb));
-        fprintf(o, "    let sp = (%s <= %d) as i64;\n    let ng = %lld - %lld * sp;\n", size_expr(L, numel(L, B->kt, 0, B->nb + 1)),
-                IR_BWD_SPLIT_ROWS, (long long)S, (long long)(S - 1));
+        fprintf(o, "    let sp = (%s <= %lld) as i64;\n    let ng = %lld - %lld * sp;\n", size_expr(L, numel(L, B->kt, 0, B->nb + 1)),
+                (long long)ir_bwd_split_rows(L->g), (long long)S, (long long)(S - 1));
         fprintf(o, "    let kb = sp * (pid / (%s * %lld)) + (1 - sp) * (pid %% nkb);\n", nkv, (long long)S);
         fprintf(o, "    let kvb = sp * (pid / %lld %% %s) + (1 - sp) * (pid / nkb);\n", (long long)S, nkv);
         fprintf(o, "    let g0 = sp * (pid %% %lld);\n", (long long)S);
@@ -2539,8 +2539,9 @@ static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
         signature(L, &sg[k], arena_printf(L->a, "%s_%s", name, sfx[k]));
         bwd_scratch_params(L, B, &sg[k]);
         const char *more = k == 1 && L->K->bwd_split   /* the split regime: S programs a key block */
-                               ? arena_printf(L->a, " * (1 + %lld * ((%s <= %d) as i64))", (long long)(L->K->bwd_split - 1),
-                                              size_expr(L, numel(L, B->kt, 0, B->nb + 1)), IR_BWD_SPLIT_ROWS)
+                               ? arena_printf(L->a, " * (1 + %lld * ((%s <= %lld) as i64))", (long long)(L->K->bwd_split - 1),
+                                              size_expr(L, numel(L, B->kt, 0, B->nb + 1)),
+                                              (long long)ir_bwd_split_rows(L->g))
                                : "";
         fprintf(L->o, ", const BM: i32 = %d, const BN: i32 = %d)\n    grid(%s * %s%s)\n{\n", k == 1 ? 64 : 128, k == 1 ? 128 : 64,
                 k == 1 ? nkb : nqb, size_expr(L, k == 1 ? nkv : nb), more);
@@ -2556,7 +2557,8 @@ static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
         autotune(L, "BR: [16, 32, 64, 128], warps: [2, 4, 8]", "BR >= warps", "BR: 32, warps: 4");
         signature(L, &sg[3], arena_printf(L->a, "%s_sum", name));
         bwd_scratch_params(L, B, &sg[3]);
-        fprintf(L->o, ", const BR: i32 = 32)\n    grid(cdiv(%s, BR as i64) * ((%s <= %d) as i64))\n{\n", NK, NK, IR_BWD_SPLIT_ROWS);
+        fprintf(L->o, ", const BR: i32 = 32)\n    grid(cdiv(%s, BR as i64) * ((%s <= %lld) as i64))\n{\n", NK, NK,
+                (long long)ir_bwd_split_rows(L->g));
         fputs("    let pid = program_id(0) as i64;\n", L->o);
         bwd_prelude(L, B);
         bwd_dkdv_sum(L, B);
