@@ -2395,7 +2395,12 @@ static void bwd_pre(Low *L, const Bwd *B, const char *name, Sig *s)
  * the schedule's gemm (independent dots) nor its attention (two chained dots), so the
  * schedule does not choose ws for it; the default config gives ws as the example's
  * @launch does. The sums over the group run in the same order as before (g, then the
- * blocks). */
+ * blocks).
+ * With IrGKernel.bwd_split (G > 1), `sp` (the KV rows at most ir_bwd_split_rows: too few
+ * key blocks to fill the GPU) makes it a program per query head g0 and key block, in
+ * key-block-major order (causal: the first key blocks walk the most query blocks, so
+ * they start first), its loop over one head (ng 1), its f32 sums stored as partials
+ * into the scratch for _sum (bwd_dkdv_sum); else as above (ng G). */
 static void bwd_dkdv16(Low *L, const Bwd *B)
 {
     FILE *o = L->o;
@@ -2520,7 +2525,8 @@ static void bwd_prelude(Low *L, const Bwd *B)
 
 /* The 16-bit path: three steps, run once each in order (a chunk of one row of one,
  * PassGKernel.steps, runtime/rt_tgraph.c): _pre writes the scratch (dO in q's type,
- * delta) that _dkdv and _dq read. Block sizes and launch as examples/flash_attn_bwd.tile's
+ * delta) that _dkdv and _dq read; with IrGKernel.bwd_split a fourth, _sum, which adds
+ * the partials _dkdv leaves in the split regime (an empty grid outside it). Block sizes and launch as examples/flash_attn_bwd.tile's
  * _tma defaults at d 128: dK/dV 64 queries a step for 128 keys, dQ 128 queries for 64
  * keys, 8 warps, 3 stages, ws (a producer warpgroup filling the TMA rings). */
 static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
