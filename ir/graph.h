@@ -338,7 +338,7 @@ typedef struct IrGKernel {
                               * which a first step writes (passes/graph_lower.c) */
     int64_t bwd_split;       /* with bwd_scratch, where the query heads group G > 1 to a KV
                               * head: G, the dK/dV step's split regime (while the KV rows
-                              * batch * Lk are at most IR_BWD_SPLIT_ROWS, too few key blocks
+                              * batch * Lk are at most ir_bwd_split_rows, too few key blocks
                               * of 128 to fill the GPU, a program per query head and key
                               * block writes f32 partial dK and dV into the scratch, which a
                               * fourth step adds in the order of the heads); else 0 */
