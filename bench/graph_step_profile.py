@@ -3,6 +3,11 @@ tile (or, with --peer, torch.compile) at T = 1024 (--tokens): CUDA time per kern
 next step of issue 42 is chosen from a measurement.
 
     python3 bench/graph_step_profile.py --lib build-gpu/runtime/libtileRT.so [--policy save-all] [--top 25]
+        [--bwd-split-rows N]
+
+--bwd-split-rows N puts @attention_bwd_split(rows = N) on the graph: attention's backward
+splits its dK/dV step over the query heads while the KV rows (8 * T) are at most N (0:
+never; default 16896, T up to 2048), so both regimes can be timed at one T.
 """
 import argparse
 import os
@@ -20,6 +25,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--policy", default="save-all")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--bwd-split-rows", type=int, default=None,
+                    help="@attention_bwd_split(rows = N) on the graph (0: the dK/dV step never split)")
     ap.add_argument("--peer", action="store_true",
                     help="profile torch.compile's step (loss and backward) on the same inputs instead of tile's")
     a = ap.parse_args()
@@ -50,7 +57,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "llama_block_train.tile")
         with open(path, "w") as f:
-            f.write(gts.train_source(**L))
+            src = gts.train_source(**L)
+            if a.bwd_split_rows is not None:
+                src = src.replace("graph %s(" % gts.GRAPH, "@attention_bwd_split(rows = %d)\ngraph %s(" % (a.bwd_split_rows, gts.GRAPH), 1)
+            f.write(src)
         base = getattr(tile.load(path), gts.GRAPH)
         g = base.with_options(recompute=a.policy, sizes={"T": T, "V": V})
         args = dict(x=data["x"], cos=data["cos"], sin=data["sin"], lab=data["lab"], **{k: v.detach() for k, v in w.items()})

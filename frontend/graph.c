@@ -2427,13 +2427,30 @@ static void attr_lce(Frame *f, const AstAttr *at, int64_t *chunk)
     }
 }
 
+/* @attention_bwd_split(rows = N): the KV rows up to which attention's backward splits its
+ * dK/dV step over the query heads (0: never); *rows = N + 1 (IrGraph.bwd_split_rows). */
+static void attr_bwd_split(Frame *f, const AstAttr *at, int64_t *rows)
+{
+    if (at->nargs != 1 || !at->arg_names || !at->arg_names[0] || strcmp(at->arg_names[0], "rows")) {
+        ERR(f, at->loc, "@attention_bwd_split takes one argument, the KV rows up to which it splits: "
+                        "@attention_bwd_split(rows = 16896)");
+        return;
+    }
+    const AstExpr *e = at->args[0];
+    if (e->kind != AST_INT || e->ival > ((uint64_t)1 << 40)) {
+        ERR(f, e->loc, "the rows of @attention_bwd_split must be an integer from 0 (never split) to 2^40");
+        return;
+    }
+    *rows = (int64_t)e->ival + 1;
+}
+
 /* The graph's recomputation options from its attributes; a graph that calls @checkpoint
  * fns and names no policy checkpoints them. */
 static void graph_attrs(Frame *f, const AstItem *graph)
 {
     IrRemat r = {IR_REMAT_SAVE_ALL, IR_BUDGET_NONE, 0};
     bool policy = false;
-    int64_t chunk = 0;
+    int64_t chunk = 0, split = 0;
     for (uint32_t i = 0; i < graph->nattrs; i++) {
         const AstAttr *at = &graph->attrs[i];
         if (!strcmp(at->name, "recompute") || !strcmp(at->name, "memory_budget")) {
@@ -2441,15 +2458,18 @@ static void graph_attrs(Frame *f, const AstItem *graph)
             attr_recompute(f, at, &r);
         } else if (!strcmp(at->name, "linear_cross_entropy")) {
             attr_lce(f, at, &chunk);
+        } else if (!strcmp(at->name, "attention_bwd_split")) {
+            attr_bwd_split(f, at, &split);
         } else {
-            ERR(f, at->loc, "unknown attribute '@%s' of a graph (@recompute, @memory_budget, @linear_cross_entropy)",
-                at->name);
+            ERR(f, at->loc, "unknown attribute '@%s' of a graph (@recompute, @memory_budget, @linear_cross_entropy, "
+                            "@attention_bwd_split)", at->name);
         }
     }
     if (!f->s->g) return;
     if (!policy && f->s->g->nregions) r.policy = IR_REMAT_CHECKPOINT;
     f->s->g->remat = r;
     f->s->g->lce_chunk = chunk;
+    f->s->g->bwd_split_rows = split;
 }
 
 IrGraph *fe_build_graph(Arena *a, const AstProgram *p, const AstItem *graph, IrGraphModule *m,

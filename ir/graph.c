@@ -405,6 +405,7 @@ IrGraph *ir_graph_clone(IrGraphModule *m, const IrGraph *g)
     c->nregions = g->nregions;
     c->remat = g->remat;
     c->lce_chunk = g->lce_chunk;
+    c->bwd_split_rows = g->bwd_split_rows;
     c->loss = g->loss, c->seed = g->seed, c->dloss = g->dloss;
     for (size_t i = 0; i < g->params.len; i++) vec_push(&c->params, g->params.data[i]);
     for (size_t i = 0; i < g->values.len; i++) vec_push(&c->values, g->values.data[i]);
@@ -478,4 +479,9 @@ IrElem ir_gstats_elem(const IrGraph *g, const IrGKernel *K)
         if (op->kind == IR_GOP_GLOBAL_NORM) return g->values.data[op->out[0]].type.elem;
     }
     return IR_F32;
+}
+
+int64_t ir_bwd_split_rows(const IrGraph *g)
+{
+    return g->bwd_split_rows ? (g->bwd_split_rows - 1 ? g->bwd_split_rows - 1 : -1) : IR_BWD_SPLIT_ROWS;
 }

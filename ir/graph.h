@@ -203,6 +203,10 @@ typedef struct IrGraph {
     IrRemat remat;           /* the graph's @recompute attribute (save-all without one) */
     int64_t lce_chunk;       /* the graph's @linear_cross_entropy(chunk = N): the LM head fused
                               * by passes/graph_lmce.c, N rows a chunk; 0 without it */
+    int64_t bwd_split_rows;  /* the graph's @attention_bwd_split(rows = N): the KV rows up to
+                              * which an attention_bwd kernel's dK/dV step splits over the
+                              * query heads (IrGKernel.bwd_split), N + 1 (1: never); 0
+                              * without it (IR_BWD_SPLIT_ROWS) */
     uint32_t loss, seed;     /* with a grad: the differentiated value y of the first grad and
                               * its backward's seed (the constant 1 that dy/dy is); else IR_GNONE */
     uint32_t dloss;          /* after pass_graph_seed_input: the parameter that replaced the
@@ -332,11 +336,27 @@ typedef struct IrGKernel {
     bool bwd_scratch;        /* kind attention_bwd on 16-bit q, k, v and an f32 dO: a scratch
                               * buffer holds dO in q's type and delta = rowsum(dO * o) (f32),
                               * which a first step writes (passes/graph_lower.c) */
+    int64_t bwd_split;       /* with bwd_scratch, where the query heads group G > 1 to a KV
+                              * head: G, the dK/dV step's split regime (while the KV rows
+                              * batch * Lk are at most ir_bwd_split_rows, too few key blocks
+                              * of 128 to fill the GPU, a program per query head and key
+                              * block writes f32 partial dK and dV into the scratch, which a
+                              * fourth step adds in the order of the heads); else 0 */
     bool store_view;         /* with view, a trans whose operand its producer (a
                               * flash_attention kernel) writes straight into this result's
                               * memory, through permuted strides: the operand's root is
                               * the result's */
 } IrGKernel;
+
+/* The KV rows (the batch axes of k times its Lk) up to which an attention_bwd kernel of
+ * 16-bit operands and grouped query heads runs its dK/dV step split over the query heads
+ * (IrGKernel.bwd_split): 132 SMs (an H100) times 128 keys a program. Below it one program
+ * per (KV head, key block) leaves SMs idle (8 KV heads at T 1024: 64 programs). */
+#define IR_BWD_SPLIT_ROWS 16896
+
+/* The KV rows up to which g's attention_bwd kernels split (IrGraph.bwd_split_rows), -1:
+ * never. */
+int64_t ir_bwd_split_rows(const IrGraph *g);
 
 /* A buffer in global memory (memory planning): it holds the intermediates values[i]
  * one after another, each from the kernel that writes it (first[i]) to the last kernel

@@ -151,6 +151,9 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
             const IrGOp *op = &g->ops.data[K->ops[0]];
             if (K->bwd_scratch) {
                 fprintf(out, " dO as %s and delta of k%u", ir_elem_name(g->values.data[op->in[0]].type.elem), k);
+                if (K->bwd_split)
+                    fprintf(out, "%s the f32 partial dK and dV of its %lld query heads a KV head", B->cond ? ", while split:" : ", and",
+                            (long long)K->bwd_split);
                 continue;
             }
             const char *S = ir_elem_name(ir_lce_scratch_elem(g, op)), *V = ir_size_str(a, g->values.data[op->in[IR_LCE_W]].type.dims[1]);

@@ -1311,6 +1311,36 @@ static bool bwd_half(const Fuse *F, const IrGKernel *K)
            vtype(F, op->in[4])->elem == IR_F32;
 }
 
+/* The split regime of attention_bwd kernel K's dK/dV step (IrGKernel.bwd_split): with
+ * G > 1 query heads a KV head (constant head axes, as passes/graph_lower.c groups them),
+ * while the KV rows R (k's batch axes times Lk) are at most IR_BWD_SPLIT_ROWS (the graph's
+ * @attention_bwd_split: ir_bwd_split_rows), its scratch
+ * B also holds the f32 partial dK and dV of each query head, G * R * (D + Dv) floats past
+ * dO and delta (16 bytes of alignment), as B's rows condition (known rows decide here,
+ * symbolic ones at run time, as the LM head's regimes). */
+static void bwd_split(Fuse *F, IrGKernel *K, IrGBuffer *B)
+{
+    const IrGOp *op = &F->g->ops.data[K->ops[0]];
+    const IrTensorType *o = vtype(F, op->in[3]), *k = vtype(F, op->in[1]), *v = vtype(F, op->in[2]);
+    int64_t h, hk, D, Dv, rows;
+    if (o->rank < 3 || k->rank != o->rank || v->rank != o->rank || !ir_size_is_const(o->dims[o->rank - 3], &h) ||
+        !ir_size_is_const(k->dims[k->rank - 3], &hk) || hk <= 0 || h / hk <= 1 ||
+        !ir_size_is_const(k->dims[k->rank - 1], &D) || !ir_size_is_const(v->dims[v->rank - 1], &Dv))
+        return;
+    int64_t upto = ir_bwd_split_rows(F->g);
+    IrSize R, one;
+    if (upto < 0 || !ir_size_numel(F->a, k->rank - 1, k->dims, &R) || !ir_size_add(F->a, B->bytes, ir_size_const(16), 1, &one) ||
+        !ir_size_add(F->a, one, R, 4 * (h / hk) * (D + Dv), &one))
+        return;
+    if (ir_size_is_const(R, &rows)) {
+        if (rows > upto) return;
+        B->bytes = one;
+    } else {
+        B->cond = true, B->rows = R, B->upto = ir_size_const(upto), B->one = one;
+    }
+    K->bwd_split = h / hk;
+}
+
 typedef struct Buf {
     IrSize bytes;
     bool sized;              /* false: the byte count overflows; never shared */
@@ -1415,6 +1445,7 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         out[nb++] = (IrGBuffer){.bytes = bytes};
         K->scratch = nb - 1;
         K->bwd_scratch = true;
+        bwd_split(F, K, &out[nb - 1]);
     }
     plan->nbuffers = nb;
     plan->buffers = out;

@@ -2395,12 +2395,27 @@ static void bwd_pre(Low *L, const Bwd *B, const char *name, Sig *s)
  * the schedule's gemm (independent dots) nor its attention (two chained dots), so the
  * schedule does not choose ws for it; the default config gives ws as the example's
  * @launch does. The sums over the group run in the same order as before (g, then the
- * blocks). */
+ * blocks).
+ * With IrGKernel.bwd_split (G > 1), `sp` (the KV rows at most ir_bwd_split_rows: too few
+ * key blocks to fill the GPU) makes it a program per query head g0 and key block, in
+ * key-block-major order (causal: the first key blocks walk the most query blocks, so
+ * they start first), its loop over one head (ng 1), its f32 sums stored as partials
+ * into the scratch for _sum (bwd_dkdv_sum); else as above (ng G). */
 static void bwd_dkdv16(Low *L, const Bwd *B)
 {
     FILE *o = L->o;
     const char **kc = arena_alloc(L->a, (B->nb + 1) * sizeof *kc), **qc = arena_alloc(L->a, (B->nb + 1) * sizeof *qc);
-    fputs("    let kb = pid % nkb;\n    let kvb = pid / nkb;\n", o);
+    int64_t S = L->K->bwd_split;
+    if (S) {   /* sp: the split regime, programs in key-block-major order (the longest first) */
+        const char *nkv = size_expr(L, numel(L, B->kt, 0, B->nb));
+        fprintf(o, "    let sp = (%s <= %lld) as i64;\n    let ng = %lld - %lld * sp;\n", size_expr(L, numel(L, B->kt, 0, B->nb + 1)),
+                (long long)ir_bwd_split_rows(L->g), (long long)S, (long long)(S - 1));
+        fprintf(o, "    let kb = sp * (pid / (%s * %lld)) + (1 - sp) * (pid %% nkb);\n", nkv, (long long)S);
+        fprintf(o, "    let kvb = sp * (pid / %lld %% %s) + (1 - sp) * (pid / nkb);\n", (long long)S, nkv);
+        fprintf(o, "    let g0 = sp * (pid %% %lld);\n", (long long)S);
+    } else {
+        fputs("    let kb = pid % nkb;\n    let kvb = pid / nkb;\n", o);
+    }
     bwd_coords(L, B->kt, B->nb, "kvb", "c", kc, "    ");
     fputs("    let rn = (kb as i32) * BN + arange(0, BN);\n", o);
     bwd_key_block(L, B, kc, "kb * (BN as i64)", "BN", "    ");
@@ -2409,7 +2424,12 @@ static void bwd_dkdv16(Low *L, const Bwd *B)
     for (uint32_t d = 0; d < B->nb; d++) qc[d] = kc[d];
     fprintf(o, "    let lo = %s;\n    let nqi = cdiv(maximum(%s - lo, 0), BM as i64);\n", bwd_query_lo(L, B),
             bwd_query_hi(L, B));
-    if (B->G > 1) {
+    if (S) {   /* ng query heads from g0 */
+        qc[B->nb - 1] = "qh";
+        fprintf(o, "    for t in range(0, nqi * ng) {\n        let g = t / nqi;\n"
+                   "        let i0 = lo + (t - g * nqi) * (BM as i64);\n        let qh = c%u * %lld + g0 + g;\n",
+                B->nb - 1, (long long)B->G);
+    } else if (B->G > 1) {
         qc[B->nb - 1] = "qh";
         fprintf(o, "    for t in range(0, nqi * %lld) {\n        let g = t / nqi;\n"
                    "        let i0 = lo + (t - g * nqi) * (BM as i64);\n        let qh = c%u * %lld + g;\n",
@@ -2424,7 +2444,45 @@ static void bwd_dkdv16(Low *L, const Bwd *B)
                "        let dst = pt * (dot(vt, trans(dot_)) - delta[None, :]);\n"
                "        dka = dot(dst as %s, qt, dka);\n"
                "        dva = dot(pt as %s, dot_, dva);\n    }\n", B->half, B->half);
-    bwd_store_dkdv(L, B, kc, "    ");
+    if (!S) {
+        bwd_store_dkdv(L, B, kc, "    ");
+        return;
+    }
+    /* split: the f32 sums of head g0 as rows g0 * NK + the batch element's first row + rn
+     * of the partials [S, NK, D] at pd + poff, dV's [S, NK, Dv] after them */
+    const char *NK = size_expr(L, numel(L, B->kt, 0, B->nb + 1)), *row = bwd_flat_row(L, B->kt, B->nb, kc);
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    fprintf(o, "    if sp == 1 {\n        let pr = g0 * %s + %s + (rn as i64);\n", NK, row);
+    fprintf(o, "        store(pd + poff + pr[:, None] * %lld + ed[None, :], dka, kin[:, None]%s);\n", (long long)B->D, dm);
+    fprintf(o, "        store(pd + poff + %lld * %s + pr[:, None] * %lld + ev[None, :], dva, kin[:, None]%s);\n    } else {\n",
+            (long long)(S * B->D), NK, (long long)B->Dv, vm);
+    bwd_store_dkdv(L, B, kc, "        ");
+    fputs("    }\n", o);
+}
+
+/* The split regime's last step: dK and dV of the KV rows r (BR a program, over every
+ * batch element's Lk rows) as the sums of the S heads' partials in their order (g 0
+ * first, a fixed order: the same sums every run), dK times the scale, in dk's and dv's
+ * types; no programs outside the regime. */
+static void bwd_dkdv_sum(Low *L, const Bwd *B)
+{
+    FILE *o = L->o;
+    int64_t S = L->K->bwd_split;
+    const char *NK = size_expr(L, numel(L, B->kt, 0, B->nb + 1));
+    const char *dm = B->bd == B->D ? "" : " & dmask[None, :]", *vm = B->bdv == B->Dv ? "" : " & vmask[None, :]";
+    fprintf(o, "    let r = pid * (BR as i64) + arange(0, BR);\n    let kin = r < %s;\n    let bt = r / %s;\n    let rn = r %% %s;\n",
+            NK, B->Lk, B->Lk);
+    const char **c = arena_alloc(L->a, (B->nb + 1) * sizeof *c);
+    bwd_coords(L, B->kt, B->nb, "bt", "c", c, "    ");
+    for (uint32_t d = 0; d < B->nb; d++) c[d] = arena_printf(L->a, "%s[:, None]", c[d]);
+    fprintf(o, "    var dka = zeros([BR, %lld], f32);\n    var dva = zeros([BR, %lld], f32);\n", (long long)B->bd,
+            (long long)B->bdv);
+    fprintf(o, "    for g in range(0, %lld) {\n        let pr = g * %s + r;\n", (long long)S, NK);
+    fprintf(o, "        dka = dka + load(pd + poff + pr[:, None] * %lld + ed[None, :], kin[:, None]%s, 0.0);\n",
+            (long long)B->D, dm);
+    fprintf(o, "        dva = dva + load(pd + poff + %lld * %s + pr[:, None] * %lld + ev[None, :], kin[:, None]%s, 0.0);\n    }\n",
+            (long long)(S * B->D), NK, (long long)B->Dv, vm);
+    bwd_store_dkdv(L, B, c, "    ");
 }
 
 /* The 16-bit path's dQ step (attn_bwd_dq_tma): a program per block of BM query rows,
@@ -2459,21 +2517,24 @@ static void bwd_prelude(Low *L, const Bwd *B)
     if (B->half)
         fprintf(L->o, "    let qk = sc * 1.4426950408889634;\n    let doff = cdiv(%s, 8) * 4;\n    let lq32 = %s as i32;\n"
                       "    let lk32 = %s as i32;\n", size_expr(L, numel(L, B->ot, 0, B->ot->rank)), B->Lq, B->Lk);
+    if (B->half && L->K->bwd_split)   /* the split regime's partials: past delta, 16-byte aligned */
+        fprintf(L->o, "    let poff = doff + cdiv(%s, 4) * 4;\n", size_expr(L, numel(L, B->ot, 0, B->nb + 1)));
     if (B->bd != B->D) fprintf(L->o, "    let dmask = ed < %lld;\n", (long long)B->D);
     if (B->bdv != B->Dv) fprintf(L->o, "    let vmask = ev < %lld;\n", (long long)B->Dv);
 }
 
 /* The 16-bit path: three steps, run once each in order (a chunk of one row of one,
  * PassGKernel.steps, runtime/rt_tgraph.c): _pre writes the scratch (dO in q's type,
- * delta) that _dkdv and _dq read. Block sizes and launch as examples/flash_attn_bwd.tile's
+ * delta) that _dkdv and _dq read; with IrGKernel.bwd_split a fourth, _sum, which adds
+ * the partials _dkdv leaves in the split regime (an empty grid outside it). Block sizes and launch as examples/flash_attn_bwd.tile's
  * _tma defaults at d 128: dK/dV 64 queries a step for 128 keys, dQ 128 queries for 64
  * keys, 8 warps, 3 stages, ws (a producer warpgroup filling the TMA rings). */
 static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
 {
     IrSize nb = numel(L, B->ot, 0, B->nb), nkv = numel(L, B->kt, 0, B->nb);
-    Sig sg[3];
+    Sig sg[4];
     memset(sg, 0, sizeof sg);
-    static const char *const sfx[3] = {"pre", "dkdv", "dq"};
+    static const char *const sfx[4] = {"pre", "dkdv", "dq", "sum"};
     bwd_pre(L, B, arena_printf(L->a, "%s_pre", name), &sg[0]);
     const char *nkb = arena_printf(L->a, "cdiv(%s, BN as i64)", B->Lk);
     const char *nqb = arena_printf(L->a, "cdiv(%s, BM as i64)", B->Lq);
@@ -2483,23 +2544,42 @@ static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
                  k == 1 ? "BM: 64, BN: 128, warps: 8, stages: 3, ws: 1" : "BM: 128, BN: 64, warps: 8, stages: 3, ws: 1");
         signature(L, &sg[k], arena_printf(L->a, "%s_%s", name, sfx[k]));
         bwd_scratch_params(L, B, &sg[k]);
-        fprintf(L->o, ", const BM: i32 = %d, const BN: i32 = %d)\n    grid(%s * %s)\n{\n", k == 1 ? 64 : 128, k == 1 ? 128 : 64,
-                k == 1 ? nkb : nqb, size_expr(L, k == 1 ? nkv : nb));
+        const char *more = k == 1 && L->K->bwd_split   /* the split regime: S programs a key block */
+                               ? arena_printf(L->a, " * (1 + %lld * ((%s <= %lld) as i64))", (long long)(L->K->bwd_split - 1),
+                                              size_expr(L, numel(L, B->kt, 0, B->nb + 1)),
+                                              (long long)ir_bwd_split_rows(L->g))
+                               : "";
+        fprintf(L->o, ", const BM: i32 = %d, const BN: i32 = %d)\n    grid(%s * %s%s)\n{\n", k == 1 ? 64 : 128, k == 1 ? 128 : 64,
+                k == 1 ? nkb : nqb, size_expr(L, k == 1 ? nkv : nb), more);
         fprintf(L->o, "    let pid = program_id(0) as i64;\n    let %s = %s;\n", k == 1 ? "nkb" : "nqb", k == 1 ? nkb : nqb);
         bwd_prelude(L, B);
         if (k == 1) bwd_dkdv16(L, B);
         else bwd_dq16(L, B);
         fputs("}\n\n", L->o);
     }
-    PassGKernel *steps = arena_alloc(L->a, 3 * sizeof *steps);
-    for (uint32_t i = 0; i < 3; i++) {
+    uint32_t ns = 3;
+    if (L->K->bwd_split) {   /* the split regime's sums of the partials */
+        const char *NK = size_expr(L, numel(L, B->kt, 0, B->nb + 1));
+        autotune(L, "BR: [16, 32, 64, 128], warps: [2, 4, 8]", "BR >= warps", "BR: 32, warps: 4");
+        signature(L, &sg[3], arena_printf(L->a, "%s_sum", name));
+        bwd_scratch_params(L, B, &sg[3]);
+        fprintf(L->o, ", const BR: i32 = 32)\n    grid(cdiv(%s, BR as i64) * ((%s <= %lld) as i64))\n{\n", NK, NK,
+                (long long)ir_bwd_split_rows(L->g));
+        fputs("    let pid = program_id(0) as i64;\n", L->o);
+        bwd_prelude(L, B);
+        bwd_dkdv_sum(L, B);
+        fputs("}\n\n", L->o);
+        ns = 4;
+    }
+    PassGKernel *steps = arena_alloc(L->a, ns * sizeof *steps);
+    for (uint32_t i = 0; i < ns; i++) {
         PassGArg *a = arena_alloc(L->a, (sg[i].args.len + 1) * sizeof *a);
         memcpy(a, sg[i].args.data, sg[i].args.len * sizeof *a);
         steps[i] = (PassGKernel){.name = arena_printf(L->a, "%s_%s", name, sfx[i]), .nargs = (uint32_t)sg[i].args.len, .args = a};
         vec_free(&sg[i].args);
     }
     L->out->steps = steps;
-    L->out->nsteps = 3;
+    L->out->nsteps = ns;
     L->out->chunk = 1;
     L->out->rows = ir_size_const(1);
     return true;

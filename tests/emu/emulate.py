@@ -314,6 +314,18 @@ GRAPHS = [
     ("graph attention backward bf16 (scratch steps, wgmma)", os.path.join(root, "tests", "lit", "graph",
      "attention-bwd-bf16.tile"), "llama_attn",
      ["T=150", "q=rand:76800:17", "k=rand:38400:18", "vp=rand:38400:19", "t=rand:76800:20"]),
+    # the dK/dV step's split regime (issue 42: few KV rows, IrGKernel.bwd_split): a program
+    # per query head and key block in key-block-major order, wgmma and TMA as above, f32
+    # partials in the scratch summed in head order by the fourth step (_sum); 3 key
+    # blocks, the last one partial
+    ("graph attention backward bf16, dK/dV split over the query heads", os.path.join(root, "tests", "lit", "graph",
+     "attention-bwd-bf16.tile"), "llama_attn",
+     ["T=300", "q=rand:153600:21", "k=rand:76800:22", "vp=rand:76800:23", "t=rand:153600:24"]),
+    # the same kernels outside the regime (@attention_bwd_split(rows = 40), 300 KV rows):
+    # a program per KV head and key block over its 2 query heads, _sum's grid empty
+    ("graph attention backward bf16, dK/dV unsplit past the graph's rows", os.path.join(root, "tests", "lit", "graph",
+     "attention-bwd-bf16.tile"), "gqa_rows40",
+     ["T=150", "q=rand:9600:25", "k=rand:4800:26", "v=rand:4800:27", "t=rand:9600:28"]),
     # multi-query with a window and padded head lanes (d 8 in tiles of 16); Lq < Lk causal
     ("graph attention backward bf16, mqa window", os.path.join(root, "tests", "lit", "graph",
      "attention-bwd-bf16.tile"), "mqa_window",
