@@ -432,9 +432,15 @@ static void r_norm(Grad *G, const IrGOp *op)
     bool ln = op->kind == IR_GOP_LAYER_NORM;
     uint32_t x = xin(G, op, 0), d = dy(G, op), last = ty(G, x).rank - 1, ie = ln ? 3 : 2;
     uint32_t eps = cast(G, xin(G, op, ie), ty(G, x).elem);
-    uint32_t xc = ln ? sub(G, x, reduce_keep(G, IR_GOP_MEAN, x, last)) : x;
+    uint32_t mu = ln ? reduce_keep(G, IR_GOP_MEAN, x, last) : IR_GNONE, xc = ln ? sub(G, x, mu) : x;
     uint32_t rstd = un(G, IR_GOP_RSQRT, add(G, reduce_keep(G, IR_GOP_MEAN, mul(G, xc, xc), last), eps));
-    uint32_t xhat = mul(G, xc, rstd), g = mul(G, d, xin(G, op, 1)), gx = mul(G, g, xhat);
+    /* xhat from x by ops of its own (its own cast up, its own centring), not from the
+     * statistics' values of x's shape: the kernel of the statistics then writes only the
+     * per-row mean and rstd, and each consumer recomputes xhat from x in its own rows or
+     * column tiles instead of reading an f32 [T, D] xhat (fusion puts no op in two
+     * kernels, so a shared cast would be written once in f32 and read back). */
+    uint32_t x2 = cast(G, op->in[0], ty(G, x).elem), xc2 = ln ? sub(G, x2, mu) : x2;
+    uint32_t xhat = mul(G, xc2, rstd), g = mul(G, d, xin(G, op, 1)), gx = mul(G, g, xhat);
     if (wants(G, op, 0)) {
         uint32_t inner = mul(G, xhat, reduce_keep(G, IR_GOP_MEAN, gx, last));
         if (ln) inner = add(G, inner, reduce_keep(G, IR_GOP_MEAN, g, last));
