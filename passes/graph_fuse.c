@@ -837,6 +837,53 @@ static bool bound_elsewhere(Fuse *F, uint32_t o, uint32_t P)
     return bytes < ir_elem_bytes(vtype(F, op->out[0])->elem);
 }
 
+/* ---- rule 10: a cast up of a 16-bit value in memory is computed by its reader ------------- */
+
+/* Whether op o casts a float value up to a wider float type (bf16 to f32: exact). */
+static bool widening(const Fuse *F, uint32_t o)
+{
+    const IrGOp *op = opat(F, o);
+    if (op->kind != IR_GOP_CAST) return false;
+    IrElem a = vtype(F, op->in[0])->elem, b = vtype(F, op->out[0])->elem;
+    return ir_elem_is_float(a) && ir_elem_is_float(b) && ir_elem_bytes(b) > ir_elem_bytes(a);
+}
+
+/* Whether value v is in memory whatever fusion decides: a root (a GEMM, attention, rope)
+ * reads it, which takes no prologue, or it is returned. */
+static bool written_anyway(const Fuse *F, uint32_t v)
+{
+    for (uint32_t u = F->use_at[v]; u < F->use_at[v + 1]; u++)
+        if (root_op(opat(F, F->uses[u])->kind) || opat(F, F->uses[u])->kind == IR_GOP_RETURN) return true;
+    return false;
+}
+
+/* Rule 10: a cast up of a value that is written anyway (the bf16 gradient a GEMM reads,
+ * held for a later kernel: the residual stream's gradient) is no part of its operand's
+ * kernel, which would write the f32 copy as well and keep it alive until the reader: it
+ * stays alone at placement, and sink_casts puts it into the kernel of its readers, which
+ * read the 16-bit value and cast it up in registers. */
+static bool cast_for_reader(const Fuse *F, uint32_t o)
+{
+    const IrGOp *op = opat(F, o);
+    return op->phase == 2 && widening(F, o) && def_of(F, op->in[0]) != NONE && written_anyway(F, op->in[0]);
+}
+
+static void sink_casts(Fuse *F)
+{
+    for (uint32_t o = 0; o < F->nops; o++) {
+        uint32_t E = F->grp[o], C = NONE;
+        if (E == NONE || F->size[E] != 1 || !cast_for_reader(F, o)) continue;
+        uint32_t v = opat(F, o)->out[0];
+        bool one = true;
+        for (uint32_t u = F->use_at[v]; u < F->use_at[v + 1] && one; u++) {
+            uint32_t U = F->grp[F->uses[u]];
+            one = U != NONE && (C == NONE || C == U);
+            C = U;
+        }
+        if (one && C != NONE && C != E && may_join(F, o, C)) try_join(F, E, C);
+    }
+}
+
 /* Op o joins the groups its rules allow (its producers', an earlier matmul's with its
  * left operand, an earlier row op's on its operand), or stays a group of its own. */
 static void place(Fuse *F, uint32_t o)
@@ -853,6 +900,7 @@ static void place(Fuse *F, uint32_t o)
     }
     bool mm = op->kind == IR_GOP_MATMUL, row = row_op(op->kind);
     if (!fusable(op->kind) && !row && !mm && !permutation(op->kind)) return;
+    if (cast_for_reader(F, o)) return;   /* rule 10: sink_casts places it */
     uint32_t ncand = 0, *cand = F->cand;
     if (mm || (row && along_last_axis(F, o)))   /* matmuls, row ops of one operand */
         for (uint32_t u = F->use_at[op->in[0]]; u < F->use_at[op->in[0] + 1]; u++) {
@@ -1492,6 +1540,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     for (uint32_t o = 0; o < n; o++)
         if (live[o] && !immediate(g->ops.data[o].kind)) place(&F, o);
     sink_chains(&F);
+    sink_casts(&F);
     IrGPlan *plan = make_plan(&F);
     plan_memory(&F, plan);
     return plan;
