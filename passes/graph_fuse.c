@@ -991,6 +991,28 @@ static void sink_chains(Fuse *F)
 
 /* ---- the plan: kernels in the groups' order ------------------------------------------------ */
 
+/* A column sum in two steps (IrGKernel.columns): kernel K's last op, its only write, is a
+ * float sum or mean over an axis that is not the last (the axes after it not all of
+ * size 1), of a run-time count of rows or more than IR_GCOL_PARTIALS * 64, and every
+ * other op of K is element-wise (its producers, computed in the column tiles). */
+static bool column_sum(const Fuse *F, const IrGKernel *K)
+{
+    if (K->view || !K->nops || K->nwrites != 1) return false;
+    const IrGOp *op = opat(F, K->ops[K->nops - 1]);
+    if ((op->kind != IR_GOP_SUM && op->kind != IR_GOP_MEAN) || K->writes[0] != op->out[0]) return false;
+    const IrTensorType *t = vtype(F, op->in[0]);
+    uint32_t ax = (uint32_t)op->attr.axis;
+    bool inner = false;
+    for (uint32_t d = ax + 1; d < t->rank; d++) inner |= !is_one(t->dims[d]);
+    int64_t n;
+    if (!ir_elem_is_float(t->elem) || ax + 1 >= t->rank || !inner ||
+        (ir_size_is_const(t->dims[ax], &n) && n <= IR_GCOL_PARTIALS * 64))
+        return false;
+    for (uint32_t i = 0; i + 1 < K->nops; i++)
+        if (!fusable(opat(F, K->ops[i])->kind)) return false;
+    return true;
+}
+
 static const char *kind_of(const Fuse *F, uint32_t G)
 {
     GroupInfo gi = group_info(F, G);
@@ -1262,6 +1284,7 @@ static IrGPlan *make_plan(Fuse *F)
         if (n == 1 && cdef != NONE && opat(F, cdef)->kind == IR_GOP_CONST && opat(F, cdef)->attr.c.i > 0)
             K->chunk = opat(F, cdef)->attr.c.i;
         if (grad_stats(lce->kind)) K->partials = IR_GSTATS_PARTIALS;
+        if (column_sum(F, K)) K->columns = true, K->partials = IR_GCOL_PARTIALS;
     }
     /* store views first: a producer that writes through strides spares its readers them */
     for (uint32_t k = 0; k < nk; k++)
@@ -1434,7 +1457,15 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         if (K->chunk <= 0 && !K->partials) continue;
         const IrGOp *op = &g->ops.data[K->ops[0]];
         IrSize bytes = ir_size_const(0), one = ir_size_const(0);
-        if (K->partials) {
+        if (K->columns) {   /* [partials, result] in the sums' type */
+            const IrGOp *c = &g->ops.data[K->ops[K->nops - 1]];
+            const IrTensorType *r = vtype(F, c->out[0]);
+            int64_t s = vtype(F, c->in[0])->elem == IR_F64 ? 8 : 4;
+            if (!ir_size_numel(F->a, r->rank, r->dims, &bytes) ||
+                !ir_size_mul(F->a, bytes, ir_size_const((int64_t)K->partials * s), &bytes))
+                bytes = ir_size_const(0);
+            out[nb++] = (IrGBuffer){.bytes = bytes};
+        } else if (K->partials) {
             bytes = ir_size_const((int64_t)K->partials * K->nops * ir_elem_bytes(ir_gstats_elem(g, K)));
             out[nb++] = (IrGBuffer){.bytes = bytes};
         } else {
