@@ -66,6 +66,11 @@
  * kernel. A trans of a value in memory that only strided readers read (attention, GEMMs,
  * element-wise and rope kernels) is a view (is_trans_view), and a flash_attention or
  * attention_bwd kernel writes its result through the trans after it (is_store_view).
+ * Rule 10, casts up by the reader (issue 42): a cast of the backward to a wider float,
+ * of a value in memory anyway (a GEMM, attention or rope reads it, or it is returned),
+ * stays out of its operand's kernel (which would write the f32 copy too) and joins the
+ * one kernel that reads it after placement (sink_casts): the residual stream's bf16
+ * gradient is cast up by the next norm's row kernel.
  * Phases: after recomputation planning (graph_remat.c) an op computed in the forward
  * (phase 1) and one of the backward (phase 2, recomputed copies included) never share
  * a kernel, so a recomputed value is not pulled back into the forward's kernels.

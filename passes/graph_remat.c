@@ -9,7 +9,10 @@
  *            the copy reads saved values, parameters or other copies). The forward is
  *            unchanged; a forward op no one reads any more gets no kernel (fusion skips
  *            dead ops). Copies fuse like any op: a recomputed element-wise op joins the
- *            backward kernel that consumes it.
+ *            backward kernel that consumes it. Under every policy, a column sum of the
+ *            backward whose element-wise operand chain other kernels read too gets a
+ *            copy of that chain from its 16-bit sources (copy_column_chains: a norm's
+ *            weight gradient computed in its column tiles, no f32 [T, D] dy * xhat).
  *
  * The choice is AOTAutograd's min-cut partitioner, on the graph IR: each forward value
  * v (not a parameter, constant or returned value: those cost nothing to keep) is an edge
@@ -418,7 +421,7 @@ static void rewrite(Remat *R, const bool *recomp, PassRemat *rep)
     rep->copies = W.copy;
 }
 
-/* ---- column sums computed from their sources ------------------------------------------------ */
+/* ---- column sums computed from their sources (docs/GRAPHS.md "Recomputation" item 7) ---- */
 
 /* A column sum of the backward (a sum or mean over an axis that is not the last: a norm's
  * weight gradient, sum(dy * xhat) over the rows) whose operand v comes from an
@@ -478,9 +481,9 @@ static void copy_column_chains(IrGraph *g, Arena *a)
         IrGOp op = g->ops.data[o];
         const IrTensorType *S = op.nin == 1 ? &g->values.data[op.in[0]].type : NULL;
         uint32_t n = 0, inner = 0;
-        memset(in_ch, 0, nops + 1);
         bool column = o >= g->nfwd && (op.kind == IR_GOP_SUM || op.kind == IR_GOP_MEAN) && S->rank >= 2 &&
                       (uint32_t)op.attr.axis + 1 < S->rank;
+        if (column) memset(in_ch, 0, nops + 1);
         if (column && chain_of(g, op.in[0], S, ch, &n, in_ch) && n) {
             /* worth it when a value of the chain has a reader outside it (else fusion
              * puts the whole chain in the sum's kernel already) */
