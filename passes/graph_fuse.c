@@ -866,7 +866,8 @@ static bool written_anyway(const Fuse *F, uint32_t v)
  * held for a later kernel: the residual stream's gradient) is no part of its operand's
  * kernel, which would write the f32 copy as well and keep it alive until the reader: it
  * stays alone at placement, and sink_casts puts it into the kernel of its readers, which
- * read the 16-bit value and cast it up in registers. */
+ * read the 16-bit value and cast it up in registers; where they cannot (readers in
+ * several kernels), it joins its operand's kernel as placement would have put it. */
 static bool cast_for_reader(const Fuse *F, uint32_t o)
 {
     const IrGOp *op = opat(F, o);
@@ -885,7 +886,9 @@ static void sink_casts(Fuse *F)
             one = U != NONE && (C == NONE || C == U);
             C = U;
         }
-        if (one && C != NONE && C != E && may_join(F, o, C)) try_join(F, E, C);
+        if (one && C != NONE && C != E && may_join(F, o, C) && try_join(F, E, C) != NONE) continue;
+        uint32_t P = F->grp[def_of(F, opat(F, o)->in[0])];   /* else where placement would put it */
+        if (P != NONE && P != E && may_join(F, o, P)) try_join(F, E, P);
     }
 }
 
