@@ -133,6 +133,11 @@ extern const char *const ir_gcmp_names[6];   /* "eq" ... "ge" */
  * a Hopper GPU several times over (132 SMs), a power of two for the second step's sum. */
 #define IR_GSTATS_PARTIALS 512
 
+/* The row blocks of a column sum's first step (IrGKernel.columns): [T, D] summed over T
+ * by 32 programs a block of columns, each over T / 32 rows (D 4096: 4096 programs, not
+ * 128), then one program a block of columns adds the 32 partial sums in order. */
+#define IR_GCOL_PARTIALS 32
+
 typedef struct IrGValue {
     IrTensorType type;
     const char *name;        /* a hint for printing, or NULL */
@@ -333,6 +338,14 @@ typedef struct IrGKernel {
                               * f32 partial sums [D, V] between the chunks (the last chunk
                               * writes the bf16 dw); without it one chunk writes dw at once */
     uint32_t sum;            /* with dw_sum: that buffer (no value; IrGBuffer.over) */
+    bool columns;            /* kind sum or mean over an axis that is not the last, of more
+                              * than IR_GCOL_PARTIALS * 64 rows or a run-time count (a norm's
+                              * weight gradient), the kernel's last op and only write: with
+                              * partials, a first step of partials programs a block of
+                              * columns, each summing its share of the rows into its row of
+                              * the scratch (f32 [partials, result], f64 for f64), then a
+                              * second step adding the partials in order (no atomics: the
+                              * same bits every run) */
     bool bwd_scratch;        /* kind attention_bwd on 16-bit q, k, v and an f32 dO: a scratch
                               * buffer holds dO in q's type and delta = rowsum(dO * o) (f32),
                               * which a first step writes (passes/graph_lower.c) */

@@ -212,12 +212,30 @@ static uint32_t unbroadcast(Grad *G, uint32_t d, const IrTensorType *to)
     return summed && ty(G, d).rank != to->rank ? reshape(G, d, to->rank, to->dims) : d;
 }
 
-/* Adds d (of v's shape, or one v broadcast to) to v's adjoint. */
+/* The cast of backward value v to element type e that the backward has already, or
+ * IR_GNONE. */
+static uint32_t cast_made(const Grad *G, uint32_t v, IrElem e)
+{
+    for (uint32_t o = G->g->ops.len; o-- > 0;) {
+        const IrGOp *op = &G->g->ops.data[o];
+        if (op->nout && op->out[0] < G->nv) break;   /* the forward's ops: no more backward */
+        if (op->kind == IR_GOP_CAST && op->in[0] == v && ty(G, op->out[0]).elem == e) return op->out[0];
+    }
+    return IR_GNONE;
+}
+
+/* Adds d (of v's shape, or one v broadcast to) to v's adjoint. The adjoint of a 16-bit
+ * value held while its other uses give theirs (a residual stream's: the last norm's dx,
+ * held across the MLP's backward) is read back from its 16-bit cast where the backward
+ * has one already (a GEMM's operand), as PyTorch holds the gradient of a bf16 tensor in
+ * bf16: fusion then keeps no f32 copy of it alive between the two kernels. */
 static void give_to(Grad *G, uint32_t v, uint32_t d)
 {
     IrTensorType t = ty(G, v);
     d = cast(G, unbroadcast(G, d, &t), bw_elem(t.elem));
-    G->adj[v] = G->adj[v] == IR_GNONE ? d : add(G, G->adj[v], d);
+    uint32_t held = G->adj[v], r = IR_GNONE;
+    if (held != IR_GNONE && (t.elem == IR_BF16 || t.elem == IR_F16)) r = cast_made(G, held, t.elem);
+    G->adj[v] = held == IR_GNONE ? d : r != IR_GNONE ? add(G, d, cast(G, r, bw_elem(t.elem))) : add(G, held, d);
 }
 
 /* Whether operand i of op takes part (a rule computes only what is wanted). */
@@ -459,9 +477,15 @@ static void r_norm(Grad *G, const IrGOp *op)
     bool ln = op->kind == IR_GOP_LAYER_NORM;
     uint32_t x = xin(G, op, 0), d = dy(G, op), last = ty(G, x).rank - 1, ie = ln ? 3 : 2;
     uint32_t eps = cast(G, xin(G, op, ie), ty(G, x).elem);
-    uint32_t xc = ln ? sub(G, x, reduce_keep(G, IR_GOP_MEAN, x, last)) : x;
+    uint32_t mu = ln ? reduce_keep(G, IR_GOP_MEAN, x, last) : IR_GNONE, xc = ln ? sub(G, x, mu) : x;
     uint32_t rstd = un(G, IR_GOP_RSQRT, add(G, reduce_keep(G, IR_GOP_MEAN, mul(G, xc, xc), last), eps));
-    uint32_t xhat = mul(G, xc, rstd), g = mul(G, d, xin(G, op, 1)), gx = mul(G, g, xhat);
+    /* xhat from x by ops of its own (its own cast up, its own centring), not from the
+     * statistics' values of x's shape: the kernel of the statistics then writes only the
+     * per-row mean and rstd, and each consumer recomputes xhat from x in its own rows or
+     * column tiles instead of reading an f32 [T, D] xhat (fusion puts no op in two
+     * kernels, so a shared cast would be written once in f32 and read back). */
+    uint32_t x2 = cast(G, op->in[0], ty(G, x).elem), xc2 = ln ? sub(G, x2, mu) : x2;
+    uint32_t xhat = mul(G, xc2, rstd), g = mul(G, d, xin(G, op, 1)), gx = mul(G, g, xhat);
     if (wants(G, op, 0)) {
         uint32_t inner = mul(G, xhat, reduce_keep(G, IR_GOP_MEAN, gx, last));
         if (ln) inner = add(G, inner, reduce_keep(G, IR_GOP_MEAN, g, last));

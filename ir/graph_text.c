@@ -113,7 +113,8 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
             fprintf(out, " (chunks of %lld rows)", (long long)K->chunk);
         else if (K->chunk > 0)
             fprintf(out, " (chunks of %lld rows, one chunk up to %s rows)", (long long)K->chunk, ir_size_str(a, K->whole));
-        if (K->partials) fprintf(out, " (%u programs' partial sums, then their sum)", K->partials);
+        if (K->columns) fprintf(out, " (partial sums of %u row blocks, then their sum)", K->partials);
+        else if (K->partials) fprintf(out, " (%u programs' partial sums, then their sum)", K->partials);
         fputc(':', out);
         for (uint32_t i = 0; i < K->nops; i++) {
             const IrGOp *op = &g->ops.data[K->ops[i]];
@@ -144,6 +145,15 @@ void ir_gplan_print(const IrGraph *g, const IrGPlan *p, FILE *out)
                 continue;
             }
             if ((K->chunk <= 0 && !K->partials && !K->bwd_scratch) || K->scratch != b) continue;
+            if (K->columns) {
+                const IrGOp *c = &g->ops.data[K->ops[K->nops - 1]];
+                const IrTensorType *r = &g->values.data[c->out[0]].type;
+                IrSize n;
+                fprintf(out, " the partial column sums of k%u, %s[%u, %s]", k,
+                        g->values.data[c->in[0]].type.elem == IR_F64 ? "f64" : "f32", K->partials,
+                        ir_size_numel(a, r->rank, r->dims, &n) ? ir_size_str(a, n) : "?");
+                continue;
+            }
             if (K->partials) {
                 fprintf(out, " the partial sums of k%u, %s[%u, %u]", k, ir_elem_name(ir_gstats_elem(g, K)), K->nops, K->partials);
                 continue;

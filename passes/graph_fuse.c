@@ -66,6 +66,11 @@
  * kernel. A trans of a value in memory that only strided readers read (attention, GEMMs,
  * element-wise and rope kernels) is a view (is_trans_view), and a flash_attention or
  * attention_bwd kernel writes its result through the trans after it (is_store_view).
+ * Rule 10, casts up by the reader (issue 42): a cast of the backward to a wider float,
+ * of a value in memory anyway (a GEMM, attention or rope reads it, or it is returned),
+ * stays out of its operand's kernel (which would write the f32 copy too) and joins the
+ * one kernel that reads it after placement (sink_casts): the residual stream's bf16
+ * gradient is cast up by the next norm's row kernel.
  * Phases: after recomputation planning (graph_remat.c) an op computed in the forward
  * (phase 1) and one of the backward (phase 2, recomputed copies included) never share
  * a kernel, so a recomputed value is not pulled back into the forward's kernels.
@@ -837,6 +842,56 @@ static bool bound_elsewhere(Fuse *F, uint32_t o, uint32_t P)
     return bytes < ir_elem_bytes(vtype(F, op->out[0])->elem);
 }
 
+/* ---- rule 10: a cast up of a 16-bit value in memory is computed by its reader ------------- */
+
+/* Whether op o casts a float value up to a wider float type (bf16 to f32: exact). */
+static bool widening(const Fuse *F, uint32_t o)
+{
+    const IrGOp *op = opat(F, o);
+    if (op->kind != IR_GOP_CAST) return false;
+    IrElem a = vtype(F, op->in[0])->elem, b = vtype(F, op->out[0])->elem;
+    return ir_elem_is_float(a) && ir_elem_is_float(b) && ir_elem_bytes(b) > ir_elem_bytes(a);
+}
+
+/* Whether value v is in memory whatever fusion decides: a root (a GEMM, attention, rope)
+ * reads it, which takes no prologue, or it is returned. */
+static bool written_anyway(const Fuse *F, uint32_t v)
+{
+    for (uint32_t u = F->use_at[v]; u < F->use_at[v + 1]; u++)
+        if (root_op(opat(F, F->uses[u])->kind) || opat(F, F->uses[u])->kind == IR_GOP_RETURN) return true;
+    return false;
+}
+
+/* Rule 10: a cast up of a value that is written anyway (the bf16 gradient a GEMM reads,
+ * held for a later kernel: the residual stream's gradient) is no part of its operand's
+ * kernel, which would write the f32 copy as well and keep it alive until the reader: it
+ * stays alone at placement, and sink_casts puts it into the kernel of its readers, which
+ * read the 16-bit value and cast it up in registers; where they cannot (readers in
+ * several kernels), it joins its operand's kernel as placement would have put it. */
+static bool cast_for_reader(const Fuse *F, uint32_t o)
+{
+    const IrGOp *op = opat(F, o);
+    return op->phase == 2 && widening(F, o) && def_of(F, op->in[0]) != NONE && written_anyway(F, op->in[0]);
+}
+
+static void sink_casts(Fuse *F)
+{
+    for (uint32_t o = 0; o < F->nops; o++) {
+        uint32_t E = F->grp[o], C = NONE;
+        if (E == NONE || F->size[E] != 1 || !cast_for_reader(F, o)) continue;
+        uint32_t v = opat(F, o)->out[0];
+        bool one = true;
+        for (uint32_t u = F->use_at[v]; u < F->use_at[v + 1] && one; u++) {
+            uint32_t U = F->grp[F->uses[u]];
+            one = U != NONE && (C == NONE || C == U);
+            C = U;
+        }
+        if (one && C != NONE && C != E && may_join(F, o, C) && try_join(F, E, C) != NONE) continue;
+        uint32_t P = F->grp[def_of(F, opat(F, o)->in[0])];   /* else where placement would put it */
+        if (P != NONE && P != E && may_join(F, o, P)) try_join(F, E, P);
+    }
+}
+
 /* Op o joins the groups its rules allow (its producers', an earlier matmul's with its
  * left operand, an earlier row op's on its operand), or stays a group of its own. */
 static void place(Fuse *F, uint32_t o)
@@ -853,6 +908,7 @@ static void place(Fuse *F, uint32_t o)
     }
     bool mm = op->kind == IR_GOP_MATMUL, row = row_op(op->kind);
     if (!fusable(op->kind) && !row && !mm && !permutation(op->kind)) return;
+    if (cast_for_reader(F, o)) return;   /* rule 10: sink_casts places it */
     uint32_t ncand = 0, *cand = F->cand;
     if (mm || (row && along_last_axis(F, o)))   /* matmuls, row ops of one operand */
         for (uint32_t u = F->use_at[op->in[0]]; u < F->use_at[op->in[0] + 1]; u++) {
@@ -942,6 +998,28 @@ static void sink_chains(Fuse *F)
 }
 
 /* ---- the plan: kernels in the groups' order ------------------------------------------------ */
+
+/* A column sum in two steps (IrGKernel.columns): kernel K's last op, its only write, is a
+ * float sum or mean over an axis that is not the last (the axes after it not all of
+ * size 1), of a run-time count of rows or more than IR_GCOL_PARTIALS * 64, and every
+ * other op of K is element-wise (its producers, computed in the column tiles). */
+static bool column_sum(const Fuse *F, const IrGKernel *K)
+{
+    if (K->view || !K->nops || K->nwrites != 1) return false;
+    const IrGOp *op = opat(F, K->ops[K->nops - 1]);
+    if ((op->kind != IR_GOP_SUM && op->kind != IR_GOP_MEAN) || K->writes[0] != op->out[0]) return false;
+    const IrTensorType *t = vtype(F, op->in[0]);
+    uint32_t ax = (uint32_t)op->attr.axis;
+    bool inner = false;
+    for (uint32_t d = ax + 1; d < t->rank; d++) inner |= !is_one(t->dims[d]);
+    int64_t n;
+    if (!ir_elem_is_float(t->elem) || ax + 1 >= t->rank || !inner ||
+        (ir_size_is_const(t->dims[ax], &n) && n <= IR_GCOL_PARTIALS * 64))
+        return false;
+    for (uint32_t i = 0; i + 1 < K->nops; i++)
+        if (!fusable(opat(F, K->ops[i])->kind)) return false;
+    return true;
+}
 
 static const char *kind_of(const Fuse *F, uint32_t G)
 {
@@ -1214,6 +1292,7 @@ static IrGPlan *make_plan(Fuse *F)
         if (n == 1 && cdef != NONE && opat(F, cdef)->kind == IR_GOP_CONST && opat(F, cdef)->attr.c.i > 0)
             K->chunk = opat(F, cdef)->attr.c.i;
         if (grad_stats(lce->kind)) K->partials = IR_GSTATS_PARTIALS;
+        if (column_sum(F, K)) K->columns = true, K->partials = IR_GCOL_PARTIALS;
     }
     /* store views first: a producer that writes through strides spares its readers them */
     for (uint32_t k = 0; k < nk; k++)
@@ -1416,7 +1495,15 @@ static void plan_memory(Fuse *F, IrGPlan *plan)
         if (K->chunk <= 0 && !K->partials) continue;
         const IrGOp *op = &g->ops.data[K->ops[0]];
         IrSize bytes = ir_size_const(0), one = ir_size_const(0);
-        if (K->partials) {
+        if (K->columns) {   /* [partials, result] in the sums' type */
+            const IrGOp *c = &g->ops.data[K->ops[K->nops - 1]];
+            const IrTensorType *r = vtype(F, c->out[0]);
+            int64_t s = vtype(F, c->in[0])->elem == IR_F64 ? 8 : 4;
+            if (!ir_size_numel(F->a, r->rank, r->dims, &bytes) ||
+                !ir_size_mul(F->a, bytes, ir_size_const((int64_t)K->partials * s), &bytes))
+                bytes = ir_size_const(0);
+            out[nb++] = (IrGBuffer){.bytes = bytes};
+        } else if (K->partials) {
             bytes = ir_size_const((int64_t)K->partials * K->nops * ir_elem_bytes(ir_gstats_elem(g, K)));
             out[nb++] = (IrGBuffer){.bytes = bytes};
         } else {
@@ -1523,6 +1610,7 @@ IrGPlan *pass_graph_fuse(const IrGraph *g, Arena *a)
     for (uint32_t o = 0; o < n; o++)
         if (live[o] && !immediate(g->ops.data[o].kind)) place(&F, o);
     sink_chains(&F);
+    sink_casts(&F);
     IrGPlan *plan = make_plan(&F);
     plan_memory(&F, plan);
     return plan;

@@ -782,23 +782,13 @@ static bool norm(Low *L, Row *R)
  * [BM, BN] tile whose rows are BN consecutive elements. (One program per column, as a
  * row op runs, read one element a row, D apart: a [1024, 4096] column sum at a few
  * percent of the memory's bandwidth.) */
-static bool lower_columns(Low *L, Sig *s, const char *name, Row *R)
+static void step_signature(Low *L, Sig *s, const char *name, const uint32_t *vs, uint32_t n, const char *S);
+
+/* A column program's coordinates from pid (its outer index ob and block of BN inner
+ * positions cn, nbn named before): the loop's space R->full (rows ca) and the result's
+ * R->red. */
+static void columns_head(Low *L, Row *R, const IrTensorType *t, const char *I)
 {
-    const IrTensorType *t = vt(L, R->x);
-    IrGOpKind k = R->r->kind;
-    bool mx = k == IR_GOP_MAX, sum = k == IR_GOP_SUM || k == IR_GOP_MEAN;
-    IrElem xe = t->elem, re = vt(L, R->r->out[0])->elem;
-    R->acc = sum ? (ir_elem_is_float(xe) ? (xe == IR_F64 ? IR_F64 : IR_F32) : IR_I64) : xe;
-    if (k == IR_GOP_MEAN && !ir_elem_is_float(xe)) R->acc = IR_F64;
-    const char *A = ename(R->acc), *id = sum ? "0" : ident(L, xe, mx);
-    IrSize outer = numel(L, t, 0, R->axis), inner = numel(L, t, R->axis + 1, t->rank);
-    const char *I = size_expr(L, inner);
-    autotune(L, "BM: [8, 16, 32, 64, 128], BN: [16, 32, 64, 128, 256], warps: [1, 2, 4, 8]",
-             "BM * BN >= 32 * warps && BM * BN <= 16384", "BM: 64, BN: 32, warps: 4");
-    signature(L, s, name);
-    fprintf(L->o, ", const BM: i32 = 64, const BN: i32 = 32)\n    grid(%s * cdiv(%s, BN as i64))\n{\n",
-            size_expr(L, outer), I);
-    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = cdiv(%s, BN as i64);\n", I);
     fputs("    let ob = pid / nbn;\n    let cn = (pid % nbn) * (BN as i64) + arange(0, BN);\n", L->o);
     fprintf(L->o, "    let cmask = cn < %s;\n    let zn = cn * 0;\n", I);
     const char **c = arena_alloc(L->a, (t->rank + 1) * sizeof *c), **rc = arena_alloc(L->a, (t->rank + 1) * sizeof *rc);
@@ -815,9 +805,13 @@ static bool lower_columns(Low *L, Sig *s, const char *name, Row *R)
     }
     R->full = (Space){.rank = t->rank, .coord = c, .mask = "mask", .zero = "z"};
     R->red = (Space){.rank = t->rank - 1, .coord = rc, .mask = "cmask", .zero = "zn"};
-    fprintf(L->o, "    var acc = zeros([BN], %s) + (%s as %s);\n", A, id, A);
+}
+
+/* The loop over rows [from, to) of the column program, accumulating into acc. */
+static bool columns_loop(Low *L, Row *R, const char *from, const char *to, const char *id, bool sum, bool mx)
+{
     scope(L, &R->full, "        ");
-    fprintf(L->o, "    for k in range(0, %s, BM as i64) {\n", R->len);
+    fprintf(L->o, "    for k in range(%s, %s, BM as i64) {\n", from, to);
     fputs("        let ra = k + arange(0, BM);\n        let ca = ra[:, None];\n", L->o);
     fprintf(L->o, "        let mask = (ca < %s) & cmask[None, :];\n        let z = ca * 0 + zn[None, :];\n", R->len);
     const char *x = row_x(L, R, id);
@@ -826,6 +820,88 @@ static bool lower_columns(Low *L, Sig *s, const char *name, Row *R)
     else fprintf(L->o, "        acc = %s(acc, %s(%s, 0));\n", mx ? "maximum" : "minimum", mx ? "max" : "min", x);
     if (!stores_of(L, (uint32_t)(R->r - L->g->ops.data), true)) return false;
     loop_close(L);
+    return true;
+}
+
+/* A column sum in two steps (IrGKernel.columns): `_partial`, partials programs per block
+ * of columns, program `part` summing rows [part * rlen, (part + 1) * rlen) (rlen a
+ * multiple of BM) into row `part` of the scratch; `_total`, one program per block of
+ * columns adding the partials rows in order, then the result and its store. */
+static bool lower_columns_split(Low *L, Row *R, const char *name, const IrTensorType *t, IrSize outer, const char *I)
+{
+    uint32_t P = L->K->partials;
+    const char *A = ename(R->acc), *O = size_expr(L, outer);
+    IrSize tot;
+    if (!ir_size_mul(L->a, outer, numel(L, t, R->axis + 1, t->rank), &tot)) return fail(L, "a size that overflows");
+    const char *TOT = size_expr(L, tot);
+    PassGKernel *steps = arena_alloc(L->a, 3 * sizeof *steps);
+    const char *sn = arena_printf(L->a, "%s_partial", name);
+    Sig args = {0};
+    fprintf(L->o, "// step partial: %u row blocks' sums per block of columns\n", P);
+    autotune(L, "BM: [8, 16, 32, 64, 128], BN: [16, 32, 64, 128, 256], warps: [1, 2, 4, 8]",
+             "BM * BN >= 32 * warps && BM * BN <= 16384", "BM: 64, BN: 32, warps: 4");
+    step_signature(L, &args, sn, L->K->reads, L->K->nreads, A);
+    fprintf(L->o, ", const BM: i32 = 64, const BN: i32 = 32)\n    grid(%u * %s * cdiv(%s, BN as i64))\n{\n", P, O, I);
+    fprintf(L->o, "    let nbn = cdiv(%s, BN as i64);\n    let npb = %s * nbn;\n", I, O);
+    fputs("    let part = (program_id(0) as i64) / npb;\n    let pid = (program_id(0) as i64) % npb;\n", L->o);
+    columns_head(L, R, t, I);
+    fprintf(L->o, "    let rlen = cdiv(cdiv(%s, %u), BM as i64) * (BM as i64);\n", R->len, P);
+    fprintf(L->o, "    let r0 = part * rlen;\n    let r1 = minimum(r0 + rlen, %s);\n", R->len);
+    fprintf(L->o, "    var acc = zeros([BN], %s);\n", A);
+    if (!columns_loop(L, R, "r0", "r1", "0", true, false)) return false;
+    fprintf(L->o, "    store(ps + part * %s + ob * %s + cn, acc, cmask);\n}\n", TOT, I);
+    PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
+    memcpy(a, args.args.data, args.args.len * sizeof *a);
+    steps[0] = (PassGKernel){.name = sn, .nargs = (uint32_t)args.args.len, .args = a};
+    vec_free(&args.args);
+    sn = arena_printf(L->a, "%s_total", name);
+    Sig targs = {0};
+    fprintf(L->o, "\n// step total: the %u partial sums of each column, in order\n", P);
+    autotune(L, "BN: [32, 64, 128, 256, 512], warps: [1, 2, 4]", "BN >= 32 * warps", "BN: 128, warps: 4");
+    step_signature(L, &targs, sn, L->K->writes, L->K->nwrites, A);
+    fprintf(L->o, ", const BN: i32 = 128)\n    grid(%s * cdiv(%s, BN as i64))\n{\n", O, I);
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = cdiv(%s, BN as i64);\n", I);
+    columns_head(L, R, t, I);
+    fprintf(L->o, "    var acc = zeros([BN], %s);\n    for j in range(0, %u) {\n", A, P);
+    fprintf(L->o, "        acc = acc + load(ps + (j as i64) * %s + ob * %s + cn, cmask, 0);\n    }\n", TOT, I);
+    scope(L, &R->red, "    ");
+    const char *res = R->r->kind == IR_GOP_MEAN ? arena_printf(L->a, "acc / (%s as %s)", R->len, A) : "acc";
+    fprintf(L->o, "    let v%u = (%s) as %s;\n", R->r->out[0], res, ename(vt(L, R->r->out[0])->elem));
+    L->done[R->r->out[0]] = true;
+    if (!stores_of(L, (uint32_t)(R->r - L->g->ops.data), false)) return false;
+    fputs("}\n", L->o);
+    a = arena_alloc(L->a, (targs.args.len + 1) * sizeof *a);
+    memcpy(a, targs.args.data, targs.args.len * sizeof *a);
+    steps[1] = (PassGKernel){.name = sn, .nargs = (uint32_t)targs.args.len, .args = a};
+    vec_free(&targs.args);
+    L->out->steps = steps;
+    L->out->nsteps = 2;
+    L->out->chunk = 0;
+    L->out->rows = ir_size_const(1);
+    return true;
+}
+
+static bool lower_columns(Low *L, Sig *s, const char *name, Row *R)
+{
+    const IrTensorType *t = vt(L, R->x);
+    IrGOpKind k = R->r->kind;
+    bool mx = k == IR_GOP_MAX, sum = k == IR_GOP_SUM || k == IR_GOP_MEAN;
+    IrElem xe = t->elem, re = vt(L, R->r->out[0])->elem;
+    R->acc = sum ? (ir_elem_is_float(xe) ? (xe == IR_F64 ? IR_F64 : IR_F32) : IR_I64) : xe;
+    if (k == IR_GOP_MEAN && !ir_elem_is_float(xe)) R->acc = IR_F64;
+    const char *A = ename(R->acc), *id = sum ? "0" : ident(L, xe, mx);
+    IrSize outer = numel(L, t, 0, R->axis), inner = numel(L, t, R->axis + 1, t->rank);
+    const char *I = size_expr(L, inner);
+    if (L->K->columns && L->K->partials && sum && ir_elem_is_float(xe)) return lower_columns_split(L, R, name, t, outer, I);
+    autotune(L, "BM: [8, 16, 32, 64, 128], BN: [16, 32, 64, 128, 256], warps: [1, 2, 4, 8]",
+             "BM * BN >= 32 * warps && BM * BN <= 16384", "BM: 64, BN: 32, warps: 4");
+    signature(L, s, name);
+    fprintf(L->o, ", const BM: i32 = 64, const BN: i32 = 32)\n    grid(%s * cdiv(%s, BN as i64))\n{\n",
+            size_expr(L, outer), I);
+    fprintf(L->o, "    let pid = program_id(0) as i64;\n    let nbn = cdiv(%s, BN as i64);\n", I);
+    columns_head(L, R, t, I);
+    fprintf(L->o, "    var acc = zeros([BN], %s) + (%s as %s);\n", A, id, A);
+    if (!columns_loop(L, R, "0", R->len, id, sum, mx)) return false;
     scope(L, &R->red, "    ");
     const char *res = k == IR_GOP_MEAN ? arena_printf(L->a, "acc / (%s as %s)", R->len, A) : "acc";
     fprintf(L->o, "    let v%u = (%s) as %s;\n", R->r->out[0], res, ename(re));

@@ -9,7 +9,10 @@
  *            the copy reads saved values, parameters or other copies). The forward is
  *            unchanged; a forward op no one reads any more gets no kernel (fusion skips
  *            dead ops). Copies fuse like any op: a recomputed element-wise op joins the
- *            backward kernel that consumes it.
+ *            backward kernel that consumes it. Under every policy, a column sum of the
+ *            backward whose element-wise operand chain other kernels read too gets a
+ *            copy of that chain from its 16-bit sources (copy_column_chains: a norm's
+ *            weight gradient computed in its column tiles, no f32 [T, D] dy * xhat).
  *
  * The choice is AOTAutograd's min-cut partitioner, on the graph IR: each forward value
  * v (not a parameter, constant or returned value: those cost nothing to keep) is an edge
@@ -418,6 +421,114 @@ static void rewrite(Remat *R, const bool *recomp, PassRemat *rep)
     rep->copies = W.copy;
 }
 
+/* ---- column sums computed from their sources (docs/GRAPHS.md "Recomputation" item 7) ---- */
+
+/* A column sum of the backward (a sum or mean over an axis that is not the last: a norm's
+ * weight gradient, sum(dy * xhat) over the rows) whose operand v comes from an
+ * element-wise chain that other kernels read too (the norm's row kernel computes dy and
+ * xhat for dx) would read v as an f32 [T, D] value written by the row kernel (fusion puts
+ * no op in two kernels). When the chain's sources of v's shape are 16-bit values in
+ * memory (dy's bf16 GEMM outputs or the LM head's dx, x) and the rest are values of other
+ * shapes (the per-row rstd, a weight vector), the sum gets a copy of the chain of its own,
+ * placed just before it: fusion's column reduction takes the copy's element-wise ops into
+ * its column tiles, reading the 16-bit sources (6 or 8 bytes an element) instead of an
+ * f32 value written and read back (8), and no [T, D] buffer is held. */
+
+#define CHAIN_MAX 12   /* ops of one copied chain */
+
+static bool same_dims(const IrTensorType *a, const IrTensorType *b)
+{
+    if (a->rank != b->rank) return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+        if (!ir_size_eq(a->dims[i], b->dims[i])) return false;
+    return true;
+}
+
+static bool chain_op(const IrGOp *op) { return op && op->nout == 1 && strchr("ubx", ir_gop_family(op->kind)); }
+
+/* Collects into ch the ops of v's chain of shape S (post-order, each once); false when a
+ * source of shape S is wider than 16 bits or the chain is too long. */
+static bool chain_of(const IrGraph *g, uint32_t v, const IrTensorType *S, uint32_t *ch, uint32_t *n, bool *in_ch)
+{
+    const IrTensorType *t = &g->values.data[v].type;
+    if (!same_dims(t, S)) return true;
+    uint32_t d = g->values.data[v].def;
+    const IrGOp *op = d == IR_GNONE ? NULL : &g->ops.data[d];
+    if (ir_elem_bytes(t->elem) <= 2)   /* a 16-bit source, read as it is, if in memory for sure */
+        return !op || d < g->nfwd || !(strchr("ubctxd", ir_gop_family(op->kind)) || op->kind == IR_GOP_FULL ||
+                                       op->kind == IR_GOP_BROADCAST);
+    if (!chain_op(op) || d < g->nfwd) return false;
+    if (in_ch[d]) return true;
+    for (uint32_t i = 0; i < op->nin; i++)
+        if (!chain_of(g, op->in[i], S, ch, n, in_ch)) return false;
+    if (*n == CHAIN_MAX) return false;
+    in_ch[d] = true;
+    ch[(*n)++] = d;
+    return true;
+}
+
+static void copy_column_chains(IrGraph *g, Arena *a)
+{
+    uint32_t nops = (uint32_t)g->ops.len, nv = (uint32_t)g->values.len;
+    uint32_t *nuse = arena_alloc(a, (nv + 1) * sizeof *nuse), ch[CHAIN_MAX];
+    bool *in_ch = arena_alloc(a, nops + 1);
+    memset(nuse, 0, (nv + 1) * sizeof *nuse);
+    for (uint32_t o = 0; o < nops; o++)
+        for (uint32_t i = 0; i < g->ops.data[o].nin; i++) nuse[g->ops.data[o].in[i]]++;
+    VEC(IrGOp) ops = {0};
+    bool any = false;
+    for (uint32_t o = 0; o < nops; o++) {
+        IrGOp op = g->ops.data[o];
+        const IrTensorType *S = op.nin == 1 ? &g->values.data[op.in[0]].type : NULL;
+        uint32_t n = 0, inner = 0;
+        bool column = o >= g->nfwd && (op.kind == IR_GOP_SUM || op.kind == IR_GOP_MEAN) && S->rank >= 2 &&
+                      (uint32_t)op.attr.axis + 1 < S->rank;
+        if (column) memset(in_ch, 0, nops + 1);
+        if (column && chain_of(g, op.in[0], S, ch, &n, in_ch) && n) {
+            /* worth it when a value of the chain has a reader outside it (else fusion
+             * puts the whole chain in the sum's kernel already) */
+            for (uint32_t k = 0; k < n; k++)
+                for (uint32_t i = 0; i < g->ops.data[ch[k]].nin; i++) {
+                    uint32_t dd = g->values.data[g->ops.data[ch[k]].in[i]].def;
+                    inner += dd != IR_GNONE && in_ch[dd];
+                }
+            uint32_t uses = 0;
+            for (uint32_t k = 0; k < n; k++) uses += nuse[g->ops.data[ch[k]].out[0]];
+            if (uses > inner + 1) {
+                uint32_t *map = arena_alloc(a, (n + 1) * sizeof *map);
+                for (uint32_t k = 0; k < n; k++) {
+                    IrGOp c = g->ops.data[ch[k]];
+                    uint32_t *in = arena_alloc(g->arena, (c.nin + 1) * sizeof *in), *out = arena_alloc(g->arena, 2 * sizeof *out);
+                    for (uint32_t i = 0; i < c.nin; i++) {
+                        in[i] = c.in[i];
+                        for (uint32_t j = 0; j < k; j++)
+                            if (g->ops.data[ch[j]].out[0] == c.in[i]) in[i] = map[j];
+                    }
+                    IrGValue val = g->values.data[c.out[0]];
+                    val.name = NULL;
+                    out[0] = map[k] = (uint32_t)g->values.len;
+                    vec_push(&g->values, val);
+                    c.in = in, c.out = out, c.phase = op.phase;
+                    vec_push(&ops, c);
+                }
+                uint32_t *in = arena_alloc(g->arena, 2 * sizeof *in);
+                in[0] = map[n - 1];
+                op.in = in;
+                any = true;
+            }
+        }
+        vec_push(&ops, op);
+    }
+    if (!any) {
+        vec_free(&ops);
+        return;
+    }
+    vec_free(&g->ops);
+    g->ops.data = ops.data, g->ops.len = ops.len, g->ops.cap = ops.cap;
+    for (uint32_t o = 0; o < g->ops.len; o++)
+        for (uint32_t r = 0; r < g->ops.data[o].nout; r++) g->values.data[g->ops.data[o].out[r]].def = o;
+}
+
 /* ---- the pass ------------------------------------------------------------------------------ */
 
 static void report_lists(Remat *R, const bool *need, PassRemat *rep)
@@ -471,6 +582,7 @@ PassRemat *pass_graph_remat(IrGraph *g, const IrRemat *opt, const int64_t *sizes
     bool *recomp = arena_alloc(a, R.nk + 1);
     for (uint32_t k = 0; k < R.nk; k++) recomp[k] = need[k] && recomputed(&R, k);
     if (rep->nrecomputed) rewrite(&R, recomp, rep);   /* else the graph is as built (save-all: today's plan) */
+    copy_column_chains(g, a);
     return rep;
 }
 

@@ -352,6 +352,14 @@ GRAPHS = [
      "linear-cross-entropy-bf16.tile"), "emu", ["T=150", "V=200", "x=rand:9600:1", "w=rand:12800:2", "lab=iota:150"]),
     ("graph LM head bf16, one chunk of 40 rows (no sums)", os.path.join(root, "tests", "lit", "graph",
      "linear-cross-entropy-bf16.tile"), "emu", ["T=40", "V=200", "x=rand:2560:1", "w=rand:12800:2", "lab=iota:40"]),
+    # an RMSNorm's backward (issue 42): rstd alone, the bf16 dx row kernel, the weight
+    # gradient's column sum in two steps over row blocks (32 partial sums in the scratch,
+    # then their sum in order: T 300 fills 5 of the row blocks), recomputing dy * xhat from
+    # the bf16 GEMM outputs and the bf16 input (tests/lit/graph/columns.tile)
+    ("graph RMSNorm backward, column sums in two steps", os.path.join(root, "tests", "lit", "graph", "columns.tile"),
+     "normbwd", ["T=300", "x=rand:9600", "w0=rand:1024:2", "g=rand:32:3", "w1=rand:1024:4", "w2=rand:1024:5"]),
+    ("graph mean over a middle axis in two steps", os.path.join(root, "tests", "lit", "graph", "columns.tile"),
+     "mid", ["T=700", "x=rand:14700"]),
     ("graph block (examples/graphs/block.tile)", os.path.join(EX, "graphs", "block.tile"), "block_op",
      ["T=64", "x=rand:4096:1", "g1=rand:64:2", "wq=rand:4096:3", "wk=rand:4096:4", "wv=rand:4096:5",
       "wo=rand:4096:6", "g2=rand:64:7", "wg=rand:8192:8", "wu=rand:8192:9", "wd=rand:8192:10"]),
