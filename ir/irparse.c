@@ -606,7 +606,7 @@ static bool parse_attr(Parser *ps, OpText *o)
         o->attr.i = p | c << 16;
         return true;
     }
-    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS: case IR_OP_EXTRACT:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_WAIT: case IR_OP_LOCAL_LOAD: case IR_OP_LOCAL_STORE: case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT:

@@ -229,6 +229,19 @@ static bool check_expand_dims(Verifier *v, const IrOp *op)
     return true;
 }
 
+static bool check_extract(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    bool ok = same_elem(a, r) && a->rank >= 1 && r->rank == a->rank;
+    for (int i = 0; ok && i + 1 < a->rank; i++) ok = r->shape[i] == a->shape[i];
+    if (!ok) return fail(v, op, "keeps the element type, the rank and every size but the last, got %s -> %s", tstr(a).s,
+                         tstr(r).s);
+    int64_t lo = op->attr.i, n = r->shape[r->rank - 1], an = a->shape[a->rank - 1];
+    if (lo < 0 || n < 1 || lo > an - n)
+        return fail(v, op, "columns [%" PRId64 ", %" PRId64 ") lie outside the operand's %" PRId64, lo, lo + n, an);
+    return true;
+}
+
 static bool check_reshape(Verifier *v, const IrOp *op)
 {
     const IrType *a = opt(v, op, 0), *r = rty(v, op);
@@ -992,6 +1005,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_BROADCAST: return check_broadcast(v, op);
     case IR_OP_EXPAND_DIMS: return check_expand_dims(v, op);
     case IR_OP_RESHAPE: return check_reshape(v, op);
+    case IR_OP_EXTRACT: return check_extract(v, op);
     case IR_OP_TRANS: return check_trans(v, op);
     case IR_OP_CONVERT: return check_convert(v, op);
     case IR_OP_BITCAST: return check_bitcast(v, op);
