@@ -155,7 +155,7 @@ static bool is_store(const IrOp *op) { return op->code == IR_OP_STORE || op->cod
 
 bool pass_epichunk(IrFunc *f)
 {
-    if (f->kind != IR_FUNC_KERNEL || !f->module) return false;
+    if (f->kind != IR_FUNC_KERNEL || !f->module || !f->module->knobs.epichunk) return false;
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
     if (!tg->wgmma) return false;
     IrOp *loop = NULL;
