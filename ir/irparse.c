@@ -580,6 +580,13 @@ static bool parse_attr(Parser *ps, OpText *o)
         if (accept(ps, TK_IDENT, "multicast")) o->attr.i = IR_BLOCK_MULTICAST;
         if (o->code == IR_OP_BLOCK_LOAD && accept(ps, TK_IDENT, "upper")) o->attr.i |= IR_BLOCK_UPPER;
         return true;
+    case IR_OP_TMA_STORE:             /* [seq k] */
+        if (accept(ps, TK_IDENT, "seq")) {
+            if (!parse_int(ps, &o->attr.i)) return false;
+            if (o->attr.i < 0 || o->attr.i > 0xffff) return error_at(ps, o->loc, "a store's place in its sequence out of range");
+            o->attr.i++;
+        }
+        return true;
     case IR_OP_BLOCK_STORE:           /* [upper] */
         if (accept(ps, TK_IDENT, "upper")) o->attr.i = IR_BLOCK_UPPER;
         return true;

@@ -295,6 +295,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
         if (op->attr.i & IR_BLOCK_MULTICAST) fputs(" multicast", out);
         if (op->code == IR_OP_BLOCK_LOAD && (op->attr.i & IR_BLOCK_UPPER)) fputs(" upper", out);
         break;
+    case IR_OP_TMA_STORE:             /* tma_store seq 3 %buf, ...: the 4th store of a sequence through one area */
+        if (op->attr.i) fprintf(out, " seq %" PRId64, op->attr.i - 1);
+        break;
     case IR_OP_BLOCK_STORE:           /* block_store upper %p, ... */
         if (op->attr.i & IR_BLOCK_UPPER) fputs(" upper", out);
         break;

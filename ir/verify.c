@@ -731,6 +731,9 @@ static bool check_tma_store(Verifier *v, const IrOp *op)
                     "through %s", tstr(x).s, tstr(b).s);
     if (!is_ptr(p) || p->rank || p->pointee != x->elem)
         return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);
+    if (op->attr.i < 0 || (op->attr.i && (b->shape[0] != 2 || x->shape[0] != b->shape[1] || x->shape[1] != b->shape[2])))
+        return fail(v, op, "in a sequence (seq) stores one chunk through a buffer of two, got %s through %s", tstr(x).s,
+                    tstr(b).s);
     return check_block_ints(v, op, 3, 9) && check_outer(v, op);
 }
 

@@ -6,23 +6,25 @@
  * epilogue that loads two [128, 256] bf16 tiles (the SwiGLU backward's dX GEMM loads the
  * gate's and the up projection's pre-activations) issued them whole in the
  * accumulator's layout, 128 registers more, and ptxas spilled 2 KB (the Llama training
- * step's k29). In chunks of 64 columns a load is 16 registers.
+ * step's k29). In chunks of 32 columns a bf16 load is 8 registers, and the chunk's f32
+ * temporaries (the SwiGLU backward keeps three alive) 16 each: k29 at 128 x 256 then
+ * compiles without spills (in chunks of 64 it still spilled 268 bytes).
  *
  * require:    the tile level (before passes/layout.c), a kernel's warps set
  * guarantees: a kernel of one top-level `for` that accumulates a dot into a [BM, BN]
- *             tile (BN a multiple of 64, at least 128, BM not BN, at least 128 f32 a
+ *             tile (BN a multiple of 32, at least 128, BM not BN, at least 128 f32 a
  *             thread), followed by an epilogue that loads a [BM, BN] (or [1, BN], [BN])
  *             tile, computes element-wise and stores, is rewritten as that epilogue once
- *             per chunk of 64 columns, in order: chunk j's values are `extract` of the
- *             accumulator's columns [64 j, 64 j + 64), its loads and stores of the
- *             chunk's columns (block loads and stores at the column offset + 64 j, an
- *             arange from lo + 64 j), then chunk j + 1's. Values are unchanged.
+ *             per chunk of 32 columns, in order: chunk j's values are `extract` of the
+ *             accumulator's columns [32 j, 32 j + 32), its loads and stores of the
+ *             chunk's columns (block loads and stores at the column offset + 32 j, an
+ *             arange from lo + 32 j), then chunk j + 1's. Values are unchanged.
  *
  *   %acc = for ... iter(...) : f32[128, 256] { ... dot ... }
- *   %g = load %p, %m : bf16[128, 256]          %c0 = extract 0 %acc : f32[128, 64]
- *   %y = mul %acc, %g                    ->    %g0 = load %p0, %m0 : bf16[128, 64]
+ *   %g = load %p, %m : bf16[128, 256]          %c0 = extract 0 %acc : f32[128, 32]
+ *   %y = mul %acc, %g                    ->    %g0 = load %p0, %m0 : bf16[128, 32]
  *   store %q, %y, %m                           store %q0, (mul %c0, %g0), %m0
- *                                              %c1 = extract 64 %acc ... (chunks 1..3)
+ *                                              %c1 = extract 32 %acc ... (chunks 1..7)
  *
  * What the epilogue may hold (else the pass leaves the kernel as it is): element-wise
  * ops, consts, splats, broadcasts, expand_dims, aranges, loads, block loads, stores and
@@ -31,7 +33,7 @@
  * other shapes ([BM, 1] rows, scalars) are shared by the chunks.
  *
  * Where the accumulator is a wgmma accumulator (warps along M), the layout pass lays
- * each chunk out in the alike mma layout of N 64: the extract moves no data
+ * each chunk out in the alike mma layout of N 32: the extract moves no data
  * (ir_layout_in_registers). A chunk's block_store is a TMA store of its own where the
  * staging fits (passes/tmastore.c), else a masked store. */
 #include "passes.h"
@@ -41,7 +43,7 @@
 
 #include "ir/target.h"
 
-#define CHUNK 64
+#define CHUNK 32   /* columns a chunk */
 
 typedef struct Chunker {
     IrFunc *f;
@@ -172,7 +174,7 @@ bool pass_epichunk(IrFunc *f)
     const IrType *at = ir_value_type(f, acc);
     int32_t bm = at->shape[0], bn = at->shape[1];
     int64_t threads = 32 * (int64_t)ir_func_warps(f);
-    if (bn % CHUNK || bn < 2 * CHUNK || bm == bn || (int64_t)bm * bn / threads < 128 || ir_elem_bytes(at->elem) != 4)
+    if (bn % CHUNK || bn < 128 || bm == bn || (int64_t)bm * bn / threads < 128 || ir_elem_bytes(at->elem) != 4)
         return false;
     Chunker k = {.f = f, .loop = loop, .acc = acc, .bn = bn, .ok = true};
     /* the epilogue: every op after the loop that touches a wide value is chunkable, and
