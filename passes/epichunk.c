@@ -13,8 +13,10 @@
  * require:    the tile level (before passes/layout.c), a kernel's warps set
  * guarantees: a kernel of one top-level `for` that accumulates a dot into a [BM, BN]
  *             tile (BN a multiple of 32, at least 128, BM not BN, at least 128 f32 a
- *             thread), followed by an epilogue that loads a [BM, BN] (or [1, BN], [BN])
- *             tile, computes element-wise and stores, is rewritten as that epilogue once
+ *             thread), followed by an epilogue that loads [BM, BN] (or [1, BN], [BN])
+ *             tiles, more than fit beside the accumulator (its registers and theirs
+ *             whole over 200 a thread; knob epichunk = 2: any), computes element-wise
+ *             and stores, is rewritten as that epilogue once
  *             per chunk of 32 columns, in order: chunk j's values are `extract` of the
  *             accumulator's columns [32 j, 32 j + 32), its loads and stores of the
  *             chunk's columns (block loads and stores at the column offset + 32 j, an
@@ -179,7 +181,7 @@ bool pass_epichunk(IrFunc *f)
     Chunker k = {.f = f, .loop = loop, .acc = acc, .bn = bn, .ok = true};
     /* the epilogue: every op after the loop that touches a wide value is chunkable, and
      * it loads some wide tile (an epilogue of the accumulator alone gains nothing) */
-    bool loads = false;
+    int64_t loaded = 0;   /* bytes a thread of the wide tiles the epilogue loads */
     IrOp *last = NULL;
     uint32_t nroots = 0;
     for (IrOp *op = loop->next; op; op = op->next) {
@@ -188,12 +190,19 @@ bool pass_epichunk(IrFunc *f)
         for (uint32_t i = 0; i < op->nresults; i++) touches |= wide(&k, op->results[i]);
         if (!touches) continue;
         if (!chunkable(op)) return false;
-        loads |= op->code == IR_OP_LOAD || op->code == IR_OP_BLOCK_LOAD;
+        if (op->code == IR_OP_LOAD || op->code == IR_OP_BLOCK_LOAD) {
+            const IrType *lt = ir_value_type(f, op->results[0]);
+            loaded += ir_type_numel(lt) * ir_elem_bytes(lt->elem) / threads;
+        }
         if (is_store(op)) last = op, nroots++;
     }
     for (uint32_t i = 0; i < loop->nresults; i++)   /* the accumulator the one wide result */
         if (loop->results[i] != acc && wide(&k, loop->results[i])) return false;
-    if (!loads || !nroots) return false;
+    /* the whole tiles' registers beside the accumulator's: over 200 of a thread's 232
+     * (a consumer warpgroup's with a producer) they spilled (k29: 128 + 2 x 64); below,
+     * the whole epilogue stays (knob epichunk = 2 chunks it anyway) */
+    int64_t regs = (int64_t)bm * bn / threads + loaded / 4;
+    if (!loaded || !nroots || (f->module->knobs.epichunk < 2 && regs <= 200)) return false;
     IrOp **roots = tl_calloc(nroots, sizeof *roots);
     uint32_t n = 0, cap = f->nvalues;   /* the original values: the only ones looked up */
     k.map = tl_malloc(cap * sizeof *k.map);
