@@ -39,7 +39,12 @@
  * it are expanded too. A store marked `upper` (a masked pointer store, passes/ptrblock.c)
  * would write negative coordinates that the TMA path drops (codegen/cg_tma.c stores a
  * block starting before the tensor element by element, inside it): they lie before the
- * start of the tensor the parameter points to, an out-of-bounds write of the source. */
+ * start of the tensor the parameter points to, an out-of-bounds write of the source.
+ *
+ * Stores of one chunk each (the value is the buffer's half) in one block share one area
+ * in sequence (`tma_store seq k`, half k % 2: a subtiled epilogue's chunks, passes/
+ * epichunk.c), and stores through one parameter with the same shapes, strides and box
+ * count one tensor map. */
 #include "passes.h"
 
 #include <string.h>
