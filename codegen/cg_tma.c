@@ -476,7 +476,7 @@ static bool lower_store(Cg *c, const IrOp *op)
         after = begin_if(c, thread0(c));
         LLVMValueRef args[4] = {map, cg_add(c->b, col0, cg_i32c(c, c0)), cg_add(c->b, row0, cg_i32c(c, r0)),
                                 cg_add(c->b, cg_add(c->b, cg_get(c, op->operands[0]).v[0], goff),
-                                       cg_i32c(c, (int64_t)(j % 2) * half))};
+                                       cg_i32c(c, (int64_t)at - base))};   /* the half written */
         asm_void(c, args, 4, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
                  "l,r,r,r,~{memory}");
         asm_void(c, NULL, 0, "cp.async.bulk.commit_group;", "~{memory}");
