@@ -367,6 +367,10 @@ def llama(T, dropout=False):
 
 
 GRAPHS += [
+    # the SwiGLU backward's dX GEMM as the lowering picks it (128 x 256, its epilogue of
+    # three loaded tiles in chunks, passes/epichunk.c; TMA stores in sequence)
+    ("graph subtiled epilogue (SwiGLU dX)", os.path.join(root, "tests", "lit", "graph", "lower_epichunk.tile"), "dx",
+     ["T=272", "dy=rand:17408:1", "wd=rand:32768:2", "g=rand:139264:3", "u=rand:139264:4"]),
     ("graph Llama block, heads of 128", "@llama", "block_op", llama(128)),
     ("graph Llama block with mask and dropout", "@llama", "block", llama(128, True)),
 ]
