@@ -15,7 +15,10 @@ for s in "272 464 128" "130 200 72"; do
   A="--kernel swiglu_dx --arg M=$1 --arg N=$2 --arg K=$3 --arg a=rand:$(($1*$3)):1 --arg w=rand:$(($3*$2)):2 --arg g=rand:$(($1*$2)):3 --arg u=rand:$(($1*$2)):4 --arg dg=zeros:$(($1*$2)) --arg du=zeros:$(($1*$2)) --print dg --print du"
   build-gpu/tilec run tests/lit/passes/epichunk.tile --device cpu $A > /tmp/epi_cpu.txt 2>&1
   build-gpu/tilec run tests/lit/passes/epichunk.tile --device gpu $A > /tmp/epi_gpu.txt 2>&1
-  if cmp -s /tmp/epi_cpu.txt /tmp/epi_gpu.txt; then echo "swiglu_dx $s: same"; else echo "swiglu_dx $s: DIFFER"; fi
+  python3 -c "
+a=[float(x) for x in open('/tmp/epi_cpu.txt').read().split()]; b=[float(x) for x in open('/tmp/epi_gpu.txt').read().split()]
+m=max(abs(x) for x in a); d=max([abs(x-y) for x,y in zip(a,b)] or [1e9]); n=sum(x!=y for x,y in zip(a,b))
+print('swiglu_dx $s: n', len(a), len(b), 'unequal', n, 'max diff / max', d/m, 'OK' if len(a)==len(b) and d/m < 1e-2 else 'FAIL')"
 done > $OUT/values.txt 2>&1
 build-gpu/tilec run tests/lit/graph/lower_epichunk.tile --compare-fused --device gpu --graph dx --arg T=272 --arg dy=rand:17408:1 --arg wd=rand:32768:2 --arg g=rand:139264:3 --arg u=rand:139264:4 >> $OUT/values.txt 2>&1; echo "graph dx rc=$?" >> $OUT/values.txt
 P="python3 bench/graph_step_profile.py --lib build-gpu/runtime/libtileRT.so --top 40"
