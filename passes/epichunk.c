@@ -30,9 +30,11 @@
  *
  * What the epilogue may hold (else the pass leaves the kernel as it is): element-wise
  * ops, consts, splats, broadcasts, expand_dims, aranges, loads, block loads, stores and
- * block stores; a wide value (its last axis the tile's BN columns) derives from those
- * and the accumulator only (not another loop result or a block argument). Values of
- * other shapes ([BM, 1] rows, scalars) are shared by the chunks.
+ * block stores; a wide value (its last axis the tile's BN columns) derives from those,
+ * the accumulator, and wide values made before the loop (a column sum, a kernel
+ * argument's...: each chunk takes its columns by `extract`, through shared memory where
+ * the layouts differ), not from another result of the loop. Values of other shapes
+ * ([BM, 1] rows, scalars) are shared by the chunks.
  *
  * Where the accumulator is a wgmma accumulator (warps along M), the layout pass lays
  * each chunk out in the alike mma layout of N 32: the extract moves no data
@@ -92,6 +94,14 @@ static IrValue shifted_offset(Chunker *k, IrValue off)
 
 static IrValue chunk_of(Chunker *k, IrValue v, int depth);
 
+/* a comes before b in their block */
+static bool op_before(const IrOp *a, const IrOp *b)
+{
+    for (const IrOp *o = a->next; o; o = o->next)
+        if (o == b) return true;
+    return false;
+}
+
 /* A copy of op at the builder with its wide operands chunked (result: the chunk type). */
 static IrOp *clone_chunked(Chunker *k, const IrOp *op, int depth)
 {
@@ -125,7 +135,11 @@ static IrValue chunk_of(Chunker *k, IrValue v, int depth)
 {
     if (k->map[v] != IR_NO_VALUE) return k->map[v];
     IrOp *d = k->f->values[v].def;
-    if (v == k->acc) {
+    /* the accumulator, and a wide value made before the loop by an op that has no
+     * chunks of its own (a reduction, a block argument): the chunk's columns of it */
+    bool before = d && d->parent == k->loop->parent && op_before(d, k->loop);
+    if (v == k->acc || (!d && k->f->values[v].block != &k->loop->regions[0]) ||
+        (before && (!chunkable(d) || d->nresults != 1))) {
         IrOp *x = ir_build(&k->b, IR_OP_EXTRACT, &v, 1, (const IrType *[]){chunk_type(k, ir_value_type(k->f, v))}, 1, 0);
         x->attr.i = k->lo;
         return k->map[v] = x->results[0];

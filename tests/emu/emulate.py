@@ -135,6 +135,8 @@ CASES = [
     # the persistent walk; pointer loads and masked stores at odd sizes)
     ("subtiled epilogue, div16 sizes", EC, "swiglu_dx", [], swiglu_dx(272, 464, 128), ["dg", "du"], 0),
     ("subtiled epilogue, odd sizes", EC, "swiglu_dx", [], swiglu_dx(130, 200, 72), ["dg", "du"], 0),
+    ("subtiled epilogue with a column sum (extract of a [BN] value)", EC, "colsum", [], swiglu_dx(144, 208, 64),
+     ["dg", "du"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
                                                  "persistent=0"], gemm(128, 192, 80), ["c"], 0),
     ("gemm + bias + gelu default", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", [],
