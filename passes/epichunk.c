@@ -175,7 +175,7 @@ bool pass_epichunk(IrFunc *f)
 {
     if (f->kind != IR_FUNC_KERNEL || !f->module || !f->module->knobs.epichunk) return false;
     const TileTarget *tg = f->module->target ? f->module->target : tile_target_default();
-    if (!tg->wgmma) return false;
+    if (!tg->wgmma && !tg->mma_sync) return false;
     IrOp *loop = NULL;
     for (IrOp *op = f->body.first; op; op = op->next) {
         if (op->nregions && op->code != IR_OP_FOR) return false;

@@ -1178,12 +1178,18 @@ static void chunk_visit(IrOp *op, void *ud)
     const IrType *src = ir_value_type(f, d->operands[0]), *rt = ir_value_type(f, op->results[0]);
     const IrLayout *l = src->layout;
     int32_t n = rt->shape[rt->rank - 1];
-    if (rt->rank != 2 || l->kind != IR_LAYOUT_MMA || l->version != 3 || l->wpc[1] != 1 || n % 8 || n > 256 ||
-        op->attr.i % 8)
-        return;
-    IrLayout key = *l;
-    key.instr[1] = n;
-    const IrLayout *ml = ir_layout_intern(f->module->ctx, &key), *back = rt->layout;
+    if (rt->rank != 2 || l->kind != IR_LAYOUT_MMA) return;
+    const IrLayout *ml = l, *back = rt->layout;
+    if (l->version == 3) {   /* the alike layout of N n */
+        if (l->wpc[1] != 1 || n % 8 || n > 256 || op->attr.i % 8) return;
+        IrLayout key = *l;
+        key.instr[1] = n;
+        ml = ir_layout_intern(f->module->ctx, &key);
+    } else {   /* mma.sync: the same layout, where the chunk is whole periods of its columns
+                * (8 a warp along N): column c of the chunk sits where c + lo did */
+        int32_t period = 8 * l->wpc[1];
+        if (n % period || op->attr.i % period || rt->shape[0] % (16 * l->wpc[0])) return;
+    }
     op->operands[0] = d->operands[0];
     IrValue r = op->results[0];
     f->values[r].type = ir_type_with_layout(f->module->ctx, rt, ml);

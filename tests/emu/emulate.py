@@ -251,6 +251,8 @@ CASES = [
     ("attention forward tma cluster 2", FA, "attn_fwd_tma", ["BM=256", "cluster=2"], attn_fwd(1, 512), ["o", "lse"],
      2e-2),
     # sm_80 code (cp.async, ldmatrix, mma.sync): the mock driver says compute capability 8.0
+    ("subtiled epilogue sm_80 (mma.sync: chunks in the accumulator's layout)", EC, "swiglu_dx", [],
+     swiglu_dx(130, 200, 72), ["dg", "du"], 0, {"MOCKCUDA_CC": "80"}),
     ("gemm sm_80", MM, "matmul_bf16", ["BN=128", "warps=4", "stages=3"], gemm(256, 256, 128), ["c"], 0, {"MOCKCUDA_CC": "80"}),
     ("gemm sm_80 odd sizes", MM, "matmul_bf16", ["BN=128", "BM=64", "warps=4", "stages=2"], gemm(200, 136, 72), ["c"],
      0, {"MOCKCUDA_CC": "80"}),
