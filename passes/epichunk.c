@@ -37,9 +37,12 @@
  * ([BM, 1] rows, scalars) are shared by the chunks.
  *
  * Where the accumulator is a wgmma accumulator (warps along M), the layout pass lays
- * each chunk out in the alike mma layout of N 32: the extract moves no data
- * (ir_layout_in_registers). A chunk's block_store is a TMA store of its own where the
- * staging fits (passes/tmastore.c), else a masked store. */
+ * each chunk out in the alike mma layout of N 32, and an mma.sync accumulator's chunk
+ * (sm_80) in its own layout (whole periods of the warps' columns): the extract moves no
+ * data (ir_layout_in_registers). The chunks' block stores are TMA stores through one
+ * staging area in sequence (passes/tmastore.c, `tma_store seq k`) where it fits, else
+ * masked stores. The knob epichunk (TILE_EPICHUNK): 0 never, 1 as above, 2 wherever
+ * the epilogue loads a wide tile. */
 #include "passes.h"
 
 #include <stdlib.h>
