@@ -350,7 +350,7 @@ static bool cg_op(Cg *c, const IrOp *op)
     case IR_OP_IF: return lower_if(c, op);
     case IR_OP_WHILE: return lower_while(c, op);
     case IR_OP_SPLAT: case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS:
-    case IR_OP_CONVERT_LAYOUT:
+    case IR_OP_CONVERT_LAYOUT: case IR_OP_EXTRACT:
         return cg_shape_op(c, op);
     case IR_OP_LOAD: case IR_OP_STORE: case IR_OP_ATOMIC_ADD: case IR_OP_ATOMIC_MAX: case IR_OP_ATOMIC_MIN:
     case IR_OP_ATOMIC_XCHG: case IR_OP_ATOMIC_AND: case IR_OP_ATOMIC_OR: case IR_OP_ATOMIC_XOR:

@@ -264,9 +264,10 @@ LLVMValueRef cg_linear(Cg *c, const IrLayoutMap *l, LLVMValueRef coords[IR_MAX_R
 
 /* ---- conversions ------------------------------------------------------------------------ */
 
-static int64_t mapped_index(const IrLayoutMap *to, const int64_t coords[IR_MAX_RANK], const int64_t w[IR_MAX_RANK])
+static int64_t mapped_index(const IrLayoutMap *to, const int64_t coords[IR_MAX_RANK], const int64_t w[IR_MAX_RANK],
+                            int64_t base)
 {
-    int64_t lin = 0;
+    int64_t lin = base;
     for (int d = 0; d < to->rank; d++) lin += coords[d] * w[d];
     return lin;
 }
@@ -308,8 +309,8 @@ static int64_t find_local(const LocalIndex *ix, int64_t lin)
  * thread; false if some thread lacks an element or the search is too large. Each
  * thread's elements of `from` are indexed once (threads x (ns + nd) coordinate
  * computations, not threads x nd x ns: that search was a fifth of a GEMM's compile). */
-static bool direct_plan(Cg *c, const IrLayoutMap *from, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK], uint32_t *plan,
-                        bool planned)
+static bool direct_plan(Cg *c, const IrLayoutMap *from, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK], int64_t base,
+                        uint32_t *plan, bool planned)
 {
     uint32_t nd = cg_layout_elems(to), ns = cg_layout_elems(from);
     /* a bound on the search for conversions that may well go through shared memory;
@@ -326,7 +327,7 @@ static bool direct_plan(Cg *c, const IrLayoutMap *from, const IrLayoutMap *to, c
         for (uint32_t k = 0; k < nd; k++) {
             int64_t co[IR_MAX_RANK] = {0};
             cg_layout_coords_at(to, t, k, co);
-            int64_t s = find_local(&ix, mapped_index(to, co, w));
+            int64_t s = find_local(&ix, mapped_index(to, co, w, base));
             if (s < 0 || (t > 0 && plan[k] != (uint32_t)s)) {
                 ok = false;
                 break;
@@ -349,7 +350,8 @@ static LLVMValueRef from_mem(Cg *c, LLVMValueRef x, IrElem e)
     return e == IR_I1 ? LLVMBuildICmp(c->b, LLVMIntNE, x, cg_int(c, LLVMTypeOf(x), 0), "") : x;
 }
 
-static CgVal through_smem(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK])
+static CgVal through_smem(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK],
+                          int64_t base)
 {
     LLVMTypeRef mt = cg_mem_type(c, e);
     cg_barrier(c);
@@ -361,7 +363,7 @@ static CgVal through_smem(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, c
     cg_barrier(c);
     CgVal out = cg_val_new(c, cg_layout_elems(to));
     for (uint32_t k = 0; k < out.n; k++) {
-        LLVMValueRef co[IR_MAX_RANK], lin = cg_i32c(c, 0);
+        LLVMValueRef co[IR_MAX_RANK], lin = cg_i32c(c, (int32_t)base);
         cg_layout_coords(c, to, k, co);
         for (int d = 0; d < to->rank; d++)
             lin = cg_add(c->b, lin, cg_mul(c->b, co[d], cg_i32c(c, w[d])));
@@ -373,12 +375,12 @@ static CgVal through_smem(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, c
 /* The conversion in registers (every element from a register of the same thread):
  * false when some element lives in another thread. */
 static bool convert_direct(Cg *c, const IrLayoutMap *from, CgVal src, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK],
-                           CgVal *out, bool planned)
+                           int64_t base, CgVal *out, bool planned)
 {
     uint32_t nd = cg_layout_elems(to);
     uint32_t *plan = tl_calloc(nd, sizeof *plan);
     if (!plan) tl_oom();
-    bool ok = direct_plan(c, from, to, w, plan, planned);
+    bool ok = direct_plan(c, from, to, w, base, plan, planned);
     if (ok) {
         *out = cg_val_new(c, nd);
         for (uint32_t k = 0; k < nd; k++) out->v[k] = src.v[plan[k]];
@@ -390,8 +392,8 @@ static bool convert_direct(Cg *c, const IrLayoutMap *from, CgVal src, const IrLa
 CgVal cg_convert(Cg *c, const IrLayoutMap *from, CgVal src, IrElem e, const IrLayoutMap *to, const int64_t w[IR_MAX_RANK])
 {
     CgVal out;
-    if (convert_direct(c, from, src, to, w, &out, false)) return out;
-    return through_smem(c, from, src, e, to, w);
+    if (convert_direct(c, from, src, to, w, 0, &out, false)) return out;
+    return through_smem(c, from, src, e, to, w, 0);
 }
 
 /* ---- shape ops ------------------------------------------------------------------------------ */
@@ -409,6 +411,7 @@ static void shape_weights(const IrOp *op, const IrType *st, const IrType *rt, in
             w[d] = d == op->attr.i ? 0 : sstr[d < op->attr.i ? d : d - 1];
             break;
         case IR_OP_TRANS: w[d] = sstr[rt->rank - 1 - d]; break;
+        case IR_OP_EXTRACT: w[d] = sstr[d]; break;   /* plus the first column (base) */
         default: w[d] = rstr[d]; break;   /* reshape: the same row-major index */
         }
     }
@@ -476,13 +479,22 @@ bool cg_shape_op(Cg *c, const IrOp *op)
         cg_set(c, op->results[0], quad_shuffle(c, &from, src, &to));
         return true;
     }
+    /* extract: the source's row-major index of result element (r.., c) is that of
+     * (r.., c + first column) */
+    int64_t base = op->code == IR_OP_EXTRACT ? op->attr.i : 0;
     if (ir_layout_in_registers((int)op->code, st->layout, rt->layout)) {
         /* planned without scratch (ir_op_scratch_bytes): shared memory
          * here could overlap the rings' buffers */
         CgVal out;
-        if (!convert_direct(c, &from, src, &to, w, &out, true))
+        if (!convert_direct(c, &from, src, &to, w, base, &out, true))
             return cg_error(c, op, "internal error: a '%s' planned in registers (ir_layout_in_registers) moves "
                             "elements between threads", ir_op_info[op->code].text);
+        cg_set(c, op->results[0], out);
+        return true;
+    }
+    if (base) {
+        CgVal out;
+        if (!convert_direct(c, &from, src, &to, w, base, &out, false)) out = through_smem(c, &from, src, st->elem, &to, w, base);
         cg_set(c, op->results[0], out);
         return true;
     }

@@ -423,8 +423,14 @@ static bool lower_store(Cg *c, const IrOp *op)
      * where that group was another store's through the same area, or this store's own
      * one chunk in an earlier iteration: it waits for every group then */
     bool drain = nchunk == 1 || area_shared(c, alloc);
+    /* a store of a sequence through one area (seq k, passes/tmastore.c): one chunk, in
+     * half k % 2; the bulk group still in flight at most is the previous store's, in
+     * the other half; the first of the sequence waits for all (the last one of the
+     * previous tile of a persistent kernel may be in its half) */
+    uint32_t seq = op->attr.i > 0 ? (uint32_t)(op->attr.i - 1) : 0;
+    if (op->attr.i > 0) drain = seq == 0;
     for (int32_t j = 0; j < nchunk; j++) {
-        uint32_t at = base + (uint32_t)(j % 2) * half;
+        uint32_t at = base + (uint32_t)((j + (int32_t)(seq % 2)) % 2) * half;
         int64_t r0 = (int64_t)(j % nr) * rows, c0 = (int64_t)(j / nr) * cols;   /* the chunk's corner */
         LLVMBasicBlockRef after = begin_if(c, thread0(c));
         asm_void(c, NULL, 0, j == 0 && drain ? "cp.async.bulk.wait_group.read 0;" : "cp.async.bulk.wait_group.read 1;",
@@ -470,7 +476,7 @@ static bool lower_store(Cg *c, const IrOp *op)
         after = begin_if(c, thread0(c));
         LLVMValueRef args[4] = {map, cg_add(c->b, col0, cg_i32c(c, c0)), cg_add(c->b, row0, cg_i32c(c, r0)),
                                 cg_add(c->b, cg_add(c->b, cg_get(c, op->operands[0]).v[0], goff),
-                                       cg_i32c(c, (int64_t)(j % 2) * half))};
+                                       cg_i32c(c, (int64_t)at - base))};   /* the half written */
         asm_void(c, args, 4, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];",
                  "l,r,r,r,~{memory}");
         asm_void(c, NULL, 0, "cp.async.bulk.commit_group;", "~{memory}");

@@ -449,6 +449,19 @@ static void op_copy_data(Interp *I, const IrOp *op, Tile *res)
     for (int64_t k = 0; res->buf && k < res->n; k++) res->buf[k] = a->buf[0];
 }
 
+/* extract: the columns [attr.i, attr.i + n) of the operand's last axis. */
+static void op_extract(Interp *I, const IrOp *op, Tile *res)
+{
+    const Tile *a = interp_opnd(I, op, 0);
+    const IrType *at = a->type, *rt = res->type;
+    int64_t an = at->shape[at->rank - 1], n = rt->shape[rt->rank - 1];
+    for (int64_t k = 0; k < res->n; k++) {
+        int64_t src = (k / n) * an + op->attr.i + k % n;
+        res->s[k] = a->s[src];
+        if (res->buf) res->buf[k] = a->buf[src];
+    }
+}
+
 /* Multi-index of linear index k in a row-major shape. */
 static void unravel(const IrType *t, int64_t k, int64_t idx[IR_MAX_RANK])
 {
@@ -754,6 +767,7 @@ bool interp_exec_pure(Interp *I, const IrOp *op, Tile *res)
     case IR_OP_SPLAT: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: op_copy_data(I, op, res); return true;
     case IR_OP_BROADCAST: op_broadcast(I, op, res); return true;
     case IR_OP_TRANS: op_trans(I, op, res); return true;
+    case IR_OP_EXTRACT: op_extract(I, op, res); return true;
     case IR_OP_CONVERT: return ew_convert(I, op, res);
     case IR_OP_BITCAST: ew_bitcast(I, op, res); return true;
     case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_REM:

@@ -580,6 +580,13 @@ static bool parse_attr(Parser *ps, OpText *o)
         if (accept(ps, TK_IDENT, "multicast")) o->attr.i = IR_BLOCK_MULTICAST;
         if (o->code == IR_OP_BLOCK_LOAD && accept(ps, TK_IDENT, "upper")) o->attr.i |= IR_BLOCK_UPPER;
         return true;
+    case IR_OP_TMA_STORE:             /* [seq k] */
+        if (accept(ps, TK_IDENT, "seq")) {
+            if (!parse_int(ps, &o->attr.i)) return false;
+            if (o->attr.i < 0 || o->attr.i > 0xffff) return error_at(ps, o->loc, "a store's place in its sequence out of range");
+            o->attr.i++;
+        }
+        return true;
     case IR_OP_BLOCK_STORE:           /* [upper] */
         if (accept(ps, TK_IDENT, "upper")) o->attr.i = IR_BLOCK_UPPER;
         return true;
@@ -606,7 +613,7 @@ static bool parse_attr(Parser *ps, OpText *o)
         o->attr.i = p | c << 16;
         return true;
     }
-    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS: case IR_OP_EXTRACT:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_WAIT: case IR_OP_LOCAL_LOAD: case IR_OP_LOCAL_STORE: case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT:

@@ -87,6 +87,10 @@ bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to)
 {
     if (!from || !to) return false;
     if (code == IR_OP_CONVERT_LAYOUT) return ir_layout_alike(from, to);
+    /* a chunk of columns of a wgmma accumulator in the accumulator layout of the chunk's
+     * N: every element stays in its thread (ir_layout_alike) */
+    if (code == IR_OP_EXTRACT)   /* mma.sync: the same layout (passes/layout.c keeps whole periods) */
+        return from->kind == IR_LAYOUT_MMA && (ir_layout_alike(from, to) || (from == to && from->version == 2));
     if (code != IR_OP_BROADCAST && code != IR_OP_EXPAND_DIMS) return false;
     return to->kind == IR_LAYOUT_MMA && (from == to || (from->kind == IR_LAYOUT_SLICE && from->parent == to));
 }

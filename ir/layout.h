@@ -89,7 +89,8 @@ bool ir_layout_alike(const IrLayout *a, const IrLayout *b);
 /* Whether a shape op (code: convert_layout, broadcast, expand_dims) from layout `from`
  * to layout `to` is done in registers, so that it needs no shared memory: a conversion
  * between alike layouts, an expand_dims or broadcast from an mma layout or its slice
- * into that mma layout. passes/shared.c budgets the rings' shared memory by it and
+ * into that mma layout, an extract of a wgmma accumulator's columns into the alike
+ * layout of the chunk's N. passes/shared.c budgets the rings' shared memory by it and
  * codegen plans its scratch by it (cg_op_smem_bytes), and fails, never spills into the
  * rings, where such an op would need shared memory after all. */
 bool ir_layout_in_registers(int code, const IrLayout *from, const IrLayout *to);

@@ -122,6 +122,7 @@ uint32_t ir_op_scratch_bytes(const IrFunc *f, const IrOp *op)
     const IrType *a = ir_value_type(f, op->operands[0]), *r = ir_value_type(f, op->results[0]);
     switch (op->code) {
     case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE: case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT:
+    case IR_OP_EXTRACT:
         if (ir_layout_in_registers((int)op->code, a->layout, r->layout)) return 0;
         if (op->code == IR_OP_CONVERT_LAYOUT && ir_layout_quad_shuffle(a, r)) return 0;
         return tile_bytes(a, mem_bytes(a->elem));

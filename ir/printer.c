@@ -295,6 +295,9 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
         if (op->attr.i & IR_BLOCK_MULTICAST) fputs(" multicast", out);
         if (op->code == IR_OP_BLOCK_LOAD && (op->attr.i & IR_BLOCK_UPPER)) fputs(" upper", out);
         break;
+    case IR_OP_TMA_STORE:             /* tma_store seq 3 %buf, ...: the 4th store of a sequence through one area */
+        if (op->attr.i) fprintf(out, " seq %" PRId64, op->attr.i - 1);
+        break;
     case IR_OP_BLOCK_STORE:           /* block_store upper %p, ... */
         if (op->attr.i & IR_BLOCK_UPPER) fputs(" upper", out);
         break;
@@ -313,7 +316,7 @@ static void print_attr(const IrFunc *f, const IrOp *op, FILE *out)
     case IR_OP_PRODUCER:              /* producer 40 232 { ... }: the two register counts */
         fprintf(out, " %" PRId64 " %" PRId64, op->attr.i & 0xffff, op->attr.i >> 16);
         break;
-    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS:
+    case IR_OP_PROGRAM_ID: case IR_OP_NUM_PROGRAMS: case IR_OP_ARANGE: case IR_OP_EXPAND_DIMS: case IR_OP_EXTRACT:
     case IR_OP_SUM: case IR_OP_MAX: case IR_OP_MIN: case IR_OP_ARGMAX: case IR_OP_ARGMIN:
     case IR_OP_XOR_SUM: case IR_OP_REDUCE: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
     case IR_OP_LOCAL_ALLOC: case IR_OP_ASYNC_WAIT: case IR_OP_LOCAL_LOAD: case IR_OP_LOCAL_STORE: case IR_OP_MBARRIER_INIT: case IR_OP_TMA_WAIT:

@@ -229,6 +229,19 @@ static bool check_expand_dims(Verifier *v, const IrOp *op)
     return true;
 }
 
+static bool check_extract(Verifier *v, const IrOp *op)
+{
+    const IrType *a = opt(v, op, 0), *r = rty(v, op);
+    bool ok = same_elem(a, r) && a->rank >= 1 && r->rank == a->rank;
+    for (int i = 0; ok && i + 1 < a->rank; i++) ok = r->shape[i] == a->shape[i];
+    if (!ok) return fail(v, op, "keeps the element type, the rank and every size but the last, got %s -> %s", tstr(a).s,
+                         tstr(r).s);
+    int64_t lo = op->attr.i, n = r->shape[r->rank - 1], an = a->shape[a->rank - 1];
+    if (lo < 0 || n < 1 || lo > an - n)
+        return fail(v, op, "columns [%" PRId64 ", %" PRId64 ") lie outside the operand's %" PRId64, lo, lo + n, an);
+    return true;
+}
+
 static bool check_reshape(Verifier *v, const IrOp *op)
 {
     const IrType *a = opt(v, op, 0), *r = rty(v, op);
@@ -718,6 +731,9 @@ static bool check_tma_store(Verifier *v, const IrOp *op)
                     "through %s", tstr(x).s, tstr(b).s);
     if (!is_ptr(p) || p->rank || p->pointee != x->elem)
         return fail(v, op, "needs a scalar pointer to the value's %s, got %s", ir_elem_name(x->elem), tstr(p).s);
+    if (op->attr.i < 0 || (op->attr.i && (b->shape[0] != 2 || x->shape[0] != b->shape[1] || x->shape[1] != b->shape[2])))
+        return fail(v, op, "in a sequence (seq) stores one chunk through a buffer of two, got %s through %s", tstr(x).s,
+                    tstr(b).s);
     return check_block_ints(v, op, 3, 9) && check_outer(v, op);
 }
 
@@ -992,6 +1008,7 @@ static bool check_op_rules(Verifier *v, const IrOp *op)
     case IR_OP_BROADCAST: return check_broadcast(v, op);
     case IR_OP_EXPAND_DIMS: return check_expand_dims(v, op);
     case IR_OP_RESHAPE: return check_reshape(v, op);
+    case IR_OP_EXTRACT: return check_extract(v, op);
     case IR_OP_TRANS: return check_trans(v, op);
     case IR_OP_CONVERT: return check_convert(v, op);
     case IR_OP_BITCAST: return check_bitcast(v, op);

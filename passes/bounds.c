@@ -68,7 +68,7 @@ static void flow_op(Origins *o, const IrOp *op)
     const IrFunc *f = o->f;
     switch (op->code) {
     case IR_OP_ADDPTR: case IR_OP_SPLAT: case IR_OP_BROADCAST: case IR_OP_EXPAND_DIMS: case IR_OP_RESHAPE:
-    case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS:
+    case IR_OP_TRANS: case IR_OP_CONVERT_LAYOUT: case IR_OP_MULTIPLE_OF: case IR_OP_MAX_CONTIGUOUS: case IR_OP_EXTRACT:
         join(o, op->results[0], origin(o, op->operands[0]));
         return;
     case IR_OP_SELECT:

@@ -1288,7 +1288,7 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
      * 11008 bf16: 128 x 256 is 1.13x 128 x 128; docs/PERFORMANCE.md), where the kernel is
      * one GEMM body (the schedule's producer warpgroup takes one ring: a horizontal kernel
      * of two bodies at 128 x 256 without it spilled 1 KB, ptxas -v) whose epilogue reads at
-     * most one other tile (three beside a 128 x 256 accumulator spilled 508 bytes) */
+     * most one other tile (three beside a 128 x 256 accumulator spilled 508 bytes, whole) */
     uint32_t epi = 0, bodies = 1;
     for (uint32_t i = 0; i < L->K->nreads; i++) {
         uint32_t v = L->K->reads[i];
@@ -1297,7 +1297,14 @@ static bool lower_matmul(Low *L, Sig *s, const char *name)
         epi += !operand && vt(L, v)->rank >= 2;
     }
     for (uint32_t i = 1; i < n && !paired; i++) bodies += !alike(L, G, n, i - 1, i);
-    if (!paired && !vec && bm == 128 && bodies == 1 && epi <= 1) bn = block_for(b->dims[b->rank - 1], 16, 256);
+    /* an epilogue that reads two tiles or more at 128 x 256 too where every write is a
+     * whole tile of the product (an element-wise epilogue): passes/epichunk.c runs it in
+     * chunks of 32 columns beside the accumulator, without spills (the SwiGLU backward's
+     * dX GEMM reads the gate's and the up projection's pre-activations: at 128 x 256 its
+     * whole tiles spilled 2 KB, ptxas -v; chunked, none) */
+    bool tiles = n == 1 && L->K->nwrites > 0;
+    for (uint32_t i = 0; tiles && i < L->K->nwrites; i++) tiles = block_write(L, &G[0], L->K->writes[i]);
+    if (!paired && !vec && bm == 128 && bodies == 1 && (epi <= 1 || tiles)) bn = block_for(b->dims[b->rank - 1], 16, 256);
     /* paired products: an accumulator each, so their tiles together stay at one
      * 128 x 128 accumulator's registers (two of 128 x 128 took 255 registers and spilled;
      * on the schedule's producer ring too, about 500 bytes with SwiGLU's epilogue) */

@@ -40,6 +40,7 @@ bool pass_block_load(IrFunc *f);   /* blockload.c: block_load (block_store) as t
 bool pass_dot_pad(IrFunc *f);      /* dotpad.c: dots below 16 in a dimension padded to 16 */
 bool pass_hoist(IrFunc *f);        /* hoist.c: loop invariants out of loops, shape ops to the leaves */
 bool pass_hoist_invariants(IrFunc *f);   /* hoist.c: only the loop-invariant code motion */
+bool pass_epichunk(IrFunc *f);     /* epichunk.c: a GEMM's epilogue in chunks of its accumulator's columns */
 bool pass_layout(IrFunc *f);       /* layout.c: a blocked layout for every tile */
 bool pass_rotate(IrFunc *f);       /* rotate.c: attention's softmax under the tensor cores (overlap = 1) */
 bool pass_shared(IrFunc *f);       /* shared.c: dot operands in shared memory, pipelined by stages */

@@ -23,6 +23,7 @@ const PassInfo pass_gpu_table[] = {
     {"blockload",    "block loads and stores through pointer tiles (GPU)",   pass_block_load},
     {"dotpad",       "dots below 16 in a dimension padded to 16",            pass_dot_pad},
     {"hoist",        "loop-invariant code out of loops (GPU level)",         pass_hoist},
+    {"epichunk",     "a GEMM's epilogue in chunks of 64 columns (GPU level)", pass_epichunk},
     {"layout",       "a blocked layout for every tile (GPU level)",          pass_layout},
     {"rotate",       "attention's softmax under the next P V (overlap = 1)", pass_rotate},
     {"shared",       "dot operands through shared memory, stages deep",      pass_shared},

@@ -39,8 +39,15 @@
  * it are expanded too. A store marked `upper` (a masked pointer store, passes/ptrblock.c)
  * would write negative coordinates that the TMA path drops (codegen/cg_tma.c stores a
  * block starting before the tensor element by element, inside it): they lie before the
- * start of the tensor the parameter points to, an out-of-bounds write of the source. */
+ * start of the tensor the parameter points to, an out-of-bounds write of the source.
+ *
+ * Stores of one chunk each (the value is the buffer's half) in one block share one area
+ * in sequence (`tma_store seq k`, half k % 2: a subtiled epilogue's chunks, passes/
+ * epichunk.c), and stores through one parameter with the same shapes, strides and box
+ * count one tensor map. */
 #include "passes.h"
+
+#include <string.h>
 
 
 #include "ir/arena.h"
@@ -163,8 +170,10 @@ static bool exclusive(const IrOp *a, const IrOp *b)
  * bf16 or f32 sums, never both, passes/graph_lower.c). */
 typedef struct Area {
     uint32_t at, bytes;
-    const IrOp *users[8];
+    IrOp *users[8];
     uint32_t nusers;
+    const IrBlock *seq;          /* a sequence's block (its stores one chunk each), or NULL */
+    uint32_t nseq;               /* the sequence's stores so far */
 } Area;
 
 /* An area of `areas` that the store can share (large enough, every user exclusive of
@@ -173,11 +182,40 @@ static Area *shareable(Area *areas, uint32_t n, const IrOp *st, uint32_t bytes)
 {
     for (uint32_t i = 0; i < n; i++) {
         Area *ar = &areas[i];
-        bool ok = ar->bytes >= bytes && ar->nusers < 8;
+        bool ok = ar->bytes >= bytes && ar->nusers < 8 && ar->nseq <= 1;
         for (uint32_t u = 0; ok && u < ar->nusers; u++) ok = exclusive(ar->users[u], st);
         if (ok) return ar;
     }
     return NULL;
+}
+
+/* A store of one chunk (its value the buffer's one half) through an area of stores of
+ * one chunk each in the same block: a sequence (tma_store seq k, one after the other in
+ * program order, each in the other half of the area from the one before). The chunks of
+ * a subtiled epilogue (passes/epichunk.c: 16 stores of [128, 32] at 128 x 256 with two
+ * outputs) share one area of 16 KB instead of one each. */
+static Area *sequence(Area *areas, uint32_t n, const IrOp *st, uint32_t bytes)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (areas[i].seq == st->parent && areas[i].bytes == bytes) return &areas[i];
+    return NULL;
+}
+
+/* The tensor maps of the stores so far (a map per parameter, shapes, strides and box):
+ * the chunks' stores of one output share one (passes/plan.c merges equal recipes). */
+typedef struct StoreMaps {
+    uint32_t param[MAX_MAPS];
+    IrValue dims[MAX_MAPS][4];
+    int32_t rows[MAX_MAPS], sw[MAX_MAPS];
+    uint32_t n;
+} StoreMaps;
+
+static bool store_map_seen(const StoreMaps *m, uint32_t param, const IrOp *op, int32_t rows, int32_t sw)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->param[i] == param && m->rows[i] == rows && m->sw[i] == sw && !memcmp(m->dims[i], op->operands + 1, sizeof m->dims[i]))
+            return true;
+    return false;
 }
 
 bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
@@ -189,6 +227,7 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
     Maps cm = {{0}, {0}, 0};
     copy_maps(f, &f->body, &cm);
     uint32_t maps = cm.n;
+    StoreMaps sm = {.n = 0};
     bool any = false;
     Area *areas = s.len ? arena_alloc(ir_ctx_arena(c), s.len * sizeof *areas) : NULL;
     uint32_t nareas = 0;
@@ -205,15 +244,25 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         /* two chunks for each consumer warpgroup (a pingpong kernel's two store their own tiles) */
         uint32_t halves = 2u * (uint32_t)ir_consumer_groups(f);
         uint32_t at = (*offset + 1023) & ~1023u, bytes = halves * (uint32_t)rows * (uint32_t)sw;
-        Area *shared = stageable(vt) ? shareable(areas, nareas, op, bytes) : NULL;
+        /* one chunk: its value the buffer's half (not a pingpong kernel's four) */
+        bool one = halves == 2 && rows == vt->shape[0] && vt->shape[1] * eb == sw;
+        Area *seq = stageable(vt) && one ? sequence(areas, nareas, op, bytes) : NULL;
+        Area *shared = seq ? seq : stageable(vt) ? shareable(areas, nareas, op, bytes) : NULL;
         if (shared) at = shared->at;
-        if (!stageable(vt) || maps + np > MAX_MAPS || (!shared && at + bytes > limit)) {
+        uint32_t newmaps = 0;
+        for (uint32_t j = 0; j < np; j++) newmaps += !store_map_seen(&sm, ps[j], op, rows, sw);
+        if (!stageable(vt) || maps + newmaps > MAX_MAPS || (!shared && at + bytes > limit)) {
             const IrLayout *acc = vt->layout;
             IrOp *st = blockstore_expand_laid_out(f, op);
             expanded_fits(f, st, acc, *offset, limit);
             continue;
         }
-        maps += np;
+        maps += newmaps;
+        for (uint32_t j = 0; j < np && sm.n < MAX_MAPS; j++)
+            if (!store_map_seen(&sm, ps[j], op, rows, sw)) {
+                sm.param[sm.n] = ps[j], sm.rows[sm.n] = rows, sm.sw[sm.n] = sw;
+                memcpy(sm.dims[sm.n++], op->operands + 1, sizeof sm.dims[0]);
+            }
         IrBuilder b;
         ir_builder_before(&b, op);
         b.loc = op->loc;
@@ -229,8 +278,16 @@ bool tmastore_lower(IrFunc *f, uint32_t *offset, uint32_t limit)
         IrValue ops[9] = {alloc->results[0], v};
         for (int j = 0; j < 7; j++) ops[2 + j] = op->operands[j];     /* ptr, shapes, strides, offsets */
         IrOp *ts = ir_build(&b, IR_OP_TMA_STORE, ops, 9, NULL, 0, 0);
-        if (shared) shared->users[shared->nusers++] = ts;
-        else areas[nareas++] = (Area){.at = at, .bytes = bytes, .users = {ts}, .nusers = 1};
+        if (seq) {   /* the sequence's first store learns it is one once a second comes */
+            if (seq->nseq == 1) seq->users[0]->attr.i = 1;
+            ts->attr.i = ++seq->nseq;
+        } else if (shared) {   /* exclusive users: no longer a sequence's area */
+            shared->users[shared->nusers++] = ts;
+            shared->seq = NULL, shared->nseq = 0;
+        } else {
+            areas[nareas++] = (Area){.at = at, .bytes = bytes, .users = {ts}, .nusers = 1,
+                                     .seq = one && stageable(vt) ? op->parent : NULL, .nseq = one ? 1 : 0};
+        }
         ir_op_remove(op);
         any = true;
     }

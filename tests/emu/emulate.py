@@ -46,6 +46,11 @@ def gemm(M, N, K, seed=1):
             "M=%d" % M, "N=%d" % N, "K=%d" % K, "stride_am=%d" % K, "stride_bk=%d" % N, "stride_cm=%d" % N]
 
 
+def swiglu_dx(M, N, K):
+    return ["dg=zeros:%d" % (M * N), "du=zeros:%d" % (M * N), "a=rand:%d:1" % (M * K), "w=rand:%d:2" % (K * N),
+            "g=rand:%d:3" % (M * N), "u=rand:%d:4" % (M * N), "M=%d" % M, "N=%d" % N, "K=%d" % K]
+
+
 def gelu(M, N, K):
     return gemm(M, N, K)[:3] + ["bias=rand:%d:9" % N] + gemm(M, N, K)[3:]
 
@@ -104,6 +109,7 @@ MT = os.path.join(root, "bench", "triton_programs", "matmul_tutorial.tile")
 TA = os.path.join(root, "bench", "triton_programs", "attention.tile")
 NM = os.path.join(root, "tests", "lit", "passes", "wgmma_fp8_nmajor.tile")
 HG = os.path.join(root, "tests", "lit", "passes", "schedule_horizontal.tile")
+EC = os.path.join(root, "tests", "lit", "passes", "epichunk.tile")
 # (name, file, kernel, -D settings, --arg list, outputs, relative tolerance): a case's
 # outputs must agree within tol * the output's largest magnitude (0: bit for bit)
 CASES = [
@@ -123,6 +129,14 @@ CASES = [
     ("tma stores in both branches of an if", os.path.join(root, "tests", "lit", "passes", "tma_store.tile"), "branches",
      ["ws=1", "persistent=1"], ["c=zeros:98304", "c32=zeros:98304", "a=rand:49152:1", "b=rand:49152:2", "M=384",
                                 "N=256", "K=128"], ["c", "c32"], 0),
+    # a subtiled epilogue (passes/epichunk.c): SwiGLU's dX GEMM at 128 x 256 with the
+    # epilogue in 8 chunks of 32 columns, its loads of two tiles and its two outputs
+    # chunk by chunk (TMA stores in sequence through one area, seq k, over the tiles of
+    # the persistent walk; pointer loads and masked stores at odd sizes)
+    ("subtiled epilogue, div16 sizes", EC, "swiglu_dx", [], swiglu_dx(272, 464, 128), ["dg", "du"], 0),
+    ("subtiled epilogue, odd sizes", EC, "swiglu_dx", [], swiglu_dx(130, 200, 72), ["dg", "du"], 0),
+    ("subtiled epilogue with a column sum (extract of a [BN] value)", EC, "colsum", [], swiglu_dx(144, 208, 64),
+     ["dg", "du"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
                                                  "persistent=0"], gemm(128, 192, 80), ["c"], 0),
     ("gemm + bias + gelu default", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", [],
@@ -237,6 +251,8 @@ CASES = [
     ("attention forward tma cluster 2", FA, "attn_fwd_tma", ["BM=256", "cluster=2"], attn_fwd(1, 512), ["o", "lse"],
      2e-2),
     # sm_80 code (cp.async, ldmatrix, mma.sync): the mock driver says compute capability 8.0
+    ("subtiled epilogue sm_80 (mma.sync: chunks in the accumulator's layout)", EC, "swiglu_dx", [],
+     swiglu_dx(130, 200, 72), ["dg", "du"], 0, {"MOCKCUDA_CC": "80"}),
     ("gemm sm_80", MM, "matmul_bf16", ["BN=128", "warps=4", "stages=3"], gemm(256, 256, 128), ["c"], 0, {"MOCKCUDA_CC": "80"}),
     ("gemm sm_80 odd sizes", MM, "matmul_bf16", ["BN=128", "BM=64", "warps=4", "stages=2"], gemm(200, 136, 72), ["c"],
      0, {"MOCKCUDA_CC": "80"}),
@@ -375,6 +391,10 @@ def llama(T, dropout=False):
 
 
 GRAPHS += [
+    # the SwiGLU backward's dX GEMM as the lowering picks it (128 x 256, its epilogue of
+    # three loaded tiles in chunks, passes/epichunk.c; TMA stores in sequence)
+    ("graph subtiled epilogue (SwiGLU dX)", os.path.join(root, "tests", "lit", "graph", "lower_epichunk.tile"), "dx",
+     ["T=272", "dy=rand:17408:1", "wd=rand:32768:2", "g=rand:139264:3", "u=rand:139264:4"]),
     ("graph Llama block, heads of 128", "@llama", "block_op", llama(128)),
     ("graph Llama block with mask and dropout", "@llama", "block", llama(128, True)),
 ]

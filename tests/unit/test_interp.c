@@ -527,6 +527,29 @@ static void test_dot_f16(void **state)
 }
 
 /* A 256 x 256 x 256 matmul in 32 x 32 tiles, a K loop carrying the accumulator. */
+/* extract: columns [lo, lo + n) of each row (passes/epichunk.c's chunks of an
+ * accumulator); the verifier rejects a range past the operand's last axis. */
+static void test_extract(void **state)
+{
+    K *k = *state;
+    const char *nm[] = {"x", "out"};
+    const IrType *tp[] = {pt(k, IR_F32), pt(k, IR_F32)};
+    k_begin(k, "ext", 2, nm, tp);
+    IrValue x = load_2d(k, P(k, 0), 4, 16);
+    IrValue c = op_attr(k, IR_OP_EXTRACT, t2(k, sc(k, IR_F32), 4, 4), &x, 1, 8);
+    store_all(k, P(k, 1), c);
+    ret(k);
+    float in[64], out[16];
+    for (int i = 0; i < 64; i++) in[i] = (float)i;
+    InterpArg a[] = {buf(IR_F32, in, 64), buf(IR_F32, out, 16)};
+    assert_true(run(k, a, 1));
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < 4; j++) assert_true(out[r * 4 + j] == in[r * 16 + 8 + j]);
+    IrOp *bad = k->f->values[c].def;
+    bad->attr.i = 13;   /* columns 13..16 of 16 */
+    assert_false(ir_verify_func(k->f));
+}
+
 static void test_tiled_matmul(void **state)
 {
     K *k = *state;
@@ -1194,7 +1217,7 @@ int main(void)
         T(test_store_out_of_bounds), T(test_division_by_zero), T(test_mbarrier_phases), T(test_assert_failure),
         T(test_integer_semantics), T(test_f16_add_rounds),     T(test_convert),
         T(test_float_math),        T(test_dot_f32),            T(test_dot_tf32),
-        T(test_dot_f16),           T(test_tiled_matmul),       T(test_reductions_and_scans),
+        T(test_dot_f16),           T(test_extract), T(test_tiled_matmul),       T(test_reductions_and_scans),
         T(test_int_reductions_wrap), T(test_f16_sum_accumulates_in_f32), T(test_xor_sum_and_reverse_scan),
         T(test_combine_reduce_and_scan),
         T(test_atomic_histogram),  T(test_atomic_cas_and_old_values), T(test_atomic_bitwise),
