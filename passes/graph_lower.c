@@ -823,6 +823,21 @@ static bool columns_loop(Low *L, Row *R, const char *from, const char *to, const
     return true;
 }
 
+/* The kernel as two steps: steps[0] already made, steps[1] named sn with targs's
+ * arguments (freed here), each launched once over all rows. */
+static bool two_steps(Low *L, PassGKernel *steps, const char *sn, Sig *targs)
+{
+    PassGArg *a = arena_alloc(L->a, (targs->args.len + 1) * sizeof *a);
+    memcpy(a, targs->args.data, targs->args.len * sizeof *a);
+    steps[1] = (PassGKernel){.name = sn, .nargs = (uint32_t)targs->args.len, .args = a};
+    vec_free(&targs->args);
+    L->out->steps = steps;
+    L->out->nsteps = 2;
+    L->out->chunk = 0;
+    L->out->rows = ir_size_const(1);
+    return true;
+}
+
 /* A column sum in two steps (IrGKernel.columns): `_partial`, partials programs per block
  * of columns, program `part` summing rows [part * rlen, (part + 1) * rlen) (rlen a
  * multiple of BM) into row `part` of the scratch; `_total`, one program per block of
@@ -870,15 +885,7 @@ static bool lower_columns_split(Low *L, Row *R, const char *name, const IrTensor
     L->done[R->r->out[0]] = true;
     if (!stores_of(L, (uint32_t)(R->r - L->g->ops.data), false)) return false;
     fputs("}\n", L->o);
-    a = arena_alloc(L->a, (targs.args.len + 1) * sizeof *a);
-    memcpy(a, targs.args.data, targs.args.len * sizeof *a);
-    steps[1] = (PassGKernel){.name = sn, .nargs = (uint32_t)targs.args.len, .args = a};
-    vec_free(&targs.args);
-    L->out->steps = steps;
-    L->out->nsteps = 2;
-    L->out->chunk = 0;
-    L->out->rows = ir_size_const(1);
-    return true;
+    return two_steps(L, steps, sn, &targs);
 }
 
 static bool lower_columns(Low *L, Sig *s, const char *name, Row *R)
@@ -2973,15 +2980,7 @@ static bool lower_grad_stats(Low *L, Sig *sig, const char *name)
         else fprintf(L->o, "    store(%s, %s > (0 as %s));\n", pname(L, op->out[0]), t, A);
     }
     fputs("}\n", L->o);
-    a = arena_alloc(L->a, (targs.args.len + 1) * sizeof *a);
-    memcpy(a, targs.args.data, targs.args.len * sizeof *a);
-    steps[1] = (PassGKernel){.name = sn, .nargs = (uint32_t)targs.args.len, .args = a};
-    vec_free(&targs.args);
-    L->out->steps = steps;
-    L->out->nsteps = 2;
-    L->out->chunk = 0;
-    L->out->rows = ir_size_const(1);
-    return true;
+    return two_steps(L, steps, sn, &targs);
 }
 
 /* ---- linear_cross_entropy: the LM head in chunks of rows, never all [N, V] logits ----------- */
