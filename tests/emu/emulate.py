@@ -266,6 +266,13 @@ CASES = [
      ["dk", "dv", "dq_accum"], 2e-2),
     ("attention backward fused causal gqa 8 warps", FB, "attn_bwd_fused", ["BN=128", "BM=64", "CAUSAL=1", "GROUP=2"],
      attn_bwd_fused(2, 256), ["dk", "dv", "dq_accum"], 2e-2),
+    # BN 128 with 8 warps: dQ's [64, D] dot on wgmma split along N over the two
+    # warpgroups (mma<version = 3, wpc = [4, 2]>), its A (dS^T) staged in shared memory
+    # (passes/layout.c stage_split_a); odd L: the last blocks masked
+    ("attention backward fused split dq", FB, "attn_bwd_fused", ["BN=128", "BM=64", "warps=8"],
+     attn_bwd_fused(2, 200), ["dk", "dv", "dq_accum"], 2e-2),
+    ("attention backward fused split dq causal", FB, "attn_bwd_fused", ["BN=128", "BM=64", "warps=8", "CAUSAL=1"],
+     attn_bwd_fused(1, 328), ["dk", "dv", "dq_accum"], 2e-2),
     ("attention backward fused tma causal gqa", FB, "attn_bwd_fused_tma", ["CAUSAL=1", "GROUP=2"],
      ["dk=zeros:32768", "dv=zeros:32768", "dq_accum=zeros:65536", "sem=zeros:512", "q=rand:65536:1",
       "k=rand:32768:2", "v=rand:32768:3", "do=rand:65536:4", "lse=rand:512:5", "delta=rand:512:6", "BH=2", "L=256",
