@@ -1250,10 +1250,17 @@ static bool stage_split_a(IrFunc *f, IrOp *dot)
     const IrLayout *bl = pass_nvmma_layout(c, yt, 1);
     const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, yt), 3, shape), bl);
     IrBuilder b;
-    ir_builder_before(&b, f->body.first);
-    b.loc = dot->loc;
-    IrOp *alloc = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
-    alloc->attr.i = 0;   /* passes/shared.c places it */
+    /* one buffer for every staged A of its type: each write waits at a barrier for the
+     * reads of the last (the loops of the causal kernels stage one after the other) */
+    IrOp *alloc = NULL;
+    for (IrOp *o = f->body.first; o && !alloc; o = o->next)
+        if (o->code == IR_OP_LOCAL_ALLOC && ir_value_type(f, o->results[0]) == bt) alloc = o;
+    if (!alloc) {
+        ir_builder_before(&b, f->body.first);
+        b.loc = dot->loc;
+        alloc = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
+        alloc->attr.i = 0;   /* passes/shared.c places it */
+    }
     const IrLayout *rl = rows_source(f, y, 0);
     IrValue sv = rl && rl != yt->layout ? convert_before(f, cvt, y, rl) : y;
     ir_builder_before(&b, cvt);

@@ -123,6 +123,9 @@ CASES = [
     ("tma stores in both branches of an if", os.path.join(root, "tests", "lit", "passes", "tma_store.tile"), "branches",
      ["ws=1", "persistent=1"], ["c=zeros:98304", "c32=zeros:98304", "a=rand:49152:1", "b=rand:49152:2", "M=384",
                                 "N=256", "K=128"], ["c", "c32"], 0),
+    # 64 rows on 8 warps: the dot split along N over the two warpgroups (wpc = [4, 2])
+    ("gemm 64 rows on 8 warps (split along N)", MM, "matmul_bf16", ["BM=64", "BN=128", "BK=64", "warps=8", "stages=3"],
+     gemm(200, 136, 72), ["c"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
                                                  "persistent=0"], gemm(128, 192, 80), ["c"], 0),
     ("gemm + bias + gelu default", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", [],
@@ -271,6 +274,8 @@ CASES = [
     # (passes/layout.c stage_split_a); odd L: the last blocks masked
     ("attention backward fused split dq", FB, "attn_bwd_fused", ["BN=128", "BM=64", "warps=8"],
      attn_bwd_fused(2, 200), ["dk", "dv", "dq_accum"], 2e-2),
+    ("attention backward fused split every dot causal", FB, "attn_bwd_fused", ["BN=64", "BM=64", "warps=8", "CAUSAL=1"],
+     attn_bwd_fused(1, 200), ["dk", "dv", "dq_accum"], 2e-2),
     ("attention backward fused split dq causal", FB, "attn_bwd_fused", ["BN=128", "BM=64", "warps=8", "CAUSAL=1"],
      attn_bwd_fused(1, 328), ["dk", "dv", "dq_accum"], 2e-2),
     ("attention backward fused tma causal gqa", FB, "attn_bwd_fused_tma", ["CAUSAL=1", "GROUP=2"],
