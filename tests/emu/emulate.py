@@ -124,6 +124,8 @@ CASES = [
      ["ws=1", "persistent=1"], ["c=zeros:98304", "c32=zeros:98304", "a=rand:49152:1", "b=rand:49152:2", "M=384",
                                 "N=256", "K=128"], ["c", "c32"], 0),
     # 64 rows on 8 warps: the dot split along N over the two warpgroups (wpc = [4, 2])
+    ("split dot, A staged transposed", os.path.join(root, "tests", "lit", "passes", "wgmma_split.tile"), "tn", [],
+     ["out=zeros:8192", "x=rand:8192:1", "b=rand:16384:2", "n=3"], ["out"], 1e-6),
     ("gemm 64 rows on 8 warps (split along N)", MM, "matmul_bf16", ["BM=64", "BN=128", "BK=64", "warps=8", "stages=3"],
      gemm(200, 136, 72), ["c"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
