@@ -767,8 +767,11 @@ static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *
         IrOp *root = roots[k];
         if (root->code == IR_OP_CONVERT_LAYOUT)
             ir_replace_all_uses(f, root->results[0], value_in(r, root->operands[0], l));
-        else
+        else {
             for (uint32_t i = 0; i < root->noperands; i++) root->operands[i] = value_in(r, root->operands[i], l);
+            for (uint32_t i = 0; i < root->nresults; i++)   /* an atomic's old values */
+                f->values[root->results[i]].type = ir_type_with_layout(f->module->ctx, f->values[root->results[i]].type, l);
+        }
     }
     tl_free(r->use_at);
     tl_free(r->use);
@@ -797,12 +800,15 @@ static const IrLayout *converted_from(const IrFunc *f, IrValue v, int depth)
 typedef struct Roots {
     IrOp **ops;
     uint32_t n, cap;
+    const uint32_t *uses;   /* use counts: atomics are roots only where nothing reads their old values */
 } Roots;
 
 static void collect_roots(IrOp *op, void *ud)
 {
     Roots *rs = ud;
-    if (op->code != IR_OP_STORE && op->code != IR_OP_BLOCK_STORE && op->code != IR_OP_CONVERT_LAYOUT) return;
+    bool blind_add = op->code == IR_OP_ATOMIC_ADD && op->nresults == 1 && !rs->uses[op->results[0]];
+    if (op->code != IR_OP_STORE && op->code != IR_OP_BLOCK_STORE && op->code != IR_OP_CONVERT_LAYOUT && !blind_add)
+        return;
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 16;
         rs->ops = tl_realloc(rs->ops, rs->cap * sizeof *rs->ops);
@@ -814,18 +820,24 @@ static void collect_roots(IrOp *op, void *ud)
 /* The value a store or block_store writes (NO_VALUE for other roots). */
 static IrValue stored_value(const IrOp *op)
 {
-    if (op->code == IR_OP_STORE) return op->operands[1];
+    if (op->code == IR_OP_STORE || op->code == IR_OP_ATOMIC_ADD) return op->operands[1];
     return op->code == IR_OP_BLOCK_STORE ? op->operands[op->noperands - 1] : IR_NO_VALUE;
 }
 
 /* One round over the kernel's conversions into mma layouts and its stores (a
- * block_store's value too: passes/tmastore.c stages an accumulator layout): the stores
+ * block_store's value too: passes/tmastore.c stages an accumulator layout; an
+ * atomic_add whose old values nothing reads, as a store: the fused attention backward's
+ * dQ partials added from dQ's accumulator layout, not converted through shared memory
+ * first, which left ptxas 172 bytes of spills at (64, 128, 8) and now none): the stores
  * of values converted from one mma layout together (an epilogue that stores twice
  * keeps its shared ops in that layout only if both stores move), else one by one. */
 static bool propagate(IrFunc *f)
 {
     Roots rs = {0};
+    uint32_t *uses = ir_use_counts(f);
+    rs.uses = uses;
     ir_walk(&f->body, collect_roots, &rs);
+    tl_free(uses);
     bool changed = false;
     IrOp **group = tl_calloc(rs.n + 1, sizeof *group);
     if (!group) tl_oom();
