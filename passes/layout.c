@@ -1209,37 +1209,6 @@ static bool lay_out_locals(IrFunc *f, int warps, const PassRuns *runs)
     return lo.n > 0;
 }
 
-/* ---- extracts of an accumulator's columns (passes/epichunk.c) -------------------------
- * An extract whose operand converts a wgmma accumulator (warps along M) out of its mma
- * layout takes the accumulator itself, its chunk in the alike mma layout of the chunk's
- * N (the same threads and registers: no data moves, ir_layout_in_registers), converted
- * back for its users; propagation then keeps the chunk's epilogue in that layout. */
-static void chunk_visit(IrOp *op, void *ud)
-{
-    IrFunc *f = ud;
-    if (op->code != IR_OP_EXTRACT) return;
-    const IrOp *d = f->values[op->operands[0]].def;
-    if (!d || d->code != IR_OP_CONVERT_LAYOUT) return;
-    const IrType *src = ir_value_type(f, d->operands[0]), *rt = ir_value_type(f, op->results[0]);
-    const IrLayout *l = src->layout;
-    int32_t n = rt->shape[rt->rank - 1];
-    if (rt->rank != 2 || l->kind != IR_LAYOUT_MMA) return;
-    const IrLayout *ml = l, *back = rt->layout;
-    if (l->version == 3) {   /* the alike layout of N n */
-        if (l->wpc[1] != 1 || n % 8 || n > 256 || op->attr.i % 8) return;
-        IrLayout key = *l;
-        key.instr[1] = n;
-        ml = ir_layout_intern(f->module->ctx, &key);
-    } else {   /* mma.sync: the same layout, where the chunk is whole periods of its columns
-                * (8 a warp along N): column c of the chunk sits where c + lo did */
-        int32_t period = 8 * l->wpc[1];
-        if (n % period || op->attr.i % period || rt->shape[0] % (16 * l->wpc[0])) return;
-    }
-    op->operands[0] = d->operands[0];
-    IrValue r = op->results[0];
-    f->values[r].type = ir_type_with_layout(f->module->ctx, rt, ml);
-    IrValue cv = convert_before(f, op->next, r, back);
-    replace_uses_but(f, r, cv, f->values[cv].def);
 /* ---- the A of a dot split along N, staged through shared memory ------------------------
  * A dot split along N over warpgroups (wgmma_split_n) reads all of A in every
  * warpgroup: from registers each would hold a copy (the fused attention backward's dQ =
@@ -1323,6 +1292,39 @@ static bool stage_split_a(IrFunc *f, IrOp *dot)
     ops[0] = ll->results[0];
     dot->operands = ops;
     return true;
+}
+
+/* ---- extracts of an accumulator's columns (passes/epichunk.c) -------------------------
+ * An extract whose operand converts a wgmma accumulator (warps along M) out of its mma
+ * layout takes the accumulator itself, its chunk in the alike mma layout of the chunk's
+ * N (the same threads and registers: no data moves, ir_layout_in_registers), converted
+ * back for its users; propagation then keeps the chunk's epilogue in that layout. */
+static void chunk_visit(IrOp *op, void *ud)
+{
+    IrFunc *f = ud;
+    if (op->code != IR_OP_EXTRACT) return;
+    const IrOp *d = f->values[op->operands[0]].def;
+    if (!d || d->code != IR_OP_CONVERT_LAYOUT) return;
+    const IrType *src = ir_value_type(f, d->operands[0]), *rt = ir_value_type(f, op->results[0]);
+    const IrLayout *l = src->layout;
+    int32_t n = rt->shape[rt->rank - 1];
+    if (rt->rank != 2 || l->kind != IR_LAYOUT_MMA) return;
+    const IrLayout *ml = l, *back = rt->layout;
+    if (l->version == 3) {   /* the alike layout of N n */
+        if (l->wpc[1] != 1 || n % 8 || n > 256 || op->attr.i % 8) return;
+        IrLayout key = *l;
+        key.instr[1] = n;
+        ml = ir_layout_intern(f->module->ctx, &key);
+    } else {   /* mma.sync: the same layout, where the chunk is whole periods of its columns
+                * (8 a warp along N): column c of the chunk sits where c + lo did */
+        int32_t period = 8 * l->wpc[1];
+        if (n % period || op->attr.i % period || rt->shape[0] % (16 * l->wpc[0])) return;
+    }
+    op->operands[0] = d->operands[0];
+    IrValue r = op->results[0];
+    f->values[r].type = ir_type_with_layout(f->module->ctx, rt, ml);
+    IrValue cv = convert_before(f, op->next, r, back);
+    replace_uses_but(f, r, cv, f->values[cv].def);
 }
 
 bool pass_layout(IrFunc *f)
