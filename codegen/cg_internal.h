@@ -236,8 +236,6 @@ uint32_t cg_mma_elems(const IrLayoutMap *l);
 void cg_mma_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK]);
 bool cg_mma_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coords[IR_MAX_RANK]);
 LLVMValueRef cg_mma_owner(Cg *c, const IrLayoutMap *l);
-/* The warp's place in l's warps (wm along M, wn along N), built with b. */
-void cg_mma_warp_place(Cg *c, const IrLayoutMap *l, LLVMBuilderRef b, LLVMValueRef *wm, LLVMValueRef *wn);
 bool cg_mma_dot(Cg *c, const IrOp *op);
 /* cg_wgmma.c: dot on wgmma.mma_async (mma version 3, operands views of NVMMA stages). */
 bool cg_wgmma_dot(Cg *c, const IrOp *op);

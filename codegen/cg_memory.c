@@ -443,9 +443,8 @@ static bool unused(const Cg *c, IrValue v)
     return none;
 }
 
-/* A relaxed f32 atomic_add whose old values nothing reads, in a blocked layout or an
- * accumulator (mma) layout without copies (the fused attention backward adds dQ's
- * partials from dQ's accumulator: runs of the column pairs), on sm_90: where the axis analysis proves runs of consecutive pointers, aligned
+/* A relaxed f32 atomic_add whose old values nothing reads, in a blocked layout without
+ * copies, on sm_90: where the axis analysis proves runs of consecutive pointers, aligned
  * to the vector, under one mask value (cg_vector_width, as for a store), each run is one
  * `red.global.add.v2.f32` / `.v4.f32` (PTX ISA 8.1, sm_90), predicated by the mask.
  * Returns false, emitting nothing, where the runs are single elements: the plain atomic
@@ -453,7 +452,7 @@ static bool unused(const Cg *c, IrValue v)
 static bool lower_red_vector(Cg *c, const IrOp *op, const IrLayoutMap *l)
 {
     if (op->code != IR_OP_ATOMIC_ADD || op->attr.i != IR_SEM_RELAXED || c->target->sm < 90 || l->rank == 0 ||
-        (l->kind != IR_LMAP_BLOCKED && !(l->kind == IR_LMAP_MMA && !l->slice)) || cg_layout_replicated(l) || cg_type(c, op->results[0])->elem != IR_F32 ||
+        l->kind != IR_LMAP_BLOCKED || cg_layout_replicated(l) || cg_type(c, op->results[0])->elem != IR_F32 ||
         !unused(c, op->results[0]))
         return false;
     uint32_t w = cg_vector_width(c, op, 0, l, 2, -1), n = cg_layout_elems(l);

@@ -43,7 +43,7 @@ static void elem_offset(const IrLayoutMap *l, uint32_t k, int64_t off[2])
     if (l->kind == IR_LMAP_MMA) {
         uint32_t i = k % 4, rn = (k / 4) % (uint32_t)l->reps[1], rm = k / 4 / (uint32_t)l->reps[1];
         off[0] = rm * 16 * WM + 8 * (i >> 1);
-        off[1] = rn * 8 * (l->nsplit ? 1 : WN) + (i & 1);
+        off[1] = rn * 8 * WN + (i & 1);
     } else if (l->kind == IR_LMAP_DOT_A) {
         uint32_t per = 4 * (uint32_t)W, i = k % per, ks = (k / per) % (uint32_t)l->ks, rm = k / per / (uint32_t)l->ks;
         int64_t r = i / W, j = i % W;
@@ -53,48 +53,20 @@ static void elem_offset(const IrLayoutMap *l, uint32_t k, int64_t off[2])
         uint32_t per = 2 * (uint32_t)W, i = k % per, ks = (k / per) % (uint32_t)l->ks, rn = k / per / (uint32_t)l->ks;
         int64_t r = i / W, j = i % W;
         off[0] = ks * 8 * W + j + 4 * W * r;
-        off[1] = rn * 8 * (l->nsplit ? 1 : WN);
+        off[1] = rn * 8 * WN;
     }
 }
-
-/* A warp's place (wm along M, wn along N): mma.sync's order has the warps along N
- * first, a map split along N over warpgroups (nsplit) those along M. */
-static void warp_place(const IrLayoutMap *l, int64_t warp, int64_t *wm, int64_t *wn)
-{
-    if (l->nsplit) {
-        *wm = warp % l->wpc[0];
-        *wn = warp / l->wpc[0] % l->wpc[1];
-    } else {
-        *wm = warp / l->wpc[1] % l->wpc[0];
-        *wn = warp % l->wpc[1];
-    }
-}
-
-/* The first column of warp column wn's 8-column instruction tiles. */
-static int64_t column_base(const IrLayoutMap *l) { return l->nsplit ? l->nblock : 8; }
 
 /* A thread's first element: from g = lane / 4, t = lane % 4 and its warp's place. */
 static void base_at(const IrLayoutMap *l, int64_t lane, int64_t warp, int64_t base[2])
 {
-    int64_t g = lane / 4, t = lane % 4, wm, wn;
-    warp_place(l, warp, &wm, &wn);
+    int64_t g = lane / 4, t = lane % 4, wm = warp / l->wpc[1] % l->wpc[0], wn = warp % l->wpc[1];
     if (l->kind == IR_LMAP_DOT_B) {
         base[0] = l->kwidth * t;
-        base[1] = wn * column_base(l) + g;
+        base[1] = wn * 8 + g;
     } else {
         base[0] = wm * 16 + g;
-        base[1] = l->kind == IR_LMAP_MMA ? wn * column_base(l) + 2 * t : l->kwidth * t;
-    }
-}
-
-void cg_mma_warp_place(Cg *c, const IrLayoutMap *l, LLVMBuilderRef b, LLVMValueRef *wm, LLVMValueRef *wn)
-{
-    if (l->nsplit) {
-        *wm = cg_urem(b, c->warp, cg_i32c(c, l->wpc[0]));
-        *wn = cg_urem(b, cg_udiv(b, c->warp, cg_i32c(c, l->wpc[0])), cg_i32c(c, l->wpc[1]));
-    } else {
-        *wn = cg_urem(b, c->warp, cg_i32c(c, l->wpc[1]));
-        *wm = cg_urem(b, cg_udiv(b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
+        base[1] = l->kind == IR_LMAP_MMA ? wn * 8 + 2 * t : l->kwidth * t;
     }
 }
 
@@ -105,8 +77,7 @@ bool cg_mma_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coor
     elem_offset(l, k, off);
     coords[0] = base[0] + off[0];
     coords[1] = base[1] + off[1];
-    int64_t wm, wn;
-    warp_place(l, t / 32, &wm, &wn);
+    uint32_t wm = t / 32 / (uint32_t)l->wpc[1] % (uint32_t)l->wpc[0], wn = t / 32 % (uint32_t)l->wpc[1];
     return l->kind == IR_LMAP_MMA || (l->kind == IR_LMAP_DOT_A ? wn == 0 : wm == 0);
 }
 
@@ -114,23 +85,22 @@ bool cg_mma_coords_at(const IrLayoutMap *l, uint32_t t, uint32_t k, int64_t coor
 void cg_mma_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[IR_MAX_RANK])
 {
     /* the thread's base, once per kernel and layout (cg_thread_value) */
-    int32_t key0[8] = {2, (int32_t)l->kind, l->wpc[0], l->wpc[1], l->kwidth, 0, l->nsplit ? l->nblock : 0, 0};
-    int32_t key1[8];
+    int32_t key0[8] = {2, (int32_t)l->kind, l->wpc[0], l->wpc[1], l->kwidth, 0, 0, 0}, key1[8];
     memcpy(key1, key0, sizeof key1);
     key1[5] = 1;
     LLVMValueRef b0 = cg_thread_value(c, key0), b1 = cg_thread_value(c, key1);
     if (!b0 || !b1) {
         LLVMBuilderRef b = cg_thread_builder(c);
         LLVMValueRef g = cg_lshr(b, c->lane, cg_i32c(c, 2)), t = cg_and(b, c->lane, cg_i32c(c, 3));
-        LLVMValueRef wm, wn;
-        cg_mma_warp_place(c, l, b, &wm, &wn);
+        LLVMValueRef wn = cg_urem(b, c->warp, cg_i32c(c, l->wpc[1]));
+        LLVMValueRef wm = cg_urem(b, cg_udiv(b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
         LLVMValueRef tw = cg_mul(b, t, cg_i32c(c, l->kind == IR_LMAP_MMA ? 2 : l->kwidth));
         if (l->kind == IR_LMAP_DOT_B) {
             b0 = tw;
-            b1 = cg_add(b, cg_mul(b, wn, cg_i32c(c, column_base(l))), g);
+            b1 = cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), g);
         } else {
             b0 = cg_add(b, cg_mul(b, wm, cg_i32c(c, 16)), g);
-            b1 = l->kind == IR_LMAP_MMA ? cg_add(b, cg_mul(b, wn, cg_i32c(c, column_base(l))), tw) : tw;
+            b1 = l->kind == IR_LMAP_MMA ? cg_add(b, cg_mul(b, wn, cg_i32c(c, 8)), tw) : tw;
         }
         cg_thread_remember(c, key0, b0);
         cg_thread_remember(c, key1, b1);
@@ -144,8 +114,8 @@ void cg_mma_coords(Cg *c, const IrLayoutMap *l, uint32_t k, LLVMValueRef coords[
 LLVMValueRef cg_mma_owner(Cg *c, const IrLayoutMap *l)
 {
     if (l->kind == IR_LMAP_MMA) return LLVMConstInt(LLVMInt1TypeInContext(c->ctx), 1, 0);
-    LLVMValueRef wm, wn;
-    cg_mma_warp_place(c, l, c->b, &wm, &wn);
+    LLVMValueRef wn = cg_urem(c->b, c->warp, cg_i32c(c, l->wpc[1]));
+    LLVMValueRef wm = cg_urem(c->b, cg_udiv(c->b, c->warp, cg_i32c(c, l->wpc[1])), cg_i32c(c, l->wpc[0]));
     return LLVMBuildICmp(c->b, LLVMIntEQ, l->kind == IR_LMAP_DOT_A ? wn : wm, cg_i32c(c, 0), "");
 }
 

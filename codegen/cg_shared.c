@@ -233,10 +233,10 @@ static void ldmatrix(Cg *c, const Buf *b, LLVMValueRef stage, const IrLayoutMap 
         }
     }
     /* the warp's place: A rows wm*16, B columns wn*8 */
-    LLVMValueRef wm, wn;
-    cg_mma_warp_place(c, l, c->b, &wm, &wn);
+    LLVMValueRef wn = cg_urem(c->b, c->warp, k32(c, l->wpc[1]));
+    LLVMValueRef wm = cg_urem(c->b, cg_udiv(c->b, c->warp, k32(c, l->wpc[1])), k32(c, l->wpc[0]));
     if (l->kind == IR_LMAP_DOT_A) org[0] = add(c, org[0], mul(c, wm, 16));
-    else org[1] = add(c, org[1], mul(c, wn, l->nsplit ? l->nblock : 8));
+    else org[1] = add(c, org[1], mul(c, wn, 8));
     int row_axis = trans ? kaxis : oaxis;
     org[row_axis] = add(c, org[row_axis], j);
     LLVMValueRef addr = elem_addr(c, b, stage, org);

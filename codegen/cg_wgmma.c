@@ -244,38 +244,16 @@ static void a_words(Cg *c, CgVal a, uint32_t W, uint32_t rm, uint32_t KS, uint32
  * (computed from the thread index alone it is a vector value, and each wgmma waited
  * for an R2UR of its descriptor: 8 in the bf16 GEMM's loop on the H200, none in
  * Triton's, which takes its warp index the same way). */
-static LLVMValueRef warpgroup_row(Cg *c, const IrLayout *m)
+static LLVMValueRef warpgroup_row(Cg *c)
 {
-    int32_t gm = m->wpc[0] / 4;   /* warpgroups along M; warp = wn * wpc[0] + wm (cg_mma.c) */
-    int32_t key[8] = {7, 64, m->wpc[1] > 1 ? gm : 0, 0, 0, 0, 0, 0};
+    int32_t key[8] = {7, 64, 0, 0, 0, 0, 0, 0};
     LLVMValueRef v = cg_thread_value(c, key);
     if (v) return v;
     LLVMBuilderRef b = cg_thread_builder(c);
-    LLVMValueRef g = cg_lshr(b, c->warp, cg_i32c(c, 2));
-    if (m->wpc[1] > 1) g = cg_urem(b, g, cg_i32c(c, gm));
-    LLVMValueRef row = cg_mul(b, g, cg_i32c(c, 64));
+    LLVMValueRef row = cg_mul(b, cg_lshr(b, c->warp, cg_i32c(c, 2)), cg_i32c(c, 64));
     LLVMBuilderRef saved = c->b;
     c->b = b;
     v = cg_lane0(c, row);
-    c->b = saved;
-    return cg_thread_remember(c, key, v);
-}
-
-/* A dot split along N over warpgroups (wpc[1] > 1: passes/layout.c): the first column
- * of this thread's warpgroup, instr[1] * (warpgroup / (wpc[0] / 4)), uniform as
- * warpgroup_row is. */
-static LLVMValueRef warpgroup_col(Cg *c, const IrLayout *m)
-{
-    int32_t gm = m->wpc[0] / 4;
-    int32_t key[8] = {7, 65, gm, m->instr[1], 0, 0, 0, 0};
-    LLVMValueRef v = cg_thread_value(c, key);
-    if (v) return v;
-    LLVMBuilderRef b = cg_thread_builder(c);
-    LLVMValueRef g = cg_udiv(b, cg_lshr(b, c->warp, cg_i32c(c, 2)), cg_i32c(c, gm));
-    LLVMValueRef col = cg_mul(b, cg_urem(b, g, cg_i32c(c, m->wpc[1])), cg_i32c(c, m->instr[1]));
-    LLVMBuilderRef saved = c->b;
-    c->b = b;
-    v = cg_lane0(c, col);
     c->b = saved;
     return cg_thread_remember(c, key, v);
 }
@@ -352,8 +330,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
 {
     const IrType *rt = cg_type(c, op->results[0]), *at = cg_type(c, op->operands[0]);
     const IrLayout *m = rt->layout;
-    /* N: the columns of one warpgroup (all of them unless the dot is split along N) */
-    int32_t M = rt->shape[0], N = m->wpc[1] > 1 ? m->instr[1] : rt->shape[1], K = at->shape[1], W = m->wpc[0];
+    int32_t M = rt->shape[0], N = rt->shape[1], K = at->shape[1], W = m->wpc[0];
     uint32_t RM = (uint32_t)(M / (16 * W)), R = (uint32_t)N / 2;
     const IrLayout *al = at->layout;
     bool a_regs = al && al->kind == IR_LAYOUT_DOT_OPERAND;
@@ -377,7 +354,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
     /* nothing to copy into the registers: attention's S = Q K^T started from 32 moves of
      * zero an iteration (a thread of 128 x 64 with 8 warps) */
     for (uint32_t q = 0; fresh && q < out.n; q++) out.v[q] = LLVMGetUndef(LLVMFloatTypeInContext(c->ctx));
-    LLVMValueRef row0 = warpgroup_row(c, m);
+    LLVMValueRef row0 = warpgroup_row(c);
     LLVMValueRef *aw = NULL;
     if (a_regs) {   /* A's words and the accumulators are final before the fence */
         CgVal av = cg_get(c, op->operands[0]);
@@ -395,7 +372,7 @@ bool cg_wgmma_dot(Cg *c, const IrOp *op)
         all_through(c, "wgmma.fence.sync.aligned;", out.v, out.n);
         if (!out.n) simple_asm(c, "wgmma.fence.sync.aligned;");
     }
-    LLVMValueRef b_lo = descriptor_lo(c, &b, m->wpc[1] > 1 ? warpgroup_col(c, m) : cg_i32c(c, 0));
+    LLVMValueRef b_lo = descriptor_lo(c, &b, cg_i32c(c, 0));
     LLVMValueRef *a_lo = arena_alloc(c->arena, RM * sizeof *a_lo);
     for (uint32_t rm = 0; rm < RM && !a_regs; rm++)
         a_lo[rm] = descriptor_lo(c, &a, cg_add(c->b, row0, cg_i32c(c, (int64_t)rm * 16 * W)));

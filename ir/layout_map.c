@@ -12,10 +12,6 @@ IrLayoutMap ir_layout_map_mma(const IrType *t)
     l.wpc[0] = mma->wpc[0];
     l.wpc[1] = mma->wpc[1];
     l.spt[0] = l.spt[1] = 1;
-    if (mma->version == 3 && mma->wpc[1] > 1) {   /* split along N over warpgroups */
-        l.nsplit = 1;
-        l.nblock = t->shape[1] >= 8 * l.wpc[1] ? t->shape[1] / l.wpc[1] : 8;
-    }
     if (il->kind == IR_LAYOUT_MMA) {
         l.kind = IR_LMAP_MMA;
         l.reps[0] = t->shape[0] / (16 * l.wpc[0]);

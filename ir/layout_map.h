@@ -33,12 +33,6 @@ typedef struct IrLayoutMap {
     int32_t ks;                  /* dot operands: instruction steps along K */
     int32_t kwidth;              /* dot operands: K elements per 32-bit register */
     int32_t slice;               /* 1 + the axis removed from an mma parent; 0: none */
-    /* mma maps split along N over warpgroups (version 3 with wpc[1] > 1): the warps go
-     * along M first (warp = wn * wpc[0] + wm, a warpgroup's 4 warps in one warp column)
-     * and warp column wn holds the nblock columns from wn * nblock (not 8-column strips
-     * interleaved with the other warp columns': wgmma's N is one instruction's). */
-    int32_t nsplit;              /* 1: such a map, 0: mma.sync's order */
-    int32_t nblock;              /* the columns of a warp column (nsplit) */
 } IrLayoutMap;
 
 /* The table of the register layout t carries (passes/layout.c); a uniform scalar for

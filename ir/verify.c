@@ -955,12 +955,9 @@ static bool check_wgmma_dot(Verifier *v, const IrOp *op)
 {
     const IrLayout *m = rty(v, op)->layout;
     IrElem in = opt(v, op, 0)->elem;
-    /* split along N over warpgroups (wpc[1] > 1, passes/layout.c): each computes N / wpc[1] */
-    if (ir_wgmma_k(in, rty(v, op)->elem) != m->instr[2] || m->instr[1] * m->wpc[1] != rty(v, op)->shape[1] ||
-        rty(v, op)->shape[0] % (16 * m->wpc[0]))
+    if (ir_wgmma_k(in, rty(v, op)->elem) != m->instr[2] || m->instr[1] != rty(v, op)->shape[1])
         return fail(v, op, "on wgmma takes f16 or bf16 (instr = [64, N, 16]) or f8 (instr = [64, N, 32]) into f32, "
-                    "N the result's columns over the warp columns (wpc[1]) and M a multiple of 16 x wpc[0]; got %s "
-                    "into %s", ir_elem_name(in), tstr(rty(v, op)).s);
+                    "N the result's columns; got %s into %s", ir_elem_name(in), tstr(rty(v, op)).s);
     for (uint32_t i = 0; i < 2; i++) {
         const IrLayout *l = opt(v, op, i)->layout;
         bool reg = l && l->kind == IR_LAYOUT_DOT_OPERAND && l->op == (int32_t)i && l->parent == m;

@@ -228,28 +228,6 @@ static int32_t wgmma_fits(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int
     return M % (16 * warps) == 0 && N % 16 == 0 && N <= 256 && K % ik == 0 ? ik : 0;
 }
 
-/* A dot too short for its warpgroups (M not a multiple of 16 * warps, as the fused
- * attention backward's dQ = dS K of [64, D] with 8 warps) split along N over them, as
- * FlashAttention-3 splits dQ's GEMM over its two consumer warpgroups: M / 64 warpgroups
- * along M (each owning m64 blocks), the other gn = warps / 4 / (M / 64) side by side
- * along N, each computing N / gn columns (a multiple of 16, at most 256) with A (all of
- * its rows: each warpgroup holds a copy) and its columns of B. The layout is version 3
- * with wpc = [warps / gn, gn] and instr[1] = N / gn, its warps along M first (cg_mma.c:
- * a warpgroup's 4 warps share a warp column). Returns gn (0: no such split) and the
- * instruction's K in *wk. */
-static int32_t wgmma_split_n(const IrFunc *f, IrElem in, IrElem acc, int32_t M, int32_t N, int32_t K, int warps,
-                             int32_t *wk)
-{
-    if (warps % 4 || M % 64 || !f->module->knobs.wgmma_split) return 0;
-    int32_t groups = warps / 4, gm = M / 64;
-    while (gm > 1 && groups % gm) gm /= 2;
-    if (gm < 1 || groups % gm || M % (64 * gm)) return 0;
-    int32_t gn = groups / gm;
-    if (gn < 2 || N % (16 * gn)) return 0;
-    *wk = wgmma_fits(f, in, acc, M, N / gn, K, 4 * gm);
-    return *wk ? gn : 0;
-}
-
 /* dot(a, b, acc) runs on mma.sync m16n8kK when an instruction takes its element types
  * (ir_mma_sync_k: f16/bf16/f8 K = 16, tf32 K = 8, i8/u8 K = 32), its K is a multiple of
  * the instruction's (M and N, powers of two of at least 16, always are of 16 and 8), and
@@ -269,24 +247,13 @@ static const IrLayout *mma_layout_for(IrCtx *c, const IrFunc *f, const IrOp *dot
     memset(&k, 0, sizeof k);
     k.kind = IR_LAYOUT_MMA;
     k.rank = 2;
-    bool may_wgmma = !(rows && !f->module->knobs.wgmma_rows);
-    int32_t wk = may_wgmma ? wgmma_fits(f, a->elem, r->elem, M, N, K, warps) : 0;
+    int32_t wk = rows && !f->module->knobs.wgmma_rows ? 0 : wgmma_fits(f, a->elem, r->elem, M, N, K, warps);
     if (wk) {
         k.version = 3;
         k.wpc[0] = warps;
         k.wpc[1] = 1;
         k.instr[0] = 64;
         k.instr[1] = N;
-        k.instr[2] = wk;
-        return ir_layout_intern(c, &k);
-    }
-    int32_t gn = may_wgmma ? wgmma_split_n(f, a->elem, r->elem, M, N, K, warps, &wk) : 0;
-    if (gn) {
-        k.version = 3;
-        k.wpc[0] = warps / gn;
-        k.wpc[1] = gn;
-        k.instr[0] = 64;
-        k.instr[1] = N / gn;
         k.instr[2] = wk;
         return ir_layout_intern(c, &k);
     }
@@ -767,11 +734,8 @@ static bool try_roots(IrFunc *f, IrOp **roots, uint32_t nroots, const IrLayout *
         IrOp *root = roots[k];
         if (root->code == IR_OP_CONVERT_LAYOUT)
             ir_replace_all_uses(f, root->results[0], value_in(r, root->operands[0], l));
-        else {
+        else
             for (uint32_t i = 0; i < root->noperands; i++) root->operands[i] = value_in(r, root->operands[i], l);
-            for (uint32_t i = 0; i < root->nresults; i++)   /* an atomic's old values */
-                f->values[root->results[i]].type = ir_type_with_layout(f->module->ctx, f->values[root->results[i]].type, l);
-        }
     }
     tl_free(r->use_at);
     tl_free(r->use);
@@ -800,15 +764,12 @@ static const IrLayout *converted_from(const IrFunc *f, IrValue v, int depth)
 typedef struct Roots {
     IrOp **ops;
     uint32_t n, cap;
-    const uint32_t *uses;   /* use counts: atomics are roots only where nothing reads their old values */
 } Roots;
 
 static void collect_roots(IrOp *op, void *ud)
 {
     Roots *rs = ud;
-    bool blind_add = op->code == IR_OP_ATOMIC_ADD && op->nresults == 1 && !rs->uses[op->results[0]];
-    if (op->code != IR_OP_STORE && op->code != IR_OP_BLOCK_STORE && op->code != IR_OP_CONVERT_LAYOUT && !blind_add)
-        return;
+    if (op->code != IR_OP_STORE && op->code != IR_OP_BLOCK_STORE && op->code != IR_OP_CONVERT_LAYOUT) return;
     if (rs->n == rs->cap) {
         rs->cap = rs->cap ? 2 * rs->cap : 16;
         rs->ops = tl_realloc(rs->ops, rs->cap * sizeof *rs->ops);
@@ -820,24 +781,18 @@ static void collect_roots(IrOp *op, void *ud)
 /* The value a store or block_store writes (NO_VALUE for other roots). */
 static IrValue stored_value(const IrOp *op)
 {
-    if (op->code == IR_OP_STORE || op->code == IR_OP_ATOMIC_ADD) return op->operands[1];
+    if (op->code == IR_OP_STORE) return op->operands[1];
     return op->code == IR_OP_BLOCK_STORE ? op->operands[op->noperands - 1] : IR_NO_VALUE;
 }
 
 /* One round over the kernel's conversions into mma layouts and its stores (a
- * block_store's value too: passes/tmastore.c stages an accumulator layout; an
- * atomic_add whose old values nothing reads, as a store: the fused attention backward's
- * dQ partials added from dQ's accumulator layout, not converted through shared memory
- * first, which left ptxas 172 bytes of spills at (64, 128, 8) and now none): the stores
+ * block_store's value too: passes/tmastore.c stages an accumulator layout): the stores
  * of values converted from one mma layout together (an epilogue that stores twice
  * keeps its shared ops in that layout only if both stores move), else one by one. */
 static bool propagate(IrFunc *f)
 {
     Roots rs = {0};
-    uint32_t *uses = ir_use_counts(f);
-    rs.uses = uses;
     ir_walk(&f->body, collect_roots, &rs);
-    tl_free(uses);
     bool changed = false;
     IrOp **group = tl_calloc(rs.n + 1, sizeof *group);
     if (!group) tl_oom();
@@ -1209,91 +1164,6 @@ static bool lay_out_locals(IrFunc *f, int warps, const PassRuns *runs)
     return lo.n > 0;
 }
 
-/* ---- the A of a dot split along N, staged through shared memory ------------------------
- * A dot split along N over warpgroups (wgmma_split_n) reads all of A in every
- * warpgroup: from registers each would hold a copy (the fused attention backward's dQ =
- * dS K: dS^T, [64, 128] bf16, 32 registers a thread beside dK and dV's 128), converted
- * from the tile that computed it through a round trip in shared memory anyway. Instead
- * (FlashAttention-3's dS in shared memory) the tile is written once into an NVMMA
- * buffer of its own and wgmma reads A there (a view; a transposed tile, A = trans(y), is
- * y written as it is and read MN-major through the descriptor's transpose bit):
- *
- *   %buf = local_alloc 0 : bf16[1, rows, cols] #shared(NVMMA)   (placed by passes/shared.c)
- *   ...  barrier                       (every warpgroup's wgmma of the last write is done)
- *        local_store 0 %buf, 0, %y     (y in the accumulator layout it was computed in)
- *        fence_async                   (generic -> async proxy)
- *        barrier
- *        %a = local_load 1 %buf, 0 : bf16[M, K] #shared(view, transposed)
- *        %d = dot %a, %b, %acc : #mma<version = 3, wpc = [4, 2], ...>
- *
- * y is stored from the rows layout it was computed from (rows_source): the rows rewrite
- * then computes it there, where dK's operand dS (the same tile) is computed, and cse
- * merges the two. A dot reading the view ends with wait_group 0 (cg_wgmma.c in_flight_ok:
- * no ring stage), so the first barrier orders the next write after every read. */
-static const IrLayout *view_layout(IrCtx *c, const IrLayout *bl, bool transposed)
-{
-    IrLayout k = *bl;
-    k.rank = 2;
-    int fast = bl->order[0] - 1;
-    if (transposed) fast = 1 - fast;
-    k.order[0] = fast;
-    k.order[1] = 1 - fast;
-    k.order[2] = 0;
-    return ir_layout_intern(c, &k);
-}
-
-static bool stage_split_a(IrFunc *f, IrOp *dot)
-{
-    IrCtx *c = f->module->ctx;
-    const IrLayout *m = ir_value_type(f, dot->results[0])->layout;
-    if (!m || m->kind != IR_LAYOUT_MMA || m->version != 3 || m->wpc[1] < 2) return false;
-    IrOp *cvt = f->values[dot->operands[0]].def;
-    if (!cvt || cvt->code != IR_OP_CONVERT_LAYOUT) return false;
-    IrValue y = cvt->operands[0];
-    bool tr = false;
-    const IrOp *xd = f->values[y].def;
-    if (xd && xd->code == IR_OP_TRANS && ir_value_type(f, xd->operands[0])->rank == 2) {
-        y = xd->operands[0];
-        tr = true;
-    }
-    const IrType *yt = ir_value_type(f, y);
-    if (yt->rank != 2 || ir_elem_bytes(yt->elem) != 2 || !pass_nvmma_swizzle(yt, 1)) return false;
-    int32_t shape[3] = {1, yt->shape[0], yt->shape[1]};
-    const IrLayout *bl = pass_nvmma_layout(c, yt, 1);
-    const IrType *bt = ir_type_with_layout(c, ir_type_tile(c, ir_type_elem(c, yt), 3, shape), bl);
-    IrBuilder b;
-    /* one buffer for every staged A of its type: each write waits at a barrier for the
-     * reads of the last (the loops of the causal kernels stage one after the other) */
-    IrOp *alloc = NULL;
-    for (IrOp *o = f->body.first; o && !alloc; o = o->next)
-        if (o->code == IR_OP_LOCAL_ALLOC && ir_value_type(f, o->results[0]) == bt) alloc = o;
-    if (!alloc) {
-        ir_builder_before(&b, f->body.first);
-        b.loc = dot->loc;
-        alloc = ir_build(&b, IR_OP_LOCAL_ALLOC, NULL, 0, &bt, 1, 0);
-        alloc->attr.i = 0;   /* passes/shared.c places it */
-    }
-    const IrLayout *rl = rows_source(f, y, 0);
-    IrValue sv = rl && rl != yt->layout ? convert_before(f, cvt, y, rl) : y;
-    ir_builder_before(&b, cvt);
-    b.loc = dot->loc;
-    IrValue zero = ir_const_int(&b, ir_type_scalar(c, IR_I32), 0);
-    ir_build(&b, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
-    IrValue sops[3] = {alloc->results[0], zero, sv};
-    ir_build(&b, IR_OP_LOCAL_STORE, sops, 3, NULL, 0, 0)->attr.i = 0;
-    ir_build(&b, IR_OP_FENCE_ASYNC, NULL, 0, NULL, 0, 0);
-    ir_build(&b, IR_OP_BARRIER, NULL, 0, NULL, 0, 0);
-    const IrType *vt = ir_type_with_layout(c, ir_value_type(f, dot->operands[0]), view_layout(c, bl, tr));
-    IrValue lops[2] = {alloc->results[0], zero};
-    IrOp *ll = ir_build(&b, IR_OP_LOCAL_LOAD, lops, 2, &vt, 1, 0);
-    ll->attr.i = tr;
-    IrValue *ops = arena_alloc(ir_ctx_arena(c), dot->noperands * sizeof *ops);
-    memcpy(ops, dot->operands, dot->noperands * sizeof *ops);
-    ops[0] = ll->results[0];
-    dot->operands = ops;
-    return true;
-}
-
 /* ---- extracts of an accumulator's columns (passes/epichunk.c) -------------------------
  * An extract whose operand converts a wgmma accumulator (warps along M) out of its mma
  * layout takes the accumulator itself, its chunk in the alike mma layout of the chunk's
@@ -1354,7 +1224,6 @@ bool pass_layout(IrFunc *f)
         if (mma) lay_out_dot(f, *d, mma);
         changed |= mma != NULL;
     }
-    for (IrOp **d = dots; d < end; d++) changed |= stage_split_a(f, *d);
     tl_free(dots);
     ir_walk(&f->body, carry_visit, f);
     ir_walk(&f->body, fold_visit, f);

@@ -148,20 +148,10 @@ static uint32_t use_count(const IrFunc *f, IrValue v, const IrOp *from)
     return n;
 }
 
-/* The staging of a split dot's A (passes/layout.c stage_split_a): barrier, local_store
- * into a buffer of its own, fence_async, barrier. It touches no global memory and no
- * ring, so the loads' copies may run ahead of it. */
-static bool staging_op(const IrOp *op)
-{
-    if (op->code == IR_OP_LOCAL_STORE || op->code == IR_OP_FENCE_ASYNC) return true;
-    if (op->code != IR_OP_BARRIER) return false;
-    return (op->next && op->next->code == IR_OP_LOCAL_STORE) || (op->prev && op->prev->code == IR_OP_FENCE_ASYNC);
-}
-
 static bool writes_memory(const IrBlock *blk)
 {
     for (const IrOp *op = blk->first; op; op = op->next) {
-        if ((ir_op_info[op->code].flags & IR_W) && !staging_op(op)) return true;
+        if (ir_op_info[op->code].flags & IR_W) return true;
         for (uint32_t r = 0; r < op->nregions; r++)
             if (writes_memory(&op->regions[r])) return true;
     }
@@ -177,7 +167,7 @@ static bool writes_memory(const IrBlock *blk)
 static bool writes_other_types(const IrFunc *f, const IrBlock *blk, IrElem elem)
 {
     for (const IrOp *op = blk->first; op; op = op->next) {
-        if ((ir_op_info[op->code].flags & IR_W) && !staging_op(op)) {
+        if (ir_op_info[op->code].flags & IR_W) {
             bool atomic = op->code >= IR_OP_ATOMIC_ADD && op->code <= IR_OP_ATOMIC_CAS;
             if (!(atomic && op->attr.i == IR_SEM_RELAXED)) return false;
             if (ir_value_type(f, op->operands[0])->pointee == elem) return false;
@@ -1013,7 +1003,7 @@ typedef struct Resident {
     bool moved;
 } Resident;
 
-static uint32_t resident_operands(IrFunc *f, const Loops *loops, uint32_t start)
+static uint32_t resident_operands(IrFunc *f, const Loops *loops)
 {
     int knob = f->module->knobs.resident_a;   /* -1: decided here; 0 none; 1 all */
     if (knob == 0) return 0;
@@ -1066,9 +1056,9 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops, uint32_t start)
             if (!seen && nr < MAX_CANDS) rs[nr++] = mine[best];
         }
     }
-    if (!nr) return start;
+    if (!nr) return 0;
     IrCtx *c = f->module->ctx;
-    uint32_t offset = start;
+    uint32_t offset = 0;
     for (int k = 0; k < nr; k++) {
         IrOp *ld = rs[k].load;
         const IrType *lt = ir_value_type(f, ld->results[0]);
@@ -1126,22 +1116,6 @@ static uint32_t resident_operands(IrFunc *f, const Loops *loops, uint32_t start)
             }
     }
     tl_free(uses);
-    return (uint32_t)ir_nvmma_align(offset);
-}
-
-/* The buffers the layout pass made for the A of dots split along N (passes/layout.c
- * stage_split_a: the only local_allocs before this pass), one after the other from the
- * start of the buffer area; the resident operands and the rings follow. Returns their
- * end. */
-static uint32_t place_staged(IrFunc *f)
-{
-    uint32_t offset = 0;
-    for (IrOp *op = f->body.first; op; op = op->next) {
-        if (op->code != IR_OP_LOCAL_ALLOC) continue;
-        offset = (uint32_t)ir_nvmma_align(offset);
-        op->attr.i = offset;
-        offset += buffer_bytes(ir_value_type(f, op->results[0]), 1);
-    }
     return (uint32_t)ir_nvmma_align(offset);
 }
 
@@ -1272,14 +1246,12 @@ bool pass_shared(IrFunc *f)
     const TileTarget *t = f->module->target ? f->module->target : tile_target_default();
     if (f->kind != IR_FUNC_KERNEL) return false;
     bool changed = false;
-    uint32_t staged = place_staged(f);
-    changed |= staged > 0;
     if (t->cp_async && f->stages >= 2) {
         Loops loops = {0};
         ir_walk(&f->body, collect_loops, &loops);
         /* the loop-invariant A operands that stay in shared memory: the rings after them */
-        uint32_t resident = t->wgmma ? resident_operands(f, &loops, staged) : staged;
-        changed |= resident > staged;
+        uint32_t resident = t->wgmma ? resident_operands(f, &loops) : 0;
+        changed |= resident > 0;
         for (uint32_t i = 0; i < loops.n; i++) changed |= pipeline_loop(f, loops.v[i], f->stages, t->smem_optin - resident, resident);
         tl_free(loops.v);
     }

@@ -137,11 +137,6 @@ CASES = [
     ("subtiled epilogue, odd sizes", EC, "swiglu_dx", [], swiglu_dx(130, 200, 72), ["dg", "du"], 0),
     ("subtiled epilogue with a column sum (extract of a [BN] value)", EC, "colsum", [], swiglu_dx(144, 208, 64),
      ["dg", "du"], 0),
-    # 64 rows on 8 warps: the dot split along N over the two warpgroups (wpc = [4, 2])
-    ("split dot, A staged transposed", os.path.join(root, "tests", "lit", "passes", "wgmma_split.tile"), "tn", [],
-     ["out=zeros:8192", "x=rand:8192:1", "b=rand:16384:2", "n=3"], ["out"], 1e-6),
-    ("gemm 64 rows on 8 warps (split along N)", MM, "matmul_bf16", ["BM=64", "BN=128", "BK=64", "warps=8", "stages=3"],
-     gemm(200, 136, 72), ["c"], 0),
     ("gemm 64 x 64, BK 16", MM, "matmul_bf16", ["BM=64", "BN=64", "BK=16", "warps=4", "stages=2", "ws=0",
                                                  "persistent=0"], gemm(128, 192, 80), ["c"], 0),
     ("gemm + bias + gelu default", os.path.join(EX, "gemm_bias_gelu.tile"), "gemm_bias_gelu", [],
@@ -287,15 +282,6 @@ CASES = [
      ["dk", "dv", "dq_accum"], 2e-2),
     ("attention backward fused causal gqa 8 warps", FB, "attn_bwd_fused", ["BN=128", "BM=64", "CAUSAL=1", "GROUP=2"],
      attn_bwd_fused(2, 256), ["dk", "dv", "dq_accum"], 2e-2),
-    # BN 128 with 8 warps: dQ's [64, D] dot on wgmma split along N over the two
-    # warpgroups (mma<version = 3, wpc = [4, 2]>), its A (dS^T) staged in shared memory
-    # (passes/layout.c stage_split_a); odd L: the last blocks masked
-    ("attention backward fused split dq", FB, "attn_bwd_fused", ["BN=128", "BM=64", "warps=8"],
-     attn_bwd_fused(2, 200), ["dk", "dv", "dq_accum"], 2e-2),
-    ("attention backward fused split every dot causal", FB, "attn_bwd_fused", ["BN=64", "BM=64", "warps=8", "CAUSAL=1"],
-     attn_bwd_fused(1, 200), ["dk", "dv", "dq_accum"], 2e-2),
-    ("attention backward fused split dq causal", FB, "attn_bwd_fused", ["BN=128", "BM=64", "warps=8", "CAUSAL=1"],
-     attn_bwd_fused(1, 328), ["dk", "dv", "dq_accum"], 2e-2),
     ("attention backward fused tma causal gqa", FB, "attn_bwd_fused_tma", ["CAUSAL=1", "GROUP=2"],
      ["dk=zeros:32768", "dv=zeros:32768", "dq_accum=zeros:65536", "sem=zeros:512", "q=rand:65536:1",
       "k=rand:32768:2", "v=rand:32768:3", "do=rand:65536:4", "lse=rand:512:5", "delta=rand:512:6", "BH=2", "L=256",
