@@ -823,14 +823,20 @@ static bool columns_loop(Low *L, Row *R, const char *from, const char *to, const
     return true;
 }
 
+/* A step named sn with args's arguments (freed here). */
+static void step_of(Low *L, PassGKernel *step, const char *sn, Sig *args)
+{
+    PassGArg *a = arena_alloc(L->a, (args->args.len + 1) * sizeof *a);
+    memcpy(a, args->args.data, args->args.len * sizeof *a);
+    *step = (PassGKernel){.name = sn, .nargs = (uint32_t)args->args.len, .args = a};
+    vec_free(&args->args);
+}
+
 /* The kernel as two steps: steps[0] already made, steps[1] named sn with targs's
- * arguments (freed here), each launched once over all rows. */
+ * arguments, each launched once over all rows. */
 static bool two_steps(Low *L, PassGKernel *steps, const char *sn, Sig *targs)
 {
-    PassGArg *a = arena_alloc(L->a, (targs->args.len + 1) * sizeof *a);
-    memcpy(a, targs->args.data, targs->args.len * sizeof *a);
-    steps[1] = (PassGKernel){.name = sn, .nargs = (uint32_t)targs->args.len, .args = a};
-    vec_free(&targs->args);
+    step_of(L, &steps[1], sn, targs);
     L->out->steps = steps;
     L->out->nsteps = 2;
     L->out->chunk = 0;
@@ -865,10 +871,7 @@ static bool lower_columns_split(Low *L, Row *R, const char *name, const IrTensor
     fprintf(L->o, "    var acc = zeros([BN], %s);\n", A);
     if (!columns_loop(L, R, "r0", "r1", "0", true, false)) return false;
     fprintf(L->o, "    store(ps + part * %s + ob * %s + cn, acc, cmask);\n}\n", TOT, I);
-    PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
-    memcpy(a, args.args.data, args.args.len * sizeof *a);
-    steps[0] = (PassGKernel){.name = sn, .nargs = (uint32_t)args.args.len, .args = a};
-    vec_free(&args.args);
+    step_of(L, &steps[0], sn, &args);
     sn = arena_printf(L->a, "%s_total", name);
     Sig targs = {0};
     fprintf(L->o, "\n// step total: the %u partial sums of each column, in order\n", P);
@@ -2663,10 +2666,7 @@ static bool lower_attention_bwd16(Low *L, const Bwd *B, const char *name)
     }
     PassGKernel *steps = arena_alloc(L->a, ns * sizeof *steps);
     for (uint32_t i = 0; i < ns; i++) {
-        PassGArg *a = arena_alloc(L->a, (sg[i].args.len + 1) * sizeof *a);
-        memcpy(a, sg[i].args.data, sg[i].args.len * sizeof *a);
-        steps[i] = (PassGKernel){.name = arena_printf(L->a, "%s_%s", name, sfx[i]), .nargs = (uint32_t)sg[i].args.len, .args = a};
-        vec_free(&sg[i].args);
+        step_of(L, &steps[i], arena_printf(L->a, "%s_%s", name, sfx[i]), &sg[i]);
     }
     L->out->steps = steps;
     L->out->nsteps = ns;
@@ -2962,10 +2962,7 @@ static bool lower_grad_stats(Low *L, Sig *sig, const char *name)
         fprintf(L->o, "    store(ps + %u + pid, %s);\n", j * P,
                 L->g->ops.data[L->K->ops[j]].kind == IR_GOP_GLOBAL_NORM ? arena_printf(L->a, "acc%u", j) : "bad");
     fputs("}\n", L->o);
-    PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
-    memcpy(a, args.args.data, args.args.len * sizeof *a);
-    steps[0] = (PassGKernel){.name = sn, .nargs = (uint32_t)args.args.len, .args = a};
-    vec_free(&args.args);
+    step_of(L, &steps[0], sn, &args);
     /* step 2: their sums, in one program */
     sn = arena_printf(L->a, "%s_total", name);
     Sig targs = {0};
@@ -3215,10 +3212,7 @@ static bool lower_lce(Low *L, Sig *sig, const char *name)
                 fputs("    store(at_dw, load(at_dw, mk & (off > 0), 0) + acc, mk);\n}\n", L->o);
             }
         }
-        PassGArg *a = arena_alloc(L->a, (args.args.len + 1) * sizeof *a);
-        memcpy(a, args.args.data, args.args.len * sizeof *a);
-        steps[n++] = (PassGKernel){.name = sn, .nargs = (uint32_t)args.args.len, .args = a};
-        vec_free(&args.args);
+        step_of(L, &steps[n++], sn, &args);
     }
     L->out->steps = steps;
     L->out->nsteps = n;
